@@ -1,0 +1,41 @@
+# ax — make targets. `make run` and `make test` are all a newcomer needs.
+GO        ?= go
+BIN       ?= bin/ax
+PIPELINES ?= examples
+FUZZTIME  ?= 30s
+
+.PHONY: all build run test vet validate-dag bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/ax
+
+# Until the engine lands, `make run` validates the example pipelines and shows
+# what the scheduler would run: their layers and next fire times.
+run: build
+	$(BIN) validate $(PIPELINES)
+	@for f in $(PIPELINES)/*.yaml; do echo; $(BIN) graph --format layers $$f; $(BIN) next $$f -n 3; done
+
+vet:
+	$(GO) vet ./...
+
+# All tests; the engine again under the race detector. MySQL tests run when
+# AX_TEST_MYSQL_DSN is set (CI always sets it; see .ci/run).
+test: vet
+	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -race ./engine/... ./store/... ./dag/...
+
+# Validate every checked-in pipeline (CI-friendly: exit 1 with file:line:col errors).
+validate-dag: build
+	$(BIN) validate --strict $(PIPELINES)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./dag/... ./defs/... ./store/... ./engine/...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./defs/
+	$(GO) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) ./dag/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,122 @@
+// Command ax is the single binary of the ax scheduler: it validates pipeline
+// files, prints their graphs and fire times, and runs the scheduler.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "time/tzdata" // time zones work on machines without a zone database
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses of ax.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the command ran and found a problem (invalid files, a failed task)
+	exitUsage   = 2 // the command was called wrongly
+)
+
+// exitError carries an exit status out of a cobra command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks err as a usage error (exit status 2).
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// failed reports a finished command that found problems, already printed.
+func failed() error { return &exitError{code: exitFailed} }
+
+// run is the whole program, with its environment passed in, so that tests
+// can call it like main.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "ax: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "ax: %v\n", err)
+	if isUsage(err) {
+		fmt.Fprintln(stderr, "Run 'ax --help' for usage.")
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// usageErrorMarker tags errors that cobra raises for bad flags and arguments.
+type usageErrorMarker struct{ error }
+
+func isUsage(err error) bool {
+	var u usageErrorMarker
+	return errors.As(err, &u)
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ax",
+		Short:         "ax schedules dependency pipelines described in YAML files",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorMarker{err} })
+	root.AddCommand(
+		newValidateCmd(),
+		newGraphCmd(),
+		newNextCmd(),
+		newSchemaCmd(),
+	)
+	for _, c := range root.Commands() {
+		wrapArgs(c)
+	}
+	return root
+}
+
+// wrapArgs turns cobra's argument-count errors into usage errors.
+func wrapArgs(c *cobra.Command) {
+	if c.Args == nil {
+		return
+	}
+	check := c.Args
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageErrorMarker{err}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,395 @@
+package dag
+
+import (
+	"cmp"
+	"container/heap"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/dominikbraun/graph"
+)
+
+// Options tunes compilation.
+type Options struct {
+	// Now is the reference time for look-ahead warnings. Zero means time.Now().
+	Now time.Time
+	// DispatchRate is the dispatch rate, in tasks per second, against which
+	// fire-time collisions are judged. Zero means 100; negative disables the check.
+	DispatchRate int
+	// External accepts references to pipelines that are not among those
+	// compiled, recording them instead of reporting them, for commands that
+	// look at one file alone (`ax graph`, `ax next`).
+	External bool
+}
+
+// DefaultDispatchRate is the dispatch rate assumed when none is configured.
+const DefaultDispatchRate = 100
+
+// Graph is the compiled form of a set of pipelines. It is immutable once
+// compiled and safe for concurrent use.
+type Graph struct {
+	pipelines []*defs.Pipeline // sorted by name
+	byName    map[string]*defs.Pipeline
+	tasks     []*defs.Task // node index → task
+	index     map[string]int
+	up, down  [][]int // upstream and downstream node indexes
+	order     []int   // global topological order
+	rank      []int   // node index → position in order
+	triggers  []*Trigger
+	external  map[int][]string // node index → upstreams outside the compiled set
+	lib       graph.Graph[string, *defs.Task]
+}
+
+// Trigger is one schedule and the run set its fire starts: the whole pipeline
+// for a pipeline `schedule`, or a task and everything downstream of it for a
+// task's `cron`.
+type Trigger struct {
+	Pipeline string
+	Task     string // "" for the pipeline's schedule
+	Schedule *defs.Schedule
+	Tasks    []string // the run set, in topological order
+	Pos      defs.Pos
+}
+
+// Name describes the trigger for people: `orders_daily` or `orders_daily.sync`.
+func (t *Trigger) Name() string {
+	if t.Task == "" {
+		return t.Pipeline
+	}
+	return t.Pipeline + "." + t.Task
+}
+
+// Compile builds the graph of pipelines and checks what needs more than one
+// file: duplicate pipeline names, cross-pipeline references, cycles, run sets.
+// It returns the graph (nil when the errors make it unusable) and every
+// problem, warnings included, sorted.
+func Compile(pipelines []*defs.Pipeline, opts Options) (*Graph, defs.Errors) {
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	if opts.DispatchRate == 0 {
+		opts.DispatchRate = DefaultDispatchRate
+	}
+	c := &compiler{opts: opts, g: &Graph{byName: map[string]*defs.Pipeline{}, index: map[string]int{}, external: map[int][]string{}}}
+	c.nodes(pipelines)
+	c.edges()
+	cyclic := c.sort()
+	if !cyclic {
+		c.runSets()
+		c.warnPriority()
+		if opts.DispatchRate > 0 {
+			c.warnCollisions(opts.Now, opts.DispatchRate)
+		}
+	}
+	c.errs.Sort()
+	if c.errs.Err() != nil {
+		return nil, c.errs
+	}
+	return c.g, c.errs
+}
+
+type compiler struct {
+	opts Options
+	g    *Graph
+	errs defs.Errors
+}
+
+func (c *compiler) errorf(sev defs.Severity, pos defs.Pos, pipeline, task, format string, args ...any) {
+	c.errs = append(c.errs, &defs.Error{Pos: pos, Pipeline: pipeline, Task: task, Msg: fmt.Sprintf(format, args...), Severity: sev})
+}
+
+func (c *compiler) nodes(pipelines []*defs.Pipeline) {
+	g := c.g
+	sorted := slices.Clone(pipelines)
+	slices.SortStableFunc(sorted, func(a, b *defs.Pipeline) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.File, b.File))
+	})
+	g.lib = graph.New(func(t *defs.Task) string { return t.ID() }, graph.Directed())
+	for _, p := range sorted {
+		if p == nil {
+			continue
+		}
+		if prev, dup := g.byName[p.Name]; dup {
+			c.errorf(defs.SevError, p.Pos, p.Name, "", "pipeline %q is also defined in %s: pipeline names must be unique", p.Name, prev.File)
+			continue
+		}
+		g.byName[p.Name] = p
+		g.pipelines = append(g.pipelines, p)
+		for _, t := range p.Tasks {
+			g.index[t.ID()] = len(g.tasks)
+			g.tasks = append(g.tasks, t)
+			_ = g.lib.AddVertex(t) // IDs are unique: duplicates were refused by defs
+		}
+	}
+	g.up = make([][]int, len(g.tasks))
+	g.down = make([][]int, len(g.tasks))
+}
+
+func (c *compiler) edges() {
+	g := c.g
+	for i, t := range g.tasks {
+		for _, d := range t.DependsOn {
+			pipe := cmp.Or(d.Pipeline, t.Pipeline)
+			j, ok := g.index[pipe+"."+d.Task]
+			if !ok {
+				if _, known := g.byName[d.Pipeline]; c.opts.External && d.Pipeline != "" && !known {
+					g.external[i] = append(g.external[i], d.String())
+					continue
+				}
+				c.unknownRef(t, d)
+				continue
+			}
+			g.up[i] = append(g.up[i], j)
+			g.down[j] = append(g.down[j], i)
+			_ = g.lib.AddEdge(g.tasks[j].ID(), t.ID())
+		}
+	}
+}
+
+func (c *compiler) unknownRef(t *defs.Task, d defs.Dep) {
+	other, ok := c.g.byName[d.Pipeline]
+	if !ok {
+		names := make([]string, 0, len(c.g.byName))
+		for n := range c.g.byName {
+			names = append(names, n)
+		}
+		c.errorf(defs.SevError, d.Pos, t.Pipeline, t.Name, "depends_on %q: no pipeline %q among the files given%s; pass its file to ax validate too",
+			d.String(), d.Pipeline, defs.DidYouMean(d.Pipeline, names))
+		return
+	}
+	c.errorf(defs.SevError, d.Pos, t.Pipeline, t.Name, "depends_on %q: pipeline %q (%s) has no task %q%s",
+		d.String(), d.Pipeline, other.File, d.Task, defs.DidYouMean(d.Task, other.TaskNames()))
+}
+
+// less orders two nodes for the topological tie-break: priority, then name.
+func (g *Graph) less(a, b int) bool {
+	ta, tb := g.tasks[a], g.tasks[b]
+	if ta.Priority != tb.Priority {
+		return ta.Priority < tb.Priority
+	}
+	return ta.ID() < tb.ID()
+}
+
+type nodeHeap struct {
+	g     *Graph
+	items []int
+}
+
+func (h *nodeHeap) Len() int           { return len(h.items) }
+func (h *nodeHeap) Less(i, j int) bool { return h.g.less(h.items[i], h.items[j]) }
+func (h *nodeHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *nodeHeap) Push(x any)         { h.items = append(h.items, x.(int)) }
+func (h *nodeHeap) Pop() any {
+	n := len(h.items) - 1
+	x := h.items[n]
+	h.items = h.items[:n]
+	return x
+}
+
+// sort runs Kahn's algorithm with a heap for the tie-break: O((V+E) log V).
+// It reports each cycle by its path and returns whether there was one.
+func (c *compiler) sort() bool {
+	g := c.g
+	n := len(g.tasks)
+	indeg := make([]int, n)
+	h := &nodeHeap{g: g}
+	for i := range n {
+		indeg[i] = len(g.up[i])
+		if indeg[i] == 0 {
+			h.items = append(h.items, i)
+		}
+	}
+	heap.Init(h)
+	g.order = make([]int, 0, n)
+	for h.Len() > 0 {
+		i := heap.Pop(h).(int)
+		g.order = append(g.order, i)
+		for _, j := range g.down[i] {
+			indeg[j]--
+			if indeg[j] == 0 {
+				heap.Push(h, j)
+			}
+		}
+	}
+	g.rank = make([]int, n)
+	for r, i := range g.order {
+		g.rank[i] = r
+	}
+	if len(g.order) == n {
+		return false
+	}
+	c.reportCycles(indeg)
+	return true
+}
+
+// reportCycles finds the strongly connected components among the nodes Kahn's
+// algorithm could not order and reports one cycle path for each.
+func (c *compiler) reportCycles(indeg []int) {
+	g := c.g
+	left := make([]bool, len(g.tasks))
+	for i, d := range indeg {
+		left[i] = d > 0
+	}
+	for _, scc := range tarjan(g, left) {
+		if len(scc) < 2 {
+			continue // a node downstream of a cycle, not on one
+		}
+		c.reportCycle(scc)
+	}
+}
+
+func (c *compiler) reportCycle(scc []int) {
+	g := c.g
+	in := make(map[int]bool, len(scc))
+	start := scc[0]
+	for _, i := range scc {
+		in[i] = true
+		a, b := g.tasks[i].Pos, g.tasks[start].Pos
+		if cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line)) < 0 {
+			start = i
+		}
+	}
+	// Shortest path from start back to start along depends_on edges, inside the component.
+	prev := map[int]int{}
+	queue := []int{start}
+	found := false
+	for len(queue) > 0 && !found {
+		i := queue[0]
+		queue = queue[1:]
+		ups := slices.Clone(g.up[i])
+		slices.SortFunc(ups, func(a, b int) int { return cmp.Compare(g.tasks[a].ID(), g.tasks[b].ID()) })
+		for _, j := range ups {
+			if !in[j] {
+				continue
+			}
+			if j == start {
+				prev[start] = i
+				found = true
+				break
+			}
+			if _, seen := prev[j]; !seen {
+				prev[j] = i
+				queue = append(queue, j)
+			}
+		}
+	}
+	path := []int{start}
+	for i := prev[start]; i != start; i = prev[i] {
+		path = append(path, i)
+	}
+	path = append(path, start)
+	// path runs backwards along depends_on; reverse it to read "a depends on b".
+	slices.Reverse(path[1 : len(path)-1])
+	t := g.tasks[start]
+	cross := false
+	for _, i := range path {
+		cross = cross || g.tasks[i].Pipeline != t.Pipeline
+	}
+	names := make([]string, len(path))
+	for k, i := range path {
+		names[k] = g.tasks[i].Name
+		if cross {
+			names[k] = g.tasks[i].ID()
+		}
+	}
+	c.errorf(defs.SevError, t.Pos, t.Pipeline, t.Name, "dependency cycle: %s; remove one of these depends_on entries", strings.Join(names, " -> "))
+}
+
+// tarjan returns the strongly connected components of the nodes marked in
+// include, iteratively so that a 10,000-task cycle needs no deep stack.
+func tarjan(g *Graph, include []bool) [][]int {
+	n := len(g.tasks)
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+	}
+	var (
+		stack []int
+		out   [][]int
+		next  int
+	)
+	type frame struct{ v, edge int }
+	for root := range n {
+		if !include[root] || index[root] >= 0 {
+			continue
+		}
+		call := []frame{{root, 0}}
+		index[root], low[root] = next, next
+		next++
+		stack = append(stack, root)
+		onStack[root] = true
+		for len(call) > 0 {
+			f := &call[len(call)-1]
+			if f.edge < len(g.up[f.v]) {
+				w := g.up[f.v][f.edge]
+				f.edge++
+				if !include[w] {
+					continue
+				}
+				if index[w] < 0 {
+					index[w], low[w] = next, next
+					next++
+					stack = append(stack, w)
+					onStack[w] = true
+					call = append(call, frame{w, 0})
+				} else if onStack[w] {
+					low[f.v] = min(low[f.v], index[w])
+				}
+				continue
+			}
+			v := f.v
+			call = call[:len(call)-1]
+			if len(call) > 0 {
+				p := call[len(call)-1].v
+				low[p] = min(low[p], low[v])
+			}
+			if low[v] == index[v] {
+				var scc []int
+				for {
+					w := stack[len(stack)-1]
+					stack = stack[:len(stack)-1]
+					onStack[w] = false
+					scc = append(scc, w)
+					if w == v {
+						break
+					}
+				}
+				out = append(out, scc)
+			}
+		}
+	}
+	return out
+}
+
+// Load finds the pipeline files under paths, parses them and compiles them
+// together: what `ax validate` and `ax server` do. The graph is nil when any
+// problem of severity error was found.
+func Load(paths []string, popts defs.Options, opts Options) (*Graph, defs.Errors, error) {
+	files, err := defs.FindFiles(paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	pls, errs := defs.ParseFiles(files, popts)
+	g, cerrs := Compile(pls, opts)
+	// A file that did not parse cleanly yields follow-on warnings (a schedule
+	// that failed to parse leaves its tasks unscheduled): keep its errors only.
+	broken := map[string]bool{}
+	for _, e := range errs.Fatal() {
+		broken[e.File] = true
+	}
+	for _, e := range cerrs {
+		if e.Severity == defs.SevError || !broken[e.File] {
+			errs = append(errs, e)
+		}
+	}
+	errs.Sort()
+	if errs.Err() != nil {
+		return nil, errs, nil
+	}
+	return g, errs, nil
+}

@@ -1,0 +1,767 @@
+package defs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Options tunes parsing.
+type Options struct {
+	// Now is the reference time for checks that look ahead, such as whether a
+	// cron expression can ever fire. Zero means time.Now().
+	Now time.Time
+}
+
+// nameRe is the shape of pipeline, task and group names: no dots, because a
+// dot separates pipeline and task in `other_pipeline.task`.
+var nameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// functionRe is the shape of a registered function name.
+var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
+
+// Keys of each mapping of the format, in the order they are documented.
+var (
+	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "defaults", "tasks"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "timeout", "retry", "misfire", "overlap", "function", "http", "command", "params"}
+	retryKeys    = []string{"count", "interval"}
+	// noDefault are task keys that make no sense as a default of every task.
+	noDefault = map[string]string{
+		"name":       "each task needs its own name",
+		"depends_on": "set it on each task that waits",
+		"cron":       "set a pipeline `schedule:` or a `cron:` on a root task",
+		"manual":     "set it on the tasks that wait for an operator",
+	}
+)
+
+// ParseFile reads and parses the pipeline file at path. See [Parse].
+func ParseFile(path string, opts Options) (*Pipeline, Errors) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Errors{{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: fmt.Sprintf("cannot read file: %v", err), Severity: SevError}}
+	}
+	return Parse(path, data, opts)
+}
+
+// Parse parses one pipeline file. It returns the pipeline, with every default
+// applied, as far as it could be read (nil when not even its name could), and
+// every problem found. The pipeline is valid only when the errors hold no
+// problem of severity error. Parse never panics, whatever data holds.
+func Parse(file string, data []byte, opts Options) (*Pipeline, Errors) {
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	p := &parser{file: file, now: opts.Now}
+	pl := p.parse(data)
+	p.errs.Sort()
+	return pl, p.errs
+}
+
+type parser struct {
+	file string
+	now  time.Time
+	errs Errors
+	pl   string // pipeline name, once known
+}
+
+func (p *parser) pos(n *yaml.Node) Pos {
+	if n == nil {
+		return Pos{File: p.file, Line: 1, Col: 1}
+	}
+	return Pos{File: p.file, Line: max(n.Line, 1), Col: max(n.Column, 1)}
+}
+
+func (p *parser) errorf(n *yaml.Node, task, format string, args ...any) {
+	p.errs = append(p.errs, &Error{Pos: p.pos(n), Pipeline: p.pl, Task: task, Msg: fmt.Sprintf(format, args...), Severity: SevError})
+}
+
+var yamlLineRe = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func (p *parser) parse(data []byte) *Pipeline {
+	if len(bytes.TrimSpace(data)) == 0 {
+		p.errorf(nil, "", "file is empty: a pipeline needs at least `pipeline:` (its name) and `tasks:`")
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		p.syntaxError(err)
+		return nil
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		p.errorf(&extra, "", "a second YAML document (after ---): put one pipeline in each file")
+	} else if !errors.Is(err, io.EOF) {
+		p.syntaxError(err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			p.errorf(nil, "", "file is empty: a pipeline needs at least `pipeline:` (its name) and `tasks:`")
+			return nil
+		}
+		root = root.Content[0]
+	}
+	root = deref(root)
+	if root.Kind != yaml.MappingNode {
+		p.errorf(root, "", "a pipeline file must be a mapping with `pipeline:` and `tasks:`, not a %s", kindName(root))
+		return nil
+	}
+	return p.pipeline(root)
+}
+
+func (p *parser) syntaxError(err error) {
+	msg := err.Error()
+	line := 1
+	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	p.errs = append(p.errs, &Error{Pos: Pos{File: p.file, Line: line, Col: 1}, Msg: "YAML syntax error: " + msg, Severity: SevError})
+}
+
+// deref follows YAML aliases (bounded: an alias of an alias is followed a few times).
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "empty value"
+		}
+		return fmt.Sprintf("scalar %q", n.Value)
+	}
+	return "YAML node"
+}
+
+// each walks the pairs of a mapping: it reports repeated keys, unknown keys
+// (with a suggestion) and merge keys, and calls fn for the others.
+func (p *parser) each(n *yaml.Node, task, where string, known []string, fn func(key string, k, v *yaml.Node)) {
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(k, task, "%s: keys must be plain words, not a %s", where, kindName(k))
+			continue
+		}
+		key := k.Value
+		if key == "<<" {
+			p.errorf(k, task, "%s: YAML merge keys (<<) are not supported: put shared settings under `defaults:`", where)
+			continue
+		}
+		if line, dup := seen[key]; dup {
+			p.errorf(k, task, "%s: key %q is repeated (first at line %d): keep one", where, key, line)
+			continue
+		}
+		seen[key] = k.Line
+		if !contains(known, key) {
+			p.errorf(k, task, "%s: unknown key %q%s; known keys: %s", where, key, didYouMean(key, known), strings.Join(known, ", "))
+			continue
+		}
+		fn(key, k, v)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) str(n *yaml.Node, task, field string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, task, "%s must be a string, not a %s", field, kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) name(n *yaml.Node, task, field string) (string, bool) {
+	s, ok := p.str(n, task, field)
+	if !ok {
+		return "", false
+	}
+	if !nameRe.MatchString(s) {
+		p.errorf(n, task, "%s %q is not a valid name: use letters, digits, _ and -, starting with a letter or _ (no dots)", field, s)
+		return "", false
+	}
+	return s, true
+}
+
+func (p *parser) integer(n *yaml.Node, task, field string) (int, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		p.errorf(n, task, "%s must be a whole number, not a %s", field, kindName(n))
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 32)
+	if err != nil {
+		p.errorf(n, task, "%s %s is out of range", field, n.Value)
+		return 0, false
+	}
+	return int(v), true
+}
+
+func (p *parser) boolean(n *yaml.Node, task, field string) (bool, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		p.errorf(n, task, "%s must be true or false, not a %s", field, kindName(n))
+		return false, false
+	}
+	var b bool
+	if err := n.Decode(&b); err != nil {
+		p.errorf(n, task, "%s must be true or false: %v", field, err)
+		return false, false
+	}
+	return b, true
+}
+
+// duration reads a Go duration string. A bare number is refused because its
+// unit would be a guess.
+func (p *parser) duration(n *yaml.Node, task, field string) (time.Duration, bool) {
+	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
+		p.errorf(n, task, "%s %s has no unit: write a duration such as \"%ss\" or \"5m\"", field, n.Value, n.Value)
+		return 0, false
+	}
+	s, ok := p.str(n, task, field)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		p.errorf(n, task, "%s %q is not a duration: write a number with a unit, such as \"30s\", \"5m\" or \"1h30m\"", field, s)
+		return 0, false
+	}
+	if d < 0 {
+		p.errorf(n, task, "%s %q is negative: durations must be zero or more", field, s)
+		return 0, false
+	}
+	return d, true
+}
+
+func (p *parser) misfire(n *yaml.Node, task string) (Misfire, bool) {
+	s, ok := p.str(n, task, "misfire")
+	if !ok {
+		return "", false
+	}
+	switch m := Misfire(s); m {
+	case MisfireFireOnce, MisfireSkip, MisfireFireAll:
+		return m, true
+	}
+	p.errorf(n, task, "misfire %q is not a policy: use fire_once, skip or fire_all%s", s, didYouMean(s, []string{"fire_once", "skip", "fire_all"}))
+	return "", false
+}
+
+func (p *parser) overlap(n *yaml.Node, task string) (Overlap, bool) {
+	s, ok := p.str(n, task, "overlap")
+	if !ok {
+		return "", false
+	}
+	switch o := Overlap(s); o {
+	case OverlapSkip, OverlapWait, OverlapAllow:
+		return o, true
+	}
+	p.errorf(n, task, "overlap %q is not a policy: use skip, wait or allow%s", s, didYouMean(s, []string{"skip", "wait", "allow"}))
+	return "", false
+}
+
+func (p *parser) location(n *yaml.Node) (*time.Location, string, bool) {
+	s, ok := p.str(n, "", "timezone")
+	if !ok {
+		return nil, "", false
+	}
+	if s == "" || s == "Local" {
+		p.errorf(n, "", "timezone %q is not allowed: name an IANA zone such as Asia/Shanghai or UTC", s)
+		return nil, "", false
+	}
+	loc, err := time.LoadLocation(s)
+	if err != nil {
+		p.errorf(n, "", "unknown time zone %q: use an IANA name such as Asia/Shanghai, Europe/Berlin or UTC", s)
+		return nil, "", false
+	}
+	return loc, s, true
+}
+
+// rawTask is a task (or the defaults) as written, with nil meaning "not set".
+type rawTask struct {
+	node      *yaml.Node
+	name      string
+	group     *string
+	deps      []Dep
+	depsNode  *yaml.Node
+	cron      *yaml.Node
+	delay     *time.Duration
+	manual    *bool
+	priority  *int
+	timeout   *time.Duration
+	retryN    *int
+	retryIv   *time.Duration
+	misfire   *Misfire
+	overlap   *Overlap
+	execs     []execField
+	params    map[string]any
+	hasParams bool
+}
+
+type execField struct {
+	kind ExecutorKind
+	key  *yaml.Node
+	val  *yaml.Node
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (p *parser) pipeline(root *yaml.Node) *Pipeline {
+	pl := &Pipeline{Pos: p.pos(root), File: p.file, byName: map[string]*Task{}}
+	var (
+		defaults  rawTask
+		tasksNode *yaml.Node
+		schedNode *yaml.Node
+		nameOK    bool
+	)
+	p.each(root, "", "pipeline", pipelineKeys, func(key string, k, v *yaml.Node) {
+		switch key {
+		case "pipeline":
+			pl.Name, nameOK = p.name(v, "", "pipeline")
+			p.pl = pl.Name
+		case "group":
+			if g, ok := p.name(v, "", "group"); ok {
+				pl.Group = g
+			}
+		case "timezone":
+			if loc, s, ok := p.location(v); ok {
+				pl.Location, pl.Timezone = loc, s
+			}
+		case "schedule":
+			schedNode = v
+		case "misfire":
+			if m, ok := p.misfire(v, ""); ok {
+				pl.Misfire = m
+			}
+		case "overlap":
+			if o, ok := p.overlap(v, ""); ok {
+				pl.Overlap = o
+			}
+		case "defaults":
+			if v.Kind != yaml.MappingNode {
+				p.errorf(v, "", "defaults must be a mapping of task fields, not a %s", kindName(v))
+				return
+			}
+			defaults = p.task(v, true)
+		case "tasks":
+			tasksNode = v
+		}
+	})
+	if !hasKey(root, "pipeline") {
+		p.errorf(root, "", "missing `pipeline:`: give the pipeline a unique name")
+	}
+	if pl.Group == "" {
+		pl.Group = DefaultGroup
+	}
+	if pl.Location == nil {
+		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
+		if loc, err := time.LoadLocation(DefaultTimezone); err == nil {
+			pl.Location = loc
+		}
+		if hasKey(root, "timezone") {
+			pl.Timezone = "" // invalid zone already reported; keep UTC for the rest of the checks
+		}
+	}
+	if pl.Misfire == "" {
+		pl.Misfire = MisfireFireOnce
+	}
+	if pl.Overlap == "" {
+		pl.Overlap = OverlapSkip
+	}
+	if schedNode != nil {
+		if s, ok := p.str(schedNode, "", "schedule"); ok {
+			pl.ScheduleSpec = s
+			pl.SchedulePos = p.pos(schedNode)
+			sched, err := ParseSchedule(s, pl.Location, p.now)
+			if err != nil {
+				p.errorf(schedNode, "", "schedule %v", err)
+			} else {
+				pl.Schedule = sched
+			}
+		}
+	}
+	p.tasks(pl, tasksNode, root, &defaults)
+	if !nameOK {
+		return nil
+	}
+	return pl
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
+	if n == nil {
+		p.errorf(root, "", "missing `tasks:`: list at least one task")
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, "", "tasks must be a list (each item starting with `- name:`), not a %s", kindName(n))
+		return
+	}
+	if len(n.Content) == 0 {
+		p.errorf(n, "", "tasks is empty: list at least one task")
+		return
+	}
+	raws := make([]rawTask, 0, len(n.Content))
+	firstLine := map[string]int{}
+	for _, item := range n.Content {
+		item = deref(item)
+		if item.Kind != yaml.MappingNode {
+			p.errorf(item, "", "each task must be a mapping starting with `name:`, not a %s", kindName(item))
+			continue
+		}
+		rt := p.task(item, false)
+		if rt.name == "" {
+			continue
+		}
+		if line, dup := firstLine[rt.name]; dup {
+			p.errorf(item, rt.name, "duplicate task name (first defined at line %d): task names must be unique in a pipeline", line)
+			continue
+		}
+		firstLine[rt.name] = item.Line
+		raws = append(raws, rt)
+	}
+	names := make([]string, len(raws))
+	for i := range raws {
+		names[i] = raws[i].name
+	}
+	for i := range raws {
+		t := p.resolve(pl, &raws[i], defaults, names)
+		pl.Tasks = append(pl.Tasks, t)
+		pl.byName[t.Name] = t
+	}
+}
+
+// task reads one task mapping, or the defaults when isDefaults.
+func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
+	rt := rawTask{node: n}
+	label := "" // the task name in errors, once known
+	if !isDefaults {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "name" {
+				if s, ok := p.name(deref(n.Content[i+1]), "", "task name"); ok {
+					rt.name, label = s, s
+				}
+			}
+		}
+		if !hasKey(n, "name") {
+			p.errorf(n, "", "task without `name:`: every task needs a unique name")
+		}
+	}
+	where := "task"
+	if isDefaults {
+		where = "defaults"
+	}
+	p.each(n, label, where, taskKeys, func(key string, k, v *yaml.Node) {
+		if why, bad := noDefault[key]; isDefaults && bad {
+			p.errorf(k, "", "defaults: %q cannot have a default: %s", key, why)
+			return
+		}
+		switch key {
+		case "name":
+			// read above
+		case "group":
+			if g, ok := p.name(v, label, "group"); ok {
+				rt.group = &g
+			}
+		case "depends_on":
+			rt.depsNode = v
+			rt.deps = p.deps(v, label)
+		case "cron":
+			rt.cron = v
+		case "delay":
+			if d, ok := p.duration(v, label, "delay"); ok {
+				rt.delay = &d
+			}
+		case "manual":
+			if b, ok := p.boolean(v, label, "manual"); ok {
+				rt.manual = &b
+			}
+		case "priority":
+			if pr, ok := p.integer(v, label, "priority"); ok {
+				if pr < 1 || pr > 5 {
+					p.errorf(v, label, "priority %d is out of range: use 1 (highest) to 5 (lowest)", pr)
+				} else {
+					rt.priority = &pr
+				}
+			}
+		case "timeout":
+			if d, ok := p.duration(v, label, "timeout"); ok {
+				if d < time.Second {
+					p.errorf(v, label, "timeout %q is too short: use at least \"1s\"", v.Value)
+				} else {
+					rt.timeout = &d
+				}
+			}
+		case "retry":
+			p.retry(v, label, &rt)
+		case "misfire":
+			if m, ok := p.misfire(v, label); ok {
+				rt.misfire = &m
+			}
+		case "overlap":
+			if o, ok := p.overlap(v, label); ok {
+				rt.overlap = &o
+			}
+		case "function", "http", "command":
+			rt.execs = append(rt.execs, execField{kind: ExecutorKind(key), key: k, val: v})
+		case "params":
+			if v.Kind != yaml.MappingNode {
+				p.errorf(v, label, "params must be a mapping of names to values, not a %s", kindName(v))
+				return
+			}
+			var m map[string]any
+			if err := v.Decode(&m); err != nil {
+				p.errorf(v, label, "params cannot be read: %v", err)
+				return
+			}
+			if _, err := json.Marshal(m); err != nil {
+				p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
+				return
+			}
+			rt.params, rt.hasParams = m, true
+		}
+	})
+	if len(rt.execs) > 1 {
+		kinds := make([]string, len(rt.execs))
+		for i, e := range rt.execs {
+			kinds[i] = fmt.Sprintf("%s at line %d", e.kind, e.key.Line)
+		}
+		p.errorf(rt.execs[1].key, label, "has %d executors (%s): keep exactly one of function, http, command", len(rt.execs), strings.Join(kinds, ", "))
+	}
+	return rt
+}
+
+func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
+	if v.Kind != yaml.MappingNode {
+		p.errorf(v, task, "retry must be a mapping such as {count: 3, interval: 30s}, not a %s", kindName(v))
+		return
+	}
+	p.each(v, task, "retry", retryKeys, func(key string, k, v *yaml.Node) {
+		switch key {
+		case "count":
+			if c, ok := p.integer(v, task, "retry count"); ok {
+				if c < 0 {
+					p.errorf(v, task, "retry count %d is negative: use 0 for no retry", c)
+				} else {
+					rt.retryN = &c
+				}
+			}
+		case "interval":
+			if d, ok := p.duration(v, task, "retry interval"); ok {
+				if d < time.Second {
+					p.errorf(v, task, "retry interval %q is too short: use at least \"1s\"", v.Value)
+				} else {
+					rt.retryIv = &d
+				}
+			}
+		}
+	})
+}
+
+func (p *parser) deps(v *yaml.Node, task string) []Dep {
+	if v.Kind != yaml.SequenceNode {
+		p.errorf(v, task, "depends_on must be a list such as [sync_orders], not a %s", kindName(v))
+		return nil
+	}
+	var deps []Dep
+	seen := map[string]bool{}
+	for _, item := range v.Content {
+		item = deref(item)
+		s, ok := p.str(item, task, "depends_on entry")
+		if !ok {
+			continue
+		}
+		d := Dep{Task: s, Pos: p.pos(item)}
+		if pipe, name, cross := strings.Cut(s, "."); cross {
+			d.Pipeline, d.Task = pipe, name
+			if !nameRe.MatchString(pipe) || !nameRe.MatchString(name) {
+				p.errorf(item, task, "depends_on %q is not a task reference: write `task` or `other_pipeline.task`", s)
+				continue
+			}
+		} else if !nameRe.MatchString(s) {
+			p.errorf(item, task, "depends_on %q is not a task reference: write `task` or `other_pipeline.task`", s)
+			continue
+		}
+		if seen[s] {
+			p.errorf(item, task, "depends_on lists %q twice: keep one", s)
+			continue
+		}
+		seen[s] = true
+		deps = append(deps, d)
+	}
+	return deps
+}
+
+// resolve applies the defaults and the pipeline's settings to rt and checks
+// what needs the whole pipeline: dependencies, executors, cron.
+func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string) *Task {
+	t := &Task{
+		Name:     rt.name,
+		Pipeline: pl.Name,
+		Group:    pick(rt.group, def.group, pl.Group),
+		Delay:    pick(rt.delay, def.delay, 0),
+		Manual:   pick(rt.manual, nil, false),
+		Priority: pick(rt.priority, def.priority, DefaultPriority),
+		Timeout:  pick(rt.timeout, def.timeout, DefaultTimeout),
+		Retry: Retry{
+			Count:    pick(rt.retryN, def.retryN, DefaultRetryCount),
+			Interval: pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
+		},
+		Misfire: pick(rt.misfire, def.misfire, pl.Misfire),
+		Overlap: pick(rt.overlap, def.overlap, pl.Overlap),
+		Pos:     p.pos(rt.node),
+	}
+	if def.hasParams || rt.hasParams {
+		t.Params = make(map[string]any, len(def.params)+len(rt.params))
+		for k, v := range def.params {
+			t.Params[k] = v
+		}
+		for k, v := range rt.params {
+			t.Params[k] = v
+		}
+	}
+	for _, d := range rt.deps {
+		switch {
+		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
+		case d.Pipeline == pl.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
+		case d.Pipeline == "" && !contains(names, d.Task):
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
+		default:
+			t.DependsOn = append(t.DependsOn, d)
+		}
+	}
+	if rt.cron != nil {
+		if len(rt.deps) > 0 {
+			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
+		} else if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
+			t.Cron = s
+			sched, err := ParseSchedule(s, pl.Location, p.now)
+			if err != nil {
+				p.errorf(rt.cron, t.Name, "cron %v", err)
+			} else {
+				t.Schedule = sched
+			}
+		}
+	}
+	execs := rt.execs
+	if len(execs) == 0 {
+		execs = def.execs
+	}
+	switch {
+	case len(execs) == 0:
+		p.errorf(rt.node, t.Name, "has no executor: add one of `function:` (a registered Go function), `http:` (an executor URL) or `command:` (an argv list)")
+	case len(execs) == 1:
+		t.Executor = p.executor(execs[0], t.Name)
+	}
+	return t
+}
+
+// posNode makes a node that carries only a position, for errors at a Dep.
+func posNode(pos Pos) *yaml.Node { return &yaml.Node{Line: pos.Line, Column: pos.Col} }
+
+func pick[T any](v, def *T, fallback T) T {
+	if v != nil {
+		return *v
+	}
+	if def != nil {
+		return *def
+	}
+	return fallback
+}
+
+func (p *parser) executor(f execField, task string) Executor {
+	e := Executor{Kind: f.kind}
+	switch f.kind {
+	case ExecFunction:
+		s, ok := p.str(f.val, task, "function")
+		if !ok {
+			return e
+		}
+		if !functionRe.MatchString(s) {
+			p.errorf(f.val, task, "function %q is not a valid function name: use the name it was registered under, such as build_report", s)
+			return e
+		}
+		e.Function = s
+	case ExecHTTP:
+		s, ok := p.str(f.val, task, "http")
+		if !ok {
+			return e
+		}
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.errorf(f.val, task, "http %q is not an executor URL: write http://host:port/path", s)
+			return e
+		}
+		e.URL = s
+	case ExecCommand:
+		if f.val.Kind != yaml.SequenceNode {
+			p.errorf(f.val, task, "command must be an argv list such as [\"sh\", \"-c\", \"clean --date {{ .LogicalTime }}\"], not a %s", kindName(f.val))
+			return e
+		}
+		if len(f.val.Content) == 0 {
+			p.errorf(f.val, task, "command is empty: give the program and its arguments, such as [\"sh\", \"-c\", \"...\"]")
+			return e
+		}
+		for i, a := range f.val.Content {
+			a = deref(a)
+			s, ok := p.str(a, task, "command argument")
+			if !ok {
+				return Executor{Kind: f.kind}
+			}
+			if i == 0 && strings.TrimSpace(s) == "" {
+				p.errorf(a, task, "command has an empty program name: the first item is the program to run")
+				return Executor{Kind: f.kind}
+			}
+			e.Command = append(e.Command, s)
+			var tmpl *template.Template
+			if strings.Contains(s, "{{") {
+				var err error
+				tmpl, err = template.New(task).Option("missingkey=error").Parse(s)
+				if err != nil {
+					p.errorf(a, task, "command argument %d is not a valid template: %v; values available: {{ .LogicalTime }}, {{ .Params.NAME }}, {{ .Task }}, {{ .Pipeline }}, {{ .Ticket }}", i, err)
+					return Executor{Kind: f.kind}
+				}
+			}
+			e.Templates = append(e.Templates, tmpl)
+		}
+	}
+	return e
+}

@@ -1,0 +1,133 @@
+package defs
+
+import (
+	"text/template"
+	"time"
+)
+
+// Defaults of a task field that neither the task nor the pipeline's defaults set.
+const (
+	DefaultPriority      = 3
+	DefaultTimeout       = 300 * time.Second
+	DefaultRetryCount    = 0
+	DefaultRetryInterval = 30 * time.Second
+	DefaultGroup         = "default"
+)
+
+// Misfire says what happens to fire times that passed while nothing ran them (R20).
+type Misfire string
+
+// Misfire policies.
+const (
+	MisfireFireOnce Misfire = "fire_once" // run once for all missed times (default)
+	MisfireSkip     Misfire = "skip"      // run none of them; log each as skipped
+	MisfireFireAll  Misfire = "fire_all"  // run every missed time, up to the engine's bound
+)
+
+// Overlap says what a fire does when the task's previous instance still runs (R20).
+type Overlap string
+
+// Overlap policies.
+const (
+	OverlapSkip  Overlap = "skip"  // the new fire is skipped and logged (default)
+	OverlapWait  Overlap = "wait"  // the new fire waits until the previous one ends
+	OverlapAllow Overlap = "allow" // both run
+)
+
+// ExecutorKind names how a task runs.
+type ExecutorKind string
+
+// Executor kinds; a task has exactly one.
+const (
+	ExecFunction ExecutorKind = "function"
+	ExecHTTP     ExecutorKind = "http"
+	ExecCommand  ExecutorKind = "command"
+)
+
+// Executor says how a task runs: a registered Go function, an HTTP executor, or a command.
+type Executor struct {
+	Kind     ExecutorKind `json:"kind"`
+	Function string       `json:"function,omitempty"`
+	URL      string       `json:"url,omitempty"`
+	Command  []string     `json:"command,omitempty"`
+	// Templates holds the parsed form of each Command argument that contains
+	// template actions, indexed like Command; nil entries are literal.
+	Templates []*template.Template `json:"-"`
+}
+
+// Retry is a task's retry policy: Count retries after the first attempt,
+// Interval between the first two, doubling from the third on (R15).
+type Retry struct {
+	Count    int           `json:"count"`
+	Interval time.Duration `json:"interval"`
+}
+
+// Dep is one entry of depends_on: a task of the same pipeline (Pipeline == "")
+// or of another one, written `other_pipeline.task`.
+type Dep struct {
+	Pipeline string `json:"pipeline,omitempty"`
+	Task     string `json:"task"`
+	Pos      Pos    `json:"-"`
+}
+
+// String renders d as it is written in a file.
+func (d Dep) String() string {
+	if d.Pipeline == "" {
+		return d.Task
+	}
+	return d.Pipeline + "." + d.Task
+}
+
+// Task is one task of a pipeline with every default applied.
+type Task struct {
+	Name      string         `json:"name"`
+	Pipeline  string         `json:"pipeline"`
+	Group     string         `json:"group"`
+	DependsOn []Dep          `json:"depends_on,omitempty"`
+	Cron      string         `json:"cron,omitempty"`
+	Schedule  *Schedule      `json:"-"`
+	Delay     time.Duration  `json:"delay,omitempty"`
+	Manual    bool           `json:"manual,omitempty"`
+	Priority  int            `json:"priority"`
+	Timeout   time.Duration  `json:"timeout"`
+	Retry     Retry          `json:"retry"`
+	Misfire   Misfire        `json:"misfire"`
+	Overlap   Overlap        `json:"overlap"`
+	Executor  Executor       `json:"executor"`
+	Params    map[string]any `json:"params,omitempty"`
+	Pos       Pos            `json:"-"`
+}
+
+// ID returns the task's global name, `pipeline.task`.
+func (t *Task) ID() string { return t.Pipeline + "." + t.Name }
+
+// Pipeline is one parsed and validated pipeline file.
+type Pipeline struct {
+	Name         string         `json:"pipeline"`
+	File         string         `json:"file"`
+	Group        string         `json:"group"`
+	Timezone     string         `json:"timezone"`
+	Location     *time.Location `json:"-"`
+	ScheduleSpec string         `json:"schedule,omitempty"`
+	Schedule     *Schedule      `json:"-"`
+	Misfire      Misfire        `json:"misfire"`
+	Overlap      Overlap        `json:"overlap"`
+	Tasks        []*Task        `json:"tasks"`
+	Pos          Pos            `json:"-"`
+	// SchedulePos is where `schedule:` is written, for errors about it.
+	SchedulePos Pos `json:"-"`
+
+	byName map[string]*Task
+}
+
+// Task returns the task called name, or nil.
+func (p *Pipeline) Task(name string) *Task { return p.byName[name] }
+
+// TaskNames returns the names of the tasks in file order.
+func (p *Pipeline) TaskNames() []string {
+	names := make([]string, len(p.Tasks))
+	for i, t := range p.Tasks {
+		names[i] = t.Name
+	}
+	return names
+}
