@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
@@ -34,13 +35,16 @@ type Graph struct {
 	pipelines []*defs.Pipeline // sorted by name
 	byName    map[string]*defs.Pipeline
 	tasks     []*defs.Task // node index → task
+	ids       []string     // node index → `pipeline.task`
 	index     map[string]int
 	up, down  [][]int // upstream and downstream node indexes
 	order     []int   // global topological order
 	rank      []int   // node index → position in order
 	triggers  []*Trigger
 	external  map[int][]string // node index → upstreams outside the compiled set
-	lib       graph.Graph[string, *defs.Task]
+
+	libOnce sync.Once
+	lib     graph.Graph[string, *defs.Task]
 }
 
 // Trigger is one schedule and the run set its fire starts: the whole pipeline
@@ -52,6 +56,8 @@ type Trigger struct {
 	Schedule *defs.Schedule
 	Tasks    []string // the run set, in topological order
 	Pos      defs.Pos
+
+	nodes []int // the run set as node indexes
 }
 
 // Name describes the trigger for people: `orders_daily` or `orders_daily.sync`.
@@ -107,7 +113,6 @@ func (c *compiler) nodes(pipelines []*defs.Pipeline) {
 	slices.SortStableFunc(sorted, func(a, b *defs.Pipeline) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.File, b.File))
 	})
-	g.lib = graph.New(func(t *defs.Task) string { return t.ID() }, graph.Directed())
 	for _, p := range sorted {
 		if p == nil {
 			continue
@@ -121,7 +126,7 @@ func (c *compiler) nodes(pipelines []*defs.Pipeline) {
 		for _, t := range p.Tasks {
 			g.index[t.ID()] = len(g.tasks)
 			g.tasks = append(g.tasks, t)
-			_ = g.lib.AddVertex(t) // IDs are unique: duplicates were refused by defs
+			g.ids = append(g.ids, t.ID())
 		}
 	}
 	g.up = make([][]int, len(g.tasks))
@@ -144,7 +149,6 @@ func (c *compiler) edges() {
 			}
 			g.up[i] = append(g.up[i], j)
 			g.down[j] = append(g.down[j], i)
-			_ = g.lib.AddEdge(g.tasks[j].ID(), t.ID())
 		}
 	}
 }
@@ -170,7 +174,7 @@ func (g *Graph) less(a, b int) bool {
 	if ta.Priority != tb.Priority {
 		return ta.Priority < tb.Priority
 	}
-	return ta.ID() < tb.ID()
+	return g.ids[a] < g.ids[b]
 }
 
 type nodeHeap struct {

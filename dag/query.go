@@ -12,8 +12,25 @@ import (
 )
 
 // Lib returns the graph as a github.com/dominikbraun/graph value, keyed by
-// `pipeline.task`, with an edge from each upstream to its downstream.
-func (g *Graph) Lib() graph.Graph[string, *defs.Task] { return g.lib }
+// `pipeline.task`, with an edge from each upstream to its downstream, for
+// callers that want the library's general algorithms. It is built on first
+// use: at 10,000 tasks and 20,000 edges the library's per-edge bookkeeping
+// costs about 70 ms, more than all of compilation, and no hot path needs it.
+func (g *Graph) Lib() graph.Graph[string, *defs.Task] {
+	g.libOnce.Do(func() {
+		lib := graph.New(func(t *defs.Task) string { return t.ID() }, graph.Directed())
+		for _, t := range g.tasks {
+			_ = lib.AddVertex(t) // ids are unique: defs refused duplicates
+		}
+		for i, ups := range g.up {
+			for _, j := range ups {
+				_ = lib.AddEdge(g.ids[j], g.ids[i]) // both vertices exist; no duplicate edges
+			}
+		}
+		g.lib = lib
+	})
+	return g.lib
+}
 
 // Pipelines returns the pipelines, sorted by name.
 func (g *Graph) Pipelines() []*defs.Pipeline { return g.pipelines }
@@ -104,7 +121,9 @@ func (g *Graph) Layers(pipeline string) [][]*defs.Task {
 		layers[d] = append(layers[d], t)
 	}
 	for _, l := range layers {
-		slices.SortFunc(l, func(a, b *defs.Task) int { return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name)) })
+		slices.SortFunc(l, func(a, b *defs.Task) int {
+			return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Name, b.Name))
+		})
 	}
 	return layers
 }

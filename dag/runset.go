@@ -33,7 +33,6 @@ func (c *compiler) runSets() {
 			g.triggers = append(g.triggers, tr)
 		}
 	}
-	sets := map[*Trigger]bool{}
 	for _, i := range g.order {
 		t := g.tasks[i]
 		switch ms := member[i]; len(ms) {
@@ -42,7 +41,7 @@ func (c *compiler) runSets() {
 				"can never run on its own: no schedule reaches it; add a `cron:`, a pipeline `schedule:`, or depend on a scheduled task (an operator can still run it)")
 		case 1:
 			ms[0].Tasks = append(ms[0].Tasks, t.Name)
-			sets[ms[0]] = true
+			ms[0].nodes = append(ms[0].nodes, i)
 		default:
 			names := make([]string, len(ms))
 			for k, m := range ms {
@@ -56,16 +55,12 @@ func (c *compiler) runSets() {
 	// A task whose upstream in the same pipeline belongs to no run of its own
 	// schedule would wait forever.
 	for _, tr := range g.triggers {
-		in := map[string]bool{}
-		for _, n := range tr.Tasks {
-			in[n] = true
-		}
-		for _, n := range tr.Tasks {
-			t := g.byName[tr.Pipeline].Task(n)
-			for _, d := range t.DependsOn {
-				if d.Pipeline == "" && !in[d.Task] && len(member[g.index[tr.Pipeline+"."+d.Task]]) < 2 {
-					c.errorf(defs.SevWarning, d.Pos, t.Pipeline, t.Name,
-						"can never run: it waits for %q, which the runs of %s do not include", d.Task, describe(tr))
+		for _, i := range tr.nodes {
+			t := g.tasks[i]
+			for k, j := range g.up[i] {
+				if g.tasks[j].Pipeline == t.Pipeline && len(member[j]) == 0 {
+					c.errorf(defs.SevWarning, t.DependsOn[k].Pos, t.Pipeline, t.Name,
+						"can never run: it waits for %q, which the runs of %s do not include", g.tasks[j].Name, describe(tr))
 				}
 			}
 		}
@@ -159,20 +154,19 @@ func (c *compiler) warnCollisions(now time.Time, rate int) {
 // roots returns the delay of each task of the trigger's run set that is due
 // at the fire itself (no upstream inside the run set) and waits for no operator.
 func (g *Graph) roots(tr *Trigger) []time.Duration {
-	p := g.byName[tr.Pipeline]
-	in := make(map[string]bool, len(tr.Tasks))
-	for _, n := range tr.Tasks {
-		in[n] = true
+	in := make(map[int]bool, len(tr.nodes))
+	for _, i := range tr.nodes {
+		in[i] = true
 	}
 	var out []time.Duration
-	for _, n := range tr.Tasks {
-		t := p.Task(n)
+	for _, i := range tr.nodes {
+		t := g.tasks[i]
 		if t.Manual {
 			continue
 		}
 		root := true
-		for _, d := range t.DependsOn {
-			if d.Pipeline == "" && in[d.Task] {
+		for _, j := range g.up[i] {
+			if in[j] {
 				root = false
 				break
 			}

@@ -96,7 +96,11 @@ func (p *parser) parse(data []byte) *Pipeline {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
-		p.syntaxError(err)
+		if errors.Is(err, io.EOF) { // only comments
+			p.errorf(nil, "", "file is empty: a pipeline needs at least `pipeline:` (its name) and `tasks:`")
+		} else {
+			p.syntaxError(err)
+		}
 		return nil
 	}
 	var extra yaml.Node
@@ -457,11 +461,13 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		raws = append(raws, rt)
 	}
 	names := make([]string, len(raws))
+	known := make(map[string]bool, len(raws))
 	for i := range raws {
 		names[i] = raws[i].name
+		known[names[i]] = true
 	}
 	for i := range raws {
-		t := p.resolve(pl, &raws[i], defaults, names)
+		t := p.resolve(pl, &raws[i], defaults, names, known)
 		pl.Tasks = append(pl.Tasks, t)
 		pl.byName[t.Name] = t
 	}
@@ -630,7 +636,7 @@ func (p *parser) deps(v *yaml.Node, task string) []Dep {
 
 // resolve applies the defaults and the pipeline's settings to rt and checks
 // what needs the whole pipeline: dependencies, executors, cron.
-func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string) *Task {
+func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known map[string]bool) *Task {
 	t := &Task{
 		Name:     rt.name,
 		Pipeline: pl.Name,
@@ -662,7 +668,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string) *Task {
 			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
 		case d.Pipeline == pl.Name:
 			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
-		case d.Pipeline == "" && !contains(names, d.Task):
+		case d.Pipeline == "" && !known[d.Task]:
 			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
 		default:
 			t.DependsOn = append(t.DependsOn, d)

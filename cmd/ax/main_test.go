@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ax-sched/ax/defs"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/invalid")
+
+// runAx calls the program like main does and returns exit code, stdout and stderr.
+func runAx(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestValidateExamples(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runAx(t, "validate", "--strict", "../../examples")
+	if code != exitOK {
+		t.Fatalf("ax validate --strict examples: exit %d\n%s%s", code, out, errOut)
+	}
+	if out != "" {
+		t.Errorf("valid examples printed problems:\n%s", out)
+	}
+	if !strings.Contains(errOut, "ok: 4 file(s) valid") {
+		t.Errorf("summary = %q, want it to count 4 valid files", errOut)
+	}
+}
+
+// TestValidateInvalidGolden checks the exact messages for every kind of
+// invalid file: each testdata/invalid/X.yaml has its expected output in X.golden.
+func TestValidateInvalidGolden(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/invalid/*.yaml")
+	if err != nil || len(files) < 15 {
+		t.Fatalf("want at least 15 invalid fixtures, found %d (%v)", len(files), err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runAx(t, "validate", f)
+			if code != exitFailed {
+				t.Errorf("exit %d, want %d; stderr: %s", code, exitFailed, errOut)
+			}
+			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./cmd/ax -run Golden -update to create it)", err)
+			}
+			if out != string(want) {
+				t.Errorf("ax validate %s:\n got: %s\nwant: %s", f, out, want)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if !strings.HasPrefix(line, f+":") {
+					t.Errorf("line does not start with file:line:col: %q", line)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateAllFilesInOneRun(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runAx(t, "validate", "testdata/invalid/unknown_key.yaml", "testdata/invalid/bad_priority.yaml", "testdata/invalid/cycle.yaml")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	for _, want := range []string{"unknown_key.yaml:5:5", "bad_priority.yaml:5:15", "bad_priority.yaml:8:15", "cycle.yaml:6:5"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	// Sorted by file, then line.
+	if strings.Index(out, "bad_priority") > strings.Index(out, "cycle.yaml") || strings.Index(out, "cycle.yaml") > strings.Index(out, "unknown_key") {
+		t.Errorf("errors are not sorted by file:\n%s", out)
+	}
+}
+
+// TestValidateBrokenCopy is what `make validate-dag` does to a checked-in
+// pipeline directory in which someone broke a dependency.
+func TestValidateBrokenCopy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	entries, err := os.ReadDir("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("../../examples", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Name() == "orders_daily.yaml" {
+			data = bytes.Replace(data, []byte("depends_on: [sync_orders]"), []byte("depends_on: [sync_order]"), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, _ := runAx(t, "validate", dir)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1\n%s", code, out)
+	}
+	want := filepath.Join(dir, "orders_daily.yaml") + `:19:18: task "clean_orders": depends_on "sync_order": no such task (did you mean "sync_orders"?)`
+	if strings.TrimSpace(out) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestValidateUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no paths", []string{"validate"}, "requires at least 1 arg"},
+		{"missing path", []string{"validate", "no/such/dir"}, "no such file or directory"},
+		{"bad format", []string{"validate", "--format", "xml", "../../examples"}, `--format "xml": use text or json`},
+		{"unknown flag", []string{"validate", "--strikt", "../../examples"}, "unknown flag: --strikt"},
+		{"empty dir", []string{"validate", "testdata/empty"}, "no pipeline files"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.name == "empty dir" {
+				dir := t.TempDir()
+				tc.args[1] = dir
+			}
+			code, _, errOut := runAx(t, tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q lacks %q", errOut, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runAx(t, "validate", "--format", "json", "testdata/invalid/unknown_dependency.yaml", "../../examples")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	var r validateReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if r.Valid || len(r.Errors) != 1 || len(r.Files) != 5 {
+		t.Fatalf("report = %+v, want invalid with 1 error over 5 files", r)
+	}
+	e := r.Errors[0]
+	if e.File != "testdata/invalid/unknown_dependency.yaml" || e.Line != 7 || e.Col != 18 || e.Task != "clean" || e.Severity != defs.SevError ||
+		e.Msg != `depends_on "synk": no such task (did you mean "sync"?)` {
+		t.Errorf("error = %+v", e)
+	}
+}
+
+func TestValidateStrictFailsOnWarnings(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "inverted.yaml")
+	src := "pipeline: inv\nschedule: \"@daily\"\ntasks:\n  - name: up\n    priority: 5\n    function: noop\n  - name: down\n    depends_on: [up]\n    priority: 1\n    function: noop\n"
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runAx(t, "validate", f); code != exitOK || !strings.Contains(out, "warning: task \"down\": priority inversion") {
+		t.Errorf("without --strict: exit %d, out %q; want 0 and the warning", code, out)
+	}
+	if code, _, _ := runAx(t, "validate", "--strict", f); code != exitFailed {
+		t.Errorf("with --strict: exit %d, want 1", code)
+	}
+}
+
+func TestGraphDOTAndLayers(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runAx(t, "graph", "--format", "layers", "../../examples/events_hourly.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := "pipeline events_hourly (UTC, schedule \"0 5 * * * *\")\nlayer 0: extract\nlayer 1: transform_clicks, transform_sessions, transform_views\nlayer 2: load\n"
+	if out != want {
+		t.Errorf("layers:\n%s\nwant:\n%s", out, want)
+	}
+	code, out, _ = runAx(t, "graph", "../../examples/orders_daily.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{`digraph "orders_daily" {`, `"billing_daily.settle" [style=dashed];`, `"sync_orders" -> "clean_orders";`, `"report" -> "approve_publish";`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("DOT lacks %s:\n%s", want, out)
+		}
+	}
+	// Deterministic output.
+	_, again, _ := runAx(t, "graph", "../../examples/orders_daily.yaml")
+	if again != out {
+		t.Error("DOT output differs between two runs")
+	}
+}
+
+func TestNext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pipeline schedule", []string{"next", "../../examples/orders_daily.yaml", "-n", "2", "--from", "2026-02-28T00:00:00Z"},
+			"2026-03-01T02:00:00+08:00\n2026-03-02T02:00:00+08:00\n"},
+		{"task with delay", []string{"next", "../../examples/orders_daily.yaml", "report", "-n", "1", "--from", "2026-02-28T00:00:00Z"},
+			"2026-03-01T02:10:00+08:00\n"},
+		{"task crons merged", []string{"next", "../../examples/maintenance.yaml", "-n", "3", "--from", "2026-03-28T23:59:00+01:00"},
+			"2026-03-28T23:59:30+01:00 heartbeat\n2026-03-29T00:00:00+01:00 compact_cache\n2026-03-29T00:00:00+01:00 heartbeat\n"},
+		{"downstream of a task cron", []string{"next", "../../examples/maintenance.yaml", "verify_cache", "-n", "1", "--from", "2026-03-29T00:00:00+01:00"},
+			"2026-03-29T06:01:00+02:00\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runAx(t, tc.args...)
+			if code != exitOK || out != tc.want {
+				t.Errorf("exit %d, out:\n%s\nwant:\n%s\nstderr: %s", code, out, tc.want, errOut)
+			}
+		})
+	}
+	code, _, errOut := runAx(t, "next", "../../examples/orders_daily.yaml", "reprot")
+	if code != exitFailed || !strings.Contains(errOut, `no task "reprot" (did you mean "report"?)`) {
+		t.Errorf("unknown task: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runAx(t, "next", "../../examples/orders_daily.yaml", "--from", "yesterday")
+	if code != exitUsage || !strings.Contains(errOut, "RFC 3339") {
+		t.Errorf("bad --from: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestSchema checks that the JSON Schema accepts every example and rejects
+// the invalid fixtures that a schema can catch.
+func TestSchema(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runAx(t, "schema")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("schema is not JSON: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("schema.json")
+	if err != nil {
+		t.Fatalf("schema does not compile: %v", err)
+	}
+	examples, _ := filepath.Glob("../../examples/*.yaml")
+	if len(examples) == 0 {
+		t.Fatal("no examples found")
+	}
+	for _, f := range examples {
+		if err := sch.Validate(yamlAsJSON(t, f)); err != nil {
+			t.Errorf("schema rejects example %s: %v", f, err)
+		}
+	}
+	// Fixtures whose fault lies in the shape of the file; the others (cycles,
+	// unknown dependencies, cron semantics, zones) need ax validate.
+	for _, name := range []string{"unknown_key", "bad_priority", "bad_duration", "no_executor", "two_executors",
+		"negative_retry", "cron_with_depends_on", "missing_name", "bad_policy", "bad_url", "many_errors"} {
+		f := "testdata/invalid/" + name + ".yaml"
+		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {
+			t.Errorf("schema accepts invalid fixture %s", f)
+		}
+	}
+}
+
+// yamlAsJSON reads a YAML file into the generic values a JSON Schema validates.
+func yamlAsJSON(t *testing.T, file string) any {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}

@@ -1,0 +1,217 @@
+package defs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var refNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+func parseString(t *testing.T, src string) (*Pipeline, Errors) {
+	t.Helper()
+	return Parse("p.yaml", []byte(src), Options{Now: refNow})
+}
+
+func TestParseExampleResolvesDefaults(t *testing.T) {
+	t.Parallel()
+	p, errs := ParseFile("../examples/orders_daily.yaml", Options{Now: refNow})
+	if len(errs) != 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	if p.Name != "orders_daily" || p.Group != "data-platform" || p.Timezone != "Asia/Shanghai" || p.Misfire != MisfireFireOnce || p.Overlap != OverlapSkip {
+		t.Errorf("pipeline = %+v", p)
+	}
+	if p.Schedule == nil || p.Schedule.Spec() != "0 2 * * *" {
+		t.Fatalf("schedule = %v", p.Schedule)
+	}
+	sync := p.Task("sync_orders")
+	if sync.Priority != 1 || sync.Timeout != 5*time.Minute || sync.Retry != (Retry{Count: 3, Interval: 30 * time.Second}) ||
+		sync.Executor.Kind != ExecHTTP || sync.Executor.URL != "http://127.0.0.1:9090/tasks/sync_orders" || sync.Group != "data-platform" {
+		t.Errorf("sync_orders = %+v", sync)
+	}
+	if sync.Params["batch"] != 5000 || sync.Params["source"] != "orders_db" {
+		t.Errorf("sync_orders params = %v", sync.Params)
+	}
+	report := p.Task("report")
+	if report.Delay != 10*time.Minute || report.Priority != 3 || report.Executor.Function != "build_report" {
+		t.Errorf("report = %+v", report)
+	}
+	if len(report.DependsOn) != 2 || report.DependsOn[1] != (Dep{Pipeline: "billing_daily", Task: "settle", Pos: report.DependsOn[1].Pos}) {
+		t.Errorf("report depends_on = %+v", report.DependsOn)
+	}
+	approve := p.Task("approve_publish")
+	if !approve.Manual || approve.Retry.Count != 0 || approve.Retry.Interval != 30*time.Second {
+		t.Errorf("approve_publish = %+v (retry.count overridden, interval from defaults)", approve)
+	}
+	clean := p.Task("clean_orders")
+	if clean.Executor.Kind != ExecCommand || len(clean.Executor.Templates) != 3 || clean.Executor.Templates[2] == nil || clean.Executor.Templates[0] != nil {
+		t.Errorf("clean_orders executor = %+v", clean.Executor)
+	}
+}
+
+func TestParseBuiltinDefaults(t *testing.T) {
+	t.Parallel()
+	p, errs := parseString(t, "pipeline: bare\ntasks:\n  - name: a\n    command: [\"true\"]\n")
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	a := p.Task("a")
+	if p.Timezone != DefaultTimezone || p.Location.String() != "Asia/Shanghai" {
+		t.Errorf("default zone = %s (%v), want Asia/Shanghai", p.Timezone, p.Location)
+	}
+	if a.Priority != 3 || a.Timeout != 300*time.Second || a.Retry.Count != 0 || a.Retry.Interval != 30*time.Second ||
+		a.Group != DefaultGroup || a.Misfire != MisfireFireOnce || a.Overlap != OverlapSkip {
+		t.Errorf("task defaults = %+v", a)
+	}
+}
+
+func TestParseDefaultsExecutorAndParamsMerge(t *testing.T) {
+	t.Parallel()
+	p, errs := parseString(t, `pipeline: merged
+defaults:
+  command: ["echo", "{{ .Task }}"]
+  params: {a: 1, b: 2}
+  misfire: skip
+  overlap: allow
+tasks:
+  - name: x
+    params: {b: 3}
+  - name: y
+    function: noop
+    overlap: wait
+`)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	x, y := p.Task("x"), p.Task("y")
+	if x.Executor.Kind != ExecCommand || x.Params["a"] != 1 || x.Params["b"] != 3 || x.Misfire != MisfireSkip || x.Overlap != OverlapAllow {
+		t.Errorf("x = %+v", x)
+	}
+	if y.Executor.Kind != ExecFunction || y.Overlap != OverlapWait {
+		t.Errorf("y = %+v: a task's own executor replaces the default one", y)
+	}
+}
+
+func TestParseErrorsAreAllReportedWithPositions(t *testing.T) {
+	t.Parallel()
+	_, errs := parseString(t, `pipeline: p
+tasks:
+  - name: a
+    function: noop
+    priority: 9
+  - name: b
+    depends_on: [a, a]
+    function: noop
+    retry: {count: 1, interval: 10}
+  - name: 9bad
+    function: noop
+`)
+	want := []string{
+		`p.yaml:5:15: task "a": priority 9 is out of range`,
+		`p.yaml:7:21: task "b": depends_on lists "a" twice`,
+		`p.yaml:9:33: task "b": retry interval 10 has no unit`,
+		`p.yaml:10:11: task name "9bad" is not a valid name`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), errs)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, errs[i].Error(), w)
+		}
+	}
+}
+
+func TestParseOddDocuments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, src, want string }{
+		{"list at top", "- a\n- b\n", "must be a mapping"},
+		{"second document", "pipeline: p\ntasks:\n  - {name: a, function: f}\n---\npipeline: q\n", "second YAML document"},
+		{"tasks not a list", "pipeline: p\ntasks: {a: 1}\n", "tasks must be a list"},
+		{"empty tasks", "pipeline: p\ntasks: []\n", "tasks is empty"},
+		{"merge key", "pipeline: p\nx: &x {function: f}\ntasks:\n  - name: a\n    <<: *x\n", "merge keys"},
+		{"repeated key", "pipeline: p\npipeline: q\ntasks:\n  - {name: a, function: f}\n", "repeated"},
+		{"null value", "pipeline: p\ntasks:\n  - name: a\n    function:\n", "must be a string, not a empty value"},
+		{"params list", "pipeline: p\ntasks:\n  - name: a\n    function: f\n    params: [1]\n", "params must be a mapping"},
+		{"command string", "pipeline: p\ntasks:\n  - name: a\n    command: ls -l\n", "command must be an argv list"},
+		{"bad dep shape", "pipeline: p\ntasks:\n  - name: a\n    function: f\n  - name: b\n    depends_on: [a.b.c]\n    function: f\n", "not a task reference"},
+		{"own pipeline prefix", "pipeline: p\ntasks:\n  - name: a\n    function: f\n  - name: b\n    depends_on: [p.a]\n    function: f\n", `write "a"`},
+		{"short timeout", "pipeline: p\ntasks:\n  - name: a\n    function: f\n    timeout: 10ms\n", "too short"},
+		{"local zone", "pipeline: p\ntimezone: Local\ntasks:\n  - name: a\n    function: f\n", "not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, errs := parseString(t, tc.src)
+			if errs.Err() == nil || !strings.Contains(errs.Error(), tc.want) {
+				t.Errorf("errors = %v, want one containing %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		word  string
+		cands []string
+		want  string
+	}{
+		{"synk", []string{"sync", "clean"}, "sync"},
+		{"timout", taskKeys, "timeout"},
+		{"xyz", []string{"sync", "clean"}, ""},
+		{"", []string{"a"}, "a"},
+	} {
+		if got := Suggest(tc.word, tc.cands); got != tc.want {
+			t.Errorf("Suggest(%q) = %q, want %q", tc.word, got, tc.want)
+		}
+	}
+}
+
+// FuzzParse feeds arbitrary bytes to the parser: it must never panic, and
+// every problem it reports must carry a position.
+func FuzzParse(f *testing.F) {
+	for _, glob := range []string{"../examples/*.yaml", "../cmd/ax/testdata/invalid/*.yaml"} {
+		files, _ := filepath.Glob(glob)
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("pipeline: p\ntasks:\n  - name: a\n    cron: 'CRON_TZ='\n    function: f\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, errs := Parse("fuzz.yaml", data, Options{Now: refNow})
+		for _, e := range errs {
+			if e.Line < 1 || e.Col < 1 || e.File != "fuzz.yaml" || e.Msg == "" {
+				t.Fatalf("error without position or message: %+v", e)
+			}
+		}
+		if errs.Err() == nil {
+			if p == nil || p.Name == "" || len(p.Tasks) == 0 {
+				t.Fatalf("valid file but pipeline = %+v", p)
+			}
+			for _, task := range p.Tasks {
+				if task.Executor.Kind == "" || task.Priority < 1 || task.Priority > 5 || task.Timeout <= 0 {
+					t.Fatalf("valid file but task %+v", task)
+				}
+			}
+		}
+	})
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{{"sink", "snik", 1}, {"sync", "synk", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}, {"same", "same", 0}} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
