@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+)
+
+// PipelineDef is a pipeline definition as synced from its file.
+type PipelineDef struct {
+	Name       string
+	File       string
+	Hash       string // of the definition; a change bumps the version
+	Definition []byte // JSON
+	Tasks      []TaskDef
+}
+
+// TaskDef is a task definition as synced from its file.
+type TaskDef struct {
+	ID         string // `pipeline.task`
+	Pipeline   string
+	Name       string
+	Group      string
+	Priority   int
+	Hash       string
+	Definition []byte // JSON
+}
+
+// SyncParams replaces the stored definitions with the given set.
+type SyncParams struct {
+	Pipelines []PipelineDef
+	Epoch     int64
+	Now       time.Time
+}
+
+// SyncResult names what a sync changed, by pipeline name and task id.
+type SyncResult struct {
+	Added, Changed, Removed []string
+}
+
+// SyncDefinitions makes the stored definitions match p.Pipelines in one
+// transaction: new ones are added at version 1, changed ones (by hash) get
+// the next version, and ones no longer given are marked removed — kept for
+// history, never scheduled. A removed definition that comes back is changed.
+func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, error) {
+	var res SyncResult
+	err := s.inTx(ctx, "sync definitions", func(tx *sql.Tx) error {
+		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
+			return err
+		}
+		type known struct {
+			hash    string
+			removed bool
+		}
+		load := func(table, key string) (map[string]known, error) {
+			out := map[string]known{}
+			err := s.query(ctx, tx, "read "+table, s.sb.Select(key, "hash", "removed").From(table), func(rows *sql.Rows) error {
+				var (
+					k, h string
+					r    int
+				)
+				if err := rows.Scan(&k, &h, &r); err != nil {
+					return err
+				}
+				out[k] = known{h, r != 0}
+				return nil
+			})
+			return out, err
+		}
+		pipes, err := load("pipelines", "name")
+		if err != nil {
+			return err
+		}
+		tasks, err := load("tasks", "id")
+		if err != nil {
+			return err
+		}
+		now := p.Now.UnixMilli()
+		seenP, seenT := map[string]bool{}, map[string]bool{}
+		for _, pd := range p.Pipelines {
+			seenP[pd.Name] = true
+			k, ok := pipes[pd.Name]
+			switch {
+			case !ok:
+				res.Added = append(res.Added, pd.Name)
+				b := s.sb.Insert("pipelines").Columns("name", "file", "hash", "definition", "version", "removed", "created_at", "updated_at").
+					Values(pd.Name, pd.File, pd.Hash, string(pd.Definition), 1, 0, now, now)
+				if _, err := s.exec(ctx, tx, "add pipeline "+pd.Name, b); err != nil {
+					return err
+				}
+			case k.hash != pd.Hash || k.removed:
+				res.Changed = append(res.Changed, pd.Name)
+				b := s.sb.Update("pipelines").Set("file", pd.File).Set("hash", pd.Hash).Set("definition", string(pd.Definition)).
+					Set("version", sq.Expr("version + 1")).Set("removed", 0).Set("updated_at", now).Where(sq.Eq{"name": pd.Name})
+				if _, err := s.exec(ctx, tx, "change pipeline "+pd.Name, b); err != nil {
+					return err
+				}
+			}
+			for _, td := range pd.Tasks {
+				seenT[td.ID] = true
+				k, ok := tasks[td.ID]
+				switch {
+				case !ok:
+					res.Added = append(res.Added, td.ID)
+					b := s.sb.Insert("tasks").Columns("id", "pipeline", "name", "group_name", "priority", "hash", "definition", "version",
+						"removed", "success_count", "failure_count", "created_at", "updated_at").
+						Values(td.ID, td.Pipeline, td.Name, td.Group, td.Priority, td.Hash, string(td.Definition), 1, 0, 0, 0, now, now)
+					if _, err := s.exec(ctx, tx, "add task "+td.ID, b); err != nil {
+						return err
+					}
+				case k.hash != td.Hash || k.removed:
+					res.Changed = append(res.Changed, td.ID)
+					b := s.sb.Update("tasks").Set("group_name", td.Group).Set("priority", td.Priority).Set("hash", td.Hash).
+						Set("definition", string(td.Definition)).Set("version", sq.Expr("version + 1")).Set("removed", 0).
+						Set("updated_at", now).Where(sq.Eq{"id": td.ID})
+					if _, err := s.exec(ctx, tx, "change task "+td.ID, b); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for name, k := range pipes {
+			if !seenP[name] && !k.removed {
+				res.Removed = append(res.Removed, name)
+				if _, err := s.exec(ctx, tx, "remove pipeline "+name, s.sb.Update("pipelines").Set("removed", 1).Set("updated_at", now).Where(sq.Eq{"name": name})); err != nil {
+					return err
+				}
+			}
+		}
+		for id, k := range tasks {
+			if !seenT[id] && !k.removed {
+				res.Removed = append(res.Removed, id)
+				if _, err := s.exec(ctx, tx, "remove task "+id, s.sb.Update("tasks").Set("removed", 1).Set("updated_at", now).Where(sq.Eq{"id": id})); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return SyncResult{}, err
+	}
+	slices.Sort(res.Added)
+	slices.Sort(res.Changed)
+	slices.Sort(res.Removed)
+	return res, nil
+}
+
+// Task is a stored task definition with its summary: the article's
+// task_runtime row (R7). The latest instance and its executor come from
+// [Store.TaskSummary].
+type Task struct {
+	ID           string    `json:"id"`
+	Pipeline     string    `json:"pipeline"`
+	Name         string    `json:"name"`
+	Group        string    `json:"group"`
+	Priority     int       `json:"priority"`
+	Hash         string    `json:"hash"`
+	Definition   []byte    `json:"-"`
+	Version      int64     `json:"version"`
+	Removed      bool      `json:"removed"`
+	SuccessCount int64     `json:"success_count"`
+	FailureCount int64     `json:"failure_count"`
+	NextFireAt   time.Time `json:"next_fire_at,omitzero"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// TaskFilter selects tasks; zero fields do not filter.
+type TaskFilter struct {
+	Pipeline       string
+	Group          string
+	ID             string
+	IncludeRemoved bool
+}
+
+// Tasks lists stored tasks, by id.
+func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+	b := s.sb.Select("id", "pipeline", "name", "group_name", "priority", "hash", "definition", "version", "removed",
+		"success_count", "failure_count", "next_fire_at", "updated_at").From("tasks").OrderBy("id")
+	if f.Pipeline != "" {
+		b = b.Where(sq.Eq{"pipeline": f.Pipeline})
+	}
+	if f.Group != "" {
+		b = b.Where(sq.Eq{"group_name": f.Group})
+	}
+	if f.ID != "" {
+		b = b.Where(sq.Eq{"id": f.ID})
+	}
+	if !f.IncludeRemoved {
+		b = b.Where(sq.Eq{"removed": 0})
+	}
+	var out []Task
+	err := s.query(ctx, s.read, "read tasks", b, func(rows *sql.Rows) error {
+		var (
+			t       Task
+			def     string
+			removed int
+			next    sql.NullInt64
+			updated int64
+		)
+		if err := rows.Scan(&t.ID, &t.Pipeline, &t.Name, &t.Group, &t.Priority, &t.Hash, &def, &t.Version, &removed,
+			&t.SuccessCount, &t.FailureCount, &next, &updated); err != nil {
+			return err
+		}
+		t.Definition, t.Removed, t.NextFireAt, t.UpdatedAt = []byte(def), removed != 0, fromMS(next), time.UnixMilli(updated).UTC()
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+// Summary is a task with its latest instance: next fire time, last instance,
+// last executor, success and failure counts.
+type Summary struct {
+	Task
+	Last         *Instance `json:"last_instance,omitempty"`
+	LastExecutor string    `json:"last_executor,omitempty"`
+}
+
+// TaskSummary returns the summary of the task with the given id, or ErrNotFound.
+func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
+	ts, err := s.Tasks(ctx, TaskFilter{ID: id, IncludeRemoved: true})
+	if err != nil {
+		return Summary{}, err
+	}
+	if len(ts) == 0 {
+		return Summary{}, notFound("task", id)
+	}
+	sum := Summary{Task: ts[0]}
+	last, err := s.Instances(ctx, InstanceFilter{TaskID: id, Limit: 1})
+	if err != nil {
+		return Summary{}, err
+	}
+	if len(last) == 1 {
+		sum.Last = &last[0]
+		sum.LastExecutor = last[0].Executor
+	}
+	return sum, nil
+}
+
+// SetNextFire records a task's next fire time in its summary (zero clears it).
+func (s *Store) SetNextFire(ctx context.Context, id string, next time.Time, epoch int64, now time.Time) error {
+	return s.inTx(ctx, "set next fire", func(tx *sql.Tx) error {
+		if err := s.checkEpoch(ctx, tx, epoch); err != nil {
+			return err
+		}
+		n, err := s.exec(ctx, tx, "set next fire of "+id, s.sb.Update("tasks").Set("next_fire_at", ms(next)).Where(sq.Eq{"id": id}))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return notFound("task", id)
+		}
+		return nil
+	})
+}

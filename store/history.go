@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+)
+
+// HistoryRow is one recorded transition (R8). From is "" for the row written
+// when the instance was created.
+type HistoryRow struct {
+	ID         int64     `json:"id"`
+	InstanceID int64     `json:"instance_id"`
+	RunID      int64     `json:"run_id"`
+	TaskID     string    `json:"task"`
+	Ticket     string    `json:"ticket,omitempty"`
+	From       State     `json:"from"`
+	To         State     `json:"to"`
+	Reason     string    `json:"reason"`
+	Actor      string    `json:"actor"`
+	Epoch      int64     `json:"epoch"`
+	At         time.Time `json:"at"`
+}
+
+// Action is one entry of the action log: an operator action or an automatic
+// decision (dispatch, result, retry, timeout, breaker, misfire, pause …).
+type Action struct {
+	ID         int64     `json:"id"`
+	At         time.Time `json:"at"`
+	Actor      string    `json:"actor"`
+	Action     string    `json:"action"`
+	Pipeline   string    `json:"pipeline,omitempty"`
+	TaskID     string    `json:"task,omitempty"`
+	InstanceID int64     `json:"instance_id,omitempty"`
+	Ticket     string    `json:"ticket,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Detail     string    `json:"detail,omitempty"` // free text or JSON
+}
+
+// LogFilter selects history rows or actions; zero fields do not filter.
+type LogFilter struct {
+	TaskID     string
+	InstanceID int64
+	Pipeline   string // actions only
+	Action     string // actions only
+	AfterID    int64  // paging: only ids above this
+	Limit      int    // zero means 100
+}
+
+// History returns recorded transitions, oldest first.
+func (s *Store) History(ctx context.Context, f LogFilter) ([]HistoryRow, error) {
+	b := s.sb.Select("id", "instance_id", "run_id", "task_id", "ticket", "from_state", "to_state", "reason", "actor", "epoch", "at").
+		From("history").Where(sq.Gt{"id": f.AfterID})
+	if f.TaskID != "" {
+		b = b.Where(sq.Eq{"task_id": f.TaskID})
+	}
+	if f.InstanceID != 0 {
+		b = b.Where(sq.Eq{"instance_id": f.InstanceID})
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var out []HistoryRow
+	err := s.query(ctx, s.read, "read history", b.OrderBy("id").Limit(uint64(f.Limit)), func(rows *sql.Rows) error {
+		var (
+			h        HistoryRow
+			ticket   sql.NullString
+			from, to string
+			at       int64
+		)
+		if err := rows.Scan(&h.ID, &h.InstanceID, &h.RunID, &h.TaskID, &ticket, &from, &to, &h.Reason, &h.Actor, &h.Epoch, &at); err != nil {
+			return err
+		}
+		h.Ticket, h.From, h.To, h.At = ticket.String, State(from), State(to), time.UnixMilli(at).UTC()
+		out = append(out, h)
+		return nil
+	})
+	return out, err
+}
+
+// AppendAction writes one entry to the action log.
+func (s *Store) AppendAction(ctx context.Context, a Action) error {
+	return s.inTx(ctx, "append action", func(tx *sql.Tx) error { return s.appendAction(ctx, tx, a) })
+}
+
+func (s *Store) appendAction(ctx context.Context, tx *sql.Tx, a Action) error {
+	b := s.sb.Insert("actions").Columns("at", "actor", "action", "pipeline", "task_id", "instance_id", "ticket", "reason", "detail").
+		Values(a.At.UnixMilli(), a.Actor, a.Action, a.Pipeline, a.TaskID, a.InstanceID, a.Ticket, a.Reason, a.Detail)
+	_, err := s.exec(ctx, tx, "append action "+a.Action, b)
+	return err
+}
+
+// Actions returns action log entries, oldest first.
+func (s *Store) Actions(ctx context.Context, f LogFilter) ([]Action, error) {
+	b := s.sb.Select("id", "at", "actor", "action", "pipeline", "task_id", "instance_id", "ticket", "reason", "detail").
+		From("actions").Where(sq.Gt{"id": f.AfterID})
+	if f.TaskID != "" {
+		b = b.Where(sq.Eq{"task_id": f.TaskID})
+	}
+	if f.InstanceID != 0 {
+		b = b.Where(sq.Eq{"instance_id": f.InstanceID})
+	}
+	if f.Pipeline != "" {
+		b = b.Where(sq.Eq{"pipeline": f.Pipeline})
+	}
+	if f.Action != "" {
+		b = b.Where(sq.Eq{"action": f.Action})
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var out []Action
+	err := s.query(ctx, s.read, "read actions", b.OrderBy("id").Limit(uint64(f.Limit)), func(rows *sql.Rows) error {
+		var (
+			a  Action
+			at int64
+		)
+		if err := rows.Scan(&a.ID, &at, &a.Actor, &a.Action, &a.Pipeline, &a.TaskID, &a.InstanceID, &a.Ticket, &a.Reason, &a.Detail); err != nil {
+			return err
+		}
+		a.At = time.UnixMilli(at).UTC()
+		out = append(out, a)
+		return nil
+	})
+	return out, err
+}

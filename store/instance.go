@@ -1,0 +1,542 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+)
+
+// RunKind says what started a run.
+type RunKind string
+
+// Run kinds.
+const (
+	RunSchedule RunKind = "schedule" // a pipeline schedule or task cron fired
+	RunManual   RunKind = "manual"   // an operator's run-now
+	RunBackfill RunKind = "backfill" // a backfill over past logical times
+)
+
+// Run is one execution of a set of tasks for one logical time.
+type Run struct {
+	ID          int64     `json:"id"`
+	Pipeline    string    `json:"pipeline"`
+	Trigger     string    `json:"trigger"` // `pipeline` or `pipeline.task`
+	Kind        RunKind   `json:"kind"`
+	LogicalTime time.Time `json:"logical_time"`
+	BackfillID  int64     `json:"backfill_id,omitempty"`
+	Actor       string    `json:"actor"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Instance is one task of one run: the unit the state machine moves.
+type Instance struct {
+	ID          int64     `json:"id"`
+	RunID       int64     `json:"run_id"`
+	TaskID      string    `json:"task"` // `pipeline.task`
+	Pipeline    string    `json:"pipeline"`
+	Group       string    `json:"group"`
+	State       State     `json:"state"`
+	Version     int64     `json:"version"`
+	Ticket      string    `json:"ticket,omitempty"`
+	Attempt     int       `json:"attempt"`
+	Priority    int       `json:"priority"`
+	LogicalTime time.Time `json:"logical_time"`
+	NextFireAt  time.Time `json:"next_fire_at,omitzero"`
+	Executor    string    `json:"executor,omitempty"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	Error       string    `json:"error,omitempty"`
+	Reason      string    `json:"reason,omitempty"` // why it waits, when it does
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// LeaseName is the lease row that fences the scheduler's writes (R26).
+const LeaseName = "scheduler"
+
+// NewInstance is one instance of a run to create.
+type NewInstance struct {
+	TaskID     string
+	Group      string
+	Priority   int
+	State      State     // WAITING or SCHEDULED
+	NextFireAt time.Time // when SCHEDULED: the fire time
+	Reason     string
+}
+
+// CreateRunParams creates a run and its instances in one transaction.
+type CreateRunParams struct {
+	Pipeline    string
+	Trigger     string
+	Kind        RunKind
+	LogicalTime time.Time
+	// DedupKey makes run creation idempotent: a second run with the same key
+	// fails with ErrDuplicate. Empty means: for a schedule run,
+	// "schedule/TRIGGER/LOGICAL_MS" (one run per trigger and logical time,
+	// however many schedulers try); for other kinds, no key.
+	DedupKey   string
+	BackfillID int64
+	Actor      string
+	Instances  []NewInstance
+	Epoch      int64 // the caller's lease epoch; 0 writes unfenced (operator tools)
+	Now        time.Time
+}
+
+// CreateRun writes a run and its instances, and a history row for each
+// instance's first state. It fails with ErrDuplicate when the run's dedup key
+// exists (the run was created already) and ErrNotLeader when Epoch is stale.
+func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (Run, []Instance, error) {
+	if p.Kind == "" || p.Pipeline == "" || p.Trigger == "" || len(p.Instances) == 0 || p.LogicalTime.IsZero() {
+		return Run{}, nil, fmt.Errorf("store: create run: pipeline, trigger, kind, logical time and instances are required")
+	}
+	for _, in := range p.Instances {
+		if in.State != Waiting && in.State != Scheduled {
+			return Run{}, nil, fmt.Errorf("store: create run: instance of %s starts in %s: %w (WAITING or SCHEDULED only)", in.TaskID, in.State, ErrIllegalTransition)
+		}
+	}
+	key := p.DedupKey
+	if key == "" && p.Kind == RunSchedule {
+		key = "schedule/" + p.Trigger + "/" + strconv.FormatInt(p.LogicalTime.UnixMilli(), 10)
+	}
+	run := Run{Pipeline: p.Pipeline, Trigger: p.Trigger, Kind: p.Kind, LogicalTime: p.LogicalTime.UTC().Truncate(time.Millisecond),
+		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond)}
+	var insts []Instance
+	err := s.inTx(ctx, "create run", func(tx *sql.Tx) error {
+		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
+			return err
+		}
+		q, args, err := s.sb.Insert("runs").
+			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at").
+			Values(p.Pipeline, p.Trigger, string(p.Kind), p.LogicalTime.UnixMilli(), nullStr(key), nullID(p.BackfillID), p.Actor, p.Now.UnixMilli()).ToSql()
+		if err != nil {
+			return fmt.Errorf("store: create run: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("store: create run %s at %s: %w", p.Trigger, p.LogicalTime.UTC().Format(time.RFC3339), s.d.translate(err))
+		}
+		if run.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("store: create run: %w", s.d.translate(err))
+		}
+		const chunk = 500
+		for start := 0; start < len(p.Instances); start += chunk {
+			b := s.sb.Insert("instances").Columns("run_id", "task_id", "pipeline", "group_name", "state", "version", "attempt",
+				"priority", "logical_time", "next_fire_at", "reason", "created_at", "updated_at")
+			for _, in := range p.Instances[start:min(start+chunk, len(p.Instances))] {
+				b = b.Values(run.ID, in.TaskID, p.Pipeline, in.Group, string(in.State), 1, 0, in.Priority, p.LogicalTime.UnixMilli(),
+					ms(in.NextFireAt), nullStr(in.Reason), p.Now.UnixMilli(), p.Now.UnixMilli())
+			}
+			if _, err := s.exec(ctx, tx, "create instances", b); err != nil {
+				return err
+			}
+		}
+		hist := sq.Expr("INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) "+
+			"SELECT id, run_id, task_id, ticket, '', state, ?, ?, ?, ? FROM instances WHERE run_id = ?",
+			"created by "+string(p.Kind)+" run", p.Actor, p.Epoch, p.Now.UnixMilli(), run.ID)
+		if _, err := s.exec(ctx, tx, "record created instances", hist); err != nil {
+			return err
+		}
+		insts, err = s.instances(ctx, tx, instanceSelect(s.sb).Where(sq.Eq{"run_id": run.ID}).OrderBy("id"))
+		return err
+	})
+	if err != nil {
+		return Run{}, nil, err
+	}
+	return run, insts, nil
+}
+
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// checkEpoch fails with ErrNotLeader unless epoch is the current lease epoch.
+// Epoch 0 skips the check (operator tools that never dispatch). The read is a
+// locking read on MySQL, so a takeover waits for this transaction.
+func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, epoch int64) error {
+	if epoch == 0 {
+		return nil
+	}
+	var cur int64
+	err := tx.QueryRowContext(ctx, "SELECT epoch FROM leases WHERE name = ?"+s.d.lockShared(), LeaseName).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w (no lease row; caller holds epoch %d)", ErrNotLeader, epoch)
+	}
+	if err != nil {
+		return fmt.Errorf("store: check lease: %w", s.d.translate(err))
+	}
+	if cur != epoch {
+		return fmt.Errorf("%w (caller holds epoch %d, current is %d)", ErrNotLeader, epoch, cur)
+	}
+	return nil
+}
+
+// Changes are the fields a transition writes with the state. A nil field is
+// left as it is; a pointer to the zero value (empty string, zero time)
+// clears the column.
+type Changes struct {
+	Ticket     *string
+	Attempt    *int
+	NextFireAt *time.Time
+	Executor   *string
+	StartedAt  *time.Time
+	EndedAt    *time.Time
+	Error      *string
+	Reason     *string
+}
+
+// TransitionParams asks for one compare-and-set of an instance's state.
+type TransitionParams struct {
+	InstanceID int64
+	Version    int64 // the version the caller read
+	From, To   State
+	Set        Changes
+	Epoch      int64 // the caller's lease epoch; 0 writes unfenced (operator tools that never dispatch)
+	Now        time.Time
+	Actor      string
+	Reason     string
+	// Action, when set, is appended to the action log in the same transaction.
+	Action *Action
+}
+
+// Transition moves one instance From → To if, and only if, it is still at
+// Version in state From and Epoch is still the current lease epoch. The new
+// state, the changes, the history row (and the action, if any) are written in
+// one transaction. It returns the new version, or a *TransitionError that
+// wraps ErrIllegalTransition, ErrNotFound, ErrConflict (lost the race: drop
+// the trigger) or ErrNotLeader; or ErrUnavailable, in which case nothing was
+// written.
+func (s *Store) Transition(ctx context.Context, p TransitionParams) (int64, error) {
+	if err := checkLegal(p); err != nil {
+		return 0, err
+	}
+	var v int64
+	err := s.inTx(ctx, "transition", func(tx *sql.Tx) error {
+		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
+			return &TransitionError{InstanceID: p.InstanceID, From: p.From, To: p.To, Err: err}
+		}
+		var err error
+		v, err = s.transition(ctx, tx, p)
+		return err
+	})
+	return v, err
+}
+
+// BatchResult is the outcome of one transition of a batch.
+type BatchResult struct {
+	Version int64
+	Err     error
+}
+
+// TransitionBatch applies many transitions in one transaction, each checked
+// as by Transition. A transition that fails (illegal, lost race, not found)
+// writes nothing and does not stop the others. When the epoch is stale, or
+// the database fails, nothing at all is written and the error is returned.
+func (s *Store) TransitionBatch(ctx context.Context, ps []TransitionParams) ([]BatchResult, error) {
+	out := make([]BatchResult, len(ps))
+	if len(ps) == 0 {
+		return out, nil
+	}
+	err := s.inTx(ctx, "transition batch", func(tx *sql.Tx) error {
+		checked := map[int64]bool{}
+		for i, p := range ps {
+			if err := checkLegal(p); err != nil {
+				out[i].Err = err
+				continue
+			}
+			if !checked[p.Epoch] {
+				if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
+					return err
+				}
+				checked[p.Epoch] = true
+			}
+			v, err := s.transition(ctx, tx, p)
+			var te *TransitionError
+			if err != nil && !errors.As(err, &te) {
+				return err // the database failed: roll everything back
+			}
+			out[i] = BatchResult{Version: v, Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func checkLegal(p TransitionParams) error {
+	if !p.From.Valid() || !p.To.Valid() || !CanTransition(p.From, p.To) {
+		return &TransitionError{InstanceID: p.InstanceID, From: p.From, To: p.To, Err: ErrIllegalTransition}
+	}
+	return nil
+}
+
+// transition does the work of one transition inside tx. The happy path is
+// one UPDATE and one INSERT … SELECT (plus a counter on SUCCESS and FAILED);
+// only a refused update pays for a diagnosing read.
+func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) (int64, error) {
+	now := p.Now.UnixMilli()
+	up := s.sb.Update("instances").
+		Set("state", string(p.To)).
+		Set("version", sq.Expr("version + 1")).
+		Set("updated_at", now).
+		Where(sq.Eq{"id": p.InstanceID, "version": p.Version, "state": string(p.From)})
+	c := p.Set
+	if c.Ticket != nil {
+		up = up.Set("ticket", nullStr(*c.Ticket))
+	}
+	if c.Attempt != nil {
+		up = up.Set("attempt", *c.Attempt)
+	}
+	if c.NextFireAt != nil {
+		up = up.Set("next_fire_at", ms(*c.NextFireAt))
+	}
+	if c.Executor != nil {
+		up = up.Set("executor", nullStr(*c.Executor))
+	}
+	if c.StartedAt != nil {
+		up = up.Set("started_at", ms(*c.StartedAt))
+	}
+	if c.EndedAt != nil {
+		up = up.Set("ended_at", ms(*c.EndedAt))
+	}
+	if c.Error != nil {
+		up = up.Set("error", nullStr(*c.Error))
+	}
+	if c.Reason != nil {
+		up = up.Set("reason", nullStr(*c.Reason))
+	}
+	n, err := s.exec(ctx, tx, "transition", up)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, s.diagnose(ctx, tx, p)
+	}
+	if hook := testHookAfterUpdate; hook != nil {
+		if err := hook(ctx, tx); err != nil {
+			return 0, fmt.Errorf("store: transition: %w", s.d.translate(err))
+		}
+	}
+	hist := sq.Expr("INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) "+
+		"SELECT id, run_id, task_id, ticket, ?, ?, ?, ?, ?, ? FROM instances WHERE id = ?",
+		string(p.From), string(p.To), p.Reason, p.Actor, p.Epoch, now, p.InstanceID)
+	if _, err := s.exec(ctx, tx, "record transition", hist); err != nil {
+		return 0, err
+	}
+	if counter := map[State]string{Success: "success_count", Failed: "failure_count"}[p.To]; counter != "" {
+		cnt := sq.Expr("UPDATE tasks SET "+counter+" = "+counter+" + 1 WHERE id = (SELECT task_id FROM instances WHERE id = ?)", p.InstanceID)
+		if _, err := s.exec(ctx, tx, "count outcome", cnt); err != nil {
+			return 0, err
+		}
+	}
+	if p.Action != nil {
+		a := *p.Action
+		a.InstanceID = p.InstanceID
+		if a.At.IsZero() {
+			a.At = p.Now
+		}
+		if err := s.appendAction(ctx, tx, a); err != nil {
+			return 0, err
+		}
+	}
+	return p.Version + 1, nil
+}
+
+// testHookAfterUpdate, when set by a test, runs between a transition's
+// UPDATE and its history INSERT, to break the connection at the worst moment.
+var testHookAfterUpdate func(ctx context.Context, tx *sql.Tx) error
+
+// diagnose explains why a transition's UPDATE matched no row.
+func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams) error {
+	te := &TransitionError{InstanceID: p.InstanceID, From: p.From, To: p.To}
+	var state string
+	err := tx.QueryRowContext(ctx, "SELECT state, version FROM instances WHERE id = ?", p.InstanceID).Scan(&state, &te.ActualVersion)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		te.Err = ErrNotFound
+	case err != nil:
+		return fmt.Errorf("store: transition: %w", s.d.translate(err))
+	default:
+		te.ActualState = State(state)
+		te.Err = ErrConflict
+	}
+	return te
+}
+
+// instanceCols are the columns of Instance, in scan order.
+var instanceCols = []string{"id", "run_id", "task_id", "pipeline", "group_name", "state", "version", "ticket", "attempt",
+	"priority", "logical_time", "next_fire_at", "executor", "started_at", "ended_at", "error", "reason", "created_at", "updated_at"}
+
+func instanceSelect(sb sq.StatementBuilderType) sq.SelectBuilder {
+	return sb.Select(instanceCols...).From("instances")
+}
+
+func scanInstance(rows *sql.Rows) (Instance, error) {
+	var (
+		in                             Instance
+		state                          string
+		ticket, executor, errText, why sql.NullString
+		logical, created, updated      int64
+		nextFire, started, ended       sql.NullInt64
+	)
+	err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &in.Group, &state, &in.Version, &ticket, &in.Attempt,
+		&in.Priority, &logical, &nextFire, &executor, &started, &ended, &errText, &why, &created, &updated)
+	if err != nil {
+		return in, err
+	}
+	in.State = State(state)
+	in.Ticket, in.Executor, in.Error, in.Reason = ticket.String, executor.String, errText.String, why.String
+	in.LogicalTime = time.UnixMilli(logical).UTC()
+	in.NextFireAt, in.StartedAt, in.EndedAt = fromMS(nextFire), fromMS(started), fromMS(ended)
+	in.CreatedAt, in.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
+	return in, nil
+}
+
+func (s *Store) instances(ctx context.Context, q querier, b sq.SelectBuilder) ([]Instance, error) {
+	var out []Instance
+	err := s.query(ctx, q, "read instances", b, func(rows *sql.Rows) error {
+		in, err := scanInstance(rows)
+		out = append(out, in)
+		return err
+	})
+	return out, err
+}
+
+// Instance returns the instance with the given id, or ErrNotFound.
+func (s *Store) Instance(ctx context.Context, id int64) (Instance, error) {
+	ins, err := s.instances(ctx, s.read, instanceSelect(s.sb).Where(sq.Eq{"id": id}))
+	if err != nil {
+		return Instance{}, err
+	}
+	if len(ins) == 0 {
+		return Instance{}, fmt.Errorf("instance %d: %w", id, ErrNotFound)
+	}
+	return ins[0], nil
+}
+
+// InstanceByTicket returns the instance whose current ticket is ticket, or
+// ErrNotFound (an unknown or stale ticket).
+func (s *Store) InstanceByTicket(ctx context.Context, ticket string) (Instance, error) {
+	if ticket == "" {
+		return Instance{}, fmt.Errorf("empty ticket: %w", ErrNotFound)
+	}
+	ins, err := s.instances(ctx, s.read, instanceSelect(s.sb).Where(sq.Eq{"ticket": ticket}))
+	if err != nil {
+		return Instance{}, err
+	}
+	if len(ins) == 0 {
+		return Instance{}, fmt.Errorf("ticket %q: %w", ticket, ErrNotFound)
+	}
+	return ins[0], nil
+}
+
+// DueParams selects instances waiting in the wheel.
+type DueParams struct {
+	Until  time.Time // next fire time at or before this
+	States []State   // empty means SCHEDULED and RETRYING
+	Limit  int       // zero means no limit
+}
+
+// DueInstances returns the instances whose next fire time is at or before
+// Until, in fire-time order: what the time wheel loads (R11).
+func (s *Store) DueInstances(ctx context.Context, p DueParams) ([]Instance, error) {
+	states := p.States
+	if len(states) == 0 {
+		states = []State{Scheduled, Retrying}
+	}
+	ss := make([]string, len(states))
+	for i, st := range states {
+		ss[i] = string(st)
+	}
+	b := instanceSelect(s.sb).Where(sq.Eq{"state": ss}).Where(sq.LtOrEq{"next_fire_at": p.Until.UnixMilli()}).OrderBy("next_fire_at", "id")
+	if p.Limit > 0 {
+		b = b.Limit(uint64(p.Limit))
+	}
+	return s.instances(ctx, s.read, b)
+}
+
+// InstanceFilter selects instances; zero fields do not filter.
+type InstanceFilter struct {
+	RunID       int64
+	TaskID      string
+	Pipeline    string
+	States      []State
+	LogicalFrom time.Time // inclusive
+	LogicalTo   time.Time // inclusive
+	BeforeID    int64     // paging: only ids below this
+	Limit       int       // zero means 100
+	Ascending   bool      // oldest first; default newest first
+}
+
+// Instances lists instances matching f.
+func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
+	b := instanceSelect(s.sb)
+	if f.RunID != 0 {
+		b = b.Where(sq.Eq{"run_id": f.RunID})
+	}
+	if f.TaskID != "" {
+		b = b.Where(sq.Eq{"task_id": f.TaskID})
+	}
+	if f.Pipeline != "" {
+		b = b.Where(sq.Eq{"pipeline": f.Pipeline})
+	}
+	if len(f.States) > 0 {
+		ss := make([]string, len(f.States))
+		for i, st := range f.States {
+			ss[i] = string(st)
+		}
+		b = b.Where(sq.Eq{"state": ss})
+	}
+	if !f.LogicalFrom.IsZero() {
+		b = b.Where(sq.GtOrEq{"logical_time": f.LogicalFrom.UnixMilli()})
+	}
+	if !f.LogicalTo.IsZero() {
+		b = b.Where(sq.LtOrEq{"logical_time": f.LogicalTo.UnixMilli()})
+	}
+	if f.BeforeID > 0 {
+		b = b.Where(sq.Lt{"id": f.BeforeID})
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	order := "id DESC"
+	if f.Ascending {
+		order = "id"
+	}
+	return s.instances(ctx, s.read, b.OrderBy(order).Limit(uint64(f.Limit)))
+}
+
+// Runs lists the runs of a pipeline, newest logical time first.
+func (s *Store) Runs(ctx context.Context, pipeline string, limit int) ([]Run, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []Run
+	b := s.sb.Select("id", "pipeline", "trigger_name", "kind", "logical_time", "backfill_id", "actor", "created_at").From("runs").
+		Where(sq.Eq{"pipeline": pipeline}).OrderBy("logical_time DESC", "id DESC").Limit(uint64(limit))
+	err := s.query(ctx, s.read, "read runs", b, func(rows *sql.Rows) error {
+		var (
+			r                Run
+			kind             string
+			logical, created int64
+			backfill         sql.NullInt64
+		)
+		if err := rows.Scan(&r.ID, &r.Pipeline, &r.Trigger, &kind, &logical, &backfill, &r.Actor, &created); err != nil {
+			return err
+		}
+		r.Kind, r.BackfillID = RunKind(kind), backfill.Int64
+		r.LogicalTime, r.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}

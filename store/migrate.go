@@ -1,0 +1,220 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// table is the dialect-neutral declaration of one table.
+type table struct {
+	name    string
+	cols    [][2]string // name, type: id, strN, text, int, bigint; "?" suffix = NULL allowed
+	primary []string    // when no "id" column
+	unique  [][]string
+	index   [][]string
+}
+
+// migration is one schema version: the tables it creates. Later versions may
+// add statements; a migration is never edited once released.
+type migration struct {
+	version int
+	tables  []table
+	extra   func(d dialect) []string
+}
+
+// SchemaVersion is the newest schema this ax knows.
+const SchemaVersion = 1
+
+var migrations = []migration{{
+	version: 1,
+	tables: []table{
+		{name: "pipelines", cols: [][2]string{{"name", "str128"}, {"file", "str1024"}, {"hash", "str64"}, {"definition", "text"},
+			{"version", "bigint"}, {"removed", "int"}, {"created_at", "bigint"}, {"updated_at", "bigint"}},
+			primary: []string{"name"}},
+		{name: "tasks", cols: [][2]string{{"id", "str257"}, {"pipeline", "str128"}, {"name", "str128"}, {"group_name", "str128"},
+			{"priority", "int"}, {"hash", "str64"}, {"definition", "text"}, {"version", "bigint"}, {"removed", "int"},
+			{"success_count", "bigint"}, {"failure_count", "bigint"}, {"next_fire_at", "bigint?"}, {"created_at", "bigint"}, {"updated_at", "bigint"}},
+			primary: []string{"id"}, index: [][]string{{"pipeline"}, {"group_name"}}},
+		{name: "runs", cols: [][2]string{{"id", "id"}, {"pipeline", "str128"}, {"trigger_name", "str257"}, {"kind", "str16"},
+			{"logical_time", "bigint"}, {"dedup_key", "str320?"}, {"backfill_id", "bigint?"}, {"actor", "str128"}, {"created_at", "bigint"}},
+			unique: [][]string{{"dedup_key"}}, index: [][]string{{"pipeline", "logical_time"}, {"backfill_id"}}},
+		{name: "instances", cols: [][2]string{{"id", "id"}, {"run_id", "bigint"}, {"task_id", "str257"}, {"pipeline", "str128"},
+			{"group_name", "str128"}, {"state", "str16"}, {"version", "bigint"}, {"ticket", "str64?"}, {"attempt", "int"},
+			{"priority", "int"}, {"logical_time", "bigint"}, {"next_fire_at", "bigint?"}, {"executor", "str255?"},
+			{"started_at", "bigint?"}, {"ended_at", "bigint?"}, {"error", "text?"}, {"reason", "text?"},
+			{"created_at", "bigint"}, {"updated_at", "bigint"}},
+			unique: [][]string{{"ticket"}, {"run_id", "task_id"}},
+			index:  [][]string{{"state", "next_fire_at"}, {"next_fire_at"}, {"task_id", "id"}, {"pipeline", "logical_time"}}},
+		{name: "history", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"run_id", "bigint"}, {"task_id", "str257"},
+			{"ticket", "str64?"}, {"from_state", "str16"}, {"to_state", "str16"}, {"reason", "text"}, {"actor", "str128"},
+			{"epoch", "bigint"}, {"at", "bigint"}},
+			index: [][]string{{"instance_id", "id"}, {"task_id", "id"}}},
+		{name: "actions", cols: [][2]string{{"id", "id"}, {"at", "bigint"}, {"actor", "str128"}, {"action", "str64"},
+			{"pipeline", "str128"}, {"task_id", "str257"}, {"instance_id", "bigint"}, {"ticket", "str64"}, {"reason", "text"}, {"detail", "text"}},
+			index: [][]string{{"task_id", "id"}, {"instance_id"}, {"at"}}},
+		{name: "executors", cols: [][2]string{{"address", "str255"}, {"protocol", "str16"}, {"registered_at", "bigint"},
+			{"last_heartbeat", "bigint"}}, primary: []string{"address"}},
+		{name: "executor_tasks", cols: [][2]string{{"task_id", "str257"}, {"address", "str255"}, {"registered_at", "bigint"}},
+			primary: []string{"task_id", "address"}, index: [][]string{{"address"}}},
+		{name: "leases", cols: [][2]string{{"name", "str64"}, {"holder", "str255"}, {"epoch", "bigint"},
+			{"expires_at", "bigint"}, {"renewed_at", "bigint"}}, primary: []string{"name"}},
+		{name: "pauses", cols: [][2]string{{"scope", "str16"}, {"name", "str257"}, {"actor", "str128"}, {"reason", "text"}, {"at", "bigint"}},
+			primary: []string{"scope", "name"}},
+		{name: "backfills", cols: [][2]string{{"id", "id"}, {"pipeline", "str128"}, {"spec", "text"}, {"state", "str16"},
+			{"total_runs", "int"}, {"done_runs", "int"}, {"failed_runs", "int"}, {"actor", "str128"}, {"error", "text"},
+			{"created_at", "bigint"}, {"updated_at", "bigint"}}, index: [][]string{{"state"}}},
+		{name: "settings", cols: [][2]string{{"name", "str128"}, {"value", "text"}, {"updated_at", "bigint"}}, primary: []string{"name"}},
+	},
+}}
+
+// ddl renders a table's CREATE statements for d.
+func (t table) ddl(d dialect) []string {
+	var cols []string
+	for _, c := range t.cols {
+		typ, null := strings.CutSuffix(c[1], "?")
+		def := c[0] + " " + d.typ(typ)
+		if typ != "id" {
+			if null {
+				def += " NULL"
+			} else {
+				def += " NOT NULL"
+			}
+		}
+		cols = append(cols, def)
+	}
+	if len(t.primary) > 0 {
+		cols = append(cols, "PRIMARY KEY ("+strings.Join(t.primary, ", ")+")")
+	}
+	var out []string
+	name := func(kind string, c []string) string {
+		return fmt.Sprintf("%s_%s_%s", kind, t.name, strings.Join(c, "_"))
+	}
+	if d.name == "mysql" {
+		for _, u := range t.unique {
+			cols = append(cols, fmt.Sprintf("UNIQUE KEY %s (%s)", name("uk", u), strings.Join(u, ", ")))
+		}
+		for _, ix := range t.index {
+			cols = append(cols, fmt.Sprintf("KEY %s (%s)", name("ix", ix), strings.Join(ix, ", ")))
+		}
+		out = append(out, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n  %s\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+			t.name, strings.Join(cols, ",\n  ")))
+		return out
+	}
+	out = append(out, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n  %s\n)", t.name, strings.Join(cols, ",\n  ")))
+	for _, u := range t.unique {
+		out = append(out, fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s (%s)", name("uk", u), t.name, strings.Join(u, ", ")))
+	}
+	for _, ix := range t.index {
+		out = append(out, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", name("ix", ix), t.name, strings.Join(ix, ", ")))
+	}
+	return out
+}
+
+// migrate brings the schema to SchemaVersion. It is idempotent, safe when two
+// processes start at once (SQLite: the write lock; MySQL: a named lock), and
+// refuses a database whose schema is newer than this binary knows, or a
+// SQLite file that belongs to another application.
+func (s *Store) migrate(ctx context.Context, now time.Time) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.d.translate(err)
+	}
+	defer conn.Close()
+	if s.d.name == "mysql" {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('ax_migrate', 30)").Scan(&got); err != nil {
+			return s.d.translate(err)
+		}
+		if got.Int64 != 1 {
+			return fmt.Errorf("%w: another process has held the migration lock for 30 s", ErrUnavailable)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('ax_migrate')") //nolint:errcheck // released with the connection anyway
+	} else {
+		if err := s.checkForeignSQLite(ctx, conn); err != nil {
+			return err
+		}
+	}
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS ax_schema (version "+s.d.typ("int")+" NOT NULL PRIMARY KEY, applied_at "+s.d.typ("bigint")+" NOT NULL)"); err != nil {
+		return s.d.translate(err)
+	}
+	current, err := schemaVersion(ctx, conn)
+	if err != nil {
+		return s.d.translate(err)
+	}
+	if current > SchemaVersion {
+		return fmt.Errorf("%w: the database has schema version %d, newer than this ax knows (%d): upgrade ax", ErrSchema, current, SchemaVersion)
+	}
+	for _, m := range migrations {
+		if m.version <= current {
+			continue
+		}
+		var stmts []string
+		for _, t := range m.tables {
+			stmts = append(stmts, t.ddl(s.d)...)
+		}
+		if m.extra != nil {
+			stmts = append(stmts, m.extra(s.d)...)
+		}
+		for _, q := range stmts {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("store: migrate to version %d: %w", m.version, s.d.translate(err))
+			}
+		}
+		if _, err := conn.ExecContext(ctx, s.d.insertIgnore()+" INTO ax_schema (version, applied_at) VALUES (?, ?)", m.version, now.UnixMilli()); err != nil {
+			return fmt.Errorf("store: record schema version %d: %w", m.version, s.d.translate(err))
+		}
+	}
+	return nil
+}
+
+func schemaVersion(ctx context.Context, conn *sql.Conn) (int, error) {
+	var v sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM ax_schema").Scan(&v); err != nil {
+		return 0, err
+	}
+	return int(v.Int64), nil
+}
+
+// checkForeignSQLite refuses a SQLite file that holds another application's
+// tables: ax must not write into a database that is not its own.
+func (s *Store) checkForeignSQLite(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+	if err != nil {
+		return s.d.translate(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return s.d.translate(err)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		return s.d.translate(err)
+	}
+	if len(names) > 0 && !slices.Contains(names, "ax_schema") {
+		slices.Sort(names)
+		if len(names) > 5 {
+			names = append(names[:5], "…")
+		}
+		return fmt.Errorf("%w: the SQLite file belongs to another application (tables: %s): give ax a file of its own", ErrSchema, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// SchemaVersion returns the schema version recorded in the database.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	conn, err := s.read.Conn(ctx)
+	if err != nil {
+		return 0, s.d.translate(err)
+	}
+	defer conn.Close()
+	v, err := schemaVersion(ctx, conn)
+	return v, s.d.translate(err)
+}

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+)
+
+// PauseScope is what a pause covers (R18).
+type PauseScope string
+
+// Pause scopes.
+const (
+	ScopeTask     PauseScope = "task"     // name is `pipeline.task`
+	ScopeGroup    PauseScope = "group"    // name is the group
+	ScopePipeline PauseScope = "pipeline" // name is the pipeline
+)
+
+// Pause is a stored pause: it survives restarts.
+type Pause struct {
+	Scope  PauseScope `json:"scope"`
+	Name   string     `json:"name"`
+	Actor  string     `json:"actor"`
+	Reason string     `json:"reason"`
+	At     time.Time  `json:"at"`
+}
+
+// SetPause records a pause; pausing what is paused already fails with ErrDuplicate.
+func (s *Store) SetPause(ctx context.Context, p Pause) error {
+	return s.inTx(ctx, "pause", func(tx *sql.Tx) error {
+		b := s.sb.Insert("pauses").Columns("scope", "name", "actor", "reason", "at").Values(string(p.Scope), p.Name, p.Actor, p.Reason, p.At.UnixMilli())
+		_, err := s.exec(ctx, tx, fmt.Sprintf("pause %s %s", p.Scope, p.Name), b)
+		return err
+	})
+}
+
+// ClearPause removes a pause; ErrNotFound when it was not paused.
+func (s *Store) ClearPause(ctx context.Context, scope PauseScope, name string) error {
+	return s.inTx(ctx, "resume", func(tx *sql.Tx) error {
+		n, err := s.exec(ctx, tx, "resume", s.sb.Delete("pauses").Where(sq.Eq{"scope": string(scope), "name": name}))
+		if err == nil && n == 0 {
+			return notFound(string(scope)+" pause", name)
+		}
+		return err
+	})
+}
+
+// Pauses lists every pause in force.
+func (s *Store) Pauses(ctx context.Context) ([]Pause, error) {
+	var out []Pause
+	b := s.sb.Select("scope", "name", "actor", "reason", "at").From("pauses").OrderBy("scope", "name")
+	err := s.query(ctx, s.read, "read pauses", b, func(rows *sql.Rows) error {
+		var (
+			p     Pause
+			scope string
+			at    int64
+		)
+		if err := rows.Scan(&scope, &p.Name, &p.Actor, &p.Reason, &at); err != nil {
+			return err
+		}
+		p.Scope, p.At = PauseScope(scope), time.UnixMilli(at).UTC()
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// SetSetting stores a run-time setting (such as a rate limit).
+func (s *Store) SetSetting(ctx context.Context, name, value string, now time.Time) error {
+	return s.inTx(ctx, "set setting", func(tx *sql.Tx) error {
+		b := s.sb.Insert("settings").Columns("name", "value", "updated_at").Values(name, value, now.UnixMilli()).
+			Suffix(s.d.upsert([]string{"name"}, []string{"value", "updated_at"}))
+		_, err := s.exec(ctx, tx, "set setting "+name, b)
+		return err
+	})
+}
+
+// Settings returns every stored setting.
+func (s *Store) Settings(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	err := s.query(ctx, s.read, "read settings", s.sb.Select("name", "value").From("settings"), func(rows *sql.Rows) error {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		out[k] = v
+		return nil
+	})
+	return out, err
+}
+
+// Backfill is a stored backfill: its parameters and progress, so that an
+// interrupted backfill resumes where it stopped (R29).
+type Backfill struct {
+	ID         int64     `json:"id"`
+	Pipeline   string    `json:"pipeline"`
+	Spec       string    `json:"spec"` // JSON parameters
+	State      string    `json:"state"`
+	TotalRuns  int       `json:"total_runs"`
+	DoneRuns   int       `json:"done_runs"`
+	FailedRuns int       `json:"failed_runs"`
+	Actor      string    `json:"actor"`
+	Error      string    `json:"error,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// CreateBackfill stores a new backfill and returns its id.
+func (s *Store) CreateBackfill(ctx context.Context, b Backfill, now time.Time) (int64, error) {
+	var id int64
+	err := s.inTx(ctx, "create backfill", func(tx *sql.Tx) error {
+		q, args, err := s.sb.Insert("backfills").Columns("pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at").
+			Values(b.Pipeline, b.Spec, b.State, b.TotalRuns, b.DoneRuns, b.FailedRuns, b.Actor, b.Error, now.UnixMilli(), now.UnixMilli()).ToSql()
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("store: create backfill: %w", s.d.translate(err))
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	return id, err
+}
+
+// UpdateBackfill writes a backfill's state and progress; ErrNotFound for an unknown id.
+func (s *Store) UpdateBackfill(ctx context.Context, b Backfill, now time.Time) error {
+	return s.inTx(ctx, "update backfill", func(tx *sql.Tx) error {
+		u := s.sb.Update("backfills").Set("state", b.State).Set("total_runs", b.TotalRuns).Set("done_runs", b.DoneRuns).
+			Set("failed_runs", b.FailedRuns).Set("error", b.Error).Set("updated_at", now.UnixMilli()).Where(sq.Eq{"id": b.ID})
+		n, err := s.exec(ctx, tx, "update backfill", u)
+		if err == nil && n == 0 {
+			return notFound("backfill", fmt.Sprint(b.ID))
+		}
+		return err
+	})
+}
+
+// Backfills lists backfills, newest first; id, when not zero, selects one.
+func (s *Store) Backfills(ctx context.Context, id int64) ([]Backfill, error) {
+	b := s.sb.Select("id", "pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at").
+		From("backfills").OrderBy("id DESC")
+	if id != 0 {
+		b = b.Where(sq.Eq{"id": id})
+	}
+	var out []Backfill
+	err := s.query(ctx, s.read, "read backfills", b, func(rows *sql.Rows) error {
+		var (
+			bf      Backfill
+			cr, upd int64
+		)
+		if err := rows.Scan(&bf.ID, &bf.Pipeline, &bf.Spec, &bf.State, &bf.TotalRuns, &bf.DoneRuns, &bf.FailedRuns, &bf.Actor, &bf.Error, &cr, &upd); err != nil {
+			return err
+		}
+		bf.CreatedAt, bf.UpdatedAt = time.UnixMilli(cr).UTC(), time.UnixMilli(upd).UTC()
+		out = append(out, bf)
+		return nil
+	})
+	return out, err
+}

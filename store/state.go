@@ -1,0 +1,110 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// State is the state of a task instance: exactly one of eight (R7).
+type State string
+
+// The eight states.
+const (
+	Waiting   State = "WAITING"   // registered, waiting for its trigger or its upstreams
+	Scheduled State = "SCHEDULED" // fire time computed, waiting to be dispatched
+	Running   State = "RUNNING"   // handed to an executor
+	Retrying  State = "RETRYING"  // failed, waiting for its retry time
+	Success   State = "SUCCESS"   // succeeded
+	Failed    State = "FAILED"    // retries exhausted
+	Paused    State = "PAUSED"    // paused by an operator, takes no part in scheduling
+	Killed    State = "KILLED"    // stopped by force while running
+)
+
+// States lists the eight states in the order of the table of R7.
+var States = []State{Waiting, Scheduled, Running, Retrying, Success, Failed, Paused, Killed}
+
+// transitions is the transition table of R7, the one place it is written.
+// Two edges are additions to the article's table, documented in SPEC R7:
+// SCHEDULED → PAUSED and RETRYING → PAUSED, so that an instance waiting in
+// the wheel can be paused.
+var transitions = map[State][]State{
+	Waiting:   {Scheduled, Paused},
+	Scheduled: {Running, Failed, Paused}, // + PAUSED (addition)
+	Running:   {Success, Failed, Retrying, Killed},
+	Retrying:  {Running, Failed, Paused}, // + PAUSED (addition)
+	Success:   {Scheduled},
+	Failed:    {Running},
+	Paused:    {Waiting, Running},
+	Killed:    {Waiting},
+}
+
+// Valid reports whether s is one of the eight states.
+func (s State) Valid() bool {
+	_, ok := transitions[s]
+	return ok
+}
+
+// CanTransition reports whether the table allows from → to.
+func CanTransition(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Next returns the states from may move to.
+func Next(from State) []State { return append([]State(nil), transitions[from]...) }
+
+// Terminal reports whether s ends an instance's attempt chain (until an
+// operator reruns it): SUCCESS, FAILED or KILLED.
+func (s State) Terminal() bool { return s == Success || s == Failed || s == Killed }
+
+// Errors of the store. Callers test them with errors.Is.
+var (
+	// ErrNotFound: no row with that id (or ticket, or name).
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: the row exists but its version or state is no longer the
+	// one the caller read: another caller won the race (R9). Drop the trigger.
+	ErrConflict = errors.New("store: lost the race: version or state changed")
+	// ErrIllegalTransition: the table of R7 does not allow the move.
+	ErrIllegalTransition = errors.New("store: illegal transition")
+	// ErrNotLeader: the caller's lease epoch is no longer current (R26).
+	ErrNotLeader = errors.New("store: no longer the leader: lease epoch is not current")
+	// ErrLeaseHeld: another holder has an unexpired lease.
+	ErrLeaseHeld = errors.New("store: lease held by another process")
+	// ErrDuplicate: a row with that unique key exists already.
+	ErrDuplicate = errors.New("store: already exists")
+	// ErrUnavailable: the database could not be reached or the connection
+	// broke; the operation may or may not have been applied only when the
+	// error says so, and never half-applied.
+	ErrUnavailable = errors.New("store: database unavailable")
+	// ErrSchema: the database's schema is not one this ax can use.
+	ErrSchema = errors.New("store: schema mismatch")
+)
+
+// TransitionError describes a refused transition; it wraps one of
+// ErrNotFound, ErrConflict, ErrIllegalTransition or ErrNotLeader.
+type TransitionError struct {
+	InstanceID int64
+	From, To   State
+	// Actual state and version, when the instance exists.
+	ActualState   State
+	ActualVersion int64
+	Err           error
+}
+
+func (e *TransitionError) Error() string {
+	switch {
+	case errors.Is(e.Err, ErrIllegalTransition):
+		allowed := Next(e.From)
+		return fmt.Sprintf("instance %d: %s → %s: %v (from %s it may move to %v)", e.InstanceID, e.From, e.To, e.Err, e.From, allowed)
+	case errors.Is(e.Err, ErrConflict):
+		return fmt.Sprintf("instance %d: %s → %s: %v (it is %s at version %d)", e.InstanceID, e.From, e.To, e.Err, e.ActualState, e.ActualVersion)
+	default:
+		return fmt.Sprintf("instance %d: %s → %s: %v", e.InstanceID, e.From, e.To, e.Err)
+	}
+}
+
+func (e *TransitionError) Unwrap() error { return e.Err }

@@ -1,0 +1,264 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/go-sql-driver/mysql"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DefaultPath is the SQLite file used when no store is configured.
+const DefaultPath = "ax.db"
+
+// Options tunes a Store. The zero value means the documented defaults.
+type Options struct {
+	// BusyTimeout is how long SQLite waits for another process's write lock
+	// before failing with ErrUnavailable. Zero means 5 s.
+	BusyTimeout time.Duration
+	// MaxConns bounds MySQL connections. Zero means 8.
+	MaxConns int
+	// Now is the clock used for the schema version record at open. Zero means time.Now.
+	Now func() time.Time
+}
+
+// Store is the persistence of ax on SQLite or MySQL. It is safe for
+// concurrent use; open it with [Open] and close it with [Store.Close].
+type Store struct {
+	d      dialect
+	db     *sql.DB // writes; on SQLite a single connection, the one writer
+	read   *sql.DB // reads; on SQLite a pool of read-only connections in WAL mode
+	sb     sq.StatementBuilderType
+	target string // for messages, without secrets
+}
+
+// Open opens (and migrates) the store named by target:
+//   - "" or a path, or "sqlite:PATH": an embedded SQLite file (default ax.db);
+//   - "mysql://DSN", where DSN is a go-sql-driver DSN such as
+//     root@tcp(127.0.0.1:3306)/ax.
+//
+// A file that is not an ax store, a database with a newer schema, or an
+// unreachable server is a clear error, and nothing is written.
+func Open(ctx context.Context, target string, opts Options) (*Store, error) {
+	if opts.BusyTimeout == 0 {
+		opts.BusyTimeout = 5 * time.Second
+	}
+	if opts.MaxConns == 0 {
+		opts.MaxConns = 8
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	var (
+		s   *Store
+		err error
+	)
+	if dsn, ok := strings.CutPrefix(target, "mysql://"); ok {
+		s, err = openMySQL(ctx, dsn, opts)
+	} else {
+		s, err = openSQLite(ctx, strings.TrimPrefix(target, "sqlite:"), opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx, opts.Now()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open %s: %w", s.target, err)
+	}
+	return s, nil
+}
+
+func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		path = DefaultPath
+	}
+	if info, err := os.Stat(path); err == nil && info.IsDir() {
+		return nil, fmt.Errorf("store: open %s: %w: it is a directory; give a file path", path, ErrUnavailable)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1) // SQLite has one writer: queue writers here, not in busy waits
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	rq := url.Values{}
+	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+	rq.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", "file:"+path+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	s := &Store{d: dialectSQLite, db: w, read: r, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: path}
+	if err := w.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, s.d.translate(err))
+	}
+	return s, nil
+}
+
+func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: mysql DSN: %w; write mysql://user:password@tcp(host:3306)/database", err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("store: mysql DSN %q names no database: write mysql://user:password@tcp(host:3306)/database", redact(cfg))
+	}
+	// One round trip per statement instead of prepare/execute/close.
+	cfg.InterpolateParams = true
+	// Rows affected counts matched rows, as on SQLite: an UPDATE that sets a
+	// value it already had still proves the row exists.
+	cfg.ClientFoundRows = true
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(opts.MaxConns)
+	db.SetMaxIdleConns(opts.MaxConns)
+	db.SetConnMaxLifetime(time.Hour)
+	s := &Store{d: dialectMySQL, db: db, read: db, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: "mysql://" + redact(cfg)}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", s.target, s.d.translate(err))
+	}
+	return s, nil
+}
+
+// redact renders a MySQL config without its password.
+func redact(cfg *mysql.Config) string {
+	c := cfg.Clone()
+	if c.Passwd != "" {
+		c.Passwd = "xxx"
+	}
+	c.Params = nil
+	return strings.SplitN(c.FormatDSN(), "?", 2)[0]
+}
+
+// Close closes the database handles.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.read != s.db {
+		err = errors.Join(err, s.read.Close())
+	}
+	return err
+}
+
+// Dialect returns "sqlite" or "mysql".
+func (s *Store) Dialect() string { return s.d.name }
+
+// String names the store for logs, without secrets.
+func (s *Store) String() string { return s.target }
+
+// DB returns the handle for writes, for benchmarks that compare the store
+// with raw SQL on the same database. Code outside tests must not use it.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// inTx runs fn in a write transaction and commits it; any error rolls back.
+func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: %s: begin: %w", what, s.d.translate(err))
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback() // the error that matters is fn's
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: %s: commit: %w", what, s.d.translate(err))
+	}
+	return nil
+}
+
+// exec runs a built statement in tx and returns the rows affected.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, what string, b sq.Sqlizer) (int64, error) {
+	q, args, err := b.ToSql()
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: build query: %w", what, err)
+	}
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: %w", what, s.d.translate(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: %w", what, s.d.translate(err))
+	}
+	return n, nil
+}
+
+// querier is what reads need: a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// query runs a built SELECT and calls scan for each row.
+func (s *Store) query(ctx context.Context, q querier, what string, b sq.Sqlizer, scan func(*sql.Rows) error) error {
+	text, args, err := b.ToSql()
+	if err != nil {
+		return fmt.Errorf("store: %s: build query: %w", what, err)
+	}
+	rows, err := q.QueryContext(ctx, text, args...)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
+	}
+	return nil
+}
+
+// ms converts a time to stored UTC milliseconds; the zero time is NULL.
+func ms(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// fromMS converts stored milliseconds back; NULL is the zero time.
+func fromMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64).UTC()
+}
+
+// nullStr stores "" as NULL.
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,101 @@
+// Package storetest opens stores for tests — a SQLite file always, a MySQL
+// database when AX_TEST_MYSQL_DSN is set — and holds the conformance suite
+// that every store must pass. Each MySQL store is a database of its own,
+// dropped when the test ends, so tests never see each other's rows.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// DSNEnv names the environment variable with the MySQL test DSN, such as
+// root@tcp(127.0.0.1:3306)/test.
+const DSNEnv = "AX_TEST_MYSQL_DSN"
+
+// SQLite opens a store on a new file in the test's temporary directory.
+func SQLite(t testing.TB) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "ax.db"), store.Options{})
+	if err != nil {
+		t.Fatalf("open sqlite store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// MySQLDSN returns a DSN for a new, empty database of the test's own on the
+// server of AX_TEST_MYSQL_DSN, dropped when the test ends. Without the
+// variable it skips the test, except under CI, where a missing database is
+// a failure.
+func MySQLDSN(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(DSNEnv)
+	if base == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not set under CI: the MySQL tests must run (see .ci/run)", DSNEnv)
+		}
+		t.Skipf("MySQL tests skipped: set %s (for example root@tcp(127.0.0.1:3306)/test) to run them", DSNEnv)
+	}
+	cfg, err := mysql.ParseDSN(base)
+	if err != nil {
+		t.Fatalf("%s: %v", DSNEnv, err)
+	}
+	admin, err := sql.Open("mysql", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	buf := make([]byte, 6)
+	_, _ = rand.Read(buf)
+	name := "ax_test_" + hex.EncodeToString(buf)
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create test database on %s: %v (is MariaDB running? .ci/run starts it)", cfg.Addr, err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("mysql", base)
+		if err == nil {
+			db.Exec("DROP DATABASE IF EXISTS " + name) //nolint:errcheck // best effort
+			db.Close()
+		}
+	})
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// ddlMu serializes the creation and migration of test databases: MariaDB
+// takes many seconds for a dozen concurrent CREATE DATABASE + CREATE TABLE
+// runs, and a fraction of a second for the same run one after the other.
+var ddlMu sync.Mutex
+
+// MySQL opens a store on a new database of the test's own; see MySQLDSN.
+func MySQL(t testing.TB) *store.Store {
+	t.Helper()
+	ddlMu.Lock()
+	defer ddlMu.Unlock()
+	s, err := store.Open(context.Background(), "mysql://"+MySQLDSN(t), store.Options{})
+	if err != nil {
+		t.Fatalf("open mysql store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Opener opens a fresh store for one test.
+type Opener func(t testing.TB) *store.Store
+
+// All returns an opener per store kind: "sqlite" always, "mysql" always too
+// (its tests skip, or fail under CI, without a DSN).
+func All() map[string]Opener {
+	return map[string]Opener{"sqlite": SQLite, "mysql": MySQL}
+}

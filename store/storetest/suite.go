@@ -1,0 +1,518 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// T0 is the reference "now" of the suite; every time is passed in.
+var T0 = time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+
+// Run runs the conformance suite against stores made by open. Every store
+// implementation must pass it unchanged.
+func Run(t *testing.T, open Opener) {
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, s *store.Store)
+	}{
+		{"SchemaRecorded", testSchema},
+		{"SyncDefinitions", testSync},
+		{"CreateRunIsIdempotentPerLogicalTime", testCreateRun},
+		{"TransitionWritesStateAndHistory", testTransition},
+		{"TransitionErrorsAreDistinct", testTransitionErrors},
+		{"RaceExactlyOneWinner", testRace},
+		{"FencingStaleEpochCannotWrite", testFencing},
+		{"BatchTransitions", testBatch},
+		{"DueInstancesInFireOrder", testDue},
+		{"HistoryAndActions", testLogs},
+		{"ExecutorRegistrationIsIdempotent", testExecutors},
+		{"Lease", testLease},
+		{"PausesSettingsBackfills", testMisc},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, open(t))
+		})
+	}
+}
+
+func ctx() context.Context { return context.Background() }
+
+// Seed creates tasks a.x, a.y, a.z in pipeline "a" and one schedule run of
+// them at logical time T0 (x SCHEDULED, y and z WAITING), and returns the
+// instances by task.
+func Seed(t testing.TB, s *store.Store) map[string]store.Instance {
+	t.Helper()
+	def := store.PipelineDef{Name: "a", File: "a.yaml", Hash: "h1", Definition: []byte(`{}`)}
+	for _, n := range []string{"x", "y", "z"} {
+		def.Tasks = append(def.Tasks, store.TaskDef{ID: "a." + n, Pipeline: "a", Name: n, Group: "g", Priority: 3, Hash: "h1", Definition: []byte(`{}`)})
+	}
+	if _, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: []store.PipelineDef{def}, Now: T0}); err != nil {
+		t.Fatal(err)
+	}
+	_, ins, err := s.CreateRun(ctx(), store.CreateRunParams{
+		Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0, Actor: "scheduler", Now: T0,
+		Instances: []store.NewInstance{
+			{TaskID: "a.x", Group: "g", Priority: 1, State: store.Scheduled, NextFireAt: T0},
+			{TaskID: "a.y", Group: "g", Priority: 2, State: store.Waiting, Reason: "waiting for a.x"},
+			{TaskID: "a.z", Group: "h", Priority: 3, State: store.Waiting},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]store.Instance{}
+	for _, in := range ins {
+		out[in.TaskID] = in
+	}
+	return out
+}
+
+func testSchema(t *testing.T, s *store.Store) {
+	v, err := s.SchemaVersion(ctx())
+	if err != nil || v != store.SchemaVersion {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, store.SchemaVersion)
+	}
+}
+
+func testSync(t *testing.T, s *store.Store) {
+	p := func(hash string, tasks ...string) store.PipelineDef {
+		d := store.PipelineDef{Name: "p", File: "p.yaml", Hash: hash, Definition: []byte(`{"v":"` + hash + `"}`)}
+		for _, n := range tasks {
+			d.Tasks = append(d.Tasks, store.TaskDef{ID: "p." + n, Pipeline: "p", Name: n, Group: "g", Priority: 2, Hash: hash + n, Definition: []byte(`{}`)})
+		}
+		return d
+	}
+	sync := func(defs ...store.PipelineDef) store.SyncResult {
+		t.Helper()
+		r, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: defs, Now: T0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := sync(p("1", "a", "b")); fmt.Sprint(r) != "{[p p.a p.b] [] []}" {
+		t.Errorf("first sync = %v", r)
+	}
+	if r := sync(p("1", "a", "b")); fmt.Sprint(r) != "{[] [] []}" {
+		t.Errorf("same sync = %v, want no change", r)
+	}
+	if r := sync(p("2", "a")); fmt.Sprint(r) != "{[] [p p.a] [p.b]}" {
+		t.Errorf("changed sync = %v", r)
+	}
+	tasks, err := s.Tasks(ctx(), store.TaskFilter{Pipeline: "p"})
+	if err != nil || len(tasks) != 1 || tasks[0].ID != "p.a" || tasks[0].Version != 2 || tasks[0].Priority != 2 {
+		t.Fatalf("tasks = %+v, %v; want p.a at version 2", tasks, err)
+	}
+	all, _ := s.Tasks(ctx(), store.TaskFilter{Pipeline: "p", IncludeRemoved: true})
+	if len(all) != 2 || !all[1].Removed {
+		t.Errorf("removed task is not kept for history: %+v", all)
+	}
+	if r := sync(p("2", "a", "b")); fmt.Sprint(r) != "{[] [p.b] []}" {
+		t.Errorf("returning task = %v, want changed", r)
+	}
+	if r := sync(); fmt.Sprint(r) != "{[] [] [p p.a p.b]}" {
+		t.Errorf("empty sync = %v", r)
+	}
+}
+
+func testCreateRun(t *testing.T, s *store.Store) {
+	ins := Seed(t, s)
+	if len(ins) != 3 || ins["a.x"].State != store.Scheduled || ins["a.x"].Version != 1 || !ins["a.x"].NextFireAt.Equal(T0) ||
+		ins["a.y"].Reason != "waiting for a.x" || !ins["a.z"].LogicalTime.Equal(T0) || ins["a.z"].Group != "h" {
+		t.Fatalf("instances = %+v", ins)
+	}
+	// The same schedule fire again: refused, nothing written.
+	_, _, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: T0}}})
+	if !errors.Is(err, store.ErrDuplicate) {
+		t.Fatalf("second schedule run for the same logical time: err = %v, want ErrDuplicate", err)
+	}
+	// A manual run of the same logical time lives beside it.
+	_, man, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a.x", Kind: store.RunManual, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: T0}}})
+	if err != nil || len(man) != 1 || man[0].RunID == ins["a.x"].RunID {
+		t.Fatalf("manual run: %v, %+v", err, man)
+	}
+	all, err := s.Instances(ctx(), store.InstanceFilter{TaskID: "a.x"})
+	if err != nil || len(all) != 2 {
+		t.Fatalf("instances of a.x = %d, %v; want 2", len(all), err)
+	}
+	h, _ := s.History(ctx(), store.LogFilter{InstanceID: ins["a.y"].ID})
+	if len(h) != 1 || h[0].From != "" || h[0].To != store.Waiting {
+		t.Errorf("creation history = %+v", h)
+	}
+	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunManual, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Running}}})
+	if !errors.Is(err, store.ErrIllegalTransition) {
+		t.Errorf("instance created RUNNING: err = %v", err)
+	}
+	runs, err := s.Runs(ctx(), "a", 10)
+	if err != nil || len(runs) != 2 || runs[0].Kind != store.RunManual || !runs[1].LogicalTime.Equal(T0) {
+		t.Errorf("runs = %+v, %v", runs, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func testTransition(t *testing.T, s *store.Store) {
+	x := Seed(t, s)["a.x"]
+	now := T0.Add(time.Second)
+	v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: x.Version, From: store.Scheduled, To: store.Running,
+		Set: store.Changes{Ticket: ptr("tk-1"), Attempt: ptr(1), Executor: ptr("local"), StartedAt: &now},
+		Now: now, Actor: "scheduler", Reason: "dispatch",
+		Action: &store.Action{Actor: "scheduler", Action: "dispatch", TaskID: "a.x", Ticket: "tk-1"}})
+	if err != nil || v != 2 {
+		t.Fatalf("transition = %d, %v", v, err)
+	}
+	got, err := s.InstanceByTicket(ctx(), "tk-1")
+	if err != nil || got.ID != x.ID || got.State != store.Running || got.Version != 2 || got.Attempt != 1 || got.Executor != "local" || !got.StartedAt.Equal(now) {
+		t.Fatalf("after transition: %+v, %v", got, err)
+	}
+	later := now.Add(time.Second)
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 2, From: store.Running, To: store.Success,
+		Set: store.Changes{EndedAt: &later, NextFireAt: &time.Time{}}, Now: later, Actor: "scheduler", Reason: "result"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.Instance(ctx(), x.ID)
+	if got.State != store.Success || !got.NextFireAt.IsZero() || !got.EndedAt.Equal(later) {
+		t.Errorf("after success: %+v", got)
+	}
+	h, _ := s.History(ctx(), store.LogFilter{InstanceID: x.ID})
+	if len(h) != 3 || h[1].From != store.Scheduled || h[1].To != store.Running || h[1].Ticket != "tk-1" || h[1].Reason != "dispatch" ||
+		h[2].To != store.Success || !h[2].At.Equal(later) || h[2].TaskID != "a.x" || h[2].RunID != x.RunID {
+		t.Errorf("history = %+v", h)
+	}
+	sum, err := s.TaskSummary(ctx(), "a.x")
+	if err != nil || sum.SuccessCount != 1 || sum.FailureCount != 0 || sum.Last == nil || sum.Last.ID != x.ID || sum.LastExecutor != "local" {
+		t.Errorf("summary = %+v, %v", sum, err)
+	}
+	acts, _ := s.Actions(ctx(), store.LogFilter{InstanceID: x.ID})
+	if len(acts) != 1 || acts[0].Action != "dispatch" || acts[0].Ticket != "tk-1" {
+		t.Errorf("actions = %+v", acts)
+	}
+}
+
+func testTransitionErrors(t *testing.T, s *store.Store) {
+	x := Seed(t, s)["a.x"]
+	for _, tc := range []struct {
+		name string
+		p    store.TransitionParams
+		want error
+	}{
+		{"illegal", store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Success}, store.ErrIllegalTransition},
+		{"unknown state", store.TransitionParams{InstanceID: x.ID, Version: 1, From: "DONE", To: store.Running}, store.ErrIllegalTransition},
+		{"not found", store.TransitionParams{InstanceID: 999999, Version: 1, From: store.Scheduled, To: store.Running}, store.ErrNotFound},
+		{"stale version", store.TransitionParams{InstanceID: x.ID, Version: 7, From: store.Scheduled, To: store.Running}, store.ErrConflict},
+		{"wrong from state", store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Waiting, To: store.Scheduled}, store.ErrConflict},
+		{"no lease", store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Epoch: 1}, store.ErrNotLeader},
+	} {
+		tc.p.Now = T0
+		_, err := s.Transition(ctx(), tc.p)
+		var te *store.TransitionError
+		if !errors.Is(err, tc.want) || !errors.As(err, &te) {
+			t.Errorf("%s: err = %v, want %v as *TransitionError", tc.name, err, tc.want)
+		}
+		for _, other := range []error{store.ErrIllegalTransition, store.ErrNotFound, store.ErrConflict, store.ErrNotLeader} {
+			if other != tc.want && errors.Is(err, other) {
+				t.Errorf("%s: err %v is also %v", tc.name, err, other)
+			}
+		}
+	}
+	got, _ := s.Instance(ctx(), x.ID)
+	h, _ := s.History(ctx(), store.LogFilter{InstanceID: x.ID})
+	if got.State != store.Scheduled || got.Version != 1 || len(h) != 1 {
+		t.Errorf("a refused transition changed something: %+v, %d history rows", got, len(h))
+	}
+	_, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 7, From: store.Scheduled, To: store.Running, Now: T0})
+	if want := fmt.Sprintf("instance %d: SCHEDULED → RUNNING: store: lost the race: version or state changed (it is SCHEDULED at version 1)", x.ID); err.Error() != want {
+		t.Errorf("message = %q, want %q", err, want)
+	}
+}
+
+// testRace: 8 callers move the same instance SCHEDULED → RUNNING at once.
+func testRace(t *testing.T, s *store.Store) {
+	x := Seed(t, s)["a.x"]
+	const n = 8
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		errs    = make([]error, n)
+		winners = make([]bool, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running,
+				Set: store.Changes{Ticket: ptr(fmt.Sprintf("race-%d", i))}, Now: T0, Actor: fmt.Sprintf("caller-%d", i)})
+			errs[i], winners[i] = err, err == nil
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won, lost := 0, 0
+	for i, err := range errs {
+		switch {
+		case winners[i]:
+			won++
+		case errors.Is(err, store.ErrConflict):
+			lost++
+		default:
+			t.Errorf("caller %d: unexpected error %v", i, err)
+		}
+	}
+	if won != 1 || lost != n-1 {
+		t.Fatalf("%d won, %d lost the race; want 1 and %d", won, lost, n-1)
+	}
+	h, _ := s.History(ctx(), store.LogFilter{InstanceID: x.ID})
+	if len(h) != 2 || h[1].To != store.Running {
+		t.Errorf("history holds %d rows (%+v), want the creation and exactly one dispatch", len(h), h)
+	}
+}
+
+func acquire(t *testing.T, s *store.Store, holder string, now time.Time) store.Lease {
+	t.Helper()
+	l, err := s.AcquireLease(ctx(), store.LeaseParams{Holder: holder, TTL: 15 * time.Second, Now: now})
+	if err != nil {
+		t.Fatalf("acquire by %s: %v", holder, err)
+	}
+	return l
+}
+
+func testFencing(t *testing.T, s *store.Store) {
+	x := Seed(t, s)["a.x"]
+	now := T0
+	var l store.Lease
+	for i := range 3 { // epochs 1, 2, 3: each holder lets the lease expire
+		l = acquire(t, s, fmt.Sprintf("node-%d", i), now)
+		now = now.Add(20 * time.Second)
+	}
+	if l.Epoch != 3 {
+		t.Fatalf("epoch = %d, want 3", l.Epoch)
+	}
+	// The holder of epoch 3 writes fine …
+	v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Paused, Epoch: 3, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// … until epoch 4 is granted to another process.
+	if l4 := acquire(t, s, "node-new", now.Add(20*time.Second)); l4.Epoch != 4 {
+		t.Fatalf("epoch = %d, want 4", l4.Epoch)
+	}
+	_, err = s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: v, From: store.Paused, To: store.Waiting, Epoch: 3, Now: now})
+	if !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("write with epoch 3 after epoch 4: err = %v, want ErrNotLeader", err)
+	}
+	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0.Add(time.Hour), Epoch: 3, Now: now,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: now}}})
+	if !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("create run with epoch 3: err = %v, want ErrNotLeader", err)
+	}
+	if _, err := s.TransitionBatch(ctx(), []store.TransitionParams{{InstanceID: x.ID, Version: v, From: store.Paused, To: store.Waiting, Epoch: 3, Now: now}}); !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("batch with epoch 3: err = %v", err)
+	}
+	got, _ := s.Instance(ctx(), x.ID)
+	runs, _ := s.Runs(ctx(), "a", 10)
+	if got.State != store.Paused || got.Version != v || len(runs) != 1 {
+		t.Errorf("the fenced writer changed something: %+v, %d runs", got, len(runs))
+	}
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: v, From: store.Paused, To: store.Waiting, Epoch: 4, Now: now}); err != nil {
+		t.Errorf("write with the current epoch 4: %v", err)
+	}
+}
+
+func testBatch(t *testing.T, s *store.Store) {
+	ins := Seed(t, s)
+	x, y, z := ins["a.x"], ins["a.y"], ins["a.z"]
+	res, err := s.TransitionBatch(ctx(), []store.TransitionParams{
+		{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Now: T0, Set: store.Changes{Ticket: ptr("b1")}},
+		{InstanceID: y.ID, Version: 5, From: store.Waiting, To: store.Scheduled, Now: T0}, // stale
+		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Success, Now: T0},   // illegal
+		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Scheduled, Now: T0}, // fine
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || res[0].Version != 2 || !errors.Is(res[1].Err, store.ErrConflict) || !errors.Is(res[2].Err, store.ErrIllegalTransition) || res[3].Err != nil {
+		t.Fatalf("batch results = %+v", res)
+	}
+	for id, want := range map[int64]store.State{x.ID: store.Running, y.ID: store.Waiting, z.ID: store.Scheduled} {
+		got, _ := s.Instance(ctx(), id)
+		h, _ := s.History(ctx(), store.LogFilter{InstanceID: id})
+		if got.State != want || (want == store.Waiting) != (len(h) == 1) {
+			t.Errorf("instance %d: %s with %d history rows, want %s", id, got.State, len(h), want)
+		}
+	}
+}
+
+func testDue(t *testing.T, s *store.Store) {
+	Seed(t, s)
+	mk := func(task string, at time.Time, logical time.Time) {
+		_, _, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a." + task, Kind: store.RunSchedule, LogicalTime: logical, Now: T0,
+			Instances: []store.NewInstance{{TaskID: "a." + task, State: store.Scheduled, NextFireAt: at}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("z", T0.Add(4*time.Minute), T0.Add(1*time.Hour))
+	mk("y", T0.Add(2*time.Minute), T0.Add(2*time.Hour))
+	mk("x", T0.Add(6*time.Minute), T0.Add(3*time.Hour)) // outside a 5-minute window
+	due, err := s.DueInstances(ctx(), store.DueParams{Until: T0.Add(5 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, in := range due {
+		got = append(got, fmt.Sprintf("%s@%s", in.TaskID, in.NextFireAt.Sub(T0)))
+	}
+	if fmt.Sprint(got) != "[a.x@0s a.y@2m0s a.z@4m0s]" {
+		t.Errorf("due = %v", got)
+	}
+	due, _ = s.DueInstances(ctx(), store.DueParams{Until: T0.Add(5 * time.Minute), Limit: 1})
+	if len(due) != 1 {
+		t.Errorf("limit 1 gave %d", len(due))
+	}
+	in, _ := s.Instances(ctx(), store.InstanceFilter{LogicalFrom: T0.Add(90 * time.Minute), LogicalTo: T0.Add(3 * time.Hour), Ascending: true})
+	if len(in) != 2 || in[0].TaskID != "a.y" || in[1].TaskID != "a.x" {
+		t.Errorf("by logical time: %+v", in)
+	}
+}
+
+func testLogs(t *testing.T, s *store.Store) {
+	for i := range 5 {
+		if err := s.AppendAction(ctx(), store.Action{At: T0.Add(time.Duration(i) * time.Second), Actor: "operator:ann", Action: "pause",
+			Pipeline: "a", TaskID: fmt.Sprintf("a.t%d", i%2), Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page1, err := s.Actions(ctx(), store.LogFilter{Limit: 2})
+	if err != nil || len(page1) != 2 {
+		t.Fatal(page1, err)
+	}
+	page2, _ := s.Actions(ctx(), store.LogFilter{Limit: 10, AfterID: page1[1].ID})
+	if len(page2) != 3 || page2[0].ID <= page1[1].ID || !page2[2].At.Equal(T0.Add(4*time.Second)) || page2[0].Actor != "operator:ann" {
+		t.Errorf("page 2 = %+v", page2)
+	}
+	byTask, _ := s.Actions(ctx(), store.LogFilter{TaskID: "a.t1"})
+	if len(byTask) != 2 {
+		t.Errorf("actions of a.t1 = %d, want 2", len(byTask))
+	}
+}
+
+func testExecutors(t *testing.T, s *store.Store) {
+	reg := func(addr string, now time.Time, tasks ...string) {
+		t.Helper()
+		if err := s.RegisterExecutor(ctx(), store.RegisterParams{Address: addr, Protocol: "http", Tasks: tasks, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("10.0.0.1:9090", T0, "a.x", "a.y")
+	reg("10.0.0.1:9090", T0.Add(time.Minute), "a.x", "a.y") // a restart
+	reg("10.0.0.2:9090", T0, "a.x")
+	ex, err := s.Executors(ctx(), "")
+	if err != nil || len(ex) != 2 || fmt.Sprint(ex[0].Tasks) != "[a.x a.y]" || !ex[0].LastHeartbeat.Equal(T0.Add(time.Minute)) || !ex[0].RegisteredAt.Equal(T0) {
+		t.Fatalf("executors = %+v, %v", ex, err)
+	}
+	reg("10.0.0.1:9090", T0.Add(2*time.Minute), "a.x") // it no longer serves a.y
+	ex, _ = s.Executors(ctx(), "a.y")
+	if len(ex) != 0 {
+		t.Errorf("executors of a.y = %+v, want none", ex)
+	}
+	ex, _ = s.Executors(ctx(), "a.x")
+	if len(ex) != 2 {
+		t.Errorf("executors of a.x = %d, want 2", len(ex))
+	}
+	if err := s.Heartbeat(ctx(), "10.0.0.2:9090", T0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Heartbeat(ctx(), "10.9.9.9:1", T0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("heartbeat of an unknown executor: %v", err)
+	}
+}
+
+func testLease(t *testing.T, s *store.Store) {
+	l := acquire(t, s, "a", T0)
+	if l.Epoch != 1 {
+		t.Fatalf("first epoch = %d", l.Epoch)
+	}
+	if _, err := s.AcquireLease(ctx(), store.LeaseParams{Holder: "b", TTL: 15 * time.Second, Now: T0.Add(5 * time.Second)}); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("b took a held lease: %v", err)
+	}
+	l, err := s.RenewLease(ctx(), store.LeaseParams{Holder: "a", Epoch: 1, TTL: 15 * time.Second, Now: T0.Add(10 * time.Second)})
+	if err != nil || !l.ExpiresAt.Equal(T0.Add(25*time.Second)) {
+		t.Fatalf("renew = %+v, %v", l, err)
+	}
+	// Renewing twice at the same instant is still a renewal.
+	if _, err := s.RenewLease(ctx(), store.LeaseParams{Holder: "a", Epoch: 1, TTL: 15 * time.Second, Now: T0.Add(10 * time.Second)}); err != nil {
+		t.Fatalf("same-instant renew: %v", err)
+	}
+	// a stalls past its expiry; b takes over with a new epoch.
+	lb := acquire(t, s, "b", T0.Add(26*time.Second))
+	if lb.Epoch != 2 {
+		t.Fatalf("takeover epoch = %d", lb.Epoch)
+	}
+	if _, err := s.RenewLease(ctx(), store.LeaseParams{Holder: "a", Epoch: 1, TTL: 15 * time.Second, Now: T0.Add(27 * time.Second)}); !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("stale renew: %v", err)
+	}
+	if err := s.ReleaseLease(ctx(), store.LeaseParams{Holder: "b", Epoch: 2, Now: T0.Add(30 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if la := acquire(t, s, "a", T0.Add(31*time.Second)); la.Epoch != 3 {
+		t.Errorf("after release: epoch = %d, want 3", la.Epoch)
+	}
+	got, err := s.GetLease(ctx(), "")
+	if err != nil || got.Holder != "a" || got.Epoch != 3 {
+		t.Errorf("lease = %+v, %v", got, err)
+	}
+}
+
+func testMisc(t *testing.T, s *store.Store) {
+	p := store.Pause{Scope: store.ScopeGroup, Name: "g", Actor: "operator:ann", Reason: "db maintenance", At: T0}
+	if err := s.SetPause(ctx(), p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPause(ctx(), p); !errors.Is(err, store.ErrDuplicate) {
+		t.Errorf("pausing twice: %v", err)
+	}
+	ps, _ := s.Pauses(ctx())
+	if len(ps) != 1 || ps[0] != p {
+		t.Errorf("pauses = %+v", ps)
+	}
+	if err := s.ClearPause(ctx(), store.ScopeGroup, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearPause(ctx(), store.ScopeGroup, "g"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("resuming what is not paused: %v", err)
+	}
+	if err := s.SetSetting(ctx(), "rate.global", "100", T0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSetting(ctx(), "rate.global", "50", T0); err != nil {
+		t.Fatal(err)
+	}
+	if set, _ := s.Settings(ctx()); set["rate.global"] != "50" {
+		t.Errorf("settings = %v", set)
+	}
+	id, err := s.CreateBackfill(ctx(), store.Backfill{Pipeline: "a", Spec: `{"from":"2026-03-01"}`, State: "running", TotalRuns: 7}, T0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateBackfill(ctx(), store.Backfill{ID: id, State: "running", TotalRuns: 7, DoneRuns: 3, FailedRuns: 1}, T0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	bf, _ := s.Backfills(ctx(), id)
+	if len(bf) != 1 || bf[0].DoneRuns != 3 || bf[0].FailedRuns != 1 || bf[0].Spec != `{"from":"2026-03-01"}` {
+		t.Errorf("backfill = %+v", bf)
+	}
+	if err := s.UpdateBackfill(ctx(), store.Backfill{ID: id + 100}, T0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("update of unknown backfill: %v", err)
+	}
+}
