@@ -106,8 +106,8 @@ func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, 
 				case !ok:
 					res.Added = append(res.Added, td.ID)
 					b := s.sb.Insert("tasks").Columns("id", "pipeline", "name", "group_name", "priority", "hash", "definition", "version",
-						"removed", "success_count", "failure_count", "created_at", "updated_at").
-						Values(td.ID, td.Pipeline, td.Name, td.Group, td.Priority, td.Hash, string(td.Definition), 1, 0, 0, 0, now, now)
+						"removed", "created_at", "updated_at").
+						Values(td.ID, td.Pipeline, td.Name, td.Group, td.Priority, td.Hash, string(td.Definition), 1, 0, now, now)
 					if _, err := s.exec(ctx, tx, "add task "+td.ID, b); err != nil {
 						return err
 					}
@@ -149,23 +149,20 @@ func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, 
 	return res, nil
 }
 
-// Task is a stored task definition with its summary: the article's
-// task_runtime row (R7). The latest instance and its executor come from
-// [Store.TaskSummary].
+// Task is a stored task definition with its next fire time. The rest of
+// the article's task_runtime row comes from [Store.TaskSummary].
 type Task struct {
-	ID           string    `json:"id"`
-	Pipeline     string    `json:"pipeline"`
-	Name         string    `json:"name"`
-	Group        string    `json:"group"`
-	Priority     int       `json:"priority"`
-	Hash         string    `json:"hash"`
-	Definition   []byte    `json:"-"`
-	Version      int64     `json:"version"`
-	Removed      bool      `json:"removed"`
-	SuccessCount int64     `json:"success_count"`
-	FailureCount int64     `json:"failure_count"`
-	NextFireAt   time.Time `json:"next_fire_at,omitzero"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	ID         string    `json:"id"`
+	Pipeline   string    `json:"pipeline"`
+	Name       string    `json:"name"`
+	Group      string    `json:"group"`
+	Priority   int       `json:"priority"`
+	Hash       string    `json:"hash"`
+	Definition []byte    `json:"-"`
+	Version    int64     `json:"version"`
+	Removed    bool      `json:"removed"`
+	NextFireAt time.Time `json:"next_fire_at,omitzero"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // TaskFilter selects tasks; zero fields do not filter.
@@ -179,7 +176,7 @@ type TaskFilter struct {
 // Tasks lists stored tasks, by id.
 func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	b := s.sb.Select("id", "pipeline", "name", "group_name", "priority", "hash", "definition", "version", "removed",
-		"success_count", "failure_count", "next_fire_at", "updated_at").From("tasks").OrderBy("id")
+		"next_fire_at", "updated_at").From("tasks").OrderBy("id")
 	if f.Pipeline != "" {
 		b = b.Where(sq.Eq{"pipeline": f.Pipeline})
 	}
@@ -202,7 +199,7 @@ func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 			updated int64
 		)
 		if err := rows.Scan(&t.ID, &t.Pipeline, &t.Name, &t.Group, &t.Priority, &t.Hash, &def, &t.Version, &removed,
-			&t.SuccessCount, &t.FailureCount, &next, &updated); err != nil {
+			&next, &updated); err != nil {
 			return err
 		}
 		t.Definition, t.Removed, t.NextFireAt, t.UpdatedAt = []byte(def), removed != 0, fromMS(next), time.UnixMilli(updated).UTC()
@@ -212,12 +209,16 @@ func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	return out, err
 }
 
-// Summary is a task with its latest instance: next fire time, last instance,
-// last executor, success and failure counts.
+// Summary is the article's task_runtime row (R7): a task with its next fire
+// time, last instance, last executor, and how many of its instances
+// succeeded and failed. The counts are derived from the instances (an
+// indexed count), so that no transition pays for keeping them.
 type Summary struct {
 	Task
 	Last         *Instance `json:"last_instance,omitempty"`
 	LastExecutor string    `json:"last_executor,omitempty"`
+	SuccessCount int64     `json:"success_count"`
+	FailureCount int64     `json:"failure_count"`
 }
 
 // TaskSummary returns the summary of the task with the given id, or ErrNotFound.
@@ -238,7 +239,24 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 		sum.Last = &last[0]
 		sum.LastExecutor = last[0].Executor
 	}
-	return sum, nil
+	counts := s.sb.Select("state", "COUNT(*)").From("instances").
+		Where(sq.Eq{"task_id": id, "state": []string{string(Success), string(Failed)}}).GroupBy("state")
+	err = s.query(ctx, s.read, "count outcomes", counts, func(rows *sql.Rows) error {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return err
+		}
+		if State(state) == Success {
+			sum.SuccessCount = n
+		} else {
+			sum.FailureCount = n
+		}
+		return nil
+	})
+	return sum, err
 }
 
 // SetNextFire records a task's next fire time in its summary (zero clears it).

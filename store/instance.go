@@ -219,11 +219,8 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (int64, erro
 	}
 	var v int64
 	err := s.inTx(ctx, "transition", func(tx *sql.Tx) error {
-		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
-			return &TransitionError{InstanceID: p.InstanceID, From: p.From, To: p.To, Err: err}
-		}
 		var err error
-		v, err = s.transition(ctx, tx, p)
+		v, err = s.transition(ctx, tx, p, false)
 		return err
 	})
 	return v, err
@@ -257,7 +254,7 @@ func (s *Store) TransitionBatch(ctx context.Context, ps []TransitionParams) ([]B
 				}
 				checked[p.Epoch] = true
 			}
-			v, err := s.transition(ctx, tx, p)
+			v, err := s.transition(ctx, tx, p, true)
 			var te *TransitionError
 			if err != nil && !errors.As(err, &te) {
 				return err // the database failed: roll everything back
@@ -280,15 +277,22 @@ func checkLegal(p TransitionParams) error {
 }
 
 // transition does the work of one transition inside tx. The happy path is
-// one UPDATE and one INSERT … SELECT (plus a counter on SUCCESS and FAILED);
-// only a refused update pays for a diagnosing read.
-func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) (int64, error) {
+// one UPDATE and one INSERT … SELECT, as cheap as a raw CAS with history; only a refused update pays for a
+// diagnosing read. Unless the epoch was checked already in this transaction
+// (epochChecked), the fence is part of the UPDATE: its subquery reads the
+// lease row under a shared lock on MySQL (a takeover waits for this
+// transaction), and SQLite has a single writer.
+func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams, epochChecked bool) (int64, error) {
 	now := p.Now.UnixMilli()
 	up := s.sb.Update("instances").
 		Set("state", string(p.To)).
 		Set("version", sq.Expr("version + 1")).
 		Set("updated_at", now).
 		Where(sq.Eq{"id": p.InstanceID, "version": p.Version, "state": string(p.From)})
+	fenced := p.Epoch != 0 && !epochChecked
+	if fenced {
+		up = up.Where(sq.Expr("EXISTS (SELECT 1 FROM leases WHERE name = ? AND epoch = ?)", LeaseName, p.Epoch))
+	}
 	c := p.Set
 	if c.Ticket != nil {
 		up = up.Set("ticket", nullStr(*c.Ticket))
@@ -319,9 +323,9 @@ func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) 
 		return 0, err
 	}
 	if n == 0 {
-		return 0, s.diagnose(ctx, tx, p)
+		return 0, s.diagnose(ctx, tx, p, fenced)
 	}
-	if hook := testHookAfterUpdate; hook != nil {
+	if hook := s.afterUpdate; hook != nil {
 		if err := hook(ctx, tx); err != nil {
 			return 0, fmt.Errorf("store: transition: %w", s.d.translate(err))
 		}
@@ -331,12 +335,6 @@ func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) 
 		string(p.From), string(p.To), p.Reason, p.Actor, p.Epoch, now, p.InstanceID)
 	if _, err := s.exec(ctx, tx, "record transition", hist); err != nil {
 		return 0, err
-	}
-	if counter := map[State]string{Success: "success_count", Failed: "failure_count"}[p.To]; counter != "" {
-		cnt := sq.Expr("UPDATE tasks SET "+counter+" = "+counter+" + 1 WHERE id = (SELECT task_id FROM instances WHERE id = ?)", p.InstanceID)
-		if _, err := s.exec(ctx, tx, "count outcome", cnt); err != nil {
-			return 0, err
-		}
 	}
 	if p.Action != nil {
 		a := *p.Action
@@ -351,12 +349,10 @@ func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) 
 	return p.Version + 1, nil
 }
 
-// testHookAfterUpdate, when set by a test, runs between a transition's
-// UPDATE and its history INSERT, to break the connection at the worst moment.
-var testHookAfterUpdate func(ctx context.Context, tx *sql.Tx) error
-
-// diagnose explains why a transition's UPDATE matched no row.
-func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams) error {
+// diagnose explains why a transition's UPDATE matched no row: the instance
+// is missing, or moved on (lost race), or else — when the update was fenced —
+// the epoch is no longer current.
+func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams, fenced bool) error {
 	te := &TransitionError{InstanceID: p.InstanceID, From: p.From, To: p.To}
 	var state string
 	err := tx.QueryRowContext(ctx, "SELECT state, version FROM instances WHERE id = ?", p.InstanceID).Scan(&state, &te.ActualVersion)
@@ -365,9 +361,16 @@ func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams) er
 		te.Err = ErrNotFound
 	case err != nil:
 		return fmt.Errorf("store: transition: %w", s.d.translate(err))
-	default:
+	case State(state) != p.From || te.ActualVersion != p.Version:
 		te.ActualState = State(state)
 		te.Err = ErrConflict
+	case fenced:
+		te.Err = s.checkEpoch(ctx, tx, p.Epoch)
+		if te.Err == nil { // the lease changed back between the two reads: report the race
+			te.Err = fmt.Errorf("%w (lease epoch changed during the transition)", ErrNotLeader)
+		}
+	default:
+		te.ActualState, te.Err = State(state), ErrConflict
 	}
 	return te
 }

@@ -37,6 +37,10 @@ type Store struct {
 	read   *sql.DB // reads; on SQLite a pool of read-only connections in WAL mode
 	sb     sq.StatementBuilderType
 	target string // for messages, without secrets
+
+	// afterUpdate, set only by tests, runs between a transition's UPDATE and
+	// its history INSERT, to break the connection at the worst moment.
+	afterUpdate func(ctx context.Context, tx *sql.Tx) error
 }
 
 // Open opens (and migrates) the store named by target:

@@ -25,9 +25,9 @@ func main() {
 
 // Exit statuses of ax.
 const (
-	exitOK      = 0
-	exitFailed  = 1 // the command ran and found a problem (invalid files, a failed task)
-	exitUsage   = 2 // the command was called wrongly
+	exitOK     = 0
+	exitFailed = 1 // the command ran and found a problem (invalid files, a failed task)
+	exitUsage  = 2 // the command was called wrongly
 )
 
 // exitError carries an exit status out of a cobra command.

@@ -83,10 +83,12 @@ func MySQL(t testing.TB) *store.Store {
 	t.Helper()
 	ddlMu.Lock()
 	defer ddlMu.Unlock()
-	s, err := store.Open(context.Background(), "mysql://"+MySQLDSN(t), store.Options{})
+	dsn := MySQLDSN(t)
+	s, err := store.Open(context.Background(), "mysql://"+dsn, store.Options{})
 	if err != nil {
 		t.Fatalf("open mysql store: %v", err)
 	}
+	dsns.Store(s, dsn)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -98,4 +100,17 @@ type Opener func(t testing.TB) *store.Store
 // (its tests skip, or fail under CI, without a DSN).
 func All() map[string]Opener {
 	return map[string]Opener{"sqlite": SQLite, "mysql": MySQL}
+}
+
+// dsns remembers the DSN of each MySQL test store, for tests that reopen it.
+var dsns sync.Map // *store.Store → string
+
+// DSNOf returns the DSN a MySQL test store was opened with.
+func DSNOf(t testing.TB, s *store.Store) string {
+	t.Helper()
+	v, ok := dsns.Load(s)
+	if !ok {
+		t.Fatal("storetest: not a MySQL test store")
+	}
+	return v.(string)
 }

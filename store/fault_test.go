@@ -1,0 +1,185 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/store/storetest"
+)
+
+// assertUntouched checks that a failed transition left state and history
+// agreeing: the instance still SCHEDULED at version 1, one history row.
+func assertUntouched(t *testing.T, s *store.Store, id int64) {
+	t.Helper()
+	got, err := s.Instance(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(context.Background(), store.LogFilter{InstanceID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.Scheduled || got.Version != 1 || len(h) != 1 || h[0].To != store.Scheduled {
+		t.Fatalf("state and history disagree after a failed transition: %s v%d, history %+v", got.State, got.Version, h)
+	}
+}
+
+func dispatch(s *store.Store, in store.Instance) error {
+	ticket := "t-fault"
+	_, err := s.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled,
+		To: store.Running, Set: store.Changes{Ticket: &ticket}, Now: storetest.T0, Actor: "scheduler"})
+	return err
+}
+
+// TestFaultBetweenUpdateAndHistory: a failure after the UPDATE and before
+// the history row rolls back both, on every store.
+func TestFaultBetweenUpdateAndHistory(t *testing.T) {
+	t.Parallel()
+	for name, open := range storetest.All() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			x := storetest.Seed(t, s)["a.x"]
+			boom := errors.New("injected fault")
+			store.SetAfterUpdateHook(s, func(context.Context, *sql.Tx) error { return boom })
+			if err := dispatch(s, x); !errors.Is(err, boom) {
+				t.Fatalf("err = %v, want the injected fault", err)
+			}
+			assertUntouched(t, s, x.ID)
+			store.SetAfterUpdateHook(s, nil)
+			if err := dispatch(s, x); err != nil {
+				t.Fatalf("the store did not recover: %v", err)
+			}
+		})
+	}
+}
+
+// TestMySQLConnectionKilledMidTransition kills the transition's own
+// connection from a second connection between its UPDATE and its history
+// INSERT: the call fails with ErrUnavailable and nothing is half-written.
+func TestMySQLConnectionKilledMidTransition(t *testing.T) {
+	t.Parallel()
+	dsn := storetest.MySQLDSN(t)
+	s, err := store.Open(context.Background(), "mysql://"+dsn, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	killer, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killer.Close()
+	x := storetest.Seed(t, s)["a.x"]
+	var killed int64
+	store.SetAfterUpdateHook(s, func(ctx context.Context, tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&killed); err != nil {
+			return err
+		}
+		_, err := killer.ExecContext(ctx, "KILL ?", killed)
+		return err
+	})
+	err = dispatch(s, x)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if killed == 0 {
+		t.Fatal("the hook did not run")
+	}
+	store.SetAfterUpdateHook(s, nil)
+	assertUntouched(t, s, x.ID)
+	if err := dispatch(s, x); err != nil {
+		t.Fatalf("the store did not recover on a new connection: %v", err)
+	}
+}
+
+func TestOpenRefusesWhatIsNotAnAxStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	garbage := filepath.Join(dir, "garbage.db")
+	junk := []byte(strings.Repeat("this is not a database\n", 300))
+	if err := os.WriteFile(garbage, junk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := store.Open(ctx, garbage, store.Options{})
+	if !errors.Is(err, store.ErrSchema) || !strings.Contains(err.Error(), "not an ax store (or is corrupted)") || !strings.Contains(err.Error(), garbage) {
+		t.Errorf("garbage file: %v", err)
+	}
+	if after, _ := os.ReadFile(garbage); string(after) != string(junk) {
+		t.Error("the garbage file was modified")
+	}
+
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := sql.Open("sqlite", foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = store.Open(ctx, foreign, store.Options{})
+	if !errors.Is(err, store.ErrSchema) || !strings.Contains(err.Error(), "belongs to another application (tables: users)") {
+		t.Errorf("foreign file: %v", err)
+	}
+	db, _ = sql.Open("sqlite", foreign)
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("the foreign file got tables: %d, %v", n, err)
+	}
+	db.Close()
+
+	if _, err := store.Open(ctx, dir, store.Options{}); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("directory: %v", err)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	for name, open := range storetest.All() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			if _, err := s.DB().Exec("INSERT INTO ax_schema (version, applied_at) VALUES (99, 0)"); err != nil {
+				t.Fatal(err)
+			}
+			target := s.String()
+			if name == "sqlite" {
+				s.Close()
+			} else {
+				target = "mysql://" + storetest.DSNOf(t, s)
+			}
+			_, err := store.Open(context.Background(), target, store.Options{})
+			if !errors.Is(err, store.ErrSchema) || !strings.Contains(err.Error(), "schema version 99, newer than this ax knows (1): upgrade ax") {
+				t.Errorf("err = %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenMySQLErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct{ target, want string }{
+		{"mysql://root@tcp(127.0.0.1:1)/test", "store: database unavailable"},
+		{"mysql://root@tcp(127.0.0.1:3306)/", "names no database"},
+		{"mysql://root@tcp(127.0.0.1:3306", "write mysql://user:password@tcp(host:3306)/database"},
+	} {
+		_, err := store.Open(ctx, tc.target, store.Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want %q", tc.target, err, tc.want)
+		}
+	}
+	_, err := store.Open(ctx, "mysql://root:secret@tcp(127.0.0.1:1)/test", store.Options{})
+	if err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("the password leaks into the error: %v", err)
+	}
+}
