@@ -183,3 +183,29 @@ func TestOpenMySQLErrors(t *testing.T) {
 		t.Errorf("the password leaks into the error: %v", err)
 	}
 }
+
+// TestReopenIsIdempotent: migrations applied at every start leave data and
+// the recorded version as they were.
+func TestReopenIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	s, err := store.Open(ctx, "sqlite:"+path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := storetest.Seed(t, s)["a.x"]
+	s.Close()
+	for range 2 {
+		s, err = store.Open(ctx, path, store.Options{})
+		if err != nil {
+			t.Fatalf("reopen: %v", err)
+		}
+		v, err := s.SchemaVersion(ctx)
+		got, gerr := s.Instance(ctx, x.ID)
+		if err != nil || v != store.SchemaVersion || gerr != nil || got.State != store.Scheduled {
+			t.Fatalf("after reopen: version %d (%v), instance %+v (%v)", v, err, got, gerr)
+		}
+		s.Close()
+	}
+}
