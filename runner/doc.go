@@ -1,3 +1,10 @@
-// Package runner executes one attempt of a task: an in-process Go function, a
-// shell command, or an HTTP executor. It knows nothing of scheduling.
+// Package runner executes one attempt of a task: an in-process Go function
+// registered by name, or a shell command; the HTTP executor and the executor
+// SDK slot in behind the same Executor interface. It knows nothing of
+// scheduling: it does not retry, does not touch the store, and reports what
+// happened as a Result.
+//
+// Every attempt runs under a context carrying its deadline (the executor
+// layer of R16's two-layer timeouts) and is cancelled by a kill; the ticket
+// reaches the work as its idempotency key (R23).
 package runner

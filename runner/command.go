@@ -1,0 +1,192 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"text/template"
+	"time"
+)
+
+// CommandSpec is the argv of a command task, with the parsed template of each
+// argument that has one (nil for literal arguments), as defs parses them.
+type CommandSpec struct {
+	Argv      []string
+	Templates []*template.Template
+}
+
+// Commands runs command tasks, each in a process group of its own so that a
+// kill or a deadline stops the whole tree: SIGTERM to the group, then
+// SIGKILL after Grace. When the command ends, whatever it left running in
+// its group is killed too: a task leaves no process behind.
+type Commands struct {
+	spec func(Attempt) (CommandSpec, error)
+	// Grace is how long a command may take to exit after SIGTERM. Zero means 5 s.
+	Grace time.Duration
+	// MaxOutput bounds the captured output; the tail is kept. Zero means 64 KiB.
+	MaxOutput int
+}
+
+var _ Executor = (*Commands)(nil)
+
+// NewCommands returns an executor for commands; spec gives an attempt's argv.
+func NewCommands(spec func(Attempt) (CommandSpec, error)) *Commands {
+	return &Commands{spec: spec}
+}
+
+// templateData is what a command's templates see.
+type templateData struct {
+	LogicalTime string // RFC 3339, in the zone the engine gives the time in
+	Params      map[string]any
+	Task        string
+	Pipeline    string
+	Ticket      string
+}
+
+// Execute renders the argv, runs it under the attempt's deadline and ctx, and
+// returns its outcome with the tail of its combined output.
+func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
+	spec, err := c.spec(a)
+	if err != nil {
+		return Result{}, err
+	}
+	argv, err := render(spec, a)
+	if err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Permanent: true}, nil
+	}
+	if !a.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
+		defer cancel()
+	}
+	grace := c.Grace
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	out := &tail{max: c.MaxOutput}
+	if out.max <= 0 {
+		out.max = 64 << 10
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env(a)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = grace
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start)}, nil
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan struct{})
+	go func() { // stop the group when ctx ends: SIGTERM, then SIGKILL after the grace
+		select {
+		case <-done:
+		case <-ctx.Done():
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever the task left behind in its group
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Exited() {
+			err = fmt.Errorf("exit status %d%s", ee.ExitCode(), lastLine(out.Bytes()))
+		}
+	}
+	r := finish(ctx, a, start, err)
+	r.Output = out.Bytes()
+	return r, nil
+}
+
+// render expands the templates of spec for a.
+func render(spec CommandSpec, a Attempt) ([]string, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("runner: empty command")
+	}
+	data := templateData{LogicalTime: a.LogicalTime.Format(time.RFC3339), Params: a.Params, Task: a.Task, Pipeline: a.Pipeline, Ticket: a.Ticket}
+	argv := make([]string, len(spec.Argv))
+	for i, arg := range spec.Argv {
+		if i >= len(spec.Templates) || spec.Templates[i] == nil {
+			argv[i] = arg
+			continue
+		}
+		var b strings.Builder
+		if err := spec.Templates[i].Execute(&b, data); err != nil {
+			return nil, fmt.Errorf("runner: command argument %d %q: %v", i, arg, err)
+		}
+		argv[i] = b.String()
+	}
+	return argv, nil
+}
+
+// env returns the attempt as environment variables: AX_TASK, AX_PIPELINE,
+// AX_TICKET, AX_INSTANCE, AX_LOGICAL_TIME, AX_DEADLINE and AX_PARAM_<NAME>
+// (upper case) for each scalar param.
+func env(a Attempt) []string {
+	out := []string{
+		"AX_TASK=" + a.Task, "AX_PIPELINE=" + a.Pipeline, "AX_TICKET=" + a.Ticket,
+		fmt.Sprintf("AX_INSTANCE=%d", a.InstanceID), "AX_LOGICAL_TIME=" + a.LogicalTime.Format(time.RFC3339),
+	}
+	if !a.Deadline.IsZero() {
+		out = append(out, "AX_DEADLINE="+a.Deadline.UTC().Format(time.RFC3339))
+	}
+	keys := make([]string, 0, len(a.Params))
+	for k := range a.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch v := a.Params[k].(type) {
+		case string, int, int64, float64, bool:
+			out = append(out, fmt.Sprintf("AX_PARAM_%s=%v", strings.ToUpper(k), v))
+		}
+	}
+	return out
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.buf)
+}
+
+// lastLine returns ": <last non-empty line of out>", or "".
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if l := strings.TrimSpace(lines[len(lines)-1]); l != "" {
+		return ": " + l
+	}
+	return ""
+}

@@ -1,0 +1,67 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Attempt is one dispatch of a task instance (R22).
+type Attempt struct {
+	Pipeline    string
+	Task        string // name within the pipeline
+	InstanceID  int64
+	Ticket      string // unique per dispatch: the idempotency key
+	LogicalTime time.Time
+	Deadline    time.Time
+	Params      map[string]any
+}
+
+// Status is the outcome of an attempt.
+type Status string
+
+// Outcomes.
+const (
+	StatusSuccess Status = "success"
+	StatusFailed  Status = "failed"
+	StatusKilled  Status = "killed"  // cancelled by a kill
+	StatusTimeout Status = "timeout" // the deadline passed
+)
+
+// Result is what an executor reports for an attempt.
+type Result struct {
+	Ticket    string
+	Status    Status
+	Duration  time.Duration
+	Error     string
+	Permanent bool   // the failure is not worth a retry
+	Output    []byte // captured output, bounded
+}
+
+// Executor runs attempts. Execute blocks until the attempt ends or ctx is
+// done; it returns an error only when it could not start the attempt at all.
+type Executor interface {
+	Execute(ctx context.Context, a Attempt) (Result, error)
+}
+
+// ErrPermanent marks a task error as not worth retrying: wrap it
+// (fmt.Errorf("bad input: %w", runner.ErrPermanent)) and the attempt fails
+// without retries.
+var ErrPermanent = errors.New("permanent failure")
+
+// ErrKilled is the cause of a context cancelled by a kill.
+var ErrKilled = errors.New("runner: killed by an operator")
+
+// finish classifies err from work that ran under ctx since start.
+func finish(ctx context.Context, a Attempt, start time.Time, err error) Result {
+	r := Result{Ticket: a.Ticket, Duration: time.Since(start), Status: StatusSuccess}
+	switch {
+	case errors.Is(context.Cause(ctx), ErrKilled):
+		r.Status, r.Error = StatusKilled, ErrKilled.Error()
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		r.Status, r.Error = StatusTimeout, "deadline exceeded at "+a.Deadline.UTC().Format(time.RFC3339)
+	case err != nil:
+		r.Status, r.Error, r.Permanent = StatusFailed, err.Error(), errors.Is(err, ErrPermanent)
+	}
+	return r
+}
