@@ -478,6 +478,9 @@ type InstanceFilter struct {
 	BeforeID    int64     // paging: only ids below this
 	Limit       int       // zero means 100
 	Ascending   bool      // oldest first; default newest first
+	// ByLogicalTime orders by logical time (then id) instead of id, newest
+	// first unless Ascending.
+	ByLogicalTime bool
 }
 
 // Instances lists instances matching f.
@@ -511,11 +514,16 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, er
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	order := "id DESC"
-	if f.Ascending {
-		order = "id"
+	order := []string{"id DESC"}
+	switch {
+	case f.ByLogicalTime && f.Ascending:
+		order = []string{"logical_time", "id"}
+	case f.ByLogicalTime:
+		order = []string{"logical_time DESC", "id DESC"}
+	case f.Ascending:
+		order = []string{"id"}
 	}
-	return s.instances(ctx, s.read, b.OrderBy(order).Limit(uint64(f.Limit)))
+	return s.instances(ctx, s.read, b.OrderBy(order...).Limit(uint64(f.Limit)))
 }
 
 // Runs lists the runs of a pipeline, newest logical time first.
@@ -523,9 +531,28 @@ func (s *Store) Runs(ctx context.Context, pipeline string, limit int) ([]Run, er
 	if limit <= 0 {
 		limit = 100
 	}
+	return s.runs(ctx, s.sb.Select(runCols...).From("runs").
+		Where(sq.Eq{"pipeline": pipeline}).OrderBy("logical_time DESC", "id DESC").Limit(uint64(limit)))
+}
+
+// LastRun returns the run of trigger and kind with the latest logical time,
+// or ErrNotFound when it never ran.
+func (s *Store) LastRun(ctx context.Context, trigger string, kind RunKind) (Run, error) {
+	runs, err := s.runs(ctx, s.sb.Select(runCols...).From("runs").
+		Where(sq.Eq{"trigger_name": trigger, "kind": string(kind)}).OrderBy("logical_time DESC").Limit(1))
+	if err != nil {
+		return Run{}, err
+	}
+	if len(runs) == 0 {
+		return Run{}, notFound(string(kind)+" run of", trigger)
+	}
+	return runs[0], nil
+}
+
+var runCols = []string{"id", "pipeline", "trigger_name", "kind", "logical_time", "backfill_id", "actor", "created_at"}
+
+func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
 	var out []Run
-	b := s.sb.Select("id", "pipeline", "trigger_name", "kind", "logical_time", "backfill_id", "actor", "created_at").From("runs").
-		Where(sq.Eq{"pipeline": pipeline}).OrderBy("logical_time DESC", "id DESC").Limit(uint64(limit))
 	err := s.query(ctx, s.read, "read runs", b, func(rows *sql.Rows) error {
 		var (
 			r                Run

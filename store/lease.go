@@ -92,6 +92,9 @@ func (s *Store) RenewLease(ctx context.Context, p LeaseParams) (Lease, error) {
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}
+			if cur.Holder == p.Holder && cur.Epoch == p.Epoch {
+				return fmt.Errorf("%w: the lease of %s at epoch %d expired at %s", ErrNotLeader, p.Holder, p.Epoch, cur.ExpiresAt.Format(time.RFC3339Nano))
+			}
 			return fmt.Errorf("%w: renew epoch %d for %s, but the lease is %s at epoch %d until %s", ErrNotLeader, p.Epoch, p.Holder,
 				cur.Holder, cur.Epoch, cur.ExpiresAt.Format(time.RFC3339Nano))
 		}

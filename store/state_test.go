@@ -19,8 +19,8 @@ var allowed = map[[2]store.State]bool{
 	{store.Running, store.Success}: true, {store.Running, store.Failed}: true, {store.Running, store.Retrying}: true, {store.Running, store.Killed}: true,
 	{store.Retrying, store.Running}: true, {store.Retrying, store.Failed}: true, {store.Retrying, store.Paused}: true,
 	{store.Success, store.Scheduled}: true,
-	{store.Failed, store.Running}: true,
-	{store.Paused, store.Waiting}: true, {store.Paused, store.Running}: true,
+	{store.Failed, store.Running}:    true,
+	{store.Paused, store.Waiting}:    true, {store.Paused, store.Running}: true,
 	{store.Killed, store.Waiting}: true,
 }
 

@@ -384,6 +384,17 @@ func testDue(t *testing.T, s *store.Store) {
 	if len(in) != 2 || in[0].TaskID != "a.y" || in[1].TaskID != "a.x" {
 		t.Errorf("by logical time: %+v", in)
 	}
+	latest, _ := s.Instances(ctx(), store.InstanceFilter{TaskID: "a.z", LogicalTo: T0.Add(2 * time.Hour), ByLogicalTime: true, Limit: 1})
+	if len(latest) != 1 || !latest[0].LogicalTime.Equal(T0.Add(time.Hour)) {
+		t.Errorf("latest a.z at or before T0+2h: %+v", latest)
+	}
+	last, err := s.LastRun(ctx(), "a.y", store.RunSchedule)
+	if err != nil || !last.LogicalTime.Equal(T0.Add(2*time.Hour)) {
+		t.Errorf("last run of a.y = %+v, %v", last, err)
+	}
+	if _, err := s.LastRun(ctx(), "a.none", store.RunSchedule); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("last run of a trigger that never ran: %v", err)
+	}
 }
 
 func testLogs(t *testing.T, s *store.Store) {

@@ -1,0 +1,24 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/engine/breaker"
+	"github.com/ax-sched/ax/store"
+)
+
+// breakerChanged records a breaker opening or closing as an alert in the
+// action log and the log.
+func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time.Time) {
+	action, level := "breaker_closed", "recovered"
+	if ch.Open {
+		action, level = "breaker_open", "alert"
+	}
+	detail := fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)
+	if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: action, TaskID: ch.Task, Reason: level, Detail: detail}); err != nil {
+		e.log.Error("action_not_recorded", "action", action, "task", ch.Task, "err", err)
+	}
+	e.log.Warn(action, "task", ch.Task, "detail", detail)
+}

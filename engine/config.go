@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/ax-sched/ax/engine/breaker"
+)
+
+// Config tunes an Engine. A zero field means its documented default.
+type Config struct {
+	// Window is how far ahead runs are created and the wheel is loaded. Default 5 m.
+	Window time.Duration
+	// TopUp is how often the window is created and loaded again. Default 30 s.
+	TopUp time.Duration
+	// DispatchRate is the global limit in dispatches per second. Zero means unlimited.
+	DispatchRate float64
+	// GroupRates limits dispatches per second per pipeline group.
+	GroupRates map[string]float64
+	// LeaseTTL is the lifetime of the leader lease. Default 15 s.
+	LeaseTTL time.Duration
+	// LeaseRenew is how often the lease is renewed. Default 5 s. The engine
+	// stops dispatching when a renewal is this close to the lease's expiry.
+	LeaseRenew time.Duration
+	// Holder names this process in the lease. Default host:pid.
+	Holder string
+	// Grace is how long shutdown waits for running attempts before
+	// cancelling them. Default 10 s.
+	Grace time.Duration
+	// BackoffCap caps retry waits. Default 10 m.
+	BackoffCap time.Duration
+	// MisfireLimit bounds the runs fire_all creates for missed times. Default 100.
+	MisfireLimit int
+	// Breaker tunes the per-task circuit breaker.
+	Breaker breaker.Config
+	// Now reads the wall clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives structured logs. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Window == 0 {
+		c.Window = 5 * time.Minute
+	}
+	if c.TopUp == 0 {
+		c.TopUp = 30 * time.Second
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 15 * time.Second
+	}
+	if c.LeaseRenew == 0 {
+		c.LeaseRenew = 5 * time.Second
+	}
+	if c.Grace == 0 {
+		c.Grace = 10 * time.Second
+	}
+	if c.MisfireLimit == 0 {
+		c.MisfireLimit = 100
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Holder == "" {
+		host, _ := os.Hostname()
+		c.Holder = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	switch {
+	case c.Window < 10*time.Second:
+		return c, fmt.Errorf("engine: config: Window %s is below 10 s", c.Window)
+	case c.TopUp <= 0 || c.TopUp > c.Window:
+		return c, fmt.Errorf("engine: config: TopUp %s must be positive and at most Window %s", c.TopUp, c.Window)
+	case c.LeaseRenew <= 0 || c.LeaseRenew*2 > c.LeaseTTL:
+		return c, fmt.Errorf("engine: config: LeaseRenew %s must be positive and at most half of LeaseTTL %s", c.LeaseRenew, c.LeaseTTL)
+	case c.DispatchRate < 0:
+		return c, fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
+	}
+	return c, nil
+}

@@ -1,0 +1,458 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/engine/backoff"
+	"github.com/ax-sched/ax/engine/wheel"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// pend is an instance waiting in the wheel or the queue.
+type pend struct {
+	at      int64 // fire time, Unix ms: keeps the queue order when put back
+	version int64
+	state   store.State // SCHEDULED or RETRYING
+	task    *taskInfo
+	runID   int64
+	logical time.Time
+	attempt int
+}
+
+// attempt is a dispatched instance awaiting its result.
+type attempt struct {
+	ticket   string
+	version  int64
+	task     *taskInfo
+	runID    int64
+	logical  time.Time
+	attempt  int
+	deadline time.Time
+	orphan   bool // left RUNNING by a previous process: nothing here runs it
+}
+
+// outcome is a result from an executor, for an instance.
+type outcome struct {
+	instance int64
+	res      runner.Result
+}
+
+// enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
+// time is inside the window; later ones are loaded by a top-up.
+func (e *Engine) enqueue(in store.Instance) {
+	ti := e.tasks[in.TaskID]
+	if ti == nil {
+		return // a task removed from the files: its instances stay as they are
+	}
+	if p := e.pending[in.ID]; p != nil && p.version == in.Version {
+		return // loaded already
+	}
+	if !e.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: in.NextFireAt.UnixMilli()}) {
+		return
+	}
+	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt}
+}
+
+// load puts every instance due up to now + Window into the wheel (R11).
+func (e *Engine) load(ctx context.Context, now time.Time) error {
+	until := now.Add(e.cfg.Window)
+	due, err := e.st.DueInstances(ctx, store.DueParams{Until: until})
+	if err != nil {
+		return fmt.Errorf("engine: load the window: %w", err)
+	}
+	for _, in := range due {
+		if _, running := e.running[in.ID]; !running {
+			e.enqueue(in)
+		}
+	}
+	e.loadedUntil = until
+	e.log.Debug("window_loaded", "until", until.Format(time.RFC3339), "due", len(due), "wheel", e.wheel.Len())
+	return nil
+}
+
+// reconcile takes over instances a previous process left RUNNING: their
+// tickets stay valid, and when no result comes by their deadline they time
+// out through the normal path (R27) — never re-dispatched blindly.
+func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
+	insts, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Running}, Limit: 1 << 20})
+	if err != nil {
+		return fmt.Errorf("engine: reconcile running instances: %w", err)
+	}
+	for _, in := range insts {
+		ti := e.tasks[in.TaskID]
+		if ti == nil {
+			continue
+		}
+		if a := e.running[in.ID]; a != nil && a.ticket == in.Ticket {
+			a.version = in.Version // running here already (the lease was retaken)
+			continue
+		}
+		deadline := in.StartedAt.Add(ti.def.Timeout)
+		e.running[in.ID] = &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
+			attempt: in.Attempt, deadline: deadline, orphan: true}
+		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// dispatch moves queued instances to RUNNING, as many as the token bucket
+// allows, in one transaction, and hands each recorded one to its executor.
+func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
+	var (
+		params   []store.TransitionParams
+		picked   []int64
+		deferred []int64
+		wait     time.Duration
+	)
+	for e.queue.Len() > 0 && len(params) < 1000 {
+		it, _ := e.queue.Pop()
+		p := e.pending[it.Value]
+		if p == nil {
+			continue
+		}
+		ok, w := e.bucket.Take(p.task.def.Group, now)
+		if !ok {
+			deferred = append(deferred, it.Value)
+			if wait == 0 || w < wait {
+				wait = w
+			}
+			if len(deferred) > 1000 {
+				break
+			}
+			continue
+		}
+		ticket, att, zero := newTicket(), p.attempt+1, time.Time{}
+		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
+			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
+			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("dispatch attempt %d", att),
+		})
+		picked = append(picked, it.Value)
+	}
+	for _, id := range deferred {
+		p := e.pending[id]
+		e.queue.Push(p.task.def.Priority, p.at, id)
+	}
+	if wait > 0 {
+		// Wake for a handful of tokens rather than each one, so that a rate
+		// limit still dispatches in batches (100/s: ten per transaction).
+		e.wake.Reset(max(wait, 100*time.Millisecond))
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	res, err := e.st.TransitionBatch(ctx, params)
+	if err != nil {
+		// Nothing was recorded, so nothing runs: put them back for the next try.
+		for _, id := range picked {
+			p := e.pending[id]
+			e.queue.Push(p.task.def.Priority, p.at, id)
+		}
+		return fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(params), err)
+	}
+	dispatched := 0
+	for i, r := range res {
+		id := picked[i]
+		p := e.pending[id]
+		delete(e.pending, id)
+		if r.Err != nil {
+			// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
+			e.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
+			continue
+		}
+		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
+			attempt: p.attempt + 1, deadline: now.Add(p.task.def.Timeout)}
+		e.running[id] = a
+		if rs := e.runs[p.runID]; rs != nil {
+			if ref := rs.inst[p.task.id]; ref != nil {
+				ref.state, ref.version = store.Running, r.Version
+			}
+		}
+		e.execute(id, a)
+		dispatched++
+	}
+	e.statsMu.Lock()
+	e.stats.Dispatched += int64(dispatched)
+	e.statsMu.Unlock()
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// execute runs an attempt on its executor in a goroutine of its own.
+func (e *Engine) execute(id int64, a *attempt) {
+	t := a.task.def
+	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
+		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params}
+	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
+	e.execWG.Add(1)
+	go func() {
+		defer e.execWG.Done()
+		res, err := e.execs[t.Executor.Kind].Execute(e.execCtx, at)
+		if err != nil {
+			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
+		}
+		res.Ticket = a.ticket
+		e.results <- outcome{instance: id, res: res}
+	}()
+}
+
+// checkTimeouts fails attempts whose deadline passed without a result (the
+// scheduler's layer of R16); the executor's context has the same deadline.
+func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
+	for _, id := range sortedIDs(e.running) {
+		a := e.running[id]
+		if now.Before(a.deadline.Add(time.Second)) {
+			continue
+		}
+		msg := fmt.Sprintf("timeout: no result within %s", a.task.def.Timeout)
+		if a.orphan {
+			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
+		}
+		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
+		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded
+	}
+	return nil
+}
+
+// applyResults records the outcomes gathered so far in one transaction:
+// SUCCESS, RETRYING (back through the wheel at its backoff time), FAILED or
+// KILLED; then releases the downstream instances that successes unblock.
+func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
+	if len(e.unapplied) == 0 {
+		return nil
+	}
+	type applied struct {
+		id int64
+		a  *attempt
+		to store.State
+	}
+	var (
+		params []store.TransitionParams
+		meta   []applied
+	)
+	for _, o := range e.unapplied {
+		a := e.running[o.instance]
+		if a == nil || a.ticket != o.res.Ticket {
+			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
+				Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
+				return err
+			}
+			e.log.Warn("stale_result", "instance", o.instance, "ticket", o.res.Ticket, "status", string(o.res.Status))
+			continue
+		}
+		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
+			Set: store.Changes{EndedAt: &now, Error: ptr(o.res.Error)}}
+		switch o.res.Status {
+		case runner.StatusSuccess:
+			p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
+		case runner.StatusKilled:
+			p.To, p.Reason = store.Killed, "killed"
+		default:
+			retries := a.task.def.Retry.Count
+			if !o.res.Permanent && a.attempt <= retries {
+				next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, e.cfg.BackoffCap))
+				p.To, p.Set.NextFireAt = store.Retrying, &next
+				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339))
+			} else {
+				p.To = store.Failed
+				p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.attempt, o.res.Error)
+			}
+		}
+		params = append(params, p)
+		meta = append(meta, applied{id: o.instance, a: a, to: p.To})
+	}
+	res, err := e.st.TransitionBatch(ctx, params)
+	if err != nil {
+		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
+	}
+	e.unapplied = e.unapplied[:0]
+	var released []store.TransitionParams
+	for i, r := range res {
+		m := meta[i]
+		delete(e.running, m.id)
+		if r.Err != nil {
+			e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
+			continue
+		}
+		e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
+		if m.to == store.Success || m.to == store.Failed {
+			if ch, changed := e.brk.Record(m.a.task.id, m.to == store.Success, now); changed {
+				e.breakerChanged(ctx, ch, now)
+			}
+		}
+		rs, err := e.run(ctx, m.a.runID)
+		if err != nil {
+			return err
+		}
+		if ref := rs.inst[m.a.task.id]; ref != nil {
+			ref.state, ref.version = m.to, r.Version
+		}
+		switch m.to {
+		case store.Retrying:
+			e.enqueue(store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
+				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: m.a.attempt})
+		case store.Success:
+			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
+			if err != nil {
+				return err
+			}
+			released = append(released, rel...)
+		}
+		if len(m.a.task.crossDown) > 0 && m.to == store.Success {
+			rel, err := e.releaseCross(ctx, m.a.task.crossDown, now)
+			if err != nil {
+				return err
+			}
+			released = append(released, rel...)
+		}
+	}
+	e.statsMu.Lock()
+	e.stats.Applied += int64(len(res))
+	e.statsMu.Unlock()
+	return e.applyReleases(ctx, released, now)
+}
+
+// releasable returns the transitions WAITING → SCHEDULED of the candidates
+// in run rs whose upstreams have all succeeded (R14), in the same run for
+// upstreams of the same pipeline, and in the other pipeline's run of the
+// same logical time (or the latest before it) for the others.
+func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]store.TransitionParams, error) {
+	var out []store.TransitionParams
+	for _, d := range candidates {
+		ref := rs.inst[d.id]
+		if ref == nil || ref.state != store.Waiting || d.def.Manual {
+			continue
+		}
+		ok := true
+		for _, u := range d.up {
+			if ur := rs.inst[u.id]; ur == nil || ur.state != store.Success {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		for _, u := range d.cross {
+			done, err := e.crossDone(ctx, u, rs.logical)
+			if err != nil {
+				return nil, err
+			}
+			if !done {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		at := now.Add(d.def.Delay)
+		out = append(out, store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
+			Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded"})
+	}
+	return out, nil
+}
+
+// crossDone reports whether the other pipeline's instance of task u for
+// logical time at (or the latest before it) succeeded.
+func (e *Engine) crossDone(ctx context.Context, u *taskInfo, at time.Time) (bool, error) {
+	ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: at, ByLogicalTime: true, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(ins) == 1 && ins[0].State == store.Success, nil
+}
+
+// releaseCross checks the waiting instances of tasks that wait on another
+// pipeline.
+func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]store.TransitionParams, error) {
+	var out []store.TransitionParams
+	for _, d := range tasks {
+		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Waiting}, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range waiting {
+			rs, err := e.run(ctx, w.RunID)
+			if err != nil {
+				return nil, err
+			}
+			rel, err := e.releasable(ctx, rs, []*taskInfo{d}, now)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rel...)
+		}
+	}
+	return out, nil
+}
+
+// releaseCrossWaiting re-checks, at every top-up, the waiting instances of
+// every task with an upstream in another pipeline: that upstream may have
+// succeeded before this run existed.
+func (e *Engine) releaseCrossWaiting(ctx context.Context, now time.Time) error {
+	var tasks []*taskInfo
+	for _, t := range e.tasks {
+		if len(t.cross) > 0 {
+			tasks = append(tasks, t)
+		}
+	}
+	rel, err := e.releaseCross(ctx, tasks, now)
+	if err != nil {
+		return err
+	}
+	return e.applyReleases(ctx, rel, now)
+}
+
+// applyReleases records WAITING → SCHEDULED transitions and puts the
+// released instances into the wheel.
+func (e *Engine) applyReleases(ctx context.Context, rel []store.TransitionParams, now time.Time) error {
+	if len(rel) == 0 {
+		return nil
+	}
+	res, err := e.st.TransitionBatch(ctx, rel)
+	if err != nil {
+		for id := range e.runs { // the cache may be ahead of the store: reload on next use
+			delete(e.runs, id)
+		}
+		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			if errors.Is(r.Err, store.ErrConflict) {
+				e.dropCachedRunOf(rel[i].InstanceID)
+			}
+			continue
+		}
+		in, err := e.st.Instance(ctx, rel[i].InstanceID)
+		if err != nil {
+			return err
+		}
+		if rs := e.runs[in.RunID]; rs != nil {
+			if ref := rs.inst[in.TaskID]; ref != nil {
+				ref.state, ref.version = store.Scheduled, r.Version
+			}
+		}
+		e.enqueue(in)
+		e.log.Debug("released", "task", in.TaskID, "run", in.RunID, "fire_at", in.NextFireAt.Format(time.RFC3339))
+	}
+	for _, rs := range e.runs {
+		e.forgetDone(rs)
+	}
+	return nil
+}
+
+func (e *Engine) dropCachedRunOf(instance int64) {
+	for id, rs := range e.runs {
+		for _, ref := range rs.inst {
+			if ref.id == instance {
+				delete(e.runs, id)
+				return
+			}
+		}
+	}
+}

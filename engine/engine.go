@@ -1,0 +1,399 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/breaker"
+	"github.com/ax-sched/ax/engine/bucket"
+	"github.com/ax-sched/ax/engine/queue"
+	"github.com/ax-sched/ax/engine/wheel"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// Actor is the actor of the engine's own transitions and actions.
+const Actor = "scheduler"
+
+// Executors maps each executor kind of the pipeline format to what runs it.
+type Executors map[defs.ExecutorKind]runner.Executor
+
+// FunctionChecker is implemented by executors that know which names they
+// can run (runner.Functions), so that a missing function is caught at start.
+type FunctionChecker interface{ Has(name string) bool }
+
+// taskInfo is a task of the graph with its neighbours resolved.
+type taskInfo struct {
+	def       *defs.Task
+	id        string
+	up        []*taskInfo // upstreams in the same pipeline
+	cross     []*taskInfo // upstreams in other pipelines
+	down      []*taskInfo // downstreams in the same pipeline
+	crossDown []*taskInfo // downstreams in other pipelines
+}
+
+// Engine schedules the pipelines of a graph. Create it with [New] and run it
+// with [Engine.Run]; it is not reusable after Run returns.
+type Engine struct {
+	cfg   Config
+	st    *store.Store
+	g     *dag.Graph
+	execs Executors
+	log   *slog.Logger
+	tasks map[string]*taskInfo
+	trigs []*trigger
+
+	// Owned by the loop.
+	wheel       *wheel.Wheel
+	queue       queue.Queue[int64]
+	bucket      *bucket.Bucket
+	brk         *breaker.Breaker
+	pending     map[int64]*pend    // instances waiting in the wheel or the queue
+	running     map[int64]*attempt // by instance id
+	runs        map[int64]*runState
+	unapplied   []outcome
+	epoch       int64
+	leaseUntil  time.Time
+	loadedUntil time.Time
+	retryAt     time.Time // after a store error: when to try again
+	failures    int
+	wake        *time.Timer
+	execCtx     context.Context
+	results     chan outcome
+	execWG      sync.WaitGroup
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// Stats is a snapshot of the loop, for status pages and tests.
+type Stats struct {
+	Epoch      int64
+	Wheel      int
+	Queue      int
+	Running    int
+	Dispatched int64
+	Applied    int64
+	Leader     bool
+}
+
+// New checks that every task of g has an executor (and every function is
+// registered) and returns an engine.
+func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{},
+		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
+		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker)}
+	var problems []string
+	for _, t := range g.Order() {
+		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
+		ex := execs[t.Executor.Kind]
+		if ex == nil {
+			problems = append(problems, fmt.Sprintf("task %s: no %s executor is available", t.ID(), t.Executor.Kind))
+			continue
+		}
+		if fc, ok := ex.(FunctionChecker); ok && t.Executor.Kind == defs.ExecFunction && !fc.Has(t.Executor.Function) {
+			problems = append(problems, fmt.Sprintf("task %s: function %q is not registered", t.ID(), t.Executor.Function))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	for _, ti := range e.tasks {
+		for _, u := range g.Upstream(ti.id) {
+			up := e.tasks[u.ID()]
+			if u.Pipeline == ti.def.Pipeline {
+				ti.up = append(ti.up, up)
+				up.down = append(up.down, ti)
+			} else {
+				ti.cross = append(ti.cross, up)
+				up.crossDown = append(up.crossDown, ti)
+			}
+		}
+	}
+	for _, tr := range g.Triggers() {
+		e.trigs = append(e.trigs, newTrigger(tr, g))
+	}
+	return e, nil
+}
+
+// Stats returns a snapshot of the loop's state.
+func (e *Engine) Stats() Stats {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.stats
+}
+
+func (e *Engine) publish(now time.Time) {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), len(e.running)
+	e.stats.Leader = e.leader(now)
+}
+
+// Run schedules until ctx is cancelled or the lease is lost. It takes the
+// lease first: when another process holds it, Run returns store.ErrLeaseHeld
+// at once. On cancellation it stops dispatching, lets running attempts finish
+// for Config.Grace, records their results, cancels the rest and releases the lease.
+func (e *Engine) Run(ctx context.Context) error {
+	now := e.cfg.Now()
+	l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: now})
+	if err != nil {
+		return fmt.Errorf("engine: take the scheduler lease: %w", err)
+	}
+	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
+	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
+	e.wheel = wheel.New(now, e.cfg.Window)
+	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
+	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.execCtx = execCtx
+	defer cancelExec(errors.New("engine stopped"))
+
+	if err := e.start(ctx, now); err != nil {
+		return err
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	topUp := time.NewTicker(e.cfg.TopUp)
+	defer topUp.Stop()
+	renew := time.NewTicker(e.cfg.LeaseRenew)
+	defer renew.Stop()
+	e.wake = time.NewTimer(time.Hour)
+	defer e.wake.Stop()
+	e.turn(ctx, false)
+	for {
+		select {
+		case <-ctx.Done():
+			return e.shutdown(cancelExec)
+		case <-tick.C:
+			e.turn(ctx, false)
+		case <-topUp.C:
+			e.turn(ctx, true)
+		case <-renew.C:
+			if err := e.renew(ctx); err != nil {
+				cancelExec(err)
+				e.execWG.Wait()
+				return err
+			}
+		case o := <-e.results:
+			e.unapplied = append(e.unapplied, o)
+			e.drainResults()
+			e.turn(ctx, false)
+		case <-e.wake.C:
+			e.turn(ctx, false)
+		}
+	}
+}
+
+func (e *Engine) drainResults() {
+	for {
+		select {
+		case o := <-e.results:
+			e.unapplied = append(e.unapplied, o)
+		default:
+			return
+		}
+	}
+}
+
+// turn is one pass of the loop: top up the window when asked, apply
+// results, time out silent attempts, move due entries to the queue and
+// dispatch what the bucket allows.
+func (e *Engine) turn(ctx context.Context, topUp bool) {
+	now := e.cfg.Now()
+	defer e.publish(now)
+	if now.Before(e.retryAt) {
+		return
+	}
+	err := func() error {
+		if topUp {
+			if err := e.createWindow(ctx, now); err != nil {
+				return err
+			}
+			if err := e.load(ctx, now); err != nil {
+				return err
+			}
+			if err := e.releaseCrossWaiting(ctx, now); err != nil {
+				return err
+			}
+		}
+		if err := e.applyResults(ctx, now); err != nil {
+			return err
+		}
+		if err := e.checkTimeouts(ctx, now); err != nil {
+			return err
+		}
+		e.wheel.Advance(now, func(en wheel.Entry) {
+			if p := e.pending[en.ID]; p != nil && p.version == en.Version {
+				e.queue.Push(p.task.def.Priority, en.At, en.ID)
+			}
+		})
+		if !e.leader(now) {
+			return nil
+		}
+		return e.dispatch(ctx, now)
+	}()
+	if err != nil {
+		e.failures++
+		wait := min(time.Duration(1<<min(e.failures, 5))*time.Second, 30*time.Second)
+		e.retryAt = now.Add(wait)
+		e.log.Error("store_error", "err", err, "retry_in", wait.String())
+		return
+	}
+	if e.failures > 0 {
+		e.log.Info("store_recovered", "after_failures", e.failures)
+	}
+	e.failures = 0
+}
+
+// leader reports whether the lease is safely held: a renewal must have
+// succeeded within LeaseTTL − LeaseRenew, so that dispatch stops before the
+// lease could expire.
+func (e *Engine) leader(now time.Time) bool {
+	return now.Before(e.leaseUntil.Add(-e.cfg.LeaseRenew))
+}
+
+// renew extends the lease. Losing it (another epoch) ends Run; a database
+// that does not answer only stops dispatch until a renewal succeeds.
+func (e *Engine) renew(ctx context.Context) error {
+	now := e.cfg.Now()
+	l, err := e.st.RenewLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, Epoch: e.epoch, TTL: e.cfg.LeaseTTL, Now: now})
+	switch {
+	case errors.Is(err, store.ErrNotLeader):
+		e.log.Warn("lease_lost", "epoch", e.epoch, "err", err)
+		return e.retake(ctx, now, err)
+	case err != nil:
+		e.log.Warn("lease_renew_failed", "epoch", e.epoch, "err", err, "dispatching", e.leader(now))
+		return nil
+	}
+	e.leaseUntil = l.ExpiresAt
+	return nil
+}
+
+// retake tries to take the lease again after it was lost, typically because
+// the database was gone for longer than its TTL. When nobody else took it,
+// the engine carries on under a new epoch, after redoing what a takeover
+// does: rebuild the window from the store and reconcile what runs. When
+// another process holds it, Run ends.
+func (e *Engine) retake(ctx context.Context, now time.Time, lost error) error {
+	l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: now})
+	if err != nil {
+		e.log.Error("lease_lost_for_good", "epoch", e.epoch, "err", err)
+		return fmt.Errorf("engine: %w; taking it again: %w", lost, err)
+	}
+	e.log.Warn("lease_retaken", "old_epoch", e.epoch, "epoch", l.Epoch)
+	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
+	e.wheel = wheel.New(now, e.cfg.Window)
+	e.queue = queue.Queue[int64]{}
+	e.pending, e.runs = map[int64]*pend{}, map[int64]*runState{}
+	if err := e.start(ctx, now); err != nil {
+		e.log.Error("takeover_failed", "err", err) // the next turn's top-up tries again
+	}
+	return nil
+}
+
+// shutdown stops dispatch, waits Grace for running attempts, records what
+// finished, cancels the rest and releases the lease.
+func (e *Engine) shutdown(cancelExec context.CancelCauseFunc) error {
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() { e.execWG.Wait(); close(done) }()
+	timer := time.NewTimer(e.cfg.Grace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		cancelExec(errors.New("engine: shutdown grace period over"))
+		<-done
+	}
+	e.drainResults()
+	if err := e.applyResults(ctx, e.cfg.Now()); err != nil {
+		e.log.Error("shutdown_results_not_recorded", "err", err, "count", len(e.unapplied))
+	}
+	if err := e.st.ReleaseLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, Epoch: e.epoch, Now: e.cfg.Now()}); err != nil {
+		e.log.Warn("lease_release_failed", "err", err)
+	}
+	e.log.Info("engine_stopped", "epoch", e.epoch)
+	return nil
+}
+
+// start syncs definitions, reconciles what a previous process left running,
+// applies misfire policies, creates the first window and loads the wheel.
+func (e *Engine) start(ctx context.Context, now time.Time) error {
+	if err := e.syncDefinitions(ctx, now); err != nil {
+		return err
+	}
+	if err := e.reconcile(ctx, now); err != nil {
+		return err
+	}
+	if err := e.initTriggers(ctx, now); err != nil {
+		return err
+	}
+	if err := e.createWindow(ctx, now); err != nil {
+		return err
+	}
+	return e.load(ctx, now)
+}
+
+func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
+	var pds []store.PipelineDef
+	for _, p := range e.g.Pipelines() {
+		pd := store.PipelineDef{Name: p.Name, File: p.File}
+		pd.Definition, pd.Hash = hashJSON(p)
+		for _, t := range p.Tasks {
+			td := store.TaskDef{ID: t.ID(), Pipeline: p.Name, Name: t.Name, Group: t.Group, Priority: t.Priority}
+			td.Definition, td.Hash = hashJSON(t)
+			pd.Tasks = append(pd.Tasks, td)
+		}
+		pds = append(pds, pd)
+	}
+	res, err := e.st.SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
+	if err != nil {
+		return fmt.Errorf("engine: sync definitions: %w", err)
+	}
+	if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
+		e.log.Info("definitions_synced", "added", res.Added, "changed", res.Changed, "removed", res.Removed)
+	}
+	return nil
+}
+
+func hashJSON(v any) ([]byte, string) {
+	b, err := json.Marshal(v)
+	if err != nil { // definitions are plain data; params were checked by defs
+		b = []byte(fmt.Sprintf("%q", fmt.Sprint(v)))
+	}
+	sum := sha256.Sum256(b)
+	return b, hex.EncodeToString(sum[:16])
+}
+
+// newTicket returns a fresh, unguessable dispatch ticket.
+func newTicket() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
+}
+
+// sortedIDs returns the keys of m in order, for deterministic iteration.
+func sortedIDs[V any](m map[int64]V) []int64 {
+	ids := make([]int64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
