@@ -259,4 +259,3 @@ func TestDatabaseGoneForAWhile(t *testing.T) {
 		}
 	})
 }
-
