@@ -1,0 +1,142 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// ProtocolVersion is the version of the dispatch protocol spoken over HTTP.
+const ProtocolVersion = 1
+
+// Dispatch is what the scheduler POSTs to an HTTP executor (R22), as JSON,
+// with the header X-Ax-Protocol: 1.
+type Dispatch struct {
+	Version     int            `json:"version"`
+	Pipeline    string         `json:"pipeline"`
+	Task        string         `json:"task"`
+	InstanceID  int64          `json:"instance_id"`
+	Ticket      string         `json:"ticket"`
+	LogicalTime time.Time      `json:"logical_time"`
+	Deadline    time.Time      `json:"deadline"`
+	Params      map[string]any `json:"params,omitempty"`
+}
+
+// Report is an executor's answer: the result of the attempt, for its ticket.
+type Report struct {
+	Ticket     string `json:"ticket"`
+	Status     Status `json:"status"` // success or failed
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
+	Permanent  bool   `json:"permanent,omitempty"`
+	Output     string `json:"output,omitempty"`
+}
+
+// maxReport bounds the body read from an executor.
+const maxReport = 1 << 20
+
+// HTTP runs attempts on HTTP executors: it POSTs a Dispatch to the task's
+// URL and reads the Report from the response, under the attempt's deadline.
+// A 429 or 503 answer is a refusal (try later), any other non-2xx answer or
+// a connection error fails the attempt (retried per its policy), and a
+// malformed report fails it with the reason.
+type HTTP struct {
+	client *http.Client
+	url    func(Attempt) (string, error)
+}
+
+var _ Executor = (*HTTP)(nil)
+
+// NewHTTP returns an HTTP executor; url gives an attempt's endpoint.
+func NewHTTP(client *http.Client, url func(Attempt) (string, error)) *HTTP {
+	return &HTTP{client: client, url: url}
+}
+
+// Execute posts the dispatch and waits for the report.
+func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
+	url, err := h.url(a)
+	if err != nil {
+		return Result{}, err
+	}
+	if !a.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
+		defer cancel()
+	}
+	body, err := json.Marshal(Dispatch{Version: ProtocolVersion, Pipeline: a.Pipeline, Task: a.Task, InstanceID: a.InstanceID,
+		Ticket: a.Ticket, LogicalTime: a.LogicalTime, Deadline: a.Deadline, Params: a.Params})
+	if err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: "encode dispatch: " + err.Error(), Permanent: true}, nil
+	}
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: "build request: " + err.Error(), Permanent: true}, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ax-Protocol", fmt.Sprint(ProtocolVersion))
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return finish(ctx, a, start, fmt.Errorf("dispatch to %s: %w", url, err)), nil
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReport+1))
+	if err != nil {
+		return finish(ctx, a, start, fmt.Errorf("read report from %s: %w", url, err)), nil
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+		return finish(ctx, a, start, fmt.Errorf("executor %s refused the dispatch (%s): %s", url, resp.Status, firstLine(data))), nil
+	case resp.StatusCode/100 != 2:
+		return finish(ctx, a, start, fmt.Errorf("executor %s answered %s: %s", url, resp.Status, firstLine(data))), nil
+	}
+	rep, err := parseReport(data, a.Ticket)
+	if err != nil {
+		return finish(ctx, a, start, fmt.Errorf("executor %s: %w", url, err)), nil
+	}
+	r := Result{Ticket: a.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
+		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}
+	if r.Duration == 0 {
+		r.Duration = time.Since(start)
+	}
+	return r, nil
+}
+
+// parseReport decodes and checks a report strictly: unknown fields, another
+// ticket or an unknown status make it malformed.
+func parseReport(data []byte, ticket string) (Report, error) {
+	if len(data) > maxReport {
+		return Report{}, fmt.Errorf("malformed report: larger than %d bytes", maxReport)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var rep Report
+	if err := dec.Decode(&rep); err != nil {
+		return Report{}, fmt.Errorf("malformed report: %v (body starts %q)", err, firstLine(data))
+	}
+	if dec.More() {
+		return Report{}, errors.New("malformed report: data after the JSON object")
+	}
+	switch {
+	case rep.Ticket != ticket:
+		return Report{}, fmt.Errorf("malformed report: ticket %q, want %q", rep.Ticket, ticket)
+	case rep.Status != StatusSuccess && rep.Status != StatusFailed:
+		return Report{}, fmt.Errorf("malformed report: status %q, want success or failed", rep.Status)
+	case rep.DurationMS < 0:
+		return Report{}, fmt.Errorf("malformed report: negative duration_ms %d", rep.DurationMS)
+	}
+	return rep, nil
+}
+
+func firstLine(b []byte) string {
+	line, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte("\n"))
+	if len(line) > 200 {
+		line = line[:200]
+	}
+	return string(line)
+}
