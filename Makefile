@@ -11,11 +11,11 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/ax
 
-# Until the engine lands, `make run` validates the example pipelines and shows
-# what the scheduler would run: their layers and next fire times.
+# The main job: the scheduler on an embedded SQLite file (./ax.db) with the
+# example pipelines. Ctrl-C stops it gracefully; `bin/ax status` shows runs.
 run: build
 	$(BIN) validate $(PIPELINES)
-	@for f in $(PIPELINES)/*.yaml; do echo; $(BIN) graph --format layers $$f; $(BIN) next $$f -n 3; done
+	$(BIN) server --store ax.db --pipelines $(PIPELINES)
 
 vet:
 	$(GO) vet ./...

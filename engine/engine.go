@@ -146,16 +146,21 @@ func (e *Engine) publish(now time.Time) {
 	e.stats.Leader = e.leader(now)
 }
 
-// Run schedules until ctx is cancelled or the lease is lost. It takes the
-// lease first: when another process holds it, Run returns store.ErrLeaseHeld
-// at once. On cancellation it stops dispatching, lets running attempts finish
-// for Config.Grace, records their results, cancels the rest and releases the lease.
+// Run schedules until ctx is cancelled or the lease is lost for good. It
+// takes the lease first; while another process holds it, Run waits as a
+// standby (dispatching nothing) and tries again every LeaseRenew, so that a
+// restart after a crash takes over once the dead holder's lease expires. On
+// cancellation it stops dispatching, lets running attempts finish for
+// Config.Grace, records their results, cancels the rest and releases the lease.
 func (e *Engine) Run(ctx context.Context) error {
-	now := e.cfg.Now()
-	l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: now})
+	l, err := e.awaitLease(ctx)
 	if err != nil {
-		return fmt.Errorf("engine: take the scheduler lease: %w", err)
+		return err
 	}
+	if l.Epoch == 0 {
+		return nil // cancelled while standing by
+	}
+	now := e.cfg.Now()
 	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	e.wheel = wheel.New(now, e.cfg.Window)
@@ -196,6 +201,34 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.turn(ctx, false)
 		case <-e.wake.C:
 			e.turn(ctx, false)
+		}
+	}
+}
+
+// awaitLease takes the lease, waiting while another holder has it.
+func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
+	logged := false
+	for {
+		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.Is(err, store.ErrLeaseHeld):
+			if !logged {
+				e.log.Warn("standby", "holder", e.cfg.Holder, "reason", err.Error())
+				logged = true
+			}
+		case errors.Is(err, store.ErrUnavailable):
+			e.log.Warn("lease_unavailable", "err", err)
+		default:
+			return store.Lease{}, fmt.Errorf("engine: take the scheduler lease: %w", err)
+		}
+		t := time.NewTimer(e.cfg.LeaseRenew)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return store.Lease{}, nil
+		case <-t.C:
 		}
 	}
 }

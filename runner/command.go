@@ -77,7 +77,9 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env(a)...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Own process group, so a kill reaches the whole tree; and killed with the
+	// scheduler if it dies (kill -9), so that no orphan keeps working unseen.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = grace
 	start := time.Now()
 	if err := cmd.Start(); err != nil {

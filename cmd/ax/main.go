@@ -100,6 +100,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newGraphCmd(),
 		newNextCmd(),
 		newSchemaCmd(),
+		newServerCmd(),
+		newStatusCmd(),
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)

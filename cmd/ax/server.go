@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/examples/functions"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// serverFlags are the flags of ax server (and, later, of the standalone
+// commands that run the same engine).
+type serverFlags struct {
+	store     string
+	pipelines []string
+	rate      float64
+	logLevel  string
+	logFormat string
+	holder    string
+	leaseTTL  time.Duration
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the scheduler on the given pipelines",
+		Long: `Run the scheduler. With no flags it uses an embedded SQLite file, ./ax.db,
+and the pipelines in ./examples. It refuses to start when a pipeline file is
+invalid (with the messages of ax validate) or when another scheduler holds
+the store's lease.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServer(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
+	fl.Float64Var(&f.rate, "dispatch-rate", 0, "global dispatch limit in tasks per second (0: unlimited)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
+	return cmd
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageErr("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageErr("--log-format %q: use text or json", format)
+}
+
+func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if g == nil {
+		for _, e := range errs {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("not starting: %d error(s) in the pipeline files (see ax validate)", len(errs.Fatal()))}
+	}
+	for _, w := range errs.Warnings() {
+		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
+	}
+	st, err := store.Open(ctx, f.store, store.Options{})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer st.Close()
+	execs, err := executors(g)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if f.leaseTTL < 3*time.Second {
+		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
+	}
+	eng, err := engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log,
+		LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3}, st, g, execs)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	log.Info("server_starting", "store", st.String(), "pipelines", len(g.Pipelines()), "tasks", len(g.Order()), "dispatch_rate", f.rate)
+	if err := eng.Run(ctx); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	return nil
+}
+
+func dispatchRateForWarnings(rate float64) int {
+	if rate <= 0 {
+		return -1 // unlimited: no collision can exceed it
+	}
+	return max(1, int(rate))
+}
+
+// executors builds the executors of the stock binary: the example functions,
+// commands and HTTP executors, each looking its task up in g.
+func executors(g *dag.Graph) (engine.Executors, error) {
+	funcs := runner.NewFunctions(func(a runner.Attempt) string {
+		if t := g.Task(a.Pipeline + "." + a.Task); t != nil {
+			return t.Executor.Function
+		}
+		return ""
+	})
+	if err := functions.Register(funcs); err != nil {
+		return nil, err
+	}
+	commands := runner.NewCommands(func(a runner.Attempt) (runner.CommandSpec, error) {
+		t := g.Task(a.Pipeline + "." + a.Task)
+		if t == nil {
+			return runner.CommandSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
+		}
+		return runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}, nil
+	})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
+	web := runner.NewHTTP(client, func(a runner.Attempt) (string, error) {
+		t := g.Task(a.Pipeline + "." + a.Task)
+		if t == nil || t.Executor.URL == "" {
+			return "", fmt.Errorf("task %s.%s has no http executor", a.Pipeline, a.Task)
+		}
+		return t.Executor.URL, nil
+	})
+	return engine.Executors{defs.ExecFunction: funcs, defs.ExecCommand: commands, defs.ExecHTTP: web}, nil
+}
+
+func newStatusCmd() *cobra.Command {
+	var (
+		target string
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:   "status [PIPELINE]",
+		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states, from the store",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := store.Open(cmd.Context(), target, store.Options{})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer st.Close()
+			return writeStatus(cmd.Context(), cmd.OutOrStdout(), st, args, limit)
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().IntVarP(&limit, "runs", "n", 5, "latest runs per pipeline")
+	return cmd
+}
+
+func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []string, limit int) error {
+	var b strings.Builder
+	if l, err := st.GetLease(ctx, ""); err == nil {
+		state := "held until"
+		if time.Now().After(l.ExpiresAt) {
+			state = "released or expired at"
+		}
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, l.ExpiresAt.Local().Format(time.RFC3339))
+	} else if errors.Is(err, store.ErrNotFound) {
+		b.WriteString("scheduler: never started on this store\n")
+	} else {
+		return err
+	}
+	tasks, err := st.Tasks(ctx, store.TaskFilter{})
+	if err != nil {
+		return err
+	}
+	pipelines := map[string]int{}
+	var names []string
+	for _, t := range tasks {
+		if pipelines[t.Pipeline] == 0 {
+			names = append(names, t.Pipeline)
+		}
+		pipelines[t.Pipeline]++
+	}
+	if len(only) == 1 {
+		if pipelines[only[0]] == 0 {
+			return &exitError{code: exitFailed, err: fmt.Errorf("no pipeline %q in the store%s", only[0], defs.DidYouMean(only[0], names))}
+		}
+		names = only
+	}
+	for _, p := range names {
+		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
+		runs, err := st.Runs(ctx, p, 1000)
+		if err != nil {
+			return err
+		}
+		shown := 0
+		for _, r := range runs {
+			insts, err := st.Instances(ctx, store.InstanceFilter{RunID: r.ID, Limit: 10000, Ascending: true})
+			if err != nil {
+				return err
+			}
+			counts := map[store.State]int{}
+			for _, in := range insts {
+				counts[in.State]++
+			}
+			if r.LogicalTime.After(time.Now()) && counts[store.Success] == 0 && counts[store.Running] == 0 {
+				continue // created ahead, inside the window: not news
+			}
+			var parts []string
+			for _, s := range store.States {
+				if counts[s] > 0 {
+					parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+				}
+			}
+			fmt.Fprintf(&b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+			if shown++; shown >= limit {
+				break
+			}
+		}
+		if shown == 0 {
+			b.WriteString("  no runs yet\n")
+		}
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
