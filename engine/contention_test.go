@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -256,6 +257,32 @@ func TestDatabaseGoneForAWhile(t *testing.T) {
 					t.Errorf("%s@%ds never ran", task, l)
 				}
 			}
+		}
+	})
+}
+
+// TestCrossPipelineWaitsForSameLogicalTime: report waits for the billing
+// pipeline's settle of the same logical time, and runs once it succeeded.
+func TestCrossPipelineWaitsForSameLogicalTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		slowSettle := map[string]func(context.Context, runner.Attempt) error{
+			"billing.settle": func(ctx context.Context, _ runner.Attempt) error { time.Sleep(3 * time.Second); return ctx.Err() },
+		}
+		billing := "pipeline: billing\ntimezone: UTC\nschedule: \"@every 10s\"\ndefaults: {function: record}\ntasks:\n  - {name: settle}\n"
+		orders := "pipeline: orders\ntimezone: UTC\nschedule: \"@every 10s\"\ndefaults: {function: record}\ntasks:\n  - {name: sync}\n  - {name: report, depends_on: [sync, billing.settle]}\n"
+		e := setup(t, Config{}, slowSettle, billing, orders)
+		sleep(25 * time.Second)
+		e.stop()
+		var got []string
+		for _, c := range e.rec.snapshot() {
+			got = append(got, fmt.Sprintf("+%02ds %s@%s", int(c.at.Sub(start).Seconds()), c.task, c.logical.Sub(start)))
+		}
+		slices.Sort(got) // attempts started in the same instant race to the recorder
+		// sync runs at the fire; report waits for settle (3 s) of its own logical time.
+		want := "[+10s billing.settle@10s +10s orders.sync@10s +13s orders.report@10s +20s billing.settle@20s +20s orders.sync@20s +23s orders.report@20s]"
+		if fmt.Sprint(got) != want {
+			t.Errorf("executions\n got %v\nwant %s", got, want)
 		}
 	})
 }

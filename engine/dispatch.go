@@ -51,7 +51,10 @@ func (e *Engine) enqueue(in store.Instance) {
 	if p := e.pending[in.ID]; p != nil && p.version == in.Version {
 		return // loaded already
 	}
-	if !e.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: in.NextFireAt.UnixMilli()}) {
+	at := in.NextFireAt.UnixMilli()
+	if !in.NextFireAt.After(e.cfg.Now()) {
+		e.queue.Push(ti.def.Priority, at, in.ID) // due: no need to wait for a tick
+	} else if !e.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
 		return
 	}
 	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt}
@@ -100,8 +103,21 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 }
 
 // dispatch moves queued instances to RUNNING, as many as the token bucket
-// allows, in one transaction, and hands each recorded one to its executor.
+// allows, in transactions of up to 1,000, handing each recorded one to its
+// executor as soon as its batch is committed.
 func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
+	for {
+		more, err := e.dispatchBatch(ctx, now)
+		if err != nil || !more {
+			return err
+		}
+		now = e.cfg.Now()
+	}
+}
+
+// dispatchBatch records and starts one batch; more reports whether the queue
+// still holds instances that have tokens.
+func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, err error) {
 	var (
 		params   []store.TransitionParams
 		picked   []int64
@@ -140,9 +156,10 @@ func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
 		// Wake for a handful of tokens rather than each one, so that a rate
 		// limit still dispatches in batches (100/s: ten per transaction).
 		e.wake.Reset(max(wait, 100*time.Millisecond))
+		e.logBuffer(now)
 	}
 	if len(params) == 0 {
-		return nil
+		return false, nil
 	}
 	res, err := e.st.TransitionBatch(ctx, params)
 	if err != nil {
@@ -151,7 +168,7 @@ func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
 			p := e.pending[id]
 			e.queue.Push(p.task.def.Priority, p.at, id)
 		}
-		return fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(params), err)
+		return false, fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(params), err)
 	}
 	dispatched := 0
 	for i, r := range res {
@@ -177,10 +194,27 @@ func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
 	e.statsMu.Lock()
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
-	return nil
+	return len(params) == 1000 && wait == 0, nil
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// logBuffer reports, at most every 5 s, how many due instances wait for
+// tokens and how long the oldest has waited (R13: visible, never dropped).
+func (e *Engine) logBuffer(now time.Time) {
+	if now.Before(e.bufferLogged.Add(5 * time.Second)) {
+		return
+	}
+	e.bufferLogged = now
+	oldest := now
+	for _, p := range e.pending {
+		if t := time.UnixMilli(p.at); t.Before(oldest) {
+			oldest = t
+		}
+	}
+	e.log.Info("rate_limited", "buffer_depth", e.queue.Len(), "oldest_wait", now.Sub(oldest).Round(time.Millisecond).String(),
+		"global_rate", e.bucket.Limits().Global)
+}
 
 // execute runs an attempt on its executor in a goroutine of its own.
 func (e *Engine) execute(id int64, a *attempt) {

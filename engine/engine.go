@@ -56,23 +56,24 @@ type Engine struct {
 	trigs []*trigger
 
 	// Owned by the loop.
-	wheel       *wheel.Wheel
-	queue       queue.Queue[int64]
-	bucket      *bucket.Bucket
-	brk         *breaker.Breaker
-	pending     map[int64]*pend    // instances waiting in the wheel or the queue
-	running     map[int64]*attempt // by instance id
-	runs        map[int64]*runState
-	unapplied   []outcome
-	epoch       int64
-	leaseUntil  time.Time
-	loadedUntil time.Time
-	retryAt     time.Time // after a store error: when to try again
-	failures    int
-	wake        *time.Timer
-	execCtx     context.Context
-	results     chan outcome
-	execWG      sync.WaitGroup
+	wheel        *wheel.Wheel
+	queue        queue.Queue[int64]
+	bucket       *bucket.Bucket
+	brk          *breaker.Breaker
+	pending      map[int64]*pend    // instances waiting in the wheel or the queue
+	running      map[int64]*attempt // by instance id
+	runs         map[int64]*runState
+	unapplied    []outcome
+	epoch        int64
+	leaseUntil   time.Time
+	loadedUntil  time.Time
+	retryAt      time.Time // after a store error: when to try again
+	bufferLogged time.Time
+	failures     int
+	wake         *time.Timer
+	execCtx      context.Context
+	results      chan outcome
+	execWG       sync.WaitGroup
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -172,7 +173,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.start(ctx, now); err != nil {
 		return err
 	}
-	tick := time.NewTicker(time.Second)
+	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
+	// 02:00:00 and not up to a second later.
+	tick := time.NewTimer(e.untilNextSecond())
 	defer tick.Stop()
 	topUp := time.NewTicker(e.cfg.TopUp)
 	defer topUp.Stop()
@@ -186,6 +189,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return e.shutdown(cancelExec)
 		case <-tick.C:
+			tick.Reset(e.untilNextSecond())
 			e.turn(ctx, false)
 		case <-topUp.C:
 			e.turn(ctx, true)
@@ -203,6 +207,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.turn(ctx, false)
 		}
 	}
+}
+
+func (e *Engine) untilNextSecond() time.Duration {
+	now := e.cfg.Now()
+	return now.Truncate(time.Second).Add(time.Second).Sub(now)
 }
 
 // awaitLease takes the lease, waiting while another holder has it.

@@ -50,9 +50,10 @@ func (w *Wheel) Window() time.Duration { return time.Duration(w.mask) * time.Sec
 func (w *Wheel) Len() int { return w.n }
 
 // Add puts e into the wheel and reports whether it fits the window. An entry
-// whose time has passed already is due at the next Advance.
+// is due at the first tick at or after its time, never before it; one whose
+// time has passed already is due at the next Advance.
 func (w *Wheel) Add(e Entry) bool {
-	sec := floorSec(e.At)
+	sec := ceilSec(e.At)
 	switch {
 	case sec <= w.tick:
 		w.late = append(w.late, e)
@@ -103,9 +104,10 @@ func (w *Wheel) Advance(now time.Time, due func(Entry)) {
 	w.tick = target
 }
 
-func floorSec(ms int64) int64 {
-	if ms < 0 {
-		return (ms - 999) / 1000
+// ceilSec returns the first whole second at or after ms.
+func ceilSec(ms int64) int64 {
+	if ms > 0 {
+		return (ms + 999) / 1000
 	}
 	return ms / 1000
 }

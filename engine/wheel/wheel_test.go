@@ -33,9 +33,10 @@ func TestWheelFiresEachSecondInOrder(t *testing.T) {
 	}{
 		{0, "[]"},
 		{999 * time.Millisecond, "[]"},
-		{time.Second, "[1 2]"}, // second 1: both entries of that second, in insertion order
-		{2 * time.Second, "[]"},
-		{3 * time.Second, "[0 3]"},
+		{time.Second, "[2]"},
+		{2 * time.Second, "[1]"}, // 1.5 s is due at the first tick at or after it, never before
+		{3 * time.Second, "[0]"},
+		{4 * time.Second, "[3]"},
 		{298 * time.Second, "[]"},
 		{299 * time.Second, "[4]"},
 	}
