@@ -158,7 +158,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 				target = "mysql://" + storetest.DSNOf(t, s)
 			}
 			_, err := store.Open(context.Background(), target, store.Options{})
-			if !errors.Is(err, store.ErrSchema) || !strings.Contains(err.Error(), "schema version 99, newer than this ax knows (1): upgrade ax") {
+			if !errors.Is(err, store.ErrSchema) || !strings.Contains(err.Error(), "schema version 99, newer than this ax knows (2): upgrade ax") {
 				t.Errorf("err = %v", err)
 			}
 		})
@@ -207,5 +207,43 @@ func TestReopenIsIdempotent(t *testing.T) {
 			t.Fatalf("after reopen: version %d (%v), instance %+v (%v)", v, err, got, gerr)
 		}
 		s.Close()
+	}
+}
+
+// TestUpgradeFromVersion1: a database at schema version 1 (before the ops
+// table) is migrated to the current version at open, keeping its data.
+func TestUpgradeFromVersion1(t *testing.T) {
+	t.Parallel()
+	for name, open := range storetest.All() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			x := storetest.Seed(t, s)["a.x"]
+			for _, q := range []string{"DROP TABLE ops", "DELETE FROM ax_schema WHERE version > 1"} {
+				if _, err := s.DB().Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			target := s.String()
+			if name == "sqlite" {
+				s.Close()
+			} else {
+				target = "mysql://" + storetest.DSNOf(t, s)
+			}
+			s2, err := store.Open(context.Background(), target, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if v, err := s2.SchemaVersion(context.Background()); err != nil || v != store.SchemaVersion {
+				t.Errorf("version after upgrade = %d, %v", v, err)
+			}
+			if _, err := s2.EnqueueOp(context.Background(), store.Op{Kind: "pause", Target: "a.x"}, storetest.T0); err != nil {
+				t.Errorf("ops table missing after upgrade: %v", err)
+			}
+			if in, err := s2.Instance(context.Background(), x.ID); err != nil || in.State != store.Scheduled {
+				t.Errorf("data lost in the upgrade: %+v, %v", in, err)
+			}
+		})
 	}
 }

@@ -549,6 +549,18 @@ func (s *Store) LastRun(ctx context.Context, trigger string, kind RunKind) (Run,
 	return runs[0], nil
 }
 
+// Run returns the run with the given id, or ErrNotFound.
+func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
+	runs, err := s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"id": id}))
+	if err != nil {
+		return Run{}, err
+	}
+	if len(runs) == 0 {
+		return Run{}, notFound("run", strconv.FormatInt(id, 10))
+	}
+	return runs[0], nil
+}
+
 var runCols = []string{"id", "pipeline", "trigger_name", "kind", "logical_time", "backfill_id", "actor", "created_at"}
 
 func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {

@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 var migrations = []migration{{
 	version: 1,
@@ -68,6 +68,14 @@ var migrations = []migration{{
 			{"total_runs", "int"}, {"done_runs", "int"}, {"failed_runs", "int"}, {"actor", "str128"}, {"error", "text"},
 			{"created_at", "bigint"}, {"updated_at", "bigint"}}, index: [][]string{{"state"}}},
 		{name: "settings", cols: [][2]string{{"name", "str128"}, {"value", "text"}, {"updated_at", "bigint"}}, primary: []string{"name"}},
+	},
+}, {
+	// Version 2: operator requests from the CLI, applied by the primary.
+	version: 2,
+	tables: []table{
+		{name: "ops", cols: [][2]string{{"id", "id"}, {"kind", "str16"}, {"target", "str257"}, {"args", "text"}, {"actor", "str128"},
+			{"reason", "text"}, {"state", "str16"}, {"result", "text"}, {"error", "text"}, {"created_at", "bigint"}, {"done_at", "bigint?"}},
+			index: [][]string{{"state", "id"}}},
 	},
 }}
 

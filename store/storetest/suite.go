@@ -34,6 +34,7 @@ func Run(t *testing.T, open Opener) {
 		{"ExecutorRegistrationIsIdempotent", testExecutors},
 		{"Lease", testLease},
 		{"PausesSettingsBackfills", testMisc},
+		{"OperatorRequests", testOps},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -525,5 +526,39 @@ func testMisc(t *testing.T, s *store.Store) {
 	}
 	if err := s.UpdateBackfill(ctx(), store.Backfill{ID: id + 100}, T0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("update of unknown backfill: %v", err)
+	}
+}
+
+func testOps(t *testing.T, s *store.Store) {
+	id, err := s.EnqueueOp(ctx(), store.Op{Kind: "pause", Target: "a.x", Args: "{}", Actor: "operator:ann", Reason: "db work"}, T0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := s.PendingOps(ctx(), 10)
+	if err != nil || len(pending) != 1 || pending[0].ID != id || pending[0].State != store.OpPending || pending[0].Actor != "operator:ann" {
+		t.Fatalf("pending = %+v, %v", pending, err)
+	}
+	if err := s.FinishOp(ctx(), id, "paused", nil, 0, T0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishOp(ctx(), id, "again", nil, 0, T0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("finishing twice: %v", err)
+	}
+	op, err := s.GetOp(ctx(), id)
+	if err != nil || op.State != store.OpDone || op.Result != "paused" || !op.DoneAt.Equal(T0.Add(time.Second)) {
+		t.Errorf("op = %+v, %v", op, err)
+	}
+	id2, _ := s.EnqueueOp(ctx(), store.Op{Kind: "kill", Target: "a.y"}, T0)
+	if err := s.FinishOp(ctx(), id2, "", errors.New("a.y is not running"), 0, T0); err != nil {
+		t.Fatal(err)
+	}
+	if op, _ := s.GetOp(ctx(), id2); op.State != store.OpFailed || op.Error != "a.y is not running" {
+		t.Errorf("failed op = %+v", op)
+	}
+	if p, _ := s.PendingOps(ctx(), 10); len(p) != 0 {
+		t.Errorf("still pending: %+v", p)
+	}
+	if _, err := s.GetOp(ctx(), 999); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown op: %v", err)
 	}
 }

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+)
+
+// Op is an operator request queued for the primary scheduler: the CLI writes
+// it, the engine applies it in its loop and writes the outcome back.
+type Op struct {
+	ID        int64     `json:"id"`
+	Kind      string    `json:"kind"`   // pause, resume, trigger, kill, rerun
+	Target    string    `json:"target"` // what it acts on, as the CLI was given it
+	Args      string    `json:"args"`   // JSON options
+	Actor     string    `json:"actor"`
+	Reason    string    `json:"reason"`
+	State     string    `json:"state"` // pending, done, failed
+	Result    string    `json:"result,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	DoneAt    time.Time `json:"done_at,omitzero"`
+}
+
+// Op states.
+const (
+	OpPending = "pending"
+	OpDone    = "done"
+	OpFailed  = "failed"
+)
+
+// EnqueueOp queues an operator request and returns its id.
+func (s *Store) EnqueueOp(ctx context.Context, op Op, now time.Time) (int64, error) {
+	var id int64
+	err := s.inTx(ctx, "queue op", func(tx *sql.Tx) error {
+		q, args, err := s.sb.Insert("ops").Columns("kind", "target", "args", "actor", "reason", "state", "result", "error", "created_at").
+			Values(op.Kind, op.Target, op.Args, op.Actor, op.Reason, OpPending, "", "", now.UnixMilli()).ToSql()
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("store: queue op: %w", s.d.translate(err))
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	return id, err
+}
+
+// PendingOps returns the queued requests, oldest first.
+func (s *Store) PendingOps(ctx context.Context, limit int) ([]Op, error) {
+	return s.ops(ctx, s.sb.Select(opCols...).From("ops").Where(sq.Eq{"state": OpPending}).OrderBy("id").Limit(uint64(max(limit, 1))))
+}
+
+// GetOp returns one request, or ErrNotFound.
+func (s *Store) GetOp(ctx context.Context, id int64) (Op, error) {
+	ops, err := s.ops(ctx, s.sb.Select(opCols...).From("ops").Where(sq.Eq{"id": id}))
+	if err != nil {
+		return Op{}, err
+	}
+	if len(ops) == 0 {
+		return Op{}, notFound("op", strconv.FormatInt(id, 10))
+	}
+	return ops[0], nil
+}
+
+// FinishOp records the outcome of a pending request, fenced by epoch; a
+// request finished already is left as it is (ErrConflict).
+func (s *Store) FinishOp(ctx context.Context, id int64, result string, opErr error, epoch int64, now time.Time) error {
+	state, msg := OpDone, ""
+	if opErr != nil {
+		state, msg = OpFailed, opErr.Error()
+	}
+	return s.inTx(ctx, "finish op", func(tx *sql.Tx) error {
+		if err := s.checkEpoch(ctx, tx, epoch); err != nil {
+			return err
+		}
+		n, err := s.exec(ctx, tx, "finish op", s.sb.Update("ops").Set("state", state).Set("result", result).Set("error", msg).
+			Set("done_at", now.UnixMilli()).Where(sq.Eq{"id": id, "state": OpPending}))
+		if err == nil && n == 0 {
+			return fmt.Errorf("op %d: %w (not pending)", id, ErrConflict)
+		}
+		return err
+	})
+}
+
+var opCols = []string{"id", "kind", "target", "args", "actor", "reason", "state", "result", "error", "created_at", "done_at"}
+
+func (s *Store) ops(ctx context.Context, b sq.SelectBuilder) ([]Op, error) {
+	var out []Op
+	err := s.query(ctx, s.read, "read ops", b, func(rows *sql.Rows) error {
+		var (
+			o       Op
+			created int64
+			done    sql.NullInt64
+		)
+		if err := rows.Scan(&o.ID, &o.Kind, &o.Target, &o.Args, &o.Actor, &o.Reason, &o.State, &o.Result, &o.Error, &created, &done); err != nil {
+			return err
+		}
+		o.CreatedAt, o.DoneAt = time.UnixMilli(created).UTC(), fromMS(done)
+		out = append(out, o)
+		return nil
+	})
+	return out, err
+}
