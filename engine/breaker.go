@@ -9,9 +9,22 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// breakerChanged records a breaker opening or closing as an alert in the
-// action log and the log.
+// breakerChanged cuts (or restores) the task's dispatch rate and records the
+// breaker opening or closing as an alert in the action log and the log (R17).
 func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time.Time) {
+	if ch.Open {
+		base := e.cfg.BreakerBaseRate
+		if t := e.tasks[ch.Task]; t != nil {
+			if r := e.bucket.Limits().Groups[t.def.Group]; r > 0 {
+				base = r
+			} else if g := e.bucket.Limits().Global; g > 0 {
+				base = g
+			}
+		}
+		e.tripped.SetGroup(ch.Task, base*e.brk.Config().Factor, now)
+	} else {
+		e.tripped.SetGroup(ch.Task, 0, now)
+	}
 	action, level := "breaker_closed", "recovered"
 	if ch.Open {
 		action, level = "breaker_open", "alert"

@@ -33,8 +33,16 @@ type Config struct {
 	BackoffCap time.Duration
 	// MisfireLimit bounds the runs fire_all creates for missed times. Default 100.
 	MisfireLimit int
+	// MisfireAfter is how late a fire must be, when a scheduler starts or a
+	// task is resumed, to count as missed and follow its misfire policy.
+	// Default 60 s (as Quartz's misfire threshold); later fires run late.
+	MisfireAfter time.Duration
 	// Breaker tunes the per-task circuit breaker.
 	Breaker breaker.Config
+	// BreakerBaseRate is the dispatch rate, per second, that an open breaker
+	// cuts to its fraction when neither the task's group nor the global limit
+	// sets one. Default 10 (an open breaker then allows one a second).
+	BreakerBaseRate float64
 	// Now reads the wall clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
@@ -59,6 +67,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MisfireLimit == 0 {
 		c.MisfireLimit = 100
+	}
+	if c.BreakerBaseRate == 0 {
+		c.BreakerBaseRate = 10
+	}
+	if c.MisfireAfter == 0 {
+		c.MisfireAfter = time.Minute
 	}
 	if c.Now == nil {
 		c.Now = time.Now

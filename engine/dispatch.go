@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
@@ -21,6 +22,7 @@ type pend struct {
 	runID   int64
 	logical time.Time
 	attempt int
+	manual  bool // a run-now or rerun: pause and overlap do not hold it back
 }
 
 // attempt is a dispatched instance awaiting its result.
@@ -32,7 +34,8 @@ type attempt struct {
 	logical  time.Time
 	attempt  int
 	deadline time.Time
-	orphan   bool // left RUNNING by a previous process: nothing here runs it
+	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
+	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
 }
 
 // outcome is a result from an executor, for an instance.
@@ -43,7 +46,7 @@ type outcome struct {
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
 // time is inside the window; later ones are loaded by a top-up.
-func (e *Engine) enqueue(in store.Instance) {
+func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
 	ti := e.tasks[in.TaskID]
 	if ti == nil {
 		return // a task removed from the files: its instances stay as they are
@@ -57,7 +60,8 @@ func (e *Engine) enqueue(in store.Instance) {
 	} else if !e.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
 		return
 	}
-	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt}
+	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
+		logical: in.LogicalTime, attempt: in.Attempt, manual: e.kindOf(ctx, in.RunID) == store.RunManual}
 }
 
 // load puts every instance due up to now + Window into the wheel (R11).
@@ -69,7 +73,7 @@ func (e *Engine) load(ctx context.Context, now time.Time) error {
 	}
 	for _, in := range due {
 		if _, running := e.running[in.ID]; !running {
-			e.enqueue(in)
+			e.enqueue(ctx, in)
 		}
 	}
 	e.loadedUntil = until
@@ -97,6 +101,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 		deadline := in.StartedAt.Add(ti.def.Timeout)
 		e.running[in.ID] = &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
 			attempt: in.Attempt, deadline: deadline, orphan: true}
+		e.runningByTask[ti.id]++
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
 	}
 	return nil
@@ -122,6 +127,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		params   []store.TransitionParams
 		picked   []int64
 		deferred []int64
+		waiting  []int64
+		claimed  = map[string]int{} // dispatches of this batch, per task, for the overlap check
 		wait     time.Duration
 	)
 	for e.queue.Len() > 0 && len(params) < 1000 {
@@ -130,7 +137,39 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		if p == nil {
 			continue
 		}
-		ok, w := e.bucket.Take(p.task.def.Group, now)
+		if !p.manual {
+			if why, paused := e.pausedBy(p.task); paused {
+				params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Paused,
+					Epoch: e.epoch, Now: now, Actor: Actor, Reason: "due while " + why})
+				picked = append(picked, it.Value)
+				continue
+			}
+			if p.task.def.Overlap != defs.OverlapAllow && e.runningByTask[p.task.id] == 0 && claimed[p.task.id] > 0 {
+				// Another instance of the task goes out in this batch (a catch-up):
+				// not an overlap with a running one; this one waits its turn.
+				waiting = append(waiting, it.Value)
+				continue
+			}
+			if e.runningByTask[p.task.id] > 0 && p.task.def.Overlap != defs.OverlapAllow {
+				if p.task.def.Overlap == defs.OverlapWait {
+					waiting = append(waiting, it.Value)
+					continue
+				}
+				params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Failed,
+					Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
+					Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
+					Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
+				picked = append(picked, it.Value)
+				continue
+			}
+		}
+		ok, w := true, time.Duration(0)
+		if e.brk.Factor(p.task.id) < 1 { // breaker open: the task's own, reduced rate first
+			ok, w = e.tripped.Take(p.task.id, now)
+		}
+		if ok {
+			ok, w = e.bucket.Take(p.task.def.Group, now)
+		}
 		if !ok {
 			deferred = append(deferred, it.Value)
 			if wait == 0 || w < wait {
@@ -142,11 +181,18 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			continue
 		}
 		ticket, att, zero := newTicket(), p.attempt+1, time.Time{}
+		why := fmt.Sprintf("dispatch attempt %d", att)
 		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
 			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
-			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("dispatch attempt %d", att),
+			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
+			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why},
 		})
 		picked = append(picked, it.Value)
+		claimed[p.task.id]++
+	}
+	for _, id := range waiting { // overlap: wait — behind the running instance
+		p := e.pending[id]
+		e.queue.Push(p.task.def.Priority, p.at, id)
 	}
 	for _, id := range deferred {
 		p := e.pending[id]
@@ -180,9 +226,15 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			e.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
 			continue
 		}
+		if to := params[i].To; to != store.Running {
+			e.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", params[i].Reason)
+			e.dropCachedRunOf(id)
+			continue
+		}
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
 			attempt: p.attempt + 1, deadline: now.Add(p.task.def.Timeout)}
 		e.running[id] = a
+		e.runningByTask[p.task.id]++
 		if rs := e.runs[p.runID]; rs != nil {
 			if ref := rs.inst[p.task.id]; ref != nil {
 				ref.state, ref.version = store.Running, r.Version
@@ -194,7 +246,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	e.statsMu.Lock()
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
-	return len(params) == 1000 && wait == 0, nil
+	return len(params) == 1000 && wait == 0 && len(waiting) == 0, nil
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -222,10 +274,13 @@ func (e *Engine) execute(id int64, a *attempt) {
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
 		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params}
 	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
+	ctx, cancel := context.WithCancelCause(e.execCtx)
+	a.cancel = cancel
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
-		res, err := e.execs[t.Executor.Kind].Execute(e.execCtx, at)
+		defer cancel(nil)
+		res, err := e.execs[t.Executor.Kind].Execute(ctx, at)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
@@ -279,7 +334,8 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			continue
 		}
 		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
-			Set: store.Changes{EndedAt: &now, Error: ptr(o.res.Error)}}
+			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
+			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 		switch o.res.Status {
 		case runner.StatusSuccess:
 			p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
@@ -291,10 +347,16 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 				next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, e.cfg.BackoffCap))
 				p.To, p.Set.NextFireAt = store.Retrying, &next
 				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339))
+				p.Action.Action = "retry"
 			} else {
 				p.To = store.Failed
 				p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.attempt, o.res.Error)
+				p.Action.Action = "failed"
 			}
+			if o.res.Status == runner.StatusTimeout {
+				p.Action.Action = "timeout"
+			}
+			p.Action.Reason = p.Reason
 		}
 		params = append(params, p)
 		meta = append(meta, applied{id: o.instance, a: a, to: p.To})
@@ -308,6 +370,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	for i, r := range res {
 		m := meta[i]
 		delete(e.running, m.id)
+		if e.runningByTask[m.a.task.id]--; e.runningByTask[m.a.task.id] <= 0 {
+			delete(e.runningByTask, m.a.task.id)
+		}
 		if r.Err != nil {
 			e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
 			continue
@@ -327,7 +392,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		switch m.to {
 		case store.Retrying:
-			e.enqueue(store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
+			e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
 				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: m.a.attempt})
 		case store.Success:
 			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
@@ -385,6 +450,11 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 			continue
 		}
 		at := now.Add(d.def.Delay)
+		if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != store.RunManual {
+			out = append(out, store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Paused,
+				Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why})
+			continue
+		}
 		out = append(out, store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
 			Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded"})
 	}
@@ -468,10 +538,13 @@ func (e *Engine) applyReleases(ctx context.Context, rel []store.TransitionParams
 		}
 		if rs := e.runs[in.RunID]; rs != nil {
 			if ref := rs.inst[in.TaskID]; ref != nil {
-				ref.state, ref.version = store.Scheduled, r.Version
+				ref.state, ref.version = in.State, r.Version
 			}
 		}
-		e.enqueue(in)
+		if in.State != store.Scheduled {
+			continue // released into a pause
+		}
+		e.enqueue(ctx, in)
 		e.log.Debug("released", "task", in.TaskID, "run", in.RunID, "fire_at", in.NextFireAt.Format(time.RFC3339))
 	}
 	for _, rs := range e.runs {
@@ -489,4 +562,60 @@ func (e *Engine) dropCachedRunOf(instance int64) {
 			}
 		}
 	}
+}
+
+// kindOf returns the kind of a run (cached; schedule when unknown).
+func (e *Engine) kindOf(ctx context.Context, runID int64) store.RunKind {
+	if k, ok := e.runKind[runID]; ok {
+		return k
+	}
+	r, err := e.st.Run(ctx, runID)
+	if err != nil {
+		return store.RunSchedule
+	}
+	if len(e.runKind) > 100_000 {
+		clear(e.runKind)
+	}
+	e.runKind[r.ID] = r.Kind
+	return r.Kind
+}
+
+// misfireLate applies the misfire policy, at start, to instances of schedule
+// runs that fell due more than MisfireAfter ago while no scheduler ran them
+// (their runs were created ahead): per task, fire_once keeps the latest,
+// skip none, fire_all up to MisfireLimit; the others fail as skipped.
+func (e *Engine) misfireLate(ctx context.Context, now time.Time) error {
+	late, err := e.st.DueInstances(ctx, store.DueParams{Until: now.Add(-e.cfg.MisfireAfter), States: []store.State{store.Scheduled}})
+	if err != nil {
+		return fmt.Errorf("engine: misfires: %w", err)
+	}
+	byTask := map[string][]store.Instance{}
+	var order []string
+	for _, in := range late {
+		if e.tasks[in.TaskID] == nil || e.kindOf(ctx, in.RunID) != store.RunSchedule {
+			continue
+		}
+		if _, ok := byTask[in.TaskID]; !ok {
+			order = append(order, in.TaskID)
+		}
+		byTask[in.TaskID] = append(byTask[in.TaskID], in) // in fire-time order
+	}
+	var params []store.TransitionParams
+	for _, id := range order {
+		ti, list := e.tasks[id], byTask[id]
+		keep := misfireKeep(ti.def.Misfire, len(list), e.cfg.MisfireLimit)
+		for _, in := range list[:len(list)-keep] {
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Failed,
+				Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
+				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
+					ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
+		}
+		if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
+			Detail: fmt.Sprintf("%d instance(s) fell due while no scheduler ran; %d run late, %d skipped", len(list), keep, len(list)-keep)}); err != nil {
+			return err
+		}
+		e.log.Warn("misfire", "task", id, "policy", string(ti.def.Misfire), "late", len(list), "run", keep)
+	}
+	_, err = e.transitionAll(ctx, params)
+	return err
 }

@@ -56,24 +56,29 @@ type Engine struct {
 	trigs []*trigger
 
 	// Owned by the loop.
-	wheel        *wheel.Wheel
-	queue        queue.Queue[int64]
-	bucket       *bucket.Bucket
-	brk          *breaker.Breaker
-	pending      map[int64]*pend    // instances waiting in the wheel or the queue
-	running      map[int64]*attempt // by instance id
-	runs         map[int64]*runState
-	unapplied    []outcome
-	epoch        int64
-	leaseUntil   time.Time
-	loadedUntil  time.Time
-	retryAt      time.Time // after a store error: when to try again
-	bufferLogged time.Time
-	failures     int
-	wake         *time.Timer
-	execCtx      context.Context
-	results      chan outcome
-	execWG       sync.WaitGroup
+	wheel         *wheel.Wheel
+	queue         queue.Queue[int64]
+	bucket        *bucket.Bucket
+	brk           *breaker.Breaker
+	pending       map[int64]*pend    // instances waiting in the wheel or the queue
+	running       map[int64]*attempt // by instance id
+	runs          map[int64]*runState
+	unapplied     []outcome
+	epoch         int64
+	leaseUntil    time.Time
+	loadedUntil   time.Time
+	retryAt       time.Time // after a store error: when to try again
+	bufferLogged  time.Time
+	failures      int
+	wake          *time.Timer
+	execCtx       context.Context
+	results       chan outcome
+	reqs          chan request
+	paused        map[string]store.Pause // "scope/name"
+	runningByTask map[string]int
+	runKind       map[int64]store.RunKind
+	tripped       *bucket.Bucket // per-task buckets of tasks whose breaker is open
+	execWG        sync.WaitGroup
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -99,7 +104,8 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{},
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker)}
+		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
+		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}}
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -166,6 +172,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
+	e.tripped = bucket.New(bucket.Limits{}, now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
@@ -204,6 +211,16 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.drainResults()
 			e.turn(ctx, false)
 		case <-e.wake.C:
+			e.turn(ctx, false)
+		case req := <-e.reqs:
+			now := e.cfg.Now()
+			var r opReply
+			if e.leader(now) {
+				r.msg, r.err = e.apply(ctx, req.op, now)
+			} else {
+				r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
+			}
+			req.reply <- r
 			e.turn(ctx, false)
 		}
 	}
@@ -287,6 +304,9 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		})
 		if !e.leader(now) {
 			return nil
+		}
+		if err := e.pollOps(ctx, now); err != nil {
+			return err
 		}
 		return e.dispatch(ctx, now)
 	}()
@@ -380,6 +400,9 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	if err := e.syncDefinitions(ctx, now); err != nil {
 		return err
 	}
+	if err := e.loadPauses(ctx); err != nil {
+		return fmt.Errorf("engine: load pauses: %w", err)
+	}
 	if err := e.reconcile(ctx, now); err != nil {
 		return err
 	}
@@ -387,6 +410,9 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 		return err
 	}
 	if err := e.createWindow(ctx, now); err != nil {
+		return err
+	}
+	if err := e.misfireLate(ctx, now); err != nil {
 		return err
 	}
 	return e.load(ctx, now)

@@ -148,9 +148,10 @@ func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind store.R
 	}
 	rs := newRunState(run.ID, run.LogicalTime, insts)
 	e.runs[run.ID] = rs
+	e.runKind[run.ID] = kind
 	for _, inst := range insts {
 		if inst.State == store.Scheduled {
-			e.enqueue(inst)
+			e.enqueue(ctx, inst)
 		}
 	}
 	e.log.Debug("run_created", "pipeline", pipeline, "trigger", trig, "run", run.ID, "logical_time", at.Format(time.RFC3339), "instances", len(insts))

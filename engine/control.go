@@ -1,0 +1,622 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// Operation kinds (R18, R19, R31).
+const (
+	OpPause   = "pause"
+	OpResume  = "resume"
+	OpTrigger = "trigger"
+	OpKill    = "kill"
+	OpRerun   = "rerun"
+)
+
+// Op is an operator's request. Target names a task (`pipeline.task`), a
+// pipeline or a group, per Scope; Instance and Run select instances instead.
+type Op struct {
+	Kind       string           `json:"kind"`
+	Scope      store.PauseScope `json:"scope,omitempty"`    // pause, resume
+	Target     string           `json:"target,omitempty"`   // task id, pipeline or group
+	Instance   int64            `json:"instance,omitempty"` // kill, rerun
+	Run        int64            `json:"run,omitempty"`      // rerun of a run's failed instances
+	Downstream bool             `json:"downstream,omitempty"`
+	Actor      string           `json:"actor,omitempty"`
+	Reason     string           `json:"reason,omitempty"`
+}
+
+type request struct {
+	op    Op
+	reply chan opReply
+}
+
+type opReply struct {
+	msg string
+	err error
+}
+
+// Do applies an operator request in the engine's loop and returns what it
+// did. Bad requests (an unknown task, an instance in the wrong state) fail
+// with an error that says why and change nothing.
+func (e *Engine) Do(ctx context.Context, op Op) (string, error) {
+	req := request{op: op, reply: make(chan opReply, 1)}
+	select {
+	case e.reqs <- req:
+	case <-ctx.Done():
+		return "", fmt.Errorf("engine: %s: %w (is the scheduler running as primary?)", op.Kind, ctx.Err())
+	}
+	select {
+	case r := <-req.reply:
+		return r.msg, r.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// pollOps applies the requests the CLI queued in the store.
+func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
+	ops, err := e.st.PendingOps(ctx, 50)
+	if err != nil {
+		return err
+	}
+	for _, o := range ops {
+		var op Op
+		msg, opErr := "", json.Unmarshal([]byte(o.Args), &op)
+		if opErr == nil {
+			op.Kind, op.Actor, op.Reason = o.Kind, cmpOr(o.Actor, "operator"), o.Reason
+			msg, opErr = e.apply(ctx, op, now)
+		} else {
+			opErr = fmt.Errorf("malformed request %d: %v", o.ID, opErr)
+		}
+		if err := e.st.FinishOp(ctx, o.ID, msg, opErr, e.epoch, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// apply does one request.
+func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error) {
+	if op.Actor == "" {
+		op.Actor = "operator"
+	}
+	var (
+		msg string
+		err error
+	)
+	switch op.Kind {
+	case OpPause:
+		msg, err = e.pause(ctx, op, now)
+	case OpResume:
+		msg, err = e.resume(ctx, op, now)
+	case OpTrigger:
+		msg, err = e.trigger(ctx, op, now)
+	case OpKill:
+		msg, err = e.kill(ctx, op, now)
+	case OpRerun:
+		msg, err = e.rerun(ctx, op, now)
+	default:
+		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill or rerun", op.Kind)
+	}
+	outcome := msg
+	if err != nil {
+		outcome = "refused: " + err.Error()
+	}
+	detail, _ := json.Marshal(op)
+	if aerr := e.st.AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
+		InstanceID: op.Instance, Reason: op.Reason, Detail: outcome + " " + string(detail)}); aerr != nil && err == nil {
+		err = aerr
+	}
+	return msg, err
+}
+
+func taskTarget(op Op) string {
+	if op.Scope == store.ScopeTask || (op.Scope == "" && strings.Contains(op.Target, ".")) {
+		return op.Target
+	}
+	return ""
+}
+
+// resolveTask returns the task with the given id, or an error with a suggestion.
+func (e *Engine) resolveTask(id string) (*taskInfo, error) {
+	if t := e.tasks[id]; t != nil {
+		return t, nil
+	}
+	ids := make([]string, 0, len(e.tasks))
+	for k := range e.tasks {
+		ids = append(ids, k)
+	}
+	return nil, fmt.Errorf("no task %q%s; write pipeline.task", id, defs.DidYouMean(id, ids))
+}
+
+// inScope returns the tasks a pause scope covers, or an error naming an unknown target.
+func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, error) {
+	var out, all []*taskInfo
+	var names []string
+	for _, t := range e.tasks {
+		all = append(all, t)
+		switch scope {
+		case store.ScopeTask:
+			names = append(names, t.id)
+			if t.id == name {
+				out = append(out, t)
+			}
+		case store.ScopeGroup:
+			names = append(names, t.def.Group)
+			if t.def.Group == name {
+				out = append(out, t)
+			}
+		case store.ScopePipeline:
+			names = append(names, t.def.Pipeline)
+			if t.def.Pipeline == name {
+				out = append(out, t)
+			}
+		default:
+			return nil, fmt.Errorf("unknown scope %q: use task, group or pipeline", scope)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no %s %q%s", scope, name, defs.DidYouMean(name, names))
+	}
+	slices.SortFunc(out, func(a, b *taskInfo) int { return strings.Compare(a.id, b.id) })
+	return out, nil
+}
+
+// pausedBy says whether a pause covers task t, and which.
+func (e *Engine) pausedBy(t *taskInfo) (string, bool) {
+	for _, k := range []string{"task/" + t.id, "group/" + t.def.Group, "pipeline/" + t.def.Pipeline} {
+		if p, ok := e.paused[k]; ok {
+			return fmt.Sprintf("%s %s paused by %s", p.Scope, p.Name, p.Actor), true
+		}
+	}
+	return "", false
+}
+
+func (e *Engine) loadPauses(ctx context.Context) error {
+	ps, err := e.st.Pauses(ctx)
+	if err != nil {
+		return err
+	}
+	e.paused = map[string]store.Pause{}
+	for _, p := range ps {
+		e.paused[string(p.Scope)+"/"+p.Name] = p
+	}
+	return nil
+}
+
+// pause records the pause (it survives restarts) and moves the scope's
+// SCHEDULED and RETRYING instances to PAUSED; running ones finish (R18).
+func (e *Engine) pause(ctx context.Context, op Op, now time.Time) (string, error) {
+	tasks, err := e.inScope(op.Scope, op.Target)
+	if err != nil {
+		return "", err
+	}
+	if p, ok := e.paused[string(op.Scope)+"/"+op.Target]; ok {
+		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", op.Scope, op.Target, p.Actor, p.At.Format(time.RFC3339))
+	}
+	p := store.Pause{Scope: op.Scope, Name: op.Target, Actor: op.Actor, Reason: op.Reason, At: now}
+	if err := e.st.SetPause(ctx, p); err != nil {
+		return "", err
+	}
+	e.paused[string(op.Scope)+"/"+op.Target] = p
+	var params []store.TransitionParams
+	running := 0
+	for _, t := range tasks {
+		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Scheduled, store.Retrying}, Limit: 1 << 20})
+		if err != nil {
+			return "", err
+		}
+		for _, in := range insts {
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Paused,
+				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "paused: " + cmpOr(op.Reason, "operator")})
+		}
+		running += e.runningByTask[t.id]
+	}
+	n, err := e.transitionAll(ctx, params)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("paused %s %s: %d instance(s) moved to PAUSED, %d running instance(s) will finish", op.Scope, op.Target, n, running), nil
+}
+
+// transitionAll applies params in one batch, keeps the run cache in step and
+// returns how many succeeded.
+func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionParams) (int, error) {
+	if len(params) == 0 {
+		return 0, nil
+	}
+	res, err := e.st.TransitionBatch(ctx, params)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i, r := range res {
+		if r.Err != nil {
+			continue
+		}
+		n++
+		id := params[i].InstanceID
+		delete(e.pending, id) // a stale wheel or queue entry would fail its CAS anyway
+		e.dropCachedRunOf(id)
+	}
+	return n, nil
+}
+
+// resume lifts a pause. Instances of the scope that no other pause covers go
+// PAUSED → WAITING, then to SCHEDULED when their upstreams are done; those
+// whose fire time passed meanwhile follow the task's misfire policy (R20).
+func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, error) {
+	tasks, err := e.inScope(op.Scope, op.Target)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := e.paused[string(op.Scope)+"/"+op.Target]; !ok {
+		return "", fmt.Errorf("%s %s is not paused", op.Scope, op.Target)
+	}
+	if err := e.st.ClearPause(ctx, op.Scope, op.Target); err != nil {
+		return "", err
+	}
+	delete(e.paused, string(op.Scope)+"/"+op.Target)
+	var woken []store.Instance
+	for _, t := range tasks {
+		if _, still := e.pausedBy(t); still {
+			continue
+		}
+		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Paused}, Limit: 1 << 20, ByLogicalTime: true, Ascending: true})
+		if err != nil {
+			return "", err
+		}
+		var params []store.TransitionParams
+		for _, in := range insts {
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Paused, To: store.Waiting,
+				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "resumed"})
+		}
+		res, err := e.st.TransitionBatch(ctx, params)
+		if err != nil {
+			return "", err
+		}
+		for i, r := range res {
+			if r.Err == nil {
+				in := insts[i]
+				in.State, in.Version = store.Waiting, r.Version
+				woken = append(woken, in)
+				e.dropCachedRunOf(in.ID)
+			}
+		}
+	}
+	scheduled, skipped, err := e.scheduleWoken(ctx, woken, now, "resume")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("resumed %s %s: %d instance(s) scheduled, %d skipped by misfire policy, %d waiting for upstreams",
+		op.Scope, op.Target, scheduled, skipped, len(woken)-scheduled-skipped), nil
+}
+
+// scheduleWoken schedules WAITING instances whose upstreams are done, at their fire
+// time (the one they had, or now plus delay). Those due more than
+// MisfireAfter ago are misfires: per task, fire_once keeps the latest,
+// skip keeps none, fire_all keeps up to MisfireLimit; the others fail with
+// the reason "skipped by misfire policy".
+func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
+	byTask := map[string][]store.Instance{}
+	var order []string
+	for _, in := range insts {
+		ti := e.tasks[in.TaskID]
+		if ti == nil {
+			continue
+		}
+		rs, err := e.run(ctx, in.RunID)
+		if err != nil {
+			return 0, 0, err
+		}
+		ready := true
+		for _, u := range ti.up {
+			if ur := rs.inst[u.id]; ur != nil && ur.state != store.Success {
+				ready = false
+			}
+		}
+		for _, u := range ti.cross {
+			done, err := e.crossDone(ctx, u, rs.logical)
+			if err != nil {
+				return 0, 0, err
+			}
+			ready = ready && done
+		}
+		if !ready || ti.def.Manual {
+			continue
+		}
+		if _, ok := byTask[in.TaskID]; !ok {
+			order = append(order, in.TaskID)
+		}
+		byTask[in.TaskID] = append(byTask[in.TaskID], in)
+	}
+	var params []store.TransitionParams
+	for _, id := range order {
+		ti, list := e.tasks[id], byTask[id]
+		var late, onTime []store.Instance
+		for _, in := range list {
+			if fireOf(in, ti).Before(now.Add(-e.cfg.MisfireAfter)) {
+				late = append(late, in)
+			} else {
+				onTime = append(onTime, in)
+			}
+		}
+		keep := misfireKeep(ti.def.Misfire, len(late), e.cfg.MisfireLimit)
+		for i, in := range late {
+			at := now
+			if i >= len(late)-keep {
+				params = append(params, schedule(in, at, e.epoch, now, fmt.Sprintf("%s: misfire %s runs it late", why, ti.def.Misfire)))
+				scheduled++
+				continue
+			}
+			sched := schedule(in, now, e.epoch, now, why)
+			params = append(params, sched, store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1, From: store.Scheduled, To: store.Failed,
+				Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
+				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
+					ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
+			skipped++
+		}
+		if len(late) > 0 {
+			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
+				Detail: fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)}); err != nil {
+				return 0, 0, err
+			}
+		}
+		for _, in := range onTime {
+			params = append(params, schedule(in, fireOf(in, ti), e.epoch, now, why))
+			scheduled++
+		}
+	}
+	res, err := e.st.TransitionBatch(ctx, params)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, r := range res {
+		if r.Err == nil && params[i].To == store.Scheduled {
+			in, err := e.st.Instance(ctx, params[i].InstanceID)
+			if err != nil {
+				return 0, 0, err
+			}
+			if in.State == store.Scheduled {
+				e.dropCachedRunOf(in.ID)
+				e.enqueue(ctx, in)
+			}
+		}
+	}
+	return scheduled, skipped, nil
+}
+
+// fireOf returns when a waiting instance was due: its recorded fire time, or
+// for an instance that never had one, its logical time plus delay.
+func fireOf(in store.Instance, ti *taskInfo) time.Time {
+	if !in.NextFireAt.IsZero() {
+		return in.NextFireAt
+	}
+	return in.LogicalTime.Add(ti.def.Delay)
+}
+
+// misfireKeep returns how many of n missed fires a policy runs.
+func misfireKeep(p defs.Misfire, n, limit int) int {
+	switch p {
+	case defs.MisfireSkip:
+		return 0
+	case defs.MisfireFireAll:
+		return min(n, limit)
+	default:
+		return min(n, 1)
+	}
+}
+
+func schedule(in store.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {
+	return store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Waiting, To: store.Scheduled,
+		Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: epoch, Now: now, Actor: Actor, Reason: why}
+}
+
+// trigger runs a task now (R19): a manual run of its own with its own
+// instance and ticket, beside any periodic instance, even a RUNNING one;
+// with Downstream, everything downstream of it too. For a manual task
+// (manual: true) whose scheduled instance waits for the operator, it
+// releases that instance instead.
+func (e *Engine) trigger(ctx context.Context, op Op, now time.Time) (string, error) {
+	t, err := e.resolveTask(op.Target)
+	if err != nil {
+		return "", err
+	}
+	if t.def.Manual {
+		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting}, ByLogicalTime: true, Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if len(waiting) == 1 {
+			in := waiting[0]
+			v, err := e.st.Transition(ctx, schedule(in, now, e.epoch, now, "run by "+op.Actor))
+			if err != nil {
+				return "", err
+			}
+			in.State, in.Version, in.NextFireAt = store.Scheduled, v, now
+			e.dropCachedRunOf(in.ID)
+			e.enqueue(ctx, in)
+			return fmt.Sprintf("released %s for %s (instance %d)", t.id, in.LogicalTime.Format(time.RFC3339), in.ID), nil
+		}
+	}
+	names := []string{t.def.Name}
+	if op.Downstream {
+		sel, err := e.g.Select(t.def.Pipeline, t.def.Name+"+")
+		if err != nil {
+			return "", err
+		}
+		names = names[:0]
+		for _, s := range sel {
+			names = append(names, s.Name)
+		}
+	}
+	rs, err := e.newRun(ctx, t.def.Pipeline, t.id, store.RunManual, names, now, now)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("run %d started for %s (%d task(s)) at %s", rs.id, t.id, len(names), now.Format(time.RFC3339)), nil
+}
+
+// kill cancels running instances on their executors (R18): the task's, or
+// the one given. The instance ends KILLED when its executor has stopped.
+func (e *Engine) kill(ctx context.Context, op Op, now time.Time) (string, error) {
+	var ids []int64
+	if op.Instance != 0 {
+		in, err := e.st.Instance(ctx, op.Instance)
+		if err != nil {
+			return "", err
+		}
+		if in.State != store.Running {
+			return "", fmt.Errorf("instance %d of %s is %s, not RUNNING: nothing to kill", in.ID, in.TaskID, in.State)
+		}
+		ids = []int64{in.ID}
+	} else {
+		t, err := e.resolveTask(op.Target)
+		if err != nil {
+			return "", err
+		}
+		for _, id := range sortedIDs(e.running) {
+			if e.running[id].task == t {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return "", fmt.Errorf("task %s has no RUNNING instance: nothing to kill", t.id)
+		}
+	}
+	for _, id := range ids {
+		a := e.running[id]
+		switch {
+		case a != nil && a.cancel != nil:
+			a.cancel(runner.ErrKilled)
+		case a != nil: // left by a previous process: nothing here can stop it
+			e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+				Error: "killed by " + op.Actor + "; its executor ran in a previous scheduler process and may still be running"}})
+		default:
+			return "", fmt.Errorf("instance %d is RUNNING but not known to this scheduler: wait for its timeout", id)
+		}
+	}
+	return fmt.Sprintf("kill sent to %d instance(s): %v", len(ids), ids), nil
+}
+
+// rerun runs again a task's latest FAILED or KILLED instance, one instance
+// (FAILED, KILLED or SUCCESS), or every FAILED and KILLED instance of a run:
+// FAILED → RUNNING at once, KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
+// Its downstream instances follow when it succeeds.
+func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error) {
+	var insts []store.Instance
+	switch {
+	case op.Instance != 0:
+		in, err := e.st.Instance(ctx, op.Instance)
+		if err != nil {
+			return "", err
+		}
+		if in.State != store.Failed && in.State != store.Killed && in.State != store.Success {
+			return "", fmt.Errorf("instance %d of %s is %s: only FAILED, KILLED or SUCCESS instances can be rerun", in.ID, in.TaskID, in.State)
+		}
+		insts = []store.Instance{in}
+	case op.Run != 0:
+		if _, err := e.st.Run(ctx, op.Run); err != nil {
+			return "", err
+		}
+		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: op.Run, States: []store.State{store.Failed, store.Killed}, Limit: 1 << 20, Ascending: true})
+		if err != nil {
+			return "", err
+		}
+		if len(all) == 0 {
+			return "", fmt.Errorf("run %d has no FAILED or KILLED instance to rerun", op.Run)
+		}
+		insts = all
+	default:
+		t, err := e.resolveTask(op.Target)
+		if err != nil {
+			return "", err
+		}
+		last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Failed, store.Killed}, Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		if len(last) == 0 {
+			latest, _ := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, Limit: 1})
+			state := "none"
+			if len(latest) == 1 {
+				state = string(latest[0].State)
+			}
+			return "", fmt.Errorf("task %s has no FAILED or KILLED instance to rerun (its latest is %s)", t.id, state)
+		}
+		insts = last
+	}
+	var rerun []string
+	for _, in := range insts {
+		ti := e.tasks[in.TaskID]
+		if ti == nil {
+			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
+		}
+		e.dropCachedRunOf(in.ID)
+		switch in.State {
+		case store.Failed:
+			p := &pend{at: now.UnixMilli(), version: in.Version, state: store.Failed, task: ti, runID: in.RunID, logical: in.LogicalTime, manual: true}
+			if err := e.startNow(ctx, in.ID, p, now, "rerun by "+op.Actor); err != nil {
+				return "", err
+			}
+		case store.Killed, store.Success:
+			from, v := in.State, in.Version
+			if from == store.Killed {
+				nv, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
+					Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
+				if err != nil {
+					return "", err
+				}
+				from, v = store.Waiting, nv
+			}
+			nv, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
+				Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
+			if err != nil {
+				return "", err
+			}
+			in.State, in.Version, in.NextFireAt = store.Scheduled, nv, now
+			e.enqueue(ctx, in)
+		}
+		rerun = append(rerun, strconv.FormatInt(in.ID, 10))
+	}
+	return fmt.Sprintf("rerunning %d instance(s): %s", len(rerun), strings.Join(rerun, ", ")), nil
+}
+
+// startNow dispatches one instance at once, outside the queue: the manual
+// rerun of a FAILED instance, which the table moves straight to RUNNING.
+func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
+	ticket, att := newTicket(), 1
+	v, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
+		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(string(p.task.def.Executor.Kind))},
+		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
+		Action: &store.Action{Actor: Actor, Action: "dispatch", TaskID: p.task.id, Ticket: ticket, Reason: why}})
+	if err != nil {
+		return err
+	}
+	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout)}
+	e.running[id] = a
+	e.runningByTask[p.task.id]++
+	e.execute(id, a)
+	return nil
+}
+
+var errNotPrimary = errors.New("engine: not the primary scheduler")
