@@ -15,6 +15,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -209,3 +210,6 @@ func TestChainRunsInOrderOncePerLogicalTime(t *testing.T) {
 		}
 	})
 }
+
+// breakerCfg is a breaker that opens after min outcomes above 50 % failures.
+func breakerCfg(min int) breaker.Config { return breaker.Config{MinSamples: min} }
