@@ -102,7 +102,12 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newSchemaCmd(),
 		newServerCmd(),
 		newStatusCmd(),
+		newTriggerCmd(),
+		newKillCmd(),
+		newRerunCmd(),
+		newHistoryCmd(),
 	)
+	root.AddCommand(newPauseCmds()...)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
 	}

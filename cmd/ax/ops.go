@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/store"
+)
+
+// opFlags are the flags every operation command takes.
+type opFlags struct {
+	store  string
+	reason string
+	wait   time.Duration
+}
+
+func (f *opFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().StringVar(&f.reason, "reason", "", "why, for the action log")
+	cmd.Flags().DurationVar(&f.wait, "wait", 15*time.Second, "how long to wait for the scheduler to apply it")
+}
+
+func actor() string {
+	if u := os.Getenv("USER"); u != "" {
+		return "operator:" + u
+	}
+	return "operator"
+}
+
+// submit queues op for the primary scheduler and waits for its outcome. A
+// request no scheduler took within the wait is withdrawn, so that it cannot
+// surprise anyone later.
+func submit(ctx context.Context, w io.Writer, f opFlags, op engine.Op) error {
+	st, err := store.Open(ctx, f.store, store.Options{})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer st.Close()
+	if err := checkTarget(ctx, st, op); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	op.Actor, op.Reason = actor(), f.reason
+	args, _ := json.Marshal(op)
+	target := op.Target
+	if op.Instance != 0 {
+		target = "instance " + strconv.FormatInt(op.Instance, 10)
+	} else if op.Run != 0 {
+		target = "run " + strconv.FormatInt(op.Run, 10)
+	}
+	id, err := st.EnqueueOp(ctx, store.Op{Kind: op.Kind, Target: target, Args: string(args), Actor: op.Actor, Reason: op.Reason}, time.Now())
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	deadline := time.Now().Add(f.wait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		o, err := st.GetOp(ctx, id)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		switch o.State {
+		case store.OpDone:
+			fmt.Fprintln(w, o.Result)
+			return nil
+		case store.OpFailed:
+			return &exitError{code: exitFailed, err: fmt.Errorf("%s %s: %s", op.Kind, target, o.Error)}
+		}
+		if time.Now().After(deadline) {
+			err := st.FinishOp(ctx, id, "", fmt.Errorf("withdrawn: no scheduler applied it within %s", f.wait), 0, time.Now())
+			if errors.Is(err, store.ErrConflict) {
+				continue // applied just now: read its outcome
+			}
+			return &exitError{code: exitFailed, err: fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", op.Kind, target, f.wait, st)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// checkTarget refuses an unknown task, pipeline or group before anything is
+// queued, with a suggestion.
+func checkTarget(ctx context.Context, st *store.Store, op engine.Op) error {
+	if op.Target == "" {
+		return nil
+	}
+	tasks, err := st.Tasks(ctx, store.TaskFilter{})
+	if err != nil {
+		return err
+	}
+	var names []string
+	found := false
+	for _, t := range tasks {
+		var n string
+		switch op.Scope {
+		case store.ScopeGroup:
+			n = t.Group
+		case store.ScopePipeline:
+			n = t.Pipeline
+		default:
+			n = t.ID
+		}
+		names = append(names, n)
+		found = found || n == op.Target
+	}
+	if found {
+		return nil
+	}
+	kind := cmpOr(string(op.Scope), "task")
+	if len(tasks) == 0 {
+		return fmt.Errorf("no %s %q: the store has no pipelines yet (has ax server run on it?)", kind, op.Target)
+	}
+	return fmt.Errorf("no %s %q%s", kind, op.Target, defs.DidYouMean(op.Target, slices.Compact(names)))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// pauseTarget reads `pipeline.task`, `pipeline` or --group NAME.
+func pauseTarget(args []string, group string) (store.PauseScope, string, error) {
+	switch {
+	case group != "" && len(args) == 0:
+		return store.ScopeGroup, group, nil
+	case group == "" && len(args) == 1 && strings.Contains(args[0], "."):
+		return store.ScopeTask, args[0], nil
+	case group == "" && len(args) == 1:
+		return store.ScopePipeline, args[0], nil
+	}
+	return "", "", usageErr("give PIPELINE.TASK, PIPELINE, or --group NAME")
+}
+
+func newPauseCmds() []*cobra.Command {
+	var out []*cobra.Command
+	for _, kind := range []string{engine.OpPause, engine.OpResume} {
+		var (
+			f     opFlags
+			group string
+		)
+		verb := map[string]string{engine.OpPause: "Pause", engine.OpResume: "Resume"}[kind]
+		cmd := &cobra.Command{
+			Use:   kind + " PIPELINE.TASK | PIPELINE | --group NAME",
+			Short: verb + " a task, a pipeline or a group, without touching the others",
+			Args:  cobra.MaximumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				scope, target, err := pauseTarget(args, group)
+				if err != nil {
+					return err
+				}
+				return submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Op{Kind: kind, Scope: scope, Target: target})
+			},
+		}
+		f.add(cmd)
+		cmd.Flags().StringVar(&group, "group", "", "a pipeline group instead of a task or pipeline")
+		out = append(out, cmd)
+	}
+	return out
+}
+
+func newTriggerCmd() *cobra.Command {
+	var (
+		f          opFlags
+		downstream bool
+	)
+	cmd := &cobra.Command{
+		Use:   "trigger PIPELINE.TASK",
+		Short: "Run a task now, in a run of its own, beside its periodic instances",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Op{Kind: engine.OpTrigger, Target: args[0], Downstream: downstream})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&downstream, "downstream", false, "run everything downstream of it too")
+	return cmd
+}
+
+func newKillCmd() *cobra.Command {
+	var f opFlags
+	cmd := &cobra.Command{
+		Use:   "kill PIPELINE.TASK | INSTANCE_ID",
+		Short: "Stop a task's running instances (or one instance) on their executors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := engine.Op{Kind: engine.OpKill}
+			if id, err := strconv.ParseInt(args[0], 10, 64); err == nil {
+				op.Instance = id
+			} else {
+				op.Target = args[0]
+			}
+			return submit(cmd.Context(), cmd.OutOrStdout(), f, op)
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func newRerunCmd() *cobra.Command {
+	var (
+		f        opFlags
+		failed   bool
+		instance bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rerun PIPELINE.TASK | RUN_ID --failed | INSTANCE_ID --instance",
+		Short: "Run again a task's latest failed instance, a run's failed instances, or one instance",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := engine.Op{Kind: engine.OpRerun}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			switch {
+			case failed && instance:
+				return usageErr("--failed and --instance exclude each other")
+			case (failed || instance) && err != nil:
+				return usageErr("%q is not a number: --failed takes a run id, --instance an instance id", args[0])
+			case failed:
+				op.Run = id
+			case instance:
+				op.Instance = id
+			case err == nil:
+				return usageErr("%s is a number: say --failed (a run's failed instances) or --instance (that instance)", args[0])
+			default:
+				op.Target = args[0]
+			}
+			return submit(cmd.Context(), cmd.OutOrStdout(), f, op)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&failed, "failed", false, "rerun the FAILED and KILLED instances of the run RUN_ID")
+	cmd.Flags().BoolVar(&instance, "instance", false, "rerun the instance INSTANCE_ID (FAILED, KILLED or SUCCESS)")
+	return cmd
+}
+
+func newHistoryCmd() *cobra.Command {
+	var (
+		target string
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:   "history PIPELINE.TASK",
+		Short: "Show a task's transitions and actions, newest last",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := store.Open(ctx, target, store.Options{})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer st.Close()
+			if err := checkTarget(ctx, st, engine.Op{Target: args[0]}); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			return writeHistory(ctx, cmd.OutOrStdout(), st, args[0], limit)
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 50, "newest entries shown")
+	return cmd
+}
+
+type historyLine struct {
+	at                          time.Time
+	instance                    int64
+	what, actor, reason, ticket string
+}
+
+func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string, limit int) error {
+	var lines []historyLine
+	for after := int64(0); ; {
+		h, err := st.History(ctx, store.LogFilter{TaskID: task, AfterID: after, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, r := range h {
+			from := string(r.From)
+			if from == "" {
+				from = "(created)"
+			}
+			lines = append(lines, historyLine{r.At, r.InstanceID, from + " → " + string(r.To), r.Actor, r.Reason, r.Ticket})
+			after = r.ID
+		}
+		if len(h) < 1000 {
+			break
+		}
+	}
+	for after := int64(0); ; {
+		acts, err := st.Actions(ctx, store.LogFilter{TaskID: task, AfterID: after, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, a := range acts {
+			lines = append(lines, historyLine{a.At, a.InstanceID, "action " + a.Action, a.Actor, strings.TrimSpace(a.Reason + " " + a.Detail), a.Ticket})
+			after = a.ID
+		}
+		if len(acts) < 1000 {
+			break
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b historyLine) int { return a.at.Compare(b.at) })
+	if len(lines) > limit {
+		lines = lines[len(lines)-limit:]
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tINSTANCE\tWHAT\tACTOR\tREASON\tTICKET")
+	for _, l := range lines {
+		inst := ""
+		if l.instance != 0 {
+			inst = strconv.FormatInt(l.instance, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.at.Local().Format("2006-01-02 15:04:05.000"), inst, l.what, l.actor, l.reason, shortTicket(l.ticket))
+	}
+	return tw.Flush()
+}
+
+func shortTicket(t string) string {
+	if len(t) > 12 {
+		return t[:12]
+	}
+	return t
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// TestOperatorCommandsAgainstRunningServer drives a real ax server through
+// the CLI: pause and resume a pipeline, run a task now with its downstream,
+// refuse bad requests, and show the history.
+func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
+	t.Parallel()
+	db := t.TempDir() + "/ax.db"
+	dir, _ := e2ePipeline(t)
+	srv := startServer(t, db, dir)
+	st := openStore(t, db)
+	waitRuns(t, st, 2)
+	ctx := context.Background()
+
+	code, out, errOut := runAx(t, "pause", "e2e", "--store", db, "--reason", "maintenance")
+	if code != exitOK || !strings.HasPrefix(out, "paused pipeline e2e:") {
+		t.Fatalf("pause: exit %d, %q %q", code, out, errOut)
+	}
+	// The instances created ahead for the window are PAUSED at once; none starts.
+	if n := count(t, st, store.Paused); n < 250 {
+		t.Errorf("%d instances PAUSED, want the window's ~300", n)
+	}
+	ranBefore := count(t, st, store.Running) + count(t, st, store.Success)
+	time.Sleep(1500 * time.Millisecond) // real seconds pass in the server: nothing may run
+	if ran := count(t, st, store.Running) + count(t, st, store.Success); ran != ranBefore {
+		t.Errorf("%d instances ran while the pipeline was paused", ran-ranBefore)
+	}
+	if code, _, errOut := runAx(t, "pause", "e2e", "--store", db); code != exitFailed || !strings.Contains(errOut, "pipeline e2e is paused already") {
+		t.Errorf("pause twice: exit %d, %q", code, errOut)
+	}
+	code, out, errOut = runAx(t, "resume", "e2e", "--store", db)
+	if code != exitOK || !strings.HasPrefix(out, "resumed pipeline e2e:") {
+		t.Fatalf("resume: exit %d, %q %q", code, out, errOut)
+	}
+	done := count(t, st, store.Success)
+	waitFor(t, func() bool { return count(t, st, store.Success) > done+3 })
+
+	code, out, errOut = runAx(t, "trigger", "e2e.extract", "--downstream", "--store", db)
+	if code != exitOK || !strings.Contains(out, "started for e2e.extract (3 task(s))") {
+		t.Fatalf("trigger: exit %d, %q %q", code, out, errOut)
+	}
+	waitFor(t, func() bool {
+		runs, _ := st.Runs(ctx, "e2e", 1000)
+		for _, r := range runs {
+			if r.Kind == store.RunManual {
+				ins, _ := st.Instances(ctx, store.InstanceFilter{RunID: r.ID, States: []store.State{store.Success}})
+				return len(ins) == 3
+			}
+		}
+		return false
+	})
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"pause", "e2e.recrod"}, exitFailed, `no task "e2e.recrod" (did you mean "e2e.record"?)`},
+		{[]string{"pause", "--group", "nogroup"}, exitFailed, `no group "nogroup"`},
+		{[]string{"rerun", "e2e.record"}, exitFailed, "has no FAILED or KILLED instance to rerun (its latest is"},
+		{[]string{"kill", "999999"}, exitFailed, "kill instance 999999: instance 999999: store: not found"},
+		{[]string{"rerun", "12"}, exitUsage, "say --failed (a run's failed instances) or --instance"},
+		{[]string{"pause"}, exitUsage, "give PIPELINE.TASK, PIPELINE, or --group NAME"},
+	} {
+		code, _, errOut := runAx(t, append(tc.args, "--store", db)...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("ax %v: exit %d, %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+	code, out, _ = runAx(t, "history", "e2e.extract", "--store", db, "-n", "2000")
+	for _, want := range []string{"TIME", "(created) → SCHEDULED", "SCHEDULED → RUNNING", "action dispatch", "action result", "RUNNING → SUCCESS", "→ PAUSED"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("history lacks %q (exit %d)", want, code)
+		}
+	}
+	srv.stop(t)
+	// With no scheduler, a request is withdrawn after the wait.
+	code, _, errOut = runAx(t, "trigger", "e2e.extract", "--store", db, "--wait", "300ms")
+	if code != exitFailed || !strings.Contains(errOut, "no scheduler applied it within 300ms") {
+		t.Errorf("no server: exit %d, %q", code, errOut)
+	}
+	if pending, _ := st.PendingOps(ctx, 10); len(pending) != 0 {
+		t.Errorf("a withdrawn request is still pending: %+v", pending)
+	}
+}
+
+func count(t *testing.T, st *store.Store, s store.State) int {
+	t.Helper()
+	ins, err := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "e2e", States: []store.State{s}, Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ins)
+}
+
+// waitFor polls a condition on another process's work, bounded to 30 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not met within 30 s")
+}
