@@ -430,3 +430,34 @@ func TestBadOperations(t *testing.T) {
 		e.stop()
 	})
 }
+
+// TestPauseSurvivesRestart: a pause is stored; a new engine on the same
+// store (a restart, or a standby taking over) keeps it.
+func TestPauseSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, "pipeline: s\ntimezone: UTC\nschedule: \"@every 10s\"\ntasks:\n  - {name: a, function: record}\n")
+		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "s.a"}); err != nil {
+			t.Fatal(err)
+		}
+		e.stop()
+		again, err := New(Config{Holder: "test-2"}, e.st, e.eng.g, e.eng.execs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- again.Run(ctx) }()
+		sleep(25 * time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := e.states("s.a", start); got != "10s:PAUSED 20s:PAUSED" {
+			t.Errorf("after restart: %s", got)
+		}
+		if n := len(e.rec.snapshot()); n != 0 {
+			t.Errorf("%d executions of a paused task", n)
+		}
+	})
+}

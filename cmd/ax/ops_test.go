@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +114,53 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not met within 30 s")
+}
+
+// TestKillCommandTaskLeavesNoProcess kills a running command task through
+// the CLI and a real server: the instance ends KILLED and the command's
+// whole process tree is gone.
+func TestKillCommandTaskLeavesNoProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := dir + "/child.pid"
+	src := "pipeline: k\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - name: long\n    timeout: 10m\n    command: [\"sh\", \"-c\", \"sleep 300 & echo $! > " + pidFile + "; wait\"]\n"
+	if err := os.WriteFile(dir+"/k.yaml", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := t.TempDir() + "/ax.db"
+	srv := startServer(t, db, dir)
+	st := openStore(t, db)
+	waitFor(t, func() bool { ins, _ := st.Tasks(context.Background(), store.TaskFilter{}); return len(ins) == 1 })
+	if code, out, errOut := runAx(t, "trigger", "k.long", "--store", db); code != exitOK {
+		t.Fatalf("trigger: %d %q %q", code, out, errOut)
+	}
+	var pid int
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	code, out, errOut := runAx(t, "kill", "k.long", "--store", db, "--reason", "stuck")
+	if code != exitOK || !strings.Contains(out, "kill sent to 1 instance(s)") {
+		t.Fatalf("kill: %d %q %q", code, out, errOut)
+	}
+	waitFor(t, func() bool {
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "k.long", States: []store.State{store.Killed}})
+		return len(ins) == 1
+	})
+	waitFor(t, func() bool { return processGone(pid) })
+	srv.stop(t)
+}
+
+// processGone reports whether pid no longer runs (absent, or a zombie).
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(stat))
+	return len(f) > 2 && f[2] == "Z"
 }
