@@ -151,7 +151,12 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 				continue
 			}
 			if e.runningByTask[p.task.id] > 0 && p.task.def.Overlap != defs.OverlapAllow {
-				if p.task.def.Overlap == defs.OverlapWait {
+				// skip is for a fire arriving on time while the previous instance
+				// runs; an instance already late (a catch-up that the misfire
+				// policy chose to run, or one held back by the rate limit)
+				// queues behind it instead.
+				late := now.UnixMilli()-p.at > 2000
+				if p.task.def.Overlap == defs.OverlapWait || late {
 					waiting = append(waiting, it.Value)
 					continue
 				}
