@@ -4,7 +4,7 @@ BIN       ?= bin/ax
 PIPELINES ?= examples
 FUZZTIME  ?= 30s
 
-.PHONY: all build run test vet validate-dag bench fuzz clean
+.PHONY: all build run test vet validate-dag bench fuzz chaos clean
 
 all: build
 
@@ -25,6 +25,8 @@ vet:
 test: vet
 	$(GO) test -count=1 ./...
 	$(GO) test -count=1 -race -short ./engine/... ./store/... ./dag/... ./runner/...
+	# Alone, because it restarts MariaDB under two servers (skips without a DSN).
+	AX_TEST_HA_RESTART=1 $(GO) test -count=1 -run TestHAMariaDBRestart ./cmd/ax
 
 # Validate every checked-in pipeline (CI-friendly: exit 1 with file:line:col errors).
 validate-dag: build
@@ -32,6 +34,13 @@ validate-dag: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./dag/... ./defs/... ./store/... ./engine/...
+
+# Random kills and stalls of the primary of two servers on MySQL, for
+# $(CHAOS); prints executions, duplicates, missed logical times, takeover times.
+CHAOS ?= 2m
+chaos:
+	@test -n "$$AX_TEST_MYSQL_DSN" || { echo "make chaos needs AX_TEST_MYSQL_DSN (for example root@tcp(127.0.0.1:3306)/test)"; exit 2; }
+	AX_CHAOS_DURATION=$(CHAOS) $(GO) test -count=1 -run TestChaos -v -timeout 0 ./cmd/ax
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./defs/

@@ -153,23 +153,48 @@ func (e *Engine) publish(now time.Time) {
 	e.stats.Leader = e.leader(now)
 }
 
-// Run schedules until ctx is cancelled or the lease is lost for good. It
-// takes the lease first; while another process holds it, Run waits as a
-// standby (dispatching nothing) and tries again every LeaseRenew, so that a
-// restart after a crash takes over once the dead holder's lease expires. On
-// cancellation it stops dispatching, lets running attempts finish for
-// Config.Grace, records their results, cancels the rest and releases the lease.
+// Run schedules until ctx is cancelled. It takes the lease first; while
+// another process holds it, Run waits as a hot standby (dispatching and
+// writing nothing) and tries again every LeaseRenew, so that a standby, or a
+// restart after a crash, takes over once the holder's lease expires. A
+// primary that loses the lease for good (a stall longer than the TTL)
+// cancels what it runs and stands by again. On cancellation it stops
+// dispatching, lets running attempts finish for Config.Grace, records their
+// results, cancels the rest and releases the lease.
 func (e *Engine) Run(ctx context.Context) error {
-	l, err := e.awaitLease(ctx)
-	if err != nil {
-		return err
+	for {
+		l, err := e.awaitLease(ctx)
+		if err != nil {
+			return err
+		}
+		if l.Epoch == 0 {
+			return nil // cancelled while standing by
+		}
+		err = e.lead(ctx, l)
+		if !errors.Is(err, errLeaseLost) {
+			return err
+		}
+		e.log.Warn("standby_again", "holder", e.cfg.Holder, "reason", err.Error())
 	}
-	if l.Epoch == 0 {
-		return nil // cancelled while standing by
-	}
+}
+
+// errLeaseLost ends a term as primary: another process holds the lease.
+var errLeaseLost = errors.New("engine: the lease is held by another process")
+
+// lead schedules as primary under lease l until ctx ends (nil) or the lease
+// is lost for good (errLeaseLost: attempts still running here are cancelled,
+// since their results could no longer be recorded).
+func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
 	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
+	if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "leader_change", Reason: "alert",
+		Detail: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)}); err != nil {
+		e.log.Warn("action_not_recorded", "action", "leader_change", "err", err)
+	}
+	e.queue = queue.Queue[int64]{}
+	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
+	e.unapplied = nil
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
@@ -204,6 +229,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			if err := e.renew(ctx); err != nil {
 				cancelExec(err)
 				e.execWG.Wait()
+				e.drainResults()
+				e.unapplied = nil // fenced: no longer ours to record
 				return err
 			}
 		case o := <-e.results:
@@ -280,7 +307,7 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		return
 	}
 	err := func() error {
-		if topUp {
+		if topUp && e.leader(now) {
 			if err := e.createWindow(ctx, now); err != nil {
 				return err
 			}
@@ -354,9 +381,13 @@ func (e *Engine) renew(ctx context.Context) error {
 // another process holds it, Run ends.
 func (e *Engine) retake(ctx context.Context, now time.Time, lost error) error {
 	l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: now})
-	if err != nil {
+	if errors.Is(err, store.ErrLeaseHeld) {
 		e.log.Error("lease_lost_for_good", "epoch", e.epoch, "err", err)
-		return fmt.Errorf("engine: %w; taking it again: %w", lost, err)
+		return fmt.Errorf("%w: %w", errLeaseLost, err)
+	}
+	if err != nil {
+		e.log.Warn("lease_retake_failed", "epoch", e.epoch, "lost", lost.Error(), "err", err)
+		return nil // the database may be back soon: dispatch stays stopped until a renewal or a retake succeeds
 	}
 	e.log.Warn("lease_retaken", "old_epoch", e.epoch, "epoch", l.Epoch)
 	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt

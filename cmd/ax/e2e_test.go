@@ -64,13 +64,14 @@ type server struct {
 	log *os.File
 }
 
-func startServer(t *testing.T, target, pipelines string) *server {
+func startServer(t *testing.T, target, pipelines string, extra ...string) *server {
 	t.Helper()
 	log, err := os.CreateTemp(t.TempDir(), "server-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(axBinary, "server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug")
+	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug"}, extra...)
+	cmd := exec.Command(axBinary, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
