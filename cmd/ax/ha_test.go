@@ -204,3 +204,72 @@ func TestChaos(t *testing.T) {
 			dur, kills, stalls, takeovers[len(takeovers)/2].Round(time.Millisecond), takeovers[len(takeovers)-1].Round(time.Millisecond))
 	}
 }
+
+// TestSQLiteSecondServerStandsBy: a second ax server on the same SQLite file
+// does not run as a second primary; it stands by, and takes over when the
+// first one stops.
+func TestSQLiteSecondServerStandsBy(t *testing.T) {
+	t.Parallel()
+	db := t.TempDir() + "/ax.db"
+	dir, record := e2ePipeline(t)
+	st := openStore(t, db)
+	a := startServer(t, db, dir, "--holder", "a")
+	waitRuns(t, st, 2)
+	b := startServer(t, db, dir, "--holder", "b")
+	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
+	first := lease(t, st)
+	waitRuns(t, st, succeeded(t, st)+2)
+	if l := lease(t, st); l.Holder != "a" || l.Epoch != first.Epoch {
+		t.Fatalf("lease %+v while a runs", l)
+	}
+	a.stop(t) // releases the lease
+	now, took := takeover(t, st, first, time.Now())
+	t.Logf("b took over %s after a stopped", took)
+	waitRuns(t, st, succeeded(t, st)+2)
+	b.stop(t)
+	if now.Holder != "b" {
+		t.Errorf("lease %+v", now)
+	}
+	checkOnce(t, st, record)
+}
+
+// TestHABogusLeaseEpoch: a lease row edited by hand to another epoch fences
+// the primary's writes (nothing is dispatched under it) until the primary
+// takes the lease again under a new epoch; nothing runs twice.
+func TestHABogusLeaseEpoch(t *testing.T) {
+	t.Parallel()
+	target := "mysql://" + storetest.MySQLDSN(t)
+	dir, record := e2ePipeline(t)
+	st := openStore(t, target)
+	srv := startServer(t, target, dir, "--holder", "a")
+	waitRuns(t, st, 3)
+	if _, err := st.DB().Exec("UPDATE leases SET epoch = 999 WHERE name = 'scheduler'"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return lease(t, st).Epoch > 999 })
+	waitRuns(t, st, succeeded(t, st)+3)
+	srv.stop(t)
+	h, err := st.History(context.Background(), store.LogFilter{Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range h {
+		if r.Epoch == 999 {
+			t.Fatalf("a write was made under the bogus epoch: %+v", r)
+		}
+	}
+	logged, _ := os.ReadFile(srv.log.Name())
+	if !strings.Contains(string(logged), "lease_retaken") {
+		t.Error("the primary did not log taking the lease again")
+	}
+	checkOnce(t, st, record)
+}
+
+func TestServerWrongDSN(t *testing.T) {
+	t.Parallel()
+	dir, _ := e2ePipeline(t)
+	code, _, errOut := runAx(t, "server", "--store", "mysql://root@tcp(127.0.0.1:1)/ax", "--pipelines", dir)
+	if code != exitFailed || !strings.Contains(errOut, "store: open mysql://root@tcp(127.0.0.1:1)/ax: store: database unavailable") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+}
