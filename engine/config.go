@@ -43,6 +43,14 @@ type Config struct {
 	// cuts to its fraction when neither the task's group nor the global limit
 	// sets one. Default 10 (an open breaker then allows one a second).
 	BreakerBaseRate float64
+	// NoSchedules keeps the schedules from creating runs: a standalone
+	// engine that only runs backfills or one run (ax backfill --standalone, ax run).
+	NoSchedules bool
+	// FailIfHeld makes Run fail with store.ErrLeaseHeld instead of waiting as
+	// a standby when another process holds the lease.
+	FailIfHeld bool
+	// OnEvent, when set, is called from the loop as attempts start and end.
+	OnEvent func(Event)
 	// Now reads the wall clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.

@@ -614,7 +614,6 @@ func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time,
 	}
 	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout)}
 	e.running[id] = a
-	e.runningByTask[p.task.id]++
 	e.execute(id, a)
 	return nil
 }

@@ -22,7 +22,8 @@ type pend struct {
 	runID   int64
 	logical time.Time
 	attempt int
-	manual  bool // a run-now or rerun: pause and overlap do not hold it back
+	manual  bool          // a run-now or rerun: pause and overlap do not hold it back
+	kind    store.RunKind // overlap is judged among schedule runs only
 }
 
 // attempt is a dispatched instance awaiting its result.
@@ -36,6 +37,7 @@ type attempt struct {
 	deadline time.Time
 	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
 	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
+	live     bool                    // of a schedule run: counts for the overlap policy
 }
 
 // outcome is a result from an executor, for an instance.
@@ -61,7 +63,8 @@ func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
 		return
 	}
 	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
-		logical: in.LogicalTime, attempt: in.Attempt, manual: e.kindOf(ctx, in.RunID) == store.RunManual}
+		logical: in.LogicalTime, attempt: in.Attempt, kind: e.kindOf(ctx, in.RunID)}
+	e.pending[in.ID].manual = e.pending[in.ID].kind == store.RunManual
 }
 
 // load puts every instance due up to now + Window into the wheel (R11).
@@ -99,9 +102,12 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			continue
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
+		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
 		e.running[in.ID] = &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
-			attempt: in.Attempt, deadline: deadline, orphan: true}
-		e.runningByTask[ti.id]++
+			attempt: in.Attempt, deadline: deadline, orphan: true, live: live}
+		if live {
+			e.runningByTask[ti.id]++
+		}
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
 	}
 	return nil
@@ -144,13 +150,15 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 				picked = append(picked, it.Value)
 				continue
 			}
-			if p.task.def.Overlap != defs.OverlapAllow && e.runningByTask[p.task.id] == 0 && claimed[p.task.id] > 0 {
+			if p.kind != store.RunSchedule {
+				// backfill: overlap is a policy of the live schedule; neither held back nor counted
+			} else if p.task.def.Overlap != defs.OverlapAllow && e.runningByTask[p.task.id] == 0 && claimed[p.task.id] > 0 {
 				// Another instance of the task goes out in this batch (a catch-up):
 				// not an overlap with a running one; this one waits its turn.
 				waiting = append(waiting, it.Value)
 				continue
 			}
-			if e.runningByTask[p.task.id] > 0 && p.task.def.Overlap != defs.OverlapAllow {
+			if p.kind == store.RunSchedule && e.runningByTask[p.task.id] > 0 && p.task.def.Overlap != defs.OverlapAllow {
 				// skip is for a fire arriving on time while the previous instance
 				// runs; an instance already late (a catch-up that the misfire
 				// policy chose to run, or one held back by the rate limit)
@@ -193,7 +201,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why},
 		})
 		picked = append(picked, it.Value)
-		claimed[p.task.id]++
+		if p.kind == store.RunSchedule {
+			claimed[p.task.id]++
+		}
 	}
 	for _, id := range waiting { // overlap: wait — behind the running instance
 		p := e.pending[id]
@@ -237,9 +247,11 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			continue
 		}
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-			attempt: p.attempt + 1, deadline: now.Add(p.task.def.Timeout)}
+			attempt: p.attempt + 1, deadline: now.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule}
 		e.running[id] = a
-		e.runningByTask[p.task.id]++
+		if a.live {
+			e.runningByTask[p.task.id]++
+		}
 		if rs := e.runs[p.runID]; rs != nil {
 			if ref := rs.inst[p.task.id]; ref != nil {
 				ref.state, ref.version = store.Running, r.Version
@@ -279,6 +291,7 @@ func (e *Engine) execute(id int64, a *attempt) {
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
 		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params}
 	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
+	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
 	e.execWG.Add(1)
@@ -375,9 +388,13 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	for i, r := range res {
 		m := meta[i]
 		delete(e.running, m.id)
-		if e.runningByTask[m.a.task.id]--; e.runningByTask[m.a.task.id] <= 0 {
-			delete(e.runningByTask, m.a.task.id)
+		if m.a.live {
+			if e.runningByTask[m.a.task.id]--; e.runningByTask[m.a.task.id] <= 0 {
+				delete(e.runningByTask, m.a.task.id)
+			}
 		}
+		e.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
+			Error: *params[i].Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
 		if r.Err != nil {
 			e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
 			continue
@@ -442,6 +459,9 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 			continue
 		}
 		for _, u := range d.cross {
+			if e.kindOf(ctx, rs.id) == store.RunBackfill {
+				break // outside the backfill's selection: satisfied
+			}
 			done, err := e.crossDone(ctx, u, rs.logical)
 			if err != nil {
 				return nil, err

@@ -78,6 +78,8 @@ type Engine struct {
 	runningByTask map[string]int
 	runKind       map[int64]store.RunKind
 	tripped       *bucket.Bucket // per-task buckets of tasks whose breaker is open
+	backfills     map[int64]*bfState
+	bfChecked     time.Time
 	execWG        sync.WaitGroup
 
 	statsMu sync.Mutex
@@ -105,7 +107,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{},
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}}
+		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -194,6 +196,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	}
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
+	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
@@ -266,6 +269,8 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 		switch {
 		case err == nil:
 			return l, nil
+		case errors.Is(err, store.ErrLeaseHeld) && e.cfg.FailIfHeld:
+			return store.Lease{}, fmt.Errorf("engine: %w", err)
 		case errors.Is(err, store.ErrLeaseHeld):
 			if !logged {
 				e.log.Warn("standby", "holder", e.cfg.Holder, "reason", err.Error())
@@ -334,6 +339,12 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		}
 		if err := e.pollOps(ctx, now); err != nil {
 			return err
+		}
+		if now.Sub(e.bfChecked) >= 200*time.Millisecond {
+			e.bfChecked = now
+			if err := e.driveBackfills(ctx, now); err != nil {
+				return err
+			}
 		}
 		return e.dispatch(ctx, now)
 	}()
@@ -495,4 +506,22 @@ func sortedIDs[V any](m map[int64]V) []int64 {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// Event is an attempt starting or ending, for Config.OnEvent.
+type Event struct {
+	Kind     string // "started" or "ended"
+	Task     string // pipeline.task
+	Run      int64
+	Logical  time.Time
+	Ticket   string
+	State    store.State // when ended: SUCCESS, FAILED, RETRYING or KILLED
+	Error    string
+	Duration time.Duration
+}
+
+func (e *Engine) emit(ev Event) {
+	if e.cfg.OnEvent != nil {
+		e.cfg.OnEvent(ev)
+	}
 }

@@ -34,6 +34,9 @@ func newTrigger(tr *dag.Trigger, g *dag.Graph) *trigger {
 // none, fire_all runs them all up to MisfireLimit (the latest ones). Every
 // decision goes to the action log. A trigger that never ran starts now.
 func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
+	if e.cfg.NoSchedules {
+		return nil
+	}
 	for _, t := range e.trigs {
 		last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
 		if errors.Is(err, store.ErrNotFound) {
@@ -89,6 +92,9 @@ func taskOf(t *trigger) string {
 
 // createWindow creates the runs of every fire up to now + Window.
 func (e *Engine) createWindow(ctx context.Context, now time.Time) error {
+	if e.cfg.NoSchedules {
+		return nil
+	}
 	horizon := now.Add(e.cfg.Window)
 	for _, t := range e.trigs {
 		for at := t.tr.Schedule.Next(t.until); !at.IsZero() && !at.After(horizon); at = t.tr.Schedule.Next(at) {
@@ -114,6 +120,13 @@ func (e *Engine) createRun(ctx context.Context, t *trigger, at, now time.Time) e
 
 // newRun creates a run of the named tasks of pipeline for logical time at.
 func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind store.RunKind, names []string, at, now time.Time) (*runState, error) {
+	return e.newRunKeyed(ctx, pipeline, trig, kind, names, at, now, "", 0)
+}
+
+// newRunKeyed is newRun with a dedup key and the backfill it belongs to.
+// In a backfill run, upstreams in other pipelines count as satisfied, like
+// every task outside the selection.
+func (e *Engine) newRunKeyed(ctx context.Context, pipeline, trig string, kind store.RunKind, names []string, at, now time.Time, key string, backfill int64) (*runState, error) {
 	in := make(map[string]bool, len(names))
 	for _, n := range names {
 		in[n] = true
@@ -128,8 +141,10 @@ func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind store.R
 				waits = append(waits, u.def.Name)
 			}
 		}
-		for _, u := range ti.cross {
-			waits = append(waits, u.id)
+		if kind != store.RunBackfill {
+			for _, u := range ti.cross {
+				waits = append(waits, u.id)
+			}
 		}
 		switch {
 		case len(waits) > 0:
@@ -142,7 +157,7 @@ func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind store.R
 		news = append(news, ni)
 	}
 	run, insts, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: pipeline, Trigger: trig, Kind: kind, LogicalTime: at,
-		Actor: Actor, Instances: news, Epoch: e.epoch, Now: now})
+		Actor: Actor, Instances: news, Epoch: e.epoch, Now: now, DedupKey: key, BackfillID: backfill})
 	if err != nil {
 		return nil, err
 	}

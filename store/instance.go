@@ -582,3 +582,8 @@ func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
 	})
 	return out, err
 }
+
+// BackfillRuns returns the runs a backfill created, by logical time.
+func (s *Store) BackfillRuns(ctx context.Context, backfill int64) ([]Run, error) {
+	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"backfill_id": backfill}).OrderBy("logical_time", "id"))
+}

@@ -1,0 +1,362 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/store"
+)
+
+// Backfill rerun policies: what happens to (task, logical time) pairs that
+// have instances already.
+const (
+	RerunNone   = "none"   // existing instances are left alone: only gaps run (default)
+	RerunFailed = "failed" // succeeded ones are kept; failed, killed and missing ones run
+	RerunAll    = "all"    // every selected task runs
+)
+
+// BackfillSpec is what a backfill runs; it is stored as the record's spec.
+type BackfillSpec struct {
+	Pipeline       string      `json:"pipeline"`
+	From           time.Time   `json:"from"`
+	To             time.Time   `json:"to"`
+	Select         string      `json:"select,omitempty"`
+	Tasks          []string    `json:"tasks"` // the selection, in dependency order
+	Times          []time.Time `json:"times"` // logical times, in the order to run them
+	MaxActiveRuns  int         `json:"max_active_runs"`
+	Rerun          string      `json:"rerun"`
+	StopOnFailure  bool        `json:"stop_on_failure,omitempty"`
+	FailedLogicals []string    `json:"-"`
+}
+
+// BackfillParams are the options of `ax backfill`.
+type BackfillParams struct {
+	Pipeline      string
+	From, To      time.Time // inclusive
+	Select        string
+	MaxActiveRuns int // zero means 1
+	Reverse       bool
+	Rerun         string // zero means none
+	StopOnFailure bool
+}
+
+// PlanBackfill returns what a backfill would run: one logical time per fire
+// of the schedule whose runs hold the selected tasks (the pipeline's, or a
+// task cron's) in [From, To], and the selected tasks in dependency order.
+// It writes nothing; bad parameters are errors that say what to fix.
+func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
+	pl := g.Pipeline(p.Pipeline)
+	if pl == nil {
+		var names []string
+		for _, q := range g.Pipelines() {
+			names = append(names, q.Name)
+		}
+		return BackfillSpec{}, fmt.Errorf("no pipeline %q%s", p.Pipeline, defs.DidYouMean(p.Pipeline, names))
+	}
+	switch {
+	case p.From.IsZero() || p.To.IsZero():
+		return BackfillSpec{}, errors.New("give both --from and --to")
+	case p.From.After(p.To):
+		return BackfillSpec{}, fmt.Errorf("--from %s is after --to %s", p.From.Format(time.RFC3339), p.To.Format(time.RFC3339))
+	}
+	if p.Rerun == "" {
+		p.Rerun = RerunNone
+	}
+	if p.Rerun != RerunNone && p.Rerun != RerunFailed && p.Rerun != RerunAll {
+		return BackfillSpec{}, fmt.Errorf("--rerun %q: use none, failed or all", p.Rerun)
+	}
+	if p.MaxActiveRuns == 0 {
+		p.MaxActiveRuns = 1
+	}
+	if p.MaxActiveRuns < 0 {
+		return BackfillSpec{}, fmt.Errorf("--max-active-runs %d: give a positive number", p.MaxActiveRuns)
+	}
+	sel, err := g.Select(p.Pipeline, p.Select)
+	if err != nil {
+		return BackfillSpec{}, errors.New(strings.TrimPrefix(err.Error(), "dag: "))
+	}
+	// The schedule: the trigger whose run set holds the selection.
+	var sched *defs.Schedule
+	for _, tr := range g.Triggers() {
+		if tr.Pipeline != p.Pipeline {
+			continue
+		}
+		for _, t := range sel {
+			if slices.Contains(tr.Tasks, t.Name) {
+				if sched != nil && sched != tr.Schedule {
+					return BackfillSpec{}, fmt.Errorf("the selection spans two schedules of %s: select the tasks of one", p.Pipeline)
+				}
+				sched = tr.Schedule
+				break
+			}
+		}
+	}
+	if sched == nil {
+		return BackfillSpec{}, fmt.Errorf("the selected tasks of %s are started by no schedule: use ax trigger", p.Pipeline)
+	}
+	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure}
+	for _, t := range sel {
+		spec.Tasks = append(spec.Tasks, t.Name)
+	}
+	// Next is strictly after its argument: start just before From.
+	for at := sched.Next(p.From.Add(-time.Nanosecond)); !at.IsZero() && !at.After(p.To); at = sched.Next(at) {
+		spec.Times = append(spec.Times, at)
+		if len(spec.Times) > 1_000_000 {
+			return BackfillSpec{}, errors.New("more than 1,000,000 logical times in the range: backfill a shorter range at a time")
+		}
+	}
+	if len(spec.Times) == 0 {
+		return BackfillSpec{}, fmt.Errorf("the schedule %q gives no fire time between %s and %s", sched.Spec(), p.From.Format(time.RFC3339), p.To.Format(time.RFC3339))
+	}
+	if p.Reverse {
+		slices.Reverse(spec.Times)
+	}
+	return spec, nil
+}
+
+// Backfill record states.
+const (
+	BackfillPending   = "pending"
+	BackfillRunning   = "running"
+	BackfillDone      = "done"
+	BackfillFailed    = "failed" // stopped on a failure (--stop-on-failure)
+	BackfillCancelled = "cancelled"
+)
+
+// bfState is an active backfill as the loop drives it.
+type bfState struct {
+	rec    store.Backfill
+	spec   BackfillSpec
+	next   int                 // index of the next logical time to start
+	active map[int64]time.Time // run id → logical time
+	failed []string            // "logical: task, task" of failed runs
+	stop   bool
+}
+
+// driveBackfills starts the runs that backfills may have in flight and
+// records progress: it picks up new and resumed backfills from the store.
+func (e *Engine) driveBackfills(ctx context.Context, now time.Time) error {
+	recs, err := e.st.Backfills(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		b := e.backfills[r.ID]
+		switch {
+		case b == nil && (r.State == BackfillPending || r.State == BackfillRunning):
+			if b, err = e.resumeBackfill(ctx, r); err != nil {
+				r.State, r.Error = BackfillFailed, err.Error()
+				if uerr := e.st.UpdateBackfill(ctx, r, now); uerr != nil {
+					return uerr
+				}
+				continue
+			}
+			e.backfills[r.ID] = b
+		case b != nil && r.State == BackfillCancelled:
+			delete(e.backfills, r.ID)
+			continue
+		}
+	}
+	for _, id := range sortedIDs(e.backfills) {
+		if err := e.stepBackfill(ctx, e.backfills[id], now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resumeBackfill rebuilds a backfill's progress from the runs it created
+// (their dedup keys make creating one twice impossible).
+func (e *Engine) resumeBackfill(ctx context.Context, r store.Backfill) (*bfState, error) {
+	b := &bfState{rec: r, active: map[int64]time.Time{}}
+	if err := json.Unmarshal([]byte(r.Spec), &b.spec); err != nil {
+		return nil, fmt.Errorf("backfill %d: bad spec: %v", r.ID, err)
+	}
+	if e.g.Pipeline(b.spec.Pipeline) == nil {
+		return nil, fmt.Errorf("backfill %d: pipeline %s is no longer defined", r.ID, b.spec.Pipeline)
+	}
+	for _, n := range b.spec.Tasks {
+		if e.tasks[b.spec.Pipeline+"."+n] == nil {
+			return nil, fmt.Errorf("backfill %d: task %s.%s is no longer defined", r.ID, b.spec.Pipeline, n)
+		}
+	}
+	runs, err := e.st.BackfillRuns(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	created := map[int64]int64{}
+	for _, run := range runs {
+		created[run.LogicalTime.UnixMilli()] = run.ID
+	}
+	b.rec.DoneRuns, b.rec.FailedRuns, b.rec.TotalRuns = 0, 0, len(b.spec.Times)
+	for i, at := range b.spec.Times {
+		id, ok := created[at.UnixMilli()]
+		if !ok {
+			b.next = i
+			break
+		}
+		b.active[id] = at // finished ones are counted by the first step
+		b.next = i + 1
+	}
+	b.rec.State = BackfillRunning
+	e.log.Info("backfill_resumed", "backfill", r.ID, "pipeline", b.spec.Pipeline, "runs", len(b.spec.Times), "created", len(created))
+	return b, nil
+}
+
+// stepBackfill counts finished runs and starts new ones up to MaxActiveRuns.
+func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) error {
+	changed := false
+	for _, id := range sortedIDs(b.active) {
+		done, failedTasks, err := e.runFinished(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !done {
+			continue
+		}
+		changed = true
+		at := b.active[id]
+		delete(b.active, id)
+		b.rec.DoneRuns++
+		if len(failedTasks) > 0 {
+			b.rec.FailedRuns++
+			b.failed = append(b.failed, fmt.Sprintf("%s: %s", at.In(e.g.Pipeline(b.spec.Pipeline).Location).Format(time.RFC3339), strings.Join(failedTasks, ", ")))
+			if b.spec.StopOnFailure {
+				b.stop = true
+			}
+		}
+	}
+	for !b.stop && len(b.active) < b.spec.MaxActiveRuns && b.next < len(b.spec.Times) {
+		at := b.spec.Times[b.next]
+		b.next++
+		changed = true
+		names, err := e.backfillTasks(ctx, b.spec, at)
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 { // everything succeeded before: nothing to do
+			b.rec.DoneRuns++
+			continue
+		}
+		rs, err := e.newRunKeyed(ctx, b.spec.Pipeline, fmt.Sprintf("backfill:%d", b.rec.ID), store.RunBackfill, names, at, now,
+			fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), b.rec.ID)
+		if errors.Is(err, store.ErrDuplicate) {
+			continue // created before an interruption; found by resumeBackfill
+		}
+		if err != nil {
+			return err
+		}
+		b.active[rs.id] = at
+	}
+	finished := len(b.active) == 0 && (b.stop || b.next >= len(b.spec.Times))
+	if !changed && !finished {
+		return nil
+	}
+	if finished {
+		b.rec.State = BackfillDone
+		if b.stop {
+			b.rec.State = BackfillFailed
+		}
+		delete(e.backfills, b.rec.ID)
+		e.log.Info("backfill_finished", "backfill", b.rec.ID, "state", b.rec.State, "runs", b.rec.DoneRuns, "failed", b.rec.FailedRuns)
+	}
+	b.rec.Error = ""
+	if len(b.failed) > 0 {
+		b.rec.Error = "failed runs: " + strings.Join(b.failed, "; ")
+	}
+	return e.st.UpdateBackfill(ctx, b.rec, now)
+}
+
+// backfillTasks returns the selected tasks to run for logical time at under
+// the spec's rerun policy, in dependency order: none fills gaps only
+// (an instance in any state is left alone), failed also reruns failed and
+// killed ones, all reruns succeeded ones too. One that is waiting or running
+// elsewhere (the live schedule) is never started beside it.
+func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.Time) ([]string, error) {
+	var out []string
+	for _, n := range spec.Tasks {
+		id := spec.Pipeline + "." + n
+		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, LogicalFrom: at, LogicalTo: at, Limit: 100})
+		if err != nil {
+			return nil, err
+		}
+		succeeded, failed, active := false, false, false
+		for _, in := range ins {
+			switch in.State {
+			case store.Success:
+				succeeded = true
+			case store.Failed, store.Killed:
+				failed = true
+			default:
+				active = true // waiting or running elsewhere (the live schedule): never run it twice at once
+			}
+		}
+		switch {
+		case active:
+		case spec.Rerun == RerunAll:
+			out = append(out, n)
+		case succeeded:
+		case failed && spec.Rerun == RerunNone:
+		default: // missing, or failed under --rerun failed
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// runFinished reports whether nothing more can happen in a run without an
+// operator: nothing scheduled, running, retrying or paused, and every waiting
+// task blocked behind a failed or killed upstream. It names the failed tasks.
+func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
+	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: runID, Limit: 1 << 20})
+	if err != nil {
+		return false, nil, err
+	}
+	state := map[string]store.State{}
+	for _, in := range ins {
+		state[in.TaskID] = in.State
+	}
+	var failed []string
+	blocked := map[string]bool{}
+	for _, t := range e.g.Order() { // upstreams first
+		s, ok := state[t.ID()]
+		if !ok {
+			continue
+		}
+		switch s {
+		case store.Failed, store.Killed:
+			failed = append(failed, t.Name)
+			blocked[t.ID()] = true
+		case store.Waiting:
+			b := false
+			for _, u := range e.tasks[t.ID()].up {
+				b = b || blocked[u.id]
+			}
+			if !b {
+				return false, nil, nil
+			}
+			blocked[t.ID()] = true
+		case store.Success:
+		default:
+			return false, nil, nil
+		}
+	}
+	return true, failed, nil
+}
+
+// CreateBackfill stores a backfill of spec for the primary scheduler to run.
+func CreateBackfill(ctx context.Context, st *store.Store, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return 0, err
+	}
+	return st.CreateBackfill(ctx, store.Backfill{Pipeline: spec.Pipeline, Spec: string(b), State: BackfillPending,
+		TotalRuns: len(spec.Times), Actor: actor}, now)
+}
