@@ -294,8 +294,19 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 				succeeded = true
 			case store.Failed, store.Killed:
 				failed = true
+			case store.Waiting:
+				// Blocked for good behind a failure in a finished run: as failed.
+				done, _, err := e.runFinished(ctx, in.RunID)
+				if err != nil {
+					return nil, err
+				}
+				if done {
+					failed = true
+				} else {
+					active = true
+				}
 			default:
-				active = true // waiting or running elsewhere (the live schedule): never run it twice at once
+				active = true // scheduled or running elsewhere (the live schedule): never run it twice at once
 			}
 		}
 		switch {
@@ -313,7 +324,8 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 
 // runFinished reports whether nothing more can happen in a run without an
 // operator: nothing scheduled, running, retrying or paused, and every waiting
-// task blocked behind a failed or killed upstream. It names the failed tasks.
+// task a manual one or blocked behind a failed or killed upstream. It names
+// the failed tasks.
 func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
 	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: runID, Limit: 1 << 20})
 	if err != nil {
@@ -335,7 +347,7 @@ func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, 
 			failed = append(failed, t.Name)
 			blocked[t.ID()] = true
 		case store.Waiting:
-			b := false
+			b := t.Manual // waits for an operator: nothing more happens without one
 			for _, u := range e.tasks[t.ID()].up {
 				b = b || blocked[u.id]
 			}

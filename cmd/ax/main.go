@@ -106,6 +106,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newKillCmd(),
 		newRerunCmd(),
 		newHistoryCmd(),
+		newBackfillCmd(),
+		newRunCmd(),
 	)
 	root.AddCommand(newPauseCmds()...)
 	for _, c := range root.Commands() {

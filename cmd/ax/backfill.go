@@ -1,0 +1,509 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/store"
+)
+
+// parseWhen reads a date (2026-03-01) or a date-time (2026-03-07T23:59:59,
+// or RFC 3339 with an offset) in loc. A date given as an end is the end of
+// that day.
+func parseWhen(s string, loc *time.Location, end bool) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05", s, loc); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation(time.DateOnly, s, loc); err == nil {
+		if end {
+			return t.AddDate(0, 0, 1).Add(-time.Millisecond), nil
+		}
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not a date (2026-03-01) or a date-time (2026-03-07T23:59:59)", s)
+}
+
+// loadGraph compiles the pipelines of paths, printing problems the way ax
+// validate does.
+func loadGraph(paths []string, stderr io.Writer) (*dag.Graph, error) {
+	g, errs, err := dag.Load(paths, defs.Options{}, dag.Options{DispatchRate: -1})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	if g == nil {
+		for _, e := range errs.Fatal() {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("%d error(s) in the pipeline files (see ax validate)", len(errs.Fatal()))}
+	}
+	return g, nil
+}
+
+type backfillFlags struct {
+	from, to, sel, rerun string
+	dryRun, reverse      bool
+	stopOnFailure        bool
+	standalone, detach   bool
+	maxActive            int
+	pipelines            []string
+	store                string
+	wait                 time.Duration
+}
+
+func newBackfillCmd() *cobra.Command {
+	var f backfillFlags
+	cmd := &cobra.Command{
+		Use:   "backfill PIPELINE --from T1 --to T2",
+		Short: "Run a pipeline (or a selection of it) once for every logical time its schedule gives in a range",
+		Long: `Run a pipeline, or the tasks --select names (task, task+, +task, +task+,
+group:NAME, comma-separated), once for every logical time its schedule gives
+between --from and --to (both inclusive; a date or a date-time, read in the
+pipeline's time zone), each task receiving its logical time, in dependency
+order. Tasks outside the selection count as done.
+
+The backfill is stored: a running ax server on the same store picks it up;
+--standalone runs it here, on an engine of its own, and exits when done.
+Either way it resumes where it stopped after an interruption (ax backfill
+resume ID), without running any succeeded instance again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBackfill(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.from, "from", "", "first logical time: 2026-03-01 or 2026-03-01T02:00:00 (pipeline time zone)")
+	fl.StringVar(&f.to, "to", "", "last logical time, inclusive (a date means the whole day)")
+	fl.StringVar(&f.sel, "select", "", "tasks: task, task+, +task, +task+, group:NAME, comma-separated")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan and change nothing")
+	fl.IntVar(&f.maxActive, "max-active-runs", 1, "runs in flight at once")
+	fl.BoolVar(&f.reverse, "reverse", false, "newest logical time first")
+	fl.StringVar(&f.rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
+	fl.BoolVar(&f.stopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
+	fl.BoolVar(&f.standalone, "standalone", false, "run it here on an engine of its own instead of the server's")
+	fl.BoolVar(&f.detach, "detach", false, "queue it for the server and return at once")
+	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
+	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.DurationVar(&f.wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
+	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd())
+	return cmd
+}
+
+func runBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f backfillFlags) error {
+	g, err := loadGraph(f.pipelines, errOut)
+	if err != nil {
+		return err
+	}
+	loc := time.UTC
+	if p := g.Pipeline(pipeline); p != nil {
+		loc = p.Location
+	}
+	from, err := parseWhen(f.from, loc, false)
+	if err != nil {
+		return usageErr("--from: %v", err)
+	}
+	to, err := parseWhen(f.to, loc, true)
+	if err != nil {
+		return usageErr("--to: %v", err)
+	}
+	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.sel,
+		MaxActiveRuns: f.maxActive, Reverse: f.reverse, Rerun: f.rerun, StopOnFailure: f.stopOnFailure})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	if f.dryRun {
+		return writePlan(out, spec, loc)
+	}
+	st, err := store.Open(ctx, f.store, store.Options{})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer st.Close()
+	id, err := engine.CreateBackfill(ctx, st, spec, actor(), time.Now())
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s)\n", id, pipeline, len(spec.Times), len(spec.Tasks))
+	return followBackfill(ctx, out, st, g, id, f)
+}
+
+// followBackfill runs (standalone) or waits for a backfill, showing
+// progress, until it ends. The exit status is 0 only when no run failed.
+func followBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.Graph, id int64, f backfillFlags) error {
+	if f.detach && !f.standalone {
+		fmt.Fprintf(out, "queued for the scheduler on %s; follow it with: ax backfill status %d\n", st, id)
+		return nil
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	engineDone := make(chan error, 1)
+	if f.standalone {
+		execs, err := executors(g)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		eng, err := engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "backfill:" + strconv.FormatInt(id, 10)}, st, g, execs)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		go func() { engineDone <- eng.Run(runCtx) }()
+	}
+	tty := false
+	if fd, ok := out.(*os.File); ok {
+		tty = term.IsTerminal(int(fd.Fd()))
+	}
+	start, lastLine := time.Now(), time.Time{}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-engineDone:
+			if err != nil {
+				return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d: %w (a scheduler runs on this store: drop --standalone)", id, err)}
+			}
+			return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d interrupted; continue it with: ax backfill resume %d", id, id)}
+		case <-ctx.Done():
+			stop()
+			if f.standalone {
+				<-engineDone
+			}
+			fmt.Fprintln(out)
+			return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d interrupted; continue it with: ax backfill resume %d", id, id)}
+		case <-tick.C:
+		}
+		bs, err := st.Backfills(ctx, id)
+		if err != nil || len(bs) == 0 {
+			continue
+		}
+		b := bs[0]
+		if !f.standalone && b.State == engine.BackfillPending && time.Since(start) > f.wait {
+			return &exitError{code: exitFailed, err: fmt.Errorf("no scheduler picked up backfill %d within %s; it stays queued for the next ax server on %s, or run: ax backfill resume %d --standalone", id, f.wait, st, id)}
+		}
+		line := progress(b, time.Since(start))
+		if tty {
+			fmt.Fprintf(out, "\r%s\x1b[K", line)
+		} else if time.Since(lastLine) >= 5*time.Second || b.State == engine.BackfillDone || b.State == engine.BackfillFailed {
+			fmt.Fprintln(out, line)
+			lastLine = time.Now()
+		}
+		if b.State == engine.BackfillDone || b.State == engine.BackfillFailed || b.State == engine.BackfillCancelled {
+			if tty {
+				fmt.Fprintln(out)
+			}
+			stop()
+			if f.standalone {
+				<-engineDone
+			}
+			if b.FailedRuns > 0 || b.State != engine.BackfillDone {
+				return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", id, b.State, b.FailedRuns, b.TotalRuns, b.Error)}
+			}
+			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", id, b.TotalRuns)
+			return nil
+		}
+	}
+}
+
+// progress renders runs done/total, failures, elapsed and ETA.
+func progress(b store.Backfill, elapsed time.Duration) string {
+	eta := "?"
+	if b.DoneRuns > 0 && b.DoneRuns < b.TotalRuns {
+		eta = (elapsed / time.Duration(b.DoneRuns) * time.Duration(b.TotalRuns-b.DoneRuns)).Round(time.Second).String()
+	} else if b.DoneRuns >= b.TotalRuns {
+		eta = "0s"
+	}
+	pct := 100
+	if b.TotalRuns > 0 {
+		pct = b.DoneRuns * 100 / b.TotalRuns
+	}
+	return fmt.Sprintf("backfill %d %s: %d/%d runs (%d%%), %d failed, elapsed %s, ETA %s", b.ID, b.State, b.DoneRuns, b.TotalRuns, pct,
+		b.FailedRuns, elapsed.Round(time.Second), eta)
+}
+
+func writePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error {
+	fmt.Fprintf(w, "plan: %s, %d run(s) × %d task(s), rerun %s, max %d active\n", spec.Pipeline, len(spec.Times), len(spec.Tasks), spec.Rerun, spec.MaxActiveRuns)
+	for _, at := range spec.Times {
+		fmt.Fprintf(w, "%s  %s\n", at.In(loc).Format(time.RFC3339), strings.Join(spec.Tasks, " → "))
+	}
+	return nil
+}
+
+func newBackfillResumeCmd() *cobra.Command {
+	var f backfillFlags
+	cmd := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Continue an interrupted backfill without rerunning what succeeded",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return usageErr("%q is not a backfill id", args[0])
+			}
+			ctx := cmd.Context()
+			g, err := loadGraph(f.pipelines, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			st, err := store.Open(ctx, f.store, store.Options{})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer st.Close()
+			bs, err := st.Backfills(ctx, id)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			if len(bs) == 0 {
+				return &exitError{code: exitFailed, err: fmt.Errorf("no backfill %d (ax backfill list shows them)", id)}
+			}
+			b := bs[0]
+			if b.State == engine.BackfillDone {
+				return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d is done already", id)}
+			}
+			b.State = engine.BackfillPending
+			if err := st.UpdateBackfill(ctx, b, time.Now()); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "backfill %d resumed\n", id)
+			return followBackfill(ctx, cmd.OutOrStdout(), st, g, id, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.standalone, "standalone", false, "run it here on an engine of its own")
+	fl.BoolVar(&f.detach, "detach", false, "hand it to the server and return at once")
+	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
+	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.DurationVar(&f.wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
+	return cmd
+}
+
+func newBackfillStatusCmd() *cobra.Command {
+	var target string
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a backfill's progress",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return usageErr("%q is not a backfill id", args[0])
+			}
+			st, err := store.Open(cmd.Context(), target, store.Options{})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer st.Close()
+			bs, err := st.Backfills(cmd.Context(), id)
+			if err != nil || len(bs) == 0 {
+				return &exitError{code: exitFailed, err: fmt.Errorf("no backfill %d", id)}
+			}
+			b := bs[0]
+			fmt.Fprintln(cmd.OutOrStdout(), progress(b, b.UpdatedAt.Sub(b.CreatedAt)))
+			if b.Error != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), b.Error)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store")
+	return cmd
+}
+
+func newBackfillListCmd() *cobra.Command {
+	var target string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List backfills, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := store.Open(cmd.Context(), target, store.Options{})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer st.Close()
+			bs, err := st.Backfills(cmd.Context(), 0)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tPIPELINE\tSTATE\tRUNS\tFAILED\tBY\tCREATED")
+			for _, b := range bs {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", b.ID, b.Pipeline, b.State, b.DoneRuns, b.TotalRuns, b.FailedRuns, b.Actor, b.CreatedAt.Local().Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store")
+	return cmd
+}
+
+func newRunCmd() *cobra.Command {
+	var (
+		at, sel, target string
+		pipelines       []string
+	)
+	cmd := &cobra.Command{
+		Use:   "run FILE|PIPELINE",
+		Short: "Run a pipeline once, here and now, printing each task as it starts and ends",
+		Long: `Run a pipeline (or the tasks --select names) once for one logical time
+(--at, default now), in the foreground, on an engine of its own: what a
+pipeline author runs to try a pipeline, and what CI can run as a smoke
+test. Upstreams outside the selection, and in other pipelines, count as
+done. The exit status is 0 only when every selected task succeeded;
+Ctrl-C kills the running tasks.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target)
+		},
+	}
+	cmd.Flags().StringVar(&at, "at", "", "logical time: a date or date-time in the pipeline's zone (default now)")
+	cmd.Flags().StringVar(&sel, "select", "", "tasks: task, task+, +task, +task+, group:NAME, comma-separated")
+	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
+	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")
+	return cmd
+}
+
+func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string) error {
+	var (
+		g    *dag.Graph
+		name = what
+	)
+	if info, err := os.Stat(what); err == nil && !info.IsDir() {
+		p, errs := defs.ParseFile(what, defs.Options{})
+		if errs.Err() == nil {
+			var cerrs defs.Errors
+			g, cerrs = dag.Compile([]*defs.Pipeline{p}, dag.Options{External: true, DispatchRate: -1})
+			errs = append(errs, cerrs...)
+		}
+		if errs.Err() != nil {
+			for _, e := range errs.Fatal() {
+				fmt.Fprintln(errOut, e.Error())
+			}
+			return &exitError{code: exitFailed, err: fmt.Errorf("%s is not a valid pipeline file", what)}
+		}
+		name = p.Name
+	} else {
+		var err error
+		if g, err = loadGraph(pipelines, errOut); err != nil {
+			return err
+		}
+	}
+	p := g.Pipeline(name)
+	if p == nil {
+		var names []string
+		for _, q := range g.Pipelines() {
+			names = append(names, q.Name)
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("no pipeline %q%s", name, defs.DidYouMean(name, names))}
+	}
+	when := time.Now().Truncate(time.Second)
+	if at != "" {
+		var err error
+		if when, err = parseWhen(at, p.Location, false); err != nil {
+			return usageErr("--at: %v", err)
+		}
+	}
+	tasks, err := g.Select(name, sel)
+	if err != nil {
+		return &exitError{code: exitFailed, err: errors.New(strings.TrimPrefix(err.Error(), "dag: "))}
+	}
+	spec := engine.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: engine.RerunAll}
+	for _, t := range tasks {
+		spec.Tasks = append(spec.Tasks, t.Name)
+	}
+	if target == "" {
+		dir, err := os.MkdirTemp("", "ax-run-")
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer os.RemoveAll(dir)
+		target = filepath.Join(dir, "ax.db")
+	}
+	st, err := store.Open(ctx, target, store.Options{})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer st.Close()
+	id, err := engine.CreateBackfill(ctx, st, spec, actor(), time.Now())
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	execs, err := executors(g)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, when.In(p.Location).Format(time.RFC3339), len(spec.Tasks))
+	events := make(chan engine.Event, 1024)
+	eng, err := engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "run", Grace: time.Millisecond,
+		OnEvent: func(ev engine.Event) { events <- ev }}, st, g, execs)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(runCtx) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	failed := 0
+	for {
+		select {
+		case ev := <-events:
+			failed += printEvent(out, ev)
+			continue
+		case err := <-done:
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			return &exitError{code: exitFailed, err: errors.New("interrupted: running tasks were killed")}
+		case <-tick.C:
+		}
+		bs, err := st.Backfills(ctx, id)
+		if err != nil || len(bs) == 0 || (bs[0].State != engine.BackfillDone && bs[0].State != engine.BackfillFailed) {
+			continue
+		}
+		stop()
+		<-done
+		for len(events) > 0 {
+			failed += printEvent(out, <-events)
+		}
+		if bs[0].FailedRuns > 0 {
+			return &exitError{code: exitFailed, err: fmt.Errorf("%s: %s", name, bs[0].Error)}
+		}
+		fmt.Fprintf(out, "ok: %d task(s) succeeded\n", len(spec.Tasks))
+		return nil
+	}
+}
+
+// printEvent prints an attempt starting or ending; it returns 1 for a failure.
+func printEvent(w io.Writer, ev engine.Event) int {
+	ts := time.Now().Format("15:04:05.000")
+	if ev.Kind == "started" {
+		fmt.Fprintf(w, "%s  start  %s\n", ts, ev.Task)
+		return 0
+	}
+	line := fmt.Sprintf("%s  %-7s %s (%s)", ts, strings.ToLower(string(ev.State)), ev.Task, ev.Duration.Round(time.Millisecond))
+	if ev.Error != "" {
+		line += ": " + ev.Error
+	}
+	fmt.Fprintln(w, line)
+	if ev.State == store.Failed || ev.State == store.Killed {
+		return 1
+	}
+	return 0
+}
