@@ -142,15 +142,19 @@ type bfState struct {
 
 // driveBackfills starts the runs that backfills may have in flight and
 // records progress: it picks up new and resumed backfills from the store.
-func (e *Engine) driveBackfills(ctx context.Context, now time.Time) error {
-	recs, err := e.st.Backfills(ctx, 0)
-	if err != nil {
-		return err
+func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) error {
+	var recs []store.Backfill
+	if poll {
+		var err error
+		if recs, err = e.st.Backfills(ctx, 0); err != nil {
+			return err
+		}
 	}
 	for _, r := range recs {
 		b := e.backfills[r.ID]
 		switch {
 		case b == nil && (r.State == BackfillPending || r.State == BackfillRunning):
+			var err error
 			if b, err = e.resumeBackfill(ctx, r); err != nil {
 				r.State, r.Error = BackfillFailed, err.Error()
 				if uerr := e.st.UpdateBackfill(ctx, r, now); uerr != nil {
@@ -280,15 +284,18 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 // killed ones, all reruns succeeded ones too. One that is waiting or running
 // elsewhere (the live schedule) is never started beside it.
 func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.Time) ([]string, error) {
+	all, err := e.st.Instances(ctx, store.InstanceFilter{Pipeline: spec.Pipeline, LogicalFrom: at, LogicalTo: at, Limit: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	byTask := map[string][]store.Instance{}
+	for _, in := range all {
+		byTask[in.TaskID] = append(byTask[in.TaskID], in)
+	}
 	var out []string
 	for _, n := range spec.Tasks {
-		id := spec.Pipeline + "." + n
-		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, LogicalFrom: at, LogicalTo: at, Limit: 100})
-		if err != nil {
-			return nil, err
-		}
 		succeeded, failed, active := false, false, false
-		for _, in := range ins {
+		for _, in := range byTask[spec.Pipeline+"."+n] {
 			switch in.State {
 			case store.Success:
 				succeeded = true
@@ -327,6 +334,14 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 // task a manual one or blocked behind a failed or killed upstream. It names
 // the failed tasks.
 func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
+	if rs := e.runs[runID]; rs != nil { // the cache knows when something is still in flight
+		for _, ref := range rs.inst {
+			switch ref.state {
+			case store.Scheduled, store.Running, store.Retrying, store.Paused:
+				return false, nil, nil
+			}
+		}
+	}
 	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: runID, Limit: 1 << 20})
 	if err != nil {
 		return false, nil, err

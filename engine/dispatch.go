@@ -431,6 +431,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			released = append(released, rel...)
 		}
 	}
+	e.bfDirty = true
 	e.statsMu.Lock()
 	e.stats.Applied += int64(len(res))
 	e.statsMu.Unlock()

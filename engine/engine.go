@@ -80,6 +80,7 @@ type Engine struct {
 	tripped       *bucket.Bucket // per-task buckets of tasks whose breaker is open
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
+	bfDirty       bool // results were applied since the backfills last stepped
 	execWG        sync.WaitGroup
 
 	statsMu sync.Mutex
@@ -340,9 +341,16 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		if err := e.pollOps(ctx, now); err != nil {
 			return err
 		}
-		if now.Sub(e.bfChecked) >= 200*time.Millisecond {
-			e.bfChecked = now
-			if err := e.driveBackfills(ctx, now); err != nil {
+		// Active backfills step as soon as results came in (a finished run
+		// makes room for the next at once); the store is polled for new and
+		// resumed ones every second.
+		poll := now.Sub(e.bfChecked) >= time.Second
+		if poll || (e.bfDirty && len(e.backfills) > 0) {
+			if poll {
+				e.bfChecked = now
+			}
+			e.bfDirty = false
+			if err := e.driveBackfills(ctx, now, poll); err != nil {
 				return err
 			}
 		}
