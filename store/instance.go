@@ -587,3 +587,25 @@ func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
 func (s *Store) BackfillRuns(ctx context.Context, backfill int64) ([]Run, error) {
 	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"backfill_id": backfill}).OrderBy("logical_time", "id"))
 }
+
+// BackfillProgress counts a backfill's instances: those that ended
+// (SUCCESS, FAILED or KILLED) and all it created.
+func (s *Store) BackfillProgress(ctx context.Context, backfill int64) (ended, total int, err error) {
+	b := s.sb.Select("i.state", "COUNT(*)").From("instances i").Join("runs r ON r.id = i.run_id").
+		Where(sq.Eq{"r.backfill_id": backfill}).GroupBy("i.state")
+	err = s.query(ctx, s.read, "count backfill instances", b, func(rows *sql.Rows) error {
+		var (
+			state string
+			n     int
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return err
+		}
+		total += n
+		if State(state).Terminal() {
+			ended += n
+		}
+		return nil
+	})
+	return ended, total, err
+}

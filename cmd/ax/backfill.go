@@ -196,6 +196,9 @@ func followBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.
 			return &exitError{code: exitFailed, err: fmt.Errorf("no scheduler picked up backfill %d within %s; it stays queued for the next ax server on %s, or run: ax backfill resume %d --standalone", id, f.wait, st, id)}
 		}
 		line := progress(b, time.Since(start))
+		if ended, total, err := st.BackfillProgress(ctx, id); err == nil {
+			line += fmt.Sprintf("; instances %d/%d", ended, total)
+		}
 		if tty {
 			fmt.Fprintf(out, "\r%s\x1b[K", line)
 		} else if time.Since(lastLine) >= 5*time.Second || b.State == engine.BackfillDone || b.State == engine.BackfillFailed {

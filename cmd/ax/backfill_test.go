@@ -213,3 +213,59 @@ func TestRunCommand(t *testing.T) {
 		t.Errorf("unknown pipeline: %d %q", code, errOut)
 	}
 }
+
+// TestBackfillPickedUpByServer: without --standalone the backfill is stored
+// and a running server runs it.
+func TestBackfillPickedUpByServer(t *testing.T) {
+	t.Parallel()
+	dir, record := backfillPipeline(t, "")
+	db := filepath.Join(t.TempDir(), "ax.db")
+	srv := startServer(t, db, dir)
+	st := openStore(t, db)
+	waitFor(t, func() bool { ts, _ := st.Tasks(context.Background(), store.TaskFilter{}); return len(ts) == 3 })
+	code, out, errOut := runAx(t, "backfill", "daily", "--from", "2026-02-01", "--to", "2026-02-03", "--pipelines", dir, "--store", db)
+	if code != exitOK || !strings.Contains(out, "done: 3 run(s)") || !strings.Contains(out, "instances 9/9") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if ran := executions(t, record); len(ran) != 9 {
+		t.Errorf("%d executions, want 9", len(ran))
+	}
+	srv.stop(t)
+}
+
+// TestRunInterrupted: Ctrl-C on ax run kills the running task (no process
+// is left) and exits non-zero.
+func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	src := "pipeline: slow\ntimezone: UTC\nschedule: \"@daily\"\ntasks:\n  - name: wait\n    command: [\"sh\", \"-c\", \"sleep 300 & echo $! > " + pidFile + "; wait\"]\n"
+	file := filepath.Join(dir, "slow.yaml")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(axBinary, "run", file)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &pid)
+		return err == nil
+	})
+	_ = cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if err == nil {
+		t.Errorf("ax run exited 0 after Ctrl-C:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "killed daily") && !strings.Contains(out.String(), "killed  slow.wait") && !strings.Contains(out.String(), "interrupted") {
+		t.Errorf("output does not say the task was killed:\n%s", out.String())
+	}
+	waitFor(t, func() bool { return processGone(pid) })
+}
