@@ -81,6 +81,7 @@ type Engine struct {
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
+	opsPolled     time.Time
 	execWG        sync.WaitGroup
 
 	statsMu sync.Mutex
@@ -338,8 +339,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		if !e.leader(now) {
 			return nil
 		}
-		if err := e.pollOps(ctx, now); err != nil {
-			return err
+		if now.Sub(e.opsPolled) >= 200*time.Millisecond { // not a query per result batch
+			e.opsPolled = now
+			if err := e.pollOps(ctx, now); err != nil {
+				return err
+			}
 		}
 		// Active backfills step as soon as results came in (a finished run
 		// makes room for the next at once); the store is polled for new and
