@@ -14,7 +14,9 @@ build:
 # The main job: the scheduler on an embedded SQLite file (./ax.db) with the
 # example pipelines. Ctrl-C stops it gracefully; `bin/ax status` shows runs.
 run: build
+	$(GO) build -o bin/example-executor ./examples/executor
 	$(BIN) validate $(PIPELINES)
+	bin/example-executor -listen 127.0.0.1:9090 & pid=$$!; trap "kill $$pid" EXIT INT TERM; \
 	$(BIN) server --store ax.db --pipelines $(PIPELINES)
 
 vet:

@@ -1,0 +1,76 @@
+// Command executor is an example business service that runs ax tasks over
+// HTTP with the executor SDK (runner/executor): the orders_daily pipeline's
+// sync_orders task points at it (http://127.0.0.1:9090/dispatch).
+//
+//	go run ./examples/executor -listen 127.0.0.1:9090
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/runner/executor"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "executor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9090", "address to serve dispatches on")
+	scheduler := fs.String("scheduler", "", "base URL of ax server to register with (optional)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	x, err := executor.New(executor.Config{Address: "http://" + *listen, Scheduler: *scheduler, Logger: log,
+		Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{"sync_orders": syncOrders})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: x.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	go func() { _ = x.Run(ctx) }()
+	log.Info("executor_listening", "addr", *listen, "tasks", x.Tasks())
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// syncOrders stands in for copying a day of orders: it uses the ticket as
+// its idempotency key, as every task that changes data must (R23).
+func syncOrders(ctx context.Context, a runner.Attempt) error {
+	slog.Info("sync_orders", "logical_time", a.LogicalTime.Format(time.RFC3339), "batch", a.Params["batch"], "idempotency_key", a.Ticket)
+	select {
+	case <-time.After(300 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,449 @@
+// Package executor is the SDK a Go service embeds to run ax tasks over HTTP
+// (R21–R24). It registers task functions by name, serves the dispatch
+// endpoint of protocol v1, registers itself with the scheduler and sends a
+// heartbeat every 10 s, and runs each dispatch in a bounded worker pool:
+//
+//   - a full pool refuses the dispatch with a reason (503), which the
+//     scheduler treats as "try another executor, or later", never as a
+//     task failure;
+//   - a ticket seen before gets the earlier result, never a second
+//     execution; entries expire after the task's longest retry span plus
+//     five minutes (the scheduler sends that span with the dispatch);
+//   - the same task is refused (409) while it already runs here;
+//   - the work runs under a context with the dispatch deadline, which a kill
+//     request cancels, and receives the ticket as its idempotency key.
+//
+// A dispatch with a callback URL is answered at once (202) and its result is
+// delivered to the callback at least once, retried with backoff until the
+// scheduler acknowledges it. A dispatch without one is answered with its
+// result when the work ends (the synchronous form of the protocol).
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+)
+
+// Config tunes an Executor; zero fields mean the documented defaults.
+type Config struct {
+	// Address is the base URL at which the scheduler reaches this executor,
+	// such as http://10.0.0.5:9090. Required to register.
+	Address string
+	// Scheduler is the base URL of ax server; empty means no registration
+	// (the pipeline's http: URL points at this executor directly).
+	Scheduler string
+	// Core workers are always there; default 2 × CPUs. Max is the most
+	// workers; default 2 × Core. Queue is how many dispatches wait for a
+	// worker; default 300 (the article: 200 to 500).
+	Core, Max, Queue int
+	// Heartbeat is the interval of heartbeats; default 10 s.
+	Heartbeat time.Duration
+	// Client sends registrations, heartbeats and results. Required.
+	Client *http.Client
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Now reads the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Dispatch is protocol v1's request (runner.Dispatch) with the fields that
+// only an SDK executor uses.
+type Dispatch struct {
+	runner.Dispatch
+	// Callback is where to POST the result; empty: answer with it.
+	Callback string `json:"callback,omitempty"`
+	// TicketTTLMS is how long to remember the ticket's result: the task's
+	// longest retry span plus five minutes, in milliseconds.
+	TicketTTLMS int64 `json:"ticket_ttl_ms,omitempty"`
+}
+
+// Answer is the immediate answer to an asynchronous dispatch.
+type Answer struct {
+	Accepted bool           `json:"accepted"`
+	Reason   string         `json:"reason,omitempty"`
+	Result   *runner.Report `json:"result,omitempty"` // for a ticket that ran already
+}
+
+// Executor runs registered task functions for the scheduler. It is safe for
+// concurrent use; serve Handler and run Run.
+type Executor struct {
+	cfg   Config
+	log   *slog.Logger
+	funcs map[string]runner.Func
+
+	queue   chan *job
+	mu      sync.Mutex
+	workers int
+	tickets map[string]*job // by ticket, until it expires
+	running map[string]*job // by task name: the re-entrancy guard
+	outbox  chan *job
+}
+
+type job struct {
+	d       Dispatch
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	report  runner.Report
+	expires time.Time
+}
+
+// DefaultTicketTTL is used when a dispatch does not say how long to keep its ticket.
+const DefaultTicketTTL = 30 * time.Minute
+
+// New returns an executor for funcs, by task name (the name the pipeline's
+// task has; the scheduler sends it).
+func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
+	if cfg.Core == 0 {
+		cfg.Core = 2 * runtime.NumCPU()
+	}
+	if cfg.Max == 0 {
+		cfg.Max = 2 * cfg.Core
+	}
+	if cfg.Queue == 0 {
+		cfg.Queue = 300
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.Core < 1 || cfg.Max < cfg.Core:
+		return nil, fmt.Errorf("executor: Core %d and Max %d: want 1 <= Core <= Max", cfg.Core, cfg.Max)
+	case cfg.Queue < 1:
+		return nil, fmt.Errorf("executor: Queue %d: want at least 1", cfg.Queue)
+	case cfg.Client == nil:
+		return nil, errors.New("executor: Client is required")
+	case cfg.Scheduler != "" && cfg.Address == "":
+		return nil, errors.New("executor: Address is required to register with the scheduler")
+	case len(funcs) == 0:
+		return nil, errors.New("executor: no task functions")
+	}
+	x := &Executor{cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue),
+		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max)}
+	return x, nil
+}
+
+// Tasks returns the task names this executor serves.
+func (x *Executor) Tasks() []string {
+	out := make([]string, 0, len(x.funcs))
+	for n := range x.funcs {
+		out = append(out, n)
+	}
+	return out
+}
+
+// maxDispatch bounds a dispatch body.
+const maxDispatch = 1 << 20
+
+// Handler serves POST /dispatch, POST /kill and GET /healthz.
+func (x *Executor) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /dispatch", x.serveDispatch)
+	mux.HandleFunc("POST /kill", x.serveKill)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func refuse(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, Answer{Reason: fmt.Sprintf(format, args...)})
+}
+
+// decodeStrict reads one JSON object with no unknown fields from a bounded body.
+func decodeStrict(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxDispatch))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the JSON object")
+	}
+	return nil
+}
+
+func (x *Executor) serveDispatch(w http.ResponseWriter, r *http.Request) {
+	var d Dispatch
+	if err := decodeStrict(r, &d); err != nil {
+		refuse(w, http.StatusBadRequest, "malformed dispatch: %v", err)
+		return
+	}
+	switch {
+	case d.Version != runner.ProtocolVersion:
+		refuse(w, http.StatusBadRequest, "protocol version %d: this executor speaks %d", d.Version, runner.ProtocolVersion)
+		return
+	case d.Ticket == "" || d.Task == "":
+		refuse(w, http.StatusBadRequest, "malformed dispatch: ticket and task are required")
+		return
+	case x.funcs[d.Task] == nil:
+		refuse(w, http.StatusNotFound, "task %q is not served here (serving %v)", d.Task, x.Tasks())
+		return
+	}
+	j, prior, code, reason := x.admit(d)
+	if code != 0 {
+		refuse(w, code, "%s", reason)
+		return
+	}
+	if d.Callback != "" {
+		ans := Answer{Accepted: true}
+		if prior {
+			select {
+			case <-j.done:
+				rep := j.report
+				ans.Result = &rep
+			default: // still running: the result goes to the callback
+			}
+		}
+		writeJSON(w, http.StatusAccepted, ans)
+		return
+	}
+	select { // synchronous form: answer with the result
+	case <-j.done:
+		writeJSON(w, http.StatusOK, j.report)
+	case <-r.Context().Done():
+	}
+}
+
+// admit finds the ticket's earlier job or queues a new one. It returns a
+// non-zero HTTP status with a reason when the dispatch is refused.
+func (x *Executor) admit(d Dispatch) (j *job, prior bool, code int, reason string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.cfg.Now()
+	x.expire(now)
+	if j := x.tickets[d.Ticket]; j != nil {
+		return j, true, 0, ""
+	}
+	if r := x.running[d.Task]; r != nil {
+		return nil, false, http.StatusConflict, fmt.Sprintf("task %s is already running here (ticket %s): refused to avoid re-entry", d.Task, r.d.Ticket)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	if !d.Deadline.IsZero() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, d.Deadline)
+		c := cancel
+		cancel = func(err error) { c(err); stop() }
+	}
+	ttl := time.Duration(d.TicketTTLMS) * time.Millisecond
+	if ttl <= 0 {
+		ttl = DefaultTicketTTL
+	}
+	j = &job{d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), expires: now.Add(ttl)}
+	select {
+	case x.queue <- j:
+	default:
+		cancel(nil)
+		return nil, false, http.StatusServiceUnavailable, fmt.Sprintf("worker pool full (%d workers busy, %d of %d queued): try another executor or later", x.workers, len(x.queue), cap(x.queue))
+	}
+	x.tickets[d.Ticket] = j
+	x.running[d.Task] = j
+	if x.workers < x.cfg.Core || (len(x.queue) > 0 && x.workers < x.cfg.Max) {
+		x.workers++
+		go x.work()
+	}
+	return j, false, 0, ""
+}
+
+// expire forgets tickets past their time. Called with mu held.
+func (x *Executor) expire(now time.Time) {
+	for t, j := range x.tickets {
+		select {
+		case <-j.done:
+			if now.After(j.expires) {
+				delete(x.tickets, t)
+			}
+		default:
+		}
+	}
+}
+
+// work runs queued jobs; a worker beyond Core leaves when the queue is empty.
+func (x *Executor) work() {
+	idle := time.NewTimer(time.Minute)
+	defer idle.Stop()
+	for {
+		select {
+		case j := <-x.queue:
+			x.run(j)
+		case <-idle.C:
+			x.mu.Lock()
+			if x.workers > x.cfg.Core {
+				x.workers--
+				x.mu.Unlock()
+				return
+			}
+			x.mu.Unlock()
+		}
+		idle.Reset(time.Minute)
+	}
+}
+
+func (x *Executor) run(j *job) {
+	start := x.cfg.Now()
+	a := runner.Attempt{Pipeline: j.d.Pipeline, Task: j.d.Task, InstanceID: j.d.InstanceID, Ticket: j.d.Ticket,
+		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params}
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return x.funcs[j.d.Task](j.ctx, a)
+	}()
+	rep := runner.Report{Ticket: j.d.Ticket, Status: runner.StatusSuccess, DurationMS: x.cfg.Now().Sub(start).Milliseconds()}
+	switch {
+	case errors.Is(context.Cause(j.ctx), runner.ErrKilled):
+		rep.Status, rep.Error = runner.StatusFailed, "killed"
+	case errors.Is(j.ctx.Err(), context.DeadlineExceeded):
+		rep.Status, rep.Error = runner.StatusFailed, "deadline exceeded"
+	case err != nil:
+		rep.Status, rep.Error, rep.Permanent = runner.StatusFailed, err.Error(), errors.Is(err, runner.ErrPermanent)
+	}
+	j.cancel(nil)
+	x.mu.Lock()
+	j.report = rep
+	if x.running[j.d.Task] == j {
+		delete(x.running, j.d.Task)
+	}
+	x.mu.Unlock()
+	close(j.done)
+	x.log.Info("task_done", "task", j.d.Task, "ticket", j.d.Ticket, "status", string(rep.Status))
+	if j.d.Callback != "" {
+		x.outbox <- j
+	}
+}
+
+func (x *Executor) serveKill(w http.ResponseWriter, r *http.Request) {
+	var k struct {
+		Ticket string `json:"ticket"`
+	}
+	if err := decodeStrict(r, &k); err != nil || k.Ticket == "" {
+		refuse(w, http.StatusBadRequest, "malformed kill: want {\"ticket\": \"…\"}")
+		return
+	}
+	x.mu.Lock()
+	j := x.tickets[k.Ticket]
+	x.mu.Unlock()
+	if j == nil {
+		refuse(w, http.StatusNotFound, "ticket %s is not known here", k.Ticket)
+		return
+	}
+	j.cancel(runner.ErrKilled)
+	writeJSON(w, http.StatusOK, Answer{Accepted: true})
+}
+
+// Run registers with the scheduler (when one is configured), sends
+// heartbeats, and delivers results until ctx ends.
+func (x *Executor) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); x.deliver(ctx) }()
+	defer wg.Wait()
+	if x.cfg.Scheduler == "" {
+		<-ctx.Done()
+		return nil
+	}
+	registered := false
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		path, body := "/api/v1/executors/heartbeat", map[string]any{"address": x.cfg.Address}
+		if !registered {
+			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks()}
+		}
+		code, err := x.post(ctx, x.cfg.Scheduler+path, body)
+		switch {
+		case err != nil || code/100 == 5:
+			x.log.Warn("scheduler_unreachable", "path", path, "code", code, "err", err)
+		case code == http.StatusNotFound && registered: // the scheduler forgot us: register again
+			registered = false
+			t.Reset(0)
+			continue
+		case code/100 == 2:
+			registered = true
+		default:
+			x.log.Error("scheduler_refused", "path", path, "code", code)
+		}
+		t.Reset(x.cfg.Heartbeat)
+	}
+}
+
+// deliver posts results to their callbacks until acknowledged (2xx) or
+// rejected as malformed (4xx), retrying with backoff: at least once.
+func (x *Executor) deliver(ctx context.Context) {
+	for {
+		var j *job
+		select {
+		case <-ctx.Done():
+			return
+		case j = <-x.outbox:
+		}
+		wait := 100 * time.Millisecond
+		for {
+			code, err := x.post(ctx, j.d.Callback, j.report)
+			if err == nil && code/100 == 2 {
+				break
+			}
+			if err == nil && code/100 == 4 {
+				x.log.Error("result_rejected", "task", j.d.Task, "ticket", j.d.Ticket, "code", code)
+				break
+			}
+			x.log.Warn("result_not_delivered", "task", j.d.Task, "ticket", j.d.Ticket, "code", code, "err", err, "retry_in", wait.String())
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, 30*time.Second)
+		}
+	}
+}
+
+func (x *Executor) post(ctx context.Context, url string, body any) (int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ax-Protocol", fmt.Sprint(runner.ProtocolVersion))
+	resp, err := x.cfg.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,299 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+)
+
+// fakeScheduler records registrations, heartbeats and results; it can
+// refuse the first result delivery to simulate a lost report.
+type fakeScheduler struct {
+	mu         sync.Mutex
+	registers  int
+	heartbeats int
+	results    []runner.Report
+	dropFirst  atomic.Bool
+	gotResult  chan runner.Report
+}
+
+func newFakeScheduler(t *testing.T) (*fakeScheduler, *httptest.Server) {
+	f := &fakeScheduler{gotResult: make(chan runner.Report, 100)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/executors/register", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.registers++
+		f.mu.Unlock()
+	})
+	mux.HandleFunc("POST /api/v1/executors/heartbeat", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.heartbeats++
+		f.mu.Unlock()
+	})
+	mux.HandleFunc("POST /results", func(w http.ResponseWriter, r *http.Request) {
+		if f.dropFirst.CompareAndSwap(true, false) {
+			http.Error(w, "scheduler restarting", http.StatusServiceUnavailable)
+			return
+		}
+		var rep runner.Report
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		f.mu.Lock()
+		f.results = append(f.results, rep)
+		f.mu.Unlock()
+		f.gotResult <- rep
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+type setup struct {
+	x     *Executor
+	url   string
+	calls *atomic.Int64
+	sched *fakeScheduler
+	sURL  string
+}
+
+func newSetup(t *testing.T, cfg Config, funcs map[string]runner.Func) *setup {
+	t.Helper()
+	sched, ssrv := newFakeScheduler(t)
+	calls := &atomic.Int64{}
+	wrapped := map[string]runner.Func{}
+	for name, fn := range funcs {
+		wrapped[name] = func(ctx context.Context, a runner.Attempt) error { calls.Add(1); return fn(ctx, a) }
+	}
+	cfg.Client = ssrv.Client()
+	x, err := New(cfg, wrapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(x.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &setup{x: x, url: srv.URL, calls: calls, sched: sched, sURL: ssrv.URL}
+}
+
+func dispatch(t *testing.T, url string, d Dispatch) (int, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(d)
+	resp, err := http.Post(url+"/dispatch", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+func disp(task, ticket string) Dispatch {
+	return Dispatch{Dispatch: runner.Dispatch{Version: 1, Pipeline: "p", Task: task, InstanceID: 1, Ticket: ticket,
+		LogicalTime: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC), Deadline: time.Now().Add(time.Minute)}}
+}
+
+func TestSameTicketExecutesOnce(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, Config{}, map[string]runner.Func{"sync": func(context.Context, runner.Attempt) error { return nil }})
+	code1, body1 := dispatch(t, s.url, disp("sync", "tk-1"))
+	code2, body2 := dispatch(t, s.url, disp("sync", "tk-1"))
+	if code1 != 200 || code2 != 200 || string(body1) != string(body2) {
+		t.Errorf("answers %d %s / %d %s, want the same result twice", code1, body1, code2, body2)
+	}
+	if n := s.calls.Load(); n != 1 {
+		t.Errorf("executed %d times, want once", n)
+	}
+	var rep runner.Report
+	if err := json.Unmarshal(body1, &rep); err != nil || rep.Ticket != "tk-1" || rep.Status != runner.StatusSuccess {
+		t.Errorf("report %s: %v", body1, err)
+	}
+}
+
+func TestReentrantTaskRefused(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	s := newSetup(t, Config{}, map[string]runner.Func{"slow": func(ctx context.Context, _ runner.Attempt) error { <-release; return nil }})
+	d1 := disp("slow", "tk-a")
+	d1.Callback = s.sURL + "/results"
+	if code, body := dispatch(t, s.url, d1); code != 202 || !strings.Contains(string(body), `"accepted":true`) {
+		t.Fatalf("first: %d %s", code, body)
+	}
+	d2 := disp("slow", "tk-b")
+	d2.Callback = d1.Callback
+	code, body := dispatch(t, s.url, d2)
+	if code != http.StatusConflict || !strings.Contains(string(body), "task slow is already running here (ticket tk-a)") {
+		t.Errorf("second: %d %s", code, body)
+	}
+	close(release)
+	if rep := <-s.sched.gotResult; rep.Ticket != "tk-a" || rep.Status != runner.StatusSuccess {
+		t.Errorf("result %+v", rep)
+	}
+	// Once it ended, the task runs again.
+	if code, _ := dispatch(t, s.url, d2); code != 202 {
+		t.Errorf("after the first ended: %d", code)
+	}
+}
+
+func TestDeadlineAndKillCancelTheContext(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, Config{}, map[string]runner.Func{"wait": func(ctx context.Context, _ runner.Attempt) error { <-ctx.Done(); return ctx.Err() }})
+	d := disp("wait", "tk-deadline")
+	d.Deadline = time.Now().Add(50 * time.Millisecond)
+	code, body := dispatch(t, s.url, d)
+	if code != 200 || !strings.Contains(string(body), `"error":"deadline exceeded"`) {
+		t.Errorf("deadline: %d %s", code, body)
+	}
+	k := disp("wait", "tk-kill")
+	k.Callback = s.sURL + "/results"
+	if code, _ := dispatch(t, s.url, k); code != 202 {
+		t.Fatalf("dispatch: %d", code)
+	}
+	resp, err := http.Post(s.url+"/kill", "application/json", strings.NewReader(`{"ticket":"tk-kill"}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("kill: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if rep := <-s.sched.gotResult; rep.Ticket != "tk-kill" || rep.Error != "killed" {
+		t.Errorf("killed result %+v", rep)
+	}
+}
+
+func TestLostResultIsRetriedAndDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, Config{}, map[string]runner.Func{"sync": func(context.Context, runner.Attempt) error { return errors.New("no rows") }})
+	s.sched.dropFirst.Store(true)
+	d := disp("sync", "tk-lost")
+	d.Callback = s.sURL + "/results"
+	if code, _ := dispatch(t, s.url, d); code != 202 {
+		t.Fatalf("dispatch: %d", code)
+	}
+	rep := <-s.sched.gotResult
+	if rep.Ticket != "tk-lost" || rep.Status != runner.StatusFailed || rep.Error != "no rows" {
+		t.Errorf("result %+v", rep)
+	}
+	select {
+	case again := <-s.sched.gotResult:
+		t.Errorf("delivered twice: %+v", again)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func TestFullPoolRefusesWithoutFailing(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	defer close(release)
+	funcs := map[string]runner.Func{}
+	for i := range 4 {
+		funcs[fmt.Sprintf("t%d", i)] = func(ctx context.Context, _ runner.Attempt) error { <-release; return nil }
+	}
+	s := newSetup(t, Config{Core: 1, Max: 1, Queue: 2}, funcs)
+	var codes []int
+	var last string
+	for i := range 4 {
+		d := disp(fmt.Sprintf("t%d", i), fmt.Sprintf("tk-%d", i))
+		d.Callback = s.sURL + "/results"
+		code, body := dispatch(t, s.url, d)
+		codes = append(codes, code)
+		last = string(body)
+	}
+	// One runs, two wait in the queue, the fourth is refused: try elsewhere or later.
+	if fmt.Sprint(codes[3]) != "503" || !strings.Contains(last, "worker pool full") || codes[0] != 202 {
+		t.Errorf("codes %v, last %s", codes, last)
+	}
+}
+
+func TestRegistersAndHeartbeats(t *testing.T) {
+	t.Parallel()
+	sched, ssrv := newFakeScheduler(t)
+	x, err := New(Config{Address: "http://127.0.0.1:9999", Scheduler: ssrv.URL, Heartbeat: 20 * time.Millisecond, Client: ssrv.Client()},
+		map[string]runner.Func{"a": func(context.Context, runner.Attempt) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.Run(ctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		sched.mu.Lock()
+		r, h := sched.registers, sched.heartbeats
+		sched.mu.Unlock()
+		if r == 1 && h >= 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	sched.mu.Lock()
+	defer sched.mu.Unlock()
+	if sched.registers != 1 || sched.heartbeats < 3 {
+		t.Errorf("registers %d, heartbeats %d", sched.registers, sched.heartbeats)
+	}
+}
+
+func TestMalformedDispatches(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, Config{}, map[string]runner.Func{"a": func(context.Context, runner.Attempt) error { return nil }})
+	for _, tc := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{not json`, 400, "malformed dispatch"},
+		{`{"version":1,"task":"a"}`, 400, "ticket and task are required"},
+		{`{"version":2,"task":"a","ticket":"t"}`, 400, "protocol version 2"},
+		{`{"version":1,"task":"a","ticket":"t","extra":true}`, 400, `unknown field "extra"`},
+		{`{"version":1,"task":"b","ticket":"t"}`, 404, `task "b" is not served here`},
+		{`{"version":1,"task":"a","ticket":"t","params":{"x":"` + strings.Repeat("y", maxDispatch) + `"}}`, 400, "malformed dispatch"},
+	} {
+		resp, err := http.Post(s.url+"/dispatch", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ans Answer
+		err = json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		if err != nil || ans.Accepted || resp.StatusCode != tc.code || !strings.Contains(ans.Reason, tc.want) {
+			t.Errorf("%.40s: %d %+v (%v), want %d %q", tc.body, resp.StatusCode, ans, err, tc.code, tc.want)
+		}
+	}
+	if n := s.calls.Load(); n != 0 {
+		t.Errorf("malformed dispatches executed %d times", n)
+	}
+}
+
+// TestSyncClientAgainstSDK: the scheduler's HTTP executor (runner.HTTP) and
+// this SDK speak the same protocol.
+func TestSyncClientAgainstSDK(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, Config{}, map[string]runner.Func{"clean": func(_ context.Context, a runner.Attempt) error {
+		if a.Params["region"] != "cn" {
+			return fmt.Errorf("params %v", a.Params)
+		}
+		return nil
+	}})
+	h := runner.NewHTTP(http.DefaultClient, func(runner.Attempt) (string, error) { return s.url + "/dispatch", nil })
+	r, err := h.Execute(context.Background(), runner.Attempt{Pipeline: "p", Task: "clean", Ticket: "tk-sync", InstanceID: 3,
+		LogicalTime: time.Now(), Deadline: time.Now().Add(time.Minute), Params: map[string]any{"region": "cn"}})
+	if err != nil || r.Status != runner.StatusSuccess || r.Ticket != "tk-sync" {
+		t.Errorf("result %+v, %v", r, err)
+	}
+}
