@@ -29,7 +29,7 @@ func TestParseExampleResolvesDefaults(t *testing.T) {
 	}
 	sync := p.Task("sync_orders")
 	if sync.Priority != 1 || sync.Timeout != 5*time.Minute || sync.Retry != (Retry{Count: 3, Interval: 30 * time.Second}) ||
-		sync.Executor.Kind != ExecHTTP || sync.Executor.URL != "http://127.0.0.1:9090/tasks/sync_orders" || sync.Group != "data-platform" {
+		sync.Executor.Kind != ExecHTTP || sync.Executor.URL != "http://127.0.0.1:9090/dispatch" || sync.Group != "data-platform" {
 		t.Errorf("sync_orders = %+v", sync)
 	}
 	if sync.Params["batch"] != 5000 || sync.Params["source"] != "orders_db" {
