@@ -16,7 +16,7 @@ build:
 run: build
 	$(GO) build -o bin/example-executor ./examples/executor
 	$(BIN) validate $(PIPELINES)
-	bin/example-executor -listen 127.0.0.1:9090 & pid=$$!; trap "kill $$pid" EXIT INT TERM; \
+	bin/example-executor -listen 127.0.0.1:9090 -scheduler http://127.0.0.1:8080 & pid=$$!; trap "kill $$pid" EXIT INT TERM; \
 	$(BIN) server --store ax.db --pipelines $(PIPELINES)
 
 vet:

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -459,6 +461,55 @@ func TestPauseSurvivesRestart(t *testing.T) {
 		}
 		if n := len(e.rec.snapshot()); n != 0 {
 			t.Errorf("%d executions of a paused task", n)
+		}
+	})
+}
+
+// refusing is an executor that refuses the first n attempts, then succeeds.
+type refusing struct {
+	mu    sync.Mutex
+	n     int
+	calls int
+}
+
+func (r *refusing) Execute(_ context.Context, a runner.Attempt) (runner.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.calls <= r.n {
+		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Refused: true, Error: "worker pool full"}, nil
+	}
+	return runner.Result{Ticket: a.Ticket, Status: runner.StatusSuccess}, nil
+}
+
+// TestRefusalIsNotAFailure: an executor that refuses (a full pool) makes the
+// instance wait and try again; no retry is used up, nothing fails.
+func TestRefusalIsNotAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, "pipeline: h\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: a, http: \"http://127.0.0.1:1/dispatch\"}\n")
+		e.stop()
+		ref := &refusing{n: 3}
+		eng, err := New(Config{Holder: "t2"}, e.st, e.eng.g, Executors{defs.ExecHTTP: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- eng.Run(ctx) }()
+		sleep(time.Hour + 30*time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		in := e.instances(store.InstanceFilter{TaskID: "h.a"})
+		if len(in) != 1 || in[0].State != store.Success || in[0].Attempt != 1 {
+			t.Fatalf("instance %+v: want SUCCESS at attempt 1 (refusals do not count)", in)
+		}
+		if got := transitionsOf(e, in[0].ID); got != "SCHEDULED>RUNNING>RETRYING>RUNNING>RETRYING>RUNNING>RETRYING>RUNNING>SUCCESS" {
+			t.Errorf("history %s", got)
+		}
+		if a := e.actions("refused"); len(a) != 3 || a[0].Reason != "worker pool full" {
+			t.Errorf("refused actions %+v", a)
 		}
 	})
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
+// RefusedRetry is how long after a refusal by every executor (busy, full,
+// re-entrant, unreachable) an instance is offered again.
+const RefusedRetry = 5 * time.Second
+
 // pend is an instance waiting in the wheel or the queue.
 type pend struct {
 	at      int64 // fire time, Unix ms: keeps the queue order when put back
@@ -333,9 +337,10 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	type applied struct {
-		id int64
-		a  *attempt
-		to store.State
+		id      int64
+		a       *attempt
+		to      store.State
+		refused bool
 	}
 	var (
 		params []store.TransitionParams
@@ -354,6 +359,18 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
 			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
+		switch {
+		case o.res.Refused:
+			// No executor took it (busy, full, re-entrant, unreachable): try again
+			// shortly; the attempt does not count against the retry budget.
+			next, att := now.Add(RefusedRetry), a.attempt-1
+			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + ": " + o.res.Error
+			p.Action.Action, p.Action.Reason = "refused", o.res.Error
+			params = append(params, p)
+			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true})
+			continue
+		}
 		switch o.res.Status {
 		case runner.StatusSuccess:
 			p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
@@ -400,7 +417,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			continue
 		}
 		e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
-		if m.to == store.Success || m.to == store.Failed {
+		if (m.to == store.Success || m.to == store.Failed) && !m.refused {
 			if ch, changed := e.brk.Record(m.a.task.id, m.to == store.Success, now); changed {
 				e.breakerChanged(ctx, ch, now)
 			}
@@ -414,8 +431,12 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		switch m.to {
 		case store.Retrying:
+			att := m.a.attempt
+			if m.refused {
+				att--
+			}
 			e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
-				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: m.a.attempt})
+				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
 		case store.Success:
 			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
 			if err != nil {

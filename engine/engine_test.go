@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,7 +92,8 @@ func setup(t *testing.T, cfg Config, fns map[string]func(context.Context, runner
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cfg.Holder = "test"
-	eng, err := New(cfg, st, g, Executors{defs.ExecFunction: funcs, defs.ExecCommand: runner.NewCommands(commandSpec(g))})
+	web := runner.NewHTTP(http.DefaultClient, func(a runner.Attempt) (string, error) { return g.Task(a.Pipeline + "." + a.Task).Executor.URL, nil })
+	eng, err := New(cfg, st, g, Executors{defs.ExecFunction: funcs, defs.ExecCommand: runner.NewCommands(commandSpec(g)), defs.ExecHTTP: web})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 )
@@ -82,7 +83,10 @@ func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
 	req.Header.Set("X-Ax-Protocol", fmt.Sprint(ProtocolVersion))
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return finish(ctx, a, start, fmt.Errorf("dispatch to %s: %w", url, err)), nil
+		r := finish(ctx, a, start, fmt.Errorf("dispatch to %s: %w", url, err))
+		var op *net.OpError
+		r.Refused = r.Status == StatusFailed && errors.As(err, &op) && op.Op == "dial" // never reached it: try another
+		return r, nil
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReport+1))
@@ -90,8 +94,11 @@ func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
 		return finish(ctx, a, start, fmt.Errorf("read report from %s: %w", url, err)), nil
 	}
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
-		return finish(ctx, a, start, fmt.Errorf("executor %s refused the dispatch (%s): %s", url, resp.Status, firstLine(data))), nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusConflict:
+		// Busy, full or re-entrant: not the task's failure.
+		r := finish(ctx, a, start, fmt.Errorf("executor %s refused the dispatch (%s): %s", url, resp.Status, refusalReason(data)))
+		r.Refused = r.Status == StatusFailed
+		return r, nil
 	case resp.StatusCode/100 != 2:
 		return finish(ctx, a, start, fmt.Errorf("executor %s answered %s: %s", url, resp.Status, firstLine(data))), nil
 	}
@@ -139,4 +146,15 @@ func firstLine(b []byte) string {
 		line = line[:200]
 	}
 	return string(line)
+}
+
+// refusalReason reads the reason of an SDK refusal ({"reason": …}), or the body's first line.
+func refusalReason(data []byte) string {
+	var ans struct {
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(data, &ans) == nil && ans.Reason != "" {
+		return ans.Reason
+	}
+	return firstLine(data)
 }

@@ -35,6 +35,7 @@ type Result struct {
 	Duration  time.Duration
 	Error     string
 	Permanent bool   // the failure is not worth a retry
+	Refused   bool   // no executor took it (busy, re-entrant): try later, not a failure
 	Output    []byte // captured output, bounded
 }
 

@@ -154,7 +154,7 @@ func followBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.
 	defer stop()
 	engineDone := make(chan error, 1)
 	if f.standalone {
-		execs, err := executors(g)
+		execs, err := executors(g, st)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -446,7 +446,7 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	execs, err := executors(g)
+	execs, err := executors(g, st)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}

@@ -70,7 +70,7 @@ func startServer(t *testing.T, target, pipelines string, extra ...string) *serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug"}, extra...)
+	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug", "--listen", ""}, extra...)
 	cmd := exec.Command(axBinary, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

@@ -30,6 +30,7 @@ type serverFlags struct {
 	logFormat string
 	holder    string
 	leaseTTL  time.Duration
+	listen    string
 }
 
 func newServerCmd() *cobra.Command {
@@ -54,6 +55,7 @@ the store's lease.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the API executors register and send heartbeats to (empty: none)")
 	return cmd
 }
 
@@ -95,9 +97,21 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
-	execs, err := executors(g)
+	execs, err := executors(g, st)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
+	}
+	if f.listen != "" {
+		apiCtx, stopAPI := context.WithCancel(ctx)
+		defer stopAPI()
+		apiErr := make(chan error, 1)
+		go func() { apiErr <- serveAPI(apiCtx, f.listen, &executorAPI{st: st, g: g}) }()
+		select {
+		case err := <-apiErr:
+			return &exitError{code: exitFailed, err: err}
+		case <-time.After(100 * time.Millisecond): // listening
+		}
+		log.Info("api_listening", "addr", f.listen)
 	}
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
@@ -122,8 +136,9 @@ func dispatchRateForWarnings(rate float64) int {
 }
 
 // executors builds the executors of the stock binary: the example functions,
-// commands and HTTP executors, each looking its task up in g.
-func executors(g *dag.Graph) (engine.Executors, error) {
+// commands, and HTTP tasks routed among the executors registered in st for
+// them (or called at their own URL when none is), each looking its task up in g.
+func executors(g *dag.Graph, st *store.Store) (engine.Executors, error) {
 	funcs := runner.NewFunctions(func(a runner.Attempt) string {
 		if t := g.Task(a.Pipeline + "." + a.Task); t != nil {
 			return t.Executor.Function
@@ -141,12 +156,29 @@ func executors(g *dag.Graph) (engine.Executors, error) {
 		return runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}, nil
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
-	web := runner.NewHTTP(client, func(a runner.Attempt) (string, error) {
-		t := g.Task(a.Pipeline + "." + a.Task)
-		if t == nil || t.Executor.URL == "" {
-			return "", fmt.Errorf("task %s.%s has no http executor", a.Pipeline, a.Task)
-		}
-		return t.Executor.URL, nil
+	web := runner.NewRouted(runner.RoutedConfig{Client: client,
+		URL: func(a runner.Attempt) (string, error) {
+			t := g.Task(a.Pipeline + "." + a.Task)
+			if t == nil || t.Executor.URL == "" {
+				return "", fmt.Errorf("task %s.%s has no http executor", a.Pipeline, a.Task)
+			}
+			return t.Executor.URL, nil
+		},
+		Registry: func(ctx context.Context, task string) ([]runner.Endpoint, error) {
+			exs, err := st.Executors(ctx, task)
+			if err != nil {
+				return nil, err
+			}
+			eps := make([]runner.Endpoint, len(exs))
+			for i, x := range exs {
+				eps[i] = runner.Endpoint{Address: x.Address, LastHeartbeat: x.LastHeartbeat}
+			}
+			return eps, nil
+		},
+		Lost: func(addr string, silent time.Duration) {
+			_ = st.AppendAction(context.Background(), store.Action{At: time.Now(), Actor: engine.Actor, Action: "executor_lost", Reason: "alert",
+				Detail: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
+		},
 	})
 	return engine.Executors{defs.ExecFunction: funcs, defs.ExecCommand: commands, defs.ExecHTTP: web}, nil
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/store"
+)
+
+// executorAPI serves the endpoints executors call: registration and
+// heartbeats (R21). Registration is idempotent on (task, address).
+type executorAPI struct {
+	st *store.Store
+	g  *dag.Graph
+}
+
+func (a *executorAPI) routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/executors/register", a.register)
+	mux.HandleFunc("POST /api/v1/executors/heartbeat", a.heartbeat)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+}
+
+func apiError(w http.ResponseWriter, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf(format, args...)})
+}
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the JSON object")
+	}
+	return nil
+}
+
+// taskIDs maps the names an executor serves to the http tasks of the graph:
+// `pipeline.task`, or a bare task name, which matches that task in every pipeline.
+func (a *executorAPI) taskIDs(names []string) ([]string, error) {
+	var ids, unknown []string
+	for _, n := range names {
+		found := false
+		for _, t := range a.g.Order() {
+			if t.Executor.Kind == defs.ExecHTTP && (t.ID() == n || t.Name == n) {
+				ids = append(ids, t.ID())
+				found = true
+			}
+		}
+		if !found {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("no http task named %s in the pipelines", strings.Join(unknown, ", "))
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Address  string   `json:"address"`
+		Protocol string   `json:"protocol"`
+		Tasks    []string `json:"tasks"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		apiError(w, http.StatusBadRequest, "malformed registration: %v", err)
+		return
+	}
+	u, err := url.Parse(req.Address)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		apiError(w, http.StatusBadRequest, "address %q is not a URL such as http://10.0.0.5:9090", req.Address)
+		return
+	}
+	if req.Protocol != "" && req.Protocol != "http" {
+		apiError(w, http.StatusBadRequest, "protocol %q: only http is served", req.Protocol)
+		return
+	}
+	ids, err := a.taskIDs(req.Tasks)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Now: time.Now()}); err != nil {
+		apiError(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"registered": ids})
+}
+
+func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Address string `json:"address"`
+	}
+	if err := decodeBody(r, &req); err != nil || req.Address == "" {
+		apiError(w, http.StatusBadRequest, "malformed heartbeat: want {\"address\": \"…\"}")
+		return
+	}
+	err := a.st.Heartbeat(r.Context(), req.Address, time.Now())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		apiError(w, http.StatusNotFound, "executor %s is not registered: register first", req.Address)
+	case err != nil:
+		apiError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// serveAPI runs the executor API on addr until ctx ends.
+func serveAPI(ctx context.Context, addr string, api *executorAPI) error {
+	mux := http.NewServeMux()
+	api.routes(mux)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}

@@ -1,0 +1,150 @@
+package runner_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/runner/executor"
+)
+
+// sdk starts an SDK executor on loopback whose task "clean" counts its calls
+// and blocks while block is open.
+func sdk(t *testing.T, block chan struct{}) (string, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	x, err := executor.New(executor.Config{Client: http.DefaultClient}, map[string]runner.Func{
+		"clean": func(ctx context.Context, _ runner.Attempt) error {
+			calls.Add(1)
+			if block != nil {
+				<-block
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(x.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL, &calls
+}
+
+type registry struct {
+	mu  sync.Mutex
+	eps []runner.Endpoint
+}
+
+func (r *registry) list(context.Context, string) ([]runner.Endpoint, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]runner.Endpoint(nil), r.eps...), nil
+}
+
+func (r *registry) beat(addr string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.eps {
+		if r.eps[i].Address == addr {
+			r.eps[i].LastHeartbeat = at
+		}
+	}
+}
+
+func attempt(ticket string) runner.Attempt {
+	return runner.Attempt{Pipeline: "p", Task: "clean", Ticket: ticket, LogicalTime: time.Now(), Deadline: time.Now().Add(time.Minute)}
+}
+
+func TestRoundRobinSilenceAndRejoin(t *testing.T) {
+	t.Parallel()
+	a, callsA := sdk(t, nil)
+	b, callsB := sdk(t, nil)
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	reg := &registry{eps: []runner.Endpoint{{Address: a, LastHeartbeat: now}, {Address: b, LastHeartbeat: now}}}
+	var lost []string
+	r := runner.NewRouted(runner.RoutedConfig{Client: http.DefaultClient, Registry: reg.list,
+		URL:  func(runner.Attempt) (string, error) { return "http://127.0.0.1:1/never", nil },
+		Now:  func() time.Time { return *clock.Load() },
+		Lost: func(addr string, silent time.Duration) { lost = append(lost, addr) }})
+	for i := range 4 {
+		res, err := r.Execute(context.Background(), attempt("rr-"+string(rune('a'+i))))
+		if err != nil || res.Status != runner.StatusSuccess {
+			t.Fatalf("dispatch %d: %+v %v", i, res, err)
+		}
+	}
+	if callsA.Load() != 2 || callsB.Load() != 2 {
+		t.Errorf("round robin: a %d, b %d; want 2 and 2", callsA.Load(), callsB.Load())
+	}
+	// b falls silent: 31 simulated seconds later only a gets work, and b is reported once.
+	later := now.Add(31 * time.Second)
+	clock.Store(&later)
+	reg.beat(a, later)
+	for i := range 3 {
+		if res, _ := r.Execute(context.Background(), attempt("s-"+string(rune('a'+i)))); res.Status != runner.StatusSuccess {
+			t.Fatalf("%+v", res)
+		}
+	}
+	if callsA.Load() != 5 || callsB.Load() != 2 || len(lost) != 1 || lost[0] != b {
+		t.Errorf("after silence: a %d, b %d, lost %v", callsA.Load(), callsB.Load(), lost)
+	}
+	// b's next heartbeat brings it back.
+	reg.beat(b, later)
+	for i := range 2 {
+		r.Execute(context.Background(), attempt("j-"+string(rune('a'+i))))
+	}
+	if callsB.Load() != 3 {
+		t.Errorf("b did not rejoin: %d calls", callsB.Load())
+	}
+}
+
+func TestFailoverOnRefusalAndAllRefuse(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	defer close(block)
+	a, callsA := sdk(t, block)
+	b, callsB := sdk(t, nil)
+	now := time.Now()
+	reg := &registry{eps: []runner.Endpoint{{Address: a, LastHeartbeat: now}}}
+	r := runner.NewRouted(runner.RoutedConfig{Client: http.DefaultClient, Registry: reg.list,
+		URL: func(runner.Attempt) (string, error) { return "http://127.0.0.1:1/never", nil }})
+	// a is busy with clean (blocked): a second clean is refused there (re-entrancy).
+	go r.Execute(context.Background(), attempt("busy"))
+	for callsA.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	res, _ := r.Execute(context.Background(), attempt("second"))
+	if !res.Refused || res.Status != runner.StatusFailed {
+		t.Errorf("with a alone and busy: %+v, want Refused", res)
+	}
+	// With b registered too, the refusal fails over to b.
+	reg.mu.Lock()
+	reg.eps = append(reg.eps, runner.Endpoint{Address: b, LastHeartbeat: now})
+	reg.mu.Unlock()
+	for i := range 2 { // whichever comes first in the rotation, b runs it
+		res, _ = r.Execute(context.Background(), attempt("third-"+string(rune('a'+i))))
+		if res.Status != runner.StatusSuccess {
+			t.Errorf("failover: %+v", res)
+		}
+	}
+	if callsB.Load() != 2 {
+		t.Errorf("b ran %d, want 2", callsB.Load())
+	}
+}
+
+func TestPlainURLWithoutRegistry(t *testing.T) {
+	t.Parallel()
+	a, calls := sdk(t, nil)
+	r := runner.NewRouted(runner.RoutedConfig{Client: http.DefaultClient,
+		Registry: func(context.Context, string) ([]runner.Endpoint, error) { return nil, nil },
+		URL:      func(runner.Attempt) (string, error) { return a + "/dispatch", nil }})
+	if res, _ := r.Execute(context.Background(), attempt("direct")); res.Status != runner.StatusSuccess || calls.Load() != 1 {
+		t.Errorf("direct call: %+v, %d calls", res, calls.Load())
+	}
+}
