@@ -293,7 +293,8 @@ func (e *Engine) logBuffer(now time.Time) {
 func (e *Engine) execute(id int64, a *attempt) {
 	t := a.task.def
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
-		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params}
+		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params,
+		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
 	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
 	ctx, cancel := context.WithCancelCause(e.execCtx)
@@ -347,6 +348,14 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		meta   []applied
 	)
 	for _, o := range e.unapplied {
+		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
+			for id, a := range e.running {
+				if a.ticket == o.res.Ticket {
+					o.instance = id
+					break
+				}
+			}
+		}
 		a := e.running[o.instance]
 		if a == nil || a.ticket != o.res.Ticket {
 			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
@@ -665,4 +674,13 @@ func (e *Engine) misfireLate(ctx context.Context, now time.Time) error {
 	}
 	_, err = e.transitionAll(ctx, params)
 	return err
+}
+
+// Report takes a result that an executor posted for a ticket whose attempt
+// is not waiting in this process, such as one dispatched by a previous
+// scheduler process (its ticket stays valid: R27). It is applied once if the
+// ticket is current, and recorded and ignored otherwise.
+func (e *Engine) Report(rep runner.Report) {
+	e.results <- outcome{res: runner.Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
+		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,6 +28,11 @@ type Dispatch struct {
 	LogicalTime time.Time      `json:"logical_time"`
 	Deadline    time.Time      `json:"deadline"`
 	Params      map[string]any `json:"params,omitempty"`
+	// Callback, when set, asks for the asynchronous form: answer 202 at once
+	// and POST the Report there (at least once) when the work ends.
+	Callback string `json:"callback,omitempty"`
+	// TicketTTLMS is how long to remember the ticket's result, in ms.
+	TicketTTLMS int64 `json:"ticket_ttl_ms,omitempty"`
 }
 
 // Report is an executor's answer: the result of the attempt, for its ticket.
@@ -47,15 +54,75 @@ const maxReport = 1 << 20
 // a connection error fails the attempt (retried per its policy), and a
 // malformed report fails it with the reason.
 type HTTP struct {
-	client *http.Client
-	url    func(Attempt) (string, error)
+	client   *http.Client
+	url      func(Attempt) (string, error)
+	callback string // asynchronous form when set: where executors POST results
+	waiters  *waiters
+}
+
+// waiters holds the attempts waiting for their result by callback, by ticket.
+type waiters struct {
+	mu sync.Mutex
+	m  map[string]chan Report
+}
+
+func (w *waiters) add(ticket string) chan Report {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan Report, 1)
+	w.m[ticket] = ch
+	return ch
+}
+
+func (w *waiters) remove(ticket string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, ticket)
+}
+
+// deliver hands rep to the attempt waiting for it; false when none waits.
+func (w *waiters) deliver(rep Report) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.m[rep.Ticket]
+	if !ok {
+		return false
+	}
+	delete(w.m, rep.Ticket)
+	ch <- rep
+	return true
 }
 
 var _ Executor = (*HTTP)(nil)
 
 // NewHTTP returns an HTTP executor; url gives an attempt's endpoint.
 func NewHTTP(client *http.Client, url func(Attempt) (string, error)) *HTTP {
-	return &HTTP{client: client, url: url}
+	return &HTTP{client: client, url: url, waiters: &waiters{m: map[string]chan Report{}}}
+}
+
+// WithCallback returns a copy of h that asks executors for the asynchronous
+// form, with results POSTed to callback and handed in through Deliver.
+func (h *HTTP) WithCallback(callback string) *HTTP {
+	c := *h
+	c.callback = callback
+	return &c
+}
+
+// Deliver hands a result that arrived at the callback to the attempt
+// waiting for it, and reports whether one was.
+func (h *HTTP) Deliver(rep Report) bool { return h.waiters.deliver(rep) }
+
+// ParseReport checks a result posted to the callback, as strictly as an
+// answer: unknown fields, a missing ticket or an unknown status are malformed.
+func ParseReport(data []byte) (Report, error) {
+	var probe struct {
+		Ticket string `json:"ticket"`
+	}
+	_ = json.Unmarshal(data, &probe)
+	if probe.Ticket == "" {
+		return Report{}, errors.New("malformed report: no ticket")
+	}
+	return parseReport(data, probe.Ticket)
 }
 
 // Execute posts the dispatch and waits for the report.
@@ -70,11 +137,17 @@ func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
 		defer cancel()
 	}
 	body, err := json.Marshal(Dispatch{Version: ProtocolVersion, Pipeline: a.Pipeline, Task: a.Task, InstanceID: a.InstanceID,
-		Ticket: a.Ticket, LogicalTime: a.LogicalTime, Deadline: a.Deadline, Params: a.Params})
+		Ticket: a.Ticket, LogicalTime: a.LogicalTime, Deadline: a.Deadline, Params: a.Params, Callback: h.callback,
+		TicketTTLMS: a.TicketTTL.Milliseconds()})
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: "encode dispatch: " + err.Error(), Permanent: true}, nil
 	}
 	start := time.Now()
+	var result chan Report
+	if h.callback != "" {
+		result = h.waiters.add(a.Ticket) // before the dispatch: the result may come back before the answer
+		defer h.waiters.remove(a.Ticket)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: "build request: " + err.Error(), Permanent: true}, nil
@@ -101,6 +174,9 @@ func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
 		return r, nil
 	case resp.StatusCode/100 != 2:
 		return finish(ctx, a, start, fmt.Errorf("executor %s answered %s: %s", url, resp.Status, firstLine(data))), nil
+	}
+	if resp.StatusCode == http.StatusAccepted && result != nil {
+		return h.await(ctx, a, url, data, start, result), nil
 	}
 	rep, err := parseReport(data, a.Ticket)
 	if err != nil {
@@ -157,4 +233,52 @@ func refusalReason(data []byte) string {
 		return ans.Reason
 	}
 	return firstLine(data)
+}
+
+// await waits for the result of an accepted asynchronous dispatch until
+// the attempt's deadline; a kill is forwarded to the executor.
+// ch is the channel the result is delivered on; it may hold it already.
+func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, start time.Time, ch chan Report) Result {
+	var ans struct {
+		Accepted bool    `json:"accepted"`
+		Result   *Report `json:"result"`
+	}
+	if err := json.Unmarshal(answer, &ans); err == nil && ans.Result != nil && ans.Result.Ticket == a.Ticket {
+		return reportResult(*ans.Result, start) // a ticket the executor ran already: its earlier result
+	}
+	select {
+	case rep := <-ch:
+		return reportResult(rep, start)
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), ErrKilled) {
+			h.kill(url, a.Ticket)
+		}
+		return finish(ctx, a, start, ctx.Err())
+	}
+}
+
+func reportResult(rep Report, start time.Time) Result {
+	r := Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
+		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}
+	if r.Duration == 0 {
+		r.Duration = time.Since(start)
+	}
+	return r
+}
+
+// kill asks the executor to cancel the ticket's work (best effort: the
+// instance ends KILLED either way).
+func (h *HTTP) kill(dispatchURL, ticket string) {
+	base := strings.TrimSuffix(dispatchURL, "/dispatch")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]string{"ticket": ticket})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/kill", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := h.client.Do(req); err == nil {
+		resp.Body.Close()
+	}
 }

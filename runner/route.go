@@ -30,9 +30,10 @@ type Routed struct {
 	silence  time.Duration
 	lost     func(address string, silentFor time.Duration)
 
-	mu   sync.Mutex
-	next map[string]int  // round-robin position per task
-	dead map[string]bool // executors reported lost (until they heartbeat again)
+	mu       sync.Mutex
+	next     map[string]int             // round-robin position per task
+	dead     map[string]bool            // executors reported lost (until they heartbeat again)
+	inFlight map[string]map[string]bool // executor address → tickets it runs asynchronously
 }
 
 var _ Executor = (*Routed)(nil)
@@ -62,7 +63,7 @@ func NewRouted(c RoutedConfig) *Routed {
 		c.Now = time.Now
 	}
 	return &Routed{direct: NewHTTP(c.Client, c.URL), client: c.Client, url: c.URL, registry: c.Registry, now: c.Now,
-		silence: c.Silence, lost: c.Lost, next: map[string]int{}, dead: map[string]bool{}}
+		silence: c.Silence, lost: c.Lost, next: map[string]int{}, dead: map[string]bool{}, inFlight: map[string]map[string]bool{}}
 }
 
 // Live returns the executors of task that heartbeat within the silence
@@ -88,10 +89,26 @@ func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
 			if r.lost != nil {
 				r.lost(ep.Address, silent)
 			}
+			// Its in-flight attempts fail now, to be retried per their policy,
+			// rather than wait for their deadline.
+			for ticket := range r.inFlight[ep.Address] {
+				r.direct.Deliver(Report{Ticket: ticket, Status: StatusFailed,
+					Error: fmt.Sprintf("executor %s lost: no heartbeat for %s", ep.Address, silent.Round(time.Second))})
+			}
+			delete(r.inFlight, ep.Address)
 		}
 	}
 	return live, nil
 }
+
+// WithCallback switches r to the asynchronous form (see HTTP.WithCallback).
+func (r *Routed) WithCallback(callback string) *Routed {
+	r.direct = r.direct.WithCallback(callback)
+	return r
+}
+
+// Deliver hands a result that arrived at the callback to its waiting attempt.
+func (r *Routed) Deliver(rep Report) bool { return r.direct.Deliver(rep) }
 
 // Execute sends the attempt to the next live executor of its task.
 func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
@@ -107,8 +124,11 @@ func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 	var refusals []string
 	for i := range live {
 		ep := live[(start+i)%len(live)]
-		h := NewHTTP(r.client, func(Attempt) (string, error) { return strings.TrimSuffix(ep.Address, "/") + "/dispatch", nil })
+		h := *r.direct // shares the waiters of asynchronous results
+		h.url = func(Attempt) (string, error) { return strings.TrimSuffix(ep.Address, "/") + "/dispatch", nil }
+		r.track(ep.Address, a.Ticket, true)
 		res, err := h.Execute(ctx, a)
+		r.track(ep.Address, a.Ticket, false)
 		if err != nil {
 			return Result{}, err
 		}
@@ -120,4 +140,17 @@ func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 	}
 	return Result{Ticket: a.Ticket, Status: StatusFailed, Refused: true,
 		Error: fmt.Sprintf("every executor of %s refused: %s", task, strings.Join(refusals, "; "))}, nil
+}
+
+func (r *Routed) track(addr, ticket string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on {
+		if r.inFlight[addr] == nil {
+			r.inFlight[addr] = map[string]bool{}
+		}
+		r.inFlight[addr][ticket] = true
+		return
+	}
+	delete(r.inFlight[addr], ticket)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,5 +147,40 @@ func TestPlainURLWithoutRegistry(t *testing.T) {
 		URL:      func(runner.Attempt) (string, error) { return a + "/dispatch", nil }})
 	if res, _ := r.Execute(context.Background(), attempt("direct")); res.Status != runner.StatusSuccess || calls.Load() != 1 {
 		t.Errorf("direct call: %+v, %d calls", res, calls.Load())
+	}
+}
+
+// TestInFlightFailsOverWhenExecutorGoesSilent: an asynchronous attempt on an
+// executor that stops heart-beating fails as soon as the silence is noticed
+// (to be retried per its policy), instead of waiting for its deadline.
+func TestInFlightFailsOverWhenExecutorGoesSilent(t *testing.T) {
+	t.Parallel()
+	block := make(chan struct{})
+	defer close(block)
+	a, calls := sdk(t, block)
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	reg := &registry{eps: []runner.Endpoint{{Address: a, LastHeartbeat: now}}}
+	r := runner.NewRouted(runner.RoutedConfig{Client: http.DefaultClient, Registry: reg.list,
+		URL: func(runner.Attempt) (string, error) { return "http://127.0.0.1:1/never", nil },
+		Now: func() time.Time { return *clock.Load() }}).WithCallback("http://127.0.0.1:1/results")
+	done := make(chan runner.Result, 1)
+	go func() { res, _ := r.Execute(context.Background(), attempt("in-flight")); done <- res }()
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	later := now.Add(31 * time.Second)
+	clock.Store(&later)
+	if _, err := r.Live(context.Background(), "p.clean"); err != nil { // the next look at the registry notices
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.Status != runner.StatusFailed || !strings.Contains(res.Error, "lost: no heartbeat for 31s") {
+			t.Errorf("in-flight result %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the in-flight attempt still waits")
 	}
 }

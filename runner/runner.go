@@ -15,6 +15,9 @@ type Attempt struct {
 	LogicalTime time.Time
 	Deadline    time.Time
 	Params      map[string]any
+	// TicketTTL is how long an executor should remember the ticket's result:
+	// the task's longest retry span plus five minutes (R23).
+	TicketTTL time.Duration
 }
 
 // Status is the outcome of an attempt.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,19 +14,23 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
 // executorAPI serves the endpoints executors call: registration and
 // heartbeats (R21). Registration is idempotent on (task, address).
 type executorAPI struct {
-	st *store.Store
-	g  *dag.Graph
+	st      *store.Store
+	g       *dag.Graph
+	deliver func(runner.Report) bool // to the attempt waiting for it
+	report  func(runner.Report)      // to the engine, by ticket
 }
 
 func (a *executorAPI) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/executors/register", a.register)
 	mux.HandleFunc("POST /api/v1/executors/heartbeat", a.heartbeat)
+	mux.HandleFunc("POST /api/v1/results", a.result)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 }
 
@@ -136,4 +141,30 @@ func serveAPI(ctx context.Context, addr string, api *executorAPI) error {
 		defer cancel()
 		return srv.Shutdown(shutdown)
 	}
+}
+
+// result takes a Report an executor posts to its callback. A malformed one is
+// refused with 400 and recorded; any well-formed one is acknowledged (so the
+// executor stops retrying) and applied once if its ticket is current.
+func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20+1024))
+	var rep runner.Report
+	if err == nil {
+		rep, err = runner.ParseReport(data)
+	}
+	if err != nil {
+		_ = a.st.AppendAction(r.Context(), store.Action{At: time.Now(), Actor: "executor:" + r.RemoteAddr, Action: "malformed_result",
+			Reason: err.Error()})
+		apiError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if a.deliver == nil || !a.deliver(rep) {
+		if a.report == nil {
+			apiError(w, http.StatusServiceUnavailable, "no scheduler runs in this process")
+			return
+		}
+		a.report(rep)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"ticket": rep.Ticket, "received": "ok"})
 }

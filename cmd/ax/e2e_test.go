@@ -84,7 +84,14 @@ func startServer(t *testing.T, target, pipelines string, extra ...string) *serve
 		}
 		if t.Failed() {
 			out, _ := os.ReadFile(log.Name())
-			t.Logf("server log (last 3000 bytes):\n%s", out[max(0, len(out)-3000):])
+			var keep []string
+			for _, l := range strings.Split(string(out), "\n") {
+				if !strings.Contains(l, "msg=run_created") && !strings.Contains(l, "msg=not_dispatched") && !strings.Contains(l, "msg=window_loaded") {
+					keep = append(keep, l)
+				}
+			}
+			text := strings.Join(keep, "\n")
+			t.Logf("server log (routine lines left out; last 4000 bytes):\n%s", text[max(0, len(text)-4000):])
 		}
 	})
 	return s

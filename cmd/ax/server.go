@@ -101,11 +101,16 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
+	api := &executorAPI{st: st, g: g}
 	if f.listen != "" {
+		// Executors report results asynchronously to this API.
+		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
+		execs[defs.ExecHTTP] = web
+		api.deliver = web.Deliver
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- serveAPI(apiCtx, f.listen, &executorAPI{st: st, g: g}) }()
+		go func() { apiErr <- serveAPI(apiCtx, f.listen, api) }()
 		select {
 		case err := <-apiErr:
 			return &exitError{code: exitFailed, err: err}
@@ -121,6 +126,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
+	api.report = eng.Report
 	log.Info("server_starting", "store", st.String(), "pipelines", len(g.Pipelines()), "tasks", len(g.Order()), "dispatch_rate", f.rate)
 	if err := eng.Run(ctx); err != nil {
 		return &exitError{code: exitFailed, err: err}

@@ -57,16 +57,8 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Dispatch is protocol v1's request (runner.Dispatch) with the fields that
-// only an SDK executor uses.
-type Dispatch struct {
-	runner.Dispatch
-	// Callback is where to POST the result; empty: answer with it.
-	Callback string `json:"callback,omitempty"`
-	// TicketTTLMS is how long to remember the ticket's result: the task's
-	// longest retry span plus five minutes, in milliseconds.
-	TicketTTLMS int64 `json:"ticket_ttl_ms,omitempty"`
-}
+// Dispatch is protocol v1's request.
+type Dispatch = runner.Dispatch
 
 // Answer is the immediate answer to an asynchronous dispatch.
 type Answer struct {

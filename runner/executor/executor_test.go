@@ -105,8 +105,8 @@ func dispatch(t *testing.T, url string, d Dispatch) (int, []byte) {
 }
 
 func disp(task, ticket string) Dispatch {
-	return Dispatch{Dispatch: runner.Dispatch{Version: 1, Pipeline: "p", Task: task, InstanceID: 1, Ticket: ticket,
-		LogicalTime: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC), Deadline: time.Now().Add(time.Minute)}}
+	return Dispatch{Version: 1, Pipeline: "p", Task: task, InstanceID: 1, Ticket: ticket,
+		LogicalTime: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC), Deadline: time.Now().Add(time.Minute)}
 }
 
 func TestSameTicketExecutesOnce(t *testing.T) {
