@@ -34,8 +34,10 @@ test: vet
 validate-dag: build
 	$(BIN) validate --strict $(PIPELINES)
 
+# One table of figures, each against a baseline measured in the same run
+# (and bench.json); MySQL rows run when AX_TEST_MYSQL_DSN is set.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./dag/... ./defs/... ./store/... ./engine/...
+	$(GO) run ./cmd/axbench -json bench.json
 
 # Random kills and stalls of the primary of two servers on MySQL, for
 # $(CHAOS); prints executions, duplicates, missed logical times, takeover times.
