@@ -254,14 +254,8 @@ func (s *Store) TransitionBatch(ctx context.Context, ps []TransitionParams) ([]B
 				}
 				checked[p.Epoch] = true
 			}
-			v, err := s.transition(ctx, tx, p, true)
-			var te *TransitionError
-			if err != nil && !errors.As(err, &te) {
-				return err // the database failed: roll everything back
-			}
-			out[i] = BatchResult{Version: v, Err: err}
 		}
-		return nil
+		return s.transitionMany(ctx, tx, ps, out)
 	})
 	if err != nil {
 		return nil, err
