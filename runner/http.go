@@ -282,3 +282,18 @@ func (h *HTTP) kill(dispatchURL, ticket string) {
 		resp.Body.Close()
 	}
 }
+
+// DecodeStrict reads one JSON object of at most limit bytes from r's body
+// into v: unknown fields, trailing data and oversized bodies are errors.
+// Both ends of the protocol decode requests with it.
+func DecodeStrict(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the JSON object")
+	}
+	return nil
+}

@@ -40,18 +40,6 @@ func apiError(w http.ResponseWriter, code int, format string, args ...any) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf(format, args...)})
 }
 
-func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("data after the JSON object")
-	}
-	return nil
-}
-
 // taskIDs maps the names an executor serves to the http tasks of the graph:
 // `pipeline.task`, or a bare task name, which matches that task in every pipeline.
 func (a *executorAPI) taskIDs(names []string) ([]string, error) {
@@ -81,7 +69,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		Protocol string   `json:"protocol"`
 		Tasks    []string `json:"tasks"`
 	}
-	if err := decodeBody(r, &req); err != nil {
+	if err := runner.DecodeStrict(r, &req, 1<<20); err != nil {
 		apiError(w, http.StatusBadRequest, "malformed registration: %v", err)
 		return
 	}
@@ -111,7 +99,7 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Address string `json:"address"`
 	}
-	if err := decodeBody(r, &req); err != nil || req.Address == "" {
+	if err := runner.DecodeStrict(r, &req, 1<<20); err != nil || req.Address == "" {
 		apiError(w, http.StatusBadRequest, "malformed heartbeat: want {\"address\": \"…\"}")
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/ax-sched/ax/dag"
@@ -96,13 +97,18 @@ resume ID), without running any succeeded instance again.`,
 	fl.BoolVar(&f.reverse, "reverse", false, "newest logical time first")
 	fl.StringVar(&f.rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
 	fl.BoolVar(&f.stopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
+	f.addRunFlags(fl)
+	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd())
+	return cmd
+}
+
+// addRunFlags adds the flags that say where and how a backfill runs.
+func (f *backfillFlags) addRunFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.standalone, "standalone", false, "run it here on an engine of its own instead of the server's")
 	fl.BoolVar(&f.detach, "detach", false, "queue it for the server and return at once")
 	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
 	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	fl.DurationVar(&f.wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
-	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd())
-	return cmd
 }
 
 func runBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f backfillFlags) error {
@@ -286,12 +292,7 @@ func newBackfillResumeCmd() *cobra.Command {
 			return followBackfill(ctx, cmd.OutOrStdout(), st, g, id, f)
 		},
 	}
-	fl := cmd.Flags()
-	fl.BoolVar(&f.standalone, "standalone", false, "run it here on an engine of its own")
-	fl.BoolVar(&f.detach, "detach", false, "hand it to the server and return at once")
-	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
-	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
-	fl.DurationVar(&f.wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
+	f.addRunFlags(cmd.Flags())
 	return cmd
 }
 

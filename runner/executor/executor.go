@@ -163,22 +163,9 @@ func refuse(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, Answer{Reason: fmt.Sprintf(format, args...)})
 }
 
-// decodeStrict reads one JSON object with no unknown fields from a bounded body.
-func decodeStrict(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxDispatch))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("data after the JSON object")
-	}
-	return nil
-}
-
 func (x *Executor) serveDispatch(w http.ResponseWriter, r *http.Request) {
 	var d Dispatch
-	if err := decodeStrict(r, &d); err != nil {
+	if err := runner.DecodeStrict(r, &d, maxDispatch); err != nil {
 		refuse(w, http.StatusBadRequest, "malformed dispatch: %v", err)
 		return
 	}
@@ -331,7 +318,7 @@ func (x *Executor) serveKill(w http.ResponseWriter, r *http.Request) {
 	var k struct {
 		Ticket string `json:"ticket"`
 	}
-	if err := decodeStrict(r, &k); err != nil || k.Ticket == "" {
+	if err := runner.DecodeStrict(r, &k, maxDispatch); err != nil || k.Ticket == "" {
 		refuse(w, http.StatusBadRequest, "malformed kill: want {\"ticket\": \"…\"}")
 		return
 	}
