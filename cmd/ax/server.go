@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -170,7 +171,7 @@ func executors(g *dag.Graph, st *store.Store) (engine.Executors, error) {
 			}
 			return t.Executor.URL, nil
 		},
-		Registry: func(ctx context.Context, task string) ([]runner.Endpoint, error) {
+		Registry: registryCache(time.Second, func(ctx context.Context, task string) ([]runner.Endpoint, error) {
 			exs, err := st.Executors(ctx, task)
 			if err != nil {
 				return nil, err
@@ -180,7 +181,7 @@ func executors(g *dag.Graph, st *store.Store) (engine.Executors, error) {
 				eps[i] = runner.Endpoint{Address: x.Address, LastHeartbeat: x.LastHeartbeat}
 			}
 			return eps, nil
-		},
+		}),
 		Lost: func(addr string, silent time.Duration) {
 			_ = st.AppendAction(context.Background(), store.Action{At: time.Now(), Actor: engine.Actor, Action: "executor_lost", Reason: "alert",
 				Detail: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
@@ -279,4 +280,33 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// registryCache keeps each task's executors for ttl, so that routing does
+// not read the registry from the store on every dispatch.
+func registryCache(ttl time.Duration, load func(context.Context, string) ([]runner.Endpoint, error)) func(context.Context, string) ([]runner.Endpoint, error) {
+	type entry struct {
+		at  time.Time
+		eps []runner.Endpoint
+	}
+	var (
+		mu    sync.Mutex
+		cache = map[string]entry{}
+	)
+	return func(ctx context.Context, task string) ([]runner.Endpoint, error) {
+		mu.Lock()
+		e, ok := cache[task]
+		mu.Unlock()
+		if ok && time.Since(e.at) < ttl {
+			return e.eps, nil
+		}
+		eps, err := load(ctx, task)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		cache[task] = entry{at: time.Now(), eps: eps}
+		mu.Unlock()
+		return eps, nil
+	}
 }
