@@ -344,8 +344,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		refused bool
 	}
 	var (
-		params []store.TransitionParams
-		meta   []applied
+		params   []store.TransitionParams
+		meta     []applied
+		released []release
 	)
 	for _, o := range e.unapplied {
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
@@ -410,7 +411,6 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
 	}
 	e.unapplied = e.unapplied[:0]
-	var released []store.TransitionParams
 	for i, r := range res {
 		m := meta[i]
 		delete(e.running, m.id)
@@ -468,12 +468,19 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	return e.applyReleases(ctx, released, now)
 }
 
+// release is a WAITING instance to move on, with what the engine knows of it
+// (so that enqueueing it needs no read of the store).
+type release struct {
+	p  store.TransitionParams
+	in store.Instance
+}
+
 // releasable returns the transitions WAITING → SCHEDULED of the candidates
 // in run rs whose upstreams have all succeeded (R14), in the same run for
 // upstreams of the same pipeline, and in the other pipeline's run of the
 // same logical time (or the latest before it) for the others.
-func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]store.TransitionParams, error) {
-	var out []store.TransitionParams
+func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
+	var out []release
 	for _, d := range candidates {
 		ref := rs.inst[d.id]
 		if ref == nil || ref.state != store.Waiting || d.def.Manual {
@@ -506,13 +513,14 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 			continue
 		}
 		at := now.Add(d.def.Delay)
+		in := store.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical, NextFireAt: at}
 		if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != store.RunManual {
-			out = append(out, store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Paused,
-				Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why})
+			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Paused,
+				Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 			continue
 		}
-		out = append(out, store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
-			Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded"})
+		out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
+			Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded"}, in})
 	}
 	return out, nil
 }
@@ -529,8 +537,8 @@ func (e *Engine) crossDone(ctx context.Context, u *taskInfo, at time.Time) (bool
 
 // releaseCross checks the waiting instances of tasks that wait on another
 // pipeline.
-func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]store.TransitionParams, error) {
-	var out []store.TransitionParams
+func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]release, error) {
+	var out []release
 	for _, d := range tasks {
 		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Waiting}, Limit: 1000})
 		if err != nil {
@@ -568,13 +576,17 @@ func (e *Engine) releaseCrossWaiting(ctx context.Context, now time.Time) error {
 	return e.applyReleases(ctx, rel, now)
 }
 
-// applyReleases records WAITING → SCHEDULED transitions and puts the
-// released instances into the wheel.
-func (e *Engine) applyReleases(ctx context.Context, rel []store.TransitionParams, now time.Time) error {
+// applyReleases records WAITING → SCHEDULED (or → PAUSED) transitions and
+// puts the scheduled instances into the wheel.
+func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time) error {
 	if len(rel) == 0 {
 		return nil
 	}
-	res, err := e.st.TransitionBatch(ctx, rel)
+	params := make([]store.TransitionParams, len(rel))
+	for i, r := range rel {
+		params[i] = r.p
+	}
+	res, err := e.st.TransitionBatch(ctx, params)
 	if err != nil {
 		for id := range e.runs { // the cache may be ahead of the store: reload on next use
 			delete(e.runs, id)
@@ -584,14 +596,12 @@ func (e *Engine) applyReleases(ctx context.Context, rel []store.TransitionParams
 	for i, r := range res {
 		if r.Err != nil {
 			if errors.Is(r.Err, store.ErrConflict) {
-				e.dropCachedRunOf(rel[i].InstanceID)
+				e.dropCachedRunOf(params[i].InstanceID)
 			}
 			continue
 		}
-		in, err := e.st.Instance(ctx, rel[i].InstanceID)
-		if err != nil {
-			return err
-		}
+		in := rel[i].in
+		in.State, in.Version = params[i].To, r.Version
 		if rs := e.runs[in.RunID]; rs != nil {
 			if ref := rs.inst[in.TaskID]; ref != nil {
 				ref.state, ref.version = in.State, r.Version
