@@ -24,16 +24,15 @@ const (
 
 // BackfillSpec is what a backfill runs; it is stored as the record's spec.
 type BackfillSpec struct {
-	Pipeline       string      `json:"pipeline"`
-	From           time.Time   `json:"from"`
-	To             time.Time   `json:"to"`
-	Select         string      `json:"select,omitempty"`
-	Tasks          []string    `json:"tasks"` // the selection, in dependency order
-	Times          []time.Time `json:"times"` // logical times, in the order to run them
-	MaxActiveRuns  int         `json:"max_active_runs"`
-	Rerun          string      `json:"rerun"`
-	StopOnFailure  bool        `json:"stop_on_failure,omitempty"`
-	FailedLogicals []string    `json:"-"`
+	Pipeline      string      `json:"pipeline"`
+	From          time.Time   `json:"from"`
+	To            time.Time   `json:"to"`
+	Select        string      `json:"select,omitempty"`
+	Tasks         []string    `json:"tasks"` // the selection, in dependency order
+	Times         []time.Time `json:"times"` // logical times, in the order to run them
+	MaxActiveRuns int         `json:"max_active_runs"`
+	Rerun         string      `json:"rerun"`
+	StopOnFailure bool        `json:"stop_on_failure,omitempty"`
 }
 
 // BackfillParams are the options of `ax backfill`.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,7 +76,7 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		var op Op
 		msg, opErr := "", json.Unmarshal([]byte(o.Args), &op)
 		if opErr == nil {
-			op.Kind, op.Actor, op.Reason = o.Kind, cmpOr(o.Actor, "operator"), o.Reason
+			op.Kind, op.Actor, op.Reason = o.Kind, cmp.Or(o.Actor, "operator"), o.Reason
 			msg, opErr = e.apply(ctx, op, now)
 		} else {
 			opErr = fmt.Errorf("malformed request %d: %v", o.ID, opErr)
@@ -85,13 +86,6 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		}
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // apply does one request.
@@ -227,7 +221,7 @@ func (e *Engine) pause(ctx context.Context, op Op, now time.Time) (string, error
 		}
 		for _, in := range insts {
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Paused,
-				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "paused: " + cmpOr(op.Reason, "operator")})
+				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "paused: " + cmp.Or(op.Reason, "operator")})
 		}
 		running += e.runningByTask[t.id]
 	}

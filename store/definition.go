@@ -149,8 +149,8 @@ func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, 
 	return res, nil
 }
 
-// Task is a stored task definition with its next fire time. The rest of
-// the article's task_runtime row comes from [Store.TaskSummary].
+// Task is a stored task definition. Its runtime summary (the article's
+// task_runtime row) comes from [Store.TaskSummary].
 type Task struct {
 	ID         string    `json:"id"`
 	Pipeline   string    `json:"pipeline"`
@@ -161,7 +161,6 @@ type Task struct {
 	Definition []byte    `json:"-"`
 	Version    int64     `json:"version"`
 	Removed    bool      `json:"removed"`
-	NextFireAt time.Time `json:"next_fire_at,omitzero"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
@@ -176,7 +175,7 @@ type TaskFilter struct {
 // Tasks lists stored tasks, by id.
 func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	b := s.sb.Select("id", "pipeline", "name", "group_name", "priority", "hash", "definition", "version", "removed",
-		"next_fire_at", "updated_at").From("tasks").OrderBy("id")
+		"updated_at").From("tasks").OrderBy("id")
 	if f.Pipeline != "" {
 		b = b.Where(sq.Eq{"pipeline": f.Pipeline})
 	}
@@ -195,14 +194,12 @@ func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 			t       Task
 			def     string
 			removed int
-			next    sql.NullInt64
 			updated int64
 		)
-		if err := rows.Scan(&t.ID, &t.Pipeline, &t.Name, &t.Group, &t.Priority, &t.Hash, &def, &t.Version, &removed,
-			&next, &updated); err != nil {
+		if err := rows.Scan(&t.ID, &t.Pipeline, &t.Name, &t.Group, &t.Priority, &t.Hash, &def, &t.Version, &removed, &updated); err != nil {
 			return err
 		}
-		t.Definition, t.Removed, t.NextFireAt, t.UpdatedAt = []byte(def), removed != 0, fromMS(next), time.UnixMilli(updated).UTC()
+		t.Definition, t.Removed, t.UpdatedAt = []byte(def), removed != 0, time.UnixMilli(updated).UTC()
 		out = append(out, t)
 		return nil
 	})
@@ -211,10 +208,11 @@ func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 
 // Summary is the article's task_runtime row (R7): a task with its next fire
 // time, last instance, last executor, and how many of its instances
-// succeeded and failed. The counts are derived from the instances (an
-// indexed count), so that no transition pays for keeping them.
+// succeeded and failed. All of it is derived from the instances (indexed
+// reads), so that no transition pays for keeping a copy up to date.
 type Summary struct {
 	Task
+	NextFireAt   time.Time `json:"next_fire_at,omitzero"` // the earliest scheduled or retrying instance
 	Last         *Instance `json:"last_instance,omitempty"`
 	LastExecutor string    `json:"last_executor,omitempty"`
 	SuccessCount int64     `json:"success_count"`
@@ -239,6 +237,16 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 		sum.Last = &last[0]
 		sum.LastExecutor = last[0].Executor
 	}
+	next := s.sb.Select("MIN(next_fire_at)").From("instances").
+		Where(sq.Eq{"task_id": id, "state": []string{string(Scheduled), string(Retrying)}})
+	if err := s.query(ctx, s.read, "next fire", next, func(rows *sql.Rows) error {
+		var v sql.NullInt64
+		err := rows.Scan(&v)
+		sum.NextFireAt = fromMS(v)
+		return err
+	}); err != nil {
+		return Summary{}, err
+	}
 	counts := s.sb.Select("state", "COUNT(*)").From("instances").
 		Where(sq.Eq{"task_id": id, "state": []string{string(Success), string(Failed)}}).GroupBy("state")
 	err = s.query(ctx, s.read, "count outcomes", counts, func(rows *sql.Rows) error {
@@ -257,21 +265,4 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 		return nil
 	})
 	return sum, err
-}
-
-// SetNextFire records a task's next fire time in its summary (zero clears it).
-func (s *Store) SetNextFire(ctx context.Context, id string, next time.Time, epoch int64, now time.Time) error {
-	return s.inTx(ctx, "set next fire", func(tx *sql.Tx) error {
-		if err := s.checkEpoch(ctx, tx, epoch); err != nil {
-			return err
-		}
-		n, err := s.exec(ctx, tx, "set next fire of "+id, s.sb.Update("tasks").Set("next_fire_at", ms(next)).Where(sq.Eq{"id": id}))
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return notFound("task", id)
-		}
-		return nil
-	})
 }

@@ -220,7 +220,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (int64, erro
 	var v int64
 	err := s.inTx(ctx, "transition", func(tx *sql.Tx) error {
 		var err error
-		v, err = s.transition(ctx, tx, p, false)
+		v, err = s.transition(ctx, tx, p)
 		return err
 	})
 	return v, err
@@ -272,18 +272,17 @@ func checkLegal(p TransitionParams) error {
 
 // transition does the work of one transition inside tx. The happy path is
 // one UPDATE and one INSERT … SELECT, as cheap as a raw CAS with history; only a refused update pays for a
-// diagnosing read. Unless the epoch was checked already in this transaction
-// (epochChecked), the fence is part of the UPDATE: its subquery reads the
+// diagnosing read. The fence is part of the UPDATE: its subquery reads the
 // lease row under a shared lock on MySQL (a takeover waits for this
 // transaction), and SQLite has a single writer.
-func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams, epochChecked bool) (int64, error) {
+func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) (int64, error) {
 	now := p.Now.UnixMilli()
 	up := s.sb.Update("instances").
 		Set("state", string(p.To)).
 		Set("version", sq.Expr("version + 1")).
 		Set("updated_at", now).
 		Where(sq.Eq{"id": p.InstanceID, "version": p.Version, "state": string(p.From)})
-	fenced := p.Epoch != 0 && !epochChecked
+	fenced := p.Epoch != 0
 	if fenced {
 		up = up.Where(sq.Expr("EXISTS (SELECT 1 FROM leases WHERE name = ? AND epoch = ?)", LeaseName, p.Epoch))
 	}

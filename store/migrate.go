@@ -37,6 +37,7 @@ var migrations = []migration{{
 			primary: []string{"name"}},
 		{name: "tasks", cols: [][2]string{{"id", "str257"}, {"pipeline", "str128"}, {"name", "str128"}, {"group_name", "str128"},
 			{"priority", "int"}, {"hash", "str64"}, {"definition", "text"}, {"version", "bigint"}, {"removed", "int"},
+			// next_fire_at: unused since the summary derives it from instances; kept, since v1 is released.
 			{"next_fire_at", "bigint?"}, {"created_at", "bigint"}, {"updated_at", "bigint"}},
 			primary: []string{"id"}, index: [][]string{{"pipeline"}, {"group_name"}}},
 		{name: "runs", cols: [][2]string{{"id", "id"}, {"pipeline", "str128"}, {"trigger_name", "str257"}, {"kind", "str16"},

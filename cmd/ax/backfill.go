@@ -259,28 +259,17 @@ func newBackfillResumeCmd() *cobra.Command {
 		Short: "Continue an interrupted backfill without rerunning what succeeded",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil {
-				return usageErr("%q is not a backfill id", args[0])
-			}
 			ctx := cmd.Context()
 			g, err := loadGraph(f.pipelines, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			st, err := store.Open(ctx, f.store, store.Options{})
+			st, b, err := openBackfill(ctx, f.store, args[0])
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
 			defer st.Close()
-			bs, err := st.Backfills(ctx, id)
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			if len(bs) == 0 {
-				return &exitError{code: exitFailed, err: fmt.Errorf("no backfill %d (ax backfill list shows them)", id)}
-			}
-			b := bs[0]
+			id := b.ID
 			if b.State == engine.BackfillDone {
 				return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d is done already", id)}
 			}
@@ -296,6 +285,28 @@ func newBackfillResumeCmd() *cobra.Command {
 	return cmd
 }
 
+// openBackfill opens the store and reads the backfill whose id is arg; the
+// caller closes the store.
+func openBackfill(ctx context.Context, target, arg string) (*store.Store, store.Backfill, error) {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return nil, store.Backfill{}, usageErr("%q is not a backfill id", arg)
+	}
+	st, err := store.Open(ctx, target, store.Options{})
+	if err != nil {
+		return nil, store.Backfill{}, &exitError{code: exitFailed, err: err}
+	}
+	bs, err := st.Backfills(ctx, id)
+	if err == nil && len(bs) == 0 {
+		err = fmt.Errorf("no backfill %d (ax backfill list shows them)", id)
+	}
+	if err != nil {
+		st.Close()
+		return nil, store.Backfill{}, &exitError{code: exitFailed, err: err}
+	}
+	return st, bs[0], nil
+}
+
 func newBackfillStatusCmd() *cobra.Command {
 	var target string
 	cmd := &cobra.Command{
@@ -303,20 +314,11 @@ func newBackfillStatusCmd() *cobra.Command {
 		Short: "Show a backfill's progress",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.ParseInt(args[0], 10, 64)
+			st, b, err := openBackfill(cmd.Context(), target, args[0])
 			if err != nil {
-				return usageErr("%q is not a backfill id", args[0])
-			}
-			st, err := store.Open(cmd.Context(), target, store.Options{})
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
 			defer st.Close()
-			bs, err := st.Backfills(cmd.Context(), id)
-			if err != nil || len(bs) == 0 {
-				return &exitError{code: exitFailed, err: fmt.Errorf("no backfill %d", id)}
-			}
-			b := bs[0]
 			fmt.Fprintln(cmd.OutOrStdout(), progress(b, b.UpdatedAt.Sub(b.CreatedAt)))
 			if b.Error != "" {
 				fmt.Fprintln(cmd.OutOrStdout(), b.Error)

@@ -102,6 +102,19 @@ func TestBackfillStandalone(t *testing.T) {
 	if code != exitOK || strings.Count(out, "daily") != 2 {
 		t.Errorf("list: %s", out)
 	}
+	code, out, _ = runAx(t, "backfill", "status", "1", "--store", db)
+	if code != exitOK || !strings.Contains(out, "backfill 1 done: 5/5 runs (100%), 1 failed") || !strings.Contains(out, "2026-03-03T02:00:00Z: clean") {
+		t.Errorf("status: exit %d, %s", code, out)
+	}
+	for _, args := range [][]string{{"status", "99"}, {"resume", "99", "--pipelines", dir}} {
+		code, _, errOut := runAx(t, append(append([]string{"backfill"}, args...), "--store", db)...)
+		if code != exitFailed || !strings.Contains(errOut, "no backfill 99 (ax backfill list shows them)") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runAx(t, "backfill", "status", "x1", "--store", db); code != exitUsage || !strings.Contains(errOut, `"x1" is not a backfill id`) {
+		t.Errorf("bad id: exit %d, %q", code, errOut)
+	}
 }
 
 func TestBackfillBadInputWritesNothing(t *testing.T) {

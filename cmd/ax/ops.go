@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,18 +123,11 @@ func checkTarget(ctx context.Context, st *store.Store, op engine.Op) error {
 	if found {
 		return nil
 	}
-	kind := cmpOr(string(op.Scope), "task")
+	kind := cmp.Or(string(op.Scope), "task")
 	if len(tasks) == 0 {
 		return fmt.Errorf("no %s %q: the store has no pipelines yet (has ax server run on it?)", kind, op.Target)
 	}
 	return fmt.Errorf("no %s %q%s", kind, op.Target, defs.DidYouMean(op.Target, slices.Compact(names)))
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // pauseTarget reads `pipeline.task`, `pipeline` or --group NAME.

@@ -191,8 +191,17 @@ func testTransition(t *testing.T, s *store.Store) {
 		t.Errorf("history = %+v", h)
 	}
 	sum, err := s.TaskSummary(ctx(), "a.x")
-	if err != nil || sum.SuccessCount != 1 || sum.FailureCount != 0 || sum.Last == nil || sum.Last.ID != x.ID || sum.LastExecutor != "local" {
+	if err != nil || sum.SuccessCount != 1 || sum.FailureCount != 0 || sum.Last == nil || sum.Last.ID != x.ID || sum.LastExecutor != "local" ||
+		!sum.NextFireAt.IsZero() {
 		t.Errorf("summary = %+v, %v", sum, err)
+	}
+	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunManual, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: T0.Add(time.Hour)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := s.TaskSummary(ctx(), "a.x"); !sum.NextFireAt.Equal(T0.Add(time.Hour)) {
+		t.Errorf("next fire time = %s, want the scheduled instance's %s", sum.NextFireAt, T0.Add(time.Hour))
 	}
 	acts, _ := s.Actions(ctx(), store.LogFilter{InstanceID: x.ID})
 	if len(acts) != 1 || acts[0].Action != "dispatch" || acts[0].Ticket != "tk-1" {
