@@ -131,12 +131,13 @@ const (
 
 // bfState is an active backfill as the loop drives it.
 type bfState struct {
-	rec    store.Backfill
-	spec   BackfillSpec
-	next   int                 // index of the next logical time to start
-	active map[int64]time.Time // run id → logical time
-	failed []string            // "logical: task, task" of failed runs
-	stop   bool
+	rec     store.Backfill
+	spec    BackfillSpec
+	next    int                 // index of the next logical time to start
+	active  map[int64]time.Time // run id → logical time
+	created map[int64]bool      // logical times (Unix ms) whose runs existed at resume: adopted, not started again
+	failed  []string            // "logical: task, task" of failed runs
+	stop    bool
 }
 
 // driveBackfills starts the runs that backfills may have in flight and
@@ -178,7 +179,7 @@ func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) e
 // resumeBackfill rebuilds a backfill's progress from the runs it created
 // (their dedup keys make creating one twice impossible).
 func (e *Engine) resumeBackfill(ctx context.Context, r store.Backfill) (*bfState, error) {
-	b := &bfState{rec: r, active: map[int64]time.Time{}}
+	b := &bfState{rec: r, active: map[int64]time.Time{}, created: map[int64]bool{}}
 	if err := json.Unmarshal([]byte(r.Spec), &b.spec); err != nil {
 		return nil, fmt.Errorf("backfill %d: bad spec: %v", r.ID, err)
 	}
@@ -199,14 +200,14 @@ func (e *Engine) resumeBackfill(ctx context.Context, r store.Backfill) (*bfState
 		created[run.LogicalTime.UnixMilli()] = run.ID
 	}
 	b.rec.DoneRuns, b.rec.FailedRuns, b.rec.TotalRuns = 0, 0, len(b.spec.Times)
-	for i, at := range b.spec.Times {
-		id, ok := created[at.UnixMilli()]
-		if !ok {
-			b.next = i
-			break
+	// Every run created before is adopted (finished ones are counted by the
+	// first step); the others start in order. Created runs need not be a
+	// prefix: a logical time with nothing to do creates none.
+	for _, at := range b.spec.Times {
+		if id, ok := created[at.UnixMilli()]; ok {
+			b.active[id] = at
+			b.created[at.UnixMilli()] = true
 		}
-		b.active[id] = at // finished ones are counted by the first step
-		b.next = i + 1
 	}
 	b.rec.State = BackfillRunning
 	e.log.Info("backfill_resumed", "backfill", r.ID, "pipeline", b.spec.Pipeline, "runs", len(b.spec.Times), "created", len(created))
@@ -239,6 +240,9 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 	for !b.stop && len(b.active) < b.spec.MaxActiveRuns && b.next < len(b.spec.Times) {
 		at := b.spec.Times[b.next]
 		b.next++
+		if b.created[at.UnixMilli()] {
+			continue // adopted at resume: in active already
+		}
 		changed = true
 		names, err := e.backfillTasks(ctx, b.spec, at)
 		if err != nil {
@@ -251,7 +255,11 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 		rs, err := e.newRunKeyed(ctx, b.spec.Pipeline, fmt.Sprintf("backfill:%d", b.rec.ID), store.RunBackfill, names, at, now,
 			fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), b.rec.ID)
 		if errors.Is(err, store.ErrDuplicate) {
-			continue // created before an interruption; found by resumeBackfill
+			// Created since resumeBackfill read the runs: this view is out of
+			// date. The next poll rebuilds it from the store.
+			e.log.Warn("backfill_reloaded", "backfill", b.rec.ID, "logical_time", at.Format(time.RFC3339))
+			delete(e.backfills, b.rec.ID)
+			return nil
 		}
 		if err != nil {
 			return err

@@ -243,6 +243,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		if r.Err != nil {
 			// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
 			e.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
+			e.dropCachedRunOf(id) // its cached state is stale: read the run again when needed
 			continue
 		}
 		if to := params[i].To; to != store.Running {
@@ -488,7 +489,10 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 		}
 		ok := true
 		for _, u := range d.up {
-			if ur := rs.inst[u.id]; ur == nil || ur.state != store.Success {
+			// An upstream without an instance in the run is outside it (a
+			// backfill's selection, a run-now's downstream): satisfied, as
+			// when the run was created.
+			if ur := rs.inst[u.id]; ur != nil && ur.state != store.Success {
 				ok = false
 				break
 			}
@@ -591,6 +595,7 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 		for id := range e.runs { // the cache may be ahead of the store: reload on next use
 			delete(e.runs, id)
 		}
+		e.stranded = true // the successes are recorded: find what they release again
 		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
 	}
 	for i, r := range res {
@@ -616,6 +621,45 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	for _, rs := range e.runs {
 		e.forgetDone(rs)
 	}
+	return nil
+}
+
+// releaseStranded releases the WAITING instances whose upstreams in their
+// run have all succeeded. A success and the release of its downstream are
+// two transactions: a process killed between them, or a store error on the
+// second, leaves a downstream waiting for an event that has happened
+// already. It runs at start and after a failed release.
+func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
+	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Waiting}, Limit: 1 << 20})
+	if err != nil {
+		return fmt.Errorf("engine: find stranded instances: %w", err)
+	}
+	byRun := map[int64][]*taskInfo{}
+	for _, in := range waiting {
+		// A run whose logical time is ahead has nothing succeeded yet.
+		if ti := e.tasks[in.TaskID]; ti != nil && len(ti.up) > 0 && !in.LogicalTime.After(now) {
+			byRun[in.RunID] = append(byRun[in.RunID], ti)
+		}
+	}
+	var rel []release
+	for _, id := range sortedIDs(byRun) {
+		rs, err := e.run(ctx, id)
+		if err != nil {
+			return err
+		}
+		r, err := e.releasable(ctx, rs, byRun[id], now)
+		if err != nil {
+			return err
+		}
+		rel = append(rel, r...)
+	}
+	if len(rel) > 0 {
+		e.log.Warn("stranded_released", "instances", len(rel))
+	}
+	if err := e.applyReleases(ctx, rel, now); err != nil {
+		return err
+	}
+	e.stranded = false
 	return nil
 }
 

@@ -81,6 +81,7 @@ type Engine struct {
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
+	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
 	execWG        sync.WaitGroup
 
@@ -328,6 +329,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		if err := e.applyResults(ctx, now); err != nil {
 			return err
 		}
+		if e.stranded && e.leader(now) {
+			if err := e.releaseStranded(ctx, now); err != nil {
+				return err
+			}
+		}
 		if err := e.checkTimeouts(ctx, now); err != nil {
 			return err
 		}
@@ -449,7 +455,8 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc) error {
 }
 
 // start syncs definitions, reconciles what a previous process left running,
-// applies misfire policies, creates the first window and loads the wheel.
+// applies misfire policies, creates the first window, loads the wheel and
+// releases what a previous process left stranded.
 func (e *Engine) start(ctx context.Context, now time.Time) error {
 	if err := e.syncDefinitions(ctx, now); err != nil {
 		return err
@@ -469,7 +476,10 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	if err := e.misfireLate(ctx, now); err != nil {
 		return err
 	}
-	return e.load(ctx, now)
+	if err := e.load(ctx, now); err != nil {
+		return err
+	}
+	return e.releaseStranded(ctx, now)
 }
 
 func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {

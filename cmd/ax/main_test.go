@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
@@ -18,11 +19,20 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/invalid")
 
+// runAxLimit bounds each in-process command, so that a command that never
+// ends fails its own test, by name, instead of the whole package's timeout.
+const runAxLimit = 2 * time.Minute
+
 // runAx calls the program like main does and returns exit code, stdout and stderr.
 func runAx(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runAxLimit)
+	defer cancel()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
+	code := run(ctx, args, &out, &errOut)
+	if ctx.Err() != nil {
+		t.Fatalf("ax %s: still running after %s (exit %d)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), runAxLimit, code, out.String(), errOut.String())
+	}
 	return code, out.String(), errOut.String()
 }
 
