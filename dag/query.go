@@ -41,6 +41,22 @@ func (g *Graph) Pipeline(name string) *defs.Pipeline { return g.byName[name] }
 // Triggers returns every schedule with its run set.
 func (g *Graph) Triggers() []*Trigger { return g.triggers }
 
+// TriggerOf returns the schedule whose run set holds the task with the
+// global id `pipeline.task`, or nil when none does (it runs only when an
+// operator runs it). Validation makes it at most one.
+func (g *Graph) TriggerOf(id string) *Trigger {
+	t := g.Task(id)
+	if t == nil {
+		return nil
+	}
+	for _, tr := range g.triggers {
+		if tr.Pipeline == t.Pipeline && slices.Contains(tr.Tasks, t.Name) {
+			return tr
+		}
+	}
+	return nil
+}
+
 // Task returns the task with the global id `pipeline.task`, or nil.
 func (g *Graph) Task(id string) *defs.Task {
 	if i, ok := g.index[id]; ok {

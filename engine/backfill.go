@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,7 +283,42 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 	if len(b.failed) > 0 {
 		b.rec.Error = "failed runs: " + strings.Join(b.failed, "; ")
 	}
+	bid := strconv.FormatInt(b.rec.ID, 10)
+	e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
+	e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
+	e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
 	return e.st.UpdateBackfill(ctx, b.rec, now)
+}
+
+// cancelBackfill stops a backfill from starting more runs; the runs in
+// flight finish. A finished backfill cannot be cancelled.
+func (e *Engine) cancelBackfill(ctx context.Context, op Op, now time.Time) (string, error) {
+	bs, err := e.st.Backfills(ctx, op.Backfill)
+	if err != nil {
+		return "", err
+	}
+	if len(bs) == 0 {
+		return "", fmt.Errorf("no backfill %d", op.Backfill)
+	}
+	rec := bs[0]
+	if b := e.backfills[op.Backfill]; b != nil {
+		rec = b.rec
+	}
+	switch rec.State {
+	case BackfillDone, BackfillFailed, BackfillCancelled:
+		return "", fmt.Errorf("backfill %d is %s already", rec.ID, rec.State)
+	}
+	active := 0
+	if b := e.backfills[op.Backfill]; b != nil {
+		active = len(b.active)
+		delete(e.backfills, op.Backfill)
+	}
+	rec.State = BackfillCancelled
+	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + op.Actor)
+	if err := e.st.UpdateBackfill(ctx, rec, now); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("backfill %d cancelled at %d/%d runs; %d run(s) in flight finish", rec.ID, rec.DoneRuns, rec.TotalRuns, active), nil
 }
 
 // backfillTasks returns the selected tasks to run for logical time at under

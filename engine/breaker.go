@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/engine/breaker"
-	"github.com/ax-sched/ax/store"
 )
 
 // breakerChanged cuts (or restores) the task's dispatch rate and records the
@@ -25,13 +24,15 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 	} else {
 		e.tripped.SetGroup(ch.Task, 0, now)
 	}
-	action, level := "breaker_closed", "recovered"
+	kind := AlertBreakerClosed
 	if ch.Open {
-		action, level = "breaker_open", "alert"
+		kind = AlertBreakerOpen
 	}
-	detail := fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)
-	if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: action, TaskID: ch.Task, Reason: level, Detail: detail}); err != nil {
-		e.log.Error("action_not_recorded", "action", action, "task", ch.Task, "err", err)
+	e.m.breakerOpen.WithLabelValues(ch.Task).Set(boolGauge(ch.Open))
+	pipeline := ""
+	if t := e.tasks[ch.Task]; t != nil {
+		pipeline = t.def.Pipeline
 	}
-	e.log.Warn(action, "task", ch.Task, "detail", detail)
+	e.Alert(ctx, Alert{Kind: kind, At: now, Pipeline: pipeline, Task: ch.Task,
+		Message: fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)})
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ax-sched/ax/engine/breaker"
 )
 
@@ -51,6 +53,13 @@ type Config struct {
 	FailIfHeld bool
 	// OnEvent, when set, is called from the loop as attempts start and end.
 	OnEvent func(Event)
+	// OnAlert, when set, receives every alert after it was recorded (a
+	// webhook sink, say). It is called from the loop and from executors'
+	// goroutines and must not block: queue the work.
+	OnAlert func(Alert)
+	// Registerer takes the engine's Prometheus metrics. Nil: a registry of
+	// the engine's own (never the default one), so engines never collide.
+	Registerer prometheus.Registerer
 	// Now reads the wall clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
@@ -84,6 +93,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -23,6 +25,9 @@ const (
 	OpTrigger = "trigger"
 	OpKill    = "kill"
 	OpRerun   = "rerun"
+	OpLimits  = "limits"
+	// OpCancelBackfill stops a backfill (Op.Backfill) from starting more runs.
+	OpCancelBackfill = "cancel_backfill"
 )
 
 // Op is an operator's request. Target names a task (`pipeline.task`), a
@@ -34,13 +39,19 @@ type Op struct {
 	Instance   int64            `json:"instance,omitempty"` // kill, rerun
 	Run        int64            `json:"run,omitempty"`      // rerun of a run's failed instances
 	Downstream bool             `json:"downstream,omitempty"`
-	Actor      string           `json:"actor,omitempty"`
-	Reason     string           `json:"reason,omitempty"`
+	// Global and Groups change the dispatch limits (limits): a nil Global
+	// keeps the global rate; a group at 0 lifts its limit.
+	Global   *float64           `json:"global,omitempty"`
+	Groups   map[string]float64 `json:"groups,omitempty"`
+	Backfill int64              `json:"backfill,omitempty"` // cancel_backfill
+	Actor    string             `json:"actor,omitempty"`
+	Reason   string             `json:"reason,omitempty"`
 }
 
 type request struct {
-	op    Op
-	reply chan opReply
+	op      Op
+	inspect func(now time.Time) // when set: read the loop's state (Explain) instead of applying op
+	reply   chan opReply
 }
 
 type opReply struct {
@@ -108,8 +119,12 @@ func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error
 		msg, err = e.kill(ctx, op, now)
 	case OpRerun:
 		msg, err = e.rerun(ctx, op, now)
+	case OpLimits:
+		msg, err = e.setLimits(ctx, op, now)
+	case OpCancelBackfill:
+		msg, err = e.cancelBackfill(ctx, op, now)
 	default:
-		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill or rerun", op.Kind)
+		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, limits or cancel_backfill", op.Kind)
 	}
 	outcome := msg
 	if err != nil {
@@ -370,9 +385,13 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 			skipped++
 		}
 		if len(late) > 0 {
+			detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
 			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
-				Detail: fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)}); err != nil {
+				Detail: detail}); err != nil {
 				return 0, 0, err
+			}
+			if keep < len(late) {
+				e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
 			}
 		}
 		for _, in := range onTime {
@@ -613,3 +632,99 @@ func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time,
 }
 
 var errNotPrimary = errors.New("engine: not the primary scheduler")
+
+// limitsSetting is the setting that keeps the limits set at run time, so
+// that a restart or a takeover applies them too.
+const limitsSetting = "dispatch_limits"
+
+// Limits are dispatch rates per second: global and per group; zero is unlimited.
+type Limits = bucket.Limits
+
+// setLimits changes the token bucket's rates (R13), without a restart, and
+// stores them. Negative or non-finite rates and unknown groups are refused.
+func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, error) {
+	if op.Global == nil && len(op.Groups) == 0 {
+		return "", errors.New("limits: give global, groups or both")
+	}
+	bad := func(r float64) bool { return r < 0 || math.IsNaN(r) || math.IsInf(r, 0) }
+	if op.Global != nil && bad(*op.Global) {
+		return "", fmt.Errorf("limits: global rate %v: give a rate per second of 0 (unlimited) or more", *op.Global)
+	}
+	groups := map[string]bool{}
+	var names []string
+	for _, t := range e.tasks {
+		if !groups[t.def.Group] {
+			groups[t.def.Group] = true
+			names = append(names, t.def.Group)
+		}
+	}
+	for g, r := range op.Groups {
+		if !groups[g] {
+			return "", fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
+		}
+		if bad(r) {
+			return "", fmt.Errorf("limits: group %s rate %v: give a rate per second of 0 (unlimited) or more", g, r)
+		}
+	}
+	if op.Global != nil {
+		e.bucket.SetGlobal(*op.Global, now)
+	}
+	for g, r := range op.Groups {
+		e.bucket.SetGroup(g, r, now)
+	}
+	l := e.bucket.Limits()
+	b, _ := json.Marshal(l)
+	if err := e.st.SetSetting(ctx, limitsSetting, string(b), now); err != nil {
+		return "", fmt.Errorf("limits: applied but not stored (a restart would lose them): %w", err)
+	}
+	e.publishLimits(l)
+	return "limits now " + describeLimits(l), nil
+}
+
+// loadLimits applies the limits stored by an earlier setLimits, if any:
+// they win over the configured ones.
+func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
+	set, err := e.st.Settings(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: read stored limits: %w", err)
+	}
+	if raw, ok := set[limitsSetting]; ok {
+		var l Limits
+		if err := json.Unmarshal([]byte(raw), &l); err != nil {
+			e.log.Warn("stored_limits_ignored", "err", err.Error())
+		} else {
+			e.bucket.SetGlobal(l.Global, now)
+			for g, r := range l.Groups {
+				e.bucket.SetGroup(g, r, now)
+			}
+			e.log.Info("limits_from_store", "limits", describeLimits(e.bucket.Limits()))
+		}
+	}
+	e.publishLimits(e.bucket.Limits())
+	return nil
+}
+
+func (e *Engine) publishLimits(l Limits) {
+	e.statsMu.Lock()
+	e.stats.Limits = l
+	e.statsMu.Unlock()
+}
+
+func describeLimits(l Limits) string {
+	rate := func(r float64) string {
+		if r <= 0 {
+			return "unlimited"
+		}
+		return strconv.FormatFloat(r, 'g', -1, 64) + "/s"
+	}
+	parts := []string{"global " + rate(l.Global)}
+	gs := make([]string, 0, len(l.Groups))
+	for g := range l.Groups {
+		gs = append(gs, g)
+	}
+	slices.Sort(gs)
+	for _, g := range gs {
+		parts = append(parts, "group "+g+" "+rate(l.Groups[g]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
@@ -28,6 +29,7 @@ type pend struct {
 	attempt int
 	manual  bool          // a run-now or rerun: pause and overlap do not hold it back
 	kind    store.RunKind // overlap is judged among schedule runs only
+	held    bool          // held back by the token bucket at least once
 }
 
 // attempt is a dispatched instance awaiting its result.
@@ -188,6 +190,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			ok, w = e.bucket.Take(p.task.def.Group, now)
 		}
 		if !ok {
+			p.held = true
 			deferred = append(deferred, it.Value)
 			if wait == 0 || w < wait {
 				wait = w
@@ -202,7 +205,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
 			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
-			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why},
+			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
+				Detail: dueDetail(p.at)},
 		})
 		picked = append(picked, it.Value)
 		if p.kind == store.RunSchedule {
@@ -217,6 +221,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		p := e.pending[id]
 		e.queue.Push(p.task.def.Priority, p.at, id)
 	}
+	e.m.bufferDepth.Set(float64(len(deferred)))
 	if wait > 0 {
 		// Wake for a handful of tokens rather than each one, so that a rate
 		// limit still dispatches in batches (100/s: ten per transaction).
@@ -264,14 +269,36 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		e.execute(id, a)
 		dispatched++
+		late := now.Sub(time.UnixMilli(p.at)).Seconds()
+		e.m.latency.Observe(max(late, 0))
+		if p.held {
+			e.m.bufferWait.Observe(max(late, 0))
+		}
 	}
 	e.statsMu.Lock()
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
+	e.m.dispatches.Add(float64(dispatched))
 	return len(params) == 1000 && wait == 0 && len(waiting) == 0, nil
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// dueDetail is the detail of a dispatch action: the instance's fire time,
+// so that "scheduled versus actual dispatch time" can be read back (R31a).
+func dueDetail(atMS int64) string {
+	return "due " + time.UnixMilli(atMS).UTC().Format(time.RFC3339Nano)
+}
+
+// parseDue reads dueDetail back; ok is false for actions written before it.
+func parseDue(detail string) (time.Time, bool) {
+	s, found := strings.CutPrefix(detail, "due ")
+	if !found {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
 
 // logBuffer reports, at most every 5 s, how many due instances wait for
 // tokens and how long the oldest has waited (R13: visible, never dropped).
@@ -343,6 +370,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		a       *attempt
 		to      store.State
 		refused bool
+		status  string // for the results metric
 	}
 	var (
 		params   []store.TransitionParams
@@ -365,6 +393,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 				return err
 			}
 			e.log.Warn("stale_result", "instance", o.instance, "ticket", o.res.Ticket, "status", string(o.res.Status))
+			e.m.staleResults.Inc()
 			continue
 		}
 		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
@@ -379,7 +408,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + ": " + o.res.Error
 			p.Action.Action, p.Action.Reason = "refused", o.res.Error
 			params = append(params, p)
-			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true})
+			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "refused"})
 			continue
 		}
 		switch o.res.Status {
@@ -405,7 +434,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			p.Action.Reason = p.Reason
 		}
 		params = append(params, p)
-		meta = append(meta, applied{id: o.instance, a: a, to: p.To})
+		meta = append(meta, applied{id: o.instance, a: a, to: p.To, status: string(o.res.Status)})
 	}
 	res, err := e.st.TransitionBatch(ctx, params)
 	if err != nil {
@@ -427,6 +456,17 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			continue
 		}
 		e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
+		e.m.results.WithLabelValues(m.status).Inc()
+		if m.status == string(runner.StatusTimeout) {
+			e.m.timeouts.Inc()
+		}
+		switch {
+		case m.to == store.Retrying && !m.refused:
+			e.m.retries.Inc()
+		case m.to == store.Failed:
+			e.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Instance: m.id, Ticket: m.a.ticket,
+				Message: params[i].Reason})
+		}
 		if (m.to == store.Success || m.to == store.Failed) && !m.refused {
 			if ch, changed := e.brk.Record(m.a.task.id, m.to == store.Success, now); changed {
 				e.breakerChanged(ctx, ch, now)
@@ -655,6 +695,7 @@ func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
 	}
 	if len(rel) > 0 {
 		e.log.Warn("stranded_released", "instances", len(rel))
+		e.m.strandReleased.Add(float64(len(rel)))
 	}
 	if err := e.applyReleases(ctx, rel, now); err != nil {
 		return err
@@ -720,9 +761,13 @@ func (e *Engine) misfireLate(ctx context.Context, now time.Time) error {
 				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
 					ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
 		}
+		detail := fmt.Sprintf("%d instance(s) fell due while no scheduler ran; %d run late, %d skipped", len(list), keep, len(list)-keep)
 		if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
-			Detail: fmt.Sprintf("%d instance(s) fell due while no scheduler ran; %d run late, %d skipped", len(list), keep, len(list)-keep)}); err != nil {
+			Detail: detail}); err != nil {
 			return err
+		}
+		if keep < len(list) {
+			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
 		}
 		e.log.Warn("misfire", "task", id, "policy", string(ti.def.Misfire), "late", len(list), "run", keep)
 	}

@@ -84,6 +84,7 @@ type Engine struct {
 	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
 	execWG        sync.WaitGroup
+	m             *metrics
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -98,6 +99,7 @@ type Stats struct {
 	Dispatched int64
 	Applied    int64
 	Leader     bool
+	Limits     Limits // the dispatch limits in force
 }
 
 // New checks that every task of g has an executor (and every function is
@@ -107,7 +109,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{},
+	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
@@ -156,6 +158,17 @@ func (e *Engine) publish(now time.Time) {
 	defer e.statsMu.Unlock()
 	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), len(e.running)
 	e.stats.Leader = e.leader(now)
+	e.m.wheelEntries.Set(float64(e.stats.Wheel))
+	e.m.queueDepth.Set(float64(e.stats.Queue))
+	e.m.running.Set(float64(e.stats.Running))
+	e.m.leader.Set(boolGauge(e.stats.Leader))
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Run schedules until ctx is cancelled. It takes the lease first; while
@@ -193,10 +206,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
 	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
-	if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "leader_change", Reason: "alert",
-		Detail: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)}); err != nil {
-		e.log.Warn("action_not_recorded", "action", "leader_change", "err", err)
-	}
+	e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)})
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
 	e.backfills = map[int64]*bfState{}
@@ -208,6 +218,9 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
 
+	if err := e.loadLimits(ctx, now); err != nil {
+		return err
+	}
 	if err := e.start(ctx, now); err != nil {
 		return err
 	}
@@ -247,6 +260,11 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 			e.turn(ctx, false)
 		case req := <-e.reqs:
 			now := e.cfg.Now()
+			if req.inspect != nil {
+				req.inspect(now)
+				req.reply <- opReply{}
+				continue
+			}
 			var r opReply
 			if e.leader(now) {
 				r.msg, r.err = e.apply(ctx, req.op, now)
@@ -368,6 +386,7 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	}()
 	if err != nil {
 		e.failures++
+		e.m.storeErrors.Inc()
 		wait := min(time.Duration(1<<min(e.failures, 5))*time.Second, 30*time.Second)
 		e.retryAt = now.Add(wait)
 		e.log.Error("store_error", "err", err, "retry_in", wait.String())

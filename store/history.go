@@ -46,24 +46,40 @@ type LogFilter struct {
 	Pipeline   string // actions only
 	Action     string // actions only
 	AfterID    int64  // paging: only ids above this
+	BeforeID   int64  // paging newest first: only ids below this
+	Newest     bool   // newest first (the latest Limit rows); default oldest first
 	Limit      int    // zero means 100
+}
+
+// page applies f's id bounds, order and limit.
+func (f LogFilter) page(b sq.SelectBuilder) sq.SelectBuilder {
+	if f.AfterID > 0 {
+		b = b.Where(sq.Gt{"id": f.AfterID})
+	}
+	if f.BeforeID > 0 {
+		b = b.Where(sq.Lt{"id": f.BeforeID})
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	if f.Newest {
+		return b.OrderBy("id DESC").Limit(uint64(f.Limit))
+	}
+	return b.OrderBy("id").Limit(uint64(f.Limit))
 }
 
 // History returns recorded transitions, oldest first.
 func (s *Store) History(ctx context.Context, f LogFilter) ([]HistoryRow, error) {
 	b := s.sb.Select("id", "instance_id", "run_id", "task_id", "ticket", "from_state", "to_state", "reason", "actor", "epoch", "at").
-		From("history").Where(sq.Gt{"id": f.AfterID})
+		From("history")
 	if f.TaskID != "" {
 		b = b.Where(sq.Eq{"task_id": f.TaskID})
 	}
 	if f.InstanceID != 0 {
 		b = b.Where(sq.Eq{"instance_id": f.InstanceID})
 	}
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
 	var out []HistoryRow
-	err := s.query(ctx, s.read, "read history", b.OrderBy("id").Limit(uint64(f.Limit)), func(rows *sql.Rows) error {
+	err := s.query(ctx, s.read, "read history", f.page(b), func(rows *sql.Rows) error {
 		var (
 			h        HistoryRow
 			ticket   sql.NullString
@@ -95,7 +111,7 @@ func (s *Store) appendAction(ctx context.Context, tx *sql.Tx, a Action) error {
 // Actions returns action log entries, oldest first.
 func (s *Store) Actions(ctx context.Context, f LogFilter) ([]Action, error) {
 	b := s.sb.Select("id", "at", "actor", "action", "pipeline", "task_id", "instance_id", "ticket", "reason", "detail").
-		From("actions").Where(sq.Gt{"id": f.AfterID})
+		From("actions")
 	if f.TaskID != "" {
 		b = b.Where(sq.Eq{"task_id": f.TaskID})
 	}
@@ -108,11 +124,8 @@ func (s *Store) Actions(ctx context.Context, f LogFilter) ([]Action, error) {
 	if f.Action != "" {
 		b = b.Where(sq.Eq{"action": f.Action})
 	}
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
 	var out []Action
-	err := s.query(ctx, s.read, "read actions", b.OrderBy("id").Limit(uint64(f.Limit)), func(rows *sql.Rows) error {
+	err := s.query(ctx, s.read, "read actions", f.page(b), func(rows *sql.Rows) error {
 		var (
 			a  Action
 			at int64

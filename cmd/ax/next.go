@@ -65,14 +65,12 @@ func nextFires(g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n 
 		if t == nil {
 			return nil, &exitError{code: exitFailed, err: fmt.Errorf("pipeline %q has no task %q%s", p.Name, task[0], defs.DidYouMean(task[0], p.TaskNames()))}
 		}
-		for _, tr := range g.Triggers() {
-			if tr.Pipeline == p.Name && slices.Contains(tr.Tasks, t.Name) {
-				var out []string
-				for _, at := range tr.Schedule.NextN(from, n) {
-					out = append(out, format(at.Add(t.Delay)))
-				}
-				return out, nil
+		if tr := g.TriggerOf(t.ID()); tr != nil {
+			var out []string
+			for _, at := range tr.Schedule.NextN(from, n) {
+				out = append(out, format(at.Add(t.Delay)))
 			}
+			return out, nil
 		}
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task %q is not started by any schedule: it runs only when an operator runs it", t.ID())}
 	}

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// Alert kinds: what an operator must hear about.
+const (
+	AlertBreakerOpen   = "breaker_open"   // a task failed more than the threshold: its rate is cut
+	AlertBreakerClosed = "breaker_closed" // it recovered
+	AlertExecutorLost  = "executor_lost"  // an executor stopped sending heartbeats
+	AlertTaskFailed    = "task_failed"    // retries exhausted (or a permanent error)
+	AlertMisfire       = "misfire_skipped"
+	AlertLeaderChange  = "leader_change"
+)
+
+// Alert is one alert, as recorded in the action log and sent to sinks
+// (Config.OnAlert: a webhook, say).
+type Alert struct {
+	Kind      string    `json:"kind"`
+	At        time.Time `json:"at"`
+	Pipeline  string    `json:"pipeline,omitempty"`
+	Task      string    `json:"task,omitempty"` // pipeline.task
+	Instance  int64     `json:"instance_id,omitempty"`
+	Ticket    string    `json:"ticket,omitempty"`
+	Message   string    `json:"message"`
+	Scheduler string    `json:"scheduler"` // the holder name of the process that raised it
+}
+
+// Alert records a in the action log, logs it, counts it and hands it to
+// Config.OnAlert. It is safe for concurrent use, so executors' callbacks
+// (an executor gone silent) raise alerts through it too.
+func (e *Engine) Alert(ctx context.Context, a Alert) {
+	if a.At.IsZero() {
+		a.At = e.cfg.Now()
+	}
+	reason := "alert"
+	if a.Kind == AlertBreakerClosed {
+		reason = "recovered"
+	}
+	if err := e.st.AppendAction(ctx, store.Action{At: a.At, Actor: Actor, Action: a.Kind, Pipeline: a.Pipeline, TaskID: a.Task,
+		InstanceID: a.Instance, Ticket: a.Ticket, Reason: reason, Detail: a.Message}); err != nil {
+		e.log.Error("action_not_recorded", "action", a.Kind, "task", a.Task, "err", err)
+	}
+	e.notify(a)
+}
+
+// notify is Alert for an alert already in the action log (written in the
+// transaction of the transition that caused it).
+func (e *Engine) notify(a Alert) {
+	if a.At.IsZero() {
+		a.At = e.cfg.Now()
+	}
+	a.Scheduler = e.cfg.Holder
+	e.m.alerts.WithLabelValues(a.Kind).Inc()
+	e.log.Warn("alert", "kind", a.Kind, "task", a.Task, "instance", a.Instance, "ticket", a.Ticket, "msg", a.Message)
+	if e.cfg.OnAlert != nil {
+		e.cfg.OnAlert(a)
+	}
+}

@@ -1,0 +1,340 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/store"
+)
+
+// Explanation answers "why is this task not running, or why did it run
+// late?" from live state (R31a), following the article's troubleshooting
+// table: paused, waiting on an upstream, outside the wheel window, held by
+// the token bucket, breaker open, no live executor, retries exhausted.
+type Explanation struct {
+	Task     string          `json:"task"`
+	Now      time.Time       `json:"now"`
+	Live     bool            `json:"live"` // the primary's loop answered; false: from the store alone (a standby)
+	Latest   *store.Instance `json:"latest_instance,omitempty"`
+	Verdict  string          `json:"verdict"` // the first blocking finding, or that nothing holds it
+	Findings []Finding       `json:"findings"`
+	// NextFires are the next ten fire times of the task's schedule (plus its delay).
+	NextFires []time.Time `json:"next_fires"`
+	// LastFires are the last ten dispatches, newest first.
+	LastFires []Fire `json:"last_fires"`
+}
+
+// Finding is one check of an explanation.
+type Finding struct {
+	Check  string `json:"check"`  // paused, state, upstream, window, queue, bucket, breaker, executor, retries
+	Blocks bool   `json:"blocks"` // it keeps the task from running now
+	Detail string `json:"detail"`
+}
+
+// Fire is one dispatch: when it was due and when it went out.
+type Fire struct {
+	Instance   int64         `json:"instance_id"`
+	Ticket     string        `json:"ticket"`
+	Due        time.Time     `json:"due,omitzero"`
+	Dispatched time.Time     `json:"dispatched"`
+	Late       time.Duration `json:"late_ns"`
+}
+
+// ExecutorLiveness is how recent a heartbeat keeps an executor in routing
+// (R21: three heartbeats of 10 s).
+const ExecutorLiveness = 30 * time.Second
+
+// loopView is what the loop knows of one instance and the dispatch path.
+type loopView struct {
+	pending     bool
+	due         time.Time
+	held        bool
+	queue       int
+	global      float64
+	group       float64
+	brkOpen     bool
+	brkSince    time.Time
+	brkRate     float64
+	brkTotal    int
+	loadedUntil time.Time
+	paused      string
+	isPaused    bool
+}
+
+// view reads the loop's state for instance id of task t; nil when this
+// process is not the primary (its loop does not answer).
+func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
+	if !e.Stats().Leader {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var v *loopView
+	req := request{inspect: func(now time.Time) {
+		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
+		if p := e.pending[id]; p != nil {
+			v.pending, v.due, v.held = true, time.UnixMilli(p.at), p.held
+		}
+		l := e.bucket.Limits()
+		v.global, v.group = l.Global, l.Groups[t.def.Group]
+		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
+		v.paused, v.isPaused = e.pausedBy(t)
+	}, reply: make(chan opReply, 1)}
+	select {
+	case e.reqs <- req:
+	case <-ctx.Done():
+		return nil
+	}
+	select {
+	case <-req.reply:
+		return v
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// Explain explains task id (`pipeline.task`). On the primary it reads the
+// loop's queue, bucket and breaker; on a standby, the store alone. An
+// unknown task is an error with a suggestion.
+func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
+	t, err := e.resolveTask(id)
+	if err != nil {
+		return Explanation{}, err
+	}
+	now := e.cfg.Now()
+	x := Explanation{Task: id, Now: now, NextFires: []time.Time{}, LastFires: []Fire{}, Findings: []Finding{}}
+	add := func(check string, blocks bool, format string, args ...any) {
+		x.Findings = append(x.Findings, Finding{Check: check, Blocks: blocks, Detail: fmt.Sprintf(format, args...)})
+	}
+	latest, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, Limit: 1})
+	if err != nil {
+		return x, err
+	}
+	var in *store.Instance
+	if len(latest) == 1 {
+		in = &latest[0]
+		x.Latest = in
+	}
+	var v *loopView
+	if in != nil {
+		v = e.view(ctx, t, in.ID)
+	} else {
+		v = e.view(ctx, t, 0)
+	}
+	x.Live = v != nil
+
+	// Paused (by whom, when).
+	if v != nil {
+		if v.isPaused {
+			add("paused", true, "%s", v.paused)
+		}
+	} else if ps, err := e.st.Pauses(ctx); err == nil {
+		for _, p := range ps {
+			if (p.Scope == store.ScopeTask && p.Name == id) || (p.Scope == store.ScopeGroup && p.Name == t.def.Group) ||
+				(p.Scope == store.ScopePipeline && p.Name == t.def.Pipeline) {
+				add("paused", true, "%s %s paused by %s at %s: %s", p.Scope, p.Name, p.Actor, p.At.Format(time.RFC3339), cmp.Or(p.Reason, "no reason given"))
+			}
+		}
+	}
+
+	switch {
+	case in == nil:
+		if e.g.TriggerOf(id) == nil {
+			add("state", true, "no instance yet, and no schedule starts it: it runs only when an operator runs it (ax trigger %s)", id)
+		} else {
+			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window", e.cfg.Window)
+		}
+	case in.State == store.Waiting:
+		if err := e.explainWaiting(ctx, t, in, add); err != nil {
+			return x, err
+		}
+	case in.State == store.Scheduled || in.State == store.Retrying:
+		e.explainDue(t, in, v, now, add)
+	case in.State == store.Running:
+		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
+			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), in.StartedAt.Add(t.def.Timeout).Format(time.RFC3339))
+	case in.State == store.Failed:
+		switch {
+		case t.def.Retry.Count == 0:
+			add("retries", true, "failed with no retry: retry.count is 0 (set retry: {count: N} to retry): %s", in.Error)
+		case strings.HasPrefix(in.Error, "skipped"):
+			add("retries", true, "%s", in.Error)
+		default:
+			add("retries", true, "retries exhausted after %d attempt(s) (retry.count %d): %s", in.Attempt, t.def.Retry.Count, in.Error)
+		}
+	case in.State == store.Killed:
+		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", in.EndedAt.Format(time.RFC3339), id)
+	case in.State == store.Paused:
+		add("state", true, "the latest instance is PAUSED; ax resume runs it per the misfire policy (%s)", t.def.Misfire)
+	case in.State == store.Success:
+		add("state", false, "the latest instance succeeded at %s", in.EndedAt.Format(time.RFC3339))
+	}
+
+	// Breaker open (failure rate, since when).
+	if v != nil && v.brkOpen {
+		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
+			v.brkSince.Format(time.RFC3339), v.brkRate*100, v.brkTotal)
+	}
+	// No live executor (which were excluded and why).
+	if t.def.Executor.Kind == defs.ExecHTTP {
+		exs, err := e.st.Executors(ctx, id)
+		if err != nil {
+			return x, err
+		}
+		var live, excluded []string
+		for _, ex := range exs {
+			if silent := now.Sub(ex.LastHeartbeat); silent > ExecutorLiveness {
+				excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
+			} else {
+				live = append(live, ex.Address)
+			}
+		}
+		switch {
+		case len(exs) == 0:
+			add("executor", false, "no executor registered for it: dispatched to its own URL %s", t.def.Executor.URL)
+		case len(live) == 0:
+			add("executor", true, "no live executor: excluded %s", strings.Join(excluded, ", "))
+		case len(excluded) > 0:
+			add("executor", false, "live: %s; excluded: %s", strings.Join(live, ", "), strings.Join(excluded, ", "))
+		default:
+			add("executor", false, "live: %s", strings.Join(live, ", "))
+		}
+	}
+	if !x.Live {
+		add("live", false, "this process is not the primary scheduler: queue, token bucket and breaker state are the primary's (ask it)")
+	}
+
+	if x.NextFires, err = e.nextFires(ctx, t, now, 10); err != nil {
+		return x, err
+	}
+	acts, err := e.st.Actions(ctx, store.LogFilter{TaskID: id, Action: "dispatch", Newest: true, Limit: 10})
+	if err != nil {
+		return x, err
+	}
+	for _, a := range acts {
+		f := Fire{Instance: a.InstanceID, Ticket: a.Ticket, Dispatched: a.At}
+		if due, ok := parseDue(a.Detail); ok {
+			f.Due, f.Late = due, max(a.At.Sub(due), 0)
+		}
+		x.LastFires = append(x.LastFires, f)
+	}
+
+	x.Verdict = "nothing holds it back"
+	for _, f := range x.Findings {
+		if f.Blocks {
+			x.Verdict = f.Detail
+			break
+		}
+	}
+	if x.Verdict == "nothing holds it back" && len(x.LastFires) > 0 && x.LastFires[0].Late > 5*time.Second {
+		x.Verdict = fmt.Sprintf("its last dispatch was %s late: see the token bucket and queue findings", x.LastFires[0].Late.Round(time.Millisecond))
+	}
+	return x, nil
+}
+
+// nextFires returns the next n fire times of t: those of the runs created
+// ahead (an @every schedule counts from them, not from now), then the
+// schedule's after the last of them.
+func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n int) ([]time.Time, error) {
+	out := []time.Time{}
+	tr := e.g.TriggerOf(t.id)
+	if tr == nil {
+		return out, nil
+	}
+	ahead, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting, store.Scheduled},
+		LogicalFrom: now, ByLogicalTime: true, Ascending: true, Limit: n})
+	if err != nil {
+		return nil, err
+	}
+	from := now
+	for _, in := range ahead {
+		out = append(out, in.LogicalTime.Add(t.def.Delay))
+		from = in.LogicalTime
+	}
+	for _, at := range tr.Schedule.NextN(from, n-len(out)) {
+		out = append(out, at.Add(t.def.Delay))
+	}
+	return out, nil
+}
+
+// explainWaiting names what a WAITING instance waits for.
+func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Instance, add func(string, bool, string, ...any)) error {
+	if t.def.Manual {
+		add("upstream", true, "a manual task: it waits for an operator (ax trigger %s)", t.id)
+		return nil
+	}
+	run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20})
+	if err != nil {
+		return err
+	}
+	state := map[string]store.State{}
+	for _, r := range run {
+		state[r.TaskID] = r.State
+	}
+	var waits []string
+	for _, u := range t.up {
+		if s, ok := state[u.id]; ok && s != store.Success {
+			waits = append(waits, fmt.Sprintf("%s (%s)", u.id, s))
+		}
+	}
+	for _, u := range t.cross {
+		if e.kindOf(ctx, in.RunID) == store.RunBackfill {
+			break
+		}
+		done, err := e.crossDone(ctx, u, in.LogicalTime)
+		if err != nil {
+			return err
+		}
+		if !done {
+			waits = append(waits, fmt.Sprintf("%s (no success for logical time %s yet)", u.id, in.LogicalTime.Format(time.RFC3339)))
+		}
+	}
+	slices.Sort(waits)
+	if len(waits) > 0 {
+		add("upstream", true, "waiting on upstream %s", strings.Join(waits, ", "))
+	} else {
+		add("upstream", true, "WAITING with every upstream succeeded: it is released at the next start or failed release check")
+	}
+	return nil
+}
+
+// explainDue explains a SCHEDULED or RETRYING instance: in the window or
+// not, due in the queue, held by the token bucket.
+func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now time.Time, add func(string, bool, string, ...any)) {
+	what := "scheduled"
+	if in.State == store.Retrying {
+		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Attempt, t.def.Retry.Count+1)
+	}
+	if in.NextFireAt.After(now) {
+		if in.NextFireAt.After(now.Add(e.cfg.Window)) {
+			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, in.NextFireAt.Format(time.RFC3339), e.cfg.Window)
+		} else {
+			add("window", false, "%s for %s, in the wheel", what, in.NextFireAt.Format(time.RFC3339))
+		}
+		return
+	}
+	late := now.Sub(in.NextFireAt).Round(time.Millisecond)
+	switch {
+	case v == nil:
+		add("queue", true, "%s, due %s ago; this process is a standby, ask the primary", what, late)
+	case !v.pending:
+		add("window", true, "%s, due %s ago but not in the wheel: the window failed to load (loaded until %s); see the store_error lines of the log",
+			what, late, v.loadedUntil.Format(time.RFC3339))
+	case v.held:
+		rate := "unlimited"
+		if v.global > 0 {
+			rate = fmt.Sprintf("%g/s", v.global)
+		}
+		if v.group > 0 {
+			rate += fmt.Sprintf(", group %s %g/s", t.def.Group, v.group)
+		}
+		add("bucket", true, "held back by the token bucket for %s (rate %s); %d due instance(s) in the queue", late, rate, v.queue)
+	default:
+		add("queue", true, "%s, due %s ago, in the dispatch queue with %d other due instance(s)", what, late, v.queue-1)
+	}
+}

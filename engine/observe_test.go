@@ -1,0 +1,274 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// flaky fails its first call and succeeds after.
+func flaky() map[string]func(context.Context, runner.Attempt) error {
+	var mu sync.Mutex
+	calls := 0
+	return map[string]func(context.Context, runner.Attempt) error{"m.a": func(context.Context, runner.Attempt) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls++; calls == 1 {
+			return errors.New("first call fails")
+		}
+		return nil
+	}}
+}
+
+// histogramCount returns the sample count of a histogram family in reg.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func TestMetricsCountDispatchesResultsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		e := setup(t, Config{Registerer: reg}, flaky(), `pipeline: m
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: a, function: record, retry: {count: 2, interval: 1s}}
+`)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "m.a"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(5 * time.Second)
+		if got := testutil.ToFloat64(e.eng.m.leader); got != 1 {
+			t.Errorf("ax_leader = %v, want 1 on the primary", got)
+		}
+		e.stop()
+		for name, want := range map[string]float64{"ax_dispatches_total": 2, "ax_retries_total": 1, "ax_timeouts_total": 0} {
+			var c prometheus.Collector
+			switch name {
+			case "ax_dispatches_total":
+				c = e.eng.m.dispatches
+			case "ax_retries_total":
+				c = e.eng.m.retries
+			default:
+				c = e.eng.m.timeouts
+			}
+			if got := testutil.ToFloat64(c); got != want {
+				t.Errorf("%s = %v, want %v", name, got, want)
+			}
+		}
+		for status, want := range map[string]float64{"failed": 1, "success": 1} {
+			if got := testutil.ToFloat64(e.eng.m.results.WithLabelValues(status)); got != want {
+				t.Errorf("ax_results_total{status=%q} = %v, want %v", status, got, want)
+			}
+		}
+		if n := histogramCount(t, reg, "ax_dispatch_latency_seconds"); n != 2 {
+			t.Errorf("ax_dispatch_latency_seconds has %d samples, want one per dispatch (2)", n)
+		}
+		// Registered on the registry given, and only there.
+		if n, err := testutil.GatherAndCount(reg, "ax_dispatches_total"); err != nil || n != 1 {
+			t.Errorf("ax_dispatches_total on the registry: %d series, %v", n, err)
+		}
+	})
+}
+
+func TestTimeoutMetricAndTaskFailedAlert(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var alerts []Alert
+		sink := func(a Alert) { mu.Lock(); alerts = append(alerts, a); mu.Unlock() }
+		hang := map[string]func(context.Context, runner.Attempt) error{"m.a": func(ctx context.Context, _ runner.Attempt) error {
+			time.Sleep(time.Hour) // ignores its context: only the scheduler's timeout ends it
+			return nil
+		}}
+		e := setup(t, Config{OnAlert: sink, Grace: time.Millisecond}, hang, `pipeline: m
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: a, function: record, timeout: 2s}
+`)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "m.a"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(5 * time.Second)
+		e.cancel()
+		<-e.done
+		if got := testutil.ToFloat64(e.eng.m.timeouts); got != 1 {
+			t.Errorf("ax_timeouts_total = %v, want 1", got)
+		}
+		if got := testutil.ToFloat64(e.eng.m.alerts.WithLabelValues(AlertTaskFailed)); got != 1 {
+			t.Errorf("ax_alerts_total{kind=task_failed} = %v, want 1", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var kinds []string
+		for _, a := range alerts {
+			kinds = append(kinds, a.Kind)
+			if a.Kind == AlertTaskFailed && (a.Task != "m.a" || !strings.Contains(a.Message, "timeout") || a.Ticket == "" || a.Scheduler != "test") {
+				t.Errorf("task_failed alert: %+v", a)
+			}
+		}
+		if strings.Join(kinds, " ") != "leader_change task_failed" {
+			t.Errorf("alerts sent to the sink: %v, want leader_change then task_failed", kinds)
+		}
+		// The leader change is in the action log as an alert; the failure in
+		// the transaction of its transition.
+		if acts := e.actions(AlertLeaderChange); len(acts) != 1 || acts[0].Reason != "alert" {
+			t.Errorf("leader_change actions: %+v", acts)
+		}
+	})
+}
+
+func TestExplain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, `pipeline: x
+timezone: UTC
+schedule: "@every 10s"
+tasks:
+  - {name: a, function: record}
+  - {name: b, depends_on: [a], function: record}
+`, `pipeline: z
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: c, function: record, retry: {count: 0}}
+`)
+		sleep(11 * time.Second) // the 10 s run went out
+		ctx := context.Background()
+		x, err := e.eng.Explain(ctx, "x.a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !x.Live || len(x.LastFires) != 1 || !x.LastFires[0].Due.Equal(start.Add(10*time.Second)) || x.LastFires[0].Late != 0 {
+			t.Errorf("explain a: live %v, last fires %+v; want one, due at +10s, on time", x.Live, x.LastFires)
+		}
+		if len(x.NextFires) != 10 || !x.NextFires[0].Equal(start.Add(20*time.Second)) {
+			t.Errorf("next fires %v, want ten from +20s", x.NextFires)
+		}
+		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "x.a", Actor: "operator:ann", Reason: "db migration"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(10 * time.Second) // the 20 s fire is held by the pause
+		x, _ = e.eng.Explain(ctx, "x.a")
+		if !strings.Contains(x.Verdict, "paused by operator:ann") {
+			t.Errorf("explain paused a: verdict %q", x.Verdict)
+		}
+		x, _ = e.eng.Explain(ctx, "x.b")
+		if !strings.Contains(x.Verdict, "waiting on upstream x.a (PAUSED)") {
+			t.Errorf("explain b behind a paused a: verdict %q; findings %+v", x.Verdict, x.Findings)
+		}
+		// c failed without retries.
+		e.rec.fn = map[string]func(context.Context, runner.Attempt) error{"z.c": func(context.Context, runner.Attempt) error { return errors.New("boom") }}
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "z.c"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(2 * time.Second)
+		x, _ = e.eng.Explain(ctx, "z.c")
+		if !strings.Contains(x.Verdict, "retry.count is 0") || !strings.Contains(x.Verdict, "boom") {
+			t.Errorf("explain c: verdict %q", x.Verdict)
+		}
+		if _, err := e.eng.Explain(ctx, "z.cc"); err == nil || !strings.Contains(err.Error(), `did you mean "z.c"`) {
+			t.Errorf("explain of an unknown task: %v", err)
+		}
+		e.stop()
+	})
+}
+
+func TestLimitsAtRunTimeSurviveARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := "pipeline: l\ngroup: etl\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n"
+		e := setup(t, Config{DispatchRate: 50}, nil, src)
+		for _, bad := range []struct {
+			op   Op
+			want string
+		}{
+			{Op{Kind: OpLimits, Global: ptr(-1.0)}, "give a rate per second of 0"},
+			{Op{Kind: OpLimits, Groups: map[string]float64{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
+			{Op{Kind: OpLimits}, "give global, groups or both"},
+		} {
+			if _, err := e.do(bad.op); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("%+v: %v, want %q", bad.op, err, bad.want)
+			}
+		}
+		if got := e.eng.Stats().Limits.Global; got != 50 {
+			t.Fatalf("after refused changes: global %v, want the configured 50", got)
+		}
+		msg, err := e.do(Op{Kind: OpLimits, Global: ptr(5.0), Groups: map[string]float64{"etl": 2}})
+		if err != nil || msg != "limits now global 5/s, group etl 2/s" {
+			t.Fatalf("set limits: %q %v", msg, err)
+		}
+		e.stop()
+		again, err := New(Config{Holder: "test-2", DispatchRate: 50}, e.st, e.eng.g, e.eng.execs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- again.Run(ctx) }()
+		sleep(time.Second)
+		l := again.Stats().Limits
+		cancel()
+		<-done
+		if l.Global != 5 || l.Groups["etl"] != 2 {
+			t.Errorf("after a restart: %+v, want the stored global 5, etl 2", l)
+		}
+	})
+}
+
+func TestCancelBackfill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		slow := map[string]func(context.Context, runner.Attempt) error{"y.a": func(context.Context, runner.Attempt) error {
+			time.Sleep(10 * time.Second)
+			return nil
+		}}
+		e := setup(t, Config{}, slow, yearly)
+		id := e.startBackfill(BackfillParams{Pipeline: "y", From: start.AddDate(-5, 0, 0), To: start})
+		sleep(3 * time.Second) // the first run is in flight
+		msg, err := e.do(Op{Kind: OpCancelBackfill, Backfill: id, Actor: "operator:bo"})
+		if err != nil || !strings.Contains(msg, "cancelled at 0/5 runs; 1 run(s) in flight finish") {
+			t.Fatalf("cancel: %q %v", msg, err)
+		}
+		sleep(60 * time.Second)
+		for _, bad := range []struct {
+			id   int64
+			want string
+		}{{id, "is cancelled already"}, {999, "no backfill 999"}} {
+			if _, err := e.do(Op{Kind: OpCancelBackfill, Backfill: bad.id}); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("cancel %d: %v, want %q", bad.id, err, bad.want)
+			}
+		}
+		e.stop()
+		if b := e.backfill(id); b.State != BackfillCancelled || !strings.Contains(b.Error, "cancelled by operator:bo") {
+			t.Errorf("backfill after cancel: %+v", b)
+		}
+		years := map[int]bool{}
+		for _, c := range e.rec.snapshot() {
+			years[c.logical.Year()] = true
+		}
+		if len(years) != 1 {
+			t.Errorf("runs executed after the cancel: logical years %v, want only the one in flight", years)
+		}
+	})
+}
