@@ -92,14 +92,14 @@ type Engine struct {
 
 // Stats is a snapshot of the loop, for status pages and tests.
 type Stats struct {
-	Epoch      int64
-	Wheel      int
-	Queue      int
-	Running    int
-	Dispatched int64
-	Applied    int64
-	Leader     bool
-	Limits     Limits // the dispatch limits in force
+	Epoch      int64  `json:"epoch"`
+	Wheel      int    `json:"wheel"`   // instances waiting in the time wheel
+	Queue      int    `json:"queue"`   // due instances in the priority queue
+	Running    int    `json:"running"` // attempts awaiting their result
+	Dispatched int64  `json:"dispatched"`
+	Applied    int64  `json:"applied"` // results recorded
+	Leader     bool   `json:"leader"`
+	Limits     Limits `json:"limits"` // the dispatch limits in force
 }
 
 // New checks that every task of g has an executor (and every function is

@@ -114,11 +114,9 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveAPI runs the executor API on addr until ctx ends.
-func serveAPI(ctx context.Context, addr string, api *executorAPI) error {
-	mux := http.NewServeMux()
-	api.routes(mux)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+// serveAPI serves h on addr until ctx ends.
+func serveAPI(ctx context.Context, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {

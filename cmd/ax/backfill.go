@@ -160,11 +160,12 @@ func followBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.
 	defer stop()
 	engineDone := make(chan error, 1)
 	if f.standalone {
-		execs, err := executors(g, st)
+		var eng *engine.Engine
+		execs, err := executors(g, st, alertVia(&eng))
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
-		eng, err := engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "backfill:" + strconv.FormatInt(id, 10)}, st, g, execs)
+		eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "backfill:" + strconv.FormatInt(id, 10)}, st, g, execs)
 		if err != nil {
 			return &exitError{code: exitFailed, err: err}
 		}
@@ -449,13 +450,14 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	execs, err := executors(g, st)
+	var eng *engine.Engine
+	execs, err := executors(g, st, alertVia(&eng))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, when.In(p.Location).Format(time.RFC3339), len(spec.Tasks))
 	events := make(chan engine.Event, 1024)
-	eng, err := engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "run", Grace: time.Millisecond,
+	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "run", Grace: time.Millisecond,
 		OnEvent: func(ev engine.Event) { events <- ev }}, st, g, execs)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}

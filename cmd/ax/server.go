@@ -7,15 +7,19 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/engine/webhook"
 	"github.com/ax-sched/ax/examples/functions"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -32,6 +36,9 @@ type serverFlags struct {
 	holder    string
 	leaseTTL  time.Duration
 	listen    string
+	insecure  bool
+	openReads bool
+	webhook   string
 }
 
 func newServerCmd() *cobra.Command {
@@ -56,7 +63,10 @@ the store's lease.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
-	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the API executors register and send heartbeats to (empty: none)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
+	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
 	return cmd
 }
 
@@ -98,41 +108,101 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
-	execs, err := executors(g, st)
+	token := os.Getenv("AX_ADMIN_TOKEN")
+	if f.listen != "" {
+		if err := checkListen(f.listen, token, f.insecure); err != nil {
+			return err
+		}
+	}
+	if f.leaseTTL < 3*time.Second {
+		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
+	}
+	var eng *engine.Engine // set below; executors raise alerts through it
+	execs, err := executors(g, st, alertVia(&eng))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	api := &executorAPI{st: st, g: g}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &executorCollector{st: st})
+	var sinks []func(engine.Alert)
+	if f.webhook != "" {
+		hook, err := webhook.New(webhook.Config{URL: f.webhook, Logger: log,
+			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}})
+		if err != nil {
+			return usageErr("--alert-webhook: %v", err)
+		}
+		hookCtx, stopHook := context.WithCancel(ctx)
+		defer stopHook()
+		go func() { _ = hook.Run(hookCtx) }()
+		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
+	}
+	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
+		Registerer: reg, OnAlert: func(a engine.Alert) {
+			for _, s := range sinks {
+				s(a)
+			}
+		}}, st, g, execs)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
 	if f.listen != "" {
+		api := &executorAPI{st: st, g: g, report: eng.Report}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
 		api.deliver = web.Deliver
+		adm := &admin{st: st, g: g, eng: eng, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second}
+		mux := adm.handler(api)
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- serveAPI(apiCtx, f.listen, api) }()
+		go func() { apiErr <- serveAPI(apiCtx, f.listen, mux) }()
 		select {
 		case err := <-apiErr:
 			return &exitError{code: exitFailed, err: err}
 		case <-time.After(100 * time.Millisecond): // listening
 		}
-		log.Info("api_listening", "addr", f.listen)
+		go announcePrimary(apiCtx, st, eng, "http://"+f.listen, log)
+		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
-	if f.leaseTTL < 3*time.Second {
-		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
-	}
-	eng, err := engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log,
-		LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3}, st, g, execs)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	api.report = eng.Report
 	log.Info("server_starting", "store", st.String(), "pipelines", len(g.Pipelines()), "tasks", len(g.Order()), "dispatch_rate", f.rate)
 	if err := eng.Run(ctx); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	return nil
+}
+
+// alertVia raises executors' alerts (an executor gone silent) through the
+// engine *e points to, once it exists.
+func alertVia(e **engine.Engine) func(engine.Alert) {
+	return func(a engine.Alert) {
+		if *e != nil {
+			(*e).Alert(context.Background(), a)
+		}
+	}
+}
+
+// announcePrimary records this server's API URL while it is the primary,
+// so that standbys can point writers to it.
+func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, url string, log *slog.Logger) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	announced := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		leader := eng.Stats().Leader
+		if leader && !announced {
+			if err := st.SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
+				log.Warn("primary_url_not_recorded", "err", err)
+				continue
+			}
+		}
+		announced = leader
+	}
 }
 
 func dispatchRateForWarnings(rate float64) int {
@@ -145,7 +215,7 @@ func dispatchRateForWarnings(rate float64) int {
 // executors builds the executors of the stock binary: the example functions,
 // commands, and HTTP tasks routed among the executors registered in st for
 // them (or called at their own URL when none is), each looking its task up in g.
-func executors(g *dag.Graph, st *store.Store) (engine.Executors, error) {
+func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
 	funcs := runner.NewFunctions(func(a runner.Attempt) string {
 		if t := g.Task(a.Pipeline + "." + a.Task); t != nil {
 			return t.Executor.Function
@@ -183,8 +253,8 @@ func executors(g *dag.Graph, st *store.Store) (engine.Executors, error) {
 			return eps, nil
 		}),
 		Lost: func(addr string, silent time.Duration) {
-			_ = st.AppendAction(context.Background(), store.Action{At: time.Now(), Actor: engine.Actor, Action: "executor_lost", Reason: "alert",
-				Detail: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
+			alert(engine.Alert{Kind: engine.AlertExecutorLost, At: time.Now(),
+				Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
 		},
 	})
 	return engine.Executors{defs.ExecFunction: funcs, defs.ExecCommand: commands, defs.ExecHTTP: web}, nil

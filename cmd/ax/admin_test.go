@@ -1,0 +1,429 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/store"
+)
+
+// shopPipeline never fires on its own during a test (1 January at midnight):
+// runs come only from the requests the tests make.
+const shopPipeline = `pipeline: shop
+group: etl
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: clean, depends_on: [sync], function: noop}
+  - {name: slow, command: ["sleep", "30"], timeout: 1m}
+`
+
+// apiEnv is a primary engine on SQLite behind the real admin handler.
+type apiEnv struct {
+	t     *testing.T
+	st    *store.Store
+	eng   *engine.Engine
+	srv   *httptest.Server
+	token string
+}
+
+type apiOpts struct {
+	token     string
+	openReads bool
+	standby   bool // no engine: a process that serves reads only
+}
+
+func setupAPI(t *testing.T, o apiOpts) *apiEnv {
+	t.Helper()
+	dir := t.TempDir()
+	p, errs := defs.Parse("shop.yaml", []byte(shopPipeline), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	g, errs := dag.Compile([]*defs.Pipeline{p}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	st := openStore(t, filepath.Join(dir, "ax.db"))
+	e := &apiEnv{t: t, st: st, token: o.token}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&executorCollector{st: st})
+	api := &executorAPI{st: st, g: g}
+	if !o.standby {
+		execs, err := executors(g, st, alertVia(&e.eng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.eng, err = engine.New(engine.Config{Holder: "api-test", Registerer: reg, Grace: time.Millisecond}, st, g, execs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api.report = e.eng.Report
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.eng.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("engine: %v", err)
+			}
+		})
+		waitFor(t, func() bool { return e.eng.Stats().Leader })
+	}
+	adm := &admin{st: st, g: g, eng: e.eng, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second}
+	e.srv = httptest.NewServer(adm.handler(api))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// call sends a request with the token (when set) and returns status and body.
+func (e *apiEnv) call(method, path, body string) (int, string) {
+	e.t.Helper()
+	return e.callAs(method, path, body, e.token)
+}
+
+func (e *apiEnv) callAs(method, path, body, token string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("X-Ax-Actor", "operator:test")
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// state is what a bad request must leave as it was: instances (with
+// versions), runs, pauses, settings and backfills.
+func (e *apiEnv) state() string {
+	e.t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	ins, err := e.st.Instances(ctx, store.InstanceFilter{Limit: 1 << 20, Ascending: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, in := range ins {
+		fmt.Fprintf(&b, "i%d:%s:%d ", in.ID, in.State, in.Version)
+	}
+	ps, _ := e.st.Pauses(ctx)
+	for _, p := range ps {
+		fmt.Fprintf(&b, "p:%s/%s ", p.Scope, p.Name)
+	}
+	set, _ := e.st.Settings(ctx)
+	fmt.Fprintf(&b, "settings:%v ", set)
+	bs, _ := e.st.Backfills(ctx, 0)
+	for _, bf := range bs {
+		fmt.Fprintf(&b, "b%d:%s ", bf.ID, bf.State)
+	}
+	return b.String()
+}
+
+func decodeJSON[T any](t *testing.T, body string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, body)
+	}
+	return v
+}
+
+// badRequests are, for every endpoint, requests that must get a 4xx with a
+// message naming the problem, and change nothing.
+var badRequests = []struct {
+	method, path, body string
+	code               int
+	want               string
+}{
+	{"GET", "/api/v1/pipelines?x=1", "", 400, `unknown query parameter "x"`},
+	{"GET", "/api/v1/pipelines/shoop", "", 404, `no pipeline "shoop" (did you mean "shop"?)`},
+	{"GET", "/api/v1/pipelines/shop/runs?state=done", "", 400, `state="done": use waiting, running, success or failed`},
+	{"GET", "/api/v1/pipelines/shop/runs?limit=0", "", 400, "limit=\"0\": give a whole number from 1 to 1000"},
+	{"GET", "/api/v1/pipelines/shop/runs?sate=running", "", 400, `unknown query parameter "sate" (did you mean "state"?)`},
+	{"GET", "/api/v1/pipelines/shop/runs?from=yesterday", "", 400, `from: "yesterday" is not a date`},
+	{"GET", "/api/v1/runs/abc", "", 400, `run "abc": give a positive number`},
+	{"GET", "/api/v1/runs/99999", "", 404, "no run 99999"},
+	{"GET", "/api/v1/pipelines/shop/tasks/synk", "", 404, `pipeline shop has no task "synk" (did you mean "sync"?)`},
+	{"GET", "/api/v1/pipelines/shop/tasks/synk/explain", "", 404, `no task "synk"`},
+	{"POST", "/api/v1/pipelines/shop/tasks/synk/pause", "", 404, `no task "synk" (did you mean "sync"?)`},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/pause", "{", 400, "malformed request body"},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reasn": "x"}`, 400, `unknown field "reasn"`},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reason": 5}`, 400, "cannot unmarshal number"},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reason": "` + strings.Repeat("x", maxBody) + `"}`, 413, "request body over 65536 bytes"},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"downstream": true}`, 400, "downstream applies to trigger only"},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/resume", "", 409, "is not paused"},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/kill", "", 409, "kill refused"},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/rerun", "", 409, "rerun refused"},
+	{"POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": "yes"}`, 400, "cannot unmarshal string"},
+	{"POST", "/api/v1/pipelines/shopp/pause", "", 404, `no pipeline "shopp" (did you mean "shop"?)`},
+	{"POST", "/api/v1/pipelines/shop/resume", "", 409, "resume refused"},
+	{"POST", "/api/v1/groups/elt/pause", "", 404, `no group "elt" (did you mean "etl"?)`},
+	{"POST", "/api/v1/groups/etl/resume", "", 409, "resume refused"},
+	{"GET", "/api/v1/instances?state=DONE", "", 400, `state="DONE": not a state`},
+	{"GET", "/api/v1/instances?task=shop.nope", "", 400, `task="shop.nope": no such task`},
+	{"GET", "/api/v1/instances?pipeline=nope", "", 400, `pipeline="nope": no such pipeline`},
+	{"POST", "/api/v1/instances/abc/kill", "", 400, `id "abc": give a positive number`},
+	{"POST", "/api/v1/instances/99999/kill", "", 404, "no instance 99999"},
+	{"POST", "/api/v1/instances/99999/rerun", "", 404, "no instance 99999"},
+	{"POST", "/api/v1/runs/99999/rerun", "", 404, "no run 99999"},
+	{"GET", "/api/v1/history?limit=5000", "", 400, "give a whole number from 1 to 1000"},
+	{"GET", "/api/v1/history?newest=maybe", "", 400, `newest="maybe": give true or false`},
+	{"GET", "/api/v1/actions?task=shop.nope", "", 400, "no such task"},
+	{"GET", "/api/v1/executors?all=1", "", 400, `unknown query parameter "all"`},
+	{"GET", "/api/v1/limits?x=1", "", 400, "unknown query parameter"},
+	{"PUT", "/api/v1/limits", `{}`, 400, `give {"global": N}`},
+	{"PUT", "/api/v1/limits", `{"global": -1}`, 400, "give a rate per second of 0"},
+	{"PUT", "/api/v1/limits", `{"global": "fast"}`, 400, "cannot unmarshal string"},
+	{"PUT", "/api/v1/limits", `{"groups": {"elt": 3}}`, 400, `no group "elt" (did you mean "etl"?)`},
+	{"GET", "/api/v1/backfills?limit=x", "", 400, "give a whole number"},
+	{"POST", "/api/v1/backfills", `{"pipeline": "shop"}`, 400, `give "pipeline", "from" and "to"`},
+	{"POST", "/api/v1/backfills", `{"pipeline": "shoop", "from": "2026-01-01", "to": "2026-01-05"}`, 404, `no pipeline "shoop" (did you mean "shop"?)`},
+	{"POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "Jan 1", "to": "2026-01-05"}`, 400, `from: "Jan 1" is not a date`},
+	{"POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2025-01-01", "to": "2026-12-31", "select": "sink"}`, 400, `"sink"`},
+	{"POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2025-01-01", "to": "2026-12-31", "rerun": "some"}`, 400, `--rerun "some"`},
+	{"GET", "/api/v1/backfills/x", "", 400, "give a positive number"},
+	{"GET", "/api/v1/backfills/99999", "", 404, "no backfill 99999"},
+	{"POST", "/api/v1/backfills/99999/cancel", "", 404, "no backfill 99999"},
+	{"GET", "/api/v1/nothing", "", 404, "no endpoint GET /api/v1/nothing"},
+	{"GET", "/api/v1/pipelines/shop/tasks/sync/pause", "", 405, "use POST"},
+	{"DELETE", "/api/v1/pipelines/shop", "", 405, "DELETE /api/v1/pipelines/shop: use GET"},
+}
+
+func TestAPIBadRequestsChangeNothing(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{})
+	before := e.state()
+	for _, tc := range badRequests {
+		code, body := e.call(tc.method, tc.path, tc.body)
+		msg := decodeJSON[map[string]string](t, body)["error"]
+		if code != tc.code || msg == "" || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %s %.60s: %d %s\nwant %d with %q", tc.method, tc.path, tc.body, code, body, tc.code, tc.want)
+		}
+		if after := e.state(); after != before {
+			t.Fatalf("%s %s changed the store:\nbefore %s\nafter  %s", tc.method, tc.path, before, after)
+		}
+	}
+}
+
+// waitState polls the latest instance of task until it is in state.
+func (e *apiEnv) waitState(task string, state store.State) store.Instance {
+	e.t.Helper()
+	var in store.Instance
+	waitFor(e.t, func() bool {
+		ins, err := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: task, Limit: 1})
+		if err == nil && len(ins) == 1 {
+			in = ins[0]
+		}
+		return in.State == state
+	})
+	return in
+}
+
+func TestAPIEndpoints(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{})
+	ok := func(method, path, body string, want ...string) string {
+		t.Helper()
+		code, got := e.call(method, path, body)
+		if code/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, code, got)
+		}
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s %s: want %q in\n%s", method, path, w, got)
+			}
+		}
+		return got
+	}
+	ok("GET", "/api/v1/status", "", `"role": "primary"`, `"holder": "api-test"`)
+	ok("GET", "/api/v1/pipelines", "", `"name": "shop"`, `"tasks": 3`)
+	// Run now with the downstream: sync then clean succeed in a run of their own.
+	ok("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true, "reason": "test"}`, "started for shop.sync (2 task(s))")
+	e.waitState("shop.clean", store.Success)
+	ok("POST", "/api/v1/pipelines/shop/tasks/slow/trigger", "", "started for shop.slow (1 task(s))")
+	slow := e.waitState("shop.slow", store.Running)
+	p := decodeJSON[struct {
+		Tasks     []taskView `json:"tasks"`
+		Layers    [][]string `json:"layers"`
+		Edges     []struct{ From, To string }
+		LatestRun *runView `json:"latest_run"`
+	}](t, ok("GET", "/api/v1/pipelines/shop", ""))
+	if len(p.Tasks) != 3 || p.Tasks[0].State != store.Success || fmt.Sprint(p.Layers) != "[[slow sync] [clean]]" || len(p.Edges) != 1 || p.LatestRun == nil {
+		t.Errorf("pipeline: %+v", p)
+	}
+	runs := decodeJSON[[]runView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=success&limit=10", ""))
+	if len(runs) != 1 || runs[0].Counts[store.Success] != 2 {
+		t.Fatalf("succeeded runs: %+v", runs)
+	}
+	running := decodeJSON[[]runView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=running", ""))
+	if len(running) != 1 || running[0].Counts[store.Running] != 1 || running[0].ID == runs[0].ID {
+		t.Fatalf("running runs (slow): %+v", running)
+	}
+	ok("GET", fmt.Sprintf("/api/v1/runs/%d", runs[0].ID), "", `"instances"`, `"shop.clean"`)
+	task := ok("GET", "/api/v1/pipelines/shop/tasks/sync", "", `"success_count": 1`, `"next_fires"`, `"last_fires"`, `"due"`)
+	if !strings.Contains(task, `"state": "SUCCESS"`) {
+		t.Errorf("task: %s", task)
+	}
+	ok("GET", "/api/v1/pipelines/shop/tasks/slow/explain", "", `"verdict"`, "running since")
+	ok("GET", "/api/v1/instances?pipeline=shop&state=SUCCESS", "", `"shop.sync"`, `"shop.clean"`)
+	ok("GET", "/api/v1/history?task=shop.sync&newest=true&limit=2", "", `"to": "SUCCESS"`)
+	ok("GET", "/api/v1/actions?task=shop.sync&action=dispatch", "", `"action": "dispatch"`)
+	// Kill the slow command through its instance, then rerun it.
+	ok("POST", fmt.Sprintf("/api/v1/instances/%d/kill", slow.ID), "", "kill sent to 1 instance(s)")
+	e.waitState("shop.slow", store.Killed)
+	ok("POST", "/api/v1/pipelines/shop/tasks/slow/rerun", "", "rerun")
+	e.waitState("shop.slow", store.Running)
+	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
+	e.waitState("shop.slow", store.Killed)
+	ok("POST", fmt.Sprintf("/api/v1/runs/%d/rerun", running[0].ID), "", "rerun")
+	e.waitState("shop.slow", store.Running)
+	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
+	// Pause and resume a task, the pipeline and the group.
+	ok("POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reason": "maintenance"}`, "paused task shop.sync")
+	ok("POST", "/api/v1/pipelines/shop/tasks/sync/resume", "", "resumed task shop.sync")
+	ok("POST", "/api/v1/pipelines/shop/pause", "", "paused pipeline shop")
+	ok("GET", "/api/v1/pipelines", "", `"paused"`)
+	ok("POST", "/api/v1/pipelines/shop/resume", "", "resumed pipeline shop")
+	ok("POST", "/api/v1/groups/etl/pause", "", "paused group etl")
+	ok("POST", "/api/v1/groups/etl/resume", "", "resumed group etl")
+	// Limits.
+	ok("PUT", "/api/v1/limits", `{"global": 40, "groups": {"etl": 5}, "reason": "night"}`, "limits now global 40/s, group etl 5/s")
+	ok("GET", "/api/v1/limits", "", `"global": 40`, `"etl": 5`)
+	// Backfills: a dry run stores nothing; a real one is created and cancelled.
+	before := e.state()
+	ok("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2020-01-01", "to": "2025-12-31", "dry_run": true}`, `"plan"`, `"2025-01-01T00:00:00Z"`)
+	if e.state() != before {
+		t.Error("a dry-run backfill changed the store")
+	}
+	created := decodeJSON[struct{ ID int64 }](t, ok("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2020-01-01", "to": "2025-12-31", "select": "sync+"}`))
+	ok("GET", fmt.Sprintf("/api/v1/backfills/%d", created.ID), "", `"total_runs": 6`, `"select": "sync+"`)
+	ok("GET", "/api/v1/backfills", "", fmt.Sprintf(`"id": %d`, created.ID))
+	ok("POST", fmt.Sprintf("/api/v1/backfills/%d/cancel", created.ID), "", "cancelled")
+	if code, body := e.call("POST", fmt.Sprintf("/api/v1/backfills/%d/cancel", created.ID), ""); code != 409 || !strings.Contains(body, "cancelled already") {
+		t.Errorf("second cancel: %d %s", code, body)
+	}
+	// Executors: one registered through the executor API, listed with its state.
+	ok("POST", "/api/v1/executors/register", `{"address": "http://127.0.0.1:1", "tasks": []}`)
+	ok("GET", "/api/v1/executors", "", `"address": "http://127.0.0.1:1"`, `"live": true`)
+	// Every operation is in the action log with the actor the API was told.
+	acts := decodeJSON[[]store.Action](t, ok("GET", "/api/v1/actions?action=pause&newest=true", ""))
+	if len(acts) < 3 || acts[0].Actor != "operator:test" {
+		t.Errorf("pause actions: %+v", acts)
+	}
+	// Metrics and readiness.
+	ok("GET", "/metrics", "", "ax_dispatches_total", "ax_results_total{status=\"success\"}", "ax_dispatch_latency_seconds_bucket", `ax_executors{state="live"} 1`)
+	ok("GET", "/readyz", "", `"role": "primary"`)
+	ok("GET", "/healthz", "")
+	ok("GET", "/", "", "<title>ax console</title>")
+}
+
+func TestAPIAccessToken(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{token: "s3cret"})
+	before := e.state()
+	for _, tok := range []string{"", "wrong"} {
+		code, body := e.callAs("POST", "/api/v1/pipelines/shop/tasks/sync/pause", "", tok)
+		if code != 401 || !strings.Contains(body, "bearer token") {
+			t.Errorf("write with token %q: %d %s", tok, code, body)
+		}
+		if code, _ := e.callAs("GET", "/api/v1/pipelines", "", tok); code != 401 {
+			t.Errorf("read with token %q: %d, want 401 (reads are not opened)", tok, code)
+		}
+		if code, _ := e.callAs("GET", "/metrics", "", tok); code != 401 {
+			t.Errorf("metrics with token %q: %d, want 401", tok, code)
+		}
+	}
+	if e.state() != before {
+		t.Fatal("a refused write changed the store")
+	}
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/pause", ""); code != 200 {
+		t.Fatalf("write with the token: %d %s", code, body)
+	}
+	if e.state() == before {
+		t.Error("an accepted pause changed nothing")
+	}
+	// The console page itself loads without the token; its API calls carry it.
+	if code, _ := e.callAs("GET", "/", "", ""); code != 200 {
+		t.Errorf("console page: %d", code)
+	}
+
+	open := setupAPI(t, apiOpts{token: "s3cret", openReads: true})
+	if code, _ := open.callAs("GET", "/api/v1/pipelines", "", ""); code != 200 {
+		t.Errorf("open reads: %d, want 200 without a token", code)
+	}
+	if code, _ := open.callAs("PUT", "/api/v1/limits", `{"global": 1}`, ""); code != 401 {
+		t.Errorf("write with open reads and no token: %d, want 401", code)
+	}
+}
+
+func TestAPIStandbyRefusesWrites(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{standby: true})
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: "host-a:42", TTL: time.Minute, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.SetSetting(ctx, primaryAPISetting, "http://10.0.0.7:8080", now); err != nil {
+		t.Fatal(err)
+	}
+	before := e.state()
+	code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/pause", "")
+	if code != 503 || !strings.Contains(body, "standby") || !strings.Contains(body, `"primary": "http://10.0.0.7:8080"`) || !strings.Contains(body, "host-a:42") {
+		t.Errorf("write on a standby: %d %s", code, body)
+	}
+	if e.state() != before {
+		t.Error("a write refused by the standby changed the store")
+	}
+	if code, body := e.call("GET", "/api/v1/pipelines/shop", ""); code != 200 {
+		t.Errorf("read on a standby: %d %s", code, body)
+	}
+	if code, body := e.call("GET", "/readyz", ""); code != 200 || !strings.Contains(body, `"role": "standby"`) {
+		t.Errorf("readyz on a standby: %d %s", code, body)
+	}
+}
+
+func TestCheckListen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		addr, token string
+		insecure    bool
+		want        string // "" for allowed
+	}{
+		{"127.0.0.1:8080", "", false, ""},
+		{"localhost:8080", "", false, ""},
+		{"[::1]:8080", "", false, ""},
+		{"0.0.0.0:8080", "", false, "not a loopback address: set AX_ADMIN_TOKEN"},
+		{":8080", "", false, "not a loopback address"},
+		{"0.0.0.0:8080", "t", false, ""},
+		{"0.0.0.0:8080", "", true, ""},
+		{"8080", "", false, "give host:port"},
+	} {
+		err := checkListen(tc.addr, tc.token, tc.insecure)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("checkListen(%q, token %q, insecure %v) = %v, want %q", tc.addr, tc.token, tc.insecure, err, tc.want)
+		}
+	}
+}
