@@ -24,8 +24,10 @@ vet:
 
 # All tests; the engine again under the race detector. MySQL tests run when
 # AX_TEST_MYSQL_DSN is set (CI always sets it; see .ci/run).
+# Test artifacts (the console test's screenshot) go under test-output/.
 test: vet
-	$(GO) test -count=1 ./...
+	mkdir -p test-output
+	$(GO) test -count=1 -artifacts -outputdir $(CURDIR)/test-output ./...
 	$(GO) test -count=1 -race -short ./engine/... ./store/... ./dag/... ./runner/...
 	# Alone, because it restarts MariaDB under two servers (skips without a DSN).
 	AX_TEST_HA_RESTART=1 $(GO) test -count=1 -run TestHAMariaDBRestart ./cmd/ax
@@ -51,4 +53,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) ./dag/
 
 clean:
-	rm -rf bin
+	rm -rf bin test-output

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// chromium finds Debian's chromium (.ci/run installs it). Outside CI a
+// machine without it skips the browser test; in CI that is a failure.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on this machine: .ci/run installs Debian's chromium package for the console test")
+	}
+	t.Skip("no chromium: install Debian's chromium package to run the console test")
+	return ""
+}
+
+// browser starts headless chromium and records every script error and
+// console error the page shows; it accepts confirmation dialogs.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.WindowSize(1300, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	var (
+		mu     sync.Mutex
+		errors []string
+	)
+	record := func(msg string) { mu.Lock(); errors = append(errors, msg); mu.Unlock() }
+	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
+	console := chromedp.Events(ctx, runtime.ConsoleAPICalled)
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range exceptions {
+			if err != nil {
+				return
+			}
+			record("exception: " + (&chromedp.ExceptionError{ExceptionDetails: ev.ExceptionDetails}).Error())
+		}
+	}()
+	go func() {
+		for ev, err := range console {
+			if err != nil {
+				return
+			}
+			if ev.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, string(a.Value))
+				}
+				record("console.error: " + strings.Join(parts, " "))
+			}
+		}
+	}()
+	go func() { // the console confirms every operation: accept
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return ctx, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), errors...) }
+}
+
+// TestConsolePauseInBrowser loads the console of a test server in headless
+// Chromium, clicks Pause on a task, sees its state turn PAUSED (and the
+// pause recorded in the store), and saves a screenshot. Any script error on
+// the page fails the test.
+func TestConsolePauseInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	e := setupAPI(t, apiOpts{})
+	// A run first, so that the graph has colours.
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true}`); code != 200 {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	e.waitState("shop.clean", store.Success)
+
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/#/p/shop"),
+		chromedp.WaitVisible(css(`tr[data-task="sync"] button[data-op="pause"]`)),
+	)
+	var graphState chromedp.AttributeResult
+	if err == nil {
+		graphState, err = chromedp.Run(ctx, chromedp.AttributeValue(css(`g.node[data-task="clean"]`), "data-state"))
+	}
+	if err == nil {
+		err = chromedp.Do(ctx,
+			chromedp.Click(css(`tr[data-task="sync"] button[data-op="pause"]`)),
+			chromedp.WaitVisible(css(`tr[data-task="sync"] td.state .pill.PAUSED`)),
+			chromedp.WaitVisible(css(`#banner.ok`)),
+		)
+	}
+	var state string
+	if err == nil {
+		state, err = chromedp.Run(ctx, chromedp.Text(css(`tr[data-task="sync"] td.state`)))
+	}
+	var shot []byte
+	if err == nil {
+		shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	}
+	if err != nil {
+		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
+	}
+	if !strings.Contains(state, "PAUSED") || !strings.Contains(state, "operator:api") {
+		t.Errorf("sync's state cell after the click: %q, want PAUSED by operator:api", state)
+	}
+	if graphState.Value != "SUCCESS" {
+		t.Errorf("graph node clean has state %q, want SUCCESS (coloured by the latest run)", graphState.Value)
+	}
+	ps, err := e.st.Pauses(context.Background())
+	if err != nil || len(ps) != 1 || ps[0].Name != "shop.sync" {
+		t.Errorf("pauses in the store after the click: %+v %v", ps, err)
+	}
+	path := filepath.Join(t.ArtifactDir(), "console-paused.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+
+	// The other pages render without script errors too.
+	for _, page := range []struct{ hash, sel string }{
+		{"#/", `tr[data-pipeline="shop"]`}, {"#/actions", "#actions"}, {"#/executors", "#executors"}, {"#/backfills", "#backfills"},
+	} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/"+page.hash), chromedp.WaitVisible(css(page.sel))); err != nil {
+			t.Errorf("%s: %v", page.hash, err)
+		}
+	}
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
