@@ -51,6 +51,7 @@ chaos:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./defs/
 	$(GO) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) ./dag/
+	$(GO) test -run '^$$' -fuzz FuzzAPIRequest -fuzztime $(FUZZTIME) ./cmd/ax/
 
 clean:
 	rm -rf bin test-output

@@ -194,7 +194,11 @@ func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, erro
 func (e *Engine) pausedBy(t *taskInfo) (string, bool) {
 	for _, k := range []string{"task/" + t.id, "group/" + t.def.Group, "pipeline/" + t.def.Pipeline} {
 		if p, ok := e.paused[k]; ok {
-			return fmt.Sprintf("%s %s paused by %s", p.Scope, p.Name, p.Actor), true
+			why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, p.At.UTC().Format(time.RFC3339))
+			if p.Reason != "" {
+				why += ": " + p.Reason
+			}
+			return why, true
 		}
 	}
 	return "", false

@@ -1033,11 +1033,10 @@ func (a *admin) backfills(r *http.Request) (any, error) {
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	bs, err := a.st.Backfills(r.Context(), 0)
+	bs, err := a.st.Backfills(r.Context(), 0) // newest first
 	if err != nil {
 		return nil, err
 	}
-	slices.Reverse(bs)
 	out := []backfillView{}
 	for _, b := range bs[:min(len(bs), int(limit))] {
 		v, err := a.viewBackfill(r.Context(), b)
@@ -1081,4 +1080,22 @@ func checkListen(addr, token string, insecure bool) error {
 		return usageErr("--listen %s is not a loopback address: set AX_ADMIN_TOKEN so that writes need a bearer token, or pass --insecure to serve the API to the network without one", addr)
 	}
 	return nil
+}
+
+// apiDoc renders the route table as the README's API section.
+func apiDoc() string {
+	var b strings.Builder
+	b.WriteString("| method | path | needs the token | what it does |\n| --- | --- | --- | --- |\n")
+	for _, rt := range adminRoutes() {
+		tok := "when reads are not open"
+		if rt.write {
+			tok = "yes (refused on a standby)"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", rt.method, rt.path, tok, rt.doc)
+	}
+	b.WriteString("| GET | `/metrics` | when reads are not open | Prometheus metrics |\n")
+	b.WriteString("| GET | `/readyz` | no | 200 when this process serves: primary, or standby with a reachable store |\n")
+	b.WriteString("| GET | `/healthz` | no | 200 while the process runs |\n")
+	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | no | the executor protocol (below) |\n")
+	return b.String()
 }

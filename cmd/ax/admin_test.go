@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ tasks:
 
 // apiEnv is a primary engine on SQLite behind the real admin handler.
 type apiEnv struct {
-	t     *testing.T
+	t     testing.TB
 	st    *store.Store
 	eng   *engine.Engine
 	srv   *httptest.Server
@@ -47,7 +48,7 @@ type apiOpts struct {
 	standby   bool // no engine: a process that serves reads only
 }
 
-func setupAPI(t *testing.T, o apiOpts) *apiEnv {
+func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 	t.Helper()
 	dir := t.TempDir()
 	p, errs := defs.Parse("shop.yaml", []byte(shopPipeline), defs.Options{Now: time.Now()})
@@ -141,7 +142,7 @@ func (e *apiEnv) state() string {
 	return b.String()
 }
 
-func decodeJSON[T any](t *testing.T, body string) T {
+func decodeJSON[T any](t testing.TB, body string) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
@@ -424,6 +425,41 @@ func TestCheckListen(t *testing.T) {
 		err := checkListen(tc.addr, tc.token, tc.insecure)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("checkListen(%q, token %q, insecure %v) = %v, want %q", tc.addr, tc.token, tc.insecure, err, tc.want)
+		}
+	}
+}
+
+// TestAPIDocMatchesRoutes: the README's API section is generated from the
+// route table; refresh it with go test ./cmd/ax -run TestAPIDoc -update.
+func TestAPIDocMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	const begin, end = "<!-- api:begin -->\n", "<!-- api:end -->"
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	i, j := strings.Index(readme, begin), strings.Index(readme, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no %q … %q section", strings.TrimSpace(begin), end)
+	}
+	want := apiDoc()
+	if got := readme[i+len(begin) : j]; got != want {
+		if *update {
+			if err := os.WriteFile("../../README.md", []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("README.md's API section is out of date: run go test ./cmd/ax -run TestAPIDoc -update\ngot:\n%s\nwant:\n%s", got, want)
+	}
+	// Every documented route is served: none answers with the catch-all 404.
+	e := setupAPI(t, apiOpts{standby: true})
+	for _, rt := range adminRoutes() {
+		path := strings.NewReplacer("{pipeline}", "shop", "{task}", "sync", "{group}", "etl", "{run}", "1", "{id}", "1").Replace(rt.path)
+		code, body := e.call(rt.method, path, "")
+		if strings.Contains(body, "no endpoint") || code == http.StatusMethodNotAllowed {
+			t.Errorf("%s %s: %d %s", rt.method, rt.path, code, body)
 		}
 	}
 }

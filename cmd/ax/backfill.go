@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -66,6 +68,8 @@ type backfillFlags struct {
 	pipelines            []string
 	store                string
 	wait                 time.Duration
+	api                  apiFlags
+	viaAPI               bool // neither --standalone nor --store: ask the server's API
 }
 
 func newBackfillCmd() *cobra.Command {
@@ -79,12 +83,18 @@ between --from and --to (both inclusive; a date or a date-time, read in the
 pipeline's time zone), each task receiving its logical time, in dependency
 order. Tasks outside the selection count as done.
 
-The backfill is stored: a running ax server on the same store picks it up;
---standalone runs it here, on an engine of its own, and exits when done.
-Either way it resumes where it stopped after an interruption (ax backfill
-resume ID), without running any succeeded instance again.`,
+By default it goes to a running ax server's API (--server, AX_SERVER),
+which plans it from its own pipeline files; --dry-run prints the plan from
+the local files (--pipelines) and needs no server; with --store it is written into
+that store for the server on it to pick up; --standalone runs it here, on an
+engine of its own, and exits when done. Either way it resumes where it
+stopped after an interruption (ax backfill resume ID), without running any
+succeeded instance again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !f.standalone && !f.dryRun && !viaStore(cmd) {
+				return backfillAPI(cmd.Context(), cmd.OutOrStdout(), args[0], f)
+			}
 			return runBackfill(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
 		},
 	}
@@ -98,7 +108,8 @@ resume ID), without running any succeeded instance again.`,
 	fl.StringVar(&f.rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
 	fl.BoolVar(&f.stopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
 	f.addRunFlags(fl)
-	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd())
+	f.api.add(cmd)
+	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd())
 	return cmd
 }
 
@@ -107,7 +118,7 @@ func (f *backfillFlags) addRunFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.standalone, "standalone", false, "run it here on an engine of its own instead of the server's")
 	fl.BoolVar(&f.detach, "detach", false, "queue it for the server and return at once")
 	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
-	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.StringVar(&f.store, "store", store.DefaultPath, "use this store instead of the server's API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	fl.DurationVar(&f.wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
 }
 
@@ -309,12 +320,18 @@ func openBackfill(ctx context.Context, target, arg string) (*store.Store, store.
 }
 
 func newBackfillStatusCmd() *cobra.Command {
-	var target string
+	var (
+		target string
+		api    apiFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "status ID",
 		Short: "Show a backfill's progress",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !viaStore(cmd) {
+				return backfillStatusAPI(cmd.Context(), cmd.OutOrStdout(), api, args[0])
+			}
 			st, b, err := openBackfill(cmd.Context(), target, args[0])
 			if err != nil {
 				return err
@@ -327,25 +344,47 @@ func newBackfillStatusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store")
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API")
+	api.add(cmd)
 	return cmd
 }
 
 func newBackfillListCmd() *cobra.Command {
-	var target string
+	var (
+		target string
+		api    apiFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List backfills, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := store.Open(cmd.Context(), target, store.Options{})
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			defer st.Close()
-			bs, err := st.Backfills(cmd.Context(), 0)
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+			var bs []store.Backfill
+			if !viaStore(cmd) {
+				c, err := newAPIClient(api.server)
+				if err != nil {
+					return err
+				}
+				raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/backfills", nil)
+				if err != nil || api.json {
+					return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
+				}
+				var views []backfillView
+				if err := json.Unmarshal(raw, &views); err != nil {
+					return err
+				}
+				for _, v := range views {
+					bs = append(bs, v.Backfill)
+				}
+			} else {
+				st, err := store.Open(cmd.Context(), target, store.Options{})
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				defer st.Close()
+				if bs, err = st.Backfills(cmd.Context(), 0); err != nil { // newest first
+					return &exitError{code: exitFailed, err: err}
+				}
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPIPELINE\tSTATE\tRUNS\tFAILED\tBY\tCREATED")
@@ -355,8 +394,125 @@ func newBackfillListCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store")
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API")
+	api.add(cmd)
 	return cmd
+}
+
+func newBackfillCancelCmd() *cobra.Command {
+	var api apiFlags
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Stop a backfill from starting more runs (those in flight finish)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil {
+				return usageErr("%q is not a backfill id", args[0])
+			}
+			c, err := newAPIClient(api.server)
+			if err != nil {
+				return err
+			}
+			raw, err := c.call(cmd.Context(), http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/cancel", id), map[string]any{})
+			if err != nil || api.json {
+				return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
+			}
+			var res struct {
+				Result string `json:"result"`
+			}
+			_ = json.Unmarshal(raw, &res)
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), res.Result)
+			return err
+		},
+	}
+	api.add(cmd)
+	return cmd
+}
+
+// backfillAPI starts a backfill through the server's API and follows it
+// until it ends.
+func backfillAPI(ctx context.Context, out io.Writer, pipeline string, f backfillFlags) error {
+	c, err := newAPIClient(f.api.server)
+	if err != nil {
+		return err
+	}
+	req := backfillRequest{Pipeline: pipeline, From: f.from, To: f.to, Select: f.sel, MaxActiveRuns: f.maxActive, Reverse: f.reverse,
+		Rerun: f.rerun, StopOnFailure: f.stopOnFailure}
+	if f.from == "" || f.to == "" {
+		return usageErr("give --from and --to")
+	}
+	raw, err := c.call(ctx, http.MethodPost, "/api/v1/backfills", req)
+	if err != nil {
+		return err
+	}
+	var res struct {
+		ID   int64               `json:"id"`
+		Plan engine.BackfillSpec `json:"plan"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return err
+	}
+	if f.api.json && f.detach {
+		return printJSON(out, raw)
+	}
+	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s), on %s\n", res.ID, pipeline, len(res.Plan.Times), len(res.Plan.Tasks), c.base)
+	if f.detach {
+		fmt.Fprintf(out, "follow it with: ax backfill status %d\n", res.ID)
+		return nil
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := ""
+	for {
+		var v backfillView
+		if err := c.get(ctx, fmt.Sprintf("/api/v1/backfills/%d", res.ID), &v); err != nil {
+			return err
+		}
+		line := progress(v.Backfill, time.Since(start)) + fmt.Sprintf("; instances %d/%d", v.Instances.Ended, v.Instances.Total)
+		if line != last {
+			fmt.Fprintln(out, line)
+			last = line
+		}
+		switch v.State {
+		case engine.BackfillDone, engine.BackfillFailed, engine.BackfillCancelled:
+			if v.FailedRuns > 0 || v.State != engine.BackfillDone {
+				return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", v.ID, v.State, v.FailedRuns, v.TotalRuns, v.Error)}
+			}
+			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", v.ID, v.TotalRuns)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return &exitError{code: exitFailed, err: fmt.Errorf("stopped following backfill %d; it goes on on the server (ax backfill status %d, ax backfill cancel %d)", res.ID, res.ID, res.ID)}
+		case <-tick.C:
+		}
+	}
+}
+
+func backfillStatusAPI(ctx context.Context, out io.Writer, f apiFlags, arg string) error {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return usageErr("%q is not a backfill id", arg)
+	}
+	c, err := newAPIClient(f.server)
+	if err != nil {
+		return err
+	}
+	raw, err := c.call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/backfills/%d", id), nil)
+	if err != nil || f.json {
+		return orThen(err, func() error { return printJSON(out, raw) })
+	}
+	var v backfillView
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))+fmt.Sprintf("; instances %d/%d", v.Instances.Ended, v.Instances.Total))
+	if v.Error != "" {
+		fmt.Fprintln(out, v.Error)
+	}
+	return nil
 }
 
 func newRunCmd() *cobra.Command {

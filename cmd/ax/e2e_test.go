@@ -219,7 +219,7 @@ func e2eTargets(t *testing.T) map[string]func(t *testing.T) string {
 	}
 }
 
-func openStore(t *testing.T, target string) *store.Store {
+func openStore(t testing.TB, target string) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), target, store.Options{})
 	if err != nil {

@@ -108,6 +108,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newHistoryCmd(),
 		newBackfillCmd(),
 		newRunCmd(),
+		newExecutorsCmd(),
+		newLimitsCmd(),
+		newExplainCmd(),
 	)
 	root.AddCommand(newPauseCmds()...)
 	for _, c := range root.Commands() {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -21,17 +23,82 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// opFlags are the flags every operation command takes.
+// opFlags are the flags every operation command takes. By default the
+// operation goes to the admin API of a running ax server; with --store it
+// is queued in that store for whichever scheduler is primary on it.
 type opFlags struct {
 	store  string
 	reason string
 	wait   time.Duration
+	api    apiFlags
+	cmd    *cobra.Command
 }
 
 func (f *opFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	f.cmd = cmd
+	cmd.Flags().StringVar(&f.store, "store", store.DefaultPath, "queue it in this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	cmd.Flags().StringVar(&f.reason, "reason", "", "why, for the action log")
-	cmd.Flags().DurationVar(&f.wait, "wait", 15*time.Second, "how long to wait for the scheduler to apply it")
+	cmd.Flags().DurationVar(&f.wait, "wait", 15*time.Second, "with --store: how long to wait for the scheduler to apply it")
+	f.api.add(cmd)
+}
+
+// opRoute is the API endpoint and body of an operation.
+func opRoute(op engine.Op) (string, map[string]any, error) {
+	body := map[string]any{"reason": op.Reason}
+	esc := url.PathEscape
+	task := func(verb string) (string, map[string]any, error) {
+		p, t, err := splitTask(op.Target)
+		if err != nil {
+			return "", nil, err
+		}
+		return "/api/v1/pipelines/" + esc(p) + "/tasks/" + esc(t) + "/" + verb, body, nil
+	}
+	switch {
+	case op.Kind == engine.OpPause || op.Kind == engine.OpResume:
+		switch op.Scope {
+		case store.ScopeGroup:
+			return "/api/v1/groups/" + esc(op.Target) + "/" + op.Kind, body, nil
+		case store.ScopePipeline:
+			return "/api/v1/pipelines/" + esc(op.Target) + "/" + op.Kind, body, nil
+		}
+		return task(op.Kind)
+	case op.Kind == engine.OpTrigger:
+		body["downstream"] = op.Downstream
+		return task(op.Kind)
+	case op.Instance != 0:
+		return fmt.Sprintf("/api/v1/instances/%d/%s", op.Instance, op.Kind), body, nil
+	case op.Run != 0:
+		return fmt.Sprintf("/api/v1/runs/%d/%s", op.Run, op.Kind), body, nil
+	}
+	return task(op.Kind)
+}
+
+// submitAPI sends op to the admin API and prints what the scheduler did.
+func submitAPI(ctx context.Context, w io.Writer, f opFlags, op engine.Op) error {
+	c, err := newAPIClient(f.api.server)
+	if err != nil {
+		return err
+	}
+	op.Reason = f.reason
+	path, body, err := opRoute(op)
+	if err != nil {
+		return err
+	}
+	raw, err := c.call(ctx, http.MethodPost, path, body)
+	if err != nil {
+		return err
+	}
+	if f.api.json {
+		return printJSON(w, raw)
+	}
+	var res struct {
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("unexpected answer from %s: %s", path, raw)}
+	}
+	_, err = fmt.Fprintln(w, res.Result)
+	return err
 }
 
 func actor() string {
@@ -45,6 +112,9 @@ func actor() string {
 // request no scheduler took within the wait is withdrawn, so that it cannot
 // surprise anyone later.
 func submit(ctx context.Context, w io.Writer, f opFlags, op engine.Op) error {
+	if !viaStore(f.cmd) {
+		return submitAPI(ctx, w, f, op)
+	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
@@ -248,6 +318,7 @@ func newHistoryCmd() *cobra.Command {
 	var (
 		target string
 		limit  int
+		api    apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "history PIPELINE.TASK",
@@ -255,6 +326,9 @@ func newHistoryCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if !viaStore(cmd) {
+				return historyAPI(ctx, cmd.OutOrStdout(), api, args[0], limit)
+			}
 			st, err := store.Open(ctx, target, store.Options{})
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
@@ -266,8 +340,9 @@ func newHistoryCmd() *cobra.Command {
 			return writeHistory(ctx, cmd.OutOrStdout(), st, args[0], limit)
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 50, "newest entries shown")
+	api.add(cmd)
 	return cmd
 }
 
@@ -278,38 +353,54 @@ type historyLine struct {
 }
 
 func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string, limit int) error {
-	var lines []historyLine
+	var (
+		hs   []store.HistoryRow
+		acts []store.Action
+	)
 	for after := int64(0); ; {
 		h, err := st.History(ctx, store.LogFilter{TaskID: task, AfterID: after, Limit: 1000})
 		if err != nil {
 			return err
 		}
-		for _, r := range h {
-			from := string(r.From)
-			if from == "" {
-				from = "(created)"
-			}
-			lines = append(lines, historyLine{r.At, r.InstanceID, from + " → " + string(r.To), r.Actor, r.Reason, r.Ticket})
-			after = r.ID
-		}
+		hs = append(hs, h...)
 		if len(h) < 1000 {
 			break
 		}
+		after = h[len(h)-1].ID
 	}
 	for after := int64(0); ; {
-		acts, err := st.Actions(ctx, store.LogFilter{TaskID: task, AfterID: after, Limit: 1000})
+		a, err := st.Actions(ctx, store.LogFilter{TaskID: task, AfterID: after, Limit: 1000})
 		if err != nil {
 			return err
 		}
-		for _, a := range acts {
-			lines = append(lines, historyLine{a.At, a.InstanceID, "action " + a.Action, a.Actor, strings.TrimSpace(a.Reason + " " + a.Detail), a.Ticket})
-			after = a.ID
-		}
-		if len(acts) < 1000 {
+		acts = append(acts, a...)
+		if len(a) < 1000 {
 			break
 		}
+		after = a[len(a)-1].ID
+	}
+	return printHistory(w, historyLines(hs, acts), limit)
+}
+
+// historyLines merges transitions and actions, oldest first.
+func historyLines(hs []store.HistoryRow, acts []store.Action) []historyLine {
+	var lines []historyLine
+	for _, r := range hs {
+		from := string(r.From)
+		if from == "" {
+			from = "(created)"
+		}
+		lines = append(lines, historyLine{r.At, r.InstanceID, from + " → " + string(r.To), r.Actor, r.Reason, r.Ticket})
+	}
+	for _, a := range acts {
+		lines = append(lines, historyLine{a.At, a.InstanceID, "action " + a.Action, a.Actor, strings.TrimSpace(a.Reason + " " + a.Detail), a.Ticket})
 	}
 	slices.SortStableFunc(lines, func(a, b historyLine) int { return a.at.Compare(b.at) })
+	return lines
+}
+
+// printHistory prints the newest limit lines, oldest first.
+func printHistory(w io.Writer, lines []historyLine, limit int) error {
 	if len(lines) > limit {
 		lines = lines[len(lines)-limit:]
 	}

@@ -106,7 +106,7 @@ func count(t *testing.T, st *store.Store, s store.State) int {
 }
 
 // waitFor polls a condition on another process's work, bounded to 30 s.
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if cond() {

@@ -264,12 +264,16 @@ func newStatusCmd() *cobra.Command {
 	var (
 		target string
 		limit  int
+		api    apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "status [PIPELINE]",
-		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states, from the store",
+		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !viaStore(cmd) {
+				return statusAPI(cmd.Context(), cmd.OutOrStdout(), api, args, limit)
+			}
 			st, err := store.Open(cmd.Context(), target, store.Options{})
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
@@ -278,8 +282,9 @@ func newStatusCmd() *cobra.Command {
 			return writeStatus(cmd.Context(), cmd.OutOrStdout(), st, args, limit)
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	cmd.Flags().IntVarP(&limit, "runs", "n", 5, "latest runs per pipeline")
+	api.add(cmd)
 	return cmd
 }
 

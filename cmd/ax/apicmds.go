@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/store"
+)
+
+// The commands here talk to a running ax server's admin API.
+
+func newExecutorsCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "executors",
+		Short: "List registered executors: tasks, last heartbeat, and why one gets no work",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newAPIClient(f.server)
+			if err != nil {
+				return err
+			}
+			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/executors", nil)
+			if err != nil || f.json {
+				return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
+			}
+			var exs []struct {
+				store.Executor
+				Live     bool   `json:"live"`
+				Excluded string `json:"excluded"`
+			}
+			if err := json.Unmarshal(raw, &exs); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ADDRESS\tSTATE\tLAST HEARTBEAT\tTASKS")
+			for _, x := range exs {
+				state := "live"
+				if !x.Live {
+					state = "excluded: " + x.Excluded
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Address, state, x.LastHeartbeat.Local().Format(time.RFC3339), strings.Join(x.Tasks, ", "))
+			}
+			if len(exs) == 0 {
+				fmt.Fprintln(tw, "(no executor has registered)")
+			}
+			return tw.Flush()
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+// orThen returns err if it is set, else the result of then.
+func orThen(err error, then func() error) error {
+	if err != nil {
+		return err
+	}
+	return then()
+}
+
+func newLimitsCmd() *cobra.Command {
+	var (
+		f      apiFlags
+		global float64
+		groups []string
+		reason string
+	)
+	cmd := &cobra.Command{
+		Use:   "limits [--global N] [--group NAME=N ...]",
+		Short: "Show the dispatch limits, or change them at run time (per second; 0 lifts a limit)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := newAPIClient(f.server)
+			if err != nil {
+				return err
+			}
+			ctx, w := cmd.Context(), cmd.OutOrStdout()
+			if !cmd.Flags().Changed("global") && len(groups) == 0 {
+				raw, err := c.call(ctx, http.MethodGet, "/api/v1/limits", nil)
+				if err != nil || f.json {
+					return orThen(err, func() error { return printJSON(w, raw) })
+				}
+				var l struct {
+					Limits engine.Limits `json:"limits"`
+					Source string        `json:"source"`
+				}
+				if err := json.Unmarshal(raw, &l); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "global: %s\n", rate(l.Limits.Global))
+				names := make([]string, 0, len(l.Limits.Groups))
+				for g := range l.Limits.Groups {
+					names = append(names, g)
+				}
+				slices.Sort(names)
+				for _, g := range names {
+					fmt.Fprintf(w, "group %s: %s\n", g, rate(l.Limits.Groups[g]))
+				}
+				fmt.Fprintf(w, "(from the %s)\n", l.Source)
+				return nil
+			}
+			body := map[string]any{"reason": reason}
+			if cmd.Flags().Changed("global") {
+				body["global"] = global
+			}
+			if len(groups) > 0 {
+				gs := map[string]float64{}
+				for _, g := range groups {
+					name, v, ok := strings.Cut(g, "=")
+					r, err := strconv.ParseFloat(v, 64)
+					if !ok || name == "" || err != nil {
+						return usageErr("--group %q: write NAME=RATE, such as etl=10", g)
+					}
+					gs[name] = r
+				}
+				body["groups"] = gs
+			}
+			raw, err := c.call(ctx, http.MethodPut, "/api/v1/limits", body)
+			if err != nil || f.json {
+				return orThen(err, func() error { return printJSON(w, raw) })
+			}
+			var res struct {
+				Result string `json:"result"`
+			}
+			_ = json.Unmarshal(raw, &res)
+			_, err = fmt.Fprintln(w, res.Result)
+			return err
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().Float64Var(&global, "global", 0, "global dispatches per second (0: unlimited)")
+	cmd.Flags().StringSliceVar(&groups, "group", nil, "a group's dispatches per second, NAME=RATE (repeatable)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the action log")
+	return cmd
+}
+
+func rate(r float64) string {
+	if r <= 0 {
+		return "unlimited"
+	}
+	return strconv.FormatFloat(r, 'g', -1, 64) + " per second"
+}
+
+func newExplainCmd() *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "explain PIPELINE.TASK",
+		Short: "Say why a task is not running, or why it ran late, from the scheduler's live state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, t, err := splitTask(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := newAPIClient(f.server)
+			if err != nil {
+				return err
+			}
+			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t)+"/explain", nil)
+			if err != nil || f.json {
+				return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
+			}
+			var x engine.Explanation
+			if err := json.Unmarshal(raw, &x); err != nil {
+				return err
+			}
+			return writeExplanation(cmd.OutOrStdout(), x)
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func writeExplanation(w io.Writer, x engine.Explanation) error {
+	fmt.Fprintf(w, "%s: %s\n", x.Task, x.Verdict)
+	if x.Latest != nil {
+		fmt.Fprintf(w, "\nlatest instance %d: %s (run %d, logical time %s, attempt %d)\n", x.Latest.ID, x.Latest.State, x.Latest.RunID,
+			x.Latest.LogicalTime.Local().Format(time.RFC3339), x.Latest.Attempt)
+	}
+	fmt.Fprintln(w, "\nchecks:")
+	for _, f := range x.Findings {
+		mark := "  "
+		if f.Blocks {
+			mark = "✗ "
+		}
+		fmt.Fprintf(w, "  %s%-9s %s\n", mark, f.Check, f.Detail)
+	}
+	fmt.Fprintln(w, "\nlast dispatches (due → dispatched, late):")
+	if len(x.LastFires) == 0 {
+		fmt.Fprintln(w, "  none yet")
+	}
+	for _, f := range x.LastFires {
+		due := "?"
+		if !f.Due.IsZero() {
+			due = f.Due.Local().Format("2006-01-02 15:04:05.000")
+		}
+		fmt.Fprintf(w, "  %s → %s  %s  (instance %d)\n", due, f.Dispatched.Local().Format("2006-01-02 15:04:05.000"), f.Late.Round(time.Millisecond), f.Instance)
+	}
+	fmt.Fprintln(w, "\nnext fires:")
+	if len(x.NextFires) == 0 {
+		fmt.Fprintln(w, "  none: no schedule starts it")
+	}
+	for _, t := range x.NextFires {
+		fmt.Fprintf(w, "  %s\n", t.Local().Format(time.RFC3339))
+	}
+	if !x.Live {
+		fmt.Fprintln(w, "\n(answered by a standby: the queue, token bucket and breaker are the primary's)")
+	}
+	return nil
+}
+
+// statusAPI prints what writeStatus prints, from the API.
+func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limit int) error {
+	c, err := newAPIClient(f.server)
+	if err != nil {
+		return err
+	}
+	var st struct {
+		Role  string `json:"role"`
+		Lease *struct {
+			Holder    string    `json:"holder"`
+			Epoch     int64     `json:"epoch"`
+			ExpiresAt time.Time `json:"expires_at"`
+			Held      bool      `json:"held"`
+		} `json:"lease"`
+		Store string `json:"store"`
+	}
+	raw, err := c.call(ctx, http.MethodGet, "/api/v1/status", nil)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return err
+	}
+	var pipelines []struct {
+		Name  string `json:"name"`
+		Tasks int    `json:"tasks"`
+	}
+	if err := c.get(ctx, "/api/v1/pipelines", &pipelines); err != nil {
+		return err
+	}
+	if len(only) == 1 {
+		found := false
+		for _, p := range pipelines {
+			found = found || p.Name == only[0]
+		}
+		if !found {
+			// The API answers with a suggestion.
+			if _, err := c.call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(only[0]), nil); err != nil {
+				return err
+			}
+		}
+	}
+	type runs = []runView
+	all := map[string]runs{}
+	for _, p := range pipelines {
+		if len(only) == 1 && p.Name != only[0] {
+			continue
+		}
+		var rs runs
+		if err := c.get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?limit=%d", url.PathEscape(p.Name), limit+400), &rs); err != nil {
+			return err
+		}
+		all[p.Name] = rs
+	}
+	if f.json {
+		return json.NewEncoder(w).Encode(map[string]any{"status": json.RawMessage(raw), "runs": all})
+	}
+	var b strings.Builder
+	switch {
+	case st.Lease == nil:
+		b.WriteString("scheduler: never started on this store\n")
+	case st.Lease.Held:
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease held until %s); %s answered as %s\n", st.Lease.Holder, st.Lease.Epoch,
+			st.Lease.ExpiresAt.Local().Format(time.RFC3339), c.base, st.Role)
+	default:
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", st.Lease.Holder, st.Lease.Epoch, st.Lease.ExpiresAt.Local().Format(time.RFC3339))
+	}
+	for _, p := range pipelines {
+		rs, ok := all[p.Name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
+		shown := 0
+		for _, r := range rs {
+			if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
+				continue // created ahead, inside the window: not news
+			}
+			var parts []string
+			for _, s := range store.States {
+				if n := r.Counts[s]; n > 0 {
+					parts = append(parts, fmt.Sprintf("%s %d", s, n))
+				}
+			}
+			fmt.Fprintf(&b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+			if shown++; shown >= limit {
+				break
+			}
+		}
+		if shown == 0 {
+			b.WriteString("  no runs yet\n")
+		}
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+// historyAPI prints a task's history from the API.
+func historyAPI(ctx context.Context, w io.Writer, f apiFlags, task string, limit int) error {
+	if _, _, err := splitTask(task); err != nil {
+		return err
+	}
+	c, err := newAPIClient(f.server)
+	if err != nil {
+		return err
+	}
+	q := fmt.Sprintf("?task=%s&newest=true&limit=%d", url.QueryEscape(task), min(limit, 1000))
+	var hs []store.HistoryRow
+	if err := c.get(ctx, "/api/v1/history"+q, &hs); err != nil {
+		return err
+	}
+	var acts []store.Action
+	if err := c.get(ctx, "/api/v1/actions"+q, &acts); err != nil {
+		return err
+	}
+	if f.json {
+		return json.NewEncoder(w).Encode(map[string]any{"history": hs, "actions": acts})
+	}
+	slices.Reverse(hs) // asked newest first; merged oldest first, in id order within a millisecond
+	slices.Reverse(acts)
+	return printHistory(w, historyLines(hs, acts), limit)
+}

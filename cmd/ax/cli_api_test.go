@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// TestCLIThroughAPI drives the operator commands against a server's admin
+// API, as an operator would: tables by default, JSON with --json.
+func TestCLIThroughAPI(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{})
+	ax := func(want int, args ...string) (string, string) {
+		t.Helper()
+		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		if code != want {
+			t.Fatalf("ax %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out, errOut
+	}
+	has := func(got string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("want %q in:\n%s", w, got)
+			}
+		}
+	}
+	out, _ := ax(exitOK, "trigger", "shop.sync", "--downstream", "--reason", "cli test")
+	has(out, "started for shop.sync (2 task(s))")
+	e.waitState("shop.clean", store.Success)
+
+	out, _ = ax(exitOK, "status")
+	has(out, "scheduler: api-test (epoch 1, lease held until", "answered as primary", "pipeline shop (3 tasks)", "manual", "SUCCESS 2")
+	out, _ = ax(exitOK, "status", "shop", "--json")
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st["status"] == nil || st["runs"] == nil {
+		t.Errorf("status --json: %v\n%s", err, out)
+	}
+
+	out, _ = ax(exitOK, "pause", "shop.sync", "--reason", "upgrade")
+	has(out, "paused task shop.sync")
+	out, _ = ax(exitOK, "explain", "shop.sync")
+	has(out, "shop.sync: task shop.sync paused by operator", ": upgrade", "checks:", "✗ paused", "last dispatches (due → dispatched, late):", "next fires:")
+	out, _ = ax(exitOK, "explain", "shop.clean", "--json")
+	if x := decodeJSON[map[string]any](t, out); x["verdict"] == nil || x["findings"] == nil {
+		t.Errorf("explain --json: %s", out)
+	}
+	out, _ = ax(exitOK, "resume", "shop.sync")
+	has(out, "resumed task shop.sync")
+	out, _ = ax(exitOK, "pause", "--group", "etl")
+	has(out, "paused group etl")
+	_, errOut := ax(exitFailed, "resume", "shop")
+	has(errOut, "resume refused: pipeline shop is not paused (HTTP 409)")
+	out, _ = ax(exitOK, "resume", "--group", "etl")
+	has(out, "resumed group etl")
+
+	out, _ = ax(exitOK, "history", "shop.sync", "-n", "20")
+	has(out, "TIME", "SCHEDULED → RUNNING", "action dispatch", "action pause", "operator")
+	if strings.Index(out, "SCHEDULED → RUNNING") > strings.Index(out, "RUNNING → SUCCESS") {
+		t.Errorf("history out of order:\n%s", out)
+	}
+
+	out, _ = ax(exitOK, "limits", "--global", "25", "--group", "etl=4")
+	has(out, "limits now global 25/s, group etl 4/s")
+	out, _ = ax(exitOK, "limits")
+	has(out, "global: 25 per second", "group etl: 4 per second", "(from the primary)")
+	_, errOut = ax(exitUsage, "limits", "--group", "etl")
+	has(errOut, `--group "etl": write NAME=RATE`)
+
+	out, _ = ax(exitOK, "executors")
+	has(out, "(no executor has registered)")
+
+	out, _ = ax(exitOK, "backfill", "shop", "--from", "2024-01-01", "--to", "2025-12-31", "--select", "sync+")
+	has(out, "backfill 1: shop, 2 run(s) × 2 task(s)", "backfill 1 done: 2 run(s)")
+	out, _ = ax(exitOK, "backfill", "status", "1")
+	has(out, "backfill 1 done: 2/2 runs (100%)", "instances 4/4")
+	out, _ = ax(exitOK, "backfill", "list")
+	has(out, "ID", "shop", "done", "2/2")
+	_, errOut = ax(exitFailed, "backfill", "cancel", "1")
+	has(errOut, "backfill 1 is done already", "(HTTP 409)")
+
+	// Bad input: a clear message, exit 1, nothing changed.
+	before := e.state()
+	_, errOut = ax(exitFailed, "pause", "shop.synk")
+	has(errOut, `no task "synk" (did you mean "sync"?)`, "(HTTP 404)")
+	_, errOut = ax(exitFailed, "trigger", "shopp.sync")
+	has(errOut, `no pipeline "shopp" (did you mean "shop"?)`)
+	_, errOut = ax(exitUsage, "explain", "sync")
+	has(errOut, `"sync": write PIPELINE.TASK`)
+	_, errOut = ax(exitFailed, "kill", "99999")
+	has(errOut, "no instance 99999")
+	if e.state() != before {
+		t.Error("refused commands changed the store")
+	}
+}
+
+// TestCLIWithoutServerOrToken: a CLI that cannot reach a server says how to
+// start one; one without the token it needs says to set it.
+func TestCLIWithoutServerOrToken(t *testing.T) {
+	t.Setenv("AX_SERVER", "")
+	t.Setenv("AX_ADMIN_TOKEN", "")
+	code, _, errOut := runAx(t, "status", "--server", "http://127.0.0.1:1")
+	if code != exitFailed || !strings.Contains(errOut, "cannot reach ax server at http://127.0.0.1:1") || !strings.Contains(errOut, "make run") {
+		t.Errorf("unreachable server: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runAx(t, "status", "--server", "ftp://x")
+	if code != exitUsage || !strings.Contains(errOut, `--server "ftp://x"`) {
+		t.Errorf("bad --server: exit %d, %s", code, errOut)
+	}
+	e := setupAPI(t, apiOpts{token: "t0ken"})
+	code, _, errOut = runAx(t, "pause", "shop.sync", "--server", e.srv.URL)
+	if code != exitFailed || !strings.Contains(errOut, "bearer token") || !strings.Contains(errOut, "(set AX_ADMIN_TOKEN)") {
+		t.Errorf("no token: exit %d, %s", code, errOut)
+	}
+	t.Setenv("AX_ADMIN_TOKEN", "t0ken")
+	t.Setenv("AX_SERVER", e.srv.URL)
+	code, out, errOut := runAx(t, "pause", "shop.sync")
+	if code != exitOK || !strings.Contains(out, "paused task shop.sync") {
+		t.Errorf("with AX_SERVER and AX_ADMIN_TOKEN: exit %d, %s%s", code, out, errOut)
+	}
+	ps, err := e.st.Pauses(context.Background())
+	if err != nil || len(ps) != 1 || !strings.HasPrefix(ps[0].Actor, "operator") {
+		t.Errorf("pauses: %+v %v", ps, err)
+	}
+}
