@@ -581,6 +581,9 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 // --- reads ---
 
 func (a *admin) status(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
 	out := map[string]any{"role": "standby", "now": a.now().UTC()}
 	if a.eng != nil {
 		s := a.eng.Stats()

@@ -158,6 +158,7 @@ var badRequests = []struct {
 	code               int
 	want               string
 }{
+	{"GET", "/api/v1/status?verbose=1", "", 400, `unknown query parameter "verbose"`},
 	{"GET", "/api/v1/pipelines?x=1", "", 400, `unknown query parameter "x"`},
 	{"GET", "/api/v1/pipelines/shoop", "", 404, `no pipeline "shoop" (did you mean "shop"?)`},
 	{"GET", "/api/v1/pipelines/shop/runs?state=done", "", 400, `state="done": use waiting, running, success or failed`},
