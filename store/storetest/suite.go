@@ -426,6 +426,15 @@ func testLogs(t *testing.T, s *store.Store) {
 	if len(byTask) != 2 {
 		t.Errorf("actions of a.t1 = %d, want 2", len(byTask))
 	}
+	// Newest first, paged backwards with BeforeID.
+	newest, _ := s.Actions(ctx(), store.LogFilter{Newest: true, Limit: 2})
+	if len(newest) != 2 || !newest[0].At.Equal(T0.Add(4*time.Second)) || newest[1].ID >= newest[0].ID {
+		t.Errorf("newest 2 = %+v", newest)
+	}
+	older, _ := s.Actions(ctx(), store.LogFilter{Newest: true, BeforeID: newest[1].ID, Limit: 10})
+	if len(older) != 3 || older[0].ID >= newest[1].ID || !older[2].At.Equal(T0) {
+		t.Errorf("older than %d = %+v", newest[1].ID, older)
+	}
 }
 
 func testExecutors(t *testing.T, s *store.Store) {
