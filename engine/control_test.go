@@ -444,18 +444,7 @@ func TestPauseSurvivesRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.stop()
-		again, err := New(Config{Holder: "test-2"}, e.st, e.eng.g, e.eng.execs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- again.Run(ctx) }()
-		sleep(25 * time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		e.restart(Config{}, 25*time.Second)
 		if got := e.states("s.a", start); got != "10s:PAUSED 20s:PAUSED" {
 			t.Errorf("after restart: %s", got)
 		}

@@ -124,6 +124,26 @@ func (e *env) stop() {
 	}
 }
 
+// restart runs a second engine (holder test-2) on e's store and graph for d
+// of simulated time, as after a restart of the process, then stops it.
+func (e *env) restart(cfg Config, d time.Duration) *Engine {
+	e.t.Helper()
+	cfg.Holder = "test-2"
+	again, err := New(cfg, e.st, e.eng.g, e.eng.execs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- again.Run(ctx) }()
+	sleep(d)
+	cancel()
+	if err := <-done; err != nil {
+		e.t.Fatal(err)
+	}
+	return again
+}
+
 // sleep lets simulated time pass and the bubble settle.
 func sleep(d time.Duration) {
 	time.Sleep(d)

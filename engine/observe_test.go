@@ -219,17 +219,7 @@ func TestLimitsAtRunTimeSurviveARestart(t *testing.T) {
 			t.Fatalf("set limits: %q %v", msg, err)
 		}
 		e.stop()
-		again, err := New(Config{Holder: "test-2", DispatchRate: 50}, e.st, e.eng.g, e.eng.execs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- again.Run(ctx) }()
-		sleep(time.Second)
-		l := again.Stats().Limits
-		cancel()
-		<-done
+		l := e.restart(Config{DispatchRate: 50}, time.Second).Stats().Limits
 		if l.Global != 5 || l.Groups["etl"] != 2 {
 			t.Errorf("after a restart: %+v, want the stored global 5, etl 2", l)
 		}

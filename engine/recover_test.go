@@ -55,18 +55,7 @@ func TestStrandedDownstreamReleasedAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The process died here: b was never released.
-		again, err := New(Config{Holder: "test-2"}, e.st, e.eng.g, e.eng.execs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- again.Run(runCtx) }()
-		sleep(5 * time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		e.restart(Config{}, 5*time.Second)
 		got := map[string]int{}
 		for _, c := range e.rec.snapshot() {
 			got[c.task]++
@@ -158,18 +147,7 @@ func TestBackfillResumeAdoptsEveryCreatedRun(t *testing.T) {
 		for _, i := range []int{0, 2} {
 			newRun(spec.Times[i], store.RunBackfill, fmt.Sprintf("backfill/%d/%d", id, spec.Times[i].UnixMilli()), id)
 		}
-		again, err := New(Config{Holder: "test-2"}, e.st, e.eng.g, e.eng.execs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- again.Run(runCtx) }()
-		sleep(10 * time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		e.restart(Config{}, 10*time.Second)
 		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 3 || b.FailedRuns != 1 || !strings.Contains(b.Error, "1999-06-01T00:00:00Z: a") {
 			t.Errorf("backfill: %s, %d/%d runs done, %d failed (%s); want done, 3/3, the 1999 run failed at a", b.State, b.DoneRuns, b.TotalRuns, b.FailedRuns, b.Error)
 		}

@@ -295,25 +295,7 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 			continue
 		}
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
-		shown := 0
-		for _, r := range rs {
-			if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
-				continue // created ahead, inside the window: not news
-			}
-			var parts []string
-			for _, s := range store.States {
-				if n := r.Counts[s]; n > 0 {
-					parts = append(parts, fmt.Sprintf("%s %d", s, n))
-				}
-			}
-			fmt.Fprintf(&b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
-			if shown++; shown >= limit {
-				break
-			}
-		}
-		if shown == 0 {
-			b.WriteString("  no runs yet\n")
-		}
+		writeRuns(&b, rs, limit)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err

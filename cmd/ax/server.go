@@ -325,36 +325,42 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		if err != nil {
 			return err
 		}
-		shown := 0
+		var views []runView
 		for _, r := range runs {
 			insts, err := st.Instances(ctx, store.InstanceFilter{RunID: r.ID, Limit: 10000, Ascending: true})
 			if err != nil {
 				return err
 			}
-			counts := map[store.State]int{}
-			for _, in := range insts {
-				counts[in.State]++
-			}
-			if r.LogicalTime.After(time.Now()) && counts[store.Success] == 0 && counts[store.Running] == 0 {
-				continue // created ahead, inside the window: not news
-			}
-			var parts []string
-			for _, s := range store.States {
-				if counts[s] > 0 {
-					parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
-				}
-			}
-			fmt.Fprintf(&b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
-			if shown++; shown >= limit {
-				break
-			}
+			views = append(views, summarize(r, insts))
 		}
-		if shown == 0 {
-			b.WriteString("  no runs yet\n")
-		}
+		writeRuns(&b, views, limit)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// writeRuns prints up to limit runs with their instance counts, leaving out
+// those created ahead (inside the window) that nothing happened in yet.
+func writeRuns(b *strings.Builder, runs []runView, limit int) {
+	shown := 0
+	for _, r := range runs {
+		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
+			continue // created ahead, inside the window: not news
+		}
+		var parts []string
+		for _, s := range store.States {
+			if n := r.Counts[s]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", s, n))
+			}
+		}
+		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+		if shown++; shown >= limit {
+			break
+		}
+	}
+	if shown == 0 {
+		b.WriteString("  no runs yet\n")
+	}
 }
 
 // registryCache keeps each task's executors for ttl, so that routing does

@@ -1,0 +1,496 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/store"
+)
+
+// The admin API's reads: from the store, so that a standby answers them.
+
+func (a *admin) status(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	out := map[string]any{"role": "standby", "now": a.now().UTC()}
+	if a.eng != nil {
+		s := a.eng.Stats()
+		if s.Leader {
+			out["role"] = "primary"
+		}
+		out["loop"] = s
+	}
+	if l, err := a.st.GetLease(r.Context(), ""); err == nil {
+		out["lease"] = map[string]any{"holder": l.Holder, "epoch": l.Epoch, "expires_at": l.ExpiresAt, "held": a.now().Before(l.ExpiresAt)}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	out["store"] = a.st.String()
+	return out, nil
+}
+
+// runView is a run with its instance counts and the state they add up to.
+type runView struct {
+	store.Run
+	State  string              `json:"state"` // waiting, running, success, failed
+	Counts map[store.State]int `json:"counts"`
+}
+
+func summarize(run store.Run, ins []store.Instance) runView {
+	v := runView{Run: run, Counts: map[store.State]int{}}
+	for _, in := range ins {
+		v.Counts[in.State]++
+	}
+	c := v.Counts
+	switch {
+	case c[store.Running]+c[store.Retrying] > 0 || (c[store.Scheduled] > 0 && c[store.Success]+c[store.Failed] > 0):
+		v.State = "running"
+	case c[store.Failed]+c[store.Killed] > 0:
+		v.State = "failed"
+	case len(ins) > 0 && c[store.Success] == len(ins):
+		v.State = "success"
+	default:
+		v.State = "waiting"
+	}
+	return v
+}
+
+// latestRun is the pipeline's newest run whose logical time has come (runs
+// created ahead, inside the window, are not news), with its instances.
+func (a *admin) latestRun(ctx context.Context, pipeline string) (*runView, []store.Instance, error) {
+	runs, err := a.st.Runs(ctx, pipeline, 400)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := a.now()
+	for _, run := range runs {
+		if run.LogicalTime.After(now) {
+			continue
+		}
+		ins, err := a.st.Instances(ctx, store.InstanceFilter{RunID: run.ID, Limit: 1 << 20, Ascending: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		v := summarize(run, ins)
+		return &v, ins, nil
+	}
+	return nil, nil, nil
+}
+
+func (a *admin) pausedScopes(ctx context.Context) (map[string]store.Pause, error) {
+	ps, err := a.st.Pauses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]store.Pause{}
+	for _, p := range ps {
+		out[string(p.Scope)+"/"+p.Name] = p
+	}
+	return out, nil
+}
+
+func pausedBy(paused map[string]store.Pause, t *defs.Task) *store.Pause {
+	for _, k := range []string{"task/" + t.ID(), "group/" + t.Group, "pipeline/" + t.Pipeline} {
+		if p, ok := paused[k]; ok {
+			return &p
+		}
+	}
+	return nil
+}
+
+func (a *admin) pipelines(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	paused, err := a.pausedScopes(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	type item struct {
+		Name     string       `json:"name"`
+		Group    string       `json:"group"`
+		File     string       `json:"file"`
+		Timezone string       `json:"timezone"`
+		Schedule string       `json:"schedule,omitempty"`
+		Tasks    int          `json:"tasks"`
+		Paused   *store.Pause `json:"paused,omitempty"`
+		Latest   *runView     `json:"latest_run,omitempty"`
+	}
+	out := []item{}
+	for _, p := range a.g.Pipelines() {
+		it := item{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
+		if pp, ok := paused["pipeline/"+p.Name]; ok {
+			it.Paused = &pp
+		}
+		if it.Latest, _, err = a.latestRun(r.Context(), p.Name); err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// taskView is a task as the API shows it.
+type taskView struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Group     string          `json:"group"`
+	Priority  int             `json:"priority"`
+	Executor  string          `json:"executor"`
+	DependsOn []string        `json:"depends_on"`
+	Cron      string          `json:"cron,omitempty"`
+	Delay     string          `json:"delay,omitempty"`
+	Manual    bool            `json:"manual,omitempty"`
+	Timeout   string          `json:"timeout"`
+	Retry     string          `json:"retry"`
+	Misfire   defs.Misfire    `json:"misfire"`
+	Overlap   defs.Overlap    `json:"overlap"`
+	State     store.State     `json:"state,omitempty"` // of the latest instance
+	Latest    *store.Instance `json:"latest_instance,omitempty"`
+	NextFire  *time.Time      `json:"next_fire,omitempty"`
+	Paused    *store.Pause    `json:"paused,omitempty"`
+}
+
+func viewTask(t *defs.Task) taskView {
+	v := taskView{ID: t.ID(), Name: t.Name, Group: t.Group, Priority: t.Priority, Executor: string(t.Executor.Kind), DependsOn: []string{},
+		Cron: t.Cron, Manual: t.Manual, Timeout: t.Timeout.String(), Misfire: t.Misfire, Overlap: t.Overlap,
+		Retry: fmt.Sprintf("%d × %s", t.Retry.Count, t.Retry.Interval)}
+	if t.Delay > 0 {
+		v.Delay = t.Delay.String()
+	}
+	for _, d := range t.DependsOn {
+		v.DependsOn = append(v.DependsOn, d.String())
+	}
+	return v
+}
+
+func (a *admin) pipeline(r *http.Request) (any, error) {
+	p, err := a.pipelineOf(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	paused, err := a.pausedScopes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	latest, _, err := a.latestRun(ctx, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	var tasks []taskView
+	for _, t := range p.Tasks {
+		v := viewTask(t)
+		v.Paused = pausedBy(paused, t)
+		ins, err := a.st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(ins) == 1 {
+			v.Latest, v.State = &ins[0], ins[0].State
+		}
+		if sum, err := a.st.TaskSummary(ctx, t.ID()); err == nil && !sum.NextFireAt.IsZero() {
+			v.NextFire = &sum.NextFireAt
+		}
+		tasks = append(tasks, v)
+	}
+	type edge struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	}
+	edges := []edge{}
+	for _, t := range p.Tasks {
+		for _, d := range t.DependsOn {
+			edges = append(edges, edge{From: d.String(), To: t.Name})
+		}
+	}
+	var layers [][]string
+	for _, l := range a.g.Layers(p.Name) {
+		var names []string
+		for _, t := range l {
+			names = append(names, t.Name)
+		}
+		layers = append(layers, names)
+	}
+	return map[string]any{"name": p.Name, "group": p.Group, "file": p.File, "timezone": p.Timezone, "schedule": p.ScheduleSpec,
+		"misfire": p.Misfire, "overlap": p.Overlap, "paused": pausedByPipeline(paused, p.Name), "tasks": tasks, "edges": edges,
+		"layers": layers, "latest_run": latest}, nil
+}
+
+func pausedByPipeline(paused map[string]store.Pause, name string) *store.Pause {
+	if p, ok := paused["pipeline/"+name]; ok {
+		return &p
+	}
+	return nil
+}
+
+func (a *admin) runs(r *http.Request) (any, error) {
+	p, err := a.pipelineOf(r)
+	if err != nil {
+		return nil, err
+	}
+	q, err := parseQuery(r, "state", "from", "to", "limit")
+	if err != nil {
+		return nil, err
+	}
+	limit := q.int("limit", 50, 1, 1000)
+	from, to := q.time("from"), q.time("to")
+	state := q.str("state")
+	if state != "" && !slices.Contains([]string{"waiting", "running", "success", "failed"}, state) {
+		q.errs = append(q.errs, fmt.Sprintf("state=%q: use waiting, running, success or failed", state))
+	}
+	if err := q.err(); err != nil {
+		return nil, err
+	}
+	runs, err := a.st.Runs(r.Context(), p.Name, 5000)
+	if err != nil {
+		return nil, err
+	}
+	out := []runView{}
+	for _, run := range runs {
+		if (!from.IsZero() && run.LogicalTime.Before(from)) || (!to.IsZero() && run.LogicalTime.After(to)) {
+			continue
+		}
+		ins, err := a.st.Instances(r.Context(), store.InstanceFilter{RunID: run.ID, Limit: 1 << 20})
+		if err != nil {
+			return nil, err
+		}
+		v := summarize(run, ins)
+		if state != "" && v.State != state {
+			continue
+		}
+		if out = append(out, v); len(out) >= int(limit) {
+			break
+		}
+	}
+	return out, nil
+}
+
+func (a *admin) run(r *http.Request) (any, error) {
+	id, err := pathID(r, "run")
+	if err != nil {
+		return nil, err
+	}
+	run, err := a.st.Run(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errf(http.StatusNotFound, "no run %d", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ins, err := a.st.Instances(r.Context(), store.InstanceFilter{RunID: id, Limit: 1 << 20, Ascending: true})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"run": summarize(run, ins), "instances": ins}, nil
+}
+
+func (a *admin) task(r *http.Request) (any, error) {
+	t, err := a.taskOf(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	v := viewTask(t)
+	paused, err := a.pausedScopes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.Paused = pausedBy(paused, t)
+	sum, err := a.st.TaskSummary(ctx, t.ID())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if sum.Last != nil {
+		v.Latest, v.State = sum.Last, sum.Last.State
+	}
+	out := map[string]any{"task": v, "summary": sum, "next_fires": []time.Time{}, "last_fires": []engine.Fire{}}
+	if a.eng != nil {
+		x, err := a.eng.Explain(ctx, t.ID())
+		if err != nil {
+			return nil, err
+		}
+		out["next_fires"], out["last_fires"] = x.NextFires, x.LastFires
+	}
+	return out, nil
+}
+
+func (a *admin) explain(r *http.Request) (any, error) {
+	t, err := a.taskOf(r)
+	if err != nil {
+		return nil, err
+	}
+	if a.eng == nil {
+		return nil, errf(http.StatusServiceUnavailable, "no scheduler runs in this process")
+	}
+	return a.eng.Explain(r.Context(), t.ID())
+}
+
+func (a *admin) instances(r *http.Request) (any, error) {
+	q, err := parseQuery(r, "pipeline", "task", "run", "state", "from", "to", "before", "limit")
+	if err != nil {
+		return nil, err
+	}
+	f := store.InstanceFilter{Pipeline: q.str("pipeline"), TaskID: q.str("task"), RunID: q.int("run", 0, 1, 1<<62), States: q.states("state"),
+		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Limit: int(q.int("limit", 100, 1, 1000))}
+	if f.Pipeline != "" && a.g.Pipeline(f.Pipeline) == nil {
+		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", f.Pipeline))
+	}
+	if f.TaskID != "" && a.g.Task(f.TaskID) == nil {
+		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
+	}
+	if err := q.err(); err != nil {
+		return nil, err
+	}
+	ins, err := a.st.Instances(r.Context(), f)
+	if ins == nil {
+		ins = []store.Instance{}
+	}
+	return ins, err
+}
+
+// logFilter parses the paging and filters of history and actions.
+func (a *admin) logFilter(r *http.Request, extra ...string) (store.LogFilter, *query, error) {
+	q, err := parseQuery(r, append([]string{"task", "instance", "after", "before", "newest", "limit"}, extra...)...)
+	if err != nil {
+		return store.LogFilter{}, nil, err
+	}
+	f := store.LogFilter{TaskID: q.str("task"), InstanceID: q.int("instance", 0, 1, 1<<62), AfterID: q.int("after", 0, 1, 1<<62),
+		BeforeID: q.int("before", 0, 1, 1<<62), Newest: q.bool("newest"), Limit: int(q.int("limit", 100, 1, 1000))}
+	if f.TaskID != "" && a.g.Task(f.TaskID) == nil {
+		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
+	}
+	return f, q, nil
+}
+
+func (a *admin) history(r *http.Request) (any, error) {
+	f, q, err := a.logFilter(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.err(); err != nil {
+		return nil, err
+	}
+	h, err := a.st.History(r.Context(), f)
+	if h == nil {
+		h = []store.HistoryRow{}
+	}
+	return h, err
+}
+
+func (a *admin) actions(r *http.Request) (any, error) {
+	f, q, err := a.logFilter(r, "pipeline", "action")
+	if err != nil {
+		return nil, err
+	}
+	f.Pipeline, f.Action = q.str("pipeline"), q.str("action")
+	if err := q.err(); err != nil {
+		return nil, err
+	}
+	acts, err := a.st.Actions(r.Context(), f)
+	if acts == nil {
+		acts = []store.Action{}
+	}
+	return acts, err
+}
+
+func (a *admin) executors(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	exs, err := a.st.Executors(r.Context(), "")
+	if err != nil {
+		return nil, err
+	}
+	type view struct {
+		store.Executor
+		Live     bool   `json:"live"`
+		Excluded string `json:"excluded,omitempty"` // why it gets no work
+	}
+	out := []view{}
+	now := a.now()
+	for _, x := range exs {
+		v := view{Executor: x, Live: true}
+		if silent := now.Sub(x.LastHeartbeat); silent > engine.ExecutorLiveness {
+			v.Live = false
+			v.Excluded = fmt.Sprintf("no heartbeat for %s (more than %s): it gets no new work until it sends one", silent.Round(time.Second), engine.ExecutorLiveness)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (a *admin) limits(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	if a.eng == nil || !a.eng.Stats().Leader {
+		set, err := a.st.Settings(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		var l engine.Limits
+		if raw := set["dispatch_limits"]; raw != "" {
+			_ = json.Unmarshal([]byte(raw), &l)
+		}
+		return map[string]any{"limits": l, "source": "store (this process is a standby: the primary may run with its flags' limits if none were set at run time)"}, nil
+	}
+	return map[string]any{"limits": a.eng.Stats().Limits, "source": "primary"}, nil
+}
+
+// backfillView is a backfill record with its spec decoded and its progress.
+type backfillView struct {
+	store.Backfill
+	Spec      json.RawMessage `json:"spec"`
+	Instances struct {
+		Ended int `json:"ended"`
+		Total int `json:"total"`
+	} `json:"instances"`
+}
+
+func (a *admin) viewBackfill(ctx context.Context, b store.Backfill) (backfillView, error) {
+	v := backfillView{Backfill: b, Spec: json.RawMessage(b.Spec)}
+	var err error
+	v.Instances.Ended, v.Instances.Total, err = a.st.BackfillProgress(ctx, b.ID)
+	return v, err
+}
+
+func (a *admin) backfills(r *http.Request) (any, error) {
+	q, err := parseQuery(r, "limit")
+	if err != nil {
+		return nil, err
+	}
+	limit := q.int("limit", 50, 1, 1000)
+	if err := q.err(); err != nil {
+		return nil, err
+	}
+	bs, err := a.st.Backfills(r.Context(), 0) // newest first
+	if err != nil {
+		return nil, err
+	}
+	out := []backfillView{}
+	for _, b := range bs[:min(len(bs), int(limit))] {
+		v, err := a.viewBackfill(r.Context(), b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (a *admin) backfill(r *http.Request) (any, error) {
+	b, err := a.backfillOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.viewBackfill(r.Context(), b)
+}
