@@ -18,6 +18,14 @@ type trigger struct {
 	name    string
 	misfire defs.Misfire
 	until   time.Time // runs exist for every fire at or before this
+	next    time.Time // the schedule's first fire after until (zero: never)
+}
+
+// setUntil records that runs exist up to until and computes the next fire
+// once, so that a top-up of many triggers whose next fire is beyond the
+// window compares times instead of evaluating every cron expression.
+func (t *trigger) setUntil(until time.Time) {
+	t.until, t.next = until, t.tr.Schedule.Next(until)
 }
 
 func newTrigger(tr *dag.Trigger, g *dag.Graph) *trigger {
@@ -40,13 +48,13 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 	for _, t := range e.trigs {
 		last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
 		if errors.Is(err, store.ErrNotFound) {
-			t.until = now
+			t.setUntil(now)
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("engine: last run of %s: %w", t.name, err)
 		}
-		t.until = last.LogicalTime
+		t.setUntil(last.LogicalTime)
 		var missed []time.Time
 		for at := t.tr.Schedule.Next(t.until); !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
 			missed = append(missed, at)
@@ -78,7 +86,7 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 				return err
 			}
 		}
-		t.until = latest
+		t.setUntil(latest)
 	}
 	return nil
 }
@@ -97,11 +105,11 @@ func (e *Engine) createWindow(ctx context.Context, now time.Time) error {
 	}
 	horizon := now.Add(e.cfg.Window)
 	for _, t := range e.trigs {
-		for at := t.tr.Schedule.Next(t.until); !at.IsZero() && !at.After(horizon); at = t.tr.Schedule.Next(at) {
+		for at := t.next; !at.IsZero() && !at.After(horizon); at = t.next {
 			if err := e.createRun(ctx, t, at, now); err != nil {
 				return err
 			}
-			t.until = at
+			t.setUntil(at)
 		}
 	}
 	return nil
