@@ -373,9 +373,8 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		status  string // for the results metric
 	}
 	var (
-		params   []store.TransitionParams
-		meta     []applied
-		released []release
+		params []store.TransitionParams
+		meta   []applied
 	)
 	for _, o := range e.unapplied {
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
@@ -436,11 +435,47 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		params = append(params, p)
 		meta = append(meta, applied{id: o.instance, a: a, to: p.To, status: string(o.res.Status)})
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	// The results and the downstream instances their successes release in
+	// the same run commit in one transaction: a success is never recorded
+	// without its release.
+	var same []release
+	seen := map[int64]bool{}
+	res, relRes, err := e.st.TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
+		for i, r := range res {
+			m := meta[i]
+			if r.Err != nil || m.to != store.Success {
+				continue
+			}
+			rs, err := e.run(ctx, m.a.runID)
+			if err != nil {
+				return nil, err
+			}
+			if ref := rs.inst[m.a.task.id]; ref != nil {
+				ref.state, ref.version = store.Success, r.Version
+			}
+			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
+			if err != nil {
+				return nil, err
+			}
+			for _, x := range rel {
+				if !seen[x.p.InstanceID] {
+					seen[x.p.InstanceID] = true
+					same = append(same, x)
+				}
+			}
+		}
+		ps := make([]store.TransitionParams, len(same))
+		for i, x := range same {
+			ps[i] = x.p
+		}
+		return ps, nil
+	})
 	if err != nil {
+		clear(e.runs) // the cache saw successes that were not recorded: reload on next use
 		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
 	}
 	e.unapplied = e.unapplied[:0]
+	var cross []release
 	for i, r := range res {
 		m := meta[i]
 		delete(e.running, m.id)
@@ -453,6 +488,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			Error: *params[i].Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
 		if r.Err != nil {
 			e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
+			e.dropCachedRunOf(m.id)
 			continue
 		}
 		e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
@@ -479,34 +515,29 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		if ref := rs.inst[m.a.task.id]; ref != nil {
 			ref.state, ref.version = m.to, r.Version
 		}
-		switch m.to {
-		case store.Retrying:
+		if m.to == store.Retrying {
 			att := m.a.attempt
 			if m.refused {
 				att--
 			}
 			e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
 				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
-		case store.Success:
-			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
-			if err != nil {
-				return err
-			}
-			released = append(released, rel...)
 		}
 		if len(m.a.task.crossDown) > 0 && m.to == store.Success {
+			// Another pipeline's instances read this success from the store: after the commit.
 			rel, err := e.releaseCross(ctx, m.a.task.crossDown, now)
 			if err != nil {
 				return err
 			}
-			released = append(released, rel...)
+			cross = append(cross, rel...)
 		}
 	}
+	e.released(ctx, same, relRes)
 	e.bfDirty = true
 	e.statsMu.Lock()
 	e.stats.Applied += int64(len(res))
 	e.statsMu.Unlock()
-	return e.applyReleases(ctx, released, now)
+	return e.applyReleases(ctx, cross, now)
 }
 
 // release is a WAITING instance to move on, with what the engine knows of it
@@ -632,21 +663,26 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	}
 	res, err := e.st.TransitionBatch(ctx, params)
 	if err != nil {
-		for id := range e.runs { // the cache may be ahead of the store: reload on next use
-			delete(e.runs, id)
-		}
+		clear(e.runs)     // the cache may be ahead of the store: reload on next use
 		e.stranded = true // the successes are recorded: find what they release again
 		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
 	}
+	e.released(ctx, rel, res)
+	return nil
+}
+
+// released takes the recorded outcome of releases: the cache follows, and
+// scheduled instances go into the wheel.
+func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchResult) {
 	for i, r := range res {
 		if r.Err != nil {
 			if errors.Is(r.Err, store.ErrConflict) {
-				e.dropCachedRunOf(params[i].InstanceID)
+				e.dropCachedRunOf(rel[i].p.InstanceID)
 			}
 			continue
 		}
 		in := rel[i].in
-		in.State, in.Version = params[i].To, r.Version
+		in.State, in.Version = rel[i].p.To, r.Version
 		if rs := e.runs[in.RunID]; rs != nil {
 			if ref := rs.inst[in.TaskID]; ref != nil {
 				ref.state, ref.version = in.State, r.Version
@@ -661,7 +697,6 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	for _, rs := range e.runs {
 		e.forgetDone(rs)
 	}
-	return nil
 }
 
 // releaseStranded releases the WAITING instances whose upstreams in their

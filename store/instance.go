@@ -237,30 +237,62 @@ type BatchResult struct {
 // writes nothing and does not stop the others. When the epoch is stale, or
 // the database fails, nothing at all is written and the error is returned.
 func (s *Store) TransitionBatch(ctx context.Context, ps []TransitionParams) ([]BatchResult, error) {
-	out := make([]BatchResult, len(ps))
+	out, _, err := s.TransitionBatchThen(ctx, ps, nil)
+	return out, err
+}
+
+// TransitionBatchThen applies ps as TransitionBatch does and then, in the
+// same transaction, the transitions that then computes from their results
+// (nil or empty for none): a success and the release of its downstream
+// commit together or not at all. then runs inside the transaction and must
+// not write to the store itself; an error from it undoes everything. When
+// the epoch is stale, or the database fails, nothing at all is written and
+// the error is returned.
+func (s *Store) TransitionBatchThen(ctx context.Context, ps []TransitionParams, then func([]BatchResult) ([]TransitionParams, error)) (first, second []BatchResult, err error) {
 	if len(ps) == 0 {
-		return out, nil
+		return []BatchResult{}, nil, nil
 	}
-	err := s.inTx(ctx, "transition batch", func(tx *sql.Tx) error {
+	err = s.inTx(ctx, "transition batch", func(tx *sql.Tx) error {
 		checked := map[int64]bool{}
-		for i, p := range ps {
-			if err := checkLegal(p); err != nil {
-				out[i].Err = err
-				continue
-			}
-			if !checked[p.Epoch] {
-				if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
-					return err
-				}
-				checked[p.Epoch] = true
-			}
+		first = make([]BatchResult, len(ps))
+		if err := s.batch(ctx, tx, ps, first, checked); err != nil {
+			return err
 		}
-		return s.transitionMany(ctx, tx, ps, out)
+		if then == nil {
+			return nil
+		}
+		more, err := then(first)
+		if err != nil {
+			return err
+		}
+		if len(more) == 0 {
+			return nil
+		}
+		second = make([]BatchResult, len(more))
+		return s.batch(ctx, tx, more, second, checked)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return first, second, nil
+}
+
+// batch checks and applies ps inside tx; checked remembers the epochs
+// verified in this transaction.
+func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, checked map[int64]bool) error {
+	for i, p := range ps {
+		if err := checkLegal(p); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if !checked[p.Epoch] {
+			if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
+				return err
+			}
+			checked[p.Epoch] = true
+		}
+	}
+	return s.transitionMany(ctx, tx, ps, out)
 }
 
 func checkLegal(p TransitionParams) error {

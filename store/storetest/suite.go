@@ -29,6 +29,7 @@ func Run(t *testing.T, open Opener) {
 		{"RaceExactlyOneWinner", testRace},
 		{"FencingStaleEpochCannotWrite", testFencing},
 		{"BatchTransitions", testBatch},
+		{"BatchThenCommitsBothOrNeither", testBatchThen},
 		{"DueInstancesInFireOrder", testDue},
 		{"HistoryAndActions", testLogs},
 		{"ExecutorRegistrationIsIdempotent", testExecutors},
@@ -359,6 +360,41 @@ func testBatch(t *testing.T, s *store.Store) {
 		h, _ := s.History(ctx(), store.LogFilter{InstanceID: id})
 		if got.State != want || (want == store.Waiting) != (len(h) == 1) {
 			t.Errorf("instance %d: %s with %d history rows, want %s", id, got.State, len(h), want)
+		}
+	}
+}
+
+// testBatchThen: a batch and the transitions computed from its results
+// commit in one transaction; an error from the callback writes nothing, and
+// a failing transition of the second phase fails alone.
+func testBatchThen(t *testing.T, s *store.Store) {
+	ins := Seed(t, s)
+	x, y, z := ins["a.x"], ins["a.y"], ins["a.z"]
+	run := []store.TransitionParams{{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Now: T0, Set: store.Changes{Ticket: ptr("t1")}}}
+	_, _, err := s.TransitionBatchThen(ctx(), run, func([]store.BatchResult) ([]store.TransitionParams, error) {
+		return nil, errors.New("cache gone")
+	})
+	if err == nil || err.Error() != "cache gone" {
+		t.Fatalf("callback error: %v", err)
+	}
+	if got, _ := s.Instance(ctx(), x.ID); got.State != store.Scheduled || got.Version != 1 {
+		t.Fatalf("after a failed callback x is %s v%d: the first phase was written", got.State, got.Version)
+	}
+	first, second, err := s.TransitionBatchThen(ctx(), run, func(res []store.BatchResult) ([]store.TransitionParams, error) {
+		if len(res) != 1 || res[0].Err != nil || res[0].Version != 2 {
+			t.Errorf("the callback saw %+v", res)
+		}
+		return []store.TransitionParams{
+			{InstanceID: y.ID, Version: 1, From: store.Waiting, To: store.Scheduled, Now: T0},
+			{InstanceID: z.ID, Version: 9, From: store.Waiting, To: store.Scheduled, Now: T0}, // stale: fails alone
+		}, nil
+	})
+	if err != nil || first[0].Err != nil || second[0].Err != nil || !errors.Is(second[1].Err, store.ErrConflict) {
+		t.Fatalf("batch then: %+v %+v %v", first, second, err)
+	}
+	for id, want := range map[int64]store.State{x.ID: store.Running, y.ID: store.Scheduled, z.ID: store.Waiting} {
+		if got, _ := s.Instance(ctx(), id); got.State != want {
+			t.Errorf("instance %d: %s, want %s", id, got.State, want)
 		}
 	}
 }
