@@ -33,6 +33,13 @@ type Config struct {
 	Grace time.Duration
 	// BackoffCap caps retry waits. Default 10 m.
 	BackoffCap time.Duration
+	// ClaimAhead is how long before its fire time an instance due in the
+	// wheel is claimed: recorded SCHEDULED → RUNNING with its ticket, its
+	// attempt held and handed to its executor at the fire time, so that a
+	// burst of fires starts on time instead of waiting for the store. A
+	// held attempt starts only while the lease is safely held. Default 1 s;
+	// negative claims nothing ahead (dispatch at the fire time).
+	ClaimAhead time.Duration
 	// MisfireLimit bounds the runs fire_all creates for missed times. Default 100.
 	MisfireLimit int
 	// MisfireAfter is how late a fire must be, when a scheduler starts or a
@@ -81,6 +88,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Grace == 0 {
 		c.Grace = 10 * time.Second
+	}
+	if c.ClaimAhead == 0 {
+		c.ClaimAhead = time.Second
+	}
+	if c.ClaimAhead < 0 {
+		c.ClaimAhead = 0
 	}
 	if c.MisfireLimit == 0 {
 		c.MisfireLimit = 100

@@ -523,6 +523,12 @@ func (e *Engine) kill(ctx context.Context, op Op, now time.Time) (string, error)
 	for _, id := range ids {
 		a := e.running[id]
 		switch {
+		case a != nil && a.held: // claimed ahead, not started: nothing runs
+			delete(e.held, id)
+			a.held = false
+			a.cancel(runner.ErrKilled) // its goroutine returns without running
+			e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+				Error: "killed by " + op.Actor + " before its fire time: it never started"}})
 		case a != nil && a.cancel != nil:
 			a.cancel(runner.ErrKilled)
 		case a != nil: // left by a previous process: nothing here can stop it
@@ -629,9 +635,9 @@ func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time,
 	if err != nil {
 		return err
 	}
-	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout)}
+	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now}
 	e.running[id] = a
-	e.execute(id, a)
+	e.execute(id, a, nil)
 	return nil
 }
 

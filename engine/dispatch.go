@@ -20,16 +20,16 @@ const RefusedRetry = 5 * time.Second
 
 // pend is an instance waiting in the wheel or the queue.
 type pend struct {
-	at      int64 // fire time, Unix ms: keeps the queue order when put back
-	version int64
-	state   store.State // SCHEDULED or RETRYING
-	task    *taskInfo
-	runID   int64
-	logical time.Time
-	attempt int
-	manual  bool          // a run-now or rerun: pause and overlap do not hold it back
-	kind    store.RunKind // overlap is judged among schedule runs only
-	held    bool          // held back by the token bucket at least once
+	at        int64 // fire time, Unix ms: keeps the queue order when put back
+	version   int64
+	state     store.State // SCHEDULED or RETRYING
+	task      *taskInfo
+	runID     int64
+	logical   time.Time
+	attempt   int
+	manual    bool          // a run-now or rerun: pause and overlap do not hold it back
+	kind      store.RunKind // overlap is judged among schedule runs only
+	throttled bool          // held back by the token bucket at least once
 }
 
 // attempt is a dispatched instance awaiting its result.
@@ -44,6 +44,8 @@ type attempt struct {
 	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
 	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
 	live     bool                    // of a schedule run: counts for the overlap policy
+	due      time.Time               // its fire time
+	held     bool                    // claimed ahead: not handed to its executor yet
 }
 
 // outcome is a result from an executor, for an instance.
@@ -190,7 +192,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			ok, w = e.bucket.Take(p.task.def.Group, now)
 		}
 		if !ok {
-			p.held = true
+			p.throttled = true
 			deferred = append(deferred, it.Value)
 			if wait == 0 || w < wait {
 				wait = w
@@ -202,8 +204,13 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		ticket, att, zero := newTicket(), p.attempt+1, time.Time{}
 		why := fmt.Sprintf("dispatch attempt %d", att)
+		started := now
+		if due := time.UnixMilli(p.at); due.After(now) {
+			started = due // claimed ahead: it starts at its fire time
+			why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
+		}
 		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
-			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
+			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 				Detail: dueDetail(p.at)},
@@ -256,8 +263,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			e.dropCachedRunOf(id)
 			continue
 		}
+		started := *params[i].Set.StartedAt
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-			attempt: p.attempt + 1, deadline: now.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule}
+			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, due: time.UnixMilli(p.at)}
 		e.running[id] = a
 		if a.live {
 			e.runningByTask[p.task.id]++
@@ -267,18 +275,23 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 				ref.state, ref.version = store.Running, r.Version
 			}
 		}
-		e.execute(id, a)
-		dispatched++
-		late := now.Sub(time.UnixMilli(p.at)).Seconds()
-		e.m.latency.Observe(max(late, 0))
-		if p.held {
-			e.m.bufferWait.Observe(max(late, 0))
+		if p.throttled {
+			e.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
 		}
+		dispatched++
+		if started.After(now) {
+			a.held = true
+			e.held[id] = a
+			e.execute(id, a, e.gate(a.due))
+			continue
+		}
+		e.execute(id, a, nil)
 	}
 	e.statsMu.Lock()
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
 	e.m.dispatches.Add(float64(dispatched))
+	e.armHeld()
 	return len(params) == 1000 && wait == 0 && len(waiting) == 0, nil
 }
 
@@ -317,20 +330,131 @@ func (e *Engine) logBuffer(now time.Time) {
 		"global_rate", e.bucket.Limits().Global)
 }
 
-// execute runs an attempt on its executor in a goroutine of its own.
-func (e *Engine) execute(id int64, a *attempt) {
+// startHeld hands the attempts claimed ahead whose fire time has come to
+// their executors — only while the lease is safely held: a process that
+// stalled past its lease starts nothing (the next primary sees RUNNING
+// instances it did not start and lets them time out, never running them
+// twice).
+func (e *Engine) startHeld(now time.Time) {
+	if len(e.gates) == 0 || !e.leader(now) {
+		return
+	}
+	opened := false
+	for due, g := range e.gates {
+		if due <= now.UnixMilli() {
+			close(g) // every attempt held for this fire time starts at once
+			delete(e.gates, due)
+			opened = true
+		}
+	}
+	if !opened {
+		return
+	}
+	for _, id := range sortedIDs(e.held) {
+		if a := e.held[id]; !a.due.After(now) {
+			delete(e.held, id)
+			a.held = false
+			e.started(a)
+		}
+	}
+	e.armHeld()
+}
+
+// gate returns the channel that opens the attempts held for fire time due.
+func (e *Engine) gate(due time.Time) <-chan struct{} {
+	g := e.gates[due.UnixMilli()]
+	if g == nil {
+		g = make(chan struct{})
+		e.gates[due.UnixMilli()] = g
+	}
+	return g
+}
+
+// armHeld wakes the loop at the earliest fire time of the held attempts.
+func (e *Engine) armHeld() {
+	first := int64(0)
+	for due := range e.gates {
+		if first == 0 || due < first {
+			first = due
+		}
+	}
+	if first != 0 {
+		e.heldWake.Reset(max(time.UnixMilli(first).Sub(e.cfg.Now()), 0))
+	}
+}
+
+// unclaim gives back, at shutdown, the attempts claimed ahead that never
+// started: RUNNING → RETRYING at their fire time, the attempt not counted,
+// so that the next scheduler runs them once.
+func (e *Engine) unclaim(ctx context.Context, now time.Time) {
+	if len(e.held) == 0 {
+		return
+	}
+	var params []store.TransitionParams
+	for _, id := range sortedIDs(e.held) {
+		a := e.held[id]
+		due, att := a.due, a.attempt-1
+		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: store.Running, To: store.Retrying,
+			Set: store.Changes{NextFireAt: &due, Attempt: &att}, Epoch: e.epoch, Now: now, Actor: Actor,
+			Reason: "claimed ahead, but the scheduler stopped before its fire time: not started, due again at " + due.UTC().Format(time.RFC3339)})
+	}
+	for _, a := range e.held {
+		a.cancel(errors.New("engine: stopped before its fire time")) // its goroutine returns without running
+	}
+	res, err := e.st.TransitionBatch(ctx, params)
+	if err != nil {
+		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
+		e.log.Error("unclaim_failed", "instances", len(params), "err", err)
+		return
+	}
+	for i, r := range res {
+		id := params[i].InstanceID
+		if r.Err == nil {
+			a := e.held[id]
+			delete(e.running, id)
+			if a.live {
+				if e.runningByTask[a.task.id]--; e.runningByTask[a.task.id] <= 0 {
+					delete(e.runningByTask, a.task.id)
+				}
+			}
+		}
+		delete(e.held, id)
+	}
+	e.log.Info("unclaimed", "instances", len(params))
+}
+
+// started records that an attempt went to its executor.
+func (e *Engine) started(a *attempt) {
+	e.m.latency.Observe(max(e.cfg.Now().Sub(a.due).Seconds(), 0))
+	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
+	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
+}
+
+// execute runs an attempt on its executor in a goroutine of its own: at
+// once, or, for an attempt claimed ahead, when gate closes at its fire time.
+// A held attempt whose context ends first (killed before its time, given
+// back at shutdown, the lease lost) returns without running anything.
+func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
+	if gate == nil {
+		e.started(a)
+	}
 	t := a.task.def
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
 		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params,
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
-	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
-	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
 		defer cancel(nil)
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
 		res, err := e.execs[t.Executor.Kind].Execute(ctx, at)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
@@ -471,7 +595,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		return ps, nil
 	})
 	if err != nil {
-		clear(e.runs) // the cache saw successes that were not recorded: reload on next use
+		clear(e.runs)                                                          // the cache saw successes that were not recorded: reload on next use
 		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
 	}
 	e.unapplied = e.unapplied[:0]

@@ -71,6 +71,9 @@ type Engine struct {
 	bufferLogged  time.Time
 	failures      int
 	wake          *time.Timer
+	held          map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
+	gates         map[int64]chan struct{} // by fire time (Unix ms): closed to start the attempts held for it
+	heldWake      *time.Timer
 	execCtx       context.Context
 	results       chan outcome
 	reqs          chan request
@@ -209,6 +212,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)})
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
+	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
 	e.wheel = wheel.New(now, e.cfg.Window)
@@ -221,6 +225,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	if err := e.loadLimits(ctx, now); err != nil {
 		return err
 	}
+	e.publish(now) // the primary from now on, while it loads its window too
 	if err := e.start(ctx, now); err != nil {
 		return err
 	}
@@ -234,6 +239,8 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	defer renew.Stop()
 	e.wake = time.NewTimer(time.Hour)
 	defer e.wake.Stop()
+	e.heldWake = time.NewTimer(time.Hour)
+	defer e.heldWake.Stop()
 	e.turn(ctx, false)
 	for {
 		select {
@@ -257,6 +264,8 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 			e.drainResults()
 			e.turn(ctx, false)
 		case <-e.wake.C:
+			e.turn(ctx, false)
+		case <-e.heldWake.C:
 			e.turn(ctx, false)
 		case req := <-e.reqs:
 			now := e.cfg.Now()
@@ -355,7 +364,10 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		if err := e.checkTimeouts(ctx, now); err != nil {
 			return err
 		}
-		e.wheel.Advance(now, func(en wheel.Entry) {
+		e.startHeld(now)
+		// Entries due up to ClaimAhead from now go to the queue: the ones
+		// not due yet are claimed ahead and held until their fire time.
+		e.wheel.Advance(now.Add(e.cfg.ClaimAhead), func(en wheel.Entry) {
 			if p := e.pending[en.ID]; p != nil && p.version == en.Version {
 				e.queue.Push(p.task.def.Priority, en.At, en.ID)
 			}
@@ -452,6 +464,7 @@ func (e *Engine) retake(ctx context.Context, now time.Time, lost error) error {
 // finished, cancels the rest and releases the lease.
 func (e *Engine) shutdown(cancelExec context.CancelCauseFunc) error {
 	ctx := context.Background()
+	e.unclaim(ctx, e.cfg.Now())
 	done := make(chan struct{})
 	go func() { e.execWG.Wait(); close(done) }()
 	timer := time.NewTimer(e.cfg.Grace)

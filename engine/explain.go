@@ -78,7 +78,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	req := request{inspect: func(now time.Time) {
 		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
 		if p := e.pending[id]; p != nil {
-			v.pending, v.due, v.held = true, time.UnixMilli(p.at), p.held
+			v.pending, v.due, v.held = true, time.UnixMilli(p.at), p.throttled
 		}
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
