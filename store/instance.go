@@ -277,6 +277,13 @@ func (s *Store) TransitionBatchThen(ctx context.Context, ps []TransitionParams, 
 	return first, second, nil
 }
 
+// smallBatch is the batch size up to which each transition is written on
+// its own (an UPDATE that checks state and version, and an INSERT … SELECT
+// of its history): fewer statements than the multi-row form's locking read
+// plus UPDATE … CASE and inserts, which pay off for larger batches. A chain
+// of tasks records one transition at a time.
+const smallBatch = 2
+
 // batch checks and applies ps inside tx; checked remembers the epochs
 // verified in this transaction.
 func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, checked map[int64]bool) error {
@@ -292,7 +299,25 @@ func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, ou
 			checked[p.Epoch] = true
 		}
 	}
-	return s.transitionMany(ctx, tx, ps, out)
+	if len(ps) > smallBatch {
+		return s.transitionMany(ctx, tx, ps, out)
+	}
+	for i, p := range ps {
+		if out[i].Err != nil {
+			continue
+		}
+		v, err := s.transition(ctx, tx, p)
+		var te *TransitionError
+		switch {
+		case err == nil:
+			out[i].Version = v
+		case errors.As(err, &te) && !errors.Is(err, ErrNotLeader):
+			out[i].Err = err // this one fails alone
+		default:
+			return err // the database, or the lease changed under the batch: nothing is written
+		}
+	}
+	return nil
 }
 
 func checkLegal(p TransitionParams) error {
