@@ -165,7 +165,7 @@ func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, epoch int64) error {
 		return nil
 	}
 	var cur int64
-	err := tx.QueryRowContext(ctx, "SELECT epoch FROM leases WHERE name = ?"+s.d.lockShared(), LeaseName).Scan(&cur)
+	err := s.queryRowTx(ctx, tx, "SELECT epoch FROM leases WHERE name = ?"+s.d.lockShared(), LeaseName).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w (no lease row; caller holds epoch %d)", ErrNotLeader, epoch)
 	}

@@ -36,7 +36,9 @@ type Store struct {
 	db     *sql.DB // writes; on SQLite a single connection, the one writer
 	read   *sql.DB // reads; on SQLite a pool of read-only connections in WAL mode
 	sb     sq.StatementBuilderType
-	target string // for messages, without secrets
+	target string     // for messages, without secrets
+	wstmts *stmtCache // statements prepared on db
+	rstmts *stmtCache // on read (the same cache when read is db)
 
 	// afterUpdate, set only by tests, runs between a transition's UPDATE and
 	// its history INSERT, to break the connection at the worst moment.
@@ -108,7 +110,8 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	s := &Store{d: dialectSQLite, db: w, read: r, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: path}
+	s := &Store{d: dialectSQLite, db: w, read: r, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: path,
+		wstmts: newStmtCache(w), rstmts: newStmtCache(r)}
 	if err := w.PingContext(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, s.d.translate(err))
@@ -146,7 +149,9 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxLifetime(time.Hour)
-	s := &Store{d: dialectMySQL, db: db, read: db, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: "mysql://" + redact(cfg)}
+	stmts := newStmtCache(db)
+	s := &Store{d: dialectMySQL, db: db, read: db, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: "mysql://" + redact(cfg),
+		wstmts: stmts, rstmts: stmts}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", s.target, s.d.translate(err))
@@ -166,7 +171,11 @@ func redact(cfg *mysql.Config) string {
 
 // Close closes the database handles.
 func (s *Store) Close() error {
-	err := s.db.Close()
+	err := s.wstmts.close()
+	if s.rstmts != s.wstmts {
+		err = errors.Join(err, s.rstmts.close())
+	}
+	err = errors.Join(err, s.db.Close())
 	if s.read != s.db {
 		err = errors.Join(err, s.read.Close())
 	}
@@ -196,6 +205,7 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: %s: commit: %w", what, s.d.translate(err))
 	}
+	s.wstmts.prepareWanted(ctx) // the writer is free again
 	return nil
 }
 
@@ -205,7 +215,12 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, what string, b sq.Sqlizer)
 	if err != nil {
 		return 0, fmt.Errorf("store: %s: build query: %w", what, err)
 	}
-	res, err := tx.ExecContext(ctx, q, args...)
+	var res sql.Result
+	if st := s.wstmts.get(q); st != nil {
+		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	} else {
+		res, err = tx.ExecContext(ctx, q, args...)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: %s: %w", what, s.d.translate(err))
 	}
@@ -227,7 +242,7 @@ func (s *Store) query(ctx context.Context, q querier, what string, b sq.Sqlizer,
 	if err != nil {
 		return fmt.Errorf("store: %s: build query: %w", what, err)
 	}
-	rows, err := q.QueryContext(ctx, text, args...)
+	rows, err := s.queryPrepared(ctx, q, text, args)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
 	}
@@ -241,6 +256,32 @@ func (s *Store) query(ctx context.Context, q querier, what string, b sq.Sqlizer,
 		return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
 	}
 	return nil
+}
+
+// queryPrepared runs text on q with a cached prepared statement when there
+// is one: in a write transaction the writer's, on the read pool the reader's.
+func (s *Store) queryPrepared(ctx context.Context, q querier, text string, args []any) (*sql.Rows, error) {
+	switch h := q.(type) {
+	case *sql.Tx:
+		if st := s.wstmts.get(text); st != nil {
+			return h.StmtContext(ctx, st).QueryContext(ctx, args...)
+		}
+	case *sql.DB:
+		if h == s.read {
+			if st := s.rstmts.prepareNow(ctx, text); st != nil {
+				return st.QueryContext(ctx, args...)
+			}
+		}
+	}
+	return q.QueryContext(ctx, text, args...)
+}
+
+// queryRowTx is tx.QueryRowContext with the writer's cached statement.
+func (s *Store) queryRowTx(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	if st := s.wstmts.get(q); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, q, args...)
 }
 
 // ms converts a time to stored UTC milliseconds; the zero time is NULL.
