@@ -345,6 +345,9 @@ func (x *Executor) Run(ctx context.Context) error {
 		return nil
 	}
 	registered := false
+	// Until registered, try again soon (1 s, doubling up to the heartbeat
+	// interval): the scheduler may simply be starting after the executor.
+	retry := time.Second
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -370,7 +373,12 @@ func (x *Executor) Run(ctx context.Context) error {
 		default:
 			x.log.Error("scheduler_refused", "path", path, "code", code)
 		}
-		t.Reset(x.cfg.Heartbeat)
+		if registered {
+			t.Reset(x.cfg.Heartbeat)
+			continue
+		}
+		t.Reset(min(retry, x.cfg.Heartbeat))
+		retry = min(retry*2, x.cfg.Heartbeat)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ax-sched/ax/runner"
@@ -296,4 +297,51 @@ func TestSyncClientAgainstSDK(t *testing.T) {
 	if err != nil || r.Status != runner.StatusSuccess || r.Ticket != "tk-sync" {
 		t.Errorf("result %+v, %v", r, err)
 	}
+}
+
+// refusingScheduler refuses the first n registrations as a scheduler that
+// is not listening yet would, and records when each request came.
+type refusingScheduler struct {
+	mu sync.Mutex
+	n  int
+	at []time.Duration // registrations
+	t0 time.Time
+}
+
+func (s *refusingScheduler) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if strings.HasSuffix(r.URL.Path, "/register") {
+		s.at = append(s.at, time.Since(s.t0))
+		if len(s.at) <= s.n {
+			return nil, errors.New("connection refused")
+		}
+	}
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// TestRegistrationRetriedSoonWhenSchedulerStartsLater: an executor started
+// before its scheduler does not wait a whole heartbeat to register: it tries
+// again after 1 s, then 2 s (doubling up to the heartbeat interval).
+func TestRegistrationRetriedSoonWhenSchedulerStartsLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sched := &refusingScheduler{n: 2, t0: time.Now()}
+		x, err := New(Config{Address: "http://127.0.0.1:9999", Scheduler: "http://sched.test", Client: &http.Client{Transport: sched}},
+			map[string]runner.Func{"a": func(context.Context, runner.Attempt) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { x.Run(ctx); close(done) }()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		sched.mu.Lock()
+		defer sched.mu.Unlock()
+		if fmt.Sprint(sched.at) != "[0s 1s 3s]" {
+			t.Errorf("registration attempts at %v, want [0s 1s 3s]: retried after 1 s, then 2 s, then registered", sched.at)
+		}
+	})
 }
