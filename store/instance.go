@@ -287,19 +287,23 @@ const smallBatch = 2
 // batch checks and applies ps inside tx; checked remembers the epochs
 // verified in this transaction.
 func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, checked map[int64]bool) error {
+	small := len(ps) <= smallBatch
 	for i, p := range ps {
 		if err := checkLegal(p); err != nil {
 			out[i].Err = err
 			continue
 		}
-		if !checked[p.Epoch] {
+		// The single-row form carries the fence in its UPDATE (a stale epoch
+		// fails it as ErrNotLeader, undoing the batch); the multi-row form
+		// checks the epoch once, up front, under the lease row's lock.
+		if !small && !checked[p.Epoch] {
 			if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
 				return err
 			}
 			checked[p.Epoch] = true
 		}
 	}
-	if len(ps) > smallBatch {
+	if !small {
 		return s.transitionMany(ctx, tx, ps, out)
 	}
 	for i, p := range ps {
