@@ -102,57 +102,59 @@ func axCron(t *testing.T, n int) cronResult {
 	return res
 }
 
-// robfigCron is robfig/cron v3's own runner with n entries.
-func robfigCron(t *testing.T, n int) cronResult {
+// peerHour measures a peer scheduler for a simulated hour inside a synctest
+// bubble: start adds n jobs that call fire, starts the scheduler, and
+// returns how to stop it.
+func peerHour(t *testing.T, n int, start func(t *testing.T, fire func()) (stop func())) cronResult {
 	var res cronResult
 	synctest.Test(t, func(t *testing.T) {
 		var fires atomic.Int64
 		before := heapNow()
-		c := cron.New()
-		for i := range n {
-			if _, err := c.AddFunc(cronSpecs[i%len(cronSpecs)], func() { fires.Add(1) }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c.Start()
+		stop := start(t, func() { fires.Add(1) })
 		synctest.Wait()
 		res.bytesPerTask = float64(heapNow()-before) / float64(n)
 		cpu0 := cpuTime()
 		time.Sleep(simulated)
 		synctest.Wait()
 		res.cpu, res.fires = cpuTime()-cpu0, fires.Load()
-		<-c.Stop().Done()
+		stop()
 	})
 	return res
 }
 
+// robfigCron is robfig/cron v3's own runner with n entries.
+func robfigCron(t *testing.T, n int) cronResult {
+	return peerHour(t, n, func(t *testing.T, fire func()) func() {
+		c := cron.New()
+		for i := range n {
+			if _, err := c.AddFunc(cronSpecs[i%len(cronSpecs)], fire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Start()
+		return func() { <-c.Stop().Done() }
+	})
+}
+
 // goCron is go-co-op/gocron v2 with n cron jobs.
 func goCron(t *testing.T, n int) cronResult {
-	var res cronResult
-	synctest.Test(t, func(t *testing.T) {
-		var fires atomic.Int64
-		before := heapNow()
+	return peerHour(t, n, func(t *testing.T, fire func()) func() {
 		s, err := gocron.NewScheduler()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range n {
-			if _, err := s.NewJob(gocron.CronJob(cronSpecs[i%len(cronSpecs)], false), gocron.NewTask(func() { fires.Add(1) })); err != nil {
+			if _, err := s.NewJob(gocron.CronJob(cronSpecs[i%len(cronSpecs)], false), gocron.NewTask(fire)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		s.Start()
-		synctest.Wait()
-		res.bytesPerTask = float64(heapNow()-before) / float64(n)
-		cpu0 := cpuTime()
-		time.Sleep(simulated)
-		synctest.Wait()
-		res.cpu, res.fires = cpuTime()-cpu0, fires.Load()
-		if err := s.Shutdown(); err != nil {
-			t.Error(err)
+		return func() {
+			if err := s.Shutdown(); err != nil {
+				t.Error(err)
+			}
 		}
 	})
-	return res
 }
 
 func TestCronSchedulingVersusPeers(t *testing.T) {
