@@ -372,9 +372,10 @@ func (a *admin) taskOf(r *http.Request) (*defs.Task, error) {
 	return nil, errf(http.StatusNotFound, "pipeline %s has no task %q%s", p.Name, name, defs.DidYouMean(name, p.TaskNames()))
 }
 
-// checkListen refuses a non-loopback listen address without a token,
-// unless insecure says the operator means it.
-func checkListen(addr, token string, insecure bool) error {
+// checkListen refuses a non-loopback listen address without both tokens
+// (the admin token for writes, the executor token for registrations and
+// results), unless insecure says the operator means it.
+func checkListen(addr, token, execToken string, insecure bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usageErr("--listen %q: give host:port, such as 127.0.0.1:8080", addr)
@@ -385,8 +386,12 @@ func checkListen(addr, token string, insecure bool) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	if token == "" && !insecure {
+	switch {
+	case insecure:
+	case token == "":
 		return usageErr("--listen %s is not a loopback address: set AX_ADMIN_TOKEN so that writes need a bearer token, or pass --insecure to serve the API to the network without one", addr)
+	case execToken == "":
+		return usageErr("--listen %s is not a loopback address: set AX_EXECUTOR_TOKEN too (executors send it to register and report), or pass --insecure", addr)
 	}
 	return nil
 }

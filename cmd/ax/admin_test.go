@@ -44,6 +44,7 @@ type apiEnv struct {
 
 type apiOpts struct {
 	token     string
+	execToken string
 	openReads bool
 	standby   bool // no engine: a process that serves reads only
 }
@@ -63,7 +64,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 	e := &apiEnv{t: t, st: st, token: o.token}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&executorCollector{st: st})
-	api := &executorAPI{st: st, g: g}
+	api := &executorAPI{st: st, g: g, token: o.execToken}
 	if !o.standby {
 		execs, err := executors(g, st, alertVia(&e.eng))
 		if err != nil {
@@ -410,22 +411,23 @@ func TestAPIStandbyRefusesWrites(t *testing.T) {
 func TestCheckListen(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		addr, token string
-		insecure    bool
-		want        string // "" for allowed
+		addr, token, exec string
+		insecure          bool
+		want              string // "" for allowed
 	}{
-		{"127.0.0.1:8080", "", false, ""},
-		{"localhost:8080", "", false, ""},
-		{"[::1]:8080", "", false, ""},
-		{"0.0.0.0:8080", "", false, "not a loopback address: set AX_ADMIN_TOKEN"},
-		{":8080", "", false, "not a loopback address"},
-		{"0.0.0.0:8080", "t", false, ""},
-		{"0.0.0.0:8080", "", true, ""},
-		{"8080", "", false, "give host:port"},
+		{"127.0.0.1:8080", "", "", false, ""},
+		{"localhost:8080", "", "", false, ""},
+		{"[::1]:8080", "", "", false, ""},
+		{"0.0.0.0:8080", "", "", false, "not a loopback address: set AX_ADMIN_TOKEN"},
+		{":8080", "", "e", false, "not a loopback address"},
+		{"0.0.0.0:8080", "t", "", false, "set AX_EXECUTOR_TOKEN too"},
+		{"0.0.0.0:8080", "t", "e", false, ""},
+		{"0.0.0.0:8080", "", "", true, ""},
+		{"8080", "", "", false, "give host:port"},
 	} {
-		err := checkListen(tc.addr, tc.token, tc.insecure)
+		err := checkListen(tc.addr, tc.token, tc.exec, tc.insecure)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("checkListen(%q, token %q, insecure %v) = %v, want %q", tc.addr, tc.token, tc.insecure, err, tc.want)
+			t.Errorf("checkListen(%q, token %q, executor token %q, insecure %v) = %v, want %q", tc.addr, tc.token, tc.exec, tc.insecure, err, tc.want)
 		}
 	}
 }
@@ -462,5 +464,25 @@ func TestAPIDocMatchesRoutes(t *testing.T) {
 		if strings.Contains(body, "no endpoint") || code == http.StatusMethodNotAllowed {
 			t.Errorf("%s %s: %d %s", rt.method, rt.path, code, body)
 		}
+	}
+}
+
+// TestExecutorToken: with AX_EXECUTOR_TOKEN set, registering, heartbeats and
+// results need it; without it nothing is registered.
+func TestExecutorToken(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{execToken: "x-tok"})
+	reg := `{"address": "http://127.0.0.1:1", "tasks": []}`
+	for _, path := range []string{"/api/v1/executors/register", "/api/v1/executors/heartbeat", "/api/v1/results"} {
+		code, body := e.callAs("POST", path, reg, "")
+		if code != 401 || !strings.Contains(body, "AX_EXECUTOR_TOKEN") {
+			t.Errorf("POST %s without the executor token: %d %s", path, code, body)
+		}
+	}
+	if exs, _ := e.st.Executors(context.Background(), ""); len(exs) != 0 {
+		t.Fatalf("executors registered without the token: %+v", exs)
+	}
+	if code, body := e.callAs("POST", "/api/v1/executors/register", reg, "x-tok"); code != 200 {
+		t.Errorf("register with the executor token: %d %s", code, body)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,13 +26,30 @@ type executorAPI struct {
 	g       *dag.Graph
 	deliver func(runner.Report) bool // to the attempt waiting for it
 	report  func(runner.Report)      // to the engine, by ticket
+	token   string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
 }
 
 func (a *executorAPI) routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/v1/executors/register", a.register)
-	mux.HandleFunc("POST /api/v1/executors/heartbeat", a.heartbeat)
-	mux.HandleFunc("POST /api/v1/results", a.result)
+	mux.HandleFunc("POST /api/v1/executors/register", a.guard(a.register))
+	mux.HandleFunc("POST /api/v1/executors/heartbeat", a.guard(a.heartbeat))
+	mux.HandleFunc("POST /api/v1/results", a.guard(a.result))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+}
+
+// guard requires the executor token, when one is configured: without it,
+// anyone who reaches the API could register an executor for a task and
+// receive its dispatches.
+func (a *executorAPI) guard(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
+				apiError(w, http.StatusUnauthorized, "missing or wrong bearer token: executors send AX_EXECUTOR_TOKEN (the SDK's Config.Token)")
+				return
+			}
+		}
+		next(w, r)
+	}
 }
 
 func apiError(w http.ResponseWriter, code int, format string, args ...any) {

@@ -108,9 +108,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
-	token := os.Getenv("AX_ADMIN_TOKEN")
+	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
 	if f.listen != "" {
-		if err := checkListen(f.listen, token, f.insecure); err != nil {
+		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
 			return err
 		}
 	}
@@ -146,7 +146,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, report: eng.Report}
+		api := &executorAPI{st: st, g: g, report: eng.Report, token: execToken}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	x, err := executor.New(executor.Config{Address: "http://" + *listen, Scheduler: *scheduler, Logger: log,
-		Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{"sync_orders": syncOrders})
+		Token: os.Getenv("AX_EXECUTOR_TOKEN"), Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{"sync_orders": syncOrders})
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,11 @@ type Config struct {
 	Core, Max, Queue int
 	// Heartbeat is the interval of heartbeats; default 10 s.
 	Heartbeat time.Duration
+	// Token is the bearer token of the scheduler's executor endpoints (its
+	// AX_EXECUTOR_TOKEN), sent with registrations, heartbeats and results,
+	// and only to URLs under Scheduler: a dispatch's callback elsewhere
+	// never sees it. Empty sends none.
+	Token string
 	// Client sends registrations, heartbeats and results. Required.
 	Client *http.Client
 	// Logger; default discards.
@@ -75,6 +81,7 @@ type Executor struct {
 	funcs map[string]runner.Func
 
 	queue   chan *job
+	stopped chan struct{} // closed when Run returns: workers leave, dispatches are refused
 	mu      sync.Mutex
 	workers int
 	tickets map[string]*job // by ticket, until it expires
@@ -127,7 +134,7 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 	case len(funcs) == 0:
 		return nil, errors.New("executor: no task functions")
 	}
-	x := &Executor{cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue),
+	x := &Executor{cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
 		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max)}
 	return x, nil
 }
@@ -215,6 +222,11 @@ func (x *Executor) admit(d Dispatch) (j *job, prior bool, code int, reason strin
 	if j := x.tickets[d.Ticket]; j != nil {
 		return j, true, 0, ""
 	}
+	select {
+	case <-x.stopped:
+		return nil, false, http.StatusServiceUnavailable, "this executor is shutting down"
+	default:
+	}
 	if r := x.running[d.Task]; r != nil {
 		return nil, false, http.StatusConflict, fmt.Sprintf("task %s is already running here (ticket %s): refused to avoid re-entry", d.Task, r.d.Ticket)
 	}
@@ -264,6 +276,8 @@ func (x *Executor) work() {
 	defer idle.Stop()
 	for {
 		select {
+		case <-x.stopped:
+			return
 		case j := <-x.queue:
 			x.run(j)
 		case <-idle.C:
@@ -334,8 +348,10 @@ func (x *Executor) serveKill(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run registers with the scheduler (when one is configured), sends
-// heartbeats, and delivers results until ctx ends.
+// heartbeats, and delivers results until ctx ends. When it returns, the
+// workers leave once their job is done and new dispatches are refused (503).
 func (x *Executor) Run(ctx context.Context) error {
+	defer close(x.stopped) // after the deliveries end (deferred below): the workers leave
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); x.deliver(ctx) }()
@@ -426,6 +442,9 @@ func (x *Executor) post(ctx context.Context, url string, body any) (int, error) 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Ax-Protocol", fmt.Sprint(runner.ProtocolVersion))
+	if x.cfg.Token != "" && x.cfg.Scheduler != "" && strings.HasPrefix(url, strings.TrimRight(x.cfg.Scheduler, "/")+"/") {
+		req.Header.Set("Authorization", "Bearer "+x.cfg.Token)
+	}
 	resp, err := x.cfg.Client.Do(req)
 	if err != nil {
 		return 0, err

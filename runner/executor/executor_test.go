@@ -345,3 +345,61 @@ func TestRegistrationRetriedSoonWhenSchedulerStartsLater(t *testing.T) {
 		}
 	})
 }
+
+// tokenCapture records the Authorization header of each request by host.
+type tokenCapture struct {
+	mu   sync.Mutex
+	auth map[string][]string
+}
+
+func (c *tokenCapture) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.auth[r.URL.Host] = append(c.auth[r.URL.Host], r.Header.Get("Authorization"))
+	c.mu.Unlock()
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// TestTokenGoesToTheSchedulerOnly: the executor token goes with
+// registrations, heartbeats and results to the scheduler, and never to a
+// dispatch's callback elsewhere.
+func TestTokenGoesToTheSchedulerOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		capture := &tokenCapture{auth: map[string][]string{}}
+		x, err := New(Config{Address: "http://127.0.0.1:9999", Scheduler: "http://sched.test", Token: "x-tok", Client: &http.Client{Transport: capture}},
+			map[string]runner.Func{"a": func(context.Context, runner.Attempt) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { x.Run(ctx); close(done) }()
+		for i, callback := range []string{"http://sched.test/api/v1/results", "http://elsewhere.test/results"} {
+			d := fmt.Sprintf(`{"version":1,"task":"a","instance_id":%d,"ticket":"t%d","deadline":"2100-01-01T00:00:00Z","callback":%q}`, i+1, i, callback)
+			req := httptest.NewRequest("POST", "/dispatch", strings.NewReader(d))
+			rec := httptest.NewRecorder()
+			x.Handler().ServeHTTP(rec, req)
+			if rec.Code/100 != 2 {
+				t.Fatalf("dispatch %d: %d %s", i, rec.Code, rec.Body)
+			}
+			time.Sleep(time.Second) // it runs and its result goes out before the next one (re-entrancy guard)
+			synctest.Wait()
+		}
+		time.Sleep(15 * time.Second) // a heartbeat
+		synctest.Wait()
+		cancel()
+		<-done
+		capture.mu.Lock()
+		defer capture.mu.Unlock()
+		for _, a := range capture.auth["sched.test"] {
+			if a != "Bearer x-tok" {
+				t.Errorf("a request to the scheduler carried %q", a)
+			}
+		}
+		if len(capture.auth["sched.test"]) < 3 { // register, result, heartbeat
+			t.Errorf("requests to the scheduler: %v", capture.auth["sched.test"])
+		}
+		if got := capture.auth["elsewhere.test"]; len(got) != 1 || got[0] != "" {
+			t.Errorf("the foreign callback got %q, want one request without a token", got)
+		}
+	})
+}
