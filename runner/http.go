@@ -57,6 +57,7 @@ type HTTP struct {
 	client   *http.Client
 	url      func(Attempt) (string, error)
 	callback string // asynchronous form when set: where executors POST results
+	token    string // sent as a bearer token with dispatches and kills, when set
 	waiters  *waiters
 }
 
@@ -98,6 +99,15 @@ var _ Executor = (*HTTP)(nil)
 // NewHTTP returns an HTTP executor; url gives an attempt's endpoint.
 func NewHTTP(client *http.Client, url func(Attempt) (string, error)) *HTTP {
 	return &HTTP{client: client, url: url, waiters: &waiters{m: map[string]chan Report{}}}
+}
+
+// WithToken returns a copy of h that sends token (AX_EXECUTOR_TOKEN) as a
+// bearer token with every dispatch and kill, so that executors can tell the
+// scheduler from anyone else.
+func (h *HTTP) WithToken(token string) *HTTP {
+	c := *h
+	c.token = token
+	return &c
 }
 
 // WithCallback returns a copy of h that asks executors for the asynchronous
@@ -154,6 +164,7 @@ func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Ax-Protocol", fmt.Sprint(ProtocolVersion))
+	h.authorize(req)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		r := finish(ctx, a, start, fmt.Errorf("dispatch to %s: %w", url, err))
@@ -278,8 +289,15 @@ func (h *HTTP) kill(dispatchURL, ticket string) {
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
+	h.authorize(req)
 	if resp, err := h.client.Do(req); err == nil {
 		resp.Body.Close()
+	}
+}
+
+func (h *HTTP) authorize(req *http.Request) {
+	if h.token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
 }
 

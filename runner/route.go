@@ -101,6 +101,12 @@ func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
 	return live, nil
 }
 
+// WithToken makes r send token with dispatches and kills (see HTTP.WithToken).
+func (r *Routed) WithToken(token string) *Routed {
+	r.direct = r.direct.WithToken(token)
+	return r
+}
+
 // WithCallback switches r to the asynchronous form (see HTTP.WithCallback).
 func (r *Routed) WithCallback(callback string) *Routed {
 	r.direct = r.direct.WithCallback(callback)

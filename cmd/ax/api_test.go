@@ -73,8 +73,9 @@ func TestExecutorAPI(t *testing.T) {
 	}
 }
 
-// TestServerRoutesToRegisteredExecutor: an SDK executor registers with a
-// real ax server; the http task, whose own URL is dead, runs on it.
+// TestServerRoutesToRegisteredExecutor: a task whose own URL is dead runs on
+// the SDK executor registered for it, the two sharing AX_EXECUTOR_TOKEN for
+// registration, heartbeats, dispatches and results.
 func TestServerRoutesToRegisteredExecutor(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -89,11 +90,11 @@ func TestServerRoutesToRegisteredExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(t.TempDir(), "ax.db")
-	srv := startServer(t, db, dir, "--listen", apiAddr)
+	srv := startServerEnv(t, []string{"AX_EXECUTOR_TOKEN=shared-secret"}, db, dir, "--listen", apiAddr)
 	calls := make(chan string, 100)
 	exsrv := httptest.NewUnstartedServer(nil)
 	x, err := executor.New(executor.Config{Address: "http://" + exsrv.Listener.Addr().String(), Scheduler: "http://" + apiAddr,
-		Heartbeat: 500 * time.Millisecond, Client: http.DefaultClient},
+		Heartbeat: 500 * time.Millisecond, Client: http.DefaultClient, Token: "shared-secret"},
 		map[string]runner.Func{"pull": func(_ context.Context, a runner.Attempt) error { calls <- a.Ticket; return nil }})
 	if err != nil {
 		t.Fatal(err)

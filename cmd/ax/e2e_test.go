@@ -66,12 +66,19 @@ type server struct {
 
 func startServer(t *testing.T, target, pipelines string, extra ...string) *server {
 	t.Helper()
+	return startServerEnv(t, nil, target, pipelines, extra...)
+}
+
+// startServerEnv is startServer with extra environment variables (KEY=VALUE).
+func startServerEnv(t *testing.T, env []string, target, pipelines string, extra ...string) *server {
+	t.Helper()
 	log, err := os.CreateTemp(t.TempDir(), "server-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug", "--listen", ""}, extra...)
 	cmd := exec.Command(axBinary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

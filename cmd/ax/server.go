@@ -257,6 +257,8 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 				Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
 		},
 	})
+	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
+	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))
 	return engine.Executors{defs.ExecFunction: funcs, defs.ExecCommand: commands, defs.ExecHTTP: web}, nil
 }
 

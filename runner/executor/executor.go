@@ -22,6 +22,7 @@ package executor
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,10 +51,10 @@ type Config struct {
 	Core, Max, Queue int
 	// Heartbeat is the interval of heartbeats; default 10 s.
 	Heartbeat time.Duration
-	// Token is the bearer token of the scheduler's executor endpoints (its
-	// AX_EXECUTOR_TOKEN), sent with registrations, heartbeats and results,
-	// and only to URLs under Scheduler: a dispatch's callback elsewhere
-	// never sees it. Empty sends none.
+	// Token is the secret shared with the scheduler (its AX_EXECUTOR_TOKEN):
+	// sent with registrations, heartbeats and results, only to URLs under
+	// Scheduler (a dispatch's callback elsewhere never sees it), and
+	// required on every dispatch and kill. Empty: none, either way.
 	Token string
 	// Client sends registrations, heartbeats and results. Required.
 	Client *http.Client
@@ -151,11 +152,13 @@ func (x *Executor) Tasks() []string {
 // maxDispatch bounds a dispatch body.
 const maxDispatch = 1 << 20
 
-// Handler serves POST /dispatch, POST /kill and GET /healthz.
+// Handler serves POST /dispatch, POST /kill and GET /healthz. With
+// Config.Token set, dispatches and kills must carry it (the scheduler sends
+// its AX_EXECUTOR_TOKEN): nobody else can make this executor run a task.
 func (x *Executor) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /dispatch", x.serveDispatch)
-	mux.HandleFunc("POST /kill", x.serveKill)
+	mux.HandleFunc("POST /dispatch", x.fromScheduler(x.serveDispatch))
+	mux.HandleFunc("POST /kill", x.fromScheduler(x.serveKill))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
 }
@@ -164,6 +167,20 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fromScheduler requires the shared token on a request, when one is set.
+func (x *Executor) fromScheduler(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if x.cfg.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(x.cfg.Token)) != 1 {
+				refuse(w, http.StatusUnauthorized, "missing or wrong bearer token: the scheduler sends its AX_EXECUTOR_TOKEN")
+				return
+			}
+		}
+		next(w, r)
+	}
 }
 
 func refuse(w http.ResponseWriter, code int, format string, args ...any) {

@@ -376,6 +376,7 @@ func TestTokenGoesToTheSchedulerOnly(t *testing.T) {
 		for i, callback := range []string{"http://sched.test/api/v1/results", "http://elsewhere.test/results"} {
 			d := fmt.Sprintf(`{"version":1,"task":"a","instance_id":%d,"ticket":"t%d","deadline":"2100-01-01T00:00:00Z","callback":%q}`, i+1, i, callback)
 			req := httptest.NewRequest("POST", "/dispatch", strings.NewReader(d))
+			req.Header.Set("Authorization", "Bearer x-tok") // as the scheduler sends it
 			rec := httptest.NewRecorder()
 			x.Handler().ServeHTTP(rec, req)
 			if rec.Code/100 != 2 {
@@ -402,4 +403,33 @@ func TestTokenGoesToTheSchedulerOnly(t *testing.T) {
 			t.Errorf("the foreign callback got %q, want one request without a token", got)
 		}
 	})
+}
+
+// TestDispatchNeedsTheSharedToken: an executor with a token runs nothing for
+// a dispatch or kill without it; the scheduler's HTTP client sends it.
+func TestDispatchNeedsTheSharedToken(t *testing.T) {
+	t.Parallel()
+	var ran atomic.Int32
+	s := newSetup(t, Config{Token: "shared"}, map[string]runner.Func{"clean": func(context.Context, runner.Attempt) error {
+		ran.Add(1)
+		return nil
+	}})
+	url := func(runner.Attempt) (string, error) { return s.url + "/dispatch", nil }
+	at := runner.Attempt{Pipeline: "p", Task: "clean", Ticket: "tk-1", InstanceID: 3, LogicalTime: time.Now(), Deadline: time.Now().Add(time.Minute)}
+	r, err := runner.NewHTTP(http.DefaultClient, url).Execute(context.Background(), at)
+	if err != nil || r.Status == runner.StatusSuccess || !strings.Contains(r.Error, "bearer token") || ran.Load() != 0 {
+		t.Errorf("without the token: %+v %v, %d runs", r, err, ran.Load())
+	}
+	resp, err := http.Post(s.url+"/kill", "application/json", strings.NewReader(`{"ticket": "tk-1"}`))
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("kill without the token: %v %v", resp, err)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	at.Ticket = "tk-2"
+	r, err = runner.NewHTTP(http.DefaultClient, url).WithToken("shared").Execute(context.Background(), at)
+	if err != nil || r.Status != runner.StatusSuccess || ran.Load() != 1 {
+		t.Errorf("with the token: %+v %v, %d runs", r, err, ran.Load())
+	}
 }
