@@ -691,24 +691,42 @@ func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, e
 	return "limits now " + describeLimits(l), nil
 }
 
-// loadLimits applies the limits stored by an earlier setLimits, if any:
-// they win over the configured ones.
-func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
-	set, err := e.st.Settings(ctx)
+// ErrBadStoredLimits is StoredLimits's error for a stored value it cannot
+// read: the configured limits apply.
+var ErrBadStoredLimits = errors.New("engine: stored limits unreadable")
+
+// StoredLimits returns the limits an operator set at run time, which the
+// primary applies over its configured ones; ok is false when none was set.
+func StoredLimits(ctx context.Context, st *store.Store) (l Limits, ok bool, err error) {
+	set, err := st.Settings(ctx)
 	if err != nil {
-		return fmt.Errorf("engine: read stored limits: %w", err)
+		return Limits{}, false, fmt.Errorf("engine: read stored limits: %w", err)
 	}
-	if raw, ok := set[limitsSetting]; ok {
-		var l Limits
-		if err := json.Unmarshal([]byte(raw), &l); err != nil {
-			e.log.Warn("stored_limits_ignored", "err", err.Error())
-		} else {
-			e.bucket.SetGlobal(l.Global, now)
-			for g, r := range l.Groups {
-				e.bucket.SetGroup(g, r, now)
-			}
-			e.log.Info("limits_from_store", "limits", describeLimits(e.bucket.Limits()))
+	raw, ok := set[limitsSetting]
+	if !ok {
+		return Limits{}, false, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &l); err != nil {
+		return Limits{}, false, fmt.Errorf("%w: %q: %v", ErrBadStoredLimits, raw, err)
+	}
+	return l, true, nil
+}
+
+// loadLimits applies the limits stored by an earlier setLimits, if any:
+// they win over the configured ones. Unreadable ones are logged and ignored.
+func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
+	l, ok, err := StoredLimits(ctx, e.st)
+	switch {
+	case errors.Is(err, ErrBadStoredLimits):
+		e.log.Warn("stored_limits_ignored", "err", err.Error())
+	case err != nil:
+		return err
+	case ok:
+		e.bucket.SetGlobal(l.Global, now)
+		for g, r := range l.Groups {
+			e.bucket.SetGroup(g, r, now)
 		}
+		e.log.Info("limits_from_store", "limits", describeLimits(e.bucket.Limits()))
 	}
 	e.publishLimits(e.bucket.Limits())
 	return nil

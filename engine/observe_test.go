@@ -262,3 +262,21 @@ func TestCancelBackfill(t *testing.T) {
 		}
 	})
 }
+
+// TestUnreadableStoredLimitsLeaveTheConfiguredOnes: a stored limits value
+// that cannot be read is reported and ignored; the configured rate applies.
+func TestUnreadableStoredLimitsLeaveTheConfiguredOnes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{DispatchRate: 50}, nil, "pipeline: l\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n")
+		e.stop()
+		if err := e.st.SetSetting(context.Background(), limitsSetting, "{not json", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := StoredLimits(context.Background(), e.st); !errors.Is(err, ErrBadStoredLimits) || !strings.Contains(err.Error(), "{not json") {
+			t.Errorf("StoredLimits: %v, want ErrBadStoredLimits naming the value", err)
+		}
+		if l := e.restart(Config{DispatchRate: 50}, time.Second).Stats().Limits; l.Global != 50 {
+			t.Errorf("limits after an unreadable stored value: %+v, want the configured global 50", l)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -299,6 +300,17 @@ func (h *HTTP) authorize(req *http.Request) {
 	if h.token != "" {
 		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
+}
+
+// BearerOK reports whether r carries token as its bearer token, compared in
+// constant time; an empty token asks for none. Both ends of the protocol,
+// and the admin API, check tokens with it.
+func BearerOK(r *http.Request, token string) bool {
+	if token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // DecodeStrict reads one JSON object of at most limit bytes from r's body

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,13 +138,10 @@ func (a *admin) register(mux *http.ServeMux) {
 // guard checks the bearer token: always for writes, for reads unless they are open.
 func (a *admin) guard(write bool, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.token != "" && (write || !a.openReads) {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token: send Authorization: Bearer $AX_ADMIN_TOKEN"})
-				return
-			}
+		if (write || !a.openReads) && !runner.BearerOK(r, a.token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+			apiError(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer $AX_ADMIN_TOKEN")
+			return
 		}
 		next(w, r)
 	}

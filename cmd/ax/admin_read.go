@@ -433,13 +433,9 @@ func (a *admin) limits(r *http.Request) (any, error) {
 		return nil, err
 	}
 	if a.eng == nil || !a.eng.Stats().Leader {
-		set, err := a.st.Settings(r.Context())
+		l, _, err := engine.StoredLimits(r.Context(), a.st)
 		if err != nil {
 			return nil, err
-		}
-		var l engine.Limits
-		if raw := set["dispatch_limits"]; raw != "" {
-			_ = json.Unmarshal([]byte(raw), &l)
 		}
 		return map[string]any{"limits": l, "source": "store (this process is a standby: the primary may run with its flags' limits if none were set at run time)"}, nil
 	}

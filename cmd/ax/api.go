@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,21 +40,17 @@ func (a *executorAPI) routes(mux *http.ServeMux) {
 // receive its dispatches.
 func (a *executorAPI) guard(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
-				apiError(w, http.StatusUnauthorized, "missing or wrong bearer token: executors send AX_EXECUTOR_TOKEN (the SDK's Config.Token)")
-				return
-			}
+		if !runner.BearerOK(r, a.token) {
+			apiError(w, http.StatusUnauthorized, "missing or wrong bearer token: executors send AX_EXECUTOR_TOKEN (the SDK's Config.Token)")
+			return
 		}
 		next(w, r)
 	}
 }
 
+// apiError writes {"error": "…"} with code, the error form of every endpoint.
 func apiError(w http.ResponseWriter, code int, format string, args ...any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf(format, args...)})
+	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
 }
 
 // taskIDs maps the names an executor serves to the http tasks of the graph:

@@ -22,7 +22,6 @@ package executor
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,12 +171,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // fromScheduler requires the shared token on a request, when one is set.
 func (x *Executor) fromScheduler(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if x.cfg.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(x.cfg.Token)) != 1 {
-				refuse(w, http.StatusUnauthorized, "missing or wrong bearer token: the scheduler sends its AX_EXECUTOR_TOKEN")
-				return
-			}
+		if !runner.BearerOK(r, x.cfg.Token) {
+			refuse(w, http.StatusUnauthorized, "missing or wrong bearer token: the scheduler sends its AX_EXECUTOR_TOKEN")
+			return
 		}
 		next(w, r)
 	}
