@@ -101,7 +101,9 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 			return f.SetPause(ctx, store.Pause{Scope: store.ScopeTask, Name: "a.x", Actor: "test", At: now})
 		}},
 		{"ClearPause", func(ctx context.Context, f *store.Fence) error { return f.ClearPause(ctx, store.ScopeGroup, "g") }},
-		{"SetSetting", func(ctx context.Context, f *store.Fence) error { return f.SetSetting(ctx, "limits", `{"global":1}`, now) }},
+		{"SetSetting", func(ctx context.Context, f *store.Fence) error {
+			return f.SetSetting(ctx, "limits", `{"global":1}`, now)
+		}},
 		{"UpdateBackfill", func(ctx context.Context, f *store.Fence) error {
 			return f.UpdateBackfill(ctx, store.Backfill{ID: bfID, State: "done", TotalRuns: 1, DoneRuns: 1}, now)
 		}},
