@@ -196,9 +196,11 @@ func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, u
 			return
 		case <-tick.C:
 		}
-		leader := eng.Stats().Leader
+		stats := eng.Stats()
+		leader := stats.Leader
 		if leader && !announced {
-			if err := st.SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
+			// Fenced like every write of the primary: a stale one records nothing.
+			if err := st.Fence(stats.Epoch).SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
 				log.Warn("primary_url_not_recorded", "err", err)
 				continue
 			}
