@@ -93,6 +93,20 @@ type Engine struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	// fence is the one handle of every write of this process as primary
+	// (R44): conditioned on the epoch it holds. Read by Alert from other
+	// goroutines, hence atomic.
+	fence atomic.Pointer[store.Fence]
+}
+
+// w returns the fenced write handle of the current term; before the first
+// lease it holds no epoch and refuses every write.
+func (e *Engine) w() *store.Fence {
+	if f := e.fence.Load(); f != nil {
+		return f
+	}
+	return e.st.Fence(0)
 }
 
 // Stats is a snapshot of the loop, for status pages and tests.
@@ -240,6 +254,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		e.m.leader.Set(0)
 	}()
 	e.lease.Store(k)
+	e.fence.Store(e.st.Fence(l.Epoch))
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)})
 	e.queue = queue.Queue[int64]{}
@@ -457,6 +472,7 @@ func (e *Engine) leader(now time.Time) bool {
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
 	e.epoch = l.Epoch
+	e.fence.Store(e.st.Fence(l.Epoch))
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs = map[int64]*pend{}, map[int64]*runState{}
@@ -589,7 +605,7 @@ func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
 		}
 		pds = append(pds, pd)
 	}
-	res, err := e.st.SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
+	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
 	if err != nil {
 		return fmt.Errorf("engine: sync definitions: %w", err)
 	}
