@@ -45,6 +45,9 @@ type attempt struct {
 	live     bool                    // of a schedule run: counts for the overlap policy
 	due      time.Time               // its fire time
 	held     bool                    // claimed ahead: not handed to its executor yet
+	// interrupted: still running when the shutdown grace ended and cancelled
+	// with errInterrupted; unless it succeeded it is given back, not failed.
+	interrupted bool
 }
 
 // outcome is a result from an executor, for an instance.
@@ -123,13 +126,33 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 // dispatch moves queued instances to RUNNING, as many as the token bucket
 // allows, in transactions of up to 1,000, handing each recorded one to its
 // executor as soon as its batch is committed.
+//
+// A turn's dispatch stops after TurnBudget (the rest, still in priority
+// order in the queue, goes out in the next turn), so that operator
+// requests, results and timers are served between batches of a burst.
 func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
+	began := now
 	for {
 		more, err := e.dispatchBatch(ctx, now)
 		if err != nil || !more {
 			return err
 		}
 		now = e.cfg.Now()
+		if now.Sub(began) >= e.cfg.TurnBudget {
+			e.soon()
+			return nil
+		}
+	}
+}
+
+// resultBatch is the most results one turn records (one transaction).
+const resultBatch = 1000
+
+// soon asks for another turn as soon as the loop has served what else waits.
+func (e *Engine) soon() {
+	select {
+	case e.again <- struct{}{}:
+	default:
 	}
 }
 
@@ -247,7 +270,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	if len(params) == 0 {
 		return false, nil
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		// Nothing was recorded, so nothing runs: put them back for the next try.
 		for _, id := range picked {
@@ -421,7 +444,7 @@ func (e *Engine) unclaim(ctx context.Context, now time.Time) {
 	for _, a := range e.held {
 		a.cancel(errors.New("engine: stopped before its fire time")) // its goroutine returns without running
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
 		e.log.Error("unclaim_failed", "instances", len(params), "err", err)
@@ -520,7 +543,8 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		params []store.TransitionParams
 		meta   []applied
 	)
-	for _, o := range e.unapplied {
+	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
+	for _, o := range batch {
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
 			for id, a := range e.running {
 				if a.ticket == o.res.Ticket {
@@ -531,7 +555,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		a := e.running[o.instance]
 		if a == nil || a.ticket != o.res.Ticket {
-			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
+			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
 				Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
 				return err
 			}
@@ -543,6 +567,17 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 		switch {
+		case a.interrupted && o.res.Status != runner.StatusSuccess:
+			// Cut off by a shutdown: given back to run again at once, under
+			// whichever scheduler holds the lease next; the attempt is not counted.
+			att := a.attempt - 1
+			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &now, &att
+			p.Set.Error = ptr("interrupted by shutdown")
+			p.Reason = "interrupted by shutdown: given back after the grace period, the attempt not counted"
+			p.Action.Action, p.Action.Reason = "interrupted", p.Reason
+			params = append(params, p)
+			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"})
+			continue
 		case o.res.Refused:
 			// No executor took it (busy, full, re-entrant, unreachable): try again
 			// shortly; the attempt does not count against the retry budget.
@@ -564,7 +599,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			if !o.res.Permanent && a.attempt <= retries {
 				next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, e.cfg.BackoffCap))
 				p.To, p.Set.NextFireAt = store.Retrying, &next
-				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339))
+				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
 				p.Action.Action = "retry"
 			} else {
 				p.To = store.Failed
@@ -584,7 +619,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// without its release.
 	var same []release
 	seen := map[int64]bool{}
-	res, relRes, err := e.st.TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		for i, r := range res {
 			m := meta[i]
 			if r.Err != nil || m.to != store.Success {
@@ -618,7 +653,10 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		clear(e.runs)                                                          // the cache saw successes that were not recorded: reload on next use
 		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
 	}
-	e.unapplied = e.unapplied[:0]
+	e.unapplied = e.unapplied[len(batch):]
+	if len(e.unapplied) > 0 {
+		e.soon() // the rest in the next turn, after the lease and the API had their turn
+	}
 	var cross []release
 	for i, r := range res {
 		m := meta[i]
@@ -805,7 +843,7 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	for i, r := range rel {
 		params[i] = r.p
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		clear(e.runs)     // the cache may be ahead of the store: reload on next use
 		e.stranded = true // the successes are recorded: find what they release again

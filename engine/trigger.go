@@ -130,7 +130,7 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 		} else {
 			detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran (%d without a run, %d made ahead); policy %s runs %d (the latest), skips %d",
 				n, first.Format(time.RFC3339), newest.Format(time.RFC3339), nNew, nOld, t.misfire, n-skip, skip)
-			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
+			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
 				TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
 				return err
 			}
@@ -164,7 +164,7 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 		skipLate(ti, list, skip)
 		detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran; policy %s runs %d (the latest), skips %d",
 			len(list), list[0].NextFireAt.Format(time.RFC3339), list[len(list)-1].NextFireAt.Format(time.RFC3339), ti.def.Misfire, len(list)-skip, skip)
-		if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
 			Reason: string(ti.def.Misfire), Detail: detail}); err != nil {
 			return err
 		}
@@ -272,7 +272,7 @@ func (e *Engine) newRunKeyed(ctx context.Context, pipeline, trig string, kind st
 		}
 		news = append(news, ni)
 	}
-	run, insts, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: pipeline, Trigger: trig, Kind: kind, LogicalTime: at,
+	run, insts, err := e.w().CreateRun(ctx, store.CreateRunParams{Pipeline: pipeline, Trigger: trig, Kind: kind, LogicalTime: at,
 		Actor: Actor, Instances: news, Epoch: e.epoch, Now: now, DedupKey: key, BackfillID: backfill})
 	if err != nil {
 		return nil, err

@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 var migrations = []migration{{
 	version: 1,
@@ -77,6 +77,15 @@ var migrations = []migration{{
 		{name: "ops", cols: [][2]string{{"id", "id"}, {"kind", "str16"}, {"target", "str257"}, {"args", "text"}, {"actor", "str128"},
 			{"reason", "text"}, {"state", "str16"}, {"result", "text"}, {"error", "text"}, {"created_at", "bigint"}, {"done_at", "bigint?"}},
 			index: [][]string{{"state", "id"}}},
+	},
+}, {
+	// Version 3: the results inbox (R43). Any server stores an executor's
+	// result here, by ticket, before acknowledging it; the primary applies it.
+	version: 3,
+	tables: []table{
+		{name: "inbox", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"report", "text"}, {"received_by", "str255"},
+			{"received_at", "bigint"}, {"applied_at", "bigint?"}, {"applied_epoch", "bigint?"}, {"outcome", "str64?"}},
+			primary: []string{"ticket"}, index: [][]string{{"applied_at", "received_at"}}},
 	},
 }}
 
