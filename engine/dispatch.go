@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
@@ -542,6 +543,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	var (
 		params []store.TransitionParams
 		meta   []applied
+		closed = map[string]string{} // inbox entries to close, by ticket
 	)
 	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
 	for _, o := range batch {
@@ -555,6 +557,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		a := e.running[o.instance]
 		if a == nil || a.ticket != o.res.Ticket {
+			if e.inboxSeen[o.res.Ticket] {
+				closed[o.res.Ticket] = "stale"
+			}
 			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
 				Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
 				return err
@@ -660,6 +665,12 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	var cross []release
 	for i, r := range res {
 		m := meta[i]
+		if e.inboxSeen[m.a.ticket] || m.a.task.def.Executor.Kind == defs.ExecHTTP {
+			closed[m.a.ticket] = "applied"
+			if r.Err != nil {
+				closed[m.a.ticket] = "stale"
+			}
+		}
 		delete(e.running, m.id)
 		if m.a.live {
 			if e.runningByTask[m.a.task.id]--; e.runningByTask[m.a.task.id] <= 0 {
@@ -715,6 +726,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 	}
 	e.released(ctx, same, relRes)
+	e.closeInbox(ctx, closed, now)
 	e.bfDirty = true
 	e.statsMu.Lock()
 	e.stats.Applied += int64(len(res))
@@ -946,13 +958,4 @@ func (e *Engine) kindOf(ctx context.Context, runID int64) store.RunKind {
 	}
 	e.runKind[r.ID] = r.Kind
 	return r.Kind
-}
-
-// Report takes a result that an executor posted for a ticket whose attempt
-// is not waiting in this process, such as one dispatched by a previous
-// scheduler process (its ticket stays valid: R27). It is applied once if the
-// ticket is current, and recorded and ignored otherwise.
-func (e *Engine) Report(rep runner.Report) {
-	e.results <- outcome{res: runner.Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
-		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}}
 }

@@ -87,6 +87,9 @@ type Engine struct {
 	bfDirty       bool // results were applied since the backfills last stepped
 	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
+	inboxPolled   time.Time
+	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
+	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
 	execWG        sync.WaitGroup
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
 	m             *metrics
@@ -147,6 +150,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 			problems = append(problems, fmt.Sprintf("task %s: function %q is not registered", t.ID(), t.Executor.Function))
 		}
 	}
+	e.hasHTTP = hasHTTPTasks(e.tasks)
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
@@ -262,6 +266,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
+	e.inboxSeen = map[string]bool{}
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
@@ -398,6 +403,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 				return err
 			}
 			if err := e.releaseCrossWaiting(ctx, now); err != nil {
+				return err
+			}
+		}
+		if e.leader(now) {
+			if err := e.pollInbox(ctx, now); err != nil {
 				return err
 			}
 		}
