@@ -92,7 +92,7 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		} else {
 			opErr = fmt.Errorf("malformed request %d: %v", o.ID, opErr)
 		}
-		if err := e.st.FinishOp(ctx, o.ID, msg, opErr, e.epoch, now); err != nil {
+		if err := e.w().FinishOp(ctx, o.ID, msg, opErr, now); err != nil {
 			return err
 		}
 	}
@@ -131,7 +131,7 @@ func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error
 		outcome = "refused: " + err.Error()
 	}
 	detail, _ := json.Marshal(op)
-	if aerr := e.st.AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
+	if aerr := e.w().AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
 		InstanceID: op.Instance, Reason: op.Reason, Detail: outcome + " " + string(detail)}); aerr != nil && err == nil {
 		err = aerr
 	}
@@ -227,7 +227,7 @@ func (e *Engine) pause(ctx context.Context, op Op, now time.Time) (string, error
 		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", op.Scope, op.Target, p.Actor, p.At.Format(time.RFC3339))
 	}
 	p := store.Pause{Scope: op.Scope, Name: op.Target, Actor: op.Actor, Reason: op.Reason, At: now}
-	if err := e.st.SetPause(ctx, p); err != nil {
+	if err := e.w().SetPause(ctx, p); err != nil {
 		return "", err
 	}
 	e.paused[string(op.Scope)+"/"+op.Target] = p
@@ -257,7 +257,7 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 	if len(params) == 0 {
 		return 0, nil
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		return 0, err
 	}
@@ -285,7 +285,7 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 	if _, ok := e.paused[string(op.Scope)+"/"+op.Target]; !ok {
 		return "", fmt.Errorf("%s %s is not paused", op.Scope, op.Target)
 	}
-	if err := e.st.ClearPause(ctx, op.Scope, op.Target); err != nil {
+	if err := e.w().ClearPause(ctx, op.Scope, op.Target); err != nil {
 		return "", err
 	}
 	delete(e.paused, string(op.Scope)+"/"+op.Target)
@@ -303,7 +303,7 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Paused, To: store.Waiting,
 				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "resumed"})
 		}
-		res, err := e.st.TransitionBatch(ctx, params)
+		res, err := e.w().TransitionBatch(ctx, params)
 		if err != nil {
 			return "", err
 		}
@@ -390,7 +390,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		}
 		if len(late) > 0 {
 			detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
-			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
+			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
 				Detail: detail}); err != nil {
 				return 0, 0, err
 			}
@@ -403,7 +403,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 			scheduled++
 		}
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -465,7 +465,7 @@ func (e *Engine) trigger(ctx context.Context, op Op, now time.Time) (string, err
 		}
 		if len(waiting) == 1 {
 			in := waiting[0]
-			v, err := e.st.Transition(ctx, schedule(in, now, e.epoch, now, "run by "+op.Actor))
+			v, err := e.w().Transition(ctx, schedule(in, now, e.epoch, now, "run by "+op.Actor))
 			if err != nil {
 				return "", err
 			}
@@ -604,14 +604,14 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 		case store.Killed, store.Success:
 			from, v := in.State, in.Version
 			if from == store.Killed {
-				nv, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
+				nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
 					Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
 				if err != nil {
 					return "", err
 				}
 				from, v = store.Waiting, nv
 			}
-			nv, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
+			nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
 				Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
 			if err != nil {
 				return "", err
@@ -628,7 +628,7 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 // rerun of a FAILED instance, which the table moves straight to RUNNING.
 func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
 	ticket, att := newTicket(), 1
-	v, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
+	v, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
 		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(string(p.task.def.Executor.Kind))},
 		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", TaskID: p.task.id, Ticket: ticket, Reason: why}})
@@ -684,7 +684,7 @@ func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, e
 	}
 	l := e.bucket.Limits()
 	b, _ := json.Marshal(l)
-	if err := e.st.SetSetting(ctx, limitsSetting, string(b), now); err != nil {
+	if err := e.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
 		return "", fmt.Errorf("limits: applied but not stored (a restart would lose them): %w", err)
 	}
 	e.publishLimits(l)

@@ -238,7 +238,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	if len(params) == 0 {
 		return false, nil
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		// Nothing was recorded, so nothing runs: put them back for the next try.
 		for _, id := range picked {
@@ -401,7 +401,7 @@ func (e *Engine) unclaim(ctx context.Context, now time.Time) {
 	for _, a := range e.held {
 		a.cancel(errors.New("engine: stopped before its fire time")) // its goroutine returns without running
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
 		e.log.Error("unclaim_failed", "instances", len(params), "err", err)
@@ -444,7 +444,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
-	epoch, runID := e.epoch, a.runID
+	fence, runID := e.w(), a.runID
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
@@ -456,7 +456,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 				return
 			}
 		}
-		out := e.logs.start(id, a.attempt, epoch)
+		out := e.logs.start(id, a.attempt, fence)
 		started := e.cfg.Now()
 		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
 		if err != nil {
@@ -516,7 +516,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		a := e.running[o.instance]
 		if a == nil || a.ticket != o.res.Ticket {
-			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
+			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
 				Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
 				return err
 			}
@@ -572,7 +572,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// without its release.
 	var same []release
 	seen := map[int64]bool{}
-	res, relRes, err := e.st.TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		for i, r := range res {
 			m := meta[i]
 			if r.Err != nil || m.to != store.Success {
@@ -793,7 +793,7 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	for i, r := range rel {
 		params[i] = r.p
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		clear(e.runs)     // the cache may be ahead of the store: reload on next use
 		e.stranded = true // the successes are recorded: find what they release again
@@ -929,7 +929,7 @@ func (e *Engine) misfireLate(ctx context.Context, now time.Time) error {
 					ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
 		}
 		detail := fmt.Sprintf("%d instance(s) fell due while no scheduler ran; %d run late, %d skipped", len(list), keep, len(list)-keep)
-		if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
 			Detail: detail}); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ax-sched/ax/dag"
@@ -92,6 +93,20 @@ type Engine struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	// fence is the one handle of every write of this process as primary
+	// (R44): conditioned on the epoch it holds. Read by Alert from other
+	// goroutines, hence atomic.
+	fence atomic.Pointer[store.Fence]
+}
+
+// w returns the fenced write handle of the current term; before the first
+// lease it holds no epoch and refuses every write.
+func (e *Engine) w() *store.Fence {
+	if f := e.fence.Load(); f != nil {
+		return f
+	}
+	return e.st.Fence(0)
 }
 
 // Stats is a snapshot of the loop, for status pages and tests.
@@ -117,7 +132,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
-	e.logs = newLogWriter(st, cfg)
+	e.logs = newLogWriter(cfg)
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -215,6 +230,7 @@ var errLeaseLost = errors.New("engine: the lease is held by another process")
 func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
 	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
+	e.fence.Store(e.st.Fence(l.Epoch))
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)})
 	e.queue = queue.Queue[int64]{}
@@ -458,6 +474,7 @@ func (e *Engine) retake(ctx context.Context, now time.Time, lost error) error {
 	}
 	e.log.Warn("lease_retaken", "old_epoch", e.epoch, "epoch", l.Epoch)
 	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
+	e.fence.Store(e.st.Fence(l.Epoch))
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs = map[int64]*pend{}, map[int64]*runState{}
@@ -533,7 +550,7 @@ func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
 		}
 		pds = append(pds, pd)
 	}
-	res, err := e.st.SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
+	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
 	if err != nil {
 		return fmt.Errorf("engine: sync definitions: %w", err)
 	}

@@ -23,7 +23,6 @@ import (
 // attempts that end together share a transaction (group commit). An
 // attempt's stored output is kept to its limit by trimming its oldest chunks.
 type logWriter struct {
-	st    *store.Store
 	now   func() time.Time
 	log   *slog.Logger
 	limit int
@@ -41,7 +40,7 @@ type liveLog struct {
 	out      *runner.Output
 	instance int64
 	attempt  int
-	epoch    int64
+	fence    *store.Fence // of the term that started the attempt
 	// Owned by the flusher (under flushMu).
 	seq        int
 	stored     []storedChunk
@@ -68,9 +67,9 @@ type logMetrics struct {
 	errors prometheus.Counter
 }
 
-func newLogWriter(st *store.Store, cfg Config) *logWriter {
+func newLogWriter(cfg Config) *logWriter {
 	f := promauto.With(cfg.Registerer)
-	return &logWriter{st: st, now: cfg.Now, log: cfg.Logger, limit: cfg.LogMax, live: map[*liveLog]struct{}{},
+	return &logWriter{now: cfg.Now, log: cfg.Logger, limit: cfg.LogMax, live: map[*liveLog]struct{}{},
 		m: logMetrics{
 			bytes:  f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_bytes_total", Help: "Bytes of task output written to the store."}),
 			writes: f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_writes_total", Help: "Transactions that wrote task output and attempt records."}),
@@ -79,8 +78,8 @@ func newLogWriter(st *store.Store, cfg Config) *logWriter {
 }
 
 // start registers the output of an attempt that begins.
-func (w *logWriter) start(instance int64, attempt int, epoch int64) *liveLog {
-	l := &liveLog{out: runner.NewOutput(w.limit), instance: instance, attempt: attempt, epoch: epoch}
+func (w *logWriter) start(instance int64, attempt int, fence *store.Fence) *liveLog {
+	l := &liveLog{out: runner.NewOutput(w.limit), instance: instance, attempt: attempt, fence: fence}
 	w.mu.Lock()
 	w.live[l] = struct{}{}
 	w.mu.Unlock()
@@ -160,13 +159,13 @@ func (w *logWriter) flush(ctx context.Context, running bool) {
 		return
 	}
 	now := w.now()
-	byEpoch := map[int64]*store.LogWrite{}
+	byFence := map[*store.Fence]*store.LogWrite{}
 	var touched []*liveLog
 	add := func(l *liveLog, final bool) *store.LogWrite {
-		p := byEpoch[l.epoch]
+		p := byFence[l.fence]
 		if p == nil {
-			p = &store.LogWrite{Epoch: l.epoch}
-			byEpoch[l.epoch] = p
+			p = &store.LogWrite{}
+			byFence[l.fence] = p
 		}
 		data, text, dropped := l.out.Take(final)
 		if len(data) == 0 {
@@ -201,8 +200,8 @@ func (w *logWriter) flush(ctx context.Context, running bool) {
 		p.Attempts = append(p.Attempts, e.rec)
 	}
 	var errs error
-	for _, p := range byEpoch {
-		err := w.st.WriteLogs(ctx, *p)
+	for f, p := range byFence {
+		err := f.WriteLogs(ctx, *p)
 		var n int64
 		for _, c := range p.Chunks {
 			n += c.Text

@@ -76,7 +76,7 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 		}
 		detail := fmt.Sprintf("%d missed fire(s) from %s to %s; policy %s runs %d", len(missed),
 			missed[0].Format(time.RFC3339), latest.Format(time.RFC3339), t.misfire, len(run))
-		if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
 			TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func (e *Engine) newRunKeyed(ctx context.Context, pipeline, trig string, kind st
 		}
 		news = append(news, ni)
 	}
-	run, insts, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: pipeline, Trigger: trig, Kind: kind, LogicalTime: at,
+	run, insts, err := e.w().CreateRun(ctx, store.CreateRunParams{Pipeline: pipeline, Trigger: trig, Kind: kind, LogicalTime: at,
 		Actor: Actor, Instances: news, Epoch: e.epoch, Now: now, DedupKey: key, BackfillID: backfill})
 	if err != nil {
 		return nil, err

@@ -54,13 +54,11 @@ type AttemptRecord struct {
 }
 
 // LogWrite is one transaction of output: new chunks, trims, and the records
-// of attempts that ended. It is fenced by Epoch like every write of the
-// primary (0: unfenced, for tools that never dispatch).
+// of attempts that ended.
 type LogWrite struct {
 	Chunks   []LogChunk
 	Trims    []LogTrim
 	Attempts []AttemptRecord
-	Epoch    int64
 }
 
 var flaters = sync.Pool{New: func() any {
@@ -84,16 +82,23 @@ func decompress(data []byte) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-// WriteLogs writes p in one transaction: nothing of it when the epoch is
-// stale (ErrNotLeader) or the database fails.
-func (s *Store) WriteLogs(ctx context.Context, p LogWrite) error {
+// WriteLogs writes p in one transaction at the fence's epoch: nothing of it
+// when the epoch is stale (ErrNotLeader) or the database fails.
+func (f *Fence) WriteLogs(ctx context.Context, p LogWrite) error {
 	if len(p.Chunks)+len(p.Trims)+len(p.Attempts) == 0 {
 		return nil
 	}
-	return s.inTx(ctx, "write task output", func(tx *sql.Tx) error {
-		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
-			return err
-		}
+	return f.tx(ctx, "write task output", func(tx *sql.Tx) error { return f.s.writeLogs(ctx, tx, p) })
+}
+
+// WriteLogs is Fence.WriteLogs unfenced: for tests and tools that never
+// dispatch (a bench's generator).
+func (s *Store) WriteLogs(ctx context.Context, p LogWrite) error {
+	return s.inTx(ctx, "write task output", func(tx *sql.Tx) error { return s.writeLogs(ctx, tx, p) })
+}
+
+func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
+	{
 		rows := make([][]any, 0, len(p.Chunks))
 		for _, c := range p.Chunks {
 			rows = append(rows, []any{c.InstanceID, c.Attempt, c.Seq, c.Text, c.Dropped, compress(c.Data), c.At.UnixMilli()})
@@ -129,7 +134,7 @@ func (s *Store) WriteLogs(ctx context.Context, p LogWrite) error {
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // LogChunks returns the stored chunks of an attempt after sequence number

@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 var migrations = []migration{{
 	version: 1,
@@ -79,11 +79,20 @@ var migrations = []migration{{
 			index: [][]string{{"state", "id"}}},
 	},
 }, {
-	// Version 3: task output by attempt, the record of each finished attempt
+	// Version 3: the results inbox (R43). Any server stores an executor's
+	// result here, by ticket, before acknowledging it; the primary applies it.
+	version: 3,
+	tables: []table{
+		{name: "inbox", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"report", "text"}, {"received_by", "str255"},
+			{"received_at", "bigint"}, {"applied_at", "bigint?"}, {"applied_epoch", "bigint?"}, {"outcome", "str64?"}},
+			primary: []string{"ticket"}, index: [][]string{{"applied_at", "received_at"}}},
+	},
+}, {
+	// Version 4: task output by attempt, the record of each finished attempt
 	// (its executor and exit status), and the indexes that keep list reads
 	// fast at tens of millions of rows (keyset paging by id per run, per
 	// state) and let retention find old runs without a scan.
-	version: 3,
+	version: 4,
 	tables: []table{
 		{name: "log_chunks", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"attempt", "int"}, {"seq", "int"},
 			{"text_bytes", "bigint"}, {"dropped", "bigint"}, {"data", "blob"}, {"at", "bigint"}},

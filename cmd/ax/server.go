@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -103,17 +104,23 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	for _, w := range errs.Warnings() {
 		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
 	}
+	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
+	var ln net.Listener
+	if f.listen != "" {
+		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
+			return err
+		}
+		// Bound first: a busy port stops the server before it has touched the store.
+		if ln, err = listenAPI(f.listen); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer ln.Close()
+	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
-	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
-	if f.listen != "" {
-		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
-			return err
-		}
-	}
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
 	}
@@ -156,12 +163,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- serveAPI(apiCtx, f.listen, mux) }()
-		select {
-		case err := <-apiErr:
-			return &exitError{code: exitFailed, err: err}
-		case <-time.After(100 * time.Millisecond): // listening
-		}
+		go func() { apiErr <- serveAPI(apiCtx, ln, mux) }()
 		go announcePrimary(apiCtx, st, eng, "http://"+f.listen, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
@@ -194,9 +196,11 @@ func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, u
 			return
 		case <-tick.C:
 		}
-		leader := eng.Stats().Leader
+		stats := eng.Stats()
+		leader := stats.Leader
 		if leader && !announced {
-			if err := st.SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
+			// Fenced like every write of the primary: a stale one records nothing.
+			if err := st.Fence(stats.Epoch).SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
 				log.Warn("primary_url_not_recorded", "err", err)
 				continue
 			}

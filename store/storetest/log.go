@@ -17,12 +17,13 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	l := acquire(t, s, "p1", T0)
 	binary := []byte{1, 0, 0, 0, 3, 0xff, 0x00, 0xfe} // a record of 3 bytes that are not text
 	big := bytes.Repeat([]byte("0123456789abcdef"), 40000)
-	w := store.LogWrite{Epoch: l.Epoch, Chunks: []store.LogChunk{
+	f := s.Fence(l.Epoch)
+	w := store.LogWrite{Chunks: []store.LogChunk{
 		{InstanceID: in.ID, Attempt: 1, Seq: 1, Text: 3, Data: binary, At: T0},
 		{InstanceID: in.ID, Attempt: 1, Seq: 2, Text: int64(len(big)), Data: big, At: T0.Add(time.Second)},
 		{InstanceID: in.ID, Attempt: 2, Seq: 1, Text: 1, Data: []byte("x"), At: T0.Add(2 * time.Second)},
 	}}
-	if err := s.WriteLogs(ctx(), w); err != nil {
+	if err := f.WriteLogs(ctx(), w); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.LogChunks(ctx(), in.ID, 1, 0, 0)
@@ -39,7 +40,7 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	code := 3
 	rec := store.AttemptRecord{InstanceID: in.ID, Attempt: 1, RunID: in.RunID, TaskID: "a.x", Ticket: "t1", Executor: "local:h",
 		Status: "failed", ExitCode: &code, Error: "exit status 3", StartedAt: T0, EndedAt: T0.Add(2 * time.Second), LogBytes: int64(len(big)), LogDropped: 3}
-	if err := s.WriteLogs(ctx(), store.LogWrite{Epoch: l.Epoch, Trims: []store.LogTrim{{InstanceID: in.ID, Attempt: 1, BeforeSeq: 2}},
+	if err := f.WriteLogs(ctx(), store.LogWrite{Trims: []store.LogTrim{{InstanceID: in.ID, Attempt: 1, BeforeSeq: 2}},
 		Attempts: []store.AttemptRecord{rec, rec}}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 		t.Fatalf("attempts = %+v %v", as, err)
 	}
 	// A stale epoch: nothing of the write lands.
-	err = s.WriteLogs(ctx(), store.LogWrite{Epoch: l.Epoch + 7, Chunks: []store.LogChunk{{InstanceID: in.ID, Attempt: 3, Seq: 1, Data: []byte("late"), At: T0}},
+	err = s.Fence(l.Epoch+7).WriteLogs(ctx(), store.LogWrite{Chunks: []store.LogChunk{{InstanceID: in.ID, Attempt: 3, Seq: 1, Data: []byte("late"), At: T0}},
 		Attempts: []store.AttemptRecord{{InstanceID: in.ID, Attempt: 3, EndedAt: T0}}})
 	if !errors.Is(err, store.ErrNotLeader) {
 		t.Errorf("stale epoch: %v, want ErrNotLeader", err)
