@@ -63,6 +63,9 @@ type opReply struct {
 // did. Bad requests (an unknown task, an instance in the wrong state) fail
 // with an error that says why and change nothing.
 func (e *Engine) Do(ctx context.Context, op Op) (string, error) {
+	if !e.Primary() {
+		return "", fmt.Errorf("%w: the lease is not safely held here", errNotPrimary)
+	}
 	req := request{op: op, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:

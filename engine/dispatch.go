@@ -46,6 +46,9 @@ type attempt struct {
 	live     bool                    // of a schedule run: counts for the overlap policy
 	due      time.Time               // its fire time
 	held     bool                    // claimed ahead: not handed to its executor yet
+	// interrupted: still running when the shutdown grace ended and cancelled
+	// with errInterrupted; unless it succeeded it is given back, not failed.
+	interrupted bool
 }
 
 // outcome is a result from an executor, for an instance.
@@ -124,13 +127,33 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 // dispatch moves queued instances to RUNNING, as many as the token bucket
 // allows, in transactions of up to 1,000, handing each recorded one to its
 // executor as soon as its batch is committed.
+//
+// A turn's dispatch stops after TurnBudget (the rest, still in priority
+// order in the queue, goes out in the next turn), so that operator
+// requests, results and timers are served between batches of a burst.
 func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
+	began := now
 	for {
 		more, err := e.dispatchBatch(ctx, now)
 		if err != nil || !more {
 			return err
 		}
 		now = e.cfg.Now()
+		if now.Sub(began) >= e.cfg.TurnBudget {
+			e.soon()
+			return nil
+		}
+	}
+}
+
+// resultBatch is the most results one turn records (one transaction).
+const resultBatch = 1000
+
+// soon asks for another turn as soon as the loop has served what else waits.
+func (e *Engine) soon() {
+	select {
+	case e.again <- struct{}{}:
+	default:
 	}
 }
 
@@ -504,8 +527,10 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	var (
 		params []store.TransitionParams
 		meta   []applied
+		closed = map[string]string{} // inbox entries to close, by ticket
 	)
-	for _, o := range e.unapplied {
+	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
+	for _, o := range batch {
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
 			for id, a := range e.running {
 				if a.ticket == o.res.Ticket {
@@ -516,6 +541,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		a := e.running[o.instance]
 		if a == nil || a.ticket != o.res.Ticket {
+			if e.inboxSeen[o.res.Ticket] {
+				closed[o.res.Ticket] = "stale"
+			}
 			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
 				Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
 				return err
@@ -531,6 +559,17 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
 		}
 		switch {
+		case a.interrupted && o.res.Status != runner.StatusSuccess:
+			// Cut off by a shutdown: given back to run again at once, under
+			// whichever scheduler holds the lease next; the attempt is not counted.
+			att := a.attempt - 1
+			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &now, &att
+			p.Set.Error = ptr("interrupted by shutdown")
+			p.Reason = "interrupted by shutdown: given back after the grace period, the attempt not counted"
+			p.Action.Action, p.Action.Reason = "interrupted", p.Reason
+			params = append(params, p)
+			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"})
+			continue
 		case o.res.Refused:
 			// No executor took it (busy, full, re-entrant, unreachable): try again
 			// shortly; the attempt does not count against the retry budget.
@@ -552,7 +591,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			if !o.res.Permanent && a.attempt <= retries {
 				next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, e.cfg.BackoffCap))
 				p.To, p.Set.NextFireAt = store.Retrying, &next
-				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339))
+				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
 				p.Action.Action = "retry"
 			} else {
 				p.To = store.Failed
@@ -606,10 +645,19 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		clear(e.runs)                                                          // the cache saw successes that were not recorded: reload on next use
 		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
 	}
-	e.unapplied = e.unapplied[:0]
+	e.unapplied = e.unapplied[len(batch):]
+	if len(e.unapplied) > 0 {
+		e.soon() // the rest in the next turn, after the lease and the API had their turn
+	}
 	var cross []release
 	for i, r := range res {
 		m := meta[i]
+		if e.inboxSeen[m.a.ticket] || m.a.task.def.Executor.Kind == defs.ExecHTTP {
+			closed[m.a.ticket] = "applied"
+			if r.Err != nil {
+				closed[m.a.ticket] = "stale"
+			}
+		}
 		delete(e.running, m.id)
 		if m.a.live {
 			if e.runningByTask[m.a.task.id]--; e.runningByTask[m.a.task.id] <= 0 {
@@ -665,6 +713,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 	}
 	e.released(ctx, same, relRes)
+	e.closeInbox(ctx, closed, now)
 	e.bfDirty = true
 	e.statsMu.Lock()
 	e.stats.Applied += int64(len(res))
@@ -940,13 +989,4 @@ func (e *Engine) misfireLate(ctx context.Context, now time.Time) error {
 	}
 	_, err = e.transitionAll(ctx, params)
 	return err
-}
-
-// Report takes a result that an executor posted for a ticket whose attempt
-// is not waiting in this process, such as one dispatched by a previous
-// scheduler process (its ticket stays valid: R27). It is applied once if the
-// ticket is current, and recorded and ignored otherwise.
-func (e *Engine) Report(rep runner.Report) {
-	e.results <- outcome{res: runner.Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
-		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}}
 }

@@ -40,6 +40,7 @@ type serverFlags struct {
 	insecure  bool
 	openReads bool
 	webhook   string
+	grace     time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -67,6 +68,7 @@ the store's lease.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -121,6 +123,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
+	if f.grace <= 0 {
+		return usageErr("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
+	}
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
 	}
@@ -144,7 +149,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
 	}
 	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Registerer: reg, OnAlert: func(a engine.Alert) {
+		Grace: f.grace, Registerer: reg, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
@@ -153,7 +158,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, report: eng.Report, token: execToken}
+		api := &executorAPI{st: st, g: g, self: "http://" + f.listen, token: execToken}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
