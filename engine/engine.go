@@ -601,9 +601,6 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	if err := e.createWindow(ctx, now); err != nil {
 		return err
 	}
-	if err := e.misfireLate(ctx, now); err != nil {
-		return err
-	}
 	if err := e.load(ctx, now); err != nil {
 		return err
 	}
