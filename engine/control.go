@@ -327,10 +327,11 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 }
 
 // scheduleWoken schedules WAITING instances whose upstreams are done, at their fire
-// time (the one they had, or now plus delay). Those due more than
-// MisfireAfter ago are misfires: per task, fire_once keeps the latest,
-// skip keeps none, fire_all keeps up to MisfireLimit; the others fail with
-// the reason "skipped by misfire policy".
+// time (the one they had, or now plus delay). Those whose fire time passed
+// are a backlog that misfireSplit judges per task: a misfire when the
+// earliest is more than MisfireAfter late (fire_once keeps the latest, skip
+// none, fire_all up to MisfireLimit; the others fail with the reason
+// "skipped by misfire policy"), otherwise each runs late.
 func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
 	byTask := map[string][]store.Instance{}
 	var order []string
@@ -369,13 +370,21 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		ti, list := e.tasks[id], byTask[id]
 		var late, onTime []store.Instance
 		for _, in := range list {
-			if fireOf(in, ti).Before(now.Add(-e.cfg.MisfireAfter)) {
+			if fireOf(in, ti).Before(now) {
 				late = append(late, in)
 			} else {
 				onTime = append(onTime, in)
 			}
 		}
-		keep := misfireKeep(ti.def.Misfire, len(late), e.cfg.MisfireLimit)
+		slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
+		keep := len(late)
+		if len(late) > 0 {
+			skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+			if !missed { // a short backlog: each runs late, at its fire time
+				onTime, late = append(late, onTime...), nil
+			}
+			keep = len(late) - skip
+		}
 		for i, in := range late {
 			at := now
 			if i >= len(late)-keep {
@@ -431,18 +440,6 @@ func fireOf(in store.Instance, ti *taskInfo) time.Time {
 		return in.NextFireAt
 	}
 	return in.LogicalTime.Add(ti.def.Delay)
-}
-
-// misfireKeep returns how many of n missed fires a policy runs.
-func misfireKeep(p defs.Misfire, n, limit int) int {
-	switch p {
-	case defs.MisfireSkip:
-		return 0
-	case defs.MisfireFireAll:
-		return min(n, limit)
-	default:
-		return min(n, 1)
-	}
 }
 
 func schedule(in store.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {

@@ -87,9 +87,13 @@ type Engine struct {
 	bfDirty       bool // results were applied since the backfills last stepped
 	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
+	inboxPolled   time.Time
+	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
+	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
 	execWG        sync.WaitGroup
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
 	m             *metrics
+	logs          *logWriter // task output (R41)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -135,6 +139,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
+	e.logs = newLogWriter(cfg)
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -147,6 +152,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 			problems = append(problems, fmt.Sprintf("task %s: function %q is not registered", t.ID(), t.Executor.Function))
 		}
 	}
+	e.hasHTTP = hasHTTPTasks(e.tasks)
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
@@ -218,6 +224,11 @@ func boolGauge(b bool) float64 {
 // dispatching, lets running attempts finish for Config.Grace, records their
 // results, cancels the rest and releases the lease.
 func (e *Engine) Run(ctx context.Context) error {
+	// Output of running attempts is flushed until Run returns, through the
+	// grace period of a shutdown too.
+	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLogs()
+	go e.logs.run(logCtx, e.cfg.LogFlush)
 	for {
 		l, err := e.awaitLease(ctx)
 		if err != nil {
@@ -262,6 +273,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
+	e.inboxSeen = map[string]bool{}
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
@@ -398,6 +410,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 				return err
 			}
 			if err := e.releaseCrossWaiting(ctx, now); err != nil {
+				return err
+			}
+		}
+		if e.leader(now) {
+			if err := e.pollInbox(ctx, now); err != nil {
 				return err
 			}
 		}
@@ -582,9 +599,6 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 		return err
 	}
 	if err := e.createWindow(ctx, now); err != nil {
-		return err
-	}
-	if err := e.misfireLate(ctx, now); err != nil {
 		return err
 	}
 	if err := e.load(ctx, now); err != nil {

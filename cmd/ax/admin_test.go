@@ -75,7 +75,6 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		api.report = e.eng.Report
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- e.eng.Run(ctx) }()

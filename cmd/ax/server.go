@@ -158,7 +158,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, report: eng.Report, token: execToken}
+		api := &executorAPI{st: st, g: g, self: "http://" + f.listen, token: execToken}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
