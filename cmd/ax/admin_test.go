@@ -47,7 +47,7 @@ type apiOpts struct {
 	token     string
 	execToken string
 	openReads bool
-	standby   bool // no engine: a process that serves reads only
+	standby   bool   // no engine: a process that serves reads only
 	pipeline  string // instead of shopPipeline
 }
 
