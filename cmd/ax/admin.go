@@ -41,7 +41,7 @@ type admin struct {
 const maxBody = 64 << 10
 
 // route is one endpoint. The table of routes drives the mux, access
-// control and the README's API section (see TestAPIDocMatchesRoutes).
+// control and the API reference docs/api.md (see TestAPIDocMatchesRoutes).
 type route struct {
 	method, path string
 	write        bool // changes state: needs the token; refused on a standby
@@ -83,6 +83,7 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/groups/{group}/pause", true, "pause every task of the group, in every pipeline", scopeOp(engine.OpPause, store.ScopeGroup)},
 		{"POST", "/api/v1/groups/{group}/resume", true, "resume the group", scopeOp(engine.OpResume, store.ScopeGroup)},
 		{"GET", "/api/v1/instances", false, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `limit`", (*admin).instances},
+		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
 		{"POST", "/api/v1/instances/{id}/kill", true, "kill one running instance", instanceOp(engine.OpKill)},
 		{"POST", "/api/v1/instances/{id}/rerun", true, "rerun one instance (failed, killed or succeeded)", instanceOp(engine.OpRerun)},
 		{"POST", "/api/v1/runs/{run}/rerun", true, "rerun a run's failed and killed instances", (*admin).runRerun},
@@ -131,7 +132,7 @@ func (a *admin) register(mux *http.ServeMux) {
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 			return
 		}
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no endpoint %s %s: the README lists the API", r.Method, r.URL.Path)})
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no endpoint %s %s: docs/api.md lists the API", r.Method, r.URL.Path)})
 	})
 }
 
@@ -158,6 +159,10 @@ func (a *admin) serve(rt route) http.HandlerFunc {
 		v, err := rt.h(a, r)
 		if err != nil {
 			writeErr(w, err)
+			return
+		}
+		if stream, ok := v.(streamer); ok {
+			stream(w)
 			return
 		}
 		code := http.StatusOK
@@ -392,7 +397,7 @@ func checkListen(addr, token, execToken string, insecure bool) error {
 	return nil
 }
 
-// apiDoc renders the route table as the README's API section.
+// apiDoc renders the route table as the API reference, docs/api.md.
 func apiDoc() string {
 	var b strings.Builder
 	b.WriteString("| method | path | needs the token | what it does |\n| --- | --- | --- | --- |\n")
@@ -406,6 +411,6 @@ func apiDoc() string {
 	b.WriteString("| GET | `/metrics` | when reads are not open | Prometheus metrics |\n")
 	b.WriteString("| GET | `/readyz` | no | 200 when this process serves: primary, or standby with a reachable store |\n")
 	b.WriteString("| GET | `/healthz` | no | 200 while the process runs |\n")
-	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | no | the executor protocol (below) |\n")
+	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | no | the executor protocol ([protocol.md](protocol.md)) |\n")
 	return b.String()
 }
