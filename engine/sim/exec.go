@@ -2,13 +2,14 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
 )
 
 // behaviour is what a simulated executor does with one attempt.
@@ -72,6 +73,10 @@ func (x *simExec) Execute(ctx context.Context, a runner.Attempt) (runner.Result,
 	w.ex.mu.Unlock()
 	h := mix(uint64(w.seed), uint64(a.InstanceID), uint64(k))
 	b := pickBehaviour(h)
+	sc := w.opts.scenario
+	if sc != nil {
+		b = sc.behave[a.Pipeline+"."+a.Task]
+	}
 	if w.restrict.noRefuse && b == bRefuse {
 		b = bSucceed
 	}
@@ -96,6 +101,12 @@ func (x *simExec) Execute(ctx context.Context, a runner.Attempt) (runner.Result,
 	latency := time.Duration(h>>20%2000) * time.Millisecond
 	if h>>40%10 == 0 { // now and then slow, sometimes past the timeout
 		latency = time.Duration(h>>8%uint64(max(time.Until(a.Deadline)/time.Millisecond*5/4, 1))) * time.Millisecond
+	}
+	if sc != nil {
+		latency = 10 * time.Millisecond
+		if d, ok := sc.latency[a.Pipeline+"."+a.Task]; ok {
+			latency = d
+		}
 	}
 	if b == bHang {
 		latency = 1000 * time.Hour
@@ -127,7 +138,7 @@ func (x *simExec) Execute(ctx context.Context, a runner.Attempt) (runner.Result,
 		return runner.Result{Ticket: a.Ticket, Status: runner.StatusTimeout, Error: "sim: result lost"}, nil
 	case bDuplicate:
 		finish(true)
-		w.duplicate(a.Ticket, latency)
+		w.duplicate(a.Ticket, a.InstanceID, latency)
 	default:
 		finish(true)
 	}
@@ -143,26 +154,21 @@ func ended(ctx context.Context, a runner.Attempt, start time.Time) runner.Result
 	return r
 }
 
-// duplicate reports a success a second time, a little later, to whichever
-// engine is primary then (as an HTTP executor that retried its POST would).
-func (w *world) duplicate(ticket string, after time.Duration) {
+// duplicate reports a success a second time, a little later, as an HTTP
+// executor that retried its POST would: into the results inbox, which any
+// server writes and the primary reads.
+func (w *world) duplicate(ticket string, instance int64, after time.Duration) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
 		time.Sleep(after/2 + time.Millisecond)
-		w.mu.Lock()
-		var to *engine.Engine
-		for _, n := range w.nodes {
-			if n.alive() {
-				to = n.eng
-				if n.eng.Stats().Leader {
-					break
-				}
-			}
-		}
-		w.mu.Unlock()
-		if to != nil {
-			to.Report(runner.Report{Ticket: ticket, Status: runner.StatusSuccess, DurationMS: 1})
+		rep, _ := json.Marshal(runner.Report{Ticket: ticket, Status: runner.StatusSuccess, DurationMS: 1})
+		_, err := w.st.ReceiveResult(context.Background(), store.InboxEntry{Ticket: ticket, InstanceID: instance, Report: string(rep),
+			ReceivedBy: "sim", ReceivedAt: time.Now()})
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+			w.mu.Lock()
+			w.lateErr = err
+			w.mu.Unlock()
 		}
 	}()
 }

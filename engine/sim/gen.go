@@ -40,6 +40,7 @@ type genTask struct {
 	group    string
 	misfire  string
 	overlap  string
+	http     bool // an HTTP task: its late and duplicate results come through the inbox
 }
 
 // genPipeline is one generated pipeline file.
@@ -128,6 +129,7 @@ func generate(r *rand.Rand, restrict restrictions) *spec {
 			if r.IntN(4) == 0 {
 				t.group = pick(r, groups)
 			}
+			t.http = r.IntN(4) == 0
 			if kind == 1 && (j == 0 || r.IntN(2) == 0) {
 				t.cron = genCron(r, !big)
 				t.misfire, t.overlap = pick(r, misfires), pick(r, overlaps)
@@ -211,7 +213,11 @@ func (p *genPipeline) yaml() string {
 	fmt.Fprintf(&b, "misfire: %s\noverlap: %s\n", p.misfire, p.overlap)
 	b.WriteString("tasks:\n")
 	for _, t := range p.tasks {
-		fmt.Fprintf(&b, "  - name: %s\n    function: sim\n    timeout: %s\n", t.name, t.timeout)
+		exec := "function: sim"
+		if t.http {
+			exec = "http: http://127.0.0.1:9/sim" // served in-process by the simulator
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    %s\n    timeout: %s\n", t.name, exec, t.timeout)
 		if len(t.deps) > 0 {
 			fmt.Fprintf(&b, "    depends_on: [%s]\n", strings.Join(t.deps, ", "))
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/engine"
 )
 
 var (
@@ -27,7 +29,6 @@ var (
 // regression case below then runs instead of skipping.
 var today = Restrictions{
 	WaitBehindFailed: true, // issue 14 item 3; regression: TestSimFailedUpstreamEndsRun
-	FallBackWildcard: true, // issue 13 item 5; regression: TestSimFallBackWildcard
 	NoGateRelease:    true, // issue 14 item 1; regression: TestSimGateWaitsForUpstream
 }
 
@@ -118,38 +119,63 @@ func fail(t *testing.T, rep Report) {
 	t.Error(b.String())
 }
 
-// regression runs seed with every restriction lifted and fails on a
-// violation of inv: each is a bug the simulator found (see the table in
-// the package doc).
-func regression(t *testing.T, seed int64, inv string) {
+// regression runs a hand-built scenario and fails on any violation: each
+// is a bug the simulator found (see the table in the package doc), cut
+// down to the world that shows it.
+func regression(t *testing.T, sc *scenario) {
 	t.Helper()
-	rep := Run(t, seed, Options{})
-	for _, v := range rep.Violations {
-		if v.Invariant == inv {
-			fail(t, Report{Seed: seed, Violations: []Violation{v}, Trace: rep.Trace})
-			return
-		}
+	rep := Run(t, 1, Options{scenario: sc})
+	if len(rep.Violations) > 0 {
+		t.Log("\n" + strings.Join(rep.Trace, "\n"))
 	}
+	fail(t, rep)
+}
+
+// advanceBy returns n steps that each let d pass.
+func advanceBy(n int, d time.Duration) []step {
+	out := make([]step, n)
+	for i := range out {
+		out[i].advance = d
+	}
+	return out
+}
+
+// TestSimFallBackWildcard: wildcard schedules lost every fire in the
+// repeated hour of a fall-back day (found by I4 on seeds 3, 94, 103 and 106
+// of the first 200, each on its first fall-back day). Fixed by issue 13.
+func TestSimFallBackWildcard(t *testing.T) {
+	t.Parallel()
+	p := &genPipeline{name: "p0", zone: "America/New_York", group: "default", misfire: "fire_once", overlap: "skip", tasks: []*genTask{
+		{name: "every5m", timeout: 10 * time.Second, cron: &cronForm{text: "*/5 * * * *", min: "*/5", hour: "*"}, misfire: "fire_once", overlap: "skip"},
+		{name: "every20s", timeout: 10 * time.Second, cron: &cronForm{text: "*/20 * * * * *", sec: "*/20", min: "*", hour: "*"}, misfire: "fire_once", overlap: "skip"},
+	}}
+	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 11, 1, 5, 50, 0, 0, time.UTC), // 01:50 EDT
+		steps: advanceBy(90, time.Minute)})
 }
 
 // TestSimFailedUpstreamEndsRun: a FAILED upstream left its downstream
-// WAITING forever (found by I5 on seed 2, in its first 14 simulated minutes).
+// WAITING forever, so the run never ended (found by I5 on seed 2, and on
+// most seeds, within 14 simulated minutes).
 func TestSimFailedUpstreamEndsRun(t *testing.T) {
 	t.Skip("needs issue 14 item 3: failure propagation")
-	regression(t, 2, invRunsEnd)
-}
-
-// TestSimFallBackWildcard: a wildcard schedule lost its fires in the
-// repeated hour of a fall-back day (found by I4 on seeds 3, 94, 103, 106).
-func TestSimFallBackWildcard(t *testing.T) {
-	t.Skip("needs issue 13 item 5: wildcard schedules follow real time")
-	regression(t, 103, invDueFire)
+	t.Parallel()
+	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
+		schedule: &cronForm{text: "*/5 * * * *", min: "*/5", hour: "*"},
+		tasks:    []*genTask{{name: "extract", timeout: 10 * time.Second}, {name: "load", timeout: 10 * time.Second, deps: []string{"extract"}}}}
+	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 0, 30, 0, time.UTC),
+		steps: advanceBy(12, time.Minute), behave: map[string]behaviour{"p0.extract": bPermanent}})
 }
 
 // TestSimGateWaitsForUpstream: an operator's trigger of a manual task
-// started it before its upstream succeeded (found by I3 on seeds 110, 154,
-// 181).
+// started it while its upstream still ran (found by I3 on seeds 110, 154
+// and 181 of the first 200).
 func TestSimGateWaitsForUpstream(t *testing.T) {
 	t.Skip("needs issue 14 item 1: a released gate still waits for its upstreams")
-	regression(t, 181, invUpstream)
+	t.Parallel()
+	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
+		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
+		tasks:    []*genTask{{name: "build", timeout: 30 * time.Second}, {name: "approve", timeout: 10 * time.Second, deps: []string{"build"}, manual: true}}}
+	steps := []step{{advance: 65 * time.Second}, {op: &engine.Op{Kind: engine.OpTrigger, Target: "p0.approve"}}}
+	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 59, 0, 0, time.UTC),
+		steps: append(steps, advanceBy(5, time.Minute)...), latency: map[string]time.Duration{"p0.build": 20 * time.Second}})
 }

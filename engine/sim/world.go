@@ -30,6 +30,26 @@ type Options struct {
 	Restrict Restrictions
 	// Logger receives the engines' logs. Nil discards them.
 	Logger *slog.Logger
+
+	// scenario, when set, replaces the generated world and the random
+	// steps with a hand-built one (the regression cases).
+	scenario *scenario
+}
+
+// scenario is a hand-built world: its pipelines, start, the driver's steps
+// and what executors do with each task's attempts.
+type scenario struct {
+	pipelines []*genPipeline
+	start     time.Time
+	steps     []step
+	behave    map[string]behaviour     // by pipeline.task; others succeed
+	latency   map[string]time.Duration // by pipeline.task; others 10 ms
+}
+
+// step is one scripted driver step: let time pass, or send a request.
+type step struct {
+	advance time.Duration
+	op      *engine.Op
 }
 
 // Restrictions keep the generator away from a behaviour while the fix for a
@@ -191,6 +211,7 @@ type world struct {
 	limited  bool // an operator set a dispatch rate
 	longJump bool // one jump of a day or more per seed: catch-ups are costly
 	notes    map[string]int
+	lateErr  error // a duplicate result the inbox refused
 }
 
 // Run simulates one seed inside a synctest bubble and returns its report.
@@ -231,7 +252,11 @@ func (w *world) run() Report {
 	var files []string
 	var err error
 	for try := 0; ; try++ {
-		w.spec = generate(w.rng, w.restrict)
+		if sc := w.opts.scenario; sc != nil {
+			w.spec = &spec{pipelines: sc.pipelines, start: sc.start}
+		} else {
+			w.spec = generate(w.rng, w.restrict)
+		}
 		files, err = w.compile()
 		if err == nil && w.perHour() > instancesPerHour {
 			err = fmt.Errorf("%d instances an hour, over the budget of %d", w.perHour(), instancesPerHour)
@@ -257,8 +282,15 @@ func (w *world) run() Report {
 		w.start()
 	}
 	w.settle()
+	if sc := w.opts.scenario; sc != nil {
+		w.opts.Steps = len(sc.steps)
+	}
 	for w.step = 1; w.step <= w.opts.Steps && len(w.viol) == 0; w.step++ {
-		w.act()
+		if sc := w.opts.scenario; sc != nil {
+			w.scripted(sc.steps[w.step-1])
+		} else {
+			w.act()
+		}
 		w.settle()
 		w.reap()
 		w.chk.check(false)
@@ -367,7 +399,8 @@ func (w *world) start() *node {
 	n := &node{name: fmt.Sprintf("e%d", w.seq), done: make(chan error, 1), dead: make(chan struct{})}
 	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
 		DispatchRate: w.spec.rate, GroupRates: w.spec.groups, Grace: 3 * time.Second}
-	eng, err := engine.New(cfg, w.st, w.g, engine.Executors{defs.ExecFunction: &simExec{w: w, node: n}})
+	x := &simExec{w: w, node: n}
+	eng, err := engine.New(cfg, w.st, w.g, engine.Executors{defs.ExecFunction: x, defs.ExecHTTP: x})
 	if err != nil {
 		w.violate("setup", "engine.New: %v", err)
 		return n
@@ -439,6 +472,27 @@ func (w *world) primary() *node {
 		}
 	}
 	return nil
+}
+
+// scripted takes one step of a scenario.
+func (w *world) scripted(s step) {
+	if s.op != nil {
+		p := w.primary()
+		if p == nil {
+			w.violate("scenario", "no primary for %s", opString(*s.op))
+			return
+		}
+		op := *s.op
+		op.Actor = "sim"
+		msg, err := w.do(p, op)
+		w.logf("verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
+		w.settle()
+		w.notePauses()
+	}
+	if s.advance > 0 {
+		w.logf("advance %s", s.advance)
+		w.advance(s.advance)
+	}
 }
 
 // act takes one random driver step.
