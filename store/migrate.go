@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 var migrations = []migration{{
 	version: 1,
@@ -109,6 +109,15 @@ var migrations = []migration{{
 			createIndex(d, "runs", "created_at"),
 			createIndex(d, "actions", "instance_id", "id"),
 		}
+	},
+}, {
+	// Version 5: what retention keeps of the instances it prunes, per task
+	// (R42): outcome counts and the last instance, so summaries survive.
+	version: 5,
+	tables: []table{
+		{name: "task_pruned", cols: [][2]string{{"task_id", "str257"}, {"success", "bigint"}, {"failed", "bigint"}, {"killed", "bigint"},
+			{"last_instance", "bigint"}, {"last_state", "str16"}, {"last_executor", "str255"}, {"last_logical", "bigint"},
+			{"last_started", "bigint"}, {"last_ended", "bigint"}, {"updated_at", "bigint"}}, primary: []string{"task_id"}},
 	},
 }}
 
