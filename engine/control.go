@@ -264,11 +264,16 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 	if len(params) == 0 {
 		return 0, nil
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	// What the outcomes settle downstream (a skip fails what waited on it)
+	// commits with them.
+	var settled []release
+	res, relRes, err := e.st.TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, e.cfg.Now(), &settled))
 	if err != nil {
+		clear(e.runs)
 		return 0, err
 	}
 	n := 0
+	var ended []*taskInfo
 	for i, r := range res {
 		if r.Err != nil {
 			continue
@@ -277,8 +282,16 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 		id := params[i].InstanceID
 		delete(e.pending, id) // a stale wheel or queue entry would fail its CAS anyway
 		e.dropCachedRunOf(id)
+		if to := params[i].To; to == store.Failed || to == store.Killed || to == store.Success {
+			if in, err := e.st.Instance(ctx, id); err == nil && e.tasks[in.TaskID] != nil {
+				ended = append(ended, e.tasks[in.TaskID])
+			}
+		}
 	}
-	return n, nil
+	if len(settled) > 0 {
+		e.released(ctx, settled, relRes)
+	}
+	return n, e.crossAfter(ctx, ended, e.cfg.Now())
 }
 
 // resume lifts a pause. Instances of the scope that no other pause covers go

@@ -238,8 +238,11 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	if len(params) == 0 {
 		return false, nil
 	}
-	res, err := e.st.TransitionBatch(ctx, params)
+	// A skip (overlap) fails what waited on it in its run, in the same transaction.
+	var settled []release
+	res, relRes, err := e.st.TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
+		clear(e.runs)
 		// Nothing was recorded, so nothing runs: put them back for the next try.
 		for _, id := range picked {
 			p := e.pending[id]
@@ -286,6 +289,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			continue
 		}
 		e.execute(id, a, nil)
+	}
+	if len(settled) > 0 {
+		e.released(ctx, settled, relRes)
 	}
 	e.statsMu.Lock()
 	e.stats.Dispatched += int64(dispatched)

@@ -288,3 +288,31 @@ func TestCrossPipelineFailurePropagatesAndRerunBringsItBack(t *testing.T) {
 		}
 	})
 }
+
+// A policy skip fails the downstream of the skipped instance too.
+func TestMisfireSkipFailsDownstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1h\"\nmisfire: skip\ndefaults: {function: record}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
+		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopePipeline, Target: "s", Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		sleep(time.Hour + 5*time.Minute)
+		if _, err := e.do(Op{Kind: OpResume, Scope: store.ScopePipeline, Target: "s", Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		sleep(time.Second)
+		e.stop()
+		a := e.instances(store.InstanceFilter{TaskID: "s.a", LogicalTo: start.Add(time.Hour)})
+		b := e.instances(store.InstanceFilter{TaskID: "s.b", LogicalTo: start.Add(time.Hour)})
+		if len(a) != 1 || len(b) != 1 || a[0].State != store.Failed || !strings.HasPrefix(a[0].Error, "skipped") {
+			t.Fatalf("a %+v", a)
+		}
+		if b[0].State != store.Failed || b[0].Error != "upstream s.a was skipped" || b[0].Attempt != 0 {
+			t.Errorf("b: %s %q", b[0].State, b[0].Error)
+		}
+		if len(e.rec.snapshot()) != 0 {
+			t.Errorf("calls %v", e.rec.snapshot())
+		}
+	})
+}
