@@ -4,7 +4,7 @@ BIN       ?= bin/ax
 PIPELINES ?= examples
 FUZZTIME  ?= 30s
 
-.PHONY: all build run test vet validate-dag bench fuzz chaos clean
+.PHONY: all build run quickstart test vet validate-dag bench fuzz chaos clean
 
 all: build
 
@@ -12,15 +12,20 @@ build:
 	$(GO) build -o $(BIN) ./cmd/ax
 
 # The main job: the scheduler on an embedded SQLite file (./ax.db) with the
-# example pipelines. Ctrl-C stops it gracefully; `bin/ax status` shows runs.
+# example pipelines, and the example executor beside it. PORT is the
+# server's; the executor takes PORT+1010 (8080 -> 9090). A busy port stops
+# it before anything starts. Ctrl-C stops both; `bin/ax status` shows runs.
+PORT ?= 8080
 run: build
 	$(GO) build -o bin/example-executor ./examples/executor
-	$(BIN) validate $(PIPELINES)
-	bin/example-executor -listen 127.0.0.1:9090 -scheduler http://127.0.0.1:8080 & pid=$$!; trap "kill $$pid" EXIT INT TERM; \
-	$(BIN) server --store ax.db --pipelines $(PIPELINES)
+	BIN=$(BIN) PIPELINES=$(PIPELINES) PORT=$(PORT) scripts/run.sh
 
 vet:
 	$(GO) vet ./...
+
+# The README's quick start, as written (also the last step of make test).
+quickstart:
+	.ci/quickstart
 
 # All tests; the engine again under the race detector. MySQL tests run when
 # AX_TEST_MYSQL_DSN is set (CI always sets it; see .ci/run).
@@ -31,6 +36,8 @@ test: vet
 	$(GO) test -count=1 -race -short ./engine/... ./store/... ./dag/... ./runner/...
 	# Alone, because it restarts MariaDB under two servers (skips without a DSN).
 	AX_TEST_HA_RESTART=1 $(GO) test -count=1 -run TestHAMariaDBRestart ./cmd/ax
+	# The README's quick start, run as written in a scratch copy of the tree.
+	.ci/quickstart
 
 # Validate every checked-in pipeline (CI-friendly: exit 1 with file:line:col errors).
 validate-dag: build

@@ -41,7 +41,7 @@ func (e *Engine) Alert(ctx context.Context, a Alert) {
 	if a.Kind == AlertBreakerClosed {
 		reason = "recovered"
 	}
-	if err := e.st.AppendAction(ctx, store.Action{At: a.At, Actor: Actor, Action: a.Kind, Pipeline: a.Pipeline, TaskID: a.Task,
+	if err := e.w().AppendAction(ctx, store.Action{At: a.At, Actor: Actor, Action: a.Kind, Pipeline: a.Pipeline, TaskID: a.Task,
 		InstanceID: a.Instance, Ticket: a.Ticket, Reason: reason, Detail: a.Message}); err != nil {
 		e.log.Error("action_not_recorded", "action", a.Kind, "task", a.Task, "err", err)
 	}

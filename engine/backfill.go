@@ -158,7 +158,7 @@ func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) e
 			var err error
 			if b, err = e.resumeBackfill(ctx, r); err != nil {
 				r.State, r.Error = BackfillFailed, err.Error()
-				if uerr := e.st.UpdateBackfill(ctx, r, now); uerr != nil {
+				if uerr := e.w().UpdateBackfill(ctx, r, now); uerr != nil {
 					return uerr
 				}
 				continue
@@ -287,7 +287,7 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 	e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
 	e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
 	e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
-	return e.st.UpdateBackfill(ctx, b.rec, now)
+	return e.w().UpdateBackfill(ctx, b.rec, now)
 }
 
 // cancelBackfill stops a backfill from starting more runs; the runs in
@@ -315,7 +315,7 @@ func (e *Engine) cancelBackfill(ctx context.Context, op Op, now time.Time) (stri
 	}
 	rec.State = BackfillCancelled
 	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + op.Actor)
-	if err := e.st.UpdateBackfill(ctx, rec, now); err != nil {
+	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("backfill %d cancelled at %d/%d runs; %d run(s) in flight finish", rec.ID, rec.DoneRuns, rec.TotalRuns, active), nil

@@ -29,8 +29,13 @@ type Config struct {
 	// Holder names this process in the lease. Default host:pid.
 	Holder string
 	// Grace is how long shutdown waits for running attempts before
-	// cancelling them. Default 10 s.
+	// cancelling them and giving them back (RETRYING, the attempt not
+	// counted). Default 30 s.
 	Grace time.Duration
+	// TurnBudget bounds how long one turn of the loop dispatches before it
+	// serves results, operator requests and timers again; the rest goes out
+	// in the next turn, in priority order. Default 100 ms.
+	TurnBudget time.Duration
 	// BackoffCap caps retry waits. Default 10 m.
 	BackoffCap time.Duration
 	// ClaimAhead is how long before its fire time an instance due in the
@@ -87,7 +92,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.LeaseRenew = 5 * time.Second
 	}
 	if c.Grace == 0 {
-		c.Grace = 10 * time.Second
+		c.Grace = 30 * time.Second
+	}
+	if c.TurnBudget == 0 {
+		c.TurnBudget = 100 * time.Millisecond
 	}
 	if c.ClaimAhead == 0 {
 		c.ClaimAhead = time.Second

@@ -70,6 +70,9 @@ type opReply struct {
 // did. Bad requests (an unknown task, an instance in the wrong state) fail
 // with an error that says why and change nothing.
 func (e *Engine) Do(ctx context.Context, op Op) (string, error) {
+	if !e.Primary() {
+		return "", fmt.Errorf("%w: the lease is not safely held here", errNotPrimary)
+	}
 	req := request{op: op, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
@@ -99,7 +102,7 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		} else {
 			opErr = fmt.Errorf("malformed request %d: %v", o.ID, opErr)
 		}
-		if err := e.st.FinishOp(ctx, o.ID, msg, opErr, e.epoch, now); err != nil {
+		if err := e.w().FinishOp(ctx, o.ID, msg, opErr, now); err != nil {
 			return err
 		}
 	}
@@ -138,7 +141,7 @@ func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error
 		outcome = "refused: " + err.Error()
 	}
 	detail, _ := json.Marshal(op)
-	if aerr := e.st.AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
+	if aerr := e.w().AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
 		InstanceID: op.Instance, Reason: op.Reason, Detail: outcome + " " + string(detail)}); aerr != nil && err == nil {
 		err = aerr
 	}
@@ -234,7 +237,7 @@ func (e *Engine) pause(ctx context.Context, op Op, now time.Time) (string, error
 		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", op.Scope, op.Target, p.Actor, p.At.Format(time.RFC3339))
 	}
 	p := store.Pause{Scope: op.Scope, Name: op.Target, Actor: op.Actor, Reason: op.Reason, At: now}
-	if err := e.st.SetPause(ctx, p); err != nil {
+	if err := e.w().SetPause(ctx, p); err != nil {
 		return "", err
 	}
 	e.paused[string(op.Scope)+"/"+op.Target] = p
@@ -267,7 +270,7 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 	// What the outcomes settle downstream (a skip fails what waited on it)
 	// commits with them.
 	var settled []release
-	res, relRes, err := e.st.TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, e.cfg.Now(), &settled))
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, e.cfg.Now(), &settled))
 	if err != nil {
 		clear(e.runs)
 		return 0, err
@@ -305,7 +308,7 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 	if _, ok := e.paused[string(op.Scope)+"/"+op.Target]; !ok {
 		return "", fmt.Errorf("%s %s is not paused", op.Scope, op.Target)
 	}
-	if err := e.st.ClearPause(ctx, op.Scope, op.Target); err != nil {
+	if err := e.w().ClearPause(ctx, op.Scope, op.Target); err != nil {
 		return "", err
 	}
 	delete(e.paused, string(op.Scope)+"/"+op.Target)
@@ -323,7 +326,7 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Paused, To: store.Waiting,
 				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "resumed"})
 		}
-		res, err := e.st.TransitionBatch(ctx, params)
+		res, err := e.w().TransitionBatch(ctx, params)
 		if err != nil {
 			return "", err
 		}
@@ -345,10 +348,11 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 }
 
 // scheduleWoken schedules WAITING instances whose upstreams are done, at their fire
-// time (the one they had, or now plus delay). Those due more than
-// MisfireAfter ago are misfires: per task, fire_once keeps the latest,
-// skip keeps none, fire_all keeps up to MisfireLimit; the others fail with
-// the reason "skipped by misfire policy".
+// time (the one they had, or now plus delay). Those whose fire time passed
+// are a backlog that misfireSplit judges per task: a misfire when the
+// earliest is more than MisfireAfter late (fire_once keeps the latest, skip
+// none, fire_all up to MisfireLimit; the others fail with the reason
+// "skipped by misfire policy"), otherwise each runs late.
 func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
 	byTask := map[string][]store.Instance{}
 	var (
@@ -388,13 +392,21 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		ti, list := e.tasks[id], byTask[id]
 		var late, onTime []store.Instance
 		for _, in := range list {
-			if fireOf(in, ti).Before(now.Add(-e.cfg.MisfireAfter)) {
+			if fireOf(in, ti).Before(now) {
 				late = append(late, in)
 			} else {
 				onTime = append(onTime, in)
 			}
 		}
-		keep := misfireKeep(ti.def.Misfire, len(late), e.cfg.MisfireLimit)
+		slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
+		keep := len(late)
+		if len(late) > 0 {
+			skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+			if !missed { // a short backlog: each runs late, at its fire time
+				onTime, late = append(late, onTime...), nil
+			}
+			keep = len(late) - skip
+		}
 		for i, in := range late {
 			at := now
 			if i >= len(late)-keep {
@@ -411,7 +423,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		}
 		if len(late) > 0 {
 			detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
-			if err := e.st.AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
+			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
 				Detail: detail}); err != nil {
 				return 0, 0, err
 			}
@@ -425,7 +437,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		}
 	}
 	var settled []release
-	res, relRes, err := e.st.TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
 		clear(e.runs)
 		return 0, 0, err
@@ -453,18 +465,6 @@ func fireOf(in store.Instance, ti *taskInfo) time.Time {
 		return in.NextFireAt
 	}
 	return in.LogicalTime.Add(ti.def.Delay)
-}
-
-// misfireKeep returns how many of n missed fires a policy runs.
-func misfireKeep(p defs.Misfire, n, limit int) int {
-	switch p {
-	case defs.MisfireSkip:
-		return 0
-	case defs.MisfireFireAll:
-		return min(n, limit)
-	default:
-		return min(n, 1)
-	}
 }
 
 func schedule(in store.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {
@@ -562,7 +562,7 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, op Op, now time.Time)
 	if in == nil {
 		return "", false, nil
 	}
-	v, err := e.st.Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: op.Actor, Reason: op.Reason, Epoch: e.epoch, Now: now})
+	v, err := e.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: op.Actor, Reason: op.Reason, Epoch: e.epoch, Now: now})
 	if err != nil {
 		return "", false, err
 	}
@@ -734,14 +734,14 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 		case store.Killed, store.Success:
 			from, v := in.State, in.Version
 			if from == store.Killed {
-				nv, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
+				nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
 					Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
 				if err != nil {
 					return "", err
 				}
 				from, v = store.Waiting, nv
 			}
-			nv, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
+			nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
 				Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
 			if err != nil {
 				return "", err
@@ -772,7 +772,7 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 // rerun of a FAILED instance, which the table moves straight to RUNNING.
 func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
 	ticket, att := newTicket(), 1
-	v, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
+	v, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
 		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(string(p.task.def.Executor.Kind))},
 		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", TaskID: p.task.id, Ticket: ticket, Reason: why}})
@@ -828,7 +828,7 @@ func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, e
 	}
 	l := e.bucket.Limits()
 	b, _ := json.Marshal(l)
-	if err := e.st.SetSetting(ctx, limitsSetting, string(b), now); err != nil {
+	if err := e.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
 		return "", fmt.Errorf("limits: applied but not stored (a restart would lose them): %w", err)
 	}
 	e.publishLimits(l)

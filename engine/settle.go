@@ -252,7 +252,7 @@ func neverRan(in store.Instance) bool {
 
 // bringBackOne moves one instance that never ran FAILED → WAITING.
 func (e *Engine) bringBackOne(ctx context.Context, in store.Instance, actor string, now time.Time) error {
-	_, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Waiting,
+	_, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Waiting,
 		Set:   store.Changes{Error: ptr(""), EndedAt: &time.Time{}, Reason: ptr("waiting for its upstreams again (rerun)")},
 		Epoch: e.epoch, Now: now, Actor: actor, Reason: "rerun of an upstream: it never ran (" + in.Error + ")"})
 	if err != nil {

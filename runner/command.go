@@ -104,6 +104,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	err = cmd.Wait()
 	close(done)
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever the task left behind in its group
+	err = exitStatus(cmd, err)
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Exited() {
@@ -113,6 +114,17 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	r := finish(ctx, a, start, err)
 	r.Output = out.Bytes()
 	return r, nil
+}
+
+// exitStatus makes the command's exit status its outcome: when the process
+// exited 0 but its output copier gave up waiting (exec.ErrWaitDelay: a
+// child it left behind held the pipe, or the copier was starved under
+// load), the attempt succeeded; only the tail of its output may be short.
+func exitStatus(cmd *exec.Cmd, err error) error {
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		return nil
+	}
+	return err
 }
 
 // render expands the templates of spec for a.

@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 var migrations = []migration{{
 	version: 1,
@@ -79,9 +79,18 @@ var migrations = []migration{{
 			index: [][]string{{"state", "id"}}},
 	},
 }, {
-	// Version 3: manual gates keep who approved them (a released gate still
-	// waits for its upstreams), and runs keep the trigger's --param values.
+	// Version 3: the results inbox (R43). Any server stores an executor's
+	// result here, by ticket, before acknowledging it; the primary applies it.
 	version: 3,
+	tables: []table{
+		{name: "inbox", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"report", "text"}, {"received_by", "str255"},
+			{"received_at", "bigint"}, {"applied_at", "bigint?"}, {"applied_epoch", "bigint?"}, {"outcome", "str64?"}},
+			primary: []string{"ticket"}, index: [][]string{{"applied_at", "received_at"}}},
+	},
+}, {
+	// Version 4: manual gates keep who approved them (a released gate still
+	// waits for its upstreams), and runs keep the trigger's --param values.
+	version: 4,
 	extra: func(d dialect) []string {
 		return []string{
 			"ALTER TABLE instances ADD COLUMN approved_by " + d.typ("str128") + " NULL",

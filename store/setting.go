@@ -30,22 +30,26 @@ type Pause struct {
 
 // SetPause records a pause; pausing what is paused already fails with ErrDuplicate.
 func (s *Store) SetPause(ctx context.Context, p Pause) error {
-	return s.inTx(ctx, "pause", func(tx *sql.Tx) error {
-		b := s.sb.Insert("pauses").Columns("scope", "name", "actor", "reason", "at").Values(string(p.Scope), p.Name, p.Actor, p.Reason, p.At.UnixMilli())
-		_, err := s.exec(ctx, tx, fmt.Sprintf("pause %s %s", p.Scope, p.Name), b)
-		return err
-	})
+	return s.inTx(ctx, "pause", func(tx *sql.Tx) error { return s.setPause(ctx, tx, p) })
+}
+
+func (s *Store) setPause(ctx context.Context, tx *sql.Tx, p Pause) error {
+	b := s.sb.Insert("pauses").Columns("scope", "name", "actor", "reason", "at").Values(string(p.Scope), p.Name, p.Actor, p.Reason, p.At.UnixMilli())
+	_, err := s.exec(ctx, tx, fmt.Sprintf("pause %s %s", p.Scope, p.Name), b)
+	return err
 }
 
 // ClearPause removes a pause; ErrNotFound when it was not paused.
 func (s *Store) ClearPause(ctx context.Context, scope PauseScope, name string) error {
-	return s.inTx(ctx, "resume", func(tx *sql.Tx) error {
-		n, err := s.exec(ctx, tx, "resume", s.sb.Delete("pauses").Where(sq.Eq{"scope": string(scope), "name": name}))
-		if err == nil && n == 0 {
-			return notFound(string(scope)+" pause", name)
-		}
-		return err
-	})
+	return s.inTx(ctx, "resume", func(tx *sql.Tx) error { return s.clearPause(ctx, tx, scope, name) })
+}
+
+func (s *Store) clearPause(ctx context.Context, tx *sql.Tx, scope PauseScope, name string) error {
+	n, err := s.exec(ctx, tx, "resume", s.sb.Delete("pauses").Where(sq.Eq{"scope": string(scope), "name": name}))
+	if err == nil && n == 0 {
+		return notFound(string(scope)+" pause", name)
+	}
+	return err
 }
 
 // Pauses lists every pause in force.
@@ -70,12 +74,14 @@ func (s *Store) Pauses(ctx context.Context) ([]Pause, error) {
 
 // SetSetting stores a run-time setting (such as a rate limit).
 func (s *Store) SetSetting(ctx context.Context, name, value string, now time.Time) error {
-	return s.inTx(ctx, "set setting", func(tx *sql.Tx) error {
-		b := s.sb.Insert("settings").Columns("name", "value", "updated_at").Values(name, value, now.UnixMilli()).
-			Suffix(s.d.upsert([]string{"name"}, []string{"value", "updated_at"}))
-		_, err := s.exec(ctx, tx, "set setting "+name, b)
-		return err
-	})
+	return s.inTx(ctx, "set setting", func(tx *sql.Tx) error { return s.setSetting(ctx, tx, name, value, now) })
+}
+
+func (s *Store) setSetting(ctx context.Context, tx *sql.Tx, name, value string, now time.Time) error {
+	b := s.sb.Insert("settings").Columns("name", "value", "updated_at").Values(name, value, now.UnixMilli()).
+		Suffix(s.d.upsert([]string{"name"}, []string{"value", "updated_at"}))
+	_, err := s.exec(ctx, tx, "set setting "+name, b)
+	return err
 }
 
 // Settings returns every stored setting.
@@ -129,15 +135,17 @@ func (s *Store) CreateBackfill(ctx context.Context, b Backfill, now time.Time) (
 
 // UpdateBackfill writes a backfill's state and progress; ErrNotFound for an unknown id.
 func (s *Store) UpdateBackfill(ctx context.Context, b Backfill, now time.Time) error {
-	return s.inTx(ctx, "update backfill", func(tx *sql.Tx) error {
-		u := s.sb.Update("backfills").Set("state", b.State).Set("total_runs", b.TotalRuns).Set("done_runs", b.DoneRuns).
-			Set("failed_runs", b.FailedRuns).Set("error", b.Error).Set("updated_at", now.UnixMilli()).Where(sq.Eq{"id": b.ID})
-		n, err := s.exec(ctx, tx, "update backfill", u)
-		if err == nil && n == 0 {
-			return notFound("backfill", fmt.Sprint(b.ID))
-		}
-		return err
-	})
+	return s.inTx(ctx, "update backfill", func(tx *sql.Tx) error { return s.updateBackfill(ctx, tx, b, now) })
+}
+
+func (s *Store) updateBackfill(ctx context.Context, tx *sql.Tx, b Backfill, now time.Time) error {
+	u := s.sb.Update("backfills").Set("state", b.State).Set("total_runs", b.TotalRuns).Set("done_runs", b.DoneRuns).
+		Set("failed_runs", b.FailedRuns).Set("error", b.Error).Set("updated_at", now.UnixMilli()).Where(sq.Eq{"id": b.ID})
+	n, err := s.exec(ctx, tx, "update backfill", u)
+	if err == nil && n == 0 {
+		return notFound("backfill", fmt.Sprint(b.ID))
+	}
+	return err
 }
 
 // Backfills lists backfills, newest first; id, when not zero, selects one.

@@ -41,7 +41,7 @@ type admin struct {
 const maxBody = 64 << 10
 
 // route is one endpoint. The table of routes drives the mux, access
-// control and the README's API section (see TestAPIDocMatchesRoutes).
+// control and the API reference docs/api.md (see TestAPIDocMatchesRoutes).
 type route struct {
 	method, path string
 	write        bool // changes state: needs the token; refused on a standby
@@ -131,7 +131,7 @@ func (a *admin) register(mux *http.ServeMux) {
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 			return
 		}
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no endpoint %s %s: the README lists the API", r.Method, r.URL.Path)})
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no endpoint %s %s: docs/api.md lists the API", r.Method, r.URL.Path)})
 	})
 }
 
@@ -392,7 +392,7 @@ func checkListen(addr, token, execToken string, insecure bool) error {
 	return nil
 }
 
-// apiDoc renders the route table as the README's API section.
+// apiDoc renders the route table as the API reference, docs/api.md.
 func apiDoc() string {
 	var b strings.Builder
 	b.WriteString("| method | path | needs the token | what it does |\n| --- | --- | --- | --- |\n")
@@ -406,6 +406,6 @@ func apiDoc() string {
 	b.WriteString("| GET | `/metrics` | when reads are not open | Prometheus metrics |\n")
 	b.WriteString("| GET | `/readyz` | no | 200 when this process serves: primary, or standby with a reachable store |\n")
 	b.WriteString("| GET | `/healthz` | no | 200 while the process runs |\n")
-	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | no | the executor protocol (below) |\n")
+	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | no | the executor protocol ([protocol.md](protocol.md)) |\n")
 	return b.String()
 }

@@ -74,7 +74,6 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		api.report = e.eng.Report
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- e.eng.Run(ctx) }()
@@ -432,29 +431,29 @@ func TestCheckListen(t *testing.T) {
 	}
 }
 
-// TestAPIDocMatchesRoutes: the README's API section is generated from the
+// TestAPIDocMatchesRoutes: the API reference (docs/api.md) is generated from the
 // route table; refresh it with go test ./cmd/ax -run TestAPIDoc -update.
 func TestAPIDocMatchesRoutes(t *testing.T) {
 	t.Parallel()
 	const begin, end = "<!-- api:begin -->\n", "<!-- api:end -->"
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(raw)
 	i, j := strings.Index(readme, begin), strings.Index(readme, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q … %q section", strings.TrimSpace(begin), end)
+		t.Fatalf("docs/api.md has no %q … %q section", strings.TrimSpace(begin), end)
 	}
 	want := apiDoc()
 	if got := readme[i+len(begin) : j]; got != want {
 		if *update {
-			if err := os.WriteFile("../../README.md", []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644); err != nil {
+			if err := os.WriteFile("../../docs/api.md", []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("README.md's API section is out of date: run go test ./cmd/ax -run TestAPIDoc -update\ngot:\n%s\nwant:\n%s", got, want)
+		t.Errorf("docs/api.md is out of date: run go test ./cmd/ax -run TestAPIDoc -update\ngot:\n%s\nwant:\n%s", got, want)
 	}
 	// Every documented route is served: none answers with the catch-all 404.
 	e := setupAPI(t, apiOpts{standby: true})

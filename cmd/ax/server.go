@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -39,6 +40,7 @@ type serverFlags struct {
 	insecure  bool
 	openReads bool
 	webhook   string
+	grace     time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -66,6 +68,7 @@ the store's lease.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -103,16 +106,25 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	for _, w := range errs.Warnings() {
 		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
 	}
+	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
+	var ln net.Listener
+	if f.listen != "" {
+		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
+			return err
+		}
+		// Bound first: a busy port stops the server before it has touched the store.
+		if ln, err = listenAPI(f.listen); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		defer ln.Close()
+	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
-	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
-	if f.listen != "" {
-		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
-			return err
-		}
+	if f.grace <= 0 {
+		return usageErr("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
 	}
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
@@ -137,7 +149,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
 	}
 	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Registerer: reg, OnAlert: func(a engine.Alert) {
+		Grace: f.grace, Registerer: reg, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
@@ -146,7 +158,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, report: eng.Report, token: execToken}
+		api := &executorAPI{st: st, g: g, self: "http://" + f.listen, token: execToken}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
@@ -156,12 +168,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- serveAPI(apiCtx, f.listen, mux) }()
-		select {
-		case err := <-apiErr:
-			return &exitError{code: exitFailed, err: err}
-		case <-time.After(100 * time.Millisecond): // listening
-		}
+		go func() { apiErr <- serveAPI(apiCtx, ln, mux) }()
 		go announcePrimary(apiCtx, st, eng, "http://"+f.listen, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
@@ -194,9 +201,11 @@ func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, u
 			return
 		case <-tick.C:
 		}
-		leader := eng.Stats().Leader
+		stats := eng.Stats()
+		leader := stats.Leader
 		if leader && !announced {
-			if err := st.SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
+			// Fenced like every write of the primary: a stale one records nothing.
+			if err := st.Fence(stats.Epoch).SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
 				log.Warn("primary_url_not_recorded", "err", err)
 				continue
 			}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# make run: ax server and the example executor, on two ports derived from one
+# setting (PORT; the executor listens on PORT+1010, so 8080 gives 9090).
+# Both ports are checked before anything starts, and the executor starts only
+# once the server listens: a busy port leaves nothing half-started.
+set -euo pipefail
+BIN=${BIN:-bin/ax}
+EXECUTOR=${EXECUTOR:-bin/example-executor}
+STORE=${STORE:-ax.db}
+PIPELINES=${PIPELINES:-examples}
+PORT=${PORT:-8080}
+
+case $PORT in
+  ''|*[!0-9]*) echo "make run: PORT=$PORT is not a port number (use, for example, make run PORT=8081)" >&2; exit 2 ;;
+esac
+EXECUTOR_PORT=${EXECUTOR_PORT:-$((PORT + 1010))}
+if [ "$PORT" -lt 1 ] || [ "$PORT" -gt 64525 ]; then
+  echo "make run: PORT=$PORT is out of range: use 1..64525 (the example executor takes PORT+1010)" >&2
+  exit 2
+fi
+
+# listening PORT: something accepts connections on 127.0.0.1:PORT.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+for p in "$PORT" "$EXECUTOR_PORT"; do
+  if listening "$p"; then
+    what="ax server (PORT)"; [ "$p" = "$EXECUTOR_PORT" ] && what="the example executor (PORT+1010)"
+    echo "make run: port $p on 127.0.0.1, needed by $what, is busy: another program listens there (see: ss -ltnp 'sport = :$p')." >&2
+    echo "make run: nothing was started. Stop that program, or pick other ports: make run PORT=$((PORT + 1))" >&2
+    exit 1
+  fi
+done
+
+"$BIN" validate "$PIPELINES"
+
+server=""; executor=""
+stop() {
+  trap - EXIT INT TERM
+  [ -n "$executor" ] && kill "$executor" 2>/dev/null || true
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap stop EXIT
+trap 'stop; exit 130' INT TERM
+
+"$BIN" server --store "$STORE" --pipelines "$PIPELINES" --listen "127.0.0.1:$PORT" &
+server=$!
+# Wait until the server listens, or has given up (its own message says why).
+for _ in $(seq 1 300); do
+  if ! kill -0 "$server" 2>/dev/null; then
+    set +e; wait "$server"; rc=$?; set -e
+    server=""
+    echo "make run: ax server did not start (its message is above); the example executor was not started." >&2
+    exit "$rc"
+  fi
+  listening "$PORT" && break
+  sleep 0.1
+done
+
+"$EXECUTOR" -listen "127.0.0.1:$EXECUTOR_PORT" -scheduler "http://127.0.0.1:$PORT" &
+executor=$!
+echo "make run: console http://127.0.0.1:$PORT/ (ax commands: export AX_SERVER=http://127.0.0.1:$PORT), example executor on 127.0.0.1:$EXECUTOR_PORT; Ctrl-C stops both." >&2
+
+# Whichever ends first ends the other.
+set +e
+wait -n "$server" "$executor"
+rc=$?
+set -e
+exit "$rc"
