@@ -136,16 +136,15 @@ func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error
 	default:
 		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, limits or cancel_backfill", op.Kind)
 	}
-	outcome := msg
 	if err != nil {
-		outcome = "refused: " + err.Error()
+		return "", err // refused: it changed nothing, and writes nothing either (not even an action row)
 	}
 	detail, _ := json.Marshal(op)
-	if aerr := e.w().AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
-		InstanceID: op.Instance, Reason: op.Reason, Detail: outcome + " " + string(detail)}); aerr != nil && err == nil {
-		err = aerr
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
+		InstanceID: op.Instance, Reason: op.Reason, Detail: msg + " " + string(detail)}); err != nil {
+		return "", err
 	}
-	return msg, err
+	return msg, nil
 }
 
 func taskTarget(op Op) string {

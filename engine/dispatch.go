@@ -494,6 +494,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
+	fence, runID := e.w(), a.runID
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
@@ -505,11 +506,15 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 				return
 			}
 		}
-		res, err := e.execs[t.Executor.Kind].Execute(ctx, at)
+		out := e.logs.start(id, a.attempt, fence)
+		started := e.cfg.Now()
+		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
 		res.Ticket = a.ticket
+		e.endOutput(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
+			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
 		e.results <- outcome{instance: id, res: res}
 	}()
 }
@@ -577,6 +582,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
 			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
+		if o.res.Executor != "" {
+			p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
+		}
 		switch {
 		case a.interrupted && o.res.Status != runner.StatusSuccess:
 			// Cut off by a shutdown: given back to run again at once, under

@@ -98,6 +98,7 @@ type Engine struct {
 	execWG        sync.WaitGroup
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
 	m             *metrics
+	logs          *logWriter // task output (R41)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -143,6 +144,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
+	e.logs = newLogWriter(cfg)
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -233,6 +235,11 @@ func boolGauge(b bool) float64 {
 // dispatching, lets running attempts finish for Config.Grace, records their
 // results, cancels the rest and releases the lease.
 func (e *Engine) Run(ctx context.Context) error {
+	// Output of running attempts is flushed until Run returns, through the
+	// grace period of a shutdown too.
+	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLogs()
+	go e.logs.run(logCtx, e.cfg.LogFlush)
 	for {
 		l, err := e.awaitLease(ctx)
 		if err != nil {
