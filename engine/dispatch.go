@@ -239,7 +239,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
 		}
 		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
-			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
+			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 				Detail: dueDetail(p.at)},
@@ -335,6 +335,19 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// executorOf names, at dispatch, what will run an attempt of t: this
+// process (local:HOST) for functions and commands; for HTTP tasks the
+// task's URL, or "http" until the result names the executor that took it.
+func executorOf(t *defs.Task) string {
+	switch {
+	case t.Executor.Kind == defs.ExecHTTP && t.Executor.URL != "":
+		return t.Executor.URL
+	case t.Executor.Kind == defs.ExecHTTP:
+		return string(defs.ExecHTTP)
+	}
+	return runner.Local()
+}
 
 // heldByTask counts the live attempts claimed ahead that have not started, per task.
 func (e *Engine) heldByTask() map[string]int {
