@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 var migrations = []migration{{
 	version: 1,
@@ -86,6 +86,13 @@ var migrations = []migration{{
 		{name: "inbox", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"report", "text"}, {"received_by", "str255"},
 			{"received_at", "bigint"}, {"applied_at", "bigint?"}, {"applied_epoch", "bigint?"}, {"outcome", "str64?"}},
 			primary: []string{"ticket"}, index: [][]string{{"applied_at", "received_at"}}},
+	},
+}, {
+	// Version 4: an executor's boot id, so that the primary notices a
+	// restart (its in-flight attempts are gone) at the next registration.
+	version: 4,
+	tables: []table{
+		{name: "executor_boots", cols: [][2]string{{"address", "str255"}, {"boot", "str64"}, {"at", "bigint"}}, primary: []string{"address"}},
 	},
 }}
 
