@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-sched/ax/engine/breaker"
+	"github.com/ax-sched/ax/runner"
 )
 
 // Config tunes an Engine. A zero field means its documented default.
@@ -72,6 +73,12 @@ type Config struct {
 	// Registerer takes the engine's Prometheus metrics. Nil: a registry of
 	// the engine's own (never the default one), so engines never collide.
 	Registerer prometheus.Registerer
+	// LogMax bounds the output kept per attempt, in bytes: the last LogMax
+	// bytes are kept and what was dropped is counted. Default 1 MiB.
+	LogMax int
+	// LogFlush is how often the output of running attempts is written to
+	// the store (what a crash can lose). Default 1 s.
+	LogFlush time.Duration
 	// Now reads the wall clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
@@ -115,6 +122,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.LogMax == 0 {
+		c.LogMax = runner.DefaultLogMax
+	}
+	if c.LogFlush == 0 {
+		c.LogFlush = time.Second
+	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
@@ -132,6 +145,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("engine: config: TopUp %s must be positive and at most Window %s", c.TopUp, c.Window)
 	case c.LeaseRenew <= 0 || c.LeaseRenew*2 > c.LeaseTTL:
 		return c, fmt.Errorf("engine: config: LeaseRenew %s must be positive and at most half of LeaseTTL %s", c.LeaseRenew, c.LeaseTTL)
+	case c.LogMax < 4<<10:
+		return c, fmt.Errorf("engine: config: LogMax %d is below 4 KiB", c.LogMax)
+	case c.LogFlush < 0:
+		return c, fmt.Errorf("engine: config: LogFlush %s is negative", c.LogFlush)
 	case c.DispatchRate < 0:
 		return c, fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
 	}

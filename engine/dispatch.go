@@ -166,6 +166,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		deferred []int64
 		waiting  []int64
 		claimed  = map[string]int{} // dispatches of this batch, per task, for the overlap check
+		heldBy   map[string]int     // attempts claimed ahead, not started, per task (built when needed)
+		later    time.Time          // the earliest fire time left to judge at that time
 		wait     time.Duration
 	)
 	for e.queue.Len() > 0 && len(params) < 1000 {
@@ -181,30 +183,34 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 				picked = append(picked, it.Value)
 				continue
 			}
-			if p.kind != store.RunSchedule {
-				// backfill: overlap is a policy of the live schedule; neither held back nor counted
-			} else if p.task.def.Overlap != defs.OverlapAllow && e.runningByTask[p.task.id] == 0 && claimed[p.task.id] > 0 {
-				// Another instance of the task goes out in this batch (a catch-up):
-				// not an overlap with a running one; this one waits its turn.
-				waiting = append(waiting, it.Value)
-				continue
-			}
-			if p.kind == store.RunSchedule && e.runningByTask[p.task.id] > 0 && p.task.def.Overlap != defs.OverlapAllow {
-				// skip is for a fire arriving on time while the previous instance
-				// runs; an instance already late (a catch-up that the misfire
-				// policy chose to run, or one held back by the rate limit)
-				// queues behind it instead.
-				late := now.UnixMilli()-p.at > 2000
-				if p.task.def.Overlap == defs.OverlapWait || late {
+			if p.kind == store.RunSchedule { // backfill: overlap is a policy of the live schedule; neither held back nor counted
+				due := time.UnixMilli(p.at)
+				live := e.runningByTask[p.task.id]
+				held := 0
+				if live > 0 {
+					if heldBy == nil {
+						heldBy = e.heldByTask()
+					}
+					held = heldBy[p.task.id]
+				}
+				switch overlapDecide(p.task.def.Overlap, due, now, live-held, held, claimed[p.task.id]) {
+				case overlapLater:
+					waiting = append(waiting, it.Value)
+					if later.IsZero() || due.Before(later) {
+						later = due
+					}
+					continue
+				case overlapWait:
 					waiting = append(waiting, it.Value)
 					continue
+				case overlapSkip:
+					params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Failed,
+						Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
+						Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
+						Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
+					picked = append(picked, it.Value)
+					continue
 				}
-				params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Failed,
-					Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
-					Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
-					Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
-				picked = append(picked, it.Value)
-				continue
 			}
 		}
 		ok, w := true, time.Duration(0)
@@ -233,7 +239,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
 		}
 		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
-			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
+			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 				Detail: dueDetail(p.at)},
@@ -255,14 +261,21 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	if wait > 0 {
 		// Wake for a handful of tokens rather than each one, so that a rate
 		// limit still dispatches in batches (100/s: ten per transaction).
-		e.wake.Reset(max(wait, 100*time.Millisecond))
+		wait = max(wait, 100*time.Millisecond)
+		e.wake.Reset(wait)
 		e.logBuffer(now)
+	}
+	if !later.IsZero() && (wait == 0 || later.Sub(now) < wait) {
+		e.wake.Reset(later.Sub(now)) // judge the overlap at the fire time
 	}
 	if len(params) == 0 {
 		return false, nil
 	}
-	res, err := e.w().TransitionBatch(ctx, params)
+	// A skip (overlap) fails what waited on it in its run, in the same transaction.
+	var settled []release
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
+		clear(e.runs)
 		// Nothing was recorded, so nothing runs: put them back for the next try.
 		for _, id := range picked {
 			p := e.pending[id]
@@ -310,6 +323,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		e.execute(id, a, nil)
 	}
+	if len(settled) > 0 {
+		e.released(ctx, settled, relRes)
+	}
 	e.statsMu.Lock()
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
@@ -319,6 +335,30 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// executorOf names, at dispatch, what will run an attempt of t: this
+// process (local:HOST) for functions and commands; for HTTP tasks the
+// task's URL, or "http" until the result names the executor that took it.
+func executorOf(t *defs.Task) string {
+	switch {
+	case t.Executor.Kind == defs.ExecHTTP && t.Executor.URL != "":
+		return t.Executor.URL
+	case t.Executor.Kind == defs.ExecHTTP:
+		return string(defs.ExecHTTP)
+	}
+	return runner.Local()
+}
+
+// heldByTask counts the live attempts claimed ahead that have not started, per task.
+func (e *Engine) heldByTask() map[string]int {
+	m := make(map[string]int, len(e.held))
+	for _, a := range e.held {
+		if a.live {
+			m[a.task.id]++
+		}
+	}
+	return m
+}
 
 // dueDetail is the detail of a dispatch action: the instance's fire time,
 // so that "scheduled versus actual dispatch time" can be read back (R31a).
@@ -467,6 +507,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
+	fence, runID := e.w(), a.runID
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
@@ -478,11 +519,15 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 				return
 			}
 		}
-		res, err := e.execs[t.Executor.Kind].Execute(ctx, at)
+		out := e.logs.start(id, a.attempt, fence)
+		started := e.cfg.Now()
+		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
 		res.Ticket = a.ticket
+		e.endOutput(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
+			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
 		e.results <- outcome{instance: id, res: res}
 	}()
 }
@@ -550,6 +595,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
 			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
+		if o.res.Executor != "" {
+			p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
+		}
 		switch {
 		case a.interrupted && o.res.Status != runner.StatusSuccess:
 			// Cut off by a shutdown: given back to run again at once, under
@@ -609,15 +657,15 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		params = append(params, p)
 		meta = append(meta, applied{id: o.instance, a: a, to: p.To, status: string(o.res.Status)})
 	}
-	// The results and the downstream instances their successes release in
-	// the same run commit in one transaction: a success is never recorded
-	// without its release.
+	// The results and the downstream instances they settle in the same run
+	// commit in one transaction: a success is never recorded without its
+	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
 	seen := map[int64]bool{}
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		for i, r := range res {
 			m := meta[i]
-			if r.Err != nil || m.to != store.Success {
+			if r.Err != nil || (m.to != store.Success && m.to != store.Failed && m.to != store.Killed) {
 				continue
 			}
 			rs, err := e.run(ctx, m.a.runID)
@@ -625,7 +673,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 				return nil, err
 			}
 			if ref := rs.inst[m.a.task.id]; ref != nil {
-				ref.state, ref.version = store.Success, r.Version
+				ref.state, ref.version, ref.err = m.to, r.Version, *params[i].Set.Error
 			}
 			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
 			if err != nil {
@@ -706,8 +754,8 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
 				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
 		}
-		if len(m.a.task.crossDown) > 0 && m.to == store.Success {
-			// Another pipeline's instances read this success from the store: after the commit.
+		if len(m.a.task.crossDown) > 0 && (m.to == store.Success || m.to == store.Failed || m.to == store.Killed) {
+			// Another pipeline's instances read this outcome from the store: after the commit.
 			rel, err := e.releaseCross(ctx, m.a.task.crossDown, now)
 			if err != nil {
 				return err
@@ -731,112 +779,9 @@ type release struct {
 	in store.Instance
 }
 
-// releasable returns the transitions WAITING → SCHEDULED of the candidates
-// in run rs whose upstreams have all succeeded (R14), in the same run for
-// upstreams of the same pipeline, and in the other pipeline's run of the
-// same logical time (or the latest before it) for the others.
-func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
-	var out []release
-	for _, d := range candidates {
-		ref := rs.inst[d.id]
-		if ref == nil || ref.state != store.Waiting || d.def.Manual {
-			continue
-		}
-		ok := true
-		for _, u := range d.up {
-			// An upstream without an instance in the run is outside it (a
-			// backfill's selection, a run-now's downstream): satisfied, as
-			// when the run was created.
-			if ur := rs.inst[u.id]; ur != nil && ur.state != store.Success {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		for _, u := range d.cross {
-			if e.kindOf(ctx, rs.id) == store.RunBackfill {
-				break // outside the backfill's selection: satisfied
-			}
-			done, err := e.crossDone(ctx, u, rs.logical)
-			if err != nil {
-				return nil, err
-			}
-			if !done {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		at := now.Add(d.def.Delay)
-		in := store.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical, NextFireAt: at}
-		if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != store.RunManual {
-			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Paused,
-				Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
-			continue
-		}
-		out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
-			Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded"}, in})
-	}
-	return out, nil
-}
-
-// crossDone reports whether the other pipeline's instance of task u for
-// logical time at (or the latest before it) succeeded.
-func (e *Engine) crossDone(ctx context.Context, u *taskInfo, at time.Time) (bool, error) {
-	ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: at, ByLogicalTime: true, Limit: 1})
-	if err != nil {
-		return false, err
-	}
-	return len(ins) == 1 && ins[0].State == store.Success, nil
-}
-
-// releaseCross checks the waiting instances of tasks that wait on another
-// pipeline.
-func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]release, error) {
-	var out []release
-	for _, d := range tasks {
-		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Waiting}, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range waiting {
-			rs, err := e.run(ctx, w.RunID)
-			if err != nil {
-				return nil, err
-			}
-			rel, err := e.releasable(ctx, rs, []*taskInfo{d}, now)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rel...)
-		}
-	}
-	return out, nil
-}
-
-// releaseCrossWaiting re-checks, at every top-up, the waiting instances of
-// every task with an upstream in another pipeline: that upstream may have
-// succeeded before this run existed.
-func (e *Engine) releaseCrossWaiting(ctx context.Context, now time.Time) error {
-	var tasks []*taskInfo
-	for _, t := range e.tasks {
-		if len(t.cross) > 0 {
-			tasks = append(tasks, t)
-		}
-	}
-	rel, err := e.releaseCross(ctx, tasks, now)
-	if err != nil {
-		return err
-	}
-	return e.applyReleases(ctx, rel, now)
-}
-
-// applyReleases records WAITING → SCHEDULED (or → PAUSED) transitions and
-// puts the scheduled instances into the wheel.
+// applyReleases records the transitions of WAITING instances that
+// releasable decided (→ SCHEDULED, → PAUSED, → FAILED) and puts the
+// scheduled ones into the wheel.
 func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time) error {
 	if len(rel) == 0 {
 		return nil
@@ -852,7 +797,16 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
 	}
 	e.released(ctx, rel, res)
-	return nil
+	// Instances failed without running fail what waits on them in other pipelines.
+	var failed []*taskInfo
+	for i, r := range res {
+		if r.Err == nil && rel[i].p.To == store.Failed {
+			if ti := e.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
+				failed = append(failed, ti)
+			}
+		}
+	}
+	return e.crossAfter(ctx, failed, now)
 }
 
 // released takes the recorded outcome of releases: the cache follows, and
@@ -948,48 +902,4 @@ func (e *Engine) kindOf(ctx context.Context, runID int64) store.RunKind {
 	}
 	e.runKind[r.ID] = r.Kind
 	return r.Kind
-}
-
-// misfireLate applies the misfire policy, at start, to instances of schedule
-// runs that fell due more than MisfireAfter ago while no scheduler ran them
-// (their runs were created ahead): per task, fire_once keeps the latest,
-// skip none, fire_all up to MisfireLimit; the others fail as skipped.
-func (e *Engine) misfireLate(ctx context.Context, now time.Time) error {
-	late, err := e.st.DueInstances(ctx, store.DueParams{Until: now.Add(-e.cfg.MisfireAfter), States: []store.State{store.Scheduled}})
-	if err != nil {
-		return fmt.Errorf("engine: misfires: %w", err)
-	}
-	byTask := map[string][]store.Instance{}
-	var order []string
-	for _, in := range late {
-		if e.tasks[in.TaskID] == nil || e.kindOf(ctx, in.RunID) != store.RunSchedule {
-			continue
-		}
-		if _, ok := byTask[in.TaskID]; !ok {
-			order = append(order, in.TaskID)
-		}
-		byTask[in.TaskID] = append(byTask[in.TaskID], in) // in fire-time order
-	}
-	var params []store.TransitionParams
-	for _, id := range order {
-		ti, list := e.tasks[id], byTask[id]
-		keep := misfireKeep(ti.def.Misfire, len(list), e.cfg.MisfireLimit)
-		for _, in := range list[:len(list)-keep] {
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Failed,
-				Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
-				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
-					ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
-		}
-		detail := fmt.Sprintf("%d instance(s) fell due while no scheduler ran; %d run late, %d skipped", len(list), keep, len(list)-keep)
-		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
-			Detail: detail}); err != nil {
-			return err
-		}
-		if keep < len(list) {
-			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
-		}
-		e.log.Warn("misfire", "task", id, "policy", string(ti.def.Misfire), "late", len(list), "run", keep)
-	}
-	_, err = e.transitionAll(ctx, params)
-	return err
 }

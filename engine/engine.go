@@ -55,6 +55,10 @@ type Engine struct {
 	log   *slog.Logger
 	tasks map[string]*taskInfo
 	trigs []*trigger
+	nodes map[string]settleNode // the graph as the readiness rule sees it
+	// limited are the tasks whose waits can fail by time: an upstream in
+	// another pipeline, or a wait_timeout.
+	limited []string
 
 	// Owned by the loop.
 	wheel         *wheel.Wheel
@@ -87,6 +91,7 @@ type Engine struct {
 	bfDirty       bool // results were applied since the backfills last stepped
 	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
+	nextDeadline  time.Time // the earliest wait deadline seen: the limited waits are swept then
 	inboxPolled   time.Time
 	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
@@ -94,6 +99,7 @@ type Engine struct {
 	execWG        sync.WaitGroup
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
 	m             *metrics
+	logs          *logWriter // task output (R41)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -139,6 +145,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
+	e.logs = newLogWriter(cfg)
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -169,6 +176,12 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	for _, tr := range g.Triggers() {
 		e.trigs = append(e.trigs, newTrigger(tr, g))
+	}
+	e.buildNodes()
+	for _, t := range g.Order() {
+		if ti := e.tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
+			e.limited = append(e.limited, ti.id)
+		}
 	}
 	return e, nil
 }
@@ -223,6 +236,11 @@ func boolGauge(b bool) float64 {
 // dispatching, lets running attempts finish for Config.Grace, records their
 // results, cancels the rest and releases the lease.
 func (e *Engine) Run(ctx context.Context) error {
+	// Output of running attempts is flushed until Run returns, through the
+	// grace period of a shutdown too.
+	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLogs()
+	go e.logs.run(logCtx, e.cfg.LogFlush)
 	for {
 		l, err := e.awaitLease(ctx)
 		if err != nil {
@@ -415,6 +433,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		if err := e.applyResults(ctx, now); err != nil {
 			return err
 		}
+		if e.leader(now) {
+			if err := e.deadlineDue(ctx, now); err != nil {
+				return err
+			}
+		}
 		if e.stranded && e.leader(now) {
 			if err := e.releaseStranded(ctx, now); err != nil {
 				return err
@@ -598,9 +621,6 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 		return err
 	}
 	if err := e.createWindow(ctx, now); err != nil {
-		return err
-	}
-	if err := e.misfireLate(ctx, now); err != nil {
 		return err
 	}
 	if err := e.load(ctx, now); err != nil {

@@ -147,6 +147,7 @@ func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 		h.accepted = func(ticket, boot string) { r.booted(ep.Address, ticket, boot) }
 		r.track(ep.Address, a.Ticket, true)
 		res, err := h.Execute(ctx, a)
+		res.Executor = ep.Address
 		r.track(ep.Address, a.Ticket, false)
 		if err != nil {
 			return Result{}, err

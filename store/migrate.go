@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 4
+const SchemaVersion = 6
 
 var migrations = []migration{{
 	version: 1,
@@ -88,13 +88,53 @@ var migrations = []migration{{
 			primary: []string{"ticket"}, index: [][]string{{"applied_at", "received_at"}}},
 	},
 }, {
-	// Version 4: an executor's boot id, so that the primary notices a
-	// restart (its in-flight attempts are gone) at the next registration.
+	// Version 4: task output by attempt, the record of each finished attempt
+	// (its executor and exit status), and the indexes that keep list reads
+	// fast at tens of millions of rows (keyset paging by id per run, per
+	// state) and let retention find old runs without a scan.
 	version: 4,
+	tables: []table{
+		{name: "log_chunks", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"attempt", "int"}, {"seq", "int"},
+			{"text_bytes", "bigint"}, {"dropped", "bigint"}, {"data", "blob"}, {"at", "bigint"}},
+			unique: [][]string{{"instance_id", "attempt", "seq"}}},
+		{name: "attempts", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"attempt", "int"}, {"run_id", "bigint"},
+			{"task_id", "str257"}, {"ticket", "str64"}, {"executor", "str255"}, {"status", "str16"}, {"exit_code", "int?"},
+			{"error", "text"}, {"started_at", "bigint?"}, {"ended_at", "bigint"}, {"log_bytes", "bigint"}, {"log_dropped", "bigint"}},
+			unique: [][]string{{"instance_id", "attempt"}}, index: [][]string{{"task_id", "id"}, {"run_id"}}},
+	},
+	extra: func(d dialect) []string {
+		return []string{
+			createIndex(d, "history", "run_id"),
+			createIndex(d, "instances", "state", "id"),
+			createIndex(d, "runs", "created_at"),
+			createIndex(d, "actions", "instance_id", "id"),
+		}
+	},
+}, {
+	// Version 5: manual gates keep who approved them (a released gate still
+	// waits for its upstreams), and runs keep the trigger's --param values.
+	version: 5,
+	extra: func(d dialect) []string {
+		return []string{
+			"ALTER TABLE instances ADD COLUMN approved_by " + d.typ("str128") + " NULL",
+			"ALTER TABLE runs ADD COLUMN params " + d.typ("text") + " NULL",
+		}
+	},
+}, {
+	// Version 6: an executor's boot id, so that the primary notices a
+	// restart (its in-flight attempts are gone) at the next registration.
+	version: 6,
 	tables: []table{
 		{name: "executor_boots", cols: [][2]string{{"address", "str255"}, {"boot", "str64"}, {"at", "bigint"}}, primary: []string{"address"}},
 	},
 }}
+
+// createIndex is a CREATE INDEX for a table made by an earlier migration;
+// IF NOT EXISTS (SQLite, MariaDB) keeps a repeated migration harmless.
+func createIndex(_ dialect, table string, cols ...string) string {
+	name := fmt.Sprintf("ix_%s_%s", table, strings.Join(cols, "_"))
+	return fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", name, table, strings.Join(cols, ", "))
+}
 
 // ddl renders a table's CREATE statements for d.
 func (t table) ddl(d dialect) []string {
@@ -185,7 +225,7 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 			stmts = append(stmts, m.extra(s.d)...)
 		}
 		for _, q := range stmts {
-			if _, err := conn.ExecContext(ctx, q); err != nil {
+			if _, err := conn.ExecContext(ctx, q); err != nil && !(strings.Contains(q, " ADD COLUMN ") && duplicateColumn(err)) {
 				return fmt.Errorf("store: migrate to version %d: %w", m.version, s.d.translate(err))
 			}
 		}
@@ -242,4 +282,11 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	defer conn.Close()
 	v, err := schemaVersion(ctx, conn)
 	return v, s.d.translate(err)
+}
+
+// duplicateColumn reports whether err says a column exists already: an
+// ADD COLUMN of a migration that ran before its version was recorded (a
+// process stopped in between) is done, not an error.
+func duplicateColumn(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "duplicate column")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/door"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -129,9 +130,11 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveAPI serves h on ln until ctx ends.
-func serveAPI(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+// serveAPI serves h on ln until ctx ends, behind the door: JSON mutations,
+// no foreign Origin, no foreign Host on a loopback listener, timeouts and
+// connection caps (see package door).
+func serveAPI(ctx context.Context, ln net.Listener, h http.Handler, listen string) error {
+	srv := door.NewServer(door.Config{Listen: listen}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -170,9 +173,9 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, "malformed_result", "", "%v", err)
 		return
 	}
-	if len(rep.Output) > runner.MaxReportOutput {
+	if n := len(rep.Output) + len(rep.Log); n > runner.MaxReportOutput {
 		refuse(http.StatusRequestEntityTooLarge, "refused_result", rep.Ticket,
-			"result of ticket %s carries %d bytes of output, more than %d: send the tail of the output", rep.Ticket, len(rep.Output), runner.MaxReportOutput)
+			"result of ticket %s carries %d bytes of output, more than %d: send the tail of the output", rep.Ticket, n, runner.MaxReportOutput)
 		return
 	}
 	in, err := a.st.InstanceByTicket(ctx, rep.Ticket)

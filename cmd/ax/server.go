@@ -118,17 +118,17 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		defer ln.Close()
 	}
-	st, err := store.Open(ctx, f.store, store.Options{})
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	defer st.Close()
 	if f.grace <= 0 {
 		return usageErr("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
 	}
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
 	}
+	st, err := store.Open(ctx, f.store, store.Options{})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer st.Close()
 	var eng *engine.Engine // set below; executors raise alerts through it
 	execs, err := executors(g, st, alertVia(&eng))
 	if err != nil {
@@ -168,7 +168,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- serveAPI(apiCtx, ln, mux) }()
+		go func() { apiErr <- serveAPI(apiCtx, ln, mux, f.listen) }()
 		go announcePrimary(apiCtx, st, eng, "http://"+f.listen, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
