@@ -12,6 +12,8 @@ const (
 	DefaultRetryCount    = 0
 	DefaultRetryInterval = 30 * time.Second
 	DefaultGroup         = "default"
+	// MaxRunningLimit bounds a task's max_running.
+	MaxRunningLimit = 1_000_000
 )
 
 // Misfire says what happens to fire times that passed while nothing ran them (R20).
@@ -80,22 +82,24 @@ func (d Dep) String() string {
 
 // Task is one task of a pipeline with every default applied.
 type Task struct {
-	Name      string         `json:"name"`
-	Pipeline  string         `json:"pipeline"`
-	Group     string         `json:"group"`
-	DependsOn []Dep          `json:"depends_on,omitempty"`
-	Cron      string         `json:"cron,omitempty"`
-	Schedule  *Schedule      `json:"-"`
-	Delay     time.Duration  `json:"delay,omitempty"`
-	Manual    bool           `json:"manual,omitempty"`
-	Priority  int            `json:"priority"`
-	Timeout   time.Duration  `json:"timeout"`
-	Retry     Retry          `json:"retry"`
-	Misfire   Misfire        `json:"misfire"`
-	Overlap   Overlap        `json:"overlap"`
-	Executor  Executor       `json:"executor"`
-	Params    map[string]any `json:"params,omitempty"`
-	Pos       Pos            `json:"-"`
+	Name      string        `json:"name"`
+	Pipeline  string        `json:"pipeline"`
+	Group     string        `json:"group"`
+	DependsOn []Dep         `json:"depends_on,omitempty"`
+	Cron      string        `json:"cron,omitempty"`
+	Schedule  *Schedule     `json:"-"`
+	Delay     time.Duration `json:"delay,omitempty"`
+	Manual    bool          `json:"manual,omitempty"`
+	Priority  int           `json:"priority"`
+	// MaxRunning caps the task's attempts running at once; 0 is no cap.
+	MaxRunning int            `json:"max_running,omitempty"`
+	Timeout    time.Duration  `json:"timeout"`
+	Retry      Retry          `json:"retry"`
+	Misfire    Misfire        `json:"misfire"`
+	Overlap    Overlap        `json:"overlap"`
+	Executor   Executor       `json:"executor"`
+	Params     map[string]any `json:"params,omitempty"`
+	Pos        Pos            `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.
