@@ -14,6 +14,10 @@ const (
 	DefaultGroup         = "default"
 	// MaxRunningLimit bounds a task's max_running.
 	MaxRunningLimit = 1_000_000
+	// DefaultCrossWait is how long after its logical time an instance waits
+	// for an upstream in another pipeline before it fails, when the task sets
+	// no wait_timeout (R40). Same-pipeline upstreams have no default limit.
+	DefaultCrossWait = 24 * time.Hour
 )
 
 // Misfire says what happens to fire times that passed while nothing ran them (R20).
@@ -92,14 +96,19 @@ type Task struct {
 	Manual    bool          `json:"manual,omitempty"`
 	Priority  int           `json:"priority"`
 	// MaxRunning caps the task's attempts running at once; 0 is no cap.
-	MaxRunning int            `json:"max_running,omitempty"`
-	Timeout    time.Duration  `json:"timeout"`
-	Retry      Retry          `json:"retry"`
-	Misfire    Misfire        `json:"misfire"`
-	Overlap    Overlap        `json:"overlap"`
-	Executor   Executor       `json:"executor"`
-	Params     map[string]any `json:"params,omitempty"`
-	Pos        Pos            `json:"-"`
+	MaxRunning int           `json:"max_running,omitempty"`
+	Timeout    time.Duration `json:"timeout"`
+	// WaitTimeout is how long after its logical time an instance may wait
+	// for its upstreams before it fails ("upstream P.T not done after D");
+	// zero means unset: no limit for same-pipeline upstreams and
+	// DefaultCrossWait while a cross-pipeline one is pending.
+	WaitTimeout time.Duration  `json:"wait_timeout,omitempty"`
+	Retry       Retry          `json:"retry"`
+	Misfire     Misfire        `json:"misfire"`
+	Overlap     Overlap        `json:"overlap"`
+	Executor    Executor       `json:"executor"`
+	Params      map[string]any `json:"params,omitempty"`
+	Pos         Pos            `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.

@@ -55,6 +55,10 @@ type Engine struct {
 	log   *slog.Logger
 	tasks map[string]*taskInfo
 	trigs []*trigger
+	nodes map[string]settleNode // the graph as the readiness rule sees it
+	// limited are the tasks whose waits can fail by time: an upstream in
+	// another pipeline, or a wait_timeout.
+	limited []string
 
 	// Owned by the loop.
 	wheel         *wheel.Wheel
@@ -87,6 +91,7 @@ type Engine struct {
 	bfDirty       bool // results were applied since the backfills last stepped
 	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
+	nextDeadline  time.Time // the earliest wait deadline seen: the limited waits are swept then
 	inboxPolled   time.Time
 	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
@@ -171,6 +176,12 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	for _, tr := range g.Triggers() {
 		e.trigs = append(e.trigs, newTrigger(tr, g))
+	}
+	e.buildNodes()
+	for _, t := range g.Order() {
+		if ti := e.tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
+			e.limited = append(e.limited, ti.id)
+		}
 	}
 	return e, nil
 }
@@ -425,6 +436,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		}
 		if err := e.applyResults(ctx, now); err != nil {
 			return err
+		}
+		if e.leader(now) {
+			if err := e.deadlineDue(ctx, now); err != nil {
+				return err
+			}
 		}
 		if e.stranded && e.leader(now) {
 			if err := e.releaseStranded(ctx, now); err != nil {

@@ -36,7 +36,7 @@ var storeMethods = map[string]string{
 	// The primary's writes: unfenced here for operator tools and tests, fenced on *store.Fence.
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
 	"SyncDefinitions": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
-	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced",
+	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
 	"LogChunks": "read", "Attempts": "read", "LogAttempts": "read",
 }
 
@@ -91,6 +91,11 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 		{"CreateRun", func(ctx context.Context, f *store.Fence) error {
 			_, _, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: now, Now: now,
 				Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: now}}})
+			return err
+		}},
+		{"Approve", func(ctx context.Context, f *store.Fence) error {
+			// Seed creates a.x, then a.y (WAITING, version 1) in the same run.
+			_, err := f.Approve(ctx, store.ApproveParams{InstanceID: x.ID + 1, Version: 1, Actor: "test", Now: now})
 			return err
 		}},
 		{"SyncDefinitions", func(ctx context.Context, f *store.Fence) error {

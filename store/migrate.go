@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 var migrations = []migration{{
 	version: 1,
@@ -108,6 +108,16 @@ var migrations = []migration{{
 			createIndex(d, "instances", "state", "id"),
 			createIndex(d, "runs", "created_at"),
 			createIndex(d, "actions", "instance_id", "id"),
+		}
+	},
+}, {
+	// Version 5: manual gates keep who approved them (a released gate still
+	// waits for its upstreams), and runs keep the trigger's --param values.
+	version: 5,
+	extra: func(d dialect) []string {
+		return []string{
+			"ALTER TABLE instances ADD COLUMN approved_by " + d.typ("str128") + " NULL",
+			"ALTER TABLE runs ADD COLUMN params " + d.typ("text") + " NULL",
 		}
 	},
 }}
@@ -208,7 +218,7 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 			stmts = append(stmts, m.extra(s.d)...)
 		}
 		for _, q := range stmts {
-			if _, err := conn.ExecContext(ctx, q); err != nil {
+			if _, err := conn.ExecContext(ctx, q); err != nil && !(strings.Contains(q, " ADD COLUMN ") && duplicateColumn(err)) {
 				return fmt.Errorf("store: migrate to version %d: %w", m.version, s.d.translate(err))
 			}
 		}
@@ -265,4 +275,11 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	defer conn.Close()
 	v, err := schemaVersion(ctx, conn)
 	return v, s.d.translate(err)
+}
+
+// duplicateColumn reports whether err says a column exists already: an
+// ADD COLUMN of a migration that ran before its version was recorded (a
+// process stopped in between) is done, not an error.
+func duplicateColumn(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "duplicate column")
 }

@@ -83,6 +83,7 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/groups/{group}/pause", true, "pause every task of the group, in every pipeline", scopeOp(engine.OpPause, store.ScopeGroup)},
 		{"POST", "/api/v1/groups/{group}/resume", true, "resume the group", scopeOp(engine.OpResume, store.ScopeGroup)},
 		{"GET", "/api/v1/instances", false, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `limit`", (*admin).instances},
+		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
 		{"POST", "/api/v1/instances/{id}/kill", true, "kill one running instance", instanceOp(engine.OpKill)},
 		{"POST", "/api/v1/instances/{id}/rerun", true, "rerun one instance (failed, killed or succeeded)", instanceOp(engine.OpRerun)},
 		{"POST", "/api/v1/runs/{run}/rerun", true, "rerun a run's failed and killed instances", (*admin).runRerun},
@@ -158,6 +159,10 @@ func (a *admin) serve(rt route) http.HandlerFunc {
 		v, err := rt.h(a, r)
 		if err != nil {
 			writeErr(w, err)
+			return
+		}
+		if stream, ok := v.(streamer); ok {
+			stream(w)
 			return
 		}
 		code := http.StatusOK

@@ -47,13 +47,18 @@ type apiOpts struct {
 	token     string
 	execToken string
 	openReads bool
-	standby   bool // no engine: a process that serves reads only
+	standby   bool   // no engine: a process that serves reads only
+	pipeline  string // instead of shopPipeline
 }
 
 func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 	t.Helper()
 	dir := t.TempDir()
-	p, errs := defs.Parse("shop.yaml", []byte(shopPipeline), defs.Options{Now: time.Now()})
+	src := shopPipeline
+	if o.pipeline != "" {
+		src = o.pipeline
+	}
+	p, errs := defs.Parse("shop.yaml", []byte(src), defs.Options{Now: time.Now()})
 	if errs.Err() != nil {
 		t.Fatal(errs)
 	}

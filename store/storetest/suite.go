@@ -347,7 +347,7 @@ func testBatch(t *testing.T, s *store.Store) {
 	res, err := s.TransitionBatch(ctx(), []store.TransitionParams{
 		{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Now: T0, Set: store.Changes{Ticket: ptr("b1")}},
 		{InstanceID: y.ID, Version: 5, From: store.Waiting, To: store.Scheduled, Now: T0}, // stale
-		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Success, Now: T0},   // illegal
+		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Running, Now: T0},   // illegal
 		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Scheduled, Now: T0}, // fine
 	})
 	if err != nil {
