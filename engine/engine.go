@@ -100,6 +100,8 @@ type Engine struct {
 	pool          *pool         // concurrency caps and what runs against them
 	m             *metrics
 	logs          *logWriter // task output (R41)
+	rm            retainMetrics
+	pruneMu       sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -146,6 +148,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
 	e.logs = newLogWriter(cfg)
+	e.rm = newRetainMetrics(cfg.Registerer)
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -304,6 +307,14 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	if err := e.start(ctx, now); err != nil {
 		return err
 	}
+	// Retention prunes beside the loop, in short batches, while this term lasts.
+	retainCtx, stopRetain := context.WithCancel(ctx)
+	var retainWG sync.WaitGroup
+	retainWG.Go(func() { e.retain(retainCtx) })
+	defer func() {
+		stopRetain()
+		retainWG.Wait()
+	}()
 	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
 	// 02:00:00 and not up to a second later.
 	tick := time.NewTimer(e.untilNextSecond())
