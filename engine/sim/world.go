@@ -50,6 +50,7 @@ type scenario struct {
 type step struct {
 	advance time.Duration
 	op      *engine.Op
+	jump    time.Duration // every engine down for this long, then a new one
 }
 
 // Restrictions keep the generator away from a behaviour while the fix for a
@@ -66,6 +67,10 @@ type Restrictions struct {
 	// FallBackWildcard tolerates wildcard fires lost in the repeated hour
 	// of a fall-back day (issue 13 item 5).
 	FallBackWildcard bool
+	// FirstFireLost tolerates a trigger that had no run yet when every
+	// scheduler went down losing the fires of the outage (issue 13 item 4:
+	// misfire policies exact across an outage of any length).
+	FirstFireLost bool
 	// NoGateRelease: operators never trigger a manual task (issue 14 item
 	// 1: the released gate runs before its upstream succeeded).
 	NoGateRelease bool
@@ -493,6 +498,9 @@ func (w *world) scripted(s step) {
 		w.logf("advance %s", s.advance)
 		w.advance(s.advance)
 	}
+	if s.jump > 0 {
+		w.outage(s.jump)
+	}
 }
 
 // act takes one random driver step.
@@ -597,20 +605,27 @@ func (w *world) restart() {
 // jump crashes every engine, lets the clock run across the next DST change
 // of a pipeline's zone (or hours), and starts a new process.
 func (w *world) jump() {
-	for _, n := range w.live() {
-		n.freeze()
-		close(n.dead)
-		w.chk.down(n, time.Now())
-	}
 	d := time.Duration(2+w.rng.IntN(60)) * time.Minute
 	if !w.longJump && w.rng.IntN(3) == 0 {
 		d = time.Duration(20+w.rng.IntN(30)) * time.Hour // across a DST day
 		w.longJump = true
 	}
+	w.outage(d)
+}
+
+// outage crashes every engine, lets d pass and starts a new process.
+func (w *world) outage(d time.Duration) {
+	for _, n := range w.live() {
+		n.freeze()
+		close(n.dead)
+		w.chk.down(n, time.Now())
+	}
 	w.stats.Jumps++
 	w.logf("all down; clock jumps %s", d)
+	down := time.Now()
 	w.advance(d)
 	w.start()
+	w.chk.misfires = append(w.chk.misfires, outage{down: down, up: time.Now()})
 }
 
 // calm ends the faults: frozen engines wake, pauses are lifted, and time
