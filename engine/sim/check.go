@@ -96,6 +96,7 @@ type checker struct {
 	execSeen  int                        // executions checked for I3 so far
 	byTicket  map[string]*execution
 	execByIns map[int64][]*execution
+	execByTsk map[string][]*execution
 
 	// coverage: spans in which one engine was primary throughout, and no
 	// fault hit the store, per the checks that observed it.
@@ -107,11 +108,12 @@ type checker struct {
 	pauses      []span // any pause in force (coarse: whole world)
 	pausedSince time.Time
 	misfires    []outage // outages whose misfire decisions are still to check
+	lastOutage  outage
 }
 
 func newChecker(w *world) *checker {
 	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{},
-		byTask: map[string][]int64{}, byTicket: map[string]*execution{}, execByIns: map[int64][]*execution{}, fired: map[string]time.Time{}}
+		byTask: map[string][]int64{}, byTicket: map[string]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
 }
 
 func (c *checker) down(n *node, at time.Time) {
@@ -342,6 +344,7 @@ func (c *checker) checkExecutions() {
 	for _, e := range w.ex.list[c.execSeen:] {
 		c.byTicket[e.ticket] = e
 		c.execByIns[e.instance] = append(c.execByIns[e.instance], e)
+		c.execByTsk[e.task] = append(c.execByTsk[e.task], e)
 		c.upstreamsBefore(e)
 	}
 	c.execSeen = len(w.ex.list)
@@ -557,6 +560,11 @@ func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
 			if !r.at.After(at.Add(b)) {
 				left = true
 			}
+		}
+		if len(in.rows) > 1 && strings.Contains(in.rows[1].reason, "overlap") && !c.runningAt(in, at) && !c.orphanAt(in, at, in.rows[1].epoch) {
+			w.violate(invDueFire, "%s was due at %s and skipped by its overlap policy, but no other attempt of %s ran then: %s",
+				trigger, at.Format(time.RFC3339), in.task, in.describe())
+			continue
 		}
 		if left || c.waitsBehind(in, at.Add(b)) {
 			continue
@@ -797,6 +805,42 @@ func (c *checker) ranBefore(trigger string, t time.Time) bool {
 			if ms <= t.UnixMilli() {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// runningAt reports whether an execution of in's task, of another
+// instance, ran at t (started at or before it, not ended before it).
+func (c *checker) runningAt(in *inst, t time.Time) bool {
+	c.w.ex.mu.Lock()
+	defer c.w.ex.mu.Unlock()
+	for _, e := range c.execByTsk[in.task] {
+		if e.instance != in.id && !e.start.After(t) && (e.end.IsZero() || !e.end.Before(t)) {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanAt reports whether another instance of in's task was RUNNING at t,
+// dispatched under an epoch older than epoch: an attempt inherited from a
+// previous scheduler process, whose outcome its successor cannot know.
+func (c *checker) orphanAt(in *inst, t time.Time, epoch int64) bool {
+	for _, id := range c.byTask[in.task] {
+		o := c.insts[id]
+		if id == in.id {
+			continue
+		}
+		var last row
+		for _, r := range o.rows {
+			if r.at.After(t) {
+				break
+			}
+			last = r
+		}
+		if last.to == store.Running && last.epoch < epoch {
+			return true
 		}
 	}
 	return false
