@@ -810,13 +810,26 @@ func (c *checker) ranBefore(trigger string, t time.Time) bool {
 	return false
 }
 
-// runningAt reports whether an execution of in's task, of another
-// instance, ran at t (started at or before it, not ended before it).
+// runningAt reports whether another attempt of in's task ran at t, as
+// far as anyone could know: its executor was running it, or the store had
+// it RUNNING for a fire at or before t (a result lost on its way keeps it
+// RUNNING until its timeout). An instance claimed ahead for a later fire
+// does not count: that is the bug of issue 13 item 1.
 func (c *checker) runningAt(in *inst, t time.Time) bool {
 	c.w.ex.mu.Lock()
-	defer c.w.ex.mu.Unlock()
 	for _, e := range c.execByTsk[in.task] {
 		if e.instance != in.id && !e.start.After(t) && (e.end.IsZero() || !e.end.Before(t)) {
+			c.w.ex.mu.Unlock()
+			return true
+		}
+	}
+	c.w.ex.mu.Unlock()
+	for _, id := range c.byTask[in.task] {
+		o := c.insts[id]
+		if id == in.id {
+			continue
+		}
+		if s, ok := o.stateAt(t); ok && s == store.Running && !c.logicalOf(o).After(t) {
 			return true
 		}
 	}

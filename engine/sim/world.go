@@ -820,6 +820,10 @@ func (w *world) badVerb() {
 		return
 	}
 	r := w.rng
+	if v := r.IntN(12); v >= 9 {
+		w.staleVerb(v == 9)
+		return
+	}
 	var op engine.Op
 	switch r.IntN(9) {
 	case 0:
@@ -883,4 +887,61 @@ func opString(op engine.Op) string {
 		s += fmt.Sprintf(" %s=%v", g, r)
 	}
 	return s
+}
+
+// staleVerb sends a valid request where it must be refused: to an engine
+// that is not the primary (a standby, or a demoted primary awake again),
+// or straight to the store under a lease epoch that is no longer current.
+// Either way nothing may change (I8).
+func (w *world) staleVerb(toEngine bool) {
+	ctx := context.Background()
+	t := w.randomTask()
+	w.tally[invBadVerb]++
+	w.stats.BadVerbs++
+	before := w.chk.snapshot()
+	if toEngine {
+		var stale *node
+		for _, n := range w.live() {
+			if !n.isFrozen() && !n.eng.Stats().Leader {
+				stale = n
+			}
+		}
+		if stale == nil {
+			return
+		}
+		op := engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: t.ID(), Actor: "sim", Reason: "stale engine"}
+		msg, err := w.do(stale, op)
+		w.settle()
+		w.logf("stale verb %s on %s (not primary): %q err=%v", opString(op), stale.name, msg, err)
+		if err == nil {
+			w.violate(invBadVerb, "%s was accepted by %s, which is not the primary: %q", opString(op), stale.name, msg)
+		} else if diff := w.chk.changedBy(before, w.chk.snapshot(), op.Actor); diff != "" {
+			w.violate(invBadVerb, "%s on %s (not primary) was refused (%v) but changed the store: %s", opString(op), stale.name, err, diff)
+		}
+		return
+	}
+	l, err := w.st.GetLease(ctx, store.LeaseName)
+	if err != nil || l.Epoch < 2 {
+		return
+	}
+	f := w.st.Fence(l.Epoch - 1)
+	perr := f.SetPause(ctx, store.Pause{Scope: store.ScopeTask, Name: t.ID(), Actor: "sim", Reason: "stale epoch", At: time.Now()})
+	in, ok := w.randomInstance(store.Waiting)
+	var terr error = store.ErrNotLeader
+	if ok {
+		_, terr = f.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Waiting, To: store.Paused,
+			Epoch: l.Epoch - 1, Now: time.Now(), Actor: "sim", Reason: "stale epoch"})
+	}
+	w.settle()
+	w.logf("stale writes under epoch %d (current %d): pause %s: %v; transition: %v", l.Epoch-1, l.Epoch, t.ID(), perr, terr)
+	switch {
+	case perr == nil:
+		w.violate(invBadVerb, "a pause written under stale epoch %d (current %d) was accepted", l.Epoch-1, l.Epoch)
+	case terr == nil:
+		w.violate(invBadVerb, "a transition under stale epoch %d (current %d) was accepted", l.Epoch-1, l.Epoch)
+	default:
+		if diff := w.chk.changedBy(before, w.chk.snapshot(), "sim"); diff != "" {
+			w.violate(invBadVerb, "writes under stale epoch %d were refused but changed the store: %s", l.Epoch-1, diff)
+		}
+	}
 }
