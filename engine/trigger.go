@@ -46,48 +46,56 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	for _, t := range e.trigs {
-		last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
-		if errors.Is(err, store.ErrNotFound) {
-			t.setUntil(now)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("engine: last run of %s: %w", t.name, err)
-		}
-		t.setUntil(last.LogicalTime)
-		var missed []time.Time
-		for at := t.tr.Schedule.Next(t.until); !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
-			missed = append(missed, at)
-			if len(missed) > 100_000 { // @every 1s over a day of downtime: keep the latest
-				missed = missed[len(missed)-e.cfg.MisfireLimit:]
-			}
-		}
-		if len(missed) == 0 {
-			continue
-		}
-		latest := missed[len(missed)-1]
-		var run []time.Time
-		switch t.misfire {
-		case defs.MisfireSkip:
-		case defs.MisfireFireAll:
-			run = missed[max(0, len(missed)-e.cfg.MisfireLimit):]
-		default:
-			run = missed[len(missed)-1:]
-		}
-		detail := fmt.Sprintf("%d missed fire(s) from %s to %s; policy %s runs %d", len(missed),
-			missed[0].Format(time.RFC3339), latest.Format(time.RFC3339), t.misfire, len(run))
-		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
-			TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
+		if err := e.initTrigger(ctx, t, now); err != nil {
 			return err
 		}
-		e.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", len(missed), "run", len(run))
-		for _, at := range run {
-			if err := e.createRun(ctx, t, at, now); err != nil {
-				return err
-			}
-		}
-		t.setUntil(latest)
 	}
+	return nil
+}
+
+// initTrigger plans one trigger at start (or when a reload adds it).
+func (e *Engine) initTrigger(ctx context.Context, t *trigger, now time.Time) error {
+	last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
+	if errors.Is(err, store.ErrNotFound) {
+		t.setUntil(now)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: last run of %s: %w", t.name, err)
+	}
+	t.setUntil(last.LogicalTime)
+	var missed []time.Time
+	for at := t.tr.Schedule.Next(t.until); !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
+		missed = append(missed, at)
+		if len(missed) > 100_000 { // @every 1s over a day of downtime: keep the latest
+			missed = missed[len(missed)-e.cfg.MisfireLimit:]
+		}
+	}
+	if len(missed) == 0 {
+		return nil
+	}
+	latest := missed[len(missed)-1]
+	var run []time.Time
+	switch t.misfire {
+	case defs.MisfireSkip:
+	case defs.MisfireFireAll:
+		run = missed[max(0, len(missed)-e.cfg.MisfireLimit):]
+	default:
+		run = missed[len(missed)-1:]
+	}
+	detail := fmt.Sprintf("%d missed fire(s) from %s to %s; policy %s runs %d", len(missed),
+		missed[0].Format(time.RFC3339), latest.Format(time.RFC3339), t.misfire, len(run))
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
+		TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
+		return err
+	}
+	e.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", len(missed), "run", len(run))
+	for _, at := range run {
+		if err := e.createRun(ctx, t, at, now); err != nil {
+			return err
+		}
+	}
+	t.setUntil(latest)
 	return nil
 }
 

@@ -111,6 +111,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newExecutorsCmd(),
 		newLimitsCmd(),
 		newExplainCmd(),
+		newDiffCmd(),
 	)
 	root.AddCommand(newPauseCmds()...)
 	for _, c := range root.Commands() {

@@ -36,6 +36,7 @@ func Run(t *testing.T, open Opener) {
 		{"Lease", testLease},
 		{"PausesSettingsBackfills", testMisc},
 		{"OperatorRequests", testOps},
+		{"DropRunsAhead", testDropRunsAhead},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
