@@ -1,7 +1,6 @@
 package defs
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,75 +11,95 @@ import (
 // DefaultTimezone is the zone of a pipeline that names none, as in the design article.
 const DefaultTimezone = "Asia/Shanghai"
 
-// cronParser accepts 5 fields, an optional leading seconds field, and
-// descriptors such as @daily and @every 30s.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour |
-	cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // Schedule is a parsed cron expression bound to a time zone.
 //
-// Cron fields are matched against the wall clock of the zone, and each
-// matching wall-clock time fires exactly once:
-//   - on a fall-back day a time that occurs twice (01:30 in New York) fires at
-//     its first occurrence only, so a job never runs twice for one wall time;
-//   - on a spring-forward day a time that does not exist (02:30 in New York)
-//     fires once, at the first instant after the gap (03:00 EDT); several
-//     times inside one gap collapse into that one fire.
+// # Syntax
 //
-// `@every D` schedules ignore the wall clock and fire every D of real time.
+// Five fields (minute hour day-of-month month day-of-week), six with a
+// leading seconds field, or a descriptor: @yearly (@annually), @monthly,
+// @weekly, @daily (@midnight), @hourly, or @every D (a Go duration, at least
+// 1s). Fields take *, ?, values, ranges a-b, lists a,b and steps */n, a/n,
+// a-b/n; months and days of week take names (JAN, MON), case-insensitive.
+// Operators pasted from Quartz keep their Quartz meaning:
+//   - day of week: 7 is Sunday as 0 is (1-7 and MON-SUN are every day);
+//     ranges wrap around in day of week and month (FRI-MON, NOV-FEB);
+//   - day of month: L (the last day), L-n (n days before it), nW (the weekday,
+//     Monday to Friday, nearest the nth, never leaving the month: 1W on a
+//     Saturday is Monday the 3rd), LW (the last weekday);
+//   - day of week: nL or FRIL (the last Friday), d#k or MON#2 (the kth such
+//     day; a month without one has no fire).
+//
+// Refused, each with the field and the fix: ? together with a day of week
+// written as a number (Quartz counts Sunday 1, cron 0: "0 0 12 ? * 2-6"
+// means MON-FRI in Quartz and TUE-SAT here; write names), a seventh (year)
+// field, H, hour 24, backward ranges outside day of week and month, and
+// expressions that never fire (Feb 30).
+//
+// # Day of month and day of week
+//
+// When both are restricted a day matches if either matches (the Vixie/cronie
+// rule); a field whose text starts with * (such as */2) counts as
+// unrestricted, and then both must match.
+//
+// # Daylight saving time (the Debian/Vixie rule)
+//
+// A schedule is wildcard when its minute or hour field (or, in the 6-field
+// form, its seconds field) starts with *, such as "* * * * *",
+// "*/15 * * * *", "0 * * * *" or @hourly; it is fixed otherwise, such as
+// "30 2 * * *" or @daily, @weekly, @monthly, @yearly.
+//   - Wildcard schedules follow real time: on a fall-back day they fire in
+//     both passes of the repeated hour; on a spring-forward day the wall
+//     times inside the gap do not occur and do not fire.
+//   - Fixed schedules fire each matching wall time once: a time that occurs
+//     twice (01:30 in New York on a fall-back day) at its first occurrence; a
+//     time that does not exist (02:30 on a spring-forward day) at the first
+//     instant after the gap (03:00), several times inside one gap collapsing
+//     into that one fire.
+//   - @every D ignores the wall clock and fires every D of real time.
+//
+// Next searches as far as an expression needs (the calendar repeats every
+// 400 years): "0 0 29 2 MON" or "0 0 * 2 MON#5" may be decades away, and
+// only an expression that matches no day in 400 years never fires.
 // A Schedule is immutable and safe for concurrent use.
 type Schedule struct {
 	spec  string
 	loc   *time.Location
-	sched cron.Schedule
-	every bool
+	cron  *cronSpec
+	every cron.Schedule // @every D, else nil
 }
 
-// ParseSchedule parses spec in loc. It rejects what robfig/cron accepts but
-// cannot honour: zone prefixes (the zone comes from the pipeline), `@every`
-// below one second, and expressions that never fire (Feb 30).
+// ParseSchedule parses spec in loc. It rejects zone prefixes (the zone
+// comes from the pipeline), `@every` below one second, what the syntax above
+// does not cover, and expressions that never fire (Feb 30). A refused
+// expression's error wraps ErrCron and names the field and the fix; now is
+// unused (kept for callers) since the search for a first fire no longer
+// depends on it.
 func ParseSchedule(spec string, loc *time.Location, now time.Time) (*Schedule, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
-		return nil, errors.New("is empty: write 5 fields (\"0 2 * * *\"), 6 with seconds, or a descriptor such as @daily or @every 30s")
+		return nil, cronErr("", spec, "is empty: write 5 fields (\"0 2 * * *\"), 6 with seconds, or a descriptor such as @daily or @every 30s")
 	}
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
-		return nil, errors.New("carries its own time zone prefix: remove it and set `timezone:` on the pipeline")
+		return nil, cronErr("", spec, "carries its own time zone prefix: remove it and set `timezone:` on the pipeline")
 	}
 	if rest, ok := strings.CutPrefix(spec, "@every"); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil {
-			return nil, fmt.Errorf("@every needs a Go duration such as \"@every 30s\" or \"@every 5m\": %v", err)
+			return nil, cronErr("", spec, "@every needs a Go duration such as \"@every 30s\" or \"@every 5m\": %v", err)
 		}
 		if d < time.Second {
-			return nil, fmt.Errorf("@every %s is below the one-second tick: use at least @every 1s", d)
+			return nil, cronErr("", spec, "@every %s is below the one-second tick: use at least @every 1s", d)
 		}
+		return &Schedule{spec: spec, loc: loc, every: cron.Every(d)}, nil
 	}
-	sched, err := parseCron(spec)
+	c, err := parseCronSpec(spec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot parse %q: %w", spec, err)
 	}
-	s := &Schedule{spec: spec, loc: loc, sched: sched}
-	_, s.every = sched.(cron.ConstantDelaySchedule)
-	if s.Next(now).IsZero() {
-		return nil, fmt.Errorf("%q can never fire (no such date, e.g. Feb 30): fix the day or month", spec)
+	if _, ok := c.nextWall(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()); !ok {
+		return nil, cronErr("", spec, "%q can never fire (no such date, e.g. Feb 30): fix the day or month", spec)
 	}
-	return s, nil
-}
-
-// parseCron calls the cron parser, turning any panic of the library on odd
-// input into an error: user input never panics.
-func parseCron(spec string) (s cron.Schedule, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("cannot parse %q: %v", spec, r)
-		}
-	}()
-	s, err = cronParser.Parse(spec)
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse %q: %v; write 5 fields (\"0 2 * * *\"), 6 with seconds, or a descriptor such as @daily", spec, err)
-	}
-	return s, nil
+	return &Schedule{spec: spec, loc: loc, cron: c}, nil
 }
 
 // Spec returns the expression as written.
@@ -89,67 +108,134 @@ func (s *Schedule) Spec() string { return s.spec }
 // Location returns the zone the schedule is evaluated in.
 func (s *Schedule) Location() *time.Location { return s.loc }
 
+// Wildcard reports whether the schedule follows real time across DST
+// changes (a wildcard schedule, or @every); false for a fixed one.
+func (s *Schedule) Wildcard() bool { return s.cron == nil || s.cron.wildcard }
+
 // Next returns the first fire time strictly after t, in the schedule's zone,
 // or the zero time when the schedule never fires again.
 func (s *Schedule) Next(t time.Time) time.Time {
-	if s.every {
-		return s.sched.Next(t.In(s.loc))
+	if s.every != nil {
+		return s.every.Next(t.In(s.loc))
 	}
-	t = t.In(s.loc)
-	w := wall(t)
-	// Walking wall times: each step is a strictly later wall time, so the loop
-	// ends; the bound only guards against a zone database gone mad.
-	for range 1000 {
-		w = s.sched.Next(w)
-		if w.IsZero() {
-			return time.Time{}
-		}
-		if at, ok := s.resolve(w); ok && at.After(t) {
-			return at
-		}
+	at, _, ok := s.next(t)
+	if !ok {
+		return time.Time{}
 	}
-	return time.Time{}
+	return time.Unix(at, 0).In(s.loc)
 }
 
-// wall returns the wall-clock reading of t as a UTC time, where no DST applies.
-func wall(t time.Time) time.Time {
-	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+// next returns the first fire strictly after t (Unix seconds) and the
+// matching wall reading it fires for.
+func (s *Schedule) next(t time.Time) (at, w int64, ok bool) {
+	from := t.Unix() + 1 // fires fall on whole seconds
+	if s.cron.wildcard {
+		return s.nextReal(from)
+	}
+	return s.nextFixed(from)
 }
 
-// resolve maps a wall-clock time to the instant it fires at in the zone: the
-// first occurrence of an ambiguous time, the end of the gap for a missing one.
-func (s *Schedule) resolve(w time.Time) (time.Time, bool) {
-	at := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), s.loc)
-	if !wall(at).Equal(w) {
-		// In a gap: fire at the first instant after it, the zone change.
-		start, end := at.ZoneBounds()
-		for _, b := range []time.Time{start, end} {
-			if !b.IsZero() && wall(b).After(w) && b.Sub(at).Abs() <= 24*time.Hour {
-				return b, true
-			}
-		}
-		return time.Time{}, false
+// offsetAt returns the zone offset at Unix second u and the bounds of its
+// zone period (0 for none).
+func (s *Schedule) offsetAt(u int64) (off, start, end int64) {
+	x := time.Unix(u, 0).In(s.loc)
+	_, o := x.Zone()
+	st, en := x.ZoneBounds()
+	if !st.IsZero() {
+		start = st.Unix()
 	}
-	// Ambiguous: the same wall time may also exist in the neighbouring zone
-	// period; the earliest occurrence wins.
-	first := at
-	start, end := at.ZoneBounds()
-	_, off := at.Zone()
-	if !start.IsZero() {
-		_, prevOff := start.Add(-time.Nanosecond).Zone()
-		alt := at.Add(time.Duration(off-prevOff) * time.Second)
-		if alt.Before(start) && wall(alt.In(s.loc)).Equal(w) && alt.Before(first) {
-			first = alt
+	if !en.IsZero() {
+		end = en.Unix()
+	}
+	return int64(o), start, end
+}
+
+// horizon bounds every walk: past it, no valid expression has a first fire.
+const horizon = int64(searchYears+1) * 366 * 24 * 3600
+
+// nextReal walks zone periods: inside one the wall clock moves with real
+// time, so the first matching wall reading maps to the first instant.
+func (s *Schedule) nextReal(from int64) (int64, int64, bool) {
+	limit := from + horizon
+	for from < limit {
+		off, _, end := s.offsetAt(from)
+		w, ok := s.cron.nextWall(from + off)
+		if !ok {
+			return 0, 0, false
+		}
+		if at := w - off; end == 0 || at < end {
+			return at, w, true
+		}
+		from = end
+	}
+	return 0, 0, false
+}
+
+// nextFixed walks matching wall readings in order, each mapped to the
+// instant it fires at (resolve), until one lies at or after from.
+func (s *Schedule) nextFixed(from int64) (int64, int64, bool) {
+	off, start, _ := s.offsetAt(from)
+	w := from + off
+	if start != 0 {
+		// In the second pass of a repeated span: its wall readings fired in
+		// the first pass; go on from the end of the span.
+		if prev, _, _ := s.offsetAt(start - 1); prev > off && w < start+prev {
+			w = start + prev
 		}
 	}
-	if !end.IsZero() {
-		_, nextOff := end.Zone()
-		alt := at.Add(time.Duration(off-nextOff) * time.Second)
-		if !alt.Before(end) && wall(alt.In(s.loc)).Equal(w) && alt.Before(first) {
-			first = alt
+	limit := w + horizon
+	for w < limit {
+		m, ok := s.cron.nextWall(w)
+		if !ok {
+			return 0, 0, false
+		}
+		if at := s.resolve(m); at >= from {
+			return at, m, true
+		}
+		w = m + 1
+	}
+	return 0, 0, false
+}
+
+// resolve maps a wall reading to the instant a fixed schedule fires it at:
+// the first of its occurrences, or for a reading inside a gap, the first
+// instant after the gap.
+func (s *Schedule) resolve(w int64) int64 {
+	off, start, end := s.offsetAt(w) // the offset at the instant w, close to the answer
+	if start == 0 && end == 0 {
+		return w - off
+	}
+	best, found := int64(0), false
+	try := func(o int64) {
+		u := w - o
+		if uo, _, _ := s.offsetAt(u); u+uo == w && (!found || u < best) {
+			best, found = u, true
 		}
 	}
-	return first.In(s.loc), true
+	try(off)
+	if start != 0 {
+		p, _, _ := s.offsetAt(start - 1)
+		try(p)
+	}
+	if end != 0 {
+		n, _, _ := s.offsetAt(end)
+		try(n)
+	}
+	if found {
+		return best
+	}
+	// In a gap: the transition whose wall clock jumps over w.
+	for _, b := range []int64{start, end} {
+		if b == 0 {
+			continue
+		}
+		before, _, _ := s.offsetAt(b - 1)
+		after, _, _ := s.offsetAt(b)
+		if b-1+before < w && w < b+after {
+			return b
+		}
+	}
+	return w - off // not reached with real zone data: periods last longer than a day
 }
 
 // NextN returns up to n fire times strictly after t.

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-sched/ax/engine/breaker"
+	"github.com/ax-sched/ax/runner"
 )
 
 // Config tunes an Engine. A zero field means its documented default.
@@ -29,8 +30,13 @@ type Config struct {
 	// Holder names this process in the lease. Default host:pid.
 	Holder string
 	// Grace is how long shutdown waits for running attempts before
-	// cancelling them. Default 10 s.
+	// cancelling them and giving them back (RETRYING, the attempt not
+	// counted). Default 30 s.
 	Grace time.Duration
+	// TurnBudget bounds how long one turn of the loop dispatches before it
+	// serves results, operator requests and timers again; the rest goes out
+	// in the next turn, in priority order. Default 100 ms.
+	TurnBudget time.Duration
 	// BackoffCap caps retry waits. Default 10 m.
 	BackoffCap time.Duration
 	// ClaimAhead is how long before its fire time an instance due in the
@@ -67,6 +73,12 @@ type Config struct {
 	// Registerer takes the engine's Prometheus metrics. Nil: a registry of
 	// the engine's own (never the default one), so engines never collide.
 	Registerer prometheus.Registerer
+	// LogMax bounds the output kept per attempt, in bytes: the last LogMax
+	// bytes are kept and what was dropped is counted. Default 1 MiB.
+	LogMax int
+	// LogFlush is how often the output of running attempts is written to
+	// the store (what a crash can lose). Default 1 s.
+	LogFlush time.Duration
 	// Now reads the wall clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
@@ -87,7 +99,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.LeaseRenew = 5 * time.Second
 	}
 	if c.Grace == 0 {
-		c.Grace = 10 * time.Second
+		c.Grace = 30 * time.Second
+	}
+	if c.TurnBudget == 0 {
+		c.TurnBudget = 100 * time.Millisecond
 	}
 	if c.ClaimAhead == 0 {
 		c.ClaimAhead = time.Second
@@ -107,6 +122,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.LogMax == 0 {
+		c.LogMax = runner.DefaultLogMax
+	}
+	if c.LogFlush == 0 {
+		c.LogFlush = time.Second
+	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
@@ -124,6 +145,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("engine: config: TopUp %s must be positive and at most Window %s", c.TopUp, c.Window)
 	case c.LeaseRenew <= 0 || c.LeaseRenew*2 > c.LeaseTTL:
 		return c, fmt.Errorf("engine: config: LeaseRenew %s must be positive and at most half of LeaseTTL %s", c.LeaseRenew, c.LeaseTTL)
+	case c.LogMax < 4<<10:
+		return c, fmt.Errorf("engine: config: LogMax %d is below 4 KiB", c.LogMax)
+	case c.LogFlush < 0:
+		return c, fmt.Errorf("engine: config: LogFlush %s is negative", c.LogFlush)
 	case c.DispatchRate < 0:
 		return c, fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
 	}

@@ -63,6 +63,9 @@ type opReply struct {
 // did. Bad requests (an unknown task, an instance in the wrong state) fail
 // with an error that says why and change nothing.
 func (e *Engine) Do(ctx context.Context, op Op) (string, error) {
+	if !e.Primary() {
+		return "", fmt.Errorf("%w: the lease is not safely held here", errNotPrimary)
+	}
 	req := request{op: op, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
@@ -126,16 +129,15 @@ func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error
 	default:
 		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, limits or cancel_backfill", op.Kind)
 	}
-	outcome := msg
 	if err != nil {
-		outcome = "refused: " + err.Error()
+		return "", err // refused: it changed nothing, and writes nothing either (not even an action row)
 	}
 	detail, _ := json.Marshal(op)
-	if aerr := e.w().AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
-		InstanceID: op.Instance, Reason: op.Reason, Detail: outcome + " " + string(detail)}); aerr != nil && err == nil {
-		err = aerr
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
+		InstanceID: op.Instance, Reason: op.Reason, Detail: msg + " " + string(detail)}); err != nil {
+		return "", err
 	}
-	return msg, err
+	return msg, nil
 }
 
 func taskTarget(op Op) string {
@@ -325,10 +327,11 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 }
 
 // scheduleWoken schedules WAITING instances whose upstreams are done, at their fire
-// time (the one they had, or now plus delay). Those due more than
-// MisfireAfter ago are misfires: per task, fire_once keeps the latest,
-// skip keeps none, fire_all keeps up to MisfireLimit; the others fail with
-// the reason "skipped by misfire policy".
+// time (the one they had, or now plus delay). Those whose fire time passed
+// are a backlog that misfireSplit judges per task: a misfire when the
+// earliest is more than MisfireAfter late (fire_once keeps the latest, skip
+// none, fire_all up to MisfireLimit; the others fail with the reason
+// "skipped by misfire policy"), otherwise each runs late.
 func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
 	byTask := map[string][]store.Instance{}
 	var order []string
@@ -367,13 +370,21 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		ti, list := e.tasks[id], byTask[id]
 		var late, onTime []store.Instance
 		for _, in := range list {
-			if fireOf(in, ti).Before(now.Add(-e.cfg.MisfireAfter)) {
+			if fireOf(in, ti).Before(now) {
 				late = append(late, in)
 			} else {
 				onTime = append(onTime, in)
 			}
 		}
-		keep := misfireKeep(ti.def.Misfire, len(late), e.cfg.MisfireLimit)
+		slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
+		keep := len(late)
+		if len(late) > 0 {
+			skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+			if !missed { // a short backlog: each runs late, at its fire time
+				onTime, late = append(late, onTime...), nil
+			}
+			keep = len(late) - skip
+		}
 		for i, in := range late {
 			at := now
 			if i >= len(late)-keep {
@@ -429,18 +440,6 @@ func fireOf(in store.Instance, ti *taskInfo) time.Time {
 		return in.NextFireAt
 	}
 	return in.LogicalTime.Add(ti.def.Delay)
-}
-
-// misfireKeep returns how many of n missed fires a policy runs.
-func misfireKeep(p defs.Misfire, n, limit int) int {
-	switch p {
-	case defs.MisfireSkip:
-		return 0
-	case defs.MisfireFireAll:
-		return min(n, limit)
-	default:
-		return min(n, 1)
-	}
 }
 
 func schedule(in store.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {

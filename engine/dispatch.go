@@ -46,6 +46,9 @@ type attempt struct {
 	live     bool                    // of a schedule run: counts for the overlap policy
 	due      time.Time               // its fire time
 	held     bool                    // claimed ahead: not handed to its executor yet
+	// interrupted: still running when the shutdown grace ended and cancelled
+	// with errInterrupted; unless it succeeded it is given back, not failed.
+	interrupted bool
 }
 
 // outcome is a result from an executor, for an instance.
@@ -124,13 +127,33 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 // dispatch moves queued instances to RUNNING, as many as the token bucket
 // allows, in transactions of up to 1,000, handing each recorded one to its
 // executor as soon as its batch is committed.
+//
+// A turn's dispatch stops after TurnBudget (the rest, still in priority
+// order in the queue, goes out in the next turn), so that operator
+// requests, results and timers are served between batches of a burst.
 func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
+	began := now
 	for {
 		more, err := e.dispatchBatch(ctx, now)
 		if err != nil || !more {
 			return err
 		}
 		now = e.cfg.Now()
+		if now.Sub(began) >= e.cfg.TurnBudget {
+			e.soon()
+			return nil
+		}
+	}
+}
+
+// resultBatch is the most results one turn records (one transaction).
+const resultBatch = 1000
+
+// soon asks for another turn as soon as the loop has served what else waits.
+func (e *Engine) soon() {
+	select {
+	case e.again <- struct{}{}:
+	default:
 	}
 }
 
@@ -143,6 +166,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		deferred []int64
 		waiting  []int64
 		claimed  = map[string]int{} // dispatches of this batch, per task, for the overlap check
+		heldBy   map[string]int     // attempts claimed ahead, not started, per task (built when needed)
+		later    time.Time          // the earliest fire time left to judge at that time
 		wait     time.Duration
 	)
 	for e.queue.Len() > 0 && len(params) < 1000 {
@@ -158,30 +183,34 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 				picked = append(picked, it.Value)
 				continue
 			}
-			if p.kind != store.RunSchedule {
-				// backfill: overlap is a policy of the live schedule; neither held back nor counted
-			} else if p.task.def.Overlap != defs.OverlapAllow && e.runningByTask[p.task.id] == 0 && claimed[p.task.id] > 0 {
-				// Another instance of the task goes out in this batch (a catch-up):
-				// not an overlap with a running one; this one waits its turn.
-				waiting = append(waiting, it.Value)
-				continue
-			}
-			if p.kind == store.RunSchedule && e.runningByTask[p.task.id] > 0 && p.task.def.Overlap != defs.OverlapAllow {
-				// skip is for a fire arriving on time while the previous instance
-				// runs; an instance already late (a catch-up that the misfire
-				// policy chose to run, or one held back by the rate limit)
-				// queues behind it instead.
-				late := now.UnixMilli()-p.at > 2000
-				if p.task.def.Overlap == defs.OverlapWait || late {
+			if p.kind == store.RunSchedule { // backfill: overlap is a policy of the live schedule; neither held back nor counted
+				due := time.UnixMilli(p.at)
+				live := e.runningByTask[p.task.id]
+				held := 0
+				if live > 0 {
+					if heldBy == nil {
+						heldBy = e.heldByTask()
+					}
+					held = heldBy[p.task.id]
+				}
+				switch overlapDecide(p.task.def.Overlap, due, now, live-held, held, claimed[p.task.id]) {
+				case overlapLater:
+					waiting = append(waiting, it.Value)
+					if later.IsZero() || due.Before(later) {
+						later = due
+					}
+					continue
+				case overlapWait:
 					waiting = append(waiting, it.Value)
 					continue
+				case overlapSkip:
+					params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Failed,
+						Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
+						Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
+						Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
+					picked = append(picked, it.Value)
+					continue
 				}
-				params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Failed,
-					Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
-					Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
-					Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
-				picked = append(picked, it.Value)
-				continue
 			}
 		}
 		ok, w := true, time.Duration(0)
@@ -232,8 +261,12 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	if wait > 0 {
 		// Wake for a handful of tokens rather than each one, so that a rate
 		// limit still dispatches in batches (100/s: ten per transaction).
-		e.wake.Reset(max(wait, 100*time.Millisecond))
+		wait = max(wait, 100*time.Millisecond)
+		e.wake.Reset(wait)
 		e.logBuffer(now)
+	}
+	if !later.IsZero() && (wait == 0 || later.Sub(now) < wait) {
+		e.wake.Reset(later.Sub(now)) // judge the overlap at the fire time
 	}
 	if len(params) == 0 {
 		return false, nil
@@ -296,6 +329,17 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// heldByTask counts the live attempts claimed ahead that have not started, per task.
+func (e *Engine) heldByTask() map[string]int {
+	m := make(map[string]int, len(e.held))
+	for _, a := range e.held {
+		if a.live {
+			m[a.task.id]++
+		}
+	}
+	return m
+}
 
 // dueDetail is the detail of a dispatch action: the instance's fire time,
 // so that "scheduled versus actual dispatch time" can be read back (R31a).
@@ -444,6 +488,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
+	fence, runID := e.w(), a.runID
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
@@ -455,11 +500,15 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 				return
 			}
 		}
-		res, err := e.execs[t.Executor.Kind].Execute(ctx, at)
+		out := e.logs.start(id, a.attempt, fence)
+		started := e.cfg.Now()
+		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
 		res.Ticket = a.ticket
+		e.endOutput(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
+			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
 		e.results <- outcome{instance: id, res: res}
 	}()
 }
@@ -499,8 +548,10 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	var (
 		params []store.TransitionParams
 		meta   []applied
+		closed = map[string]string{} // inbox entries to close, by ticket
 	)
-	for _, o := range e.unapplied {
+	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
+	for _, o := range batch {
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
 			for id, a := range e.running {
 				if a.ticket == o.res.Ticket {
@@ -511,6 +562,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		a := e.running[o.instance]
 		if a == nil || a.ticket != o.res.Ticket {
+			if e.inboxSeen[o.res.Ticket] {
+				closed[o.res.Ticket] = "stale"
+			}
 			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
 				Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
 				return err
@@ -522,7 +576,21 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
 			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
+		if o.res.Executor != "" {
+			p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
+		}
 		switch {
+		case a.interrupted && o.res.Status != runner.StatusSuccess:
+			// Cut off by a shutdown: given back to run again at once, under
+			// whichever scheduler holds the lease next; the attempt is not counted.
+			att := a.attempt - 1
+			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &now, &att
+			p.Set.Error = ptr("interrupted by shutdown")
+			p.Reason = "interrupted by shutdown: given back after the grace period, the attempt not counted"
+			p.Action.Action, p.Action.Reason = "interrupted", p.Reason
+			params = append(params, p)
+			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"})
+			continue
 		case o.res.Refused:
 			// No executor took it (busy, full, re-entrant, unreachable): try again
 			// shortly; the attempt does not count against the retry budget.
@@ -544,7 +612,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			if !o.res.Permanent && a.attempt <= retries {
 				next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, e.cfg.BackoffCap))
 				p.To, p.Set.NextFireAt = store.Retrying, &next
-				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339))
+				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
 				p.Action.Action = "retry"
 			} else {
 				p.To = store.Failed
@@ -598,10 +666,19 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		clear(e.runs)                                                          // the cache saw successes that were not recorded: reload on next use
 		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
 	}
-	e.unapplied = e.unapplied[:0]
+	e.unapplied = e.unapplied[len(batch):]
+	if len(e.unapplied) > 0 {
+		e.soon() // the rest in the next turn, after the lease and the API had their turn
+	}
 	var cross []release
 	for i, r := range res {
 		m := meta[i]
+		if e.inboxSeen[m.a.ticket] || m.a.task.def.Executor.Kind == defs.ExecHTTP {
+			closed[m.a.ticket] = "applied"
+			if r.Err != nil {
+				closed[m.a.ticket] = "stale"
+			}
+		}
 		delete(e.running, m.id)
 		if m.a.live {
 			if e.runningByTask[m.a.task.id]--; e.runningByTask[m.a.task.id] <= 0 {
@@ -657,6 +734,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 	}
 	e.released(ctx, same, relRes)
+	e.closeInbox(ctx, closed, now)
 	e.bfDirty = true
 	e.statsMu.Lock()
 	e.stats.Applied += int64(len(res))
@@ -888,57 +966,4 @@ func (e *Engine) kindOf(ctx context.Context, runID int64) store.RunKind {
 	}
 	e.runKind[r.ID] = r.Kind
 	return r.Kind
-}
-
-// misfireLate applies the misfire policy, at start, to instances of schedule
-// runs that fell due more than MisfireAfter ago while no scheduler ran them
-// (their runs were created ahead): per task, fire_once keeps the latest,
-// skip none, fire_all up to MisfireLimit; the others fail as skipped.
-func (e *Engine) misfireLate(ctx context.Context, now time.Time) error {
-	late, err := e.st.DueInstances(ctx, store.DueParams{Until: now.Add(-e.cfg.MisfireAfter), States: []store.State{store.Scheduled}})
-	if err != nil {
-		return fmt.Errorf("engine: misfires: %w", err)
-	}
-	byTask := map[string][]store.Instance{}
-	var order []string
-	for _, in := range late {
-		if e.tasks[in.TaskID] == nil || e.kindOf(ctx, in.RunID) != store.RunSchedule {
-			continue
-		}
-		if _, ok := byTask[in.TaskID]; !ok {
-			order = append(order, in.TaskID)
-		}
-		byTask[in.TaskID] = append(byTask[in.TaskID], in) // in fire-time order
-	}
-	var params []store.TransitionParams
-	for _, id := range order {
-		ti, list := e.tasks[id], byTask[id]
-		keep := misfireKeep(ti.def.Misfire, len(list), e.cfg.MisfireLimit)
-		for _, in := range list[:len(list)-keep] {
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Failed,
-				Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
-				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
-					ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
-		}
-		detail := fmt.Sprintf("%d instance(s) fell due while no scheduler ran; %d run late, %d skipped", len(list), keep, len(list)-keep)
-		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
-			Detail: detail}); err != nil {
-			return err
-		}
-		if keep < len(list) {
-			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
-		}
-		e.log.Warn("misfire", "task", id, "policy", string(ti.def.Misfire), "late", len(list), "run", keep)
-	}
-	_, err = e.transitionAll(ctx, params)
-	return err
-}
-
-// Report takes a result that an executor posted for a ticket whose attempt
-// is not waiting in this process, such as one dispatched by a previous
-// scheduler process (its ticket stays valid: R27). It is applied once if the
-// ticket is current, and recorded and ignored otherwise.
-func (e *Engine) Report(rep runner.Report) {
-	e.results <- outcome{res: runner.Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
-		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}}
 }

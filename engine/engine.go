@@ -66,7 +66,7 @@ type Engine struct {
 	runs          map[int64]*runState
 	unapplied     []outcome
 	epoch         int64
-	leaseUntil    time.Time
+	lease         atomic.Pointer[keeper] // of the current term as primary; nil as a standby
 	loadedUntil   time.Time
 	retryAt       time.Time // after a store error: when to try again
 	bufferLogged  time.Time
@@ -87,8 +87,13 @@ type Engine struct {
 	bfDirty       bool // results were applied since the backfills last stepped
 	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
+	inboxPolled   time.Time
+	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
+	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
 	execWG        sync.WaitGroup
+	again         chan struct{} // a turn stopped at its time budget: take the next one soon
 	m             *metrics
+	logs          *logWriter // task output (R41)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -118,14 +123,17 @@ func (e *Engine) w() *store.Fence {
 
 // Stats is a snapshot of the loop, for status pages and tests.
 type Stats struct {
-	Epoch      int64  `json:"epoch"`
-	Wheel      int    `json:"wheel"`   // instances waiting in the time wheel
-	Queue      int    `json:"queue"`   // due instances in the priority queue
-	Running    int    `json:"running"` // attempts awaiting their result
-	Dispatched int64  `json:"dispatched"`
-	Applied    int64  `json:"applied"` // results recorded
-	Leader     bool   `json:"leader"`
-	Limits     Limits `json:"limits"` // the dispatch limits in force
+	Epoch      int64 `json:"epoch"`
+	Wheel      int   `json:"wheel"`   // instances waiting in the time wheel
+	Queue      int   `json:"queue"`   // due instances in the priority queue
+	Running    int   `json:"running"` // attempts awaiting their result
+	Dispatched int64 `json:"dispatched"`
+	Applied    int64 `json:"applied"` // results recorded
+	Leader     bool  `json:"leader"`
+	// RenewLateMax is how late the latest lease renewal of this term came
+	// past its due time, at worst (it must stay well below the renewal period).
+	RenewLateMax time.Duration `json:"renew_late_max"`
+	Limits       Limits        `json:"limits"` // the dispatch limits in force
 }
 
 // New checks that every task of g has an executor (and every function is
@@ -140,10 +148,12 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
+	e.logs = newLogWriter(cfg)
 	if err := checkExecutors(g, execs); err != nil {
 		return nil, err
 	}
 	e.tasks, e.trigs = buildTasks(g)
+	e.hasHTTP = hasHTTPTasks(e.tasks)
 	e.cur.Store(g)
 	return e, nil
 }
@@ -193,11 +203,23 @@ func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
 	return tasks, trigs
 }
 
-// Stats returns a snapshot of the loop's state.
+// Stats returns a snapshot of the loop's state. Leader is read live from
+// the lease, not from the loop's last turn: the moment the lease is no
+// longer safely held (a renewal failed, the lease was released or taken),
+// Stats says standby, however busy the loop is.
 func (e *Engine) Stats() Stats {
 	e.statsMu.Lock()
-	defer e.statsMu.Unlock()
-	return e.stats
+	s := e.stats
+	e.statsMu.Unlock()
+	s.Leader = e.Primary()
+	return s
+}
+
+// Primary reports whether this process safely holds the scheduler lease now.
+// It never waits on the loop.
+func (e *Engine) Primary() bool {
+	k := e.lease.Load()
+	return k != nil && k.held(e.cfg.Now(), k.epoch.Load())
 }
 
 func (e *Engine) publish(now time.Time) {
@@ -205,6 +227,10 @@ func (e *Engine) publish(now time.Time) {
 	defer e.statsMu.Unlock()
 	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), len(e.running)
 	e.stats.Leader = e.leader(now)
+	e.stats.RenewLateMax = 0
+	if k := e.lease.Load(); k != nil {
+		e.stats.RenewLateMax = time.Duration(k.lateMax.Load())
+	}
 	e.m.wheelEntries.Set(float64(e.stats.Wheel))
 	e.m.queueDepth.Set(float64(e.stats.Queue))
 	e.m.running.Set(float64(e.stats.Running))
@@ -227,6 +253,11 @@ func boolGauge(b bool) float64 {
 // dispatching, lets running attempts finish for Config.Grace, records their
 // results, cancels the rest and releases the lease.
 func (e *Engine) Run(ctx context.Context) error {
+	// Output of running attempts is flushed until Run returns, through the
+	// grace period of a shutdown too.
+	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLogs()
+	go e.logs.run(logCtx, e.cfg.LogFlush)
 	for {
 		l, err := e.awaitLease(ctx)
 		if err != nil {
@@ -251,7 +282,18 @@ var errLeaseLost = errors.New("engine: the lease is held by another process")
 // since their results could no longer be recorded).
 func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
-	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
+	e.epoch = l.Epoch
+	k := newKeeper(e.st, e.cfg, l, e.m.renewLate)
+	keepCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	var keepWG sync.WaitGroup
+	keepWG.Go(func() { k.run(keepCtx) })
+	defer func() {
+		stopKeeper()
+		keepWG.Wait()
+		e.lease.Store(nil)
+		e.m.leader.Set(0)
+	}()
+	e.lease.Store(k)
 	e.fence.Store(e.st.Fence(l.Epoch))
 	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
@@ -261,6 +303,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
+	e.inboxSeen = map[string]bool{}
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
@@ -281,9 +324,8 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	defer tick.Stop()
 	topUp := time.NewTicker(e.cfg.TopUp)
 	defer topUp.Stop()
-	renew := time.NewTicker(e.cfg.LeaseRenew)
-	defer renew.Stop()
 	e.wake = time.NewTimer(time.Hour)
+	e.again = make(chan struct{}, 1)
 	defer e.wake.Stop()
 	e.heldWake = time.NewTimer(time.Hour)
 	defer e.heldWake.Stop()
@@ -291,20 +333,22 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return e.shutdown(cancelExec)
+			return e.shutdown(cancelExec, k)
 		case <-tick.C:
 			tick.Reset(e.untilNextSecond())
 			e.turn(ctx, false)
 		case <-topUp.C:
 			e.turn(ctx, true)
-		case <-renew.C:
-			if err := e.renew(ctx); err != nil {
-				cancelExec(err)
-				e.execWG.Wait()
-				e.drainResults()
+		case ev := <-k.events:
+			if ev.err != nil {
+				cancelExec(ev.err)
+				e.collect(nil)
 				e.unapplied = nil // fenced: no longer ours to record
-				return err
+				return ev.err
 			}
+			e.retaken(ctx, ev.retaken)
+		case <-e.again:
+			e.turn(ctx, false)
 		case o := <-e.results:
 			e.unapplied = append(e.unapplied, o)
 			e.drainResults()
@@ -409,6 +453,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 				return err
 			}
 		}
+		if e.leader(now) {
+			if err := e.pollInbox(ctx, now); err != nil {
+				return err
+			}
+		}
 		if err := e.applyResults(ctx, now); err != nil {
 			return err
 		}
@@ -466,47 +515,20 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	e.failures = 0
 }
 
-// leader reports whether the lease is safely held: a renewal must have
-// succeeded within LeaseTTL − LeaseRenew, so that dispatch stops before the
-// lease could expire.
+// leader reports whether the lease is safely held for the loop's epoch (see
+// keeper.held): a renewal must have succeeded within LeaseTTL − LeaseRenew,
+// so that dispatch stops before the lease could expire.
 func (e *Engine) leader(now time.Time) bool {
-	return now.Before(e.leaseUntil.Add(-e.cfg.LeaseRenew))
+	return e.lease.Load().held(now, e.epoch)
 }
 
-// renew extends the lease. Losing it (another epoch) ends Run; a database
-// that does not answer only stops dispatch until a renewal succeeds.
-func (e *Engine) renew(ctx context.Context) error {
+// retaken redoes what a takeover does after the keeper took the lease again
+// under a new epoch (it had been lost, typically because the database was
+// gone for longer than its TTL, and nobody else took it): rebuild the window
+// from the store and reconcile what runs.
+func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
-	l, err := e.st.RenewLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, Epoch: e.epoch, TTL: e.cfg.LeaseTTL, Now: now})
-	switch {
-	case errors.Is(err, store.ErrNotLeader):
-		e.log.Warn("lease_lost", "epoch", e.epoch, "err", err)
-		return e.retake(ctx, now, err)
-	case err != nil:
-		e.log.Warn("lease_renew_failed", "epoch", e.epoch, "err", err, "dispatching", e.leader(now))
-		return nil
-	}
-	e.leaseUntil = l.ExpiresAt
-	return nil
-}
-
-// retake tries to take the lease again after it was lost, typically because
-// the database was gone for longer than its TTL. When nobody else took it,
-// the engine carries on under a new epoch, after redoing what a takeover
-// does: rebuild the window from the store and reconcile what runs. When
-// another process holds it, Run ends.
-func (e *Engine) retake(ctx context.Context, now time.Time, lost error) error {
-	l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: now})
-	if errors.Is(err, store.ErrLeaseHeld) {
-		e.log.Error("lease_lost_for_good", "epoch", e.epoch, "err", err)
-		return fmt.Errorf("%w: %w", errLeaseLost, err)
-	}
-	if err != nil {
-		e.log.Warn("lease_retake_failed", "epoch", e.epoch, "lost", lost.Error(), "err", err)
-		return nil // the database may be back soon: dispatch stays stopped until a renewal or a retake succeeds
-	}
-	e.log.Warn("lease_retaken", "old_epoch", e.epoch, "epoch", l.Epoch)
-	e.epoch, e.leaseUntil = l.Epoch, l.ExpiresAt
+	e.epoch = l.Epoch
 	e.fence.Store(e.st.Fence(l.Epoch))
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
@@ -514,32 +536,89 @@ func (e *Engine) retake(ctx context.Context, now time.Time, lost error) error {
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err) // the next turn's top-up tries again
 	}
+}
+
+// errInterrupted is the cause given to attempts still running when the
+// shutdown grace period ends: they are given back, not failed.
+var errInterrupted = errors.New("engine: interrupted by shutdown")
+
+// shutdown stops dispatch and releases the lease at once (a standby takes
+// over), gives back the attempts claimed ahead, records the results of the
+// attempts that finish within Grace, then cancels the rest and gives them
+// back too: RETRYING at once, the attempt not counted.
+func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
+	ctx := context.Background()
+	e.unclaim(ctx, e.cfg.Now())
+	k.release(ctx)
+	e.m.leader.Set(0)
+	timer := time.NewTimer(e.cfg.Grace)
+	defer timer.Stop()
+	e.collect(func() <-chan time.Time {
+		if len(e.running) > 0 {
+			e.log.Info("shutdown_waiting", "running", len(e.running), "grace", e.cfg.Grace.String())
+		}
+		return timer.C
+	}, func() {
+		for _, a := range e.running {
+			if a.cancel != nil {
+				a.interrupted = true
+			}
+		}
+		cancelExec(errInterrupted)
+	})
+	if err := e.applyAll(ctx); err != nil {
+		e.log.Error("shutdown_results_not_recorded", "err", err, "count", len(e.unapplied))
+	}
+	e.log.Info("engine_stopped", "epoch", e.epoch)
 	return nil
 }
 
-// shutdown stops dispatch, waits Grace for running attempts, records what
-// finished, cancels the rest and releases the lease.
-func (e *Engine) shutdown(cancelExec context.CancelCauseFunc) error {
-	ctx := context.Background()
-	e.unclaim(ctx, e.cfg.Now())
+// collect waits for every attempt goroutine to end while taking in their
+// results, so that none ever blocks on a full results channel (shutdown
+// with 10,000 attempts in flight returns). With deadline set, when its
+// channel fires, expire is called once (cancelling what still runs).
+// Results are recorded as they come, in the same batches as the loop's.
+func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 	done := make(chan struct{})
-	go func() { e.execWG.Wait(); close(done) }()
-	timer := time.NewTimer(e.cfg.Grace)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		cancelExec(errors.New("engine: shutdown grace period over"))
-		<-done
+	go func() { e.execWG.Wait(); close(done) }() // ends when the attempts end; collect waits for it
+	var dl <-chan time.Time
+	if deadline != nil {
+		dl = deadline()
 	}
-	e.drainResults()
-	if err := e.applyResults(ctx, e.cfg.Now()); err != nil {
-		e.log.Error("shutdown_results_not_recorded", "err", err, "count", len(e.unapplied))
+	ctx := context.Background()
+	for {
+		select {
+		case <-done:
+			e.drainResults()
+			return
+		case o := <-e.results:
+			e.unapplied = append(e.unapplied, o)
+			e.drainResults()
+			if e.leader(e.cfg.Now()) || e.lease.Load().released.Load() {
+				if err := e.applyAll(ctx); err != nil {
+					e.log.Warn("results_not_recorded", "err", err, "count", len(e.unapplied))
+				}
+			}
+		case <-dl:
+			dl = nil
+			for _, f := range expire {
+				f()
+			}
+		}
 	}
-	if err := e.st.ReleaseLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, Epoch: e.epoch, Now: e.cfg.Now()}); err != nil {
-		e.log.Warn("lease_release_failed", "err", err)
+}
+
+// applyAll records every result gathered so far, a batch at a time.
+func (e *Engine) applyAll(ctx context.Context) error {
+	for len(e.unapplied) > 0 {
+		n := len(e.unapplied)
+		if err := e.applyResults(ctx, e.cfg.Now()); err != nil {
+			return err
+		}
+		if len(e.unapplied) >= n {
+			return nil
+		}
 	}
-	e.log.Info("engine_stopped", "epoch", e.epoch)
 	return nil
 }
 
@@ -560,9 +639,6 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 		return err
 	}
 	if err := e.createWindow(ctx, now); err != nil {
-		return err
-	}
-	if err := e.misfireLate(ctx, now); err != nil {
 		return err
 	}
 	if err := e.load(ctx, now); err != nil {

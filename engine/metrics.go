@@ -21,6 +21,7 @@ type metrics struct {
 	bufferWait     prometheus.Histogram // how long instances held back by the token bucket waited
 	latency        prometheus.Histogram // fire time → dispatched
 	leader         prometheus.Gauge
+	renewLate      prometheus.Histogram // how late lease renewals ran past their due time
 	backfillRuns   *prometheus.GaugeVec // by backfill and state: done, failed, total
 	storeErrors    prometheus.Counter
 	staleResults   prometheus.Counter
@@ -50,6 +51,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_dispatch_latency_seconds",
 			Help: "Time from an instance's fire time to its dispatch.", Buckets: latencyBuckets}),
 		leader: f.NewGauge(prometheus.GaugeOpts{Name: "ax_leader", Help: "1 while this process is the primary scheduler, 0 as a standby."}),
+		renewLate: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_lease_renew_late_seconds",
+			Help: "How late each lease renewal started past its due time (it runs on its own timer; late means a starved process).", Buckets: latencyBuckets}),
 		backfillRuns: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_backfill_runs",
 			Help: "Runs of each active backfill, by state (done, failed, total)."}, []string{"backfill", "state"}),
 		storeErrors:    f.NewCounter(prometheus.CounterOpts{Name: "ax_store_errors_total", Help: "Loop turns that failed on a store error (retried with backoff)."}),

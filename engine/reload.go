@@ -157,6 +157,7 @@ func (e *Engine) takeNext() {
 	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
 	e.g = g
 	e.tasks, e.trigs = buildTasks(g)
+	e.hasHTTP = hasHTTPTasks(e.tasks)
 	e.cur.Store(g)
 	e.log.Info("pipelines_reloaded", "applied", false, "diff", d.String(), "reason", "not primary: taken for the next term")
 }
@@ -220,19 +221,15 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	}
 	e.dropHeldOfRemoved(ctx, tasks, now)
 	e.g, e.tasks, e.trigs = g, tasks, trigs
+	e.hasHTTP = hasHTTPTasks(tasks)
 	e.cur.Store(g)
 	for _, t := range trigs {
 		old := oldTrigs[t.name]
 		switch {
 		case old != nil && !replan[t.name]:
 			t.until, t.next = old.until, old.next
-		case old != nil: // changed: planned again from now
+		default: // changed or new: planned from the reload on
 			t.setUntil(now)
-		default: // new: from now, or by its misfire policy if it ran before
-			if err := e.initTrigger(ctx, t, now); err != nil {
-				e.log.Warn("reload_trigger_init_failed", "trigger", t.name, "err", err)
-				t.setUntil(now)
-			}
 		}
 	}
 	e.log.Info("pipelines_reloaded", "applied", true, "diff", d.String(), "runs_dropped", len(dropped))

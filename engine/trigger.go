@@ -37,66 +37,166 @@ func newTrigger(tr *dag.Trigger, g *dag.Graph) *trigger {
 }
 
 // initTriggers finds, for each trigger, the last fire whose run exists, and
-// applies the trigger's misfire policy (R20) to fires that passed while no
-// scheduler created their runs: fire_once runs the latest of them, skip runs
-// none, fire_all runs them all up to MisfireLimit (the latest ones). Every
-// decision goes to the action log. A trigger that never ran starts now.
+// applies the misfire rule (misfireSplit) to the backlog of fires that passed
+// while no scheduler ran them: both the fires that have no run yet and the
+// runs created ahead (or claimed ahead and given back) that never started.
+// One decision covers the whole backlog of a trigger, so fire_once runs
+// exactly one fire (the latest), skip none, fire_all the latest
+// MisfireLimit, after an outage of any length. Every decision goes to the
+// action log; every skipped instance gets a history row naming the policy.
+// A trigger that never ran starts now.
 func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
-	if e.cfg.NoSchedules {
-		return nil
-	}
-	for _, t := range e.trigs {
-		if err := e.initTrigger(ctx, t, now); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// initTrigger plans one trigger at start (or when a reload adds it).
-func (e *Engine) initTrigger(ctx context.Context, t *trigger, now time.Time) error {
-	last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
-	if errors.Is(err, store.ErrNotFound) {
-		t.setUntil(now)
-		return nil
-	}
+	late, order, err := e.lateInstances(ctx, now)
 	if err != nil {
-		return fmt.Errorf("engine: last run of %s: %w", t.name, err)
-	}
-	t.setUntil(last.LogicalTime)
-	var missed []time.Time
-	for at := t.tr.Schedule.Next(t.until); !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
-		missed = append(missed, at)
-		if len(missed) > 100_000 { // @every 1s over a day of downtime: keep the latest
-			missed = missed[len(missed)-e.cfg.MisfireLimit:]
-		}
-	}
-	if len(missed) == 0 {
-		return nil
-	}
-	latest := missed[len(missed)-1]
-	var run []time.Time
-	switch t.misfire {
-	case defs.MisfireSkip:
-	case defs.MisfireFireAll:
-		run = missed[max(0, len(missed)-e.cfg.MisfireLimit):]
-	default:
-		run = missed[len(missed)-1:]
-	}
-	detail := fmt.Sprintf("%d missed fire(s) from %s to %s; policy %s runs %d", len(missed),
-		missed[0].Format(time.RFC3339), latest.Format(time.RFC3339), t.misfire, len(run))
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
-		TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
 		return err
 	}
-	e.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", len(missed), "run", len(run))
-	for _, at := range run {
-		if err := e.createRun(ctx, t, at, now); err != nil {
-			return err
+	var params []store.TransitionParams
+	skipLate := func(ti *taskInfo, list []store.Instance, n int) {
+		for _, in := range list[:n] {
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
+				Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
+				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
+					ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
 		}
 	}
-	t.setUntil(latest)
-	return nil
+	for _, t := range e.trigs {
+		if e.cfg.NoSchedules {
+			break
+		}
+		last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
+		if errors.Is(err, store.ErrNotFound) {
+			t.setUntil(now)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("engine: last run of %s: %w", t.name, err)
+		}
+		t.setUntil(last.LogicalTime)
+		// The fires without a run: counted all, the latest kept (as many as
+		// any policy can run).
+		var (
+			nNew          int
+			first, newest time.Time
+			tail          = make([]time.Time, 0, 8)
+			keepMax       = max(e.cfg.MisfireLimit, 1)
+		)
+		for at := t.next; !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
+			if nNew == 0 {
+				first = at
+			}
+			nNew++
+			newest = at
+			if len(tail) == keepMax {
+				copy(tail, tail[1:])
+				tail = tail[:keepMax-1]
+			}
+			tail = append(tail, at)
+		}
+		// The runs made ahead that passed unstarted, per task of the trigger.
+		nOld := 0
+		for _, name := range t.tr.Tasks {
+			list := late[t.tr.Pipeline+"."+name]
+			if len(list) == 0 {
+				continue
+			}
+			nOld = max(nOld, len(list))
+			if f := list[0].NextFireAt; first.IsZero() || f.Before(first) {
+				first = f
+			}
+			if f := list[len(list)-1].NextFireAt; newest.IsZero() || f.After(newest) {
+				newest = f
+			}
+		}
+		n := nNew + nOld
+		if n == 0 {
+			continue
+		}
+		skip, missed := misfireSplit(t.misfire, n, first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+		for _, name := range t.tr.Tasks {
+			id := t.tr.Pipeline + "." + name
+			list := late[id]
+			delete(late, id)
+			if len(list) == 0 || !missed {
+				continue
+			}
+			ti := e.tasks[id]
+			s, _ := misfireSplit(ti.def.Misfire, nNew+len(list), first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+			skipLate(ti, list, min(s, len(list)))
+		}
+		run := tail[max(0, len(tail)-(n-skip)):]
+		if !missed {
+			// Not a misfire (the backlog is within the threshold): every fire runs late.
+			run = tail
+		} else {
+			detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran (%d without a run, %d made ahead); policy %s runs %d (the latest), skips %d",
+				n, first.Format(time.RFC3339), newest.Format(time.RFC3339), nNew, nOld, t.misfire, n-skip, skip)
+			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
+				TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
+				return err
+			}
+			if skip > 0 {
+				e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: t.tr.Pipeline, Task: taskOf(t), Message: detail})
+			}
+			e.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", n, "first", first.Format(time.RFC3339),
+				"last", newest.Format(time.RFC3339), "run", n-skip, "skipped", skip)
+		}
+		for _, at := range run {
+			if err := e.createRun(ctx, t, at, now); err != nil {
+				return err
+			}
+		}
+		if nNew > 0 {
+			t.setUntil(tail[len(tail)-1])
+		}
+	}
+	// Runs made ahead whose schedule is gone (or not run here): each task's
+	// backlog on its own.
+	for _, id := range order {
+		list := late[id]
+		if len(list) == 0 {
+			continue
+		}
+		ti := e.tasks[id]
+		skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+		if !missed {
+			continue
+		}
+		skipLate(ti, list, skip)
+		detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran; policy %s runs %d (the latest), skips %d",
+			len(list), list[0].NextFireAt.Format(time.RFC3339), list[len(list)-1].NextFireAt.Format(time.RFC3339), ti.def.Misfire, len(list)-skip, skip)
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
+			Reason: string(ti.def.Misfire), Detail: detail}); err != nil {
+			return err
+		}
+		if skip > 0 {
+			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
+		}
+	}
+	_, err = e.transitionAll(ctx, params)
+	return err
+}
+
+// lateInstances returns, per task in fire-time order, the instances of
+// schedule runs that fell due before now and never started: SCHEDULED ones,
+// and RETRYING ones at attempt 0 (claimed ahead, given back at a stop).
+func (e *Engine) lateInstances(ctx context.Context, now time.Time) (map[string][]store.Instance, []string, error) {
+	due, err := e.st.DueInstances(ctx, store.DueParams{Until: now})
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine: misfires: %w", err)
+	}
+	late := map[string][]store.Instance{}
+	var order []string
+	for _, in := range due {
+		if !in.NextFireAt.Before(now) || e.tasks[in.TaskID] == nil || (in.State == store.Retrying && in.Attempt > 0) ||
+			e.kindOf(ctx, in.RunID) != store.RunSchedule {
+			continue
+		}
+		if _, ok := late[in.TaskID]; !ok {
+			order = append(order, in.TaskID)
+		}
+		late[in.TaskID] = append(late[in.TaskID], in)
+	}
+	return late, order, nil
 }
 
 func taskOf(t *trigger) string {

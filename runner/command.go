@@ -2,9 +2,11 @@ package runner
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
@@ -30,7 +32,8 @@ type Commands struct {
 	spec func(Attempt) (CommandSpec, error)
 	// Grace is how long a command may take to exit after SIGTERM. Zero means 5 s.
 	Grace time.Duration
-	// MaxOutput bounds the captured output; the tail is kept. Zero means 64 KiB.
+	// MaxOutput bounds the output kept when the attempt's context carries no
+	// Output (see WithOutput); the tail is kept. Zero means 64 KiB.
 	MaxOutput int
 }
 
@@ -70,13 +73,18 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	if grace <= 0 {
 		grace = 5 * time.Second
 	}
-	out := &tail{max: c.MaxOutput}
-	if out.max <= 0 {
-		out.max = 64 << 10
+	out := OutputFrom(ctx)
+	own := out == nil
+	if own {
+		out = NewOutput(cmp.Or(c.MaxOutput, 64<<10))
 	}
+	// The last line of stderr (or of stdout when stderr is empty) goes into the error.
+	errTail, outTail := &tail{max: 4 << 10}, &tail{max: 4 << 10}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env(a)...)
-	cmd.Stdout, cmd.Stderr = out, out
+	// Two writers into one Output: lines keep their stream and the order in
+	// which they arrived.
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(out.Writer(StreamStdout), outTail), io.MultiWriter(out.Writer(StreamStderr), errTail)
 	// Own process group, so a kill reaches the whole tree; and killed with the
 	// scheduler if it dies (kill -9), so that no orphan keeps working unseen.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -104,15 +112,37 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	err = cmd.Wait()
 	close(done)
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever the task left behind in its group
-	if err != nil {
+	err = exitStatus(cmd, err)
+	var code *int
+	if err == nil {
+		code = new(int)
+	} else {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Exited() {
-			err = fmt.Errorf("exit status %d%s", ee.ExitCode(), lastLine(out.Bytes()))
+			code = ptrInt(ee.ExitCode())
+			err = fmt.Errorf("exit status %d%s", ee.ExitCode(), cmp.Or(lastLine(errTail.Bytes()), lastLine(outTail.Bytes())))
 		}
 	}
 	r := finish(ctx, a, start, err)
-	r.Output = out.Bytes()
+	r.ExitCode, r.Executor = code, Local()
+	if own {
+		data, _, dropped := out.Take(true)
+		r.Log, r.LogDropped, r.Output = bytes.Clone(data), dropped, Plain(data)
+	}
 	return r, nil
+}
+
+func ptrInt(v int) *int { return &v }
+
+// exitStatus makes the command's exit status its outcome: when the process
+// exited 0 but its output copier gave up waiting (exec.ErrWaitDelay: a
+// child it left behind held the pipe, or the copier was starved under
+// load), the attempt succeeded; only the tail of its output may be short.
+func exitStatus(cmd *exec.Cmd, err error) error {
+	if errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		return nil
+	}
+	return err
 }
 
 // render expands the templates of spec for a.

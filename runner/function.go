@@ -10,7 +10,8 @@ import (
 )
 
 // Func is a task implemented in Go. It must stop when ctx is done, and use
-// a.Ticket as the idempotency key of whatever it changes.
+// a.Ticket as the idempotency key of whatever it changes. What it logs
+// through Logger(ctx) is kept as the attempt's output.
 type Func func(ctx context.Context, a Attempt) error
 
 // Functions runs registered Go functions by name. It is safe for concurrent use.
@@ -84,5 +85,7 @@ func (f *Functions) Execute(ctx context.Context, a Attempt) (Result, error) {
 		}()
 		return fn(ctx, a)
 	}()
-	return finish(ctx, a, start, err), nil
+	r := finish(ctx, a, start, err)
+	r.Executor = Local()
+	return r, nil
 }

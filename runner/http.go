@@ -44,7 +44,15 @@ type Report struct {
 	Error      string `json:"error,omitempty"`
 	Permanent  bool   `json:"permanent,omitempty"`
 	Output     string `json:"output,omitempty"`
+	// InstanceID, when set, is the instance of the dispatch (the SDK sends
+	// it): a result whose ticket belongs to another instance is refused.
+	InstanceID int64 `json:"instance_id,omitempty"`
 }
+
+// MaxReportOutput bounds the output a report may carry, in bytes (64 KiB,
+// as a command's captured output): an executor keeps the tail of longer
+// output; a report with more is refused.
+const MaxReportOutput = 64 << 10
 
 // maxReport bounds the body read from an executor.
 const maxReport = 1 << 20

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"errors"
+	"os"
+	"sync"
 	"time"
 )
 
@@ -39,8 +41,29 @@ type Result struct {
 	Error     string
 	Permanent bool   // the failure is not worth a retry
 	Refused   bool   // no executor took it (busy, re-entrant): try later, not a failure
-	Output    []byte // captured output, bounded
+	Output    []byte // plain output, bounded (an HTTP executor of protocol v1 without log records)
+	// Log is the attempt's output as records (see [Output]) when it did not
+	// go to an Output on the attempt's context (an HTTP executor's report);
+	// LogDropped counts the bytes its executor dropped over its limit.
+	Log        []byte
+	LogDropped int64
+	// ExitCode is a command's exit status; nil when no process exited by
+	// itself (a function, a signal, a start failure).
+	ExitCode *int
+	// Executor names what ran the attempt: "local:HOST" for in-process and
+	// command tasks, the executor's URL for HTTP tasks.
+	Executor string
 }
+
+// Local returns the executor name of attempts that run inside the
+// scheduler's process: "local:" and the host name.
+var Local = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return "local:" + host
+})
 
 // Executor runs attempts. Execute blocks until the attempt ends or ctx is
 // done; it returns an error only when it could not start the attempt at all.

@@ -35,6 +35,8 @@ func (d dialect) typ(t string) string {
 			return "INTEGER PRIMARY KEY AUTOINCREMENT"
 		case strings.HasPrefix(t, "str"), t == "text":
 			return "TEXT"
+		case t == "blob":
+			return "BLOB"
 		default:
 			return "INTEGER"
 		}
@@ -46,6 +48,8 @@ func (d dialect) typ(t string) string {
 		return "VARCHAR(" + strings.TrimPrefix(t, "str") + ")"
 	case t == "text":
 		return "MEDIUMTEXT"
+	case t == "blob":
+		return "MEDIUMBLOB"
 	case t == "int":
 		return "INT"
 	default:

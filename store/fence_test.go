@@ -36,7 +36,8 @@ var storeMethods = map[string]string{
 	// The primary's writes: unfenced here for operator tools and tests, fenced on *store.Fence.
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
 	"SyncDefinitions": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
-	"UpdateBackfill": "fenced", "AppendAction": "fenced",
+	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced",
+	"LogChunks": "read", "Attempts": "read", "LogAttempts": "read",
 }
 
 func TestEveryWriteIsFenced(t *testing.T) {
@@ -110,6 +111,10 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 		{"AppendAction", func(ctx context.Context, f *store.Fence) error {
 			return f.AppendAction(ctx, store.Action{At: now, Actor: "test", Action: "fenced"})
 		}},
+		{"WriteLogs", func(ctx context.Context, f *store.Fence) error {
+			return f.WriteLogs(ctx, store.LogWrite{Chunks: []store.LogChunk{{InstanceID: x.ID, Attempt: 1, Seq: 1, Text: 1, Data: []byte{1, 0, 0, 0, 1, 'x'}, At: now}},
+				Attempts: []store.AttemptRecord{{InstanceID: x.ID, Attempt: 1, Status: "success", EndedAt: now}}})
+		}},
 		{"MarkResultsApplied", func(ctx context.Context, f *store.Fence) error {
 			return f.MarkResultsApplied(ctx, map[string]string{"t-inbox": "applied"}, now)
 		}},
@@ -149,6 +154,11 @@ func snapshot(t *testing.T, s *store.Store) string {
 	add(s.Backfills(ctx, 0))
 	add(s.PendingOps(ctx, 100))
 	add(s.PendingResults(ctx, 100))
+	ins, _ := s.Instances(ctx, store.InstanceFilter{Limit: 1000})
+	for _, in := range ins { // task output and attempt records
+		add(s.Attempts(ctx, in.ID))
+		add(s.LogAttempts(ctx, in.ID))
+	}
 	b, err := json.Marshal(snap)
 	if err != nil {
 		t.Fatal(err)

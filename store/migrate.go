@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 var migrations = []migration{{
 	version: 1,
@@ -87,7 +87,37 @@ var migrations = []migration{{
 			{"received_at", "bigint"}, {"applied_at", "bigint?"}, {"applied_epoch", "bigint?"}, {"outcome", "str64?"}},
 			primary: []string{"ticket"}, index: [][]string{{"applied_at", "received_at"}}},
 	},
+}, {
+	// Version 4: task output by attempt, the record of each finished attempt
+	// (its executor and exit status), and the indexes that keep list reads
+	// fast at tens of millions of rows (keyset paging by id per run, per
+	// state) and let retention find old runs without a scan.
+	version: 4,
+	tables: []table{
+		{name: "log_chunks", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"attempt", "int"}, {"seq", "int"},
+			{"text_bytes", "bigint"}, {"dropped", "bigint"}, {"data", "blob"}, {"at", "bigint"}},
+			unique: [][]string{{"instance_id", "attempt", "seq"}}},
+		{name: "attempts", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"attempt", "int"}, {"run_id", "bigint"},
+			{"task_id", "str257"}, {"ticket", "str64"}, {"executor", "str255"}, {"status", "str16"}, {"exit_code", "int?"},
+			{"error", "text"}, {"started_at", "bigint?"}, {"ended_at", "bigint"}, {"log_bytes", "bigint"}, {"log_dropped", "bigint"}},
+			unique: [][]string{{"instance_id", "attempt"}}, index: [][]string{{"task_id", "id"}, {"run_id"}}},
+	},
+	extra: func(d dialect) []string {
+		return []string{
+			createIndex(d, "history", "run_id"),
+			createIndex(d, "instances", "state", "id"),
+			createIndex(d, "runs", "created_at"),
+			createIndex(d, "actions", "instance_id", "id"),
+		}
+	},
 }}
+
+// createIndex is a CREATE INDEX for a table made by an earlier migration;
+// IF NOT EXISTS (SQLite, MariaDB) keeps a repeated migration harmless.
+func createIndex(_ dialect, table string, cols ...string) string {
+	name := fmt.Sprintf("ix_%s_%s", table, strings.Join(cols, "_"))
+	return fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", name, table, strings.Join(cols, ", "))
+}
 
 // ddl renders a table's CREATE statements for d.
 func (t table) ddl(d dialect) []string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/door"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 )
@@ -74,7 +75,6 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		api.report = e.eng.Report
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- e.eng.Run(ctx) }()
@@ -87,7 +87,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		waitFor(t, func() bool { return e.eng.Stats().Leader })
 	}
 	adm := &admin{st: st, g: g, eng: e.eng, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second}
-	e.srv = httptest.NewServer(adm.handler(api))
+	e.srv = httptest.NewServer(door.Guard(door.Config{Listen: "127.0.0.1:0"}, adm.handler(api)))
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -108,6 +108,9 @@ func (e *apiEnv) callAs(method, path, body, token string) (int, string) {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Header.Set("X-Ax-Actor", "operator:test")
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -139,6 +142,13 @@ func (e *apiEnv) state() string {
 	bs, _ := e.st.Backfills(ctx, 0)
 	for _, bf := range bs {
 		fmt.Fprintf(&b, "b%d:%s ", bf.ID, bf.State)
+	}
+	// A refused request writes nothing, not even an action-log row.
+	acts, _ := e.st.Actions(ctx, store.LogFilter{Limit: 1 << 20})
+	for _, a := range acts {
+		if a.Actor != engine.Actor { // the scheduler's own rows (dispatches, results) come and go with time
+			fmt.Fprintf(&b, "a%d:%s ", a.ID, a.Action)
+		}
 	}
 	return b.String()
 }
@@ -212,6 +222,53 @@ var badRequests = []struct {
 	{"GET", "/api/v1/nothing", "", 404, "no endpoint GET /api/v1/nothing"},
 	{"GET", "/api/v1/pipelines/shop/tasks/sync/pause", "", 405, "use POST"},
 	{"DELETE", "/api/v1/pipelines/shop", "", 405, "DELETE /api/v1/pipelines/shop: use GET"},
+}
+
+// A web page the operator opens cannot drive the API: a form's text/plain
+// POST, a fetch from a foreign Origin and a request by a rebound name (DNS
+// rebinding) are refused with the rule and the fix, and change nothing.
+func TestCSRFRefusedAndNothingChanges(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{})
+	before := e.state()
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		host   string
+		code   int
+		want   string
+	}{
+		{"form post", map[string]string{"Content-Type": "text/plain"}, "", 415, "needs Content-Type: application/json"},
+		{"no content type", nil, "", 415, "needs Content-Type: application/json"},
+		{"foreign origin", map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, "", 403, "is foreign"},
+		{"rebound host", map[string]string{"Content-Type": "application/json"}, "evil.example:8080", 403, "DNS rebinding"},
+	} {
+		for _, path := range []string{"/api/v1/pipelines/shop/pause", "/api/v1/pipelines/shop/tasks/sync/trigger", "/api/v1/executors/register"} {
+			req, err := http.NewRequest("POST", e.srv.URL+path, strings.NewReader(`{"reason": "csrf"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := e.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			msg := decodeJSON[map[string]string](t, string(body))["error"]
+			if resp.StatusCode != tc.code || !strings.Contains(msg, tc.want) {
+				t.Errorf("%s %s: %d %s; want %d with %q", tc.name, path, resp.StatusCode, body, tc.code, tc.want)
+			}
+		}
+	}
+	if after := e.state(); after != before {
+		t.Errorf("refused requests changed the store:\nbefore %s\nafter  %s", before, after)
+	}
 }
 
 func TestAPIBadRequestsChangeNothing(t *testing.T) {

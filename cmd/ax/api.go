@@ -15,6 +15,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/door"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -25,8 +26,8 @@ type executorAPI struct {
 	st      *store.Store
 	g       *dag.Graph
 	graphOf func() *dag.Graph        // the pipelines in force, when they can be reloaded (else g)
-	deliver func(runner.Report) bool // to the attempt waiting for it
-	report  func(runner.Report)      // to the engine, by ticket
+	deliver func(runner.Report) bool // to the attempt waiting for it in this process
+	self    string                   // this server's URL, recorded with the results it receives
 	token   string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
 }
 
@@ -137,9 +138,11 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveAPI serves h on ln until ctx ends.
-func serveAPI(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+// serveAPI serves h on ln until ctx ends, behind the door: JSON mutations,
+// no foreign Origin, no foreign Host on a loopback listener, timeouts and
+// connection caps (see package door).
+func serveAPI(ctx context.Context, ln net.Listener, h http.Handler, listen string) error {
+	srv := door.NewServer(door.Config{Listen: listen}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -152,28 +155,60 @@ func serveAPI(ctx context.Context, ln net.Listener, h http.Handler) error {
 	}
 }
 
-// result takes a Report an executor posts to its callback. A malformed one is
-// refused with 400 and recorded; any well-formed one is acknowledged (so the
-// executor stops retrying) and applied once if its ticket is current.
+// result takes a Report an executor posts to its callback, on any server,
+// primary or standby (R43). It is stored in the inbox by ticket before the
+// answer: 200 means durably received, and the primary applies it once; a
+// server that cannot store it answers 503 so that the executor retries. A
+// malformed report (400), an oversized output (413), an unknown ticket (404)
+// or a ticket of another instance (409) is recorded in the action log,
+// refused with the reason, and nothing is applied.
 func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
+	ctx, now := r.Context(), time.Now()
+	actor := "executor:" + r.RemoteAddr
+	refuse := func(code int, action, ticket string, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if err := a.st.AppendAction(ctx, store.Action{At: now, Actor: actor, Action: action, Ticket: ticket, Reason: msg}); err != nil {
+			msg += " (not recorded: " + err.Error() + ")"
+		}
+		apiError(w, code, "%s", msg)
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20+1024))
 	var rep runner.Report
 	if err == nil {
 		rep, err = runner.ParseReport(data)
 	}
 	if err != nil {
-		_ = a.st.AppendAction(r.Context(), store.Action{At: time.Now(), Actor: "executor:" + r.RemoteAddr, Action: "malformed_result",
-			Reason: err.Error()})
-		apiError(w, http.StatusBadRequest, "%v", err)
+		refuse(http.StatusBadRequest, "malformed_result", "", "%v", err)
 		return
 	}
-	if a.deliver == nil || !a.deliver(rep) {
-		if a.report == nil {
-			apiError(w, http.StatusServiceUnavailable, "no scheduler runs in this process")
-			return
-		}
-		a.report(rep)
+	if len(rep.Output) > runner.MaxReportOutput {
+		refuse(http.StatusRequestEntityTooLarge, "refused_result", rep.Ticket,
+			"result of ticket %s carries %d bytes of output, more than %d: send the tail of the output", rep.Ticket, len(rep.Output), runner.MaxReportOutput)
+		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"ticket": rep.Ticket, "received": "ok"})
+	in, err := a.st.InstanceByTicket(ctx, rep.Ticket)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		refuse(http.StatusNotFound, "refused_result", rep.Ticket, "ticket %s is unknown: no attempt was dispatched with it", rep.Ticket)
+		return
+	case err != nil:
+		apiError(w, http.StatusServiceUnavailable, "cannot check ticket %s: %v; deliver it again later", rep.Ticket, err)
+		return
+	case rep.InstanceID != 0 && rep.InstanceID != in.ID:
+		refuse(http.StatusConflict, "refused_result", rep.Ticket, "ticket %s belongs to instance %d, not to instance %d", rep.Ticket, in.ID, rep.InstanceID)
+		return
+	}
+	dup, err := a.st.ReceiveResult(ctx, store.InboxEntry{Ticket: rep.Ticket, InstanceID: in.ID, Report: string(data), ReceivedBy: a.self, ReceivedAt: now})
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, "cannot store the result of ticket %s: %v; deliver it again later", rep.Ticket, err)
+		return
+	}
+	if dup {
+		// Delivered again (the acknowledgement was lost): recorded, ignored.
+		_ = a.st.AppendAction(ctx, store.Action{At: now, Actor: actor, Action: "stale_result", InstanceID: in.ID, Ticket: rep.Ticket,
+			Reason: "result delivered again for a ticket received already: ignored", Detail: string(rep.Status)})
+	} else if a.deliver != nil {
+		a.deliver(rep) // the attempt waiting in this process, if any, at once; the primary reads the inbox for the others
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ticket": rep.Ticket, "received": "stored", "duplicate": dup})
 }

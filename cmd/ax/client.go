@@ -52,8 +52,8 @@ func (c *apiClient) call(ctx context.Context, method, path string, body any) (js
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // the server refuses other mutations (CSRF)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

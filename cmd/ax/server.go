@@ -41,6 +41,7 @@ type serverFlags struct {
 	openReads bool
 	webhook   string
 	watch     time.Duration
+	grace     time.Duration
 }
 
 func newServerCmd() *cobra.Command {
@@ -69,6 +70,7 @@ the store's lease.`,
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
+	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -119,14 +121,17 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		defer ln.Close()
 	}
+	if f.grace <= 0 {
+		return usageErr("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
+	}
+	if f.leaseTTL < 3*time.Second {
+		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
+	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
-	if f.leaseTTL < 3*time.Second {
-		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
-	}
 	var eng *engine.Engine // set below; executors raise alerts through it
 	// The pipelines in force: the engine's, which a reload replaces.
 	graph := func() *dag.Graph {
@@ -154,7 +159,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
 	}
 	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Registerer: reg, OnAlert: func(a engine.Alert) {
+		Grace: f.grace, Registerer: reg, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
@@ -165,7 +170,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	rl := newReloader(f.pipelines, filesAtStart, f.rate, eng, log)
 	go rl.run(ctx, f.watch)
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, graphOf: eng.Graph, report: eng.Report, token: execToken}
+		api := &executorAPI{st: st, g: g, graphOf: eng.Graph, self: "http://" + f.listen, token: execToken}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
@@ -175,7 +180,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- serveAPI(apiCtx, ln, mux) }()
+		go func() { apiErr <- serveAPI(apiCtx, ln, mux, f.listen) }()
 		go announcePrimary(apiCtx, st, eng, "http://"+f.listen, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}

@@ -318,7 +318,7 @@ func (x *Executor) run(j *job) {
 		}()
 		return x.funcs[j.d.Task](j.ctx, a)
 	}()
-	rep := runner.Report{Ticket: j.d.Ticket, Status: runner.StatusSuccess, DurationMS: x.cfg.Now().Sub(start).Milliseconds()}
+	rep := runner.Report{Ticket: j.d.Ticket, Status: runner.StatusSuccess, DurationMS: x.cfg.Now().Sub(start).Milliseconds(), InstanceID: j.d.InstanceID}
 	switch {
 	case errors.Is(context.Cause(j.ctx), runner.ErrKilled):
 		rep.Status, rep.Error = runner.StatusFailed, "killed"

@@ -37,6 +37,7 @@ func Run(t *testing.T, open Opener) {
 		{"PausesSettingsBackfills", testMisc},
 		{"OperatorRequests", testOps},
 		{"DropRunsAhead", testDropRunsAhead},
+		{"TaskOutput", testTaskOutput},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

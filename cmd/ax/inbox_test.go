@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/store/storetest"
+)
+
+// acceptingExecutor answers every dispatch 202 and hands it to the test,
+// which posts the result wherever it likes.
+func acceptingExecutor(t *testing.T) (url string, dispatched chan runner.Dispatch) {
+	t.Helper()
+	dispatched = make(chan runner.Dispatch, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var d runner.Dispatch
+		if err := json.NewDecoder(r.Body).Decode(&d); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		dispatched <- d
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, `{"accepted":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/dispatch", dispatched
+}
+
+func postResult(t *testing.T, addr, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+"/api/v1/results", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestResultToStandbyAppliedByPrimary: an executor reports to the standby
+// (its callback's server is gone, or it knows several): the standby stores
+// the result before answering 200 and the primary applies it, once. Bad
+// results are refused with their reason and recorded, and change nothing.
+func TestResultToStandbyAppliedByPrimary(t *testing.T) {
+	t.Parallel()
+	target := "mysql://" + storetest.MySQLDSN(t)
+	url, dispatched := acceptingExecutor(t)
+	dir := t.TempDir()
+	src := fmt.Sprintf("pipeline: inbox\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: work, http: %q, timeout: 10m}\n  - {name: other, http: %q, timeout: 10m}\n", url, url)
+	if err := os.WriteFile(filepath.Join(dir, "inbox.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t, target)
+	pa, pb := freeAddr(t), freeAddr(t)
+	a := startServer(t, target, dir, "--holder", "a", "--listen", pa)
+	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
+	b := startServer(t, target, dir, "--holder", "b", "--listen", pb)
+	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
+
+	for _, task := range []string{"inbox.work", "inbox.other"} {
+		if code, out, errOut := runAx(t, "trigger", task, "--server", "http://"+pa); code != exitOK {
+			t.Fatalf("trigger %s: %d %s %s", task, code, out, errOut)
+		}
+	}
+	got := map[string]runner.Dispatch{}
+	for range 2 {
+		d := <-dispatched
+		got[d.Task] = d
+	}
+	work, other := got["work"], got["other"]
+	ctx := context.Background()
+	before, err := st.Instance(ctx, work.InstanceID)
+	if err != nil || before.State != store.Running {
+		t.Fatalf("instance %+v, %v", before, err)
+	}
+
+	// Bad input at the standby: refused with the reason, recorded, nothing stored or applied.
+	big := strings.Repeat("x", runner.MaxReportOutput+1)
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		want       string
+	}{
+		{"unknown ticket", `{"ticket":"no-such-ticket","status":"success"}`, 404, "ticket no-such-ticket is unknown"},
+		{"another instance's ticket", fmt.Sprintf(`{"ticket":%q,"status":"success","instance_id":%d}`, other.Ticket, work.InstanceID), 409,
+			fmt.Sprintf("ticket %s belongs to instance %d, not to instance %d", other.Ticket, other.InstanceID, work.InstanceID)},
+		{"oversized output", fmt.Sprintf(`{"ticket":%q,"status":"success","output":%q}`, work.Ticket, big), 413, "more than 65536: send the tail"},
+		{"malformed", `{"ticket":"x","status":"maybe"}`, 400, "want success or failed"},
+	} {
+		if code, body := postResult(t, pb, tc.body); code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want %d %q", tc.name, code, body, tc.code, tc.want)
+		}
+	}
+	refused, _ := st.Actions(ctx, store.LogFilter{Action: "refused_result"})
+	if len(refused) != 3 {
+		t.Errorf("refused results recorded: %+v, want 3", refused)
+	}
+	if pend, _ := st.PendingResults(ctx, 10); len(pend) != 0 {
+		t.Errorf("refused results reached the inbox: %+v", pend)
+	}
+
+	// The good result, to the standby.
+	good := fmt.Sprintf(`{"ticket":%q,"status":"success","duration_ms":5,"instance_id":%d}`, work.Ticket, work.InstanceID)
+	if code, body := postResult(t, pb, good); code != 200 || !strings.Contains(body, `"received": "stored"`) {
+		t.Fatalf("result to the standby: %d %s", code, body)
+	}
+	waitFor(t, func() bool { in, _ := st.Instance(ctx, work.InstanceID); return in.State == store.Success })
+	waitFor(t, func() bool { e, _ := st.InboxEntryOf(ctx, work.Ticket); return e.Outcome == "applied" })
+	// Delivered again, to the primary this time: recorded and ignored.
+	if code, body := postResult(t, pa, good); code != 200 || !strings.Contains(body, `"duplicate": true`) {
+		t.Errorf("second delivery: %d %s", code, body)
+	}
+	hist, _ := st.History(ctx, store.LogFilter{InstanceID: work.InstanceID})
+	successes := 0
+	for _, h := range hist {
+		if h.To == store.Success {
+			successes++
+		}
+	}
+	if successes != 1 {
+		t.Errorf("history %+v: %d successes, want 1", hist, successes)
+	}
+	if in, _ := st.Instance(ctx, other.InstanceID); in.State != store.Running || in.Ticket != other.Ticket {
+		t.Errorf("the other instance changed: %+v", in)
+	}
+	b.stop(t)
+	a.stop(t)
+}

@@ -1,0 +1,137 @@
+package door
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestGuard(t *testing.T) {
+	t.Parallel()
+	var reached atomic.Int32
+	h := Guard(Config{Listen: "127.0.0.1:8080", Hosts: []string{"ax.internal:8443"}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+	}))
+	for _, tc := range []struct {
+		name, method, host, origin, ctype string
+		code                              int
+		msg                               string
+	}{
+		{"get on the listen address", "GET", "127.0.0.1:8080", "", "", 200, ""},
+		{"get by localhost", "GET", "localhost:8080", "", "", 200, ""},
+		{"get by the advertised name", "GET", "ax.internal:8443", "", "", 200, ""},
+		{"post json", "POST", "127.0.0.1:8080", "", "application/json", 200, ""},
+		{"post json with charset", "PUT", "127.0.0.1:8080", "", "application/json; charset=utf-8", 200, ""},
+		{"same origin", "POST", "127.0.0.1:8080", "http://127.0.0.1:8080", "application/json", 200, ""},
+		{"text/plain post (a form)", "POST", "127.0.0.1:8080", "", "text/plain", 415, "needs Content-Type: application/json"},
+		{"urlencoded post", "POST", "127.0.0.1:8080", "", "application/x-www-form-urlencoded", 415, "needs Content-Type: application/json"},
+		{"post without a type", "POST", "127.0.0.1:8080", "", "", 415, "needs Content-Type: application/json"},
+		{"foreign origin", "POST", "127.0.0.1:8080", "https://evil.example", "application/json", 403, `Origin "https://evil.example" is foreign`},
+		{"null origin", "POST", "127.0.0.1:8080", "null", "application/json", 403, "is foreign"},
+		{"foreign origin on a read", "GET", "127.0.0.1:8080", "https://evil.example", "", 403, "is foreign"},
+		{"rebound host", "GET", "evil.example:8080", "", "", 403, "refused against DNS rebinding"},
+		{"rebound host posting", "POST", "evil.example:8080", "http://evil.example:8080", "application/json", 403, "DNS rebinding"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := reached.Load()
+			r := httptest.NewRequest(tc.method, "http://"+tc.host+"/api/v1/x", strings.NewReader("{}"))
+			r.Host = tc.host
+			if tc.origin != "" {
+				r.Header.Set("Origin", tc.origin)
+			}
+			if tc.ctype != "" {
+				r.Header.Set("Content-Type", tc.ctype)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.code {
+				t.Fatalf("code %d, want %d: %s", w.Code, tc.code, w.Body)
+			}
+			if tc.code != 200 {
+				var e struct{ Error string }
+				if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || !strings.Contains(e.Error, tc.msg) {
+					t.Errorf("body %s, want a JSON error containing %q", w.Body, tc.msg)
+				}
+				if reached.Load() != before {
+					t.Error("a refused request reached the handler")
+				}
+			}
+		})
+	}
+}
+
+// A non-loopback listener serves any Host (it is behind a name the operator
+// chose), but still refuses foreign origins and non-JSON mutations.
+func TestGuardPublicListener(t *testing.T) {
+	t.Parallel()
+	h := Guard(Config{Listen: "0.0.0.0:8080"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := httptest.NewRequest("GET", "http://ax.example.com/", nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Errorf("GET by a public name: %d", w.Code)
+	}
+	r = httptest.NewRequest("POST", "http://ax.example.com/", strings.NewReader("x"))
+	r.Header.Set("Content-Type", "text/plain")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 415 {
+		t.Errorf("text/plain POST: %d", w.Code)
+	}
+}
+
+// 5,000 idle connections (the limit of many a scheduler's descriptors, if
+// it kept them) neither exhaust the server nor keep an API call out: each
+// new connection over the cap evicts the oldest one that sent nothing.
+func TestIdleConnectionsDoNotShutTheDoor(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(Config{Listen: "127.0.0.1:0", MaxConns: 256, MaxConnsPerClient: 128},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	var idle []net.Conn
+	t.Cleanup(func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	})
+	for range 5000 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatalf("after %d idle connections: %v", len(idle), err)
+		}
+		idle = append(idle, c)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("API call behind 5,000 idle connections: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" {
+		t.Errorf("answer %q", body)
+	}
+	if n := srv.Conns(); n > 256 {
+		t.Errorf("%d connections held, cap 256", n)
+	}
+}
+
+// The server sets every timeout, so a trickling client is cut off.
+func TestServerTimeouts(t *testing.T) {
+	t.Parallel()
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, http.NotFoundHandler())
+	if s.ReadHeaderTimeout != 5*time.Second || s.ReadTimeout != 30*time.Second || s.WriteTimeout != 60*time.Second || s.IdleTimeout != 60*time.Second {
+		t.Errorf("timeouts %s %s %s %s", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout)
+	}
+}

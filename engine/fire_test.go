@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// TestEverySecondFiresEverySecond: a task on @every 1s that takes a few
+// milliseconds fires 3,600 times in a simulated hour. The instance of the
+// next second is claimed while the one of this second still counts as
+// running; that must never make it an overlap (R39).
+func TestEverySecondFiresEverySecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		quick := map[string]func(context.Context, runner.Attempt) error{
+			"s.a": func(context.Context, runner.Attempt) error { time.Sleep(5 * time.Millisecond); return nil },
+		}
+		start := time.Now()
+		e := setup(t, Config{}, quick, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1s\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(time.Hour + 500*time.Millisecond)
+		e.stop()
+		calls := e.rec.snapshot()
+		seen := map[time.Duration]int{}
+		for _, c := range calls {
+			seen[c.logical.Sub(start)]++
+		}
+		for s := time.Second; s <= time.Hour; s += time.Second {
+			if seen[s] != 1 {
+				t.Fatalf("the fire at +%s ran %d times, want once (%d executions in all)", s, seen[s], len(calls))
+			}
+		}
+		if len(calls) != 3600 {
+			t.Errorf("%d executions in a simulated hour, want 3600", len(calls))
+		}
+		if a := e.actions("overlap_skip"); len(a) != 0 {
+			t.Errorf("%d overlap skips, want none; first: %+v", len(a), a[0])
+		}
+	})
+}
+
+// TestOverlapSkipsExactlyTheFiresWhileRunning: a task on @every 1s that
+// takes 1.5 s runs at every fire that finds it idle and skips exactly the
+// fires that arrive while an attempt runs.
+func TestOverlapSkipsExactlyTheFiresWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := map[string]func(context.Context, runner.Attempt) error{
+			"s.a": func(context.Context, runner.Attempt) error { time.Sleep(1500 * time.Millisecond); return nil },
+		}
+		start := time.Now()
+		const fires = 600
+		e := setup(t, Config{}, slow, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1s\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(fires*time.Second + 500*time.Millisecond)
+		e.stop()
+		// Worked by hand: the fire at +1s runs until +2.5s, so +2s is skipped
+		// and +3s runs (until +4.5s): odd seconds run, even seconds skip.
+		ran := map[time.Duration]bool{}
+		for _, c := range e.rec.snapshot() {
+			at := c.logical.Sub(start)
+			if ran[at] {
+				t.Errorf("the fire at +%s ran twice", at)
+			}
+			ran[at] = true
+			if c.at.Sub(c.logical) != 0 {
+				t.Errorf("the fire at +%s started %s late", at, c.at.Sub(c.logical))
+			}
+		}
+		skipped := map[time.Duration]bool{}
+		for _, in := range e.instances(store.InstanceFilter{TaskID: "s.a", States: []store.State{store.Failed}}) {
+			if !strings.Contains(in.Error, "overlap: skip") {
+				t.Errorf("instance at +%s failed: %s", in.LogicalTime.Sub(start), in.Error)
+			}
+			skipped[in.LogicalTime.Sub(start)] = true
+		}
+		for s := 1; s <= fires; s++ {
+			at := time.Duration(s) * time.Second
+			wantRun := s%2 == 1
+			if ran[at] != wantRun || skipped[at] == wantRun {
+				t.Fatalf("fire at +%s: ran %v, skipped %v; want ran %v", at, ran[at], skipped[at], wantRun)
+			}
+		}
+		if n := len(e.actions("overlap_skip")); n != fires/2 {
+			t.Errorf("%d overlap_skip actions, want %d", n, fires/2)
+		}
+	})
+}
+
+// TestMisfireAfterOutage: a scheduler stopped for 30 s, 10 minutes or 3
+// days starts again; the fires that passed meanwhile follow the misfire
+// policy exactly: fire_once runs one (the latest), skip none (logged),
+// fire_all all of them up to MisfireLimit (the latest ones).
+func TestMisfireAfterOutage(t *testing.T) {
+	const every = 10 * time.Second
+	for _, outage := range []time.Duration{30 * time.Second, 10 * time.Minute, 72 * time.Hour} {
+		for _, policy := range []string{"fire_once", "skip", "fire_all"} {
+			t.Run(fmt.Sprintf("%s/%s", outage, policy), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					start := time.Now()
+					cfg := Config{MisfireAfter: 5 * time.Second}
+					e := setup(t, cfg, nil, fmt.Sprintf("pipeline: m\ntimezone: UTC\nschedule: \"@every 10s\"\nmisfire: %s\ntasks:\n  - {name: a, function: record}\n", policy))
+					// Stopped half a second before +40s: that fire is claimed ahead
+					// and given back at the stop, a missed fire like the others.
+					sleep(39*time.Second + 500*time.Millisecond) // fires at +10s, +20s, +30s run
+					e.stop()
+					before := len(e.rec.snapshot())
+					if before != 3 {
+						t.Fatalf("%d executions before the outage, want 3", before)
+					}
+					sleep(outage)
+					back := 39*time.Second + 500*time.Millisecond + outage
+					e.restart(cfg, 4*time.Second)
+					// The missed fires are +40s … the last multiple of 10 s before back.
+					first, last := 40*time.Second, back/every*every
+					missed := int((last-first)/every) + 1
+					var want []time.Duration
+					switch policy {
+					case "fire_once":
+						want = []time.Duration{last}
+					case "fire_all":
+						for at := last - time.Duration(min(missed, 100)-1)*every; at <= last; at += every {
+							want = append(want, at)
+						}
+					}
+					var got []time.Duration
+					for _, c := range e.rec.snapshot()[before:] {
+						if at := c.logical.Sub(start); at < back { // later ones are regular fires
+							got = append(got, at)
+						}
+					}
+					if fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("after the outage ran %d fire(s) %v, want %v", len(got), short(got), short(want))
+					}
+					acts := e.actions("misfire")
+					if len(acts) != 1 || acts[0].Reason != policy || !strings.Contains(acts[0].Detail, fmt.Sprintf("%d missed fire(s)", missed)) {
+						t.Errorf("misfire actions: %+v, want one naming %d missed fire(s)", acts, missed)
+					}
+					// No instance of a missed fire is left to run later.
+					for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", LogicalTo: start.Add(last)}) {
+						if in.State != store.Success && in.State != store.Failed {
+							t.Errorf("fire at +%s left %s", in.LogicalTime.Sub(start), in.State)
+						}
+						if in.State == store.Failed && !strings.Contains(in.Error, "skipped by misfire policy "+policy) {
+							t.Errorf("fire at +%s failed without the reason: %s", in.LogicalTime.Sub(start), in.Error)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// short prints a long list of offsets by its ends.
+func short(d []time.Duration) string {
+	if len(d) <= 6 {
+		return fmt.Sprint(d)
+	}
+	return fmt.Sprintf("%v … %v", d[:3], d[len(d)-3:])
+}

@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
+)
+
+// Deliverer is implemented by executors whose attempts wait for their result
+// by callback (runner.Routed): a result read from the inbox is handed to the
+// attempt waiting for it in this process.
+type Deliverer interface {
+	Deliver(rep runner.Report) bool
+}
+
+// inboxPoll is how often the primary reads the results inbox (R43): results
+// that reached a standby, or this server while nothing here waited for them
+// (tickets inherited from a previous primary).
+const inboxPoll = 200 * time.Millisecond
+
+// pollInbox reads the results stored by any server and not applied yet. A
+// result for an attempt running in this process goes to the goroutine
+// waiting for it (which may have it already); any other one is applied by
+// ticket: once when the ticket is current (an inherited attempt), recorded
+// as stale otherwise. Entries are closed after their result is recorded.
+func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
+	if !e.hasHTTP || now.Sub(e.inboxPolled) < inboxPoll {
+		return nil
+	}
+	e.inboxPolled = now
+	entries, err := e.st.PendingResults(ctx, 500)
+	if err != nil {
+		return fmt.Errorf("engine: read the results inbox: %w", err)
+	}
+	var byTicket map[string]int64
+	for _, en := range entries {
+		if e.inboxSeen[en.Ticket] {
+			continue // handed over already: closed once its result is recorded
+		}
+		e.inboxSeen[en.Ticket] = true
+		rep, err := runner.ParseReport([]byte(en.Report))
+		if err != nil { // checked when received: only a damaged row gets here
+			e.log.Error("inbox_entry_unreadable", "ticket", en.Ticket, "err", err)
+			rep = runner.Report{Ticket: en.Ticket, Status: runner.StatusFailed, Error: "result unreadable in the inbox: " + err.Error()}
+		}
+		if byTicket == nil {
+			byTicket = make(map[string]int64, len(e.running))
+			for id, a := range e.running {
+				byTicket[a.ticket] = id
+			}
+		}
+		id := byTicket[en.Ticket]
+		if a := e.running[id]; a != nil && !a.orphan {
+			// Its goroutine waits for the result by callback here; when the
+			// result reached this server it has it already.
+			if d, ok := e.execs[a.task.def.Executor.Kind].(Deliverer); ok {
+				d.Deliver(rep)
+			}
+			continue
+		}
+		e.unapplied = append(e.unapplied, outcome{instance: id, res: reportResult(rep)})
+	}
+	return nil
+}
+
+// reportResult converts an executor's report into a result.
+func reportResult(rep runner.Report) runner.Result {
+	return runner.Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
+		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}
+}
+
+// closeInbox closes the inbox entries of recorded results: outcomes by
+// ticket ("applied", "stale"). A failure leaves them open: the next read
+// finds their tickets no longer current and records them as stale.
+func (e *Engine) closeInbox(ctx context.Context, outcomes map[string]string, now time.Time) {
+	if len(outcomes) == 0 {
+		return
+	}
+	if err := e.w().MarkResultsApplied(ctx, outcomes, now); err != nil {
+		e.log.Warn("inbox_not_closed", "results", len(outcomes), "err", err)
+	}
+	for t := range outcomes {
+		delete(e.inboxSeen, t)
+	}
+}
+
+// hasHTTPTasks reports whether any task runs on HTTP executors: only their
+// results come through the inbox.
+func hasHTTPTasks(ts map[string]*taskInfo) bool {
+	for _, t := range ts {
+		if t.def.Executor.Kind == defs.ExecHTTP {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// keeper holds the scheduler lease of one term as primary: it renews it on a
+// timer of its own, in a goroutine of its own, so that no amount of work in
+// the scheduling loop (a 10,000-instance burst, a slow window load, a
+// definition sync) can make a renewal late. The loop only reads whether the
+// lease is safely held, which is an atomic load, and hears of a lost or
+// retaken lease through events. Safe for concurrent use.
+type keeper struct {
+	st     *store.Store
+	holder string
+	ttl    time.Duration
+	every  time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+
+	epoch    atomic.Int64
+	until    atomic.Int64 // UnixNano of the expiry of the last renewal
+	released atomic.Bool
+
+	lateMax  atomic.Int64 // the latest renewal so far past its due time, ns
+	lateHist prometheus.Histogram
+
+	events chan leaseEvent
+	mu     sync.Mutex // serialises store calls on the lease (renew, retake, release)
+}
+
+// leaseEvent tells the loop that the lease was lost for good (err set) or
+// taken again under a new epoch after a loss (retaken).
+type leaseEvent struct {
+	err     error
+	retaken store.Lease
+}
+
+func newKeeper(st *store.Store, cfg Config, l store.Lease, lateHist prometheus.Histogram) *keeper {
+	k := &keeper{st: st, holder: cfg.Holder, ttl: cfg.LeaseTTL, every: cfg.LeaseRenew, now: cfg.Now, log: cfg.Logger,
+		lateHist: lateHist, events: make(chan leaseEvent, 4)}
+	k.set(l)
+	return k
+}
+
+func (k *keeper) set(l store.Lease) {
+	k.epoch.Store(l.Epoch)
+	k.until.Store(l.ExpiresAt.UnixNano())
+}
+
+// held reports whether the lease is safely held at now for writes of epoch:
+// a renewal must have succeeded within TTL − renewal period, so that work
+// stops before the lease could expire, and the epoch must be the current one.
+func (k *keeper) held(now time.Time, epoch int64) bool {
+	if k == nil || k.released.Load() || epoch != k.epoch.Load() {
+		return false
+	}
+	return now.Before(time.Unix(0, k.until.Load()).Add(-k.every))
+}
+
+// expiry returns the expiry of the lease as last renewed.
+func (k *keeper) expiry() time.Time { return time.Unix(0, k.until.Load()) }
+
+// run renews the lease every renewal period until ctx ends or the lease is
+// lost for good. It is the keeper's only goroutine; its owner waits for it.
+func (k *keeper) run(ctx context.Context) {
+	next := k.now().Add(k.every)
+	t := time.NewTimer(k.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := k.now()
+		if late := now.Sub(next); late > 0 {
+			k.observeLate(late)
+		}
+		if lost := k.renew(ctx, now); lost != nil {
+			k.send(ctx, leaseEvent{err: lost})
+			return
+		}
+		next = next.Add(k.every)
+		if d := k.now().Sub(next); d > 0 {
+			next = k.now() // a renewal that took longer than the period: pace from now
+		}
+		t.Reset(max(next.Sub(k.now()), 0))
+	}
+}
+
+func (k *keeper) observeLate(late time.Duration) {
+	if k.lateHist != nil {
+		k.lateHist.Observe(late.Seconds())
+	}
+	for {
+		old := k.lateMax.Load()
+		if int64(late) <= old || k.lateMax.CompareAndSwap(old, int64(late)) {
+			return
+		}
+	}
+}
+
+// renew extends the lease. A database that does not answer only stops
+// dispatch until a renewal succeeds; a lease taken by another process is
+// lost for good (returned), and one nobody took is taken again under a new
+// epoch (an event to the loop, which redoes what a takeover does).
+func (k *keeper) renew(ctx context.Context, now time.Time) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.released.Load() {
+		return nil
+	}
+	epoch := k.epoch.Load()
+	l, err := k.st.RenewLease(ctx, store.LeaseParams{Holder: k.holder, Epoch: epoch, TTL: k.ttl, Now: now})
+	switch {
+	case errors.Is(err, store.ErrNotLeader):
+		k.log.Warn("lease_lost", "epoch", epoch, "err", err)
+	case err != nil:
+		k.log.Warn("lease_renew_failed", "epoch", epoch, "err", err, "dispatching", k.held(now, epoch))
+		return nil
+	default:
+		k.until.Store(l.ExpiresAt.UnixNano())
+		return nil
+	}
+	l, err = k.st.AcquireLease(ctx, store.LeaseParams{Holder: k.holder, TTL: k.ttl, Now: now})
+	if errors.Is(err, store.ErrLeaseHeld) {
+		k.log.Error("lease_lost_for_good", "epoch", epoch, "err", err)
+		k.until.Store(0)
+		return fmt.Errorf("%w: %w", errLeaseLost, err)
+	}
+	if err != nil {
+		k.log.Warn("lease_retake_failed", "epoch", epoch, "err", err)
+		return nil // the database may be back soon: dispatch stays stopped until a renewal or a retake succeeds
+	}
+	k.log.Warn("lease_retaken", "old_epoch", epoch, "epoch", l.Epoch)
+	k.set(l)
+	k.send(ctx, leaseEvent{retaken: l})
+	return nil
+}
+
+// send hands ev to the loop unless the term is over.
+func (k *keeper) send(ctx context.Context, ev leaseEvent) {
+	select {
+	case k.events <- ev:
+	case <-ctx.Done():
+	}
+}
+
+// release gives the lease up at once, so that a standby takes over without
+// waiting for it to expire; from then on held is false.
+func (k *keeper) release(ctx context.Context) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.released.Swap(true) {
+		return
+	}
+	if err := k.st.ReleaseLease(ctx, store.LeaseParams{Holder: k.holder, Epoch: k.epoch.Load(), Now: k.now()}); err != nil {
+		k.log.Warn("lease_release_failed", "err", err)
+		return
+	}
+	k.log.Info("lease_released", "epoch", k.epoch.Load())
+}

@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+)
+
+// The misfire rule (R20, R39) has this one home: the scheduler's start
+// (initTriggers) and resume (scheduleWoken) both decide through misfireSplit.
+
+// misfireSplit decides what runs of a backlog of n fires of one schedule or
+// task that passed while nothing ran them, in fire-time order, the earliest
+// due at first. When the earliest is at most after late (the misfire
+// threshold, Config.MisfireAfter, as Quartz's) there is no misfire: every
+// fire runs late, once. Otherwise the policy decides over the whole backlog:
+// fire_once runs the latest, skip none, fire_all the latest limit. It
+// returns how many of the earliest fires are skipped, and whether the
+// backlog was a misfire.
+func misfireSplit(p defs.Misfire, n int, first, now time.Time, after time.Duration, limit int) (skip int, missed bool) {
+	if n == 0 || !first.Before(now.Add(-after)) {
+		return 0, false
+	}
+	return n - misfireKeep(p, n, limit), true
+}
+
+// misfireKeep returns how many of n missed fires a policy runs.
+func misfireKeep(p defs.Misfire, n, limit int) int {
+	switch p {
+	case defs.MisfireSkip:
+		return 0
+	case defs.MisfireFireAll:
+		return min(n, max(limit, 0))
+	default:
+		return min(n, 1)
+	}
+}

@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// attemptLines reads back an attempt's stored output as "stream: text".
+func attemptLines(t *testing.T, st *store.Store, instance int64, attempt int) []string {
+	t.Helper()
+	chunks, err := st.LogChunks(context.Background(), instance, attempt, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range chunks {
+		lines, err := runner.DecodeLines(c.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			out = append(out, l.Stream.String()+": "+string(l.Text))
+		}
+	}
+	return out
+}
+
+// A command that prints on both streams and fails, then succeeds on its
+// retry: both attempts' output is kept apart, in order, with its exit status
+// and the executor that ran it.
+func TestOutputOfEveryAttemptIsKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mark := filepath.Join(t.TempDir(), "tried")
+		e := setup(t, Config{}, nil, fmt.Sprintf(`pipeline: o
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - name: flaky
+    retry: {count: 1, interval: 1s}
+    command: ["sh", "-c", "if [ -e %[1]s ]; then echo second try; echo all good >&2; else touch %[1]s; echo first try; echo 'disk full' >&2; exit 3; fi"]
+`, mark))
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "o.flaky"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(5 * time.Second)
+		e.stop()
+		ins := e.instances(store.InstanceFilter{TaskID: "o.flaky"})
+		if len(ins) != 1 || ins[0].State != store.Success || ins[0].Attempt != 2 {
+			t.Fatalf("instances %+v, want one SUCCESS after 2 attempts", ins)
+		}
+		id := ins[0].ID
+		if ins[0].Executor != runner.Local() {
+			t.Errorf("instance executor %q, want %q", ins[0].Executor, runner.Local())
+		}
+		for attempt, want := range map[int][]string{
+			1: {"stdout: first try", "stderr: disk full"},
+			2: {"stdout: second try", "stderr: all good"},
+		} {
+			got := attemptLines(t, e.st, id, attempt)
+			// Within a stream the order is kept; across the two pipes it is the order of arrival.
+			if len(got) != 2 || !contains(got, want[0]) || !contains(got, want[1]) {
+				t.Errorf("attempt %d output %q, want %q", attempt, got, want)
+			}
+		}
+		as, err := e.st.Attempts(context.Background(), id)
+		if err != nil || len(as) != 2 {
+			t.Fatalf("attempt records %+v %v", as, err)
+		}
+		if as[0].Status != "failed" || as[0].ExitCode == nil || *as[0].ExitCode != 3 || as[0].Error != "exit status 3: disk full" {
+			t.Errorf("attempt 1 record %+v, want failed with exit status 3", as[0])
+		}
+		if as[1].Status != "success" || as[1].ExitCode == nil || *as[1].ExitCode != 0 || as[1].Executor != runner.Local() {
+			t.Errorf("attempt 2 record %+v, want success with exit status 0 on %s", as[1], runner.Local())
+		}
+		if as[0].LogBytes != int64(len("first try")+len("disk full")) || as[0].LogDropped != 0 {
+			t.Errorf("attempt 1 kept %d bytes, dropped %d", as[0].LogBytes, as[0].LogDropped)
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// While a function runs, what it logged is written every LogFlush: a crash
+// of the scheduler keeps the chunks written before it.
+func TestOutputChunksWrittenWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{
+			"c.slow": func(ctx context.Context, a runner.Attempt) error {
+				log := runner.Logger(ctx)
+				for i := range 3 {
+					log.Info("step", "n", i)
+					time.Sleep(2 * time.Second)
+				}
+				select { // the scheduler "crashes" here: nothing more is written
+				case <-release:
+				case <-ctx.Done():
+				}
+				return errors.New("never reached in the test")
+			},
+		}, `pipeline: c
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: slow, function: record, timeout: 1h}
+`)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "c.slow"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(7 * time.Second)
+		ins := e.instances(store.InstanceFilter{TaskID: "c.slow"})
+		if len(ins) != 1 || ins[0].State != store.Running {
+			t.Fatalf("instances %+v, want one RUNNING", ins)
+		}
+		// Read as another process would, from the store, while it runs.
+		got := attemptLines(t, e.st, ins[0].ID, 1)
+		if len(got) != 3 || !strings.Contains(got[0], "msg=step n=0") || !strings.Contains(got[2], "msg=step n=2") {
+			t.Errorf("output stored while running: %q, want the three steps", got)
+		}
+		chunks, _ := e.st.LogChunks(context.Background(), ins[0].ID, 1, 0, 0)
+		if len(chunks) < 2 {
+			t.Errorf("%d chunks, want one per second with output (3)", len(chunks))
+		}
+		close(release)
+		e.stop()
+	})
+}
+
+// Output over LogMax keeps its tail in the store: the oldest chunks are
+// trimmed and the attempt records how much was dropped.
+func TestOutputOverTheLimitKeepsTheTail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{LogMax: 8 << 10}, map[string]func(context.Context, runner.Attempt) error{
+			"b.big": func(ctx context.Context, a runner.Attempt) error {
+				w := runner.OutputFrom(ctx).Writer(runner.StreamStdout)
+				for i := range 100 {
+					fmt.Fprintf(w, "%s %04d\n", strings.Repeat("z", 95), i) // 100 bytes of text a line
+					if i%10 == 9 {
+						time.Sleep(time.Second) // ten chunks of ten lines
+					}
+				}
+				return nil
+			},
+		}, `pipeline: b
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: big, function: record}
+`)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "b.big"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(15 * time.Second)
+		e.stop()
+		in := e.instances(store.InstanceFilter{TaskID: "b.big"})[0]
+		got := attemptLines(t, e.st, in.ID, 1)
+		as, _ := e.st.Attempts(context.Background(), in.ID)
+		if len(as) != 1 {
+			t.Fatalf("attempts %+v", as)
+		}
+		// 10,000 bytes of text written ten lines a second, in chunks of one
+		// or two seconds (as the flush falls): whole chunks are trimmed from
+		// the front while what is kept exceeds 8 KiB; the last lines stay.
+		n := int64(len(got))
+		if n*100 != as[0].LogBytes || as[0].LogBytes+as[0].LogDropped != 10000 || as[0].LogBytes > 8<<10 || as[0].LogBytes < 8<<10-2000 {
+			t.Errorf("kept %d lines (%d bytes), dropped %d; want the 10,000 bytes split, at most 8 KiB kept", n, as[0].LogBytes, as[0].LogDropped)
+		}
+		if !strings.HasSuffix(last(got), " 0099") || !strings.HasSuffix(first(got), fmt.Sprintf(" %04d", 100-n)) {
+			t.Errorf("kept %d lines from %q to %q, want the last ones", n, first(got), last(got))
+		}
+	})
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+func last(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[len(s)-1]
+}

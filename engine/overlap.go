@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+)
+
+// The overlap rule (R20, R39) has this one home: dispatchBatch asks
+// overlapDecide about every instance of a schedule run before claiming it.
+
+// overlapVerdict is what the overlap rule does with an instance due now or
+// about to be claimed ahead of its fire time.
+type overlapVerdict int
+
+const (
+	overlapGo    overlapVerdict = iota // dispatch it (claimed ahead when not due yet)
+	overlapLater                       // not due yet while another attempt of the task is live: judge it at its fire time
+	overlapWait                        // queue behind the attempt that runs
+	overlapSkip                        // fail it as skipped: the previous attempt still runs
+)
+
+// lateFire is how late an instance may be and still count as arriving on
+// time; a later one (a catch-up the misfire policy chose to run, or one held
+// back by the rate limit) queues behind a running attempt instead of being
+// skipped.
+const lateFire = 2 * time.Second
+
+// overlapDecide applies a task's overlap policy to its instance due at due,
+// at time now. running counts the task's attempts of schedule runs that
+// really run (started); held those claimed ahead that have not started yet;
+// claimed those dispatched in the current batch. The policy is judged at the
+// fire time against attempts really running then: an instance not due yet
+// is claimed ahead only when nothing else of the task is live, since nobody
+// can know whether the attempt running now still runs at its fire time.
+func overlapDecide(p defs.Overlap, due, now time.Time, running, held, claimed int) overlapVerdict {
+	switch {
+	case p == defs.OverlapAllow:
+		return overlapGo
+	case due.After(now):
+		if running+held+claimed > 0 {
+			return overlapLater
+		}
+		return overlapGo
+	case running > 0:
+		if p == defs.OverlapWait || now.Sub(due) > lateFire {
+			return overlapWait
+		}
+		return overlapSkip
+	case held+claimed > 0:
+		// Another instance of the task goes out first (a catch-up): not an
+		// overlap with a running one; this one waits its turn.
+		return overlapWait
+	default:
+		return overlapGo
+	}
+}

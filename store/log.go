@@ -1,0 +1,210 @@
+package store
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+)
+
+// LogChunk is a piece of an attempt's output, as the runner encodes it
+// (records marked by stream; see runner.Output). Chunks are written while
+// the attempt runs, so that a crash keeps what was written; Data is stored
+// compressed.
+type LogChunk struct {
+	InstanceID int64
+	Attempt    int
+	Seq        int       // from 1, in the order written
+	Text       int64     // bytes of output in Data (without record headers)
+	Dropped    int64     // bytes of this attempt dropped over its limit so far, this chunk included
+	Data       []byte    // encoded records, uncompressed
+	At         time.Time // when it was written
+}
+
+// LogTrim deletes the chunks of an attempt before a sequence number: the
+// oldest output, over the attempt's limit.
+type LogTrim struct {
+	InstanceID int64
+	Attempt    int
+	BeforeSeq  int
+}
+
+// AttemptRecord is one finished attempt of an instance: who ran it, when,
+// how it ended and how much output it left.
+type AttemptRecord struct {
+	InstanceID int64     `json:"instance_id"`
+	Attempt    int       `json:"attempt"`
+	RunID      int64     `json:"run_id"`
+	TaskID     string    `json:"task"`
+	Ticket     string    `json:"ticket"`
+	Executor   string    `json:"executor"`
+	Status     string    `json:"status"`              // the runner's status: success, failed, killed, timeout
+	ExitCode   *int      `json:"exit_code,omitempty"` // a command's exit status
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	EndedAt    time.Time `json:"ended_at"`
+	LogBytes   int64     `json:"log_bytes"`   // output kept
+	LogDropped int64     `json:"log_dropped"` // output dropped over the limit
+}
+
+// LogWrite is one transaction of output: new chunks, trims, and the records
+// of attempts that ended.
+type LogWrite struct {
+	Chunks   []LogChunk
+	Trims    []LogTrim
+	Attempts []AttemptRecord
+}
+
+var flaters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed) // a valid level never fails
+	return w
+}}
+
+func compress(data []byte) []byte {
+	var b bytes.Buffer
+	w := flaters.Get().(*flate.Writer)
+	w.Reset(&b)
+	_, _ = w.Write(data) // writes to a bytes.Buffer never fail
+	_ = w.Close()
+	flaters.Put(w)
+	return b.Bytes()
+}
+
+func decompress(data []byte) ([]byte, error) {
+	r := flate.NewReader(bytes.NewReader(data))
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// WriteLogs writes p in one transaction at the fence's epoch: nothing of it
+// when the epoch is stale (ErrNotLeader) or the database fails.
+func (f *Fence) WriteLogs(ctx context.Context, p LogWrite) error {
+	if len(p.Chunks)+len(p.Trims)+len(p.Attempts) == 0 {
+		return nil
+	}
+	return f.tx(ctx, "write task output", func(tx *sql.Tx) error { return f.s.writeLogs(ctx, tx, p) })
+}
+
+// WriteLogs is Fence.WriteLogs unfenced: for tests and tools that never
+// dispatch (a bench's generator).
+func (s *Store) WriteLogs(ctx context.Context, p LogWrite) error {
+	return s.inTx(ctx, "write task output", func(tx *sql.Tx) error { return s.writeLogs(ctx, tx, p) })
+}
+
+func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
+	{
+		rows := make([][]any, 0, len(p.Chunks))
+		for _, c := range p.Chunks {
+			rows = append(rows, []any{c.InstanceID, c.Attempt, c.Seq, c.Text, c.Dropped, compress(c.Data), c.At.UnixMilli()})
+		}
+		// Chunks go in a few at a time: each may be up to a megabyte.
+		for start := 0; start < len(rows); start += 16 {
+			b := s.sb.Insert("log_chunks").Columns("instance_id", "attempt", "seq", "text_bytes", "dropped", "data", "at")
+			for _, r := range rows[start:min(start+16, len(rows))] {
+				b = b.Values(r...)
+			}
+			if _, err := s.exec(ctx, tx, "write output chunks", b); err != nil {
+				return err
+			}
+		}
+		for _, t := range p.Trims {
+			d := s.sb.Delete("log_chunks").Where(sq.Eq{"instance_id": t.InstanceID, "attempt": t.Attempt}).Where(sq.Lt{"seq": t.BeforeSeq})
+			if _, err := s.exec(ctx, tx, "trim output", d); err != nil {
+				return err
+			}
+		}
+		cols := []string{"instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
+			"started_at", "ended_at", "log_bytes", "log_dropped"}
+		for _, a := range p.Attempts {
+			var code any
+			if a.ExitCode != nil {
+				code = *a.ExitCode
+			}
+			b := s.sb.Insert("attempts").Columns(cols...).Values(a.InstanceID, a.Attempt, a.RunID, a.TaskID, a.Ticket, a.Executor, a.Status,
+				code, a.Error, ms(a.StartedAt), a.EndedAt.UnixMilli(), a.LogBytes, a.LogDropped).
+				Suffix(s.d.upsert([]string{"instance_id", "attempt"}, cols[2:]))
+			if _, err := s.exec(ctx, tx, "record attempt", b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// LogChunks returns the stored chunks of an attempt after sequence number
+// after, in order, decompressed; at most limit (zero: all).
+func (s *Store) LogChunks(ctx context.Context, instanceID int64, attempt, after, limit int) ([]LogChunk, error) {
+	b := s.sb.Select("seq", "text_bytes", "dropped", "data", "at").From("log_chunks").
+		Where(sq.Eq{"instance_id": instanceID, "attempt": attempt}).Where(sq.Gt{"seq": after}).OrderBy("seq")
+	if limit > 0 {
+		b = b.Limit(uint64(limit))
+	}
+	var out []LogChunk
+	err := s.query(ctx, s.read, "read task output", b, func(r *sql.Rows) error {
+		c := LogChunk{InstanceID: instanceID, Attempt: attempt}
+		var (
+			data []byte
+			at   int64
+		)
+		if err := r.Scan(&c.Seq, &c.Text, &c.Dropped, &data, &at); err != nil {
+			return err
+		}
+		raw, err := decompress(data)
+		if err != nil {
+			return fmt.Errorf("chunk %d of instance %d attempt %d is corrupt: %w", c.Seq, instanceID, attempt, err)
+		}
+		c.Data, c.At = raw, time.UnixMilli(at).UTC()
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// Attempts returns the recorded attempts of an instance, in order.
+func (s *Store) Attempts(ctx context.Context, instanceID int64) ([]AttemptRecord, error) {
+	b := s.sb.Select("instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
+		"started_at", "ended_at", "log_bytes", "log_dropped").From("attempts").Where(sq.Eq{"instance_id": instanceID}).OrderBy("attempt")
+	var out []AttemptRecord
+	err := s.query(ctx, s.read, "read attempts", b, func(r *sql.Rows) error {
+		var (
+			a       AttemptRecord
+			code    sql.NullInt64
+			started sql.NullInt64
+			ended   int64
+		)
+		if err := r.Scan(&a.InstanceID, &a.Attempt, &a.RunID, &a.TaskID, &a.Ticket, &a.Executor, &a.Status, &code, &a.Error,
+			&started, &ended, &a.LogBytes, &a.LogDropped); err != nil {
+			return err
+		}
+		if code.Valid {
+			c := int(code.Int64)
+			a.ExitCode = &c
+		}
+		a.StartedAt, a.EndedAt = fromMS(started), time.UnixMilli(ended).UTC()
+		out = append(out, a)
+		return nil
+	})
+	return out, err
+}
+
+// LogAttempts returns the attempt numbers of an instance that have stored
+// output, in order.
+func (s *Store) LogAttempts(ctx context.Context, instanceID int64) ([]int, error) {
+	b := s.sb.Select("DISTINCT attempt").From("log_chunks").Where(sq.Eq{"instance_id": instanceID}).OrderBy("attempt")
+	var out []int
+	err := s.query(ctx, s.read, "read output attempts", b, func(r *sql.Rows) error {
+		var a int
+		if err := r.Scan(&a); err != nil {
+			return err
+		}
+		out = append(out, a)
+		return nil
+	})
+	return out, err
+}

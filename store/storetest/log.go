@@ -1,0 +1,66 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// testTaskOutput: chunks of output by attempt come back in order and intact
+// (binary too), trims drop the oldest, attempts are recorded once per
+// number, and a stale epoch writes nothing at all.
+func testTaskOutput(t *testing.T, s *store.Store) {
+	in := Seed(t, s)["a.x"]
+	l := acquire(t, s, "p1", T0)
+	binary := []byte{1, 0, 0, 0, 3, 0xff, 0x00, 0xfe} // a record of 3 bytes that are not text
+	big := bytes.Repeat([]byte("0123456789abcdef"), 40000)
+	f := s.Fence(l.Epoch)
+	w := store.LogWrite{Chunks: []store.LogChunk{
+		{InstanceID: in.ID, Attempt: 1, Seq: 1, Text: 3, Data: binary, At: T0},
+		{InstanceID: in.ID, Attempt: 1, Seq: 2, Text: int64(len(big)), Data: big, At: T0.Add(time.Second)},
+		{InstanceID: in.ID, Attempt: 2, Seq: 1, Text: 1, Data: []byte("x"), At: T0.Add(2 * time.Second)},
+	}}
+	if err := f.WriteLogs(ctx(), w); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LogChunks(ctx(), in.ID, 1, 0, 0)
+	if err != nil || len(got) != 2 || !bytes.Equal(got[0].Data, binary) || !bytes.Equal(got[1].Data, big) || !got[1].At.Equal(T0.Add(time.Second)) {
+		t.Fatalf("attempt 1 chunks = %d %v", len(got), err)
+	}
+	if after, _ := s.LogChunks(ctx(), in.ID, 1, 1, 0); len(after) != 1 || after[0].Seq != 2 {
+		t.Errorf("chunks after seq 1 = %+v", after)
+	}
+	if nums, err := s.LogAttempts(ctx(), in.ID); err != nil || len(nums) != 2 || nums[0] != 1 || nums[1] != 2 {
+		t.Errorf("attempts with output = %v %v", nums, err)
+	}
+	// Trim the first chunk, and record the attempt twice (the second wins).
+	code := 3
+	rec := store.AttemptRecord{InstanceID: in.ID, Attempt: 1, RunID: in.RunID, TaskID: "a.x", Ticket: "t1", Executor: "local:h",
+		Status: "failed", ExitCode: &code, Error: "exit status 3", StartedAt: T0, EndedAt: T0.Add(2 * time.Second), LogBytes: int64(len(big)), LogDropped: 3}
+	if err := f.WriteLogs(ctx(), store.LogWrite{Trims: []store.LogTrim{{InstanceID: in.ID, Attempt: 1, BeforeSeq: 2}},
+		Attempts: []store.AttemptRecord{rec, rec}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.LogChunks(ctx(), in.ID, 1, 0, 0); len(got) != 1 || got[0].Seq != 2 {
+		t.Errorf("after the trim: %d chunks", len(got))
+	}
+	as, err := s.Attempts(ctx(), in.ID)
+	if err != nil || len(as) != 1 || as[0].ExitCode == nil || *as[0].ExitCode != 3 || as[0].Executor != "local:h" || !as[0].StartedAt.Equal(T0) || as[0].LogDropped != 3 {
+		t.Fatalf("attempts = %+v %v", as, err)
+	}
+	// A stale epoch: nothing of the write lands.
+	err = s.Fence(l.Epoch+7).WriteLogs(ctx(), store.LogWrite{Chunks: []store.LogChunk{{InstanceID: in.ID, Attempt: 3, Seq: 1, Data: []byte("late"), At: T0}},
+		Attempts: []store.AttemptRecord{{InstanceID: in.ID, Attempt: 3, EndedAt: T0}}})
+	if !errors.Is(err, store.ErrNotLeader) {
+		t.Errorf("stale epoch: %v, want ErrNotLeader", err)
+	}
+	if got, _ := s.LogChunks(ctx(), in.ID, 3, 0, 0); len(got) != 0 {
+		t.Errorf("a fenced write left %d chunks", len(got))
+	}
+	if as, _ := s.Attempts(ctx(), in.ID); len(as) != 1 {
+		t.Errorf("a fenced write left an attempt: %+v", as)
+	}
+}
