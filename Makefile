@@ -57,6 +57,7 @@ chaos:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./defs/
+	$(GO) test -run '^$$' -fuzz FuzzNext -fuzztime $(FUZZTIME) ./defs/
 	$(GO) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) ./dag/
 	$(GO) test -run '^$$' -fuzz FuzzAPIRequest -fuzztime $(FUZZTIME) ./cmd/ax/
 

@@ -241,3 +241,36 @@ func TestCronStillAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleNote: the rule applied on DST days, in words, as ax next
+// prints it.
+func TestScheduleNote(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ zone, spec, prev, at, want string }{
+		{"America/New_York", "30 2 * * *", "2026-03-07T12:00:00-05:00", "2026-03-08T03:00:00-04:00",
+			"02:30 does not exist on 2026-03-08; fires at 03:00 (fixed schedule)"},
+		{"America/New_York", "30 1 * * *", "2026-10-31T12:00:00-04:00", "2026-11-01T01:30:00-04:00",
+			"01:30 occurs twice on 2026-11-01; fires once, at the first (-04:00, fixed schedule)"},
+		{"America/New_York", "*/30 * * * *", "2026-11-01T01:10:00-05:00", "2026-11-01T01:30:00-05:00",
+			"01:30 occurs twice on 2026-11-01; this is the second (-05:00), a wildcard schedule fires at both"},
+		{"America/New_York", "*/30 * * * *", "2026-11-01T00:40:00-04:00", "2026-11-01T01:00:00-04:00",
+			"01:00 occurs twice on 2026-11-01; this is the first (-04:00), a wildcard schedule fires at both"},
+		{"America/New_York", "*/30 * * * *", "2026-03-08T01:30:00-05:00", "2026-03-08T03:00:00-04:00",
+			"clocks jump from 02:00 to 03:00 on 2026-03-08; a wildcard schedule skips the times between"},
+		{"Australia/Lord_Howe", "15 2 * * *", "2026-10-03T12:00:00+10:30", "2026-10-04T02:30:00+11:00",
+			"02:15 does not exist on 2026-10-04; fires at 02:30 (fixed schedule)"},
+		{"America/New_York", "30 2 * * *", "2026-03-09T00:00:00-04:00", "2026-03-09T02:30:00-04:00", ""},
+		{"America/New_York", "*/30 * * * *", "2026-11-01T02:10:00-05:00", "2026-11-01T02:30:00-05:00", ""},
+	} {
+		loc := mustLoc(t, tc.zone)
+		prev, _ := time.Parse(time.RFC3339, tc.prev)
+		at, _ := time.Parse(time.RFC3339, tc.at)
+		s, err := ParseSchedule(tc.spec, loc, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Note(prev, at); got != tc.want {
+			t.Errorf("%q in %s, fire %s after %s: note %q, want %q", tc.spec, tc.zone, tc.at, tc.prev, got, tc.want)
+		}
+	}
+}

@@ -34,7 +34,7 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 // Keys of each mapping of the format, in the order they are documented.
 var (
 	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "timeout", "retry", "misfire", "overlap", "function", "http", "command", "params"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "timeout", "wait_timeout", "retry", "misfire", "overlap", "function", "http", "command", "params"}
 	retryKeys    = []string{"count", "interval"}
 	// noDefault are task keys that make no sense as a default of every task.
 	noDefault = map[string]string{
@@ -321,6 +321,7 @@ type rawTask struct {
 	manual    *bool
 	priority  *int
 	timeout   *time.Duration
+	waitLimit *time.Duration
 	retryN    *int
 	retryIv   *time.Duration
 	misfire   *Misfire
@@ -534,6 +535,14 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 					rt.timeout = &d
 				}
 			}
+		case "wait_timeout":
+			if d, ok := p.duration(v, label, "wait_timeout"); ok {
+				if d < time.Second {
+					p.errorf(v, label, "wait_timeout %q is too short: use at least \"1s\" (it is how long an instance may wait for its upstreams after its logical time)", v.Value)
+				} else {
+					rt.waitLimit = &d
+				}
+			}
 		case "retry":
 			p.retry(v, label, &rt)
 		case "misfire":
@@ -638,13 +647,14 @@ func (p *parser) deps(v *yaml.Node, task string) []Dep {
 // what needs the whole pipeline: dependencies, executors, cron.
 func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known map[string]bool) *Task {
 	t := &Task{
-		Name:     rt.name,
-		Pipeline: pl.Name,
-		Group:    pick(rt.group, def.group, pl.Group),
-		Delay:    pick(rt.delay, def.delay, 0),
-		Manual:   pick(rt.manual, nil, false),
-		Priority: pick(rt.priority, def.priority, DefaultPriority),
-		Timeout:  pick(rt.timeout, def.timeout, DefaultTimeout),
+		Name:        rt.name,
+		Pipeline:    pl.Name,
+		Group:       pick(rt.group, def.group, pl.Group),
+		Delay:       pick(rt.delay, def.delay, 0),
+		Manual:      pick(rt.manual, nil, false),
+		Priority:    pick(rt.priority, def.priority, DefaultPriority),
+		Timeout:     pick(rt.timeout, def.timeout, DefaultTimeout),
+		WaitTimeout: pick(rt.waitLimit, def.waitLimit, 0),
 		Retry: Retry{
 			Count:    pick(rt.retryN, def.retryN, DefaultRetryCount),
 			Interval: pick(rt.retryIv, def.retryIv, DefaultRetryInterval),

@@ -12,6 +12,10 @@ const (
 	DefaultRetryCount    = 0
 	DefaultRetryInterval = 30 * time.Second
 	DefaultGroup         = "default"
+	// DefaultCrossWait is how long after its logical time an instance waits
+	// for an upstream in another pipeline before it fails, when the task sets
+	// no wait_timeout (R40). Same-pipeline upstreams have no default limit.
+	DefaultCrossWait = 24 * time.Hour
 )
 
 // Misfire says what happens to fire times that passed while nothing ran them (R20).
@@ -80,22 +84,27 @@ func (d Dep) String() string {
 
 // Task is one task of a pipeline with every default applied.
 type Task struct {
-	Name      string         `json:"name"`
-	Pipeline  string         `json:"pipeline"`
-	Group     string         `json:"group"`
-	DependsOn []Dep          `json:"depends_on,omitempty"`
-	Cron      string         `json:"cron,omitempty"`
-	Schedule  *Schedule      `json:"-"`
-	Delay     time.Duration  `json:"delay,omitempty"`
-	Manual    bool           `json:"manual,omitempty"`
-	Priority  int            `json:"priority"`
-	Timeout   time.Duration  `json:"timeout"`
-	Retry     Retry          `json:"retry"`
-	Misfire   Misfire        `json:"misfire"`
-	Overlap   Overlap        `json:"overlap"`
-	Executor  Executor       `json:"executor"`
-	Params    map[string]any `json:"params,omitempty"`
-	Pos       Pos            `json:"-"`
+	Name      string        `json:"name"`
+	Pipeline  string        `json:"pipeline"`
+	Group     string        `json:"group"`
+	DependsOn []Dep         `json:"depends_on,omitempty"`
+	Cron      string        `json:"cron,omitempty"`
+	Schedule  *Schedule     `json:"-"`
+	Delay     time.Duration `json:"delay,omitempty"`
+	Manual    bool          `json:"manual,omitempty"`
+	Priority  int           `json:"priority"`
+	Timeout   time.Duration `json:"timeout"`
+	// WaitTimeout is how long after its logical time an instance may wait
+	// for its upstreams before it fails ("upstream P.T not done after D");
+	// zero means unset: no limit for same-pipeline upstreams and
+	// DefaultCrossWait while a cross-pipeline one is pending.
+	WaitTimeout time.Duration  `json:"wait_timeout,omitempty"`
+	Retry       Retry          `json:"retry"`
+	Misfire     Misfire        `json:"misfire"`
+	Overlap     Overlap        `json:"overlap"`
+	Executor    Executor       `json:"executor"`
+	Params      map[string]any `json:"params,omitempty"`
+	Pos         Pos            `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.

@@ -250,3 +250,74 @@ func (s *Schedule) NextN(t time.Time, n int) []time.Time {
 	}
 	return out
 }
+
+// Note explains the DST rule behind a fire, at, that Next returned for
+// prev: "02:30 does not exist on 2026-03-08; fires at 03:00 (fixed
+// schedule)". It is empty for a fire that no DST change touched.
+func (s *Schedule) Note(prev, at time.Time) string {
+	if s.cron == nil || at.IsZero() {
+		return ""
+	}
+	a, w, ok := s.next(prev)
+	if !ok || a != at.Unix() {
+		return ""
+	}
+	day := time.Unix(w, 0).UTC().Format(time.DateOnly)
+	local := at.In(s.loc)
+	if !s.cron.wildcard {
+		switch {
+		case a+s.offset(a) != w:
+			return fmt.Sprintf("%s does not exist on %s; fires at %s (fixed schedule)", clock(w), day, clock(a+s.offset(a)))
+		case s.occurrences(w) > 1:
+			return fmt.Sprintf("%s occurs twice on %s; fires once, at the first (%s, fixed schedule)", clock(w), day, local.Format("-07:00"))
+		}
+		return ""
+	}
+	if s.occurrences(w) > 1 {
+		pass := "first"
+		if _, start, _ := s.offsetAt(a); start != 0 {
+			if prevOff, _, _ := s.offsetAt(start - 1); prevOff > s.offset(a) {
+				pass = "second"
+			}
+		}
+		return fmt.Sprintf("%s occurs twice on %s; this is the %s (%s), a wildcard schedule fires at both", clock(w), day, pass, local.Format("-07:00"))
+	}
+	// A spring-forward gap between prev and at whose readings would have matched.
+	if _, start, _ := s.offsetAt(a); start != 0 && start > prev.Unix() {
+		before, _, _ := s.offsetAt(start - 1)
+		after := s.offset(start)
+		if gapFrom, gapTo := start+before, start+after; gapTo > gapFrom {
+			if m, ok := s.cron.nextWall(gapFrom); ok && m < gapTo {
+				return fmt.Sprintf("clocks jump from %s to %s on %s; a wildcard schedule skips the times between", clock(gapFrom), clock(gapTo),
+					time.Unix(gapFrom, 0).UTC().Format(time.DateOnly))
+			}
+		}
+	}
+	return ""
+}
+
+func (s *Schedule) offset(u int64) int64 {
+	o, _, _ := s.offsetAt(u)
+	return o
+}
+
+// occurrences counts the instants whose wall reading in the zone is w.
+func (s *Schedule) occurrences(w int64) int {
+	off, start, end := s.offsetAt(w)
+	seen := map[int64]bool{}
+	for _, o := range []int64{off, s.offset(max(start-1, 0)), s.offset(end)} {
+		if u := w - o; u+s.offset(u) == w {
+			seen[u] = true
+		}
+	}
+	return len(seen)
+}
+
+// clock prints the time of day of a wall reading: 02:30, or 02:30:15.
+func clock(w int64) string {
+	t := time.Unix(w, 0).UTC()
+	if t.Second() != 0 {
+		return t.Format("15:04:05")
+	}
+	return t.Format("15:04")
+}

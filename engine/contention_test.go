@@ -173,7 +173,8 @@ func TestDownstreamOnlyOnItsOwnRun(t *testing.T) {
 			t.Errorf("executions %v", got)
 		}
 		b10 := e.instances(store.InstanceFilter{TaskID: "own.b", LogicalFrom: start.Add(10 * time.Second), LogicalTo: start.Add(10 * time.Second)})
-		if len(b10) != 1 || b10[0].State != store.Waiting || b10[0].Reason != "waiting for upstream a" {
+		// It can no longer run: it fails with its upstream, without running (R40).
+		if len(b10) != 1 || b10[0].State != store.Failed || b10[0].Error != "upstream own.a failed" || b10[0].Attempt != 0 {
 			t.Errorf("b of the failed run: %+v", b10)
 		}
 	})

@@ -39,6 +39,13 @@ type Op struct {
 	Instance   int64            `json:"instance,omitempty"` // kill, rerun
 	Run        int64            `json:"run,omitempty"`      // rerun of a run's failed instances
 	Downstream bool             `json:"downstream,omitempty"`
+	// At is the logical time of a trigger (zero: now), or selects the
+	// instance of a mark by its logical time.
+	At time.Time `json:"at,omitzero"`
+	// Params are a trigger's --param values, merged over the tasks' params.
+	Params map[string]string `json:"params,omitempty"`
+	// State is the outcome a mark sets: SUCCESS or FAILED.
+	State store.State `json:"state,omitempty"`
 	// Global and Groups change the dispatch limits (limits): a nil Global
 	// keeps the global rate; a group at 0 lifts its limit.
 	Global   *float64           `json:"global,omitempty"`
@@ -259,11 +266,16 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 	if len(params) == 0 {
 		return 0, nil
 	}
-	res, err := e.w().TransitionBatch(ctx, params)
+	// What the outcomes settle downstream (a skip fails what waited on it)
+	// commits with them.
+	var settled []release
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, e.cfg.Now(), &settled))
 	if err != nil {
+		clear(e.runs)
 		return 0, err
 	}
 	n := 0
+	var ended []*taskInfo
 	for i, r := range res {
 		if r.Err != nil {
 			continue
@@ -272,8 +284,16 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 		id := params[i].InstanceID
 		delete(e.pending, id) // a stale wheel or queue entry would fail its CAS anyway
 		e.dropCachedRunOf(id)
+		if to := params[i].To; to == store.Failed || to == store.Killed || to == store.Success {
+			if in, err := e.st.Instance(ctx, id); err == nil && e.tasks[in.TaskID] != nil {
+				ended = append(ended, e.tasks[in.TaskID])
+			}
+		}
 	}
-	return n, nil
+	if len(settled) > 0 {
+		e.released(ctx, settled, relRes)
+	}
+	return n, e.crossAfter(ctx, ended, e.cfg.Now())
 }
 
 // resume lifts a pause. Instances of the scope that no other pause covers go
@@ -334,7 +354,10 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 // "skipped by misfire policy"), otherwise each runs late.
 func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
 	byTask := map[string][]store.Instance{}
-	var order []string
+	var (
+		order   []string
+		failing []store.TransitionParams // woken into a run whose upstream failed meanwhile
+	)
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
@@ -344,20 +367,18 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		if err != nil {
 			return 0, 0, err
 		}
-		ready := true
-		for _, u := range ti.up {
-			if ur := rs.inst[u.id]; ur != nil && ur.state != store.Success {
-				ready = false
-			}
+		if ref := rs.inst[ti.id]; ref != nil {
+			ref.state, ref.version = store.Waiting, in.Version
 		}
-		for _, u := range ti.cross {
-			done, err := e.crossDone(ctx, u, rs.logical)
-			if err != nil {
-				return 0, 0, err
-			}
-			ready = ready && done
+		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
+		if err != nil {
+			return 0, 0, err
 		}
-		if !ready || ti.def.Manual {
+		if len(vs) == 0 || vs[0].verdict == verdictWait {
+			continue
+		}
+		if vs[0].verdict == verdictFail {
+			failing = append(failing, failWaiting(rs.inst[ti.id], ti, vs[0].reason, e.epoch, now, Actor))
 			continue
 		}
 		if _, ok := byTask[in.TaskID]; !ok {
@@ -365,7 +386,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		}
 		byTask[in.TaskID] = append(byTask[in.TaskID], in)
 	}
-	var params []store.TransitionParams
+	params := failing
 	for _, id := range order {
 		ti, list := e.tasks[id], byTask[id]
 		var late, onTime []store.Instance
@@ -414,10 +435,13 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 			scheduled++
 		}
 	}
-	res, err := e.w().TransitionBatch(ctx, params)
+	var settled []release
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
+		clear(e.runs)
 		return 0, 0, err
 	}
+	e.released(ctx, settled, relRes)
 	for i, r := range res {
 		if r.Err == nil && params[i].To == store.Scheduled {
 			in, err := e.st.Instance(ctx, params[i].InstanceID)
@@ -449,29 +473,52 @@ func schedule(in store.Instance, at time.Time, epoch int64, now time.Time, why s
 
 // trigger runs a task now (R19): a manual run of its own with its own
 // instance and ticket, beside any periodic instance, even a RUNNING one;
-// with Downstream, everything downstream of it too. For a manual task
-// (manual: true) whose scheduled instance waits for the operator, it
-// releases that instance instead.
+// with Downstream, everything downstream of it too. A pipeline as target
+// runs the whole pipeline (every root). At sets the logical time (default
+// now) and Params the run's --param values.
+//
+// For a manual task (manual: true) the trigger is the approval (R40): it
+// approves the gate's oldest instance awaiting approval (the one at At,
+// when given), which then runs once its upstreams have succeeded; with none
+// waiting, the new run's gate starts approved and runs at once.
 func (e *Engine) trigger(ctx context.Context, op Op, now time.Time) (string, error) {
+	at := now
+	if !op.At.IsZero() {
+		at = op.At
+	}
+	params, err := encodeParams(op.Params)
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(op.Target, ".") {
+		p := e.g.Pipeline(op.Target)
+		if p == nil {
+			var names []string
+			for _, q := range e.g.Pipelines() {
+				names = append(names, q.Name)
+			}
+			return "", fmt.Errorf("no pipeline %q%s; give PIPELINE or PIPELINE.TASK", op.Target, defs.DidYouMean(op.Target, names))
+		}
+		if op.Downstream {
+			return "", fmt.Errorf("--downstream applies to a task; a pipeline trigger runs every task of %s", p.Name)
+		}
+		rs, err := e.newRunWith(ctx, newRunSpec{pipeline: p.Name, trig: p.Name, kind: store.RunManual, names: p.TaskNames(), at: at,
+			actor: op.Actor, params: params}, now)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("run %d started for pipeline %s (%d task(s)) at logical time %s", rs.id, p.Name, len(p.Tasks),
+			at.In(p.Location).Format(time.RFC3339)), nil
+	}
 	t, err := e.resolveTask(op.Target)
 	if err != nil {
 		return "", err
 	}
-	if t.def.Manual {
-		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting}, ByLogicalTime: true, Limit: 1})
-		if err != nil {
-			return "", err
-		}
-		if len(waiting) == 1 {
-			in := waiting[0]
-			v, err := e.w().Transition(ctx, schedule(in, now, e.epoch, now, "run by "+op.Actor))
-			if err != nil {
-				return "", err
-			}
-			in.State, in.Version, in.NextFireAt = store.Scheduled, v, now
-			e.dropCachedRunOf(in.ID)
-			e.enqueue(ctx, in)
-			return fmt.Sprintf("released %s for %s (instance %d)", t.id, in.LogicalTime.Format(time.RFC3339), in.ID), nil
+	loc := e.g.Pipeline(t.def.Pipeline).Location
+	if t.def.Manual && !op.Downstream && len(op.Params) == 0 {
+		msg, ok, err := e.approve(ctx, t, op, now)
+		if ok || err != nil {
+			return msg, err
 		}
 	}
 	names := []string{t.def.Name}
@@ -485,11 +532,81 @@ func (e *Engine) trigger(ctx context.Context, op Op, now time.Time) (string, err
 			names = append(names, s.Name)
 		}
 	}
-	rs, err := e.newRun(ctx, t.def.Pipeline, t.id, store.RunManual, names, now, now)
+	rs, err := e.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: store.RunManual, names: names, at: at,
+		approvedBy: op.Actor, approve: map[string]bool{t.def.Name: true}, actor: op.Actor, params: params}, now)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("run %d started for %s (%d task(s)) at %s", rs.id, t.id, len(names), now.Format(time.RFC3339)), nil
+	return fmt.Sprintf("run %d started for %s (%d task(s)) at logical time %s", rs.id, t.id, len(names), at.In(loc).Format(time.RFC3339)), nil
+}
+
+// approve releases the gate of manual task t's oldest instance awaiting
+// approval (or the one at op.At); ok is false when none waits.
+func (e *Engine) approve(ctx context.Context, t *taskInfo, op Op, now time.Time) (string, bool, error) {
+	f := store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting}, ByLogicalTime: true, Ascending: true, Limit: 1000}
+	if !op.At.IsZero() {
+		f.LogicalFrom, f.LogicalTo = op.At, op.At
+	}
+	waiting, err := e.st.Instances(ctx, f)
+	if err != nil {
+		return "", false, err
+	}
+	var in *store.Instance
+	for i := range waiting {
+		if waiting[i].ApprovedBy == "" {
+			in = &waiting[i]
+			break
+		}
+	}
+	if in == nil {
+		return "", false, nil
+	}
+	v, err := e.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: op.Actor, Reason: op.Reason, Epoch: e.epoch, Now: now})
+	if err != nil {
+		return "", false, err
+	}
+	e.dropCachedRunOf(in.ID)
+	rs, err := e.run(ctx, in.RunID)
+	if err != nil {
+		return "", false, err
+	}
+	if ref := rs.inst[t.id]; ref != nil {
+		ref.version, ref.approved = v, true
+	}
+	rel, err := e.releasable(ctx, rs, []*taskInfo{t}, now)
+	if err != nil {
+		return "", false, err
+	}
+	if err := e.applyReleases(ctx, rel, now); err != nil {
+		return "", false, err
+	}
+	loc := e.g.Pipeline(t.def.Pipeline).Location
+	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
+	if len(rel) == 1 && rel[0].p.To == store.Scheduled {
+		return what + ": it runs now", true, nil
+	}
+	if len(rel) == 1 && rel[0].p.To == store.Failed {
+		return what + ": it cannot run: " + rel[0].p.Reason, true, nil
+	}
+	vs, _ := e.verdicts(ctx, rs, []*taskInfo{t}, now)
+	if len(vs) == 1 {
+		return what + ": it runs when its upstreams have succeeded (" + vs[0].reason + ")", true, nil
+	}
+	return what, true, nil
+}
+
+// encodeParams checks and encodes a trigger's --param values.
+func encodeParams(p map[string]string) (string, error) {
+	if len(p) == 0 {
+		return "", nil
+	}
+	for k := range p {
+		if k == "" || strings.ContainsAny(k, " \t=.{}") {
+			return "", fmt.Errorf("param name %q: use letters, digits, _ and -", k)
+		}
+	}
+	b, err := json.Marshal(p)
+	return string(b), err
 }
 
 // kill cancels running instances on their executors (R18): the task's, or
@@ -587,13 +704,26 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 		}
 		insts = last
 	}
-	var rerun []string
+	var (
+		rerun, back []string
+		again       []store.Instance // rerun or brought back: their downstream come back too
+	)
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
 		e.dropCachedRunOf(in.ID)
+		again = append(again, in)
+		if neverRan(in) {
+			// Failed without running, because of an upstream: it comes back to
+			// WAITING and runs when its upstreams succeed, never before them.
+			if err := e.bringBackOne(ctx, in, op.Actor, now); err != nil {
+				return "", err
+			}
+			back = append(back, strconv.FormatInt(in.ID, 10))
+			continue
+		}
 		switch in.State {
 		case store.Failed:
 			p := &pend{at: now.UnixMilli(), version: in.Version, state: store.Failed, task: ti, runID: in.RunID, logical: in.LogicalTime, manual: true}
@@ -620,7 +750,21 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 		}
 		rerun = append(rerun, strconv.FormatInt(in.ID, 10))
 	}
-	return fmt.Sprintf("rerunning %d instance(s): %s", len(rerun), strings.Join(rerun, ", ")), nil
+	n, err := e.bringBack(ctx, again, op.Actor, now)
+	if err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("rerunning %d instance(s): %s", len(rerun), strings.Join(rerun, ", "))
+	if len(rerun) == 0 {
+		msg = "rerunning no instance"
+	}
+	if len(back) > 0 {
+		msg += fmt.Sprintf("; %d that never ran wait for their upstreams again: %s", len(back), strings.Join(back, ", "))
+	}
+	if n > 0 {
+		msg += fmt.Sprintf("; %d downstream instance(s) that never ran wait again", n)
+	}
+	return msg, nil
 }
 
 // startNow dispatches one instance at once, outside the queue: the manual

@@ -239,7 +239,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
 		}
 		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
-			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(string(p.task.def.Executor.Kind)), Error: ptr("")},
+			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 				Detail: dueDetail(p.at)},
@@ -271,8 +271,11 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	if len(params) == 0 {
 		return false, nil
 	}
-	res, err := e.w().TransitionBatch(ctx, params)
+	// A skip (overlap) fails what waited on it in its run, in the same transaction.
+	var settled []release
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
+		clear(e.runs)
 		// Nothing was recorded, so nothing runs: put them back for the next try.
 		for _, id := range picked {
 			p := e.pending[id]
@@ -320,6 +323,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		e.execute(id, a, nil)
 	}
+	if len(settled) > 0 {
+		e.released(ctx, settled, relRes)
+	}
 	e.statsMu.Lock()
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
@@ -329,6 +335,19 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// executorOf names, at dispatch, what will run an attempt of t: this
+// process (local:HOST) for functions and commands; for HTTP tasks the
+// task's URL, or "http" until the result names the executor that took it.
+func executorOf(t *defs.Task) string {
+	switch {
+	case t.Executor.Kind == defs.ExecHTTP && t.Executor.URL != "":
+		return t.Executor.URL
+	case t.Executor.Kind == defs.ExecHTTP:
+		return string(defs.ExecHTTP)
+	}
+	return runner.Local()
+}
 
 // heldByTask counts the live attempts claimed ahead that have not started, per task.
 func (e *Engine) heldByTask() map[string]int {
@@ -627,15 +646,15 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		params = append(params, p)
 		meta = append(meta, applied{id: o.instance, a: a, to: p.To, status: string(o.res.Status)})
 	}
-	// The results and the downstream instances their successes release in
-	// the same run commit in one transaction: a success is never recorded
-	// without its release.
+	// The results and the downstream instances they settle in the same run
+	// commit in one transaction: a success is never recorded without its
+	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
 	seen := map[int64]bool{}
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		for i, r := range res {
 			m := meta[i]
-			if r.Err != nil || m.to != store.Success {
+			if r.Err != nil || (m.to != store.Success && m.to != store.Failed && m.to != store.Killed) {
 				continue
 			}
 			rs, err := e.run(ctx, m.a.runID)
@@ -643,7 +662,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 				return nil, err
 			}
 			if ref := rs.inst[m.a.task.id]; ref != nil {
-				ref.state, ref.version = store.Success, r.Version
+				ref.state, ref.version, ref.err = m.to, r.Version, *params[i].Set.Error
 			}
 			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
 			if err != nil {
@@ -724,8 +743,8 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
 				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
 		}
-		if len(m.a.task.crossDown) > 0 && m.to == store.Success {
-			// Another pipeline's instances read this success from the store: after the commit.
+		if len(m.a.task.crossDown) > 0 && (m.to == store.Success || m.to == store.Failed || m.to == store.Killed) {
+			// Another pipeline's instances read this outcome from the store: after the commit.
 			rel, err := e.releaseCross(ctx, m.a.task.crossDown, now)
 			if err != nil {
 				return err
@@ -749,112 +768,9 @@ type release struct {
 	in store.Instance
 }
 
-// releasable returns the transitions WAITING → SCHEDULED of the candidates
-// in run rs whose upstreams have all succeeded (R14), in the same run for
-// upstreams of the same pipeline, and in the other pipeline's run of the
-// same logical time (or the latest before it) for the others.
-func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
-	var out []release
-	for _, d := range candidates {
-		ref := rs.inst[d.id]
-		if ref == nil || ref.state != store.Waiting || d.def.Manual {
-			continue
-		}
-		ok := true
-		for _, u := range d.up {
-			// An upstream without an instance in the run is outside it (a
-			// backfill's selection, a run-now's downstream): satisfied, as
-			// when the run was created.
-			if ur := rs.inst[u.id]; ur != nil && ur.state != store.Success {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		for _, u := range d.cross {
-			if e.kindOf(ctx, rs.id) == store.RunBackfill {
-				break // outside the backfill's selection: satisfied
-			}
-			done, err := e.crossDone(ctx, u, rs.logical)
-			if err != nil {
-				return nil, err
-			}
-			if !done {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		at := now.Add(d.def.Delay)
-		in := store.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical, NextFireAt: at}
-		if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != store.RunManual {
-			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Paused,
-				Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
-			continue
-		}
-		out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
-			Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded"}, in})
-	}
-	return out, nil
-}
-
-// crossDone reports whether the other pipeline's instance of task u for
-// logical time at (or the latest before it) succeeded.
-func (e *Engine) crossDone(ctx context.Context, u *taskInfo, at time.Time) (bool, error) {
-	ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: at, ByLogicalTime: true, Limit: 1})
-	if err != nil {
-		return false, err
-	}
-	return len(ins) == 1 && ins[0].State == store.Success, nil
-}
-
-// releaseCross checks the waiting instances of tasks that wait on another
-// pipeline.
-func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]release, error) {
-	var out []release
-	for _, d := range tasks {
-		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Waiting}, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range waiting {
-			rs, err := e.run(ctx, w.RunID)
-			if err != nil {
-				return nil, err
-			}
-			rel, err := e.releasable(ctx, rs, []*taskInfo{d}, now)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rel...)
-		}
-	}
-	return out, nil
-}
-
-// releaseCrossWaiting re-checks, at every top-up, the waiting instances of
-// every task with an upstream in another pipeline: that upstream may have
-// succeeded before this run existed.
-func (e *Engine) releaseCrossWaiting(ctx context.Context, now time.Time) error {
-	var tasks []*taskInfo
-	for _, t := range e.tasks {
-		if len(t.cross) > 0 {
-			tasks = append(tasks, t)
-		}
-	}
-	rel, err := e.releaseCross(ctx, tasks, now)
-	if err != nil {
-		return err
-	}
-	return e.applyReleases(ctx, rel, now)
-}
-
-// applyReleases records WAITING → SCHEDULED (or → PAUSED) transitions and
-// puts the scheduled instances into the wheel.
+// applyReleases records the transitions of WAITING instances that
+// releasable decided (→ SCHEDULED, → PAUSED, → FAILED) and puts the
+// scheduled ones into the wheel.
 func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time) error {
 	if len(rel) == 0 {
 		return nil
@@ -870,7 +786,16 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
 	}
 	e.released(ctx, rel, res)
-	return nil
+	// Instances failed without running fail what waits on them in other pipelines.
+	var failed []*taskInfo
+	for i, r := range res {
+		if r.Err == nil && rel[i].p.To == store.Failed {
+			if ti := e.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
+				failed = append(failed, ti)
+			}
+		}
+	}
+	return e.crossAfter(ctx, failed, now)
 }
 
 // released takes the recorded outcome of releases: the cache follows, and

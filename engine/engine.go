@@ -55,6 +55,10 @@ type Engine struct {
 	log   *slog.Logger
 	tasks map[string]*taskInfo
 	trigs []*trigger
+	nodes map[string]settleNode // the graph as the readiness rule sees it
+	// limited are the tasks whose waits can fail by time: an upstream in
+	// another pipeline, or a wait_timeout.
+	limited []string
 
 	// Owned by the loop.
 	wheel         *wheel.Wheel
@@ -87,6 +91,7 @@ type Engine struct {
 	bfDirty       bool // results were applied since the backfills last stepped
 	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
+	nextDeadline  time.Time // the earliest wait deadline seen: the limited waits are swept then
 	inboxPolled   time.Time
 	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
@@ -94,6 +99,8 @@ type Engine struct {
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
 	m             *metrics
 	logs          *logWriter // task output (R41)
+	rm            retainMetrics
+	pruneMu       sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -149,13 +156,28 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
 	e.logs = newLogWriter(cfg)
+	e.rm = newRetainMetrics(cfg.Registerer)
 	if err := checkExecutors(g, execs); err != nil {
 		return nil, err
 	}
-	e.tasks, e.trigs = buildTasks(g)
-	e.hasHTTP = hasHTTPTasks(e.tasks)
-	e.cur.Store(g)
+	tasks, trigs := buildTasks(g)
+	e.setGraph(g, tasks, trigs)
 	return e, nil
+}
+
+// setGraph puts g in force, with its resolved tasks and triggers, and what
+// the loop derives from them. Only the loop calls it (and New).
+func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
+	e.g, e.tasks, e.trigs = g, tasks, trigs
+	e.hasHTTP = hasHTTPTasks(tasks)
+	e.buildNodes()
+	e.limited = nil
+	for _, t := range g.Order() {
+		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
+			e.limited = append(e.limited, ti.id)
+		}
+	}
+	e.cur.Store(g)
 }
 
 // checkExecutors checks that every task of g has an executor, and every
@@ -318,6 +340,14 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	if err := e.start(ctx, now); err != nil {
 		return err
 	}
+	// Retention prunes beside the loop, in short batches, while this term lasts.
+	retainCtx, stopRetain := context.WithCancel(ctx)
+	var retainWG sync.WaitGroup
+	retainWG.Go(func() { e.retain(retainCtx) })
+	defer func() {
+		stopRetain()
+		retainWG.Wait()
+	}()
 	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
 	// 02:00:00 and not up to a second later.
 	tick := time.NewTimer(e.untilNextSecond())
@@ -460,6 +490,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		}
 		if err := e.applyResults(ctx, now); err != nil {
 			return err
+		}
+		if e.leader(now) {
+			if err := e.deadlineDue(ctx, now); err != nil {
+				return err
+			}
 		}
 		if e.stranded && e.leader(now) {
 			if err := e.releaseStranded(ctx, now); err != nil {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -262,43 +261,46 @@ func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n in
 	return out, nil
 }
 
-// explainWaiting names what a WAITING instance waits for.
+// explainWaiting names what a WAITING instance waits for, by the
+// readiness rule itself (ready.go), with the deadline of its wait limit.
 func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Instance, add func(string, bool, string, ...any)) error {
-	if t.def.Manual {
-		add("upstream", true, "a manual task: it waits for an operator (ax trigger %s)", t.id)
-		return nil
-	}
 	run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20})
 	if err != nil {
 		return err
 	}
-	state := map[string]store.State{}
+	rs := newRunState(in.RunID, in.LogicalTime, run)
+	full := make(map[string]instView, len(run))
 	for _, r := range run {
-		state[r.TaskID] = r.State
+		full[r.TaskID] = instView{state: r.State, err: r.Error, approved: r.ApprovedBy != ""}
 	}
-	var waits []string
-	for _, u := range t.up {
-		if s, ok := state[u.id]; ok && s != store.Success {
-			waits = append(waits, fmt.Sprintf("%s (%s)", u.id, s))
-		}
+	x, err := settle(full, e.nodes, []string{t.id}, in.LogicalTime, e.cfg.Now(), defs.DefaultCrossWait,
+		func(task string) ([]upstreamView, error) { return e.crossViews(ctx, e.tasks[task], rs) })
+	if err != nil {
+		return err
 	}
-	for _, u := range t.cross {
-		if e.kindOf(ctx, in.RunID) == store.RunBackfill {
-			break
-		}
-		done, err := e.crossDone(ctx, u, in.LogicalTime)
-		if err != nil {
-			return err
-		}
-		if !done {
-			waits = append(waits, fmt.Sprintf("%s (no success for logical time %s yet)", u.id, in.LogicalTime.Format(time.RFC3339)))
-		}
+	if len(x) == 0 {
+		return nil
 	}
-	slices.Sort(waits)
-	if len(waits) > 0 {
-		add("upstream", true, "waiting on upstream %s", strings.Join(waits, ", "))
-	} else {
+	d := x[0]
+	switch {
+	case d.verdict == verdictFail:
+		add("upstream", true, "it can no longer run (%s): it fails at the scheduler's next check", d.reason)
+	case d.verdict == verdictReady:
 		add("upstream", true, "WAITING with every upstream succeeded: it is released at the next start or failed release check")
+	case d.reason == "awaiting approval":
+		add("upstream", true, "awaiting approval: a manual task waits for an operator (ax trigger %s)", t.id)
+	default:
+		add("upstream", true, "%s", d.reason)
+		if t.def.Manual && in.ApprovedBy == "" {
+			add("approval", true, "awaiting approval too: a manual task waits for an operator (ax trigger %s)", t.id)
+		} else if t.def.Manual {
+			add("approval", false, "approved by %s; it runs when its upstreams have succeeded", in.ApprovedBy)
+		}
+		if !d.deadline.IsZero() {
+			add("deadline", false, "fails at %s if its upstreams are not done by then", d.deadline.In(e.g.Pipeline(t.def.Pipeline).Location).Format(time.RFC3339))
+		} else {
+			add("deadline", false, "no wait limit: set wait_timeout to fail it after a while")
+		}
 	}
 	return nil
 }

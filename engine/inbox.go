@@ -67,10 +67,7 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 }
 
 // reportResult converts an executor's report into a result.
-func reportResult(rep runner.Report) runner.Result {
-	return runner.Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
-		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}
-}
+func reportResult(rep runner.Report) runner.Result { return rep.Result() }
 
 // closeInbox closes the inbox entries of recorded results: outcomes by
 // ticket ("applied", "stale"). A failure leaves them open: the next read

@@ -175,7 +175,7 @@ tasks:
 			t.Errorf("explain paused a: verdict %q", x.Verdict)
 		}
 		x, _ = e.eng.Explain(ctx, "x.b")
-		if !strings.Contains(x.Verdict, "waiting on upstream x.a (PAUSED)") {
+		if !strings.Contains(x.Verdict, "waiting for upstream x.a (PAUSED)") {
 			t.Errorf("explain b behind a paused a: verdict %q; findings %+v", x.Verdict, x.Findings)
 		}
 		// c failed without retries.

@@ -155,10 +155,8 @@ func (e *Engine) takeNext() {
 		return
 	}
 	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
-	e.g = g
-	e.tasks, e.trigs = buildTasks(g)
-	e.hasHTTP = hasHTTPTasks(e.tasks)
-	e.cur.Store(g)
+	tasks, trigs := buildTasks(g)
+	e.setGraph(g, tasks, trigs)
 	e.log.Info("pipelines_reloaded", "applied", false, "diff", d.String(), "reason", "not primary: taken for the next term")
 }
 
@@ -220,9 +218,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		}
 	}
 	e.dropHeldOfRemoved(ctx, tasks, now)
-	e.g, e.tasks, e.trigs = g, tasks, trigs
-	e.hasHTTP = hasHTTPTasks(tasks)
-	e.cur.Store(g)
+	e.setGraph(g, tasks, trigs)
 	for _, t := range trigs {
 		old := oldTrigs[t.name]
 		switch {

@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/dag"
@@ -236,56 +236,81 @@ func (e *Engine) createRun(ctx context.Context, t *trigger, at, now time.Time) e
 
 // newRun creates a run of the named tasks of pipeline for logical time at.
 func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind store.RunKind, names []string, at, now time.Time) (*runState, error) {
-	return e.newRunKeyed(ctx, pipeline, trig, kind, names, at, now, "", 0)
+	return e.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at}, now)
 }
 
 // newRunKeyed is newRun with a dedup key and the backfill it belongs to.
 // In a backfill run, upstreams in other pipelines count as satisfied, like
 // every task outside the selection.
 func (e *Engine) newRunKeyed(ctx context.Context, pipeline, trig string, kind store.RunKind, names []string, at, now time.Time, key string, backfill int64) (*runState, error) {
-	in := make(map[string]bool, len(names))
-	for _, n := range names {
+	return e.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at, key: key, backfill: backfill}, now)
+}
+
+// newRunSpec describes a run to create.
+type newRunSpec struct {
+	pipeline, trig string
+	kind           store.RunKind
+	names          []string
+	at             time.Time
+	key            string
+	backfill       int64
+	// approvedBy approves, at creation, the manual gates named in approve
+	// (a trigger of a manual task is its approval).
+	approvedBy string
+	approve    map[string]bool
+	actor      string
+	params     string // the trigger's --param values, JSON
+}
+
+// newRunWith creates the run of spec. Each instance starts as the readiness
+// rule (ready.go) says for a run nothing of which ran yet: SCHEDULED for at
+// plus its delay when nothing holds it, WAITING with the reason otherwise.
+func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error) {
+	in := make(map[string]bool, len(spec.names))
+	for _, n := range spec.names {
 		in[n] = true
 	}
-	news := make([]store.NewInstance, 0, len(names))
-	for _, n := range names {
-		ti := e.tasks[pipeline+"."+n]
+	news := make([]store.NewInstance, 0, len(spec.names))
+	for _, n := range spec.names {
+		ti := e.tasks[spec.pipeline+"."+n]
 		ni := store.NewInstance{TaskID: ti.id, Group: ti.def.Group, Priority: ti.def.Priority, State: store.Waiting}
-		var waits []string
+		g := gateView{manual: ti.def.Manual, logical: spec.at}
+		if ti.def.Manual && spec.approve[n] {
+			g.approved, ni.ApprovedBy = true, spec.approvedBy
+		}
 		for _, u := range ti.up {
 			if in[u.def.Name] {
-				waits = append(waits, u.def.Name)
+				g.ups = append(g.ups, upstreamView{id: u.id, state: store.Waiting})
 			}
 		}
-		if kind != store.RunBackfill {
+		if spec.kind != store.RunBackfill {
 			for _, u := range ti.cross {
-				waits = append(waits, u.id)
+				// Read when its run is settled; at creation it is pending, never late.
+				g.ups = append(g.ups, upstreamView{id: u.id, state: store.Waiting, cross: true})
 			}
 		}
-		switch {
-		case len(waits) > 0:
-			ni.Reason = "waiting for upstream " + strings.Join(waits, ", ")
-		case ti.def.Manual:
-			ni.Reason = "waiting for an operator (manual task)"
+		switch d := decide(g, spec.at); d.verdict {
+		case verdictReady:
+			ni.State, ni.NextFireAt = store.Scheduled, spec.at.Add(ti.def.Delay)
 		default:
-			ni.State, ni.NextFireAt = store.Scheduled, at.Add(ti.def.Delay)
+			ni.Reason = d.reason
 		}
 		news = append(news, ni)
 	}
-	run, insts, err := e.w().CreateRun(ctx, store.CreateRunParams{Pipeline: pipeline, Trigger: trig, Kind: kind, LogicalTime: at,
-		Actor: Actor, Instances: news, Epoch: e.epoch, Now: now, DedupKey: key, BackfillID: backfill})
+	run, insts, err := e.w().CreateRun(ctx, store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
+		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: e.epoch, Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params})
 	if err != nil {
 		return nil, err
 	}
 	rs := newRunState(run.ID, run.LogicalTime, insts)
 	e.runs[run.ID] = rs
-	e.runKind[run.ID] = kind
+	e.runKind[run.ID] = spec.kind
 	for _, inst := range insts {
 		if inst.State == store.Scheduled {
 			e.enqueue(ctx, inst)
 		}
 	}
-	e.log.Debug("run_created", "pipeline", pipeline, "trigger", trig, "run", run.ID, "logical_time", at.Format(time.RFC3339), "instances", len(insts))
+	e.log.Debug("run_created", "pipeline", spec.pipeline, "trigger", spec.trig, "run", run.ID, "logical_time", spec.at.Format(time.RFC3339), "instances", len(insts))
 	return rs, nil
 }
 
@@ -299,15 +324,18 @@ type runState struct {
 }
 
 type instRef struct {
-	id      int64
-	version int64
-	state   store.State
+	id       int64
+	version  int64
+	state    store.State
+	err      string // its error: a skip, a failure, or why it failed without running
+	approved bool   // a manual gate an operator released
+	attempt  int
 }
 
 func newRunState(id int64, logical time.Time, insts []store.Instance) *runState {
 	rs := &runState{id: id, logical: logical, inst: make(map[string]*instRef, len(insts))}
 	for _, in := range insts {
-		rs.inst[in.TaskID] = &instRef{id: in.ID, version: in.Version, state: in.State}
+		rs.inst[in.TaskID] = &instRef{id: in.ID, version: in.Version, state: in.State, err: in.Error, approved: in.ApprovedBy != "", attempt: in.Attempt}
 	}
 	return rs
 }

@@ -44,14 +44,19 @@ type Report struct {
 	Error      string `json:"error,omitempty"`
 	Permanent  bool   `json:"permanent,omitempty"`
 	Output     string `json:"output,omitempty"`
+	// Log is the task's output as records (see Output and DecodeLines;
+	// base64 in JSON), what its function logged through Logger(ctx): the SDK
+	// sends it. LogDropped counts the bytes dropped over the executor's limit.
+	Log        []byte `json:"log,omitempty"`
+	LogDropped int64  `json:"log_dropped,omitempty"`
 	// InstanceID, when set, is the instance of the dispatch (the SDK sends
 	// it): a result whose ticket belongs to another instance is refused.
 	InstanceID int64 `json:"instance_id,omitempty"`
 }
 
 // MaxReportOutput bounds the output a report may carry, in bytes (64 KiB,
-// as a command's captured output): an executor keeps the tail of longer
-// output; a report with more is refused.
+// output and log together): an executor keeps the tail of longer output; a
+// report with more is refused.
 const MaxReportOutput = 64 << 10
 
 // maxReport bounds the body read from an executor.
@@ -150,6 +155,13 @@ func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	r, err := h.send(ctx, a, url)
+	r.Executor = url // which executor ran it
+	return r, err
+}
+
+// send dispatches a to url and waits for its report.
+func (h *HTTP) send(ctx context.Context, a Attempt, url string) (Result, error) {
 	if !a.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
@@ -202,12 +214,13 @@ func (h *HTTP) Execute(ctx context.Context, a Attempt) (Result, error) {
 	if err != nil {
 		return finish(ctx, a, start, fmt.Errorf("executor %s: %w", url, err)), nil
 	}
-	r := Result{Ticket: a.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
-		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}
-	if r.Duration == 0 {
-		r.Duration = time.Since(start)
-	}
-	return r, nil
+	return reportResult(rep, start), nil
+}
+
+// Result converts an executor's report into a result.
+func (rep Report) Result() Result {
+	return Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
+		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output), Log: rep.Log, LogDropped: rep.LogDropped}
 }
 
 // parseReport decodes and checks a report strictly: unknown fields, another
@@ -278,8 +291,7 @@ func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, 
 }
 
 func reportResult(rep Report, start time.Time) Result {
-	r := Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
-		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output)}
+	r := rep.Result()
 	if r.Duration == 0 {
 		r.Duration = time.Since(start)
 	}

@@ -134,6 +134,7 @@ func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 		h.url = func(Attempt) (string, error) { return strings.TrimSuffix(ep.Address, "/") + "/dispatch", nil }
 		r.track(ep.Address, a.Ticket, true)
 		res, err := h.Execute(ctx, a)
+		res.Executor = ep.Address
 		r.track(ep.Address, a.Ticket, false)
 		if err != nil {
 			return Result{}, err

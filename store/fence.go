@@ -134,3 +134,12 @@ func (f *Fence) MarkResultsApplied(ctx context.Context, outcomes map[string]stri
 	}
 	return f.tx(ctx, "mark results applied", func(tx *sql.Tx) error { return f.s.markApplied(ctx, tx, outcomes, f.epoch, now) })
 }
+
+// Approve is Store.Approve at the fence's epoch.
+func (f *Fence) Approve(ctx context.Context, p ApproveParams) (int64, error) {
+	if f.epoch <= 0 {
+		return 0, fmt.Errorf("store: approve: %w (no epoch held)", ErrNotLeader)
+	}
+	p.Epoch = f.epoch
+	return f.s.Approve(ctx, p)
+}

@@ -31,6 +31,9 @@ type Run struct {
 	BackfillID  int64     `json:"backfill_id,omitempty"`
 	Actor       string    `json:"actor"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Params are the trigger's --param values (JSON object), merged over
+	// each task's params; empty when none were given.
+	Params string `json:"params,omitempty"`
 }
 
 // Instance is one task of one run: the unit the state machine moves.
@@ -52,8 +55,11 @@ type Instance struct {
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	Error       string    `json:"error,omitempty"`
 	Reason      string    `json:"reason,omitempty"` // why it waits, when it does
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	// ApprovedBy is who released a manual gate; empty while it awaits
+	// approval (and for tasks that are not manual).
+	ApprovedBy string    `json:"approved_by,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // LeaseName is the lease row that fences the scheduler's writes (R26).
@@ -67,6 +73,7 @@ type NewInstance struct {
 	State      State     // WAITING or SCHEDULED
 	NextFireAt time.Time // when SCHEDULED: the fire time
 	Reason     string
+	ApprovedBy string // a manual gate approved when its run is created (a trigger of it)
 }
 
 // CreateRunParams creates a run and its instances in one transaction.
@@ -82,6 +89,7 @@ type CreateRunParams struct {
 	DedupKey   string
 	BackfillID int64
 	Actor      string
+	Params     string // the trigger's --param values, a JSON object; empty for none
 	Instances  []NewInstance
 	Epoch      int64 // the caller's lease epoch; 0 writes unfenced (operator tools)
 	Now        time.Time
@@ -104,15 +112,15 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (Run, []Instan
 		key = "schedule/" + p.Trigger + "/" + strconv.FormatInt(p.LogicalTime.UnixMilli(), 10)
 	}
 	run := Run{Pipeline: p.Pipeline, Trigger: p.Trigger, Kind: p.Kind, LogicalTime: p.LogicalTime.UTC().Truncate(time.Millisecond),
-		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond)}
+		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond), Params: p.Params}
 	var insts []Instance
 	err := s.inTx(ctx, "create run", func(tx *sql.Tx) error {
 		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
 			return err
 		}
 		q, args, err := s.sb.Insert("runs").
-			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at").
-			Values(p.Pipeline, p.Trigger, string(p.Kind), p.LogicalTime.UnixMilli(), nullStr(key), nullID(p.BackfillID), p.Actor, p.Now.UnixMilli()).ToSql()
+			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at", "params").
+			Values(p.Pipeline, p.Trigger, string(p.Kind), p.LogicalTime.UnixMilli(), nullStr(key), nullID(p.BackfillID), p.Actor, p.Now.UnixMilli(), nullStr(p.Params)).ToSql()
 		if err != nil {
 			return fmt.Errorf("store: create run: %w", err)
 		}
@@ -126,10 +134,10 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (Run, []Instan
 		const chunk = 500
 		for start := 0; start < len(p.Instances); start += chunk {
 			b := s.sb.Insert("instances").Columns("run_id", "task_id", "pipeline", "group_name", "state", "version", "attempt",
-				"priority", "logical_time", "next_fire_at", "reason", "created_at", "updated_at")
+				"priority", "logical_time", "next_fire_at", "reason", "approved_by", "created_at", "updated_at")
 			for _, in := range p.Instances[start:min(start+chunk, len(p.Instances))] {
 				b = b.Values(run.ID, in.TaskID, p.Pipeline, in.Group, string(in.State), 1, 0, in.Priority, p.LogicalTime.UnixMilli(),
-					ms(in.NextFireAt), nullStr(in.Reason), p.Now.UnixMilli(), p.Now.UnixMilli())
+					ms(in.NextFireAt), nullStr(in.Reason), nullStr(in.ApprovedBy), p.Now.UnixMilli(), p.Now.UnixMilli())
 			}
 			if _, err := s.exec(ctx, tx, "create instances", b); err != nil {
 				return err
@@ -431,7 +439,7 @@ func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams, fe
 
 // instanceCols are the columns of Instance, in scan order.
 var instanceCols = []string{"id", "run_id", "task_id", "pipeline", "group_name", "state", "version", "ticket", "attempt",
-	"priority", "logical_time", "next_fire_at", "executor", "started_at", "ended_at", "error", "reason", "created_at", "updated_at"}
+	"priority", "logical_time", "next_fire_at", "executor", "started_at", "ended_at", "error", "reason", "created_at", "updated_at", "approved_by"}
 
 func instanceSelect(sb sq.StatementBuilderType) sq.SelectBuilder {
 	return sb.Select(instanceCols...).From("instances")
@@ -442,16 +450,17 @@ func scanInstance(rows *sql.Rows) (Instance, error) {
 		in                             Instance
 		state                          string
 		ticket, executor, errText, why sql.NullString
+		approved                       sql.NullString
 		logical, created, updated      int64
 		nextFire, started, ended       sql.NullInt64
 	)
 	err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &in.Group, &state, &in.Version, &ticket, &in.Attempt,
-		&in.Priority, &logical, &nextFire, &executor, &started, &ended, &errText, &why, &created, &updated)
+		&in.Priority, &logical, &nextFire, &executor, &started, &ended, &errText, &why, &created, &updated, &approved)
 	if err != nil {
 		return in, err
 	}
 	in.State = State(state)
-	in.Ticket, in.Executor, in.Error, in.Reason = ticket.String, executor.String, errText.String, why.String
+	in.Ticket, in.Executor, in.Error, in.Reason, in.ApprovedBy = ticket.String, executor.String, errText.String, why.String, approved.String
 	in.LogicalTime = time.UnixMilli(logical).UTC()
 	in.NextFireAt, in.StartedAt, in.EndedAt = fromMS(nextFire), fromMS(started), fromMS(ended)
 	in.CreatedAt, in.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
@@ -615,7 +624,7 @@ func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
 	return runs[0], nil
 }
 
-var runCols = []string{"id", "pipeline", "trigger_name", "kind", "logical_time", "backfill_id", "actor", "created_at"}
+var runCols = []string{"id", "pipeline", "trigger_name", "kind", "logical_time", "backfill_id", "actor", "created_at", "params"}
 
 func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
 	var out []Run
@@ -625,10 +634,12 @@ func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
 			kind             string
 			logical, created int64
 			backfill         sql.NullInt64
+			params           sql.NullString
 		)
-		if err := rows.Scan(&r.ID, &r.Pipeline, &r.Trigger, &kind, &logical, &backfill, &r.Actor, &created); err != nil {
+		if err := rows.Scan(&r.ID, &r.Pipeline, &r.Trigger, &kind, &logical, &backfill, &r.Actor, &created, &params); err != nil {
 			return err
 		}
+		r.Params = params.String
 		r.Kind, r.BackfillID = RunKind(kind), backfill.Int64
 		r.LogicalTime, r.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
 		out = append(out, r)

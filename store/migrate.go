@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 4
+const SchemaVersion = 6
 
 var migrations = []migration{{
 	version: 1,
@@ -109,6 +109,25 @@ var migrations = []migration{{
 			createIndex(d, "runs", "created_at"),
 			createIndex(d, "actions", "instance_id", "id"),
 		}
+	},
+}, {
+	// Version 5: manual gates keep who approved them (a released gate still
+	// waits for its upstreams), and runs keep the trigger's --param values.
+	version: 5,
+	extra: func(d dialect) []string {
+		return []string{
+			"ALTER TABLE instances ADD COLUMN approved_by " + d.typ("str128") + " NULL",
+			"ALTER TABLE runs ADD COLUMN params " + d.typ("text") + " NULL",
+		}
+	},
+}, {
+	// Version 6: what retention keeps of the instances it prunes, per task
+	// (R42): outcome counts and the last instance, so summaries survive.
+	version: 6,
+	tables: []table{
+		{name: "task_pruned", cols: [][2]string{{"task_id", "str257"}, {"success", "bigint"}, {"failed", "bigint"}, {"killed", "bigint"},
+			{"last_instance", "bigint"}, {"last_state", "str16"}, {"last_executor", "str255"}, {"last_logical", "bigint"},
+			{"last_started", "bigint"}, {"last_ended", "bigint"}, {"updated_at", "bigint"}}, primary: []string{"task_id"}},
 	},
 }}
 
@@ -208,7 +227,7 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 			stmts = append(stmts, m.extra(s.d)...)
 		}
 		for _, q := range stmts {
-			if _, err := conn.ExecContext(ctx, q); err != nil {
+			if _, err := conn.ExecContext(ctx, q); err != nil && !(strings.Contains(q, " ADD COLUMN ") && duplicateColumn(err)) {
 				return fmt.Errorf("store: migrate to version %d: %w", m.version, s.d.translate(err))
 			}
 		}
@@ -265,4 +284,11 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	defer conn.Close()
 	v, err := schemaVersion(ctx, conn)
 	return v, s.d.translate(err)
+}
+
+// duplicateColumn reports whether err says a column exists already: an
+// ADD COLUMN of a migration that ran before its version was recorded (a
+// process stopped in between) is done, not an error.
+func duplicateColumn(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "duplicate column")
 }

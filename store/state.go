@@ -24,18 +24,27 @@ const (
 var States = []State{Waiting, Scheduled, Running, Retrying, Success, Failed, Paused, Killed}
 
 // transitions is the transition table of R7, the one place it is written.
-// Two edges are additions to the article's table, documented in SPEC R7:
-// SCHEDULED → PAUSED and RETRYING → PAUSED, so that an instance waiting in
-// the wheel can be paused.
+// Edges beyond the article's table, each documented in the README's state
+// machine section:
+//   - SCHEDULED → PAUSED and RETRYING → PAUSED (SPEC R7): an instance
+//     waiting in the wheel can be paused.
+//   - WAITING → FAILED (R40): an upstream failed, was killed or skipped, the
+//     wait limit passed, or an operator cancelled the run or marked it failed;
+//     the instance never ran (attempt 0).
+//   - FAILED → WAITING (R40): a rerun of the upstream brings back the
+//     downstream that failed without running.
+//   - WAITING, FAILED, KILLED → SUCCESS and KILLED → FAILED (R40): an
+//     operator marks the outcome (ax mark).
+//   - PAUSED → FAILED (R40): an operator cancels the run.
 var transitions = map[State][]State{
-	Waiting:   {Scheduled, Paused},
-	Scheduled: {Running, Failed, Paused}, // + PAUSED (addition)
+	Waiting:   {Scheduled, Paused, Failed, Success}, // + FAILED, SUCCESS (additions)
+	Scheduled: {Running, Failed, Paused},            // + PAUSED (addition)
 	Running:   {Success, Failed, Retrying, Killed},
 	Retrying:  {Running, Failed, Paused}, // + PAUSED (addition)
 	Success:   {Scheduled},
-	Failed:    {Running},
-	Paused:    {Waiting, Running},
-	Killed:    {Waiting},
+	Failed:    {Running, Waiting, Success}, // + WAITING, SUCCESS (additions)
+	Paused:    {Waiting, Running, Failed},  // + FAILED (addition)
+	Killed:    {Waiting, Success, Failed},  // + SUCCESS, FAILED (additions)
 }
 
 // Valid reports whether s is one of the eight states.

@@ -36,6 +36,7 @@ type admin struct {
 	openReads bool
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
+	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
 }
 
 // graph returns the pipelines in force: the engine's, which a reload
@@ -93,11 +94,14 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/groups/{group}/pause", true, "pause every task of the group, in every pipeline", scopeOp(engine.OpPause, store.ScopeGroup)},
 		{"POST", "/api/v1/groups/{group}/resume", true, "resume the group", scopeOp(engine.OpResume, store.ScopeGroup)},
 		{"GET", "/api/v1/instances", false, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `limit`", (*admin).instances},
+		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
 		{"POST", "/api/v1/instances/{id}/kill", true, "kill one running instance", instanceOp(engine.OpKill)},
 		{"POST", "/api/v1/instances/{id}/rerun", true, "rerun one instance (failed, killed or succeeded)", instanceOp(engine.OpRerun)},
 		{"POST", "/api/v1/runs/{run}/rerun", true, "rerun a run's failed and killed instances", (*admin).runRerun},
 		{"GET", "/api/v1/history", false, "state transitions; `task`, `instance`, `after`/`before` (id), `newest`, `limit`", (*admin).history},
 		{"GET", "/api/v1/actions", false, "the action log; `task`, `pipeline`, `action`, `after`/`before` (id), `newest`, `limit`", (*admin).actions},
+		{"GET", "/api/v1/prune", false, "what retention would delete now (dry run): runs, instances, history, actions, output; `retain` (such as 30d; default the server's --retain)", (*admin).pruneDry},
+		{"POST", "/api/v1/prune", true, "run a retention pass now (the server's --retain)", (*admin).pruneNow},
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
 		{"PUT", "/api/v1/limits", true, "change limits at run time: `{\"global\": 50, \"groups\": {\"etl\": 10}}`; stored, so they survive restarts", (*admin).setLimits},
@@ -169,6 +173,10 @@ func (a *admin) serve(rt route) http.HandlerFunc {
 		v, err := rt.h(a, r)
 		if err != nil {
 			writeErr(w, err)
+			return
+		}
+		if stream, ok := v.(streamer); ok {
+			stream(w)
 			return
 		}
 		code := http.StatusOK

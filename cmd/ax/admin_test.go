@@ -47,13 +47,19 @@ type apiOpts struct {
 	token     string
 	execToken string
 	openReads bool
-	standby   bool // no engine: a process that serves reads only
+	standby   bool          // no engine: a process that serves reads only
+	pipeline  string        // instead of shopPipeline
+	retain    time.Duration // the engine's and the API's retention (0: keeps everything)
 }
 
 func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 	t.Helper()
 	dir := t.TempDir()
-	p, errs := defs.Parse("shop.yaml", []byte(shopPipeline), defs.Options{Now: time.Now()})
+	src := shopPipeline
+	if o.pipeline != "" {
+		src = o.pipeline
+	}
+	p, errs := defs.Parse("shop.yaml", []byte(src), defs.Options{Now: time.Now()})
 	if errs.Err() != nil {
 		t.Fatal(errs)
 	}
@@ -71,7 +77,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.eng, err = engine.New(engine.Config{Holder: "api-test", Registerer: reg, Grace: time.Millisecond}, st, g, execs)
+		e.eng, err = engine.New(engine.Config{Holder: "api-test", Registerer: reg, Grace: time.Millisecond, Retain: o.retain}, st, g, execs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +92,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		})
 		waitFor(t, func() bool { return e.eng.Stats().Leader })
 	}
-	adm := &admin{st: st, g: g, eng: e.eng, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second}
+	adm := &admin{st: st, g: g, eng: e.eng, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second, retain: o.retain}
 	e.srv = httptest.NewServer(door.Guard(door.Config{Listen: "127.0.0.1:0"}, adm.handler(api)))
 	t.Cleanup(e.srv.Close)
 	return e

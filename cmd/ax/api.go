@@ -181,9 +181,9 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, "malformed_result", "", "%v", err)
 		return
 	}
-	if len(rep.Output) > runner.MaxReportOutput {
+	if n := len(rep.Output) + len(rep.Log); n > runner.MaxReportOutput {
 		refuse(http.StatusRequestEntityTooLarge, "refused_result", rep.Ticket,
-			"result of ticket %s carries %d bytes of output, more than %d: send the tail of the output", rep.Ticket, len(rep.Output), runner.MaxReportOutput)
+			"result of ticket %s carries %d bytes of output, more than %d: send the tail of the output", rep.Ticket, n, runner.MaxReportOutput)
 		return
 	}
 	in, err := a.st.InstanceByTicket(ctx, rep.Ticket)

@@ -173,6 +173,9 @@ func TestBackfillKilledAndResumed(t *testing.T) {
 	unknown := map[string]bool{}
 	ins, _ := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "daily", States: []store.State{store.Failed}, Limit: 1000})
 	for _, in := range ins {
+		if in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream daily.") {
+			continue // failed without running behind an interrupted upstream (R40)
+		}
 		if !strings.Contains(in.Error, "unknown outcome") {
 			t.Errorf("instance %d failed for another reason: %s", in.ID, in.Error)
 		}

@@ -112,6 +112,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newLimitsCmd(),
 		newExplainCmd(),
 		newDiffCmd(),
+		newLogsCmd(),
+		newPruneCmd(),
 	)
 	root.AddCommand(newPauseCmds()...)
 	for _, c := range root.Commands() {

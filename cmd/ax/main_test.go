@@ -326,3 +326,75 @@ func yamlAsJSON(t *testing.T, file string) any {
 	}
 	return doc
 }
+
+// TestNextPrintsDSTRule: on DST days ax next says which rule it applied.
+func TestNextPrintsDSTRule(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dst.yaml")
+	src := "pipeline: dst\ntimezone: America/New_York\ntasks:\n" +
+		"  - {name: fixed, cron: \"30 2 * * *\", function: f}\n" +
+		"  - {name: sync, cron: \"*/30 * * * *\", function: f}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAx(t, "next", file, "fixed", "-n", "2", "--from", "2026-03-07T12:00:00-05:00")
+	want := "2026-03-08T03:00:00-04:00  # 02:30 does not exist on 2026-03-08; fires at 03:00 (fixed schedule)\n" +
+		"2026-03-09T02:30:00-04:00\n"
+	if code != exitOK || out != want {
+		t.Errorf("fixed: exit %d, out:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
+	}
+	code, out, errOut = runAx(t, "next", file, "sync", "-n", "3", "--from", "2026-11-01T01:20:00-04:00")
+	want = "2026-11-01T01:30:00-04:00  # 01:30 occurs twice on 2026-11-01; this is the first (-04:00), a wildcard schedule fires at both\n" +
+		"2026-11-01T01:00:00-05:00  # 01:00 occurs twice on 2026-11-01; this is the second (-05:00), a wildcard schedule fires at both\n" +
+		"2026-11-01T01:30:00-05:00  # 01:30 occurs twice on 2026-11-01; this is the second (-05:00), a wildcard schedule fires at both\n"
+	if code != exitOK || out != want {
+		t.Errorf("wildcard: exit %d, out:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
+	}
+}
+
+// TestValidateReportsEveryBadCron: one run of ax validate names every bad
+// expression, each with its field and the fix.
+func TestValidateReportsEveryBadCron(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "crons.yaml")
+	src := "pipeline: crons\ntimezone: UTC\ntasks:\n" +
+		"  - {name: quartz, cron: \"0 0 12 ? * 2-6\", function: f}\n" +
+		"  - {name: midnight, cron: \"0 24 * * *\", function: f}\n" +
+		"  - {name: hashed, cron: \"H 3 * * *\", function: f}\n" +
+		"  - {name: sixth, cron: \"0 0 * * MON#6\", function: f}\n" +
+		"  - {name: year, cron: \"0 0 12 * * ? 2026\", function: f}\n" +
+		"  - {name: two, cron: \"61 25 * * *\", function: f}\n" +
+		"  - {name: fine, cron: \"0 0 L * FRI-MON\", function: f}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAx(t, "validate", file)
+	if code == exitOK {
+		t.Fatalf("ax validate accepted bad crons")
+	}
+	errOut = out + errOut
+	for _, want := range [][]string{
+		{`:4:`, `task "quartz"`, `day-of-week field "2-6"`, "Sunday is 1", "MON-FRI"},
+		{`:5:`, `task "midnight"`, `hour field "24"`, "write 0 for midnight"},
+		{`:6:`, `task "hashed"`, `minute field "H"`, "write the value"},
+		{`:7:`, `task "sixth"`, `day-of-week field "MON#6"`, "k 1-5"},
+		{`:8:`, `task "year"`, "year field is not supported", "remove it"},
+		{`:9:`, `task "two"`, `minute field "61"`, "write 0-59", `hour field "25"`, "write 0-23"},
+	} {
+		found := false
+		for line := range strings.SplitSeq(errOut, "\n") {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(line, w)
+			}
+			found = found || ok
+		}
+		if !found {
+			t.Errorf("no line with all of %q in:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, `"fine"`) {
+		t.Errorf("the valid cron was reported:\n%s", errOut)
+	}
+}

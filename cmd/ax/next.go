@@ -25,7 +25,10 @@ strictly after --from (RFC 3339; default now), in the pipeline's time zone.
 With TASK, the times are those of the schedule whose runs include the task
 (its own cron, or the pipeline's schedule), plus the task's delay. Without
 TASK, those of the pipeline's schedule; a pipeline without one lists the fires
-of all its tasks' crons, each line followed by the task it starts.`,
+of all its tasks' crons, each line followed by the task it starts.
+
+On a daylight-saving day a line ends with "  # " and the rule applied, e.g.
+"# 02:30 does not exist on 2026-03-08; fires at 03:00 (fixed schedule)".`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 1 {
@@ -67,8 +70,8 @@ func nextFires(g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n 
 		}
 		if tr := g.TriggerOf(t.ID()); tr != nil {
 			var out []string
-			for _, at := range tr.Schedule.NextN(from, n) {
-				out = append(out, format(at.Add(t.Delay)))
+			for _, f := range fires(tr.Schedule, from, n) {
+				out = append(out, format(f.at.Add(t.Delay))+f.note)
 			}
 			return out, nil
 		}
@@ -76,36 +79,55 @@ func nextFires(g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n 
 	}
 	if p.Schedule != nil {
 		var out []string
-		for _, at := range p.Schedule.NextN(from, n) {
-			out = append(out, format(at))
+		for _, f := range fires(p.Schedule, from, n) {
+			out = append(out, format(f.at)+f.note)
 		}
 		return out, nil
 	}
-	type fire struct {
-		at   time.Time
-		task string
-	}
-	var fires []fire
+	var all []fire
 	for _, tr := range g.Triggers() {
 		if tr.Pipeline != p.Name {
 			continue
 		}
-		for _, at := range tr.Schedule.NextN(from, n) {
-			fires = append(fires, fire{at, tr.Task})
+		for _, f := range fires(tr.Schedule, from, n) {
+			f.task = tr.Task
+			all = append(all, f)
 		}
 	}
-	if len(fires) == 0 {
+	if len(all) == 0 {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("pipeline %q has no schedule and no task with a cron", p.Name)}
 	}
-	slices.SortStableFunc(fires, func(a, b fire) int {
+	slices.SortStableFunc(all, func(a, b fire) int {
 		if c := a.at.Compare(b.at); c != 0 {
 			return c
 		}
 		return strings.Compare(a.task, b.task)
 	})
 	var out []string
-	for _, f := range fires[:min(n, len(fires))] {
-		out = append(out, format(f.at)+" "+f.task)
+	for _, f := range all[:min(n, len(all))] {
+		out = append(out, format(f.at)+" "+f.task+f.note)
 	}
 	return out, nil
+}
+
+// fire is one fire time of a schedule, with the DST rule it followed.
+type fire struct {
+	at   time.Time
+	task string
+	note string // "  # 02:30 does not exist …" on a DST day, else empty
+}
+
+// fires returns the next n fires of s after from, each with its DST note.
+func fires(s *defs.Schedule, from time.Time, n int) []fire {
+	var out []fire
+	prev := from
+	for _, at := range s.NextN(from, n) {
+		f := fire{at: at}
+		if note := s.Note(prev, at); note != "" {
+			f.note = "  # " + note
+		}
+		out = append(out, f)
+		prev = at
+	}
+	return out
 }

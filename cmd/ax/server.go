@@ -42,6 +42,8 @@ type serverFlags struct {
 	webhook   string
 	watch     time.Duration
 	grace     time.Duration
+	retain    string
+	logMax    string
 }
 
 func newServerCmd() *cobra.Command {
@@ -71,6 +73,8 @@ the store's lease.`,
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
+	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
+	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
 	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -127,6 +131,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
 	}
+	retain, err := parseRetain(f.retain)
+	if err != nil {
+		return usageErr("--retain %v", err)
+	}
+	logMax, err := parseSize(f.logMax)
+	if err != nil || logMax < 4<<10 {
+		return usageErr("--log-max %q: give a size of at least 4KiB, such as 1MiB or 256KiB", f.logMax)
+	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
@@ -159,7 +171,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
 	}
 	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Grace: f.grace, Registerer: reg, OnAlert: func(a engine.Alert) {
+		Grace: f.grace, Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
@@ -175,7 +187,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
 		api.deliver = web.Deliver
-		adm := &admin{st: st, g: g, eng: eng, reload: rl, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second}
+		adm := &admin{st: st, g: g, eng: eng, reload: rl, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
 		mux := adm.handler(api)
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()

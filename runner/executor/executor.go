@@ -310,15 +310,21 @@ func (x *Executor) run(j *job) {
 	start := x.cfg.Now()
 	a := runner.Attempt{Pipeline: j.d.Pipeline, Task: j.d.Task, InstanceID: j.d.InstanceID, Ticket: j.d.Ticket,
 		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params}
+	out := runner.NewOutput(runner.MaxReportOutput)
 	err := func() (err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("panic: %v", p)
 			}
 		}()
-		return x.funcs[j.d.Task](j.ctx, a)
+		return x.funcs[j.d.Task](runner.WithOutput(j.ctx, out), a)
 	}()
 	rep := runner.Report{Ticket: j.d.Ticket, Status: runner.StatusSuccess, DurationMS: x.cfg.Now().Sub(start).Milliseconds(), InstanceID: j.d.InstanceID}
+	// What the function logged through runner.Logger(ctx) goes back with
+	// the result, its tail within the scheduler's limit for a report.
+	if data, _, dropped := out.Take(true); len(data) > 0 || dropped > 0 {
+		rep.Log, rep.LogDropped = bytes.Clone(data), dropped
+	}
 	switch {
 	case errors.Is(context.Cause(j.ctx), runner.ErrKilled):
 		rep.Status, rep.Error = runner.StatusFailed, "killed"

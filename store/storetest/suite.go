@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 		{"OperatorRequests", testOps},
 		{"DropRunsAhead", testDropRunsAhead},
 		{"TaskOutput", testTaskOutput},
+		{"PruneFinishedRuns", testPrune},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -348,7 +349,7 @@ func testBatch(t *testing.T, s *store.Store) {
 	res, err := s.TransitionBatch(ctx(), []store.TransitionParams{
 		{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Now: T0, Set: store.Changes{Ticket: ptr("b1")}},
 		{InstanceID: y.ID, Version: 5, From: store.Waiting, To: store.Scheduled, Now: T0}, // stale
-		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Success, Now: T0},   // illegal
+		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Running, Now: T0},   // illegal
 		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Scheduled, Now: T0}, // fine
 	})
 	if err != nil {

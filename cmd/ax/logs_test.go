@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/runner/executor"
+	"github.com/ax-sched/ax/store"
+)
+
+// logsPipeline: `talk` prints on both streams, waits for the test to write
+// to its FIFO, prints again and fails; `binary` prints bytes that are not
+// text; `flaky` fails once, then succeeds.
+func logsPipeline(fifo, mark string) string {
+	return fmt.Sprintf(`pipeline: shop
+group: etl
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - name: talk
+    timeout: 1m
+    command: ["sh", "-c", "echo starting; echo 'warming up' >&2; read x < %[1]s; echo finished; exit 2"]
+  - name: binary
+    command: ["sh", "-c", "printf 'ok\\377\\033[31mred\\000\\n'"]
+  - name: flaky
+    retry: {count: 1, interval: 1s}
+    command: ["sh", "-c", "if [ -e %[2]s ]; then echo second; else touch %[2]s; echo first; echo bad >&2; exit 3; fi"]
+`, fifo, mark)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func setupLogs(t *testing.T) (*apiEnv, string) {
+	t.Helper()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return setupAPI(t, apiOpts{pipeline: logsPipeline(fifo, filepath.Join(dir, "mark"))}), fifo
+}
+
+// `ax logs -f` shows the lines of a running command within two seconds of
+// their printing (the scheduler stores output every second) and ends when
+// the attempt ends, with its exit status.
+func TestLogsFollowShowsLinesLiveAndEnds(t *testing.T) {
+	t.Parallel()
+	e, fifo := setupLogs(t)
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	in := e.waitState("shop.talk", store.Running)
+	printed := time.Now() // at the latest: the command prints first thing
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(context.Background(), []string{"logs", "shop.talk", "-f", "--server", e.srv.URL}, &out, &errOut)
+	}()
+	waitFor(t, func() bool { return strings.Contains(out.String(), "warming up") })
+	if lag := time.Since(printed); lag > 2*time.Second {
+		t.Errorf("the running task's lines showed %s after it printed them, want within 2 s", lag)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("ax logs -f ended (exit %d) while the task runs:\n%s%s", code, out.String(), errOut.String())
+	default:
+	}
+	if got := out.String(); !strings.Contains(got, fmt.Sprintf("== shop.talk instance %d (run %d), attempt 1 of 1, executor local:", in.ID, in.RunID)) ||
+		!strings.Contains(got, "running") || !strings.Contains(got, "stdout| starting") || !strings.Contains(got, "stderr| warming up") {
+		t.Errorf("header and first lines:\n%s", got)
+	}
+	// Let the command finish: the follow ends with it.
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("ax logs -f: exit %d\n%s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ax logs -f did not end with the attempt")
+	}
+	got := out.String()
+	if !strings.Contains(got, "stdout| finished") || !strings.Contains(got, "failed (exit status 2)") {
+		t.Errorf("after the end:\n%s", got)
+	}
+	if strings.Index(got, "warming up") > strings.Index(got, "finished") {
+		t.Errorf("lines out of order:\n%s", got)
+	}
+}
+
+// Both attempts of a command that failed and then succeeded are kept, in
+// order, each with its exit status; binary output is shown escaped; the
+// bad requests are clear 404s and 400s.
+func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	for _, task := range []string{"flaky", "binary", "sync"} {
+		if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/"+task+"/trigger", ""); code != http.StatusOK {
+			t.Fatalf("trigger %s: %d %s", task, code, body)
+		}
+	}
+	flaky := e.waitState("shop.flaky", store.Success)
+	bin := e.waitState("shop.binary", store.Success)
+	e.waitState("shop.sync", store.Success)
+	ax := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		if code != want {
+			t.Fatalf("ax %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	latest := ax(exitOK, "logs", "shop.flaky")
+	first := ax(exitOK, "logs", "shop.flaky", "--attempt", "1")
+	for _, c := range []struct{ name, got, want string }{
+		{"latest", latest, "attempt 2 of 2"}, {"latest", latest, "stdout| second"}, {"latest", latest, "success (exit status 0)"},
+		{"first", first, "attempt 1 of 2"}, {"first", first, "stdout| first"}, {"first", first, "stderr| bad"}, {"first", first, "failed (exit status 3)"},
+	} {
+		if !strings.Contains(c.got, c.want) {
+			t.Errorf("%s attempt: want %q in\n%s", c.name, c.want, c.got)
+		}
+	}
+	if strings.Contains(latest, "first") || strings.Contains(first, "second") {
+		t.Errorf("attempts mixed:\n%s\n%s", first, latest)
+	}
+	// The JSON form: escaped binary, valid JSON.
+	var page LogPage
+	code, body := e.call("GET", fmt.Sprintf("/api/v1/instances/%d/logs", bin.ID), "")
+	if code != http.StatusOK {
+		t.Fatalf("logs of binary: %d %s", code, body)
+	}
+	page = decodeJSON[LogPage](t, body)
+	if len(page.Lines) != 1 || page.Lines[0].Text != `ok\xff\x1b[31mred\x00` || page.Lines[0].Stream != "stdout" {
+		t.Errorf("binary output shown as %+v", page.Lines)
+	}
+	if page.Status != "success" || page.ExitCode == nil || *page.ExitCode != 0 || !strings.HasPrefix(page.Executor, "local:") {
+		t.Errorf("binary header %+v", page.LogHeader)
+	}
+
+	before := e.state()
+	for _, c := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{fmt.Sprintf("/api/v1/instances/%d/logs?attempt=3", flaky.ID), 404, fmt.Sprintf("instance %d of shop.flaky has no attempt 3: it has had 2", flaky.ID)},
+		{fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.binary", flaky.ID), 404, fmt.Sprintf("instance %d is of task shop.flaky, not shop.binary", flaky.ID)},
+		{"/api/v1/instances/999999/logs", 404, "instance 999999: no such instance (runs that ended before the retention horizon are pruned"},
+		{fmt.Sprintf("/api/v1/instances/%d/logs?attempt=0", flaky.ID), 400, `attempt="0": give a whole number from 1`},
+		{"/api/v1/instances/x/logs", 400, `instance "x": give an instance id`},
+		{fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.nope", flaky.ID), 400, `task="shop.nope": no such task`},
+		{fmt.Sprintf("/api/v1/instances/%d/logs?atempt=1", flaky.ID), 400, `unknown query parameter "atempt"`},
+	} {
+		code, body := e.call("GET", c.path, "")
+		if code != c.code || !strings.Contains(decodeJSON[map[string]string](t, body)["error"], c.want) {
+			t.Errorf("GET %s: %d %s, want %d %q", c.path, code, body, c.code, c.want)
+		}
+	}
+	// A function task with no output: an empty log with its header.
+	out := ax(exitOK, "logs", "shop.sync")
+	if !strings.Contains(out, "attempt 1 of 1") || !strings.Contains(out, "success") {
+		t.Errorf("logs of a silent task:\n%s", out)
+	}
+	// The CLI: another task's instance, no instance at all.
+	out = ax(exitFailed, "logs", "shop.binary", "--instance", fmt.Sprint(flaky.ID))
+	if !strings.Contains(out, fmt.Sprintf("instance %d is of task shop.flaky, not shop.binary (HTTP 404)", flaky.ID)) {
+		t.Errorf("another task's instance: %s", out)
+	}
+	out = ax(exitFailed, "logs", "shop.talk")
+	if !strings.Contains(out, "shop.talk has no instance that ran yet") {
+		t.Errorf("never ran: %s", out)
+	}
+	ax(exitUsage, "logs", "shop.talk", "--run", "1", "--instance", "2")
+	if after := e.state(); after != before {
+		t.Errorf("reading logs changed state:\n%s\n%s", before, after)
+	}
+}
+
+// An HTTP executor built on the SDK returns what its function logged with
+// the result; the scheduler stores it as the attempt's log, with the
+// executor's address as the one that ran it.
+func TestLogsOfAnSDKExecutor(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiAddr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	src := "pipeline: routed\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: pull, http: \"http://127.0.0.1:1/dispatch\"}\n"
+	if err := os.WriteFile(filepath.Join(dir, "routed.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "ax.db")
+	srv := startServer(t, db, dir, "--listen", apiAddr)
+	exsrv := httptest.NewUnstartedServer(nil)
+	address := "http://" + exsrv.Listener.Addr().String()
+	x, err := executor.New(executor.Config{Address: address, Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, Client: http.DefaultClient},
+		map[string]runner.Func{"pull": func(ctx context.Context, a runner.Attempt) error {
+			runner.Logger(ctx).Info("loaded rows", "rows", 42)
+			runner.Logger(ctx).Warn("slow source", "source", "orders\xff")
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exsrv.Config.Handler = x.Handler()
+	exsrv.Start()
+	defer exsrv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go x.Run(ctx)
+	st := openStore(t, db)
+	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "routed.pull"); return len(exs) == 1 })
+	server := "http://" + apiAddr
+	if code, out, errOut := runAx(t, "trigger", "routed.pull", "--server", server); code != exitOK {
+		t.Fatalf("trigger: %d %s %s", code, out, errOut)
+	}
+	waitFor(t, func() bool {
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.pull", States: []store.State{store.Success}})
+		return len(ins) == 1
+	})
+	code, out, errOut := runAx(t, "logs", "routed.pull", "--server", server)
+	srv.stop(t)
+	if code != exitOK {
+		t.Fatalf("ax logs: %d %s %s", code, out, errOut)
+	}
+	for _, want := range []string{"executor " + address, `log   | time=`, `msg="loaded rows" rows=42`, `level=WARN msg="slow source" source="orders\\xff"`, "success"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+}

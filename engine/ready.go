@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// This file is the one home of two rules (R14, R40):
+//
+//   - readiness: a WAITING instance runs when every upstream it has
+//     succeeded and, for a manual task, an operator approved it;
+//   - propagation: it fails, without running, when an upstream failed, was
+//     killed or skipped, or its wait limit passed; and its own downstream
+//     then fail the same way.
+//
+// decide judges one instance from what it waits on; settle applies decide to
+// a run's candidates and follows failures downstream. Both are pure: the
+// engine feeds them the states it read, and records what they return.
+
+// upstreamView is one upstream of a WAITING instance as the rule sees it.
+type upstreamView struct {
+	id    string      // pipeline.task
+	state store.State // "" for a cross-pipeline upstream with no instance at or before the logical time
+	err   string      // its error, to tell a skip from a failure
+	cross bool        // in another pipeline
+}
+
+// gateView is what decide needs to know of a WAITING instance.
+type gateView struct {
+	manual   bool // manual: true
+	approved bool // an operator released the gate
+	ups      []upstreamView
+	logical  time.Time
+	// limit is the task's wait_timeout (0: none set); crossLimit applies,
+	// when limit is 0, while a cross-pipeline upstream is pending.
+	limit, crossLimit time.Duration
+}
+
+// verdict is decide's answer.
+type verdict uint8
+
+const (
+	verdictWait  verdict = iota // keeps waiting
+	verdictReady                // moves WAITING → SCHEDULED
+	verdictFail                 // moves WAITING → FAILED without running
+)
+
+func (v verdict) String() string {
+	return [...]string{"wait", "ready", "fail"}[v]
+}
+
+// decision is the verdict on one instance, with the reason written to it
+// (the error when it fails, the reason when it waits).
+type decision struct {
+	verdict  verdict
+	reason   string
+	deadline time.Time // when it waits on upstreams with a limit: when it fails
+}
+
+// decide applies the readiness and propagation rules to one WAITING
+// instance at now.
+func decide(g gateView, now time.Time) decision {
+	var pending []upstreamView
+	crossPending := false
+	for _, u := range g.ups {
+		switch u.state {
+		case store.Success:
+			continue
+		case store.Failed:
+			if strings.HasPrefix(u.err, "skipped") {
+				return decision{verdict: verdictFail, reason: "upstream " + u.id + " was skipped"}
+			}
+			return decision{verdict: verdictFail, reason: "upstream " + u.id + " failed"}
+		case store.Killed:
+			return decision{verdict: verdictFail, reason: "upstream " + u.id + " was killed"}
+		}
+		pending = append(pending, u)
+		crossPending = crossPending || u.cross
+	}
+	if len(pending) > 0 {
+		limit := g.limit
+		if limit == 0 && crossPending {
+			limit = g.crossLimit
+		}
+		names := make([]string, len(pending))
+		for i, u := range pending {
+			names[i] = u.id
+			switch u.state {
+			case "":
+				names[i] += " (no run yet)"
+			case store.Waiting:
+			default:
+				names[i] += " (" + string(u.state) + ")"
+			}
+		}
+		slices.Sort(names)
+		d := decision{verdict: verdictWait, reason: "waiting for upstream " + strings.Join(names, ", ")}
+		if limit > 0 {
+			d.deadline = g.logical.Add(limit)
+			if !now.Before(d.deadline) {
+				first := pending[0]
+				if g.limit == 0 { // the cross-pipeline limit: name that upstream
+					for _, u := range pending {
+						if u.cross {
+							first = u
+							break
+						}
+					}
+				}
+				return decision{verdict: verdictFail, reason: fmt.Sprintf("upstream %s not done after %s", first.id, shortDuration(limit)), deadline: d.deadline}
+			}
+			d.reason += " (fails at " + d.deadline.UTC().Format(time.RFC3339) + ")"
+		}
+		return d
+	}
+	if g.manual && !g.approved {
+		return decision{verdict: verdictWait, reason: "awaiting approval"}
+	}
+	return decision{verdict: verdictReady}
+}
+
+// shortDuration writes 24h, 90m, 1h30m, 45s: without the zero units that
+// time.Duration.String appends.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// instView is one instance of a run as settle sees it.
+type instView struct {
+	state    store.State
+	err      string
+	approved bool
+}
+
+// settleNode is one task of the run's pipeline: its upstreams in the same
+// pipeline (those without an instance in the run are outside it and count
+// as done) and what decide needs beyond them.
+type settleNode struct {
+	ups      []string // same-pipeline upstream task ids
+	downs    []string // same-pipeline downstream task ids
+	manual   bool
+	limit    time.Duration
+	hasCross bool
+}
+
+// settled is settle's decision on one instance of the run.
+type settled struct {
+	task string
+	decision
+}
+
+// settle decides the WAITING instances among candidates in a run whose
+// instances are run (by task id), and follows failures: the downstream of
+// an instance that fails are decided too, transitively. cross returns the
+// cross-pipeline upstreams of a task (nil when it has none); it is asked
+// only for tasks that could otherwise be ready or wait. The result lists
+// every WAITING instance it judged, in the order decided: those that
+// become ready, fail, or keep waiting (with their deadline, if any).
+func settle(run map[string]instView, nodes map[string]settleNode, candidates []string, logical, now time.Time,
+	crossLimit time.Duration, cross func(task string) ([]upstreamView, error)) ([]settled, error) {
+	state := make(map[string]instView, len(candidates))
+	view := func(id string) (instView, bool) {
+		if v, ok := state[id]; ok {
+			return v, true
+		}
+		v, ok := run[id]
+		return v, ok
+	}
+	var out []settled
+	done := map[string]bool{}
+	work := slices.Clone(candidates)
+	for len(work) > 0 {
+		id := work[0]
+		work = work[1:]
+		if done[id] {
+			continue
+		}
+		iv, ok := view(id)
+		if !ok || iv.state != store.Waiting {
+			continue
+		}
+		n, ok := nodes[id]
+		if !ok {
+			continue // a task no longer defined: left as it is
+		}
+		g := gateView{manual: n.manual, approved: iv.approved, logical: logical, limit: n.limit, crossLimit: crossLimit}
+		for _, u := range n.ups {
+			if uv, ok := view(u); ok {
+				g.ups = append(g.ups, upstreamView{id: u, state: uv.state, err: uv.err})
+			}
+		}
+		d := decide(g, now)
+		if d.verdict != verdictFail && n.hasCross && cross != nil {
+			xs, err := cross(id)
+			if err != nil {
+				return nil, err
+			}
+			g.ups = append(g.ups, xs...)
+			d = decide(g, now)
+		}
+		done[id] = true
+		switch d.verdict {
+		case verdictFail:
+			state[id] = instView{state: store.Failed, err: d.reason}
+			work = append(work, n.downs...)
+		case verdictReady:
+			state[id] = instView{state: store.Scheduled}
+		}
+		out = append(out, settled{task: id, decision: d})
+	}
+	return out, nil
+}
+
+// RunStatus is what a run's instances say of it as a whole.
+type RunStatus struct {
+	// State is one of RunRunning, RunPaused, RunAwaiting, RunWaiting,
+	// RunSuccess and RunFailed.
+	State string `json:"state"`
+	Over  bool   `json:"over"` // every instance is terminal
+	// Awaiting lists the manual gates that wait for an operator.
+	Awaiting []string `json:"awaiting,omitempty"`
+	// Waiting says, per WAITING instance, what it waits on.
+	Waiting map[string]string `json:"waiting,omitempty"`
+	Failed  []string          `json:"failed,omitempty"`
+}
+
+// Run states of RunStatus.
+const (
+	RunRunning  = "running"           // something is scheduled, running or retrying
+	RunPaused   = "paused"            // nothing runs; a paused instance holds it
+	RunAwaiting = "awaiting approval" // nothing runs; a manual gate waits for an operator
+	RunWaiting  = "waiting"           // nothing runs; it waits on another pipeline (until its wait limit)
+	RunSuccess  = "success"           // every instance succeeded
+	RunFailed   = "failed"            // every instance ended, and one failed or was killed
+)
+
+// StatusOf sums up a run from its instances: whether it is over, and if not,
+// why not. manual reports whether a task is a manual gate. An instance that
+// never ran is never counted as a success.
+func StatusOf(ins []store.Instance, manual func(task string) bool) RunStatus {
+	s := RunStatus{Over: true}
+	active, paused, waiting := false, false, false
+	for _, in := range ins {
+		switch in.State {
+		case store.Success:
+		case store.Failed, store.Killed:
+			s.Failed = append(s.Failed, in.TaskID)
+		case store.Waiting:
+			s.Over = false
+			if s.Waiting == nil {
+				s.Waiting = map[string]string{}
+			}
+			why := cmpOr(in.Reason, "waiting")
+			if manual != nil && manual(in.TaskID) && in.ApprovedBy == "" {
+				s.Awaiting = append(s.Awaiting, in.TaskID)
+				if strings.HasPrefix(why, "waiting for upstream") {
+					why = "awaiting approval; " + why
+				} else {
+					why = "awaiting approval"
+				}
+			} else {
+				waiting = true
+			}
+			s.Waiting[in.TaskID] = why
+		case store.Paused:
+			s.Over, paused = false, true
+		default:
+			s.Over, active = false, true
+		}
+	}
+	slices.Sort(s.Awaiting)
+	slices.Sort(s.Failed)
+	switch {
+	case active:
+		s.State = RunRunning
+	case paused:
+		s.State = RunPaused
+	case len(s.Awaiting) > 0:
+		s.State = RunAwaiting
+	case waiting:
+		s.State = RunWaiting
+	case len(s.Failed) > 0:
+		s.State = RunFailed
+	default:
+		s.State = RunSuccess
+	}
+	return s
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	T := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	up := func(id string, s store.State) upstreamView { return upstreamView{id: id, state: s} }
+	cross := func(id string, s store.State) upstreamView { return upstreamView{id: id, state: s, cross: true} }
+	tests := []struct {
+		name string
+		g    gateView
+		now  time.Time
+		want string // verdict: reason
+	}{
+		{"no upstream", gateView{}, T, "ready: "},
+		{"all succeeded", gateView{ups: []upstreamView{up("p.a", store.Success), up("p.b", store.Success)}}, T, "ready: "},
+		{"one running", gateView{ups: []upstreamView{up("p.a", store.Success), up("p.b", store.Running)}}, T, "wait: waiting for upstream p.b (RUNNING)"},
+		{"one waiting", gateView{ups: []upstreamView{up("p.b", store.Waiting)}}, T, "wait: waiting for upstream p.b"},
+		{"failed", gateView{ups: []upstreamView{up("p.a", store.Running), up("p.b", store.Failed)}}, T, "fail: upstream p.b failed"},
+		{"killed", gateView{ups: []upstreamView{up("p.a", store.Killed)}}, T, "fail: upstream p.a was killed"},
+		{"skipped", gateView{ups: []upstreamView{{id: "p.a", state: store.Failed, err: "skipped by misfire policy skip"}}}, T, "fail: upstream p.a was skipped"},
+		{"failed beats approval", gateView{manual: true, ups: []upstreamView{up("p.a", store.Failed)}}, T, "fail: upstream p.a failed"},
+		{"gate awaiting", gateView{manual: true, ups: []upstreamView{up("p.a", store.Success)}}, T, "wait: awaiting approval"},
+		{"gate approved, upstream running", gateView{manual: true, approved: true, ups: []upstreamView{up("p.a", store.Running)}}, T, "wait: waiting for upstream p.a (RUNNING)"},
+		{"gate approved, upstream done", gateView{manual: true, approved: true, ups: []upstreamView{up("p.a", store.Success)}}, T, "ready: "},
+		{"gate without upstream", gateView{manual: true}, T, "wait: awaiting approval"},
+		{"same-pipeline wait has no default limit", gateView{logical: T, crossLimit: 24 * time.Hour, ups: []upstreamView{up("p.a", store.Running)}},
+			T.Add(1000 * time.Hour), "wait: waiting for upstream p.a (RUNNING)"},
+		{"cross wait a second before", gateView{logical: T, crossLimit: 24 * time.Hour, ups: []upstreamView{cross("q.s", "")}},
+			T.Add(24*time.Hour - time.Second), "wait: waiting for upstream q.s (no run yet) (fails at 2026-12-02T02:00:00Z)"},
+		{"cross wait at its deadline", gateView{logical: T, crossLimit: 24 * time.Hour, ups: []upstreamView{up("p.a", store.Success), cross("q.s", "")}},
+			T.Add(24 * time.Hour), "fail: upstream q.s not done after 24h"},
+		{"cross succeeded: no limit left", gateView{logical: T, crossLimit: 24 * time.Hour, ups: []upstreamView{up("p.a", store.Running), cross("q.s", store.Success)}},
+			T.Add(48 * time.Hour), "wait: waiting for upstream p.a (RUNNING)"},
+		{"task limit over same-pipeline", gateView{logical: T, limit: 90 * time.Minute, crossLimit: 24 * time.Hour, ups: []upstreamView{up("p.a", store.Running)}},
+			T.Add(90 * time.Minute), "fail: upstream p.a not done after 1h30m"},
+		{"task limit over cross", gateView{logical: T, limit: 2 * time.Hour, crossLimit: 24 * time.Hour, ups: []upstreamView{cross("q.s", store.Scheduled)}},
+			T.Add(2 * time.Hour), "fail: upstream q.s not done after 2h"},
+		{"cross failed", gateView{logical: T, crossLimit: 24 * time.Hour, ups: []upstreamView{cross("q.s", store.Failed)}}, T, "fail: upstream q.s failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := decide(tc.g, tc.now)
+			if got := fmt.Sprintf("%s: %s", d.verdict, d.reason); got != tc.want {
+				t.Errorf("decide = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSettleFollowsFailuresTransitively(t *testing.T) {
+	t.Parallel()
+	T := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	// a → b → d, a → c → d, c → e (manual), f outside the run's failure.
+	nodes := map[string]settleNode{
+		"p.a": {downs: []string{"p.b", "p.c"}},
+		"p.b": {ups: []string{"p.a"}, downs: []string{"p.d"}},
+		"p.c": {ups: []string{"p.a"}, downs: []string{"p.d", "p.e"}},
+		"p.d": {ups: []string{"p.b", "p.c"}},
+		"p.e": {ups: []string{"p.c"}, manual: true},
+		"p.f": {},
+	}
+	run := map[string]instView{
+		"p.a": {state: store.Failed, err: "boom"}, "p.b": {state: store.Waiting}, "p.c": {state: store.Waiting},
+		"p.d": {state: store.Waiting}, "p.e": {state: store.Waiting}, "p.f": {state: store.Waiting},
+	}
+	out, err := settle(run, nodes, []string{"p.b", "p.c"}, T, T, 24*time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range out {
+		got[s.task] = fmt.Sprintf("%s: %s", s.verdict, s.reason)
+	}
+	want := map[string]string{"p.b": "fail: upstream p.a failed", "p.c": "fail: upstream p.a failed",
+		"p.d": "fail: upstream p.b failed", "p.e": "fail: upstream p.c failed"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("settle = %v\nwant %v", got, want)
+	}
+	if run["p.b"].state != store.Waiting {
+		t.Errorf("settle changed its input")
+	}
+}

@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// Tests of R40, "runs always end": upstream failure propagates, manual gates
+// wait for their upstreams, cross-pipeline waits have a limit.
+
+// byTask returns the instances of run as task -> instance.
+func (e *env) byTask(run int64) map[string]store.Instance {
+	e.t.Helper()
+	out := map[string]store.Instance{}
+	for _, in := range e.instances(store.InstanceFilter{RunID: run}) {
+		out[in.TaskID] = in
+	}
+	return out
+}
+
+// callsOf returns when task was executed, relative to start.
+func (e *env) callsOf(task string, start time.Time) []time.Duration {
+	var out []time.Duration
+	for _, c := range e.rec.snapshot() {
+		if c.task == task {
+			out = append(out, c.at.Sub(start))
+		}
+	}
+	return out
+}
+
+const diamondD = `pipeline: d
+timezone: UTC
+schedule: "@every 1h"
+defaults: {function: record}
+tasks:
+  - {name: a}
+  - {name: b, depends_on: [a]}
+  - {name: c, depends_on: [a]}
+  - {name: d, depends_on: [b, c]}
+`
+
+// Defect 3: a FAILED upstream left its downstream WAITING for ever.
+func TestFailedUpstreamFailsDiamondInOneTransaction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"d.a": func(context.Context, runner.Attempt) error { return errors.New("disk full") },
+		}
+		e := setup(t, Config{}, fns, diamondD)
+		sleep(time.Hour + 2*time.Second)
+		e.stop()
+		a := e.instances(store.InstanceFilter{TaskID: "d.a"})
+		if len(a) != 1 || a[0].State != store.Failed {
+			t.Fatalf("a: %+v", a)
+		}
+		run := e.byTask(a[0].RunID)
+		for _, id := range []string{"d.b", "d.c", "d.d"} {
+			in := run[id]
+			if in.State != store.Failed || in.Attempt != 0 {
+				t.Errorf("%s: %s attempt %d, want FAILED attempt 0", id, in.State, in.Attempt)
+			}
+			if got := transitionsOf(e, in.ID); got != "WAITING>FAILED" {
+				t.Errorf("%s history %s", id, got)
+			}
+		}
+		// The reason names the upstream that failed: a for b and c; b (or c) for d.
+		if !strings.Contains(run["d.b"].Error, "upstream d.a failed") || !strings.Contains(run["d.c"].Error, "upstream d.a failed") {
+			t.Errorf("b: %q, c: %q", run["d.b"].Error, run["d.c"].Error)
+		}
+		if !strings.Contains(run["d.d"].Error, "upstream d.b failed") && !strings.Contains(run["d.d"].Error, "upstream d.c failed") {
+			t.Errorf("d: %q", run["d.d"].Error)
+		}
+		// One transaction: a's result and every propagated failure share one instant.
+		var at []time.Time
+		for _, id := range []string{"d.a", "d.b", "d.c", "d.d"} {
+			h, _ := e.st.History(context.Background(), store.LogFilter{InstanceID: run[id].ID})
+			at = append(at, h[len(h)-1].At)
+		}
+		for _, x := range at[1:] {
+			if !x.Equal(at[0]) {
+				t.Errorf("propagation not with the result: %v", at)
+			}
+		}
+		if len(e.rec.snapshot()) != 1 {
+			t.Errorf("calls %v: only a may run", e.rec.snapshot())
+		}
+	})
+}
+
+// Defect 1: a released gate started at once while its upstream still ran.
+func TestReleasedGateWaitsForRunningUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"g.build": func(context.Context, runner.Attempt) error { time.Sleep(10 * time.Second); return nil },
+		}
+		e := setup(t, Config{}, fns, `pipeline: g
+timezone: UTC
+schedule: "@every 1h"
+defaults: {function: record}
+tasks:
+  - {name: build}
+  - {name: approve, depends_on: [build], manual: true}
+`)
+		sleep(time.Hour + 2*time.Second) // build runs until +1h10s
+		msg, err := e.do(Op{Kind: OpTrigger, Target: "g.approve", Actor: "operator:ann", Reason: "looks good"})
+		if err != nil {
+			t.Error(err)
+		}
+		sleep(5 * time.Second)
+		if got := e.callsOf("g.approve", start); len(got) != 0 {
+			t.Errorf("approve ran at %v while build still ran (%s)", got, msg)
+		}
+		sleep(10 * time.Second)
+		e.stop()
+		if got := e.callsOf("g.approve", start); len(got) != 1 || got[0] != time.Hour+10*time.Second {
+			t.Errorf("approve ran at %v, want once at 1h0m10s, when build succeeded", got)
+		}
+	})
+}
+
+// Defect 2: triggering a manual task with no waiting instance made a run in
+// which it waited for approval again.
+func TestTriggerIsTheApproval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, "pipeline: m\ntimezone: UTC\ntasks:\n  - {name: publish, manual: true, function: record}\n")
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "m.publish", Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		sleep(time.Second)
+		e.stop()
+		if got := e.callsOf("m.publish", start); len(got) != 1 || got[0] != 0 {
+			t.Errorf("publish ran at %v, want once at once", got)
+		}
+	})
+}
+
+// Defect 5: a run waiting on another pipeline's task that never runs waited
+// for ever, silently. The cross-pipeline limit is 24 h by default.
+func TestCrossPipelineWaitFailsAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		billing := "pipeline: billing\ntimezone: UTC\ntasks:\n  - {name: settle, function: record}\n" // never scheduled
+		orders := "pipeline: orders\ntimezone: UTC\nschedule: \"0 1 * * *\"\ndefaults: {function: record}\ntasks:\n  - {name: sync}\n  - {name: report, depends_on: [sync, billing.settle]}\n  - {name: mail, depends_on: [report]}\n"
+		e := setup(t, Config{}, nil, billing, orders)
+		deadline := start.Add(time.Hour + 24*time.Hour)
+		sleep(deadline.Sub(time.Now()) - time.Second)
+		first := func(task string) store.Instance {
+			in := e.instances(store.InstanceFilter{TaskID: task, LogicalTo: start.Add(time.Hour)})
+			if len(in) != 1 {
+				t.Errorf("%s: %+v", task, in)
+				return store.Instance{}
+			}
+			return in[0]
+		}
+		if in := first("orders.report"); in.State != store.Waiting {
+			t.Errorf("a second before its deadline report is %s", in.State)
+		}
+		sleep(2 * time.Second)
+		e.stop()
+		r := first("orders.report")
+		if r.State != store.Failed || r.Error != "upstream billing.settle not done after 24h" {
+			t.Errorf("report: %s %q", r.State, r.Error)
+		}
+		if !r.EndedAt.Equal(deadline) {
+			t.Errorf("failed at %s, want at its deadline %s", r.EndedAt.Sub(start), deadline.Sub(start))
+		}
+		if m := first("orders.mail"); m.State != store.Failed || !strings.Contains(m.Error, "upstream orders.report failed") {
+			t.Errorf("mail: %s %q", m.State, m.Error)
+		}
+	})
+}
+
+// statusOf sums up a run by the engine's own rule.
+func (e *env) statusOf(run int64) RunStatus {
+	return StatusOf(e.instances(store.InstanceFilter{RunID: run}), func(task string) bool {
+		t := e.eng.g.Task(task)
+		return t != nil && t.Manual
+	})
+}
+
+func TestRerunBringsNeverRunDownstreamBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		broken := true
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"d.a": func(context.Context, runner.Attempt) error {
+				if broken {
+					return errors.New("disk full")
+				}
+				return nil
+			},
+		}
+		e := setup(t, Config{}, fns, diamondD)
+		sleep(time.Hour + 2*time.Second)
+		a := e.instances(store.InstanceFilter{TaskID: "d.a"})[0]
+		if st := e.statusOf(a.RunID); !st.Over || st.State != RunFailed || fmt.Sprint(st.Failed) != "[d.a d.b d.c d.d]" {
+			t.Errorf("after the failure: %+v", st)
+		}
+		broken = false
+		msg, err := e.do(Op{Kind: OpRerun, Run: a.RunID, Actor: "operator:ann", Reason: "disk cleaned"})
+		if err != nil {
+			t.Error(err)
+		}
+		sleep(2 * time.Second)
+		e.stop()
+		if !strings.Contains(msg, "rerunning 1 instance(s): 1") || !strings.Contains(msg, "3 that never ran wait for their upstreams again") {
+			t.Errorf("rerun said %q", msg)
+		}
+		// a runs again, then b and c, then d: never a downstream before its upstream.
+		var got []string
+		for _, c := range e.rec.snapshot() {
+			got = append(got, fmt.Sprintf("%s+%s", c.task, c.at.Sub(start)))
+		}
+		slices.Sort(got)
+		if want := "[d.a+1h0m0s d.a+1h0m2s d.b+1h0m2s d.c+1h0m2s d.d+1h0m2s]"; fmt.Sprint(got) != want {
+			t.Errorf("calls %v, want %s", got, want)
+		}
+		calls := e.rec.snapshot()
+		pos := map[string]int{}
+		for i, c := range calls {
+			pos[c.task] = i
+		}
+		if !(pos["d.a"] < pos["d.b"] && pos["d.a"] < pos["d.c"] && pos["d.b"] < pos["d.d"] && pos["d.c"] < pos["d.d"]) {
+			t.Errorf("order %v", calls)
+		}
+		run := e.byTask(a.RunID)
+		if got := transitionsOf(e, run["d.d"].ID); got != "WAITING>FAILED>WAITING>SCHEDULED>RUNNING>SUCCESS" {
+			t.Errorf("d history %s", got)
+		}
+		if st := e.statusOf(a.RunID); !st.Over || st.State != RunSuccess {
+			t.Errorf("after the rerun: %+v", st)
+		}
+	})
+}
+
+func TestCrossPipelineFailurePropagatesAndRerunBringsItBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		broken := true
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"billing.settle": func(context.Context, runner.Attempt) error {
+				if broken {
+					return errors.New("bank API down")
+				}
+				return nil
+			},
+			"orders.sync": func(context.Context, runner.Attempt) error { time.Sleep(5 * time.Second); return nil },
+		}
+		billing := "pipeline: billing\ntimezone: UTC\nschedule: \"@every 1h\"\ndefaults: {function: record}\ntasks:\n  - {name: settle}\n"
+		orders := "pipeline: orders\ntimezone: UTC\nschedule: \"@every 1h\"\ndefaults: {function: record}\ntasks:\n  - {name: sync}\n  - {name: report, depends_on: [sync, billing.settle]}\n  - {name: mail, depends_on: [report]}\n"
+		e := setup(t, Config{}, fns, billing, orders)
+		sleep(time.Hour + 10*time.Second)
+		first := func(task string) store.Instance {
+			in := e.instances(store.InstanceFilter{TaskID: task})
+			if len(in) == 0 {
+				return store.Instance{}
+			}
+			return in[0]
+		}
+		r, m := first("orders.report"), first("orders.mail")
+		if r.State != store.Failed || r.Error != "upstream billing.settle failed" || r.Attempt != 0 {
+			t.Errorf("report: %s %q attempt %d", r.State, r.Error, r.Attempt)
+		}
+		if m.State != store.Failed || m.Error != "upstream orders.report failed" {
+			t.Errorf("mail: %s %q", m.State, m.Error)
+		}
+		broken = false
+		if _, err := e.do(Op{Kind: OpRerun, Target: "billing.settle", Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		sleep(2 * time.Second)
+		e.stop()
+		if r := first("orders.report"); r.State != store.Success {
+			t.Errorf("report after the rerun: %s %q", r.State, r.Error)
+		}
+		if m := first("orders.mail"); m.State != store.Success {
+			t.Errorf("mail after the rerun: %s %q", m.State, m.Error)
+		}
+	})
+}
+
+// A policy skip fails the downstream of the skipped instance too.
+func TestMisfireSkipFailsDownstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1h\"\nmisfire: skip\ndefaults: {function: record}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
+		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopePipeline, Target: "s", Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		sleep(time.Hour + 5*time.Minute)
+		if _, err := e.do(Op{Kind: OpResume, Scope: store.ScopePipeline, Target: "s", Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		sleep(time.Second)
+		e.stop()
+		a := e.instances(store.InstanceFilter{TaskID: "s.a", LogicalTo: start.Add(time.Hour)})
+		b := e.instances(store.InstanceFilter{TaskID: "s.b", LogicalTo: start.Add(time.Hour)})
+		if len(a) != 1 || len(b) != 1 || a[0].State != store.Failed || !strings.HasPrefix(a[0].Error, "skipped") {
+			t.Fatalf("a %+v", a)
+		}
+		if b[0].State != store.Failed || b[0].Error != "upstream s.a was skipped" || b[0].Attempt != 0 {
+			t.Errorf("b: %s %q", b[0].State, b[0].Error)
+		}
+		if len(e.rec.snapshot()) != 0 {
+			t.Errorf("calls %v", e.rec.snapshot())
+		}
+	})
+}

@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/store"
+)
+
+// The engine's side of the readiness and propagation rules of ready.go: it
+// reads what decide needs (the run cache, other pipelines' instances),
+// turns decisions into transitions, and records them with what caused them.
+
+// buildNodes gives settle the shape of every pipeline.
+func (e *Engine) buildNodes() {
+	e.nodes = make(map[string]settleNode, len(e.tasks))
+	for id, ti := range e.tasks {
+		n := settleNode{manual: ti.def.Manual, limit: ti.def.WaitTimeout, hasCross: len(ti.cross) > 0}
+		for _, u := range ti.up {
+			n.ups = append(n.ups, u.id)
+		}
+		for _, d := range ti.down {
+			n.downs = append(n.downs, d.id)
+		}
+		e.nodes[id] = n
+	}
+}
+
+// crossViews returns the upstreams in other pipelines of task d for run rs:
+// each the other pipeline's instance of the same logical time, or the latest
+// before it. In a backfill run they are outside the selection: satisfied.
+func (e *Engine) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]upstreamView, error) {
+	if len(d.cross) == 0 || e.kindOf(ctx, rs.id) == store.RunBackfill {
+		return nil, nil
+	}
+	out := make([]upstreamView, 0, len(d.cross))
+	for _, u := range d.cross {
+		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: rs.logical, ByLogicalTime: true, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		v := upstreamView{id: u.id, cross: true}
+		if len(ins) == 1 {
+			v.state, v.err = ins[0].State, ins[0].Error
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// verdicts applies settle to the candidates of run rs, and remembers the
+// earliest wait deadline so that the loop wakes for it.
+func (e *Engine) verdicts(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]settled, error) {
+	run := make(map[string]instView, len(rs.inst))
+	for id, ref := range rs.inst {
+		run[id] = instView{state: ref.state, err: ref.err, approved: ref.approved}
+	}
+	ids := make([]string, len(candidates))
+	for i, c := range candidates {
+		ids[i] = c.id
+	}
+	out, err := settle(run, e.nodes, ids, rs.logical, now, defs.DefaultCrossWait, func(task string) ([]upstreamView, error) {
+		return e.crossViews(ctx, e.tasks[task], rs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range out {
+		if s.verdict == verdictWait && !s.deadline.IsZero() && (e.nextDeadline.IsZero() || s.deadline.Before(e.nextDeadline)) {
+			e.nextDeadline = s.deadline
+		}
+	}
+	return out, nil
+}
+
+// releasable returns the transitions that the candidates of run rs take
+// now: WAITING → SCHEDULED (or PAUSED, under a pause) for those that are
+// ready, WAITING → FAILED for those that can no longer run, and transitively
+// for the downstream of those (R14, R40).
+func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
+	vs, err := e.verdicts(ctx, rs, candidates, now)
+	if err != nil {
+		return nil, err
+	}
+	var out []release
+	for _, v := range vs {
+		ref, d := rs.inst[v.task], e.tasks[v.task]
+		in := store.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical}
+		switch v.verdict {
+		case verdictFail:
+			out = append(out, release{failWaiting(ref, d, v.reason, e.epoch, now, Actor), in})
+		case verdictReady:
+			at := now.Add(d.def.Delay)
+			in.NextFireAt = at
+			if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != store.RunManual {
+				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Paused,
+					Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
+				continue
+			}
+			why := "upstreams succeeded"
+			if d.def.Manual {
+				why = "upstreams succeeded; gate approved"
+			}
+			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
+				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: why}, in})
+		}
+	}
+	return out, nil
+}
+
+// failWaiting is the transition of a WAITING instance that fails without
+// running: an upstream failed, its wait limit passed, or an operator
+// cancelled its run or marked it failed. Its attempt count stays 0.
+func failWaiting(ref *instRef, d *taskInfo, reason string, epoch int64, now time.Time, actor string) store.TransitionParams {
+	return store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Failed,
+		Set:   store.Changes{Error: ptr(reason), EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
+		Epoch: epoch, Now: now, Actor: actor, Reason: reason,
+		Action: &store.Action{Actor: actor, Action: "not_run", Pipeline: d.def.Pipeline, TaskID: d.id, Reason: reason}}
+}
+
+// releaseCross checks the waiting instances of tasks that wait on another
+// pipeline (or have a wait limit): released, failed, or still waiting.
+func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]release, error) {
+	var out []release
+	for _, d := range tasks {
+		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Waiting}, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range waiting {
+			rs, err := e.run(ctx, w.RunID)
+			if err != nil {
+				return nil, err
+			}
+			rel, err := e.releasable(ctx, rs, []*taskInfo{d}, now)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rel...)
+		}
+	}
+	return out, nil
+}
+
+// releaseCrossWaiting re-checks the waiting instances of every task with an
+// upstream in another pipeline or a wait limit: that upstream may have
+// succeeded (or failed) before this run existed, or the limit passed. It
+// runs at every top-up and when the earliest wait deadline comes.
+func (e *Engine) releaseCrossWaiting(ctx context.Context, now time.Time) error {
+	var tasks []*taskInfo
+	for _, id := range e.limited {
+		tasks = append(tasks, e.tasks[id])
+	}
+	e.nextDeadline = time.Time{}
+	rel, err := e.releaseCross(ctx, tasks, now)
+	if err != nil {
+		return err
+	}
+	return e.applyReleases(ctx, rel, now)
+}
+
+// deadlineDue sweeps the limited waits when the earliest deadline came.
+func (e *Engine) deadlineDue(ctx context.Context, now time.Time) error {
+	if e.nextDeadline.IsZero() || now.Before(e.nextDeadline) {
+		return nil
+	}
+	return e.releaseCrossWaiting(ctx, now)
+}
+
+// settleAfter returns a then for store.TransitionBatchThen: in the same
+// transaction as params, the downstream that their outcomes settle
+// (released by a success, failed by a failure, kill or skip). out receives
+// what then returned, for released.
+func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParams, now time.Time, out *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
+	return func(res []store.BatchResult) ([]store.TransitionParams, error) {
+		*out = (*out)[:0]
+		seen := map[int64]bool{}
+		for i, r := range res {
+			p := params[i]
+			if r.Err != nil || (p.To != store.Failed && p.To != store.Killed && p.To != store.Success) {
+				continue
+			}
+			in, err := e.st.Instance(ctx, p.InstanceID)
+			if err != nil {
+				return nil, err
+			}
+			ti := e.tasks[in.TaskID]
+			if ti == nil || len(ti.down) == 0 {
+				continue
+			}
+			rs, err := e.run(ctx, in.RunID)
+			if err != nil {
+				return nil, err
+			}
+			if ref := rs.inst[ti.id]; ref != nil {
+				ref.state, ref.version = p.To, r.Version
+				if p.Set.Error != nil {
+					ref.err = *p.Set.Error
+				}
+			}
+			rel, err := e.releasable(ctx, rs, ti.down, now)
+			if err != nil {
+				return nil, err
+			}
+			for _, x := range rel {
+				if !seen[x.p.InstanceID] {
+					seen[x.p.InstanceID] = true
+					*out = append(*out, x)
+				}
+			}
+		}
+		ps := make([]store.TransitionParams, len(*out))
+		for i, x := range *out {
+			ps[i] = x.p
+		}
+		return ps, nil
+	}
+}
+
+// crossAfter settles, after their commit, the instances of other pipelines
+// that wait on the tasks of ended instances.
+func (e *Engine) crossAfter(ctx context.Context, ended []*taskInfo, now time.Time) error {
+	var tasks []*taskInfo
+	seen := map[string]bool{}
+	for _, t := range ended {
+		for _, d := range t.crossDown {
+			if !seen[d.id] {
+				seen[d.id] = true
+				tasks = append(tasks, d)
+			}
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	rel, err := e.releaseCross(ctx, tasks, now)
+	if err != nil {
+		return err
+	}
+	return e.applyReleases(ctx, rel, now)
+}
+
+// neverRan reports whether a FAILED instance failed without running because
+// of its upstreams (R40): a rerun brings it back to WAITING instead of
+// running it.
+func neverRan(in store.Instance) bool {
+	return in.State == store.Failed && in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream ")
+}
+
+// bringBackOne moves one instance that never ran FAILED → WAITING.
+func (e *Engine) bringBackOne(ctx context.Context, in store.Instance, actor string, now time.Time) error {
+	_, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Waiting,
+		Set:   store.Changes{Error: ptr(""), EndedAt: &time.Time{}, Reason: ptr("waiting for its upstreams again (rerun)")},
+		Epoch: e.epoch, Now: now, Actor: actor, Reason: "rerun of an upstream: it never ran (" + in.Error + ")"})
+	if err != nil {
+		return err
+	}
+	e.dropCachedRunOf(in.ID)
+	return nil
+}
+
+// bringBack returns to WAITING the instances that failed without running
+// because of those in from: downstream of them in the same run,
+// transitively, and in other pipelines' runs whose failure names them. Then
+// it settles them: those whose upstreams are done already are released. It
+// returns how many came back.
+func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor string, now time.Time) (int, error) {
+	var back []store.Instance
+	seen := map[int64]bool{}
+	for _, in := range from {
+		seen[in.ID] = true
+	}
+	runs := map[int64]map[string]store.Instance{}
+	runOf := func(id int64) (map[string]store.Instance, error) {
+		if r, ok := runs[id]; ok {
+			return r, nil
+		}
+		ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: id, Limit: 1 << 20})
+		if err != nil {
+			return nil, err
+		}
+		r := make(map[string]store.Instance, len(ins))
+		for _, x := range ins {
+			r[x.TaskID] = x
+		}
+		runs[id] = r
+		return r, nil
+	}
+	work := slices.Clone(from)
+	for len(work) > 0 {
+		in := work[0]
+		work = work[1:]
+		ti := e.tasks[in.TaskID]
+		if ti == nil {
+			continue
+		}
+		run, err := runOf(in.RunID)
+		if err != nil {
+			return 0, err
+		}
+		var next []store.Instance
+		for _, d := range ti.down {
+			if x, ok := run[d.id]; ok && !seen[x.ID] && neverRan(x) {
+				next = append(next, x)
+			}
+		}
+		for _, d := range ti.crossDown {
+			failed, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Failed}, LogicalFrom: in.LogicalTime, Limit: 1000})
+			if err != nil {
+				return 0, err
+			}
+			for _, x := range failed {
+				if !seen[x.ID] && neverRan(x) && strings.Contains(x.Error, "upstream "+in.TaskID+" ") {
+					next = append(next, x)
+				}
+			}
+		}
+		for _, x := range next {
+			seen[x.ID] = true
+			if err := e.bringBackOne(ctx, x, actor, now); err != nil {
+				return 0, err
+			}
+			back = append(back, x)
+			work = append(work, x)
+		}
+	}
+	// Settle what came back (and what a rerun brought back directly).
+	byRun := map[int64][]*taskInfo{}
+	for _, x := range append(slices.Clone(from), back...) {
+		if ti := e.tasks[x.TaskID]; ti != nil {
+			byRun[x.RunID] = append(byRun[x.RunID], ti)
+		}
+	}
+	var rel []release
+	for _, id := range sortedIDs(byRun) {
+		delete(e.runs, id)
+		rs, err := e.run(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		r, err := e.releasable(ctx, rs, byRun[id], now)
+		if err != nil {
+			return 0, err
+		}
+		rel = append(rel, r...)
+	}
+	return len(back), e.applyReleases(ctx, rel, now)
+}
