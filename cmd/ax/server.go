@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ type serverFlags struct {
 	webhook   string
 	watch     time.Duration
 	grace     time.Duration
+	maxRun    int
 	retain    string
 	logMax    string
 }
@@ -72,6 +74,7 @@ the store's lease.`,
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
+	fl.IntVar(&f.maxRun, "max-running", engine.DefaultMaxRunning(), "local attempts (functions and commands) running at once; the rest wait in the queue in priority order (0: unlimited; ax limits changes it at run time)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
@@ -125,6 +128,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		defer ln.Close()
 	}
+	if f.maxRun < 0 || f.maxRun > engine.MaxRunningBound {
+		return usageErr("--max-running %d: give 0 (unlimited) to %d", f.maxRun, engine.MaxRunningBound)
+	}
 	if f.grace <= 0 {
 		return usageErr("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
 	}
@@ -171,7 +177,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
 	}
 	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Grace: f.grace, Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
+		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
@@ -292,10 +298,6 @@ func executorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 			}
 			return eps, nil
 		}),
-		Lost: func(addr string, silent time.Duration) {
-			alert(engine.Alert{Kind: engine.AlertExecutorLost, At: time.Now(),
-				Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
-		},
 	})
 	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
 	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))
