@@ -22,6 +22,14 @@ type Config struct {
 	DispatchRate float64
 	// GroupRates limits dispatches per second per pipeline group.
 	GroupRates map[string]float64
+	// MaxRunning caps the local attempts (functions and commands) running at
+	// once; work over it waits in the queue in priority order. Zero means
+	// DefaultMaxRunning() (16 per CPU); negative means unlimited. HTTP
+	// attempts are not counted: their executors bound their own work.
+	MaxRunning int
+	// GroupMaxRunning caps the attempts of each pipeline group running at
+	// once, of every kind. A task's own cap is its max_running.
+	GroupMaxRunning map[string]int
 	// LeaseTTL is the lifetime of the leader lease. Default 15 s.
 	LeaseTTL time.Duration
 	// LeaseRenew is how often the lease is renewed. Default 5 s. The engine
@@ -112,6 +120,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Grace == 0 {
 		c.Grace = 30 * time.Second
 	}
+	if c.MaxRunning == 0 {
+		c.MaxRunning = DefaultMaxRunning()
+	}
+	if c.MaxRunning < 0 {
+		c.MaxRunning = 0 // unlimited
+	}
 	if c.TurnBudget == 0 {
 		c.TurnBudget = 100 * time.Millisecond
 	}
@@ -172,6 +186,8 @@ func (c Config) withDefaults() (Config, error) {
 			c.Retain, c.RetainEvery, c.RetainBatch, c.RetainPause)
 	case c.LogFlush < 0:
 		return c, fmt.Errorf("engine: config: LogFlush %s is negative", c.LogFlush)
+	case c.MaxRunning > MaxRunningBound:
+		return c, fmt.Errorf("engine: config: MaxRunning %d is above %d", c.MaxRunning, MaxRunningBound)
 	case c.DispatchRate < 0:
 		return c, fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
 	}

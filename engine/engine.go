@@ -97,6 +97,7 @@ type Engine struct {
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
 	execWG        sync.WaitGroup
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
+	pool          *pool         // concurrency caps and what runs against them
 	m             *metrics
 	logs          *logWriter // task output (R41)
 	rm            retainMetrics
@@ -220,6 +221,9 @@ func (e *Engine) publish(now time.Time) {
 	e.m.queueDepth.Set(float64(e.stats.Queue))
 	e.m.running.Set(float64(e.stats.Running))
 	e.m.leader.Set(boolGauge(e.stats.Leader))
+	if e.pool != nil {
+		e.pool.publish(e.m)
+	}
 }
 
 func boolGauge(b bool) float64 {
@@ -291,6 +295,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
+	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning})
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))

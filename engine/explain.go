@@ -30,7 +30,7 @@ type Explanation struct {
 
 // Finding is one check of an explanation.
 type Finding struct {
-	Check  string `json:"check"`  // paused, state, upstream, window, queue, bucket, breaker, executor, retries
+	Check  string `json:"check"`  // paused, state, upstream, window, queue, pool, bucket, breaker, executor, retries
 	Blocks bool   `json:"blocks"` // it keeps the task from running now
 	Detail string `json:"detail"`
 }
@@ -54,6 +54,7 @@ type loopView struct {
 	pending     bool
 	due         time.Time
 	held        bool
+	capped      string // the concurrency cap holding it back, if any
 	queue       int
 	global      float64
 	group       float64
@@ -78,7 +79,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	req := request{inspect: func(now time.Time) {
 		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
 		if p := e.pending[id]; p != nil {
-			v.pending, v.due, v.held = true, time.UnixMilli(p.at), p.throttled
+			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
 		}
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
@@ -335,6 +336,8 @@ func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now ti
 	case !v.pending:
 		add("window", true, "%s, due %s ago but not in the wheel: the window failed to load (loaded until %s); see the store_error lines of the log",
 			what, late, v.loadedUntil.Format(time.RFC3339))
+	case v.capped != "":
+		add("pool", true, "held: %s; due %s ago, it waits in the queue in priority order and its timeout starts when it starts (ax limits changes the caps)", v.capped, late)
 	case v.held:
 		rate := "unlimited"
 		if v.global > 0 {

@@ -94,7 +94,7 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/prune", true, "run a retention pass now (the server's --retain)", (*admin).pruneNow},
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
-		{"PUT", "/api/v1/limits", true, "change limits at run time: `{\"global\": 50, \"groups\": {\"etl\": 10}}`; stored, so they survive restarts", (*admin).setLimits},
+		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
 		{"GET", "/api/v1/backfills", false, "backfills, newest first", (*admin).backfills},
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"dry_run\"}`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
