@@ -623,17 +623,28 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			params = append(params, p)
 			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"})
 			continue
-		case o.res.Refused:
+		case o.res.Refused && now.Before(e.refusalLimit(o.instance, a, o.res.Error)):
 			// No executor took it (busy, full, re-entrant, unreachable): try again
-			// shortly; the attempt does not count against the retry budget.
+			// shortly, the attempt not counted, until the deadline of the attempt
+			// first refused.
+			limit := e.refusalLimit(o.instance, a, o.res.Error)
 			next, att := now.Add(RefusedRetry), a.attempt-1
+			if next.After(limit) {
+				next = limit
+			}
 			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
-			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + ": " + o.res.Error
+			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
 			p.Action.Action, p.Action.Reason = "refused", o.res.Error
 			params = append(params, p)
 			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "refused"})
 			continue
+		case o.res.Refused:
+			// Refused until its deadline: a failure like any other, retried per its policy.
+			o.res.Status, o.res.Refused = runner.StatusFailed, false
+			o.res.Error = fmt.Sprintf("no executor took it within its timeout of %s: %s", a.task.def.Timeout, o.res.Error)
+			p.Set.Error = ptr(o.res.Error)
 		}
+		delete(e.watch.refused, o.instance)
 		switch o.res.Status {
 		case runner.StatusSuccess:
 			p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))

@@ -95,6 +95,7 @@ type Engine struct {
 	inboxPolled   time.Time
 	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
+	watch         *watch          // the executor sweep's memory
 	execWG        sync.WaitGroup
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
 	pool          *pool         // concurrency caps and what runs against them
@@ -145,7 +146,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
+		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
@@ -460,6 +461,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		}
 		if err := e.checkTimeouts(ctx, now); err != nil {
 			return err
+		}
+		if e.leader(now) {
+			if err := e.sweep(ctx, now); err != nil {
+				return err
+			}
 		}
 		e.startHeld(now)
 		// Entries due up to ClaimAhead from now go to the queue: the ones

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -47,7 +48,7 @@ type Fire struct {
 
 // ExecutorLiveness is how recent a heartbeat keeps an executor in routing
 // (R21: three heartbeats of 10 s).
-const ExecutorLiveness = 30 * time.Second
+const ExecutorLiveness = runner.Silence
 
 // loopView is what the loop knows of one instance and the dispatch path.
 type loopView struct {

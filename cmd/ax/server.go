@@ -279,10 +279,6 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 			}
 			return eps, nil
 		}),
-		Lost: func(addr string, silent time.Duration) {
-			alert(engine.Alert{Kind: engine.AlertExecutorLost, At: time.Now(),
-				Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
-		},
 	})
 	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
 	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))
