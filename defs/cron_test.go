@@ -197,6 +197,8 @@ func TestCronRefused(t *testing.T) {
 	}{
 		{"0 0 12 ? * 2-6", []string{"day-of-week", "Quartz", "Sunday is 1", "MON-FRI"}},
 		{"0 0 12 ? * 1,7", []string{"day-of-week", "SUN,SAT"}},
+		{"0 0 12 ? * 2#1", []string{"day-of-week", "MON#1"}},
+		{"0 0 12 ? * 0-4", []string{"day-of-week", "SUN-THU"}},
 		{"0 0 12 * * ? 2026", []string{"year field"}},
 		{"H 2 * * *", []string{"minute", "H (a hashed value"}},
 		{"0 24 * * *", []string{"hour", "hour 24 does not exist", "0 for midnight"}},
@@ -211,7 +213,8 @@ func TestCronRefused(t *testing.T) {
 		{"0 0 L 2 W", []string{"day-of-week"}},
 		{"0 0 0 * *", []string{"day-of-month", "out of range"}},
 		{"*/0 * * * *", []string{"minute", "step"}},
-		{"0,,5 * * * *", []string{"minute", "empty list item"}},
+		{", * * * *", []string{"minute", "has no value"}},
+		{"0 0 , * ?", []string{"day-of-month", "has no value"}},
 	} {
 		_, err := ParseSchedule(tc.spec, time.UTC, time.Time{})
 		if err == nil {
@@ -241,7 +244,7 @@ func TestCronStillAccepted(t *testing.T) {
 	t.Parallel()
 	for _, spec := range []string{"0 2 * * *", "*/5 * * * *", "0 0 * * MON-FRI", "0 0 1,15 * *", "5/10 * * * *", "0 0 ? * *",
 		"0 0 12 ? * MON", "30 0 12 * * *", "@daily", "@hourly", "@weekly", "@monthly", "@yearly", "@annually", "@midnight",
-		"@every 1s", "@every 1h30m", "0 0 * jan,jul sun", "0 0 12 1-31/2 * *", "  0  2 * *  * "} {
+		"@every 1s", "@every 1h30m", "0 0 * jan,jul sun", "0 0 12 1-31/2 * *", "  0  2 * *  * ", "0,,5 1, * * 1,", "0 0 1 * ,"} {
 		if _, err := ParseSchedule(spec, time.UTC, time.Time{}); err != nil {
 			t.Errorf("ParseSchedule(%q): %v", spec, err)
 		}
