@@ -178,6 +178,12 @@ func TestCronDays(t *testing.T) {
 			[]string{"2026-05-29T00:00:00Z"}},
 		{"? in day of month with a named day of week", "UTC", "0 0 12 ? * MON-FRI", "2026-01-02T12:00:00Z",
 			[]string{"2026-01-05T12:00:00Z"}},
+		{"New York past the zone table, last day of a leap year", "America/New_York", "*/5 * * * *", "2040-12-30T18:55:00-05:00",
+			[]string{"2040-12-30T19:00:00-05:00", "2040-12-30T19:05:00-05:00"}},
+		{"New York past the zone table, into the new year", "America/New_York", "0 */6 * * *", "2040-12-31T12:00:00-05:00",
+			[]string{"2040-12-31T18:00:00-05:00", "2041-01-01T00:00:00-05:00"}},
+		{"New York DST in 2090", "America/New_York", "30 2 * * *", "2090-03-11T12:00:00-05:00",
+			[]string{"2090-03-12T03:00:00-04:00"}},
 		{"year 9999 edge: far future", "UTC", "0 0 1 1 *", "9998-06-01T00:00:00Z",
 			[]string{"9999-01-01T00:00:00Z"}},
 	})
@@ -272,5 +278,36 @@ func TestScheduleNote(t *testing.T) {
 		if got := s.Note(prev, at); got != tc.want {
 			t.Errorf("%q in %s, fire %s after %s: note %q, want %q", tc.spec, tc.zone, tc.at, tc.prev, got, tc.want)
 		}
+	}
+}
+
+// TestNextAllocationFree: Next is pure arithmetic on the zone's data; it
+// allocates nothing, for wildcard and fixed schedules, in and out of DST.
+func TestNextAllocationFree(t *testing.T) {
+	for _, tc := range []struct{ zone, spec, from string }{
+		{"UTC", "*/5 * * * *", "2026-12-01T00:00:00Z"},
+		{"America/New_York", "*/5 * * * *", "2026-11-01T01:50:00-04:00"},
+		{"America/New_York", "30 2 * * *", "2026-03-07T12:00:00-05:00"},
+		{"America/New_York", "30 1 * * *", "2026-11-01T01:10:00-05:00"},
+		{"Europe/Berlin", "0 0 L * FRI-MON", "2026-01-01T00:00:00+01:00"},
+	} {
+		loc := mustLoc(t, tc.zone)
+		from, _ := time.Parse(time.RFC3339, tc.from)
+		s, err := ParseSchedule(tc.spec, loc, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _ = s.Next(from) }); n != 0 {
+			t.Errorf("%q in %s: Next allocates %.1f times", tc.spec, tc.zone, n)
+		}
+	}
+}
+
+func BenchmarkNext(b *testing.B) {
+	loc, _ := time.LoadLocation("America/New_York")
+	s, _ := ParseSchedule("*/5 * * * *", loc, time.Time{})
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, loc)
+	for b.Loop() {
+		at = s.Next(at)
 	}
 }

@@ -147,6 +147,21 @@ func (s *Schedule) offsetAt(u int64) (off, start, end int64) {
 	if !en.IsZero() {
 		end = en.Unix()
 	}
+	if start > u {
+		start = 0
+	}
+	if end != 0 && end <= u {
+		// Past the end of its table, Go's ZoneBounds can name a period that
+		// does not hold u (on the last day of a leap year, such as 2040-12-31
+		// in New York): take the start of the period after u instead.
+		end = 0
+		for probe := u + 86400; probe <= u+4*86400; probe += 86400 {
+			if st, _ := time.Unix(probe, 0).In(s.loc).ZoneBounds(); !st.IsZero() && st.Unix() > u {
+				end = st.Unix()
+				break
+			}
+		}
+	}
 	return int64(o), start, end
 }
 
@@ -166,7 +181,7 @@ func (s *Schedule) nextReal(from int64) (int64, int64, bool) {
 		if at := w - off; end == 0 || at < end {
 			return at, w, true
 		}
-		from = end
+		from = max(end, from+1) // periods always move on; the max guards against bad zone data
 	}
 	return 0, 0, false
 }
