@@ -146,4 +146,3 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 		}
 	}
 }
-
