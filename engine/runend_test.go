@@ -316,3 +316,62 @@ func TestMisfireSkipFailsDownstream(t *testing.T) {
 		}
 	})
 }
+
+const gated = `pipeline: g
+timezone: UTC
+schedule: "0 2 * * *"
+defaults: {function: record}
+tasks:
+  - {name: build}
+  - {name: approve, depends_on: [build], manual: true}
+  - {name: publish, depends_on: [approve]}
+`
+
+// A backfill never counts a gate nobody approved as done: its run stays
+// active, the gate is counted apart, and an approval lets it finish.
+func TestBackfillStopsAtGatesUntilApproved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, gated)
+		from, to := days(start, 2)
+		id := e.startBackfill(BackfillParams{Pipeline: "g", From: from, To: to, MaxActiveRuns: 2})
+		sleep(5 * time.Second)
+		b := e.backfill(id)
+		pr, err := e.st.BackfillProgress(context.Background(), id, []string{"g.approve"})
+		if b.State == BackfillDone || b.DoneRuns != 0 || err != nil || pr.Awaiting != 2 || pr.Ended != 2 || pr.Total != 6 {
+			t.Errorf("at the gates: %+v, progress %+v %v", b, pr, err)
+		}
+		for _, day := range []time.Time{from.Add(2 * time.Hour), from.Add(26 * time.Hour)} {
+			if msg, err := e.do(Op{Kind: OpTrigger, Target: "g.approve", At: day, Actor: "operator:ann"}); err != nil || !strings.Contains(msg, "it runs now") {
+				t.Errorf("approve %s: %q %v", day, msg, err)
+			}
+		}
+		sleep(5 * time.Second)
+		e.stop()
+		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 2 || b.FailedRuns != 0 {
+			t.Errorf("after the approvals: %+v", b)
+		}
+		if got := len(e.instances(store.InstanceFilter{TaskID: "g.publish", States: []store.State{store.Success}})); got != 2 {
+			t.Errorf("%d publish succeeded, want 2", got)
+		}
+	})
+}
+
+func TestBackfillApproveManualUpFront(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, gated)
+		from, to := days(start, 2)
+		id := e.startBackfill(BackfillParams{Pipeline: "g", From: from, To: to, MaxActiveRuns: 2, ApproveManual: true})
+		sleep(5 * time.Second)
+		e.stop()
+		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 2 {
+			t.Errorf("backfill %+v", b)
+		}
+		for _, in := range e.instances(store.InstanceFilter{TaskID: "g.approve"}) {
+			if in.State != store.Success || !strings.Contains(in.ApprovedBy, "--approve-manual, by operator:test") {
+				t.Errorf("gate %+v", in)
+			}
+		}
+	})
+}

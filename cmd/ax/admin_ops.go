@@ -183,6 +183,7 @@ type backfillRequest struct {
 	Reverse       bool   `json:"reverse"`
 	Rerun         string `json:"rerun"`
 	StopOnFailure bool   `json:"stop_on_failure"`
+	ApproveManual bool   `json:"approve_manual"`
 	DryRun        bool   `json:"dry_run"`
 }
 
@@ -208,7 +209,8 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 		return nil, errf(http.StatusBadRequest, "to: %v", err)
 	}
 	spec, err := engine.PlanBackfill(a.g, engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
-		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure})
+		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure,
+		ApproveManual: b.ApproveManual})
 	if err != nil {
 		code := http.StatusBadRequest
 		if p == nil {
