@@ -375,3 +375,64 @@ func TestBackfillApproveManualUpFront(t *testing.T) {
 		}
 	})
 }
+
+// trigger --at sets the run's logical time; --param values reach the
+// executor over the task's params and are stored with the run; a pipeline
+// trigger runs every task.
+func TestTriggerAtParamsAndPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"p.a": func(_ context.Context, a runner.Attempt) error {
+				seen = append(seen, fmt.Sprintf("%s %v", a.LogicalTime.Format(time.RFC3339), a.Params))
+				return nil
+			},
+		}
+		e := setup(t, Config{}, fns, "pipeline: p\ntimezone: Asia/Shanghai\ndefaults: {function: record, params: {region: cn, day: x}}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
+		at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+		msg, err := e.do(Op{Kind: OpTrigger, Target: "p.a", At: at, Params: map[string]string{"day": "20261129"}, Actor: "operator:ann"})
+		if err != nil || !strings.Contains(msg, "at logical time 2026-11-30T10:00:00+08:00") {
+			t.Errorf("trigger: %q %v", msg, err)
+		}
+		sleep(time.Second)
+		msg, err = e.do(Op{Kind: OpTrigger, Target: "p", Actor: "operator:ann"})
+		if err != nil || !strings.Contains(msg, "for pipeline p (2 task(s))") {
+			t.Errorf("pipeline trigger: %q %v", msg, err)
+		}
+		sleep(time.Second)
+		for _, c := range []Op{
+			{Kind: OpTrigger, Target: "q"},
+			{Kind: OpTrigger, Target: "p.zz"},
+			{Kind: OpTrigger, Target: "p", Downstream: true},
+			{Kind: OpTrigger, Target: "p.a", Params: map[string]string{"a b": "1"}},
+		} {
+			if _, err := e.do(c); err == nil {
+				t.Errorf("%+v: no error", c)
+			}
+		}
+		e.stop()
+		if want := fmt.Sprintf("[2026-11-30T10:00:00+08:00 map[day:20261129 region:cn] %s map[day:x region:cn]]",
+			start0(e).In(e.eng.g.Pipeline("p").Location).Format(time.RFC3339)); fmt.Sprint(seen) != want {
+			t.Errorf("executions %v\nwant %s", seen, want)
+		}
+		runs, _ := e.st.Runs(context.Background(), "p", 10)
+		if len(runs) != 2 || runs[0].Params != `{"day":"20261129"}` || runs[0].Actor != "operator:ann" || !runs[0].LogicalTime.Equal(at) || runs[1].Params != "" {
+			t.Errorf("runs %+v", runs)
+		}
+		if b := e.instances(store.InstanceFilter{TaskID: "p.b"}); len(b) != 1 || b[0].State != store.Success {
+			t.Errorf("b of the pipeline run: %+v", b)
+		}
+	})
+}
+
+// start0 is the logical time of the second run: the pipeline trigger, a
+// second after the start of the bubble.
+func start0(e *env) time.Time {
+	runs, _ := e.st.Runs(context.Background(), "p", 10)
+	for _, r := range runs {
+		if r.Trigger == "p" {
+			return r.LogicalTime
+		}
+	}
+	return time.Time{}
+}

@@ -40,6 +40,9 @@ func (a *admin) do(r *http.Request, op engine.Op) (any, error) {
 		if ctx.Err() != nil {
 			return nil, errf(http.StatusServiceUnavailable, "%s: the scheduler did not answer within %s; nothing was applied", op.Kind, a.opWait)
 		}
+		if errors.Is(err, engine.ErrBadOp) {
+			return nil, errf(http.StatusBadRequest, "%s: %v", op.Kind, strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
+		}
 		return nil, errf(http.StatusConflict, "%s refused: %v", op.Kind, err)
 	}
 	return map[string]string{"result": msg}, nil

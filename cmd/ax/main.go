@@ -106,6 +106,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newTriggerCmd(),
 		newKillCmd(),
 		newRerunCmd(),
+		newMarkCmd(),
+		newCancelCmd(),
 		newHistoryCmd(),
 		newBackfillCmd(),
 		newRunCmd(),
