@@ -34,7 +34,7 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 // Keys of each mapping of the format, in the order they are documented.
 var (
 	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "timeout", "wait_timeout", "retry", "misfire", "overlap", "function", "http", "command", "params"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "retry", "misfire", "overlap", "function", "http", "command", "params"}
 	retryKeys    = []string{"count", "interval"}
 	// noDefault are task keys that make no sense as a default of every task.
 	noDefault = map[string]string{
@@ -320,6 +320,7 @@ type rawTask struct {
 	delay     *time.Duration
 	manual    *bool
 	priority  *int
+	maxRun    *int
 	timeout   *time.Duration
 	waitLimit *time.Duration
 	retryN    *int
@@ -527,6 +528,14 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 					rt.priority = &pr
 				}
 			}
+		case "max_running":
+			if n, ok := p.integer(v, label, "max_running"); ok {
+				if n < 1 || n > MaxRunningLimit {
+					p.errorf(v, label, "max_running %d is out of range: use 1 to %d (leave it out for no cap)", n, MaxRunningLimit)
+				} else {
+					rt.maxRun = &n
+				}
+			}
 		case "timeout":
 			if d, ok := p.duration(v, label, "timeout"); ok {
 				if d < time.Second {
@@ -653,6 +662,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		Delay:       pick(rt.delay, def.delay, 0),
 		Manual:      pick(rt.manual, nil, false),
 		Priority:    pick(rt.priority, def.priority, DefaultPriority),
+		MaxRunning:  pick(rt.maxRun, def.maxRun, 0),
 		Timeout:     pick(rt.timeout, def.timeout, DefaultTimeout),
 		WaitTimeout: pick(rt.waitLimit, def.waitLimit, 0),
 		Retry: Retry{

@@ -12,6 +12,8 @@ const (
 	DefaultRetryCount    = 0
 	DefaultRetryInterval = 30 * time.Second
 	DefaultGroup         = "default"
+	// MaxRunningLimit bounds a task's max_running.
+	MaxRunningLimit = 1_000_000
 	// DefaultCrossWait is how long after its logical time an instance waits
 	// for an upstream in another pipeline before it fails, when the task sets
 	// no wait_timeout (R40). Same-pipeline upstreams have no default limit.
@@ -93,7 +95,9 @@ type Task struct {
 	Delay     time.Duration `json:"delay,omitempty"`
 	Manual    bool          `json:"manual,omitempty"`
 	Priority  int           `json:"priority"`
-	Timeout   time.Duration `json:"timeout"`
+	// MaxRunning caps the task's attempts running at once; 0 is no cap.
+	MaxRunning int           `json:"max_running,omitempty"`
+	Timeout    time.Duration `json:"timeout"`
 	// WaitTimeout is how long after its logical time an instance may wait
 	// for its upstreams before it fails ("upstream P.T not done after D");
 	// zero means unset: no limit for same-pipeline upstreams and

@@ -22,6 +22,14 @@ type Config struct {
 	DispatchRate float64
 	// GroupRates limits dispatches per second per pipeline group.
 	GroupRates map[string]float64
+	// MaxRunning caps the local attempts (functions and commands) running at
+	// once; work over it waits in the queue in priority order. Zero means
+	// DefaultMaxRunning() (16 per CPU); negative means unlimited. HTTP
+	// attempts are not counted: their executors bound their own work.
+	MaxRunning int
+	// GroupMaxRunning caps the attempts of each pipeline group running at
+	// once, of every kind. A task's own cap is its max_running.
+	GroupMaxRunning map[string]int
 	// LeaseTTL is the lifetime of the leader lease. Default 15 s.
 	LeaseTTL time.Duration
 	// LeaseRenew is how often the lease is renewed. Default 5 s. The engine
@@ -79,6 +87,17 @@ type Config struct {
 	// LogFlush is how often the output of running attempts is written to
 	// the store (what a crash can lose). Default 1 s.
 	LogFlush time.Duration
+	// Retain is how long finished runs are kept (R42): runs whose instances
+	// all ended before now − Retain are pruned with their rows by the
+	// primary. Zero keeps everything (ax server's --retain defaults to 30 days).
+	Retain time.Duration
+	// RetainEvery is how often a retention pass runs. Default 10 m.
+	RetainEvery time.Duration
+	// RetainBatch is how many runs one pruning transaction deletes. Default 50.
+	RetainBatch int
+	// RetainPause is the pause between two pruning transactions, so that
+	// dispatch always gets the write lock in between. Default 50 ms.
+	RetainPause time.Duration
 	// Now reads the wall clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives structured logs. Default: discard.
@@ -100,6 +119,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Grace == 0 {
 		c.Grace = 30 * time.Second
+	}
+	if c.MaxRunning == 0 {
+		c.MaxRunning = DefaultMaxRunning()
+	}
+	if c.MaxRunning < 0 {
+		c.MaxRunning = 0 // unlimited
 	}
 	if c.TurnBudget == 0 {
 		c.TurnBudget = 100 * time.Millisecond
@@ -128,6 +153,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LogFlush == 0 {
 		c.LogFlush = time.Second
 	}
+	if c.RetainEvery == 0 {
+		c.RetainEvery = 10 * time.Minute
+	}
+	if c.RetainBatch == 0 {
+		c.RetainBatch = 50
+	}
+	if c.RetainPause == 0 {
+		c.RetainPause = 50 * time.Millisecond
+	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
@@ -147,8 +181,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("engine: config: LeaseRenew %s must be positive and at most half of LeaseTTL %s", c.LeaseRenew, c.LeaseTTL)
 	case c.LogMax < 4<<10:
 		return c, fmt.Errorf("engine: config: LogMax %d is below 4 KiB", c.LogMax)
+	case c.Retain < 0 || c.RetainEvery < 0 || c.RetainBatch < 0 || c.RetainPause < 0:
+		return c, fmt.Errorf("engine: config: Retain %s, RetainEvery %s, RetainBatch %d and RetainPause %s must not be negative",
+			c.Retain, c.RetainEvery, c.RetainBatch, c.RetainPause)
 	case c.LogFlush < 0:
 		return c, fmt.Errorf("engine: config: LogFlush %s is negative", c.LogFlush)
+	case c.MaxRunning > MaxRunningBound:
+		return c, fmt.Errorf("engine: config: MaxRunning %d is above %d", c.MaxRunning, MaxRunningBound)
 	case c.DispatchRate < 0:
 		return c, fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
 	}

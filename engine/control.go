@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -52,11 +53,15 @@ type Op struct {
 	State store.State `json:"state,omitempty"`
 	// Global and Groups change the dispatch limits (limits): a nil Global
 	// keeps the global rate; a group at 0 lifts its limit.
-	Global   *float64           `json:"global,omitempty"`
-	Groups   map[string]float64 `json:"groups,omitempty"`
-	Backfill int64              `json:"backfill,omitempty"` // cancel_backfill
-	Actor    string             `json:"actor,omitempty"`
-	Reason   string             `json:"reason,omitempty"`
+	Global *float64           `json:"global,omitempty"`
+	Groups map[string]float64 `json:"groups,omitempty"`
+	// MaxRunning and GroupMaxRunning change the concurrency caps (limits):
+	// a nil MaxRunning keeps the global cap; 0 lifts a cap.
+	MaxRunning      *int           `json:"max_running,omitempty"`
+	GroupMaxRunning map[string]int `json:"group_max_running,omitempty"`
+	Backfill        int64          `json:"backfill,omitempty"` // cancel_backfill
+	Actor           string         `json:"actor,omitempty"`
+	Reason          string         `json:"reason,omitempty"`
 }
 
 type request struct {
@@ -777,7 +782,7 @@ func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time,
 		return err
 	}
 	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now}
-	e.running[id] = a
+	e.track(id, a)
 	e.execute(id, a, nil)
 	return nil
 }
@@ -788,18 +793,31 @@ var errNotPrimary = errors.New("engine: not the primary scheduler")
 // that a restart or a takeover applies them too.
 const limitsSetting = "dispatch_limits"
 
-// Limits are dispatch rates per second: global and per group; zero is unlimited.
-type Limits = bucket.Limits
+// MaxRate bounds every dispatch rate (per second) an operator may set: a
+// higher one is a typo, not a limit.
+const MaxRate = 1_000_000
 
-// setLimits changes the token bucket's rates (R13), without a restart, and
-// stores them. Negative or non-finite rates and unknown groups are refused.
-func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, error) {
-	if op.Global == nil && len(op.Groups) == 0 {
-		return "", errors.New("limits: give global, groups or both")
+// Limits are the dispatch limits in force: rates per second (global and
+// per group, the token bucket of R13) and concurrency caps (global on local
+// attempts, per group; R45). Zero is unlimited.
+type Limits struct {
+	bucket.Limits
+	Pools
+}
+
+// checkLimits refuses what no limit can be: a negative, non-finite or absurd
+// rate or cap, or an unknown group. Nothing is applied when one is refused.
+func (e *Engine) checkLimits(op Op) error {
+	if op.Global == nil && len(op.Groups) == 0 && op.MaxRunning == nil && len(op.GroupMaxRunning) == 0 {
+		return errors.New("limits: give global, groups, max_running or group_max_running")
 	}
-	bad := func(r float64) bool { return r < 0 || math.IsNaN(r) || math.IsInf(r, 0) }
-	if op.Global != nil && bad(*op.Global) {
-		return "", fmt.Errorf("limits: global rate %v: give a rate per second of 0 (unlimited) or more", *op.Global)
+	badRate := func(r float64) bool { return r < 0 || r > MaxRate || math.IsNaN(r) || math.IsInf(r, 0) }
+	badCap := func(n int) bool { return n < 0 || n > MaxRunningBound }
+	if op.Global != nil && badRate(*op.Global) {
+		return fmt.Errorf("limits: global rate %v: give a rate per second from 0 (unlimited) to %d", *op.Global, MaxRate)
+	}
+	if op.MaxRunning != nil && badCap(*op.MaxRunning) {
+		return fmt.Errorf("limits: max_running %d: give a number of attempts from 0 (unlimited) to %d", *op.MaxRunning, MaxRunningBound)
 	}
 	groups := map[string]bool{}
 	var names []string
@@ -809,13 +827,31 @@ func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, e
 			names = append(names, t.def.Group)
 		}
 	}
-	for g, r := range op.Groups {
+	for _, g := range slices.Sorted(maps.Keys(op.Groups)) {
 		if !groups[g] {
-			return "", fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
+			return fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
 		}
-		if bad(r) {
-			return "", fmt.Errorf("limits: group %s rate %v: give a rate per second of 0 (unlimited) or more", g, r)
+		if r := op.Groups[g]; badRate(r) {
+			return fmt.Errorf("limits: group %s rate %v: give a rate per second from 0 (unlimited) to %d", g, r, MaxRate)
 		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(op.GroupMaxRunning)) {
+		if !groups[g] {
+			return fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
+		}
+		if n := op.GroupMaxRunning[g]; badCap(n) {
+			return fmt.Errorf("limits: group %s max_running %d: give a number of attempts from 0 (unlimited) to %d", g, n, MaxRunningBound)
+		}
+	}
+	return nil
+}
+
+// setLimits changes the token bucket's rates (R13) and the concurrency caps
+// (R45), without a restart, and stores them. Bad values and unknown groups
+// are refused and change nothing.
+func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, error) {
+	if err := e.checkLimits(op); err != nil {
+		return "", err
 	}
 	if op.Global != nil {
 		e.bucket.SetGlobal(*op.Global, now)
@@ -823,13 +859,20 @@ func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, e
 	for g, r := range op.Groups {
 		e.bucket.SetGroup(g, r, now)
 	}
-	l := e.bucket.Limits()
+	e.pool.set(op.MaxRunning, op.GroupMaxRunning)
+	l := e.limits()
 	b, _ := json.Marshal(l)
 	if err := e.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
 		return "", fmt.Errorf("limits: applied but not stored (a restart would lose them): %w", err)
 	}
 	e.publishLimits(l)
+	e.soon() // a raised cap lets waiting work out at once
 	return "limits now " + describeLimits(l), nil
+}
+
+// limits returns the limits in force.
+func (e *Engine) limits() Limits {
+	return Limits{Limits: e.bucket.Limits(), Pools: e.pool.limits()}
 }
 
 // ErrBadStoredLimits is StoredLimits's error for a stored value it cannot
@@ -867,9 +910,13 @@ func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
 		for g, r := range l.Groups {
 			e.bucket.SetGroup(g, r, now)
 		}
-		e.log.Info("limits_from_store", "limits", describeLimits(e.bucket.Limits()))
+		if l.MaxRunning != 0 || len(l.GroupMaxRunning) > 0 {
+			global := l.MaxRunning
+			e.pool.set(&global, l.GroupMaxRunning)
+		}
+		e.log.Info("limits_from_store", "limits", describeLimits(e.limits()))
 	}
-	e.publishLimits(e.bucket.Limits())
+	e.publishLimits(e.limits())
 	return nil
 }
 
@@ -894,6 +941,16 @@ func describeLimits(l Limits) string {
 	slices.Sort(gs)
 	for _, g := range gs {
 		parts = append(parts, "group "+g+" "+rate(l.Groups[g]))
+	}
+	running := func(n int) string {
+		if n <= 0 {
+			return "unlimited"
+		}
+		return strconv.Itoa(n)
+	}
+	parts = append(parts, "max running "+running(l.MaxRunning)+" local")
+	for _, g := range slices.Sorted(maps.Keys(l.GroupMaxRunning)) {
+		parts = append(parts, "group "+g+" max running "+running(l.GroupMaxRunning[g]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -30,6 +30,7 @@ type pend struct {
 	manual    bool          // a run-now or rerun: pause and overlap do not hold it back
 	kind      store.RunKind // overlap is judged among schedule runs only
 	throttled bool          // held back by the token bucket at least once
+	capped    string        // the concurrency cap that held it back at the last dispatch, if any
 }
 
 // attempt is a dispatched instance awaiting its result.
@@ -114,11 +115,8 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
 		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
-		e.running[in.ID] = &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
-			attempt: in.Attempt, deadline: deadline, orphan: true, live: live}
-		if live {
-			e.runningByTask[ti.id]++
-		}
+		e.track(in.ID, &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
+			attempt: in.Attempt, deadline: deadline, orphan: true, live: live})
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
 	}
 	return nil
@@ -168,6 +166,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		claimed  = map[string]int{} // dispatches of this batch, per task, for the overlap check
 		heldBy   map[string]int     // attempts claimed ahead, not started, per task (built when needed)
 		later    time.Time          // the earliest fire time left to judge at that time
+		capped   []int64            // held back by a concurrency cap
+		reserved []*taskInfo        // pool slots taken by this batch until it is recorded
 		wait     time.Duration
 	)
 	for e.queue.Len() > 0 && len(params) < 1000 {
@@ -213,6 +213,16 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 				}
 			}
 		}
+		if why := e.pool.full(p.task); why != "" {
+			// Over a concurrency cap: it waits in the queue, in priority order,
+			// until an attempt ends; its deadline starts when it starts.
+			p.capped = why
+			capped = append(capped, it.Value)
+			if len(capped) > 1000 {
+				break
+			}
+			continue
+		}
 		ok, w := true, time.Duration(0)
 		if e.brk.Factor(p.task.id) < 1 { // breaker open: the task's own, reduced rate first
 			ok, w = e.tripped.Take(p.task.id, now)
@@ -238,6 +248,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			started = due // claimed ahead: it starts at its fire time
 			why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
 		}
+		p.capped = ""
+		e.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
+		reserved = append(reserved, p.task)
 		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
 			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
@@ -268,12 +281,20 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	if !later.IsZero() && (wait == 0 || later.Sub(now) < wait) {
 		e.wake.Reset(later.Sub(now)) // judge the overlap at the fire time
 	}
+	for _, id := range capped {
+		p := e.pending[id]
+		e.queue.Push(p.task.def.Priority, p.at, id)
+	}
+	e.m.poolWaiting.Set(float64(len(capped)))
 	if len(params) == 0 {
 		return false, nil
 	}
 	// A skip (overlap) fails what waited on it in its run, in the same transaction.
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
+	for _, t := range reserved {
+		e.pool.remove(t) // the recorded ones are counted by track below
+	}
 	if err != nil {
 		clear(e.runs)
 		// Nothing was recorded, so nothing runs: put them back for the next try.
@@ -302,10 +323,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		started := *params[i].Set.StartedAt
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
 			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, due: time.UnixMilli(p.at)}
-		e.running[id] = a
-		if a.live {
-			e.runningByTask[p.task.id]++
-		}
+		e.track(id, a)
 		if rs := e.runs[p.runID]; rs != nil {
 			if ref := rs.inst[p.task.id]; ref != nil {
 				ref.state, ref.version = store.Running, r.Version
@@ -331,7 +349,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	e.statsMu.Unlock()
 	e.m.dispatches.Add(float64(dispatched))
 	e.armHeld()
-	return len(params) == 1000 && wait == 0 && len(waiting) == 0, nil
+	return len(params) == 1000 && wait == 0 && len(waiting) == 0 && len(capped) == 0, nil
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -473,13 +491,7 @@ func (e *Engine) unclaim(ctx context.Context, now time.Time) {
 	for i, r := range res {
 		id := params[i].InstanceID
 		if r.Err == nil {
-			a := e.held[id]
-			delete(e.running, id)
-			if a.live {
-				if e.runningByTask[a.task.id]--; e.runningByTask[a.task.id] <= 0 {
-					delete(e.runningByTask, a.task.id)
-				}
-			}
+			e.untrack(id)
 		}
 		delete(e.held, id)
 	}
@@ -610,17 +622,28 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			params = append(params, p)
 			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"})
 			continue
-		case o.res.Refused:
+		case o.res.Refused && now.Before(e.refusalLimit(o.instance, a, o.res.Error)):
 			// No executor took it (busy, full, re-entrant, unreachable): try again
-			// shortly; the attempt does not count against the retry budget.
+			// shortly, the attempt not counted, until the deadline of the attempt
+			// first refused.
+			limit := e.refusalLimit(o.instance, a, o.res.Error)
 			next, att := now.Add(RefusedRetry), a.attempt-1
+			if next.After(limit) {
+				next = limit
+			}
 			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
-			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + ": " + o.res.Error
+			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
 			p.Action.Action, p.Action.Reason = "refused", o.res.Error
 			params = append(params, p)
 			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "refused"})
 			continue
+		case o.res.Refused:
+			// Refused until its deadline: a failure like any other, retried per its policy.
+			o.res.Status, o.res.Refused = runner.StatusFailed, false
+			o.res.Error = fmt.Sprintf("no executor took it within its timeout of %s: %s", a.task.def.Timeout, o.res.Error)
+			p.Set.Error = ptr(o.res.Error)
 		}
+		delete(e.watch.refused, o.instance)
 		switch o.res.Status {
 		case runner.StatusSuccess:
 			p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
@@ -698,12 +721,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 				closed[m.a.ticket] = "stale"
 			}
 		}
-		delete(e.running, m.id)
-		if m.a.live {
-			if e.runningByTask[m.a.task.id]--; e.runningByTask[m.a.task.id] <= 0 {
-				delete(e.runningByTask, m.a.task.id)
-			}
-		}
+		e.untrack(m.id)
 		e.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
 			Error: *params[i].Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
 		if r.Err != nil {

@@ -96,10 +96,14 @@ type Engine struct {
 	inboxPolled   time.Time
 	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
+	watch         *watch          // the executor sweep's memory
 	execWG        sync.WaitGroup
 	again         chan struct{} // a turn stopped at its time budget: take the next one soon
+	pool          *pool         // concurrency caps and what runs against them
 	m             *metrics
 	logs          *logWriter // task output (R41)
+	rm            retainMetrics
+	pruneMu       sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -143,9 +147,10 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
+		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{}}
 	e.logs = newLogWriter(cfg)
+	e.rm = newRetainMetrics(cfg.Registerer)
 	var problems []string
 	for _, t := range g.Order() {
 		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
@@ -218,6 +223,9 @@ func (e *Engine) publish(now time.Time) {
 	e.m.queueDepth.Set(float64(e.stats.Queue))
 	e.m.running.Set(float64(e.stats.Running))
 	e.m.leader.Set(boolGauge(e.stats.Leader))
+	if e.pool != nil {
+		e.pool.publish(e.m)
+	}
 }
 
 func boolGauge(b bool) float64 {
@@ -289,6 +297,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
+	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning})
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
@@ -300,6 +309,14 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	if err := e.start(ctx, now); err != nil {
 		return err
 	}
+	// Retention prunes beside the loop, in short batches, while this term lasts.
+	retainCtx, stopRetain := context.WithCancel(ctx)
+	var retainWG sync.WaitGroup
+	retainWG.Go(func() { e.retain(retainCtx) })
+	defer func() {
+		stopRetain()
+		retainWG.Wait()
+	}()
 	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
 	// 02:00:00 and not up to a second later.
 	tick := time.NewTimer(e.untilNextSecond())
@@ -445,6 +462,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		}
 		if err := e.checkTimeouts(ctx, now); err != nil {
 			return err
+		}
+		if e.leader(now) {
+			if err := e.sweep(ctx, now); err != nil {
+				return err
+			}
 		}
 		e.startHeld(now)
 		// Entries due up to ClaimAhead from now go to the queue: the ones

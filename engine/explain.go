@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -30,7 +31,7 @@ type Explanation struct {
 
 // Finding is one check of an explanation.
 type Finding struct {
-	Check  string `json:"check"`  // paused, state, upstream, window, queue, bucket, breaker, executor, retries
+	Check  string `json:"check"`  // paused, state, upstream, window, queue, pool, bucket, breaker, executor, retries
 	Blocks bool   `json:"blocks"` // it keeps the task from running now
 	Detail string `json:"detail"`
 }
@@ -46,13 +47,14 @@ type Fire struct {
 
 // ExecutorLiveness is how recent a heartbeat keeps an executor in routing
 // (R21: three heartbeats of 10 s).
-const ExecutorLiveness = 30 * time.Second
+const ExecutorLiveness = runner.Silence
 
 // loopView is what the loop knows of one instance and the dispatch path.
 type loopView struct {
 	pending     bool
 	due         time.Time
 	held        bool
+	capped      string // the concurrency cap holding it back, if any
 	queue       int
 	global      float64
 	group       float64
@@ -77,7 +79,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	req := request{inspect: func(now time.Time) {
 		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
 		if p := e.pending[id]; p != nil {
-			v.pending, v.due, v.held = true, time.UnixMilli(p.at), p.throttled
+			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
 		}
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
@@ -327,6 +329,8 @@ func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now ti
 	case !v.pending:
 		add("window", true, "%s, due %s ago but not in the wheel: the window failed to load (loaded until %s); see the store_error lines of the log",
 			what, late, v.loadedUntil.Format(time.RFC3339))
+	case v.capped != "":
+		add("pool", true, "held: %s; due %s ago, it waits in the queue in priority order and its timeout starts when it starts (ax limits changes the caps)", v.capped, late)
 	case v.held:
 		rate := "unlimited"
 		if v.global > 0 {

@@ -161,3 +161,28 @@ func short(d []time.Duration) string {
 	}
 	return fmt.Sprintf("%v … %v", d[:3], d[len(d)-3:])
 }
+
+// TestShortOutageRunsLate: a backlog whose earliest fire is within
+// MisfireAfter (60 s by default) is no misfire: even under skip, each fire
+// runs late, once, and no misfire is logged.
+func TestShortOutageRunsLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, "pipeline: m\ntimezone: UTC\nschedule: \"@every 10s\"\nmisfire: skip\ntasks:\n  - {name: a, function: record}\n")
+		sleep(39*time.Second + 500*time.Millisecond)
+		e.stop()
+		before := len(e.rec.snapshot())
+		sleep(30 * time.Second) // back at +69.5s: +40s is 29.5 s late
+		e.restart(Config{}, 4*time.Second)
+		var got []time.Duration
+		for _, c := range e.rec.snapshot()[before:] {
+			got = append(got, c.logical.Sub(start))
+		}
+		if want := "[40s 50s 1m0s 1m10s]"; fmt.Sprint(got) != want { // +70s is the first regular fire after the restart
+			t.Errorf("after a 30 s outage ran %v, want %s", got, want)
+		}
+		if a := e.actions("misfire"); len(a) != 0 {
+			t.Errorf("misfire actions %+v, want none", a)
+		}
+	})
+}

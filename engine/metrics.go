@@ -18,6 +18,8 @@ type metrics struct {
 	wheelEntries   prometheus.Gauge
 	running        prometheus.Gauge
 	bufferDepth    prometheus.Gauge
+	poolWaiting    prometheus.Gauge     // due instances held back by a concurrency cap
+	poolRunning    *prometheus.GaugeVec // running attempts against their caps, by scope
 	bufferWait     prometheus.Histogram // how long instances held back by the token bucket waited
 	latency        prometheus.Histogram // fire time → dispatched
 	leader         prometheus.Gauge
@@ -46,6 +48,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		wheelEntries: f.NewGauge(prometheus.GaugeOpts{Name: "ax_wheel_entries", Help: "Instances waiting in the time wheel."}),
 		running:      f.NewGauge(prometheus.GaugeOpts{Name: "ax_running", Help: "Attempts dispatched and awaiting their result."}),
 		bufferDepth:  f.NewGauge(prometheus.GaugeOpts{Name: "ax_buffer_depth", Help: "Due instances held back by the token bucket at the last dispatch."}),
+		poolWaiting:  f.NewGauge(prometheus.GaugeOpts{Name: "ax_pool_waiting", Help: "Due instances held back by a concurrency cap (max_running) at the last dispatch."}),
+		poolRunning: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_pool_running",
+			Help: "Attempts running now, against the concurrency caps: scope local (functions and commands, --max-running) or group:NAME."}, []string{"scope"}),
 		bufferWait: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_buffer_wait_seconds",
 			Help: "Time an instance held back by the token bucket waited past its fire time before dispatch.", Buckets: latencyBuckets}),
 		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_dispatch_latency_seconds",

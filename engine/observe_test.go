@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -198,30 +199,44 @@ tasks:
 func TestLimitsAtRunTimeSurviveARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := "pipeline: l\ngroup: etl\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n"
-		e := setup(t, Config{DispatchRate: 50}, nil, src)
+		cfg := Config{DispatchRate: 50, MaxRunning: 8}
+		e := setup(t, cfg, nil, src)
 		for _, bad := range []struct {
 			op   Op
 			want string
 		}{
-			{Op{Kind: OpLimits, Global: ptr(-1.0)}, "give a rate per second of 0"},
+			{Op{Kind: OpLimits, Global: ptr(-1.0)}, "global rate -1: give a rate per second from 0 (unlimited) to 1000000"},
+			{Op{Kind: OpLimits, Global: ptr(math.Inf(1))}, "global rate +Inf: give a rate per second from 0"},
+			{Op{Kind: OpLimits, Global: ptr(math.NaN())}, "global rate NaN: give a rate per second from 0"},
+			{Op{Kind: OpLimits, Global: ptr(2e6)}, "global rate 2e+06: give a rate per second from 0 (unlimited) to 1000000"},
 			{Op{Kind: OpLimits, Groups: map[string]float64{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
-			{Op{Kind: OpLimits}, "give global, groups or both"},
+			{Op{Kind: OpLimits, Groups: map[string]float64{"etl": -3}}, "group etl rate -3"},
+			{Op{Kind: OpLimits, MaxRunning: ptr(-1)}, "max_running -1: give a number of attempts from 0 (unlimited) to 1000000"},
+			{Op{Kind: OpLimits, MaxRunning: ptr(5_000_000)}, "max_running 5000000: give a number of attempts"},
+			{Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
+			{Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": -2}}, "group etl max_running -2"},
+			// one good value beside a bad one: nothing of it applies
+			{Op{Kind: OpLimits, Global: ptr(7.0), MaxRunning: ptr(-1)}, "max_running -1"},
+			{Op{Kind: OpLimits}, "give global, groups, max_running or group_max_running"},
 		} {
 			if _, err := e.do(bad.op); err == nil || !strings.Contains(err.Error(), bad.want) {
 				t.Errorf("%+v: %v, want %q", bad.op, err, bad.want)
 			}
 		}
-		if got := e.eng.Stats().Limits.Global; got != 50 {
-			t.Fatalf("after refused changes: global %v, want the configured 50", got)
+		if got := e.eng.Stats().Limits; got.Global != 50 || got.MaxRunning != 8 || len(got.GroupMaxRunning) != 0 {
+			t.Fatalf("after refused changes: %+v, want the configured global 50, max running 8", got)
 		}
-		msg, err := e.do(Op{Kind: OpLimits, Global: ptr(5.0), Groups: map[string]float64{"etl": 2}})
-		if err != nil || msg != "limits now global 5/s, group etl 2/s" {
+		if a := e.actions("limits"); len(a) != 0 {
+			t.Errorf("refused changes wrote %d action row(s)", len(a))
+		}
+		msg, err := e.do(Op{Kind: OpLimits, Global: ptr(5.0), Groups: map[string]float64{"etl": 2}, MaxRunning: ptr(4), GroupMaxRunning: map[string]int{"etl": 3}})
+		if err != nil || msg != "limits now global 5/s, group etl 2/s, max running 4 local, group etl max running 3" {
 			t.Fatalf("set limits: %q %v", msg, err)
 		}
 		e.stop()
-		l := e.restart(Config{DispatchRate: 50}, time.Second).Stats().Limits
-		if l.Global != 5 || l.Groups["etl"] != 2 {
-			t.Errorf("after a restart: %+v, want the stored global 5, etl 2", l)
+		l := e.restart(cfg, time.Second).Stats().Limits
+		if l.Global != 5 || l.Groups["etl"] != 2 || l.MaxRunning != 4 || l.GroupMaxRunning["etl"] != 3 {
+			t.Errorf("after a restart: %+v, want the stored global 5, etl 2, max running 4, etl max running 3", l)
 		}
 	})
 }

@@ -75,7 +75,7 @@ func TestShutdownWithTenThousandInFlightReturns(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		const n = 10_000
-		e := setup(t, Config{Grace: time.Second}, hangAll(n), priorities(n, "@every 1m"))
+		e := setup(t, Config{Grace: time.Second, MaxRunning: -1}, hangAll(n), priorities(n, "@every 1m"))
 		sleep(61 * time.Second)
 		if got := e.eng.Stats().Running; got != n {
 			t.Fatalf("running %d, want %d", got, n)

@@ -73,6 +73,7 @@ type HTTP struct {
 	callback string // asynchronous form when set: where executors POST results
 	token    string // sent as a bearer token with dispatches and kills, when set
 	waiters  *waiters
+	accepted func(ticket, boot string) // when set: told the boot id of the process that accepted an asynchronous dispatch
 }
 
 // waiters holds the attempts waiting for their result by callback, by ticket.
@@ -275,9 +276,13 @@ func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, 
 	var ans struct {
 		Accepted bool    `json:"accepted"`
 		Result   *Report `json:"result"`
+		Boot     string  `json:"boot"`
 	}
 	if err := json.Unmarshal(answer, &ans); err == nil && ans.Result != nil && ans.Result.Ticket == a.Ticket {
 		return reportResult(*ans.Result, start) // a ticket the executor ran already: its earlier result
+	}
+	if h.accepted != nil && ans.Boot != "" {
+		h.accepted(a.Ticket, ans.Boot)
 	}
 	select {
 	case rep := <-ch:

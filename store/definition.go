@@ -215,8 +215,11 @@ type Summary struct {
 	NextFireAt   time.Time `json:"next_fire_at,omitzero"` // the earliest scheduled or retrying instance
 	Last         *Instance `json:"last_instance,omitempty"`
 	LastExecutor string    `json:"last_executor,omitempty"`
-	SuccessCount int64     `json:"success_count"`
+	SuccessCount int64     `json:"success_count"` // pruned instances included
 	FailureCount int64     `json:"failure_count"`
+	// Pruned is what retention kept of the last instance, when every
+	// instance of the task was pruned.
+	Pruned *Pruned `json:"pruned_last,omitempty"`
 }
 
 // TaskSummary returns the summary of the task with the given id, or ErrNotFound.
@@ -264,5 +267,20 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 		}
 		return nil
 	})
-	return sum, err
+	if err != nil {
+		return sum, err
+	}
+	// Instances pruned by retention still count, and the last of them
+	// stands for the last instance when none is left.
+	p, err := s.PrunedSummary(ctx, id)
+	if err != nil {
+		return sum, err
+	}
+	sum.SuccessCount += p.Success
+	sum.FailureCount += p.Failed
+	if sum.Last == nil && p.LastInstance != 0 {
+		sum.LastExecutor = p.LastExecutor
+		sum.Pruned = &p
+	}
+	return sum, nil
 }

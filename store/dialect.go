@@ -82,6 +82,30 @@ func (d dialect) upsert(key []string, cols []string) string {
 	return "ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
 }
 
+// upsertAdd is upsert where the add columns are summed with the existing
+// row's (counters) and the set columns replaced.
+func (d dialect) upsertAdd(key, add, set []string) string {
+	var parts []string
+	for _, c := range add {
+		if d.name == "sqlite" {
+			parts = append(parts, c+" = "+c+" + excluded."+c)
+		} else {
+			parts = append(parts, c+" = "+c+" + VALUES("+c+")")
+		}
+	}
+	for _, c := range set {
+		if d.name == "sqlite" {
+			parts = append(parts, c+" = excluded."+c)
+		} else {
+			parts = append(parts, c+" = VALUES("+c+")")
+		}
+	}
+	if d.name == "sqlite" {
+		return "ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET " + strings.Join(parts, ", ")
+	}
+	return "ON DUPLICATE KEY UPDATE " + strings.Join(parts, ", ")
+}
+
 // forUpdate is the suffix of a locking read. SQLite needs none: a write
 // transaction (BEGIN IMMEDIATE) holds the database's single write lock.
 func (d dialect) forUpdate() string {

@@ -37,7 +37,7 @@ var storeMethods = map[string]string{
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
 	"SyncDefinitions": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
 	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
-	"LogChunks": "read", "Attempts": "read", "LogAttempts": "read",
+	"LogChunks": "read", "Attempts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read",
 }
 
 func TestEveryWriteIsFenced(t *testing.T) {
@@ -120,6 +120,10 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 			return f.WriteLogs(ctx, store.LogWrite{Chunks: []store.LogChunk{{InstanceID: x.ID, Attempt: 1, Seq: 1, Text: 1, Data: []byte{1, 0, 0, 0, 1, 'x'}, At: now}},
 				Attempts: []store.AttemptRecord{{InstanceID: x.ID, Attempt: 1, Status: "success", EndedAt: now}}})
 		}},
+		{"PruneBatch", func(ctx context.Context, f *store.Fence) error {
+			_, err := f.PruneBatch(ctx, store.PruneParams{Before: now.Add(24 * time.Hour), Now: now})
+			return err
+		}},
 		{"MarkResultsApplied", func(ctx context.Context, f *store.Fence) error {
 			return f.MarkResultsApplied(ctx, map[string]string{"t-inbox": "applied"}, now)
 		}},
@@ -190,6 +194,19 @@ func TestFencedWritesRefuseStaleEpoch(t *testing.T) {
 						t.Fatal(err)
 					}
 					if _, err := s.ReceiveResult(ctx, store.InboxEntry{Ticket: "t-inbox", InstanceID: x.ID, Report: "{}", ReceivedBy: "test", ReceivedAt: storetest.T0}); err != nil {
+						t.Fatal(err)
+					}
+					// A run that ended, for PruneBatch.
+					_, ended, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a.z", Kind: store.RunManual, LogicalTime: storetest.T0.Add(-time.Hour),
+						Now: storetest.T0, Instances: []store.NewInstance{{TaskID: "a.z", State: store.Scheduled, NextFireAt: storetest.T0}}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					v, err := s.Transition(ctx, store.TransitionParams{InstanceID: ended[0].ID, Version: ended[0].Version, From: store.Scheduled, To: store.Running, Now: storetest.T0, Actor: "test", Reason: "t"})
+					if err == nil {
+						_, err = s.Transition(ctx, store.TransitionParams{InstanceID: ended[0].ID, Version: v, From: store.Running, To: store.Killed, Now: storetest.T0, Actor: "test", Reason: "t"})
+					}
+					if err != nil {
 						t.Fatal(err)
 					}
 					old, err := s.AcquireLease(ctx, store.LeaseParams{Holder: "old", TTL: 10 * time.Second, Now: storetest.T0})

@@ -35,6 +35,7 @@ type admin struct {
 	openReads bool
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
+	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
 }
 
 // maxBody bounds every request body the admin API reads.
@@ -93,9 +94,11 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/runs/{run}/cancel", true, "end every unfinished instance of a run: running ones are killed, the others fail as cancelled", (*admin).runCancel},
 		{"GET", "/api/v1/history", false, "state transitions; `task`, `instance`, `after`/`before` (id), `newest`, `limit`", (*admin).history},
 		{"GET", "/api/v1/actions", false, "the action log; `task`, `pipeline`, `action`, `after`/`before` (id), `newest`, `limit`", (*admin).actions},
+		{"GET", "/api/v1/prune", false, "what retention would delete now (dry run): runs, instances, history, actions, output; `retain` (such as 30d; default the server's --retain)", (*admin).pruneDry},
+		{"POST", "/api/v1/prune", true, "run a retention pass now (the server's --retain)", (*admin).pruneNow},
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
-		{"PUT", "/api/v1/limits", true, "change limits at run time: `{\"global\": 50, \"groups\": {\"etl\": 10}}`; stored, so they survive restarts", (*admin).setLimits},
+		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
 		{"GET", "/api/v1/backfills", false, "backfills, newest first", (*admin).backfills},
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"dry_run\"}`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},

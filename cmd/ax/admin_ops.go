@@ -134,17 +134,19 @@ func (a *admin) runRerun(r *http.Request) (any, error) {
 
 func (a *admin) setLimits(r *http.Request) (any, error) {
 	var b struct {
-		Global *float64           `json:"global"`
-		Groups map[string]float64 `json:"groups"`
-		Reason string             `json:"reason"`
+		Global          *float64           `json:"global"`
+		Groups          map[string]float64 `json:"groups"`
+		MaxRunning      *int               `json:"max_running"`
+		GroupMaxRunning map[string]int     `json:"group_max_running"`
+		Reason          string             `json:"reason"`
 	}
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}
-	if b.Global == nil && len(b.Groups) == 0 {
-		return nil, errf(http.StatusBadRequest, `give {"global": N} or {"groups": {"NAME": N}} (per second; 0 lifts a limit)`)
+	if b.Global == nil && len(b.Groups) == 0 && b.MaxRunning == nil && len(b.GroupMaxRunning) == 0 {
+		return nil, errf(http.StatusBadRequest, `give {"global": N} or {"groups": {"NAME": N}} (dispatches per second, 0 to %d; 0 lifts a limit), or {"max_running": N} or {"group_max_running": {"NAME": N}} (attempts at once, 0 to %d; 0 lifts a cap)`, engine.MaxRate, engine.MaxRunningBound)
 	}
-	v, err := a.do(r, engine.Op{Kind: engine.OpLimits, Global: b.Global, Groups: b.Groups, Reason: b.Reason})
+	v, err := a.do(r, engine.Op{Kind: engine.OpLimits, Global: b.Global, Groups: b.Groups, MaxRunning: b.MaxRunning, GroupMaxRunning: b.GroupMaxRunning, Reason: b.Reason})
 	var ae *apiErr
 	if errors.As(err, &ae) && ae.code == http.StatusConflict {
 		ae.code = http.StatusBadRequest // a bad rate or group, not a state conflict

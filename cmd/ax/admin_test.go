@@ -47,8 +47,9 @@ type apiOpts struct {
 	token     string
 	execToken string
 	openReads bool
-	standby   bool   // no engine: a process that serves reads only
-	pipeline  string // instead of shopPipeline
+	standby   bool          // no engine: a process that serves reads only
+	pipeline  string        // instead of shopPipeline
+	retain    time.Duration // the engine's and the API's retention (0: keeps everything)
 }
 
 func setupAPI(t testing.TB, o apiOpts) *apiEnv {
@@ -76,7 +77,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.eng, err = engine.New(engine.Config{Holder: "api-test", Registerer: reg, Grace: time.Millisecond}, st, g, execs)
+		e.eng, err = engine.New(engine.Config{Holder: "api-test", Registerer: reg, Grace: time.Millisecond, Retain: o.retain}, st, g, execs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		})
 		waitFor(t, func() bool { return e.eng.Stats().Leader })
 	}
-	adm := &admin{st: st, g: g, eng: e.eng, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second}
+	adm := &admin{st: st, g: g, eng: e.eng, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second, retain: o.retain}
 	e.srv = httptest.NewServer(door.Guard(door.Config{Listen: "127.0.0.1:0"}, adm.handler(api)))
 	t.Cleanup(e.srv.Close)
 	return e
@@ -212,7 +213,14 @@ var badRequests = []struct {
 	{"GET", "/api/v1/executors?all=1", "", 400, `unknown query parameter "all"`},
 	{"GET", "/api/v1/limits?x=1", "", 400, "unknown query parameter"},
 	{"PUT", "/api/v1/limits", `{}`, 400, `give {"global": N}`},
-	{"PUT", "/api/v1/limits", `{"global": -1}`, 400, "give a rate per second of 0"},
+	{"PUT", "/api/v1/limits", `{"global": -1}`, 400, "global rate -1: give a rate per second from 0 (unlimited) to 1000000"},
+	{"PUT", "/api/v1/limits", `{"global": 1e300}`, 400, "give a rate per second from 0 (unlimited) to 1000000"},
+	{"PUT", "/api/v1/limits", `{"global": 1e999}`, 400, "cannot unmarshal number 1e999"},
+	{"PUT", "/api/v1/limits", `{"max_running": -5}`, 400, "max_running -5: give a number of attempts from 0 (unlimited) to 1000000"},
+	{"PUT", "/api/v1/limits", `{"max_running": 99999999}`, 400, "max_running 99999999: give a number of attempts"},
+	{"PUT", "/api/v1/limits", `{"max_running": 2.5}`, 400, "cannot unmarshal number 2.5"},
+	{"PUT", "/api/v1/limits", `{"group_max_running": {"elt": 3}}`, 400, `no group "elt" (did you mean "etl"?)`},
+	{"PUT", "/api/v1/limits", `{"global": 5, "max_running": -1}`, 400, "max_running -1"},
 	{"PUT", "/api/v1/limits", `{"global": "fast"}`, 400, "cannot unmarshal string"},
 	{"PUT", "/api/v1/limits", `{"groups": {"elt": 3}}`, 400, `no group "elt" (did you mean "etl"?)`},
 	{"GET", "/api/v1/backfills?limit=x", "", 400, "give a whole number"},

@@ -83,6 +83,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		Address  string   `json:"address"`
 		Protocol string   `json:"protocol"`
 		Tasks    []string `json:"tasks"`
+		Boot     string   `json:"boot"` // the executor process's id: a new one means it restarted
 	}
 	if err := runner.DecodeStrict(r, &req, 1<<20); err != nil {
 		apiError(w, http.StatusBadRequest, "malformed registration: %v", err)
@@ -102,7 +103,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Now: time.Now()}); err != nil {
+	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: time.Now()}); err != nil {
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -73,14 +74,16 @@ func orThen(err error, then func() error) error {
 
 func newLimitsCmd() *cobra.Command {
 	var (
-		f      apiFlags
-		global float64
-		groups []string
-		reason string
+		f          apiFlags
+		global     float64
+		groups     []string
+		maxRunning int
+		groupCaps  []string
+		reason     string
 	)
 	cmd := &cobra.Command{
-		Use:   "limits [--global N] [--group NAME=N ...]",
-		Short: "Show the dispatch limits, or change them at run time (per second; 0 lifts a limit)",
+		Use:   "limits [--global N] [--group NAME=N ...] [--max-running N] [--group-max-running NAME=N ...]",
+		Short: "Show the dispatch limits and concurrency caps, or change them at run time (0 lifts one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newAPIClient(f.server)
@@ -88,7 +91,8 @@ func newLimitsCmd() *cobra.Command {
 				return err
 			}
 			ctx, w := cmd.Context(), cmd.OutOrStdout()
-			if !cmd.Flags().Changed("global") && len(groups) == 0 {
+			changed := cmd.Flags().Changed("global") || len(groups) > 0 || cmd.Flags().Changed("max-running") || len(groupCaps) > 0
+			if !changed {
 				raw, err := c.call(ctx, http.MethodGet, "/api/v1/limits", nil)
 				if err != nil || f.json {
 					return orThen(err, func() error { return printJSON(w, raw) })
@@ -100,14 +104,16 @@ func newLimitsCmd() *cobra.Command {
 				if err := json.Unmarshal(raw, &l); err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "global: %s\n", rate(l.Limits.Global))
-				names := make([]string, 0, len(l.Limits.Groups))
-				for g := range l.Limits.Groups {
-					names = append(names, g)
+				fmt.Fprintf(w, "global: %s, at most %s local attempts at once\n", rate(l.Limits.Global), running(l.Limits.MaxRunning))
+				names := slices.Sorted(maps.Keys(l.Limits.Groups))
+				for g := range l.Limits.GroupMaxRunning {
+					if _, ok := l.Limits.Groups[g]; !ok {
+						names = append(names, g)
+					}
 				}
 				slices.Sort(names)
 				for _, g := range names {
-					fmt.Fprintf(w, "group %s: %s\n", g, rate(l.Limits.Groups[g]))
+					fmt.Fprintf(w, "group %s: %s, at most %s at once\n", g, rate(l.Limits.Groups[g]), running(l.Limits.GroupMaxRunning[g]))
 				}
 				fmt.Fprintf(w, "(from the %s)\n", l.Source)
 				return nil
@@ -115,6 +121,9 @@ func newLimitsCmd() *cobra.Command {
 			body := map[string]any{"reason": reason}
 			if cmd.Flags().Changed("global") {
 				body["global"] = global
+			}
+			if cmd.Flags().Changed("max-running") {
+				body["max_running"] = maxRunning
 			}
 			if len(groups) > 0 {
 				gs := map[string]float64{}
@@ -127,6 +136,18 @@ func newLimitsCmd() *cobra.Command {
 					gs[name] = r
 				}
 				body["groups"] = gs
+			}
+			if len(groupCaps) > 0 {
+				gs := map[string]int{}
+				for _, g := range groupCaps {
+					name, v, ok := strings.Cut(g, "=")
+					n, err := strconv.Atoi(v)
+					if !ok || name == "" || err != nil {
+						return usageErr("--group-max-running %q: write NAME=N, such as etl=10", g)
+					}
+					gs[name] = n
+				}
+				body["group_max_running"] = gs
 			}
 			raw, err := c.call(ctx, http.MethodPut, "/api/v1/limits", body)
 			if err != nil || f.json {
@@ -143,8 +164,17 @@ func newLimitsCmd() *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().Float64Var(&global, "global", 0, "global dispatches per second (0: unlimited)")
 	cmd.Flags().StringSliceVar(&groups, "group", nil, "a group's dispatches per second, NAME=RATE (repeatable)")
+	cmd.Flags().IntVar(&maxRunning, "max-running", 0, "local attempts (functions, commands) running at once (0: unlimited)")
+	cmd.Flags().StringSliceVar(&groupCaps, "group-max-running", nil, "a group's attempts running at once, NAME=N (repeatable; 0 lifts it)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the action log")
 	return cmd
+}
+
+func running(n int) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return strconv.Itoa(n)
 }
 
 func rate(r float64) string {

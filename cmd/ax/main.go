@@ -115,6 +115,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newLimitsCmd(),
 		newExplainCmd(),
 		newLogsCmd(),
+		newPruneCmd(),
 	)
 	root.AddCommand(newPauseCmds()...)
 	for _, c := range root.Commands() {

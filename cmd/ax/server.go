@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,9 @@ type serverFlags struct {
 	openReads bool
 	webhook   string
 	grace     time.Duration
+	maxRun    int
+	retain    string
+	logMax    string
 }
 
 func newServerCmd() *cobra.Command {
@@ -68,7 +72,10 @@ the store's lease.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.IntVar(&f.maxRun, "max-running", engine.DefaultMaxRunning(), "local attempts (functions and commands) running at once; the rest wait in the queue in priority order (0: unlimited; ax limits changes it at run time)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
+	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
+	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
 	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -118,11 +125,22 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		defer ln.Close()
 	}
+	if f.maxRun < 0 || f.maxRun > engine.MaxRunningBound {
+		return usageErr("--max-running %d: give 0 (unlimited) to %d", f.maxRun, engine.MaxRunningBound)
+	}
 	if f.grace <= 0 {
 		return usageErr("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
 	}
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
+	}
+	retain, err := parseRetain(f.retain)
+	if err != nil {
+		return usageErr("--retain %v", err)
+	}
+	logMax, err := parseSize(f.logMax)
+	if err != nil || logMax < 4<<10 {
+		return usageErr("--log-max %q: give a size of at least 4KiB, such as 1MiB or 256KiB", f.logMax)
 	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
@@ -149,7 +167,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
 	}
 	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Grace: f.grace, Registerer: reg, OnAlert: func(a engine.Alert) {
+		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
@@ -163,7 +181,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
 		api.deliver = web.Deliver
-		adm := &admin{st: st, g: g, eng: eng, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second}
+		adm := &admin{st: st, g: g, eng: eng, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
 		mux := adm.handler(api)
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
@@ -261,10 +279,6 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 			}
 			return eps, nil
 		}),
-		Lost: func(addr string, silent time.Duration) {
-			alert(engine.Alert{Kind: engine.AlertExecutorLost, At: time.Now(),
-				Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
-		},
 	})
 	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
 	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))

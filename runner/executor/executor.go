@@ -22,6 +22,8 @@ package executor
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +73,9 @@ type Answer struct {
 	Accepted bool           `json:"accepted"`
 	Reason   string         `json:"reason,omitempty"`
 	Result   *runner.Report `json:"result,omitempty"` // for a ticket that ran already
+	// Boot identifies this executor process (as in its registration): the
+	// scheduler notices a restart that lost the accepted work.
+	Boot string `json:"boot,omitempty"`
 }
 
 // Executor runs registered task functions for the scheduler. It is safe for
@@ -87,6 +92,7 @@ type Executor struct {
 	tickets map[string]*job // by ticket, until it expires
 	running map[string]*job // by task name: the re-entrancy guard
 	outbox  chan *job
+	boot    string // this process's id, sent with registrations: a new one tells the scheduler the earlier work is gone
 }
 
 type job struct {
@@ -135,7 +141,7 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 		return nil, errors.New("executor: no task functions")
 	}
 	x := &Executor{cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
-		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max)}
+		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max), boot: newBoot()}
 	return x, nil
 }
 
@@ -206,7 +212,7 @@ func (x *Executor) serveDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d.Callback != "" {
-		ans := Answer{Accepted: true}
+		ans := Answer{Accepted: true, Boot: x.boot}
 		if prior {
 			select {
 			case <-j.done:
@@ -393,7 +399,7 @@ func (x *Executor) Run(ctx context.Context) error {
 		}
 		path, body := "/api/v1/executors/heartbeat", map[string]any{"address": x.cfg.Address}
 		if !registered {
-			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks()}
+			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks(), "boot": x.boot}
 		}
 		code, err := x.post(ctx, x.cfg.Scheduler+path, body)
 		switch {
@@ -471,4 +477,11 @@ func (x *Executor) post(ctx context.Context, url string, body any) (int, error) 
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// newBoot returns a random id for this executor process.
+func newBoot() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
 }

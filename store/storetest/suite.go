@@ -37,6 +37,7 @@ func Run(t *testing.T, open Opener) {
 		{"PausesSettingsBackfills", testMisc},
 		{"OperatorRequests", testOps},
 		{"TaskOutput", testTaskOutput},
+		{"PruneFinishedRuns", testPrune},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

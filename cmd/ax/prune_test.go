@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// endedRun writes a manual run of shop.sync that ended at `at` (SUCCESS),
+// as an old run would be.
+func endedRun(t *testing.T, st *store.Store, at time.Time) int64 {
+	t.Helper()
+	ctx := context.Background()
+	run, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.sync", Kind: store.RunManual, LogicalTime: at, Now: at,
+		Instances: []store.NewInstance{{TaskID: "shop.sync", Group: "etl", State: store.Scheduled, NextFireAt: at}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: store.Scheduled, To: store.Running, Now: at, Actor: "t", Reason: "t"})
+	if err == nil {
+		_, err = st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: v, From: store.Running, To: store.Success, Now: at, Actor: "t", Reason: "t"})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run.ID
+}
+
+// ax prune --dry-run counts what would go and deletes nothing; ax prune
+// runs a pass on the primary; bad periods are refused and change nothing.
+func TestPruneDryRunAndNow(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{retain: 30 * 24 * time.Hour})
+	old := endedRun(t, e.st, time.Now().Add(-40*24*time.Hour))
+	recent := endedRun(t, e.st, time.Now().Add(-2*24*time.Hour))
+	ax := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		if code != want {
+			t.Fatalf("ax %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	before := e.state()
+	out := ax(exitOK, "prune", "--dry-run")
+	if !strings.Contains(out, "would prune 1 run(s) that ended before") || !strings.Contains(out, "(retain 720h0m0s): 1 instance(s), 3 history row(s)") {
+		t.Errorf("dry run:\n%s", out)
+	}
+	out = ax(exitOK, "prune", "--dry-run", "--retain", "1d")
+	if !strings.Contains(out, "would prune 2 run(s)") {
+		t.Errorf("dry run with 1d:\n%s", out)
+	}
+	for _, c := range []struct {
+		path string
+		want string
+	}{
+		{"/api/v1/prune?retain=-1d", `retain="-1d": give a period such as 30d`},
+		{"/api/v1/prune?retain=soon", `retain="soon": give a period`},
+		{"/api/v1/prune?keep=1d", `unknown query parameter "keep"`},
+	} {
+		code, body := e.call("GET", c.path, "")
+		if code != http.StatusBadRequest || !strings.Contains(decodeJSON[map[string]string](t, body)["error"], c.want) {
+			t.Errorf("GET %s: %d %s, want 400 %q", c.path, code, body, c.want)
+		}
+	}
+	ax(exitUsage, "prune", "--retain", "1d")
+	ax(exitUsage, "prune", "--dry-run", "--retain", "forever")
+	if after := e.state(); after != before {
+		t.Errorf("dry runs and bad requests changed the store:\n%s\n%s", before, after)
+	}
+	out = ax(exitOK, "prune")
+	if !strings.Contains(out, "pruned 1 run(s)") {
+		t.Errorf("prune:\n%s", out)
+	}
+	if _, err := e.st.Run(context.Background(), old); err == nil {
+		t.Errorf("the old run is still there")
+	}
+	if _, err := e.st.Run(context.Background(), recent); err != nil {
+		t.Errorf("the recent run was pruned: %v", err)
+	}
+	acts, _ := e.st.Actions(context.Background(), store.LogFilter{Action: "prune"})
+	if len(acts) != 1 || !strings.Contains(acts[0].Detail, `"runs":1`) {
+		t.Errorf("prune actions: %+v", acts)
+	}
+}
+
+func TestParseRetainAndSize(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{{"30d", 30 * 24 * time.Hour, true}, {"0", 0, true}, {"12h", 12 * time.Hour, true}, {"1.5d", 36 * time.Hour, true},
+		{"-1d", 0, false}, {"0d", 0, false}, {"x", 0, false}, {"", 0, false}} {
+		got, err := parseRetain(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("parseRetain(%q) = %v, %v", c.in, got, err)
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		want int
+	}{{"1MiB", 1 << 20}, {"256KiB", 256 << 10}, {"65536", 65536}, {"2MB", 2000000}, {"0", 0}, {"lots", 0}, {"-1KiB", 0}} {
+		got, err := parseSize(c.in)
+		if got != c.want || (err == nil) != (c.want != 0) {
+			t.Errorf("parseSize(%q) = %d, %v", c.in, got, err)
+		}
+	}
+}

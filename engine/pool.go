@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"runtime"
+
+	"github.com/ax-sched/ax/defs"
+)
+
+// MaxRunningBound is the largest concurrency cap accepted anywhere (flag,
+// pipeline file, ax limits): above it a cap means nothing but a typo.
+const MaxRunningBound = 1_000_000
+
+// DefaultMaxRunning is the global cap on local attempts (functions and
+// commands) running at once when none is set: a multiple of the CPUs, so a
+// burst of 10,000 commands forks them a few dozen at a time instead of all
+// together, and the scheduler keeps its share of the machine.
+func DefaultMaxRunning() int { return 16 * runtime.NumCPU() }
+
+// Pools are the concurrency caps (R45): attempts running at once. MaxRunning
+// counts local attempts only (functions and commands run on this host; an
+// HTTP executor bounds its own work and refuses what it cannot take);
+// group and task caps count every kind. Zero is unlimited.
+type Pools struct {
+	MaxRunning      int            `json:"max_running,omitempty"`
+	GroupMaxRunning map[string]int `json:"group_max_running,omitempty"`
+}
+
+// pool counts what runs, against the caps. Owned by the loop. One home for
+// the rule "may another attempt of this task start now?".
+type pool struct {
+	caps    Pools
+	local   int // function and command attempts running
+	byGroup map[string]int
+	byTask  map[string]int
+}
+
+func newPool(caps Pools) *pool {
+	return &pool{caps: caps, byGroup: map[string]int{}, byTask: map[string]int{}}
+}
+
+func isLocal(t *defs.Task) bool { return t.Executor.Kind != defs.ExecHTTP }
+
+// full says which cap holds another attempt of t back, or "" when none does.
+func (p *pool) full(t *taskInfo) string {
+	d := t.def
+	if d.MaxRunning > 0 && p.byTask[t.id] >= d.MaxRunning {
+		return fmt.Sprintf("task %s has %d of %d running (max_running)", t.id, p.byTask[t.id], d.MaxRunning)
+	}
+	if c := p.caps.GroupMaxRunning[d.Group]; c > 0 && p.byGroup[d.Group] >= c {
+		return fmt.Sprintf("group %s has %d of %d running", d.Group, p.byGroup[d.Group], c)
+	}
+	if c := p.caps.MaxRunning; c > 0 && isLocal(d) && p.local >= c {
+		return fmt.Sprintf("the server has %d of %d local attempts running (--max-running)", p.local, c)
+	}
+	return ""
+}
+
+// add counts an attempt of t as running.
+func (p *pool) add(t *taskInfo) {
+	p.byTask[t.id]++
+	p.byGroup[t.def.Group]++
+	if isLocal(t.def) {
+		p.local++
+	}
+}
+
+// remove counts an attempt of t as ended.
+func (p *pool) remove(t *taskInfo) {
+	if p.byTask[t.id]--; p.byTask[t.id] <= 0 {
+		delete(p.byTask, t.id)
+	}
+	if p.byGroup[t.def.Group]--; p.byGroup[t.def.Group] <= 0 {
+		delete(p.byGroup, t.def.Group)
+	}
+	if isLocal(t.def) && p.local > 0 {
+		p.local--
+	}
+}
+
+// track records a as running instance id: in the running set, the overlap
+// count of its task and the pools. Every attempt that starts or is taken
+// over goes through here, and every one that ends through untrack.
+func (e *Engine) track(id int64, a *attempt) {
+	if old := e.running[id]; old != nil {
+		e.untrack(id)
+	}
+	e.running[id] = a
+	if a.live {
+		e.runningByTask[a.task.id]++
+	}
+	e.pool.add(a.task)
+}
+
+// untrack forgets running instance id.
+func (e *Engine) untrack(id int64) {
+	a := e.running[id]
+	if a == nil {
+		return
+	}
+	delete(e.running, id)
+	if a.live {
+		if e.runningByTask[a.task.id]--; e.runningByTask[a.task.id] <= 0 {
+			delete(e.runningByTask, a.task.id)
+		}
+	}
+	e.pool.remove(a.task)
+}
+
+// set changes the caps: a nil global keeps it; a group at 0 lifts its cap.
+func (p *pool) set(global *int, groups map[string]int) {
+	if global != nil {
+		p.caps.MaxRunning = *global
+	}
+	for g, n := range groups {
+		if p.caps.GroupMaxRunning == nil {
+			p.caps.GroupMaxRunning = map[string]int{}
+		}
+		if n <= 0 {
+			delete(p.caps.GroupMaxRunning, g)
+			continue
+		}
+		p.caps.GroupMaxRunning[g] = n
+	}
+}
+
+// limits returns a copy of the caps in force.
+func (p *pool) limits() Pools {
+	out := Pools{MaxRunning: p.caps.MaxRunning}
+	if len(p.caps.GroupMaxRunning) > 0 {
+		out.GroupMaxRunning = maps.Clone(p.caps.GroupMaxRunning)
+	}
+	return out
+}
+
+// publish sets the pool gauges.
+func (p *pool) publish(m *metrics) {
+	m.poolRunning.WithLabelValues("local").Set(float64(p.local))
+	for g := range p.caps.GroupMaxRunning {
+		m.poolRunning.WithLabelValues("group:" + g).Set(float64(p.byGroup[g]))
+	}
+}

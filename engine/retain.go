@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// finishedBackfills are the backfill states whose runs retention may prune;
+// a backfill still running keeps all of its runs.
+var finishedBackfills = []string{BackfillDone, BackfillFailed, BackfillCancelled}
+
+// PruneSelection is the one rule of what retention deletes at now with
+// retain: runs that ended (every instance SUCCESS, FAILED or KILLED) before
+// now − retain and belong to no unfinished backfill. The primary's passes
+// and the dry runs of ax prune both use it.
+func PruneSelection(now time.Time, retain time.Duration) store.PruneParams {
+	return store.PruneParams{Before: now.Add(-retain), FinishedBackfills: finishedBackfills, Now: now}
+}
+
+// Retention returns Config.Retain (zero: everything is kept).
+func (e *Engine) Retention() time.Duration { return e.cfg.Retain }
+
+// retainMetrics count what retention pruned.
+type retainMetrics struct {
+	runs   prometheus.Counter
+	rows   *prometheus.CounterVec // by table
+	passes prometheus.Counter
+}
+
+func newRetainMetrics(reg prometheus.Registerer) retainMetrics {
+	f := promauto.With(reg)
+	return retainMetrics{
+		runs: f.NewCounter(prometheus.CounterOpts{Name: "ax_pruned_runs_total", Help: "Finished runs deleted by retention (--retain)."}),
+		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "ax_pruned_rows_total",
+			Help: "Rows deleted by retention, by table (instances, history, actions, log_chunks, attempts)."}, []string{"table"}),
+		passes: f.NewCounter(prometheus.CounterOpts{Name: "ax_prune_passes_total", Help: "Retention passes run by the primary."}),
+	}
+}
+
+// retain prunes, while this process is the primary, the runs that ended
+// before Config.Retain ago (R42): a pass soon after start and every RetainEvery,
+// each in batches of RetainBatch runs, one short fenced transaction each,
+// with a pause between batches so that dispatch is never kept waiting for
+// the write lock. It runs in a goroutine of its own, beside the loop.
+func (e *Engine) retain(ctx context.Context) {
+	if e.cfg.Retain <= 0 {
+		return
+	}
+	// The first pass a minute after taking over (start-up comes first),
+	// then every RetainEvery.
+	t := time.NewTimer(min(time.Minute, e.cfg.RetainEvery))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := e.PrunePass(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("prune_failed", "err", err, "retry_in", e.cfg.RetainEvery.String())
+		}
+		t.Reset(e.cfg.RetainEvery)
+	}
+}
+
+// primaryNow reports whether this process holds the lease safely now, from
+// any goroutine.
+func (e *Engine) primaryNow() bool {
+	return e.lease.Load().held(e.cfg.Now(), e.w().Epoch())
+}
+
+// PrunePass deletes, batch by batch, every run that ended before
+// Config.Retain ago, and records what went in the action log (action
+// "prune") and the metrics. It stops early when the lease is not safely
+// held. With Retain zero it does nothing.
+func (e *Engine) PrunePass(ctx context.Context) (store.PruneResult, error) {
+	var total store.PruneResult
+	if e.cfg.Retain <= 0 {
+		return total, nil
+	}
+	e.pruneMu.Lock() // one pass at a time: the timer's or an operator's
+	defer e.pruneMu.Unlock()
+	now := e.cfg.Now()
+	p := PruneSelection(now, e.cfg.Retain)
+	p.Runs = e.cfg.RetainBatch
+	e.rm.passes.Inc()
+	pause := time.NewTimer(0)
+	<-pause.C
+	defer pause.Stop()
+	for {
+		if !e.primaryNow() {
+			break
+		}
+		r, err := e.w().PruneBatch(ctx, p)
+		if err != nil {
+			e.recordPrune(ctx, now, total)
+			return total, fmt.Errorf("engine: prune runs ended before %s: %w", p.Before.UTC().Format(time.RFC3339), err)
+		}
+		total = total.Add(r)
+		e.rm.runs.Add(float64(r.Runs))
+		for table, n := range map[string]int64{"instances": r.Instances, "history": r.History, "actions": r.Actions, "log_chunks": r.Chunks, "attempts": r.Attempts} {
+			e.rm.rows.WithLabelValues(table).Add(float64(n))
+		}
+		if !r.More {
+			break
+		}
+		p.AfterRun = r.LastRun
+		pause.Reset(e.cfg.RetainPause)
+		select {
+		case <-ctx.Done():
+			e.recordPrune(ctx, now, total)
+			return total, ctx.Err()
+		case <-pause.C:
+		}
+	}
+	e.recordPrune(ctx, now, total)
+	return total, nil
+}
+
+// recordPrune writes what a pass pruned to the action log and the log.
+func (e *Engine) recordPrune(ctx context.Context, now time.Time, r store.PruneResult) {
+	if r.Runs == 0 {
+		return
+	}
+	r.LastRun, r.More = 0, false
+	detail, _ := json.Marshal(r) // plain counters
+	reason := fmt.Sprintf("retention %s: %d finished run(s) that ended before %s", e.cfg.Retain, r.Runs, now.Add(-e.cfg.Retain).UTC().Format(time.RFC3339))
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "prune", Reason: reason, Detail: string(detail)}); err != nil {
+		e.log.Warn("prune_not_recorded", "err", err)
+	}
+	e.log.Info("pruned", "runs", r.Runs, "instances", r.Instances, "history", r.History, "actions", r.Actions, "log_chunks", r.Chunks,
+		"retain", e.cfg.Retain.String())
+}

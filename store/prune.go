@@ -1,0 +1,303 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+)
+
+// PruneParams selects the runs retention deletes (R42): every instance of
+// the run ended (SUCCESS, FAILED or KILLED) and was last changed before
+// Before, and the run belongs to no backfill that is still going.
+// Waiting, scheduled, running, retrying and paused work is never selected.
+type PruneParams struct {
+	Before time.Time
+	// FinishedBackfills are the backfill states in which a backfill's runs
+	// may go; runs of a backfill in any other state are kept.
+	FinishedBackfills []string
+	// AfterRun continues a pass: only runs with a larger id (keyset).
+	AfterRun int64
+	// Runs bounds the runs of one batch; zero means 50. A batch is one short
+	// transaction, so that pruning never holds the write lock long.
+	Runs int
+	Now  time.Time
+}
+
+// PruneResult counts what a batch deleted (or, for a dry run, would delete).
+type PruneResult struct {
+	Runs      int64 `json:"runs"`
+	Instances int64 `json:"instances"`
+	History   int64 `json:"history"`
+	Actions   int64 `json:"actions"`
+	Chunks    int64 `json:"log_chunks"`
+	Attempts  int64 `json:"attempts"`
+	LastRun   int64 `json:"last_run"` // the largest run id looked at: AfterRun of the next batch
+	More      bool  `json:"more"`     // the batch was full: there may be more
+}
+
+// Add sums two results (for a pass of many batches).
+func (r PruneResult) Add(o PruneResult) PruneResult {
+	r.Runs += o.Runs
+	r.Instances += o.Instances
+	r.History += o.History
+	r.Actions += o.Actions
+	r.Chunks += o.Chunks
+	r.Attempts += o.Attempts
+	r.LastRun, r.More = o.LastRun, o.More
+	return r
+}
+
+// terminal are the states of an instance that has ended for good.
+var terminal = []string{string(Success), string(Failed), string(Killed)}
+
+// pruneCandidates returns the ids of up to p.Runs runs that may go, after
+// p.AfterRun, and the largest id looked at.
+func (s *Store) pruneCandidates(ctx context.Context, q querier, p PruneParams) ([]int64, error) {
+	if p.Runs <= 0 {
+		p.Runs = 50
+	}
+	before := p.Before.UnixMilli()
+	b := s.sb.Select("r.id").From("runs r").
+		Where(sq.Gt{"r.id": p.AfterRun}).
+		Where(sq.Lt{"r.created_at": before}).
+		Where(sq.Expr("NOT EXISTS (SELECT 1 FROM instances i WHERE i.run_id = r.id AND (i.state NOT IN (?, ?, ?) OR i.updated_at >= ?))",
+			terminal[0], terminal[1], terminal[2], before))
+	if len(p.FinishedBackfills) > 0 {
+		ph := strings.TrimSuffix(strings.Repeat("?, ", len(p.FinishedBackfills)), ", ")
+		args := make([]any, len(p.FinishedBackfills))
+		for i, st := range p.FinishedBackfills {
+			args[i] = st
+		}
+		b = b.Where(sq.Expr("(r.backfill_id IS NULL OR EXISTS (SELECT 1 FROM backfills b WHERE b.id = r.backfill_id AND b.state IN ("+ph+")))", args...))
+	} else {
+		b = b.Where("r.backfill_id IS NULL")
+	}
+	var ids []int64
+	err := s.query(ctx, q, "find runs to prune", b.OrderBy("r.id").Limit(uint64(p.Runs)), func(r *sql.Rows) error {
+		var id int64
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		ids = append(ids, id)
+		return nil
+	})
+	return ids, err
+}
+
+// prunedInstance is what the summary keeps of a pruned instance.
+type prunedInstance struct {
+	id, started    int64
+	task, state    string
+	executor       string
+	logical, ended int64
+}
+
+// PruneDryRun counts what pruning with p would delete now, in all batches,
+// deleting nothing.
+func (s *Store) PruneDryRun(ctx context.Context, p PruneParams) (PruneResult, error) {
+	var total PruneResult
+	for {
+		ids, err := s.pruneCandidates(ctx, s.read, p)
+		if err != nil || len(ids) == 0 {
+			return total, err
+		}
+		var r PruneResult
+		r.Runs = int64(len(ids))
+		for _, c := range []struct {
+			n     *int64
+			table string
+			where sq.Sqlizer
+		}{
+			{&r.Instances, "instances", sq.Eq{"run_id": ids}},
+			{&r.History, "history", sq.Eq{"run_id": ids}},
+			{&r.Attempts, "attempts", sq.Eq{"run_id": ids}},
+			{&r.Actions, "actions", sq.Expr("instance_id IN (SELECT id FROM instances WHERE run_id IN ("+placeholders(len(ids))+"))", anys(ids)...)},
+			{&r.Chunks, "log_chunks", sq.Expr("instance_id IN (SELECT id FROM instances WHERE run_id IN ("+placeholders(len(ids))+"))", anys(ids)...)},
+		} {
+			if err := s.query(ctx, s.read, "count "+c.table+" to prune", s.sb.Select("COUNT(*)").From(c.table).Where(c.where), func(rows *sql.Rows) error {
+				return rows.Scan(c.n)
+			}); err != nil {
+				return total, err
+			}
+		}
+		r.LastRun = ids[len(ids)-1]
+		total = total.Add(r)
+		p.AfterRun = r.LastRun
+	}
+}
+
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+func anys(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// PruneBatch deletes one batch of the runs p selects, with their instances,
+// history, the instances' actions, task output and attempt records, in one
+// transaction fenced by the fence's epoch. What the per-task summary shows
+// (outcome counts, the last instance's executor and times) is carried into
+// task_pruned first, so that summaries survive.
+func (f *Fence) PruneBatch(ctx context.Context, p PruneParams) (PruneResult, error) {
+	var res PruneResult
+	err := f.tx(ctx, "prune", func(tx *sql.Tx) error {
+		var err error
+		res, err = f.s.pruneBatch(ctx, tx, p)
+		return err
+	})
+	return res, err
+}
+
+func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (PruneResult, error) {
+	var res PruneResult
+	ids, err := s.pruneCandidates(ctx, tx, p)
+	if err != nil || len(ids) == 0 {
+		return res, err
+	}
+	if p.Runs <= 0 {
+		p.Runs = 50
+	}
+	res.Runs, res.LastRun, res.More = int64(len(ids)), ids[len(ids)-1], len(ids) == p.Runs
+	var ins []prunedInstance
+	q := s.sb.Select("id", "task_id", "state", "executor", "logical_time", "started_at", "ended_at").From("instances").
+		Where(sq.Eq{"run_id": ids}).OrderBy("id")
+	if err := s.query(ctx, tx, "read instances to prune", q, func(r *sql.Rows) error {
+		var (
+			in                     prunedInstance
+			exec                   sql.NullString
+			started, ended, logicl sql.NullInt64
+		)
+		if err := r.Scan(&in.id, &in.task, &in.state, &exec, &logicl, &started, &ended); err != nil {
+			return err
+		}
+		in.executor, in.logical, in.started, in.ended = exec.String, logicl.Int64, started.Int64, ended.Int64
+		ins = append(ins, in)
+		return nil
+	}); err != nil {
+		return res, err
+	}
+	if err := s.carrySummaries(ctx, tx, ins, p.Now); err != nil {
+		return res, err
+	}
+	instIDs := make([]int64, len(ins))
+	for i, in := range ins {
+		instIDs[i] = in.id
+	}
+	del := func(n *int64, table string, where sq.Sqlizer) error {
+		c, err := s.exec(ctx, tx, "prune "+table, s.sb.Delete(table).Where(where))
+		*n = c
+		return err
+	}
+	if len(instIDs) > 0 {
+		if err := del(&res.Actions, "actions", sq.Eq{"instance_id": instIDs}); err != nil {
+			return res, err
+		}
+		if err := del(&res.Chunks, "log_chunks", sq.Eq{"instance_id": instIDs}); err != nil {
+			return res, err
+		}
+	}
+	if err := del(&res.Attempts, "attempts", sq.Eq{"run_id": ids}); err != nil {
+		return res, err
+	}
+	if err := del(&res.History, "history", sq.Eq{"run_id": ids}); err != nil {
+		return res, err
+	}
+	if err := del(&res.Instances, "instances", sq.Eq{"run_id": ids}); err != nil {
+		return res, err
+	}
+	var runs int64
+	if err := del(&runs, "runs", sq.Eq{"id": ids}); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// carrySummaries adds the pruned instances to task_pruned: their outcome
+// counts, and the last of them (by id) as the task's last instance.
+func (s *Store) carrySummaries(ctx context.Context, tx *sql.Tx, ins []prunedInstance, now time.Time) error {
+	type acc struct {
+		success, failed, killed int64
+		last                    prunedInstance
+	}
+	by := map[string]*acc{}
+	var order []string
+	for _, in := range ins {
+		a := by[in.task]
+		if a == nil {
+			a = &acc{}
+			by[in.task] = a
+			order = append(order, in.task)
+		}
+		switch State(in.state) {
+		case Success:
+			a.success++
+		case Failed:
+			a.failed++
+		case Killed:
+			a.killed++
+		}
+		if in.id > a.last.id {
+			a.last = in
+		}
+	}
+	for _, task := range order {
+		a := by[task]
+		b := s.sb.Insert("task_pruned").
+			Columns("task_id", "success", "failed", "killed", "last_instance", "last_state", "last_executor", "last_logical", "last_started", "last_ended", "updated_at").
+			Values(task, a.success, a.failed, a.killed, a.last.id, a.last.state, a.last.executor, a.last.logical, a.last.started, a.last.ended, now.UnixMilli()).
+			Suffix(s.d.upsertAdd([]string{"task_id"}, []string{"success", "failed", "killed"},
+				[]string{"last_instance", "last_state", "last_executor", "last_logical", "last_started", "last_ended", "updated_at"}))
+		if _, err := s.exec(ctx, tx, "carry task summary", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Pruned is what retention kept of a task's pruned instances.
+type Pruned struct {
+	Success, Failed, Killed int64
+	LastInstance            int64
+	LastState               State
+	LastExecutor            string
+	LastLogical             time.Time
+	LastStarted, LastEnded  time.Time
+}
+
+// PrunedSummary returns what retention kept of a task's pruned instances
+// (zero when none were pruned).
+func (s *Store) PrunedSummary(ctx context.Context, task string) (Pruned, error) {
+	var p Pruned
+	b := s.sb.Select("success", "failed", "killed", "last_instance", "last_state", "last_executor", "last_logical", "last_started", "last_ended").
+		From("task_pruned").Where(sq.Eq{"task_id": task})
+	err := s.query(ctx, s.read, "read pruned summary", b, func(r *sql.Rows) error {
+		var (
+			state                     string
+			logical, started, endedAt int64
+		)
+		if err := r.Scan(&p.Success, &p.Failed, &p.Killed, &p.LastInstance, &state, &p.LastExecutor, &logical, &started, &endedAt); err != nil {
+			return err
+		}
+		p.LastState = State(state)
+		p.LastLogical, p.LastStarted, p.LastEnded = msTime(logical), msTime(started), msTime(endedAt)
+		return nil
+	})
+	if err != nil {
+		return p, fmt.Errorf("store: pruned summary of %s: %w", task, err)
+	}
+	return p, nil
+}
+
+func msTime(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
