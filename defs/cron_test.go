@@ -178,6 +178,12 @@ func TestCronDays(t *testing.T) {
 			[]string{"2026-05-29T00:00:00Z"}},
 		{"? in day of month with a named day of week", "UTC", "0 0 12 ? * MON-FRI", "2026-01-02T12:00:00Z",
 			[]string{"2026-01-05T12:00:00Z"}},
+		{"New York past the zone table, last day of a leap year", "America/New_York", "*/5 * * * *", "2040-12-30T18:55:00-05:00",
+			[]string{"2040-12-30T19:00:00-05:00", "2040-12-30T19:05:00-05:00"}},
+		{"New York past the zone table, into the new year", "America/New_York", "0 */6 * * *", "2040-12-31T12:00:00-05:00",
+			[]string{"2040-12-31T18:00:00-05:00", "2041-01-01T00:00:00-05:00"}},
+		{"New York DST in 2090", "America/New_York", "30 2 * * *", "2090-03-11T12:00:00-05:00",
+			[]string{"2090-03-12T03:00:00-04:00"}},
 		{"year 9999 edge: far future", "UTC", "0 0 1 1 *", "9998-06-01T00:00:00Z",
 			[]string{"9999-01-01T00:00:00Z"}},
 	})
@@ -191,6 +197,8 @@ func TestCronRefused(t *testing.T) {
 	}{
 		{"0 0 12 ? * 2-6", []string{"day-of-week", "Quartz", "Sunday is 1", "MON-FRI"}},
 		{"0 0 12 ? * 1,7", []string{"day-of-week", "SUN,SAT"}},
+		{"0 0 12 ? * 2#1", []string{"day-of-week", "MON#1"}},
+		{"0 0 12 ? * 0-4", []string{"day-of-week", "SUN-THU"}},
 		{"0 0 12 * * ? 2026", []string{"year field"}},
 		{"H 2 * * *", []string{"minute", "H (a hashed value"}},
 		{"0 24 * * *", []string{"hour", "hour 24 does not exist", "0 for midnight"}},
@@ -205,7 +213,8 @@ func TestCronRefused(t *testing.T) {
 		{"0 0 L 2 W", []string{"day-of-week"}},
 		{"0 0 0 * *", []string{"day-of-month", "out of range"}},
 		{"*/0 * * * *", []string{"minute", "step"}},
-		{"0,,5 * * * *", []string{"minute", "empty list item"}},
+		{", * * * *", []string{"minute", "has no value"}},
+		{"0 0 , * ?", []string{"day-of-month", "has no value"}},
 	} {
 		_, err := ParseSchedule(tc.spec, time.UTC, time.Time{})
 		if err == nil {
@@ -235,7 +244,7 @@ func TestCronStillAccepted(t *testing.T) {
 	t.Parallel()
 	for _, spec := range []string{"0 2 * * *", "*/5 * * * *", "0 0 * * MON-FRI", "0 0 1,15 * *", "5/10 * * * *", "0 0 ? * *",
 		"0 0 12 ? * MON", "30 0 12 * * *", "@daily", "@hourly", "@weekly", "@monthly", "@yearly", "@annually", "@midnight",
-		"@every 1s", "@every 1h30m", "0 0 * jan,jul sun", "0 0 12 1-31/2 * *", "  0  2 * *  * "} {
+		"@every 1s", "@every 1h30m", "0 0 * jan,jul sun", "0 0 12 1-31/2 * *", "  0  2 * *  * ", "0,,5 1, * * 1,", "0 0 1 * ,"} {
 		if _, err := ParseSchedule(spec, time.UTC, time.Time{}); err != nil {
 			t.Errorf("ParseSchedule(%q): %v", spec, err)
 		}
@@ -272,5 +281,36 @@ func TestScheduleNote(t *testing.T) {
 		if got := s.Note(prev, at); got != tc.want {
 			t.Errorf("%q in %s, fire %s after %s: note %q, want %q", tc.spec, tc.zone, tc.at, tc.prev, got, tc.want)
 		}
+	}
+}
+
+// TestNextAllocationFree: Next is pure arithmetic on the zone's data; it
+// allocates nothing, for wildcard and fixed schedules, in and out of DST.
+func TestNextAllocationFree(t *testing.T) {
+	for _, tc := range []struct{ zone, spec, from string }{
+		{"UTC", "*/5 * * * *", "2026-12-01T00:00:00Z"},
+		{"America/New_York", "*/5 * * * *", "2026-11-01T01:50:00-04:00"},
+		{"America/New_York", "30 2 * * *", "2026-03-07T12:00:00-05:00"},
+		{"America/New_York", "30 1 * * *", "2026-11-01T01:10:00-05:00"},
+		{"Europe/Berlin", "0 0 L * FRI-MON", "2026-01-01T00:00:00+01:00"},
+	} {
+		loc := mustLoc(t, tc.zone)
+		from, _ := time.Parse(time.RFC3339, tc.from)
+		s, err := ParseSchedule(tc.spec, loc, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _ = s.Next(from) }); n != 0 {
+			t.Errorf("%q in %s: Next allocates %.1f times", tc.spec, tc.zone, n)
+		}
+	}
+}
+
+func BenchmarkNext(b *testing.B) {
+	loc, _ := time.LoadLocation("America/New_York")
+	s, _ := ParseSchedule("*/5 * * * *", loc, time.Time{})
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, loc)
+	for b.Loop() {
+		at = s.Next(at)
 	}
 }

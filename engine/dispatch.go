@@ -609,6 +609,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 		if o.res.Executor != "" {
 			p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
+			p.Action.Detail += " on " + o.res.Executor
 		}
 		switch {
 		case a.interrupted && o.res.Status != runner.StatusSuccess:

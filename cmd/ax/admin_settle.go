@@ -99,7 +99,7 @@ func (a *admin) taskTrigger(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.triggerOp(r, t.ID(), a.g.Pipeline(t.Pipeline), true)
+	return a.triggerOp(r, t.ID(), a.graph().Pipeline(t.Pipeline), true)
 }
 
 func (a *admin) pipelineTrigger(r *http.Request) (any, error) {
@@ -165,7 +165,7 @@ func (a *admin) taskMark(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.markOp(r, engine.Op{Target: t.ID()}, a.g.Pipeline(t.Pipeline).Location)
+	return a.markOp(r, engine.Op{Target: t.ID()}, a.graph().Pipeline(t.Pipeline).Location)
 }
 
 func (a *admin) instanceMark(r *http.Request) (any, error) {
