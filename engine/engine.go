@@ -437,6 +437,8 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			}
 		case errors.Is(err, store.ErrUnavailable):
 			e.log.Warn("lease_unavailable", "err", err)
+		case ctx.Err() != nil:
+			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:
 			return store.Lease{}, fmt.Errorf("engine: take the scheduler lease: %w", err)
 		}
