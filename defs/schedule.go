@@ -97,6 +97,9 @@ func ParseSchedule(spec string, loc *time.Location, now time.Time) (*Schedule, e
 		return nil, fmt.Errorf("cannot parse %q: %w", spec, err)
 	}
 	if _, ok := c.nextWall(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()); !ok {
+		if c.empty != nil {
+			return nil, fmt.Errorf("cannot parse %q: %w", spec, c.empty)
+		}
 		return nil, cronErr("", spec, "%q can never fire (no such date, e.g. Feb 30): fix the day or month", spec)
 	}
 	return &Schedule{spec: spec, loc: loc, cron: c}, nil

@@ -30,12 +30,22 @@ type admin struct {
 	st        *store.Store
 	g         *dag.Graph
 	eng       *engine.Engine // nil: no scheduler in this process (reads only)
+	reload    *reloader      // nil: the pipelines are never reloaded
 	gather    prometheus.Gatherer
 	token     string // AX_ADMIN_TOKEN: required on writes (and reads unless openReads) when set
 	openReads bool
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
 	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
+}
+
+// graph returns the pipelines in force: the engine's, which a reload
+// replaces, or the ones given.
+func (a *admin) graph() *dag.Graph {
+	if a.eng != nil {
+		return a.eng.Graph()
+	}
+	return a.g
 }
 
 // maxBody bounds every request body the admin API reads.
@@ -95,6 +105,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
 		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
+		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) and the fingerprints of the pipelines in force, for `ax diff`", (*admin).reloadStatus},
 		{"GET", "/api/v1/backfills", false, "backfills, newest first", (*admin).backfills},
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"dry_run\"}`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
@@ -354,11 +365,11 @@ func pathID(r *http.Request, name string) (int64, error) {
 
 func (a *admin) pipelineOf(r *http.Request) (*defs.Pipeline, error) {
 	name := r.PathValue("pipeline")
-	if p := a.g.Pipeline(name); p != nil {
+	if p := a.graph().Pipeline(name); p != nil {
 		return p, nil
 	}
 	var names []string
-	for _, p := range a.g.Pipelines() {
+	for _, p := range a.graph().Pipelines() {
 		names = append(names, p.Name)
 	}
 	return nil, errf(http.StatusNotFound, "no pipeline %q%s", name, defs.DidYouMean(name, names))

@@ -71,7 +71,7 @@ func scopeOp(kind string, scope store.PauseScope) func(*admin, *http.Request) (a
 			}
 		} else {
 			var groups []string
-			for _, t := range a.g.Order() {
+			for _, t := range a.graph().Order() {
 				if !slices.Contains(groups, t.Group) {
 					groups = append(groups, t.Group)
 				}
@@ -196,7 +196,7 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	if b.Pipeline == "" || b.From == "" || b.To == "" {
 		return nil, errf(http.StatusBadRequest, `give "pipeline", "from" and "to"`)
 	}
-	p := a.g.Pipeline(b.Pipeline)
+	p := a.graph().Pipeline(b.Pipeline)
 	loc := time.UTC
 	if p != nil {
 		loc = p.Location
@@ -209,7 +209,7 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, errf(http.StatusBadRequest, "to: %v", err)
 	}
-	spec, err := engine.PlanBackfill(a.g, engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
+	spec, err := engine.PlanBackfill(a.graph(), engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
 		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure})
 	if err != nil {
 		code := http.StatusBadRequest

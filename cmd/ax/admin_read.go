@@ -125,7 +125,7 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 		Latest   *runView     `json:"latest_run,omitempty"`
 	}
 	out := []item{}
-	for _, p := range a.g.Pipelines() {
+	for _, p := range a.graph().Pipelines() {
 		it := item{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
 		if pp, ok := paused["pipeline/"+p.Name]; ok {
 			it.Paused = &pp
@@ -213,7 +213,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		}
 	}
 	var layers [][]string
-	for _, l := range a.g.Layers(p.Name) {
+	for _, l := range a.graph().Layers(p.Name) {
 		var names []string
 		for _, t := range l {
 			names = append(names, t.Name)
@@ -341,10 +341,10 @@ func (a *admin) instances(r *http.Request) (any, error) {
 	}
 	f := store.InstanceFilter{Pipeline: q.str("pipeline"), TaskID: q.str("task"), RunID: q.int("run", 0, 1, 1<<62), States: q.states("state"),
 		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Limit: int(q.int("limit", 100, 1, 1000))}
-	if f.Pipeline != "" && a.g.Pipeline(f.Pipeline) == nil {
+	if f.Pipeline != "" && a.graph().Pipeline(f.Pipeline) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", f.Pipeline))
 	}
-	if f.TaskID != "" && a.g.Task(f.TaskID) == nil {
+	if f.TaskID != "" && a.graph().Task(f.TaskID) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
 	}
 	if err := q.err(); err != nil {
@@ -365,7 +365,7 @@ func (a *admin) logFilter(r *http.Request, extra ...string) (store.LogFilter, *q
 	}
 	f := store.LogFilter{TaskID: q.str("task"), InstanceID: q.int("instance", 0, 1, 1<<62), AfterID: q.int("after", 0, 1, 1<<62),
 		BeforeID: q.int("before", 0, 1, 1<<62), Newest: q.bool("newest"), Limit: int(q.int("limit", 100, 1, 1000))}
-	if f.TaskID != "" && a.g.Task(f.TaskID) == nil {
+	if f.TaskID != "" && a.graph().Task(f.TaskID) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
 	}
 	return f, q, nil

@@ -111,6 +111,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newExecutorsCmd(),
 		newLimitsCmd(),
 		newExplainCmd(),
+		newDiffCmd(),
 		newLogsCmd(),
 		newPruneCmd(),
 	)

@@ -41,6 +41,7 @@ type serverFlags struct {
 	insecure  bool
 	openReads bool
 	webhook   string
+	watch     time.Duration
 	grace     time.Duration
 	maxRun    int
 	retain    string
@@ -72,6 +73,7 @@ the store's lease.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
 	fl.IntVar(&f.maxRun, "max-running", engine.DefaultMaxRunning(), "local attempts (functions and commands) running at once; the rest wait in the queue in priority order (0: unlimited; ax limits changes it at run time)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
@@ -100,6 +102,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	filesAtStart, _ := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
 	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
 	if err != nil {
 		return usageErr("%v", err)
@@ -148,7 +151,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	defer st.Close()
 	var eng *engine.Engine // set below; executors raise alerts through it
-	execs, err := executors(g, st, alertVia(&eng))
+	// The pipelines in force: the engine's, which a reload replaces.
+	graph := func() *dag.Graph {
+		if eng != nil {
+			return eng.Graph()
+		}
+		return g
+	}
+	execs, err := executorsOf(graph, st, alertVia(&eng))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -175,13 +185,15 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
+	rl := newReloader(f.pipelines, filesAtStart, f.rate, eng, log)
+	go rl.run(ctx, f.watch)
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, self: "http://" + f.listen, token: execToken}
+		api := &executorAPI{st: st, g: g, graphOf: eng.Graph, self: "http://" + f.listen, token: execToken}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
 		api.deliver = web.Deliver
-		adm := &admin{st: st, g: g, eng: eng, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
+		adm := &admin{st: st, g: g, eng: eng, reload: rl, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
 		mux := adm.handler(api)
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
@@ -241,10 +253,17 @@ func dispatchRateForWarnings(rate float64) int {
 
 // executors builds the executors of the stock binary: the example functions,
 // commands, and HTTP tasks routed among the executors registered in st for
-// them (or called at their own URL when none is), each looking its task up in g.
+// them (or called at their own URL when none is), each looking its task up
+// in the pipelines in force.
 func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
+	return executorsOf(func() *dag.Graph { return g }, st, alert)
+}
+
+// executorsOf is executors for pipelines that a reload may replace: graph
+// returns the ones in force.
+func executorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
 	funcs := runner.NewFunctions(func(a runner.Attempt) string {
-		if t := g.Task(a.Pipeline + "." + a.Task); t != nil {
+		if t := graph().Task(a.Pipeline + "." + a.Task); t != nil {
 			return t.Executor.Function
 		}
 		return ""
@@ -253,7 +272,7 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 		return nil, err
 	}
 	commands := runner.NewCommands(func(a runner.Attempt) (runner.CommandSpec, error) {
-		t := g.Task(a.Pipeline + "." + a.Task)
+		t := graph().Task(a.Pipeline + "." + a.Task)
 		if t == nil {
 			return runner.CommandSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
 		}
@@ -262,7 +281,7 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	web := runner.NewRouted(runner.RoutedConfig{Client: client,
 		URL: func(a runner.Attempt) (string, error) {
-			t := g.Task(a.Pipeline + "." + a.Task)
+			t := graph().Task(a.Pipeline + "." + a.Task)
 			if t == nil || t.Executor.URL == "" {
 				return "", fmt.Errorf("task %s.%s has no http executor", a.Pipeline, a.Task)
 			}
