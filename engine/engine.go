@@ -85,7 +85,8 @@ type Engine struct {
 	paused        map[string]store.Pause // "scope/name"
 	runningByTask map[string]int
 	runKind       map[int64]store.RunKind
-	tripped       *bucket.Bucket // per-task buckets of tasks whose breaker is open
+	runParams     map[int64]map[string]any // the --param values of manual runs that have some
+	tripped       *bucket.Bucket           // per-task buckets of tasks whose breaker is open
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
@@ -155,7 +156,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{},
+		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
@@ -436,6 +437,8 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			}
 		case errors.Is(err, store.ErrUnavailable):
 			e.log.Warn("lease_unavailable", "err", err)
+		case ctx.Err() != nil:
+			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:
 			return store.Lease{}, fmt.Errorf("engine: take the scheduler lease: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
@@ -446,17 +447,27 @@ func (a *admin) limits(r *http.Request) (any, error) {
 type backfillView struct {
 	store.Backfill
 	Spec      json.RawMessage `json:"spec"`
-	Instances struct {
-		Ended int `json:"ended"`
-		Total int `json:"total"`
-	} `json:"instances"`
+	Instances store.Progress  `json:"instances"`
 }
 
 func (a *admin) viewBackfill(ctx context.Context, b store.Backfill) (backfillView, error) {
 	v := backfillView{Backfill: b, Spec: json.RawMessage(b.Spec)}
 	var err error
-	v.Instances.Ended, v.Instances.Total, err = a.st.BackfillProgress(ctx, b.ID)
+	v.Instances, err = a.st.BackfillProgress(ctx, b.ID, manualTasks(a.graph(), b.Pipeline))
 	return v, err
+}
+
+// manualTasks lists the manual gates of a pipeline, for progress counts.
+func manualTasks(g *dag.Graph, pipeline string) []string {
+	var out []string
+	if p := g.Pipeline(pipeline); p != nil {
+		for _, t := range p.Tasks {
+			if t.Manual {
+				out = append(out, t.ID())
+			}
+		}
+	}
+	return out
 }
 
 func (a *admin) backfills(r *http.Request) (any, error) {

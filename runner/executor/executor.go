@@ -157,13 +157,14 @@ func (x *Executor) Tasks() []string {
 // maxDispatch bounds a dispatch body.
 const maxDispatch = 1 << 20
 
-// Handler serves POST /dispatch, POST /kill and GET /healthz. With
+// Handler serves POST /dispatch, POST /kill, POST /status and GET /healthz. With
 // Config.Token set, dispatches and kills must carry it (the scheduler sends
 // its AX_EXECUTOR_TOKEN): nobody else can make this executor run a task.
 func (x *Executor) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dispatch", x.fromScheduler(x.serveDispatch))
 	mux.HandleFunc("POST /kill", x.fromScheduler(x.serveKill))
+	mux.HandleFunc("POST /status", x.fromScheduler(x.serveStatus))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
 }
@@ -484,4 +485,40 @@ func newBoot() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b)
+}
+
+// maxStatusTickets bounds the tickets of one status query.
+const maxStatusTickets = 10000
+
+// serveStatus answers a scheduler that took over and asks about the tickets
+// it inherited (R43), from the ticket cache: done (with the result),
+// running, or unknown (never started here, or forgotten after its TTL).
+func (x *Executor) serveStatus(w http.ResponseWriter, r *http.Request) {
+	var q runner.StatusQuery
+	if err := runner.DecodeStrict(r, &q, maxDispatch); err != nil || len(q.Tickets) == 0 {
+		refuse(w, http.StatusBadRequest, "malformed status query: want {\"tickets\": [\"…\"]}")
+		return
+	}
+	if len(q.Tickets) > maxStatusTickets {
+		refuse(w, http.StatusRequestEntityTooLarge, "status query for %d tickets: at most %d at once", len(q.Tickets), maxStatusTickets)
+		return
+	}
+	ans := runner.StatusAnswer{Boot: x.boot, Tickets: make(map[string]runner.TicketStatus, len(q.Tickets))}
+	x.mu.Lock()
+	for _, t := range q.Tickets {
+		j := x.tickets[t]
+		if j == nil {
+			ans.Tickets[t] = runner.TicketStatus{State: runner.TicketUnknown}
+			continue
+		}
+		select {
+		case <-j.done:
+			rep := j.report
+			ans.Tickets[t] = runner.TicketStatus{State: runner.TicketDone, Result: &rep}
+		default:
+			ans.Tickets[t] = runner.TicketStatus{State: runner.TicketRunning}
+		}
+	}
+	x.mu.Unlock()
+	writeJSON(w, http.StatusOK, ans)
 }
