@@ -56,6 +56,7 @@ type attempt struct {
 type outcome struct {
 	instance int64
 	res      runner.Result
+	resolve  string // when set: what executors answered about an inherited ticket (orphan.go), not a result
 }
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
@@ -104,6 +105,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: reconcile running instances: %w", err)
 	}
+	clear(e.watch.asking) // a previous term's questions are not answered in this one
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
@@ -515,7 +517,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 	}
 	t := a.task.def
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
-		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params,
+		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: e.paramsOf(a.runID, t.Params),
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
@@ -583,6 +585,12 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	)
 	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
 	for _, o := range batch {
+		if o.resolve != "" {
+			if err := e.resolved(ctx, o, now); err != nil {
+				return err
+			}
+			continue
+		}
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
 			for id, a := range e.running {
 				if a.ticket == o.res.Ticket {
@@ -609,6 +617,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 		if o.res.Executor != "" {
 			p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
+			p.Action.Detail += " on " + o.res.Executor
 		}
 		switch {
 		case a.interrupted && o.res.Status != runner.StatusSuccess:

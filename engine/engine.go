@@ -85,7 +85,8 @@ type Engine struct {
 	paused        map[string]store.Pause // "scope/name"
 	runningByTask map[string]int
 	runKind       map[int64]store.RunKind
-	tripped       *bucket.Bucket // per-task buckets of tasks whose breaker is open
+	runParams     map[int64]map[string]any // the --param values of manual runs that have some
+	tripped       *bucket.Bucket           // per-task buckets of tasks whose breaker is open
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
@@ -111,6 +112,17 @@ type Engine struct {
 	// (R44): conditioned on the epoch it holds. Read by Alert from other
 	// goroutines, hence atomic.
 	fence atomic.Pointer[store.Fence]
+
+	// Live reload (reload.go): cur is the graph in force, read by other
+	// goroutines through Graph; next a validated graph waiting to be applied
+	// between two turns of the loop; reloadSig wakes the loop for it.
+	cur       atomic.Pointer[dag.Graph]
+	next      atomic.Pointer[dag.Graph]
+	reloadSig chan struct{}
+	reloadMu  sync.Mutex // one Reload at a time
+
+	sla        slaWatch // owned by the loop (sla.go)
+	prevHolder string   // who held the lease before this term ("": nobody yet)
 }
 
 // w returns the fenced write handle of the current term; before the first
@@ -147,12 +159,38 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
+		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
+		reloadSig: make(chan struct{}, 1)}
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
+	if err := checkExecutors(g, execs); err != nil {
+		return nil, err
+	}
+	tasks, trigs := buildTasks(g)
+	e.setGraph(g, tasks, trigs)
+	return e, nil
+}
+
+// setGraph puts g in force, with its resolved tasks and triggers, and what
+// the loop derives from them. Only the loop calls it (and New).
+func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
+	e.g, e.tasks, e.trigs = g, tasks, trigs
+	e.hasHTTP = hasHTTPTasks(tasks)
+	e.buildNodes()
+	e.limited = nil
+	for _, t := range g.Order() {
+		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
+			e.limited = append(e.limited, ti.id)
+		}
+	}
+	e.cur.Store(g)
+}
+
+// checkExecutors checks that every task of g has an executor, and every
+// function task a registered function.
+func checkExecutors(g *dag.Graph, execs Executors) error {
 	var problems []string
 	for _, t := range g.Order() {
-		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
 		ex := execs[t.Executor.Kind]
 		if ex == nil {
 			problems = append(problems, fmt.Sprintf("task %s: no %s executor is available", t.ID(), t.Executor.Kind))
@@ -162,13 +200,21 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 			problems = append(problems, fmt.Sprintf("task %s: function %q is not registered", t.ID(), t.Executor.Function))
 		}
 	}
-	e.hasHTTP = hasHTTPTasks(e.tasks)
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
+		return fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
-	for _, ti := range e.tasks {
+	return nil
+}
+
+// buildTasks resolves the tasks of g with their neighbours, and its triggers.
+func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
+	tasks := map[string]*taskInfo{}
+	for _, t := range g.Order() {
+		tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
+	}
+	for _, ti := range tasks {
 		for _, u := range g.Upstream(ti.id) {
-			up := e.tasks[u.ID()]
+			up := tasks[u.ID()]
 			if u.Pipeline == ti.def.Pipeline {
 				ti.up = append(ti.up, up)
 				up.down = append(up.down, ti)
@@ -178,16 +224,11 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 			}
 		}
 	}
+	var trigs []*trigger
 	for _, tr := range g.Triggers() {
-		e.trigs = append(e.trigs, newTrigger(tr, g))
+		trigs = append(trigs, newTrigger(tr, g))
 	}
-	e.buildNodes()
-	for _, t := range g.Order() {
-		if ti := e.tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
-			e.limited = append(e.limited, ti.id)
-		}
-	}
-	return e, nil
+	return tasks, trigs
 }
 
 // Stats returns a snapshot of the loop's state. Leader is read live from
@@ -285,14 +326,20 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	}()
 	e.lease.Store(k)
 	e.fence.Store(e.st.Fence(l.Epoch))
+	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
-	e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)})
+	if e.prevHolder != "" && e.prevHolder != e.cfg.Holder {
+		// A change of primary; not the first scheduler on this store, nor a
+		// process taking back the lease it held (by the same --holder name).
+		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, e.prevHolder)})
+	}
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
 	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
 	e.inboxSeen = map[string]bool{}
+	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
@@ -355,6 +402,8 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 			e.turn(ctx, false)
 		case <-e.heldWake.C:
 			e.turn(ctx, false)
+		case <-e.reloadSig: // applied at the start of the turn
+			e.turn(ctx, false)
 		case req := <-e.reqs:
 			now := e.cfg.Now()
 			if req.inspect != nil {
@@ -383,9 +432,14 @@ func (e *Engine) untilNextSecond() time.Duration {
 func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 	logged := false
 	for {
+		prev, perr := e.st.GetLease(ctx, "")
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
 		switch {
 		case err == nil:
+			e.prevHolder = ""
+			if perr == nil {
+				e.prevHolder = prev.Holder
+			}
 			return l, nil
 		case errors.Is(err, store.ErrLeaseHeld) && e.cfg.FailIfHeld:
 			return store.Lease{}, fmt.Errorf("engine: %w", err)
@@ -396,6 +450,8 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			}
 		case errors.Is(err, store.ErrUnavailable):
 			e.log.Warn("lease_unavailable", "err", err)
+		case ctx.Err() != nil:
+			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:
 			return store.Lease{}, fmt.Errorf("engine: take the scheduler lease: %w", err)
 		}
@@ -405,6 +461,9 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			t.Stop()
 			return store.Lease{}, nil
 		case <-t.C:
+		case <-e.reloadSig:
+			t.Stop()
+			e.takeNext()
 		}
 	}
 }
@@ -430,6 +489,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		return
 	}
 	err := func() error {
+		if e.leader(now) {
+			if err := e.applyReload(ctx, now); err != nil {
+				return err
+			}
+		}
 		if topUp && e.leader(now) {
 			if err := e.createWindow(ctx, now); err != nil {
 				return err
@@ -496,6 +560,9 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 			if err := e.driveBackfills(ctx, now, poll); err != nil {
 				return err
 			}
+		}
+		if err := e.checkSLA(ctx, now); err != nil {
+			return err
 		}
 		return e.dispatch(ctx, now)
 	}()
@@ -646,25 +713,7 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 }
 
 func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
-	var pds []store.PipelineDef
-	for _, p := range e.g.Pipelines() {
-		pd := store.PipelineDef{Name: p.Name, File: p.File}
-		pd.Definition, pd.Hash = hashJSON(p)
-		for _, t := range p.Tasks {
-			td := store.TaskDef{ID: t.ID(), Pipeline: p.Name, Name: t.Name, Group: t.Group, Priority: t.Priority}
-			td.Definition, td.Hash = hashJSON(t)
-			pd.Tasks = append(pd.Tasks, td)
-		}
-		pds = append(pds, pd)
-	}
-	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
-	if err != nil {
-		return fmt.Errorf("engine: sync definitions: %w", err)
-	}
-	if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
-		e.log.Info("definitions_synced", "added", res.Added, "changed", res.Changed, "removed", res.Removed)
-	}
-	return nil
+	return e.syncGraph(ctx, e.g, now)
 }
 
 func hashJSON(v any) ([]byte, string) {

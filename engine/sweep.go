@@ -34,6 +34,7 @@ type watch struct {
 	lost    map[string]bool   // executors alerted as lost, until they heartbeat again
 	noExec  map[string]bool   // tasks alerted for no live executor, until one is live
 	refused map[int64]refusal // instances every executor refused, since when
+	asking  map[int64]bool    // inherited instances whose executors are being asked about their ticket
 }
 
 // refusal is an instance that no executor took: its attempt's deadline,
@@ -45,7 +46,7 @@ type refusal struct {
 }
 
 func newWatch() *watch {
-	return &watch{lost: map[string]bool{}, noExec: map[string]bool{}, refused: map[int64]refusal{}}
+	return &watch{lost: map[string]bool{}, noExec: map[string]bool{}, refused: map[int64]refusal{}, asking: map[int64]bool{}}
 }
 
 // sweep excludes executors silent for longer than runner.Silence: it alerts
@@ -96,6 +97,8 @@ func (e *Engine) sweep(ctx context.Context, now time.Time) error {
 		e.Alert(ctx, Alert{Kind: AlertExecutorLost, At: now,
 			Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does (%d running attempt(s) failed over)", x.Address, silent, n)})
 	}
+
+	e.resolveOrphans(exs)
 
 	due := map[string]string{} // task → why it has no executor
 	for _, r := range w.refused {

@@ -21,6 +21,12 @@ import (
 // store before the engine starts.
 func setupRouted(t *testing.T, cfg Config, src string, before func(st *store.Store)) *env {
 	t.Helper()
+	return setupRoutedClient(t, cfg, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, src, before)
+}
+
+// setupRoutedClient is setupRouted with the HTTP client given.
+func setupRoutedClient(t *testing.T, cfg Config, client *http.Client, src string, before func(st *store.Store)) *env {
+	t.Helper()
 	p, errs := defs.Parse("p.yaml", []byte(src), defs.Options{Now: time.Now()})
 	if errs.Err() != nil {
 		t.Fatalf("parse: %v", errs)
@@ -37,7 +43,7 @@ func setupRouted(t *testing.T, cfg Config, src string, before func(st *store.Sto
 	if before != nil {
 		before(st)
 	}
-	web := runner.NewRouted(runner.RoutedConfig{Client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	web := runner.NewRouted(runner.RoutedConfig{Client: client, Now: time.Now,
 		URL: func(a runner.Attempt) (string, error) { return g.Task(a.Pipeline + "." + a.Task).Executor.URL, nil },
 		Registry: func(ctx context.Context, task string) ([]runner.Endpoint, error) {
 			exs, err := st.Executors(ctx, task)

@@ -54,6 +54,31 @@ type Report struct {
 	InstanceID int64 `json:"instance_id,omitempty"`
 }
 
+// StatusQuery is what a scheduler POSTs to an executor's /status: the
+// tickets it inherited in RUNNING and must resolve (R43).
+type StatusQuery struct {
+	Tickets []string `json:"tickets"`
+}
+
+// StatusAnswer is the executor's answer, by ticket, from its ticket cache.
+type StatusAnswer struct {
+	Boot    string                  `json:"boot,omitempty"`
+	Tickets map[string]TicketStatus `json:"tickets"`
+}
+
+// TicketStatus is what an executor knows of one ticket.
+type TicketStatus struct {
+	State  string  `json:"state"`            // TicketDone, TicketRunning or TicketUnknown
+	Result *Report `json:"result,omitempty"` // when done
+}
+
+// Ticket states in a StatusAnswer.
+const (
+	TicketDone    = "done"    // ran here: the result is attached
+	TicketRunning = "running" // runs here now: its result will be delivered
+	TicketUnknown = "unknown" // never started here (or forgotten after its TTL)
+)
+
 // MaxReportOutput bounds the output a report may carry, in bytes (64 KiB,
 // output and log together): an executor keeps the tail of longer output; a
 // report with more is refused.

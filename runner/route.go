@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -182,4 +185,52 @@ func (r *Routed) booted(addr, ticket, boot string) {
 	if _, ok := r.inFlight[addr][ticket]; ok {
 		r.inFlight[addr][ticket] = boot
 	}
+}
+
+// Status asks the executor at address what it knows of tickets (R43): a
+// scheduler that took over resolves the attempts it inherited by asking,
+// rather than by their timeout. An answer that is not a well-formed status
+// for every ticket asked is an error.
+func (r *Routed) Status(ctx context.Context, address string, tickets []string) (StatusAnswer, error) {
+	body, err := json.Marshal(StatusQuery{Tickets: tickets})
+	if err != nil {
+		return StatusAnswer{}, err
+	}
+	url := strings.TrimSuffix(address, "/") + "/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return StatusAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ax-Protocol", fmt.Sprint(ProtocolVersion))
+	r.direct.authorize(req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return StatusAnswer{}, fmt.Errorf("status query to %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return StatusAnswer{}, fmt.Errorf("status answer from %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return StatusAnswer{}, fmt.Errorf("status query to %s: %s: %s", url, resp.Status, firstLine(data))
+	}
+	var ans StatusAnswer
+	if err := json.Unmarshal(data, &ans); err != nil {
+		return StatusAnswer{}, fmt.Errorf("status answer from %s: %v", url, err)
+	}
+	for _, t := range tickets {
+		st, ok := ans.Tickets[t]
+		switch {
+		case !ok:
+			return StatusAnswer{}, fmt.Errorf("status answer from %s: ticket %s missing", url, t)
+		case st.State == TicketDone && (st.Result == nil || st.Result.Ticket != t ||
+			(st.Result.Status != StatusSuccess && st.Result.Status != StatusFailed)):
+			return StatusAnswer{}, fmt.Errorf("status answer from %s: ticket %s done without a well-formed result", url, t)
+		case st.State != TicketDone && st.State != TicketRunning && st.State != TicketUnknown:
+			return StatusAnswer{}, fmt.Errorf("status answer from %s: ticket %s in state %q", url, t, st.State)
+		}
+	}
+	return ans, nil
 }
