@@ -120,9 +120,9 @@
 //	I4         seeds 3, 94, 103, 106 of 200, on    wildcard schedules lose every fire in the  TestSimFallBackWildcard
 //	           their first fall-back day; with     repeated hour of a fall-back day (issue
 //	           the fix reverted: 38, 46, 84, 181   13 item 5; fixed)
-//	I4         with the fix reverted: seeds 11,    @every 1s loses fires to the overlap       TestSimEverySecondNoOverlapSkip
-//	           24, 45, 66, 78 of 100; the          check: an instance claimed ahead counts
-//	           scenario at simulated second 20     as running (issue 13 item 1; fixed)
+//	I4         with the fix reverted: seed 24 of   @every 1s loses fires to the overlap       TestSimEverySecondNoOverlapSkip
+//	           100; the scenario at simulated      check: an instance claimed ahead counts
+//	           second 20                           as running (issue 13 item 1; fixed)
 //	I4         seeds 4, 21, 29, 40, 51, 52, 53 of  a schedule with no run yet when every      TestSimOutageBeforeFirstRun
 //	(misfire)  60, the first time the check ran    scheduler went down loses the fires of
 //	                                               the outage: fire_once runs none (issue 13

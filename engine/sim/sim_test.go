@@ -200,8 +200,8 @@ func TestSimOutageBeforeFirstRun(t *testing.T) {
 // "skipped by overlap policy" while nothing else of it ran: the instance
 // claimed ahead for the next second counted as running (issue 13 item 1,
 // fixed there; the simulator found it again when the fix was reverted
-// locally: this scenario at simulated second 20, the random worlds in 5
-// of the first 100 seeds).
+// locally: this scenario at simulated second 20, the random worlds on
+// seed 24 of the first 100).
 func TestSimEverySecondNoOverlapSkip(t *testing.T) {
 	t.Parallel()
 	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip", tasks: []*genTask{
