@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -40,6 +41,7 @@ type serverFlags struct {
 	holder    string
 	leaseTTL  time.Duration
 	listen    string
+	advertise string
 	insecure  bool
 	openReads bool
 	webhook   string
@@ -73,6 +75,7 @@ the store's lease.`,
 	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
+	fl.StringVar(&f.advertise, "advertise-url", "", "base URL at which executors reach this server (callbacks, registration), such as http://10.0.0.5:8080; required when --listen has no host (0.0.0.0, ::, :8080); default http://LISTEN")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
@@ -120,6 +123,10 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
 	var ln net.Listener
+	self, err := advertiseURL(f.listen, f.advertise)
+	if err != nil {
+		return err
+	}
 	if f.listen != "" {
 		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
 			return err
@@ -190,9 +197,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	rl := newReloader(f.pipelines, filesAtStart, f.rate, eng, log)
 	go rl.run(ctx, f.watch)
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, graphOf: eng.Graph, self: "http://" + f.listen, token: execToken}
+		api := &executorAPI{st: st, g: g, graphOf: eng.Graph, self: self, token: execToken}
 		// Executors report results asynchronously to this API.
-		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
+		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
 		api.deliver = web.Deliver
 		adm := &admin{st: st, g: g, eng: eng, reload: rl, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
@@ -201,7 +208,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		defer stopAPI()
 		apiErr := make(chan error, 1)
 		go func() { apiErr <- serveAPI(apiCtx, ln, mux, f.listen) }()
-		go announcePrimary(apiCtx, st, eng, "http://"+f.listen, log)
+		go announcePrimary(apiCtx, st, eng, self, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
 	log.Info("server_starting", "store", st.String(), "pipelines", len(g.Pipelines()), "tasks", len(g.Order()), "dispatch_rate", f.rate)
@@ -475,4 +482,29 @@ func registryCache(ttl time.Duration, load func(context.Context, string) ([]runn
 		mu.Unlock()
 		return eps, nil
 	}
+}
+
+// advertiseURL returns the base URL executors are given for this server:
+// --advertise-url, or http://LISTEN when --listen names a host. A --listen
+// without one (0.0.0.0:8080, [::]:8080, :8080) is refused without
+// --advertise-url: executors could not call it back.
+func advertiseURL(listen, advertise string) (string, error) {
+	if advertise != "" {
+		u, err := url.Parse(advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return "", usageErr("--advertise-url %q: give the base URL executors reach this server at, such as http://10.0.0.5:8080", advertise)
+		}
+		return strings.TrimSuffix(advertise, "/"), nil
+	}
+	if listen == "" {
+		return "", nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", usageErr("--listen %q: give host:port, such as 127.0.0.1:8080", listen)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return "", usageErr("--listen %s listens on every address, so executors cannot be told where to call back: give --advertise-url, such as --advertise-url http://10.0.0.5:%s", listen, port)
+	}
+	return "http://" + listen, nil
 }

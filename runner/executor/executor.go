@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,12 @@ type Config struct {
 	// Scheduler is the base URL of ax server; empty means no registration
 	// (the pipeline's http: URL points at this executor directly).
 	Scheduler string
+	// Schedulers are more base URLs of ax servers sharing one store (a
+	// primary and its standbys), tried with Scheduler: registrations,
+	// heartbeats and results go to whichever answers, following a server's
+	// "primary": URL answer, and stay with it while it answers. Every
+	// server stores results (R43), so a result never waits for a failover.
+	Schedulers []string
 	// Core workers are always there; default 2 × CPUs. Max is the most
 	// workers; default 2 × Core. Queue is how many dispatches wait for a
 	// worker; default 300 (the article: 200 to 500).
@@ -92,7 +99,9 @@ type Executor struct {
 	tickets map[string]*job // by ticket, until it expires
 	running map[string]*job // by task name: the re-entrancy guard
 	outbox  chan *job
-	boot    string // this process's id, sent with registrations: a new one tells the scheduler the earlier work is gone
+	boot    string   // this process's id, sent with registrations: a new one tells the scheduler the earlier work is gone
+	scheds  []string // Scheduler and Schedulers, without trailing slashes
+	prefer  string   // the scheduler that answered last
 }
 
 type job struct {
@@ -135,12 +144,21 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 		return nil, fmt.Errorf("executor: Queue %d: want at least 1", cfg.Queue)
 	case cfg.Client == nil:
 		return nil, errors.New("executor: Client is required")
-	case cfg.Scheduler != "" && cfg.Address == "":
+	case (cfg.Scheduler != "" || len(cfg.Schedulers) > 0) && cfg.Address == "":
 		return nil, errors.New("executor: Address is required to register with the scheduler")
 	case len(funcs) == 0:
 		return nil, errors.New("executor: no task functions")
 	}
-	x := &Executor{cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
+	var scheds []string
+	for _, u := range append([]string{cfg.Scheduler}, cfg.Schedulers...) {
+		if u = strings.TrimRight(u, "/"); u != "" && !slices.Contains(scheds, u) {
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				return nil, fmt.Errorf("executor: scheduler URL %q: give a base URL such as http://10.0.0.5:8080", u)
+			}
+			scheds = append(scheds, u)
+		}
+	}
+	x := &Executor{scheds: scheds, cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
 		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max), boot: newBoot()}
 	return x, nil
 }
@@ -382,7 +400,7 @@ func (x *Executor) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); x.deliver(ctx) }()
 	defer wg.Wait()
-	if x.cfg.Scheduler == "" {
+	if len(x.scheds) == 0 {
 		<-ctx.Done()
 		return nil
 	}
@@ -402,7 +420,7 @@ func (x *Executor) Run(ctx context.Context) error {
 		if !registered {
 			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks(), "boot": x.boot}
 		}
-		code, err := x.post(ctx, x.cfg.Scheduler+path, body)
+		code, err := x.toScheduler(ctx, path, body)
 		switch {
 		case err != nil || code/100 == 5:
 			x.log.Warn("scheduler_unreachable", "path", path, "code", code, "err", err)
@@ -437,6 +455,11 @@ func (x *Executor) deliver(ctx context.Context) {
 		wait := 100 * time.Millisecond
 		for {
 			code, err := x.post(ctx, j.d.Callback, j.report)
+			if (err != nil || code/100 == 5) && len(x.scheds) > 0 {
+				// The server that dispatched it is gone or cannot store it: any
+				// other server stores it for the primary.
+				code, err = x.toScheduler(ctx, "/api/v1/results", j.report)
+			}
 			if err == nil && code/100 == 2 {
 				break
 			}
@@ -457,27 +480,83 @@ func (x *Executor) deliver(ctx context.Context) {
 	}
 }
 
+// toScheduler POSTs body to path on the scheduler that answered last, then
+// on the others, following a "primary": URL in an answer, until one answers
+// with less than 500. It returns the last answer's code, or the last error.
+func (x *Executor) toScheduler(ctx context.Context, path string, body any) (int, error) {
+	x.mu.Lock()
+	queue := slices.Clone(x.scheds)
+	if x.prefer != "" {
+		queue = append([]string{x.prefer}, queue...)
+	}
+	x.mu.Unlock()
+	tried := map[string]bool{}
+	code, err := 0, error(nil)
+	for len(queue) > 0 {
+		base := queue[0]
+		queue = queue[1:]
+		if tried[base] {
+			continue
+		}
+		tried[base] = true
+		var answer []byte
+		code, answer, err = x.postRead(ctx, base+path, body)
+		if err == nil && code/100 != 5 {
+			x.mu.Lock()
+			x.prefer = base
+			x.mu.Unlock()
+			return code, nil
+		}
+		var hint struct {
+			Primary string `json:"primary"`
+		}
+		if json.Unmarshal(answer, &hint) == nil && strings.HasPrefix(hint.Primary, "http") {
+			queue = append([]string{strings.TrimRight(hint.Primary, "/")}, queue...) // a standby's "primary is at …"
+		}
+	}
+	return code, err
+}
+
 func (x *Executor) post(ctx context.Context, url string, body any) (int, error) {
+	code, _, err := x.postRead(ctx, url, body)
+	return code, err
+}
+
+// postRead POSTs body as JSON to url and returns the answer's code and
+// (the first 64 KiB of) its body. The token goes only to scheduler URLs.
+func (x *Executor) postRead(ctx context.Context, url string, body any) (int, []byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Ax-Protocol", fmt.Sprint(runner.ProtocolVersion))
-	if x.cfg.Token != "" && x.cfg.Scheduler != "" && strings.HasPrefix(url, strings.TrimRight(x.cfg.Scheduler, "/")+"/") {
+	if x.cfg.Token != "" && x.isScheduler(url) {
 		req.Header.Set("Authorization", "Bearer "+x.cfg.Token)
 	}
 	resp, err := x.cfg.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, answer, nil
+}
+
+// isScheduler reports whether url is under one of the configured scheduler
+// URLs: only they are sent the token (a dispatch's callback elsewhere, or a
+// "primary" hint, never sees it).
+func (x *Executor) isScheduler(url string) bool {
+	for _, s := range x.scheds {
+		if strings.HasPrefix(url, s+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // newBoot returns a random id for this executor process.
