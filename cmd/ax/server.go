@@ -23,7 +23,6 @@ import (
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/engine/breaker"
-	"github.com/ax-sched/ax/engine/webhook"
 	"github.com/ax-sched/ax/examples/functions"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -46,7 +45,7 @@ type serverFlags struct {
 	brkRatio  float64
 	insecure  bool
 	openReads bool
-	webhook   string
+	webhooks  []string
 	watch     time.Duration
 	grace     time.Duration
 	maxRun    int
@@ -88,7 +87,7 @@ the store's lease.`,
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
-	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
+	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
 	return cmd
 }
 
@@ -111,6 +110,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	var routes []alertRoute // checked before anything starts
+	for _, spec := range f.webhooks {
+		r, err := parseAlertRoute(spec)
+		if err != nil {
+			return usageErr("--alert-webhook %v", err)
+		}
+		routes = append(routes, r)
 	}
 	filesAtStart, _ := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
 	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
@@ -187,16 +194,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &executorCollector{st: st})
 	var sinks []func(engine.Alert)
-	if f.webhook != "" {
-		hook, err := webhook.New(webhook.Config{URL: f.webhook, Logger: log,
-			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}})
+	if len(routes) > 0 {
+		hookCtx, stopHook := context.WithCancel(ctx)
+		defer stopHook()
+		send, err := startAlertRoutes(hookCtx, routes, log)
 		if err != nil {
 			return usageErr("--alert-webhook: %v", err)
 		}
-		hookCtx, stopHook := context.WithCancel(ctx)
-		defer stopHook()
-		go func() { _ = hook.Run(hookCtx) }()
-		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
+		sinks = append(sinks, send)
 	}
 	eng, err = engine.New(engine.Config{Breaker: breaker.Config{Window: f.brkWindow, MinSamples: f.brkMin, Threshold: f.brkRatio}, DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
 		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
