@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/examples/functions"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -39,6 +42,9 @@ type serverFlags struct {
 	leaseTTL  time.Duration
 	listen    string
 	advertise string
+	brkWindow time.Duration
+	brkMin    int
+	brkRatio  float64
 	insecure  bool
 	openReads bool
 	webhooks  []string
@@ -70,6 +76,9 @@ the store's lease.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
+	fl.DurationVar(&f.brkWindow, "breaker-window", 5*time.Minute, "circuit breaker: the sliding window of outcomes judged, for tasks whose file sets no breaker window")
+	fl.IntVar(&f.brkMin, "breaker-min-outcomes", 10, "circuit breaker: outcomes judged at least (fewer in the window: the last N), for tasks whose file sets none")
+	fl.Float64Var(&f.brkRatio, "breaker-ratio", 0.5, "circuit breaker: failure ratio above which a task's dispatch rate drops to a tenth, for tasks whose file sets none")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.StringVar(&f.advertise, "advertise-url", "", "base URL at which executors reach this server (callbacks, registration), such as http://10.0.0.5:8080; required when --listen has no host (0.0.0.0, ::, :8080); default http://LISTEN")
@@ -151,6 +160,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
 	}
+	switch {
+	case f.brkWindow < 10*time.Second:
+		return usageErr("--breaker-window %s: use at least 10s (outcomes are counted in 10-second buckets)", f.brkWindow)
+	case f.brkMin < 1 || f.brkMin > 10000:
+		return usageErr("--breaker-min-outcomes %d: use 1 to 10000", f.brkMin)
+	case !(f.brkRatio > 0 && f.brkRatio < 1):
+		return usageErr("--breaker-ratio %v: use a failure ratio above 0 and below 1, such as 0.5", f.brkRatio)
+	}
 	retain, err := parseRetain(f.retain)
 	if err != nil {
 		return usageErr("--retain %v", err)
@@ -188,7 +205,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		sinks = append(sinks, send)
 	}
-	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
+	eng, err = engine.New(engine.Config{Breaker: breaker.Config{Window: f.brkWindow, MinSamples: f.brkMin, Threshold: f.brkRatio}, DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
 		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
@@ -375,6 +392,16 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		}
 		names = only
 	}
+	gates := map[string]bool{}
+	for _, t := range tasks {
+		var d struct {
+			Manual bool `json:"manual"`
+		}
+		if json.Unmarshal(t.Definition, &d) == nil && d.Manual {
+			gates[t.ID] = true
+		}
+	}
+	manual := func(task string) bool { return gates[task] }
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
 		runs, err := st.Runs(ctx, p, 1000)
@@ -387,7 +414,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 			if err != nil {
 				return err
 			}
-			views = append(views, summarize(r, insts))
+			views = append(views, summarize(r, insts, manual))
 		}
 		writeRuns(&b, views, limit)
 	}
@@ -410,12 +437,41 @@ func writeRuns(b *strings.Builder, runs []runView, limit int) {
 			}
 		}
 		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+		writeWaits(b, r)
 		if shown++; shown >= limit {
 			break
 		}
 	}
 	if shown == 0 {
 		b.WriteString("  no runs yet\n")
+	}
+}
+
+// writeWaits says, for a run that is not over, why: each waiting instance
+// and what it waits on, gates awaiting approval first.
+func writeWaits(b *strings.Builder, r runView) {
+	if r.Over || len(r.Waiting) == 0 {
+		return
+	}
+	tasks := make([]string, 0, len(r.Waiting))
+	for t := range r.Waiting {
+		tasks = append(tasks, t)
+	}
+	slices.SortFunc(tasks, func(x, y string) int {
+		gx, gy := slices.Contains(r.Awaiting, x), slices.Contains(r.Awaiting, y)
+		switch {
+		case gx && !gy:
+			return -1
+		case gy && !gx:
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
+	for _, t := range tasks {
+		fmt.Fprintf(b, "      %s: %s\n", t, r.Waiting[t])
+	}
+	if len(r.Awaiting) > 0 {
+		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], r.LogicalTime.UTC().Format(time.RFC3339))
 	}
 }
 
