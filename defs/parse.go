@@ -34,7 +34,7 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 // Keys of each mapping of the format, in the order they are documented.
 var (
 	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "retry", "misfire", "overlap", "function", "http", "command", "params"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "misfire", "overlap", "function", "http", "command", "params"}
 	retryKeys    = []string{"count", "interval"}
 	// noDefault are task keys that make no sense as a default of every task.
 	noDefault = map[string]string{
@@ -323,6 +323,7 @@ type rawTask struct {
 	maxRun    *int
 	timeout   *time.Duration
 	waitLimit *time.Duration
+	sla       *time.Duration
 	retryN    *int
 	retryIv   *time.Duration
 	misfire   *Misfire
@@ -552,6 +553,14 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 					rt.waitLimit = &d
 				}
 			}
+		case "sla":
+			if d, ok := p.duration(v, label, "sla"); ok {
+				if d < time.Second {
+					p.errorf(v, label, "sla %q is too short: use at least \"1s\" (how long after its logical time an instance should have succeeded)", v.Value)
+				} else {
+					rt.sla = &d
+				}
+			}
 		case "retry":
 			p.retry(v, label, &rt)
 		case "misfire":
@@ -665,6 +674,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		MaxRunning:  pick(rt.maxRun, def.maxRun, 0),
 		Timeout:     pick(rt.timeout, def.timeout, DefaultTimeout),
 		WaitTimeout: pick(rt.waitLimit, def.waitLimit, 0),
+		SLA:         pick(rt.sla, def.sla, 0),
 		Retry: Retry{
 			Count:    pick(rt.retryN, def.retryN, DefaultRetryCount),
 			Interval: pick(rt.retryIv, def.retryIv, DefaultRetryInterval),

@@ -102,13 +102,16 @@ type Task struct {
 	// for its upstreams before it fails ("upstream P.T not done after D");
 	// zero means unset: no limit for same-pipeline upstreams and
 	// DefaultCrossWait while a cross-pipeline one is pending.
-	WaitTimeout time.Duration  `json:"wait_timeout,omitempty"`
-	Retry       Retry          `json:"retry"`
-	Misfire     Misfire        `json:"misfire"`
-	Overlap     Overlap        `json:"overlap"`
-	Executor    Executor       `json:"executor"`
-	Params      map[string]any `json:"params,omitempty"`
-	Pos         Pos            `json:"-"`
+	WaitTimeout time.Duration `json:"wait_timeout,omitempty"`
+	// SLA: how long after its logical time an instance should have
+	// succeeded; past it an sla_missed alert is raised once. Zero: none.
+	SLA      time.Duration  `json:"sla,omitempty"`
+	Retry    Retry          `json:"retry"`
+	Misfire  Misfire        `json:"misfire"`
+	Overlap  Overlap        `json:"overlap"`
+	Executor Executor       `json:"executor"`
+	Params   map[string]any `json:"params,omitempty"`
+	Pos      Pos            `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.
