@@ -40,12 +40,12 @@ func newTaskMetrics(reg prometheus.Registerer, withTask bool) *taskMetrics {
 		duration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "ax_task_duration_seconds",
 			Help: "Duration of attempts, from start to the result recorded, by pipeline and task.", Buckets: durationBuckets}, labels),
 		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{Name: "ax_task_queue_wait_seconds",
-			Help: "Time from an instance's fire time (or retry time) to the start of its attempt, by pipeline and task: the rate limit, pools and the queue.",
+			Help:    "Time from an instance's fire time (or retry time) to the start of its attempt, by pipeline and task: the rate limit, pools and the queue.",
 			Buckets: latencyBuckets}, labels),
 		outcomes: f.NewCounterVec(prometheus.CounterOpts{Name: "ax_task_outcomes_total",
 			Help: "Attempt outcomes by pipeline, task and outcome (success, failed, timeout, killed, refused)."}, append(labels, "outcome")),
 		delay: f.NewHistogramVec(prometheus.HistogramOpts{Name: "ax_dispatch_delay_seconds",
-			Help: "Time from fire time to start for what is not a live schedule fire, by kind: catchup (a fire missed while no scheduler ran), retry, manual, backfill. Live fires are in ax_dispatch_latency_seconds.",
+			Help:    "Time from fire time to start for what is not a live schedule fire, by kind: catchup (a fire missed while no scheduler ran), retry, manual, backfill. Live fires are in ax_dispatch_latency_seconds.",
 			Buckets: delayBuckets}, []string{"kind"}),
 	}
 }
