@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -377,6 +379,16 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		}
 		names = only
 	}
+	gates := map[string]bool{}
+	for _, t := range tasks {
+		var d struct {
+			Manual bool `json:"manual"`
+		}
+		if json.Unmarshal(t.Definition, &d) == nil && d.Manual {
+			gates[t.ID] = true
+		}
+	}
+	manual := func(task string) bool { return gates[task] }
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
 		runs, err := st.Runs(ctx, p, 1000)
@@ -389,7 +401,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 			if err != nil {
 				return err
 			}
-			views = append(views, summarize(r, insts))
+			views = append(views, summarize(r, insts, manual))
 		}
 		writeRuns(&b, views, limit)
 	}
@@ -412,12 +424,41 @@ func writeRuns(b *strings.Builder, runs []runView, limit int) {
 			}
 		}
 		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+		writeWaits(b, r)
 		if shown++; shown >= limit {
 			break
 		}
 	}
 	if shown == 0 {
 		b.WriteString("  no runs yet\n")
+	}
+}
+
+// writeWaits says, for a run that is not over, why: each waiting instance
+// and what it waits on, gates awaiting approval first.
+func writeWaits(b *strings.Builder, r runView) {
+	if r.Over || len(r.Waiting) == 0 {
+		return
+	}
+	tasks := make([]string, 0, len(r.Waiting))
+	for t := range r.Waiting {
+		tasks = append(tasks, t)
+	}
+	slices.SortFunc(tasks, func(x, y string) int {
+		gx, gy := slices.Contains(r.Awaiting, x), slices.Contains(r.Awaiting, y)
+		switch {
+		case gx && !gy:
+			return -1
+		case gy && !gx:
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
+	for _, t := range tasks {
+		fmt.Fprintf(b, "      %s: %s\n", t, r.Waiting[t])
+	}
+	if len(r.Awaiting) > 0 {
+		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], r.LogicalTime.UTC().Format(time.RFC3339))
 	}
 }
 
