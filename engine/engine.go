@@ -179,6 +179,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
 	e.g, e.tasks, e.trigs = g, tasks, trigs
 	e.hasHTTP = hasHTTPTasks(tasks)
+	e.tuneBreakers(g)
 	e.buildNodes()
 	e.limited = nil
 	for _, t := range g.Order() {
