@@ -68,6 +68,18 @@ type Retry struct {
 	Interval time.Duration `json:"interval"`
 }
 
+// Breaker tunes a task's circuit breaker (R45); a zero field takes the
+// server's setting (--breaker-window, --breaker-min-outcomes, --breaker-ratio).
+type Breaker struct {
+	// Window is the sliding window of outcomes judged (default 5m).
+	Window time.Duration `json:"window,omitempty"`
+	// MinOutcomes is how many outcomes are judged at least: fewer in the
+	// window and the last MinOutcomes are judged instead (default 10).
+	MinOutcomes int `json:"min_outcomes,omitempty"`
+	// Ratio is the failure ratio above which the breaker opens (default 0.5).
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
 // Dep is one entry of depends_on: a task of the same pipeline (Pipeline == "")
 // or of another one, written `other_pipeline.task`.
 type Dep struct {
@@ -107,6 +119,7 @@ type Task struct {
 	// succeeded; past it an sla_missed alert is raised once. Zero: none.
 	SLA      time.Duration  `json:"sla,omitempty"`
 	Retry    Retry          `json:"retry"`
+	Breaker  Breaker        `json:"breaker,omitzero"`
 	Misfire  Misfire        `json:"misfire"`
 	Overlap  Overlap        `json:"overlap"`
 	Executor Executor       `json:"executor"`

@@ -24,6 +24,7 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/examples/functions"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -32,23 +33,27 @@ import (
 // serverFlags are the flags of ax server (and, later, of the standalone
 // commands that run the same engine).
 type serverFlags struct {
-	store     string
-	pipelines []string
-	rate      float64
-	logLevel  string
-	logFormat string
-	holder    string
-	leaseTTL  time.Duration
-	listen    string
-	advertise string
-	insecure  bool
-	openReads bool
-	webhooks  []string
-	watch     time.Duration
-	grace     time.Duration
-	maxRun    int
-	retain    string
-	logMax    string
+	store      string
+	pipelines  []string
+	rate       float64
+	logLevel   string
+	logFormat  string
+	holder     string
+	leaseTTL   time.Duration
+	listen     string
+	advertise  string
+	brkWindow  time.Duration
+	brkMin     int
+	brkRatio   float64
+	insecure   bool
+	openReads  bool
+	webhooks   []string
+	watch      time.Duration
+	taskLabels bool
+	grace      time.Duration
+	maxRun     int
+	retain     string
+	logMax     string
 }
 
 func newServerCmd() *cobra.Command {
@@ -72,11 +77,15 @@ the store's lease.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
+	fl.DurationVar(&f.brkWindow, "breaker-window", 5*time.Minute, "circuit breaker: the sliding window of outcomes judged, for tasks whose file sets no breaker window")
+	fl.IntVar(&f.brkMin, "breaker-min-outcomes", 10, "circuit breaker: outcomes judged at least (fewer in the window: the last N), for tasks whose file sets none")
+	fl.Float64Var(&f.brkRatio, "breaker-ratio", 0.5, "circuit breaker: failure ratio above which a task's dispatch rate drops to a tenth, for tasks whose file sets none")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.StringVar(&f.advertise, "advertise-url", "", "base URL at which executors reach this server (callbacks, registration), such as http://10.0.0.5:8080; required when --listen has no host (0.0.0.0, ::, :8080); default http://LISTEN")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.BoolVar(&f.taskLabels, "metrics-task-labels", true, "label the per-task metrics (ax_task_*) by task as well as pipeline; false keeps the pipeline only, for very many tasks")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
 	fl.IntVar(&f.maxRun, "max-running", engine.DefaultMaxRunning(), "local attempts (functions and commands) running at once; the rest wait in the queue in priority order (0: unlimited; ax limits changes it at run time)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
@@ -153,6 +162,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
 	}
+	switch {
+	case f.brkWindow < 10*time.Second:
+		return usageErr("--breaker-window %s: use at least 10s (outcomes are counted in 10-second buckets)", f.brkWindow)
+	case f.brkMin < 1 || f.brkMin > 10000:
+		return usageErr("--breaker-min-outcomes %d: use 1 to 10000", f.brkMin)
+	case !(f.brkRatio > 0 && f.brkRatio < 1):
+		return usageErr("--breaker-ratio %v: use a failure ratio above 0 and below 1, such as 0.5", f.brkRatio)
+	}
 	retain, err := parseRetain(f.retain)
 	if err != nil {
 		return usageErr("--retain %v", err)
@@ -190,8 +207,8 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		sinks = append(sinks, send)
 	}
-	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
+	eng, err = engine.New(engine.Config{Breaker: breaker.Config{Window: f.brkWindow, MinSamples: f.brkMin, Threshold: f.brkRatio}, DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
+		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, NoTaskLabels: !f.taskLabels, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
