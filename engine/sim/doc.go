@@ -84,7 +84,8 @@
 //	I6 history replays to state: each instance's history rows start with
 //	   its creation in WAITING or SCHEDULED, continue one another, follow
 //	   the state table (store.CanTransition), and end in the instance's
-//	   state at a version equal to their number.
+//	   state, at a version no lower than their number (an approval bumps
+//	   the version without a transition).
 //	I7 no fenced write lands: lease epochs in the history never go back, so
 //	   no engine wrote after a newer epoch took over.
 //	I8 bad verbs change nothing: each bad operator request is refused with
@@ -120,7 +121,7 @@
 //	                                               item 4)
 //	I3         seeds 110, 154, 181 of 200; the     an operator's trigger of a manual task     TestSimGateWaitsForUpstream
 //	           first trigger of a gate whose       starts it before its upstream succeeded
-//	           upstream runs                       (issue 14 item 1)
+//	           upstream runs                       (issue 14 item 1; fixed)
 //	I4         seeds 3, 94, 103, 106 of 200, on    wildcard schedules lose every fire in the  TestSimFallBackWildcard
 //	           their first fall-back day; with     repeated hour of a fall-back day (issue
 //	           the fix reverted: 38, 46, 84, 181   13 item 5; fixed)
