@@ -307,7 +307,11 @@ func executorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 		if t == nil {
 			return runner.CommandSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
 		}
-		return runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}, nil
+		spec := runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}
+		if tr := graph().TriggerOf(t.ID()); tr != nil {
+			spec.Schedule = tr.Schedule
+		}
+		return spec, nil
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	web := runner.NewRouted(runner.RoutedConfig{Client: client,
