@@ -21,7 +21,7 @@ timezone: Asia/Shanghai
 schedule: "0 0 1 1 *"
 tasks:
   - {name: sync, function: noop}
-  - {name: clean, depends_on: [sync], command: ["sh", "-c", "test '{{ .Params.ok }}' = yes"]}
+  - {name: clean, depends_on: [sync], params: {ok: "no"}, command: ["sh", "-c", "test '{{ .Params.ok }}' = yes"]}
 `
 
 // TestConsolePagesInBrowser drives the grid, run, task and operations pages
