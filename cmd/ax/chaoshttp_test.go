@@ -192,4 +192,3 @@ func duplicates(t *testing.T, record string) (dups, runs int) {
 	}
 	return dups, len(seen)
 }
-
