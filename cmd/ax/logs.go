@@ -270,8 +270,15 @@ followed live and the command ends when the attempt ends.`,
 			if run != 0 && instance != 0 {
 				return usageErr("--run and --instance name the instance twice: give one")
 			}
-			if attempt < 0 {
-				return usageErr("--attempt %d: give an attempt number from 1", attempt)
+			// The flags' zero value means "not given": 0 given by hand is no
+			// run, instance or attempt, and is refused like a negative one.
+			for _, c := range []struct {
+				name, what string
+				v          int64
+			}{{"run", "a run number", run}, {"instance", "an instance id", instance}, {"attempt", "an attempt number", int64(attempt)}} {
+				if cmd.Flags().Changed(c.name) && c.v < 1 {
+					return usageErr("--%s %d: give %s from 1", c.name, c.v, c.what)
+				}
 			}
 			return logsAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0], run, instance, attempt, follow)
 		},

@@ -371,3 +371,30 @@ func TestCrashKeepsTheOutputWritten(t *testing.T) {
 		}
 	}
 }
+
+// --run 0, --instance 0 and --attempt 0 name nothing: they are refused as
+// usage errors before any request, like --attempt -1, instead of silently
+// meaning "the latest" (0 is no run, instance or attempt number).
+func TestLogsRefusesZeroSelectors(t *testing.T) {
+	t.Parallel()
+	// Nothing listens here: a command that got past its flags would fail to
+	// connect (exit 1), not exit 2.
+	server := "http://127.0.0.1:1"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--attempt", "0"}, "--attempt 0: give an attempt number from 1"},
+		{[]string{"--attempt", "-1"}, "--attempt -1: give an attempt number from 1"},
+		{[]string{"--run", "0"}, "--run 0: give a run number from 1"},
+		{[]string{"--run", "-2"}, "--run -2: give a run number from 1"},
+		{[]string{"--instance", "0"}, "--instance 0: give an instance id from 1"},
+		{[]string{"--instance", "-3"}, "--instance -3: give an instance id from 1"},
+	} {
+		args := append([]string{"logs", "shop.flaky", "--server", server}, c.args...)
+		code, out, errOut := runAx(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(args, " "), code, exitUsage, c.want, out, errOut)
+		}
+	}
+}
