@@ -301,7 +301,9 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		return err
 	}
 	if instance == 0 {
-		q := url.Values{"task": {task}, "limit": {"50"}}
+		// The newest instance that ran, however many newer ones have not
+		// (scheduled ahead, paused, failed behind an upstream).
+		q := url.Values{"task": {task}, "ran": {"true"}, "limit": {"1"}}
 		if run != 0 {
 			q.Set("run", strconv.FormatInt(run, 10))
 		}
@@ -309,11 +311,8 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		if err := c.get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
 			return err
 		}
-		for _, in := range ins { // newest first: the latest that ran
-			if in.Attempt > 0 {
-				instance = in.ID
-				break
-			}
+		if len(ins) > 0 {
+			instance = ins[0].ID
 		}
 		if instance == 0 {
 			where := "yet"

@@ -398,3 +398,36 @@ func TestLogsRefusesZeroSelectors(t *testing.T) {
 		}
 	}
 }
+
+// `ax logs TASK` shows the latest instance that ran, however many newer
+// instances have not run (yet): scheduled ahead, paused, or failed without
+// running behind a failed upstream. It used to look at the 50 newest only
+// and say "has no instance that ran yet".
+func TestLogsFindsTheLatestThatRanBehindManyThatDidNot(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	ran := e.waitState("shop.binary", store.Success)
+	ctx := context.Background()
+	later := time.Now().Add(24 * time.Hour) // outside the wheel's window: they stay SCHEDULED
+	for i := range 60 {
+		at := later.Add(time.Duration(i) * time.Minute)
+		if _, _, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: store.RunManual, LogicalTime: at, Now: time.Now(),
+			Instances: []store.NewInstance{{TaskID: "shop.binary", Group: "etl", State: store.Scheduled, NextFireAt: at}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runAx(t, "logs", "shop.binary", "--server", e.srv.URL)
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
+		t.Errorf("ax logs shop.binary: exit %d\n%s%s", code, out, errOut)
+	}
+	before := e.state()
+	if code, body := e.call("GET", "/api/v1/instances?task=shop.binary&ran=maybe", ""); code != http.StatusBadRequest || !strings.Contains(body, `ran=\"maybe\": give true or false`) {
+		t.Errorf("ran=maybe: %d %s", code, body)
+	}
+	if after := e.state(); after != before {
+		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
+	}
+}
