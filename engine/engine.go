@@ -273,6 +273,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
 	e.epoch = l.Epoch
 	k := newKeeper(e.st, e.cfg, l, e.m.renewLate)
+	k.alert = e.notify // not recorded in the store: it is the store that is gone
 	keepCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keepWG sync.WaitGroup
 	keepWG.Go(func() { k.run(keepCtx) })

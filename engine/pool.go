@@ -16,7 +16,7 @@ const MaxRunningBound = 1_000_000
 // commands) running at once when none is set: a multiple of the CPUs, so a
 // burst of 10,000 commands forks them a few dozen at a time instead of all
 // together, and the scheduler keeps its share of the machine.
-func DefaultMaxRunning() int { return 16 * runtime.NumCPU() }
+func DefaultMaxRunning() int { return 8 * runtime.NumCPU() }
 
 // Pools are the concurrency caps (R45): attempts running at once. MaxRunning
 // counts local attempts only (functions and commands run on this host; an
