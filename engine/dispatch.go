@@ -107,7 +107,12 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
-			continue
+			// Its task was removed from the files while it ran: still
+			// tracked, under its stored definition, so that it times out, can
+			// be killed and ends (FAILED, no retry: the task is gone).
+			if ti, err = e.removedTask(ctx, in.TaskID); err != nil {
+				return err
+			}
 		}
 		if a := e.running[in.ID]; a != nil && a.ticket == in.Ticket {
 			a.version = in.Version // running here already (the lease was retaken)
@@ -553,7 +558,10 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			continue
 		}
 		msg := fmt.Sprintf("timeout: no result within %s", a.task.def.Timeout)
-		if a.orphan {
+		switch {
+		case a.task.removed:
+			msg = fmt.Sprintf("timeout: no result within %s; its task was removed from the pipeline files while it ran, so it is not retried", a.task.def.Timeout)
+		case a.orphan:
 			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
 		}
 		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})

@@ -43,6 +43,9 @@ type taskInfo struct {
 	cross     []*taskInfo // upstreams in other pipelines
 	down      []*taskInfo // downstreams in the same pipeline
 	crossDown []*taskInfo // downstreams in other pipelines
+	// removed: no longer in the pipeline files; a stand-in, from the stored
+	// definition, for an instance that was running when it was removed.
+	removed bool
 }
 
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
@@ -96,8 +99,9 @@ type Engine struct {
 	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
 	execWG        sync.WaitGroup
-	again         chan struct{} // a turn stopped at its time budget: take the next one soon
-	pool          *pool         // concurrency caps and what runs against them
+	again         chan struct{}        // a turn stopped at its time budget: take the next one soon
+	pool          *pool                // concurrency caps and what runs against them
+	gone          map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m             *metrics
 	logs          *logWriter // task output (R41)
 	rm            retainMetrics

@@ -189,6 +189,16 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 	for _, p := range procs {
 		p.stop(t)
 	}
+	if before.Epoch != after.Epoch || res.failures > 0 {
+		for _, p := range procs { // what the lease did, for the failure message
+			out, _ := os.ReadFile(p.log.Name())
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "lease") || strings.Contains(l, "standby") || strings.Contains(l, "store_error") {
+					t.Log(l)
+				}
+			}
+		}
+	}
 	return res
 }
 
