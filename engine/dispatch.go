@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
@@ -47,6 +48,7 @@ type attempt struct {
 	live     bool                    // of a schedule run: counts for the overlap policy
 	due      time.Time               // its fire time
 	held     bool                    // claimed ahead: not handed to its executor yet
+	freed    atomic.Bool             // its pool slot was given back (see Engine.free)
 	// interrupted: still running when the shutdown grace ended and cancelled
 	// with errInterrupted; unless it succeeded it is given back, not failed.
 	interrupted bool
@@ -539,6 +541,10 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		out := e.logs.start(id, a.attempt, fence)
 		started := e.cfg.Now()
 		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
+		// The slot is free for the next turn (its result, coming next, wakes
+		// the loop): a turn in between must still see this attempt running,
+		// for the overlap rule, which it does until the result is applied.
+		e.free(a)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}

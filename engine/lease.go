@@ -34,7 +34,7 @@ type keeper struct {
 	gone     atomic.Bool // the store's file was deleted or replaced: nothing is safe to write
 	alert    func(Alert) // raises an alert (the store file gone), once per loss
 
-	lateMax  atomic.Int64 // the latest renewal so far past its due time, ns
+	lateMax  atomic.Int64 // the renewal done the latest past its due time so far, ns
 	lateHist prometheus.Histogram
 
 	events chan leaseEvent
@@ -86,10 +86,13 @@ func (k *keeper) run(ctx context.Context) {
 		case <-t.C:
 		}
 		now := k.now()
-		if late := now.Sub(next); late > 0 {
+		lost := k.renew(ctx, now)
+		// Late is when the renewal was done, past when it was due: a timer
+		// that fired late and a database that answered slowly both count.
+		if late := k.now().Sub(next); late > 0 {
 			k.observeLate(late)
 		}
-		if lost := k.renew(ctx, now); lost != nil {
+		if lost != nil {
 			k.send(ctx, leaseEvent{err: lost})
 			return
 		}

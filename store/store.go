@@ -40,6 +40,11 @@ type Store struct {
 	wstmts *stmtCache  // statements prepared on db
 	rstmts *stmtCache  // on read (the same cache when read is db)
 	file   os.FileInfo // the SQLite file as opened, to notice it deleted or replaced
+	// leases is the view of the store its lease methods use: on MySQL a pool
+	// of its own, so that renewing the lease never waits for a connection
+	// behind a burst of dispatch, result and output transactions; on SQLite
+	// the store itself (there is one writer).
+	leases *Store
 
 	// afterUpdate, set only by tests, runs between a transition's UPDATE and
 	// its history INSERT, to break the connection at the worst moment.
@@ -212,7 +217,21 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", s.target, s.d.translate(err))
 	}
+	ldb := sql.OpenDB(conn)
+	ldb.SetMaxOpenConns(2)
+	ldb.SetMaxIdleConns(2)
+	ldb.SetConnMaxLifetime(time.Hour)
+	lstmts := newStmtCache(ldb)
+	s.leases = &Store{d: s.d, db: ldb, read: ldb, sb: s.sb, target: s.target, wstmts: lstmts, rstmts: lstmts}
 	return s, nil
+}
+
+// leaseView returns the store its lease methods run on.
+func (s *Store) leaseView() *Store {
+	if s.leases != nil {
+		return s.leases
+	}
+	return s
 }
 
 // redact renders a MySQL config without its password.
@@ -234,6 +253,9 @@ func (s *Store) Close() error {
 	err = errors.Join(err, s.db.Close())
 	if s.read != s.db {
 		err = errors.Join(err, s.read.Close())
+	}
+	if s.leases != nil {
+		err = errors.Join(err, s.leases.Close())
 	}
 	return err
 }
