@@ -4,7 +4,7 @@ BIN       ?= bin/ax
 PIPELINES ?= examples
 FUZZTIME  ?= 30s
 
-.PHONY: all build run quickstart test vet validate-dag bench fuzz chaos clean
+.PHONY: all build run quickstart test vet validate-dag bench fuzz chaos sim clean
 
 all: build
 
@@ -54,6 +54,13 @@ CHAOS ?= 2m
 chaos:
 	@test -n "$$AX_TEST_MYSQL_DSN" || { echo "make chaos needs AX_TEST_MYSQL_DSN (for example root@tcp(127.0.0.1:3306)/test)"; exit 2; }
 	AX_CHAOS_DURATION=$(CHAOS) $(GO) test -count=1 -run TestChaos -v -timeout 0 ./cmd/ax
+
+# The deterministic simulator on $(SEEDS) seeds (make test runs 200):
+# prints seeds/s, what was simulated and the tally of invariant checks; a
+# failing seed replays with go test ./engine/sim -run Sim -seed N.
+SEEDS ?= 1000
+sim:
+	$(GO) test -count=1 -timeout 0 -run '^TestSim$$' ./engine/sim -seeds $(SEEDS) -simreport
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./defs/

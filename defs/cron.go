@@ -30,6 +30,10 @@ type cronSpec struct {
 	hasDowSpec bool // any of the dow operators above
 
 	wildcard bool // minute, hour (or seconds) field starts with *: follows real time across DST
+
+	// empty names a field written as commas only ("1 , * * *"): robfig/cron
+	// read it as no value, so it is kept, and named if it never fires.
+	empty error
 }
 
 // ErrCron is the sentinel of every refused cron expression.
@@ -121,6 +125,11 @@ func parseCronSpec(spec string) (*cronSpec, error) {
 	c.month = uint16(m)
 	add(c.parseDom(f[3]))
 	add(c.parseDow(f[5], f[3] == "?" || f[5] == "?"))
+	for i, fl := range []cronField{fSec, fMin, fHour, fDom, fMonth, fDow} {
+		if strings.Trim(f[i], ",") == "" && c.empty == nil {
+			c.empty = cronErr(fl.name, f[i], "has no value: write * for every value, or a value %d-%d", fl.min, fl.max)
+		}
+	}
 	if len(errs) > 0 { // every bad field at once, on one line
 		msgs := make([]string, len(errs))
 		for i, e := range errs {
@@ -135,6 +144,9 @@ func parseCronSpec(spec string) (*cronSpec, error) {
 func parseField(text string, f cronField) (uint64, error) {
 	var mask uint64
 	for item := range strings.SplitSeq(text, ",") {
+		if item == "" {
+			continue // "1," and "1,,2" as robfig/cron reads them
+		}
 		m, err := parseItem(item, text, f)
 		if err != nil {
 			return 0, err
@@ -145,9 +157,6 @@ func parseField(text string, f cronField) (uint64, error) {
 }
 
 func parseItem(item, text string, f cronField) (uint64, error) {
-	if item == "" {
-		return 0, cronErr(f.name, text, "has an empty list item: remove the extra comma")
-	}
 	if strings.ContainsAny(item, "Hh") && !isName(item, f) {
 		return 0, cronErr(f.name, text, "H (a hashed value, Jenkins syntax) is not supported: write the value, e.g. 17")
 	}
@@ -277,6 +286,8 @@ func (c *cronSpec) parseDom(text string) error {
 	for item := range strings.SplitSeq(text, ",") {
 		u := strings.ToUpper(item)
 		switch {
+		case u == "":
+			continue
 		case u == "L":
 			c.domLast |= 1
 		case u == "LW":
@@ -324,6 +335,8 @@ func (c *cronSpec) parseDow(text string, quartz bool) error {
 	for item := range strings.SplitSeq(text, ",") {
 		u := strings.ToUpper(item)
 		switch {
+		case u == "":
+			continue
 		case strings.Contains(u, "#"):
 			d, k, _ := strings.Cut(u, "#")
 			dv, err := fieldValue(d, text, fDow)
@@ -376,16 +389,25 @@ func numericWeekday(text string) bool {
 	return false
 }
 
-// quartzFix rewrites a Quartz day-of-week field (Sunday 1) with names.
+// quartzFix rewrites a Quartz day-of-week field (Sunday 1) with names. A
+// field with a 0 cannot be Quartz's: it is named by cron's numbers.
 func quartzFix(text string) string {
 	var b strings.Builder
 	num, verbatim := -1, false
+	shift := 6 // Quartz: 1 is SUN
+	for item := range strings.SplitSeq(text, ",") {
+		for v := range strings.SplitSeq(strings.SplitN(strings.SplitN(item, "/", 2)[0], "#", 2)[0], "-") {
+			if v == "0" {
+				shift = 0
+			}
+		}
+	}
 	flush := func() {
 		if num >= 0 {
 			if verbatim {
 				b.WriteString(strconv.Itoa(num))
 			} else {
-				b.WriteString(dayNames[(num+6)%7])
+				b.WriteString(dayNames[(num+shift)%7])
 			}
 			num = -1
 		}

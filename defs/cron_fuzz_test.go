@@ -17,7 +17,7 @@ var (
 	fuzzZones = []string{"America/New_York", "Europe/Berlin", "Australia/Sydney", "Australia/Lord_Howe", "America/Santiago", "UTC", "Asia/Kathmandu"}
 	// fuzzDays are DST days (and ordinary ones) the instants start near.
 	fuzzDays = []string{"2026-03-08T00:00:00Z", "2026-11-01T00:00:00Z", "2026-03-29T00:00:00Z", "2026-10-25T00:00:00Z",
-		"2026-04-04T00:00:00Z", "2026-10-03T00:00:00Z", "2026-09-05T12:00:00Z", "2012-11-04T00:00:00Z", "2028-02-28T00:00:00Z", "2026-06-15T00:00:00Z"}
+		"2026-04-04T00:00:00Z", "2026-10-03T00:00:00Z", "2026-09-05T12:00:00Z", "2012-11-04T00:00:00Z", "2028-02-28T00:00:00Z", "2026-06-15T00:00:00Z", "2040-12-30T00:00:00Z", "2090-11-05T00:00:00Z"}
 )
 
 // bruteDay decides a day by the rules' definitions, written apart from

@@ -20,6 +20,15 @@ type nextCase struct {
 	want                   []string
 }
 
+// monthDays lists midnight UTC of the given day of each month of year y.
+func monthDays(y int, days ...int) []string {
+	var out []string
+	for i, d := range days {
+		out = append(out, time.Date(y, time.Month(i+1), d, 0, 0, 0, 0, time.UTC).Format(time.RFC3339))
+	}
+	return out
+}
+
 func runNextCases(t *testing.T, cases []nextCase) {
 	t.Helper()
 	for _, tc := range cases {
@@ -178,6 +187,19 @@ func TestCronDays(t *testing.T) {
 			[]string{"2026-05-29T00:00:00Z"}},
 		{"? in day of month with a named day of week", "UTC", "0 0 12 ? * MON-FRI", "2026-01-02T12:00:00Z",
 			[]string{"2026-01-05T12:00:00Z"}},
+		{"New York past the zone table, last day of a leap year", "America/New_York", "*/5 * * * *", "2040-12-30T18:55:00-05:00",
+			[]string{"2040-12-30T19:00:00-05:00", "2040-12-30T19:05:00-05:00"}},
+		{"New York past the zone table, into the new year", "America/New_York", "0 */6 * * *", "2040-12-31T12:00:00-05:00",
+			[]string{"2040-12-31T18:00:00-05:00", "2041-01-01T00:00:00-05:00"}},
+		{"New York DST in 2090", "America/New_York", "30 2 * * *", "2090-03-11T12:00:00-05:00",
+			[]string{"2090-03-12T03:00:00-04:00"}},
+		// Published by other implementations: cronsim's README (MON#5 in
+		// February from 2020) and cronexp's tests (the last Sundays and
+		// Mondays of 2019).
+		{"cronsim: MON#5 in February from 2020", "UTC", "0 0 * 2 MON#5", "2020-01-01T00:00:00Z",
+			[]string{"2044-02-29T00:00:00Z", "2072-02-29T00:00:00Z", "2112-02-29T00:00:00Z", "2140-02-29T00:00:00Z", "2168-02-29T00:00:00Z"}},
+		{"cronexp: the last Sundays of 2019", "UTC", "0 0 * * 7L", "2019-01-01T00:00:00Z", monthDays(2019, 27, 24, 31, 28, 26, 30, 28, 25, 29, 27, 24, 29)},
+		{"cronexp: the last Mondays of 2019", "UTC", "0 0 * * monL", "2019-01-01T00:00:00Z", monthDays(2019, 28, 25, 25, 29, 27, 24, 29, 26, 30, 28, 25, 30)},
 		{"year 9999 edge: far future", "UTC", "0 0 1 1 *", "9998-06-01T00:00:00Z",
 			[]string{"9999-01-01T00:00:00Z"}},
 	})
@@ -191,12 +213,15 @@ func TestCronRefused(t *testing.T) {
 	}{
 		{"0 0 12 ? * 2-6", []string{"day-of-week", "Quartz", "Sunday is 1", "MON-FRI"}},
 		{"0 0 12 ? * 1,7", []string{"day-of-week", "SUN,SAT"}},
+		{"0 0 12 ? * 2#1", []string{"day-of-week", "MON#1"}},
+		{"0 0 12 ? * 0-4", []string{"day-of-week", "SUN-THU"}},
 		{"0 0 12 * * ? 2026", []string{"year field"}},
 		{"H 2 * * *", []string{"minute", "H (a hashed value"}},
 		{"0 24 * * *", []string{"hour", "hour 24 does not exist", "0 for midnight"}},
 		{"0 0 30 2 *", []string{"can never fire"}},
 		{"0 0 31W 4 *", []string{"can never fire"}},
 		{"0 0 * * MON#6", []string{"day-of-week", "k 1-5"}},
+		{"* * */20 * 1L", []string{"can never fire"}}, // cronsim's README: the 1st or 21st that is a last Monday
 		{"0 0 L-31 * *", []string{"day-of-month", "L-n"}},
 		{"0 0 * * L", []string{"day-of-week", "ambiguous"}},
 		{"50-10 * * * *", []string{"minute", "runs backwards", "50-59,0-10"}},
@@ -205,7 +230,8 @@ func TestCronRefused(t *testing.T) {
 		{"0 0 L 2 W", []string{"day-of-week"}},
 		{"0 0 0 * *", []string{"day-of-month", "out of range"}},
 		{"*/0 * * * *", []string{"minute", "step"}},
-		{"0,,5 * * * *", []string{"minute", "empty list item"}},
+		{", * * * *", []string{"minute", "has no value"}},
+		{"0 0 , * ?", []string{"day-of-month", "has no value"}},
 	} {
 		_, err := ParseSchedule(tc.spec, time.UTC, time.Time{})
 		if err == nil {
@@ -235,7 +261,7 @@ func TestCronStillAccepted(t *testing.T) {
 	t.Parallel()
 	for _, spec := range []string{"0 2 * * *", "*/5 * * * *", "0 0 * * MON-FRI", "0 0 1,15 * *", "5/10 * * * *", "0 0 ? * *",
 		"0 0 12 ? * MON", "30 0 12 * * *", "@daily", "@hourly", "@weekly", "@monthly", "@yearly", "@annually", "@midnight",
-		"@every 1s", "@every 1h30m", "0 0 * jan,jul sun", "0 0 12 1-31/2 * *", "  0  2 * *  * "} {
+		"@every 1s", "@every 1h30m", "0 0 * jan,jul sun", "0 0 12 1-31/2 * *", "  0  2 * *  * ", "0,,5 1, * * 1,", "0 0 1 * ,"} {
 		if _, err := ParseSchedule(spec, time.UTC, time.Time{}); err != nil {
 			t.Errorf("ParseSchedule(%q): %v", spec, err)
 		}
@@ -273,4 +299,79 @@ func TestScheduleNote(t *testing.T) {
 			t.Errorf("%q in %s, fire %s after %s: note %q, want %q", tc.spec, tc.zone, tc.at, tc.prev, got, tc.want)
 		}
 	}
+}
+
+// TestNextAllocationFree: Next is pure arithmetic on the zone's data; it
+// allocates nothing, for wildcard and fixed schedules, in and out of DST.
+func TestNextAllocationFree(t *testing.T) {
+	for _, tc := range []struct{ zone, spec, from string }{
+		{"UTC", "*/5 * * * *", "2026-12-01T00:00:00Z"},
+		{"America/New_York", "*/5 * * * *", "2026-11-01T01:50:00-04:00"},
+		{"America/New_York", "30 2 * * *", "2026-03-07T12:00:00-05:00"},
+		{"America/New_York", "30 1 * * *", "2026-11-01T01:10:00-05:00"},
+		{"Europe/Berlin", "0 0 L * FRI-MON", "2026-01-01T00:00:00+01:00"},
+	} {
+		loc := mustLoc(t, tc.zone)
+		from, _ := time.Parse(time.RFC3339, tc.from)
+		s, err := ParseSchedule(tc.spec, loc, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _ = s.Next(from) }); n != 0 {
+			t.Errorf("%q in %s: Next allocates %.1f times", tc.spec, tc.zone, n)
+		}
+	}
+}
+
+func BenchmarkNext(b *testing.B) {
+	loc, _ := time.LoadLocation("America/New_York")
+	s, _ := ParseSchedule("*/5 * * * *", loc, time.Time{})
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, loc)
+	for b.Loop() {
+		at = s.Next(at)
+	}
+}
+
+// TestCronDSTAgreesWithCronsim: the DST table that cronsim (a simulator
+// of Debian's cron) publishes in its tests, for Europe/Riga in 2021 (clocks
+// jump 03:00 → 04:00 on March 28 and fall back 04:00 → 03:00 on October 31).
+func TestCronDSTAgreesWithCronsim(t *testing.T) {
+	t.Parallel()
+	const z = "Europe/Riga"
+	hourly := "0 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23 * * *"
+	runNextCases(t, []nextCase{
+		{"0 * oct", z, "0 * * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:00:00+03:00", "2021-10-31T03:00:00+03:00", "2021-10-31T03:00:00+02:00", "2021-10-31T04:00:00+02:00"}},
+		{"*/30 mar", z, "*/30 * * * *", "2021-03-28T02:10:00+02:00", []string{"2021-03-28T02:30:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-28T04:30:00+03:00"}},
+		{"*/30 oct", z, "*/30 * * * *", "2021-10-31T02:10:00+03:00", []string{"2021-10-31T02:30:00+03:00", "2021-10-31T03:00:00+03:00", "2021-10-31T03:30:00+03:00", "2021-10-31T03:00:00+02:00", "2021-10-31T03:30:00+02:00", "2021-10-31T04:00:00+02:00"}},
+		{"*/15 mar", z, "*/15 * * * *", "2021-03-28T02:40:00+02:00", []string{"2021-03-28T02:45:00+02:00", "2021-03-28T04:00:00+03:00"}},
+		{"*/15 oct", z, "*/15 * * * *", "2021-10-31T02:40:00+03:00", []string{"2021-10-31T02:45:00+03:00", "2021-10-31T03:00:00+03:00", "2021-10-31T03:15:00+03:00", "2021-10-31T03:30:00+03:00", "2021-10-31T03:45:00+03:00",
+			"2021-10-31T03:00:00+02:00", "2021-10-31T03:15:00+02:00", "2021-10-31T03:30:00+02:00", "2021-10-31T03:45:00+02:00", "2021-10-31T04:00:00+02:00"}},
+		{"0 */2 mar", z, "0 */2 * * *", "2021-03-28T01:30:00+02:00", []string{"2021-03-28T02:00:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-28T06:00:00+03:00"}},
+		{"0 */2 oct", z, "0 */2 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:00:00+03:00", "2021-10-31T04:00:00+02:00", "2021-10-31T06:00:00+02:00"}},
+		{"30 */2 mar", z, "30 */2 * * *", "2021-03-28T01:30:00+02:00", []string{"2021-03-28T02:30:00+02:00", "2021-03-28T04:30:00+03:00"}},
+		{"30 */2 oct", z, "30 */2 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:30:00+03:00", "2021-10-31T04:30:00+02:00"}},
+		{"0 */3 oct", z, "0 */3 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T03:00:00+03:00", "2021-10-31T03:00:00+02:00", "2021-10-31T06:00:00+02:00"}},
+		{"0 1,2,3,4,5 mar", z, "0 1,2,3,4,5 * * *", "2021-03-28T01:30:00+02:00", []string{"2021-03-28T02:00:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-28T05:00:00+03:00"}},
+		{"0 1,2,3,4,5 oct", z, "0 1,2,3,4,5 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:00:00+03:00", "2021-10-31T03:00:00+03:00", "2021-10-31T04:00:00+02:00"}},
+		{"30 1,2,3,4,5 mar", z, "30 1,2,3,4,5 * * *", "2021-03-28T01:30:00+02:00", []string{"2021-03-28T02:30:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-28T04:30:00+03:00"}},
+		{"30 1,2,3,4,5 oct", z, "30 1,2,3,4,5 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:30:00+03:00", "2021-10-31T03:30:00+03:00", "2021-10-31T04:30:00+02:00"}},
+		{"0 2 mar", z, "0 2 * * *", "2021-03-28T01:30:00+02:00", []string{"2021-03-28T02:00:00+02:00", "2021-03-29T02:00:00+03:00"}},
+		{"0 2 oct", z, "0 2 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:00:00+03:00", "2021-11-01T02:00:00+02:00"}},
+		{"0 3 mar", z, "0 3 * * *", "2021-03-27T01:30:00+02:00", []string{"2021-03-27T03:00:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-29T03:00:00+03:00"}},
+		{"0 3 oct", z, "0 3 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T03:00:00+03:00", "2021-11-01T03:00:00+02:00"}},
+		{"0 4 mar", z, "0 4 * * *", "2021-03-27T01:30:00+02:00", []string{"2021-03-27T04:00:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-29T04:00:00+03:00"}},
+		{"0 4 oct", z, "0 4 * * *", "2021-10-30T01:30:00+03:00", []string{"2021-10-30T04:00:00+03:00", "2021-10-31T04:00:00+02:00", "2021-11-01T04:00:00+02:00"}},
+		{"every hour listed mar", z, hourly, "2021-03-28T01:30:00+02:00", []string{"2021-03-28T02:00:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-28T05:00:00+03:00"}},
+		{"every hour listed oct", z, hourly, "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:00:00+03:00", "2021-10-31T03:00:00+03:00", "2021-10-31T04:00:00+02:00"}},
+		{"odd hours mar", z, "0 1,3,5,7,9,11,13,15,17,19,21,23 * * *", "2021-03-28T00:30:00+02:00", []string{"2021-03-28T01:00:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-28T05:00:00+03:00"}},
+		{"odd hours oct", z, "0 1,3,5,7,9,11,13,15,17,19,21,23 * * *", "2021-10-31T00:30:00+03:00", []string{"2021-10-31T01:00:00+03:00", "2021-10-31T03:00:00+03:00", "2021-10-31T05:00:00+02:00"}},
+		{"0 1-5 mar", z, "0 1-5 * * *", "2021-03-28T01:30:00+02:00", []string{"2021-03-28T02:00:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-28T05:00:00+03:00"}},
+		{"0 1-5 oct", z, "0 1-5 * * *", "2021-10-31T01:30:00+03:00", []string{"2021-10-31T02:00:00+03:00", "2021-10-31T03:00:00+03:00", "2021-10-31T04:00:00+02:00"}},
+		{"15 3 mar", z, "15 3 * * *", "2021-03-27T00:00:00+02:00", []string{"2021-03-27T03:15:00+02:00", "2021-03-28T04:00:00+03:00", "2021-03-29T03:15:00+03:00"}},
+		{"15 3 oct", z, "15 3 * * *", "2021-10-30T00:00:00+03:00", []string{"2021-10-30T03:15:00+03:00", "2021-10-31T03:15:00+03:00", "2021-11-01T03:15:00+02:00"}},
+		{"every minute mar", z, "* * * * *", "2021-03-28T02:58:00+02:00", []string{"2021-03-28T02:59:00+02:00", "2021-03-28T04:00:00+03:00"}},
+		{"every minute oct", z, "* * * * *", "2021-10-31T03:58:00+03:00", []string{"2021-10-31T03:59:00+03:00", "2021-10-31T03:00:00+02:00", "2021-10-31T03:01:00+02:00"}},
+		{"every minute 1-6 mar", z, "* 1-6 * * *", "2021-03-28T02:58:00+02:00", []string{"2021-03-28T02:59:00+02:00", "2021-03-28T04:00:00+03:00"}},
+		{"every minute 1-6 oct", z, "* 1-6 * * *", "2021-10-31T03:58:00+03:00", []string{"2021-10-31T03:59:00+03:00", "2021-10-31T03:00:00+02:00", "2021-10-31T03:01:00+02:00"}},
+	})
 }

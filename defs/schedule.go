@@ -97,6 +97,9 @@ func ParseSchedule(spec string, loc *time.Location, now time.Time) (*Schedule, e
 		return nil, fmt.Errorf("cannot parse %q: %w", spec, err)
 	}
 	if _, ok := c.nextWall(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()); !ok {
+		if c.empty != nil {
+			return nil, fmt.Errorf("cannot parse %q: %w", spec, c.empty)
+		}
 		return nil, cronErr("", spec, "%q can never fire (no such date, e.g. Feb 30): fix the day or month", spec)
 	}
 	return &Schedule{spec: spec, loc: loc, cron: c}, nil
@@ -147,6 +150,21 @@ func (s *Schedule) offsetAt(u int64) (off, start, end int64) {
 	if !en.IsZero() {
 		end = en.Unix()
 	}
+	if start > u {
+		start = 0
+	}
+	if end != 0 && end <= u {
+		// Past the end of its table, Go's ZoneBounds can name a period that
+		// does not hold u (on the last day of a leap year, such as 2040-12-31
+		// in New York): take the start of the period after u instead.
+		end = 0
+		for probe := u + 86400; probe <= u+4*86400; probe += 86400 {
+			if st, _ := time.Unix(probe, 0).In(s.loc).ZoneBounds(); !st.IsZero() && st.Unix() > u {
+				end = st.Unix()
+				break
+			}
+		}
+	}
 	return int64(o), start, end
 }
 
@@ -166,7 +184,7 @@ func (s *Schedule) nextReal(from int64) (int64, int64, bool) {
 		if at := w - off; end == 0 || at < end {
 			return at, w, true
 		}
-		from = end
+		from = max(end, from+1) // periods always move on; the max guards against bad zone data
 	}
 	return 0, 0, false
 }

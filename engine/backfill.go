@@ -34,6 +34,10 @@ type BackfillSpec struct {
 	MaxActiveRuns int         `json:"max_active_runs"`
 	Rerun         string      `json:"rerun"`
 	StopOnFailure bool        `json:"stop_on_failure,omitempty"`
+	// ApproveManual approves the manual gates of its runs up front
+	// (--approve-manual); without it a run stops at its gates until an
+	// operator approves them (ax trigger), and is not done meanwhile.
+	ApproveManual bool `json:"approve_manual,omitempty"`
 }
 
 // BackfillParams are the options of `ax backfill`.
@@ -45,6 +49,7 @@ type BackfillParams struct {
 	Reverse       bool
 	Rerun         string // zero means none
 	StopOnFailure bool
+	ApproveManual bool
 }
 
 // PlanBackfill returns what a backfill would run: one logical time per fire
@@ -101,7 +106,8 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 	if sched == nil {
 		return BackfillSpec{}, fmt.Errorf("the selected tasks of %s are started by no schedule: use ax trigger", p.Pipeline)
 	}
-	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure}
+	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure,
+		ApproveManual: p.ApproveManual}
 	for _, t := range sel {
 		spec.Tasks = append(spec.Tasks, t.Name)
 	}
@@ -253,8 +259,16 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 			b.rec.DoneRuns++
 			continue
 		}
-		rs, err := e.newRunKeyed(ctx, b.spec.Pipeline, fmt.Sprintf("backfill:%d", b.rec.ID), store.RunBackfill, names, at, now,
-			fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), b.rec.ID)
+		spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: store.RunBackfill, names: names, at: at,
+			key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
+		if b.spec.ApproveManual {
+			spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
+			spec.approve = map[string]bool{}
+			for _, n := range names {
+				spec.approve[n] = true
+			}
+		}
+		rs, err := e.newRunWith(ctx, spec, now)
 		if errors.Is(err, store.ErrDuplicate) {
 			// Created since resumeBackfill read the runs: this view is out of
 			// date. The next poll rebuilds it from the store.
@@ -372,10 +386,9 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 	return out, nil
 }
 
-// runFinished reports whether nothing more can happen in a run without an
-// operator: nothing scheduled, running, retrying or paused, and every waiting
-// task a manual one or blocked behind a failed or killed upstream. It names
-// the failed tasks.
+// runFinished reports whether a run is over (every instance ended: R40)
+// and names the tasks that failed or were killed when they ran. A run
+// stopped at a manual gate nobody approved is not over: it is not done.
 func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
 	if rs := e.runs[runID]; rs != nil { // the cache knows when something is still in flight
 		for _, ref := range rs.inst {
@@ -389,36 +402,30 @@ func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, 
 	if err != nil {
 		return false, nil, err
 	}
-	state := map[string]store.State{}
+	if !StatusOf(ins, e.isManual).Over {
+		return false, nil, nil
+	}
+	ended := map[string]bool{}
 	for _, in := range ins {
-		state[in.TaskID] = in.State
+		if (in.State == store.Failed || in.State == store.Killed) && !neverRan(in) {
+			ended[in.TaskID] = true
+		}
 	}
 	var failed []string
-	blocked := map[string]bool{}
-	for _, t := range e.g.Order() { // upstreams first
-		s, ok := state[t.ID()]
-		if !ok {
-			continue
-		}
-		switch s {
-		case store.Failed, store.Killed:
-			failed = append(failed, t.Name)
-			blocked[t.ID()] = true
-		case store.Waiting:
-			b := t.Manual // waits for an operator: nothing more happens without one
-			for _, u := range e.tasks[t.ID()].up {
-				b = b || blocked[u.id]
+	if len(ended) > 0 {
+		for _, t := range e.g.Order() { // upstreams first
+			if ended[t.ID()] {
+				failed = append(failed, t.Name)
 			}
-			if !b {
-				return false, nil, nil
-			}
-			blocked[t.ID()] = true
-		case store.Success:
-		default:
-			return false, nil, nil
 		}
 	}
 	return true, failed, nil
+}
+
+// isManual reports whether a task is a manual gate.
+func (e *Engine) isManual(task string) bool {
+	t := e.tasks[task]
+	return t != nil && t.def.Manual
 }
 
 // CreateBackfill stores a backfill of spec for the primary scheduler to run.

@@ -51,6 +51,12 @@ func (l *latencies) record(_ context.Context, a runner.Attempt) error {
 // that took from the engine's start.
 func runOnce(b *testing.B, st *store.Store, g *dag.Graph, lat *latencies, at time.Time) time.Duration {
 	b.Helper()
+	return runOnceWith(b, st, g, lat.record, at)
+}
+
+// runOnceWith is runOnce with fn as every task's function.
+func runOnceWith(b *testing.B, st *store.Store, g *dag.Graph, fn runner.Func, at time.Time) time.Duration {
+	b.Helper()
 	var news []store.NewInstance
 	for _, t := range g.Order() {
 		news = append(news, store.NewInstance{TaskID: t.ID(), Group: t.Group, Priority: t.Priority, State: store.Scheduled, NextFireAt: at})
@@ -61,7 +67,7 @@ func runOnce(b *testing.B, st *store.Store, g *dag.Graph, lat *latencies, at tim
 		b.Fatal(err)
 	}
 	funcs := runner.NewFunctions(func(runner.Attempt) string { return "record" })
-	_ = funcs.Register("record", lat.record)
+	_ = funcs.Register("record", fn)
 	eng, err := New(Config{Holder: "bench"}, st, g, Executors{defs.ExecFunction: funcs})
 	if err != nil {
 		b.Fatal(err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/bucket"
-	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -29,6 +28,11 @@ const (
 	OpLimits  = "limits"
 	// OpCancelBackfill stops a backfill (Op.Backfill) from starting more runs.
 	OpCancelBackfill = "cancel_backfill"
+	// OpMark sets the outcome (Op.State) of a waiting, failed or killed
+	// instance (Op.Instance, or Op.Target in Op.Run or at Op.At).
+	OpMark = "mark"
+	// OpCancel ends every unfinished instance of a run (Op.Run).
+	OpCancel = "cancel"
 )
 
 // Op is an operator's request. Target names a task (`pipeline.task`), a
@@ -138,8 +142,12 @@ func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error
 		msg, err = e.setLimits(ctx, op, now)
 	case OpCancelBackfill:
 		msg, err = e.cancelBackfill(ctx, op, now)
+	case OpMark:
+		msg, err = e.mark(ctx, op, now)
+	case OpCancel:
+		msg, err = e.cancel(ctx, op, now)
 	default:
-		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, limits or cancel_backfill", op.Kind)
+		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, mark, cancel, limits or cancel_backfill", op.Kind)
 	}
 	if err != nil {
 		return "", err // refused: it changed nothing, and writes nothing either (not even an action row)
@@ -642,22 +650,12 @@ func (e *Engine) kill(ctx context.Context, op Op, now time.Time) (string, error)
 		}
 	}
 	for _, id := range ids {
-		a := e.running[id]
-		switch {
-		case a != nil && a.held: // claimed ahead, not started: nothing runs
-			delete(e.held, id)
-			a.held = false
-			a.cancel(runner.ErrKilled) // its goroutine returns without running
-			e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
-				Error: "killed by " + op.Actor + " before its fire time: it never started"}})
-		case a != nil && a.cancel != nil:
-			a.cancel(runner.ErrKilled)
-		case a != nil: // left by a previous process: nothing here can stop it
-			e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
-				Error: "killed by " + op.Actor + "; its executor ran in a previous scheduler process and may still be running"}})
-		default:
+		if e.running[id] == nil {
 			return "", fmt.Errorf("instance %d is RUNNING but not known to this scheduler: wait for its timeout", id)
 		}
+	}
+	for _, id := range ids {
+		e.killAttempt(id, "killed by "+op.Actor)
 	}
 	return fmt.Sprintf("kill sent to %d instance(s): %v", len(ids), ids), nil
 }

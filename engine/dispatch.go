@@ -58,6 +58,7 @@ type attempt struct {
 type outcome struct {
 	instance int64
 	res      runner.Result
+	resolve  string // when set: what executors answered about an inherited ticket (orphan.go), not a result
 }
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
@@ -106,6 +107,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: reconcile running instances: %w", err)
 	}
+	clear(e.watch.asking) // a previous term's questions are not answered in this one
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
@@ -522,7 +524,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 	}
 	t := a.task.def
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
-		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: t.Params,
+		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: e.paramsOf(a.runID, t.Params),
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
@@ -597,6 +599,12 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	)
 	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
 	for _, o := range batch {
+		if o.resolve != "" {
+			if err := e.resolved(ctx, o, now); err != nil {
+				return err
+			}
+			continue
+		}
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
 			for id, a := range e.running {
 				if a.ticket == o.res.Ticket {
@@ -623,6 +631,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 		if o.res.Executor != "" {
 			p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
+			p.Action.Detail += " on " + o.res.Executor
 		}
 		switch {
 		case a.interrupted && o.res.Status != runner.StatusSuccess:
@@ -636,17 +645,28 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			params = append(params, p)
 			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"})
 			continue
-		case o.res.Refused:
+		case o.res.Refused && now.Before(e.refusalLimit(o.instance, a, o.res.Error)):
 			// No executor took it (busy, full, re-entrant, unreachable): try again
-			// shortly; the attempt does not count against the retry budget.
+			// shortly, the attempt not counted, until the deadline of the attempt
+			// first refused.
+			limit := e.refusalLimit(o.instance, a, o.res.Error)
 			next, att := now.Add(RefusedRetry), a.attempt-1
+			if next.After(limit) {
+				next = limit
+			}
 			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
-			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + ": " + o.res.Error
+			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
 			p.Action.Action, p.Action.Reason = "refused", o.res.Error
 			params = append(params, p)
 			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "refused"})
 			continue
+		case o.res.Refused:
+			// Refused until its deadline: a failure like any other, retried per its policy.
+			o.res.Status, o.res.Refused = runner.StatusFailed, false
+			o.res.Error = fmt.Sprintf("no executor took it within its timeout of %s: %s", a.task.def.Timeout, o.res.Error)
+			p.Set.Error = ptr(o.res.Error)
 		}
+		delete(e.watch.refused, o.instance)
 		switch o.res.Status {
 		case runner.StatusSuccess:
 			p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))

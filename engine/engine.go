@@ -88,7 +88,8 @@ type Engine struct {
 	paused        map[string]store.Pause // "scope/name"
 	runningByTask map[string]int
 	runKind       map[int64]store.RunKind
-	tripped       *bucket.Bucket // per-task buckets of tasks whose breaker is open
+	runParams     map[int64]map[string]any // the --param values of manual runs that have some
+	tripped       *bucket.Bucket           // per-task buckets of tasks whose breaker is open
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
@@ -98,6 +99,7 @@ type Engine struct {
 	inboxPolled   time.Time
 	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
+	watch         *watch          // the executor sweep's memory
 	execWG        sync.WaitGroup
 	again         chan struct{}        // a turn stopped at its time budget: take the next one soon
 	pool          *pool                // concurrency caps and what runs against them
@@ -114,6 +116,14 @@ type Engine struct {
 	// (R44): conditioned on the epoch it holds. Read by Alert from other
 	// goroutines, hence atomic.
 	fence atomic.Pointer[store.Fence]
+
+	// Live reload (reload.go): cur is the graph in force, read by other
+	// goroutines through Graph; next a validated graph waiting to be applied
+	// between two turns of the loop; reloadSig wakes the loop for it.
+	cur       atomic.Pointer[dag.Graph]
+	next      atomic.Pointer[dag.Graph]
+	reloadSig chan struct{}
+	reloadMu  sync.Mutex // one Reload at a time
 }
 
 // w returns the fenced write handle of the current term; before the first
@@ -149,13 +159,39 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, backfills: map[int64]*bfState{}}
+		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
+		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
+		reloadSig: make(chan struct{}, 1)}
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
+	if err := checkExecutors(g, execs); err != nil {
+		return nil, err
+	}
+	tasks, trigs := buildTasks(g)
+	e.setGraph(g, tasks, trigs)
+	return e, nil
+}
+
+// setGraph puts g in force, with its resolved tasks and triggers, and what
+// the loop derives from them. Only the loop calls it (and New).
+func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
+	e.g, e.tasks, e.trigs = g, tasks, trigs
+	e.hasHTTP = hasHTTPTasks(tasks)
+	e.buildNodes()
+	e.limited = nil
+	for _, t := range g.Order() {
+		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
+			e.limited = append(e.limited, ti.id)
+		}
+	}
+	e.cur.Store(g)
+}
+
+// checkExecutors checks that every task of g has an executor, and every
+// function task a registered function.
+func checkExecutors(g *dag.Graph, execs Executors) error {
 	var problems []string
 	for _, t := range g.Order() {
-		e.tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
 		ex := execs[t.Executor.Kind]
 		if ex == nil {
 			problems = append(problems, fmt.Sprintf("task %s: no %s executor is available", t.ID(), t.Executor.Kind))
@@ -165,13 +201,21 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 			problems = append(problems, fmt.Sprintf("task %s: function %q is not registered", t.ID(), t.Executor.Function))
 		}
 	}
-	e.hasHTTP = hasHTTPTasks(e.tasks)
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
+		return fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
-	for _, ti := range e.tasks {
+	return nil
+}
+
+// buildTasks resolves the tasks of g with their neighbours, and its triggers.
+func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
+	tasks := map[string]*taskInfo{}
+	for _, t := range g.Order() {
+		tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
+	}
+	for _, ti := range tasks {
 		for _, u := range g.Upstream(ti.id) {
-			up := e.tasks[u.ID()]
+			up := tasks[u.ID()]
 			if u.Pipeline == ti.def.Pipeline {
 				ti.up = append(ti.up, up)
 				up.down = append(up.down, ti)
@@ -181,16 +225,11 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 			}
 		}
 	}
+	var trigs []*trigger
 	for _, tr := range g.Triggers() {
-		e.trigs = append(e.trigs, newTrigger(tr, g))
+		trigs = append(trigs, newTrigger(tr, g))
 	}
-	e.buildNodes()
-	for _, t := range g.Order() {
-		if ti := e.tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
-			e.limited = append(e.limited, ti.id)
-		}
-	}
-	return e, nil
+	return tasks, trigs
 }
 
 // Stats returns a snapshot of the loop's state. Leader is read live from
@@ -289,6 +328,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	}()
 	e.lease.Store(k)
 	e.fence.Store(e.st.Fence(l.Epoch))
+	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)})
 	e.queue = queue.Queue[int64]{}
@@ -359,6 +399,8 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 			e.turn(ctx, false)
 		case <-e.heldWake.C:
 			e.turn(ctx, false)
+		case <-e.reloadSig: // applied at the start of the turn
+			e.turn(ctx, false)
 		case req := <-e.reqs:
 			now := e.cfg.Now()
 			if req.inspect != nil {
@@ -400,6 +442,8 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			}
 		case errors.Is(err, store.ErrUnavailable):
 			e.log.Warn("lease_unavailable", "err", err)
+		case ctx.Err() != nil:
+			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:
 			return store.Lease{}, fmt.Errorf("engine: take the scheduler lease: %w", err)
 		}
@@ -409,6 +453,9 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			t.Stop()
 			return store.Lease{}, nil
 		case <-t.C:
+		case <-e.reloadSig:
+			t.Stop()
+			e.takeNext()
 		}
 	}
 }
@@ -434,6 +481,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		return
 	}
 	err := func() error {
+		if e.leader(now) {
+			if err := e.applyReload(ctx, now); err != nil {
+				return err
+			}
+		}
 		if topUp && e.leader(now) {
 			if err := e.createWindow(ctx, now); err != nil {
 				return err
@@ -465,6 +517,11 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		}
 		if err := e.checkTimeouts(ctx, now); err != nil {
 			return err
+		}
+		if e.leader(now) {
+			if err := e.sweep(ctx, now); err != nil {
+				return err
+			}
 		}
 		e.startHeld(now)
 		// Entries due up to ClaimAhead from now go to the queue: the ones
@@ -645,25 +702,7 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 }
 
 func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
-	var pds []store.PipelineDef
-	for _, p := range e.g.Pipelines() {
-		pd := store.PipelineDef{Name: p.Name, File: p.File}
-		pd.Definition, pd.Hash = hashJSON(p)
-		for _, t := range p.Tasks {
-			td := store.TaskDef{ID: t.ID(), Pipeline: p.Name, Name: t.Name, Group: t.Group, Priority: t.Priority}
-			td.Definition, td.Hash = hashJSON(t)
-			pd.Tasks = append(pd.Tasks, td)
-		}
-		pds = append(pds, pd)
-	}
-	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
-	if err != nil {
-		return fmt.Errorf("engine: sync definitions: %w", err)
-	}
-	if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
-		e.log.Info("definitions_synced", "added", res.Added, "changed", res.Changed, "removed", res.Removed)
-	}
-	return nil
+	return e.syncGraph(ctx, e.g, now)
 }
 
 func hashJSON(v any) ([]byte, string) {

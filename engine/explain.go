@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -42,11 +43,12 @@ type Fire struct {
 	Due        time.Time     `json:"due,omitzero"`
 	Dispatched time.Time     `json:"dispatched"`
 	Late       time.Duration `json:"late_ns"`
+	Executor   string        `json:"executor,omitempty"` // what ran that attempt, when recorded
 }
 
 // ExecutorLiveness is how recent a heartbeat keeps an executor in routing
 // (R21: three heartbeats of 10 s).
-const ExecutorLiveness = 30 * time.Second
+const ExecutorLiveness = runner.Silence
 
 // loopView is what the loop knows of one instance and the dispatch path.
 type loopView struct {
@@ -220,6 +222,13 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		f := Fire{Instance: a.InstanceID, Ticket: a.Ticket, Dispatched: a.At}
 		if due, ok := parseDue(a.Detail); ok {
 			f.Due, f.Late = due, max(a.At.Sub(due), 0)
+		}
+		if recs, err := e.st.Attempts(ctx, a.InstanceID); err == nil {
+			for _, r := range recs {
+				if r.Ticket == a.Ticket {
+					f.Executor = r.Executor
+				}
+			}
 		}
 		x.LastFires = append(x.LastFires, f)
 	}

@@ -17,26 +17,38 @@ import (
 // next second is claimed while the one of this second still counts as
 // running; that must never make it an overlap (R39).
 func TestEverySecondFiresEverySecond(t *testing.T) {
+	t.Run("skip", func(t *testing.T) { everySecond(t, "skip", 3600) })
+	t.Run("wait", func(t *testing.T) { everySecond(t, "wait", 600) }) // the same rule: ten minutes show it
+}
+
+// everySecond runs a few-millisecond task on @every 1s for fires seconds.
+func everySecond(t *testing.T, policy string, fires int) {
 	synctest.Test(t, func(t *testing.T) {
 		quick := map[string]func(context.Context, runner.Attempt) error{
 			"s.a": func(context.Context, runner.Attempt) error { time.Sleep(5 * time.Millisecond); return nil },
 		}
 		start := time.Now()
-		e := setup(t, Config{}, quick, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1s\"\ntasks:\n  - {name: a, function: record}\n")
-		sleep(time.Hour + 500*time.Millisecond)
+		e := setup(t, Config{}, quick, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1s\"\noverlap: "+policy+"\ntasks:\n  - {name: a, function: record}\n")
+		span := time.Duration(fires) * time.Second
+		sleep(span + 500*time.Millisecond)
 		e.stop()
 		calls := e.rec.snapshot()
 		seen := map[time.Duration]int{}
 		for _, c := range calls {
 			seen[c.logical.Sub(start)]++
 		}
-		for s := time.Second; s <= time.Hour; s += time.Second {
+		for s := time.Second; s <= span; s += time.Second {
 			if seen[s] != 1 {
 				t.Fatalf("the fire at +%s ran %d times, want once (%d executions in all)", s, seen[s], len(calls))
 			}
 		}
-		if len(calls) != 3600 {
-			t.Errorf("%d executions in a simulated hour, want 3600", len(calls))
+		if len(calls) != fires {
+			t.Errorf("%d executions in %s, want %d", len(calls), span, fires)
+		}
+		for _, c := range calls {
+			if !c.at.Equal(c.logical) {
+				t.Fatalf("the fire at +%s started %s late", c.logical.Sub(start), c.at.Sub(c.logical))
+			}
 		}
 		if a := e.actions("overlap_skip"); len(a) != 0 {
 			t.Errorf("%d overlap skips, want none; first: %+v", len(a), a[0])

@@ -316,3 +316,123 @@ func TestMisfireSkipFailsDownstream(t *testing.T) {
 		}
 	})
 }
+
+const gated = `pipeline: g
+timezone: UTC
+schedule: "0 2 * * *"
+defaults: {function: record}
+tasks:
+  - {name: build}
+  - {name: approve, depends_on: [build], manual: true}
+  - {name: publish, depends_on: [approve]}
+`
+
+// A backfill never counts a gate nobody approved as done: its run stays
+// active, the gate is counted apart, and an approval lets it finish.
+func TestBackfillStopsAtGatesUntilApproved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, gated)
+		from, to := days(start, 2)
+		id := e.startBackfill(BackfillParams{Pipeline: "g", From: from, To: to, MaxActiveRuns: 2})
+		sleep(5 * time.Second)
+		b := e.backfill(id)
+		pr, err := e.st.BackfillProgress(context.Background(), id, []string{"g.approve"})
+		if b.State == BackfillDone || b.DoneRuns != 0 || err != nil || pr.Awaiting != 2 || pr.Ended != 2 || pr.Total != 6 {
+			t.Errorf("at the gates: %+v, progress %+v %v", b, pr, err)
+		}
+		for _, day := range []time.Time{from.Add(2 * time.Hour), from.Add(26 * time.Hour)} {
+			if msg, err := e.do(Op{Kind: OpTrigger, Target: "g.approve", At: day, Actor: "operator:ann"}); err != nil || !strings.Contains(msg, "it runs now") {
+				t.Errorf("approve %s: %q %v", day, msg, err)
+			}
+		}
+		sleep(5 * time.Second)
+		e.stop()
+		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 2 || b.FailedRuns != 0 {
+			t.Errorf("after the approvals: %+v", b)
+		}
+		if got := len(e.instances(store.InstanceFilter{TaskID: "g.publish", States: []store.State{store.Success}})); got != 2 {
+			t.Errorf("%d publish succeeded, want 2", got)
+		}
+	})
+}
+
+func TestBackfillApproveManualUpFront(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, gated)
+		from, to := days(start, 2)
+		id := e.startBackfill(BackfillParams{Pipeline: "g", From: from, To: to, MaxActiveRuns: 2, ApproveManual: true})
+		sleep(5 * time.Second)
+		e.stop()
+		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 2 {
+			t.Errorf("backfill %+v", b)
+		}
+		for _, in := range e.instances(store.InstanceFilter{TaskID: "g.approve"}) {
+			if in.State != store.Success || !strings.Contains(in.ApprovedBy, "--approve-manual, by operator:test") {
+				t.Errorf("gate %+v", in)
+			}
+		}
+	})
+}
+
+// trigger --at sets the run's logical time; --param values reach the
+// executor over the task's params and are stored with the run; a pipeline
+// trigger runs every task.
+func TestTriggerAtParamsAndPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"p.a": func(_ context.Context, a runner.Attempt) error {
+				seen = append(seen, fmt.Sprintf("%s %v", a.LogicalTime.Format(time.RFC3339), a.Params))
+				return nil
+			},
+		}
+		e := setup(t, Config{}, fns, "pipeline: p\ntimezone: Asia/Shanghai\ndefaults: {function: record, params: {region: cn, day: x}}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
+		at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+		msg, err := e.do(Op{Kind: OpTrigger, Target: "p.a", At: at, Params: map[string]string{"day": "20261129"}, Actor: "operator:ann"})
+		if err != nil || !strings.Contains(msg, "at logical time 2026-11-30T10:00:00+08:00") {
+			t.Errorf("trigger: %q %v", msg, err)
+		}
+		sleep(time.Second)
+		msg, err = e.do(Op{Kind: OpTrigger, Target: "p", Actor: "operator:ann"})
+		if err != nil || !strings.Contains(msg, "for pipeline p (2 task(s))") {
+			t.Errorf("pipeline trigger: %q %v", msg, err)
+		}
+		sleep(time.Second)
+		for _, c := range []Op{
+			{Kind: OpTrigger, Target: "q"},
+			{Kind: OpTrigger, Target: "p.zz"},
+			{Kind: OpTrigger, Target: "p", Downstream: true},
+			{Kind: OpTrigger, Target: "p.a", Params: map[string]string{"a b": "1"}},
+		} {
+			if _, err := e.do(c); err == nil {
+				t.Errorf("%+v: no error", c)
+			}
+		}
+		e.stop()
+		if want := fmt.Sprintf("[2026-11-30T10:00:00+08:00 map[day:20261129 region:cn] %s map[day:x region:cn]]",
+			start0(e).In(e.eng.g.Pipeline("p").Location).Format(time.RFC3339)); fmt.Sprint(seen) != want {
+			t.Errorf("executions %v\nwant %s", seen, want)
+		}
+		runs, _ := e.st.Runs(context.Background(), "p", 10)
+		if len(runs) != 2 || runs[0].Params != `{"day":"20261129"}` || runs[0].Actor != "operator:ann" || !runs[0].LogicalTime.Equal(at) || runs[1].Params != "" {
+			t.Errorf("runs %+v", runs)
+		}
+		if b := e.instances(store.InstanceFilter{TaskID: "p.b"}); len(b) != 1 || b[0].State != store.Success {
+			t.Errorf("b of the pipeline run: %+v", b)
+		}
+	})
+}
+
+// start0 is the logical time of the second run: the pipeline trigger, a
+// second after the start of the bubble.
+func start0(e *env) time.Time {
+	runs, _ := e.st.Runs(context.Background(), "p", 10)
+	for _, r := range runs {
+		if r.Trigger == "p" {
+			return r.LogicalTime
+		}
+	}
+	return time.Time{}
+}

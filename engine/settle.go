@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -348,4 +349,45 @@ func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor str
 		rel = append(rel, r...)
 	}
 	return len(back), e.applyReleases(ctx, rel, now)
+}
+
+// rememberParams caches a run's --param values (a JSON object).
+func (e *Engine) rememberParams(run int64, raw string) {
+	var m map[string]any
+	if raw != "" {
+		_ = json.Unmarshal([]byte(raw), &m) // written by encodeParams: a JSON object of strings
+	}
+	if len(e.runParams) > 10_000 {
+		clear(e.runParams)
+	}
+	e.runParams[run] = m
+}
+
+// paramsOf returns the params an attempt of a task in run gets: the task's,
+// with the run's --param values over them. Only operator runs carry them;
+// schedule runs cost no lookup.
+func (e *Engine) paramsOf(run int64, task map[string]any) map[string]any {
+	if e.kindOf(context.Background(), run) != store.RunManual {
+		return task
+	}
+	extra, ok := e.runParams[run]
+	if !ok {
+		r, err := e.st.Run(context.Background(), run)
+		if err != nil {
+			return task
+		}
+		e.rememberParams(run, r.Params)
+		extra = e.runParams[run]
+	}
+	if len(extra) == 0 {
+		return task
+	}
+	out := make(map[string]any, len(task)+len(extra))
+	for k, v := range task {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
 }

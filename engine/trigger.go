@@ -292,6 +292,10 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 		switch d := decide(g, spec.at); d.verdict {
 		case verdictReady:
 			ni.State, ni.NextFireAt = store.Scheduled, spec.at.Add(ti.def.Delay)
+			if spec.kind == store.RunManual {
+				// An operator's run starts now, whatever its logical time (--at).
+				ni.NextFireAt = now.Add(ti.def.Delay)
+			}
 		default:
 			ni.Reason = d.reason
 		}
@@ -305,6 +309,9 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 	rs := newRunState(run.ID, run.LogicalTime, insts)
 	e.runs[run.ID] = rs
 	e.runKind[run.ID] = spec.kind
+	if spec.kind == store.RunManual {
+		e.rememberParams(run.ID, spec.params)
+	}
 	for _, inst := range insts {
 		if inst.State == store.Scheduled {
 			e.enqueue(ctx, inst)

@@ -54,6 +54,31 @@ type Report struct {
 	InstanceID int64 `json:"instance_id,omitempty"`
 }
 
+// StatusQuery is what a scheduler POSTs to an executor's /status: the
+// tickets it inherited in RUNNING and must resolve (R43).
+type StatusQuery struct {
+	Tickets []string `json:"tickets"`
+}
+
+// StatusAnswer is the executor's answer, by ticket, from its ticket cache.
+type StatusAnswer struct {
+	Boot    string                  `json:"boot,omitempty"`
+	Tickets map[string]TicketStatus `json:"tickets"`
+}
+
+// TicketStatus is what an executor knows of one ticket.
+type TicketStatus struct {
+	State  string  `json:"state"`            // TicketDone, TicketRunning or TicketUnknown
+	Result *Report `json:"result,omitempty"` // when done
+}
+
+// Ticket states in a StatusAnswer.
+const (
+	TicketDone    = "done"    // ran here: the result is attached
+	TicketRunning = "running" // runs here now: its result will be delivered
+	TicketUnknown = "unknown" // never started here (or forgotten after its TTL)
+)
+
 // MaxReportOutput bounds the output a report may carry, in bytes (64 KiB,
 // output and log together): an executor keeps the tail of longer output; a
 // report with more is refused.
@@ -73,6 +98,7 @@ type HTTP struct {
 	callback string // asynchronous form when set: where executors POST results
 	token    string // sent as a bearer token with dispatches and kills, when set
 	waiters  *waiters
+	accepted func(ticket, boot string) // when set: told the boot id of the process that accepted an asynchronous dispatch
 }
 
 // waiters holds the attempts waiting for their result by callback, by ticket.
@@ -275,9 +301,13 @@ func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, 
 	var ans struct {
 		Accepted bool    `json:"accepted"`
 		Result   *Report `json:"result"`
+		Boot     string  `json:"boot"`
 	}
 	if err := json.Unmarshal(answer, &ans); err == nil && ans.Result != nil && ans.Result.Ticket == a.Ticket {
 		return reportResult(*ans.Result, start) // a ticket the executor ran already: its earlier result
+	}
+	if h.accepted != nil && ans.Boot != "" {
+		h.accepted(a.Ticket, ans.Boot)
 	}
 	select {
 	case rep := <-ch:

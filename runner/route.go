@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,12 +31,10 @@ type Routed struct {
 	registry func(ctx context.Context, task string) ([]Endpoint, error)
 	now      func() time.Time
 	silence  time.Duration
-	lost     func(address string, silentFor time.Duration)
 
 	mu       sync.Mutex
-	next     map[string]int             // round-robin position per task
-	dead     map[string]bool            // executors reported lost (until they heartbeat again)
-	inFlight map[string]map[string]bool // executor address → tickets it runs asynchronously
+	next     map[string]int               // round-robin position per task
+	inFlight map[string]map[string]string // executor address → tickets it runs asynchronously → boot id of the process that accepted each
 }
 
 var _ Executor = (*Routed)(nil)
@@ -46,10 +47,9 @@ type RoutedConfig struct {
 	URL func(Attempt) (string, error)
 	// Registry lists the executors registered for a task id (pipeline.task).
 	Registry func(ctx context.Context, task string) ([]Endpoint, error)
-	// Silence excludes an executor whose last heartbeat is older; default 30 s.
+	// Silence excludes an executor whose last heartbeat is older; default
+	// Silence (30 s).
 	Silence time.Duration
-	// Lost, when set, is called once when an executor goes silent (an alert).
-	Lost func(address string, silentFor time.Duration)
 	// Now reads the clock; default time.Now.
 	Now func() time.Time
 }
@@ -57,17 +57,25 @@ type RoutedConfig struct {
 // NewRouted returns a routing HTTP executor.
 func NewRouted(c RoutedConfig) *Routed {
 	if c.Silence == 0 {
-		c.Silence = 30 * time.Second
+		c.Silence = Silence
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	return &Routed{direct: NewHTTP(c.Client, c.URL), client: c.Client, url: c.URL, registry: c.Registry, now: c.Now,
-		silence: c.Silence, lost: c.Lost, next: map[string]int{}, dead: map[string]bool{}, inFlight: map[string]map[string]bool{}}
+		silence: c.Silence, next: map[string]int{}, inFlight: map[string]map[string]string{}}
 }
 
-// Live returns the executors of task that heartbeat within the silence
-// window, reporting newly silent ones once.
+// Silence is how long an executor may go without a heartbeat and still get
+// work (R21): after it, it is excluded (not deleted) until it sends one.
+const Silence = 30 * time.Second
+
+// Alive reports whether an executor whose last heartbeat was at hb still
+// gets work at now: the one liveness rule of routing, the engine's sweep,
+// the API and the console.
+func Alive(hb, now time.Time) bool { return now.Sub(hb) <= Silence }
+
+// Live returns the executors of task that heartbeat within the silence window.
 func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
 	all, err := r.registry(ctx, task)
 	if err != nil {
@@ -75,30 +83,37 @@ func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
 	}
 	now := r.now()
 	var live []Endpoint
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, ep := range all {
-		silent := now.Sub(ep.LastHeartbeat)
-		if silent <= r.silence {
-			delete(r.dead, ep.Address)
+		if now.Sub(ep.LastHeartbeat) <= r.silence {
 			live = append(live, ep)
-			continue
-		}
-		if !r.dead[ep.Address] {
-			r.dead[ep.Address] = true
-			if r.lost != nil {
-				r.lost(ep.Address, silent)
-			}
-			// Its in-flight attempts fail now, to be retried per their policy,
-			// rather than wait for their deadline.
-			for ticket := range r.inFlight[ep.Address] {
-				r.direct.Deliver(Report{Ticket: ticket, Status: StatusFailed,
-					Error: fmt.Sprintf("executor %s lost: no heartbeat for %s", ep.Address, silent.Round(time.Second))})
-			}
-			delete(r.inFlight, ep.Address)
 		}
 	}
 	return live, nil
+}
+
+// Failover fails the attempts this process runs asynchronously on the
+// executor at address, with reason as their error, so that they are retried
+// per their policy at once rather than at their deadline: all of them when
+// boot is empty (the executor is lost), else those accepted by a process
+// with another boot id (it restarted: their work is gone). It returns how
+// many it failed.
+func (r *Routed) Failover(address, boot, reason string) int {
+	r.mu.Lock()
+	var gone []string
+	for ticket, b := range r.inFlight[address] {
+		if boot == "" || (b != "" && b != boot) {
+			gone = append(gone, ticket)
+			delete(r.inFlight[address], ticket)
+		}
+	}
+	r.mu.Unlock()
+	n := 0
+	for _, ticket := range gone {
+		if r.direct.Deliver(Report{Ticket: ticket, Status: StatusFailed, Error: reason}) {
+			n++
+		}
+	}
+	return n
 }
 
 // WithToken makes r send token with dispatches and kills (see HTTP.WithToken).
@@ -132,6 +147,7 @@ func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 		ep := live[(start+i)%len(live)]
 		h := *r.direct // shares the waiters of asynchronous results
 		h.url = func(Attempt) (string, error) { return strings.TrimSuffix(ep.Address, "/") + "/dispatch", nil }
+		h.accepted = func(ticket, boot string) { r.booted(ep.Address, ticket, boot) }
 		r.track(ep.Address, a.Ticket, true)
 		res, err := h.Execute(ctx, a)
 		res.Executor = ep.Address
@@ -154,10 +170,67 @@ func (r *Routed) track(addr, ticket string, on bool) {
 	defer r.mu.Unlock()
 	if on {
 		if r.inFlight[addr] == nil {
-			r.inFlight[addr] = map[string]bool{}
+			r.inFlight[addr] = map[string]string{}
 		}
-		r.inFlight[addr][ticket] = true
+		r.inFlight[addr][ticket] = ""
 		return
 	}
 	delete(r.inFlight[addr], ticket)
+}
+
+// booted records the boot id of the executor process that accepted ticket.
+func (r *Routed) booted(addr, ticket, boot string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.inFlight[addr][ticket]; ok {
+		r.inFlight[addr][ticket] = boot
+	}
+}
+
+// Status asks the executor at address what it knows of tickets (R43): a
+// scheduler that took over resolves the attempts it inherited by asking,
+// rather than by their timeout. An answer that is not a well-formed status
+// for every ticket asked is an error.
+func (r *Routed) Status(ctx context.Context, address string, tickets []string) (StatusAnswer, error) {
+	body, err := json.Marshal(StatusQuery{Tickets: tickets})
+	if err != nil {
+		return StatusAnswer{}, err
+	}
+	url := strings.TrimSuffix(address, "/") + "/status"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return StatusAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ax-Protocol", fmt.Sprint(ProtocolVersion))
+	r.direct.authorize(req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return StatusAnswer{}, fmt.Errorf("status query to %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return StatusAnswer{}, fmt.Errorf("status answer from %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return StatusAnswer{}, fmt.Errorf("status query to %s: %s: %s", url, resp.Status, firstLine(data))
+	}
+	var ans StatusAnswer
+	if err := json.Unmarshal(data, &ans); err != nil {
+		return StatusAnswer{}, fmt.Errorf("status answer from %s: %v", url, err)
+	}
+	for _, t := range tickets {
+		st, ok := ans.Tickets[t]
+		switch {
+		case !ok:
+			return StatusAnswer{}, fmt.Errorf("status answer from %s: ticket %s missing", url, t)
+		case st.State == TicketDone && (st.Result == nil || st.Result.Ticket != t ||
+			(st.Result.Status != StatusSuccess && st.Result.Status != StatusFailed)):
+			return StatusAnswer{}, fmt.Errorf("status answer from %s: ticket %s done without a well-formed result", url, t)
+		case st.State != TicketDone && st.State != TicketRunning && st.State != TicketUnknown:
+			return StatusAnswer{}, fmt.Errorf("status answer from %s: ticket %s in state %q", url, t, st.State)
+		}
+	}
+	return ans, nil
 }

@@ -69,11 +69,9 @@ func TestRoundRobinSilenceAndRejoin(t *testing.T) {
 	var clock atomic.Pointer[time.Time]
 	clock.Store(&now)
 	reg := &registry{eps: []runner.Endpoint{{Address: a, LastHeartbeat: now}, {Address: b, LastHeartbeat: now}}}
-	var lost []string
 	r := runner.NewRouted(runner.RoutedConfig{Client: http.DefaultClient, Registry: reg.list,
-		URL:  func(runner.Attempt) (string, error) { return "http://127.0.0.1:1/never", nil },
-		Now:  func() time.Time { return *clock.Load() },
-		Lost: func(addr string, silent time.Duration) { lost = append(lost, addr) }})
+		URL: func(runner.Attempt) (string, error) { return "http://127.0.0.1:1/never", nil },
+		Now: func() time.Time { return *clock.Load() }})
 	for i := range 4 {
 		res, err := r.Execute(context.Background(), attempt("rr-"+string(rune('a'+i))))
 		if err != nil || res.Status != runner.StatusSuccess {
@@ -83,7 +81,7 @@ func TestRoundRobinSilenceAndRejoin(t *testing.T) {
 	if callsA.Load() != 2 || callsB.Load() != 2 {
 		t.Errorf("round robin: a %d, b %d; want 2 and 2", callsA.Load(), callsB.Load())
 	}
-	// b falls silent: 31 simulated seconds later only a gets work, and b is reported once.
+	// b falls silent: 31 simulated seconds later only a gets work.
 	later := now.Add(31 * time.Second)
 	clock.Store(&later)
 	reg.beat(a, later)
@@ -92,8 +90,8 @@ func TestRoundRobinSilenceAndRejoin(t *testing.T) {
 			t.Fatalf("%+v", res)
 		}
 	}
-	if callsA.Load() != 5 || callsB.Load() != 2 || len(lost) != 1 || lost[0] != b {
-		t.Errorf("after silence: a %d, b %d, lost %v", callsA.Load(), callsB.Load(), lost)
+	if callsA.Load() != 5 || callsB.Load() != 2 {
+		t.Errorf("after silence: a %d, b %d", callsA.Load(), callsB.Load())
 	}
 	// b's next heartbeat brings it back.
 	reg.beat(b, later)
@@ -151,8 +149,8 @@ func TestPlainURLWithoutRegistry(t *testing.T) {
 }
 
 // TestInFlightFailsOverWhenExecutorGoesSilent: an asynchronous attempt on an
-// executor that stops heart-beating fails as soon as the silence is noticed
-// (to be retried per its policy), instead of waiting for its deadline.
+// executor that stops heart-beating fails as soon as the engine's sweep
+// notices (to be retried per its policy), instead of waiting for its deadline.
 func TestInFlightFailsOverWhenExecutorGoesSilent(t *testing.T) {
 	t.Parallel()
 	block := make(chan struct{})
@@ -170,10 +168,11 @@ func TestInFlightFailsOverWhenExecutorGoesSilent(t *testing.T) {
 	for calls.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	later := now.Add(31 * time.Second)
-	clock.Store(&later)
-	if _, err := r.Live(context.Background(), "p.clean"); err != nil { // the next look at the registry notices
-		t.Fatal(err)
+	if n := r.Failover("http://elsewhere:1", "", "lost"); n != 0 {
+		t.Errorf("failover of another executor failed %d attempts", n)
+	}
+	if n := r.Failover(a, "", "executor lost: no heartbeat for 31s"); n != 1 {
+		t.Errorf("failover failed %d attempts, want 1", n)
 	}
 	select {
 	case res := <-done:

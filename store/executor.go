@@ -17,6 +17,9 @@ type Executor struct {
 	Tasks         []string  `json:"tasks"`
 	RegisteredAt  time.Time `json:"registered_at"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// Boot identifies the executor's process: a new one at a registration
+	// means it restarted, and the work it ran before is gone.
+	Boot string `json:"boot,omitempty"`
 }
 
 // RegisterParams registers an executor and the tasks it serves.
@@ -24,6 +27,7 @@ type RegisterParams struct {
 	Address  string
 	Protocol string
 	Tasks    []string
+	Boot     string // the executor process's boot id; empty when it sends none
 	Now      time.Time
 }
 
@@ -40,6 +44,11 @@ func (s *Store) RegisterExecutor(ctx context.Context, p RegisterParams) error {
 		up := s.sb.Insert("executors").Columns("address", "protocol", "registered_at", "last_heartbeat").
 			Values(p.Address, p.Protocol, now, now).Suffix(s.d.upsert([]string{"address"}, []string{"protocol", "last_heartbeat"}))
 		if _, err := s.exec(ctx, tx, "upsert executor", up); err != nil {
+			return err
+		}
+		boot := s.sb.Insert("executor_boots").Columns("address", "boot", "at").Values(p.Address, p.Boot, now).
+			Suffix(s.d.upsert([]string{"address"}, []string{"boot", "at"}))
+		if _, err := s.exec(ctx, tx, "record executor boot", boot); err != nil {
 			return err
 		}
 		del := s.sb.Delete("executor_tasks").Where(sq.Eq{"address": p.Address})
@@ -81,8 +90,8 @@ func (s *Store) Heartbeat(ctx context.Context, address string, now time.Time) er
 // Executors lists registered executors with the tasks they serve, by address.
 // taskID, when not empty, keeps those that serve it.
 func (s *Store) Executors(ctx context.Context, taskID string) ([]Executor, error) {
-	b := s.sb.Select("e.address", "e.protocol", "e.registered_at", "e.last_heartbeat", "t.task_id").
-		From("executors e").LeftJoin("executor_tasks t ON t.address = e.address").OrderBy("e.address", "t.task_id")
+	b := s.sb.Select("e.address", "e.protocol", "e.registered_at", "e.last_heartbeat", "b.boot", "t.task_id").
+		From("executors e").LeftJoin("executor_boots b ON b.address = e.address").LeftJoin("executor_tasks t ON t.address = e.address").OrderBy("e.address", "t.task_id")
 	if taskID != "" {
 		b = b.Where(sq.Expr("e.address IN (SELECT address FROM executor_tasks WHERE task_id = ?)", taskID))
 	}
@@ -91,13 +100,13 @@ func (s *Store) Executors(ctx context.Context, taskID string) ([]Executor, error
 		var (
 			addr, proto string
 			reg, hb     int64
-			task        sql.NullString
+			boot, task  sql.NullString
 		)
-		if err := rows.Scan(&addr, &proto, &reg, &hb, &task); err != nil {
+		if err := rows.Scan(&addr, &proto, &reg, &hb, &boot, &task); err != nil {
 			return err
 		}
 		if len(out) == 0 || out[len(out)-1].Address != addr {
-			out = append(out, Executor{Address: addr, Protocol: proto, RegisteredAt: time.UnixMilli(reg).UTC(), LastHeartbeat: time.UnixMilli(hb).UTC()})
+			out = append(out, Executor{Address: addr, Protocol: proto, RegisteredAt: time.UnixMilli(reg).UTC(), LastHeartbeat: time.UnixMilli(hb).UTC(), Boot: boot.String})
 		}
 		if task.Valid {
 			e := &out[len(out)-1]

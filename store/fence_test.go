@@ -127,6 +127,10 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 		{"MarkResultsApplied", func(ctx context.Context, f *store.Fence) error {
 			return f.MarkResultsApplied(ctx, map[string]string{"t-inbox": "applied"}, now)
 		}},
+		{"DropRunsAhead", func(ctx context.Context, f *store.Fence) error {
+			_, err := f.DropRunsAhead(ctx, store.DropAheadParams{Trigger: "a", After: storetest.T0.Add(-time.Hour)})
+			return err
+		}},
 	}
 }
 

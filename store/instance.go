@@ -653,24 +653,40 @@ func (s *Store) BackfillRuns(ctx context.Context, backfill int64) ([]Run, error)
 	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"backfill_id": backfill}).OrderBy("logical_time", "id"))
 }
 
-// BackfillProgress counts a backfill's instances: those that ended
-// (SUCCESS, FAILED or KILLED) and all it created.
-func (s *Store) BackfillProgress(ctx context.Context, backfill int64) (ended, total int, err error) {
-	b := s.sb.Select("i.state", "COUNT(*)").From("instances i").Join("runs r ON r.id = i.run_id").
-		Where(sq.Eq{"r.backfill_id": backfill}).GroupBy("i.state")
-	err = s.query(ctx, s.read, "count backfill instances", b, func(rows *sql.Rows) error {
+// Progress counts a backfill's instances.
+type Progress struct {
+	Ended    int `json:"ended"`    // SUCCESS, FAILED or KILLED
+	Awaiting int `json:"awaiting"` // WAITING manual gates nobody approved: not done (R40)
+	Total    int `json:"total"`    // all it created
+}
+
+// BackfillProgress counts a backfill's instances: those that ended, the
+// manual gates (task ids in manual) that await approval, and all of them.
+func (s *Store) BackfillProgress(ctx context.Context, backfill int64, manual []string) (Progress, error) {
+	var p Progress
+	gate := make(map[string]bool, len(manual))
+	for _, m := range manual {
+		gate[m] = true
+	}
+	b := s.sb.Select("i.state", "i.task_id", "CASE WHEN i.approved_by IS NULL THEN 0 ELSE 1 END", "COUNT(*)").From("instances i").
+		Join("runs r ON r.id = i.run_id").Where(sq.Eq{"r.backfill_id": backfill}).
+		GroupBy("i.state", "i.task_id", "CASE WHEN i.approved_by IS NULL THEN 0 ELSE 1 END")
+	err := s.query(ctx, s.read, "count backfill instances", b, func(rows *sql.Rows) error {
 		var (
-			state string
-			n     int
+			state, task string
+			approved, n int
 		)
-		if err := rows.Scan(&state, &n); err != nil {
+		if err := rows.Scan(&state, &task, &approved, &n); err != nil {
 			return err
 		}
-		total += n
-		if State(state).Terminal() {
-			ended += n
+		p.Total += n
+		switch {
+		case State(state).Terminal():
+			p.Ended += n
+		case State(state) == Waiting && approved == 0 && gate[task]:
+			p.Awaiting += n
 		}
 		return nil
 	})
-	return ended, total, err
+	return p, err
 }

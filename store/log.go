@@ -121,15 +121,19 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 		}
 		cols := []string{"instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
 			"started_at", "ended_at", "log_bytes", "log_dropped"}
-		for _, a := range p.Attempts {
-			var code any
-			if a.ExitCode != nil {
-				code = *a.ExitCode
+		// Attempt records, many per statement; a record written again (the
+		// same attempt number after a refused dispatch) replaces the first.
+		for start := 0; start < len(p.Attempts); start += 100 {
+			b := s.sb.Insert("attempts").Columns(cols...)
+			for _, a := range p.Attempts[start:min(start+100, len(p.Attempts))] {
+				var code any
+				if a.ExitCode != nil {
+					code = *a.ExitCode
+				}
+				b = b.Values(a.InstanceID, a.Attempt, a.RunID, a.TaskID, a.Ticket, a.Executor, a.Status,
+					code, a.Error, ms(a.StartedAt), a.EndedAt.UnixMilli(), a.LogBytes, a.LogDropped)
 			}
-			b := s.sb.Insert("attempts").Columns(cols...).Values(a.InstanceID, a.Attempt, a.RunID, a.TaskID, a.Ticket, a.Executor, a.Status,
-				code, a.Error, ms(a.StartedAt), a.EndedAt.UnixMilli(), a.LogBytes, a.LogDropped).
-				Suffix(s.d.upsert([]string{"instance_id", "attempt"}, cols[2:]))
-			if _, err := s.exec(ctx, tx, "record attempt", b); err != nil {
+			if _, err := s.exec(ctx, tx, "record attempts", b.Suffix(s.d.upsert([]string{"instance_id", "attempt"}, cols[2:]))); err != nil {
 				return err
 			}
 		}

@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 var migrations = []migration{{
 	version: 1,
@@ -128,6 +128,13 @@ var migrations = []migration{{
 		{name: "task_pruned", cols: [][2]string{{"task_id", "str257"}, {"success", "bigint"}, {"failed", "bigint"}, {"killed", "bigint"},
 			{"last_instance", "bigint"}, {"last_state", "str16"}, {"last_executor", "str255"}, {"last_logical", "bigint"},
 			{"last_started", "bigint"}, {"last_ended", "bigint"}, {"updated_at", "bigint"}}, primary: []string{"task_id"}},
+	},
+}, {
+	// Version 7: an executor's boot id, so that the primary notices a
+	// restart (its in-flight attempts are gone) at the next registration.
+	version: 7,
+	tables: []table{
+		{name: "executor_boots", cols: [][2]string{{"address", "str255"}, {"boot", "str64"}, {"at", "bigint"}}, primary: []string{"address"}},
 	},
 }}
 

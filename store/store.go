@@ -49,6 +49,8 @@ type Store struct {
 	// afterUpdate, set only by tests, runs between a transition's UPDATE and
 	// its history INSERT, to break the connection at the worst moment.
 	afterUpdate func(ctx context.Context, tx *sql.Tx) error
+	// faults, set only by the simulator (SetFault), fails commits on purpose.
+	faults faultHook
 }
 
 // Open opens (and migrates) the store named by target:
@@ -278,6 +280,10 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback() // the error that matters is fn's
+		return err
+	}
+	if err := s.fault(what); err != nil {
+		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {

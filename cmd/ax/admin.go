@@ -30,12 +30,22 @@ type admin struct {
 	st        *store.Store
 	g         *dag.Graph
 	eng       *engine.Engine // nil: no scheduler in this process (reads only)
+	reload    *reloader      // nil: the pipelines are never reloaded
 	gather    prometheus.Gatherer
 	token     string // AX_ADMIN_TOKEN: required on writes (and reads unless openReads) when set
 	openReads bool
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
 	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
+}
+
+// graph returns the pipelines in force: the engine's, which a reload
+// replaces, or the ones given.
+func (a *admin) graph() *dag.Graph {
+	if a.eng != nil {
+		return a.eng.Graph()
+	}
+	return a.g
 }
 
 // maxBody bounds every request body the admin API reads.
@@ -76,9 +86,11 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a)", (*admin).explain},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/pause", true, "pause the task; body `{\"reason\"}`", taskOp(engine.OpPause)},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/resume", true, "resume the task (misfire policy for missed fires)", taskOp(engine.OpResume)},
-		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", true, "run now, in a manual run of its own; body `{\"downstream\": true}` for the task and everything downstream", taskOp(engine.OpTrigger)},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", true, "run now, in a manual run of its own (for a manual task: approve its oldest waiting instance, or run it); body `{\"downstream\": true, \"at\": \"2026-03-01T02:00:00\", \"params\": {\"k\": \"v\"}, \"reason\"}`, all optional (`at`: logical time in the pipeline's zone)", (*admin).taskTrigger},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/mark", true, "set the outcome of a waiting, failed or killed instance: `{\"state\": \"success\"|\"failed\", \"run\": RUN | \"at\": TIME, \"reason\"}`; success releases its downstream, failed fails it", (*admin).taskMark},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/kill", true, "kill the task's running instances", taskOp(engine.OpKill)},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/rerun", true, "rerun the task's latest failed or killed instance", taskOp(engine.OpRerun)},
+		{"POST", "/api/v1/pipelines/{pipeline}/trigger", true, "run the whole pipeline now: `{\"at\", \"params\", \"reason\"}`, all optional", (*admin).pipelineTrigger},
 		{"POST", "/api/v1/pipelines/{pipeline}/pause", true, "pause every task of the pipeline", scopeOp(engine.OpPause, store.ScopePipeline)},
 		{"POST", "/api/v1/pipelines/{pipeline}/resume", true, "resume the pipeline", scopeOp(engine.OpResume, store.ScopePipeline)},
 		{"POST", "/api/v1/groups/{group}/pause", true, "pause every task of the group, in every pipeline", scopeOp(engine.OpPause, store.ScopeGroup)},
@@ -87,7 +99,9 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
 		{"POST", "/api/v1/instances/{id}/kill", true, "kill one running instance", instanceOp(engine.OpKill)},
 		{"POST", "/api/v1/instances/{id}/rerun", true, "rerun one instance (failed, killed or succeeded)", instanceOp(engine.OpRerun)},
-		{"POST", "/api/v1/runs/{run}/rerun", true, "rerun a run's failed and killed instances", (*admin).runRerun},
+		{"POST", "/api/v1/instances/{id}/mark", true, "set the outcome of one waiting, failed or killed instance: `{\"state\": \"success\"|\"failed\", \"reason\"}`", (*admin).instanceMark},
+		{"POST", "/api/v1/runs/{run}/rerun", true, "rerun a run's failed and killed instances (those that never ran wait for their upstreams again)", (*admin).runRerun},
+		{"POST", "/api/v1/runs/{run}/cancel", true, "end every unfinished instance of a run: running ones are killed, the others fail as cancelled", (*admin).runCancel},
 		{"GET", "/api/v1/history", false, "state transitions; `task`, `instance`, `after`/`before` (id), `newest`, `limit`", (*admin).history},
 		{"GET", "/api/v1/actions", false, "the action log; `task`, `pipeline`, `action`, `after`/`before` (id), `newest`, `limit`", (*admin).actions},
 		{"GET", "/api/v1/prune", false, "what retention would delete now (dry run): runs, instances, history, actions, output; `retain` (such as 30d; default the server's --retain)", (*admin).pruneDry},
@@ -95,6 +109,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
 		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
+		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) and the fingerprints of the pipelines in force, for `ax diff`", (*admin).reloadStatus},
 		{"GET", "/api/v1/backfills", false, "backfills, newest first", (*admin).backfills},
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"dry_run\"}`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
@@ -358,11 +373,11 @@ func pathID(r *http.Request, name string) (int64, error) {
 
 func (a *admin) pipelineOf(r *http.Request) (*defs.Pipeline, error) {
 	name := r.PathValue("pipeline")
-	if p := a.g.Pipeline(name); p != nil {
+	if p := a.graph().Pipeline(name); p != nil {
 		return p, nil
 	}
 	var names []string
-	for _, p := range a.g.Pipelines() {
+	for _, p := range a.graph().Pipelines() {
 		names = append(names, p.Name)
 	}
 	return nil, errf(http.StatusNotFound, "no pipeline %q%s", name, defs.DidYouMean(name, names))

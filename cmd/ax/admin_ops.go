@@ -40,6 +40,9 @@ func (a *admin) do(r *http.Request, op engine.Op) (any, error) {
 		if ctx.Err() != nil {
 			return nil, errf(http.StatusServiceUnavailable, "%s: the scheduler did not answer within %s; nothing was applied", op.Kind, a.opWait)
 		}
+		if errors.Is(err, engine.ErrBadOp) {
+			return nil, errf(http.StatusBadRequest, "%s: %v", op.Kind, strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
+		}
 		return nil, errf(http.StatusConflict, "%s refused: %v", op.Kind, err)
 	}
 	return map[string]string{"result": msg}, nil
@@ -71,7 +74,7 @@ func scopeOp(kind string, scope store.PauseScope) func(*admin, *http.Request) (a
 			}
 		} else {
 			var groups []string
-			for _, t := range a.g.Order() {
+			for _, t := range a.graph().Order() {
 				if !slices.Contains(groups, t.Group) {
 					groups = append(groups, t.Group)
 				}
@@ -185,6 +188,7 @@ type backfillRequest struct {
 	Reverse       bool   `json:"reverse"`
 	Rerun         string `json:"rerun"`
 	StopOnFailure bool   `json:"stop_on_failure"`
+	ApproveManual bool   `json:"approve_manual"`
 	DryRun        bool   `json:"dry_run"`
 }
 
@@ -196,7 +200,7 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	if b.Pipeline == "" || b.From == "" || b.To == "" {
 		return nil, errf(http.StatusBadRequest, `give "pipeline", "from" and "to"`)
 	}
-	p := a.g.Pipeline(b.Pipeline)
+	p := a.graph().Pipeline(b.Pipeline)
 	loc := time.UTC
 	if p != nil {
 		loc = p.Location
@@ -209,8 +213,9 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, errf(http.StatusBadRequest, "to: %v", err)
 	}
-	spec, err := engine.PlanBackfill(a.g, engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
-		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure})
+	spec, err := engine.PlanBackfill(a.graph(), engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
+		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure,
+		ApproveManual: b.ApproveManual})
 	if err != nil {
 		code := http.StatusBadRequest
 		if p == nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
@@ -125,7 +126,7 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 		Latest   *runView     `json:"latest_run,omitempty"`
 	}
 	out := []item{}
-	for _, p := range a.g.Pipelines() {
+	for _, p := range a.graph().Pipelines() {
 		it := item{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
 		if pp, ok := paused["pipeline/"+p.Name]; ok {
 			it.Paused = &pp
@@ -213,7 +214,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		}
 	}
 	var layers [][]string
-	for _, l := range a.g.Layers(p.Name) {
+	for _, l := range a.graph().Layers(p.Name) {
 		var names []string
 		for _, t := range l {
 			names = append(names, t.Name)
@@ -341,10 +342,10 @@ func (a *admin) instances(r *http.Request) (any, error) {
 	}
 	f := store.InstanceFilter{Pipeline: q.str("pipeline"), TaskID: q.str("task"), RunID: q.int("run", 0, 1, 1<<62), States: q.states("state"),
 		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Limit: int(q.int("limit", 100, 1, 1000))}
-	if f.Pipeline != "" && a.g.Pipeline(f.Pipeline) == nil {
+	if f.Pipeline != "" && a.graph().Pipeline(f.Pipeline) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", f.Pipeline))
 	}
-	if f.TaskID != "" && a.g.Task(f.TaskID) == nil {
+	if f.TaskID != "" && a.graph().Task(f.TaskID) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
 	}
 	if err := q.err(); err != nil {
@@ -365,7 +366,7 @@ func (a *admin) logFilter(r *http.Request, extra ...string) (store.LogFilter, *q
 	}
 	f := store.LogFilter{TaskID: q.str("task"), InstanceID: q.int("instance", 0, 1, 1<<62), AfterID: q.int("after", 0, 1, 1<<62),
 		BeforeID: q.int("before", 0, 1, 1<<62), Newest: q.bool("newest"), Limit: int(q.int("limit", 100, 1, 1000))}
-	if f.TaskID != "" && a.g.Task(f.TaskID) == nil {
+	if f.TaskID != "" && a.graph().Task(f.TaskID) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
 	}
 	return f, q, nil
@@ -446,17 +447,27 @@ func (a *admin) limits(r *http.Request) (any, error) {
 type backfillView struct {
 	store.Backfill
 	Spec      json.RawMessage `json:"spec"`
-	Instances struct {
-		Ended int `json:"ended"`
-		Total int `json:"total"`
-	} `json:"instances"`
+	Instances store.Progress  `json:"instances"`
 }
 
 func (a *admin) viewBackfill(ctx context.Context, b store.Backfill) (backfillView, error) {
 	v := backfillView{Backfill: b, Spec: json.RawMessage(b.Spec)}
 	var err error
-	v.Instances.Ended, v.Instances.Total, err = a.st.BackfillProgress(ctx, b.ID)
+	v.Instances, err = a.st.BackfillProgress(ctx, b.ID, manualTasks(a.graph(), b.Pipeline))
 	return v, err
+}
+
+// manualTasks lists the manual gates of a pipeline, for progress counts.
+func manualTasks(g *dag.Graph, pipeline string) []string {
+	var out []string
+	if p := g.Pipeline(pipeline); p != nil {
+		for _, t := range p.Tasks {
+			if t.Manual {
+				out = append(out, t.ID())
+			}
+		}
+	}
+	return out
 }
 
 func (a *admin) backfills(r *http.Request) (any, error) {

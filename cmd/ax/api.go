@@ -25,6 +25,7 @@ import (
 type executorAPI struct {
 	st      *store.Store
 	g       *dag.Graph
+	graphOf func() *dag.Graph        // the pipelines in force, when they can be reloaded (else g)
 	deliver func(runner.Report) bool // to the attempt waiting for it in this process
 	self    string                   // this server's URL, recorded with the results it receives
 	token   string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
@@ -55,13 +56,21 @@ func apiError(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
 }
 
+// graph returns the pipelines in force.
+func (a *executorAPI) graph() *dag.Graph {
+	if a.graphOf != nil {
+		return a.graphOf()
+	}
+	return a.g
+}
+
 // taskIDs maps the names an executor serves to the http tasks of the graph:
 // `pipeline.task`, or a bare task name, which matches that task in every pipeline.
 func (a *executorAPI) taskIDs(names []string) ([]string, error) {
 	var ids, unknown []string
 	for _, n := range names {
 		found := false
-		for _, t := range a.g.Order() {
+		for _, t := range a.graph().Order() {
 			if t.Executor.Kind == defs.ExecHTTP && (t.ID() == n || t.Name == n) {
 				ids = append(ids, t.ID())
 				found = true
@@ -83,6 +92,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		Address  string   `json:"address"`
 		Protocol string   `json:"protocol"`
 		Tasks    []string `json:"tasks"`
+		Boot     string   `json:"boot"` // the executor process's id: a new one means it restarted
 	}
 	if err := runner.DecodeStrict(r, &req, 1<<20); err != nil {
 		apiError(w, http.StatusBadRequest, "malformed registration: %v", err)
@@ -115,7 +125,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Now: time.Now()}); err != nil {
+	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: time.Now()}); err != nil {
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}

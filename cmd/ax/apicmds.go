@@ -237,7 +237,11 @@ func writeExplanation(w io.Writer, x engine.Explanation) error {
 		if !f.Due.IsZero() {
 			due = f.Due.Local().Format("2006-01-02 15:04:05.000")
 		}
-		fmt.Fprintf(w, "  %s → %s  %s  (instance %d)\n", due, f.Dispatched.Local().Format("2006-01-02 15:04:05.000"), f.Late.Round(time.Millisecond), f.Instance)
+		on := ""
+		if f.Executor != "" {
+			on = " on " + f.Executor
+		}
+		fmt.Fprintf(w, "  %s → %s  %s  (instance %d%s)\n", due, f.Dispatched.Local().Format("2006-01-02 15:04:05.000"), f.Late.Round(time.Millisecond), f.Instance, on)
 	}
 	fmt.Fprintln(w, "\nnext fires:")
 	if len(x.NextFires) == 0 {

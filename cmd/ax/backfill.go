@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -63,6 +64,7 @@ type backfillFlags struct {
 	from, to, sel, rerun string
 	dryRun, reverse      bool
 	stopOnFailure        bool
+	approveManual        bool
 	standalone, detach   bool
 	maxActive            int
 	pipelines            []string
@@ -107,6 +109,7 @@ succeeded instance again.`,
 	fl.BoolVar(&f.reverse, "reverse", false, "newest logical time first")
 	fl.StringVar(&f.rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
 	fl.BoolVar(&f.stopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
+	fl.BoolVar(&f.approveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax trigger)")
 	f.addRunFlags(fl)
 	f.api.add(cmd)
 	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd())
@@ -140,7 +143,8 @@ func runBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 		return usageErr("--to: %v", err)
 	}
 	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.sel,
-		MaxActiveRuns: f.maxActive, Reverse: f.reverse, Rerun: f.rerun, StopOnFailure: f.stopOnFailure})
+		MaxActiveRuns: f.maxActive, Reverse: f.reverse, Rerun: f.rerun, StopOnFailure: f.stopOnFailure,
+		ApproveManual: f.approveManual})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -214,8 +218,8 @@ func followBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.
 			return &exitError{code: exitFailed, err: fmt.Errorf("no scheduler picked up backfill %d within %s; it stays queued for the next ax server on %s, or run: ax backfill resume %d --standalone", id, f.wait, st, id)}
 		}
 		line := progress(b, time.Since(start))
-		if ended, total, err := st.BackfillProgress(ctx, id); err == nil {
-			line += fmt.Sprintf("; instances %d/%d", ended, total)
+		if pr, err := st.BackfillProgress(ctx, id, manualTasks(g, b.Pipeline)); err == nil {
+			line += instancesLine(pr)
 		}
 		if tty {
 			fmt.Fprintf(out, "\r%s\x1b[K", line)
@@ -241,6 +245,16 @@ func followBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.
 }
 
 // progress renders runs done/total, failures, elapsed and ETA.
+// instancesLine is the instance count of a backfill's progress line: the
+// gates awaiting approval apart, since they are not done.
+func instancesLine(p store.Progress) string {
+	s := fmt.Sprintf("; instances %d/%d", p.Ended, p.Total)
+	if p.Awaiting > 0 {
+		s += fmt.Sprintf(", %d awaiting approval (ax trigger the gate, or --approve-manual)", p.Awaiting)
+	}
+	return s
+}
+
 func progress(b store.Backfill, elapsed time.Duration) string {
 	eta := "?"
 	if b.DoneRuns > 0 && b.DoneRuns < b.TotalRuns {
@@ -438,7 +452,7 @@ func backfillAPI(ctx context.Context, out io.Writer, pipeline string, f backfill
 		return err
 	}
 	req := backfillRequest{Pipeline: pipeline, From: f.from, To: f.to, Select: f.sel, MaxActiveRuns: f.maxActive, Reverse: f.reverse,
-		Rerun: f.rerun, StopOnFailure: f.stopOnFailure}
+		Rerun: f.rerun, StopOnFailure: f.stopOnFailure, ApproveManual: f.approveManual}
 	if f.from == "" || f.to == "" {
 		return usageErr("give --from and --to")
 	}
@@ -470,7 +484,7 @@ func backfillAPI(ctx context.Context, out io.Writer, pipeline string, f backfill
 		if err := c.get(ctx, fmt.Sprintf("/api/v1/backfills/%d", res.ID), &v); err != nil {
 			return err
 		}
-		line := progress(v.Backfill, time.Since(start)) + fmt.Sprintf("; instances %d/%d", v.Instances.Ended, v.Instances.Total)
+		line := progress(v.Backfill, time.Since(start)) + instancesLine(v.Instances)
 		if line != last {
 			fmt.Fprintln(out, line)
 			last = line
@@ -508,7 +522,7 @@ func backfillStatusAPI(ctx context.Context, out io.Writer, f apiFlags, arg strin
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))+fmt.Sprintf("; instances %d/%d", v.Instances.Ended, v.Instances.Total))
+	fmt.Fprintln(out, progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))+instancesLine(v.Instances))
 	if v.Error != "" {
 		fmt.Fprintln(out, v.Error)
 	}
@@ -519,6 +533,7 @@ func newRunCmd() *cobra.Command {
 	var (
 		at, sel, target string
 		pipelines       []string
+		approve         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE|PIPELINE",
@@ -527,21 +542,23 @@ func newRunCmd() *cobra.Command {
 (--at, default now), in the foreground, on an engine of its own: what a
 pipeline author runs to try a pipeline, and what CI can run as a smoke
 test. Upstreams outside the selection, and in other pipelines, count as
-done. The exit status is 0 only when every selected task succeeded;
-Ctrl-C kills the running tasks.`,
+done. The exit status is 0 only when every selected task succeeded, 1 when
+one failed, and 3 when the run stopped at manual gates nobody approved
+(--approve-manual approves them up front); Ctrl-C kills the running tasks.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target)
+			return runOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve)
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "logical time: a date or date-time in the pipeline's zone (default now)")
 	cmd.Flags().StringVar(&sel, "select", "", "tasks: task, task+, +task, +task+, group:NAME, comma-separated")
 	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
 	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")
+	cmd.Flags().BoolVar(&approve, "approve-manual", false, "approve the manual gates up front (otherwise the run stops at them and exits 3)")
 	return cmd
 }
 
-func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string) error {
+func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool) error {
 	var (
 		g    *dag.Graph
 		name = what
@@ -585,7 +602,8 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return &exitError{code: exitFailed, err: errors.New(strings.TrimPrefix(err.Error(), "dag: "))}
 	}
-	spec := engine.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: engine.RerunAll}
+	spec := engine.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: engine.RerunAll,
+		ApproveManual: approve}
 	for _, t := range tasks {
 		spec.Tasks = append(spec.Tasks, t.Name)
 	}
@@ -638,7 +656,20 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		case <-tick.C:
 		}
 		bs, err := st.Backfills(ctx, id)
-		if err != nil || len(bs) == 0 || (bs[0].State != engine.BackfillDone && bs[0].State != engine.BackfillFailed) {
+		if err != nil || len(bs) == 0 {
+			continue
+		}
+		// The run stops at a gate when nothing else can move in it.
+		runs, err := st.BackfillRuns(ctx, id)
+		if err != nil || len(runs) != 1 {
+			continue
+		}
+		ins, err := st.Instances(ctx, store.InstanceFilter{RunID: runs[0].ID, Limit: 1 << 20})
+		if err != nil {
+			continue
+		}
+		status := engine.StatusOf(ins, func(task string) bool { t := g.Task(task); return t != nil && t.Manual })
+		if status.State != engine.RunAwaiting && bs[0].State != engine.BackfillDone && bs[0].State != engine.BackfillFailed {
 			continue
 		}
 		stop()
@@ -646,12 +677,41 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		for len(events) > 0 {
 			failed += printEvent(out, <-events)
 		}
-		if bs[0].FailedRuns > 0 {
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s: %s", name, bs[0].Error)}
-		}
-		fmt.Fprintf(out, "ok: %d task(s) succeeded\n", len(spec.Tasks))
-		return nil
+		return runOutcome(out, name, status, ins, bs[0])
 	}
+}
+
+// runOutcome reports how `ax run` ended: every task succeeded (exit 0), one
+// failed (1), or it stopped at manual gates nobody approved (3). A task that
+// did not run is never counted as succeeded.
+func runOutcome(out io.Writer, name string, st engine.RunStatus, ins []store.Instance, b store.Backfill) error {
+	succeeded := 0
+	for _, in := range ins {
+		if in.State == store.Success {
+			succeeded++
+		}
+	}
+	switch {
+	case len(st.Failed) > 0 || b.FailedRuns > 0:
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s: %d of %d task(s) succeeded; failed: %s", name, succeeded, len(ins), strings.Join(st.Failed, ", "))}
+	case st.State == engine.RunAwaiting:
+		var waiting []string
+		for task, why := range st.Waiting {
+			if !slices.Contains(st.Awaiting, task) {
+				waiting = append(waiting, task+" ("+why+")")
+			}
+		}
+		slices.Sort(waiting)
+		msg := fmt.Sprintf("%s: %d of %d task(s) succeeded; awaiting approval: %s", name, succeeded, len(ins), strings.Join(st.Awaiting, ", "))
+		if len(waiting) > 0 {
+			msg += "; behind them: " + strings.Join(waiting, ", ")
+		}
+		return &exitError{code: exitGated, err: errors.New(msg + "; run again with --approve-manual to approve them up front")}
+	case succeeded != len(ins):
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s: %d of %d task(s) succeeded; the run ended %s", name, succeeded, len(ins), st.State)}
+	}
+	fmt.Fprintf(out, "ok: %d task(s) succeeded\n", succeeded)
+	return nil
 }
 
 // printEvent prints an attempt starting or ending; it returns 1 for a failure.

@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
 	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/store/storetest"
 )
 
 // logsPipeline: `talk` prints on both streams, waits for the test to write
@@ -154,6 +155,13 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 	if strings.Contains(latest, "first") || strings.Contains(first, "second") {
 		t.Errorf("attempts mixed:\n%s\n%s", first, latest)
 	}
+	// Which executor ran each attempt: in the history and in explain.
+	if out := ax(exitOK, "history", "shop.flaky"); !strings.Contains(out, "exit status 3: bad failed on local:") || !strings.Contains(out, "success on local:") {
+		t.Errorf("history without the executor:\n%s", out)
+	}
+	if out := ax(exitOK, "explain", "shop.flaky"); strings.Count(out, fmt.Sprintf("(instance %d on local:", flaky.ID)) != 2 {
+		t.Errorf("explain's last dispatches without the executor:\n%s", out)
+	}
 	// The JSON form: escaped binary, valid JSON.
 	var page LogPage
 	code, body := e.call("GET", fmt.Sprintf("/api/v1/instances/%d/logs", bin.ID), "")
@@ -262,4 +270,42 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 			t.Errorf("want %q in:\n%s", want, out)
 		}
 	}
+}
+
+// Two servers on MariaDB: an attempt the primary ran has its output in the
+// shared store, and the standby serves it (R41: any server of an HA pair).
+func TestStandbyServesLogsOfThePrimary(t *testing.T) {
+	t.Parallel()
+	target := "mysql://" + storetest.MySQLDSN(t)
+	dir := t.TempDir()
+	src := "pipeline: ha\ntimezone: UTC\nschedule: \"0 0 1 1 *\"\ntasks:\n  - {name: talk, command: [\"sh\", \"-c\", \"echo from the primary; echo careful >&2\"]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "ha.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := freeAddr(t), freeAddr(t)
+	a := startServer(t, target, dir, "--holder", "a", "--listen", pa)
+	st := openStore(t, target)
+	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
+	b := startServer(t, target, dir, "--holder", "b", "--listen", pb)
+	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
+	if code, out, errOut := runAx(t, "trigger", "ha.talk", "--server", "http://"+pa); code != exitOK {
+		t.Fatalf("trigger: %d %s %s", code, out, errOut)
+	}
+	waitFor(t, func() bool {
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "ha.talk", States: []store.State{store.Success}})
+		return len(ins) == 1
+	})
+	for _, args := range [][]string{{"logs", "ha.talk"}, {"logs", "ha.talk", "-f"}} {
+		code, out, errOut := runAx(t, append(args, "--server", "http://"+pb)...)
+		if code != exitOK {
+			t.Fatalf("ax %v on the standby: %d %s %s", args, code, out, errOut)
+		}
+		for _, want := range []string{"attempt 1 of 1, executor local:", "stdout| from the primary", "stderr| careful", "success (exit status 0)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("ax %v on the standby: want %q in\n%s", args, want, out)
+			}
+		}
+	}
+	b.stop(t)
+	a.stop(t)
 }

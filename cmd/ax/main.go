@@ -28,6 +28,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // the command ran and found a problem (invalid files, a failed task)
 	exitUsage  = 2 // the command was called wrongly
+	exitGated  = 3 // ax run: it stopped at manual gates nobody approved (--approve-manual approves them)
 )
 
 // exitError carries an exit status out of a cobra command.
@@ -105,12 +106,15 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newTriggerCmd(),
 		newKillCmd(),
 		newRerunCmd(),
+		newMarkCmd(),
+		newCancelCmd(),
 		newHistoryCmd(),
 		newBackfillCmd(),
 		newRunCmd(),
 		newExecutorsCmd(),
 		newLimitsCmd(),
 		newExplainCmd(),
+		newDiffCmd(),
 		newLogsCmd(),
 		newPruneCmd(),
 	)

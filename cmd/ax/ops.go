@@ -43,7 +43,7 @@ func (f *opFlags) add(cmd *cobra.Command) {
 }
 
 // opRoute is the API endpoint and body of an operation.
-func opRoute(op engine.Op) (string, map[string]any, error) {
+func opRoute(op cliOp) (string, map[string]any, error) {
 	body := map[string]any{"reason": op.Reason}
 	esc := url.PathEscape
 	task := func(verb string) (string, map[string]any, error) {
@@ -63,7 +63,28 @@ func opRoute(op engine.Op) (string, map[string]any, error) {
 		}
 		return task(op.Kind)
 	case op.Kind == engine.OpTrigger:
+		if op.atText != "" {
+			body["at"] = op.atText
+		}
+		if len(op.Params) > 0 {
+			body["params"] = op.Params
+		}
+		if !strings.Contains(op.Target, ".") {
+			return "/api/v1/pipelines/" + esc(op.Target) + "/trigger", body, nil
+		}
 		body["downstream"] = op.Downstream
+		return task(op.Kind)
+	case op.Kind == engine.OpMark:
+		body["state"] = strings.ToLower(string(op.State))
+		if op.Instance != 0 {
+			return fmt.Sprintf("/api/v1/instances/%d/mark", op.Instance), body, nil
+		}
+		if op.Run != 0 {
+			body["run"] = op.Run
+		}
+		if op.atText != "" {
+			body["at"] = op.atText
+		}
 		return task(op.Kind)
 	case op.Instance != 0:
 		return fmt.Sprintf("/api/v1/instances/%d/%s", op.Instance, op.Kind), body, nil
@@ -73,8 +94,15 @@ func opRoute(op engine.Op) (string, map[string]any, error) {
 	return task(op.Kind)
 }
 
+// cliOp is an operation as the CLI has it: --at stays as written, for the
+// server to read in the pipeline's zone.
+type cliOp struct {
+	engine.Op
+	atText string
+}
+
 // submitAPI sends op to the admin API and prints what the scheduler did.
-func submitAPI(ctx context.Context, w io.Writer, f opFlags, op engine.Op) error {
+func submitAPI(ctx context.Context, w io.Writer, f opFlags, op cliOp) error {
 	c, err := newAPIClient(f.api.server)
 	if err != nil {
 		return err
@@ -112,8 +140,21 @@ func actor() string {
 // request no scheduler took within the wait is withdrawn, so that it cannot
 // surprise anyone later.
 func submit(ctx context.Context, w io.Writer, f opFlags, op engine.Op) error {
+	return submitOp(ctx, w, f, cliOp{Op: op})
+}
+
+// submitOp is submit for an operation with a --at.
+func submitOp(ctx context.Context, w io.Writer, f opFlags, cop cliOp) error {
 	if !viaStore(f.cmd) {
-		return submitAPI(ctx, w, f, op)
+		return submitAPI(ctx, w, f, cop)
+	}
+	op := cop.Op
+	if cop.atText != "" {
+		at, err := time.Parse(time.RFC3339, cop.atText)
+		if err != nil {
+			return usageErr("--at %q: with --store give RFC 3339 with an offset (2026-03-01T02:00:00+08:00); the API reads other forms in the pipeline's zone", cop.atText)
+		}
+		op.At = at
 	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
@@ -177,9 +218,13 @@ func checkTarget(ctx context.Context, st *store.Store, op engine.Op) error {
 	}
 	var names []string
 	found := false
+	scope := op.Scope
+	if op.Kind == engine.OpTrigger && !strings.Contains(op.Target, ".") {
+		scope = store.ScopePipeline // a whole pipeline
+	}
 	for _, t := range tasks {
 		var n string
-		switch op.Scope {
+		switch scope {
 		case store.ScopeGroup:
 			n = t.Group
 		case store.ScopePipeline:
@@ -193,7 +238,7 @@ func checkTarget(ctx context.Context, st *store.Store, op engine.Op) error {
 	if found {
 		return nil
 	}
-	kind := cmp.Or(string(op.Scope), "task")
+	kind := cmp.Or(string(scope), "task")
 	if len(tasks) == 0 {
 		return fmt.Errorf("no %s %q: the store has no pipelines yet (has ax server run on it?)", kind, op.Target)
 	}
@@ -244,17 +289,110 @@ func newTriggerCmd() *cobra.Command {
 	var (
 		f          opFlags
 		downstream bool
+		at         string
+		params     []string
 	)
 	cmd := &cobra.Command{
-		Use:   "trigger PIPELINE.TASK",
-		Short: "Run a task now, in a run of its own, beside its periodic instances",
-		Args:  cobra.ExactArgs(1),
+		Use:   "trigger PIPELINE.TASK | PIPELINE [--at TIME] [--param KEY=VALUE]...",
+		Short: "Run a task (or a whole pipeline) now, in a run of its own; for a manual task, approve it",
+		Long: `Run a task now, in a manual run of its own beside its periodic instances
+(--downstream: and everything downstream of it), or a whole pipeline.
+--at sets the run's logical time (a date or date-time in the pipeline's
+zone, or RFC 3339 with an offset; default now); --param KEY=VALUE
+(repeatable) is merged over the tasks' params, seen by executors and
+templates, and stored with the run.
+
+For a manual task (manual: true) the trigger is the approval: it releases
+the gate of its oldest instance awaiting approval (the one at --at, when
+given), which then runs once its upstreams have succeeded; with none
+waiting it runs the task at once.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Op{Kind: engine.OpTrigger, Target: args[0], Downstream: downstream})
+			op := cliOp{Op: engine.Op{Kind: engine.OpTrigger, Target: args[0], Downstream: downstream}, atText: at}
+			if downstream && !strings.Contains(args[0], ".") {
+				return usageErr("--downstream applies to a task (PIPELINE.TASK): a pipeline trigger runs every task")
+			}
+			for _, p := range params {
+				k, v, ok := strings.Cut(p, "=")
+				if !ok || k == "" {
+					return usageErr("--param %q: give KEY=VALUE", p)
+				}
+				if op.Params == nil {
+					op.Params = map[string]string{}
+				}
+				op.Params[k] = v
+			}
+			if err := checkParams(op.Params); err != nil {
+				return usageErr("--param: %v", err)
+			}
+			return submitOp(cmd.Context(), cmd.OutOrStdout(), f, op)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&downstream, "downstream", false, "run everything downstream of it too")
+	cmd.Flags().StringVar(&at, "at", "", "logical time of the run, in the pipeline's zone (default now)")
+	cmd.Flags().StringArrayVar(&params, "param", nil, "KEY=VALUE merged over the tasks' params (repeatable)")
+	return cmd
+}
+
+func newMarkCmd() *cobra.Command {
+	var (
+		f   opFlags
+		run int64
+		at  string
+	)
+	cmd := &cobra.Command{
+		Use:   "mark PIPELINE.TASK --run RUN|--at TIME (success|failed) | mark INSTANCE_ID (success|failed)",
+		Short: "Set the outcome of a waiting, failed or killed instance (success releases its downstream)",
+		Long: `Set the outcome of an instance by hand, with --reason for the action log:
+success releases its downstream (and brings back those that failed without
+running behind it); failed fails what waits on it. A running, scheduled or
+paused instance is refused: kill it, or cancel its run.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := markState(args[1])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			op := cliOp{Op: engine.Op{Kind: engine.OpMark, State: st, Run: run}, atText: at}
+			if id, err := strconv.ParseInt(args[0], 10, 64); err == nil {
+				if run != 0 || at != "" {
+					return usageErr("%d is an instance id: --run and --at select a task's instance", id)
+				}
+				op.Instance = id
+			} else {
+				if _, _, err := splitTask(args[0]); err != nil {
+					return usageErr("%v", err)
+				}
+				if (run == 0) == (at == "") {
+					return usageErr("say which instance of %s: --run RUN or --at TIME", args[0])
+				}
+				op.Target = args[0]
+			}
+			return submitOp(cmd.Context(), cmd.OutOrStdout(), f, op)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().Int64Var(&run, "run", 0, "the task's instance in this run")
+	cmd.Flags().StringVar(&at, "at", "", "the task's instance at this logical time (in the pipeline's zone)")
+	return cmd
+}
+
+func newCancelCmd() *cobra.Command {
+	var f opFlags
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "End every unfinished instance of a run: running ones are killed, the others fail as cancelled",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return usageErr("%q is not a run id", args[0])
+			}
+			return submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Op{Kind: engine.OpCancel, Run: id})
+		},
+	}
+	f.add(cmd)
 	return cmd
 }
 

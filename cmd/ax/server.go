@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -38,9 +39,11 @@ type serverFlags struct {
 	holder    string
 	leaseTTL  time.Duration
 	listen    string
+	advertise string
 	insecure  bool
 	openReads bool
 	webhook   string
+	watch     time.Duration
 	grace     time.Duration
 	maxRun    int
 	retain    string
@@ -70,8 +73,10 @@ the store's lease.`,
 	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
+	fl.StringVar(&f.advertise, "advertise-url", "", "base URL at which executors reach this server (callbacks, registration), such as http://10.0.0.5:8080; required when --listen has no host (0.0.0.0, ::, :8080); default http://LISTEN")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
 	fl.IntVar(&f.maxRun, "max-running", engine.DefaultMaxRunning(), "local attempts (functions and commands) running at once; the rest wait in the queue in priority order (0: unlimited; ax limits changes it at run time)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
@@ -100,6 +105,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	filesAtStart, _ := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
 	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
 	if err != nil {
 		return usageErr("%v", err)
@@ -115,6 +121,10 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
 	var ln net.Listener
+	self, err := advertiseURL(f.listen, f.advertise)
+	if err != nil {
+		return err
+	}
 	if f.listen != "" {
 		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
 			return err
@@ -148,7 +158,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	defer st.Close()
 	var eng *engine.Engine // set below; executors raise alerts through it
-	execs, err := executors(g, st, alertVia(&eng))
+	// The pipelines in force: the engine's, which a reload replaces.
+	graph := func() *dag.Graph {
+		if eng != nil {
+			return eng.Graph()
+		}
+		return g
+	}
+	execs, err := executorsOf(graph, st, alertVia(&eng))
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -175,19 +192,21 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
+	rl := newReloader(f.pipelines, filesAtStart, f.rate, eng, log)
+	go rl.run(ctx, f.watch)
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, self: "http://" + f.listen, token: execToken}
+		api := &executorAPI{st: st, g: g, graphOf: eng.Graph, self: self, token: execToken}
 		// Executors report results asynchronously to this API.
-		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback("http://" + f.listen + "/api/v1/results")
+		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
 		api.deliver = web.Deliver
-		adm := &admin{st: st, g: g, eng: eng, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
+		adm := &admin{st: st, g: g, eng: eng, reload: rl, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
 		mux := adm.handler(api)
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
 		go func() { apiErr <- serveAPI(apiCtx, ln, mux, f.listen) }()
-		go announcePrimary(apiCtx, st, eng, "http://"+f.listen, log)
+		go announcePrimary(apiCtx, st, eng, self, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
 	log.Info("server_starting", "store", st.String(), "pipelines", len(g.Pipelines()), "tasks", len(g.Order()), "dispatch_rate", f.rate)
@@ -241,10 +260,17 @@ func dispatchRateForWarnings(rate float64) int {
 
 // executors builds the executors of the stock binary: the example functions,
 // commands, and HTTP tasks routed among the executors registered in st for
-// them (or called at their own URL when none is), each looking its task up in g.
+// them (or called at their own URL when none is), each looking its task up
+// in the pipelines in force.
 func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
+	return executorsOf(func() *dag.Graph { return g }, st, alert)
+}
+
+// executorsOf is executors for pipelines that a reload may replace: graph
+// returns the ones in force.
+func executorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
 	funcs := runner.NewFunctions(func(a runner.Attempt) string {
-		if t := g.Task(a.Pipeline + "." + a.Task); t != nil {
+		if t := graph().Task(a.Pipeline + "." + a.Task); t != nil {
 			return t.Executor.Function
 		}
 		return ""
@@ -253,7 +279,7 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 		return nil, err
 	}
 	commands := runner.NewCommands(func(a runner.Attempt) (runner.CommandSpec, error) {
-		t := g.Task(a.Pipeline + "." + a.Task)
+		t := graph().Task(a.Pipeline + "." + a.Task)
 		if t == nil {
 			return runner.CommandSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
 		}
@@ -262,7 +288,7 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	web := runner.NewRouted(runner.RoutedConfig{Client: client,
 		URL: func(a runner.Attempt) (string, error) {
-			t := g.Task(a.Pipeline + "." + a.Task)
+			t := graph().Task(a.Pipeline + "." + a.Task)
 			if t == nil || t.Executor.URL == "" {
 				return "", fmt.Errorf("task %s.%s has no http executor", a.Pipeline, a.Task)
 			}
@@ -279,10 +305,6 @@ func executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 			}
 			return eps, nil
 		}),
-		Lost: func(addr string, silent time.Duration) {
-			alert(engine.Alert{Kind: engine.AlertExecutorLost, At: time.Now(),
-				Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does", addr, silent.Round(time.Second))})
-		},
 	})
 	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
 	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))
@@ -419,4 +441,29 @@ func registryCache(ttl time.Duration, load func(context.Context, string) ([]runn
 		mu.Unlock()
 		return eps, nil
 	}
+}
+
+// advertiseURL returns the base URL executors are given for this server:
+// --advertise-url, or http://LISTEN when --listen names a host. A --listen
+// without one (0.0.0.0:8080, [::]:8080, :8080) is refused without
+// --advertise-url: executors could not call it back.
+func advertiseURL(listen, advertise string) (string, error) {
+	if advertise != "" {
+		u, err := url.Parse(advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return "", usageErr("--advertise-url %q: give the base URL executors reach this server at, such as http://10.0.0.5:8080", advertise)
+		}
+		return strings.TrimSuffix(advertise, "/"), nil
+	}
+	if listen == "" {
+		return "", nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", usageErr("--listen %q: give host:port, such as 127.0.0.1:8080", listen)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return "", usageErr("--listen %s listens on every address, so executors cannot be told where to call back: give --advertise-url, such as --advertise-url http://10.0.0.5:%s", listen, port)
+	}
+	return "http://" + listen, nil
 }

@@ -36,6 +36,7 @@ type row struct {
 	Ratio     string `json:"-"` // metric unit of the ratio; empty: figure ÷ baseline
 	Target    string `json:"target,omitempty"`
 	BenchTime string `json:"-"`
+	Timeout   string `json:"-"` // go test -timeout, when the default 10 m is short (a generator)
 
 	FigureV   float64 `json:"figure"`
 	FigureU   string  `json:"figure_unit"`
@@ -62,6 +63,11 @@ var rows = []row{
 	{Name: "8 HTTP executor tasks/s, 1 executor, vs bare HTTP pings/s", Pkg: "./runner", Bench: "RoundTrip/executors-1", Sub: "RoundTrip/executors-1", Figure: "tasks/s", Baseline: "pings/s", Ratio: "x-ping", BenchTime: "2s"},
 	{Name: "8 HTTP executor tasks/s, 4 executors, vs bare HTTP pings/s", Pkg: "./runner", Bench: "RoundTrip/executors-4", Sub: "RoundTrip/executors-4", Figure: "tasks/s", Baseline: "pings/s", Ratio: "x-ping", BenchTime: "2s"},
 	{Name: "9 backfill 365 days x 20 tasks (inst/s) vs engine plain rate", Pkg: "./engine", Bench: "BackfillYear", Sub: "BackfillYear", Figure: "inst/s", Baseline: "plain-inst/s", Ratio: "ratio", BenchTime: "1x"},
+	{Name: "10 task output: cost per attempt (ms), 1,000 x 16 KiB stored, SQLite, vs no output", Pkg: "./engine", Bench: "TaskOutput/sqlite", Sub: "TaskOutput/sqlite", Figure: "ms/attempt", Baseline: "plain-ms/attempt", Ratio: "x-plain", BenchTime: "3x"},
+	{Name: "10 task output: stored MB/s, SQLite (the same run)", Pkg: "./engine", Bench: "TaskOutput/sqlite", Sub: "TaskOutput/sqlite", Figure: "MB/s", Ratio: "x-plain", BenchTime: "3x"},
+	{Name: "10 task output: cost per attempt (ms), 1,000 x 16 KiB stored, MySQL, vs no output", Pkg: "./engine", Bench: "TaskOutput/mysql", Sub: "TaskOutput/mysql", Figure: "ms/attempt", Baseline: "plain-ms/attempt", Ratio: "x-plain", BenchTime: "3x"},
+	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), SQLite, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/sqlite", Sub: "ScaleReads/sqlite", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m"},
+	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), MySQL, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/mysql", Sub: "ScaleReads/mysql", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m"},
 	{Name: "7 cron 100,000 tasks: heap B/task, ax vs robfig/cron", Pkg: "./engine", Bench: "TestCronSchedulingVersusPeers", Test: true,
 		Sub: "CronScheduling/ax_100k", BaseSub: "CronScheduling/robfig_100k", Figure: "B/task", Baseline: "B/task", Target: "< 1 (less memory)"},
 	{Name: "7 cron 100,000 tasks: CPU ms per simulated hour, ax vs robfig/cron", Pkg: "./engine", Bench: "TestCronSchedulingVersusPeers", Test: true,
@@ -102,7 +108,7 @@ func run(w io.Writer, jsonPath string) error {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "running %s …\n", r.Name)
-		lines, err := bench(r.Pkg, r.Bench, r.BenchTime, r.Test)
+		lines, err := bench(r.Pkg, r.Bench, r.BenchTime, r.Timeout, r.Test)
 		if err == nil {
 			err = hasLines(lines, r.Pkg, r.Sub, r.BaseSub)
 		}
@@ -152,12 +158,15 @@ var benchCache = map[string]map[string]map[string]float64{}
 
 // bench runs one benchmark (or, with test, one test under AX_BENCH=1) and
 // returns the metrics of each result line, by name without "Benchmark".
-func bench(pkg, pattern, benchtime string, test bool) (map[string]map[string]float64, error) {
+func bench(pkg, pattern, benchtime, timeout string, test bool) (map[string]map[string]float64, error) {
 	key := pkg + " " + pattern + " " + benchtime
 	if lines, ok := benchCache[key]; ok {
 		return lines, nil
 	}
 	args := []string{"test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", "1", pkg}
+	if timeout != "" {
+		args = append(args[:len(args)-1], "-timeout", timeout, pkg)
+	}
 	if test {
 		args = []string{"test", "-run", "^" + pattern + "$", "-count", "1", "-v", pkg}
 	}

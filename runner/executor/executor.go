@@ -22,6 +22,8 @@ package executor
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +33,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +50,12 @@ type Config struct {
 	// Scheduler is the base URL of ax server; empty means no registration
 	// (the pipeline's http: URL points at this executor directly).
 	Scheduler string
+	// Schedulers are more base URLs of ax servers sharing one store (a
+	// primary and its standbys), tried with Scheduler: registrations,
+	// heartbeats and results go to whichever answers, following a server's
+	// "primary": URL answer, and stay with it while it answers. Every
+	// server stores results (R43), so a result never waits for a failover.
+	Schedulers []string
 	// Core workers are always there; default 2 × CPUs. Max is the most
 	// workers; default 2 × Core. Queue is how many dispatches wait for a
 	// worker; default 300 (the article: 200 to 500).
@@ -74,6 +83,9 @@ type Answer struct {
 	Accepted bool           `json:"accepted"`
 	Reason   string         `json:"reason,omitempty"`
 	Result   *runner.Report `json:"result,omitempty"` // for a ticket that ran already
+	// Boot identifies this executor process (as in its registration): the
+	// scheduler notices a restart that lost the accepted work.
+	Boot string `json:"boot,omitempty"`
 }
 
 // Executor runs registered task functions for the scheduler. It is safe for
@@ -90,6 +102,9 @@ type Executor struct {
 	tickets map[string]*job // by ticket, until it expires
 	running map[string]*job // by task name: the re-entrancy guard
 	outbox  chan *job
+	boot    string   // this process's id, sent with registrations: a new one tells the scheduler the earlier work is gone
+	scheds  []string // Scheduler and Schedulers, without trailing slashes
+	prefer  string   // the scheduler that answered last
 }
 
 type job struct {
@@ -132,13 +147,22 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 		return nil, fmt.Errorf("executor: Queue %d: want at least 1", cfg.Queue)
 	case cfg.Client == nil:
 		return nil, errors.New("executor: Client is required")
-	case cfg.Scheduler != "" && cfg.Address == "":
+	case (cfg.Scheduler != "" || len(cfg.Schedulers) > 0) && cfg.Address == "":
 		return nil, errors.New("executor: Address is required to register with the scheduler")
 	case len(funcs) == 0:
 		return nil, errors.New("executor: no task functions")
 	}
-	x := &Executor{cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
-		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max)}
+	var scheds []string
+	for _, u := range append([]string{cfg.Scheduler}, cfg.Schedulers...) {
+		if u = strings.TrimRight(u, "/"); u != "" && !slices.Contains(scheds, u) {
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				return nil, fmt.Errorf("executor: scheduler URL %q: give a base URL such as http://10.0.0.5:8080", u)
+			}
+			scheds = append(scheds, u)
+		}
+	}
+	x := &Executor{scheds: scheds, cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
+		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max), boot: newBoot()}
 	return x, nil
 }
 
@@ -154,7 +178,7 @@ func (x *Executor) Tasks() []string {
 // maxDispatch bounds a dispatch body.
 const maxDispatch = 1 << 20
 
-// Handler serves POST /dispatch, POST /kill and GET /healthz. With
+// Handler serves POST /dispatch, POST /kill, POST /status and GET /healthz. With
 // Config.Token set, dispatches and kills must carry it (the scheduler sends
 // its AX_EXECUTOR_TOKEN): nobody else can make this executor run a task.
 // It stands behind the same door as ax server (package door): dispatches
@@ -168,6 +192,7 @@ func (x *Executor) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dispatch", x.fromScheduler(x.serveDispatch))
 	mux.HandleFunc("POST /kill", x.fromScheduler(x.serveKill))
+	mux.HandleFunc("POST /status", x.fromScheduler(x.serveStatus))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
 }
@@ -244,7 +269,7 @@ func (x *Executor) serveDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d.Callback != "" {
-		ans := Answer{Accepted: true}
+		ans := Answer{Accepted: true, Boot: x.boot}
 		if prior {
 			select {
 			case <-j.done:
@@ -413,7 +438,7 @@ func (x *Executor) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); x.deliver(ctx) }()
 	defer wg.Wait()
-	if x.cfg.Scheduler == "" {
+	if len(x.scheds) == 0 {
 		<-ctx.Done()
 		return nil
 	}
@@ -431,9 +456,9 @@ func (x *Executor) Run(ctx context.Context) error {
 		}
 		path, body := "/api/v1/executors/heartbeat", map[string]any{"address": x.cfg.Address}
 		if !registered {
-			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks()}
+			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks(), "boot": x.boot}
 		}
-		code, err := x.post(ctx, x.cfg.Scheduler+path, body)
+		code, err := x.toScheduler(ctx, path, body)
 		switch {
 		case err != nil || code/100 == 5:
 			x.log.Warn("scheduler_unreachable", "path", path, "code", code, "err", err)
@@ -468,6 +493,11 @@ func (x *Executor) deliver(ctx context.Context) {
 		wait := 100 * time.Millisecond
 		for {
 			code, err := x.post(ctx, j.d.Callback, j.report)
+			if (err != nil || code/100 == 5) && len(x.scheds) > 0 {
+				// The server that dispatched it is gone or cannot store it: any
+				// other server stores it for the primary.
+				code, err = x.toScheduler(ctx, "/api/v1/results", j.report)
+			}
 			if err == nil && code/100 == 2 {
 				break
 			}
@@ -488,25 +518,124 @@ func (x *Executor) deliver(ctx context.Context) {
 	}
 }
 
+// toScheduler POSTs body to path on the scheduler that answered last, then
+// on the others, following a "primary": URL in an answer, until one answers
+// with less than 500. It returns the last answer's code, or the last error.
+func (x *Executor) toScheduler(ctx context.Context, path string, body any) (int, error) {
+	x.mu.Lock()
+	queue := slices.Clone(x.scheds)
+	if x.prefer != "" {
+		queue = append([]string{x.prefer}, queue...)
+	}
+	x.mu.Unlock()
+	tried := map[string]bool{}
+	code, err := 0, error(nil)
+	for len(queue) > 0 {
+		base := queue[0]
+		queue = queue[1:]
+		if tried[base] {
+			continue
+		}
+		tried[base] = true
+		var answer []byte
+		code, answer, err = x.postRead(ctx, base+path, body)
+		if err == nil && code/100 != 5 {
+			x.mu.Lock()
+			x.prefer = base
+			x.mu.Unlock()
+			return code, nil
+		}
+		var hint struct {
+			Primary string `json:"primary"`
+		}
+		if json.Unmarshal(answer, &hint) == nil && strings.HasPrefix(hint.Primary, "http") {
+			queue = append([]string{strings.TrimRight(hint.Primary, "/")}, queue...) // a standby's "primary is at …"
+		}
+	}
+	return code, err
+}
+
 func (x *Executor) post(ctx context.Context, url string, body any) (int, error) {
+	code, _, err := x.postRead(ctx, url, body)
+	return code, err
+}
+
+// postRead POSTs body as JSON to url and returns the answer's code and
+// (the first 64 KiB of) its body. The token goes only to scheduler URLs.
+func (x *Executor) postRead(ctx context.Context, url string, body any) (int, []byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Ax-Protocol", fmt.Sprint(runner.ProtocolVersion))
-	if x.cfg.Token != "" && x.cfg.Scheduler != "" && strings.HasPrefix(url, strings.TrimRight(x.cfg.Scheduler, "/")+"/") {
+	if x.cfg.Token != "" && x.isScheduler(url) {
 		req.Header.Set("Authorization", "Bearer "+x.cfg.Token)
 	}
 	resp, err := x.cfg.Client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, answer, nil
+}
+
+// isScheduler reports whether url is under one of the configured scheduler
+// URLs: only they are sent the token (a dispatch's callback elsewhere, or a
+// "primary" hint, never sees it).
+func (x *Executor) isScheduler(url string) bool {
+	for _, s := range x.scheds {
+		if strings.HasPrefix(url, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// newBoot returns a random id for this executor process.
+func newBoot() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
+}
+
+// maxStatusTickets bounds the tickets of one status query.
+const maxStatusTickets = 10000
+
+// serveStatus answers a scheduler that took over and asks about the tickets
+// it inherited (R43), from the ticket cache: done (with the result),
+// running, or unknown (never started here, or forgotten after its TTL).
+func (x *Executor) serveStatus(w http.ResponseWriter, r *http.Request) {
+	var q runner.StatusQuery
+	if err := runner.DecodeStrict(r, &q, maxDispatch); err != nil || len(q.Tickets) == 0 {
+		refuse(w, http.StatusBadRequest, "malformed status query: want {\"tickets\": [\"…\"]}")
+		return
+	}
+	if len(q.Tickets) > maxStatusTickets {
+		refuse(w, http.StatusRequestEntityTooLarge, "status query for %d tickets: at most %d at once", len(q.Tickets), maxStatusTickets)
+		return
+	}
+	ans := runner.StatusAnswer{Boot: x.boot, Tickets: make(map[string]runner.TicketStatus, len(q.Tickets))}
+	x.mu.Lock()
+	for _, t := range q.Tickets {
+		j := x.tickets[t]
+		if j == nil {
+			ans.Tickets[t] = runner.TicketStatus{State: runner.TicketUnknown}
+			continue
+		}
+		select {
+		case <-j.done:
+			rep := j.report
+			ans.Tickets[t] = runner.TicketStatus{State: runner.TicketDone, Result: &rep}
+		default:
+			ans.Tickets[t] = runner.TicketStatus{State: runner.TicketRunning}
+		}
+	}
+	x.mu.Unlock()
+	writeJSON(w, http.StatusOK, ans)
 }

@@ -36,6 +36,7 @@ func Run(t *testing.T, open Opener) {
 		{"Lease", testLease},
 		{"PausesSettingsBackfills", testMisc},
 		{"OperatorRequests", testOps},
+		{"DropRunsAhead", testDropRunsAhead},
 		{"TaskOutput", testTaskOutput},
 		{"PruneFinishedRuns", testPrune},
 	} {

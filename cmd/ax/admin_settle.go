@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/store"
+)
+
+// The operator verbs that settle any run (R40): trigger with a logical time
+// and params, mark an instance's outcome, cancel a run. Bad input is a 4xx
+// with the reason, and changes nothing.
+
+// triggerBody is the body of a trigger.
+type triggerBody struct {
+	Reason     string            `json:"reason"`
+	Downstream bool              `json:"downstream"`
+	At         string            `json:"at"`     // logical time, in the pipeline's zone unless it has an offset
+	Params     map[string]string `json:"params"` // merged over the tasks' params
+}
+
+// markBody is the body of a mark.
+type markBody struct {
+	State  string `json:"state"` // success or failed
+	Run    int64  `json:"run"`   // the task's instance in this run
+	At     string `json:"at"`    // or at this logical time
+	Reason string `json:"reason"`
+}
+
+// parseAt reads a logical time in the pipeline's zone: RFC 3339 with an
+// offset, or a date or date-time on the zone's wall clock. A wall time the
+// zone skips (a spring-forward gap) or repeats (fall-back) without an
+// offset is refused, not guessed.
+func parseAt(s string, loc *time.Location) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", time.DateOnly} {
+		t, err := time.ParseInLocation(layout, s, loc)
+		if err != nil {
+			continue
+		}
+		if t.Format(layout) != s {
+			return time.Time{}, fmt.Errorf("%q does not occur in %s (a daylight-saving gap): give another time, or an offset", s, loc)
+		}
+		for _, d := range []time.Duration{-time.Hour, time.Hour} {
+			if o := t.Add(d); o.Format(layout) == s {
+				a, b := t, o
+				if b.Before(a) {
+					a, b = b, a
+				}
+				return time.Time{}, fmt.Errorf("%q occurs twice in %s (daylight saving ends): add the offset, %s or %s", s, loc, a.Format(time.RFC3339), b.Format(time.RFC3339))
+			}
+		}
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not a logical time: give a date (2026-03-01), a date-time in the pipeline's zone (2026-03-01T02:00:00), or RFC 3339 with an offset", s)
+}
+
+// checkParams refuses param names that templates and executors cannot use.
+func checkParams(p map[string]string) error {
+	for k := range p {
+		if k == "" || strings.ContainsAny(k, " \t=.{}") {
+			return fmt.Errorf("param name %q: use letters, digits, _ and -", k)
+		}
+	}
+	return nil
+}
+
+func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, isTask bool) (any, error) {
+	var b triggerBody
+	if err := decodeBody(r, &b); err != nil {
+		return nil, err
+	}
+	op := engine.Op{Kind: engine.OpTrigger, Target: target, Downstream: b.Downstream, Reason: b.Reason, Params: b.Params}
+	if b.Downstream && !isTask {
+		return nil, errf(http.StatusBadRequest, "downstream applies to a task: a pipeline trigger runs every task of %s", p.Name)
+	}
+	if b.At != "" {
+		at, err := parseAt(b.At, p.Location)
+		if err != nil {
+			return nil, errf(http.StatusBadRequest, "at: %v", err)
+		}
+		op.At = at
+	}
+	if err := checkParams(b.Params); err != nil {
+		return nil, errf(http.StatusBadRequest, "params: %v", err)
+	}
+	return a.do(r, op)
+}
+
+func (a *admin) taskTrigger(r *http.Request) (any, error) {
+	t, err := a.taskOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.triggerOp(r, t.ID(), a.graph().Pipeline(t.Pipeline), true)
+}
+
+func (a *admin) pipelineTrigger(r *http.Request) (any, error) {
+	p, err := a.pipelineOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.triggerOp(r, p.Name, p, false)
+}
+
+// markState reads success or failed.
+func markState(s string) (store.State, error) {
+	switch strings.ToLower(s) {
+	case "success":
+		return store.Success, nil
+	case "failed":
+		return store.Failed, nil
+	}
+	return "", fmt.Errorf("state %q: give success or failed", s)
+}
+
+func (a *admin) markOp(r *http.Request, op engine.Op, loc *time.Location) (any, error) {
+	var b markBody
+	if err := decodeBody(r, &b); err != nil {
+		return nil, err
+	}
+	st, err := markState(b.State)
+	if err != nil {
+		return nil, errf(http.StatusBadRequest, "%v", err)
+	}
+	op.Kind, op.State, op.Reason = engine.OpMark, st, b.Reason
+	switch {
+	case op.Instance != 0 && (b.Run != 0 || b.At != ""):
+		return nil, errf(http.StatusBadRequest, "run and at select a task's instance: an instance id needs neither")
+	case op.Instance == 0 && b.Run != 0 && b.At != "":
+		return nil, errf(http.StatusBadRequest, "give run or at, not both")
+	case op.Instance == 0 && b.Run == 0 && b.At == "":
+		return nil, errf(http.StatusBadRequest, "say which instance of %s: give run (a run id) or at (its logical time)", op.Target)
+	case b.Run < 0:
+		return nil, errf(http.StatusBadRequest, "run %d: give a positive number", b.Run)
+	}
+	if b.Run != 0 {
+		if _, err := a.st.Run(r.Context(), b.Run); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, errf(http.StatusNotFound, "no run %d", b.Run)
+			}
+			return nil, err
+		}
+		op.Run = b.Run
+	}
+	if b.At != "" {
+		at, err := parseAt(b.At, loc)
+		if err != nil {
+			return nil, errf(http.StatusBadRequest, "at: %v", err)
+		}
+		op.At = at
+	}
+	return a.do(r, op)
+}
+
+func (a *admin) taskMark(r *http.Request) (any, error) {
+	t, err := a.taskOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.markOp(r, engine.Op{Target: t.ID()}, a.graph().Pipeline(t.Pipeline).Location)
+}
+
+func (a *admin) instanceMark(r *http.Request) (any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.st.Instance(r.Context(), id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errf(http.StatusNotFound, "no instance %d", id)
+		}
+		return nil, err
+	}
+	return a.markOp(r, engine.Op{Instance: id}, time.UTC)
+}
+
+func (a *admin) runCancel(r *http.Request) (any, error) {
+	id, err := pathID(r, "run")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := a.st.Run(r.Context(), id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errf(http.StatusNotFound, "no run %d", id)
+		}
+		return nil, err
+	}
+	var b opBody
+	if err := decodeBody(r, &b); err != nil {
+		return nil, err
+	}
+	if b.Downstream {
+		return nil, errf(http.StatusBadRequest, "downstream applies to trigger only")
+	}
+	return a.do(r, engine.Op{Kind: engine.OpCancel, Run: id, Reason: b.Reason})
+}

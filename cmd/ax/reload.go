@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+)
+
+// reloader watches the --pipelines files of ax server and hands a changed
+// set to the engine, validated as a whole: one broken file keeps the whole
+// running set, and its ax validate messages are logged and kept for the
+// API and the console. It polls the files' contents (editors that write a
+// temporary file and rename it are seen like any other), and SIGHUP asks
+// for a reload at once.
+type reloader struct {
+	paths []string
+	rate  float64 // --dispatch-rate, for the same warnings as ax validate
+	eng   *engine.Engine
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu   sync.Mutex
+	last *reloadStatus // nil before the first reload
+	sum  string        // fingerprint of the files last loaded
+}
+
+// reloadStatus is the outcome of the last reload, for GET /api/v1/reload.
+type reloadStatus struct {
+	At      time.Time   `json:"at"`
+	Cause   string      `json:"cause"` // "files changed" or "SIGHUP"
+	OK      bool        `json:"ok"`
+	Diff    engine.Diff `json:"diff"`
+	Summary string      `json:"summary"`
+	Errors  []string    `json:"errors,omitempty"` // file:line:col messages, as ax validate prints them
+}
+
+// newReloader watches paths for eng, whose pipelines were loaded from
+// files whose fingerprint (filesSum) was sum, taken before they were read:
+// a file that changes while the server starts is reloaded.
+func newReloader(paths []string, sum string, rate float64, eng *engine.Engine, log *slog.Logger) *reloader {
+	return &reloader{paths: paths, sum: sum, rate: rate, eng: eng, log: log, now: time.Now}
+}
+
+// Last returns the last reload's outcome, or nil.
+func (r *reloader) Last() *reloadStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// reload loads and validates the files and, when they are valid, hands
+// them to the engine.
+func (r *reloader) reload(cause string) reloadStatus {
+	sum, _ := filesSum(r.paths)
+	st := reloadStatus{At: r.now().UTC(), Cause: cause}
+	g, errs, err := dag.Load(r.paths, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(r.rate)})
+	switch {
+	case err != nil:
+		st.Errors = []string{err.Error()}
+	case g == nil:
+		for _, e := range errs.Fatal() {
+			st.Errors = append(st.Errors, e.Error())
+		}
+	default:
+		for _, w := range errs.Warnings() {
+			r.log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
+		}
+		d, err := r.eng.Reload(g)
+		if err != nil {
+			st.Errors = []string{err.Error()}
+			break
+		}
+		st.OK, st.Diff = true, d
+	}
+	if st.OK {
+		st.Summary = st.Diff.String()
+		r.log.Info("reload", "cause", cause, "diff", st.Summary)
+	} else {
+		st.Summary = "invalid: the running pipelines stay as they are"
+		for _, e := range st.Errors {
+			r.log.Error("reload_refused", "cause", cause, "error", e)
+		}
+	}
+	r.mu.Lock()
+	r.last, r.sum = &st, sum
+	r.mu.Unlock()
+	return st
+}
+
+// run polls the files every interval and reloads once a change has been
+// stable for one interval (a file half written is not read twice alike);
+// SIGHUP reloads at once. It returns when ctx ends.
+func (r *reloader) run(ctx context.Context, interval time.Duration) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var ticks <-chan time.Time // nil: SIGHUP only
+	if interval > 0 {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		ticks = tick.C
+	}
+	seen := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.reload("SIGHUP")
+		case <-ticks:
+			sum, err := filesSum(r.paths)
+			if err != nil {
+				continue // a directory renamed away for a moment: look again next time
+			}
+			r.mu.Lock()
+			loaded := r.sum
+			r.mu.Unlock()
+			if sum != loaded && sum == seen {
+				r.reload("files changed")
+			}
+			seen = sum
+		}
+	}
+}
+
+// filesSum fingerprints the pipeline files under paths (the *.yaml and
+// *.yml files ax validate reads): their names and contents.
+func filesSum(paths []string) (string, error) {
+	h := sha256.New()
+	var files []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return "", err
+		}
+		io.WriteString(h, f+"\x00")
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return "", err
+		}
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// reloadStatus serves GET /api/v1/reload.
+func (a *admin) reloadStatus(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	out := map[string]any{"running": engine.Fingerprint(a.graph()), "last": nil}
+	if a.reload != nil {
+		if l := a.reload.Last(); l != nil {
+			out["last"] = l
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// StatusAsker is implemented by executors that can ask a registered
+// executor what it knows of tickets (runner.Routed): a primary that took
+// over resolves the HTTP attempts it inherited in RUNNING by asking, not by
+// their timeout (R43).
+type StatusAsker interface {
+	Status(ctx context.Context, address string, tickets []string) (runner.StatusAnswer, error)
+}
+
+// Resolutions of an inherited ticket, carried to the loop as outcomes.
+const (
+	resolveRunning    = "running"    // an executor runs it: wait for its result
+	resolveUnknown    = "unknown"    // every executor of its task answered and none knows it: it never started
+	resolveUnanswered = "unanswered" // some executor of its task did not answer: ask again at the next sweep
+)
+
+// statusTimeout bounds one status query.
+const statusTimeout = 5 * time.Second
+
+// resolveOrphans asks the registered executors of each HTTP task about the
+// tickets this process inherited in RUNNING (left by a previous primary),
+// off the loop. Done → the result is applied; running → it waits (and is
+// asked again at the next sweep, in case its result cannot reach a
+// scheduler); unknown to every executor of the task → it never started
+// anywhere and is dispatched again with the same ticket, which the SDK's
+// de-duplication makes safe. An executor that does not answer leaves the
+// ticket to the next sweep, and in the end to the unknown-outcome rule of R27.
+func (e *Engine) resolveOrphans(exs []store.Executor) {
+	asker, ok := e.execs[defs.ExecHTTP].(StatusAsker)
+	if !ok {
+		return
+	}
+	serving := map[string][]string{} // task → executor addresses
+	for _, x := range exs {
+		for _, t := range x.Tasks {
+			serving[t] = append(serving[t], x.Address)
+		}
+	}
+	type ask struct {
+		id     int64
+		ticket string
+		execs  []string
+	}
+	var asks []ask
+	perExec := map[string][]string{} // address → tickets
+	for _, id := range sortedIDs(e.running) {
+		a := e.running[id]
+		if !a.orphan || a.task.def.Executor.Kind != defs.ExecHTTP || e.watch.asking[id] || len(serving[a.task.id]) == 0 {
+			continue
+		}
+		e.watch.asking[id] = true
+		asks = append(asks, ask{id: id, ticket: a.ticket, execs: serving[a.task.id]})
+		for _, addr := range serving[a.task.id] {
+			perExec[addr] = append(perExec[addr], a.ticket)
+		}
+	}
+	if len(asks) == 0 {
+		return
+	}
+	ctx, results := e.execCtx, e.results
+	e.execWG.Add(1)
+	go func() {
+		defer e.execWG.Done()
+		answers := map[string]map[string]runner.TicketStatus{} // address → ticket → status
+		for _, addr := range slices.Sorted(mapKeys(perExec)) {
+			qctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			ans, err := asker.Status(qctx, addr, perExec[addr])
+			cancel()
+			if err != nil {
+				e.log.Warn("status_query_failed", "executor", addr, "tickets", len(perExec[addr]), "err", err)
+				continue
+			}
+			answers[addr] = ans.Tickets
+		}
+		for _, q := range asks {
+			o := outcome{instance: q.id, res: runner.Result{Ticket: q.ticket}, resolve: resolveUnknown}
+			for _, addr := range q.execs {
+				st, answered := answers[addr][q.ticket]
+				switch {
+				case !answered:
+					if o.resolve == resolveUnknown {
+						o.resolve = resolveUnanswered
+					}
+				case st.State == runner.TicketDone:
+					o = outcome{instance: q.id, res: reportResult(*st.Result)}
+				case st.State == runner.TicketRunning && o.resolve != "":
+					o.resolve, o.res.Error = resolveRunning, addr
+				}
+				if o.resolve == "" {
+					break // done: its result
+				}
+			}
+			select {
+			case results <- o:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// resolved takes the loop's side of a resolution: o.resolve says what the
+// executors answered about an inherited ticket that has no result yet.
+func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
+	delete(e.watch.asking, o.instance)
+	a := e.running[o.instance]
+	if a == nil || a.ticket != o.res.Ticket || !a.orphan {
+		return nil // its result came meanwhile
+	}
+	switch o.resolve {
+	case resolveRunning:
+		e.log.Info("inherited_ticket_running", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "executor", o.res.Error)
+	case resolveUnanswered:
+		e.log.Info("inherited_ticket_unresolved", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
+	case resolveUnknown:
+		why := "inherited in RUNNING and unknown to every executor of the task: it never started; dispatched again with the same ticket"
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "redispatch", Pipeline: a.task.def.Pipeline,
+			TaskID: a.task.id, InstanceID: o.instance, Ticket: a.ticket, Reason: why}); err != nil {
+			return err
+		}
+		e.log.Warn("inherited_ticket_redispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
+		a.orphan = false
+		a.deadline = now.Add(a.task.def.Timeout)
+		e.execute(o.instance, a, nil)
+	}
+	return nil
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}

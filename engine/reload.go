@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/store"
+)
+
+// Fingerprints is what a reload compares between two sets of pipelines: a
+// hash of each task's definition and of each schedule (trigger) with what
+// it runs. Positions in the files are not part of them, so moving a task
+// in its file or adding a comment changes nothing.
+type Fingerprints struct {
+	Tasks    map[string]string `json:"tasks"`    // task id → hash of its definition
+	Triggers map[string]string `json:"triggers"` // trigger name → hash of its schedule, zone, misfire policy and run set
+}
+
+// Fingerprint computes the fingerprints of g.
+func Fingerprint(g *dag.Graph) Fingerprints {
+	fp := Fingerprints{Tasks: map[string]string{}, Triggers: map[string]string{}}
+	for _, t := range g.Order() {
+		_, fp.Tasks[t.ID()] = hashJSON(t)
+	}
+	for _, tr := range g.Triggers() {
+		t := newTrigger(tr, g)
+		_, fp.Triggers[t.name] = hashJSON(struct {
+			Spec, Zone, Misfire string
+			Tasks               []string
+		}{tr.Schedule.Spec(), tr.Schedule.Location().String(), string(t.misfire), tr.Tasks})
+	}
+	return fp
+}
+
+// Diff is what a reload changes: tasks added, removed and changed (by id),
+// and schedules (by trigger name) whose fires are planned again from the
+// moment of the reload, because they are new, changed or gone.
+type Diff struct {
+	Added     []string `json:"added,omitempty"`
+	Removed   []string `json:"removed,omitempty"`
+	Changed   []string `json:"changed,omitempty"`
+	Replanned []string `json:"replanned,omitempty"`
+}
+
+// DiffOf compares two sets of fingerprints.
+func DiffOf(old, cur Fingerprints) Diff {
+	var d Diff
+	for _, id := range slices.Sorted(maps.Keys(cur.Tasks)) {
+		h, ok := old.Tasks[id]
+		switch {
+		case !ok:
+			d.Added = append(d.Added, id)
+		case h != cur.Tasks[id]:
+			d.Changed = append(d.Changed, id)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(old.Tasks)) {
+		if _, ok := cur.Tasks[id]; !ok {
+			d.Removed = append(d.Removed, id)
+		}
+	}
+	names := slices.Sorted(maps.Keys(cur.Triggers))
+	for _, n := range slices.Sorted(maps.Keys(old.Triggers)) {
+		if _, ok := cur.Triggers[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if old.Triggers[n] != cur.Triggers[n] {
+			d.Replanned = append(d.Replanned, n)
+		}
+	}
+	return d
+}
+
+// Empty reports whether the diff changes nothing.
+func (d Diff) Empty() bool {
+	return len(d.Added)+len(d.Removed)+len(d.Changed)+len(d.Replanned) == 0
+}
+
+// String is the diff for a log line and the action log:
+// `added a.x; removed b.y; changed c.z; schedules re-planned: a`.
+func (d Diff) String() string {
+	if d.Empty() {
+		return "no change"
+	}
+	var parts []string
+	for _, p := range []struct {
+		what string
+		ids  []string
+	}{{"added", d.Added}, {"removed", d.Removed}, {"changed", d.Changed}, {"schedules re-planned", d.Replanned}} {
+		if len(p.ids) > 0 {
+			parts = append(parts, p.what+" "+strings.Join(p.ids, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Graph returns the pipelines in force: the last graph applied (or, on a
+// standby, taken). Safe for concurrent use.
+func (e *Engine) Graph() *dag.Graph { return e.cur.Load() }
+
+// Reload replaces the pipelines the engine schedules with g, a graph that
+// compiled without errors. It checks that every task of g can run here
+// (an executor, a registered function) and returns what changes, without
+// waiting: the loop applies the set as a whole between two of its turns,
+// as primary, writing the definitions and the diff to the store (a standby
+// only takes the set, to use when it becomes primary). A later Reload
+// before that replaces the waiting set. On refusal nothing changes.
+//
+// Applying it: new tasks and schedules fire; tasks removed stop firing
+// (their instances not yet started are no longer loaded, running ones stay
+// tracked until they end); a schedule that changed or went away loses the
+// runs it created ahead in which nothing started, and a changed or new
+// schedule is planned from the moment of the reload.
+func (e *Engine) Reload(g *dag.Graph) (Diff, error) {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	if g == nil {
+		return Diff{}, fmt.Errorf("engine: reload: no pipelines given")
+	}
+	if err := checkExecutors(g, e.execs); err != nil {
+		return Diff{}, fmt.Errorf("reload refused, the running pipelines stay: %w", err)
+	}
+	base := e.cur.Load()
+	if n := e.next.Load(); n != nil {
+		base = n
+	}
+	d := DiffOf(Fingerprint(base), Fingerprint(g))
+	if d.Empty() && base == e.cur.Load() {
+		return d, nil
+	}
+	e.next.Store(g)
+	select {
+	case e.reloadSig <- struct{}{}:
+	default: // the loop is woken already
+	}
+	return d, nil
+}
+
+// takeNext swaps in the waiting graph without writing anything: on a
+// standby, and before a term as primary starts (whose start syncs the
+// definitions and plans every trigger from the store anyway).
+func (e *Engine) takeNext() {
+	g := e.next.Swap(nil)
+	if g == nil {
+		return
+	}
+	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
+	tasks, trigs := buildTasks(g)
+	e.setGraph(g, tasks, trigs)
+	e.log.Info("pipelines_reloaded", "applied", false, "diff", d.String(), "reason", "not primary: taken for the next term")
+}
+
+// applyReload applies a waiting graph as primary: definitions synced,
+// schedules that changed or went away lose their untouched runs ahead, then
+// the set is swapped in memory and the window planned again. A store error
+// leaves the waiting graph in place for the next turn.
+func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
+	g := e.next.Load()
+	if g == nil {
+		return nil
+	}
+	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
+	tasks, trigs := buildTasks(g)
+	if err := e.syncGraph(ctx, g, now); err != nil {
+		return fmt.Errorf("engine: reload: %w", err)
+	}
+	oldTrigs := map[string]*trigger{}
+	for _, t := range e.trigs {
+		oldTrigs[t.name] = t
+	}
+	replan := map[string]bool{}
+	for _, n := range d.Replanned {
+		replan[n] = true
+	}
+	var dropped []int64
+	for _, n := range d.Replanned {
+		if !e.cfg.NoSchedules && oldTrigs[n] != nil {
+			ids, err := e.w().DropRunsAhead(ctx, store.DropAheadParams{Trigger: n, After: now})
+			if err != nil {
+				return fmt.Errorf("engine: reload: drop the runs planned ahead for %s: %w", n, err)
+			}
+			dropped = append(dropped, ids...)
+		}
+	}
+	detail, _ := json.Marshal(d)
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "reload", Reason: d.String(), Detail: string(detail)}); err != nil {
+		return fmt.Errorf("engine: reload: %w", err)
+	}
+	// From here on nothing fails: the new set is in force.
+	e.next.CompareAndSwap(g, nil)
+	droppedRun := map[int64]bool{}
+	for _, id := range dropped {
+		droppedRun[id] = true
+		delete(e.runs, id)
+		delete(e.runKind, id)
+	}
+	for id, p := range e.pending {
+		nt := tasks[p.task.id]
+		if nt == nil || droppedRun[p.runID] {
+			delete(e.pending, id) // removed task, or a fire of the old plan: no longer loaded
+			continue
+		}
+		p.task = nt
+	}
+	for _, a := range e.running {
+		if nt := tasks[a.task.id]; nt != nil {
+			a.task = nt // a removed task's attempt keeps its old definition until it ends
+		}
+	}
+	e.dropHeldOfRemoved(ctx, tasks, now)
+	e.setGraph(g, tasks, trigs)
+	for _, t := range trigs {
+		old := oldTrigs[t.name]
+		switch {
+		case old != nil && !replan[t.name]:
+			t.until, t.next = old.until, old.next
+		default: // changed or new: planned from the reload on
+			t.setUntil(now)
+		}
+	}
+	e.log.Info("pipelines_reloaded", "applied", true, "diff", d.String(), "runs_dropped", len(dropped))
+	return e.createWindow(ctx, now)
+}
+
+// syncGraph writes the definitions of g to the store.
+func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) error {
+	var pds []store.PipelineDef
+	for _, p := range g.Pipelines() {
+		pd := store.PipelineDef{Name: p.Name, File: p.File}
+		pd.Definition, pd.Hash = hashJSON(p)
+		for _, t := range p.Tasks {
+			td := store.TaskDef{ID: t.ID(), Pipeline: p.Name, Name: t.Name, Group: t.Group, Priority: t.Priority}
+			td.Definition, td.Hash = hashJSON(t)
+			pd.Tasks = append(pd.Tasks, td)
+		}
+		pds = append(pds, pd)
+	}
+	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
+	if err != nil {
+		return fmt.Errorf("engine: sync definitions: %w", err)
+	}
+	if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
+		e.log.Info("definitions_synced", "added", res.Added, "changed", res.Changed, "removed", res.Removed)
+	}
+	return nil
+}
+
+// dropHeldOfRemoved ends the attempts of removed tasks that were claimed
+// ahead but have not started (their fire time is still to come): they never
+// start; RUNNING → FAILED with the reason. A store error leaves them to
+// start at their fire time, as claimed.
+func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskInfo, now time.Time) {
+	var params []store.TransitionParams
+	for _, id := range sortedIDs(e.held) {
+		a := e.held[id]
+		if tasks[a.task.id] != nil {
+			continue
+		}
+		msg := "not started: its task was removed from the pipeline files by a reload before its fire time"
+		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: store.Running, To: store.Failed,
+			Set: store.Changes{EndedAt: &now, Error: &msg}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+	}
+	if len(params) == 0 {
+		return
+	}
+	res, err := e.w().TransitionBatch(ctx, params)
+	if err != nil {
+		e.log.Warn("reload_unclaim_failed", "instances", len(params), "err", err)
+		return
+	}
+	for i, r := range res {
+		id := params[i].InstanceID
+		if r.Err != nil {
+			continue
+		}
+		a := e.held[id]
+		a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
+		delete(e.held, id)
+		e.untrack(id)
+		e.dropCachedRunOf(id)
+	}
+}

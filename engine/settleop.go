@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// The operator verbs that settle any run (R40): mark an instance's outcome,
+// cancel a run.
+
+// ErrBadOp is wrapped by the refusals of mark and cancel that name a wrong
+// request (an unknown instance, task or state) rather than a state that
+// refuses it.
+var ErrBadOp = errors.New("engine: bad request")
+
+// markable says, for an instance in state from, whether an operator may
+// mark it to, or why not.
+func markable(in store.Instance, to store.State) error {
+	switch {
+	case to != store.Success && to != store.Failed:
+		return fmt.Errorf("%w: mark %q: give success or failed", ErrBadOp, strings.ToLower(string(to)))
+	case in.State == to:
+		return fmt.Errorf("instance %d of %s is %s already", in.ID, in.TaskID, in.State)
+	case in.State == store.Running || in.State == store.Retrying || in.State == store.Scheduled:
+		return fmt.Errorf("instance %d of %s is %s: it may still run; kill it first (ax kill %d) or let it end", in.ID, in.TaskID, in.State, in.ID)
+	case in.State == store.Paused:
+		return fmt.Errorf("instance %d of %s is PAUSED: resume it, or cancel its run (ax cancel %d)", in.ID, in.TaskID, in.RunID)
+	case in.State == store.Success:
+		return fmt.Errorf("instance %d of %s succeeded: its downstream may have run on it; rerun it instead (ax rerun %d --instance)", in.ID, in.TaskID, in.ID)
+	case !store.CanTransition(in.State, to):
+		return fmt.Errorf("instance %d of %s is %s: it cannot be marked %s", in.ID, in.TaskID, in.State, to)
+	}
+	return nil
+}
+
+// markTarget finds the instance a mark names: by id, or a task in a run, or
+// a task at a logical time.
+func (e *Engine) markTarget(ctx context.Context, op Op) (store.Instance, error) {
+	if op.Instance != 0 {
+		in, err := e.st.Instance(ctx, op.Instance)
+		if errors.Is(err, store.ErrNotFound) {
+			return in, fmt.Errorf("%w: no instance %d", ErrBadOp, op.Instance)
+		}
+		return in, err
+	}
+	t, err := e.resolveTask(op.Target)
+	if err != nil {
+		return store.Instance{}, fmt.Errorf("%w: %v", ErrBadOp, err)
+	}
+	f := store.InstanceFilter{TaskID: t.id, Limit: 2}
+	switch {
+	case op.Run != 0:
+		if _, err := e.st.Run(ctx, op.Run); err != nil {
+			return store.Instance{}, fmt.Errorf("%w: no run %d", ErrBadOp, op.Run)
+		}
+		f.RunID = op.Run
+	case !op.At.IsZero():
+		f.LogicalFrom, f.LogicalTo = op.At, op.At
+	default:
+		return store.Instance{}, fmt.Errorf("%w: say which instance of %s: --run RUN, --at TIME, or an instance id", ErrBadOp, t.id)
+	}
+	ins, err := e.st.Instances(ctx, f)
+	if err != nil {
+		return store.Instance{}, err
+	}
+	switch {
+	case len(ins) == 0 && op.Run != 0:
+		return store.Instance{}, fmt.Errorf("%w: run %d has no instance of %s", ErrBadOp, op.Run, t.id)
+	case len(ins) == 0:
+		return store.Instance{}, fmt.Errorf("%w: %s has no instance at %s", ErrBadOp, t.id, op.At.Format(time.RFC3339))
+	case len(ins) > 1:
+		return store.Instance{}, fmt.Errorf("%w: %s has %d instances at %s (runs %d and %d): give --run", ErrBadOp, t.id, len(ins), op.At.Format(time.RFC3339), ins[0].RunID, ins[1].RunID)
+	}
+	return ins[0], nil
+}
+
+// mark sets the outcome of a waiting, failed or killed instance: success
+// releases its downstream (and brings back what failed without running
+// behind it), failed fails its waiting downstream (R40).
+func (e *Engine) mark(ctx context.Context, op Op, now time.Time) (string, error) {
+	in, err := e.markTarget(ctx, op)
+	if err != nil {
+		return "", err
+	}
+	to := store.State(strings.ToUpper(string(op.State)))
+	if err := markable(in, to); err != nil {
+		return "", err
+	}
+	if e.tasks[in.TaskID] == nil {
+		return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
+	}
+	why := fmt.Sprintf("marked %s by %s", strings.ToLower(string(to)), op.Actor)
+	if op.Reason != "" {
+		why += ": " + op.Reason
+	}
+	errText := ""
+	if to == store.Failed {
+		errText = why
+	}
+	e.dropCachedRunOf(in.ID)
+	params := []store.TransitionParams{{InstanceID: in.ID, Version: in.Version, From: in.State, To: to,
+		Set:   store.Changes{Error: &errText, EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
+		Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: why}}
+	if _, err := e.recordSettled(ctx, params, now); err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("instance %d of %s (run %d) %s", in.ID, in.TaskID, in.RunID, why)
+	if to == store.Success {
+		in.State = store.Success
+		n, err := e.bringBack(ctx, []store.Instance{in}, op.Actor, now)
+		if err != nil {
+			return "", err
+		}
+		if n > 0 {
+			msg += fmt.Sprintf("; %d downstream instance(s) that never ran wait for their upstreams again", n)
+		}
+	}
+	return msg, nil
+}
+
+// recordSettled records params with the downstream they settle in the same
+// transaction (and other pipelines' right after), keeping the cache in step.
+func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionParams, now time.Time) ([]store.BatchResult, error) {
+	var settled []release
+	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
+	if err != nil {
+		clear(e.runs)
+		return nil, err
+	}
+	var ended []*taskInfo
+	for i, r := range res {
+		if r.Err != nil {
+			if len(params) == 1 {
+				return nil, r.Err
+			}
+			continue
+		}
+		delete(e.pending, params[i].InstanceID)
+		e.dropCachedRunOf(params[i].InstanceID)
+		if in, err := e.st.Instance(ctx, params[i].InstanceID); err == nil && e.tasks[in.TaskID] != nil {
+			ended = append(ended, e.tasks[in.TaskID])
+		}
+	}
+	if len(settled) > 0 {
+		e.released(ctx, settled, relRes)
+	}
+	return res, e.crossAfter(ctx, ended, now)
+}
+
+// cancel ends every unfinished instance of a run: running ones are killed
+// (they end KILLED when their executor has stopped them), the others fail
+// as cancelled; the run is then over.
+func (e *Engine) cancel(ctx context.Context, op Op, now time.Time) (string, error) {
+	if op.Run == 0 {
+		return "", fmt.Errorf("%w: cancel needs a run id", ErrBadOp)
+	}
+	if _, err := e.st.Run(ctx, op.Run); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return "", fmt.Errorf("%w: no run %d", ErrBadOp, op.Run)
+		}
+		return "", err
+	}
+	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: op.Run, Limit: 1 << 20, Ascending: true})
+	if err != nil {
+		return "", err
+	}
+	why := "cancelled by " + op.Actor
+	if op.Reason != "" {
+		why += ": " + op.Reason
+	}
+	var (
+		params []store.TransitionParams
+		kill   []int64
+	)
+	for _, in := range ins {
+		switch in.State {
+		case store.Waiting, store.Scheduled, store.Retrying, store.Paused:
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
+				Set:   store.Changes{Error: ptr(why), EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
+				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: why})
+		case store.Running:
+			kill = append(kill, in.ID)
+		}
+	}
+	if len(params)+len(kill) == 0 {
+		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", op.Run, StatusOf(ins, e.isManual).State)
+	}
+	for _, id := range kill {
+		if e.running[id] == nil {
+			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, op.Run)
+		}
+	}
+	delete(e.runs, op.Run)
+	res, err := e.recordSettled(ctx, params, now)
+	if err != nil {
+		return "", err
+	}
+	failed := 0
+	for _, r := range res {
+		if r.Err == nil {
+			failed++
+		}
+	}
+	for _, id := range kill {
+		e.killAttempt(id, "cancelled by "+op.Actor)
+	}
+	msg := fmt.Sprintf("run %d cancelled: %d instance(s) failed as cancelled", op.Run, failed)
+	if len(kill) > 0 {
+		ids := make([]string, len(kill))
+		for i, id := range kill {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		msg += fmt.Sprintf(", kill sent to %d running instance(s): %s", len(kill), strings.Join(ids, ", "))
+	}
+	if failed < len(params) {
+		msg += fmt.Sprintf(" (%d changed meanwhile: cancel again if the run is not over)", len(params)-failed)
+	}
+	return msg, nil
+}
+
+// killAttempt stops one running attempt as kill does.
+func (e *Engine) killAttempt(id int64, by string) {
+	a := e.running[id]
+	switch {
+	case a == nil:
+	case a.held:
+		delete(e.held, id)
+		a.held = false
+		a.cancel(runner.ErrKilled)
+		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+			Error: cmp.Or(by, "killed") + " before its fire time: it never started"}})
+	case a.cancel != nil:
+		a.cancel(runner.ErrKilled)
+	default:
+		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+			Error: by + "; its executor ran in a previous scheduler process and may still be running"}})
+	}
+}

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+func TestMarkSuccessReleasesDownstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"d.a": func(context.Context, runner.Attempt) error { return errors.New("vendor file missing") },
+		}
+		e := setup(t, Config{}, fns, diamondD)
+		sleep(time.Hour + time.Second)
+		a := e.instances(store.InstanceFilter{TaskID: "d.a"})[0]
+		msg, err := e.do(Op{Kind: OpMark, Target: "d.a", Run: a.RunID, State: store.Success, Actor: "operator:ann", Reason: "loaded by hand"})
+		if err != nil || !strings.Contains(msg, "marked success by operator:ann: loaded by hand") || !strings.Contains(msg, "3 downstream instance(s)") {
+			t.Errorf("mark: %q %v", msg, err)
+		}
+		sleep(time.Second)
+		e.stop()
+		run := e.byTask(a.RunID)
+		for _, id := range []string{"d.b", "d.c", "d.d"} {
+			if run[id].State != store.Success {
+				t.Errorf("%s: %s %q", id, run[id].State, run[id].Error)
+			}
+		}
+		if got := transitionsOf(e, a.ID); got != "SCHEDULED>RUNNING>FAILED>SUCCESS" {
+			t.Errorf("a history %s", got)
+		}
+		h, _ := e.st.History(context.Background(), store.LogFilter{InstanceID: a.ID})
+		if last := h[len(h)-1]; last.Actor != "operator:ann" || last.Reason != "marked success by operator:ann: loaded by hand" {
+			t.Errorf("history row %+v", last)
+		}
+		if acts := e.actions(OpMark); len(acts) != 1 || acts[0].Actor != "operator:ann" || acts[0].Reason != "loaded by hand" {
+			t.Errorf("mark actions %+v", acts)
+		}
+		if n := len(e.callsOf("d.a", start)); n != 1 {
+			t.Errorf("a ran %d times", n)
+		}
+	})
+}
+
+// A WAITING instance marked success releases its downstream; marked failed,
+// fails it.
+func TestMarkWaitingInstance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		billing := "pipeline: billing\ntimezone: UTC\ntasks:\n  - {name: settle, function: record}\n"
+		orders := "pipeline: orders\ntimezone: UTC\nschedule: \"0 1 * * *\"\ndefaults: {function: record}\ntasks:\n  - {name: report, depends_on: [billing.settle]}\n  - {name: mail, depends_on: [report]}\n  - {name: archive, depends_on: [report]}\n"
+		e := setup(t, Config{}, nil, billing, orders)
+		sleep(time.Hour + time.Second)
+		day1 := start.Add(time.Hour)
+		if _, err := e.do(Op{Kind: OpMark, Target: "orders.report", At: day1, State: store.Success, Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		sleep(time.Second)
+		run := e.byTask(e.instances(store.InstanceFilter{TaskID: "orders.report"})[0].RunID)
+		if run["orders.mail"].State != store.Success || run["orders.archive"].State != store.Success {
+			t.Errorf("after mark success: mail %s, archive %s", run["orders.mail"].State, run["orders.archive"].State)
+		}
+		sleep(24 * time.Hour)
+		day2 := day1.Add(24 * time.Hour)
+		if _, err := e.do(Op{Kind: OpMark, Target: "orders.report", At: day2, State: store.Failed, Actor: "operator:ann", Reason: "no billing today"}); err != nil {
+			t.Error(err)
+		}
+		e.stop()
+		ins := e.instances(store.InstanceFilter{TaskID: "orders.mail", LogicalFrom: day2, LogicalTo: day2})
+		if len(ins) != 1 || ins[0].State != store.Failed || ins[0].Error != "upstream orders.report failed" {
+			t.Errorf("mail of day 2: %+v", ins)
+		}
+		r := e.instances(store.InstanceFilter{TaskID: "orders.report", LogicalFrom: day2, LogicalTo: day2})
+		if len(r) != 1 || r[0].Error != "marked failed by operator:ann: no billing today" || r[0].Attempt != 0 {
+			t.Errorf("report of day 2: %+v", r)
+		}
+		if len(e.rec.snapshot()) != 2 {
+			t.Errorf("calls %v: mail and archive of day 1 only", e.rec.snapshot())
+		}
+	})
+}
+
+// Bad requests and states that refuse them: an error that says why, and
+// nothing changes (no transition, no action).
+func TestMarkAndCancelRefusals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"r.a": func(ctx context.Context, _ runner.Attempt) error { <-ctx.Done(); return ctx.Err() },
+		}
+		e := setup(t, Config{}, fns, "pipeline: r\ntimezone: UTC\nschedule: \"@every 1h\"\ndefaults: {function: record, timeout: 1h}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
+		sleep(time.Hour + time.Second) // a RUNNING, b WAITING
+		a := e.instances(store.InstanceFilter{TaskID: "r.a"})[0]
+		hist := func() int {
+			h, _ := e.st.History(context.Background(), store.LogFilter{Limit: 1 << 20})
+			return len(h)
+		}
+		before, acts := hist(), len(e.actions(""))
+		for _, c := range []struct {
+			op   Op
+			want string
+		}{
+			{Op{Kind: OpMark, Instance: 999, State: store.Success}, "no instance 999"},
+			{Op{Kind: OpMark, Target: "r.zz", Run: a.RunID, State: store.Success}, `no task "r.zz"`},
+			{Op{Kind: OpMark, Target: "r.b", Run: 999, State: store.Success}, "no run 999"},
+			{Op{Kind: OpMark, Target: "r.b", State: store.Success}, "say which instance of r.b"},
+			{Op{Kind: OpMark, Target: "r.b", At: a.LogicalTime.Add(time.Minute), State: store.Success}, "r.b has no instance at"},
+			{Op{Kind: OpMark, Instance: a.ID, State: "DONE"}, `mark "done": give success or failed`},
+			{Op{Kind: OpMark, Instance: a.ID, State: store.Success}, "is RUNNING: it may still run; kill it first"},
+			{Op{Kind: OpCancel, Run: 999}, "no run 999"},
+			{Op{Kind: OpCancel}, "cancel needs a run id"},
+		} {
+			_, err := e.do(c.op)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%+v: err = %v, want %q", c.op, err, c.want)
+			}
+		}
+		if hist() != before || len(e.actions("")) != acts {
+			t.Errorf("a refused request wrote something: history %d → %d, actions %d → %d", before, hist(), acts, len(e.actions("")))
+		}
+		if _, err := e.do(Op{Kind: OpCancel, Run: a.RunID, Actor: "operator:ann", Reason: "wrong day"}); err != nil {
+			t.Error(err)
+		}
+		sleep(time.Second)
+		if _, err := e.do(Op{Kind: OpCancel, Run: a.RunID}); err == nil || !strings.Contains(err.Error(), "is over already (failed): nothing to cancel") {
+			t.Errorf("cancel twice: %v", err)
+		}
+		if _, err := e.do(Op{Kind: OpMark, Instance: a.ID, State: store.Killed}); err == nil || !strings.Contains(err.Error(), "give success or failed") {
+			t.Errorf("mark killed: %v", err)
+		}
+		e.stop()
+		run := e.byTask(a.RunID)
+		if run["r.a"].State != store.Killed || run["r.b"].State != store.Failed || run["r.b"].Error != "cancelled by operator:ann: wrong day" {
+			t.Errorf("after cancel: a %s, b %s %q", run["r.a"].State, run["r.b"].State, run["r.b"].Error)
+		}
+	})
+}
+
+// Cancel ends a run whose command task runs: the process (and what it
+// started) is gone, the run is over. Real processes and the real clock:
+// waits poll for events with a bound, never for time-dependent logic.
+func TestCancelKillsRunningCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	src := fmt.Sprintf("pipeline: c\ntimezone: UTC\ntasks:\n  - {name: long, command: [\"sh\", \"-c\", \"sleep 300 & echo $! > %s; wait\"], timeout: 10m}\n  - {name: after, depends_on: [long], command: [\"true\"]}\n", pidFile)
+	p, errs := defs.Parse("c.yaml", []byte(src), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	g, errs := dag.Compile([]*defs.Pipeline{p}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	st, err := store.Open(context.Background(), filepath.Join(dir, "ax.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := New(Config{Holder: "test"}, st, g, Executors{defs.ExecCommand: runner.NewCommands(commandSpec(g))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	do := func(op Op) (string, error) {
+		c, stop := context.WithTimeout(context.Background(), 30*time.Second)
+		defer stop()
+		return eng.Do(c, op)
+	}
+	until := func(what string, ok func() bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("still not %s after 30 s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	until("primary", func() bool { return eng.Stats().Leader })
+	if _, err := do(Op{Kind: OpTrigger, Target: "c.long", Downstream: true, Actor: "operator:ann"}); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	until("started", func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "c.long", Limit: 1})
+	msg, err := do(Op{Kind: OpCancel, Run: ins[0].RunID, Actor: "operator:ann"})
+	if err != nil || !strings.Contains(msg, "kill sent to 1 running instance(s)") {
+		t.Fatalf("cancel: %q %v", msg, err)
+	}
+	until("over", func() bool {
+		all, _ := st.Instances(context.Background(), store.InstanceFilter{RunID: ins[0].RunID, Limit: 10})
+		return StatusOf(all, nil).Over
+	})
+	// Gone, or a zombie waiting for a reaper that is not ours: not running.
+	gone := func() bool {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+	}
+	until("gone: the task's child process "+strconv.Itoa(pid), gone)
+	all, _ := st.Instances(context.Background(), store.InstanceFilter{RunID: ins[0].RunID, Limit: 10, Ascending: true})
+	if len(all) != 2 || all[0].State != store.Killed || all[1].State != store.Failed || all[1].Error != "cancelled by operator:ann" {
+		t.Errorf("run after cancel: %+v", all)
+	}
+}

@@ -1,0 +1,672 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// The invariants, by the name the tally and the violations use.
+const (
+	invSingleFlight = "I1 one attempt at a time"
+	invOneSuccess   = "I2 one success, and only from a run"
+	invUpstream     = "I3 no start before upstreams succeeded"
+	invDueFire      = "I4 every due fire dispatched or explained"
+	invRunsEnd      = "I5 every run ends or names its wait"
+	invReplay       = "I6 history replays to state"
+	invFence        = "I7 no fenced write lands"
+	invBadVerb      = "I8 bad verbs change nothing"
+)
+
+// row is one history row as the checker keeps it.
+type row struct {
+	id       int64
+	at       time.Time
+	from, to store.State
+	ticket   string
+	actor    string
+	reason   string
+	epoch    int64
+}
+
+// inst is the checker's replay of one instance's history.
+type inst struct {
+	id       int64
+	run      int64
+	task     string
+	logical  time.Time
+	rows     []row
+	reruns   int // operator moves out of a terminal state
+	success  int
+	dirty    bool // rows were added since the last comparison with the store
+	created  time.Time
+	createdS bool // created SCHEDULED (a root of its run)
+}
+
+// state returns the instance's state at t by its history (and whether it existed).
+func (in *inst) stateAt(t time.Time) (store.State, bool) {
+	var s store.State
+	ok := false
+	for _, r := range in.rows {
+		if r.at.After(t) {
+			break
+		}
+		s, ok = r.to, true
+	}
+	return s, ok
+}
+
+func (in *inst) state() store.State { return in.rows[len(in.rows)-1].to }
+
+// firstSuccess returns the first →SUCCESS at or before t.
+func (in *inst) succeededBy(t time.Time) bool {
+	for _, r := range in.rows {
+		if r.at.After(t) {
+			return false
+		}
+		if r.to == store.Success {
+			return true
+		}
+	}
+	return false
+}
+
+// span is an interval of simulated time.
+type span struct{ from, to time.Time }
+
+// checker holds the replayed store and what the world did, and checks the
+// invariants after every step.
+type checker struct {
+	w         *world
+	lastID    int64
+	maxEpoch  int64
+	epochRow  int64
+	insts     map[int64]*inst
+	runs      map[int64]map[string]int64 // run → task → instance
+	runKey    map[string]int64           // trigger|kind|logical ms → run
+	byTask    map[string][]int64         // task → instances, in id order
+	execSeen  int                        // executions checked for I3 so far
+	byTicket  map[string]*execution
+	execByIns map[int64][]*execution
+
+	// coverage: spans in which one engine was primary throughout, and no
+	// fault hit the store, per the checks that observed it.
+	lastPrimary *node
+	lastCheck   time.Time
+	covered     []span
+	gaps        []span // store faults, stalls, crashes: not covered
+	fired       map[string]time.Time
+	pauses      []span // any pause in force (coarse: whole world)
+	pausedSince time.Time
+}
+
+func newChecker(w *world) *checker {
+	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{},
+		byTask: map[string][]int64{}, byTicket: map[string]*execution{}, execByIns: map[int64][]*execution{}, fired: map[string]time.Time{}}
+}
+
+func (c *checker) down(n *node, at time.Time) {
+	c.gaps = append(c.gaps, span{at, at})
+	c.lastPrimary = nil
+}
+
+func (c *checker) up(n *node, at time.Time) { c.lastPrimary = nil }
+
+func (c *checker) faulty(from, to time.Time) {
+	// after store errors the engine waits up to 30 s before its next turn
+	c.gaps = append(c.gaps, span{from, to.Add(32 * time.Second)})
+	c.lastPrimary = nil
+}
+
+// snapshot sums up what an operator request can change, for the bad-verb
+// check: the pauses, the settings (limits) and the last history row; the
+// rows after it are judged by their actor, since the engine's own work
+// goes on in the same instant.
+func (c *checker) snapshot() string {
+	ctx := context.Background()
+	h, _ := c.w.st.History(ctx, store.LogFilter{Newest: true, Limit: 1})
+	ps, _ := c.w.st.Pauses(ctx)
+	set, _ := c.w.st.Settings(ctx)
+	var b strings.Builder
+	if len(h) > 0 {
+		fmt.Fprintf(&b, "history#%d ", h[0].ID)
+	}
+	for _, p := range ps {
+		fmt.Fprintf(&b, "pause %s/%s ", p.Scope, p.Name)
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s ", k, set[k])
+	}
+	return b.String()
+}
+
+// changedBy reports the changes between two snapshots that an operator
+// (actor) made: pauses or settings that differ, history rows by actor.
+func (c *checker) changedBy(before, after, actor string) string {
+	strip := func(s string) string {
+		if i := strings.IndexByte(s, ' '); strings.HasPrefix(s, "history#") && i >= 0 {
+			return s[i+1:]
+		}
+		return s
+	}
+	if strip(before) != strip(after) {
+		return fmt.Sprintf("%q → %q", strip(before), strip(after))
+	}
+	var id int64
+	fmt.Sscanf(before, "history#%d", &id)
+	rows, err := c.w.st.History(context.Background(), store.LogFilter{AfterID: id, Limit: 10000})
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		if r.Actor == actor {
+			fmt.Fprintf(&b, "[#%d %s %d %s→%s %s %q] ", r.ID, r.TaskID, r.InstanceID, r.From, r.To, r.Actor, r.Reason)
+		}
+	}
+	return b.String()
+}
+
+// check reads what happened since the last check and checks every invariant.
+func (c *checker) check(final bool) {
+	now := time.Now()
+	c.observeCoverage(now)
+	c.readHistory()
+	c.checkExecutions()
+	c.compareState(final)
+	c.checkFires(now, final)
+	if final {
+		c.checkRunsEnd(now)
+	}
+	c.lastCheck = now
+}
+
+// observeCoverage extends the covered spans: the same engine primary at
+// this check and the last, with nothing down or faulty between.
+func (c *checker) observeCoverage(now time.Time) {
+	p := c.w.primary()
+	if p != nil && p == c.lastPrimary && !c.w.quiet || p != nil && p == c.lastPrimary && c.w.quiet {
+		if n := len(c.covered); n > 0 && c.covered[n-1].to.Equal(c.lastCheck) {
+			c.covered[n-1].to = now
+		} else {
+			c.covered = append(c.covered, span{c.lastCheck, now})
+		}
+	}
+	c.lastPrimary = p
+}
+
+// readHistory replays new history rows: I6 (each row continues the last one
+// by a move of the state table), I7 (epochs never go back) and I2.
+func (c *checker) readHistory() {
+	ctx := context.Background()
+	for {
+		rows, err := c.w.st.History(ctx, store.LogFilter{AfterID: c.lastID, Limit: 5000})
+		if err != nil {
+			c.w.violate("store", "read history: %v", err)
+			return
+		}
+		for _, h := range rows {
+			c.lastID = h.ID
+			c.apply(h)
+		}
+		if len(rows) < 5000 {
+			return
+		}
+	}
+}
+
+func (c *checker) apply(h store.HistoryRow) {
+	w := c.w
+	w.stats.Transitions++
+	w.tally[invFence]++
+	if h.Epoch < c.maxEpoch {
+		w.violate(invFence, "history row %d (instance %d %s %s→%s by %s) carries epoch %d after row %d carried epoch %d",
+			h.ID, h.InstanceID, h.TaskID, h.From, h.To, h.Actor, h.Epoch, c.epochRow, c.maxEpoch)
+	}
+	if h.Epoch > c.maxEpoch {
+		c.maxEpoch, c.epochRow = h.Epoch, h.ID
+	}
+	r := row{id: h.ID, at: h.At, from: h.From, to: h.To, ticket: h.Ticket, actor: h.Actor, reason: h.Reason, epoch: h.Epoch}
+	in := c.insts[h.InstanceID]
+	w.tally[invReplay]++
+	if in == nil {
+		in = &inst{id: h.InstanceID, run: h.RunID, task: h.TaskID, created: h.At, createdS: h.To == store.Scheduled}
+		c.insts[h.InstanceID] = in
+		c.byTask[h.TaskID] = append(c.byTask[h.TaskID], h.InstanceID)
+		if c.runs[h.RunID] == nil {
+			c.runs[h.RunID] = map[string]int64{}
+			w.stats.Runs++
+			if run, err := w.st.Run(context.Background(), h.RunID); err == nil {
+				c.runKey[runKey(run.Trigger, run.Kind, run.LogicalTime)] = run.ID
+			} else {
+				w.violate(invReplay, "run %d has history but cannot be read: %v", h.RunID, err)
+			}
+		}
+		c.runs[h.RunID][h.TaskID] = h.InstanceID
+		w.stats.Instances++
+		if h.From != "" || (h.To != store.Waiting && h.To != store.Scheduled) {
+			w.violate(invReplay, "instance %d %s: first history row %d is %q→%s, not a creation in WAITING or SCHEDULED", h.InstanceID, h.TaskID, h.ID, h.From, h.To)
+		}
+	} else {
+		prev := in.state()
+		switch {
+		case h.From != prev:
+			w.violate(invReplay, "instance %d %s: history row %d moves from %s but the previous row left it %s", h.InstanceID, h.TaskID, h.ID, h.From, prev)
+		case !store.CanTransition(h.From, h.To):
+			w.violate(invReplay, "instance %d %s: history row %d moves %s→%s, which the state table forbids", h.InstanceID, h.TaskID, h.ID, h.From, h.To)
+		}
+	}
+	in.rows = append(in.rows, r)
+	in.dirty = true
+	if h.From.Terminal() && h.To != store.Running || h.From == store.Paused && false {
+		in.reruns++
+	}
+	if h.From == store.Failed && h.To == store.Running { // a rerun straight to dispatch
+		in.reruns++
+	}
+	if h.To == store.Success {
+		in.success++
+		w.tally[invOneSuccess]++
+		if in.success > 1+in.reruns {
+			w.violate(invOneSuccess, "instance %d %s succeeded %d times with %d rerun(s): %s", h.InstanceID, h.TaskID, in.success, in.reruns, in.describe())
+		}
+		if h.Actor == "scheduler" {
+			w.ex.mu.Lock()
+			e := c.ticketExec(h.Ticket)
+			ok := e != nil && e.success
+			w.ex.mu.Unlock()
+			if !ok {
+				w.violate(invOneSuccess, "instance %d %s recorded SUCCESS (row %d, ticket %.8s) but no execution of that ticket succeeded: %s",
+					h.InstanceID, h.TaskID, h.ID, h.Ticket, in.describe())
+			}
+		}
+	}
+}
+
+// ticketExec finds the execution of a ticket (w.ex.mu held).
+func (c *checker) ticketExec(ticket string) *execution {
+	if e := c.byTicket[ticket]; e != nil {
+		return e
+	}
+	for _, e := range c.w.ex.list[c.execSeen:] {
+		if e.ticket == ticket {
+			return e
+		}
+	}
+	return nil
+}
+
+func (in *inst) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %d logical %s history [", in.run, in.logical.Format(time.RFC3339))
+	for i, r := range in.rows {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "#%d %s %s→%s %.8s %s epoch %d %q", r.id, r.at.Format("15:04:05.000"), r.from, r.to, r.ticket, r.actor, r.epoch, r.reason)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// checkExecutions checks new and running executions: I1 (no two attempts
+// of one instance at once) and I3 (each started after its upstreams).
+func (c *checker) checkExecutions() {
+	w := c.w
+	w.ex.mu.Lock()
+	defer w.ex.mu.Unlock()
+	for _, e := range w.ex.list[c.execSeen:] {
+		c.byTicket[e.ticket] = e
+		c.execByIns[e.instance] = append(c.execByIns[e.instance], e)
+		c.upstreamsBefore(e)
+	}
+	c.execSeen = len(w.ex.list)
+	for id, list := range c.execByIns {
+		for i, a := range list {
+			for _, b := range list[i+1:] {
+				w.tally[invSingleFlight]++
+				if overlap(a, b) {
+					w.violate(invSingleFlight, "instance %d: two attempts at once: %s and %s; %s", id, a, b, c.insts[id].describe())
+				}
+			}
+		}
+	}
+}
+
+func overlap(a, b *execution) bool {
+	aEnd, bEnd := a.end, b.end
+	if aEnd.IsZero() {
+		aEnd = time.Now().Add(time.Hour)
+	}
+	if bEnd.IsZero() {
+		bEnd = time.Now().Add(time.Hour)
+	}
+	return a.start.Before(bEnd) && b.start.Before(aEnd)
+}
+
+// upstreamsBefore checks I3 for one execution: every upstream in the same
+// run, and the other pipelines' instance of each cross upstream for the
+// same logical time (or the latest before it), had succeeded by its start.
+func (c *checker) upstreamsBefore(e *execution) {
+	w := c.w
+	in := c.insts[e.instance]
+	if in == nil {
+		w.violate(invUpstream, "%s started but its instance has no history", e)
+		return
+	}
+	in.logical = e.logical
+	start := e.start.Truncate(time.Millisecond)
+	for _, u := range w.g.Upstream(in.task) {
+		w.tally[invUpstream]++
+		uid := u.ID()
+		t := w.g.Task(in.task)
+		if u.Pipeline == t.Pipeline {
+			ui, ok := c.runs[in.run][uid]
+			if !ok {
+				continue // outside the run (a trigger of a task in the middle): satisfied
+			}
+			if !c.insts[ui].succeededBy(start) {
+				w.violate(invUpstream, "%s started before its upstream %s (instance %d) succeeded: %s; upstream %s",
+					e, uid, ui, in.describe(), c.insts[ui].describe())
+			}
+			continue
+		}
+		// cross-pipeline: the latest instance of u at or before this logical time
+		var best *inst
+		for _, id := range c.byTask[uid] {
+			ui := c.insts[id]
+			if ui.created.After(start) {
+				continue
+			}
+			lt := c.logicalOf(ui)
+			if lt.After(e.logical) {
+				continue
+			}
+			if best == nil || !lt.Before(c.logicalOf(best)) {
+				best = ui
+			}
+		}
+		if best == nil || !best.succeededBy(start) {
+			desc := "none exists"
+			if best != nil {
+				desc = best.describe()
+			}
+			w.violate(invUpstream, "%s started before its cross-pipeline upstream %s succeeded for its logical time: %s; upstream: %s",
+				e, uid, in.describe(), desc)
+		}
+	}
+}
+
+// logicalOf returns an instance's logical time, from the store when no
+// execution told it yet.
+func (c *checker) logicalOf(in *inst) time.Time {
+	if in.logical.IsZero() {
+		if got, err := c.w.st.Instance(context.Background(), in.id); err == nil {
+			in.logical = got.LogicalTime
+		}
+	}
+	return in.logical
+}
+
+// compareState checks I6's second half: each replayed instance's last state
+// and row count are the store's state and version.
+func (c *checker) compareState(all bool) {
+	for _, in := range c.insts {
+		if !in.dirty && !all {
+			continue
+		}
+		in.dirty = false
+		got, err := c.w.st.Instance(context.Background(), in.id)
+		if err != nil {
+			c.w.violate(invReplay, "instance %d has history but cannot be read: %v", in.id, err)
+			continue
+		}
+		in.logical = got.LogicalTime
+		c.w.tally[invReplay]++
+		if got.State != in.state() || got.Version != int64(len(in.rows)) {
+			c.w.violate(invReplay, "instance %d %s is %s at version %d, but its %d history rows replay to %s: %s",
+				in.id, in.task, got.State, got.Version, len(in.rows), in.state(), in.describe())
+		}
+	}
+}
+
+// coveredSpan reports whether [from, to] lies inside one covered span and
+// meets no gap.
+func (c *checker) coveredSpan(from, to time.Time) bool {
+	for _, g := range c.gaps {
+		if !g.to.Before(from) && !g.from.After(to) {
+			return false
+		}
+	}
+	for _, s := range c.covered {
+		if !s.from.After(from) && !s.to.Before(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// bound is how late a due fire may be dispatched: a few seconds, plus the
+// time the dispatch rates need for every task of the world.
+func (c *checker) bound() time.Duration {
+	b := 8 * time.Second
+	rates := []float64{c.w.spec.rate}
+	for _, r := range c.w.spec.groups {
+		rates = append(rates, r)
+	}
+	for _, r := range rates {
+		if r > 0 {
+			b += time.Duration(float64(c.w.stats.Tasks)/r*float64(time.Second)) + 2*time.Second
+		}
+	}
+	if c.w.limited {
+		b += 60 * time.Second
+	}
+	return b
+}
+
+// checkFires checks I4 for every fire of every schedule, computed
+// independently (expect.go), that fell due in a covered span at least a
+// bound ago: its run exists and each root left SCHEDULED within the bound,
+// or waits behind its own task's previous instance (overlap: wait), or a
+// pause was in force.
+func (c *checker) checkFires(now time.Time, final bool) {
+	w := c.w
+	b := c.bound()
+	until := now.Add(-b)
+	for _, tr := range w.g.Triggers() {
+		name := tr.Name()
+		form := w.cronOf(name)
+		if form == nil {
+			continue
+		}
+		from := c.fired[name]
+		if from.IsZero() {
+			from = w.spec.start
+		}
+		if !until.After(from) {
+			continue
+		}
+		loc := tr.Schedule.Location()
+		var fires []fire
+		for _, s := range c.covered {
+			lo, hi := s.from, s.to
+			if from.After(lo) {
+				lo = from
+			}
+			if until.Before(hi) {
+				hi = until
+			}
+			if hi.After(lo) {
+				fires = append(fires, expectedFires(*form, loc, w.spec.start, lo, hi)...)
+			}
+		}
+		for _, f := range fires {
+			if !c.coveredSpan(f.at.Add(-2*time.Second), f.at.Add(b)) || c.pausedDuring(f.at.Add(-5*time.Minute), f.at.Add(b)) {
+				continue
+			}
+			if f.repeated && w.opts.Restrict.FallBackWildcard && form.wildcard() {
+				continue
+			}
+			w.tally[invDueFire]++
+			c.checkFire(name, f.at, b)
+		}
+		c.fired[name] = until
+	}
+}
+
+func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
+	w := c.w
+	runID, ok := c.runKey[runKey(trigger, store.RunSchedule, at)]
+	if !ok {
+		w.violate(invDueFire, "%s was due at %s (%s) and has no run %s later", trigger, at.Format(time.RFC3339),
+			at.In(w.locOf(trigger)).Format("15:04:05 MST"), b)
+		return
+	}
+	for _, id := range c.runs[runID] {
+		in := c.insts[id]
+		if in == nil || !in.createdS {
+			continue
+		}
+		left := false
+		for _, r := range in.rows[1:] {
+			if !r.at.After(at.Add(b)) {
+				left = true
+			}
+		}
+		if left || c.waitsBehind(in, at.Add(b)) {
+			continue
+		}
+		w.violate(invDueFire, "%s was due at %s; instance %d is still SCHEDULED %s later with nothing to explain it: %s",
+			trigger, at.Format(time.RFC3339), in.id, b, in.describe())
+	}
+}
+
+// waitsBehind reports whether another instance of in's task, of a schedule
+// run, was not over at t while the task's overlap policy is not allow:
+// overlap: wait (and late catch-ups) queue behind it, in fire order.
+func (c *checker) waitsBehind(in *inst, t time.Time) bool {
+	if c.w.g.Task(in.task).Overlap == "allow" {
+		return false
+	}
+	for _, id := range c.byTask[in.task] {
+		if id == in.id {
+			continue
+		}
+		if s, ok := c.insts[id].stateAt(t); ok && (s == store.Running || s == store.Retrying || s == store.Scheduled) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) pausedDuring(from, to time.Time) bool {
+	for _, p := range c.pauses {
+		if !p.to.Before(from) && !p.from.After(to) {
+			return true
+		}
+	}
+	return !c.pausedSince.IsZero() && !c.pausedSince.After(to)
+}
+
+// checkRunsEnd checks I5 after the calm: every instance is over, or waits
+// on something it can name (a manual gate, an upstream not over yet, a
+// cross-pipeline upstream, a fire time ahead).
+func (c *checker) checkRunsEnd(now time.Time) {
+	w := c.w
+	old := now.Add(-w.longestAttempts())
+	ids := make([]int64, 0, len(c.insts))
+	for id := range c.insts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		in := c.insts[id]
+		s := in.state()
+		last := in.rows[len(in.rows)-1].at
+		if s.Terminal() || last.After(old) {
+			continue
+		}
+		w.tally[invRunsEnd]++
+		t := w.g.Task(in.task)
+		switch s {
+		case store.Waiting:
+			if why := c.waitReason(in); why != "" {
+				continue
+			}
+			w.violate(invRunsEnd, "instance %d %s waits since %s and nothing it waits on can still happen (upstreams: %s): %s",
+				id, in.task, last.Format(time.RFC3339), c.upstreamStates(in), in.describe())
+		case store.Scheduled:
+			got, err := w.st.Instance(context.Background(), id)
+			if err == nil && got.NextFireAt.After(old) || c.waitsBehind(in, now) {
+				continue
+			}
+			w.violate(invRunsEnd, "instance %d %s is SCHEDULED since %s (fire %s) and never dispatched: %s", id, in.task, last.Format(time.RFC3339), got.NextFireAt.Format(time.RFC3339), in.describe())
+		case store.Retrying:
+			if c.waitsBehind(in, now) {
+				continue
+			}
+			fallthrough
+		default:
+			_ = t
+			w.violate(invRunsEnd, "instance %d %s is %s since %s, longer than its timeout and retries allow: %s", id, in.task, s, last.Format(time.RFC3339), in.describe())
+		}
+	}
+}
+
+// waitReason names what a WAITING instance waits on, or "" when nothing
+// it waits on can still happen.
+func (c *checker) waitReason(in *inst) string {
+	w := c.w
+	t := w.g.Task(in.task)
+	if t.Manual {
+		return "manual gate"
+	}
+	for _, u := range w.g.Upstream(in.task) {
+		if u.Pipeline != t.Pipeline {
+			return "cross-pipeline upstream " + u.ID() // a wait with a named upstream (issue 14 adds its deadline)
+		}
+		ui, ok := c.runs[in.run][u.ID()]
+		if !ok {
+			continue
+		}
+		us := c.insts[ui].state()
+		switch {
+		case !us.Terminal():
+			return "upstream " + u.ID() + " is " + string(us)
+		case us != store.Success && w.opts.Restrict.WaitBehindFailed:
+			return "upstream " + u.ID() + " is " + string(us) + " (tolerated until issue 14)"
+		}
+	}
+	return ""
+}
+
+func runKey(trigger string, kind store.RunKind, logical time.Time) string {
+	return fmt.Sprintf("%s|%s|%d", trigger, kind, logical.UnixMilli())
+}
+
+// upstreamStates lists the states of an instance's upstreams in its run.
+func (c *checker) upstreamStates(in *inst) string {
+	var parts []string
+	for _, u := range c.w.g.Upstream(in.task) {
+		ui, ok := c.runs[in.run][u.ID()]
+		switch {
+		case u.Pipeline != c.w.g.Task(in.task).Pipeline:
+			parts = append(parts, u.ID()+" (other pipeline)")
+		case !ok:
+			parts = append(parts, u.ID()+" (outside the run)")
+		default:
+			parts = append(parts, fmt.Sprintf("%s #%d %s", u.ID(), ui, c.insts[ui].state()))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

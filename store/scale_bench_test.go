@@ -1,0 +1,286 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/store/storetest"
+)
+
+// scale is the shape of the generated store of the scale benchmark: tasks ×
+// runs instances, each with histPer history rows and an action.
+type scale struct {
+	tasks, runs, histPer int
+}
+
+// scaleOf reads AX_BENCH_HISTORY (history rows; default 10,000,000): 100
+// tasks, 10 history rows per instance, so 1,000,000 instances by default.
+func scaleOf(b *testing.B) scale {
+	n := 10_000_000
+	if v := os.Getenv("AX_BENCH_HISTORY"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 10_000 {
+			b.Fatalf("AX_BENCH_HISTORY=%q: give a number of history rows from 10000", v)
+		}
+	}
+	return scale{tasks: 100, runs: n / 10 / 100, histPer: 10}
+}
+
+// generate fills s with sc: runs of every task, each instance SUCCESS or
+// FAILED with its history and a dispatch action, the last run's instances
+// still running, written with plain multi-row INSERTs in large transactions.
+func generate(b *testing.B, s *store.Store, sc scale) {
+	b.Helper()
+	ctx := context.Background()
+	var defs []store.TaskDef
+	for i := range sc.tasks {
+		defs = append(defs, store.TaskDef{ID: fmt.Sprintf("big.t%d", i), Pipeline: "big", Name: fmt.Sprintf("t%d", i), Group: "g", Priority: 3, Hash: "h", Definition: []byte("{}")})
+	}
+	if _, err := s.SyncDefinitions(ctx, store.SyncParams{Pipelines: []store.PipelineDef{{Name: "big", Hash: "h", Definition: []byte("{}"), Tasks: defs}}, Now: storetest.T0}); err != nil {
+		b.Fatal(err)
+	}
+	db := s.DB()
+	t0 := storetest.T0.Add(-time.Duration(sc.runs) * time.Minute).UnixMilli()
+	start := time.Now()
+	var (
+		runs, ins, hist, acts [][]any
+		instID, histID        int64
+	)
+	flush := func(final bool) {
+		if !final && len(hist) < 50_000 {
+			return
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range []struct {
+			name string
+			cols string
+			rows [][]any
+		}{
+			{"runs", "id, pipeline, trigger_name, kind, logical_time, actor, created_at", runs},
+			{"instances", "id, run_id, task_id, pipeline, group_name, state, version, ticket, attempt, priority, logical_time, executor, started_at, ended_at, created_at, updated_at", ins},
+			{"history", "id, instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at", hist},
+			{"actions", "at, actor, action, pipeline, task_id, instance_id, ticket, reason, detail", acts},
+		} {
+			if err := insertRows(ctx, tx, t.name, t.cols, t.rows); err != nil {
+				tx.Rollback() //nolint:errcheck // failing anyway
+				b.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		runs, ins, hist, acts = runs[:0], ins[:0], hist[:0], acts[:0]
+	}
+	states := []string{"SCHEDULED", "RUNNING", "SUCCESS", "SCHEDULED", "RUNNING", "FAILED", "RETRYING", "RUNNING", "SUCCESS", "SUCCESS"}
+	for r := range sc.runs {
+		at := t0 + int64(r)*60_000
+		runs = append(runs, []any{r + 1, "big", "big", "schedule", at, "scheduler", at})
+		for t := range sc.tasks {
+			instID++
+			task := fmt.Sprintf("big.t%d", t)
+			final, ended := "SUCCESS", any(at+1000)
+			if r == sc.runs-1 {
+				final, ended = "RUNNING", nil
+			} else if (r+t)%17 == 0 {
+				final = "FAILED"
+			}
+			ticket := fmt.Sprintf("%016x%016x", instID, r)
+			ins = append(ins, []any{instID, r + 1, task, "big", "g", final, sc.histPer, ticket, 1, 3, at, "local:bench", at, ended, at, at + 1000})
+			from := ""
+			for h := range sc.histPer {
+				histID++
+				to := states[h%len(states)]
+				if h == sc.histPer-1 {
+					to = final
+				}
+				hist = append(hist, []any{histID, instID, r + 1, task, ticket, from, to, "generated", "scheduler", 1, at + int64(h)})
+				from = to
+			}
+			acts = append(acts, []any{at, "scheduler", "dispatch", "big", task, instID, ticket, "dispatch attempt 1", "due"})
+		}
+		flush(false)
+	}
+	flush(true)
+	b.Logf("generated %d instances and %d history rows in %s", instID, histID, time.Since(start).Round(time.Second))
+}
+
+// insertRows inserts rows with multi-row INSERTs of 500.
+func insertRows(ctx context.Context, tx *sql.Tx, table, cols string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	n := strings.Count(cols, ",") + 1
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
+	for start := 0; start < len(rows); start += 500 {
+		chunk := rows[start:min(start+500, len(rows))]
+		args := make([]any, 0, len(chunk)*n)
+		for _, r := range chunk {
+			args = append(args, r...)
+		}
+		q := "INSERT INTO " + table + " (" + cols + ") VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", len(chunk)), ", ")
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("generate %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// scaleStore opens the generated store: a SQLite file kept under
+// $AX_BENCH_DIR (default the temporary directory) between runs, since
+// generating it takes a while, or a new MySQL database.
+func scaleStore(b *testing.B, kind string, sc scale) *store.Store {
+	b.Helper()
+	if kind == "mysql" {
+		s, err := store.Open(context.Background(), "mysql://"+storetest.MySQLDSN(b), store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		generate(b, s, sc)
+		return s
+	}
+	dir := os.Getenv("AX_BENCH_DIR")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, fmt.Sprintf("ax-scale-%d.db", sc.tasks*sc.runs*sc.histPer)) // migrated at open when the schema moved on
+	_, statErr := os.Stat(path)
+	s, err := store.Open(context.Background(), path, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if statErr != nil {
+		generate(b, s, sc)
+	}
+	return s
+}
+
+// p99 returns the 99th percentile of ds.
+func p99(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[min(len(ds)-1, len(ds)*99/100)]
+}
+
+// BenchmarkScaleReads times the reads behind the list endpoints, ax status
+// and ax history, and the console's pages, on a store of 10 million history
+// rows and 1 million instances (R42): the figure is the worst p99 of them,
+// the baseline the p99 of a plain indexed SELECT of a task's newest history
+// rows on the same database.
+func BenchmarkScaleReads(b *testing.B) {
+	for _, kind := range []string{"sqlite", "mysql"} {
+		b.Run(kind, func(b *testing.B) {
+			sc := scaleOf(b)
+			s := scaleStore(b, kind, sc)
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(1, 2))
+			task := func() string { return fmt.Sprintf("big.t%d", rng.IntN(sc.tasks)) }
+			inst := func() int64 { return 1 + rng.Int64N(int64(sc.tasks*sc.runs)) }
+			reads := []struct {
+				name string
+				fn   func() error
+			}{
+				{"instances of a task, newest 100", func() error {
+					_, err := s.Instances(ctx, store.InstanceFilter{TaskID: task(), Limit: 100})
+					return err
+				}},
+				{"instances of a task, a page further back", func() error {
+					_, err := s.Instances(ctx, store.InstanceFilter{TaskID: task(), BeforeID: inst(), Limit: 100})
+					return err
+				}},
+				{"running instances", func() error {
+					_, err := s.Instances(ctx, store.InstanceFilter{States: []store.State{store.Running}, Limit: 100})
+					return err
+				}},
+				{"instances of a run", func() error {
+					_, err := s.Instances(ctx, store.InstanceFilter{RunID: 1 + rng.Int64N(int64(sc.runs)), Limit: 1000})
+					return err
+				}},
+				{"history of a task, newest 100", func() error {
+					_, err := s.History(ctx, store.LogFilter{TaskID: task(), Newest: true, Limit: 100})
+					return err
+				}},
+				{"history of an instance", func() error {
+					_, err := s.History(ctx, store.LogFilter{InstanceID: inst(), Limit: 100})
+					return err
+				}},
+				{"actions of a task, newest 100", func() error {
+					_, err := s.Actions(ctx, store.LogFilter{TaskID: task(), Newest: true, Limit: 100})
+					return err
+				}},
+				{"runs of the pipeline, newest 100", func() error {
+					_, err := s.Runs(ctx, "big", 100)
+					return err
+				}},
+				{"task summary", func() error {
+					_, err := s.TaskSummary(ctx, task())
+					return err
+				}},
+			}
+			plain := func() error {
+				rows, err := s.DB().QueryContext(ctx, "SELECT id, to_state FROM history WHERE task_id = ? ORDER BY id DESC LIMIT 100", task())
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				var (
+					id int64
+					to string
+				)
+				for rows.Next() {
+					if err := rows.Scan(&id, &to); err != nil {
+						return err
+					}
+				}
+				return rows.Err()
+			}
+			const n = 200
+			var worst time.Duration
+			var worstName string
+			var base time.Duration
+			for b.Loop() {
+				worst, base = 0, 0
+				for _, r := range reads {
+					ds := make([]time.Duration, n)
+					for i := range ds {
+						t := time.Now()
+						if err := r.fn(); err != nil {
+							b.Fatalf("%s: %v", r.name, err)
+						}
+						ds[i] = time.Since(t)
+					}
+					if p := p99(ds); p > worst {
+						worst, worstName = p, r.name
+					}
+					b.Logf("%-45s p99 %s", r.name, p99(ds))
+				}
+				ds := make([]time.Duration, n)
+				for i := range ds {
+					t := time.Now()
+					if err := plain(); err != nil {
+						b.Fatal(err)
+					}
+					ds[i] = time.Since(t)
+				}
+				base = p99(ds)
+			}
+			b.Logf("worst: %s (%s); plain indexed SELECT p99 %s", worstName, worst, base)
+			b.ReportMetric(float64(worst.Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(base.Microseconds())/1000, "select-p99-ms")
+			b.ReportMetric(float64(worst)/float64(max(base, time.Microsecond)), "x-select")
+		})
+	}
+}

@@ -1,0 +1,71 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// testDropRunsAhead: runs created ahead by a schedule, in which nothing has
+// started, are deleted with their instances and history; runs at or before
+// the cut, runs in which an attempt started, runs of other triggers and
+// manual runs are kept.
+func testDropRunsAhead(t *testing.T, s *store.Store) {
+	Seed(t, s) // run of trigger "a" at T0: kept (not after the cut)
+	l := acquire(t, s, "p", T0)
+	f := s.Fence(l.Epoch)
+	mk := func(trigger string, kind store.RunKind, at time.Time) []store.Instance {
+		t.Helper()
+		_, ins, err := f.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: trigger, Kind: kind, LogicalTime: at, Now: T0,
+			Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: at}, {TaskID: "a.y", State: store.Waiting}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ins
+	}
+	ahead1 := mk("a", store.RunSchedule, T0.Add(time.Minute))
+	ahead2 := mk("a", store.RunSchedule, T0.Add(2*time.Minute))
+	started := mk("a", store.RunSchedule, T0.Add(3*time.Minute))
+	other := mk("a.x", store.RunSchedule, T0.Add(time.Minute))
+	manual := mk("a", store.RunManual, T0.Add(time.Minute))
+	tk := "t-claimed"
+	if _, err := f.Transition(ctx(), store.TransitionParams{InstanceID: started[0].ID, Version: started[0].Version, From: store.Scheduled, To: store.Running,
+		Set: store.Changes{Ticket: &tk}, Now: T0, Actor: "test", Reason: "claimed ahead"}); err != nil {
+		t.Fatal(err)
+	}
+	// A fence that lost the lease drops nothing.
+	if _, err := s.Fence(l.Epoch+1).DropRunsAhead(ctx(), store.DropAheadParams{Trigger: "a", After: T0}); err == nil {
+		t.Fatal("DropRunsAhead at a stale epoch succeeded")
+	}
+	ids, err := f.DropRunsAhead(ctx(), store.DropAheadParams{Trigger: "a", After: T0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	if want := []int64{ahead1[0].RunID, ahead2[0].RunID}; !slices.Equal(ids, want) {
+		t.Fatalf("dropped runs %v, want %v", ids, want)
+	}
+	for _, in := range append(ahead1, ahead2...) {
+		if _, err := s.Instance(ctx(), in.ID); err == nil {
+			t.Errorf("instance %d of a dropped run still exists", in.ID)
+		}
+		if h, err := s.History(ctx(), store.LogFilter{InstanceID: in.ID}); err != nil || len(h) != 0 {
+			t.Errorf("history of dropped instance %d: %d rows, %v", in.ID, len(h), err)
+		}
+	}
+	for _, in := range [][]store.Instance{started, other, manual} {
+		if _, err := s.Instance(ctx(), in[1].ID); err != nil {
+			t.Errorf("instance %d of run %d (kept) is gone: %v", in[1].ID, in[1].RunID, err)
+		}
+	}
+	runs, err := s.Runs(ctx(), "a", 100)
+	if err != nil || len(runs) != 4 {
+		t.Errorf("runs left = %d, %v; want 4 (T0, started, other trigger, manual)", len(runs), err)
+	}
+	// Again: nothing more to drop.
+	if ids, err := f.DropRunsAhead(ctx(), store.DropAheadParams{Trigger: "a", After: T0}); err != nil || len(ids) != 0 {
+		t.Errorf("second drop: %v, %v", ids, err)
+	}
+}
