@@ -124,6 +124,9 @@ func FuzzNext(f *testing.F) {
 	f.Add(uint8(0), uint8(2), uint8(0), uint8(0), uint8(0), uint8(0), uint8(4), uint8(4), uint32(50000), false)
 	f.Add(uint8(0), uint8(0), uint8(0), uint8(2), uint8(0), uint8(0), uint8(0), uint8(0), uint32(0), false)
 	f.Add(uint8(0), uint8(4), uint8(2), uint8(0), uint8(0), uint8(0), uint8(1), uint8(1), uint32(7200), false)
+	// from the last second before New York's gap (07:00:00 UT): the gap's
+	// 02:30 fires one second later, at 03:00 EDT
+	f.Add(uint8(0), uint8(3), uint8(3), uint8(0), uint8(0), uint8(0), uint8(0), uint8(0), uint32(7*3600-1), false)
 	// fixed schedules across each kind of DST day (hour "2" or "1", minute "30" or "0")
 	for z := range uint8(5) {
 		for d := range uint8(7) {

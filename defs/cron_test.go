@@ -120,6 +120,24 @@ func TestCronDSTWildcardAndFixed(t *testing.T) {
 			[]string{"2026-10-04T02:30:00+11:00", "2026-10-05T02:15:00+11:00"}},
 		{"Lord Howe wildcard spring-forward", "Australia/Lord_Howe", "*/10 2 * * *", "2026-10-04T01:55:00+10:30",
 			[]string{"2026-10-04T02:30:00+11:00", "2026-10-04T02:40:00+11:00", "2026-10-04T02:50:00+11:00", "2026-10-05T02:00:00+11:00"}},
+		// From the last second before a spring-forward gap: the gap's wall
+		// readings fire at the first instant after it, which is from+1s
+		// (found from outside with `ax next --from`; expected values by hand
+		// from zdump: NY 2026-03-08 07:00:00 UT 01:59:59 EST -> 03:00:00 EDT).
+		{"NY fixed from the last second before the gap", "America/New_York", "30 2 * * *", "2026-03-08T01:59:59-05:00",
+			[]string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"}},
+		{"NY 6-field fixed from the last second before the gap", "America/New_York", "0 30 2 * * *", "2026-03-08T01:59:59-05:00",
+			[]string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"}},
+		{"NY 6-field fixed fire at 01:59:59 then the gap's", "America/New_York", "59 59 1,2 * * *", "2026-03-08T01:59:58-05:00",
+			[]string{"2026-03-08T01:59:59-05:00", "2026-03-08T03:00:00-04:00", "2026-03-09T01:59:59-04:00"}},
+		{"Berlin fixed from the last second before the gap", "Europe/Berlin", "0 2 * * *", "2026-03-29T01:59:59+01:00",
+			[]string{"2026-03-29T03:00:00+02:00", "2026-03-30T02:00:00+02:00"}},
+		{"Lord Howe fixed from the last second before the gap", "Australia/Lord_Howe", "15 2 * * *", "2026-10-04T01:59:59+10:30",
+			[]string{"2026-10-04T02:30:00+11:00", "2026-10-05T02:15:00+11:00"}},
+		{"Santiago @daily from the last second before midnight's gap", "America/Santiago", "@daily", "2026-09-05T23:59:59-04:00",
+			[]string{"2026-09-06T01:00:00-03:00", "2026-09-07T00:00:00-03:00"}},
+		{"Casey fixed from the last second before its 00:01 gap", "Antarctica/Casey", "0 1 * * *", "2021-10-03T00:00:59+08:00",
+			[]string{"2021-10-03T03:01:00+11:00", "2021-10-04T01:00:00+11:00"}},
 		// Santiago: the changes happen at midnight.
 		{"Santiago wildcard fall-back at midnight", "America/Santiago", "0,30 * * * *", "2026-04-04T23:10:00-03:00",
 			[]string{"2026-04-04T23:30:00-03:00", "2026-04-04T23:00:00-04:00", "2026-04-04T23:30:00-04:00", "2026-04-05T00:00:00-04:00"}},

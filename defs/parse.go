@@ -34,8 +34,9 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 // Keys of each mapping of the format, in the order they are documented.
 var (
 	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "retry", "misfire", "overlap", "function", "http", "command", "params"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params"}
 	retryKeys    = []string{"count", "interval"}
+	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
 	// noDefault are task keys that make no sense as a default of every task.
 	noDefault = map[string]string{
 		"name":       "each task needs its own name",
@@ -323,8 +324,12 @@ type rawTask struct {
 	maxRun    *int
 	timeout   *time.Duration
 	waitLimit *time.Duration
+	sla       *time.Duration
 	retryN    *int
 	retryIv   *time.Duration
+	brkWindow *time.Duration
+	brkMin    *int
+	brkRatio  *float64
 	misfire   *Misfire
 	overlap   *Overlap
 	execs     []execField
@@ -552,8 +557,18 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 					rt.waitLimit = &d
 				}
 			}
+		case "sla":
+			if d, ok := p.duration(v, label, "sla"); ok {
+				if d < time.Second {
+					p.errorf(v, label, "sla %q is too short: use at least \"1s\" (how long after its logical time an instance should have succeeded)", v.Value)
+				} else {
+					rt.sla = &d
+				}
+			}
 		case "retry":
 			p.retry(v, label, &rt)
+		case "breaker":
+			p.breaker(v, label, &rt)
 		case "misfire":
 			if m, ok := p.misfire(v, label); ok {
 				rt.misfire = &m
@@ -618,6 +633,44 @@ func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
 	})
 }
 
+// breaker reads `breaker: {window: 5m, min_outcomes: 10, ratio: 0.5}` (R45).
+func (p *parser) breaker(v *yaml.Node, task string, rt *rawTask) {
+	if v.Kind != yaml.MappingNode {
+		p.errorf(v, task, "breaker must be a mapping such as {window: 5m, min_outcomes: 10, ratio: 0.5}, not a %s", kindName(v))
+		return
+	}
+	p.each(v, task, "breaker", breakerKeys, func(key string, k, v *yaml.Node) {
+		switch key {
+		case "window":
+			if d, ok := p.duration(v, task, "breaker window"); ok {
+				if d < 10*time.Second {
+					p.errorf(v, task, "breaker window %q is too short: use at least \"10s\" (outcomes are counted in 10-second buckets)", v.Value)
+				} else {
+					rt.brkWindow = &d
+				}
+			}
+		case "min_outcomes":
+			if n, ok := p.integer(v, task, "breaker min_outcomes"); ok {
+				if n < 1 || n > 10000 {
+					p.errorf(v, task, "breaker min_outcomes %d is out of range: use 1 to 10000", n)
+				} else {
+					rt.brkMin = &n
+				}
+			}
+		case "ratio":
+			r, err := strconv.ParseFloat(v.Value, 64)
+			switch {
+			case v.Kind != yaml.ScalarNode || (v.Tag != "!!float" && v.Tag != "!!int") || err != nil:
+				p.errorf(v, task, "breaker ratio must be a number such as 0.5, not %q", v.Value)
+			case r <= 0 || r >= 1:
+				p.errorf(v, task, "breaker ratio %s is out of range: use a failure ratio above 0 and below 1, such as 0.5", v.Value)
+			default:
+				rt.brkRatio = &r
+			}
+		}
+	})
+}
+
 func (p *parser) deps(v *yaml.Node, task string) []Dep {
 	if v.Kind != yaml.SequenceNode {
 		p.errorf(v, task, "depends_on must be a list such as [sync_orders], not a %s", kindName(v))
@@ -665,9 +718,15 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		MaxRunning:  pick(rt.maxRun, def.maxRun, 0),
 		Timeout:     pick(rt.timeout, def.timeout, DefaultTimeout),
 		WaitTimeout: pick(rt.waitLimit, def.waitLimit, 0),
+		SLA:         pick(rt.sla, def.sla, 0),
 		Retry: Retry{
 			Count:    pick(rt.retryN, def.retryN, DefaultRetryCount),
 			Interval: pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
+		},
+		Breaker: Breaker{
+			Window:      pick(rt.brkWindow, def.brkWindow, 0),
+			MinOutcomes: pick(rt.brkMin, def.brkMin, 0),
+			Ratio:       pick(rt.brkRatio, def.brkRatio, 0),
 		},
 		Misfire: pick(rt.misfire, def.misfire, pl.Misfire),
 		Overlap: pick(rt.overlap, def.overlap, pl.Overlap),

@@ -141,6 +141,8 @@ func TestParseOddDocuments(t *testing.T) {
 		{"own pipeline prefix", "pipeline: p\ntasks:\n  - name: a\n    function: f\n  - name: b\n    depends_on: [p.a]\n    function: f\n", `write "a"`},
 		{"short timeout", "pipeline: p\ntasks:\n  - name: a\n    function: f\n    timeout: 10ms\n", "too short"},
 		{"local zone", "pipeline: p\ntimezone: Local\ntasks:\n  - name: a\n    function: f\n", "not allowed"},
+		{"short sla", "pipeline: p\ntasks:\n  - name: a\n    function: f\n    sla: 500ms\n", `5:10: task "a": sla "500ms" is too short`},
+		{"bare number sla", "pipeline: p\ndefaults: {sla: 30}\ntasks:\n  - name: a\n    function: f\n", "sla"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -213,5 +215,21 @@ func TestEditDistance(t *testing.T) {
 		if got := editDistance(tc.a, tc.b); got != tc.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestParseSLA: sla on a task wins over the one in defaults; none is zero.
+func TestParseSLA(t *testing.T) {
+	t.Parallel()
+	p, errs := parseString(t, "pipeline: p\ndefaults: {sla: 30m}\ntasks:\n  - {name: a, function: f}\n  - {name: b, function: f, sla: 2h}\n")
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	if a, b := p.Task("a").SLA, p.Task("b").SLA; a != 30*time.Minute || b != 2*time.Hour {
+		t.Errorf("sla a = %s, b = %s; want 30m0s and 2h0m0s", a, b)
+	}
+	q, errs := parseString(t, "pipeline: q\ntasks:\n  - {name: a, function: f}\n")
+	if errs.Err() != nil || q.Task("a").SLA != 0 {
+		t.Errorf("no sla: %s, %v", q.Task("a").SLA, errs)
 	}
 }

@@ -68,6 +68,18 @@ type Retry struct {
 	Interval time.Duration `json:"interval"`
 }
 
+// Breaker tunes a task's circuit breaker (R45); a zero field takes the
+// server's setting (--breaker-window, --breaker-min-outcomes, --breaker-ratio).
+type Breaker struct {
+	// Window is the sliding window of outcomes judged (default 5m).
+	Window time.Duration `json:"window,omitempty"`
+	// MinOutcomes is how many outcomes are judged at least: fewer in the
+	// window and the last MinOutcomes are judged instead (default 10).
+	MinOutcomes int `json:"min_outcomes,omitempty"`
+	// Ratio is the failure ratio above which the breaker opens (default 0.5).
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
 // Dep is one entry of depends_on: a task of the same pipeline (Pipeline == "")
 // or of another one, written `other_pipeline.task`.
 type Dep struct {
@@ -102,13 +114,17 @@ type Task struct {
 	// for its upstreams before it fails ("upstream P.T not done after D");
 	// zero means unset: no limit for same-pipeline upstreams and
 	// DefaultCrossWait while a cross-pipeline one is pending.
-	WaitTimeout time.Duration  `json:"wait_timeout,omitempty"`
-	Retry       Retry          `json:"retry"`
-	Misfire     Misfire        `json:"misfire"`
-	Overlap     Overlap        `json:"overlap"`
-	Executor    Executor       `json:"executor"`
-	Params      map[string]any `json:"params,omitempty"`
-	Pos         Pos            `json:"-"`
+	WaitTimeout time.Duration `json:"wait_timeout,omitempty"`
+	// SLA: how long after its logical time an instance should have
+	// succeeded; past it an sla_missed alert is raised once. Zero: none.
+	SLA      time.Duration  `json:"sla,omitempty"`
+	Retry    Retry          `json:"retry"`
+	Breaker  Breaker        `json:"breaker,omitzero"`
+	Misfire  Misfire        `json:"misfire"`
+	Overlap  Overlap        `json:"overlap"`
+	Executor Executor       `json:"executor"`
+	Params   map[string]any `json:"params,omitempty"`
+	Pos      Pos            `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.

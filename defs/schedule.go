@@ -195,9 +195,14 @@ func (s *Schedule) nextFixed(from int64) (int64, int64, bool) {
 	off, start, _ := s.offsetAt(from)
 	w := from + off
 	if start != 0 {
-		// In the second pass of a repeated span: its wall readings fired in
-		// the first pass; go on from the end of the span.
-		if prev, _, _ := s.offsetAt(start - 1); prev > off && w < start+prev {
+		switch prev, _, _ := s.offsetAt(start - 1); {
+		case prev > off && w < start+prev:
+			// In the second pass of a repeated span: its wall readings fired
+			// in the first pass; go on from the end of the span.
+			w = start + prev
+		case prev < off && from == start:
+			// from is the first instant after a spring-forward gap, which
+			// is where the gap's wall readings fire: walk them too.
 			w = start + prev
 		}
 	}

@@ -18,13 +18,20 @@ const (
 	AlertStoreGone     = "store_gone" // the SQLite file was deleted or replaced under the server
 )
 
+// AlertKinds lists every kind of alert, for routes and docs.
+func AlertKinds() []string {
+	return []string{AlertBreakerOpen, AlertBreakerClosed, AlertExecutorLost, AlertNoExecutor, AlertTaskFailed, AlertMisfire,
+		AlertLeaderChange, AlertSLAMissed}
+}
+
 // Alert is one alert, as recorded in the action log and sent to sinks
 // (Config.OnAlert: a webhook, say).
 type Alert struct {
 	Kind      string    `json:"kind"`
 	At        time.Time `json:"at"`
 	Pipeline  string    `json:"pipeline,omitempty"`
-	Task      string    `json:"task,omitempty"` // pipeline.task
+	Task      string    `json:"task,omitempty"`  // pipeline.task
+	Group     string    `json:"group,omitempty"` // the task's group, for routing
 	Instance  int64     `json:"instance_id,omitempty"`
 	Ticket    string    `json:"ticket,omitempty"`
 	Message   string    `json:"message"`
@@ -56,6 +63,11 @@ func (e *Engine) notify(a Alert) {
 		a.At = e.cfg.Now()
 	}
 	a.Scheduler = e.cfg.Holder
+	if a.Group == "" && a.Task != "" {
+		if t := e.Graph().Task(a.Task); t != nil { // the graph in force: safe from any goroutine
+			a.Group = t.Group
+		}
+	}
 	e.m.alerts.WithLabelValues(a.Kind).Inc()
 	e.log.Warn("alert", "kind", a.Kind, "task", a.Task, "instance", a.Instance, "ticket", a.Ticket, "msg", a.Message)
 	if e.cfg.OnAlert != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
 )
 
@@ -35,4 +37,23 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 	}
 	e.Alert(ctx, Alert{Kind: kind, At: now, Pipeline: pipeline, Task: ch.Task,
 		Message: fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)})
+}
+
+// tuneBreakers gives each task whose file sets `breaker:` its own breaker
+// configuration (R45), keeping the outcomes of breakers whose configuration
+// did not change.
+func (e *Engine) tuneBreakers(g *dag.Graph) {
+	for _, t := range g.Order() {
+		b := t.Breaker
+		if b == (defs.Breaker{}) {
+			continue
+		}
+		want := breaker.Config{Window: b.Window, MinSamples: b.MinOutcomes, Threshold: b.Ratio}
+		cur := e.brk.TaskConfig(t.ID())
+		if (want.Window == 0 || want.Window == cur.Window) && (want.MinSamples == 0 || want.MinSamples == cur.MinSamples) &&
+			(want.Threshold == 0 || want.Threshold == cur.Threshold) {
+			continue
+		}
+		e.brk.SetTask(t.ID(), want)
+	}
 }

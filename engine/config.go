@@ -54,6 +54,9 @@ type Config struct {
 	// held attempt starts only while the lease is safely held. Default 1 s;
 	// negative claims nothing ahead (dispatch at the fire time).
 	ClaimAhead time.Duration
+	// SLACheck is how often instances are checked against their task's
+	// `sla` (an sla_missed alert comes at most this late). Default 5 s.
+	SLACheck time.Duration
 	// MisfireLimit bounds the runs fire_all creates for missed times. Default 100.
 	MisfireLimit int
 	// MisfireAfter is how late a fire must be, when a scheduler starts or a
@@ -134,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ClaimAhead < 0 {
 		c.ClaimAhead = 0
+	}
+	if c.SLACheck <= 0 {
+		c.SLACheck = 5 * time.Second
 	}
 	if c.MisfireLimit == 0 {
 		c.MisfireLimit = 100

@@ -124,6 +124,9 @@ type Engine struct {
 	next      atomic.Pointer[dag.Graph]
 	reloadSig chan struct{}
 	reloadMu  sync.Mutex // one Reload at a time
+
+	sla        slaWatch // owned by the loop (sla.go)
+	prevHolder string   // who held the lease before this term ("": nobody yet)
 }
 
 // w returns the fenced write handle of the current term; before the first
@@ -177,6 +180,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
 	e.g, e.tasks, e.trigs = g, tasks, trigs
 	e.hasHTTP = hasHTTPTasks(tasks)
+	e.tuneBreakers(g)
 	e.buildNodes()
 	e.limited = nil
 	for _, t := range g.Order() {
@@ -330,13 +334,18 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.fence.Store(e.st.Fence(l.Epoch))
 	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
-	e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d", e.cfg.Holder, l.Epoch)})
+	if e.prevHolder != "" && e.prevHolder != e.cfg.Holder {
+		// A change of primary; not the first scheduler on this store, nor a
+		// process taking back the lease it held (by the same --holder name).
+		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, e.prevHolder)})
+	}
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
 	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
 	e.inboxSeen = map[string]bool{}
+	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
@@ -429,9 +438,14 @@ func (e *Engine) untilNextSecond() time.Duration {
 func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 	logged := false
 	for {
+		prev, perr := e.st.GetLease(ctx, "")
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
 		switch {
 		case err == nil:
+			e.prevHolder = ""
+			if perr == nil {
+				e.prevHolder = prev.Holder
+			}
 			return l, nil
 		case errors.Is(err, store.ErrLeaseHeld) && e.cfg.FailIfHeld:
 			return store.Lease{}, fmt.Errorf("engine: %w", err)
@@ -552,6 +566,9 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 			if err := e.driveBackfills(ctx, now, poll); err != nil {
 				return err
 			}
+		}
+		if err := e.checkSLA(ctx, now); err != nil {
+			return err
 		}
 		return e.dispatch(ctx, now)
 	}()

@@ -34,7 +34,7 @@ type gateView struct {
 	manual   bool // manual: true
 	approved bool // an operator released the gate
 	ups      []upstreamView
-	logical  time.Time
+	logical  time.Time // when the wait began: the limits count from it
 	// limit is the task's wait_timeout (0: none set); crossLimit applies,
 	// when limit is 0, while a cross-pipeline upstream is pending.
 	limit, crossLimit time.Duration

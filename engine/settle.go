@@ -63,7 +63,7 @@ func (e *Engine) verdicts(ctx context.Context, rs *runState, candidates []*taskI
 	for i, c := range candidates {
 		ids[i] = c.id
 	}
-	out, err := settle(run, e.nodes, ids, rs.logical, now, defs.DefaultCrossWait, func(task string) ([]upstreamView, error) {
+	out, err := settle(run, e.nodes, ids, rs.since, now, defs.DefaultCrossWait, func(task string) ([]upstreamView, error) {
 		return e.crossViews(ctx, e.tasks[task], rs)
 	})
 	if err != nil {

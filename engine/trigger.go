@@ -274,7 +274,10 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 	for _, n := range spec.names {
 		ti := e.tasks[spec.pipeline+"."+n]
 		ni := store.NewInstance{TaskID: ti.id, Group: ti.def.Group, Priority: ti.def.Priority, State: store.Waiting}
-		g := gateView{manual: ti.def.Manual, logical: spec.at}
+		g := gateView{manual: ti.def.Manual, logical: spec.at, limit: ti.def.WaitTimeout, crossLimit: defs.DefaultCrossWait}
+		if now.After(g.logical) {
+			g.logical = now
+		}
 		if ti.def.Manual && spec.approve[n] {
 			g.approved, ni.ApprovedBy = true, spec.approvedBy
 		}
@@ -289,7 +292,7 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 				g.ups = append(g.ups, upstreamView{id: u.id, state: store.Waiting, cross: true})
 			}
 		}
-		switch d := decide(g, spec.at); d.verdict {
+		switch d := decide(g, g.logical); d.verdict {
 		case verdictReady:
 			ni.State, ni.NextFireAt = store.Scheduled, spec.at.Add(ti.def.Delay)
 			if spec.kind == store.RunManual {
@@ -327,7 +330,11 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 type runState struct {
 	id      int64
 	logical time.Time
-	inst    map[string]*instRef // by task id
+	// since is when its waits began: its logical time, or its creation when
+	// that came later (a backfill, a trigger --at a past time). Wait limits
+	// count from it.
+	since time.Time
+	inst  map[string]*instRef // by task id
 }
 
 type instRef struct {
@@ -340,7 +347,10 @@ type instRef struct {
 }
 
 func newRunState(id int64, logical time.Time, insts []store.Instance) *runState {
-	rs := &runState{id: id, logical: logical, inst: make(map[string]*instRef, len(insts))}
+	rs := &runState{id: id, logical: logical, since: logical, inst: make(map[string]*instRef, len(insts))}
+	if len(insts) > 0 && insts[0].CreatedAt.After(rs.since) {
+		rs.since = insts[0].CreatedAt
+	}
 	for _, in := range insts {
 		rs.inst[in.TaskID] = &instRef{id: in.ID, version: in.Version, state: in.State, err: in.Error, approved: in.ApprovedBy != "", attempt: in.Attempt}
 	}

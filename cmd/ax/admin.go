@@ -80,7 +80,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/status", false, "the lease holder, this process's role, loop counters and limits", (*admin).status},
 		{"GET", "/api/v1/pipelines", false, "pipelines with their latest run's instance states", (*admin).pipelines},
 		{"GET", "/api/v1/pipelines/{pipeline}", false, "one pipeline: tasks with their latest instance, graph edges, layers, latest run", (*admin).pipeline},
-		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest first; `state` (waiting, running, success, failed), `from`, `to` (logical time), `limit`", (*admin).runs},
+		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest first, each with what holds it when it is not over; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `limit`", (*admin).runs},
 		{"GET", "/api/v1/runs/{run}", false, "one run with its instances", (*admin).run},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a)", (*admin).explain},
@@ -111,7 +111,7 @@ func adminRoutes() []route {
 		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
 		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) and the fingerprints of the pipelines in force, for `ax diff`", (*admin).reloadStatus},
 		{"GET", "/api/v1/backfills", false, "backfills, newest first", (*admin).backfills},
-		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"dry_run\"}`", (*admin).startBackfill},
+		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"approve_manual\", \"dry_run\"}`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
 		{"POST", "/api/v1/backfills/{id}/cancel", true, "stop a backfill from starting more runs (those in flight finish)", (*admin).cancelBackfill},
 	}

@@ -41,27 +41,47 @@ func (a *admin) status(r *http.Request) (any, error) {
 // runView is a run with its instance counts and the state they add up to.
 type runView struct {
 	store.Run
-	State  string              `json:"state"` // waiting, running, success, failed
+	State  string              `json:"state"` // waiting, running, awaiting approval, success, failed
 	Counts map[store.State]int `json:"counts"`
+	// Over: every instance ended. When it is not, Waiting says what each
+	// waiting instance waits on, and Awaiting names the manual gates that
+	// wait for an operator (R40).
+	Over     bool              `json:"over"`
+	Awaiting []string          `json:"awaiting,omitempty"`
+	Waiting  map[string]string `json:"waiting,omitempty"`
 }
 
-func summarize(run store.Run, ins []store.Instance) runView {
+// summarize sums up a run; manual reports whether a task is a manual gate.
+// Whether it is over, and what holds it, is engine.StatusOf's rule.
+func summarize(run store.Run, ins []store.Instance, manual func(string) bool) runView {
 	v := runView{Run: run, Counts: map[store.State]int{}}
 	for _, in := range ins {
 		v.Counts[in.State]++
 	}
+	st := engine.StatusOf(ins, manual)
+	v.Over, v.Awaiting, v.Waiting = st.Over, st.Awaiting, st.Waiting
 	c := v.Counts
 	switch {
 	case c[store.Running]+c[store.Retrying] > 0 || (c[store.Scheduled] > 0 && c[store.Success]+c[store.Failed] > 0):
 		v.State = "running"
-	case c[store.Failed]+c[store.Killed] > 0:
+	case st.Over && len(st.Failed) > 0:
 		v.State = "failed"
-	case len(ins) > 0 && c[store.Success] == len(ins):
+	case st.Over:
 		v.State = "success"
+	case st.State == engine.RunAwaiting:
+		v.State = engine.RunAwaiting
 	default:
 		v.State = "waiting"
 	}
 	return v
+}
+
+// manualOf reports whether a task of g is a manual gate.
+func manualOf(g *dag.Graph) func(string) bool {
+	return func(task string) bool {
+		t := g.Task(task)
+		return t != nil && t.Manual
+	}
 }
 
 // latestRun is the pipeline's newest run whose logical time has come (runs
@@ -80,7 +100,7 @@ func (a *admin) latestRun(ctx context.Context, pipeline string) (*runView, []sto
 		if err != nil {
 			return nil, nil, err
 		}
-		v := summarize(run, ins)
+		v := summarize(run, ins, manualOf(a.graph()))
 		return &v, ins, nil
 	}
 	return nil, nil, nil
@@ -245,8 +265,8 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	limit := q.int("limit", 50, 1, 1000)
 	from, to := q.time("from"), q.time("to")
 	state := q.str("state")
-	if state != "" && !slices.Contains([]string{"waiting", "running", "success", "failed"}, state) {
-		q.errs = append(q.errs, fmt.Sprintf("state=%q: use waiting, running, success or failed", state))
+	if state != "" && !slices.Contains([]string{"waiting", "running", "awaiting approval", "success", "failed"}, state) {
+		q.errs = append(q.errs, fmt.Sprintf("state=%q: use waiting, running, awaiting approval, success or failed", state))
 	}
 	if err := q.err(); err != nil {
 		return nil, err
@@ -264,7 +284,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		v := summarize(run, ins)
+		v := summarize(run, ins, manualOf(a.graph()))
 		if state != "" && v.State != state {
 			continue
 		}
@@ -291,7 +311,7 @@ func (a *admin) run(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"run": summarize(run, ins), "instances": ins}, nil
+	return map[string]any{"run": summarize(run, ins, manualOf(a.graph())), "instances": ins}, nil
 }
 
 func (a *admin) task(r *http.Request) (any, error) {

@@ -49,6 +49,7 @@ type apiOpts struct {
 	openReads bool
 	standby   bool          // no engine: a process that serves reads only
 	pipeline  string        // instead of shopPipeline
+	others    []string      // more pipelines beside it
 	retain    time.Duration // the engine's and the API's retention (0: keeps everything)
 }
 
@@ -63,7 +64,15 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 	if errs.Err() != nil {
 		t.Fatal(errs)
 	}
-	g, errs := dag.Compile([]*defs.Pipeline{p}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	pls := []*defs.Pipeline{p}
+	for i, src := range o.others {
+		q, errs := defs.Parse(fmt.Sprintf("other%d.yaml", i), []byte(src), defs.Options{Now: time.Now()})
+		if errs.Err() != nil {
+			t.Fatal(errs)
+		}
+		pls = append(pls, q)
+	}
+	g, errs := dag.Compile(pls, dag.Options{Now: time.Now(), DispatchRate: -1})
 	if errs.Err() != nil {
 		t.Fatal(errs)
 	}
@@ -178,7 +187,7 @@ var badRequests = []struct {
 	{"GET", "/api/v1/status?verbose=1", "", 400, `unknown query parameter "verbose"`},
 	{"GET", "/api/v1/pipelines?x=1", "", 400, `unknown query parameter "x"`},
 	{"GET", "/api/v1/pipelines/shoop", "", 404, `no pipeline "shoop" (did you mean "shop"?)`},
-	{"GET", "/api/v1/pipelines/shop/runs?state=done", "", 400, `state="done": use waiting, running, success or failed`},
+	{"GET", "/api/v1/pipelines/shop/runs?state=done", "", 400, `state="done": use waiting, running, awaiting approval, success or failed`},
 	{"GET", "/api/v1/pipelines/shop/runs?limit=0", "", 400, "limit=\"0\": give a whole number from 1 to 1000"},
 	{"GET", "/api/v1/pipelines/shop/runs?sate=running", "", 400, `unknown query parameter "sate" (did you mean "state"?)`},
 	{"GET", "/api/v1/pipelines/shop/runs?from=yesterday", "", 400, `from: "yesterday" is not a date`},

@@ -9,7 +9,8 @@ import (
 
 // TestServerAdvertiseURL: a --listen on every address needs --advertise-url
 // (executors would be given an address they cannot call back), and a bad
-// one is refused; either way nothing is started and no store is created.
+// one is refused, as are out-of-range --breaker-* flags; nothing is started
+// and no store is created.
 func TestServerAdvertiseURL(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -21,6 +22,9 @@ func TestServerAdvertiseURL(t *testing.T) {
 		{"no host", []string{"--listen", ":18152", "--insecure"}, "give --advertise-url"},
 		{"not http", []string{"--listen", "127.0.0.1:18153", "--advertise-url", "ftp://10.0.0.5:8080"}, `--advertise-url "ftp://10.0.0.5:8080": give the base URL executors reach this server at`},
 		{"with a path", []string{"--listen", "127.0.0.1:18154", "--advertise-url", "http://10.0.0.5:8080/api/v1/results"}, "give the base URL"},
+		{"breaker window", []string{"--listen", "", "--breaker-window", "5s"}, "--breaker-window 5s: use at least 10s"},
+		{"breaker outcomes", []string{"--listen", "", "--breaker-min-outcomes", "0"}, "--breaker-min-outcomes 0: use 1 to 10000"},
+		{"breaker ratio", []string{"--listen", "", "--breaker-ratio", "1"}, "--breaker-ratio 1: use a failure ratio above 0 and below 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

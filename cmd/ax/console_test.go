@@ -155,3 +155,63 @@ func TestConsolePauseInBrowser(t *testing.T) {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// TestConsoleApproveAndCancelInBrowser: a gate waiting for an operator shows
+// as "awaiting approval" with an Approve button, which releases it; a run
+// that is not over has a Cancel button, which ends it.
+func TestConsoleApproveAndCancelInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	e := setupAPI(t, apiOpts{pipeline: `pipeline: shop
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: approve, depends_on: [sync], manual: true, function: noop}
+  - {name: slow, command: ["sleep", "30"], timeout: 1m}
+`})
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/trigger", `{}`); code != 200 {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	e.waitState("shop.sync", store.Success)
+	e.waitState("shop.slow", store.Running)
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	var label string
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/#/p/shop"),
+		chromedp.WaitVisible(css(`tr[data-task="approve"] button[data-op="approve"]`)),
+	)
+	if err == nil {
+		label, err = chromedp.Run(ctx, chromedp.Text(css(`tr[data-task="approve"] td.state`)))
+	}
+	if err == nil {
+		err = chromedp.Do(ctx,
+			chromedp.Click(css(`tr[data-task="approve"] button[data-op="approve"]`)),
+			chromedp.WaitVisible(css(`#banner.ok`)),
+		)
+	}
+	if err != nil {
+		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
+	}
+	if !strings.Contains(label, "awaiting approval") {
+		t.Errorf("the gate's state cell: %q", label)
+	}
+	gate := e.waitState("shop.approve", store.Success)
+	if gate.ApprovedBy != "operator:api" {
+		t.Errorf("approved by %q", gate.ApprovedBy)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/#/"),
+		chromedp.Navigate(e.srv.URL+"/#/p/shop"),
+		chromedp.WaitVisible(css(`#runs button[data-cancel]`)),
+		chromedp.Click(css(`#runs button[data-cancel]`)),
+		chromedp.WaitVisible(css(`#banner.ok`)),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
+	}
+	e.waitState("shop.slow", store.Killed)
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}

@@ -217,7 +217,10 @@ func TestHAReloadOnlyPrimaryApplies(t *testing.T) {
 	waitFor(t, func() bool { return len(instancesOf(t, st, "a.x", store.Success)) > 0 })
 	write(t, filepath.Join(dir, "q.yaml"), "pipeline: q\ntimezone: UTC\nschedule: \"@every 1s\"\noverlap: allow # the crashed primary's attempt is not waited for\ntasks:\n  - {name: z, function: noop}\n")
 	for _, addr := range []string{addrA, addrB} {
-		waitFor(t, func() bool { l := reloadGet(t, addr); return l != nil && l.OK && l.Summary == "added q.z; schedules re-planned q" })
+		waitFor(t, func() bool {
+			l := reloadGet(t, addr)
+			return l != nil && l.OK && l.Summary == "added q.z; schedules re-planned q"
+		})
 	}
 	held := lease(t, st) // who was primary when both had reloaded
 	waitFor(t, func() bool { return len(instancesOf(t, st, "q.z", store.Success)) > 0 })

@@ -159,3 +159,49 @@ func TestSettleVerbsUsage(t *testing.T) {
 		}
 	}
 }
+
+const gatedShop = `pipeline: shop
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: approve, depends_on: [sync], manual: true, function: noop}
+  - {name: publish, depends_on: [approve], function: noop}
+  - {name: report, depends_on: [sync, other.settle], function: noop}
+`
+
+// ax status (and the runs API) say why a run is not over: the gate that
+// awaits approval, what waits behind it, and a cross-pipeline wait with its
+// deadline.
+func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{pipeline: gatedShop, others: []string{"pipeline: other\ntimezone: UTC\ntasks:\n  - {name: settle, function: noop}\n"}})
+	code, body := e.call("POST", "/api/v1/pipelines/shop/trigger", `{"at": "2026-03-01T02:00:00"}`)
+	if code != 200 {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	e.waitState("shop.sync", store.Success)
+	var runs []runView
+	waitFor(t, func() bool {
+		code, body = e.call("GET", "/api/v1/pipelines/shop/runs", "")
+		runs = decodeJSON[[]runView](t, body)
+		return code == 200 && len(runs) == 1 && runs[0].State == "awaiting approval"
+	})
+	r := runs[0]
+	if r.Over || fmt.Sprint(r.Awaiting) != "[shop.approve]" || r.Waiting["shop.approve"] != "awaiting approval; waiting for upstream shop.sync" ||
+		!strings.HasPrefix(r.Waiting["shop.publish"], "waiting for upstream shop.approve") ||
+		!strings.Contains(r.Waiting["shop.report"], "other.settle") || !strings.Contains(r.Waiting["shop.report"], "(fails at ") {
+		t.Errorf("run view %+v", r)
+	}
+	code, out, errOut := runAx(t, "status", "shop", "--server", e.srv.URL)
+	for _, want := range []string{
+		"      shop.approve: awaiting approval",
+		"      shop.publish: waiting for upstream shop.approve",
+		"      shop.report: waiting for upstream ",
+		"      approve with: ax trigger shop.approve --at 2026-03-01T02:00:00Z",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("ax status: exit %d, no %q in\n%s%s", code, want, out, errOut)
+		}
+	}
+}

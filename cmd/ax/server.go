@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +24,7 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/engine/webhook"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/examples/functions"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -40,9 +42,12 @@ type serverFlags struct {
 	leaseTTL  time.Duration
 	listen    string
 	advertise string
+	brkWindow time.Duration
+	brkMin    int
+	brkRatio  float64
 	insecure  bool
 	openReads bool
-	webhook   string
+	webhooks  []string
 	watch     time.Duration
 	grace     time.Duration
 	maxRun    int
@@ -71,6 +76,9 @@ the store's lease.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.holder, "holder", "", "name of this process in the leader lease (default host:pid)")
+	fl.DurationVar(&f.brkWindow, "breaker-window", 5*time.Minute, "circuit breaker: the sliding window of outcomes judged, for tasks whose file sets no breaker window")
+	fl.IntVar(&f.brkMin, "breaker-min-outcomes", 10, "circuit breaker: outcomes judged at least (fewer in the window: the last N), for tasks whose file sets none")
+	fl.Float64Var(&f.brkRatio, "breaker-ratio", 0.5, "circuit breaker: failure ratio above which a task's dispatch rate drops to a tenth, for tasks whose file sets none")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 15*time.Second, "lifetime of the leader lease; it is renewed every third of it")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.StringVar(&f.advertise, "advertise-url", "", "base URL at which executors reach this server (callbacks, registration), such as http://10.0.0.5:8080; required when --listen has no host (0.0.0.0, ::, :8080); default http://LISTEN")
@@ -81,7 +89,7 @@ the store's lease.`,
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
-	fl.StringVar(&f.webhook, "alert-webhook", "", "POST every alert as JSON to this URL (queued and retried; never blocks dispatch)")
+	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
 	return cmd
 }
 
@@ -104,6 +112,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
+	}
+	var routes []alertRoute // checked before anything starts
+	for _, spec := range f.webhooks {
+		r, err := parseAlertRoute(spec)
+		if err != nil {
+			return usageErr("--alert-webhook %v", err)
+		}
+		routes = append(routes, r)
 	}
 	filesAtStart, _ := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
 	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
@@ -144,6 +160,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if f.leaseTTL < 3*time.Second {
 		return usageErr("--lease-ttl %s: use at least 3s", f.leaseTTL)
 	}
+	switch {
+	case f.brkWindow < 10*time.Second:
+		return usageErr("--breaker-window %s: use at least 10s (outcomes are counted in 10-second buckets)", f.brkWindow)
+	case f.brkMin < 1 || f.brkMin > 10000:
+		return usageErr("--breaker-min-outcomes %d: use 1 to 10000", f.brkMin)
+	case !(f.brkRatio > 0 && f.brkRatio < 1):
+		return usageErr("--breaker-ratio %v: use a failure ratio above 0 and below 1, such as 0.5", f.brkRatio)
+	}
 	retain, err := parseRetain(f.retain)
 	if err != nil {
 		return usageErr("--retain %v", err)
@@ -172,18 +196,16 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &executorCollector{st: st})
 	var sinks []func(engine.Alert)
-	if f.webhook != "" {
-		hook, err := webhook.New(webhook.Config{URL: f.webhook, Logger: log,
-			Client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}})
+	if len(routes) > 0 {
+		hookCtx, stopHook := context.WithCancel(ctx)
+		defer stopHook()
+		send, err := startAlertRoutes(hookCtx, routes, log)
 		if err != nil {
 			return usageErr("--alert-webhook: %v", err)
 		}
-		hookCtx, stopHook := context.WithCancel(ctx)
-		defer stopHook()
-		go func() { _ = hook.Run(hookCtx) }()
-		sinks = append(sinks, func(a engine.Alert) { hook.Send(a) })
+		sinks = append(sinks, send)
 	}
-	eng, err = engine.New(engine.Config{DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
+	eng, err = engine.New(engine.Config{Breaker: breaker.Config{Window: f.brkWindow, MinSamples: f.brkMin, Threshold: f.brkRatio}, DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
 		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
@@ -370,6 +392,16 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		}
 		names = only
 	}
+	gates := map[string]bool{}
+	for _, t := range tasks {
+		var d struct {
+			Manual bool `json:"manual"`
+		}
+		if json.Unmarshal(t.Definition, &d) == nil && d.Manual {
+			gates[t.ID] = true
+		}
+	}
+	manual := func(task string) bool { return gates[task] }
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
 		runs, err := st.Runs(ctx, p, 1000)
@@ -382,7 +414,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 			if err != nil {
 				return err
 			}
-			views = append(views, summarize(r, insts))
+			views = append(views, summarize(r, insts, manual))
 		}
 		writeRuns(&b, views, limit)
 	}
@@ -405,12 +437,41 @@ func writeRuns(b *strings.Builder, runs []runView, limit int) {
 			}
 		}
 		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+		writeWaits(b, r)
 		if shown++; shown >= limit {
 			break
 		}
 	}
 	if shown == 0 {
 		b.WriteString("  no runs yet\n")
+	}
+}
+
+// writeWaits says, for a run that is not over, why: each waiting instance
+// and what it waits on, gates awaiting approval first.
+func writeWaits(b *strings.Builder, r runView) {
+	if r.Over || len(r.Waiting) == 0 {
+		return
+	}
+	tasks := make([]string, 0, len(r.Waiting))
+	for t := range r.Waiting {
+		tasks = append(tasks, t)
+	}
+	slices.SortFunc(tasks, func(x, y string) int {
+		gx, gy := slices.Contains(r.Awaiting, x), slices.Contains(r.Awaiting, y)
+		switch {
+		case gx && !gy:
+			return -1
+		case gy && !gx:
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
+	for _, t := range tasks {
+		fmt.Fprintf(b, "      %s: %s\n", t, r.Waiting[t])
+	}
+	if len(r.Awaiting) > 0 {
+		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], r.LogicalTime.UTC().Format(time.RFC3339))
 	}
 }
 

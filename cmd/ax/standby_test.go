@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -24,7 +25,8 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestStandbyServerAPI runs two real ax servers on one SQLite file: the
-// primary posts its leader_change alert to --alert-webhook; the standby
+// standby posts a leader_change alert to --alert-webhook when it takes over
+// (the first primary, on a new store, posts none); the standby
 // answers reads and refuses writes with the primary's URL, which the CLI
 // shows.
 func TestStandbyServerAPI(t *testing.T) {
@@ -47,17 +49,20 @@ func TestStandbyServerAPI(t *testing.T) {
 	dir, _ := e2ePipeline(t)
 	pa, pb := freeAddr(t), freeAddr(t)
 	a := startServer(t, db, dir, "--holder", "a", "--listen", pa, "--alert-webhook", hook.URL)
-	waitFor(t, func() bool {
+	leaderChanges := func() []map[string]any {
 		mu.Lock()
 		defer mu.Unlock()
+		var out []map[string]any
 		for _, al := range alerts {
-			if al["kind"] == "leader_change" && al["scheduler"] == "a" && strings.Contains(al["message"].(string), "became the primary") {
-				return true
+			if al["kind"] == "leader_change" {
+				out = append(out, al)
 			}
 		}
-		return false
-	})
-	b := startServer(t, db, dir, "--holder", "b", "--listen", pb)
+		return out
+	}
+	st := openStore(t, db)
+	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
+	b := startServer(t, db, dir, "--holder", "b", "--listen", pb, "--alert-webhook", hook.URL)
 	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
 
 	get := func(url string) (int, string) {
@@ -96,6 +101,19 @@ func TestStandbyServerAPI(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "paused task e2e.record") {
 		t.Errorf("CLI write to the primary: exit %d %s%s", code, out, errOut)
 	}
-	b.stop(t)
+	// The first primary on the store raised no leader_change; b taking
+	// over from a does.
+	if lc := leaderChanges(); len(lc) != 0 {
+		t.Errorf("leader_change alerts before any change: %v", lc)
+	}
 	a.stop(t)
+	waitFor(t, func() bool {
+		for _, al := range leaderChanges() {
+			if al["scheduler"] == "b" && strings.Contains(al["message"].(string), "taking over from a") {
+				return true
+			}
+		}
+		return false
+	})
+	b.stop(t)
 }

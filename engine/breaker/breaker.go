@@ -6,7 +6,11 @@
 // that the engine can log it and raise the alert.
 //
 // Outcomes are counted in ten-second buckets, so a task costs a fixed,
-// small amount of memory however often it runs. Every call takes the time
+// small amount of memory however often it runs. When the window holds fewer
+// than the minimum, the last minimum outcomes are judged instead: a task
+// that fails every attempt trips its breaker after MinSamples failures even
+// when they take longer than one window (an hourly task, say). Each task may
+// have its own Config (SetTask); its zero fields take the breaker's. Every call takes the time
 // explicitly. A Breaker is safe for concurrent use.
 package breaker
 
@@ -56,18 +60,54 @@ type Breaker struct {
 	cfg   Config
 	mu    sync.Mutex
 	tasks map[string]*window
+	own   map[string]Config // per-task configurations, defaults applied
 }
 
 type window struct {
+	cfg     Config
 	start   []int64 // bucket start, Unix seconds; parallel to ok and bad
 	ok, bad []int32
+	last    []bool // the last cfg.MinSamples outcomes (true: a failure), a ring
+	next    int    // where the next outcome goes in last
+	seen    int    // outcomes ever recorded, up to len(last)
 	open    bool
 	since   time.Time
 }
 
 // New returns a breaker with cfg (zero fields: defaults).
 func New(cfg Config) *Breaker {
-	return &Breaker{cfg: cfg.withDefaults(), tasks: map[string]*window{}}
+	return &Breaker{cfg: cfg.withDefaults(), tasks: map[string]*window{}, own: map[string]Config{}}
+}
+
+// SetTask gives task its own configuration; zero fields take the
+// breaker's. It forgets the task's outcomes so far.
+func (b *Breaker) SetTask(task string, c Config) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.Window <= 0 {
+		c.Window = b.cfg.Window
+	}
+	if c.Threshold <= 0 || c.Threshold >= 1 {
+		c.Threshold = b.cfg.Threshold
+	}
+	if c.MinSamples <= 0 {
+		c.MinSamples = b.cfg.MinSamples
+	}
+	if c.Factor <= 0 || c.Factor > 1 {
+		c.Factor = b.cfg.Factor
+	}
+	b.own[task] = c
+	delete(b.tasks, task)
+}
+
+// TaskConfig returns the configuration of task's breaker.
+func (b *Breaker) TaskConfig(task string) Config {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.own[task]; ok {
+		return c
+	}
+	return b.cfg
 }
 
 // Config returns the configuration in force.
@@ -80,10 +120,17 @@ func (b *Breaker) Record(task string, ok bool, now time.Time) (Change, bool) {
 	defer b.mu.Unlock()
 	w := b.tasks[task]
 	if w == nil {
-		n := int(b.cfg.Window / bucketWidth)
-		w = &window{start: make([]int64, n), ok: make([]int32, n), bad: make([]int32, n)}
+		cfg, ok := b.own[task]
+		if !ok {
+			cfg = b.cfg
+		}
+		n := max(int(cfg.Window/bucketWidth), 1)
+		w = &window{cfg: cfg, start: make([]int64, n), ok: make([]int32, n), bad: make([]int32, n), last: make([]bool, cfg.MinSamples)}
 		b.tasks[task] = w
 	}
+	w.last[w.next] = !ok
+	w.next = (w.next + 1) % len(w.last)
+	w.seen = min(w.seen+1, len(w.last))
 	sec := now.Unix() - now.Unix()%int64(bucketWidth/time.Second)
 	i := int(sec/int64(bucketWidth/time.Second)) % len(w.start)
 	if w.start[i] != sec {
@@ -99,26 +146,36 @@ func (b *Breaker) Record(task string, ok bool, now time.Time) (Change, bool) {
 	if total > 0 {
 		rate = float64(failures) / float64(total)
 	}
-	ch := Change{Task: task, Failures: failures, Total: total, Rate: rate, Threshold: b.cfg.Threshold}
+	ch := Change{Task: task, Failures: failures, Total: total, Rate: rate, Threshold: w.cfg.Threshold}
 	switch {
-	case !w.open && total >= b.cfg.MinSamples && rate > b.cfg.Threshold:
+	case !w.open && total >= w.cfg.MinSamples && rate > w.cfg.Threshold:
 		w.open, w.since, ch.Open = true, now, true
 		return ch, true
-	case w.open && rate <= b.cfg.Threshold:
+	case w.open && rate <= w.cfg.Threshold:
 		w.open = false
 		return ch, true
 	}
 	return Change{}, false
 }
 
-// count sums the buckets of w inside the window ending at now.
+// count sums the buckets of w inside the window ending at now; when they
+// hold fewer than the minimum, it counts the last minimum outcomes instead.
 func (b *Breaker) count(w *window, now time.Time) (failures, total int) {
-	oldest := now.Add(-b.cfg.Window).Unix()
+	oldest := now.Add(-w.cfg.Window).Unix()
 	for i, s := range w.start {
 		if s > oldest && s <= now.Unix() {
 			failures += int(w.bad[i])
 			total += int(w.ok[i] + w.bad[i])
 		}
+	}
+	if total < w.cfg.MinSamples && w.seen == len(w.last) {
+		failures = 0
+		for _, bad := range w.last {
+			if bad {
+				failures++
+			}
+		}
+		return failures, len(w.last)
 	}
 	return failures, total
 }
@@ -129,7 +186,7 @@ func (b *Breaker) Factor(task string) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w := b.tasks[task]; w != nil && w.open {
-		return b.cfg.Factor
+		return w.cfg.Factor
 	}
 	return 1
 }

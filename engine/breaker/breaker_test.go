@@ -58,27 +58,67 @@ func TestOpensAboveThresholdAndCloses(t *testing.T) {
 	}
 }
 
-func TestMinimumSampleAndWindow(t *testing.T) {
+// TestMinimumOutcomesAcrossWindows: fewer outcomes in the window than the
+// minimum are judged with the last minimum outcomes, so a task failing every
+// attempt trips after MinSamples failures however far apart they are.
+func TestMinimumOutcomesAcrossWindows(t *testing.T) {
 	t.Parallel()
 	b := New(Config{MinSamples: 4, Window: time.Minute})
 	for range 3 {
 		if _, changed := b.Record("t", false, t0); changed {
-			t.Fatal("opened below the minimum sample")
+			t.Fatal("opened below the minimum")
 		}
 	}
-	// Old failures slide out of the window: one failure two minutes later is alone.
-	if _, changed := b.Record("t", false, t0.Add(2*time.Minute)); changed {
-		t.Fatal("failures outside the window counted")
+	// The fourth failure comes two windows later: the last four all failed.
+	ch, changed := b.Record("t", false, t0.Add(2*time.Minute))
+	if !changed || !ch.Open || ch.Failures != 4 || ch.Total != 4 {
+		t.Fatalf("fourth failure, outside the window of the others: %+v %v, want open on 4 of 4", ch, changed)
 	}
-	_, _, _, total := b.State("t", t0.Add(2*time.Minute))
-	if total != 1 {
-		t.Errorf("outcomes in window = %d, want 1", total)
+	if _, _, rate, total := b.State("t", t0.Add(2*time.Minute)); total != 4 || rate != 1 {
+		t.Errorf("state: rate %v of %d, want 1 of 4", rate, total)
+	}
+	// Successes, also a window apart: [f f f f s] stays open (3 of 4), [f f f f s s] closes (2 of 4).
+	if _, changed := b.Record("t", true, t0.Add(3*time.Minute)); changed {
+		t.Error("closed at 3 failures of the last 4")
+	}
+	if ch, changed := b.Record("t", true, t0.Add(4*time.Minute)); !changed || ch.Open {
+		t.Errorf("at 2 failures of the last 4: %+v %v, want closed", ch, changed)
+	}
+	// Half failing, an hour apart, never exceeds the ratio.
+	for i := range 20 {
+		if _, changed := b.Record("u", i%2 == 0, t0.Add(time.Duration(i)*time.Hour)); changed {
+			t.Fatalf("outcome %d of a half-failing task changed the breaker", i)
+		}
+	}
+	// Outcomes inside the window still rule when there are enough of them.
+	for i := range 4 {
+		b.Record("v", true, t0.Add(time.Duration(i)*time.Second))
 	}
 	for i := range 3 {
-		_, changed := b.Record("t", false, t0.Add(2*time.Minute+time.Duration(i)*time.Second))
-		if changed != (i == 2) {
-			t.Errorf("failure %d in window: changed = %v", i+2, changed)
+		if _, changed := b.Record("v", false, t0.Add(10*time.Second+time.Duration(i)*time.Second)); changed {
+			t.Errorf("failure %d: 3 of 7 in the window opened it", i+1)
 		}
+	}
+}
+
+func TestPerTaskConfig(t *testing.T) {
+	t.Parallel()
+	b := New(Config{})
+	b.SetTask("x", Config{MinSamples: 2, Threshold: 0.4})
+	if c := b.TaskConfig("x"); c.MinSamples != 2 || c.Threshold != 0.4 || c.Window != 5*time.Minute || c.Factor != 0.1 {
+		t.Errorf("x config %+v: zero fields take the breaker's", c)
+	}
+	b.Record("x", false, t0)
+	if _, changed := b.Record("x", false, t0); !changed {
+		t.Error("x did not open after its 2 failures")
+	}
+	for i := range 9 {
+		if _, changed := b.Record("y", false, t0); changed {
+			t.Fatalf("y opened at %d failures, below the breaker's minimum of 10", i+1)
+		}
+	}
+	if _, changed := b.Record("y", false, t0); !changed {
+		t.Error("y did not open at 10 failures")
 	}
 }
 

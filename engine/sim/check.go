@@ -20,7 +20,11 @@ const (
 	invReplay       = "I6 history replays to state"
 	invFence        = "I7 no fenced write lands"
 	invBadVerb      = "I8 bad verbs change nothing"
+	invMisfire      = "I4 every due fire dispatched or explained (misfire)"
 )
+
+// outage is a time when no engine ran, ended by a new process's start.
+type outage struct{ down, up time.Time }
 
 // row is one history row as the checker keeps it.
 type row struct {
@@ -92,6 +96,7 @@ type checker struct {
 	execSeen  int                        // executions checked for I3 so far
 	byTicket  map[string]*execution
 	execByIns map[int64][]*execution
+	execByTsk map[string][]*execution
 
 	// coverage: spans in which one engine was primary throughout, and no
 	// fault hit the store, per the checks that observed it.
@@ -102,16 +107,27 @@ type checker struct {
 	fired       map[string]time.Time
 	pauses      []span // any pause in force (coarse: whole world)
 	pausedSince time.Time
+	misfires    []outage // outages whose misfire decisions are still to check
+	lastOutage  outage
 }
 
 func newChecker(w *world) *checker {
 	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{},
-		byTask: map[string][]int64{}, byTicket: map[string]*execution{}, execByIns: map[int64][]*execution{}, fired: map[string]time.Time{}}
+		byTask: map[string][]int64{}, byTicket: map[string]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
 }
 
 func (c *checker) down(n *node, at time.Time) {
 	c.gaps = append(c.gaps, span{at, at})
 	c.lastPrimary = nil
+	// an outage whose restart went down again before its check: its
+	// decisions may be taken again by the next start; not judged
+	var keep []outage
+	for _, o := range c.misfires {
+		if at.After(o.up.Add(5 * time.Second)) {
+			keep = append(keep, o)
+		}
+	}
+	c.misfires = keep
 }
 
 func (c *checker) up(n *node, at time.Time) { c.lastPrimary = nil }
@@ -184,6 +200,7 @@ func (c *checker) check(final bool) {
 	c.checkExecutions()
 	c.compareState(final)
 	c.checkFires(now, final)
+	c.checkMisfires(now)
 	if final {
 		c.checkRunsEnd(now)
 	}
@@ -327,6 +344,7 @@ func (c *checker) checkExecutions() {
 	for _, e := range w.ex.list[c.execSeen:] {
 		c.byTicket[e.ticket] = e
 		c.execByIns[e.instance] = append(c.execByIns[e.instance], e)
+		c.execByTsk[e.task] = append(c.execByTsk[e.task], e)
 		c.upstreamsBefore(e)
 	}
 	c.execSeen = len(w.ex.list)
@@ -543,6 +561,11 @@ func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
 				left = true
 			}
 		}
+		if len(in.rows) > 1 && strings.Contains(in.rows[1].reason, "overlap") && !c.runningAt(in, at) && !c.orphanAt(in, at, in.rows[1].epoch) {
+			w.violate(invDueFire, "%s was due at %s and skipped by its overlap policy, but no other attempt of %s ran then: %s",
+				trigger, at.Format(time.RFC3339), in.task, in.describe())
+			continue
+		}
 		if left || c.waitsBehind(in, at.Add(b)) {
 			continue
 		}
@@ -669,4 +692,169 @@ func (c *checker) upstreamStates(in *inst) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// checkMisfires checks the second half of I4 for outages ended 5 s ago or
+// more: the fires that fell due while no engine ran follow the trigger's
+// misfire policy exactly (docs/schedules.md): all run late when the
+// earliest is at most a minute late; else fire_once runs exactly one, the
+// latest; skip none; fire_all the latest, up to the bound (10 here). A fire
+// is run when its run exists and its roots were not skipped by the policy.
+// Outages with a fault, a pause, or a fire just before them (possibly
+// claimed and lost) are left alone.
+func (c *checker) checkMisfires(now time.Time) {
+	w := c.w
+	var later []outage
+	for _, o := range c.misfires {
+		if now.Before(o.up.Add(5 * time.Second)) {
+			later = append(later, o)
+			continue
+		}
+		if !c.coveredSpan(o.up, o.up.Add(5*time.Second)) && c.faultedDuring(o.up, o.up.Add(5*time.Second)) || c.pausedDuring(o.down, o.up.Add(5*time.Second)) {
+			continue
+		}
+		for _, tr := range w.g.Triggers() {
+			form := w.cronOf(tr.Name())
+			if form == nil || form.every > 0 || w.rootWaitsAcross(tr.Pipeline, tr.Tasks) {
+				continue // a run whose roots wait on another pipeline is neither started nor a misfire: the rule is silent
+			}
+			loc := tr.Schedule.Location()
+			// a fire just before the crash, or claimed ahead of it, may have
+			// started: its outcome is unknown, not a misfire
+			if len(expectedFires(*form, loc, w.spec.start, o.down.Add(-65*time.Second), o.down.Add(2*time.Second))) > 0 {
+				continue
+			}
+			missed := expectedFires(*form, loc, w.spec.start, o.down.Add(2*time.Second), o.up)
+			if len(missed) == 0 {
+				continue
+			}
+			if w.opts.Restrict.FirstFireLost && !c.ranBefore(tr.Name(), o.down) {
+				continue
+			}
+			policy := w.misfireOf(tr.Name())
+			want := len(missed)
+			if o.up.Sub(missed[0].at) > time.Minute {
+				switch policy {
+				case "fire_once":
+					want = 1
+				case "skip":
+					want = 0
+				default:
+					want = min(len(missed), 10)
+				}
+			}
+			var ran []time.Time
+			for _, f := range missed {
+				if c.keptFire(tr.Name(), f.at) {
+					ran = append(ran, f.at)
+				}
+			}
+			w.tally[invMisfire]++
+			ok := len(ran) == want
+			if ok && want > 0 && want < len(missed) {
+				ok = ran[len(ran)-1].Equal(missed[len(missed)-1].at) && ran[0].Equal(missed[len(missed)-want].at)
+			}
+			if !ok {
+				w.violate(invMisfire, "%s (misfire: %s) missed %d fire(s) from %s to %s while no scheduler ran (up again at %s): want %d run, the latest; ran %d: %v",
+					tr.Name(), policy, len(missed), missed[0].at.Format(time.RFC3339), missed[len(missed)-1].at.Format(time.RFC3339),
+					o.up.Format(time.RFC3339), want, len(ran), ran)
+			}
+		}
+	}
+	c.misfires = later
+}
+
+// faultedDuring reports whether a store fault span meets [from, to].
+func (c *checker) faultedDuring(from, to time.Time) bool {
+	for _, g := range c.gaps {
+		if g.to.After(g.from) && !g.to.Before(from) && !g.from.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// keptFire reports whether the fire of trigger at has a run whose roots
+// were not skipped by the misfire policy.
+func (c *checker) keptFire(trigger string, at time.Time) bool {
+	runID, ok := c.runKey[runKey(trigger, store.RunSchedule, at)]
+	if !ok {
+		return false
+	}
+	for _, id := range c.runs[runID] {
+		in := c.insts[id]
+		if in == nil || !in.createdS {
+			continue
+		}
+		for _, r := range in.rows {
+			if strings.Contains(r.reason, "misfire") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ranBefore reports whether trigger has a schedule run at or before t.
+func (c *checker) ranBefore(trigger string, t time.Time) bool {
+	prefix := trigger + "|" + string(store.RunSchedule) + "|"
+	for k := range c.runKey {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			var ms int64
+			fmt.Sscan(rest, &ms)
+			if ms <= t.UnixMilli() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runningAt reports whether another attempt of in's task ran at t, as
+// far as anyone could know: its executor was running it, or the store had
+// it RUNNING for a fire at or before t (a result lost on its way keeps it
+// RUNNING until its timeout). An instance claimed ahead for a later fire
+// does not count: that is the bug of issue 13 item 1.
+func (c *checker) runningAt(in *inst, t time.Time) bool {
+	c.w.ex.mu.Lock()
+	for _, e := range c.execByTsk[in.task] {
+		if e.instance != in.id && !e.start.After(t) && (e.end.IsZero() || !e.end.Before(t)) {
+			c.w.ex.mu.Unlock()
+			return true
+		}
+	}
+	c.w.ex.mu.Unlock()
+	for _, id := range c.byTask[in.task] {
+		o := c.insts[id]
+		if id == in.id {
+			continue
+		}
+		if s, ok := o.stateAt(t); ok && s == store.Running && !c.logicalOf(o).After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanAt reports whether another instance of in's task was RUNNING at t,
+// dispatched under an epoch older than epoch: an attempt inherited from a
+// previous scheduler process, whose outcome its successor cannot know.
+func (c *checker) orphanAt(in *inst, t time.Time, epoch int64) bool {
+	for _, id := range c.byTask[in.task] {
+		o := c.insts[id]
+		if id == in.id {
+			continue
+		}
+		var last row
+		for _, r := range o.rows {
+			if r.at.After(t) {
+				break
+			}
+			last = r
+		}
+		if last.to == store.Running && last.epoch < epoch {
+			return true
+		}
+	}
+	return false
 }

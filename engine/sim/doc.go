@@ -29,8 +29,9 @@
 // before, a latency (up to 2 s, now and then past the deadline) and a
 // behaviour: succeed, fail, fail permanently, hang until the deadline, do
 // the work and lose the result, succeed and report the result twice (the
-// second time through Engine.Report, to whichever engine is primary then),
-// or refuse (busy). They honour the attempt's deadline and die with their
+// second time into the results inbox, as a server receiving a retried POST
+// would), or refuse (busy). One task in four is an HTTP task, so that the
+// engines read the inbox. They honour the attempt's deadline and die with their
 // engine.
 //
 // The driver (world.go) then takes 60 steps, each one of: let time pass
@@ -65,12 +66,17 @@
 //	   cross-pipeline upstream for the same logical time (or the latest
 //	   before it), has a recorded SUCCESS.
 //	I4 every due fire dispatched or explained: each fire of each schedule,
-//	   computed second by second from the zone data by the README's DST
-//	   rules (expect.go; not by defs.Schedule), that fell due while one
-//	   engine led without faults, has its run, and each root of the run left
-//	   SCHEDULED within a bound (8 s, plus what the dispatch rates need), or
-//	   waits behind the task's previous instance (overlap), or a pause was
-//	   in force.
+//	   computed second by second from the zone data by the DST rules of
+//	   docs/schedules.md (expect.go; not by defs.Schedule), that fell due
+//	   while one engine led without faults, has its run, and each root of
+//	   the run left SCHEDULED within a bound (8 s, plus what the dispatch
+//	   rates need), or waits behind the task's previous instance (overlap),
+//	   or a pause was in force; a root skipped by its overlap policy had
+//	   another attempt of its task really running at its fire time (or one
+//	   inherited from a previous process). After an outage, the fires
+//	   missed follow the misfire policy exactly: all run when the earliest
+//	   is at most a minute late; else fire_once runs one, the latest; skip
+//	   none; fire_all the latest, up to the bound.
 //	I5 every run ends or names its wait: after the calm, each instance is
 //	   over, or waits on something that can still happen (a manual gate, an
 //	   upstream not over, a cross-pipeline upstream, its task's previous
@@ -98,18 +104,29 @@
 //
 // # What it found
 //
-// Bugs, each kept as a named regression case in sim_test.go (skipped until
-// the fix reaches main, with the generator or the check restricted
-// meanwhile by a Restrictions field):
+// Bugs, each kept as a named regression case in sim_test.go: a hand-built
+// scenario that shows it, skipped until the fix reaches main, with the
+// generator or the check restricted meanwhile by a Restrictions field.
+// "Found" is how long the simulator took on today's main (or, for a bug
+// fixed meanwhile, on main with the fix reverted locally).
 //
-//	invariant  seeds (of 1..200)      found after  bug                                            owner     regression
-//	I5         2, 4, 5, most          14 sim. min  a FAILED upstream leaves its downstream       issue 14  TestSimFailedUpstreamEndsRun
-//	                                               WAITING forever; the run never ends
-//	I4         3, 94, 103, 106        1st seed     wildcard schedules lose every fire in the       issue 13  TestSimFallBackWildcard
-//	                                  with a fall-  repeated hour of a fall-back day
-//	                                  back day
-//	I3         110, 154, 181          1st trigger  an operator's trigger of a manual task starts   issue 14  TestSimGateWaitsForUpstream
-//	                                  of a gate    it before its upstream succeeded
+//	invariant  found                               bug (owner)                                regression case
+//	I5         seed 2, then most seeds; 14         a FAILED or KILLED upstream leaves its     TestSimFailedUpstreamEndsRun
+//	           simulated minutes                   downstream WAITING: the run never ends
+//	                                               (issue 14 item 3)
+//	I3         seeds 110, 154, 181 of 200; the     an operator's trigger of a manual task     TestSimGateWaitsForUpstream
+//	           first trigger of a gate whose       starts it before its upstream succeeded
+//	           upstream runs                       (issue 14 item 1)
+//	I4         seeds 3, 94, 103, 106 of 200, on    wildcard schedules lose every fire in the  TestSimFallBackWildcard
+//	           their first fall-back day; with     repeated hour of a fall-back day (issue
+//	           the fix reverted: 38, 46, 84, 181   13 item 5; fixed)
+//	I4         with the fix reverted: seed 24 of   @every 1s loses fires to the overlap       TestSimEverySecondNoOverlapSkip
+//	           100; the scenario at simulated      check: an instance claimed ahead counts
+//	           second 20                           as running (issue 13 item 1; fixed)
+//	I4         seeds 4, 21, 29, 40, 51, 52, 53 of  a schedule with no run yet when every      TestSimOutageBeforeFirstRun
+//	(misfire)  60, the first time the check ran    scheduler went down loses the fires of
+//	                                               the outage: fire_once runs none (issue 13
+//	                                               item 4's exactness)
 //
 // Findings that break no invariant are counted as notes: "engine exits"
 // (a store error during a new primary's start-up ends Engine.Run; the
@@ -117,8 +134,12 @@
 //
 // # Not generated (yet)
 //
-// HTTP executors through the SDK, backfills, pools (issue 16), the verbs
-// mark and cancel (issue 14), `delay:`, live clock jumps of a running
-// engine (a stall is the nearest), store errors on reads, and cron forms
-// beyond the ones above (day, month and weekday fields, Quartz L/W/#).
+// The SDK's HTTP executors (the scheduler's executor endpoints live in
+// package main; HTTP tasks are served in-process instead, and their
+// duplicate results go through the results inbox as a server would write
+// them), backfills, pools and max_running (issue 16), the verbs mark and
+// cancel (issue 14), requests queued through the store (`--store`),
+// `delay:`, live clock jumps of a running engine (a stall is the nearest),
+// store errors on reads, and cron forms beyond the ones above (day, month
+// and weekday fields, Quartz L/W/#).
 package sim

@@ -27,6 +27,40 @@ func (w *world) cronOf(trigger string) *cronForm {
 	return nil
 }
 
+// misfireOf returns a trigger's misfire policy as generated.
+func (w *world) misfireOf(trigger string) string {
+	for _, p := range w.spec.pipelines {
+		if trigger == p.name {
+			return p.misfire
+		}
+		for _, t := range p.tasks {
+			if trigger == p.name+"."+t.name {
+				return t.misfire
+			}
+		}
+	}
+	return ""
+}
+
+// rootWaitsAcross reports whether a task of the run set waits only on
+// other pipelines' tasks: such a run starts WAITING, not SCHEDULED.
+func (w *world) rootWaitsAcross(pipeline string, tasks []string) bool {
+	for _, name := range tasks {
+		same, cross := false, false
+		for _, u := range w.g.Upstream(pipeline + "." + name) {
+			if u.Pipeline == pipeline {
+				same = true
+			} else {
+				cross = true
+			}
+		}
+		if cross && !same {
+			return true
+		}
+	}
+	return false
+}
+
 // locOf returns the time zone of a trigger's schedule.
 func (w *world) locOf(trigger string) *time.Location {
 	for _, tr := range w.g.Triggers() {

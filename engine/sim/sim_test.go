@@ -30,6 +30,7 @@ var (
 var today = Restrictions{
 	WaitBehindFailed: true, // issue 14 item 3; regression: TestSimFailedUpstreamEndsRun
 	NoGateRelease:    true, // issue 14 item 1; regression: TestSimGateWaitsForUpstream
+	FirstFireLost:    true, // issue 13 item 4; regression: TestSimOutageBeforeFirstRun
 }
 
 // TestSim runs -seeds seeds (200; 8 with -short, as under the race
@@ -178,4 +179,33 @@ func TestSimGateWaitsForUpstream(t *testing.T) {
 	steps := []step{{advance: 65 * time.Second}, {op: &engine.Op{Kind: engine.OpTrigger, Target: "p0.approve"}}}
 	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 59, 0, 0, time.UTC),
 		steps: append(steps, advanceBy(5, time.Minute)...), latency: map[string]time.Duration{"p0.build": 20 * time.Second}})
+}
+
+// TestSimOutageBeforeFirstRun: a schedule that had no run yet when every
+// scheduler went down lost the fires of the outage: after the restart the
+// trigger "starts now", so fire_once ran none instead of the latest (found
+// by I4's misfire check on seeds 4, 21, 29, 40, 51, 52 and 53 of the first
+// 60, the first time the check ran).
+func TestSimOutageBeforeFirstRun(t *testing.T) {
+	t.Skip("needs issue 13 item 4: misfire policies exact across any outage, also before a trigger's first run")
+	t.Parallel()
+	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
+		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
+		tasks:    []*genTask{{name: "hourly", timeout: 10 * time.Second}}}
+	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 40, 0, 0, time.UTC),
+		steps: []step{{advance: time.Second}, {jump: 3 * time.Hour}, {advance: time.Minute}}})
+}
+
+// TestSimEverySecondNoOverlapSkip: a task on @every 1s lost fires as
+// "skipped by overlap policy" while nothing else of it ran: the instance
+// claimed ahead for the next second counted as running (issue 13 item 1,
+// fixed there; the simulator found it again when the fix was reverted
+// locally: this scenario at simulated second 20, the random worlds on
+// seed 24 of the first 100).
+func TestSimEverySecondNoOverlapSkip(t *testing.T) {
+	t.Parallel()
+	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip", tasks: []*genTask{
+		{name: "tick", timeout: 10 * time.Second, cron: &cronForm{text: "@every 1s", every: time.Second}, misfire: "fire_once", overlap: "skip"}}}
+	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC),
+		steps: advanceBy(10, 10*time.Second)})
 }

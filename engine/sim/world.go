@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,7 @@ type scenario struct {
 type step struct {
 	advance time.Duration
 	op      *engine.Op
+	jump    time.Duration // every engine down for this long, then a new one
 }
 
 // Restrictions keep the generator away from a behaviour while the fix for a
@@ -66,6 +68,10 @@ type Restrictions struct {
 	// FallBackWildcard tolerates wildcard fires lost in the repeated hour
 	// of a fall-back day (issue 13 item 5).
 	FallBackWildcard bool
+	// FirstFireLost tolerates a trigger that had no run yet when every
+	// scheduler went down losing the fires of the outage (issue 13 item 4:
+	// misfire policies exact across an outage of any length).
+	FirstFireLost bool
 	// NoGateRelease: operators never trigger a manual task (issue 14 item
 	// 1: the released gate runs before its upstream succeeded).
 	NoGateRelease bool
@@ -258,7 +264,7 @@ func (w *world) run() Report {
 			w.spec = generate(w.rng, w.restrict)
 		}
 		files, err = w.compile()
-		if err == nil && w.perHour() > instancesPerHour {
+		if err == nil && w.opts.scenario == nil && w.perHour() > instancesPerHour {
 			err = fmt.Errorf("%d instances an hour, over the budget of %d", w.perHour(), instancesPerHour)
 		}
 		if err == nil {
@@ -493,6 +499,9 @@ func (w *world) scripted(s step) {
 		w.logf("advance %s", s.advance)
 		w.advance(s.advance)
 	}
+	if s.jump > 0 {
+		w.outage(s.jump)
+	}
 }
 
 // act takes one random driver step.
@@ -597,20 +606,31 @@ func (w *world) restart() {
 // jump crashes every engine, lets the clock run across the next DST change
 // of a pipeline's zone (or hours), and starts a new process.
 func (w *world) jump() {
-	for _, n := range w.live() {
-		n.freeze()
-		close(n.dead)
-		w.chk.down(n, time.Now())
-	}
 	d := time.Duration(2+w.rng.IntN(60)) * time.Minute
 	if !w.longJump && w.rng.IntN(3) == 0 {
 		d = time.Duration(20+w.rng.IntN(30)) * time.Hour // across a DST day
 		w.longJump = true
 	}
+	w.outage(d)
+}
+
+// outage crashes every engine, lets d pass and starts a new process.
+func (w *world) outage(d time.Duration) {
+	for _, n := range w.live() {
+		n.freeze()
+		close(n.dead)
+		w.chk.down(n, time.Now())
+	}
 	w.stats.Jumps++
 	w.logf("all down; clock jumps %s", d)
+	down := time.Now()
+	if last := w.chk.lastOutage; !last.up.IsZero() && down.Before(last.up.Add(5*time.Second)) {
+		down = last.down // the engine between ran too briefly: one backlog over both outages
+	}
 	w.advance(d)
 	w.start()
+	w.chk.lastOutage = outage{down: down, up: time.Now()}
+	w.chk.misfires = append(w.chk.misfires, w.chk.lastOutage)
 }
 
 // calm ends the faults: frozen engines wake, pauses are lifted, and time
@@ -757,6 +777,18 @@ func (w *world) verb() {
 		w.limited = w.limited || g > 0
 	}
 	op.Actor, op.Reason = "sim", "random verb"
+	if r.IntN(4) == 0 {
+		// as `ax … --store` does: queued in the store, applied by the primary
+		op.Actor = "sim-cli"
+		args, _ := json.Marshal(op)
+		id, err := w.st.EnqueueOp(context.Background(), store.Op{Kind: op.Kind, Target: op.Target, Args: string(args), Actor: op.Actor,
+			Reason: op.Reason}, time.Now())
+		w.logf("queued verb %s as request %d: err=%v", opString(op), id, err)
+		w.stats.Verbs++
+		w.advance(time.Second)
+		w.notePauses()
+		return
+	}
 	msg, err := w.do(p, op)
 	w.logf("verb %s %s %s %d on %s: %q err=%v", op.Kind, op.Scope, op.Target, op.Instance, p.name, msg, err)
 	w.settle()
@@ -788,6 +820,10 @@ func (w *world) badVerb() {
 		return
 	}
 	r := w.rng
+	if v := r.IntN(12); v >= 9 {
+		w.staleVerb(v == 9)
+		return
+	}
 	var op engine.Op
 	switch r.IntN(9) {
 	case 0:
@@ -851,4 +887,61 @@ func opString(op engine.Op) string {
 		s += fmt.Sprintf(" %s=%v", g, r)
 	}
 	return s
+}
+
+// staleVerb sends a valid request where it must be refused: to an engine
+// that is not the primary (a standby, or a demoted primary awake again),
+// or straight to the store under a lease epoch that is no longer current.
+// Either way nothing may change (I8).
+func (w *world) staleVerb(toEngine bool) {
+	ctx := context.Background()
+	t := w.randomTask()
+	w.tally[invBadVerb]++
+	w.stats.BadVerbs++
+	before := w.chk.snapshot()
+	if toEngine {
+		var stale *node
+		for _, n := range w.live() {
+			if !n.isFrozen() && !n.eng.Stats().Leader {
+				stale = n
+			}
+		}
+		if stale == nil {
+			return
+		}
+		op := engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: t.ID(), Actor: "sim", Reason: "stale engine"}
+		msg, err := w.do(stale, op)
+		w.settle()
+		w.logf("stale verb %s on %s (not primary): %q err=%v", opString(op), stale.name, msg, err)
+		if err == nil {
+			w.violate(invBadVerb, "%s was accepted by %s, which is not the primary: %q", opString(op), stale.name, msg)
+		} else if diff := w.chk.changedBy(before, w.chk.snapshot(), op.Actor); diff != "" {
+			w.violate(invBadVerb, "%s on %s (not primary) was refused (%v) but changed the store: %s", opString(op), stale.name, err, diff)
+		}
+		return
+	}
+	l, err := w.st.GetLease(ctx, store.LeaseName)
+	if err != nil || l.Epoch < 2 {
+		return
+	}
+	f := w.st.Fence(l.Epoch - 1)
+	perr := f.SetPause(ctx, store.Pause{Scope: store.ScopeTask, Name: t.ID(), Actor: "sim", Reason: "stale epoch", At: time.Now()})
+	in, ok := w.randomInstance(store.Waiting)
+	var terr error = store.ErrNotLeader
+	if ok {
+		_, terr = f.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Waiting, To: store.Paused,
+			Epoch: l.Epoch - 1, Now: time.Now(), Actor: "sim", Reason: "stale epoch"})
+	}
+	w.settle()
+	w.logf("stale writes under epoch %d (current %d): pause %s: %v; transition: %v", l.Epoch-1, l.Epoch, t.ID(), perr, terr)
+	switch {
+	case perr == nil:
+		w.violate(invBadVerb, "a pause written under stale epoch %d (current %d) was accepted", l.Epoch-1, l.Epoch)
+	case terr == nil:
+		w.violate(invBadVerb, "a transition under stale epoch %d (current %d) was accepted", l.Epoch-1, l.Epoch)
+	default:
+		if diff := w.chk.changedBy(before, w.chk.snapshot(), "sim"); diff != "" {
+			w.violate(invBadVerb, "writes under stale epoch %d were refused but changed the store: %s", l.Epoch-1, diff)
+		}
+	}
 }

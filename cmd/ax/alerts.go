@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/engine/webhook"
+)
+
+// alertRoute is one --alert-webhook: the alerts it takes (by kind and by
+// the task's group; empty takes all) and where they go, in ax's JSON or
+// as a Slack-compatible message.
+type alertRoute struct {
+	kinds, groups []string
+	url           string
+	slack         bool
+	hook          *webhook.Webhook
+}
+
+// parseAlertRoute reads one --alert-webhook value: a bare URL (every alert,
+// as JSON), or comma-separated key=value settings:
+//
+//	kind=task_failed|sla_missed,group=etl,url=https://hooks.example/x,format=slack
+//
+// kind and group take |-separated lists; format is json (default) or slack.
+func parseAlertRoute(spec string) (alertRoute, error) {
+	var r alertRoute
+	spec = strings.TrimSpace(spec)
+	if !strings.Contains(spec, "=") || strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://") {
+		r.url = spec
+		return r, r.check(spec)
+	}
+	var last *string // a comma inside a URL belongs to it
+	for _, part := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		switch k = strings.TrimSpace(k); {
+		case ok && k == "kind":
+			r.kinds = splitList(v)
+			for _, kind := range r.kinds {
+				if !slices.Contains(engine.AlertKinds(), kind) {
+					return r, fmt.Errorf("%q: kind %q is not an alert kind: use one of %s%s", spec, kind, strings.Join(engine.AlertKinds(), ", "),
+						defs.DidYouMean(kind, engine.AlertKinds()))
+				}
+			}
+			last = nil
+		case ok && k == "group":
+			r.groups = splitList(v)
+			last = nil
+		case ok && k == "url":
+			r.url = strings.TrimSpace(v)
+			last = &r.url
+		case ok && k == "format":
+			switch v = strings.TrimSpace(v); v {
+			case "json", "":
+			case "slack":
+				r.slack = true
+			default:
+				return r, fmt.Errorf("%q: format %q: use json or slack", spec, v)
+			}
+			last = nil
+		case last != nil:
+			*last += "," + part
+		default:
+			return r, fmt.Errorf("%q: %q is not a setting: write kind=…, group=…, url=…, format=json|slack, separated by commas", spec, part)
+		}
+	}
+	return r, r.check(spec)
+}
+
+func (r alertRoute) check(spec string) error {
+	if r.url == "" {
+		return fmt.Errorf("%q: no url=: say where to send the alerts", spec)
+	}
+	if !strings.HasPrefix(r.url, "http://") && !strings.HasPrefix(r.url, "https://") {
+		return fmt.Errorf("%q: url %q: give an http:// or https:// URL", spec, r.url)
+	}
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, "|") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// takes reports whether the route takes alert a.
+func (r alertRoute) takes(a engine.Alert) bool {
+	return (len(r.kinds) == 0 || slices.Contains(r.kinds, a.Kind)) && (len(r.groups) == 0 || slices.Contains(r.groups, a.Group))
+}
+
+// payload is what the route POSTs for a.
+func (r alertRoute) payload(a engine.Alert) any {
+	if !r.slack {
+		return a
+	}
+	return slackMessage(a)
+}
+
+// slackMessage is a Slack incoming-webhook message (also understood by
+// Mattermost, Rocket.Chat and Discord's /slack endpoints): text, with the
+// details as fields.
+func slackMessage(a engine.Alert) map[string]any {
+	subject := a.Task
+	if subject == "" {
+		subject = a.Pipeline
+	}
+	text := fmt.Sprintf(":rotating_light: *%s*", a.Kind)
+	if subject != "" {
+		text += " `" + subject + "`"
+	}
+	text += ": " + a.Message
+	var fields []map[string]any
+	add := func(title, value string) {
+		if value != "" {
+			fields = append(fields, map[string]any{"title": title, "value": value, "short": true})
+		}
+	}
+	add("group", a.Group)
+	if a.Instance != 0 {
+		add("instance", fmt.Sprint(a.Instance))
+	}
+	add("scheduler", a.Scheduler)
+	add("at", a.At.UTC().Format(time.RFC3339))
+	return map[string]any{"text": text, "attachments": []map[string]any{{"fallback": text, "fields": fields}}}
+}
+
+// startAlertRoutes starts a webhook per route and returns the sink that
+// hands each alert to every route that takes it.
+func startAlertRoutes(ctx context.Context, routes []alertRoute, log *slog.Logger) (func(engine.Alert), error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
+	for i := range routes {
+		hook, err := webhook.New(webhook.Config{URL: routes[i].url, Logger: log, Client: client})
+		if err != nil {
+			return nil, err
+		}
+		routes[i].hook = hook
+		go func() { _ = hook.Run(ctx) }()
+	}
+	return func(a engine.Alert) {
+		for _, r := range routes {
+			if r.takes(a) {
+				r.hook.Send(r.payload(a))
+			}
+		}
+	}, nil
+}

@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// okExec succeeds at once for every task, of any executor kind, and
+// remembers what it ran.
+type okExec struct {
+	mu  sync.Mutex
+	ran []string
+}
+
+var _ runner.Executor = (*okExec)(nil)
+
+func (x *okExec) Execute(_ context.Context, a runner.Attempt) (runner.Result, error) {
+	x.mu.Lock()
+	x.ran = append(x.ran, a.Pipeline+"."+a.Task)
+	x.mu.Unlock()
+	return runner.Result{Ticket: a.Ticket, Status: runner.StatusSuccess}, nil
+}
+
+// examplesEnv runs an engine over make run's pipelines (examples/), every
+// task succeeding.
+func examplesEnv(t *testing.T) (*env, *okExec) {
+	t.Helper()
+	g, errs, err := dag.Load([]string{"../examples"}, defs.Options{Now: time.Now()}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	if err != nil || errs.Err() != nil {
+		t.Fatalf("examples: %v %v", err, errs)
+	}
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "ax.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	x := &okExec{}
+	eng, err := New(Config{Holder: "test"}, st, g, Executors{defs.ExecFunction: x, defs.ExecCommand: x, defs.ExecHTTP: x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &env{t: t, st: st, eng: eng, rec: &recorder{}, cancel: cancel, done: make(chan error, 1)}
+	go func() { e.done <- eng.Run(ctx) }()
+	synctest.Wait()
+	return e, x
+}
+
+// The README's showcase, `ax trigger orders_daily.sync_orders --downstream`
+// against make run's pipelines, ends: report waits for billing_daily.settle
+// of its logical date, which no run has (the billing run of that morning
+// came before the scheduler started), so explain names the finite deadline
+// of that wait, and the run is over when it passes.
+func TestShowcaseRunEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a day of the example pipelines (about 30 s); runs without -short")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := examplesEnv(t)
+		ctx := context.Background()
+		msg, err := e.do(Op{Kind: OpTrigger, Target: "orders_daily.sync_orders", Downstream: true, Actor: "operator:readme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleep(time.Minute)
+		runs, _ := e.st.Runs(ctx, "orders_daily", 100)
+		var run store.Run
+		for _, r := range runs {
+			if r.Kind == store.RunManual {
+				run = r
+			}
+		}
+		if run.ID == 0 {
+			t.Fatalf("no run from %q", msg)
+		}
+		x, err := e.eng.Explain(ctx, "orders_daily.report")
+		deadline := run.LogicalTime.Add(24 * time.Hour).In(e.eng.g.Pipeline("orders_daily").Location).Format(time.RFC3339)
+		found := false
+		for _, f := range x.Findings {
+			found = found || (f.Check == "deadline" && strings.Contains(f.Detail, "fails at "+deadline))
+		}
+		if err != nil || !found {
+			t.Errorf("explain report names no finite deadline %s: %+v %v", deadline, x.Findings, err)
+		}
+		sleep(24 * time.Hour)
+		e.stop()
+		st := e.statusOf(run.ID)
+		if !st.Over || st.State != RunFailed {
+			t.Errorf("the showcase run after its deadline: %+v", st)
+		}
+		in := e.byTask(run.ID)
+		if r := in["orders_daily.report"]; r.Error != "upstream billing_daily.settle not done after 24h" {
+			t.Errorf("report: %s %q", r.State, r.Error)
+		}
+		if g := in["orders_daily.approve_publish"]; g.State != store.Failed || g.Error != "upstream orders_daily.report failed" {
+			t.Errorf("gate: %s %q", g.State, g.Error)
+		}
+	})
+}
+
+// With billing triggered first and the gate approved, the same showcase run
+// succeeds: every instance ran, in order.
+func TestShowcaseRunSucceedsWithBillingAndApproval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, x := examplesEnv(t)
+		for _, op := range []Op{
+			{Kind: OpTrigger, Target: "billing_daily", Actor: "operator:readme"},
+			{Kind: OpTrigger, Target: "orders_daily.sync_orders", Downstream: true, Actor: "operator:readme"},
+		} {
+			if _, err := e.do(op); err != nil {
+				t.Fatal(err)
+			}
+			sleep(time.Second)
+		}
+		sleep(11 * time.Minute) // report's delay
+		msg, err := e.do(Op{Kind: OpTrigger, Target: "orders_daily.approve_publish", Actor: "operator:readme"})
+		if err != nil || !strings.Contains(msg, "it runs now") {
+			t.Errorf("approve: %q %v", msg, err)
+		}
+		sleep(time.Second)
+		e.stop()
+		runs, _ := e.st.Runs(context.Background(), "orders_daily", 100)
+		for _, r := range runs {
+			if r.Kind != store.RunManual {
+				continue
+			}
+			if st := e.statusOf(r.ID); !st.Over || st.State != RunSuccess {
+				t.Errorf("run %d: %+v", r.ID, st)
+			}
+		}
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		var orders []string
+		for _, r := range x.ran {
+			if strings.HasPrefix(r, "orders_daily.") {
+				orders = append(orders, r)
+			}
+		}
+		if got := strings.Join(orders, " "); got != "orders_daily.sync_orders orders_daily.clean_orders orders_daily.report orders_daily.approve_publish" {
+			t.Errorf("ran %s", got)
+		}
+	})
+}
