@@ -46,9 +46,10 @@ type attempt struct {
 	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
 	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
 	live     bool                    // of a schedule run: counts for the overlap policy
+	kind     store.RunKind           // of its run: what its start counts as in the latency metrics
 	due      time.Time               // its fire time
 	held     bool                    // claimed ahead: not handed to its executor yet
-	freed    atomic.Bool             // its pool slot was given back (see Engine.free)
+	freed    *atomic.Bool            // its pool slot was given back (see Engine.free); set by track
 	// interrupted: still running when the shutdown grace ended and cancelled
 	// with errInterrupted; unless it succeeded it is given back, not failed.
 	interrupted bool
@@ -331,7 +332,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		started := *params[i].Set.StartedAt
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, due: time.UnixMilli(p.at)}
+			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at)}
 		e.track(id, a)
 		if rs := e.runs[p.runID]; rs != nil {
 			if ref := rs.inst[p.task.id]; ref != nil {
@@ -509,7 +510,7 @@ func (e *Engine) unclaim(ctx context.Context, now time.Time) {
 
 // started records that an attempt went to its executor.
 func (e *Engine) started(a *attempt) {
-	e.m.latency.Observe(max(e.cfg.Now().Sub(a.due).Seconds(), 0))
+	e.observeStart(a, e.cfg.Now())
 	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
 	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
 }
@@ -754,6 +755,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
 		e.m.results.WithLabelValues(m.status).Inc()
+		e.observeEnd(m.a, m.status, now)
 		if m.status == string(runner.StatusTimeout) {
 			e.m.timeouts.Inc()
 		}

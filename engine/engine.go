@@ -125,8 +125,10 @@ type Engine struct {
 	reloadSig chan struct{}
 	reloadMu  sync.Mutex // one Reload at a time
 
-	sla        slaWatch // owned by the loop (sla.go)
-	prevHolder string   // who held the lease before this term ("": nobody yet)
+	sla        slaWatch     // owned by the loop (sla.go)
+	prevHolder string       // who held the lease before this term ("": nobody yet)
+	termStart  time.Time    // when this term as primary began: fires due before it are catch-ups
+	tm         *taskMetrics // per pipeline and task (taskmetrics.go)
 }
 
 // w returns the fenced write handle of the current term; before the first
@@ -167,6 +169,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		reloadSig: make(chan struct{}, 1)}
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
+	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
 		return nil, err
 	}
@@ -345,6 +348,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
 	e.inboxSeen = map[string]bool{}
+	e.termStart = now
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ax-sched/ax/defs"
 )
@@ -102,14 +103,14 @@ func (e *Engine) track(id int64, a *attempt) {
 	if a.live {
 		e.runningByTask[a.task.id]++
 	}
-	a.freed.Store(false)
+	a.freed = new(atomic.Bool)
 	e.pool.add(a.task)
 }
 
 // free gives a's pool slot back, once, from whichever comes first: its
 // executor returning or the loop forgetting it.
 func (e *Engine) free(a *attempt) bool {
-	if a.freed.Swap(true) {
+	if a.freed == nil || a.freed.Swap(true) { // not counted, or given back already
 		return false
 	}
 	e.pool.remove(a.task)

@@ -309,3 +309,65 @@ func TestStandbyServesLogsOfThePrimary(t *testing.T) {
 	b.stop(t)
 	a.stop(t)
 }
+
+// A scheduler killed (SIGKILL) while its command runs keeps the output the
+// command printed before: it was stored within the second, and the next
+// server serves it.
+func TestCrashKeepsTheOutputWritten(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := "pipeline: crash\ntimezone: UTC\nschedule: \"0 0 1 1 *\"\ntasks:\n  - {name: talk, timeout: 1h, command: [\"sh\", \"-c\", \"echo before the crash; echo on stderr too >&2; sleep 60\"]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "crash.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "ax.db")
+	pa := freeAddr(t)
+	a := startServer(t, db, dir, "--holder", "a", "--listen", pa)
+	st := openStore(t, db)
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + pa + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		l, err := st.GetLease(context.Background(), "")
+		return err == nil && l.Holder == "a"
+	})
+	if code, out, errOut := runAx(t, "trigger", "crash.talk", "--server", "http://"+pa); code != exitOK {
+		t.Fatalf("trigger: %d %s %s", code, out, errOut)
+	}
+	var in store.Instance
+	waitFor(t, func() bool {
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "crash.talk", States: []store.State{store.Running}})
+		if len(ins) != 1 {
+			return false
+		}
+		in = ins[0]
+		chunks, _ := st.LogChunks(context.Background(), in.ID, 1, 0, 0)
+		var all []byte
+		for _, c := range chunks {
+			all = append(all, runner.Plain(c.Data)...)
+		}
+		return strings.Contains(string(all), "on stderr too")
+	})
+	a.crash(t)
+	pb := freeAddr(t)
+	b := startServer(t, db, dir, "--holder", "b", "--listen", pb, "--lease-ttl", "3s")
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + pb + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	code, out, errOut := runAx(t, "logs", "crash.talk", "--server", "http://"+pb)
+	b.stop(t)
+	if code != exitOK {
+		t.Fatalf("ax logs after the crash: %d %s %s", code, out, errOut)
+	}
+	for _, want := range []string{fmt.Sprintf("instance %d", in.ID), "stdout| before the crash", "stderr| on stderr too"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+}
