@@ -125,6 +125,20 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
 		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
+		if !e.prevLeaseEnd.IsZero() && !in.StartedAt.Before(e.prevLeaseEnd) {
+			// Claimed ahead for a fire time at or after the end of the previous
+			// term's lease: that process started nothing so late (it starts held
+			// attempts only while its lease is safely held), so this one never
+			// started. It starts here at its fire time, with the same ticket.
+			a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
+				attempt: in.Attempt, deadline: deadline, live: live, due: in.StartedAt, held: true}
+			e.track(in.ID, a)
+			e.held[in.ID] = a
+			e.execute(in.ID, a, e.gate(a.due))
+			e.log.Warn("claimed_ahead_reclaimed", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "fire_at", in.StartedAt.Format(time.RFC3339Nano),
+				"previous_lease_end", e.prevLeaseEnd.Format(time.RFC3339Nano))
+			continue
+		}
 		e.track(in.ID, &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
 			attempt: in.Attempt, deadline: deadline, orphan: true, live: live})
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))

@@ -129,6 +129,10 @@ type Engine struct {
 	prevHolder string       // who held the lease before this term ("": nobody yet)
 	termStart  time.Time    // when this term as primary began: fires due before it are catch-ups
 	tm         *taskMetrics // per pipeline and task (taskmetrics.go)
+	// prevLeaseEnd is when the lease of the previous term expired (on its
+	// holder's clock, as every fire time it recorded): it started no attempt
+	// claimed ahead for that time or later. Zero: unknown.
+	prevLeaseEnd time.Time
 }
 
 // w returns the fenced write handle of the current term; before the first
@@ -446,9 +450,12 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
 		switch {
 		case err == nil:
-			e.prevHolder = ""
+			e.prevHolder, e.prevLeaseEnd = "", time.Time{}
 			if perr == nil {
 				e.prevHolder = prev.Holder
+				if l.Epoch == prev.Epoch+1 {
+					e.prevLeaseEnd = prev.ExpiresAt // the previous term started nothing from here on
+				}
 			}
 			return l, nil
 		case errors.Is(err, store.ErrLeaseHeld) && e.cfg.FailIfHeld:
@@ -603,6 +610,7 @@ func (e *Engine) leader(now time.Time) bool {
 // from the store and reconcile what runs.
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
+	e.prevLeaseEnd = time.Time{} // who held it meanwhile is not known: no claimed-ahead horizon
 	e.epoch = l.Epoch
 	e.fence.Store(e.st.Fence(l.Epoch))
 	e.wheel = wheel.New(now, e.cfg.Window)

@@ -668,6 +668,8 @@ func (c *checker) waitReason(in *inst) string {
 			return "upstream " + u.ID() + " is " + string(us)
 		case us != store.Success && w.opts.Restrict.WaitBehindFailed:
 			return "upstream " + u.ID() + " is " + string(us) + " (tolerated until issue 14)"
+		case us == store.Failed && w.opts.Restrict.WaitBehindWaitTimeout && strings.Contains(c.insts[ui].rows[len(c.insts[ui].rows)-1].reason, "not done after"):
+			return "upstream " + u.ID() + " failed its wait timeout (tolerated until issue 14 item 4)"
 		}
 	}
 	return ""
@@ -687,6 +689,8 @@ func (c *checker) upstreamStates(in *inst) string {
 			parts = append(parts, u.ID()+" (other pipeline)")
 		case !ok:
 			parts = append(parts, u.ID()+" (outside the run)")
+		case c.insts[ui].state().Terminal() && c.insts[ui].state() != store.Success:
+			parts = append(parts, fmt.Sprintf("%s #%d %s {%s}", u.ID(), ui, c.insts[ui].state(), c.insts[ui].describe()))
 		default:
 			parts = append(parts, fmt.Sprintf("%s #%d %s", u.ID(), ui, c.insts[ui].state()))
 		}

@@ -113,7 +113,11 @@
 //	invariant  found                               bug (owner)                                regression case
 //	I5         seed 2, then most seeds; 14         a FAILED or KILLED upstream leaves its     TestSimFailedUpstreamEndsRun
 //	           simulated minutes                   downstream WAITING: the run never ends
-//	                                               (issue 14 item 3)
+//	                                               (issue 14 item 3; fixed)
+//	I5         seeds 91 and 193 of 200, the first  an instance failed by its cross-pipeline   TestSimWaitTimeoutEndsRun
+//	           run after the fix above landed;     wait_timeout ("not done after 24h") leaves
+//	           both after a jump of over a day     its own downstream WAITING (issue 14
+//	                                               item 4)
 //	I3         seeds 110, 154, 181 of 200; the     an operator's trigger of a manual task     TestSimGateWaitsForUpstream
 //	           first trigger of a gate whose       starts it before its upstream succeeded
 //	           upstream runs                       (issue 14 item 1)

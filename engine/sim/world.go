@@ -65,6 +65,10 @@ type Restrictions struct {
 	// WaitBehindFailed tolerates instances left WAITING behind a FAILED or
 	// KILLED upstream when checking that runs end (issue 14 item 3).
 	WaitBehindFailed bool
+	// WaitBehindWaitTimeout tolerates instances left WAITING behind an
+	// upstream that failed its wait_timeout (issue 14 item 4: "its
+	// downstream follow rule 1").
+	WaitBehindWaitTimeout bool
 	// FallBackWildcard tolerates wildcard fires lost in the repeated hour
 	// of a fall-back day (issue 13 item 5).
 	FallBackWildcard bool
