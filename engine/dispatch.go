@@ -125,11 +125,13 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
 		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
-		if !e.prevLeaseEnd.IsZero() && !in.StartedAt.Before(e.prevLeaseEnd) {
-			// Claimed ahead for a fire time at or after the end of the previous
+		if !ti.removed && !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd) {
+			// Claimed ahead for a fire time after the end of the previous
 			// term's lease: that process started nothing so late (it starts held
 			// attempts only while its lease is safely held), so this one never
-			// started. It starts here at its fire time, with the same ticket.
+			// started. Strictly after: a lease released at once by a stopping
+			// primary ends at the very millisecond it may have started an
+			// attempt (a run-now, a held one opening), and that one did start. It starts here at its fire time, with the same ticket.
 			a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
 				attempt: in.Attempt, deadline: deadline, live: live, due: in.StartedAt, held: true}
 			e.track(in.ID, a)

@@ -24,9 +24,10 @@ func leftRunning(t *testing.T, e *env) store.Instance {
 		t.Fatal("no instance of p.b")
 	}
 	in := ins[0]
-	ticket, att, now := "left-behind", 1, time.Now()
+	// Started a second before that process's lease ended: it really ran.
+	ticket, att, now, started := "left-behind", 1, time.Now(), time.Now().Add(-time.Second)
 	v, err := e.st.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Running,
-		Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now}, Now: now, Actor: "test", Reason: "dispatched by a process that then crashed"})
+		Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started}, Now: now, Actor: "test", Reason: "dispatched by a process that then crashed"})
 	if err != nil {
 		t.Fatal(err)
 	}
