@@ -359,12 +359,12 @@ func (a *admin) explain(r *http.Request) (any, error) {
 }
 
 func (a *admin) instances(r *http.Request) (any, error) {
-	q, err := parseQuery(r, "pipeline", "task", "run", "state", "from", "to", "before", "limit")
+	q, err := parseQuery(r, "pipeline", "task", "run", "state", "from", "to", "before", "ran", "limit")
 	if err != nil {
 		return nil, err
 	}
 	f := store.InstanceFilter{Pipeline: q.str("pipeline"), TaskID: q.str("task"), RunID: q.int("run", 0, 1, 1<<62), States: q.states("state"),
-		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Limit: int(q.int("limit", 100, 1, 1000))}
+		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Ran: q.bool("ran"), Limit: int(q.int("limit", 100, 1, 1000))}
 	if f.Pipeline != "" && a.graph().Pipeline(f.Pipeline) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", f.Pipeline))
 	}

@@ -371,3 +371,63 @@ func TestCrashKeepsTheOutputWritten(t *testing.T) {
 		}
 	}
 }
+
+// --run 0, --instance 0 and --attempt 0 name nothing: they are refused as
+// usage errors before any request, like --attempt -1, instead of silently
+// meaning "the latest" (0 is no run, instance or attempt number).
+func TestLogsRefusesZeroSelectors(t *testing.T) {
+	t.Parallel()
+	// Nothing listens here: a command that got past its flags would fail to
+	// connect (exit 1), not exit 2.
+	server := "http://127.0.0.1:1"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--attempt", "0"}, "--attempt 0: give an attempt number from 1"},
+		{[]string{"--attempt", "-1"}, "--attempt -1: give an attempt number from 1"},
+		{[]string{"--run", "0"}, "--run 0: give a run number from 1"},
+		{[]string{"--run", "-2"}, "--run -2: give a run number from 1"},
+		{[]string{"--instance", "0"}, "--instance 0: give an instance id from 1"},
+		{[]string{"--instance", "-3"}, "--instance -3: give an instance id from 1"},
+	} {
+		args := append([]string{"logs", "shop.flaky", "--server", server}, c.args...)
+		code, out, errOut := runAx(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(args, " "), code, exitUsage, c.want, out, errOut)
+		}
+	}
+}
+
+// `ax logs TASK` shows the latest instance that ran, however many newer
+// instances have not run (yet): scheduled ahead, paused, or failed without
+// running behind a failed upstream. It used to look at the 50 newest only
+// and say "has no instance that ran yet".
+func TestLogsFindsTheLatestThatRanBehindManyThatDidNot(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	ran := e.waitState("shop.binary", store.Success)
+	ctx := context.Background()
+	later := time.Now().Add(24 * time.Hour) // outside the wheel's window: they stay SCHEDULED
+	for i := range 60 {
+		at := later.Add(time.Duration(i) * time.Minute)
+		if _, _, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: store.RunManual, LogicalTime: at, Now: time.Now(),
+			Instances: []store.NewInstance{{TaskID: "shop.binary", Group: "etl", State: store.Scheduled, NextFireAt: at}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runAx(t, "logs", "shop.binary", "--server", e.srv.URL)
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
+		t.Errorf("ax logs shop.binary: exit %d\n%s%s", code, out, errOut)
+	}
+	before := e.state()
+	if code, body := e.call("GET", "/api/v1/instances?task=shop.binary&ran=maybe", ""); code != http.StatusBadRequest || !strings.Contains(body, `ran=\"maybe\": give true or false`) {
+		t.Errorf("ran=maybe: %d %s", code, body)
+	}
+	if after := e.state(); after != before {
+		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
+	}
+}

@@ -374,7 +374,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		if time.Now().After(l.ExpiresAt) {
 			state = "released or expired at"
 		}
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, l.ExpiresAt.Local().Format(time.RFC3339))
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, stamp(l.ExpiresAt, time.UTC))
 	} else if errors.Is(err, store.ErrNotFound) {
 		b.WriteString("scheduler: never started on this store\n")
 	} else {
@@ -422,7 +422,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 			}
 			views = append(views, summarize(r, insts, manual))
 		}
-		writeRuns(&b, views, limit)
+		writeRuns(&b, views, limit, time.UTC) // a store alone does not say the zone
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
@@ -430,7 +430,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 
 // writeRuns prints up to limit runs with their instance counts, leaving out
 // those created ahead (inside the window) that nothing happened in yet.
-func writeRuns(b *strings.Builder, runs []runView, limit int) {
+func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location) {
 	shown := 0
 	for _, r := range runs {
 		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
@@ -442,7 +442,7 @@ func writeRuns(b *strings.Builder, runs []runView, limit int) {
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}
 		}
-		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
 		writeWaits(b, r)
 		if shown++; shown >= limit {
 			break
