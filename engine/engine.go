@@ -467,6 +467,10 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			}
 		case errors.Is(err, store.ErrUnavailable):
 			e.log.Warn("lease_unavailable", "err", err)
+		case errors.Is(err, store.ErrConflict):
+			// The lease row is locked by a transaction of its holder (a holder
+			// stalled mid-write keeps it locked until it wakes): try again.
+			e.log.Warn("lease_busy", "err", err)
 		case ctx.Err() != nil:
 			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,6 +188,36 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 	}
 	t.Logf("screenshots in %s", dir)
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestConsoleShowsRefusedReload: after a reload refused for an invalid
+// file, the pipelines page says the running set stays and shows the
+// file:line:col messages.
+func TestConsoleShowsRefusedReload(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "good.yaml"), gridPipeline)
+	write(t, filepath.Join(dir, "bad.yaml"), "pipeline: bad\ntasks:\n  - {name: z, function: noop, depends_on: [nosuch]}\n")
+	rl := newReloader([]string{dir}, "", 0, nil, slog.New(slog.DiscardHandler))
+	if st := rl.reload("files changed"); st.OK {
+		t.Fatal("the broken set was accepted")
+	}
+	e := setupAPI(t, apiOpts{pipeline: gridPipeline, reload: rl})
+	var text string
+	err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`#reload[data-ok="false"]`)))
+	if err == nil {
+		text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#reload`)))
+	}
+	if err != nil {
+		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
+	}
+	if !strings.Contains(text, "running pipelines stay") || !strings.Contains(text, filepath.Join(dir, "bad.yaml")+":3:") || !strings.Contains(text, "nosuch") {
+		t.Errorf("reload box: %q", text)
+	}
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
 	"github.com/ax-sched/ax/store"
@@ -429,5 +431,45 @@ func TestLogsFindsTheLatestThatRanBehindManyThatDidNot(t *testing.T) {
 	}
 	if after := e.state(); after != before {
 		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
+	}
+}
+
+// A task added by a live reload: its logs are served with task=PIPELINE.TASK
+// (what ax logs sends) like those of the tasks the server started with. The
+// logs endpoint checked task= against the graph of the server's start and
+// answered 400 "no such task" for it, while every other endpoint knew it.
+func TestLogsOfATaskAddedByReload(t *testing.T) {
+	t.Parallel()
+	e, fifo := setupLogs(t)
+	shop, errs := defs.Parse("shop.yaml", []byte(logsPipeline(fifo, filepath.Join(filepath.Dir(fifo), "mark"))), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	extra, errs := defs.Parse("extra.yaml", []byte("pipeline: extra\ntimezone: UTC\ntasks:\n  - {name: hi, command: [\"echo\", \"hello from extra\"]}\n"), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	g, errs := dag.Compile([]*defs.Pipeline{shop, extra}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	if _, err := e.eng.Reload(g); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.eng.Graph().Task("extra.hi") != nil })
+	if code, body := e.call("POST", "/api/v1/pipelines/extra/tasks/hi/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger extra.hi: %d %s", code, body)
+	}
+	// The test's executors were built for the first graph, so the command
+	// fails as an unknown task here (ax server's know reloaded tasks); what
+	// matters is an attempt of the new task, with its log.
+	in := e.waitState("extra.hi", store.Failed)
+	code, body := e.call("GET", fmt.Sprintf("/api/v1/instances/%d/logs?task=extra.hi", in.ID), "")
+	if code != http.StatusOK || !strings.Contains(body, `"task": "extra.hi"`) || !strings.Contains(body, `"attempt": 1`) {
+		t.Errorf("logs of extra.hi: %d %s", code, body)
+	}
+	code, out, errOut := runAx(t, "logs", "extra.hi", "--server", e.srv.URL)
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== extra.hi instance %d (run %d), attempt 1 of 1", in.ID, in.RunID)) {
+		t.Errorf("ax logs extra.hi: exit %d\n%s%s", code, out, errOut)
 	}
 }
