@@ -88,8 +88,10 @@ type Config struct {
 	// Registerer takes the engine's Prometheus metrics. Nil: a registry of
 	// the engine's own (never the default one), so engines never collide.
 	Registerer prometheus.Registerer
-	// LogMax bounds the output kept per attempt, in bytes: the last LogMax
-	// bytes are kept and what was dropped is counted. Default 1 MiB.
+	// LogMax bounds the output kept per attempt, in bytes of stored records
+	// (a line's bytes and its 5-byte header), in memory and in the store
+	// alike: the last lines are kept and what was dropped is counted.
+	// Default 1 MiB.
 	LogMax int
 	// LogFlush is how often the output of running attempts is written to
 	// the store (what a crash can lose). Default 1 s.
