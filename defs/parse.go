@@ -775,6 +775,19 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		p.errorf(rt.node, t.Name, "has no executor: add one of `function:` (a registered Go function), `http:` (an executor URL) or `command:` (an argv list)")
 	case len(execs) == 1:
 		t.Executor = p.executor(execs[0], t.Name)
+		// A template that cannot execute is an error now, not at run time.
+		sched := t.Schedule
+		if sched == nil {
+			sched = pl.Schedule
+		}
+		for i, tmpl := range t.Executor.Templates {
+			if tmpl == nil {
+				continue
+			}
+			if why := checkTemplate(tmpl, t, pl, sched); why != "" {
+				p.errorf(deref(execs[0].val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
+			}
+		}
 	}
 	return t
 }
@@ -841,7 +854,7 @@ func (p *parser) executor(f execField, task string) Executor {
 				var err error
 				tmpl, err = template.New(task).Option("missingkey=error").Parse(s)
 				if err != nil {
-					p.errorf(a, task, "command argument %d is not a valid template: %v; values available: {{ .LogicalTime }}, {{ .Params.NAME }}, {{ .Task }}, {{ .Pipeline }}, {{ .Ticket }}", i, err)
+					p.errorf(a, task, "command argument %d is not a valid template: %v; templates may use %s", i, err, TemplateHelp)
 					return Executor{Kind: f.kind}
 				}
 			}

@@ -233,3 +233,21 @@ func TestParseSLA(t *testing.T) {
 		t.Errorf("no sla: %s, %v", q.Task("a").SLA, errs)
 	}
 }
+
+func TestParseWaitTimeout(t *testing.T) {
+	t.Parallel()
+	p, errs := Parse("w.yaml", []byte("pipeline: w\ndefaults: {function: f, wait_timeout: 6h}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a], wait_timeout: 90m}\n"), Options{})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	if a, b := p.Task("a").WaitTimeout, p.Task("b").WaitTimeout; a != 6*time.Hour || b != 90*time.Minute {
+		t.Errorf("wait_timeout a %s, b %s; want 6h from defaults and 90m of its own", a, b)
+	}
+	if p, _ := Parse("w.yaml", []byte("pipeline: w\ntasks:\n  - {name: a, function: f}\n"), Options{}); p.Task("a").WaitTimeout != 0 {
+		t.Errorf("unset wait_timeout = %s, want 0 (none same-pipeline, %s cross-pipeline)", p.Task("a").WaitTimeout, DefaultCrossWait)
+	}
+	_, errs = Parse("w.yaml", []byte("pipeline: w\ntasks:\n  - {name: a, function: f, wait_timeout: 10ms}\n"), Options{})
+	if got := errs.Error(); !strings.Contains(got, `w.yaml:3:42: task "a": wait_timeout "10ms" is too short`) {
+		t.Errorf("errors %q", got)
+	}
+}

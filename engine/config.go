@@ -54,6 +54,10 @@ type Config struct {
 	// held attempt starts only while the lease is safely held. Default 1 s;
 	// negative claims nothing ahead (dispatch at the fire time).
 	ClaimAhead time.Duration
+	// NoTaskLabels drops the task label from the per-task metrics
+	// (ax_task_*), leaving the pipeline, for installations with very many
+	// tasks. Default: labelled by pipeline and task.
+	NoTaskLabels bool
 	// SLACheck is how often instances are checked against their task's
 	// `sla` (an sla_missed alert comes at most this late). Default 5 s.
 	SLACheck time.Duration

@@ -776,7 +776,7 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
 	ticket, att := newTicket(), 1
 	v, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
-		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(string(p.task.def.Executor.Kind))},
+		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(executorOf(p.task.def))},
 		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", TaskID: p.task.id, Ticket: ticket, Reason: why}})
 	if err != nil {

@@ -45,6 +45,7 @@ type attempt struct {
 	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
 	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
 	live     bool                    // of a schedule run: counts for the overlap policy
+	kind     store.RunKind           // of its run: what its start counts as in the latency metrics
 	due      time.Time               // its fire time
 	held     bool                    // claimed ahead: not handed to its executor yet
 	// interrupted: still running when the shutdown grace ended and cancelled
@@ -117,6 +118,20 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
 		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
+		if !e.prevLeaseEnd.IsZero() && !in.StartedAt.Before(e.prevLeaseEnd) {
+			// Claimed ahead for a fire time at or after the end of the previous
+			// term's lease: that process started nothing so late (it starts held
+			// attempts only while its lease is safely held), so this one never
+			// started. It starts here at its fire time, with the same ticket.
+			a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
+				attempt: in.Attempt, deadline: deadline, live: live, due: in.StartedAt, held: true}
+			e.track(in.ID, a)
+			e.held[in.ID] = a
+			e.execute(in.ID, a, e.gate(a.due))
+			e.log.Warn("claimed_ahead_reclaimed", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "fire_at", in.StartedAt.Format(time.RFC3339Nano),
+				"previous_lease_end", e.prevLeaseEnd.Format(time.RFC3339Nano))
+			continue
+		}
 		e.track(in.ID, &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
 			attempt: in.Attempt, deadline: deadline, orphan: true, live: live})
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
@@ -324,7 +339,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		started := *params[i].Set.StartedAt
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, due: time.UnixMilli(p.at)}
+			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at)}
 		e.track(id, a)
 		if rs := e.runs[p.runID]; rs != nil {
 			if ref := rs.inst[p.task.id]; ref != nil {
@@ -502,7 +517,7 @@ func (e *Engine) unclaim(ctx context.Context, now time.Time) {
 
 // started records that an attempt went to its executor.
 func (e *Engine) started(a *attempt) {
-	e.m.latency.Observe(max(e.cfg.Now().Sub(a.due).Seconds(), 0))
+	e.observeStart(a, e.cfg.Now())
 	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
 	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
 }
@@ -740,6 +755,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
 		e.m.results.WithLabelValues(m.status).Inc()
+		e.observeEnd(m.a, m.status, now)
 		if m.status == string(runner.StatusTimeout) {
 			e.m.timeouts.Inc()
 		}

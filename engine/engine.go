@@ -126,8 +126,14 @@ type Engine struct {
 	reloadSig chan struct{}
 	reloadMu  sync.Mutex // one Reload at a time
 
-	sla        slaWatch // owned by the loop (sla.go)
-	prevHolder string   // who held the lease before this term ("": nobody yet)
+	sla        slaWatch     // owned by the loop (sla.go)
+	prevHolder string       // who held the lease before this term ("": nobody yet)
+	termStart  time.Time    // when this term as primary began: fires due before it are catch-ups
+	tm         *taskMetrics // per pipeline and task (taskmetrics.go)
+	// prevLeaseEnd is when the lease of the previous term expired (on its
+	// holder's clock, as every fire time it recorded): it started no attempt
+	// claimed ahead for that time or later. Zero: unknown.
+	prevLeaseEnd time.Time
 }
 
 // w returns the fenced write handle of the current term; before the first
@@ -168,6 +174,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		reloadSig: make(chan struct{}, 1)}
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
+	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
 		return nil, err
 	}
@@ -345,6 +352,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.backfills = map[int64]*bfState{}
 	e.unapplied = nil
 	e.inboxSeen = map[string]bool{}
+	e.termStart = now
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
@@ -442,9 +450,12 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
 		switch {
 		case err == nil:
-			e.prevHolder = ""
+			e.prevHolder, e.prevLeaseEnd = "", time.Time{}
 			if perr == nil {
 				e.prevHolder = prev.Holder
+				if l.Epoch == prev.Epoch+1 {
+					e.prevLeaseEnd = prev.ExpiresAt // the previous term started nothing from here on
+				}
 			}
 			return l, nil
 		case errors.Is(err, store.ErrLeaseHeld) && e.cfg.FailIfHeld:
@@ -456,6 +467,10 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			}
 		case errors.Is(err, store.ErrUnavailable):
 			e.log.Warn("lease_unavailable", "err", err)
+		case errors.Is(err, store.ErrConflict):
+			// The lease row is locked by a transaction of its holder (a holder
+			// stalled mid-write keeps it locked until it wakes): try again.
+			e.log.Warn("lease_busy", "err", err)
 		case ctx.Err() != nil:
 			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:
@@ -599,6 +614,7 @@ func (e *Engine) leader(now time.Time) bool {
 // from the store and reconcile what runs.
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
+	e.prevLeaseEnd = time.Time{} // who held it meanwhile is not known: no claimed-ahead horizon
 	e.epoch = l.Epoch
 	e.fence.Store(e.st.Fence(l.Epoch))
 	e.wheel = wheel.New(now, e.cfg.Window)

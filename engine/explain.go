@@ -283,7 +283,7 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 	for _, r := range run {
 		full[r.TaskID] = instView{state: r.State, err: r.Error, approved: r.ApprovedBy != ""}
 	}
-	x, err := settle(full, e.nodes, []string{t.id}, rs.since, e.cfg.Now(), defs.DefaultCrossWait,
+	x, err := settle(func(id string) (instView, bool) { v, ok := full[id]; return v, ok }, e.nodes, []string{t.id}, rs.since, e.cfg.Now(), defs.DefaultCrossWait,
 		func(task string) ([]upstreamView, error) { return e.crossViews(ctx, e.tasks[task], rs) })
 	if err != nil {
 		return err

@@ -35,6 +35,7 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: read the results inbox: %w", err)
 	}
+	e.m.inboxDepth.Set(float64(len(entries)))
 	var byTicket map[string]int64
 	for _, en := range entries {
 		if e.inboxSeen[en.Ticket] {

@@ -27,6 +27,7 @@ type metrics struct {
 	backfillRuns   *prometheus.GaugeVec // by backfill and state: done, failed, total
 	storeErrors    prometheus.Counter
 	staleResults   prometheus.Counter
+	inboxDepth     prometheus.Gauge // results stored in the inbox and not applied yet (counted up to 500)
 	strandReleased prometheus.Counter
 }
 
@@ -61,6 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		backfillRuns: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_backfill_runs",
 			Help: "Runs of each active backfill, by state (done, failed, total)."}, []string{"backfill", "state"}),
 		storeErrors:    f.NewCounter(prometheus.CounterOpts{Name: "ax_store_errors_total", Help: "Loop turns that failed on a store error (retried with backoff)."}),
+		inboxDepth:     f.NewGauge(prometheus.GaugeOpts{Name: "ax_inbox_depth", Help: "Results stored in the inbox by any server and not applied yet, as the primary last read it (counted up to 500)."}),
 		staleResults:   f.NewCounter(prometheus.CounterOpts{Name: "ax_stale_results_total", Help: "Results for a ticket that was not the instance's current one: recorded and ignored."}),
 		strandReleased: f.NewCounter(prometheus.CounterOpts{Name: "ax_stranded_released_total", Help: "Waiting instances found with their upstreams succeeded and released late (after a crash or store error)."}),
 	}

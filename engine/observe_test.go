@@ -83,8 +83,15 @@ tasks:
 				t.Errorf("ax_results_total{status=%q} = %v, want %v", status, got, want)
 			}
 		}
-		if n := histogramCount(t, reg, "ax_dispatch_latency_seconds"); n != 2 {
-			t.Errorf("ax_dispatch_latency_seconds has %d samples, want one per dispatch (2)", n)
+		// A run-now and its retry are no live schedule fires: their delays
+		// have a metric of their own.
+		if n := histogramCount(t, reg, "ax_dispatch_latency_seconds"); n != 0 {
+			t.Errorf("ax_dispatch_latency_seconds has %d samples, want none (no live fire)", n)
+		}
+		for _, kind := range []string{"manual", "retry"} {
+			if n := series(t, reg, "ax_dispatch_delay_seconds", map[string]string{"kind": kind}).GetHistogram().GetSampleCount(); n != 1 {
+				t.Errorf("ax_dispatch_delay_seconds{kind=%q}: %d samples, want 1", kind, n)
+			}
 		}
 		// Registered on the registry given, and only there.
 		if n, err := testutil.GatherAndCount(reg, "ax_dispatches_total"); err != nil || n != 1 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -199,4 +200,42 @@ func last(s []string) string {
 		return ""
 	}
 	return s[len(s)-1]
+}
+
+// A command printing 50 MiB through a real engine: the store keeps its last
+// LogMax bytes, the attempt records the rest as dropped, and the process
+// allocates nothing like the 50 MiB while capturing it.
+func TestFiftyMiBPrinterKeepsTheLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("prints 50 MiB")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, `pipeline: big
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: print, command: ["sh", "-c", "head -c 52428800 /dev/zero | tr '\\0' x | fold -w 99"]}
+`)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "big.print"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(5 * time.Second)
+		runtime.ReadMemStats(&after)
+		e.stop()
+		in := e.instances(store.InstanceFilter{TaskID: "big.print"})[0]
+		as, err := e.st.Attempts(context.Background(), in.ID)
+		if err != nil || len(as) != 1 || in.State != store.Success {
+			t.Fatalf("instance %+v, attempts %+v %v", in, as, err)
+		}
+		if as[0].LogBytes > runner.DefaultLogMax || as[0].LogBytes < runner.DefaultLogMax/2 || as[0].LogBytes+as[0].LogDropped != 50<<20 {
+			t.Errorf("kept %d, dropped %d: want at most the last MiB kept and the rest of the 50 MiB counted", as[0].LogBytes, as[0].LogDropped)
+		}
+		t.Logf("kept %d, dropped %d, allocated %d KiB", as[0].LogBytes, as[0].LogDropped, (after.TotalAlloc-before.TotalAlloc)>>10)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 24<<20 {
+			t.Errorf("allocated %d MiB while a command printed 50 MiB, want well under it", alloc>>20)
+		}
+	})
 }

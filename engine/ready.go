@@ -161,21 +161,23 @@ type settled struct {
 }
 
 // settle decides the WAITING instances among candidates in a run whose
-// instances are run (by task id), and follows failures: the downstream of
+// instances run returns (by task id; it is only read), and follows failures: the downstream of
 // an instance that fails are decided too, transitively. cross returns the
 // cross-pipeline upstreams of a task (nil when it has none); it is asked
 // only for tasks that could otherwise be ready or wait. The result lists
 // every WAITING instance it judged, in the order decided: those that
 // become ready, fail, or keep waiting (with their deadline, if any).
-func settle(run map[string]instView, nodes map[string]settleNode, candidates []string, logical, now time.Time,
+func settle(run func(task string) (instView, bool), nodes map[string]settleNode, candidates []string, logical, now time.Time,
 	crossLimit time.Duration, cross func(task string) ([]upstreamView, error)) ([]settled, error) {
+	if len(candidates) == 0 {
+		return nil, nil
+	}
 	state := make(map[string]instView, len(candidates))
 	view := func(id string) (instView, bool) {
 		if v, ok := state[id]; ok {
 			return v, true
 		}
-		v, ok := run[id]
-		return v, ok
+		return run(id)
 	}
 	var out []settled
 	done := map[string]bool{}

@@ -72,7 +72,7 @@ func TestSettleFollowsFailuresTransitively(t *testing.T) {
 		"p.a": {state: store.Failed, err: "boom"}, "p.b": {state: store.Waiting}, "p.c": {state: store.Waiting},
 		"p.d": {state: store.Waiting}, "p.e": {state: store.Waiting}, "p.f": {state: store.Waiting},
 	}
-	out, err := settle(run, nodes, []string{"p.b", "p.c"}, T, T, 24*time.Hour, nil)
+	out, err := settle(func(id string) (instView, bool) { v, ok := run[id]; return v, ok }, nodes, []string{"p.b", "p.c"}, T, T, 24*time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,6 +228,11 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 			t.setUntil(now)
 		}
 	}
+	for _, id := range d.Removed {
+		if p, t, ok := strings.Cut(id, "."); ok {
+			e.tm.forget(p, t)
+		}
+	}
 	e.log.Info("pipelines_reloaded", "applied", true, "diff", d.String(), "runs_dropped", len(dropped))
 	return e.createWindow(ctx, now)
 }

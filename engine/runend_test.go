@@ -436,3 +436,30 @@ func start0(e *env) time.Time {
 	}
 	return time.Time{}
 }
+
+// wait_timeout on a task (here from defaults) limits a same-pipeline wait
+// too: the downstream of a stuck upstream fails at exactly its deadline.
+func TestWaitTimeoutFromDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"w.stuck": func(ctx context.Context, _ runner.Attempt) error { <-ctx.Done(); return ctx.Err() },
+		}
+		e := setup(t, Config{}, fns, "pipeline: w\ntimezone: UTC\nschedule: \"0 1 * * *\"\ndefaults: {function: record, wait_timeout: 30m, timeout: 2h}\ntasks:\n  - {name: stuck}\n  - {name: next, depends_on: [stuck]}\n")
+		deadline := start.Add(time.Hour + 30*time.Minute)
+		sleep(deadline.Sub(time.Now()) - time.Second)
+		next := func() store.Instance { return e.instances(store.InstanceFilter{TaskID: "w.next"})[0] }
+		if n := next(); n.State != store.Waiting {
+			t.Errorf("a second before the deadline: %s %q", n.State, n.Error)
+		}
+		sleep(2 * time.Second)
+		n := next()
+		if n.State != store.Failed || n.Error != "upstream w.stuck not done after 30m" || !n.EndedAt.Equal(deadline) {
+			t.Errorf("after the deadline: %s %q at %s", n.State, n.Error, n.EndedAt.Sub(start))
+		}
+		if s := e.instances(store.InstanceFilter{TaskID: "w.stuck"})[0]; s.State != store.Running {
+			t.Errorf("the upstream is %s; it keeps running until its own timeout", s.State)
+		}
+		e.stop()
+	})
+}

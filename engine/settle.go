@@ -55,9 +55,15 @@ func (e *Engine) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]u
 // verdicts applies settle to the candidates of run rs, and remembers the
 // earliest wait deadline so that the loop wakes for it.
 func (e *Engine) verdicts(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]settled, error) {
-	run := make(map[string]instView, len(rs.inst))
-	for id, ref := range rs.inst {
-		run[id] = instView{state: ref.state, err: ref.err, approved: ref.approved}
+	if len(candidates) == 0 {
+		return nil, nil
+	}
+	run := func(id string) (instView, bool) {
+		ref := rs.inst[id]
+		if ref == nil {
+			return instView{}, false
+		}
+		return instView{state: ref.state, err: ref.err, approved: ref.approved}, true
 	}
 	ids := make([]string, len(candidates))
 	for i, c := range candidates {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/defs"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +23,9 @@ import (
 type CommandSpec struct {
 	Argv      []string
 	Templates []*template.Template
+	// Schedule fires the task (for .LogicalTime.Prev and .Next); nil when
+	// none does.
+	Schedule *defs.Schedule
 }
 
 // Commands runs command tasks, each in a process group of its own so that a
@@ -42,15 +46,6 @@ var _ Executor = (*Commands)(nil)
 // NewCommands returns an executor for commands; spec gives an attempt's argv.
 func NewCommands(spec func(Attempt) (CommandSpec, error)) *Commands {
 	return &Commands{spec: spec}
-}
-
-// templateData is what a command's templates see.
-type templateData struct {
-	LogicalTime string // RFC 3339, in the zone the engine gives the time in
-	Params      map[string]any
-	Task        string
-	Pipeline    string
-	Ticket      string
 }
 
 // Execute renders the argv, runs it under the attempt's deadline and ctx, and
@@ -150,7 +145,10 @@ func render(spec CommandSpec, a Attempt) ([]string, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("runner: empty command")
 	}
-	data := templateData{LogicalTime: a.LogicalTime.Format(time.RFC3339), Params: a.Params, Task: a.Task, Pipeline: a.Pipeline, Ticket: a.Ticket}
+	data := defs.TemplateData{LogicalTime: defs.NewMoment(a.LogicalTime, nil, spec.Schedule), Params: a.Params, Task: a.Task, Pipeline: a.Pipeline, Ticket: a.Ticket}
+	if data.Params == nil {
+		data.Params = map[string]any{}
+	}
 	argv := make([]string, len(spec.Argv))
 	for i, arg := range spec.Argv {
 		if i >= len(spec.Templates) || spec.Templates[i] == nil {

@@ -539,6 +539,7 @@ type InstanceFilter struct {
 	LogicalFrom time.Time // inclusive
 	LogicalTo   time.Time // inclusive
 	BeforeID    int64     // paging: only ids below this
+	Ran         bool      // only instances that were dispatched at least once (attempt > 0)
 	Limit       int       // zero means 100
 	Ascending   bool      // oldest first; default newest first
 	// ByLogicalTime orders by logical time (then id) instead of id, newest
@@ -573,6 +574,9 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, er
 	}
 	if f.BeforeID > 0 {
 		b = b.Where(sq.Lt{"id": f.BeforeID})
+	}
+	if f.Ran {
+		b = b.Where(sq.Gt{"attempt": 0})
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100

@@ -225,6 +225,11 @@ func BenchmarkScaleReads(b *testing.B) {
 					_, err := s.Runs(ctx, "big", 100)
 					return err
 				}},
+				{"runs of the pipeline in an old hour", func() error {
+					to := storetest.T0.Add(-time.Duration(rng.IntN(sc.runs)) * time.Minute)
+					_, err := s.RunsBetween(ctx, "big", to.Add(-time.Hour), to, 100)
+					return err
+				}},
 				{"task summary", func() error {
 					_, err := s.TaskSummary(ctx, task())
 					return err

@@ -271,15 +271,18 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	runs, err := a.st.Runs(r.Context(), p.Name, 5000)
+	// The time bounds are in the query (indexed); a state filter looks at up
+	// to 20 times the page of runs, newest first.
+	scan := int(limit)
+	if state != "" {
+		scan = min(20*int(limit), 5000)
+	}
+	runs, err := a.st.RunsBetween(r.Context(), p.Name, from, to, scan)
 	if err != nil {
 		return nil, err
 	}
 	out := []runView{}
 	for _, run := range runs {
-		if (!from.IsZero() && run.LogicalTime.Before(from)) || (!to.IsZero() && run.LogicalTime.After(to)) {
-			continue
-		}
 		ins, err := a.st.Instances(r.Context(), store.InstanceFilter{RunID: run.ID, Limit: 1 << 20})
 		if err != nil {
 			return nil, err
@@ -356,12 +359,12 @@ func (a *admin) explain(r *http.Request) (any, error) {
 }
 
 func (a *admin) instances(r *http.Request) (any, error) {
-	q, err := parseQuery(r, "pipeline", "task", "run", "state", "from", "to", "before", "limit")
+	q, err := parseQuery(r, "pipeline", "task", "run", "state", "from", "to", "before", "ran", "limit")
 	if err != nil {
 		return nil, err
 	}
 	f := store.InstanceFilter{Pipeline: q.str("pipeline"), TaskID: q.str("task"), RunID: q.int("run", 0, 1, 1<<62), States: q.states("state"),
-		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Limit: int(q.int("limit", 100, 1, 1000))}
+		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Ran: q.bool("ran"), Limit: int(q.int("limit", 100, 1, 1000))}
 	if f.Pipeline != "" && a.graph().Pipeline(f.Pipeline) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", f.Pipeline))
 	}

@@ -207,18 +207,22 @@ func newExplainCmd() *cobra.Command {
 			if err := json.Unmarshal(raw, &x); err != nil {
 				return err
 			}
-			return writeExplanation(cmd.OutOrStdout(), x)
+			loc, err := zoneOf(cmd.Context(), c, p, f.utc)
+			if err != nil {
+				return err
+			}
+			return writeExplanation(cmd.OutOrStdout(), x, loc)
 		},
 	}
 	f.add(cmd)
 	return cmd
 }
 
-func writeExplanation(w io.Writer, x engine.Explanation) error {
+func writeExplanation(w io.Writer, x engine.Explanation, loc *time.Location) error {
 	fmt.Fprintf(w, "%s: %s\n", x.Task, x.Verdict)
 	if x.Latest != nil {
 		fmt.Fprintf(w, "\nlatest instance %d: %s (run %d, logical time %s, attempt %d)\n", x.Latest.ID, x.Latest.State, x.Latest.RunID,
-			x.Latest.LogicalTime.Local().Format(time.RFC3339), x.Latest.Attempt)
+			stamp(x.Latest.LogicalTime, loc), x.Latest.Attempt)
 	}
 	fmt.Fprintln(w, "\nchecks:")
 	for _, f := range x.Findings {
@@ -235,20 +239,20 @@ func writeExplanation(w io.Writer, x engine.Explanation) error {
 	for _, f := range x.LastFires {
 		due := "?"
 		if !f.Due.IsZero() {
-			due = f.Due.Local().Format("2006-01-02 15:04:05.000")
+			due = stampMS(f.Due, loc)
 		}
 		on := ""
 		if f.Executor != "" {
 			on = " on " + f.Executor
 		}
-		fmt.Fprintf(w, "  %s → %s  %s  (instance %d%s)\n", due, f.Dispatched.Local().Format("2006-01-02 15:04:05.000"), f.Late.Round(time.Millisecond), f.Instance, on)
+		fmt.Fprintf(w, "  %s → %s  %s  (instance %d%s)\n", due, stampMS(f.Dispatched, loc), f.Late.Round(time.Millisecond), f.Instance, on)
 	}
 	fmt.Fprintln(w, "\nnext fires:")
 	if len(x.NextFires) == 0 {
 		fmt.Fprintln(w, "  none: no schedule starts it")
 	}
 	for _, t := range x.NextFires {
-		fmt.Fprintf(w, "  %s\n", t.Local().Format(time.RFC3339))
+		fmt.Fprintf(w, "  %s\n", stamp(t, loc))
 	}
 	if !x.Live {
 		fmt.Fprintln(w, "\n(answered by a standby: the queue, token bucket and breaker are the primary's)")
@@ -280,8 +284,9 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 		return err
 	}
 	var pipelines []struct {
-		Name  string `json:"name"`
-		Tasks int    `json:"tasks"`
+		Name     string `json:"name"`
+		Tasks    int    `json:"tasks"`
+		Timezone string `json:"timezone"`
 	}
 	if err := c.get(ctx, "/api/v1/pipelines", &pipelines); err != nil {
 		return err
@@ -319,17 +324,21 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 		b.WriteString("scheduler: never started on this store\n")
 	case st.Lease.Held:
 		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease held until %s); %s answered as %s\n", st.Lease.Holder, st.Lease.Epoch,
-			st.Lease.ExpiresAt.Local().Format(time.RFC3339), c.base, st.Role)
+			stamp(st.Lease.ExpiresAt, time.UTC), c.base, st.Role)
 	default:
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", st.Lease.Holder, st.Lease.Epoch, st.Lease.ExpiresAt.Local().Format(time.RFC3339))
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", st.Lease.Holder, st.Lease.Epoch, stamp(st.Lease.ExpiresAt, time.UTC))
 	}
 	for _, p := range pipelines {
 		rs, ok := all[p.Name]
 		if !ok {
 			continue
 		}
+		loc, err := loadZone(p.Timezone)
+		if err != nil || f.utc {
+			loc = time.UTC
+		}
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
-		writeRuns(&b, rs, limit)
+		writeRuns(&b, rs, limit, loc)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
@@ -358,5 +367,10 @@ func historyAPI(ctx context.Context, w io.Writer, f apiFlags, task string, limit
 	}
 	slices.Reverse(hs) // asked newest first; merged oldest first, in id order within a millisecond
 	slices.Reverse(acts)
-	return printHistory(w, historyLines(hs, acts), limit)
+	p, _, _ := splitTask(task)
+	loc, err := zoneOf(ctx, c, p, f.utc)
+	if err != nil {
+		return err
+	}
+	return printHistory(w, historyLines(hs, acts), limit, loc)
 }

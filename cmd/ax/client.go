@@ -101,11 +101,13 @@ func (c *apiClient) get(ctx context.Context, path string, out any) error {
 type apiFlags struct {
 	server string
 	json   bool
+	utc    bool
 }
 
 func (f *apiFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.server, "server", "", "URL of ax server's admin API (default $AX_SERVER, else "+defaultServer+")")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the API's JSON answer")
+	cmd.Flags().BoolVar(&f.utc, "utc", false, "print times in UTC rather than in each pipeline's zone")
 }
 
 // viaStore reports whether the command was told to use a store directly.

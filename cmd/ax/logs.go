@@ -165,7 +165,7 @@ func (a *admin) logs(r *http.Request) (any, error) {
 		q.errs = append(q.errs, fmt.Sprintf("instance %q: give an instance id (a whole number)", r.PathValue("id")))
 	}
 	task := q.str("task")
-	if task != "" && a.g.Task(task) == nil {
+	if task != "" && a.graph().Task(task) == nil {
 		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", task))
 	}
 	if err := q.err(); err != nil {
@@ -270,8 +270,15 @@ followed live and the command ends when the attempt ends.`,
 			if run != 0 && instance != 0 {
 				return usageErr("--run and --instance name the instance twice: give one")
 			}
-			if attempt < 0 {
-				return usageErr("--attempt %d: give an attempt number from 1", attempt)
+			// The flags' zero value means "not given": 0 given by hand is no
+			// run, instance or attempt, and is refused like a negative one.
+			for _, c := range []struct {
+				name, what string
+				v          int64
+			}{{"run", "a run number", run}, {"instance", "an instance id", instance}, {"attempt", "an attempt number", int64(attempt)}} {
+				if cmd.Flags().Changed(c.name) && c.v < 1 {
+					return usageErr("--%s %d: give %s from 1", c.name, c.v, c.what)
+				}
 			}
 			return logsAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0], run, instance, attempt, follow)
 		},
@@ -294,7 +301,9 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		return err
 	}
 	if instance == 0 {
-		q := url.Values{"task": {task}, "limit": {"50"}}
+		// The newest instance that ran, however many newer ones have not
+		// (scheduled ahead, paused, failed behind an upstream).
+		q := url.Values{"task": {task}, "ran": {"true"}, "limit": {"1"}}
 		if run != 0 {
 			q.Set("run", strconv.FormatInt(run, 10))
 		}
@@ -302,11 +311,8 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		if err := c.get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
 			return err
 		}
-		for _, in := range ins { // newest first: the latest that ran
-			if in.Attempt > 0 {
-				instance = in.ID
-				break
-			}
+		if len(ins) > 0 {
+			instance = ins[0].ID
 		}
 		if instance == 0 {
 			where := "yet"

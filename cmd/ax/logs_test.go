@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
 	"github.com/ax-sched/ax/store"
@@ -308,4 +310,166 @@ func TestStandbyServesLogsOfThePrimary(t *testing.T) {
 	}
 	b.stop(t)
 	a.stop(t)
+}
+
+// A scheduler killed (SIGKILL) while its command runs keeps the output the
+// command printed before: it was stored within the second, and the next
+// server serves it.
+func TestCrashKeepsTheOutputWritten(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := "pipeline: crash\ntimezone: UTC\nschedule: \"0 0 1 1 *\"\ntasks:\n  - {name: talk, timeout: 1h, command: [\"sh\", \"-c\", \"echo before the crash; echo on stderr too >&2; sleep 60\"]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "crash.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "ax.db")
+	pa := freeAddr(t)
+	a := startServer(t, db, dir, "--holder", "a", "--listen", pa)
+	st := openStore(t, db)
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + pa + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		l, err := st.GetLease(context.Background(), "")
+		return err == nil && l.Holder == "a"
+	})
+	if code, out, errOut := runAx(t, "trigger", "crash.talk", "--server", "http://"+pa); code != exitOK {
+		t.Fatalf("trigger: %d %s %s", code, out, errOut)
+	}
+	var in store.Instance
+	waitFor(t, func() bool {
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "crash.talk", States: []store.State{store.Running}})
+		if len(ins) != 1 {
+			return false
+		}
+		in = ins[0]
+		chunks, _ := st.LogChunks(context.Background(), in.ID, 1, 0, 0)
+		var all []byte
+		for _, c := range chunks {
+			all = append(all, runner.Plain(c.Data)...)
+		}
+		return strings.Contains(string(all), "on stderr too")
+	})
+	a.crash(t)
+	pb := freeAddr(t)
+	b := startServer(t, db, dir, "--holder", "b", "--listen", pb, "--lease-ttl", "3s")
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + pb + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	code, out, errOut := runAx(t, "logs", "crash.talk", "--server", "http://"+pb)
+	b.stop(t)
+	if code != exitOK {
+		t.Fatalf("ax logs after the crash: %d %s %s", code, out, errOut)
+	}
+	for _, want := range []string{fmt.Sprintf("instance %d", in.ID), "stdout| before the crash", "stderr| on stderr too"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
+	}
+}
+
+// --run 0, --instance 0 and --attempt 0 name nothing: they are refused as
+// usage errors before any request, like --attempt -1, instead of silently
+// meaning "the latest" (0 is no run, instance or attempt number).
+func TestLogsRefusesZeroSelectors(t *testing.T) {
+	t.Parallel()
+	// Nothing listens here: a command that got past its flags would fail to
+	// connect (exit 1), not exit 2.
+	server := "http://127.0.0.1:1"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--attempt", "0"}, "--attempt 0: give an attempt number from 1"},
+		{[]string{"--attempt", "-1"}, "--attempt -1: give an attempt number from 1"},
+		{[]string{"--run", "0"}, "--run 0: give a run number from 1"},
+		{[]string{"--run", "-2"}, "--run -2: give a run number from 1"},
+		{[]string{"--instance", "0"}, "--instance 0: give an instance id from 1"},
+		{[]string{"--instance", "-3"}, "--instance -3: give an instance id from 1"},
+	} {
+		args := append([]string{"logs", "shop.flaky", "--server", server}, c.args...)
+		code, out, errOut := runAx(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(args, " "), code, exitUsage, c.want, out, errOut)
+		}
+	}
+}
+
+// `ax logs TASK` shows the latest instance that ran, however many newer
+// instances have not run (yet): scheduled ahead, paused, or failed without
+// running behind a failed upstream. It used to look at the 50 newest only
+// and say "has no instance that ran yet".
+func TestLogsFindsTheLatestThatRanBehindManyThatDidNot(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	ran := e.waitState("shop.binary", store.Success)
+	ctx := context.Background()
+	later := time.Now().Add(24 * time.Hour) // outside the wheel's window: they stay SCHEDULED
+	for i := range 60 {
+		at := later.Add(time.Duration(i) * time.Minute)
+		if _, _, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: store.RunManual, LogicalTime: at, Now: time.Now(),
+			Instances: []store.NewInstance{{TaskID: "shop.binary", Group: "etl", State: store.Scheduled, NextFireAt: at}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runAx(t, "logs", "shop.binary", "--server", e.srv.URL)
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
+		t.Errorf("ax logs shop.binary: exit %d\n%s%s", code, out, errOut)
+	}
+	before := e.state()
+	if code, body := e.call("GET", "/api/v1/instances?task=shop.binary&ran=maybe", ""); code != http.StatusBadRequest || !strings.Contains(body, `ran=\"maybe\": give true or false`) {
+		t.Errorf("ran=maybe: %d %s", code, body)
+	}
+	if after := e.state(); after != before {
+		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
+	}
+}
+
+// A task added by a live reload: its logs are served with task=PIPELINE.TASK
+// (what ax logs sends) like those of the tasks the server started with. The
+// logs endpoint checked task= against the graph of the server's start and
+// answered 400 "no such task" for it, while every other endpoint knew it.
+func TestLogsOfATaskAddedByReload(t *testing.T) {
+	t.Parallel()
+	e, fifo := setupLogs(t)
+	shop, errs := defs.Parse("shop.yaml", []byte(logsPipeline(fifo, filepath.Join(filepath.Dir(fifo), "mark"))), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	extra, errs := defs.Parse("extra.yaml", []byte("pipeline: extra\ntimezone: UTC\ntasks:\n  - {name: hi, command: [\"echo\", \"hello from extra\"]}\n"), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	g, errs := dag.Compile([]*defs.Pipeline{shop, extra}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	if _, err := e.eng.Reload(g); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.eng.Graph().Task("extra.hi") != nil })
+	if code, body := e.call("POST", "/api/v1/pipelines/extra/tasks/hi/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger extra.hi: %d %s", code, body)
+	}
+	// The test's executors were built for the first graph, so the command
+	// fails as an unknown task here (ax server's know reloaded tasks); what
+	// matters is an attempt of the new task, with its log.
+	in := e.waitState("extra.hi", store.Failed)
+	code, body := e.call("GET", fmt.Sprintf("/api/v1/instances/%d/logs?task=extra.hi", in.ID), "")
+	if code != http.StatusOK || !strings.Contains(body, `"task": "extra.hi"`) || !strings.Contains(body, `"attempt": 1`) {
+		t.Errorf("logs of extra.hi: %d %s", code, body)
+	}
+	code, out, errOut := runAx(t, "logs", "extra.hi", "--server", e.srv.URL)
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== extra.hi instance %d (run %d), attempt 1 of 1", in.ID, in.RunID)) {
+		t.Errorf("ax logs extra.hi: exit %d\n%s%s", code, out, errOut)
+	}
 }

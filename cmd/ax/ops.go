@@ -517,7 +517,7 @@ func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string
 		}
 		after = a[len(a)-1].ID
 	}
-	return printHistory(w, historyLines(hs, acts), limit)
+	return printHistory(w, historyLines(hs, acts), limit, time.UTC) // a store alone does not say the zone
 }
 
 // historyLines merges transitions and actions, oldest first.
@@ -538,7 +538,7 @@ func historyLines(hs []store.HistoryRow, acts []store.Action) []historyLine {
 }
 
 // printHistory prints the newest limit lines, oldest first.
-func printHistory(w io.Writer, lines []historyLine, limit int) error {
+func printHistory(w io.Writer, lines []historyLine, limit int, loc *time.Location) error {
 	if len(lines) > limit {
 		lines = lines[len(lines)-limit:]
 	}
@@ -549,7 +549,7 @@ func printHistory(w io.Writer, lines []historyLine, limit int) error {
 		if l.instance != 0 {
 			inst = strconv.FormatInt(l.instance, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.at.Local().Format("2006-01-02 15:04:05.000"), inst, l.what, l.actor, l.reason, shortTicket(l.ticket))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", stampMS(l.at, loc), inst, l.what, l.actor, l.reason, shortTicket(l.ticket))
 	}
 	return tw.Flush()
 }

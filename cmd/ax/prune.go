@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,9 +29,12 @@ func parseRetain(s string) (time.Duration, error) {
 		return 0, nil
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
+		// A float converted to a Duration out of its range does not fail, it
+		// wraps (106752d came out negative): check the range first, and
+		// refuse what rounds down to nothing.
 		n, err := strconv.ParseFloat(days, 64)
-		if err == nil && n > 0 {
-			return time.Duration(n * float64(24*time.Hour)), nil
+		if ns := n * float64(24*time.Hour); err == nil && ns >= 1 && ns < float64(math.MaxInt64) {
+			return time.Duration(ns), nil
 		}
 	} else if d, err := time.ParseDuration(s); err == nil && d > 0 {
 		return d, nil
@@ -82,6 +86,9 @@ func (a *admin) pruneDry(r *http.Request) (any, error) {
 		return nil, err
 	}
 	if retain <= 0 {
+		if q.str("retain") != "" {
+			return nil, errf(http.StatusBadRequest, "retain=0 keeps everything: nothing would be pruned; give retain=30d to see what a period would prune")
+		}
 		return nil, errf(http.StatusBadRequest, "this server keeps everything (--retain 0): give retain=30d to see what a period would prune")
 	}
 	now := a.now()
@@ -134,8 +141,11 @@ would go (through the API, or with --store from a store directly).`,
 				d := DefaultRetain
 				if retain != "" {
 					var err error
-					if d, err = parseRetain(retain); err != nil || d == 0 {
-						return usageErr("--retain %s", strings.TrimPrefix(fmt.Sprint(err), ""))
+					if d, err = parseRetain(retain); err != nil {
+						return usageErr("--retain %v", err)
+					}
+					if d == 0 {
+						return usageErr("--retain 0 keeps everything: nothing would be pruned; give a period such as 30d to see what it would prune")
 					}
 				}
 				st, err := store.Open(cmd.Context(), target, store.Options{})

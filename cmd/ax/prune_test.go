@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,10 @@ func TestPruneDryRunAndNow(t *testing.T) {
 		{"/api/v1/prune?retain=-1d", `retain="-1d": give a period such as 30d`},
 		{"/api/v1/prune?retain=soon", `retain="soon": give a period`},
 		{"/api/v1/prune?keep=1d", `unknown query parameter "keep"`},
+		// The period given is 0 or wraps around: not "this server keeps
+		// everything" (this server keeps 30 days).
+		{"/api/v1/prune?retain=0", `retain=0 keeps everything: nothing would be pruned; give retain=30d`},
+		{"/api/v1/prune?retain=213504d", `retain="213504d": give a period such as 30d`},
 	} {
 		code, body := e.call("GET", c.path, "")
 		if code != http.StatusBadRequest || !strings.Contains(decodeJSON[map[string]string](t, body)["error"], c.want) {
@@ -95,7 +101,14 @@ func TestParseRetainAndSize(t *testing.T) {
 		want time.Duration
 		ok   bool
 	}{{"30d", 30 * 24 * time.Hour, true}, {"0", 0, true}, {"12h", 12 * time.Hour, true}, {"1.5d", 36 * time.Hour, true},
-		{"-1d", 0, false}, {"0d", 0, false}, {"x", 0, false}, {"", 0, false}} {
+		{"-1d", 0, false}, {"0d", 0, false}, {"x", 0, false}, {"", 0, false},
+		// The longest period a time.Duration holds is 106751 days (2^63-1 ns,
+		// 106751.99 days): one day more used to wrap around to a negative
+		// period (the server refused to start with "Retain -2562047h…", the
+		// dry run said "keeps everything"); tiny ones rounded down to 0.
+		{"106751d", 106751 * 24 * time.Hour, true}, {"106752d", 0, false}, {"213504d", 0, false},
+		{"200000d", 0, false}, {"Infd", 0, false}, {"NaNd", 0, false}, {"1e-20d", 0, false},
+		{"2562048h", 0, false}} {
 		got, err := parseRetain(c.in)
 		if (err == nil) != c.ok || got != c.want {
 			t.Errorf("parseRetain(%q) = %v, %v", c.in, got, err)
@@ -108,6 +121,25 @@ func TestParseRetainAndSize(t *testing.T) {
 		got, err := parseSize(c.in)
 		if got != c.want || (err == nil) != (c.want != 0) {
 			t.Errorf("parseSize(%q) = %d, %v", c.in, got, err)
+		}
+	}
+}
+
+// ax prune --dry-run --store with --retain 0 (or an overflowing period)
+// says what is wrong with the flag instead of "--retain <nil>".
+func TestPruneStoreRefusesRetainZero(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "ax.db")
+	for _, c := range []struct{ retain, want string }{
+		{"0", `--retain 0 keeps everything: nothing would be pruned; give a period such as 30d`},
+		{"200000d", `--retain "200000d": give a period such as 30d, 12h or 90m`},
+	} {
+		code, out, errOut := runAx(t, "prune", "--dry-run", "--store", db, "--retain", c.retain)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "<nil>") {
+			t.Errorf("--retain %s: exit %d, want %d with %q\n%s%s", c.retain, code, exitUsage, c.want, out, errOut)
+		}
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Errorf("--retain %s: a refused dry run created the store (%v)", c.retain, err)
 		}
 	}
 }

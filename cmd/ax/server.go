@@ -33,26 +33,27 @@ import (
 // serverFlags are the flags of ax server (and, later, of the standalone
 // commands that run the same engine).
 type serverFlags struct {
-	store     string
-	pipelines []string
-	rate      float64
-	logLevel  string
-	logFormat string
-	holder    string
-	leaseTTL  time.Duration
-	listen    string
-	advertise string
-	brkWindow time.Duration
-	brkMin    int
-	brkRatio  float64
-	insecure  bool
-	openReads bool
-	webhooks  []string
-	watch     time.Duration
-	grace     time.Duration
-	maxRun    int
-	retain    string
-	logMax    string
+	store      string
+	pipelines  []string
+	rate       float64
+	logLevel   string
+	logFormat  string
+	holder     string
+	leaseTTL   time.Duration
+	listen     string
+	advertise  string
+	brkWindow  time.Duration
+	brkMin     int
+	brkRatio   float64
+	insecure   bool
+	openReads  bool
+	webhooks   []string
+	watch      time.Duration
+	taskLabels bool
+	grace      time.Duration
+	maxRun     int
+	retain     string
+	logMax     string
 }
 
 func newServerCmd() *cobra.Command {
@@ -84,6 +85,7 @@ the store's lease.`,
 	fl.StringVar(&f.advertise, "advertise-url", "", "base URL at which executors reach this server (callbacks, registration), such as http://10.0.0.5:8080; required when --listen has no host (0.0.0.0, ::, :8080); default http://LISTEN")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
+	fl.BoolVar(&f.taskLabels, "metrics-task-labels", true, "label the per-task metrics (ax_task_*) by task as well as pipeline; false keeps the pipeline only, for very many tasks")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
 	fl.IntVar(&f.maxRun, "max-running", engine.DefaultMaxRunning(), "local attempts (functions and commands) running at once; the rest wait in the queue in priority order (0: unlimited; ax limits changes it at run time)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
@@ -206,7 +208,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		sinks = append(sinks, send)
 	}
 	eng, err = engine.New(engine.Config{Breaker: breaker.Config{Window: f.brkWindow, MinSamples: f.brkMin, Threshold: f.brkRatio}, DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
+		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, NoTaskLabels: !f.taskLabels, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
 			for _, s := range sinks {
 				s(a)
 			}
@@ -305,7 +307,11 @@ func executorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 		if t == nil {
 			return runner.CommandSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
 		}
-		return runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}, nil
+		spec := runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}
+		if tr := graph().TriggerOf(t.ID()); tr != nil {
+			spec.Schedule = tr.Schedule
+		}
+		return spec, nil
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	web := runner.NewRouted(runner.RoutedConfig{Client: client,
@@ -368,7 +374,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		if time.Now().After(l.ExpiresAt) {
 			state = "released or expired at"
 		}
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, l.ExpiresAt.Local().Format(time.RFC3339))
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, stamp(l.ExpiresAt, time.UTC))
 	} else if errors.Is(err, store.ErrNotFound) {
 		b.WriteString("scheduler: never started on this store\n")
 	} else {
@@ -416,7 +422,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 			}
 			views = append(views, summarize(r, insts, manual))
 		}
-		writeRuns(&b, views, limit)
+		writeRuns(&b, views, limit, time.UTC) // a store alone does not say the zone
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
@@ -424,7 +430,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 
 // writeRuns prints up to limit runs with their instance counts, leaving out
 // those created ahead (inside the window) that nothing happened in yet.
-func writeRuns(b *strings.Builder, runs []runView, limit int) {
+func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location) {
 	shown := 0
 	for _, r := range runs {
 		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
@@ -436,7 +442,7 @@ func writeRuns(b *strings.Builder, runs []runView, limit int) {
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}
 		}
-		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, r.LogicalTime.Local().Format(time.RFC3339), strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
 		writeWaits(b, r)
 		if shown++; shown >= limit {
 			break

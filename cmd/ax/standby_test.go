@@ -115,5 +115,10 @@ func TestStandbyServerAPI(t *testing.T) {
 		}
 		return false
 	})
+	waitFor(t, func() bool { // b's start as primary is over (its window loaded) before it is stopped
+		out, _ := os.ReadFile(b.log.Name())
+		_, after, ok := strings.Cut(string(out), "msg=lease_acquired holder=b")
+		return ok && strings.Contains(after, "msg=window_loaded")
+	})
 	b.stop(t)
 }

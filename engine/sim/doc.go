@@ -44,9 +44,13 @@
 // 0.1, 0.3 or 1 (store.SetFault: rolled back at commit); crash every engine
 // and jump the clock 2–60 minutes, or once per seed 20–50 hours across a
 // DST day, then restart; a valid operator request (pause, resume, trigger,
-// kill, rerun, limits); or a bad one (unknown task, pipeline, kind or scope,
-// kill of an instance that is not running, rerun of one that is not over,
-// an unknown instance, a negative rate, an unknown group). Then comes a
+// kill, rerun, mark, cancel, limits of rate and of running attempts), one in
+// four queued through the store as `ax … --store` does; or a bad one
+// (unknown task, pipeline, kind or scope, kill of an instance that is not running, rerun of one that is not over,
+// mark of a running or succeeded instance or to a state that is no outcome,
+// cancel of an unknown run, an unknown instance, a negative rate, an
+// unknown group; a valid request to an engine that is not the primary;
+// writes straight to the store under a lease epoch no longer current). Then comes a
 // calm: faults end, pauses are lifted, and time runs for the longest
 // attempt chain any task can take, before the final checks.
 //
@@ -84,7 +88,8 @@
 //	I6 history replays to state: each instance's history rows start with
 //	   its creation in WAITING or SCHEDULED, continue one another, follow
 //	   the state table (store.CanTransition), and end in the instance's
-//	   state at a version equal to their number.
+//	   state, at a version no lower than their number (an approval bumps
+//	   the version without a transition).
 //	I7 no fenced write lands: lease epochs in the history never go back, so
 //	   no engine wrote after a newer epoch took over.
 //	I8 bad verbs change nothing: each bad operator request is refused with
@@ -104,8 +109,8 @@
 //
 // # What it found
 //
-// Bugs, each kept as a named regression case in sim_test.go: a hand-built
-// scenario that shows it, skipped until the fix reaches main, with the
+// Bugs, each kept as a named regression case in sim_test.go (a hand-built
+// scenario that shows it, or its seed), skipped until the fix reaches main, with the
 // generator or the check restricted meanwhile by a Restrictions field.
 // "Found" is how long the simulator took on today's main (or, for a bug
 // fixed meanwhile, on main with the fix reverted locally).
@@ -113,10 +118,18 @@
 //	invariant  found                               bug (owner)                                regression case
 //	I5         seed 2, then most seeds; 14         a FAILED or KILLED upstream leaves its     TestSimFailedUpstreamEndsRun
 //	           simulated minutes                   downstream WAITING: the run never ends
-//	                                               (issue 14 item 3)
+//	                                               (issue 14 item 3; fixed)
+//	I5         seeds 91 and 193 of 200 (wait      an instance that failed without an         TestSimPropagationIsTransitive
+//	           timeout, after jumps of over a      attempt, by its wait_timeout or by
+//	           day); later seed 142 (propagation)  propagation, leaves its own downstream
+//	                                               WAITING (issue 14 items 3, 4)
 //	I3         seeds 110, 154, 181 of 200; the     an operator's trigger of a manual task     TestSimGateWaitsForUpstream
 //	           first trigger of a gate whose       starts it before its upstream succeeded
-//	           upstream runs                       (issue 14 item 1)
+//	           upstream runs                       (issue 14 item 1; fixed)
+//	I3         seeds 20, 69, 90 of 100, the first  a rerun of an instance an operator marked  TestSimRerunWaitsForUpstream
+//	           run with the mark and cancel verbs  failed (or whose run was cancelled) while
+//	                                               it waited starts it at once, before its
+//	                                               upstream succeeded (issue 14)
 //	I4         seeds 3, 94, 103, 106 of 200, on    wildcard schedules lose every fire in the  TestSimFallBackWildcard
 //	           their first fall-back day; with     repeated hour of a fall-back day (issue
 //	           the fix reverted: 38, 46, 84, 181   13 item 5; fixed)
@@ -137,9 +150,8 @@
 // The SDK's HTTP executors (the scheduler's executor endpoints live in
 // package main; HTTP tasks are served in-process instead, and their
 // duplicate results go through the results inbox as a server would write
-// them), backfills, pools and max_running (issue 16), the verbs mark and
-// cancel (issue 14), requests queued through the store (`--store`),
-// `delay:`, live clock jumps of a running engine (a stall is the nearest),
+// them), backfills, per-task and per-group max_running (the global cap
+// is set by the limits verb), `delay:`, live clock jumps of a running engine (a stall is the nearest),
 // store errors on reads, and cron forms beyond the ones above (day, month
 // and weekday fields, Quartz L/W/#).
 package sim

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/store"
 )
 
 var (
@@ -28,12 +29,12 @@ var (
 // Each restriction is lifted when `git merge main` brings the fix, and its
 // regression case below then runs instead of skipping.
 var today = Restrictions{
-	WaitBehindFailed: true, // issue 14 item 3; regression: TestSimFailedUpstreamEndsRun
-	NoGateRelease:    true, // issue 14 item 1; regression: TestSimGateWaitsForUpstream
-	FirstFireLost:    true, // issue 13 item 4; regression: TestSimOutageBeforeFirstRun
+	WaitBehindUnattempted: true, // issue 14 items 3, 4; regression: TestSimPropagationIsTransitive
+	FirstFireLost:         true, // issue 13 item 4; regression: TestSimOutageBeforeFirstRun
+	NoRerunUnattempted:    true, // issue 14 items 1, 5; regression: TestSimRerunWaitsForUpstream
 }
 
-// TestSim runs -seeds seeds (200; 8 with -short, as under the race
+// TestSim runs -seeds seeds (200; 5 with -short, as under the race
 // detector), two at a time, each in its own bubble, and fails with the seed,
 // the violations and the last steps of each seed that broke an invariant.
 func TestSim(t *testing.T) {
@@ -50,8 +51,8 @@ func TestSim(t *testing.T) {
 		return
 	}
 	n := *seedsFlag
-	if testing.Short() && n > 8 {
-		n = 8
+	if testing.Short() && n > 5 {
+		n = 5
 	}
 	var (
 		mu     sync.Mutex
@@ -156,9 +157,8 @@ func TestSimFallBackWildcard(t *testing.T) {
 
 // TestSimFailedUpstreamEndsRun: a FAILED upstream left its downstream
 // WAITING forever, so the run never ended (found by I5 on seed 2, and on
-// most seeds, within 14 simulated minutes).
+// most seeds, within 14 simulated minutes). Fixed by issue 14.
 func TestSimFailedUpstreamEndsRun(t *testing.T) {
-	t.Skip("needs issue 14 item 3: failure propagation")
 	t.Parallel()
 	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
 		schedule: &cronForm{text: "*/5 * * * *", min: "*/5", hour: "*"},
@@ -171,7 +171,6 @@ func TestSimFailedUpstreamEndsRun(t *testing.T) {
 // started it while its upstream still ran (found by I3 on seeds 110, 154
 // and 181 of the first 200).
 func TestSimGateWaitsForUpstream(t *testing.T) {
-	t.Skip("needs issue 14 item 1: a released gate still waits for its upstreams")
 	t.Parallel()
 	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
 		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
@@ -208,4 +207,38 @@ func TestSimEverySecondNoOverlapSkip(t *testing.T) {
 		{name: "tick", timeout: 10 * time.Second, cron: &cronForm{text: "@every 1s", every: time.Second}, misfire: "fire_once", overlap: "skip"}}}
 	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC),
 		steps: advanceBy(10, 10*time.Second)})
+}
+
+// TestSimPropagationIsTransitive: an instance that failed without an
+// attempt, by propagation ("upstream p2.t2 failed") or by its wait_timeout
+// ("upstream … not done after 24h"), left its own downstream WAITING: the
+// run never ended. Found by I5 on seeds 91 and 193 of 200 (wait timeout,
+// after jumps of over a day), then, once mark and cancel joined the verbs
+// and changed every seed's draws, on seed 142 (propagation). Hand-built
+// worlds did not show it, so the case is the seed itself (a generator
+// change may call for a new one: run make sim with the restriction off).
+func TestSimPropagationIsTransitive(t *testing.T) {
+	t.Skip("needs issue 14 item 3: failure propagates transitively")
+	t.Parallel()
+	r := today
+	r.WaitBehindUnattempted = false
+	rep := Run(t, 142, Options{Restrict: r})
+	fail(t, rep)
+}
+
+// TestSimRerunWaitsForUpstream: a rerun of an instance that an operator
+// ended without an attempt (marked failed, or its run cancelled) went
+// FAILED → RUNNING at once, before its upstream had succeeded (found by I3
+// on seeds 20, 69 and 90 of 100, the first run with the mark and cancel
+// verbs). A rerun of one failed by its upstream waits, as it should.
+func TestSimRerunWaitsForUpstream(t *testing.T) {
+	t.Skip("needs issue 14: a rerun of an instance marked failed while waiting still waits for its upstreams")
+	t.Parallel()
+	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
+		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
+		tasks:    []*genTask{{name: "extract", timeout: 60 * time.Second}, {name: "load", timeout: 10 * time.Second, deps: []string{"extract"}}}}
+	steps := []step{{advance: 65 * time.Second}, {op: &engine.Op{Kind: engine.OpMark, Instance: 2, State: store.Failed}},
+		{op: &engine.Op{Kind: engine.OpRerun, Instance: 2}}, {advance: time.Minute}}
+	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 59, 0, 0, time.UTC),
+		steps: steps, latency: map[string]time.Duration{"p0.extract": 30 * time.Second}})
 }

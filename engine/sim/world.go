@@ -65,6 +65,15 @@ type Restrictions struct {
 	// WaitBehindFailed tolerates instances left WAITING behind a FAILED or
 	// KILLED upstream when checking that runs end (issue 14 item 3).
 	WaitBehindFailed bool
+	// WaitBehindUnattempted tolerates instances left WAITING behind an
+	// upstream that failed without an attempt: by its wait_timeout, or by
+	// propagation from its own upstream (issue 14 items 3 and 4: failure
+	// propagates transitively, and "its downstream follow rule 1").
+	WaitBehindUnattempted bool
+	// NoRerunUnattempted: operators never rerun an instance that failed
+	// without an attempt (cancelled, marked or failed by its upstream):
+	// issue 14, such a rerun starts it before its upstreams succeeded.
+	NoRerunUnattempted bool
 	// FallBackWildcard tolerates wildcard fires lost in the repeated hour
 	// of a fall-back day (issue 13 item 5).
 	FallBackWildcard bool
@@ -735,7 +744,25 @@ func (w *world) verb() {
 	}
 	r := w.rng
 	var op engine.Op
-	switch r.IntN(8) {
+	switch r.IntN(11) {
+	case 8:
+		in, ok := w.randomInstance(store.Waiting, store.Failed, store.Killed)
+		if !ok {
+			w.advance(time.Second)
+			return
+		}
+		op = engine.Op{Kind: engine.OpMark, Instance: in.ID, State: pick(r, []store.State{store.Success, store.Failed})}
+	case 9:
+		in, ok := w.randomInstance(store.Waiting, store.Scheduled, store.Running, store.Retrying)
+		if !ok {
+			w.advance(time.Second)
+			return
+		}
+		op = engine.Op{Kind: engine.OpCancel, Run: in.RunID}
+	case 10:
+		m := pick(r, []int{0, 2, 8})
+		op = engine.Op{Kind: engine.OpLimits, MaxRunning: &m}
+		w.limited = w.limited || m > 0
 	case 0:
 		t := w.randomTask()
 		op = engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: t.ID()}
@@ -766,7 +793,7 @@ func (w *world) verb() {
 		op = engine.Op{Kind: engine.OpKill, Instance: in.ID}
 	case 5, 6:
 		in, ok := w.randomInstance(store.Failed, store.Killed, store.Success)
-		if !ok {
+		if !ok || w.opts.Restrict.NoRerunUnattempted && in.Attempt == 0 {
 			w.advance(time.Second)
 			return
 		}
@@ -825,7 +852,7 @@ func (w *world) badVerb() {
 		return
 	}
 	var op engine.Op
-	switch r.IntN(9) {
+	switch r.IntN(12) {
 	case 0:
 		op = engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: "nosuch.task"}
 	case 1:
@@ -851,6 +878,20 @@ func (w *world) badVerb() {
 		op = engine.Op{Kind: engine.OpLimits, Global: &g}
 	case 7:
 		op = engine.Op{Kind: engine.OpLimits, Groups: map[string]float64{"nosuchgroup": 3}}
+	case 9:
+		in, ok := w.randomInstance(store.Running, store.Success)
+		if !ok {
+			return
+		}
+		op = engine.Op{Kind: engine.OpMark, Instance: in.ID, State: store.Success}
+	case 10:
+		in, ok := w.randomInstance(store.Failed)
+		if !ok {
+			return
+		}
+		op = engine.Op{Kind: engine.OpMark, Instance: in.ID, State: store.Running}
+	case 11:
+		op = engine.Op{Kind: engine.OpCancel, Run: 1 << 40}
 	default:
 		op = engine.Op{Kind: engine.OpPause, Scope: "galaxy", Target: w.randomTask().Pipeline}
 	}
@@ -879,6 +920,15 @@ func opString(op engine.Op) string {
 	s := fmt.Sprintf("%s %s%s", op.Kind, op.Scope, op.Target)
 	if op.Instance != 0 {
 		s += fmt.Sprintf(" instance %d", op.Instance)
+	}
+	if op.Run != 0 {
+		s += fmt.Sprintf(" run %d", op.Run)
+	}
+	if op.State != "" {
+		s += " " + string(op.State)
+	}
+	if op.MaxRunning != nil {
+		s += fmt.Sprintf(" max_running %d", *op.MaxRunning)
 	}
 	if op.Global != nil {
 		s += fmt.Sprintf(" global %v", *op.Global)

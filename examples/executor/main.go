@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,13 +35,36 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:9090", "address to serve dispatches on")
-	scheduler := fs.String("scheduler", "", "base URL of ax server to register with (optional)")
+	scheduler := fs.String("scheduler", "", "base URL of ax server to register with (optional); several, comma-separated, for an HA pair")
+	task := fs.String("task", "sync_orders", "task name to serve")
+	record := fs.String("record", "", "append \"task logical_time ticket\" to this file when the work succeeds (for tests)")
+	work := fs.Duration("work", 300*time.Millisecond, "how long the work takes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	x, err := executor.New(executor.Config{Address: "http://" + *listen, Scheduler: *scheduler, Logger: log,
-		Token: os.Getenv("AX_EXECUTOR_TOKEN"), Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{"sync_orders": syncOrders})
+	var scheds []string
+	for _, u := range strings.Split(*scheduler, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			scheds = append(scheds, u)
+		}
+	}
+	fn := func(ctx context.Context, a runner.Attempt) error {
+		if err := syncOrders(ctx, a, *work); err != nil {
+			return err
+		}
+		if *record == "" {
+			return nil
+		}
+		f, err := os.OpenFile(*record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(f, "%s %s %s\n", a.Task, a.LogicalTime.UTC().Format(time.RFC3339), a.Ticket)
+		return errors.Join(err, f.Sync(), f.Close())
+	}
+	x, err := executor.New(executor.Config{Address: "http://" + *listen, Schedulers: scheds, Logger: log,
+		Token: os.Getenv("AX_EXECUTOR_TOKEN"), Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{*task: fn})
 	if err != nil {
 		return err
 	}
@@ -65,10 +89,10 @@ func run(ctx context.Context, args []string) error {
 
 // syncOrders stands in for copying a day of orders: it uses the ticket as
 // its idempotency key, as every task that changes data must (R23).
-func syncOrders(ctx context.Context, a runner.Attempt) error {
+func syncOrders(ctx context.Context, a runner.Attempt, work time.Duration) error {
 	slog.Info("sync_orders", "logical_time", a.LogicalTime.Format(time.RFC3339), "batch", a.Params["batch"], "idempotency_key", a.Ticket)
 	select {
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(work):
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ax-sched/ax/store"
+)
+
+const gridPipeline = `pipeline: shop
+group: etl
+timezone: Asia/Shanghai
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: clean, depends_on: [sync], params: {ok: "no"}, command: ["sh", "-c", "test '{{ .Params.ok }}' = yes"]}
+`
+
+// TestConsolePagesInBrowser drives the grid, run, task and operations pages
+// in headless Chromium: the grid shows the states of three runs; each run
+// page colours the graph by that run alone and draws every attempt on a
+// time axis; the task page lists the next ten fires in the pipeline's zone
+// with its offset; a form with a bad value shows the API's refusal and
+// nothing changes. Screenshots go to the test's artifact directory.
+func TestConsolePagesInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	e := setupAPI(t, apiOpts{pipeline: gridPipeline})
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := func(at, ok string, onlySync bool) int64 {
+		t.Helper()
+		path, body := "/api/v1/pipelines/shop/trigger", fmt.Sprintf(`{"at": %q, "params": {"ok": %q}}`, at, ok)
+		if onlySync {
+			path, body = "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": %q}`, at)
+		}
+		if code, out := e.call("POST", path, body); code != 200 {
+			t.Fatalf("trigger at %s: %d %s", at, code, out)
+		}
+		var run int64
+		waitFor(t, func() bool {
+			ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{Pipeline: "shop", Limit: 1000})
+			for _, in := range ins {
+				if in.LogicalTime.In(shanghai).Format("2006-01-02") == at[:10] && in.State.Terminal() && (onlySync || in.TaskID == "shop.clean") {
+					run = in.RunID
+					return true
+				}
+			}
+			return false
+		})
+		return run
+	}
+	ok := runAt("2026-03-01T02:00:00", "yes", false)
+	bad := runAt("2026-03-02T02:00:00", "no", false)
+	only := runAt("2026-03-03T02:00:00", "", true)
+
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	shots := map[string][]byte{}
+	shoot := func(name string) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			b, err := chromedp.FullScreenshot(100)(ctx, tg)
+			shots[name] = b
+			return chromedp.Void{}, err
+		}
+	}
+	attr := func(sel, name string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.AttributeValue(css(sel), name))
+		if err != nil {
+			t.Fatalf("%s[%s]: %v (script errors: %v)", sel, name, err, scriptErrors())
+		}
+		return v.Value
+	}
+
+	// Grid: three runs, newest right, each cell its instance's state.
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/grid/shop"), chromedp.WaitVisible(css(`#grid td.cell[data-run="`+fmt.Sprint(only)+`"]`)), shoot("grid")); err != nil {
+		t.Fatalf("grid: %v (script errors: %v)", err, scriptErrors())
+	}
+	for _, c := range []struct {
+		task string
+		run  int64
+		want string
+	}{{"sync", ok, "SUCCESS"}, {"clean", ok, "SUCCESS"}, {"sync", bad, "SUCCESS"}, {"clean", bad, "FAILED"}, {"sync", only, "SUCCESS"}, {"clean", only, "NONE"}} {
+		if got := attr(fmt.Sprintf(`#grid tr[data-task=%q] td.cell[data-run="%d"]`, c.task, c.run), "data-state"); got != c.want {
+			t.Errorf("grid cell %s of run %d: %s, want %s", c.task, c.run, got, c.want)
+		}
+	}
+	heads, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#grid th[data-run]")].map(h => h.dataset.run)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{fmt.Sprint(ok), fmt.Sprint(bad), fmt.Sprint(only)}; strings.Join(heads, ",") != strings.Join(want, ",") {
+		t.Errorf("grid columns %v, want %v (oldest left, newest right)", heads, want)
+	}
+
+	// Run pages: each graph shows its own run only.
+	for _, c := range []struct {
+		run         int64
+		sync, clean string
+		attempts    int
+	}{{ok, "SUCCESS", "SUCCESS", 2}, {bad, "SUCCESS", "FAILED", 2}, {only, "SUCCESS", "NONE", 1}} {
+		err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/#/r/%d", e.srv.URL, c.run)), chromedp.WaitVisible(css(fmt.Sprintf(`#rungraph[data-run="%d"] g.node[data-task="clean"]`, c.run))),
+			chromedp.WaitVisible(css(`#gantt`)))
+		if err != nil {
+			t.Fatalf("run %d: %v (script errors: %v)", c.run, err, scriptErrors())
+		}
+		if s, cl := attr(`#rungraph g.node[data-task="sync"]`, "data-state"), attr(`#rungraph g.node[data-task="clean"]`, "data-state"); s != c.sync || cl != c.clean {
+			t.Errorf("run %d graph: sync %s, clean %s; want %s, %s", c.run, s, cl, c.sync, c.clean)
+		}
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#gantt .bar.attempt").length`))
+		if err != nil || n != c.attempts {
+			t.Errorf("run %d Gantt: %d attempt bars, want %d (%v)", c.run, n, c.attempts, err)
+		}
+		ticks, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#gantt .tick")].map(t => t.textContent)`))
+		if len(ticks) != 6 || !strings.HasSuffix(ticks[0], "+08:00") {
+			t.Errorf("run %d time axis ticks %q: want 6, in the pipeline's zone with its offset", c.run, ticks)
+		}
+		if c.run == bad {
+			if err := chromedp.Do(ctx, shoot("run-failed")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Task page: the next ten fires from the schedule, in the zone with the offset.
+	var fires []string
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/t/shop/clean"), chromedp.WaitVisible(css(`#nextfires li`)), shoot("task"))
+	if err == nil {
+		fires, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#nextfires li")].map(l => l.textContent)`))
+	}
+	if err != nil {
+		t.Fatalf("task page: %v (script errors: %v)", err, scriptErrors())
+	}
+	if len(fires) != 10 || !strings.HasSuffix(fires[0], "-01-01 00:00:00 +08:00") {
+		t.Errorf("next fires: %q, want ten New Years at midnight +08:00", fires)
+	}
+
+	// Forms: a bad value shows the API's error, and nothing changes.
+	before, _ := e.st.Runs(context.Background(), "shop", 100)
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-limits`)),
+		chromedp.SetValue(css(`#f-limits input[name="global"]`), "-5"),
+		chromedp.Click(css(`#f-limits button[type="submit"]`)),
+		chromedp.WaitVisible(css(`#f-limits .result.error`)),
+		chromedp.SetValue(css(`#f-trigger input[name="task"]`), "clen"),
+		chromedp.Click(css(`#f-trigger button[type="submit"]`)),
+		chromedp.WaitVisible(css(`#f-trigger .result.error`)),
+		chromedp.SetValue(css(`#f-backfill input[name="from"]`), "2026-13-01"),
+		chromedp.SetValue(css(`#f-backfill input[name="to"]`), "2026-03-05"),
+		chromedp.Click(css(`#f-backfill button[data-preview]`)),
+		chromedp.WaitVisible(css(`#f-backfill .result.error`)),
+		shoot("forms-refused"))
+	if err != nil {
+		t.Fatalf("forms: %v (script errors: %v)", err, scriptErrors())
+	}
+	for form, want := range map[string]string{"#f-limits": "global", "#f-trigger": `did you mean "clean"`, "#f-backfill": "2026-13-01"} {
+		got, err := chromedp.Run(ctx, chromedp.Text(css(form+" .result")))
+		if err != nil || !strings.Contains(got, want) {
+			t.Errorf("%s shows %q, want the API's error naming %s (%v)", form, got, want, err)
+		}
+	}
+	code, limits := e.call("GET", "/api/v1/limits", "")
+	var l struct{ Global float64 }
+	if code != 200 || json.Unmarshal([]byte(limits), &l) != nil || l.Global != 0 {
+		t.Errorf("limits after the refused form: %d %s", code, limits)
+	}
+	if after, _ := e.st.Runs(context.Background(), "shop", 100); len(after) != len(before) {
+		t.Errorf("runs: %d before the refused forms, %d after", len(before), len(after))
+	}
+	if bs, _ := e.st.Backfills(context.Background(), 100); len(bs) != 0 {
+		t.Errorf("backfills after a refused preview: %d", len(bs))
+	}
+
+	dir := t.ArtifactDir()
+	for name, b := range shots {
+		if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshots in %s", dir)
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestConsoleShowsRefusedReload: after a reload refused for an invalid
+// file, the pipelines page says the running set stays and shows the
+// file:line:col messages.
+func TestConsoleShowsRefusedReload(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "good.yaml"), gridPipeline)
+	write(t, filepath.Join(dir, "bad.yaml"), "pipeline: bad\ntasks:\n  - {name: z, function: noop, depends_on: [nosuch]}\n")
+	rl := newReloader([]string{dir}, "", 0, nil, slog.New(slog.DiscardHandler))
+	if st := rl.reload("files changed"); st.OK {
+		t.Fatal("the broken set was accepted")
+	}
+	e := setupAPI(t, apiOpts{pipeline: gridPipeline, reload: rl})
+	var text string
+	err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/"), chromedp.WaitVisible(chromedp.CSS(`#reload[data-ok="false"]`)))
+	if err == nil {
+		text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#reload`)))
+	}
+	if err != nil {
+		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
+	}
+	if !strings.Contains(text, "running pipelines stay") || !strings.Contains(text, filepath.Join(dir, "bad.yaml")+":3:") || !strings.Contains(text, "nosuch") {
+		t.Errorf("reload box: %q", text)
+	}
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}

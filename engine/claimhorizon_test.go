@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// TestClaimedAheadPastTheOldLeaseRunsOnce: the previous primary claimed an
+// instance ahead (RUNNING, started_at = its fire time) and died before that
+// time; its lease ended before the fire time, so it never started it. The
+// new primary starts it at its fire time with the same ticket, once, rather
+// than letting it time out as an unknown outcome.
+func TestClaimedAheadPastTheOldLeaseRunsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, `pipeline: ca
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: job, function: record, timeout: 10m}
+`)
+		e.stop()
+		ctx := context.Background()
+		now := time.Now()
+		// The old primary: its lease ends at now+3s; it claimed the instance for now+20s.
+		if _, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: "old", TTL: 3 * time.Second, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		fire := now.Add(20 * time.Second)
+		_, ins, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "ca", Trigger: "ca", Kind: store.RunManual, LogicalTime: fire, Actor: "old", Now: now,
+			Instances: []store.NewInstance{{TaskID: "ca.job", State: store.Scheduled, NextFireAt: fire}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticket, att := "claimed-ahead-ticket", 1
+		if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: store.Scheduled, To: store.Running,
+			Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &fire}, Now: now, Actor: "old", Reason: "claimed ahead"}); err != nil {
+			t.Fatal(err)
+		}
+		e.restart(Config{}, time.Minute)
+		calls := e.rec.snapshot()
+		if len(calls) != 1 || calls[0].ticket != ticket || !calls[0].at.Equal(fire) {
+			t.Fatalf("executions %+v, want one, with ticket %s, at its fire time %s", calls, ticket, fire)
+		}
+		in, _ := e.st.Instance(ctx, ins[0].ID)
+		if in.State != store.Success || in.Ticket != ticket || in.Attempt != 1 {
+			t.Errorf("instance %+v, want SUCCESS at attempt 1 with the same ticket", in)
+		}
+	})
+}

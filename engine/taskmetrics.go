@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// taskMetrics are the series people graph per pipeline and task: attempt
+// durations, how long due instances waited to start, and outcomes. Their
+// labels are names from the pipeline files only — never instance ids,
+// tickets or run ids — so their number is bounded by the definitions; with
+// Config.NoTaskLabels they carry the pipeline alone, for installations
+// with very many tasks.
+type taskMetrics struct {
+	withTask  bool
+	duration  *prometheus.HistogramVec
+	queueWait *prometheus.HistogramVec
+	outcomes  *prometheus.CounterVec
+	delay     *prometheus.HistogramVec // fire time → start of what is not a live fire, by kind
+}
+
+// durationBuckets span a quick function to a long batch job.
+var durationBuckets = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400}
+
+// delayBuckets span a retry's seconds to a backfill's months.
+var delayBuckets = []float64{.1, 1, 10, 60, 300, 900, 3600, 4 * 3600, 86400, 7 * 86400, 30 * 86400, 365 * 86400}
+
+func newTaskMetrics(reg prometheus.Registerer, withTask bool) *taskMetrics {
+	f := promauto.With(reg)
+	labels := []string{"pipeline"}
+	if withTask {
+		labels = append(labels, "task")
+	}
+	return &taskMetrics{
+		withTask: withTask,
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "ax_task_duration_seconds",
+			Help: "Duration of attempts, from start to the result recorded, by pipeline and task.", Buckets: durationBuckets}, labels),
+		queueWait: f.NewHistogramVec(prometheus.HistogramOpts{Name: "ax_task_queue_wait_seconds",
+			Help:    "Time from an instance's fire time (or retry time) to the start of its attempt, by pipeline and task: the rate limit, pools and the queue.",
+			Buckets: latencyBuckets}, labels),
+		outcomes: f.NewCounterVec(prometheus.CounterOpts{Name: "ax_task_outcomes_total",
+			Help: "Attempt outcomes by pipeline, task and outcome (success, failed, timeout, killed, refused)."}, append(labels, "outcome")),
+		delay: f.NewHistogramVec(prometheus.HistogramOpts{Name: "ax_dispatch_delay_seconds",
+			Help:    "Time from fire time to start for what is not a live schedule fire, by kind: catchup (a fire missed while no scheduler ran), retry, manual, backfill. Live fires are in ax_dispatch_latency_seconds.",
+			Buckets: delayBuckets}, []string{"kind"}),
+	}
+}
+
+func (m *taskMetrics) labels(t *taskInfo, more ...string) []string {
+	l := []string{t.def.Pipeline}
+	if m.withTask {
+		l = append(l, t.def.Name)
+	}
+	return append(l, more...)
+}
+
+// forget drops the series of a task removed by a reload.
+func (m *taskMetrics) forget(pipeline, task string) {
+	match := prometheus.Labels{"pipeline": pipeline}
+	if !m.withTask {
+		return // the pipeline's series may still have other tasks
+	}
+	match["task"] = task
+	m.duration.DeletePartialMatch(match)
+	m.queueWait.DeletePartialMatch(match)
+	m.outcomes.DeletePartialMatch(match)
+}
+
+// fireKind classifies an attempt's start for the latency metrics: a live
+// fire is the first attempt of a schedule run whose fire time came while
+// this scheduler ran; anything else has a kind of its own.
+func fireKind(a *attempt, termStart time.Time) string {
+	switch {
+	case a.kind == store.RunBackfill:
+		return "backfill"
+	case a.attempt > 1:
+		return "retry"
+	case a.kind == store.RunManual:
+		return "manual"
+	case a.due.Before(termStart):
+		return "catchup"
+	}
+	return "live"
+}
+
+// observeStart records an attempt handed to its executor at now.
+func (e *Engine) observeStart(a *attempt, now time.Time) {
+	wait := max(now.Sub(a.due).Seconds(), 0)
+	if k := fireKind(a, e.termStart); k == "live" {
+		e.m.latency.Observe(wait)
+	} else {
+		e.tm.delay.WithLabelValues(k).Observe(wait)
+	}
+	e.tm.queueWait.WithLabelValues(e.tm.labels(a.task)...).Observe(wait)
+}
+
+// observeEnd records an attempt's outcome (an attempt's status) at now.
+func (e *Engine) observeEnd(a *attempt, status string, now time.Time) {
+	e.tm.outcomes.WithLabelValues(e.tm.labels(a.task, status)...).Inc()
+	if status == "refused" {
+		return // it never ran
+	}
+	started := a.deadline.Add(-a.task.def.Timeout)
+	e.tm.duration.WithLabelValues(e.tm.labels(a.task)...).Observe(max(now.Sub(started).Seconds(), 0))
+}
