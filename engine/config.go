@@ -24,7 +24,7 @@ type Config struct {
 	GroupRates map[string]float64
 	// MaxRunning caps the local attempts (functions and commands) running at
 	// once; work over it waits in the queue in priority order. Zero means
-	// DefaultMaxRunning() (16 per CPU); negative means unlimited. HTTP
+	// DefaultMaxRunning() (8 per CPU); negative means unlimited. HTTP
 	// attempts are not counted: their executors bound their own work.
 	MaxRunning int
 	// GroupMaxRunning caps the attempts of each pipeline group running at
@@ -88,8 +88,10 @@ type Config struct {
 	// Registerer takes the engine's Prometheus metrics. Nil: a registry of
 	// the engine's own (never the default one), so engines never collide.
 	Registerer prometheus.Registerer
-	// LogMax bounds the output kept per attempt, in bytes: the last LogMax
-	// bytes are kept and what was dropped is counted. Default 1 MiB.
+	// LogMax bounds the output kept per attempt, in bytes of stored records
+	// (a line's bytes and its 5-byte header), in memory and in the store
+	// alike: the last lines are kept and what was dropped is counted.
+	// Default 1 MiB.
 	LogMax int
 	// LogFlush is how often the output of running attempts is written to
 	// the store (what a crash can lose). Default 1 s.

@@ -413,6 +413,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
 		keep := len(late)
 		if len(late) > 0 {
+			ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
 			skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
 			if !missed { // a short backlog: each runs late, at its fire time
 				onTime, late = append(late, onTime...), nil

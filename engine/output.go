@@ -44,7 +44,8 @@ type liveLog struct {
 	// Owned by the flusher (under flushMu).
 	seq        int
 	stored     []storedChunk
-	storedText int64
+	storedText int64 // text bytes kept in the store (what the header's bytes say)
+	storedSize int64 // their records' size, held to the limit
 	trimmed    int64 // bytes deleted from the store by trims
 	lost       int64 // bytes whose write failed
 }
@@ -52,6 +53,7 @@ type liveLog struct {
 type storedChunk struct {
 	seq  int
 	text int64
+	size int64 // len(Data): the records, headers included
 }
 
 // endedLog is an attempt that ended, waiting for its last write.
@@ -174,11 +176,16 @@ func (w *logWriter) flush(ctx context.Context, running bool) {
 		l.seq++
 		p.Chunks = append(p.Chunks, store.LogChunk{InstanceID: l.instance, Attempt: l.attempt, Seq: l.seq, Text: text,
 			Data: bytes.Clone(data), At: now})
-		l.stored = append(l.stored, storedChunk{l.seq, text})
+		l.stored = append(l.stored, storedChunk{l.seq, text, int64(len(data))})
 		l.storedText += text
+		l.storedSize += int64(len(data))
+		// The limit counts records as runner.Output does in memory (a line's
+		// bytes and its header), so output kept does not depend on how it
+		// fell into chunks.
 		trim := 0
-		for l.storedText > int64(w.limit) && len(l.stored) > 1 {
+		for l.storedSize > int64(w.limit) && len(l.stored) > 1 {
 			l.storedText -= l.stored[0].text
+			l.storedSize -= l.stored[0].size
 			l.trimmed += l.stored[0].text
 			l.stored = l.stored[1:]
 			trim = l.stored[0].seq
@@ -215,6 +222,7 @@ func (w *logWriter) flush(ctx context.Context, running bool) {
 					if l.instance == c.InstanceID && l.attempt == c.Attempt && l.seq == c.Seq {
 						l.lost += c.Text
 						l.storedText -= c.Text
+						l.storedSize -= int64(len(c.Data))
 						l.stored = l.stored[:len(l.stored)-1]
 					}
 				}

@@ -239,3 +239,51 @@ tasks:
 		}
 	})
 }
+
+// The limit is one rule for output that arrives at once and output that
+// arrives over many flushes: an attempt's stored records (each line's bytes
+// plus its 5-byte header) stay within LogMax. The in-memory buffer counted
+// headers while the store's trim counted only the text, so a task printing
+// short lines slowly kept more than twice what the same lines printed at
+// once kept, and more than LogMax in the store.
+func TestOutputLimitCountsTheSameSlowOrFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{LogMax: 8 << 10}, map[string]func(context.Context, runner.Attempt) error{
+			"s.slow": func(ctx context.Context, a runner.Attempt) error {
+				w := runner.OutputFrom(ctx).Writer(runner.StreamStdout)
+				for i := range 2000 {
+					fmt.Fprintf(w, "%04d\n", i) // 4 bytes of text, a 9-byte record
+					if i%100 == 99 {
+						time.Sleep(time.Second) // twenty chunks of 100 lines
+					}
+				}
+				return nil
+			},
+		}, `pipeline: s
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: slow, function: record}
+`)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "s.slow"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(30 * time.Second)
+		e.stop()
+		in := e.instances(store.InstanceFilter{TaskID: "s.slow"})[0]
+		got := attemptLines(t, e.st, in.ID, 1)
+		as, _ := e.st.Attempts(context.Background(), in.ID)
+		if len(as) != 1 {
+			t.Fatalf("attempts %+v", as)
+		}
+		// 8192 / 9 = 910 records fit; whole chunks of 100 lines (or 200, as
+		// the flush falls) are trimmed, so at least 910 - 200 stay.
+		n := int64(len(got))
+		if n*9 > 8<<10 || n < 710 || as[0].LogBytes != n*4 || as[0].LogBytes+as[0].LogDropped != 8000 {
+			t.Errorf("kept %d lines (%d stored bytes, %d text), dropped %d; want at most 8 KiB stored, 8000 text bytes in all", n, n*9, as[0].LogBytes, as[0].LogDropped)
+		}
+		if !strings.HasSuffix(last(got), " 1999") {
+			t.Errorf("last line %q, want 1999", last(got))
+		}
+	})
+}

@@ -114,6 +114,9 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 		skip, missed := misfireSplit(t.misfire, n, first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
 		for _, name := range t.tr.Tasks {
 			id := t.tr.Pipeline + "." + name
+			if ti := e.tasks[id]; ti != nil {
+				ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
+			}
 			list := late[id]
 			delete(late, id)
 			if len(list) == 0 || !missed {
@@ -157,6 +160,7 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 			continue
 		}
 		ti := e.tasks[id]
+		ti.backlog = now
 		skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
 		if !missed {
 			continue
