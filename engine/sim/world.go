@@ -896,6 +896,9 @@ func (w *world) badVerb() {
 		op = engine.Op{Kind: engine.OpPause, Scope: "galaxy", Target: w.randomTask().Pipeline}
 	}
 	op.Actor, op.Reason = "sim", "bad verb"
+	if ops, err := w.st.PendingOps(context.Background(), 1); err != nil || len(ops) > 0 {
+		return // a queued request may be applied meanwhile and change pauses or limits
+	}
 	before := w.chk.snapshot()
 	msg, err := w.do(p, op)
 	w.settle()
