@@ -65,7 +65,7 @@ type Config struct {
 	MisfireLimit int
 	// MisfireAfter is how late a fire must be, when a scheduler starts or a
 	// task is resumed, to count as missed and follow its misfire policy.
-	// Default 60 s (as Quartz's misfire threshold); later fires run late.
+	// Default DefaultMisfireAfter (5 s); fires less late than that run late.
 	MisfireAfter time.Duration
 	// Breaker tunes the per-task circuit breaker.
 	Breaker breaker.Config
@@ -154,7 +154,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.BreakerBaseRate = 10
 	}
 	if c.MisfireAfter == 0 {
-		c.MisfireAfter = time.Minute
+		c.MisfireAfter = DefaultMisfireAfter
 	}
 	if c.Now == nil {
 		c.Now = time.Now

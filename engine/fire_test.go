@@ -113,7 +113,7 @@ func TestMisfireAfterOutage(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", outage, policy), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					start := time.Now()
-					cfg := Config{MisfireAfter: 5 * time.Second}
+					cfg := Config{} // the default threshold: a 30 s outage is a misfire
 					e := setup(t, cfg, nil, fmt.Sprintf("pipeline: m\ntimezone: UTC\nschedule: \"@every 10s\"\nmisfire: %s\ntasks:\n  - {name: a, function: record}\n", policy))
 					// Stopped half a second before +40s: that fire is claimed ahead
 					// and given back at the stop, a missed fire like the others.
@@ -175,17 +175,17 @@ func short(d []time.Duration) string {
 }
 
 // TestShortOutageRunsLate: a backlog whose earliest fire is within
-// MisfireAfter (60 s by default) is no misfire: even under skip, each fire
-// runs late, once, and no misfire is logged.
+// MisfireAfter (here set to a minute) is no misfire: even under skip, each
+// fire runs late, once, and no misfire is logged.
 func TestShortOutageRunsLate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		e := setup(t, Config{}, nil, "pipeline: m\ntimezone: UTC\nschedule: \"@every 10s\"\nmisfire: skip\ntasks:\n  - {name: a, function: record}\n")
+		e := setup(t, Config{MisfireAfter: time.Minute}, nil, "pipeline: m\ntimezone: UTC\nschedule: \"@every 10s\"\nmisfire: skip\ntasks:\n  - {name: a, function: record}\n")
 		sleep(39*time.Second + 500*time.Millisecond)
 		e.stop()
 		before := len(e.rec.snapshot())
 		sleep(30 * time.Second) // back at +69.5s: +40s is 29.5 s late
-		e.restart(Config{}, 4*time.Second)
+		e.restart(Config{MisfireAfter: time.Minute}, 4*time.Second)
 		var got []time.Duration
 		for _, c := range e.rec.snapshot()[before:] {
 			got = append(got, c.logical.Sub(start))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -703,7 +704,7 @@ func (c *checker) upstreamStates(in *inst) string {
 // checkMisfires checks the second half of I4 for outages ended 5 s ago or
 // more: the fires that fell due while no engine ran follow the trigger's
 // misfire policy exactly (docs/schedules.md): all run late when the
-// earliest is at most a minute late; else fire_once runs exactly one, the
+// earliest is at most engine.DefaultMisfireAfter late; else fire_once runs exactly one, the
 // latest; skip none; fire_all the latest, up to the bound (10 here). A fire
 // is run when its run exists and its roots were not skipped by the policy.
 // Outages with a fault, a pause, or a fire just before them (possibly
@@ -739,7 +740,7 @@ func (c *checker) checkMisfires(now time.Time) {
 			}
 			policy := w.misfireOf(tr.Name())
 			want := len(missed)
-			if o.up.Sub(missed[0].at) > time.Minute {
+			if o.up.Sub(missed[0].at) > engine.DefaultMisfireAfter {
 				switch policy {
 				case "fire_once":
 					want = 1
