@@ -29,7 +29,6 @@ var (
 // Each restriction is lifted when `git merge main` brings the fix, and its
 // regression case below then runs instead of skipping.
 var today = Restrictions{
-	FirstFireLost: true, // issue 13 item 4; regression: TestSimOutageBeforeFirstRun
 	// issue 14 items 1, 5: fixed for FAILED and KILLED (regression:
 	// TestSimRerunWaitsForUpstream); open for SUCCESS, seeds 160, 161, 194.
 	NoRerunUnattemptedSuccess: true,
@@ -187,7 +186,6 @@ func TestSimGateWaitsForUpstream(t *testing.T) {
 // by I4's misfire check on seeds 4, 21, 29, 40, 51, 52 and 53 of the first
 // 60, the first time the check ran).
 func TestSimOutageBeforeFirstRun(t *testing.T) {
-	t.Skip("needs issue 13 item 4: misfire policies exact across any outage, also before a trigger's first run")
 	t.Parallel()
 	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
 		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
