@@ -15,6 +15,7 @@ const (
 	AlertTaskFailed    = "task_failed"    // retries exhausted (or a permanent error)
 	AlertMisfire       = "misfire_skipped"
 	AlertLeaderChange  = "leader_change"
+	AlertStoreGone     = "store_gone" // the SQLite file was deleted or replaced under the server
 )
 
 // AlertKinds lists every kind of alert, for routes and docs.

@@ -24,7 +24,7 @@ type Config struct {
 	GroupRates map[string]float64
 	// MaxRunning caps the local attempts (functions and commands) running at
 	// once; work over it waits in the queue in priority order. Zero means
-	// DefaultMaxRunning() (16 per CPU); negative means unlimited. HTTP
+	// DefaultMaxRunning() (8 per CPU); negative means unlimited. HTTP
 	// attempts are not counted: their executors bound their own work.
 	MaxRunning int
 	// GroupMaxRunning caps the attempts of each pipeline group running at

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
@@ -48,6 +49,7 @@ type attempt struct {
 	kind     store.RunKind           // of its run: what its start counts as in the latency metrics
 	due      time.Time               // its fire time
 	held     bool                    // claimed ahead: not handed to its executor yet
+	freed    *atomic.Bool            // its pool slot was given back (see Engine.free); set by track
 	// interrupted: still running when the shutdown grace ended and cancelled
 	// with errInterrupted; unless it succeeded it is given back, not failed.
 	interrupted bool
@@ -114,7 +116,12 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
-			continue
+			// Its task was removed from the files while it ran: still
+			// tracked, under its stored definition, so that it times out, can
+			// be killed and ends (FAILED, no retry: the task is gone).
+			if ti, err = e.removedTask(ctx, in.TaskID); err != nil {
+				return err
+			}
 		}
 		if a := e.running[in.ID]; a != nil && a.ticket == in.Ticket {
 			a.version = in.Version // running here already (the lease was retaken)
@@ -122,11 +129,13 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
 		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
-		if !e.prevLeaseEnd.IsZero() && !in.StartedAt.Before(e.prevLeaseEnd) {
-			// Claimed ahead for a fire time at or after the end of the previous
+		if !ti.removed && !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd) {
+			// Claimed ahead for a fire time after the end of the previous
 			// term's lease: that process started nothing so late (it starts held
 			// attempts only while its lease is safely held), so this one never
-			// started. It starts here at its fire time, with the same ticket.
+			// started. Strictly after: a lease released at once by a stopping
+			// primary ends at the very millisecond it may have started an
+			// attempt (a run-now, a held one opening), and that one did start. It starts here at its fire time, with the same ticket.
 			a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
 				attempt: in.Attempt, deadline: deadline, live: live, due: in.StartedAt, held: true}
 			e.track(in.ID, a)
@@ -555,6 +564,10 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		out := e.logs.start(id, a.attempt, fence)
 		started := e.cfg.Now()
 		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
+		// The slot is free for the next turn (its result, coming next, wakes
+		// the loop): a turn in between must still see this attempt running,
+		// for the overlap rule, which it does until the result is applied.
+		e.free(a)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
@@ -574,7 +587,10 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			continue
 		}
 		msg := fmt.Sprintf("timeout: no result within %s", a.task.def.Timeout)
-		if a.orphan {
+		switch {
+		case a.task.removed:
+			msg = fmt.Sprintf("timeout: no result within %s; its task was removed from the pipeline files while it ran, so it is not retried", a.task.def.Timeout)
+		case a.orphan:
 			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
 		}
 		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})

@@ -43,6 +43,9 @@ type taskInfo struct {
 	cross     []*taskInfo // upstreams in other pipelines
 	down      []*taskInfo // downstreams in the same pipeline
 	crossDown []*taskInfo // downstreams in other pipelines
+	// removed: no longer in the pipeline files; a stand-in, from the stored
+	// definition, for an instance that was running when it was removed.
+	removed bool
 }
 
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
@@ -98,8 +101,9 @@ type Engine struct {
 	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
 	watch         *watch          // the executor sweep's memory
 	execWG        sync.WaitGroup
-	again         chan struct{} // a turn stopped at its time budget: take the next one soon
-	pool          *pool         // concurrency caps and what runs against them
+	again         chan struct{}        // a turn stopped at its time budget: take the next one soon
+	pool          *pool                // concurrency caps and what runs against them
+	gone          map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m             *metrics
 	logs          *logWriter // task output (R41)
 	rm            retainMetrics
@@ -323,6 +327,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
 	e.epoch = l.Epoch
 	k := newKeeper(e.st, e.cfg, l, e.m.renewLate)
+	k.alert = e.notify // not recorded in the store: it is the store that is gone
 	keepCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keepWG sync.WaitGroup
 	keepWG.Go(func() { k.run(keepCtx) })

@@ -31,8 +31,10 @@ type keeper struct {
 	epoch    atomic.Int64
 	until    atomic.Int64 // UnixNano of the expiry of the last renewal
 	released atomic.Bool
+	gone     atomic.Bool // the store's file was deleted or replaced: nothing is safe to write
+	alert    func(Alert) // raises an alert (the store file gone), once per loss
 
-	lateMax  atomic.Int64 // the latest renewal so far past its due time, ns
+	lateMax  atomic.Int64 // the renewal done the latest past its due time so far, ns
 	lateHist prometheus.Histogram
 
 	events chan leaseEvent
@@ -62,7 +64,7 @@ func (k *keeper) set(l store.Lease) {
 // a renewal must have succeeded within TTL − renewal period, so that work
 // stops before the lease could expire, and the epoch must be the current one.
 func (k *keeper) held(now time.Time, epoch int64) bool {
-	if k == nil || k.released.Load() || epoch != k.epoch.Load() {
+	if k == nil || k.released.Load() || k.gone.Load() || epoch != k.epoch.Load() {
 		return false
 	}
 	return now.Before(time.Unix(0, k.until.Load()).Add(-k.every))
@@ -84,10 +86,13 @@ func (k *keeper) run(ctx context.Context) {
 		case <-t.C:
 		}
 		now := k.now()
-		if late := now.Sub(next); late > 0 {
+		lost := k.renew(ctx, now)
+		// Late is when the renewal was done, past when it was due: a timer
+		// that fired late and a database that answered slowly both count.
+		if late := k.now().Sub(next); late > 0 {
 			k.observeLate(late)
 		}
-		if lost := k.renew(ctx, now); lost != nil {
+		if lost != nil {
 			k.send(ctx, leaseEvent{err: lost})
 			return
 		}
@@ -122,6 +127,18 @@ func (k *keeper) renew(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	epoch := k.epoch.Load()
+	if err := k.st.Check(); err != nil {
+		if !k.gone.Swap(true) {
+			k.log.Error("store_file_gone", "err", err)
+			if k.alert != nil {
+				k.alert(Alert{Kind: AlertStoreGone, At: now, Message: err.Error() + "; dispatch stopped"})
+			}
+		}
+		return nil // dispatch stops (held is false) until the file is back
+	}
+	if k.gone.Swap(false) {
+		k.log.Warn("store_file_back")
+	}
 	l, err := k.st.RenewLease(ctx, store.LeaseParams{Holder: k.holder, Epoch: epoch, TTL: k.ttl, Now: now})
 	switch {
 	case errors.Is(err, store.ErrNotLeader):

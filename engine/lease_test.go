@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,5 +54,41 @@ func TestLeaseRenewsWhileTheLoopIsBusy(t *testing.T) {
 		if _, err := e.st.AcquireLease(context.Background(), store.LeaseParams{Holder: "other", TTL: 3 * time.Second, Now: time.Now()}); err != nil {
 			t.Errorf("after shutdown the lease is not free at once: %v", err)
 		}
+	})
+}
+
+// A store file deleted under a running server is noticed at the next
+// renewal: the process stops dispatching, reports standby and alerts once.
+func TestDeletedStoreFileStopsDispatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var alerts []Alert
+		sink := func(a Alert) { mu.Lock(); alerts = append(alerts, a); mu.Unlock() }
+		e := setup(t, Config{OnAlert: sink}, nil, "pipeline: p\ntimezone: UTC\nschedule: \"@every 1s\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(3 * time.Second)
+		if err := os.Remove(e.st.String()); err != nil {
+			t.Fatal(err)
+		}
+		sleep(6 * time.Second) // one renewal period, and a little
+		ran := len(e.rec.snapshot())
+		sleep(10 * time.Second)
+		if after := len(e.rec.snapshot()); after != ran {
+			t.Errorf("%d more executions after the store file was deleted", after-ran)
+		}
+		if e.eng.Primary() {
+			t.Error("still reports primary with its store file gone")
+		}
+		mu.Lock()
+		var gone []Alert
+		for _, a := range alerts {
+			if a.Kind == AlertStoreGone {
+				gone = append(gone, a)
+			}
+		}
+		mu.Unlock()
+		if len(gone) != 1 || !strings.Contains(gone[0].Message, "was deleted") {
+			t.Errorf("store_gone alerts: %+v, want one saying the file was deleted", gone)
+		}
+		e.stop()
 	})
 }

@@ -108,6 +108,7 @@ tasks:
 			for _, n := range []string{"t1", "t2"} {
 				body := fmt.Sprintf(`{"version":1,"pipeline":"inh","task":%q,"instance_id":%d,"ticket":%q,"callback":"http://old-primary/api/v1/results"}`, n, ids[n], tickets[n])
 				req, _ := http.NewRequest("POST", "http://exec-a/dispatch", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json") // as the scheduler sends it
 				resp, err := client.Do(req)
 				if err != nil || resp.StatusCode != 202 {
 					t.Fatalf("dispatch %s by the old primary: %v %v", n, resp, err)

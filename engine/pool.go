@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ax-sched/ax/defs"
 )
@@ -16,7 +18,7 @@ const MaxRunningBound = 1_000_000
 // commands) running at once when none is set: a multiple of the CPUs, so a
 // burst of 10,000 commands forks them a few dozen at a time instead of all
 // together, and the scheduler keeps its share of the machine.
-func DefaultMaxRunning() int { return 16 * runtime.NumCPU() }
+func DefaultMaxRunning() int { return 8 * runtime.NumCPU() }
 
 // Pools are the concurrency caps (R45): attempts running at once. MaxRunning
 // counts local attempts only (functions and commands run on this host; an
@@ -27,9 +29,14 @@ type Pools struct {
 	GroupMaxRunning map[string]int `json:"group_max_running,omitempty"`
 }
 
-// pool counts what runs, against the caps. Owned by the loop. One home for
-// the rule "may another attempt of this task start now?".
+// pool counts what runs, against the caps. One home for the rule "may
+// another attempt of this task start now?". The loop admits and counts
+// attempts; an attempt's goroutine gives its slot back the moment its
+// executor returns, before its output and result are written, so that the
+// caps bound the work running, not the store's latency. Safe for
+// concurrent use.
 type pool struct {
+	mu      sync.Mutex
 	caps    Pools
 	local   int // function and command attempts running
 	byGroup map[string]int
@@ -44,6 +51,8 @@ func isLocal(t *defs.Task) bool { return t.Executor.Kind != defs.ExecHTTP }
 
 // full says which cap holds another attempt of t back, or "" when none does.
 func (p *pool) full(t *taskInfo) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	d := t.def
 	if d.MaxRunning > 0 && p.byTask[t.id] >= d.MaxRunning {
 		return fmt.Sprintf("task %s has %d of %d running (max_running)", t.id, p.byTask[t.id], d.MaxRunning)
@@ -59,6 +68,8 @@ func (p *pool) full(t *taskInfo) string {
 
 // add counts an attempt of t as running.
 func (p *pool) add(t *taskInfo) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.byTask[t.id]++
 	p.byGroup[t.def.Group]++
 	if isLocal(t.def) {
@@ -68,6 +79,8 @@ func (p *pool) add(t *taskInfo) {
 
 // remove counts an attempt of t as ended.
 func (p *pool) remove(t *taskInfo) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.byTask[t.id]--; p.byTask[t.id] <= 0 {
 		delete(p.byTask, t.id)
 	}
@@ -90,7 +103,18 @@ func (e *Engine) track(id int64, a *attempt) {
 	if a.live {
 		e.runningByTask[a.task.id]++
 	}
+	a.freed = new(atomic.Bool)
 	e.pool.add(a.task)
+}
+
+// free gives a's pool slot back, once, from whichever comes first: its
+// executor returning or the loop forgetting it.
+func (e *Engine) free(a *attempt) bool {
+	if a.freed == nil || a.freed.Swap(true) { // not counted, or given back already
+		return false
+	}
+	e.pool.remove(a.task)
+	return true
 }
 
 // untrack forgets running instance id.
@@ -105,11 +129,13 @@ func (e *Engine) untrack(id int64) {
 			delete(e.runningByTask, a.task.id)
 		}
 	}
-	e.pool.remove(a.task)
+	e.free(a)
 }
 
 // set changes the caps: a nil global keeps it; a group at 0 lifts its cap.
 func (p *pool) set(global *int, groups map[string]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if global != nil {
 		p.caps.MaxRunning = *global
 	}
@@ -127,6 +153,8 @@ func (p *pool) set(global *int, groups map[string]int) {
 
 // limits returns a copy of the caps in force.
 func (p *pool) limits() Pools {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	out := Pools{MaxRunning: p.caps.MaxRunning}
 	if len(p.caps.GroupMaxRunning) > 0 {
 		out.GroupMaxRunning = maps.Clone(p.caps.GroupMaxRunning)
@@ -136,6 +164,8 @@ func (p *pool) limits() Pools {
 
 // publish sets the pool gauges.
 func (p *pool) publish(m *metrics) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	m.poolRunning.WithLabelValues("local").Set(float64(p.local))
 	for g := range p.caps.GroupMaxRunning {
 		m.poolRunning.WithLabelValues("group:" + g).Set(float64(p.byGroup[g]))

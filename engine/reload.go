@@ -291,12 +291,7 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 		a := e.held[id]
 		a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
 		delete(e.held, id)
-		delete(e.running, id)
-		if a.live {
-			if e.runningByTask[a.task.id]--; e.runningByTask[a.task.id] <= 0 {
-				delete(e.runningByTask, a.task.id)
-			}
-		}
+		e.untrack(id)
 		e.dropCachedRunOf(id)
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,7 +64,7 @@ func (e *Engine) retain(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if _, err := e.PrunePass(ctx); err != nil && ctx.Err() == nil {
+		if _, err := e.PrunePass(ctx, ""); err != nil && ctx.Err() == nil {
 			e.log.Warn("prune_failed", "err", err, "retry_in", e.cfg.RetainEvery.String())
 		}
 		t.Reset(e.cfg.RetainEvery)
@@ -79,8 +80,9 @@ func (e *Engine) primaryNow() bool {
 // PrunePass deletes, batch by batch, every run that ended before
 // Config.Retain ago, and records what went in the action log (action
 // "prune") and the metrics. It stops early when the lease is not safely
-// held. With Retain zero it does nothing.
-func (e *Engine) PrunePass(ctx context.Context) (store.PruneResult, error) {
+// held. With Retain zero it does nothing. actor is who asked for the pass
+// (an operator, for the action log); "" is the scheduler's own timer.
+func (e *Engine) PrunePass(ctx context.Context, actor string) (store.PruneResult, error) {
 	var total store.PruneResult
 	if e.cfg.Retain <= 0 {
 		return total, nil
@@ -100,7 +102,7 @@ func (e *Engine) PrunePass(ctx context.Context) (store.PruneResult, error) {
 		}
 		r, err := e.w().PruneBatch(ctx, p)
 		if err != nil {
-			e.recordPrune(ctx, now, total)
+			e.recordPrune(ctx, now, total, actor)
 			return total, fmt.Errorf("engine: prune runs ended before %s: %w", p.Before.UTC().Format(time.RFC3339), err)
 		}
 		total = total.Add(r)
@@ -115,24 +117,24 @@ func (e *Engine) PrunePass(ctx context.Context) (store.PruneResult, error) {
 		pause.Reset(e.cfg.RetainPause)
 		select {
 		case <-ctx.Done():
-			e.recordPrune(ctx, now, total)
+			e.recordPrune(ctx, now, total, actor)
 			return total, ctx.Err()
 		case <-pause.C:
 		}
 	}
-	e.recordPrune(ctx, now, total)
+	e.recordPrune(ctx, now, total, actor)
 	return total, nil
 }
 
 // recordPrune writes what a pass pruned to the action log and the log.
-func (e *Engine) recordPrune(ctx context.Context, now time.Time, r store.PruneResult) {
+func (e *Engine) recordPrune(ctx context.Context, now time.Time, r store.PruneResult, actor string) {
 	if r.Runs == 0 {
 		return
 	}
 	r.LastRun, r.More = 0, false
 	detail, _ := json.Marshal(r) // plain counters
 	reason := fmt.Sprintf("retention %s: %d finished run(s) that ended before %s", e.cfg.Retain, r.Runs, now.Add(-e.cfg.Retain).UTC().Format(time.RFC3339))
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "prune", Reason: reason, Detail: string(detail)}); err != nil {
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: cmp.Or(actor, Actor), Action: "prune", Reason: reason, Detail: string(detail)}); err != nil {
 		e.log.Warn("prune_not_recorded", "err", err)
 	}
 	e.log.Info("pruned", "runs", r.Runs, "instances", r.Instances, "history", r.History, "actions", r.Actions, "log_chunks", r.Chunks,

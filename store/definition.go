@@ -238,7 +238,15 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 	}
 	if len(last) == 1 {
 		sum.Last = &last[0]
-		sum.LastExecutor = last[0].Executor
+	}
+	// The last executor is the last attempt's: the newest instance may not
+	// have run (a scheduled task has one ahead).
+	ran, err := s.Instances(ctx, InstanceFilter{TaskID: id, Ran: true, Limit: 1})
+	if err != nil {
+		return Summary{}, err
+	}
+	if len(ran) == 1 {
+		sum.LastExecutor = ran[0].Executor
 	}
 	next := s.sb.Select("MIN(next_fire_at)").From("instances").
 		Where(sq.Eq{"task_id": id, "state": []string{string(Scheduled), string(Retrying)}})
@@ -278,8 +286,10 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 	}
 	sum.SuccessCount += p.Success
 	sum.FailureCount += p.Failed
-	if sum.Last == nil && p.LastInstance != 0 {
+	if len(ran) == 0 && p.LastInstance != 0 {
 		sum.LastExecutor = p.LastExecutor
+	}
+	if sum.Last == nil && p.LastInstance != 0 {
 		sum.Pruned = &p
 	}
 	return sum, nil

@@ -127,9 +127,20 @@ func TestOpenRefusesWhatIsNotAnAxStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
+	orig, err := os.ReadFile(foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = store.Open(ctx, foreign, store.Options{})
 	if !errors.Is(err, store.ErrSchema) || !strings.Contains(err.Error(), "belongs to another application (tables: users)") {
 		t.Errorf("foreign file: %v", err)
+	}
+	// Refused before anything was written to it: not even switched to WAL.
+	if after, _ := os.ReadFile(foreign); string(after) != string(orig) {
+		t.Errorf("the foreign file was modified (journal mode byte %d, was %d)", after[18], orig[18])
+	}
+	if _, err := os.Stat(foreign + "-wal"); err == nil {
+		t.Error("the foreign file got a -wal file")
 	}
 	db, _ = sql.Open("sqlite", foreign)
 	var n int

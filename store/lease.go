@@ -34,6 +34,7 @@ type LeaseParams struct {
 // holds it, or its holder let it expire. It fails with ErrLeaseHeld while
 // another holder's lease is unexpired.
 func (s *Store) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) {
+	s = s.leaseView()
 	name := leaseName(p.Name)
 	if p.Holder == "" || p.TTL <= 0 {
 		return Lease{}, fmt.Errorf("store: acquire lease: holder and a positive TTL are required")
@@ -77,6 +78,7 @@ func (s *Store) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) 
 // ErrNotLeader when the lease changed hands or expired: the caller must stop
 // dispatching at once.
 func (s *Store) RenewLease(ctx context.Context, p LeaseParams) (Lease, error) {
+	s = s.leaseView()
 	name := leaseName(p.Name)
 	var l Lease
 	err := s.inTx(ctx, "renew lease", func(tx *sql.Tx) error {
@@ -107,6 +109,7 @@ func (s *Store) RenewLease(ctx context.Context, p LeaseParams) (Lease, error) {
 // ReleaseLease gives the lease up at once (it expires now) if p.Holder still
 // holds p.Epoch, so that a standby can take over without waiting for the TTL.
 func (s *Store) ReleaseLease(ctx context.Context, p LeaseParams) error {
+	s = s.leaseView()
 	return s.inTx(ctx, "release lease", func(tx *sql.Tx) error {
 		b := s.sb.Update("leases").Set("expires_at", p.Now.UnixMilli()).
 			Where(sq.Eq{"name": leaseName(p.Name), "holder": p.Holder, "epoch": p.Epoch})

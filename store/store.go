@@ -36,9 +36,15 @@ type Store struct {
 	db     *sql.DB // writes; on SQLite a single connection, the one writer
 	read   *sql.DB // reads; on SQLite a pool of read-only connections in WAL mode
 	sb     sq.StatementBuilderType
-	target string     // for messages, without secrets
-	wstmts *stmtCache // statements prepared on db
-	rstmts *stmtCache // on read (the same cache when read is db)
+	target string      // for messages, without secrets
+	wstmts *stmtCache  // statements prepared on db
+	rstmts *stmtCache  // on read (the same cache when read is db)
+	file   os.FileInfo // the SQLite file as opened, to notice it deleted or replaced
+	// leases is the view of the store its lease methods use: on MySQL a pool
+	// of its own, so that renewing the lease never waits for a connection
+	// behind a burst of dispatch, result and output transactions; on SQLite
+	// the store itself (there is one writer).
+	leases *Store
 
 	// afterUpdate, set only by tests, runs between a transition's UPDATE and
 	// its history INSERT, to break the connection at the worst moment.
@@ -90,6 +96,9 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	if info, err := os.Stat(path); err == nil && info.IsDir() {
 		return nil, fmt.Errorf("store: open %s: %w: it is a directory; give a file path", path, ErrUnavailable)
 	}
+	if err := precheckSQLite(ctx, path); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -118,7 +127,59 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, s.d.translate(err))
 	}
+	if info, err := os.Stat(path); err == nil {
+		s.file = info
+	}
 	return s, nil
+}
+
+// precheckSQLite refuses an existing SQLite file of another application
+// before anything is written to it: the connections of the store switch a
+// file to WAL as they open, so the check reads it first through a
+// read-only connection with no pragmas. Files that are not SQLite at all
+// are left to the normal open, which reports them.
+func precheckSQLite(ctx context.Context, path string) error {
+	info, err := os.Stat(path)
+	if err != nil || info.Size() == 0 {
+		return nil // a new file: nothing to protect
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	s := &Store{d: dialectSQLite}
+	if err := s.checkForeignSQLite(ctx, conn); errors.Is(err, ErrSchema) {
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return nil
+}
+
+// ErrStoreFileGone is Check's error when the SQLite file was deleted or
+// replaced under the open store: writes would go to an unlinked inode that
+// nobody will ever read again.
+var ErrStoreFileGone = errors.New("store: the SQLite file is gone")
+
+// Check reports whether the store's SQLite file is still the one it opened
+// (not deleted, moved away or replaced). It reads no row; on MySQL it
+// always succeeds (the lease renewal is the check there).
+func (s *Store) Check() error {
+	if s.file == nil {
+		return nil
+	}
+	now, err := os.Stat(s.target)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s was deleted (%v): stop ax, restore the file from a backup or remove the -wal and -shm files, and start again", ErrStoreFileGone, s.target, err)
+	case !os.SameFile(s.file, now):
+		return fmt.Errorf("%w: %s was replaced by another file: stop ax and start it again on the file you mean", ErrStoreFileGone, s.target)
+	}
+	return nil
 }
 
 func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
@@ -158,7 +219,21 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", s.target, s.d.translate(err))
 	}
+	ldb := sql.OpenDB(conn)
+	ldb.SetMaxOpenConns(2)
+	ldb.SetMaxIdleConns(2)
+	ldb.SetConnMaxLifetime(time.Hour)
+	lstmts := newStmtCache(ldb)
+	s.leases = &Store{d: s.d, db: ldb, read: ldb, sb: s.sb, target: s.target, wstmts: lstmts, rstmts: lstmts}
 	return s, nil
+}
+
+// leaseView returns the store its lease methods run on.
+func (s *Store) leaseView() *Store {
+	if s.leases != nil {
+		return s.leases
+	}
+	return s
 }
 
 // redact renders a MySQL config without its password.
@@ -180,6 +255,9 @@ func (s *Store) Close() error {
 	err = errors.Join(err, s.db.Close())
 	if s.read != s.db {
 		err = errors.Join(err, s.read.Close())
+	}
+	if s.leases != nil {
+		err = errors.Join(err, s.leases.Close())
 	}
 	return err
 }

@@ -248,6 +248,10 @@ func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
 	if a.eng != nil && a.eng.Stats().Leader {
 		role = "primary"
 	}
+	if err := a.st.Check(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "role": role, "error": err.Error()})
+		return
+	}
 	if err := a.st.DB().PingContext(r.Context()); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "role": role, "error": "store: " + err.Error()})
 		return

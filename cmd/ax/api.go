@@ -103,8 +103,21 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "address %q is not a URL such as http://10.0.0.5:9090", req.Address)
 		return
 	}
+	if u.User != nil {
+		// It would be stored, listed by GET /api/v1/executors and logged.
+		apiError(w, http.StatusBadRequest, "address %s carries credentials: register the address alone (http://host:port); the scheduler authenticates with AX_EXECUTOR_TOKEN", u.Redacted())
+		return
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		apiError(w, http.StatusBadRequest, "address %q has a query or fragment: register the base URL alone (http://host:port[/path])", u.Redacted())
+		return
+	}
 	if req.Protocol != "" && req.Protocol != "http" {
 		apiError(w, http.StatusBadRequest, "protocol %q: only http is served", req.Protocol)
+		return
+	}
+	if len(req.Tasks) == 0 {
+		apiError(w, http.StatusBadRequest, `registration of %s names no tasks: list the tasks it runs, {"tasks": ["pipeline.task", …]}`, u.Redacted())
 		return
 	}
 	ids, err := a.taskIDs(req.Tasks)

@@ -60,6 +60,10 @@ func TestExecutorAPI(t *testing.T) {
 		{"/api/v1/executors/register", `{"address":"10.0.0.5","tasks":["sync_orders"]}`, "is not a URL"},
 		{"/api/v1/executors/register", `{"address":"http://h:1","tasks":["nosuch"]}`, "no http task named nosuch"},
 		{"/api/v1/executors/register", `{"address":"http://h:1","tasks":[],"extra":1}`, `unknown field "extra"`},
+		{"/api/v1/executors/register", `{"address":"http://h:1","tasks":[]}`, "names no tasks: list the tasks it runs"},
+		{"/api/v1/executors/register", `{"address":"http://h:1"}`, "names no tasks"},
+		{"/api/v1/executors/register", `{"address":"http://ops:s3cret@h:1","tasks":["sync_orders"]}`, "carries credentials: register the address alone"},
+		{"/api/v1/executors/register", `{"address":"http://h:1/?token=abc","tasks":["sync_orders"]}`, "has a query or fragment"},
 		{"/api/v1/executors/heartbeat", `{}`, "malformed heartbeat"},
 		{"/api/v1/executors/heartbeat", `{"address":"http://nobody:1"}`, "is not registered: register first"},
 	} {
@@ -70,6 +74,9 @@ func TestExecutorAPI(t *testing.T) {
 	}
 	if exs, _ := st.Executors(context.Background(), ""); len(exs) != 1 {
 		t.Errorf("bad requests changed the registry: %+v", exs)
+	}
+	if acts, _ := st.Actions(context.Background(), store.LogFilter{}); len(acts) != 0 {
+		t.Errorf("refused registrations wrote %d action row(s)", len(acts))
 	}
 }
 

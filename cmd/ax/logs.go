@@ -343,6 +343,7 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		return nil
 	}
 	q.Set("follow", "true")
+	ended := false // the header said how the attempt ended: its end event says it again
 	return c.stream(ctx, path+q.Encode(), func(raw []byte) error {
 		if f.json {
 			_, err := w.Write(append(raw, '\n'))
@@ -355,9 +356,10 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		switch {
 		case ev.Header != nil:
 			writeLogHeader(w, *ev.Header)
+			ended = !ev.Header.Running
 		case ev.Line != nil:
 			writeLogLine(w, *ev.Line)
-		case ev.End != nil:
+		case ev.End != nil && !ended:
 			writeLogEnd(w, *ev.End)
 		}
 		return nil

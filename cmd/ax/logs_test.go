@@ -473,3 +473,18 @@ func TestLogsOfATaskAddedByReload(t *testing.T) {
 		t.Errorf("ax logs extra.hi: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// `ax logs -f` of an attempt that has ended already prints its end once:
+// the header says how it ended, and the stream's end event repeated it.
+func TestLogsFollowOfAnEndedAttemptSaysItsEndOnce(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	e.waitState("shop.binary", store.Success)
+	code, out, errOut := runAx(t, "logs", "shop.binary", "-f", "--server", e.srv.URL)
+	if code != exitOK || strings.Count(out, "success (exit status 0)") != 1 || !strings.Contains(out, `stdout| ok\xff`) {
+		t.Errorf("ax logs -f of an ended attempt: exit %d\n%s%s", code, out, errOut)
+	}
+}

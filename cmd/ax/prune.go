@@ -106,7 +106,7 @@ func (a *admin) pruneNow(r *http.Request) (any, error) {
 		return nil, errf(http.StatusConflict, "this server keeps everything (--retain 0): nothing to prune")
 	}
 	now := a.now()
-	res, err := a.eng.PrunePass(r.Context())
+	res, err := a.eng.PrunePass(r.Context(), actorOf(r))
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,11 @@ func TestPruneDryRunAndNow(t *testing.T) {
 	if len(acts) != 1 || !strings.Contains(acts[0].Detail, `"runs":1`) {
 		t.Errorf("prune actions: %+v", acts)
 	}
+	// A pass an operator asked for is theirs in the action log, like every
+	// other operation (the timer's passes are the scheduler's).
+	if len(acts) == 1 && !strings.HasPrefix(acts[0].Actor, "operator") {
+		t.Errorf("prune by ax prune recorded as actor %q, reason %q; want operator (the CLI's operator:$USER)", acts[0].Actor, acts[0].Reason)
+	}
 }
 
 func TestParseRetainAndSize(t *testing.T) {

@@ -78,6 +78,14 @@ var rows = []row{
 		Sub: "CronScheduling/ax_10k", BaseSub: "CronScheduling/gocron_10k", Figure: "B/task", Baseline: "B/task", Target: "< 1 (less memory)"},
 	{Name: "7 cron 10,000 tasks: CPU ms per simulated hour, ax vs gocron v2", Pkg: "./engine", Bench: "TestCronSchedulingVersusPeers", Test: true,
 		Sub: "CronScheduling/ax_10k", BaseSub: "CronScheduling/gocron_10k", Figure: "cpu-ms/h", Baseline: "cpu-ms/h"},
+	{Name: "10 burst, 10,000 command tasks due in 1 s, SQLite: fire->start p99 (ms) vs all done (s)", Pkg: "./cmd/ax", Bench: "TestBurstOfTenThousandCommands", Test: true,
+		Sub: "Burst/sqlite", Figure: "fire-start-p99-ms", Baseline: "burst-s", Ratio: "duplicates", Target: "0 duplicates, 0 failures"},
+	{Name: "10 burst, SQLite: API p99 (ms) vs worst lease renewal (ms)", Pkg: "./cmd/ax", Bench: "TestBurstOfTenThousandCommands", Test: true,
+		Sub: "Burst/sqlite", Figure: "api-p99-ms", Baseline: "renew-late-ms", Ratio: "leader-changes", Target: "< 100 ms, renewal < TTL/3, 0 leader changes"},
+	{Name: "10 burst, 2 MariaDB servers, TTL 3 s: fire->start p99 (ms) vs all done (s)", Pkg: "./cmd/ax", Bench: "TestBurstOfTenThousandCommands", Test: true,
+		Sub: "Burst/mysql", Figure: "fire-start-p99-ms", Baseline: "burst-s", Ratio: "duplicates", Target: "0 duplicates, 0 failures"},
+	{Name: "10 burst, 2 MariaDB servers: API p99 (ms) vs worst lease renewal (ms)", Pkg: "./cmd/ax", Bench: "TestBurstOfTenThousandCommands", Test: true,
+		Sub: "Burst/mysql", Figure: "api-p99-ms", Baseline: "renew-late-ms", Ratio: "leader-changes", Target: "< 100 ms, renewal < 1000 ms, 0 leader changes"},
 }
 
 // benchLine matches a result line: name, iterations, then value-unit pairs.

@@ -72,16 +72,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: x.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
 	go func() { _ = x.Run(ctx) }()
 	log.Info("executor_listening", "addr", *listen, "tasks", x.Tasks())
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	// Behind the door (timeouts, connection caps, JSON, Host and Origin checks).
+	if err := x.Serve(ctx, ln); !errors.Is(err, http.ErrServerClosed) && err != nil {
 		return err
 	}
 	return nil

@@ -29,13 +29,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ax-sched/ax/door"
 	"github.com/ax-sched/ax/runner"
 )
 
@@ -178,13 +181,48 @@ const maxDispatch = 1 << 20
 // Handler serves POST /dispatch, POST /kill, POST /status and GET /healthz. With
 // Config.Token set, dispatches and kills must carry it (the scheduler sends
 // its AX_EXECUTOR_TOKEN): nobody else can make this executor run a task.
+// It stands behind the same door as ax server (package door): dispatches
+// and kills need Content-Type: application/json, a foreign Origin is
+// refused, and on a loopback address a foreign Host too (DNS rebinding).
 func (x *Executor) Handler() http.Handler {
+	return door.Guard(x.doorConfig(), x.mux())
+}
+
+func (x *Executor) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dispatch", x.fromScheduler(x.serveDispatch))
 	mux.HandleFunc("POST /kill", x.fromScheduler(x.serveKill))
 	mux.HandleFunc("POST /status", x.fromScheduler(x.serveStatus))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
+}
+
+func (x *Executor) doorConfig() door.Config {
+	c := door.Config{}
+	if u, err := url.Parse(x.cfg.Address); err == nil {
+		c.Listen = u.Host
+	}
+	return c
+}
+
+// Serve serves Handler on ln until ctx ends, with the door's server
+// timeouts and connection caps (idle or trickling clients cannot exhaust
+// the executor's descriptors); then it shuts down, letting requests in
+// flight finish for up to 10 s.
+func (x *Executor) Serve(ctx context.Context, ln net.Listener) error {
+	srv := door.NewServer(x.doorConfig(), x.mux())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := srv.Shutdown(shutdown)
+		<-errc
+		return err
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

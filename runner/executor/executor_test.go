@@ -375,8 +375,9 @@ func TestTokenGoesToTheSchedulerOnly(t *testing.T) {
 		go func() { x.Run(ctx); close(done) }()
 		for i, callback := range []string{"http://sched.test/api/v1/results", "http://elsewhere.test/results"} {
 			d := fmt.Sprintf(`{"version":1,"task":"a","instance_id":%d,"ticket":"t%d","deadline":"2100-01-01T00:00:00Z","callback":%q}`, i+1, i, callback)
-			req := httptest.NewRequest("POST", "/dispatch", strings.NewReader(d))
+			req := httptest.NewRequest("POST", "http://127.0.0.1:9999/dispatch", strings.NewReader(d))
 			req.Header.Set("Authorization", "Bearer x-tok") // as the scheduler sends it
+			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			x.Handler().ServeHTTP(rec, req)
 			if rec.Code/100 != 2 {
@@ -431,5 +432,43 @@ func TestDispatchNeedsTheSharedToken(t *testing.T) {
 	r, err = runner.NewHTTP(http.DefaultClient, url).WithToken("shared").Execute(context.Background(), at)
 	if err != nil || r.Status != runner.StatusSuccess || ran.Load() != 1 {
 		t.Errorf("with the token: %+v %v, %d runs", r, err, ran.Load())
+	}
+}
+
+// The SDK's server stands behind the door: a page of another site cannot
+// make it run a task (text/plain, foreign Origin, rebound Host), and
+// nothing runs.
+func TestExecutorDoor(t *testing.T) {
+	t.Parallel()
+	ran := make(chan struct{}, 4)
+	x, err := New(Config{Address: "http://127.0.0.1:9999", Client: &http.Client{}},
+		map[string]runner.Func{"a": func(context.Context, runner.Attempt) error { ran <- struct{}{}; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := `{"version":1,"task":"a","instance_id":1,"ticket":"t1","deadline":"2100-01-01T00:00:00Z","callback":"http://127.0.0.1:1/r"}`
+	for _, tc := range []struct {
+		name, host, ctype, origin string
+		code                      int
+	}{
+		{"form post", "127.0.0.1:9999", "text/plain", "", 415},
+		{"foreign origin", "127.0.0.1:9999", "application/json", "https://evil.example", 403},
+		{"rebound host", "evil.example:9999", "application/json", "", 403},
+	} {
+		req := httptest.NewRequest("POST", "http://"+tc.host+"/dispatch", strings.NewReader(d))
+		req.Header.Set("Content-Type", tc.ctype)
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		rec := httptest.NewRecorder()
+		x.Handler().ServeHTTP(rec, req)
+		if rec.Code != tc.code {
+			t.Errorf("%s: %d %s, want %d", tc.name, rec.Code, rec.Body, tc.code)
+		}
+	}
+	select {
+	case <-ran:
+		t.Error("a refused dispatch ran")
+	default:
 	}
 }

@@ -59,6 +59,7 @@ func TestSchedulersFollowThePrimary(t *testing.T) {
 	d := `{"version":1,"pipeline":"p","task":"job","instance_id":7,"ticket":"tk-1","callback":"` + dead.URL + `/api/v1/results"}`
 	req, _ := http.NewRequest("POST", h.URL+"/dispatch", strings.NewReader(d))
 	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Content-Type", "application/json") // as the scheduler sends it
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 202 {
 		t.Fatalf("dispatch: %v %v", resp, err)

@@ -35,7 +35,7 @@ func oldRun(t *testing.T, s *store.Store, logical, at time.Time, backfill int64,
 		}
 		exec, ticket := "local:h", "tk-"+time.Duration(in.ID).String()
 		v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Running, Now: at, Actor: "t", Reason: "t",
-			Set: store.Changes{Ticket: &ticket, Executor: &exec, StartedAt: &at}, Action: &store.Action{Actor: "t", Action: "dispatch", TaskID: in.TaskID}})
+			Set: store.Changes{Ticket: &ticket, Attempt: ptr(1), Executor: &exec, StartedAt: &at}, Action: &store.Action{Actor: "t", Action: "dispatch", TaskID: in.TaskID}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +135,9 @@ func testPrune(t *testing.T, s *store.Store) {
 	after, err := s.TaskSummary(ctx(), "a.x")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before.LastExecutor != "local:h" {
+		t.Errorf("summary before pruning: last executor %q, want local:h (the newest instance, scheduled, has none)", before.LastExecutor)
 	}
 	if after.SuccessCount != before.SuccessCount || after.FailureCount != before.FailureCount || after.LastExecutor != before.LastExecutor {
 		t.Errorf("summary before %d/%d %q, after %d/%d %q: want it kept", before.SuccessCount, before.FailureCount, before.LastExecutor,

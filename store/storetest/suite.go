@@ -204,8 +204,14 @@ func testTransition(t *testing.T, s *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum, _ := s.TaskSummary(ctx(), "a.x"); !sum.NextFireAt.Equal(T0.Add(time.Hour)) {
+	sum, _ = s.TaskSummary(ctx(), "a.x")
+	if !sum.NextFireAt.Equal(T0.Add(time.Hour)) {
 		t.Errorf("next fire time = %s, want the scheduled instance's %s", sum.NextFireAt, T0.Add(time.Hour))
+	}
+	// The last executor is that of the last attempt, not of the newest
+	// instance, which has not run (a scheduled task always has one ahead).
+	if sum.Last == nil || sum.Last.State != store.Scheduled || sum.LastExecutor != "local" {
+		t.Errorf("with an instance ahead: last %+v, last executor %q, want the scheduled one and \"local\"", sum.Last, sum.LastExecutor)
 	}
 	acts, _ := s.Actions(ctx(), store.LogFilter{InstanceID: x.ID})
 	if len(acts) != 1 || acts[0].Action != "dispatch" || acts[0].Ticket != "tk-1" {

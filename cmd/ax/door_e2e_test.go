@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// 5,000 idle connections to a real ax server neither stop a scheduled
+// command from running nor keep an API call out.
+func TestIdleConnectionsDoNotStopTheServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real server and 5,000 connections")
+	}
+	dir, record := e2ePipeline(t)
+	target := "sqlite:" + filepath.Join(t.TempDir(), "ax.db")
+	const addr = "127.0.0.1:18162"
+	srv := startServer(t, target, dir, "--listen", addr)
+	waitFor(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	})
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 5000 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("after %d idle connections: %v", len(idle), err)
+		}
+		idle = append(idle, c)
+	}
+	before, _ := os.ReadFile(record)
+	time.Sleep(3 * time.Second) // the e2e pipeline fires every second
+	after, _ := os.ReadFile(record)
+	if len(after) <= len(before) {
+		t.Errorf("no scheduled command ran behind 5,000 idle connections (%d bytes recorded before, %d after)", len(before), len(after))
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/api/v1/status")
+	if err != nil {
+		t.Fatalf("API call behind 5,000 idle connections: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("API call: %d", resp.StatusCode)
+	}
+	srv.stop(t)
+}
+
+// SIGTERM with a command running: after --shutdown-grace the command is
+// stopped and given back, RETRYING without using an attempt, reason
+// "interrupted by shutdown" — not FAILED.
+func TestSIGTERMGivesRunningCommandsBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real server")
+	}
+	dir := t.TempDir()
+	fire := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	src := fmt.Sprintf("pipeline: slow\ntimezone: UTC\nschedule: \"%d %d %d %d %d *\"\ntasks:\n  - {name: sleep, command: [\"sleep\", \"60\"], timeout: 5m, retry: {count: 2, interval: 1s}}\n",
+		fire.UTC().Second(), fire.UTC().Minute(), fire.UTC().Hour(), fire.UTC().Day(), int(fire.UTC().Month()))
+	if err := os.WriteFile(filepath.Join(dir, "slow.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := "sqlite:" + filepath.Join(t.TempDir(), "ax.db")
+	st := openStore(t, target)
+	srv := startServer(t, target, dir, "--shutdown-grace", "1s")
+	ctx := context.Background()
+	var in store.Instance
+	waitForWithin(t, 30*time.Second, func() bool {
+		ins, err := st.Instances(ctx, store.InstanceFilter{TaskID: "slow.sleep", States: []store.State{store.Running}, Limit: 1})
+		if err == nil && len(ins) == 1 && time.Now().After(ins[0].StartedAt.Add(500*time.Millisecond)) {
+			in = ins[0]
+			return true
+		}
+		return false
+	})
+	start := time.Now()
+	_ = srv.cmd.Process.Signal(syscall.SIGTERM)
+	if err := srv.cmd.Wait(); err != nil {
+		t.Errorf("server exit: %v", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("shutdown took %s with a 1 s grace", took)
+	}
+	got, err := st.Instance(ctx, in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.Retrying || got.Attempt != 0 || !strings.Contains(got.Error, "interrupted by shutdown") {
+		t.Errorf("after SIGTERM: %s attempt %d %q; want RETRYING, attempt 0, interrupted by shutdown", got.State, got.Attempt, got.Error)
+	}
+}

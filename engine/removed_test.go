@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/store"
+)
+
+const withB = "pipeline: p\ntimezone: UTC\nschedule: \"@every 2m\"\ntasks:\n  - {name: a, function: record}\n  - {name: b, function: record, timeout: 30s, retry: {count: 3, interval: 1s}}\n"
+const withoutB = "pipeline: p\ntimezone: UTC\nschedule: \"@every 2m\"\ntasks:\n  - {name: a, function: record}\n"
+
+// leftRunning records b's first instance RUNNING, as a process that crashed
+// while b ran would have left it, and returns it.
+func leftRunning(t *testing.T, e *env) store.Instance {
+	t.Helper()
+	ins := e.instances(store.InstanceFilter{TaskID: "p.b"})
+	if len(ins) == 0 {
+		t.Fatal("no instance of p.b")
+	}
+	in := ins[0]
+	// Started a second before that process's lease ended: it really ran.
+	ticket, att, now, started := "left-behind", 1, time.Now(), time.Now().Add(-time.Second)
+	v, err := e.st.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Running,
+		Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started}, Now: now, Actor: "test", Reason: "dispatched by a process that then crashed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.State, in.Version, in.Ticket = store.Running, v, ticket
+	return in
+}
+
+// restartWithout runs a new engine on e's store with the pipelines of src.
+func (e *env) restartWithout(src string) (*Engine, func()) {
+	e.t.Helper()
+	p, errs := defs.Parse("p0.yaml", []byte(src), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		e.t.Fatal(errs)
+	}
+	g, errs := dag.Compile([]*defs.Pipeline{p}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	if errs.Err() != nil {
+		e.t.Fatal(errs)
+	}
+	eng, err := New(Config{Holder: "test-2"}, e.st, g, e.eng.execs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	synctest.Wait()
+	return eng, func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Error(err)
+		}
+	}
+}
+
+// A RUNNING instance whose task was removed from the files is still
+// tracked: it times out at its deadline (and is not retried: its task is
+// gone), rather than staying RUNNING forever.
+func TestRemovedRunningTaskTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, withB)
+		e.stop()
+		in := leftRunning(t, e)
+		eng, stop := e.restartWithout(withoutB)
+		if got := eng.Stats().Running; got != 1 {
+			t.Errorf("running after the restart: %d, want the removed task's instance tracked", got)
+		}
+		sleep(35 * time.Second)
+		stop()
+		got, err := e.st.Instance(context.Background(), in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != store.Failed || !strings.Contains(got.Error, "removed from the pipeline files") {
+			t.Errorf("removed task's instance: %s %q; want FAILED saying its task was removed", got.State, got.Error)
+		}
+	})
+}
+
+// …and it can be killed.
+func TestRemovedRunningTaskCanBeKilled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, withB)
+		e.stop()
+		in := leftRunning(t, e)
+		eng, stop := e.restartWithout(withoutB)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := eng.Do(ctx, Op{Kind: OpKill, Instance: in.ID, Actor: "operator:ann"}); err != nil {
+			t.Fatalf("kill: %v", err)
+		}
+		sleep(time.Second)
+		stop()
+		got, _ := e.st.Instance(context.Background(), in.ID)
+		if got.State != store.Killed {
+			t.Errorf("removed task's instance after a kill: %s %q", got.State, got.Error)
+		}
+	})
+}
