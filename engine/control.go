@@ -413,6 +413,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
 		keep := len(late)
 		if len(late) > 0 {
+			ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
 			skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
 			if !missed { // a short backlog: each runs late, at its fire time
 				onTime, late = append(late, onTime...), nil
@@ -718,9 +719,11 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 		}
 		e.dropCachedRunOf(in.ID)
 		again = append(again, in)
-		if neverRan(in) {
-			// Failed without running, because of an upstream: it comes back to
-			// WAITING and runs when its upstreams succeed, never before them.
+		if (in.State == store.Failed || in.State == store.Killed) && in.Attempt == 0 {
+			// Ended without running (its upstream failed, its wait limit
+			// passed, or an operator marked it or cancelled its run): it comes
+			// back to WAITING, and the readiness rule (bringBack settles it)
+			// runs it when its upstreams succeed, never before them.
 			if err := e.bringBackOne(ctx, in, op.Actor, now); err != nil {
 				return "", err
 			}

@@ -223,7 +223,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 					}
 					held = heldBy[p.task.id]
 				}
-				switch overlapDecide(p.task.def.Overlap, due, now, live-held, held, claimed[p.task.id]) {
+				switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, live-held, held, claimed[p.task.id]) {
 				case overlapLater:
 					waiting = append(waiting, it.Value)
 					if later.IsZero() || due.Before(later) {

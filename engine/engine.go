@@ -43,6 +43,11 @@ type taskInfo struct {
 	cross     []*taskInfo // upstreams in other pipelines
 	down      []*taskInfo // downstreams in the same pipeline
 	crossDown []*taskInfo // downstreams in other pipelines
+	// backlog is when the misfire rule last judged the task's missed fires
+	// (at the start, or at a resume): an instance due then or before that
+	// it chose to run is a catch-up, which the overlap rule queues, never
+	// skips.
+	backlog time.Time
 	// removed: no longer in the pipeline files; a stand-in, from the stored
 	// definition, for an instance that was running when it was removed.
 	removed bool

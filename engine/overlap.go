@@ -21,19 +21,20 @@ const (
 )
 
 // lateFire is how late an instance may be and still count as arriving on
-// time; a later one (a catch-up the misfire policy chose to run, or one held
-// back by the rate limit) queues behind a running attempt instead of being
-// skipped.
+// time; a later one (held back by the rate limit, say) queues behind a
+// running attempt instead of being skipped. A catch-up the misfire rule
+// chose to run (due at or before backlog) queues however little late it is.
 const lateFire = 2 * time.Second
 
 // overlapDecide applies a task's overlap policy to its instance due at due,
 // at time now. running counts the task's attempts of schedule runs that
 // really run (started); held those claimed ahead that have not started yet;
-// claimed those dispatched in the current batch. The policy is judged at the
+// claimed those dispatched in the current batch; backlog is when the misfire
+// rule last judged the task's missed fires. The policy is judged at the
 // fire time against attempts really running then: an instance not due yet
 // is claimed ahead only when nothing else of the task is live, since nobody
 // can know whether the attempt running now still runs at its fire time.
-func overlapDecide(p defs.Overlap, due, now time.Time, running, held, claimed int) overlapVerdict {
+func overlapDecide(p defs.Overlap, due, now, backlog time.Time, running, held, claimed int) overlapVerdict {
 	switch {
 	case p == defs.OverlapAllow:
 		return overlapGo
@@ -43,7 +44,7 @@ func overlapDecide(p defs.Overlap, due, now time.Time, running, held, claimed in
 		}
 		return overlapGo
 	case running > 0:
-		if p == defs.OverlapWait || now.Sub(due) > lateFire {
+		if p == defs.OverlapWait || now.Sub(due) > lateFire || !due.After(backlog) {
 			return overlapWait
 		}
 		return overlapSkip

@@ -179,15 +179,15 @@ func settle(run func(task string) (instView, bool), nodes map[string]settleNode,
 		}
 		return run(id)
 	}
+	// An instance judged "wait" is judged again when an upstream fails later
+	// in the sweep (candidates come in any order): its earlier verdict is
+	// replaced. Those that fail or become ready leave WAITING in state, so
+	// each is judged once more at most per failed upstream.
 	var out []settled
-	done := map[string]bool{}
 	work := slices.Clone(candidates)
 	for len(work) > 0 {
 		id := work[0]
 		work = work[1:]
-		if done[id] {
-			continue
-		}
 		iv, ok := view(id)
 		if !ok || iv.state != store.Waiting {
 			continue
@@ -211,7 +211,7 @@ func settle(run func(task string) (instView, bool), nodes map[string]settleNode,
 			g.ups = append(g.ups, xs...)
 			d = decide(g, now)
 		}
-		done[id] = true
+		out = slices.DeleteFunc(out, func(s settled) bool { return s.task == id })
 		switch d.verdict {
 		case verdictFail:
 			state[id] = instView{state: store.Failed, err: d.reason}

@@ -89,3 +89,31 @@ func TestSettleFollowsFailuresTransitively(t *testing.T) {
 		t.Errorf("settle changed its input")
 	}
 }
+
+// TestSettleRedecidesAWaitWhenItsUpstreamFails: candidates listed downstream
+// first (as a restart's sweep of WAITING instances may list them): c is
+// judged "wait" while b still waits, then b fails on a's failure, and c must
+// be judged again and fail too, not stay WAITING for ever (sim seed 142).
+func TestSettleRedecidesAWaitWhenItsUpstreamFails(t *testing.T) {
+	t.Parallel()
+	T := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	nodes := map[string]settleNode{
+		"p.a": {downs: []string{"p.b"}},
+		"p.b": {ups: []string{"p.a"}, downs: []string{"p.c"}},
+		"p.c": {ups: []string{"p.b"}, downs: []string{"p.d"}},
+		"p.d": {ups: []string{"p.c"}},
+	}
+	run := map[string]instView{"p.a": {state: store.Failed, err: "boom"}, "p.b": {state: store.Waiting}, "p.c": {state: store.Waiting}, "p.d": {state: store.Waiting}}
+	out, err := settle(func(id string) (instView, bool) { v, ok := run[id]; return v, ok }, nodes, []string{"p.d", "p.c", "p.b"}, T, T, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range out {
+		got = append(got, fmt.Sprintf("%s %s: %s", s.task, s.verdict, s.reason))
+	}
+	want := []string{"p.b fail: upstream p.a failed", "p.c fail: upstream p.b failed", "p.d fail: upstream p.c failed"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("settle = %q\nwant %q", got, want)
+	}
+}

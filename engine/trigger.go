@@ -44,7 +44,8 @@ func newTrigger(tr *dag.Trigger, g *dag.Graph) *trigger {
 // exactly one fire (the latest), skip none, fire_all the latest
 // MisfireLimit, after an outage of any length. Every decision goes to the
 // action log; every skipped instance gets a history row naming the policy.
-// A trigger that never ran starts now.
+// A trigger that never ran has its backlog from when its schedule came to be
+// (scheduledSince), so an outage before its first run misfires as any other.
 func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 	late, order, err := e.lateInstances(ctx, now)
 	if err != nil {
@@ -64,14 +65,18 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 			break
 		}
 		last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
-		if errors.Is(err, store.ErrNotFound) {
-			t.setUntil(now)
-			continue
-		}
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			since, err := e.scheduledSince(ctx, t, now)
+			if err != nil {
+				return err
+			}
+			t.setUntil(since)
+		case err != nil:
 			return fmt.Errorf("engine: last run of %s: %w", t.name, err)
+		default:
+			t.setUntil(last.LogicalTime)
 		}
-		t.setUntil(last.LogicalTime)
 		// The fires without a run: counted all, the latest kept (as many as
 		// any policy can run).
 		var (
@@ -114,6 +119,9 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 		skip, missed := misfireSplit(t.misfire, n, first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
 		for _, name := range t.tr.Tasks {
 			id := t.tr.Pipeline + "." + name
+			if ti := e.tasks[id]; ti != nil {
+				ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
+			}
 			list := late[id]
 			delete(late, id)
 			if len(list) == 0 || !missed {
@@ -157,6 +165,7 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 			continue
 		}
 		ti := e.tasks[id]
+		ti.backlog = now
 		skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
 		if !missed {
 			continue
@@ -174,6 +183,38 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 	}
 	_, err = e.transitionAll(ctx, params)
 	return err
+}
+
+// scheduledSince returns the time after which the fires of a trigger that
+// has no run yet are its backlog: when its pipeline's stored definition last
+// changed (a new or changed schedule is planned from then on, as a reload
+// does), or the last misfire decision logged for it, whichever is later —
+// the fires before such a decision were judged already (skip creates no
+// run). It is now for a pipeline not stored yet.
+func (e *Engine) scheduledSince(ctx context.Context, t *trigger, now time.Time) (time.Time, error) {
+	since, err := e.st.PipelineChangedAt(ctx, t.tr.Pipeline)
+	if errors.Is(err, store.ErrNotFound) {
+		return now, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("engine: when schedule %s was defined: %w", t.name, err)
+	}
+	acts, err := e.st.Actions(ctx, store.LogFilter{Pipeline: t.tr.Pipeline, TaskID: taskOf(t), Action: "misfire", Newest: true, Limit: 50})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("engine: last misfire of %s: %w", t.name, err)
+	}
+	for _, a := range acts {
+		if a.TaskID == taskOf(t) {
+			if a.At.After(since) {
+				since = a.At
+			}
+			break
+		}
+	}
+	if since.After(now) {
+		since = now
+	}
+	return since, nil
 }
 
 // lateInstances returns, per task in fire-time order, the instances of

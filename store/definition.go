@@ -294,3 +294,29 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 	}
 	return sum, nil
 }
+
+// PipelineChangedAt returns when the stored definition of a pipeline last
+// changed (was added, edited or came back after removal): its schedules as
+// defined now exist since then. ErrNotFound when no such pipeline is stored.
+func (s *Store) PipelineChangedAt(ctx context.Context, name string) (time.Time, error) {
+	var (
+		at    time.Time
+		found bool
+	)
+	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select("updated_at").From("pipelines").Where(sq.Eq{"name": name}),
+		func(rows *sql.Rows) error {
+			var ms int64
+			if err := rows.Scan(&ms); err != nil {
+				return err
+			}
+			at, found = time.UnixMilli(ms).UTC(), true
+			return nil
+		})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !found {
+		return time.Time{}, notFound("pipeline", name)
+	}
+	return at, nil
+}

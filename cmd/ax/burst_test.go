@@ -86,14 +86,14 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
-// runBurst starts the given servers (on ports from 18160) on target with a
+// runBurst starts the given servers (on free loopback ports) on target with a
 // burst due at fire, waits until every instance has a result, and measures.
 func runBurst(t *testing.T, target string, servers int, lead time.Duration) burstResult {
 	t.Helper()
 	fire := time.Now().Add(lead).Truncate(time.Second)
 	dir := burstPipeline(t, burstTasks, fire)
 	st := openStore(t, target)
-	ports := []string{"127.0.0.1:18160", "127.0.0.1:18161"}
+	ports := []string{freeAddr(t), freeAddr(t)}
 	var procs []*server
 	for i := range servers {
 		procs = append(procs, startServer(t, target, dir, "--holder", string(rune('a'+i)), "--listen", ports[i], "--log-level", "warn"))

@@ -23,7 +23,7 @@ func TestIdleConnectionsDoNotStopTheServer(t *testing.T) {
 	}
 	dir, record := e2ePipeline(t)
 	target := "sqlite:" + filepath.Join(t.TempDir(), "ax.db")
-	const addr = "127.0.0.1:18162"
+	addr := freeAddr(t)
 	srv := startServer(t, target, dir, "--listen", addr)
 	waitFor(t, func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")

@@ -291,6 +291,31 @@ followed live and the command ends when the attempt ends.`,
 	return cmd
 }
 
+// noLogWhy says why task has no instance that ran (in run, when not 0):
+// the run does not exist, retention pruned what ran, or nothing ran yet.
+func noLogWhy(ctx context.Context, c *apiClient, task string, run int64) error {
+	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
+	if run != 0 {
+		var ins []store.Instance
+		if err := c.get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
+			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
+		}
+		return fmt.Errorf("%s has no instance that ran in run %d: no log (ax status %s shows its state)", task, run, task)
+	}
+	p, t, _ := splitTask(task)
+	var info struct {
+		Summary store.Summary `json:"summary"`
+	}
+	if err := c.get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t), &info); err == nil {
+		// No instance that ran is left, yet the summary kept what retention
+		// pruned (every instance, or a last executor only pruned ones had).
+		if s := info.Summary; s.Pruned != nil || s.LastExecutor != "" {
+			return fmt.Errorf("%s has no instance that ran left: %s", task, pruned)
+		}
+	}
+	return fmt.Errorf("%s has no instance that ran yet: no log (ax status %s shows its state)", task, task)
+}
+
 // logsAPI prints (or follows) a task's log through the admin API.
 func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, instance int64, attempt int, follow bool) error {
 	if _, _, err := splitTask(task); err != nil {
@@ -315,11 +340,7 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 			instance = ins[0].ID
 		}
 		if instance == 0 {
-			where := "yet"
-			if run != 0 {
-				where = fmt.Sprintf("in run %d", run)
-			}
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s has no instance that ran %s: no log (ax status %s shows its state)", task, where, task)}
+			return &exitError{code: exitFailed, err: noLogWhy(ctx, c, task, run)}
 		}
 	}
 	q := url.Values{"task": {task}}

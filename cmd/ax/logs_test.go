@@ -488,3 +488,33 @@ func TestLogsFollowOfAnEndedAttemptSaysItsEndOnce(t *testing.T) {
 		t.Errorf("ax logs -f of an ended attempt: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// The logs of a task whose runs were pruned: ax logs says they were pruned,
+// not that the task never ran; --run of a pruned run says the run is gone.
+func TestLogsOfPrunedRunsSaySo(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apiOpts{retain: 30 * 24 * time.Hour})
+	old := endedRun(t, e.st, time.Now().Add(-40*24*time.Hour))
+	if _, err := e.eng.PrunePass(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Run(context.Background(), old); err == nil {
+		t.Fatalf("run %d was not pruned", old)
+	}
+	before := e.state()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"logs", "shop.sync"}, "shop.sync has no instance that ran left: runs that ended before the retention horizon are pruned, their logs with them"},
+		{[]string{"logs", "shop.sync", "--run", fmt.Sprint(old)}, fmt.Sprintf("run %d: no such run (runs that ended before the retention horizon are pruned, their logs with them)", old)},
+	} {
+		code, out, errOut := runAx(t, append(c.args, "--server", e.srv.URL)...)
+		if code != exitFailed || !strings.Contains(errOut, c.want) {
+			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(c.args, " "), code, exitFailed, c.want, out, errOut)
+		}
+	}
+	if after := e.state(); after != before {
+		t.Errorf("reading logs changed state:\n%s\n%s", before, after)
+	}
+}

@@ -70,10 +70,12 @@ type Restrictions struct {
 	// propagation from its own upstream (issue 14 items 3 and 4: failure
 	// propagates transitively, and "its downstream follow rule 1").
 	WaitBehindUnattempted bool
-	// NoRerunUnattempted: operators never rerun an instance that failed
-	// without an attempt (cancelled, marked or failed by its upstream):
-	// issue 14, such a rerun starts it before its upstreams succeeded.
-	NoRerunUnattempted bool
+	// NoRerunUnattemptedSuccess: operators never rerun an instance marked
+	// SUCCESS without an attempt: such a rerun goes SUCCESS → SCHEDULED and
+	// starts before its upstreams succeeded (the state table has no
+	// SUCCESS → WAITING edge to send it back to wait). A rerun of one that
+	// failed or was killed without an attempt waits for its upstreams.
+	NoRerunUnattemptedSuccess bool
 	// FallBackWildcard tolerates wildcard fires lost in the repeated hour
 	// of a fall-back day (issue 13 item 5).
 	FallBackWildcard bool
@@ -793,7 +795,7 @@ func (w *world) verb() {
 		op = engine.Op{Kind: engine.OpKill, Instance: in.ID}
 	case 5, 6:
 		in, ok := w.randomInstance(store.Failed, store.Killed, store.Success)
-		if !ok || w.opts.Restrict.NoRerunUnattempted && in.Attempt == 0 {
+		if !ok || w.opts.Restrict.NoRerunUnattemptedSuccess && in.Attempt == 0 && in.State == store.Success {
 			w.advance(time.Second)
 			return
 		}
@@ -896,6 +898,9 @@ func (w *world) badVerb() {
 		op = engine.Op{Kind: engine.OpPause, Scope: "galaxy", Target: w.randomTask().Pipeline}
 	}
 	op.Actor, op.Reason = "sim", "bad verb"
+	if ops, err := w.st.PendingOps(context.Background(), 1); err != nil || len(ops) > 0 {
+		return // a queued request may be applied meanwhile and change pauses or limits
+	}
 	before := w.chk.snapshot()
 	msg, err := w.do(p, op)
 	w.settle()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ func Run(t *testing.T, open Opener) {
 	}{
 		{"SchemaRecorded", testSchema},
 		{"SyncDefinitions", testSync},
+		{"PipelineChangedAt", testPipelineChangedAt},
 		{"CreateRunIsIdempotentPerLogicalTime", testCreateRun},
 		{"TransitionWritesStateAndHistory", testTransition},
 		{"TransitionErrorsAreDistinct", testTransitionErrors},
@@ -624,4 +626,37 @@ func testOps(t *testing.T, s *store.Store) {
 	if _, err := s.GetOp(ctx(), 999); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown op: %v", err)
 	}
+}
+
+// testPipelineChangedAt: the time a pipeline's definition was added, moved
+// by a change and by a removal, kept by a sync that changes nothing; an
+// unknown pipeline is ErrNotFound.
+func testPipelineChangedAt(t *testing.T, s *store.Store) {
+	sync := func(at time.Time, defs ...store.PipelineDef) {
+		t.Helper()
+		if _, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: defs, Now: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(want time.Time) {
+		t.Helper()
+		got, err := s.PipelineChangedAt(ctx(), "q")
+		if err != nil || !got.Equal(want) {
+			t.Errorf("PipelineChangedAt(q) = %v, %v; want %v", got, err, want)
+		}
+	}
+	if _, err := s.PipelineChangedAt(ctx(), "q"); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `pipeline "q"`) {
+		t.Errorf("PipelineChangedAt of an unknown pipeline: %v, want ErrNotFound naming it", err)
+	}
+	q := func(hash string) store.PipelineDef {
+		return store.PipelineDef{Name: "q", File: "q.yaml", Hash: hash, Definition: []byte(`{}`)}
+	}
+	sync(T0, q("1"))
+	check(T0)
+	sync(T0.Add(time.Hour), q("1")) // unchanged
+	check(T0)
+	sync(T0.Add(2*time.Hour), q("2")) // changed
+	check(T0.Add(2 * time.Hour))
+	sync(T0.Add(3 * time.Hour)) // removed
+	check(T0.Add(3 * time.Hour))
 }
