@@ -60,6 +60,10 @@ type outcome struct {
 	instance int64
 	res      runner.Result
 	resolve  string // when set: what executors answered about an inherited ticket (orphan.go), not a result
+	// The attempt's last output and its record, written in the transaction
+	// that records the result (nil for results that did not come from an
+	// attempt of this process).
+	logs *store.LogWrite
 }
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
@@ -568,9 +572,9 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
 		res.Ticket = a.ticket
-		e.endOutput(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
+		logs := e.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
 			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
-		e.results <- outcome{instance: id, res: res}
+		e.results <- outcome{instance: id, res: res, logs: logs}
 	}()
 }
 
@@ -615,6 +619,18 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		closed = map[string]string{} // inbox entries to close, by ticket
 	)
 	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
+	// The last output and records of the attempts go in the results'
+	// transaction, whether or not their results apply (a stale result's
+	// attempt ran all the same).
+	var logs store.LogWrite
+	for _, o := range batch {
+		if o.logs != nil {
+			logs.Chunks = append(logs.Chunks, o.logs.Chunks...)
+			logs.Trims = append(logs.Trims, o.logs.Trims...)
+			logs.Attempts = append(logs.Attempts, o.logs.Attempts...)
+		}
+	}
+	hasLogs := len(logs.Chunks)+len(logs.Trims)+len(logs.Attempts) > 0
 	for _, o := range batch {
 		if o.resolve != "" {
 			if err := e.resolved(ctx, o, now); err != nil {
@@ -714,7 +730,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
 	seen := map[int64]bool{}
-	res, relRes, err := e.w().TransitionBatchThen(ctx, params, func(res []store.BatchResult) ([]store.TransitionParams, error) {
+	res, relRes, err := e.w().TransitionBatchLogs(ctx, params, logs, func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		for i, r := range res {
 			m := meta[i]
 			if r.Err != nil || (m.to != store.Success && m.to != store.Failed && m.to != store.Killed) {
@@ -744,8 +760,19 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		return ps, nil
 	})
+	if hasLogs {
+		e.logs.wrote(logs, err)
+	}
 	if err != nil {
-		clear(e.runs)                                                          // the cache saw successes that were not recorded: reload on next use
+		clear(e.runs) // the cache saw successes that were not recorded: reload on next use
+		if hasLogs && !errors.Is(err, store.ErrNotLeader) {
+			// A failure to store output costs the output, never the result:
+			// the next turn records the results alone.
+			for i := range batch {
+				batch[i].logs = nil
+			}
+			e.log.Warn("attempt_output_lost", "attempts", len(logs.Attempts), "err", err)
+		}
 		return fmt.Errorf("engine: record %d result(s): %w", len(params), err) // kept in unapplied for the next turn
 	}
 	e.unapplied = e.unapplied[len(batch):]

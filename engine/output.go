@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,10 +16,11 @@ import (
 
 // logWriter keeps the output of running attempts in the store (R41): every
 // FlushEvery it writes what each attempt printed since the last time, in one
-// transaction for all of them, so that a crash loses at most that much; when
+// transaction for all of them, so that a crash loses at most that much. When
 // an attempt ends, its last chunk and its record (executor, times, exit
-// status) are written before its result goes to the loop, and the
-// attempts that end together share a transaction (group commit). An
+// status) go with its result, and are written in the transaction that
+// records the results (applyResults): the reader of an ended attempt finds
+// all of its output, and an attempt costs no transaction of its own. An
 // attempt's stored output is kept to its limit by trimming its oldest chunks.
 type logWriter struct {
 	now   func() time.Time
@@ -28,9 +28,8 @@ type logWriter struct {
 	limit int
 	m     logMetrics
 
-	mu    sync.Mutex
-	live  map[*liveLog]struct{}
-	ended []*endedLog
+	mu   sync.Mutex
+	live map[*liveLog]struct{}
 
 	flushMu sync.Mutex // one writer at a time; guards the stored state of every liveLog
 }
@@ -54,13 +53,6 @@ type storedChunk struct {
 	seq  int
 	text int64
 	size int64 // len(Data): the records, headers included
-}
-
-// endedLog is an attempt that ended, waiting for its last write.
-type endedLog struct {
-	l    *liveLog
-	rec  store.AttemptRecord
-	done chan error
 }
 
 type logMetrics struct {
@@ -88,9 +80,10 @@ func (w *logWriter) start(instance int64, attempt int, fence *store.Fence) *live
 	return l
 }
 
-// end writes the attempt's last output and its record, and returns once
-// they are stored (or failed to be).
-func (w *logWriter) end(ctx context.Context, l *liveLog, res runner.Result, rec store.AttemptRecord) error {
+// end takes the attempt's last output and completes its record: what to
+// write with its result. Nothing is written here; an attempt that printed
+// nothing since the last flush adds no chunk.
+func (w *logWriter) end(l *liveLog, res runner.Result, rec store.AttemptRecord) *store.LogWrite {
 	// An HTTP executor reports its output with its result.
 	if len(res.Log) > 0 {
 		if lines, err := runner.DecodeLines(res.Log); err == nil {
@@ -110,21 +103,62 @@ func (w *logWriter) end(ctx context.Context, l *liveLog, res runner.Result, rec 
 	if res.LogDropped > 0 {
 		l.out.Note("the executor dropped %d bytes of output over its limit", res.LogDropped)
 	}
-	e := &endedLog{l: l, rec: rec, done: make(chan error, 1)}
 	w.mu.Lock()
 	delete(w.live, l)
-	w.ended = append(w.ended, e)
 	w.mu.Unlock()
+	p := &store.LogWrite{}
 	w.flushMu.Lock()
-	select {
-	case err := <-e.done: // written by the flush that ran while we waited
-		w.flushMu.Unlock()
-		return err
-	default:
+	defer w.flushMu.Unlock()
+	w.take(l, true, w.now(), p)
+	_, _, dropped := l.out.Take(true)
+	rec.LogBytes, rec.LogDropped = l.storedText, dropped+l.trimmed+l.lost
+	p.Attempts = append(p.Attempts, rec)
+	return p
+}
+
+// take adds to p what l printed since the last take: a chunk, and the trim
+// that keeps the stored output to its limit. The caller holds flushMu.
+func (w *logWriter) take(l *liveLog, final bool, now time.Time, p *store.LogWrite) {
+	data, text, dropped := l.out.Take(final)
+	if len(data) == 0 {
+		return
 	}
-	w.flush(ctx, false)
-	w.flushMu.Unlock()
-	return <-e.done
+	l.seq++
+	p.Chunks = append(p.Chunks, store.LogChunk{InstanceID: l.instance, Attempt: l.attempt, Seq: l.seq, Text: text,
+		Data: bytes.Clone(data), At: now})
+	l.stored = append(l.stored, storedChunk{l.seq, text, int64(len(data))})
+	l.storedText += text
+	l.storedSize += int64(len(data))
+	// The limit counts records as runner.Output does in memory (a line's
+	// bytes and its header), so output kept does not depend on how it
+	// fell into chunks.
+	trim := 0
+	for l.storedSize > int64(w.limit) && len(l.stored) > 1 {
+		l.storedText -= l.stored[0].text
+		l.storedSize -= l.stored[0].size
+		l.trimmed += l.stored[0].text
+		l.stored = l.stored[1:]
+		trim = l.stored[0].seq
+	}
+	if trim > 0 {
+		p.Trims = append(p.Trims, store.LogTrim{InstanceID: l.instance, Attempt: l.attempt, BeforeSeq: trim})
+	}
+	p.Chunks[len(p.Chunks)-1].Dropped = dropped + l.trimmed + l.lost
+}
+
+// wrote counts a transaction that wrote p (or failed to).
+func (w *logWriter) wrote(p store.LogWrite, err error) {
+	var n int64
+	for _, c := range p.Chunks {
+		n += c.Text
+	}
+	if err != nil {
+		w.m.errors.Inc()
+		w.log.Warn("task_output_not_stored", "chunks", len(p.Chunks), "attempts", len(p.Attempts), "bytes", n, "err", err)
+		return
+	}
+	w.m.writes.Inc()
+	w.m.bytes.Add(float64(n))
 }
 
 // run flushes the output of running attempts every interval until ctx ends.
@@ -137,114 +171,51 @@ func (w *logWriter) run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			w.flushMu.Lock()
-			w.flush(ctx, true)
+			w.flush(ctx)
 			w.flushMu.Unlock()
 		}
 	}
 }
 
-// flush writes the ended attempts and, with running, what the running ones
-// printed since the last flush. The caller holds flushMu.
-func (w *logWriter) flush(ctx context.Context, running bool) {
+// flush writes what the running attempts printed since the last flush, in
+// one transaction per fence. The caller holds flushMu.
+func (w *logWriter) flush(ctx context.Context) {
 	w.mu.Lock()
-	ended := w.ended
-	w.ended = nil
-	var live []*liveLog
-	if running {
-		live = make([]*liveLog, 0, len(w.live))
-		for l := range w.live {
-			live = append(live, l)
-		}
+	live := make([]*liveLog, 0, len(w.live))
+	for l := range w.live {
+		live = append(live, l)
 	}
 	w.mu.Unlock()
-	if len(ended)+len(live) == 0 {
+	if len(live) == 0 {
 		return
 	}
 	now := w.now()
 	byFence := map[*store.Fence]*store.LogWrite{}
-	var touched []*liveLog
-	add := func(l *liveLog, final bool) *store.LogWrite {
+	for _, l := range live {
 		p := byFence[l.fence]
 		if p == nil {
 			p = &store.LogWrite{}
 			byFence[l.fence] = p
 		}
-		data, text, dropped := l.out.Take(final)
-		if len(data) == 0 {
-			return p
-		}
-		l.seq++
-		p.Chunks = append(p.Chunks, store.LogChunk{InstanceID: l.instance, Attempt: l.attempt, Seq: l.seq, Text: text,
-			Data: bytes.Clone(data), At: now})
-		l.stored = append(l.stored, storedChunk{l.seq, text, int64(len(data))})
-		l.storedText += text
-		l.storedSize += int64(len(data))
-		// The limit counts records as runner.Output does in memory (a line's
-		// bytes and its header), so output kept does not depend on how it
-		// fell into chunks.
-		trim := 0
-		for l.storedSize > int64(w.limit) && len(l.stored) > 1 {
-			l.storedText -= l.stored[0].text
-			l.storedSize -= l.stored[0].size
-			l.trimmed += l.stored[0].text
-			l.stored = l.stored[1:]
-			trim = l.stored[0].seq
-		}
-		if trim > 0 {
-			p.Trims = append(p.Trims, store.LogTrim{InstanceID: l.instance, Attempt: l.attempt, BeforeSeq: trim})
-		}
-		p.Chunks[len(p.Chunks)-1].Dropped = dropped + l.trimmed + l.lost
-		touched = append(touched, l)
-		return p
+		w.take(l, false, now, p)
 	}
-	for _, l := range live {
-		add(l, false)
-	}
-	for _, e := range ended {
-		p := add(e.l, true)
-		_, _, dropped := e.l.out.Take(true)
-		e.rec.LogBytes, e.rec.LogDropped = e.l.storedText, dropped+e.l.trimmed+e.l.lost
-		p.Attempts = append(p.Attempts, e.rec)
-	}
-	var errs error
 	for f, p := range byFence {
 		err := f.WriteLogs(ctx, *p)
-		var n int64
-		for _, c := range p.Chunks {
-			n += c.Text
+		if len(p.Chunks)+len(p.Trims) > 0 {
+			w.wrote(*p, err)
 		}
-		if err != nil {
-			w.m.errors.Inc()
-			w.log.Warn("task_output_not_stored", "chunks", len(p.Chunks), "attempts", len(p.Attempts), "bytes", n, "err", err)
-			errs = errors.Join(errs, err)
-			for _, c := range p.Chunks {
-				for _, l := range touched {
-					if l.instance == c.InstanceID && l.attempt == c.Attempt && l.seq == c.Seq {
-						l.lost += c.Text
-						l.storedText -= c.Text
-						l.storedSize -= int64(len(c.Data))
-						l.stored = l.stored[:len(l.stored)-1]
-					}
-				}
-			}
+		if err == nil {
 			continue
 		}
-		w.m.writes.Inc()
-		w.m.bytes.Add(float64(n))
-	}
-	for _, e := range ended {
-		e.done <- errs
-	}
-}
-
-// endOutput stores the last output and the record of an attempt that
-// ended, before its result goes to the loop: whoever reads the log of an
-// ended attempt finds all of it. A failure to store costs the output only,
-// never the result.
-func (e *Engine) endOutput(l *liveLog, res runner.Result, rec store.AttemptRecord) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.logs.end(ctx, l, res, rec); err != nil {
-		e.log.Warn("attempt_output_lost", "task", rec.TaskID, "run", rec.RunID, "ticket", rec.Ticket, "attempt", rec.Attempt, "err", err)
+		for _, c := range p.Chunks {
+			for _, l := range live {
+				if l.instance == c.InstanceID && l.attempt == c.Attempt && l.seq == c.Seq {
+					l.lost += c.Text
+					l.storedText -= c.Text
+					l.storedSize -= int64(len(c.Data))
+					l.stored = l.stored[:len(l.stored)-1]
+				}
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -284,6 +285,143 @@ tasks:
 		}
 		if !strings.HasSuffix(last(got), " 1999") {
 			t.Errorf("last line %q, want 1999", last(got))
+		}
+	})
+}
+
+// txCounter counts the store's write transactions by what they do, through
+// the store's fault seam (it never fails one unless fail says so).
+type txCounter struct {
+	mu   sync.Mutex
+	n    map[string]int
+	fail func(what string) error
+}
+
+func countTx(st *store.Store) *txCounter {
+	c := &txCounter{n: map[string]int{}}
+	store.SetFault(st, func(what string) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.n[what]++
+		if c.fail != nil {
+			return c.fail(what)
+		}
+		return nil
+	})
+	return c
+}
+
+func (c *txCounter) get(what string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[what]
+}
+
+// An attempt's record (and its last output) commits in the transaction that
+// records its result: attempts that end cost no transaction of their own,
+// and one that printed nothing leaves no chunk. (The throughput regression
+// of R41: one more transaction per attempt, before its result.)
+func TestAttemptRecordCommitsWithItsResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{
+			"s.loud": func(ctx context.Context, a runner.Attempt) error {
+				fmt.Fprintln(runner.OutputFrom(ctx).Writer(runner.StreamStdout), "hello")
+				return nil
+			},
+		}, `pipeline: s
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: a, function: record}
+  - {name: b, function: record}
+  - {name: loud, function: record}
+`)
+		c := countTx(e.st)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(5 * time.Second)
+		e.stop()
+		if n := c.get("write task output"); n != 0 {
+			t.Errorf("%d transaction(s) wrote task output on their own; want 0: each attempt's record and last output commit with its result", n)
+		}
+		ctx := context.Background()
+		for _, task := range []string{"s.a", "s.b", "s.loud"} {
+			ins := e.instances(store.InstanceFilter{TaskID: task})
+			if len(ins) != 1 || ins[0].State != store.Success {
+				t.Fatalf("%s: instances %+v, want one SUCCESS", task, ins)
+			}
+			as, err := e.st.Attempts(ctx, ins[0].ID)
+			if err != nil || len(as) != 1 || as[0].Status != "success" || as[0].Attempt != 1 {
+				t.Fatalf("%s: attempts %+v (%v), want attempt 1, success", task, as, err)
+			}
+			with, err := e.st.LogAttempts(ctx, ins[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task == "s.loud" {
+				if got := attemptLines(t, e.st, ins[0].ID, 1); len(got) != 1 || got[0] != "stdout: hello" || as[0].LogBytes != 5 {
+					t.Errorf("%s: output %q, %d bytes; want [stdout: hello], 5 bytes", task, got, as[0].LogBytes)
+				}
+			} else if len(with) != 0 || as[0].LogBytes != 0 {
+				t.Errorf("%s printed nothing: attempts with output %v, %d bytes; want none", task, with, as[0].LogBytes)
+			}
+		}
+	})
+}
+
+// When the transaction of a result and its attempt's output fails, the next
+// one records the result alone: the output is lost (as a failed write of
+// output always cost), never the result, and the failed write left nothing.
+func TestFailedOutputWriteCostsOnlyTheOutput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{
+			"f.x": func(ctx context.Context, a runner.Attempt) error {
+				fmt.Fprintln(runner.OutputFrom(ctx).Writer(runner.StreamStdout), "short")
+				<-release
+				return nil
+			},
+		}, `pipeline: f
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: x, function: record}
+`)
+		if _, err := e.do(Op{Kind: OpTrigger, Target: "f.x"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		c := countTx(e.st)
+		failed := 0
+		c.fail = func(what string) error {
+			if what == "transition batch" && failed == 0 {
+				failed++
+				return errors.New("disk on fire")
+			}
+			return nil
+		}
+		close(release)
+		synctest.Wait()
+		c.mu.Lock()
+		n := failed
+		c.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("the result's transaction failed %d time(s), want 1", n)
+		}
+		ins := e.instances(store.InstanceFilter{TaskID: "f.x"})
+		as, err := e.st.Attempts(context.Background(), ins[0].ID)
+		if err != nil || len(as) != 0 || len(attemptLines(t, e.st, ins[0].ID, 1)) != 0 {
+			t.Errorf("after the failed write: attempts %+v (%v), output %q; want nothing written", as, err, attemptLines(t, e.st, ins[0].ID, 1))
+		}
+		sleep(3 * time.Second)
+		e.stop()
+		ins = e.instances(store.InstanceFilter{TaskID: "f.x"})
+		if len(ins) != 1 || ins[0].State != store.Success {
+			t.Fatalf("instances %+v, want one SUCCESS: the result is recorded without its output", ins)
+		}
+		if as, _ := e.st.Attempts(context.Background(), ins[0].ID); len(as) != 0 {
+			t.Errorf("attempts %+v, want none: its write failed", as)
 		}
 	})
 }

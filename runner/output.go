@@ -58,7 +58,7 @@ type Output struct {
 	mu      sync.Mutex
 	max     int
 	rec     int    // longest record's text: longer lines are split
-	ring    []byte // encoded records, circular, of capacity max
+	ring    []byte // encoded records, circular once grown to max (linear before)
 	head    int    // offset of the oldest record
 	used    int
 	text    int64 // text bytes in the ring
@@ -78,7 +78,9 @@ func NewOutput(limit int) *Output {
 		limit = DefaultLogMax
 	}
 	limit = max(limit, 4<<10)
-	return &Output{max: limit, rec: min(64<<10, limit/4), ring: make([]byte, limit)}
+	// The ring grows as output comes (an attempt that prints nothing costs
+	// no buffer): allocating the limit up front cost a megabyte per attempt.
+	return &Output{max: limit, rec: min(64<<10, limit/4)}
 }
 
 // Max returns the limit in bytes.
@@ -172,10 +174,26 @@ func (o *Output) put(s Stream, cont bool, text []byte) {
 }
 
 func (o *Output) ringWrite(p []byte) {
+	if end := o.head + o.used + len(p); end > len(o.ring) && len(o.ring) < o.max {
+		o.grow(end)
+	}
 	tail := (o.head + o.used) % o.max
 	n := copy(o.ring[tail:], p)
 	copy(o.ring, p[n:])
 	o.used += len(p)
+}
+
+// grow enlarges the ring to hold end bytes from its start, doubling, and to
+// its whole size max once records must wrap around. Before it reaches max
+// the records lie in order from head, so they keep their offsets.
+func (o *Output) grow(end int) {
+	n := max(2*len(o.ring), end, 4<<10)
+	if n > o.max || end > o.max {
+		n = o.max
+	}
+	r := make([]byte, n)
+	copy(r, o.ring)
+	o.ring = r
 }
 
 func (o *Output) dropOldest() {

@@ -56,8 +56,20 @@ func (f *Fence) TransitionBatch(ctx context.Context, ps []TransitionParams) ([]B
 
 // TransitionBatchThen is Store.TransitionBatchThen at the fence's epoch.
 func (f *Fence) TransitionBatchThen(ctx context.Context, ps []TransitionParams, then func([]BatchResult) ([]TransitionParams, error)) (first, second []BatchResult, err error) {
+	return f.TransitionBatchLogs(ctx, ps, LogWrite{}, then)
+}
+
+// TransitionBatchLogs is TransitionBatchThen that also writes logs (the last
+// output and the records of attempts that ended) in the same transaction, at
+// the fence's epoch: results and the output of their attempts commit
+// together, in one transaction instead of two. With no transitions it is
+// WriteLogs.
+func (f *Fence) TransitionBatchLogs(ctx context.Context, ps []TransitionParams, logs LogWrite, then func([]BatchResult) ([]TransitionParams, error)) (first, second []BatchResult, err error) {
 	if f.epoch <= 0 {
 		return nil, nil, fmt.Errorf("store: transition batch: %w (no epoch held)", ErrNotLeader)
+	}
+	if len(ps) == 0 {
+		return []BatchResult{}, nil, f.WriteLogs(ctx, logs)
 	}
 	for i := range ps {
 		ps[i].Epoch = f.epoch
@@ -72,7 +84,7 @@ func (f *Fence) TransitionBatchThen(ctx context.Context, ps []TransitionParams, 
 			return more, err
 		}
 	}
-	return f.s.TransitionBatchThen(ctx, ps, fenced)
+	return f.s.transitionBatch(ctx, ps, logs, fenced)
 }
 
 // CreateRun is Store.CreateRun at the fence's epoch.

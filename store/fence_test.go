@@ -88,6 +88,14 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 			_, _, err := f.TransitionBatchThen(ctx, []store.TransitionParams{tp(), tp()}, nil)
 			return err
 		}},
+		{"TransitionBatchLogs", func(ctx context.Context, f *store.Fence) error {
+			// One transition (its UPDATE carries the fence) and the output of
+			// an attempt: neither is written at a stale epoch.
+			_, _, err := f.TransitionBatchLogs(ctx, []store.TransitionParams{tp()}, store.LogWrite{
+				Chunks:   []store.LogChunk{{InstanceID: x.ID, Attempt: 1, Seq: 1, Text: 1, Data: []byte{1, 0, 0, 0, 1, 'x'}, At: now}},
+				Attempts: []store.AttemptRecord{{InstanceID: x.ID, Attempt: 1, Status: "success", EndedAt: now}}}, nil)
+			return err
+		}},
 		{"CreateRun", func(ctx context.Context, f *store.Fence) error {
 			_, _, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: now, Now: now,
 				Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: now}}})

@@ -257,6 +257,13 @@ func (s *Store) TransitionBatch(ctx context.Context, ps []TransitionParams) ([]B
 // the epoch is stale, or the database fails, nothing at all is written and
 // the error is returned.
 func (s *Store) TransitionBatchThen(ctx context.Context, ps []TransitionParams, then func([]BatchResult) ([]TransitionParams, error)) (first, second []BatchResult, err error) {
+	return s.transitionBatch(ctx, ps, LogWrite{}, then)
+}
+
+// transitionBatch is TransitionBatchThen that also writes logs (task output
+// and attempt records) in the same transaction. ps must not be empty when
+// logs is not: the transitions carry the fence.
+func (s *Store) transitionBatch(ctx context.Context, ps []TransitionParams, logs LogWrite, then func([]BatchResult) ([]TransitionParams, error)) (first, second []BatchResult, err error) {
 	if len(ps) == 0 {
 		return []BatchResult{}, nil, nil
 	}
@@ -264,6 +271,9 @@ func (s *Store) TransitionBatchThen(ctx context.Context, ps []TransitionParams, 
 		checked := map[int64]bool{}
 		first = make([]BatchResult, len(ps))
 		if err := s.batch(ctx, tx, ps, first, checked); err != nil {
+			return err
+		}
+		if err := s.writeLogs(ctx, tx, logs); err != nil {
 			return err
 		}
 		if then == nil {
