@@ -151,6 +151,10 @@ func TestOutputOverTheLimitKeepsTheTail(t *testing.T) {
 		e := setup(t, Config{LogMax: 8 << 10}, map[string]func(context.Context, runner.Attempt) error{
 			"b.big": func(ctx context.Context, a runner.Attempt) error {
 				w := runner.OutputFrom(ctx).Writer(runner.StreamStdout)
+				// Half a second off the flush's whole seconds, so a flush never
+				// falls at the same fake instant as a write: the chunks are the
+				// ten-line seconds, whatever order synctest wakes them in.
+				time.Sleep(500 * time.Millisecond)
 				for i := range 100 {
 					fmt.Fprintf(w, "%s %04d\n", strings.Repeat("z", 95), i) // 100 bytes of text a line
 					if i%10 == 9 {
