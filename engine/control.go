@@ -719,7 +719,7 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 		}
 		e.dropCachedRunOf(in.ID)
 		again = append(again, in)
-		if (in.State == store.Failed || in.State == store.Killed) && in.Attempt == 0 {
+		if (in.State == store.Failed || in.State == store.Killed || in.State == store.Success) && in.Attempt == 0 {
 			// Ended without running (its upstream failed, its wait limit
 			// passed, or an operator marked it or cancelled its run): it comes
 			// back to WAITING, and the readiness rule (bringBack settles it)

@@ -257,8 +257,8 @@ func neverRan(in store.Instance) bool {
 	return in.State == store.Failed && in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream ")
 }
 
-// bringBackOne moves one instance that never ran (FAILED or KILLED) back
-// to WAITING.
+// bringBackOne moves one instance that never ran (FAILED, KILLED, or
+// marked SUCCESS) back to WAITING.
 func (e *Engine) bringBackOne(ctx context.Context, in store.Instance, actor string, now time.Time) error {
 	_, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Waiting,
 		Set:   store.Changes{Error: ptr(""), EndedAt: &time.Time{}, Reason: ptr("waiting for its upstreams again (rerun)")},

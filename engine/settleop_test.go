@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -228,4 +229,56 @@ func TestCancelKillsRunningCommand(t *testing.T) {
 	if len(all) != 2 || all[0].State != store.Killed || all[1].State != store.Failed || all[1].Error != "cancelled by operator:ann" {
 		t.Errorf("run after cancel: %+v", all)
 	}
+}
+
+// TestRerunOfMarkedSuccessWaitsForUpstream: an instance an operator marked
+// SUCCESS while it waited never ran; a rerun of it waits for its upstream
+// (SUCCESS → WAITING) and starts only once that upstream succeeded, never
+// before (found by the simulator, seeds 160, 161, 194).
+func TestRerunOfMarkedSuccessWaitsForUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var once sync.Once
+		defer once.Do(func() { close(release) }) // a failed check must not leave a blocked
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"r.a": func(ctx context.Context, _ runner.Attempt) error {
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		}
+		e := setup(t, Config{}, fns, "pipeline: r\ntimezone: UTC\nschedule: \"0 1 * * *\"\ndefaults: {function: record, timeout: 1h}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
+		sleep(time.Hour + time.Second) // a RUNNING, b WAITING
+		b := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]
+		if b.State != store.Waiting {
+			t.Fatalf("b is %s, want WAITING", b.State)
+		}
+		if _, err := e.do(Op{Kind: OpMark, Instance: b.ID, State: store.Success, Actor: "operator:ann"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.do(Op{Kind: OpRerun, Instance: b.ID, Actor: "operator:ann"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(time.Minute)
+		calls := func() (n int) {
+			for _, c := range e.rec.snapshot() {
+				if c.task == "r.b" {
+					n++
+				}
+			}
+			return n
+		}
+		if got := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]; got.State != store.Waiting || calls() != 0 {
+			t.Fatalf("after the rerun, with a still running: b is %s and ran %d time(s); want WAITING, not run", got.State, calls())
+		}
+		once.Do(func() { close(release) })
+		sleep(time.Minute)
+		e.stop()
+		if got := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]; got.State != store.Success || calls() != 1 {
+			t.Errorf("after a succeeded: b is %s and ran %d time(s); want SUCCESS, run once", got.State, calls())
+		}
+	})
 }

@@ -36,12 +36,15 @@ var States = []State{Waiting, Scheduled, Running, Retrying, Success, Failed, Pau
 //   - WAITING, FAILED, KILLED → SUCCESS and KILLED → FAILED (R40): an
 //     operator marks the outcome (ax mark).
 //   - PAUSED → FAILED (R40): an operator cancels the run.
+//   - SUCCESS → WAITING (R40): a rerun of an instance an operator marked
+//     SUCCESS without it running (attempt 0): like any instance that never
+//     ran, it waits for its upstreams again instead of starting before them.
 var transitions = map[State][]State{
 	Waiting:   {Scheduled, Paused, Failed, Success}, // + FAILED, SUCCESS (additions)
 	Scheduled: {Running, Failed, Paused},            // + PAUSED (addition)
 	Running:   {Success, Failed, Retrying, Killed},
-	Retrying:  {Running, Failed, Paused}, // + PAUSED (addition)
-	Success:   {Scheduled},
+	Retrying:  {Running, Failed, Paused},   // + PAUSED (addition)
+	Success:   {Scheduled, Waiting},        // + WAITING (addition)
 	Failed:    {Running, Waiting, Success}, // + WAITING, SUCCESS (additions)
 	Paused:    {Waiting, Running, Failed},  // + FAILED (addition)
 	Killed:    {Waiting, Success, Failed},  // + SUCCESS, FAILED (additions)

@@ -29,9 +29,9 @@ var (
 // Each restriction is lifted when `git merge main` brings the fix, and its
 // regression case below then runs instead of skipping.
 var today = Restrictions{
-	// issue 14 items 1, 5: fixed for FAILED and KILLED (regression:
-	// TestSimRerunWaitsForUpstream); open for SUCCESS, seeds 160, 161, 194.
-	NoRerunUnattemptedSuccess: true,
+	// none: the rerun of an instance that never ran waits for its upstreams
+	// whether it ended FAILED, KILLED or marked SUCCESS (regression:
+	// TestSimRerunWaitsForUpstream; seeds 160, 161, 194 for SUCCESS).
 }
 
 // TestSim runs -seeds seeds (200; 5 with -short, as under the race
