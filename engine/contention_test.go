@@ -229,9 +229,12 @@ func TestStaleTicketIsRecordedAndIgnored(t *testing.T) {
 func TestDatabaseGoneForAWhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		// overlap: wait, so that the catch-up after the outage runs every
-		// logical time (with skip, a late b may be skipped while the one before runs).
-		e := setup(t, Config{}, nil, strings.Replace(chain, "schedule:", "overlap: wait\nschedule:", 1))
+		// overlap: wait and misfire: fire_all, so that the catch-up after the
+		// outage runs every logical time: with skip, a late b may be skipped
+		// while the one before runs; with fire_once (the default), the fires
+		// more than engine.DefaultMisfireAfter late when the store comes back
+		// collapse into one, as the misfire policy says.
+		e := setup(t, Config{}, nil, strings.Replace(chain, "schedule:", "overlap: wait\nmisfire: fire_all\nschedule:", 1))
 		sleep(12 * time.Second)
 		before := len(e.rec.snapshot())
 		if _, err := e.st.DB().Exec("PRAGMA query_only = 1"); err != nil { // the one writer connection
