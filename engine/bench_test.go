@@ -68,7 +68,7 @@ func runOnceWith(b *testing.B, st *store.Store, g *dag.Graph, fn runner.Func, at
 	}
 	funcs := runner.NewFunctions(func(runner.Attempt) string { return "record" })
 	_ = funcs.Register("record", fn)
-	eng, err := New(Config{Holder: "bench"}, st, g, Executors{defs.ExecFunction: funcs})
+	eng, err := New(Config{Holder: "bench", MaxRunning: -1}, st, g, Executors{defs.ExecFunction: funcs})
 	if err != nil {
 		b.Fatal(err)
 	}
