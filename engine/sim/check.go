@@ -25,7 +25,13 @@ const (
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
-type outage struct{ down, up time.Time }
+// split marks one with an engine between that ran only briefly: whether it
+// took the lease and decided the backlog in that instant is a matter of
+// goroutine order, so the exact misfire count is not checked across it.
+type outage struct {
+	down, up time.Time
+	split    bool
+}
 
 // row is one history row as the checker keeps it.
 type row struct {
@@ -717,7 +723,7 @@ func (c *checker) checkMisfires(now time.Time) {
 			later = append(later, o)
 			continue
 		}
-		if !c.coveredSpan(o.up, o.up.Add(5*time.Second)) && c.faultedDuring(o.up, o.up.Add(5*time.Second)) || c.pausedDuring(o.down, o.up.Add(5*time.Second)) {
+		if o.split || !c.coveredSpan(o.up, o.up.Add(5*time.Second)) && c.faultedDuring(o.up, o.up.Add(5*time.Second)) || c.pausedDuring(o.down, o.up.Add(5*time.Second)) {
 			continue
 		}
 		for _, tr := range w.g.Triggers() {
