@@ -246,6 +246,21 @@ func (p *parser) boolean(n *yaml.Node, task, field string) (bool, bool) {
 
 // duration reads a Go duration string. A bare number is refused because its
 // unit would be a guess.
+// atLeastSecond reads a duration field that must be one second or more
+// (timeout, wait_timeout, sla): nil, with the error recorded, when it is not
+// a duration or is shorter; what names what the field means in that error.
+func (p *parser) atLeastSecond(n *yaml.Node, task, field, what string) *time.Duration {
+	d, ok := p.duration(n, task, field)
+	if !ok {
+		return nil
+	}
+	if d < time.Second {
+		p.errorf(n, task, "%s %q is too short: use at least \"1s\"%s", field, n.Value, what)
+		return nil
+	}
+	return &d
+}
+
 func (p *parser) duration(n *yaml.Node, task, field string) (time.Duration, bool) {
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
 		p.errorf(n, task, "%s %s has no unit: write a duration such as \"%ss\" or \"5m\"", field, n.Value, n.Value)
@@ -542,29 +557,11 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 				}
 			}
 		case "timeout":
-			if d, ok := p.duration(v, label, "timeout"); ok {
-				if d < time.Second {
-					p.errorf(v, label, "timeout %q is too short: use at least \"1s\"", v.Value)
-				} else {
-					rt.timeout = &d
-				}
-			}
+			rt.timeout = p.atLeastSecond(v, label, "timeout", "")
 		case "wait_timeout":
-			if d, ok := p.duration(v, label, "wait_timeout"); ok {
-				if d < time.Second {
-					p.errorf(v, label, "wait_timeout %q is too short: use at least \"1s\" (it is how long an instance may wait for its upstreams after its logical time)", v.Value)
-				} else {
-					rt.waitLimit = &d
-				}
-			}
+			rt.waitLimit = p.atLeastSecond(v, label, "wait_timeout", " (it is how long an instance may wait for its upstreams after its logical time)")
 		case "sla":
-			if d, ok := p.duration(v, label, "sla"); ok {
-				if d < time.Second {
-					p.errorf(v, label, "sla %q is too short: use at least \"1s\" (how long after its logical time an instance should have succeeded)", v.Value)
-				} else {
-					rt.sla = &d
-				}
-			}
+			rt.sla = p.atLeastSecond(v, label, "sla", " (how long after its logical time an instance should have succeeded)")
 		case "retry":
 			p.retry(v, label, &rt)
 		case "breaker":

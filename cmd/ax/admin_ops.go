@@ -115,18 +115,8 @@ func instanceOp(kind string) func(*admin, *http.Request) (any, error) {
 }
 
 func (a *admin) runRerun(r *http.Request) (any, error) {
-	id, err := pathID(r, "run")
+	id, b, err := a.runOpBody(r)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := a.st.Run(r.Context(), id); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errf(http.StatusNotFound, "no run %d", id)
-		}
-		return nil, err
-	}
-	var b opBody
-	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}
 	return a.do(r, engine.Op{Kind: engine.OpRerun, Run: id, Reason: b.Reason})
@@ -231,4 +221,24 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return created{map[string]any{"id": id, "plan": spec}}, nil
+}
+
+// runOpBody reads an operation on a run: the {run} id of the path (404 when
+// there is no such run) and the request's body.
+func (a *admin) runOpBody(r *http.Request) (int64, opBody, error) {
+	id, err := pathID(r, "run")
+	if err != nil {
+		return 0, opBody{}, err
+	}
+	if _, err := a.st.Run(r.Context(), id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, opBody{}, errf(http.StatusNotFound, "no run %d", id)
+		}
+		return 0, opBody{}, err
+	}
+	var b opBody
+	if err := decodeBody(r, &b); err != nil {
+		return 0, opBody{}, err
+	}
+	return id, b, nil
 }

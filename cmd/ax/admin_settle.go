@@ -183,18 +183,8 @@ func (a *admin) instanceMark(r *http.Request) (any, error) {
 }
 
 func (a *admin) runCancel(r *http.Request) (any, error) {
-	id, err := pathID(r, "run")
+	id, b, err := a.runOpBody(r)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := a.st.Run(r.Context(), id); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errf(http.StatusNotFound, "no run %d", id)
-		}
-		return nil, err
-	}
-	var b opBody
-	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}
 	if b.Downstream {
