@@ -310,18 +310,9 @@ func (c *cronSpec) parseDom(text string) error {
 		}
 		c.hasDomSpec = true
 	}
-	if len(plain) > 0 {
-		m, err := parseField(strings.Join(plain, ","), fDom)
-		if err != nil {
-			var ce *cronError
-			if errors.As(err, &ce) {
-				ce.text = text
-			}
-			return err
-		}
-		c.dom = uint32(m)
-	}
-	return nil
+	m, err := parsePlain(plain, text, fDom)
+	c.dom = uint32(m)
+	return err
 }
 
 // parseDow parses day of week, with nL and d#k; quartz is set when the
@@ -362,18 +353,27 @@ func (c *cronSpec) parseDow(text string, quartz bool) error {
 		}
 		c.hasDowSpec = true
 	}
-	if len(plain) > 0 {
-		m, err := parseField(strings.Join(plain, ","), fDow)
-		if err != nil {
-			var ce *cronError
-			if errors.As(err, &ce) {
-				ce.text = text
-			}
-			return err
-		}
-		c.dow = uint8(m&0x7f | m>>7&1) // bit 7 is Sunday too
+	m, err := parsePlain(plain, text, fDow)
+	c.dow = uint8(m&0x7f | m>>7&1) // bit 7 is Sunday too
+	return err
+}
+
+// parsePlain parses the plain items of a day field (those without L, W or
+// #) as one list; an error names the whole field's text, not just the
+// plain part. No plain items match nothing (0).
+func parsePlain(plain []string, text string, f cronField) (uint64, error) {
+	if len(plain) == 0 {
+		return 0, nil
 	}
-	return nil
+	m, err := parseField(strings.Join(plain, ","), f)
+	if err != nil {
+		var ce *cronError
+		if errors.As(err, &ce) {
+			ce.text = text
+		}
+		return 0, err
+	}
+	return m, nil
 }
 
 // numericWeekday reports whether a day-of-week field names a day by number
