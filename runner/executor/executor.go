@@ -268,7 +268,7 @@ func (x *Executor) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dispatch", x.fromScheduler(x.serveDispatch))
 	mux.HandleFunc("POST /kill", x.fromScheduler(x.serveKill))
-	mux.HandleFunc("POST /status", x.fromScheduler(x.serveStatus))
+	mux.HandleFunc("POST /status", x.fromScheduler(x.schedulersOnly(x.serveStatus)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
 }
@@ -316,6 +316,69 @@ func (x *Executor) fromScheduler(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// schedulersOnly answers, when no token authenticates the scheduler, only
+// callers at the address of a configured scheduler (the IPs its host name
+// resolves to), or on the loopback interface when none is configured: a
+// status answer carries results and their output, which nobody else may
+// read. A refusal is logged (status_refused) and answered 403 with the
+// reason; nothing is answered about any ticket.
+func (x *Executor) schedulersOnly(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if x.cfg.Token != "" { // fromScheduler checked it
+			next(w, r)
+			return
+		}
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		ip := net.ParseIP(host)
+		if err != nil || ip == nil {
+			x.log.Warn("status_refused", "from", r.RemoteAddr, "reason", "no caller address")
+			refuse(w, http.StatusForbidden, "status query from %q: no caller address to check against the configured schedulers", r.RemoteAddr)
+			return
+		}
+		if x.fromSchedulerAddr(r.Context(), ip) {
+			next(w, r)
+			return
+		}
+		x.log.Warn("status_refused", "from", r.RemoteAddr, "reason", "not a configured scheduler")
+		refuse(w, http.StatusForbidden, "status query from %s, which is not a configured scheduler (%s): give the executor Config.Token (AX_EXECUTOR_TOKEN) to authenticate the scheduler wherever it calls from",
+			ip, strings.Join(x.scheds, ", "))
+	}
+}
+
+// fromSchedulerAddr reports whether ip is the address of a configured
+// scheduler, or a loopback address when none is configured.
+func (x *Executor) fromSchedulerAddr(ctx context.Context, ip net.IP) bool {
+	if len(x.scheds) == 0 {
+		return ip.IsLoopback()
+	}
+	for _, s := range x.scheds {
+		u, err := url.Parse(s)
+		if err != nil {
+			continue
+		}
+		h := u.Hostname()
+		if a := net.ParseIP(h); a != nil {
+			if a.Equal(ip) || (a.IsLoopback() && ip.IsLoopback()) || (a.IsUnspecified() && ip.IsLoopback()) {
+				return true
+			}
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		addrs, err := net.DefaultResolver.LookupIPAddr(lctx, h)
+		cancel()
+		if err != nil {
+			x.log.Warn("status_scheduler_unresolved", "scheduler", s, "err", err)
+			continue
+		}
+		for _, a := range addrs {
+			if a.IP.Equal(ip) || (a.IP.IsLoopback() && ip.IsLoopback()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func refuse(w http.ResponseWriter, code int, format string, args ...any) {

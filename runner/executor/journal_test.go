@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,7 +180,12 @@ func TestRestartReportsInterruptedWorkAndRunsQueuedWork(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d executions, want 2 (slow once before the kill, quick once after)", n)
 	}
-	// A restart after everything was delivered delivers nothing again.
+	// A restart after everything was delivered (and the acknowledgements
+	// recorded) delivers nothing again.
+	waitUntil(t, func() bool {
+		j, _ := os.ReadFile(filepath.Join(dir, journalFile))
+		return strings.Count(string(j), `"s":"acked"`) == 2
+	})
 	b.stop()
 	c := startProc(t, dir, ssrv.Client(), calls, funcs, 1)
 	if st := status(t, c.url, "tk-quick").Tickets["tk-quick"]; st.State != runner.TicketDone {
@@ -228,4 +235,80 @@ func waitUntil(t *testing.T, ok func() bool) {
 		}
 	}
 	t.Fatal("condition not met within 10 s")
+}
+
+// A status query from an address that is not a configured scheduler, with
+// no token to authenticate it, is refused with the reason and logged, and
+// says nothing about any ticket; from a scheduler's address, or with the
+// token, it is answered.
+func TestStatusOnlyForSchedulers(t *testing.T) {
+	t.Parallel()
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	funcs := map[string]runner.Func{"sync": func(context.Context, runner.Attempt) error { return nil }}
+	serve := func(cfg Config) string {
+		cfg.Client, cfg.Address = http.DefaultClient, "http://127.0.0.1:1"
+		cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))
+		x, err := New(cfg, funcs) // not Run: it registers nowhere
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(x.Handler())
+		t.Cleanup(srv.Close)
+		b, _ := json.Marshal(disp("sync", "tk-secret"))
+		req, _ := http.NewRequest("POST", srv.URL+"/dispatch", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("dispatch: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		return srv.URL
+	}
+	ask := func(url, token string) (int, string) {
+		req, _ := http.NewRequest("POST", url+"/status", strings.NewReader(`{"tickets":["tk-secret"]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	elsewhere := serve(Config{Scheduler: "http://10.255.0.1:8080"})
+	code, body := ask(elsewhere, "")
+	if code != http.StatusForbidden || !strings.Contains(body, "127.0.0.1, which is not a configured scheduler (http://10.255.0.1:8080)") || strings.Contains(body, "tk-secret") {
+		t.Errorf("status from a stranger: %d %s, want 403 with the reason and nothing about the ticket", code, body)
+	}
+	logMu.Lock()
+	if !strings.Contains(logged.String(), "msg=status_refused from=127.0.0.1:") {
+		t.Errorf("the refusal was not logged: %s", logged.String())
+	}
+	logMu.Unlock()
+	if code, body := ask(serve(Config{Scheduler: "http://127.0.0.1:8080"}), ""); code != 200 || !strings.Contains(body, `"state":"done"`) {
+		t.Errorf("status from the scheduler's address: %d %s", code, body)
+	}
+	withToken := serve(Config{Scheduler: "http://10.255.0.1:8080", Token: "s3"})
+	if code, body := ask(withToken, "s3"); code != 200 || !strings.Contains(body, `"state":"done"`) {
+		t.Errorf("status with the token: %d %s", code, body)
+	}
+	if code, body := ask(withToken, ""); code != http.StatusUnauthorized || strings.Contains(body, "tk-secret") {
+		t.Errorf("status without the token: %d %s", code, body)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
