@@ -38,6 +38,7 @@ tasks:
 type apiEnv struct {
 	t     testing.TB
 	st    *store.Store
+	path  string // the store's file
 	eng   *engine.Engine
 	srv   *httptest.Server
 	token string
@@ -78,7 +79,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		t.Fatal(errs)
 	}
 	st := openStore(t, filepath.Join(dir, "ax.db"))
-	e := &apiEnv{t: t, st: st, token: o.token}
+	e := &apiEnv{t: t, st: st, path: filepath.Join(dir, "ax.db"), token: o.token}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&executorCollector{st: st})
 	api := &executorAPI{st: st, g: g, token: o.execToken}

@@ -127,6 +127,13 @@ func testSync(t *testing.T, s *store.Store) {
 	if r := sync(); fmt.Sprint(r) != "{[] [] [p p.a p.b]}" {
 		t.Errorf("empty sync = %v", r)
 	}
+	// The definition as last synced stays readable after its removal.
+	if def, err := s.PipelineDefinition(ctx(), "p"); err != nil || string(def) != `{"v":"2"}` {
+		t.Errorf("PipelineDefinition(p) = %s, %v; want the last synced {\"v\":\"2\"}", def, err)
+	}
+	if _, err := s.PipelineDefinition(ctx(), "nosuch"); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `pipeline "nosuch"`) {
+		t.Errorf("PipelineDefinition of an unknown pipeline: %v, want ErrNotFound naming it", err)
+	}
 }
 
 func testCreateRun(t *testing.T, s *store.Store) {
