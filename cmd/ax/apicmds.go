@@ -310,7 +310,7 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 			continue
 		}
 		var rs runs
-		if err := c.get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?limit=%d", url.PathEscape(p.Name), limit+400), &rs); err != nil {
+		if err := c.get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?recent=true&limit=%d", url.PathEscape(p.Name), limit), &rs); err != nil {
 			return err
 		}
 		all[p.Name] = rs

@@ -410,7 +410,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 	manual := func(task string) bool { return gates[task] }
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
-		runs, err := st.Runs(ctx, p, 1000)
+		runs, err := recentRuns(ctx, st, p, time.Now(), limit)
 		if err != nil {
 			return err
 		}
