@@ -520,20 +520,20 @@ func manualTasks(g *dag.Graph, pipeline string) []string {
 }
 
 func (a *admin) backfills(r *http.Request) (any, error) {
-	q, err := parseQuery(r, "limit")
+	q, err := parseQuery(r, "before", "limit")
 	if err != nil {
 		return nil, err
 	}
-	limit := q.int("limit", 50, 1, 1000)
+	limit, before := q.int("limit", 50, 1, 1000), q.int("before", 0, 1, math.MaxInt64)
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	bs, err := a.st.Backfills(r.Context(), 0) // newest first
+	bs, err := a.st.BackfillsPage(r.Context(), before, int(limit)) // newest first
 	if err != nil {
 		return nil, err
 	}
 	out := []backfillView{}
-	for _, b := range bs[:min(len(bs), int(limit))] {
+	for _, b := range bs {
 		v, err := a.viewBackfill(r.Context(), b)
 		if err != nil {
 			return nil, err

@@ -42,6 +42,7 @@ func Run(t *testing.T, open Opener) {
 		{"TaskOutput", testTaskOutput},
 		{"PruneFinishedRuns", testPrune},
 		{"RunsPagedByKey", testRunsPaged},
+		{"BackfillsPagedByKey", testBackfillsPaged},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -733,5 +734,39 @@ func testRunsPaged(t *testing.T, s *store.Store) {
 	ahead, err := s.RunsMovedAhead(ctx(), "a", T0)
 	if err != nil || len(ahead) != 1 || ahead[0].ID != r6 {
 		t.Fatalf("runs ahead of T0 that moved: %+v, %v; want only run %d", ahead, err, r6)
+	}
+}
+
+// testBackfillsPaged: backfills page by id, newest first, limit bounded.
+func testBackfillsPaged(t *testing.T, s *store.Store) {
+	var ids []int64
+	for range 5 {
+		id, err := s.CreateBackfill(ctx(), store.Backfill{Pipeline: "a", State: "running"}, T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	want := fmt.Sprint([]int64{ids[4], ids[3], ids[2], ids[1], ids[0]})
+	var got []int64
+	before := int64(0)
+	for range 5 {
+		page, err := s.BackfillsPage(ctx(), before, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 2 {
+			t.Fatalf("page of %d backfills, limit 2", len(page))
+		}
+		for _, b := range page {
+			got = append(got, b.ID)
+		}
+		if len(page) < 2 {
+			break
+		}
+		before = page[len(page)-1].ID
+	}
+	if fmt.Sprint(got) != want {
+		t.Errorf("backfills paged by 2: %v, want %v", got, want)
 	}
 }
