@@ -204,19 +204,29 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Two reads for all the tasks, not a summary per task: a task's
+	// summary counts its outcomes, which grow with its history.
+	ids := make([]string, len(p.Tasks))
+	for i, t := range p.Tasks {
+		ids[i] = t.ID()
+	}
+	latestOf, err := a.st.LatestInstances(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	nextOf, err := a.st.NextFires(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	var tasks []taskView
 	for _, t := range p.Tasks {
 		v := viewTask(t)
 		v.Paused = pausedBy(paused, t)
-		ins, err := a.st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), Limit: 1})
-		if err != nil {
-			return nil, err
+		if in, ok := latestOf[t.ID()]; ok {
+			v.Latest, v.State = &in, in.State
 		}
-		if len(ins) == 1 {
-			v.Latest, v.State = &ins[0], ins[0].State
-		}
-		if sum, err := a.st.TaskSummary(ctx, t.ID()); err == nil && !sum.NextFireAt.IsZero() {
-			v.NextFire = &sum.NextFireAt
+		if next, ok := nextOf[t.ID()]; ok {
+			v.NextFire = &next
 		}
 		tasks = append(tasks, v)
 	}
