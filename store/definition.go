@@ -254,24 +254,9 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 		return Summary{}, err
 	}
 	sum.NextFireAt = next[id]
-	counts := s.sb.Select("state", "COUNT(*)").From("instances").
-		Where(sq.Eq{"task_id": id, "state": []string{string(Success), string(Failed)}}).GroupBy("state")
-	err = s.query(ctx, s.read, "count outcomes", counts, func(rows *sql.Rows) error {
-		var (
-			state string
-			n     int64
-		)
-		if err := rows.Scan(&state, &n); err != nil {
-			return err
-		}
-		if State(state) == Success {
-			sum.SuccessCount = n
-		} else {
-			sum.FailureCount = n
-		}
-		return nil
-	})
-	if err != nil {
+	// The counts are kept by every transition: one row, not a count of
+	// the task's instances.
+	if sum.SuccessCount, sum.FailureCount, err = s.Outcomes(ctx, id); err != nil {
 		return sum, err
 	}
 	// Instances pruned by retention still count, and the last of them
