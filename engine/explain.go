@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -250,25 +251,48 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 // ahead (an @every schedule counts from them, not from now), then the
 // schedule's after the last of them.
 func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n int) ([]time.Time, error) {
+	return nextFires(ctx, e.st, e.g, t.def, now, n)
+}
+
+// nextFires is that rule, on graph g: the fire times of t's instances
+// created ahead (waiting or scheduled from now on), then its schedule's
+// after the last of them, each plus the task's delay.
+func nextFires(ctx context.Context, st *store.Store, g *dag.Graph, t *defs.Task, now time.Time, n int) ([]time.Time, error) {
 	out := []time.Time{}
-	tr := e.g.TriggerOf(t.id)
+	tr := g.TriggerOf(t.ID())
 	if tr == nil {
 		return out, nil
 	}
-	ahead, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting, store.Scheduled},
+	ahead, err := st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), States: []store.State{store.Waiting, store.Scheduled},
 		LogicalFrom: now, ByLogicalTime: true, Ascending: true, Limit: n})
 	if err != nil {
 		return nil, err
 	}
 	from := now
 	for _, in := range ahead {
-		out = append(out, in.LogicalTime.Add(t.def.Delay))
+		out = append(out, in.LogicalTime.Add(t.Delay))
 		from = in.LogicalTime
 	}
 	for _, at := range tr.Schedule.NextN(from, n-len(out)) {
-		out = append(out, at.Add(t.def.Delay))
+		out = append(out, at.Add(t.Delay))
 	}
 	return out, nil
+}
+
+// NextFire returns the next fire time of task id (`pipeline.task`) by the
+// rule of [Explanation.NextFires], in the pipelines in force; zero when no
+// schedule starts it. Safe for concurrent use.
+func (e *Engine) NextFire(ctx context.Context, id string) (time.Time, error) {
+	g := e.Graph()
+	t := g.Task(id)
+	if t == nil {
+		return time.Time{}, fmt.Errorf("engine: next fire: no task %q", id)
+	}
+	fs, err := nextFires(ctx, e.st, g, t, e.cfg.Now(), 1)
+	if err != nil || len(fs) == 0 {
+		return time.Time{}, err
+	}
+	return fs[0], nil
 }
 
 // explainWaiting names what a WAITING instance waits for, by the

@@ -215,8 +215,8 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		if len(ins) == 1 {
 			v.Latest, v.State = &ins[0], ins[0].State
 		}
-		if sum, err := a.st.TaskSummary(ctx, t.ID()); err == nil && !sum.NextFireAt.IsZero() {
-			v.NextFire = &sum.NextFireAt
+		if err := a.nextFire(ctx, &v); err != nil {
+			return nil, err
 		}
 		tasks = append(tasks, v)
 	}
@@ -241,6 +241,25 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	return map[string]any{"name": p.Name, "group": p.Group, "file": p.File, "timezone": p.Timezone, "schedule": p.ScheduleSpec,
 		"misfire": p.Misfire, "overlap": p.Overlap, "paused": pausedByPipeline(paused, p.Name), "tasks": tasks, "edges": edges,
 		"layers": layers, "latest_run": latest}, nil
+}
+
+// nextFire sets v's next fire: by the engine's rule (its instances ahead,
+// then its schedule, so a yearly task shows next New Year and not nothing),
+// or, on a process without an engine, its earliest instance due.
+func (a *admin) nextFire(ctx context.Context, v *taskView) error {
+	var at time.Time
+	if a.eng != nil {
+		var err error
+		if at, err = a.eng.NextFire(ctx, v.ID); err != nil {
+			return err
+		}
+	} else if sum, err := a.st.TaskSummary(ctx, v.ID); err == nil {
+		at = sum.NextFireAt
+	}
+	if !at.IsZero() {
+		v.NextFire = &at
+	}
+	return nil
 }
 
 func pausedByPipeline(paused map[string]store.Pause, name string) *store.Pause {
