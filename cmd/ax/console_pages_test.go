@@ -376,3 +376,77 @@ func TestConsoleShowsRefusedReload(t *testing.T) {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// TestConsoleShowsLogsSafelyAndPagesRuns: the console's log view shows
+// output that is not UTF-8 and output that looks like markup as escaped
+// text (no element is made of it, no script error), and the pipeline page
+// pages its runs by key: "older runs" lists the runs after the last shown.
+func TestConsoleShowsLogsSafelyAndPagesRuns(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	e := setupAPI(t, apiOpts{pipeline: `pipeline: shop
+group: etl
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: talk, command: ["sh", "-c", "printf 'ok\\377<b id=injected>bold</b>\\n'; echo '<img src=x onerror=alert(1)>' >&2"]}
+`})
+	if code, out := e.call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != 200 {
+		t.Fatalf("trigger talk: %d %s", code, out)
+	}
+	talk := e.waitState("shop.talk", store.Success)
+	for i := range 16 { // 17 runs: a full page of 15 and two older
+		if code, out := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": "2026-02-%02dT00:00:00"}`, i+1)); code != 200 {
+			t.Fatalf("trigger sync: %d %s", code, out)
+		}
+	}
+	waitFor(t, func() bool {
+		ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.sync", States: []store.State{store.Success}, Limit: 100})
+		return len(ins) == 16
+	})
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	var text string
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err := chromedp.Do(wctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`button[data-log]`)),
+		chromedp.Click(css(`tr[data-task="talk"] button[data-log]`)), chromedp.WaitVisible(css(`#logview`)))
+	if err == nil {
+		text, err = chromedp.Run(ctx, chromedp.Text(css(`#logview pre`)))
+	}
+	if err != nil {
+		html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("log").outerHTML + document.getElementById("banner").outerHTML`))
+		t.Fatalf("log view: %v (script errors: %v)\n%s", err, scriptErrors(), html)
+	}
+	for _, want := range []string{`stdout| ok\xff<b id=injected>bold</b>`, `stderr| <img src=x onerror=alert(1)>`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("log view of instance %d: want %q in\n%s", talk.ID, want, text)
+		}
+	}
+	made, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.getElementById("injected") || !!document.querySelector("#logview img")`))
+	if err != nil || made {
+		t.Errorf("the output's markup became elements: %v %v", made, err)
+	}
+	// Runs by key: the first page holds 15 of the 17, the older page the last 2.
+	runs := func() []string {
+		t.Helper()
+		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#runs tr[data-run]")].map(r => r.dataset.run)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	first := runs()
+	err = chromedp.Do(ctx, chromedp.Click(css(`#older-runs`)), chromedp.WaitVisible(css(`a[href="#/p/shop"]`)))
+	if err != nil {
+		t.Fatalf("older runs: %v (script errors: %v)", err, scriptErrors())
+	}
+	older := runs()
+	all, _ := e.st.Runs(context.Background(), "shop", 100)
+	if len(all) != 17 || len(first) != 15 || len(older) != 2 || older[0] != fmt.Sprint(all[15].ID) || older[1] != fmt.Sprint(all[16].ID) {
+		t.Errorf("runs shown %v then %v; the store holds %d", first, older, len(all))
+	}
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
