@@ -256,7 +256,7 @@ func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n in
 
 // nextFires is that rule, on graph g: the fire times of t's instances
 // created ahead (waiting or scheduled from now on), then its schedule's
-// after the last of them, each plus the task's delay.
+// after the last of them.
 func nextFires(ctx context.Context, st *store.Store, g *dag.Graph, t *defs.Task, now time.Time, n int) ([]time.Time, error) {
 	out := []time.Time{}
 	tr := g.TriggerOf(t.ID())
@@ -273,26 +273,33 @@ func nextFires(ctx context.Context, st *store.Store, g *dag.Graph, t *defs.Task,
 		out = append(out, in.LogicalTime.Add(t.Delay))
 		from = in.LogicalTime
 	}
-	for _, at := range tr.Schedule.NextN(from, n-len(out)) {
-		out = append(out, at.Add(t.Delay))
-	}
-	return out, nil
+	return append(out, scheduleFires(tr, t, from, n-len(out))...), nil
 }
 
-// NextFire returns the next fire time of task id (`pipeline.task`) by the
-// rule of [Explanation.NextFires], in the pipelines in force; zero when no
-// schedule starts it. Safe for concurrent use.
-func (e *Engine) NextFire(ctx context.Context, id string) (time.Time, error) {
+// scheduleFires returns the next n fires of t by its trigger's schedule
+// strictly after from, each plus the task's delay.
+func scheduleFires(tr *dag.Trigger, t *defs.Task, from time.Time, n int) []time.Time {
+	var out []time.Time
+	for _, at := range tr.Schedule.NextN(from, n) {
+		out = append(out, at.Add(t.Delay))
+	}
+	return out
+}
+
+// NextScheduled returns the next fire of task id (`pipeline.task`) by its
+// schedule alone, from now, in the pipelines in force: for a task with no
+// instance created ahead yet. Zero when no schedule starts it or the task
+// is unknown. Safe for concurrent use.
+func (e *Engine) NextScheduled(id string) time.Time {
 	g := e.Graph()
-	t := g.Task(id)
-	if t == nil {
-		return time.Time{}, fmt.Errorf("engine: next fire: no task %q", id)
+	t, tr := g.Task(id), g.TriggerOf(id)
+	if t == nil || tr == nil {
+		return time.Time{}
 	}
-	fs, err := nextFires(ctx, e.st, g, t, e.cfg.Now(), 1)
-	if err != nil || len(fs) == 0 {
-		return time.Time{}, err
+	if fs := scheduleFires(tr, t, e.cfg.Now(), 1); len(fs) == 1 {
+		return fs[0]
 	}
-	return fs[0], nil
+	return time.Time{}
 }
 
 // explainWaiting names what a WAITING instance waits for, by the
