@@ -56,6 +56,7 @@ type loopView struct {
 	due         time.Time
 	held        bool
 	capped      string // the concurrency cap holding it back, if any
+	starting    string // recorded RUNNING, waiting in the start queue: the global cap's state
 	queue       int
 	global      float64
 	group       float64
@@ -81,6 +82,9 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
 		if p := e.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
+		}
+		if a := e.running[id]; a != nil && a.queued && a.begun.Load() == 0 {
+			v.starting = e.pool.state()
 		}
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
@@ -157,6 +161,9 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		}
 	case in.State == store.Scheduled || in.State == store.Retrying:
 		e.explainDue(t, in, v, now, add)
+	case in.State == store.Running && v != nil && v.starting != "":
+		add("pool", true, "dispatched at %s (attempt %d, ticket %s) and waiting in the start queue for a slot: %s; it starts in priority order as attempts end, and its timeout starts when it starts (ax limits changes the cap)",
+			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, v.starting)
 	case in.State == store.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
 			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), in.StartedAt.Add(t.def.Timeout).Format(time.RFC3339))
