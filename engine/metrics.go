@@ -21,6 +21,7 @@ type metrics struct {
 	poolWaiting    prometheus.Gauge     // due instances held back by a concurrency cap
 	poolRunning    *prometheus.GaugeVec // running attempts against their caps, by scope
 	poolStarting   prometheus.Gauge     // local attempts recorded RUNNING, waiting in the start queue for a slot
+	poolMax        *prometheus.GaugeVec // the caps, by scope (none: unlimited)
 	bufferWait     prometheus.Histogram // how long instances held back by the token bucket waited
 	latency        prometheus.Histogram // fire time → dispatched
 	leader         prometheus.Gauge
@@ -54,6 +55,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		poolStarting: f.NewGauge(prometheus.GaugeOpts{Name: "ax_pool_starting", Help: "Local attempts recorded RUNNING and waiting in the start queue for a slot under --max-running."}),
 		poolRunning: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_pool_running",
 			Help: "Attempts running now, against the concurrency caps: scope local (functions and commands, --max-running) or group:NAME."}, []string{"scope"}),
+		poolMax: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_pool_max_running",
+			Help: "The concurrency cap of each scope of ax_pool_running (no series: unlimited); occupancy is ax_pool_running / ax_pool_max_running."}, []string{"scope"}),
 		bufferWait: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_buffer_wait_seconds",
 			Help: "Time an instance held back by the token bucket waited past its fire time before dispatch.", Buckets: latencyBuckets}),
 		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_dispatch_latency_seconds",

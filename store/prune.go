@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ type PruneResult struct {
 	Actions   int64 `json:"actions"`
 	Chunks    int64 `json:"log_chunks"`
 	Attempts  int64 `json:"attempts"`
+	Inbox     int64 `json:"inbox"`    // results applied before the horizon
 	LastRun   int64 `json:"last_run"` // the largest run id looked at: AfterRun of the next batch
 	More      bool  `json:"more"`     // the batch was full: there may be more
 }
@@ -47,6 +49,7 @@ func (r PruneResult) Add(o PruneResult) PruneResult {
 	r.Actions += o.Actions
 	r.Chunks += o.Chunks
 	r.Attempts += o.Attempts
+	r.Inbox += o.Inbox
 	r.LastRun, r.More = o.LastRun, o.More
 	return r
 }
@@ -100,6 +103,11 @@ type prunedInstance struct {
 // deleting nothing.
 func (s *Store) PruneDryRun(ctx context.Context, p PruneParams) (PruneResult, error) {
 	var total PruneResult
+	if err := s.query(ctx, s.read, "count inbox to prune", s.sb.Select("COUNT(*)").From("inbox").Where(inboxPrunable(p)), func(rows *sql.Rows) error {
+		return rows.Scan(&total.Inbox)
+	}); err != nil {
+		return total, err
+	}
 	for {
 		ids, err := s.pruneCandidates(ctx, s.read, p)
 		if err != nil || len(ids) == 0 {
@@ -130,6 +138,17 @@ func (s *Store) PruneDryRun(ctx context.Context, p PruneParams) (PruneResult, er
 	}
 }
 
+// inboxPrunable selects the inbox entries retention deletes: results
+// applied before the horizon (their attempt is long recorded; the
+// (applied_at, received_at) index bounds the read, and entries not applied
+// yet, NULL, are never in the range).
+func inboxPrunable(p PruneParams) sq.Sqlizer {
+	return sq.Lt{"applied_at": p.Before.UnixMilli()}
+}
+
+// inboxBatch bounds the inbox entries one batch deletes.
+const inboxBatch = 500
+
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
 
 func anys(ids []int64) []any {
@@ -145,9 +164,15 @@ func anys(ids []int64) []any {
 // transaction fenced by the fence's epoch. What the per-task summary shows
 // (outcome counts, the last instance's executor and times) is carried into
 // task_pruned first, so that summaries survive.
+//
+// The epoch is checked last, just before the commit, not first: on MySQL the
+// check takes a shared lock on the lease row until the commit, and held for
+// a whole batch it would make a lease renewal wait, and every dispatch
+// queue behind the waiting renewal. Checked last, the writes still commit
+// only under the current epoch (a takeover waits for the commit).
 func (f *Fence) PruneBatch(ctx context.Context, p PruneParams) (PruneResult, error) {
 	var res PruneResult
-	err := f.tx(ctx, "prune", func(tx *sql.Tx) error {
+	err := f.txCheckLast(ctx, "prune", func(tx *sql.Tx) error {
 		var err error
 		res, err = f.s.pruneBatch(ctx, tx, p)
 		return err
@@ -157,6 +182,24 @@ func (f *Fence) PruneBatch(ctx context.Context, p PruneParams) (PruneResult, err
 
 func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (PruneResult, error) {
 	var res PruneResult
+	var tickets []any
+	q := s.sb.Select("ticket").From("inbox").Where(inboxPrunable(p)).OrderBy("applied_at").Limit(inboxBatch)
+	if err := s.query(ctx, tx, "find inbox entries to prune", q, func(r *sql.Rows) error {
+		var t string
+		err := r.Scan(&t)
+		tickets = append(tickets, t)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	if len(tickets) > 0 {
+		n, err := s.exec(ctx, tx, "prune inbox", s.sb.Delete("inbox").Where("ticket IN ("+placeholders(len(tickets))+")", tickets...))
+		if err != nil {
+			return res, err
+		}
+		res.Inbox, res.More = n, len(tickets) == inboxBatch
+	}
+	res.LastRun = p.AfterRun // no run found: the next batch continues from here
 	ids, err := s.pruneCandidates(ctx, tx, p)
 	if err != nil || len(ids) == 0 {
 		return res, err
@@ -164,9 +207,9 @@ func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (Prun
 	if p.Runs <= 0 {
 		p.Runs = 50
 	}
-	res.Runs, res.LastRun, res.More = int64(len(ids)), ids[len(ids)-1], len(ids) == p.Runs
+	res.Runs, res.LastRun, res.More = int64(len(ids)), ids[len(ids)-1], res.More || len(ids) == p.Runs
 	var ins []prunedInstance
-	q := s.sb.Select("id", "task_id", "state", "executor", "logical_time", "started_at", "ended_at").From("instances").
+	q = s.sb.Select("id", "task_id", "state", "executor", "logical_time", "started_at", "ended_at").From("instances").
 		Where(sq.Eq{"run_id": ids}).OrderBy("id")
 	if err := s.query(ctx, tx, "read instances to prune", q, func(r *sql.Rows) error {
 		var (
@@ -302,20 +345,61 @@ func msTime(v int64) time.Time {
 	return time.UnixMilli(v).UTC()
 }
 
-// RunsBetween lists the runs of a pipeline whose logical time is within
-// [from, to] (a zero bound is open), newest logical time first, at most
-// limit: the (pipeline, logical_time) index bounds the read, so a page of
-// old runs costs what a page of new ones does.
-func (s *Store) RunsBetween(ctx context.Context, pipeline string, from, to time.Time, limit int) ([]Run, error) {
-	if limit <= 0 {
-		limit = 100
+// RunFilter selects a page of a pipeline's runs, newest logical time
+// first (then newest id).
+type RunFilter struct {
+	Pipeline string
+	From, To time.Time // logical time, inclusive; a zero bound is open
+	// Before continues a listing after the run with this id (the last of the
+	// previous page): only runs that sort after it come (keyset paging, so a
+	// page far back costs what the first does). ErrNotFound when no such run
+	// of the pipeline is stored.
+	Before int64
+	Limit  int // zero means 100
+}
+
+// RunsPage lists the runs f selects: the (pipeline, logical_time) index
+// bounds the read, whether by time or by the Before cursor.
+func (s *Store) RunsPage(ctx context.Context, f RunFilter) ([]Run, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
 	}
-	b := s.sb.Select(runCols...).From("runs").Where(sq.Eq{"pipeline": pipeline})
-	if !from.IsZero() {
-		b = b.Where(sq.GtOrEq{"logical_time": from.UnixMilli()})
+	b := s.sb.Select(runCols...).From("runs").Where(sq.Eq{"pipeline": f.Pipeline})
+	if !f.From.IsZero() {
+		b = b.Where(sq.GtOrEq{"logical_time": f.From.UnixMilli()})
 	}
-	if !to.IsZero() {
-		b = b.Where(sq.LtOrEq{"logical_time": to.UnixMilli()})
+	if !f.To.IsZero() {
+		b = b.Where(sq.LtOrEq{"logical_time": f.To.UnixMilli()})
 	}
-	return s.runs(ctx, b.OrderBy("logical_time DESC", "id DESC").Limit(uint64(limit)))
+	if f.Before != 0 {
+		cur, err := s.Run(ctx, f.Before)
+		if err == nil && cur.Pipeline != f.Pipeline {
+			err = notFound("run of pipeline "+f.Pipeline, strconv.FormatInt(f.Before, 10))
+		}
+		if err != nil {
+			return nil, err
+		}
+		// (logical_time, id) < the cursor's, written so that both stores
+		// walk the index range logical_time <= the cursor's.
+		lt := cur.LogicalTime.UnixMilli()
+		b = b.Where(sq.LtOrEq{"logical_time": lt}).Where(sq.Or{sq.Lt{"logical_time": lt}, sq.Lt{"id": f.Before}})
+	}
+	return s.runs(ctx, b.OrderBy("logical_time DESC", "id DESC").Limit(uint64(f.Limit)))
+}
+
+// RunsMovedAhead returns the runs of a pipeline whose logical time is after
+// now (created ahead, inside the window) in which an instance has moved past
+// waiting (one ran, ended or was triggered early), newest logical time first:
+// the runs ahead worth showing beside the past ones. The (pipeline,
+// logical_time) index of instances bounds the read to the window.
+func (s *Store) RunsMovedAhead(ctx context.Context, pipeline string, now time.Time) ([]Run, error) {
+	moved := s.sb.Select("DISTINCT run_id").From("instances").Where(sq.Eq{"pipeline": pipeline}).
+		Where(sq.Gt{"logical_time": now.UnixMilli()}).
+		Where(sq.NotEq{"state": []string{string(Waiting), string(Scheduled), string(Paused)}})
+	q, args, err := moved.ToSql()
+	if err != nil {
+		return nil, err
+	}
+	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where("id IN ("+q+")", args...).
+		Where(sq.Gt{"logical_time": now.UnixMilli()}).OrderBy("logical_time DESC", "id DESC"))
 }
