@@ -333,6 +333,6 @@ func TestBurstOfTenThousandCommands(t *testing.T) {
 // burstLead is how far ahead of the burst the servers start: enough to
 // sync 10,000 definitions and create and load the burst's run on a loaded
 // machine (runBurst fails, saying so, when it was not).
-const burstLead = 20 * time.Second
+const burstLead = 12 * time.Second
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
