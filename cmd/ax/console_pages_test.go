@@ -375,6 +375,25 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Errorf("clean of run %d after marking it success: %s %v", bad, in.State, err)
 	}
 
+	// The other pages, for the screenshots (reviewed by eye).
+	for _, pg := range []struct{ hash, sel, name string }{
+		{"#/", `tr[data-pipeline="shop"]`, "pipelines"}, {"#/actions", "#actions", "actions"}, {"#/backfills", "#backfills", "backfills"},
+		{"#/t/shop/clean", "#nextfires li", "task-after"},
+	} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/"+pg.hash), chromedp.WaitVisible(css(pg.sel)), shoot(pg.name)); err != nil {
+			t.Errorf("%s: %v (script errors: %v)", pg.hash, err, scriptErrors())
+		}
+		if pg.name != "actions" {
+			continue
+		}
+		// The action log in each pipeline's zone too.
+		for pl, off := range map[string]string{"shop": " +08:00", "pager": " +00:00"} {
+			if at, err := chromedp.Run(ctx, chromedp.Text(css(fmt.Sprintf(`#actions tr[data-pipeline=%q] td.at`, pl)))); err != nil || !strings.HasSuffix(at, off) {
+				t.Errorf("action log: an action of %s at %q, want it in the pipeline's zone (%s) (%v)", pl, at, off, err)
+			}
+		}
+	}
+
 	// Without the admin token (the console asks for it; the operator
 	// dismisses the question) a form shows the API's refusal, and nothing
 	// changes.
