@@ -366,7 +366,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
-	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning})
+	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning}, e.cfg.Now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
@@ -648,7 +648,7 @@ var errInterrupted = errors.New("engine: interrupted by shutdown")
 // back too: RETRYING at once, the attempt not counted.
 func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	ctx := context.Background()
-	e.unclaim(ctx, e.cfg.Now())
+	e.giveBack(ctx, e.cfg.Now())
 	k.release(ctx)
 	e.m.leader.Set(0)
 	timer := time.NewTimer(e.cfg.Grace)

@@ -226,7 +226,12 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 			v.Latest, v.State = &in, in.State
 		}
 		if next, ok := nextOf[t.ID()]; ok {
-			v.NextFire = &next
+			v.NextFire = &next // an instance due: its fire time (or retry)
+		} else if a.eng != nil {
+			// None due yet (a yearly task): its schedule's next fire.
+			if at := a.eng.NextScheduled(t.ID()); !at.IsZero() {
+				v.NextFire = &at
+			}
 		}
 		tasks = append(tasks, v)
 	}
