@@ -216,7 +216,7 @@ func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, erro
 func (e *Engine) pausedBy(t *taskInfo) (string, bool) {
 	for _, k := range []string{"task/" + t.id, "group/" + t.def.Group, "pipeline/" + t.def.Pipeline} {
 		if p, ok := e.paused[k]; ok {
-			why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, p.At.UTC().Format(time.RFC3339))
+			why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, e.stampIn(t)(p.At))
 			if p.Reason != "" {
 				why += ": " + p.Reason
 			}

@@ -106,6 +106,17 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	}
 }
 
+// stampIn formats times of task t as every time the console and the CLI
+// show them: in its pipeline's zone, with the offset (UTC for a task no
+// pipeline in force has).
+func (e *Engine) stampIn(t *taskInfo) func(time.Time) string {
+	loc := time.UTC
+	if p := e.Graph().Pipeline(t.def.Pipeline); p != nil && p.Location != nil {
+		loc = p.Location
+	}
+	return func(at time.Time) string { return at.In(loc).Format(time.RFC3339) }
+}
+
 // Explain explains task id (`pipeline.task`). On the primary it reads the
 // loop's queue, bucket and breaker; on a standby, the store alone. An
 // unknown task is an error with a suggestion.
@@ -118,6 +129,7 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		return Explanation{}, err
 	}
 	now := e.cfg.Now()
+	stamp := e.stampIn(t)
 	x := Explanation{Task: id, Now: now, NextFires: []time.Time{}, LastFires: []Fire{}, Findings: []Finding{}}
 	add := func(check string, blocks bool, format string, args ...any) {
 		x.Findings = append(x.Findings, Finding{Check: check, Blocks: blocks, Detail: fmt.Sprintf(format, args...)})
@@ -148,7 +160,7 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		for _, p := range ps {
 			if (p.Scope == store.ScopeTask && p.Name == id) || (p.Scope == store.ScopeGroup && p.Name == t.def.Group) ||
 				(p.Scope == store.ScopePipeline && p.Name == t.def.Pipeline) {
-				add("paused", true, "%s %s paused by %s at %s: %s", p.Scope, p.Name, p.Actor, p.At.Format(time.RFC3339), cmp.Or(p.Reason, "no reason given"))
+				add("paused", true, "%s %s paused by %s at %s: %s", p.Scope, p.Name, p.Actor, stamp(p.At), cmp.Or(p.Reason, "no reason given"))
 			}
 		}
 	}
@@ -168,10 +180,10 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		e.explainDue(t, in, v, now, add)
 	case in.State == store.Running && v != nil && v.starting != "":
 		add("pool", true, "dispatched at %s (attempt %d, ticket %s) and waiting in the start queue for a slot: %s; it starts in priority order as attempts end, and its timeout starts when it starts (ax limits changes the cap)",
-			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, v.starting)
+			stamp(in.StartedAt), in.Attempt, in.Ticket, v.starting)
 	case in.State == store.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
-			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), in.StartedAt.Add(t.def.Timeout).Format(time.RFC3339))
+			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(in.StartedAt.Add(t.def.Timeout)))
 	case in.State == store.Failed:
 		switch {
 		case t.def.Retry.Count == 0:
@@ -182,17 +194,17 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 			add("retries", true, "retries exhausted after %d attempt(s) (retry.count %d): %s", in.Attempt, t.def.Retry.Count, in.Error)
 		}
 	case in.State == store.Killed:
-		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", in.EndedAt.Format(time.RFC3339), id)
+		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", stamp(in.EndedAt), id)
 	case in.State == store.Paused:
 		add("state", true, "the latest instance is PAUSED; ax resume runs it per the misfire policy (%s)", t.def.Misfire)
 	case in.State == store.Success:
-		add("state", false, "the latest instance succeeded at %s", in.EndedAt.Format(time.RFC3339))
+		add("state", false, "the latest instance succeeded at %s", stamp(in.EndedAt))
 	}
 
 	// Breaker open (failure rate, since when).
 	if v != nil && v.brkOpen {
 		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
-			v.brkSince.Format(time.RFC3339), v.brkRate*100, v.brkTotal)
+			stamp(v.brkSince), v.brkRate*100, v.brkTotal)
 	}
 	// No live executor (which were excluded and why).
 	if t.def.Executor.Kind == defs.ExecHTTP {
@@ -349,7 +361,7 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 			add("approval", false, "approved by %s; it runs when its upstreams have succeeded", in.ApprovedBy)
 		}
 		if !d.deadline.IsZero() {
-			add("deadline", false, "fails at %s if its upstreams are not done by then", d.deadline.In(e.g.Pipeline(t.def.Pipeline).Location).Format(time.RFC3339))
+			add("deadline", false, "fails at %s if its upstreams are not done by then", e.stampIn(t)(d.deadline))
 		} else {
 			add("deadline", false, "no wait limit: set wait_timeout to fail it after a while")
 		}
@@ -360,15 +372,16 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 // explainDue explains a SCHEDULED or RETRYING instance: in the window or
 // not, due in the queue, held by the token bucket.
 func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now time.Time, add func(string, bool, string, ...any)) {
+	stamp := e.stampIn(t)
 	what := "scheduled"
 	if in.State == store.Retrying {
 		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Attempt, t.def.Retry.Count+1)
 	}
 	if in.NextFireAt.After(now) {
 		if in.NextFireAt.After(now.Add(e.cfg.Window)) {
-			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, in.NextFireAt.Format(time.RFC3339), e.cfg.Window)
+			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, stamp(in.NextFireAt), e.cfg.Window)
 		} else {
-			add("window", false, "%s for %s, in the wheel", what, in.NextFireAt.Format(time.RFC3339))
+			add("window", false, "%s for %s, in the wheel", what, stamp(in.NextFireAt))
 		}
 		return
 	}
@@ -378,7 +391,7 @@ func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now ti
 		add("queue", true, "%s, due %s ago; this process is a standby, ask the primary", what, late)
 	case !v.pending:
 		add("window", true, "%s, due %s ago but not in the wheel: the window failed to load (loaded until %s); see the store_error lines of the log",
-			what, late, v.loadedUntil.Format(time.RFC3339))
+			what, late, stamp(v.loadedUntil))
 	case v.capped != "":
 		add("pool", true, "held: %s; due %s ago, it waits in the queue in priority order and its timeout starts when it starts (ax limits changes the caps)", v.capped, late)
 	case v.held:

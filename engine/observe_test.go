@@ -301,3 +301,47 @@ func TestUnreadableStoredLimitsLeaveTheConfiguredOnes(t *testing.T) {
 		}
 	})
 }
+
+// Explain's findings give their times in the pipeline's zone with the
+// offset, like the rest of the explanation, the console and the CLI; they
+// were RFC 3339 in UTC ("scheduled for 2026-…Z", "paused … at …Z") beside
+// next fires and dispatches printed in the zone.
+func TestExplainTimesInThePipelineZone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, `pipeline: sh
+timezone: Asia/Shanghai
+schedule: "@every 10s"
+tasks:
+  - {name: a, function: record}
+`)
+		sleep(time.Second)
+		ctx := context.Background()
+		shanghai, err := time.LoadLocation("Asia/Shanghai")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := e.eng.Explain(ctx, "sh.a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		details := func(x Explanation) string {
+			var d []string
+			for _, f := range x.Findings {
+				d = append(d, f.Detail)
+			}
+			return strings.Join(d, "; ")
+		}
+		want := "scheduled for " + x.Latest.NextFireAt.In(shanghai).Format("2006-01-02T15:04:05") + "+08:00"
+		if !strings.Contains(details(x), want) {
+			t.Errorf("explain of a scheduled task: %q, want it to say %q", details(x), want)
+		}
+		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "sh.a", Actor: "operator:ann", Reason: "db migration"}); err != nil {
+			t.Fatal(err)
+		}
+		x, _ = e.eng.Explain(ctx, "sh.a")
+		if !strings.Contains(x.Verdict, "paused by operator:ann at ") || !strings.Contains(x.Verdict, "+08:00") || strings.Contains(x.Verdict, "Z:") {
+			t.Errorf("explain of a paused task: %q, want the pause's time in +08:00", x.Verdict)
+		}
+		e.stop()
+	})
+}
