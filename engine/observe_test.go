@@ -335,6 +335,10 @@ tasks:
 		if !strings.Contains(details(x), want) {
 			t.Errorf("explain of a scheduled task: %q, want it to say %q", details(x), want)
 		}
+		x, _ = e.eng.ExplainUTC(ctx, "sh.a")
+		if want := "scheduled for " + x.Latest.NextFireAt.UTC().Format(time.RFC3339); !strings.Contains(details(x), want) {
+			t.Errorf("explain --utc of a scheduled task: %q, want it to say %q", details(x), want)
+		}
 		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "sh.a", Actor: "operator:ann", Reason: "db migration"}); err != nil {
 			t.Fatal(err)
 		}
