@@ -461,6 +461,9 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
 		switch {
 		case err == nil:
+			if l.Broke != "" {
+				e.log.Warn("lease_holder_stalled_in_write", "holder", e.cfg.Holder, "ended", l.Broke)
+			}
 			e.prevHolder, e.prevLeaseEnd = "", time.Time{}
 			if perr == nil {
 				e.prevHolder = prev.Holder

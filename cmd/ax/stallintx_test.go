@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/store/storetest"
+)
+
+// stopped reports whether process pid is stopped (SIGSTOP).
+func stopped(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	_, rest, ok := strings.Cut(string(b), ") ")
+	return ok && strings.HasPrefix(rest, "T")
+}
+
+// TestHAPrimaryStalledInsideWriteTakenOverInTime: a primary on MariaDB
+// stopped (SIGSTOP) inside a fenced write, after its statements and before
+// its commit, holds the lease row's lock; the standby must still take over
+// within TTL + a few seconds — it ends the stalled holder's connections once
+// the lease has expired — not after innodb_lock_wait_timeout (50 s) or when
+// the holder wakes. Once awake, the old primary writes nothing under its
+// epoch and nothing runs twice.
+func TestHAPrimaryStalledInsideWriteTakenOverInTime(t *testing.T) {
+	t.Parallel()
+	target := "mysql://" + storetest.MySQLDSN(t)
+	bin := filepath.Join(t.TempDir(), "ax-fault")
+	if out, err := exec.Command("go", "build", "-tags", "axfault", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build ax with the fault hook: %v\n%s", err, out)
+	}
+	dir, record := e2ePipeline(t)
+	st := openStore(t, target)
+	trigger := filepath.Join(t.TempDir(), "stop-in-tx")
+	a := startServerBin(t, bin, []string{"AX_FAULT_STOP_IN_TX=" + trigger}, target, dir, "--holder", "a")
+	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
+	b := startServer(t, target, dir, "--holder", "b")
+	waitRuns(t, st, 3)
+	old := lease(t, st)
+	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return stopped(a.cmd.Process.Pid) })
+	at := time.Now()
+	const bound = ttl + 4*time.Second // expiry, then a standby's next try (1 s), a lock wait (1 s) and the retry
+	took, ok := takeoverWithin(st, old, at, bound)
+	_ = a.cmd.Process.Signal(syscall.SIGCONT)
+	if !ok {
+		t.Fatalf("the standby did not take over within %s of a primary stalled inside a write", bound)
+	}
+	t.Logf("b took over %s after a stopped inside a write (TTL %s)", took.Round(time.Millisecond), ttl)
+	now := lease(t, st)
+	logged, _ := os.ReadFile(b.log.Name())
+	if !strings.Contains(string(logged), "msg=lease_holder_stalled_in_write") {
+		t.Errorf("b took over without ending the stalled holder's connections (log: lease_holder_stalled_in_write missing)")
+	}
+	waitRuns(t, st, succeeded(t, st)+3)
+	h, err := st.History(context.Background(), store.LogFilter{Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range h {
+		if r.At.After(at.Add(took)) && r.Epoch != now.Epoch {
+			t.Errorf("after the takeover, history row %d (%s %s → %s) was written at epoch %d, not the primary's %d", r.ID, r.TaskID, r.From, r.To, r.Epoch, now.Epoch)
+		}
+	}
+	a.stop(t)
+	b.stop(t)
+	checkOnce(t, st, record)
+}
