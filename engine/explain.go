@@ -3,10 +3,12 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -56,6 +58,7 @@ type loopView struct {
 	due         time.Time
 	held        bool
 	capped      string // the concurrency cap holding it back, if any
+	starting    string // recorded RUNNING, waiting in the start queue: the global cap's state
 	queue       int
 	global      float64
 	group       float64
@@ -82,6 +85,9 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		if p := e.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
 		}
+		if a := e.running[id]; a != nil && a.queued && a.begun.Load() == 0 {
+			v.starting = e.pool.state()
+		}
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
 		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
@@ -106,6 +112,9 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 	t, err := e.resolveTask(id)
 	if err != nil {
+		if x, ok, rerr := e.explainRemoved(ctx, id); rerr != nil || ok {
+			return x, rerr
+		}
 		return Explanation{}, err
 	}
 	now := e.cfg.Now()
@@ -157,6 +166,9 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		}
 	case in.State == store.Scheduled || in.State == store.Retrying:
 		e.explainDue(t, in, v, now, add)
+	case in.State == store.Running && v != nil && v.starting != "":
+		add("pool", true, "dispatched at %s (attempt %d, ticket %s) and waiting in the start queue for a slot: %s; it starts in priority order as attempts end, and its timeout starts when it starts (ax limits changes the cap)",
+			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, v.starting)
 	case in.State == store.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
 			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), in.StartedAt.Add(t.def.Timeout).Format(time.RFC3339))
@@ -250,25 +262,55 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 // ahead (an @every schedule counts from them, not from now), then the
 // schedule's after the last of them.
 func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n int) ([]time.Time, error) {
+	return nextFires(ctx, e.st, e.g, t.def, now, n)
+}
+
+// nextFires is that rule, on graph g: the fire times of t's instances
+// created ahead (waiting or scheduled from now on), then its schedule's
+// after the last of them.
+func nextFires(ctx context.Context, st *store.Store, g *dag.Graph, t *defs.Task, now time.Time, n int) ([]time.Time, error) {
 	out := []time.Time{}
-	tr := e.g.TriggerOf(t.id)
+	tr := g.TriggerOf(t.ID())
 	if tr == nil {
 		return out, nil
 	}
-	ahead, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting, store.Scheduled},
+	ahead, err := st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), States: []store.State{store.Waiting, store.Scheduled},
 		LogicalFrom: now, ByLogicalTime: true, Ascending: true, Limit: n})
 	if err != nil {
 		return nil, err
 	}
 	from := now
 	for _, in := range ahead {
-		out = append(out, in.LogicalTime.Add(t.def.Delay))
+		out = append(out, in.LogicalTime.Add(t.Delay))
 		from = in.LogicalTime
 	}
-	for _, at := range tr.Schedule.NextN(from, n-len(out)) {
-		out = append(out, at.Add(t.def.Delay))
+	return append(out, scheduleFires(tr, t, from, n-len(out))...), nil
+}
+
+// scheduleFires returns the next n fires of t by its trigger's schedule
+// strictly after from, each plus the task's delay.
+func scheduleFires(tr *dag.Trigger, t *defs.Task, from time.Time, n int) []time.Time {
+	var out []time.Time
+	for _, at := range tr.Schedule.NextN(from, n) {
+		out = append(out, at.Add(t.Delay))
 	}
-	return out, nil
+	return out
+}
+
+// NextScheduled returns the next fire of task id (`pipeline.task`) by its
+// schedule alone, from now, in the pipelines in force: for a task with no
+// instance created ahead yet. Zero when no schedule starts it or the task
+// is unknown. Safe for concurrent use.
+func (e *Engine) NextScheduled(id string) time.Time {
+	g := e.Graph()
+	t, tr := g.Task(id), g.TriggerOf(id)
+	if t == nil || tr == nil {
+		return time.Time{}
+	}
+	if fs := scheduleFires(tr, t, e.cfg.Now(), 1); len(fs) == 1 {
+		return fs[0]
+	}
+	return time.Time{}
 }
 
 // explainWaiting names what a WAITING instance waits for, by the
@@ -351,4 +393,58 @@ func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now ti
 	default:
 		add("queue", true, "%s, due %s ago, in the dispatch queue with %d other due instance(s)", what, late, v.queue-1)
 	}
+}
+
+// explainRemoved explains a task that is no longer in the pipeline files
+// but whose definition the store keeps (ok false when it has none): what
+// became of its latest instance, in particular one that was running when
+// its task was removed — still tracked under its stored definition, it
+// times out, can be killed, and is never retried.
+func (e *Engine) explainRemoved(ctx context.Context, id string) (Explanation, bool, error) {
+	rows, err := e.st.Tasks(ctx, store.TaskFilter{ID: id, IncludeRemoved: true})
+	if err != nil || len(rows) != 1 || !rows[0].Removed {
+		return Explanation{}, false, err
+	}
+	now := e.cfg.Now()
+	x := Explanation{Task: id, Now: now, Live: e.Stats().Leader, NextFires: []time.Time{}, LastFires: []Fire{}, Findings: []Finding{}}
+	add := func(check string, blocks bool, format string, args ...any) {
+		x.Findings = append(x.Findings, Finding{Check: check, Blocks: blocks, Detail: fmt.Sprintf(format, args...)})
+	}
+	def := defs.Task{Timeout: defs.DefaultTimeout}
+	_ = json.Unmarshal(rows[0].Definition, &def) // an unreadable definition keeps the default timeout, as the engine does
+	if def.Timeout <= 0 {
+		def.Timeout = defs.DefaultTimeout
+	}
+	add("removed", true, "task %s was removed from the pipeline files (the store noted it at %s): it is not scheduled any more; its definition and history are kept",
+		id, rows[0].UpdatedAt.Format(time.RFC3339))
+	// A running instance first (the one that matters), else the latest to
+	// have ended, else the latest at all.
+	var latest []store.Instance
+	for _, states := range [][]store.State{{store.Running}, {store.Success, store.Failed, store.Killed}, nil} {
+		if latest, err = e.st.Instances(ctx, store.InstanceFilter{TaskID: id, States: states, Limit: 1}); err != nil {
+			return x, true, err
+		}
+		if len(latest) == 1 {
+			break
+		}
+	}
+	if len(latest) == 1 {
+		in := &latest[0]
+		x.Latest = in
+		switch in.State {
+		case store.Running:
+			add("state", false, "its instance %d was running when the task was removed (since %s, attempt %d, ticket %s): the scheduler still tracks it under the stored definition; it fails at %s if no result comes and is not retried (the task is gone); ax kill --instance %d stops it, and cancelling its run ends it",
+				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, in.StartedAt.Add(def.Timeout).Format(time.RFC3339), in.ID)
+		case store.Success, store.Failed, store.Killed:
+			why := ""
+			if in.Error != "" {
+				why = ": " + in.Error
+			}
+			add("state", false, "its latest instance %d ended %s at %s%s", in.ID, in.State, in.EndedAt.Format(time.RFC3339), why)
+		default:
+			add("state", false, "its latest instance %d is %s; it runs no more (its task is gone)", in.ID, in.State)
+		}
+	}
+	x.Verdict = x.Findings[0].Detail
+	return x, true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strings"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -248,34 +249,14 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 	if len(ran) == 1 {
 		sum.LastExecutor = ran[0].Executor
 	}
-	next := s.sb.Select("MIN(next_fire_at)").From("instances").
-		Where(sq.Eq{"task_id": id, "state": []string{string(Scheduled), string(Retrying)}})
-	if err := s.query(ctx, s.read, "next fire", next, func(rows *sql.Rows) error {
-		var v sql.NullInt64
-		err := rows.Scan(&v)
-		sum.NextFireAt = fromMS(v)
-		return err
-	}); err != nil {
+	next, err := s.NextFires(ctx, []string{id})
+	if err != nil {
 		return Summary{}, err
 	}
-	counts := s.sb.Select("state", "COUNT(*)").From("instances").
-		Where(sq.Eq{"task_id": id, "state": []string{string(Success), string(Failed)}}).GroupBy("state")
-	err = s.query(ctx, s.read, "count outcomes", counts, func(rows *sql.Rows) error {
-		var (
-			state string
-			n     int64
-		)
-		if err := rows.Scan(&state, &n); err != nil {
-			return err
-		}
-		if State(state) == Success {
-			sum.SuccessCount = n
-		} else {
-			sum.FailureCount = n
-		}
-		return nil
-	})
-	if err != nil {
+	sum.NextFireAt = next[id]
+	// The counts are kept by every transition: one row, not a count of
+	// the task's instances.
+	if sum.SuccessCount, sum.FailureCount, err = s.Outcomes(ctx, id); err != nil {
 		return sum, err
 	}
 	// Instances pruned by retention still count, and the last of them
@@ -346,4 +327,61 @@ func (s *Store) PipelineDefinition(ctx context.Context, name string) ([]byte, er
 		return nil, notFound("pipeline", name)
 	}
 	return def, nil
+}
+
+// tasksPerRead bounds the tasks of one statement of LatestInstances and
+// NextFires (SQLite allows 500 arms to a compound SELECT).
+const tasksPerRead = 100
+
+// LatestInstances returns the newest instance (by id) of each of tasks that
+// has one, by task id: one statement per hundred tasks, each task's newest
+// id one MAX over the (task_id, id) index (a single seek on both stores,
+// whatever the task's history holds), then the rows by primary key.
+func (s *Store) LatestInstances(ctx context.Context, tasks []string) (map[string]Instance, error) {
+	out := make(map[string]Instance, len(tasks))
+	for start := 0; start < len(tasks); start += tasksPerRead {
+		chunk := tasks[start:min(start+tasksPerRead, len(tasks))]
+		newest := make([]string, len(chunk))
+		args := make([]any, len(chunk))
+		for i, t := range chunk {
+			newest[i], args[i] = "(SELECT MAX(id) FROM instances WHERE task_id = ?)", t
+		}
+		q := instanceSelect(s.sb).Where("id IN ("+strings.Join(newest, ", ")+")", args...)
+		err := s.query(ctx, s.read, "read latest instances", q, func(rows *sql.Rows) error {
+			in, err := scanInstance(rows)
+			out[in.TaskID] = in
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// NextFires returns the earliest next fire of each of tasks that has a
+// scheduled or retrying instance, by task id: one read of the (task_id,
+// state) index per hundred tasks.
+func (s *Store) NextFires(ctx context.Context, tasks []string) (map[string]time.Time, error) {
+	out := make(map[string]time.Time, len(tasks))
+	for start := 0; start < len(tasks); start += tasksPerRead {
+		chunk := tasks[start:min(start+tasksPerRead, len(tasks))]
+		b := s.sb.Select("task_id", "MIN(next_fire_at)").From("instances").
+			Where(sq.Eq{"task_id": chunk, "state": []string{string(Scheduled), string(Retrying)}}).GroupBy("task_id")
+		err := s.query(ctx, s.read, "read next fires", b, func(rows *sql.Rows) error {
+			var (
+				task string
+				v    sql.NullInt64
+			)
+			err := rows.Scan(&task, &v)
+			if v.Valid {
+				out[task] = fromMS(v)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

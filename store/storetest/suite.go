@@ -42,6 +42,9 @@ func Run(t *testing.T, open Opener) {
 		{"TaskOutput", testTaskOutput},
 		{"PruneFinishedRuns", testPrune},
 		{"RunsPagedByKey", testRunsPaged},
+		{"BackfillsPagedByKey", testBackfillsPaged},
+		{"LatestInstancesAndNextFires", testLatestAndNext},
+		{"OutcomeCountsKeptByTransitions", testOutcomeCounts},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -733,5 +736,175 @@ func testRunsPaged(t *testing.T, s *store.Store) {
 	ahead, err := s.RunsMovedAhead(ctx(), "a", T0)
 	if err != nil || len(ahead) != 1 || ahead[0].ID != r6 {
 		t.Fatalf("runs ahead of T0 that moved: %+v, %v; want only run %d", ahead, err, r6)
+	}
+}
+
+// testBackfillsPaged: backfills page by id, newest first, limit bounded.
+func testBackfillsPaged(t *testing.T, s *store.Store) {
+	var ids []int64
+	for range 5 {
+		id, err := s.CreateBackfill(ctx(), store.Backfill{Pipeline: "a", State: "running"}, T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	want := fmt.Sprint([]int64{ids[4], ids[3], ids[2], ids[1], ids[0]})
+	var got []int64
+	before := int64(0)
+	for range 5 {
+		page, err := s.BackfillsPage(ctx(), before, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 2 {
+			t.Fatalf("page of %d backfills, limit 2", len(page))
+		}
+		for _, b := range page {
+			got = append(got, b.ID)
+		}
+		if len(page) < 2 {
+			break
+		}
+		before = page[len(page)-1].ID
+	}
+	if fmt.Sprint(got) != want {
+		t.Errorf("backfills paged by 2: %v, want %v", got, want)
+	}
+}
+
+// testLatestAndNext: the newest instance of each task and the earliest
+// next fire of each task with a scheduled one, for many tasks in one read.
+func testLatestAndNext(t *testing.T, s *store.Store) {
+	first := Seed(t, s) // run at T0: a.x SCHEDULED at T0, a.y and a.z WAITING
+	_, second, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0.Add(time.Hour), Actor: "scheduler", Now: T0,
+		Instances: []store.NewInstance{
+			{TaskID: "a.x", Group: "g", Priority: 1, State: store.Scheduled, NextFireAt: T0.Add(time.Hour)},
+			{TaskID: "a.y", Group: "g", Priority: 2, State: store.Waiting},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := s.LatestInstances(ctx(), []string{"a.x", "a.y", "a.z", "a.nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"a.x": second[0].ID, "a.y": second[1].ID, "a.z": first["a.z"].ID}
+	if len(latest) != len(want) {
+		t.Errorf("latest instances of %d tasks, want %d: %+v", len(latest), len(want), latest)
+	}
+	for task, id := range want {
+		if in := latest[task]; in.ID != id || in.TaskID != task {
+			t.Errorf("latest instance of %s: %d (%s), want %d", task, in.ID, in.TaskID, id)
+		}
+	}
+	next, err := s.NextFires(ctx(), []string{"a.x", "a.y", "a.z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next) != 1 || !next["a.x"].Equal(T0) {
+		t.Errorf("next fires %v, want only a.x at %s", next, T0)
+	}
+}
+
+// testOutcomeCounts: the per-task outcome counts that summaries read follow
+// every transition into and out of SUCCESS and FAILED, single or batched
+// (small batches are written one by one, large ones in bulk), and leave
+// with what retention prunes; at each step they equal a count of the
+// instances' states.
+func testOutcomeCounts(t *testing.T, s *store.Store) {
+	Seed(t, s)
+	check := func(step string) {
+		t.Helper()
+		for _, task := range []string{"a.x", "a.y"} {
+			var want [2]int64
+			ins, err := s.Instances(ctx(), store.InstanceFilter{TaskID: task, Limit: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range ins {
+				switch in.State {
+				case store.Success:
+					want[0]++
+				case store.Failed:
+					want[1]++
+				}
+			}
+			succ, fail, err := s.Outcomes(ctx(), task)
+			if err != nil || [2]int64{succ, fail} != want {
+				t.Errorf("%s: %s counts success %d, failed %d (%v); its instances: %v", step, task, succ, fail, err, want)
+			}
+		}
+	}
+	// Twelve runs of a.x and a.y, each instance SCHEDULED.
+	var xs, ys []store.Instance
+	for i := range 12 {
+		_, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunManual, LogicalTime: T0.Add(time.Duration(i+1) * time.Minute), Actor: "t", Now: T0,
+			Instances: []store.NewInstance{{TaskID: "a.x", Group: "g", State: store.Scheduled, NextFireAt: T0}, {TaskID: "a.y", Group: "g", State: store.Scheduled, NextFireAt: T0}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs, ys = append(xs, ins[0]), append(ys, ins[1])
+	}
+	move := func(batch []store.Instance, from, to store.State) {
+		t.Helper()
+		var ps []store.TransitionParams
+		for i, in := range batch {
+			ps = append(ps, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: from, To: to, Now: T0, Actor: "t", Reason: "t"})
+			batch[i].Version++
+		}
+		res, err := s.TransitionBatch(ctx(), ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	check("created")
+	move(xs, store.Scheduled, store.Running) // a large batch: in bulk
+	move(ys, store.Scheduled, store.Running)
+	move(xs[:9], store.Running, store.Success)
+	move(xs[9:], store.Running, store.Failed)
+	move(ys[:2], store.Running, store.Failed) // a small batch: one by one
+	move(ys[2:], store.Running, store.Success)
+	check("ended")
+	in := xs[0] // a rerun out of SUCCESS, and a mark of a failure as success, one at a time
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Success, To: store.Scheduled, Now: T0, Actor: "t", Reason: "rerun"}); err != nil {
+		t.Fatal(err)
+	}
+	in = xs[10]
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Success, Now: T0, Actor: "t", Reason: "mark"}); err != nil {
+		t.Fatal(err)
+	}
+	check("rerun and marked")
+	// A refused transition (stale version) counts nothing.
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Success, Now: T0, Actor: "t", Reason: "mark again"}); err == nil {
+		t.Fatal("a stale transition was applied")
+	}
+	check("refused")
+	// Retention moves the pruned outcomes out of the live counts (into
+	// task_pruned, where the summary adds them back).
+	before, err := s.TaskSummary(ctx(), "a.y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, s, "p1", T0)
+	for p := (store.PruneParams{Before: T0.Add(time.Hour), Now: T0}); ; {
+		r, err := s.Fence(l.Epoch).PruneBatch(ctx(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.More {
+			break
+		}
+		p.AfterRun = r.LastRun
+	}
+	check("pruned")
+	after, err := s.TaskSummary(ctx(), "a.y")
+	if err != nil || after.SuccessCount != before.SuccessCount || after.FailureCount != before.FailureCount || before.SuccessCount != 10 || before.FailureCount != 2 {
+		t.Errorf("a.y summary before pruning %d/%d, after %d/%d (%v): want 10/2 both times", before.SuccessCount, before.FailureCount, after.SuccessCount, after.FailureCount, err)
 	}
 }
