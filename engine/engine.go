@@ -651,10 +651,6 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 // shutdown grace period ends: they are given back, not failed.
 var errInterrupted = errors.New("engine: interrupted by shutdown")
 
-// shutdown stops dispatch and releases the lease at once (a standby takes
-// over), gives back the attempts claimed ahead, records the results of the
-// attempts that finish within Grace, then cancels the rest and gives them
-// back too: RETRYING at once, the attempt not counted.
 // startFailed ends a term whose start failed with err: a stop asked
 // meanwhile (its reads fail with the cancelled context) is a clean
 // shutdown, which gives the lease back; any other error is returned.
@@ -665,6 +661,10 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 	return err
 }
 
+// shutdown stops dispatch and releases the lease at once (a standby takes
+// over), gives back the attempts claimed ahead, records the results of the
+// attempts that finish within Grace, then cancels the rest and gives them
+// back too: RETRYING at once, the attempt not counted.
 func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	ctx := context.Background()
 	e.giveBack(ctx, e.cfg.Now())
