@@ -612,13 +612,15 @@ var errLeaseNotHeld = errors.New("engine: the lease is not safely held")
 // (the next primary sees a RUNNING instance it did not start and lets it
 // time out, never running it twice). It returns when it started. The loop
 // put a in the start queue (pool.enqueue) when it handed it out.
-func (e *Engine) slot(ctx context.Context, a *attempt, epoch int64) (time.Time, error) {
+func (e *Engine) slot(ctx context.Context, a *attempt) (time.Time, error) {
 	if err := e.pool.wait(ctx, a.slot); err != nil {
 		return time.Time{}, err
 	}
 	for {
-		now := e.cfg.Now()
-		if e.lease.Load().held(now, epoch) {
+		// Held under whichever epoch is current: a lease the keeper took
+		// again keeps what this process recorded (see reconcile).
+		if e.Primary() {
+			now := e.cfg.Now()
 			a.begun.Store(now.UnixNano())
 			return now, nil
 		}
@@ -667,7 +669,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
-	fence, runID, epoch := e.w(), a.runID, e.epoch
+	fence, runID := e.w(), a.runID
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
@@ -683,7 +685,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 			}
 		}
 		if local {
-			begun, err := e.slot(ctx, a, epoch)
+			begun, err := e.slot(ctx, a)
 			if errors.Is(err, errStartQueueShut) {
 				return // given back by the loop (giveBack)
 			}

@@ -48,6 +48,37 @@ func (a *admin) graph() *dag.Graph {
 	return a.g
 }
 
+// checkTaskFilter refuses a task= filter of a read that names no task,
+// in the running set or among the stored definitions: a task removed or
+// renamed by a reload keeps its instances, history and logs until
+// retention prunes them, and they stay readable under its name.
+func (a *admin) checkTaskFilter(ctx context.Context, q *query, id string) error {
+	if id == "" || a.graph().Task(id) != nil {
+		return nil
+	}
+	ts, err := a.st.Tasks(ctx, store.TaskFilter{ID: id, IncludeRemoved: true})
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", id))
+	}
+	return nil
+}
+
+// checkPipelineFilter is checkTaskFilter for a pipeline= filter.
+func (a *admin) checkPipelineFilter(ctx context.Context, q *query, name string) error {
+	if name == "" || a.graph().Pipeline(name) != nil {
+		return nil
+	}
+	_, err := a.st.PipelineDefinition(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", name))
+		return nil
+	}
+	return err
+}
+
 // maxBody bounds every request body the admin API reads.
 const maxBody = 64 << 10
 

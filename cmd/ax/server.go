@@ -123,7 +123,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		routes = append(routes, r)
 	}
-	filesAtStart, _ := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
+	filesAtStart := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
 	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
 	if err != nil {
 		return usageErr("%v", err)
