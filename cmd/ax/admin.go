@@ -37,6 +37,8 @@ type admin struct {
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
 	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
+	// pruneBudget bounds an operator's pruning pass (zero: pruneBudget).
+	pruneBudget time.Duration
 }
 
 // graph returns the pipelines in force: the engine's, which a reload
