@@ -37,6 +37,8 @@ type admin struct {
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
 	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
+	// pruneBudget bounds an operator's pruning pass (zero: pruneBudget).
+	pruneBudget time.Duration
 }
 
 // graph returns the pipelines in force: the engine's, which a reload
@@ -114,7 +116,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
 		{"GET", "/api/v1/runs/{run}", false, "one run with its instances", (*admin).run},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
-		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a)", (*admin).explain},
+		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a); the findings give times in the pipeline's zone, `utc` (true) in UTC", (*admin).explain},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/pause", true, "pause the task; body `{\"reason\"}`", taskOp(engine.OpPause)},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/resume", true, "resume the task (misfire policy for missed fires)", taskOp(engine.OpResume)},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", true, "run now, in a manual run of its own (for a manual task: approve its oldest waiting instance, or run it); body `{\"downstream\": true, \"at\": \"2026-03-01T02:00:00\", \"params\": {\"k\": \"v\"}, \"reason\"}`, all optional (`at`: logical time in the pipeline's zone)", (*admin).taskTrigger},

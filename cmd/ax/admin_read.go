@@ -389,12 +389,23 @@ func (a *admin) task(r *http.Request) (any, error) {
 }
 
 func (a *admin) explain(r *http.Request) (any, error) {
+	q, err := parseQuery(r, "utc")
+	if err != nil {
+		return nil, err
+	}
+	utc := q.bool("utc")
+	if err := q.err(); err != nil {
+		return nil, err
+	}
 	t, err := a.taskOf(r)
 	if err != nil {
 		return nil, err
 	}
 	if a.eng == nil {
 		return nil, errf(http.StatusServiceUnavailable, "no scheduler runs in this process")
+	}
+	if utc {
+		return a.eng.ExplainUTC(r.Context(), t.ID())
 	}
 	return a.eng.Explain(r.Context(), t.ID())
 }
