@@ -410,11 +410,15 @@ func (w *world) setFault(p float64) {
 	w.faultMu.Unlock()
 }
 
+// simMaxRunning is every engine's configured cap on local attempts, fixed
+// so that a seed does not depend on the machine's CPUs (the default).
+const simMaxRunning = 16
+
 // start runs a new engine process on the store.
 func (w *world) start() *node {
 	w.seq++
 	n := &node{name: fmt.Sprintf("e%d", w.seq), done: make(chan error, 1), dead: make(chan struct{})}
-	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
+	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, MaxRunning: simMaxRunning, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
 		DispatchRate: w.spec.rate, GroupRates: w.spec.groups, Grace: 3 * time.Second}
 	x := &simExec{w: w, node: n}
 	eng, err := engine.New(cfg, w.st, w.g, engine.Executors{defs.ExecFunction: x, defs.ExecHTTP: x})
@@ -773,7 +777,6 @@ func (w *world) verb() {
 	case 10:
 		m := pick(r, []int{0, 2, 8})
 		op = engine.Op{Kind: engine.OpLimits, MaxRunning: &m}
-		w.limited = w.limited || m > 0
 	case 0:
 		t := w.randomTask()
 		op = engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: t.ID()}
