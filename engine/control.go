@@ -28,6 +28,9 @@ const (
 	OpLimits  = "limits"
 	// OpCancelBackfill stops a backfill (Op.Backfill) from starting more runs.
 	OpCancelBackfill = "cancel_backfill"
+	// OpResumeBackfill continues a cancelled, failed or interrupted
+	// backfill (Op.Backfill) without rerunning what it ran.
+	OpResumeBackfill = "resume_backfill"
 	// OpMark sets the outcome (Op.State) of a waiting, failed or killed
 	// instance (Op.Instance, or Op.Target in Op.Run or at Op.At).
 	OpMark = "mark"
@@ -59,7 +62,7 @@ type Op struct {
 	// a nil MaxRunning keeps the global cap; 0 lifts a cap.
 	MaxRunning      *int           `json:"max_running,omitempty"`
 	GroupMaxRunning map[string]int `json:"group_max_running,omitempty"`
-	Backfill        int64          `json:"backfill,omitempty"` // cancel_backfill
+	Backfill        int64          `json:"backfill,omitempty"` // cancel_backfill, resume_backfill
 	Actor           string         `json:"actor,omitempty"`
 	Reason          string         `json:"reason,omitempty"`
 }
@@ -142,12 +145,14 @@ func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error
 		msg, err = e.setLimits(ctx, op, now)
 	case OpCancelBackfill:
 		msg, err = e.cancelBackfill(ctx, op, now)
+	case OpResumeBackfill:
+		msg, err = e.resumeBackfillOp(ctx, op, now)
 	case OpMark:
 		msg, err = e.mark(ctx, op, now)
 	case OpCancel:
 		msg, err = e.cancel(ctx, op, now)
 	default:
-		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, mark, cancel, limits or cancel_backfill", op.Kind)
+		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, mark, cancel, limits, cancel_backfill or resume_backfill", op.Kind)
 	}
 	if err != nil {
 		return "", err // refused: it changed nothing, and writes nothing either (not even an action row)
@@ -784,7 +789,7 @@ func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time,
 	if err != nil {
 		return err
 	}
-	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now}
+	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
 	e.track(id, a)
 	e.execute(id, a, nil)
 	return nil

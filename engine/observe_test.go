@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -298,6 +299,68 @@ func TestUnreadableStoredLimitsLeaveTheConfiguredOnes(t *testing.T) {
 		}
 		if l := e.restart(Config{DispatchRate: 50}, time.Second).Stats().Limits; l.Global != 50 {
 			t.Errorf("limits after an unreadable stored value: %+v, want the configured global 50", l)
+		}
+	})
+}
+
+// A cancelled backfill resumed by the resume_backfill request (the one way
+// `ax backfill resume` reaches the engine) goes on from where it stopped:
+// every logical time runs once, the one in flight at the cancel is not run
+// again; the request is in the action log; resuming a done or unknown
+// backfill is refused with nothing changed.
+func TestResumeBackfill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		slow := map[string]func(context.Context, runner.Attempt) error{"y.a": func(context.Context, runner.Attempt) error {
+			time.Sleep(10 * time.Second)
+			return nil
+		}}
+		e := setup(t, Config{}, slow, yearly)
+		id := e.startBackfill(BackfillParams{Pipeline: "y", From: start.AddDate(-5, 0, 0), To: start})
+		sleep(3 * time.Second)
+		if _, err := e.do(Op{Kind: OpCancelBackfill, Backfill: id}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(30 * time.Second)
+		msg, err := e.do(Op{Kind: OpResumeBackfill, Backfill: id, Actor: "operator:bo"})
+		if err != nil || msg != fmt.Sprintf("backfill %d resumed (was cancelled at 0/5 runs)", id) {
+			t.Fatalf("resume: %q %v", msg, err)
+		}
+		if msg, err := e.do(Op{Kind: OpResumeBackfill, Backfill: id}); err != nil || !strings.Contains(msg, "already") {
+			t.Errorf("resume again: %q %v, want a no-op", msg, err)
+		}
+		sleep(2 * time.Minute)
+		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 5 {
+			t.Fatalf("backfill after the resume: %+v", b)
+		}
+		before := e.backfill(id)
+		for _, bad := range []struct {
+			id   int64
+			want string
+		}{{id, "is done already"}, {999, "no backfill 999"}} {
+			if _, err := e.do(Op{Kind: OpResumeBackfill, Backfill: bad.id}); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("resume %d: %v, want %q", bad.id, err, bad.want)
+			}
+		}
+		if after := e.backfill(id); after != before {
+			t.Errorf("a refused resume changed the backfill: %+v → %+v", before, after)
+		}
+		acts := e.actions(OpResumeBackfill)
+		if len(acts) != 2 || acts[0].Actor != "operator:bo" {
+			t.Errorf("action log: %+v, want the two applied resumes (refused ones write nothing)", acts)
+		}
+		e.stop()
+		runs := map[string]int{}
+		for _, c := range e.rec.snapshot() {
+			runs[fmt.Sprintf("%s %d", c.task, c.logical.Year())]++
+		}
+		if len(runs) != 15 {
+			t.Errorf("executions per task and logical year %v, want each of 3 tasks × 5 years once", runs)
+		}
+		for k, n := range runs {
+			if n != 1 {
+				t.Errorf("%s executed %d times", k, n)
+			}
 		}
 	})
 }

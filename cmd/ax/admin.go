@@ -114,6 +114,7 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"approve_manual\", \"dry_run\"}`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
 		{"POST", "/api/v1/backfills/{id}/cancel", true, "stop a backfill from starting more runs (those in flight finish)", (*admin).cancelBackfill},
+		{"POST", "/api/v1/backfills/{id}/resume", true, "continue a cancelled, failed or interrupted backfill without rerunning what it ran", (*admin).resumeBackfill},
 	}
 }
 

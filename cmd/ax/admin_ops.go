@@ -168,6 +168,14 @@ func (a *admin) cancelBackfill(r *http.Request) (any, error) {
 	return a.do(r, engine.Op{Kind: engine.OpCancelBackfill, Backfill: b.ID})
 }
 
+func (a *admin) resumeBackfill(r *http.Request) (any, error) {
+	b, err := a.backfillOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.do(r, engine.Op{Kind: engine.OpResumeBackfill, Backfill: b.ID})
+}
+
 // backfillRequest is the body of POST /api/v1/backfills.
 type backfillRequest struct {
 	Pipeline      string `json:"pipeline"`

@@ -172,35 +172,47 @@ func submitOp(ctx context.Context, w io.Writer, f opFlags, cop cliOp) error {
 	} else if op.Run != 0 {
 		target = "run " + strconv.FormatInt(op.Run, 10)
 	}
-	id, err := st.EnqueueOp(ctx, store.Op{Kind: op.Kind, Target: target, Args: string(args), Actor: op.Actor, Reason: op.Reason}, time.Now())
+	res, err := queueOp(ctx, st, store.Op{Kind: op.Kind, Target: target, Args: string(args), Actor: op.Actor, Reason: op.Reason}, f.wait)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return err
 	}
-	deadline := time.Now().Add(f.wait)
+	_, err = fmt.Fprintln(w, res)
+	return err
+}
+
+// queueOp queues a request in the store for the primary scheduler to apply
+// (the one way --store reaches the engine: nothing here writes state), and
+// waits for its outcome. A request no scheduler took within wait is
+// withdrawn, so that it cannot surprise anyone later.
+func queueOp(ctx context.Context, st *store.Store, o store.Op, wait time.Duration) (string, error) {
+	id, err := st.EnqueueOp(ctx, o, time.Now())
+	if err != nil {
+		return "", &exitError{code: exitFailed, err: err}
+	}
+	deadline := time.Now().Add(wait)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		o, err := st.GetOp(ctx, id)
+		got, err := st.GetOp(ctx, id)
 		if err != nil {
-			return &exitError{code: exitFailed, err: err}
+			return "", &exitError{code: exitFailed, err: err}
 		}
-		switch o.State {
+		switch got.State {
 		case store.OpDone:
-			fmt.Fprintln(w, o.Result)
-			return nil
+			return got.Result, nil
 		case store.OpFailed:
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s %s: %s", op.Kind, target, o.Error)}
+			return "", &exitError{code: exitFailed, err: fmt.Errorf("%s %s: %s", o.Kind, o.Target, got.Error)}
 		}
 		if time.Now().After(deadline) {
-			err := st.FinishOp(ctx, id, "", fmt.Errorf("withdrawn: no scheduler applied it within %s", f.wait), 0, time.Now())
+			err := st.FinishOp(ctx, id, "", fmt.Errorf("withdrawn: no scheduler applied it within %s", wait), 0, time.Now())
 			if errors.Is(err, store.ErrConflict) {
 				continue // applied just now: read its outcome
 			}
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", op.Kind, target, f.wait, st)}
+			return "", &exitError{code: exitFailed, err: fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", o.Kind, o.Target, wait, st)}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		case <-tick.C:
 		}
 	}
