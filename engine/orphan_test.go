@@ -22,6 +22,9 @@ type handlerTransport struct{ h http.Handler }
 
 func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
+	if r.RemoteAddr == "" {
+		r.RemoteAddr = "127.0.0.1:1" // as a server would see the scheduler beside it
+	}
 	t.h.ServeHTTP(rec, r)
 	return rec.Result(), nil
 }

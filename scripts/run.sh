@@ -57,7 +57,7 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 
-"$EXECUTOR" -listen "127.0.0.1:$EXECUTOR_PORT" -scheduler "http://127.0.0.1:$PORT" &
+"$EXECUTOR" -listen "127.0.0.1:$EXECUTOR_PORT" -scheduler "http://127.0.0.1:$PORT" -state "bin/executor-state-$EXECUTOR_PORT" &
 executor=$!
 echo "make run: console http://127.0.0.1:$PORT/ (ax commands: export AX_SERVER=http://127.0.0.1:$PORT), example executor on 127.0.0.1:$EXECUTOR_PORT; Ctrl-C stops both." >&2
 

@@ -320,3 +320,30 @@ func (s *Store) PipelineChangedAt(ctx context.Context, name string) (time.Time, 
 	}
 	return at, nil
 }
+
+// PipelineDefinition returns the stored definition (JSON) of a pipeline as
+// last synced, removed ones included: what a reader of the store alone
+// knows of it, such as its time zone. ErrNotFound when no such pipeline
+// was ever stored.
+func (s *Store) PipelineDefinition(ctx context.Context, name string) ([]byte, error) {
+	var (
+		def   []byte
+		found bool
+	)
+	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select("definition").From("pipelines").Where(sq.Eq{"name": name}),
+		func(rows *sql.Rows) error {
+			var d string
+			if err := rows.Scan(&d); err != nil {
+				return err
+			}
+			def, found = []byte(d), true
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, notFound("pipeline", name)
+	}
+	return def, nil
+}

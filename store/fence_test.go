@@ -21,7 +21,7 @@ var storeMethods = map[string]string{
 	// Reads, and the handle itself.
 	"Dialect": "read", "String": "read", "DB": "read", "Close": "read", "Fence": "read", "SchemaVersion": "read", "Check": "read",
 	"GetLease": "read", "History": "read", "Actions": "read", "Pauses": "read", "Settings": "read", "Backfills": "read",
-	"Tasks": "read", "PipelineChangedAt": "read", "TaskSummary": "read", "Instance": "read", "InstanceByTicket": "read", "DueInstances": "read",
+	"Tasks": "read", "PipelineChangedAt": "read", "PipelineDefinition": "read", "TaskSummary": "read", "Instance": "read", "InstanceByTicket": "read", "DueInstances": "read",
 	"Instances": "read", "Runs": "read", "LastRun": "read", "Run": "read", "BackfillRuns": "read", "BackfillProgress": "read",
 	"Executors": "read", "PendingOps": "read", "GetOp": "read", "PendingResults": "read", "InboxEntryOf": "read",
 	// Writes that are not the primary's, by design.
@@ -37,7 +37,7 @@ var storeMethods = map[string]string{
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
 	"SyncDefinitions": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
 	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
-	"LogChunks": "read", "Attempts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsBetween": "read",
+	"LogChunks": "read", "Attempts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read",
 }
 
 func TestEveryWriteIsFenced(t *testing.T) {

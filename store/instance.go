@@ -603,13 +603,10 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, er
 	return s.instances(ctx, s.read, b.OrderBy(order...).Limit(uint64(f.Limit)))
 }
 
-// Runs lists the runs of a pipeline, newest logical time first.
+// Runs lists the newest runs of a pipeline, newest logical time first: the
+// first page of RunsPage.
 func (s *Store) Runs(ctx context.Context, pipeline string, limit int) ([]Run, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	return s.runs(ctx, s.sb.Select(runCols...).From("runs").
-		Where(sq.Eq{"pipeline": pipeline}).OrderBy("logical_time DESC", "id DESC").Limit(uint64(limit)))
+	return s.RunsPage(ctx, RunFilter{Pipeline: pipeline, Limit: limit})
 }
 
 // LastRun returns the run of trigger and kind with the latest logical time,

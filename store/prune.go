@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -302,20 +303,61 @@ func msTime(v int64) time.Time {
 	return time.UnixMilli(v).UTC()
 }
 
-// RunsBetween lists the runs of a pipeline whose logical time is within
-// [from, to] (a zero bound is open), newest logical time first, at most
-// limit: the (pipeline, logical_time) index bounds the read, so a page of
-// old runs costs what a page of new ones does.
-func (s *Store) RunsBetween(ctx context.Context, pipeline string, from, to time.Time, limit int) ([]Run, error) {
-	if limit <= 0 {
-		limit = 100
+// RunFilter selects a page of a pipeline's runs, newest logical time
+// first (then newest id).
+type RunFilter struct {
+	Pipeline string
+	From, To time.Time // logical time, inclusive; a zero bound is open
+	// Before continues a listing after the run with this id (the last of the
+	// previous page): only runs that sort after it come (keyset paging, so a
+	// page far back costs what the first does). ErrNotFound when no such run
+	// of the pipeline is stored.
+	Before int64
+	Limit  int // zero means 100
+}
+
+// RunsPage lists the runs f selects: the (pipeline, logical_time) index
+// bounds the read, whether by time or by the Before cursor.
+func (s *Store) RunsPage(ctx context.Context, f RunFilter) ([]Run, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
 	}
-	b := s.sb.Select(runCols...).From("runs").Where(sq.Eq{"pipeline": pipeline})
-	if !from.IsZero() {
-		b = b.Where(sq.GtOrEq{"logical_time": from.UnixMilli()})
+	b := s.sb.Select(runCols...).From("runs").Where(sq.Eq{"pipeline": f.Pipeline})
+	if !f.From.IsZero() {
+		b = b.Where(sq.GtOrEq{"logical_time": f.From.UnixMilli()})
 	}
-	if !to.IsZero() {
-		b = b.Where(sq.LtOrEq{"logical_time": to.UnixMilli()})
+	if !f.To.IsZero() {
+		b = b.Where(sq.LtOrEq{"logical_time": f.To.UnixMilli()})
 	}
-	return s.runs(ctx, b.OrderBy("logical_time DESC", "id DESC").Limit(uint64(limit)))
+	if f.Before != 0 {
+		cur, err := s.Run(ctx, f.Before)
+		if err == nil && cur.Pipeline != f.Pipeline {
+			err = notFound("run of pipeline "+f.Pipeline, strconv.FormatInt(f.Before, 10))
+		}
+		if err != nil {
+			return nil, err
+		}
+		// (logical_time, id) < the cursor's, written so that both stores
+		// walk the index range logical_time <= the cursor's.
+		lt := cur.LogicalTime.UnixMilli()
+		b = b.Where(sq.LtOrEq{"logical_time": lt}).Where(sq.Or{sq.Lt{"logical_time": lt}, sq.Lt{"id": f.Before}})
+	}
+	return s.runs(ctx, b.OrderBy("logical_time DESC", "id DESC").Limit(uint64(f.Limit)))
+}
+
+// RunsMovedAhead returns the runs of a pipeline whose logical time is after
+// now (created ahead, inside the window) in which an instance has moved past
+// waiting (one ran, ended or was triggered early), newest logical time first:
+// the runs ahead worth showing beside the past ones. The (pipeline,
+// logical_time) index of instances bounds the read to the window.
+func (s *Store) RunsMovedAhead(ctx context.Context, pipeline string, now time.Time) ([]Run, error) {
+	moved := s.sb.Select("DISTINCT run_id").From("instances").Where(sq.Eq{"pipeline": pipeline}).
+		Where(sq.Gt{"logical_time": now.UnixMilli()}).
+		Where(sq.NotEq{"state": []string{string(Waiting), string(Scheduled), string(Paused)}})
+	q, args, err := moved.ToSql()
+	if err != nil {
+		return nil, err
+	}
+	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where("id IN ("+q+")", args...).
+		Where(sq.Gt{"logical_time": now.UnixMilli()}).OrderBy("logical_time DESC", "id DESC"))
 }

@@ -80,7 +80,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/status", false, "the lease holder, this process's role, loop counters and limits", (*admin).status},
 		{"GET", "/api/v1/pipelines", false, "pipelines with their latest run's instance states", (*admin).pipelines},
 		{"GET", "/api/v1/pipelines/{pipeline}", false, "one pipeline: tasks with their latest instance, graph edges, layers, latest run", (*admin).pipeline},
-		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest first, each with what holds it when it is not over; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `limit`", (*admin).runs},
+		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
 		{"GET", "/api/v1/runs/{run}", false, "one run with its instances", (*admin).run},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a)", (*admin).explain},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -87,15 +88,11 @@ func manualOf(g *dag.Graph) func(string) bool {
 // latestRun is the pipeline's newest run whose logical time has come (runs
 // created ahead, inside the window, are not news), with its instances.
 func (a *admin) latestRun(ctx context.Context, pipeline string) (*runView, []store.Instance, error) {
-	runs, err := a.st.Runs(ctx, pipeline, 400)
+	runs, err := a.st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: a.now(), Limit: 1})
 	if err != nil {
 		return nil, nil, err
 	}
-	now := a.now()
 	for _, run := range runs {
-		if run.LogicalTime.After(now) {
-			continue
-		}
 		ins, err := a.st.Instances(ctx, store.InstanceFilter{RunID: run.ID, Limit: 1 << 20, Ascending: true})
 		if err != nil {
 			return nil, nil, err
@@ -258,26 +255,38 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := parseQuery(r, "state", "from", "to", "limit")
+	q, err := parseQuery(r, "state", "from", "to", "before", "recent", "limit")
 	if err != nil {
 		return nil, err
 	}
 	limit := q.int("limit", 50, 1, 1000)
-	from, to := q.time("from"), q.time("to")
+	f := store.RunFilter{Pipeline: p.Name, From: q.time("from"), To: q.time("to"), Before: q.int("before", 0, 1, math.MaxInt64)}
+	recent := q.bool("recent")
 	state := q.str("state")
 	if state != "" && !slices.Contains([]string{"waiting", "running", "awaiting approval", "success", "failed"}, state) {
 		q.errs = append(q.errs, fmt.Sprintf("state=%q: use waiting, running, awaiting approval, success or failed", state))
 	}
+	if recent && (f.Before != 0 || !f.From.IsZero() || !f.To.IsZero()) {
+		q.errs = append(q.errs, "recent=true is the first page as ax status shows it: leave out before, from and to")
+	}
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	// The time bounds are in the query (indexed); a state filter looks at up
-	// to 20 times the page of runs, newest first.
-	scan := int(limit)
+	// The time bounds and the cursor are in the query (indexed); a state
+	// filter looks at up to 20 times the page of runs, newest first.
+	f.Limit = int(limit)
 	if state != "" {
-		scan = min(20*int(limit), 5000)
+		f.Limit = min(20*int(limit), 5000)
 	}
-	runs, err := a.st.RunsBetween(r.Context(), p.Name, from, to, scan)
+	var runs []store.Run
+	if recent {
+		runs, err = recentRuns(r.Context(), a.st, p.Name, a.now(), f.Limit)
+	} else {
+		runs, err = a.st.RunsPage(r.Context(), f)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errf(http.StatusNotFound, "before=%d: no run %d of pipeline %s (pass the id of the last run of the previous page)", f.Before, f.Before, p.Name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +305,23 @@ func (a *admin) runs(r *http.Request) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// recentRuns is the first page of a pipeline's runs as ax status shows it:
+// the newest limit runs whose logical time has come, after the runs created
+// ahead (inside the window) in which something already moved. Two indexed
+// reads, whatever the store holds.
+func recentRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]store.Run, error) {
+	ahead, err := st.RunsMovedAhead(ctx, pipeline, now)
+	if err != nil {
+		return nil, err
+	}
+	past, err := st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: now, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	all := append(ahead, past...)
+	return all[:min(len(all), limit)], nil
 }
 
 func (a *admin) run(r *http.Request) (any, error) {

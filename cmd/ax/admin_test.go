@@ -38,6 +38,7 @@ tasks:
 type apiEnv struct {
 	t     testing.TB
 	st    *store.Store
+	path  string // the store's file
 	eng   *engine.Engine
 	srv   *httptest.Server
 	token string
@@ -78,7 +79,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		t.Fatal(errs)
 	}
 	st := openStore(t, filepath.Join(dir, "ax.db"))
-	e := &apiEnv{t: t, st: st, token: o.token}
+	e := &apiEnv{t: t, st: st, path: filepath.Join(dir, "ax.db"), token: o.token}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&executorCollector{st: st})
 	api := &executorAPI{st: st, g: g, token: o.execToken}
@@ -192,6 +193,9 @@ var badRequests = []struct {
 	{"GET", "/api/v1/pipelines/shop/runs?limit=0", "", 400, "limit=\"0\": give a whole number from 1 to 1000"},
 	{"GET", "/api/v1/pipelines/shop/runs?sate=running", "", 400, `unknown query parameter "sate" (did you mean "state"?)`},
 	{"GET", "/api/v1/pipelines/shop/runs?from=yesterday", "", 400, `from: "yesterday" is not a date`},
+	{"GET", "/api/v1/pipelines/shop/runs?before=99999", "", 404, "before=99999: no run 99999 of pipeline shop (pass the id of the last run of the previous page)"},
+	{"GET", "/api/v1/pipelines/shop/runs?before=0", "", 400, `before="0": give a whole number from 1`},
+	{"GET", "/api/v1/pipelines/shop/runs?recent=true&before=1", "", 400, "recent=true is the first page as ax status shows it: leave out before, from and to"},
 	{"GET", "/api/v1/runs/abc", "", 400, `run "abc": give a positive number`},
 	{"GET", "/api/v1/runs/99999", "", 404, "no run 99999"},
 	{"GET", "/api/v1/pipelines/shop/tasks/synk", "", 404, `pipeline shop has no task "synk" (did you mean "sync"?)`},
@@ -363,6 +367,10 @@ func TestAPIEndpoints(t *testing.T) {
 	running := decodeJSON[[]runView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=running", ""))
 	if len(running) != 1 || running[0].Counts[store.Running] != 1 || running[0].ID == runs[0].ID {
 		t.Fatalf("running runs (slow): %+v", running)
+	}
+	// Paged by key: the page after the running run holds the succeeded one.
+	if next := decodeJSON[[]runView](t, ok("GET", fmt.Sprintf("/api/v1/pipelines/shop/runs?limit=1&before=%d", running[0].ID), "")); len(next) != 1 || next[0].ID != runs[0].ID {
+		t.Fatalf("the page before run %d: %+v, want run %d", running[0].ID, next, runs[0].ID)
 	}
 	ok("GET", fmt.Sprintf("/api/v1/runs/%d", runs[0].ID), "", `"instances"`, `"shop.clean"`)
 	task := ok("GET", "/api/v1/pipelines/shop/tasks/sync", "", `"success_count": 1`, `"next_fires"`, `"last_fires"`, `"due"`)

@@ -141,10 +141,17 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "malformed heartbeat: want {\"address\": \"…\"}")
 		return
 	}
-	err := a.st.Heartbeat(r.Context(), req.Address, time.Now())
+	now := time.Now()
+	err := a.st.Heartbeat(r.Context(), req.Address, now)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		apiError(w, http.StatusNotFound, "executor %s is not registered: register first", req.Address)
+		// Recorded (the SDK registers again at once, so this is rare) and
+		// refused: nothing is changed in the registry.
+		msg := fmt.Sprintf("executor %s is not registered: register first", req.Address)
+		if err := a.st.AppendAction(r.Context(), store.Action{At: now, Actor: "executor:" + r.RemoteAddr, Action: "refused_heartbeat", Reason: msg}); err != nil {
+			msg += " (not recorded: " + err.Error() + ")"
+		}
+		apiError(w, http.StatusNotFound, "%s", msg)
 	case err != nil:
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
 	default:

@@ -52,7 +52,7 @@ func newExecutorsCmd() *cobra.Command {
 				if !x.Live {
 					state = "excluded: " + x.Excluded
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Address, state, x.LastHeartbeat.Local().Format(time.RFC3339), strings.Join(x.Tasks, ", "))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Address, state, stamp(x.LastHeartbeat, time.UTC), strings.Join(x.Tasks, ", "))
 			}
 			if len(exs) == 0 {
 				fmt.Fprintln(tw, "(no executor has registered)")
@@ -310,7 +310,7 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 			continue
 		}
 		var rs runs
-		if err := c.get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?limit=%d", url.PathEscape(p.Name), limit+400), &rs); err != nil {
+		if err := c.get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?recent=true&limit=%d", url.PathEscape(p.Name), limit), &rs); err != nil {
 			return err
 		}
 		all[p.Name] = rs
@@ -333,9 +333,9 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 		if !ok {
 			continue
 		}
-		loc, err := loadZone(p.Timezone)
-		if err != nil || f.utc {
-			loc = time.UTC
+		loc, err := pipelineZone(p.Timezone, f.utc)
+		if err != nil {
+			return err
 		}
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
 		writeRuns(&b, rs, limit, loc)

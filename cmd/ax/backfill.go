@@ -299,7 +299,7 @@ func progress(b store.Backfill, elapsed time.Duration) string {
 func writePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error {
 	fmt.Fprintf(w, "plan: %s, %d run(s) × %d task(s), rerun %s, max %d active\n", spec.Pipeline, len(spec.Times), len(spec.Tasks), spec.Rerun, spec.MaxActiveRuns)
 	for _, at := range spec.Times {
-		fmt.Fprintf(w, "%s  %s\n", at.In(loc).Format(time.RFC3339), strings.Join(spec.Tasks, " → "))
+		fmt.Fprintf(w, "%s  %s\n", stamp(at, loc), strings.Join(spec.Tasks, " → "))
 	}
 	return nil
 }
@@ -411,12 +411,16 @@ func newBackfillListCmd() *cobra.Command {
 		Short: "List backfills, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var bs []store.Backfill
+			var (
+				bs []store.Backfill
+				zs *zones
+			)
 			if !viaStore(cmd) {
 				c, err := newAPIClient(api.server)
 				if err != nil {
 					return err
 				}
+				zs = apiZones(cmd.Context(), c, api.utc)
 				raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/backfills", nil)
 				if err != nil || api.json {
 					return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
@@ -434,6 +438,7 @@ func newBackfillListCmd() *cobra.Command {
 					return &exitError{code: exitFailed, err: err}
 				}
 				defer st.Close()
+				zs = storeZones(cmd.Context(), st, api.utc)
 				if bs, err = st.Backfills(cmd.Context(), 0); err != nil { // newest first
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -441,7 +446,11 @@ func newBackfillListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPIPELINE\tSTATE\tRUNS\tFAILED\tBY\tCREATED")
 			for _, b := range bs {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", b.ID, b.Pipeline, b.State, b.DoneRuns, b.TotalRuns, b.FailedRuns, b.Actor, b.CreatedAt.Local().Format(time.RFC3339))
+				loc, err := zs.of(b.Pipeline)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", b.ID, b.Pipeline, b.State, b.DoneRuns, b.TotalRuns, b.FailedRuns, b.Actor, stamp(b.CreatedAt, loc))
 			}
 			return tw.Flush()
 		},
@@ -667,7 +676,7 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, when.In(p.Location).Format(time.RFC3339), len(spec.Tasks))
+	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, stamp(when, p.Location), len(spec.Tasks))
 	events := make(chan engine.Event, 1024)
 	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "run", Grace: time.Millisecond,
 		OnEvent: func(ev engine.Event) { events <- ev }}, st, g, execs)

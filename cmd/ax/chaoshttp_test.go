@@ -20,22 +20,29 @@ import (
 
 // executorProc is an SDK executor in its own process (examples/executor).
 type executorProc struct {
-	cmd  *exec.Cmd
-	addr string
+	cmd   *exec.Cmd
+	addr  string
+	state string
 }
 
-func startExecutor(t *testing.T, bin, addr, schedulers, record string) *executorProc {
+// executorLogs are the logs of every executor process started.
+var executorLogs []string
+
+// startExecutor starts it on addr with its ticket journal in state (the
+// same dir again when it restarts on addr).
+func startExecutor(t *testing.T, bin, addr, schedulers, record, state string) *executorProc {
 	t.Helper()
 	log, err := os.CreateTemp(t.TempDir(), "executor-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-listen", addr, "-scheduler", schedulers, "-task", "record", "-record", record, "-work", "200ms")
+	cmd := exec.Command(bin, "-listen", addr, "-scheduler", schedulers, "-task", "record", "-record", record, "-work", "200ms", "-state", state)
 	cmd.Stdout, cmd.Stderr = log, log
+	executorLogs = append(executorLogs, log.Name())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &executorProc{cmd: cmd, addr: addr}
+	p := &executorProc{cmd: cmd, addr: addr, state: state}
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
@@ -88,7 +95,8 @@ tasks:
 	servers := map[string]*server{"a": startServer(t, target, dir, "--holder", "a", "--listen", apis["a"])}
 	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
 	servers["b"] = startServer(t, target, dir, "--holder", "b", "--listen", apis["b"])
-	execs := []*executorProc{startExecutor(t, bin, freeAddr(t), schedulers, record), startExecutor(t, bin, freeAddr(t), schedulers, record)}
+	execs := []*executorProc{startExecutor(t, bin, freeAddr(t), schedulers, record, filepath.Join(dir, "x0")),
+		startExecutor(t, bin, freeAddr(t), schedulers, record, filepath.Join(dir, "x1"))}
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	var takeovers []time.Duration
@@ -102,7 +110,7 @@ tasks:
 			i := rng.IntN(len(execs))
 			_ = execs[i].cmd.Process.Kill()
 			_ = execs[i].cmd.Wait()
-			execs[i] = startExecutor(t, bin, execs[i].addr, schedulers, record)
+			execs[i] = startExecutor(t, bin, execs[i].addr, schedulers, record, execs[i].state)
 		default:
 			old := lease(t, st)
 			victim := servers[old.Holder]
@@ -167,14 +175,19 @@ tasks:
 		}
 	}
 	checkOnce(t, st, record)
+	interrupted := 0 // work that started and never finished: reported failed by the restarted executor, retried per policy
+	for _, name := range executorLogs {
+		b, _ := os.ReadFile(name)
+		interrupted += strings.Count(string(b), "msg=ticket_interrupted")
+	}
 	slices.Sort(takeovers)
 	p50, maxT := time.Duration(0), time.Duration(0)
 	if len(takeovers) > 0 {
 		p50, maxT = takeovers[len(takeovers)/2], takeovers[len(takeovers)-1]
 	}
 	t.Logf("chaos (HTTP executors) for %s on MariaDB: %d primary kills, %d stalls (%d inside a transaction: taken over after waking), %d executor kills; "+
-		"%d logical times executed, %d duplicate executions, %d unknown outcomes of the HTTP task; takeover p50 %s, max %s (logical times lost are errors above; none means 0)",
-		dur, kills, stalls, stalledInTx, execKills, runs, dups, nUnknown, p50.Round(time.Millisecond), maxT.Round(time.Millisecond))
+		"%d logical times executed, %d duplicate executions, %d unknown outcomes of the HTTP task, %d attempts interrupted by an executor kill (failed, retried); takeover p50 %s, max %s (logical times lost are errors above; none means 0)",
+		dur, kills, stalls, stalledInTx, execKills, runs, dups, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond))
 }
 
 // takeoverWithin waits up to limit for another holder to take the lease

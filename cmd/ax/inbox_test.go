@@ -83,6 +83,10 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	if err != nil || before.State != store.Running {
 		t.Fatalf("instance %+v, %v", before, err)
 	}
+	otherBefore, err := st.Instance(ctx, other.InstanceID)
+	if err != nil || otherBefore.State != store.Running {
+		t.Fatalf("instance %+v, %v", otherBefore, err)
+	}
 
 	// Bad input at the standby: refused with the reason, recorded, nothing stored or applied.
 	big := strings.Repeat("x", runner.MaxReportOutput+1)
@@ -107,6 +111,11 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	}
 	if pend, _ := st.PendingResults(ctx, 10); len(pend) != 0 {
 		t.Errorf("refused results reached the inbox: %+v", pend)
+	}
+	for _, want := range []store.Instance{before, otherBefore} {
+		if in, err := st.Instance(ctx, want.ID); err != nil || in.State != store.Running || in.Version != want.Version || in.Ticket != want.Ticket {
+			t.Errorf("refused results changed instance %d: %+v (%v), was %+v", want.ID, in, err, want)
+		}
 	}
 
 	// The good result, to the standby.

@@ -348,6 +348,11 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		q.Set("attempt", strconv.Itoa(attempt))
 	}
 	path := fmt.Sprintf("/api/v1/instances/%d/logs?", instance)
+	pipeline, _, _ := splitTask(task)
+	loc, err := zoneOf(ctx, c, pipeline, f.utc)
+	if err != nil {
+		return err
+	}
 	if !follow {
 		raw, err := c.call(ctx, http.MethodGet, path+q.Encode(), nil)
 		if err != nil || f.json {
@@ -357,7 +362,7 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return err
 		}
-		writeLogHeader(w, p.LogHeader)
+		writeLogHeader(w, p.LogHeader, loc)
 		for _, l := range p.Lines {
 			writeLogLine(w, l)
 		}
@@ -376,12 +381,12 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		}
 		switch {
 		case ev.Header != nil:
-			writeLogHeader(w, *ev.Header)
+			writeLogHeader(w, *ev.Header, loc)
 			ended = !ev.Header.Running
 		case ev.Line != nil:
 			writeLogLine(w, *ev.Line)
 		case ev.End != nil && !ended:
-			writeLogEnd(w, *ev.End)
+			writeLogEnd(w, *ev.End, loc)
 		}
 		return nil
 	})
@@ -428,27 +433,23 @@ func (c *apiClient) stream(ctx context.Context, path string, each func([]byte) e
 	return nil
 }
 
-func writeLogHeader(w io.Writer, h LogHeader) {
+func writeLogHeader(w io.Writer, h LogHeader, loc *time.Location) {
 	fmt.Fprintf(w, "== %s instance %d (run %d), attempt %d of %d, executor %s\n", h.Task, h.Instance, h.Run, h.Attempt, h.Attempts, orDash(h.Executor))
-	start := "-"
-	if !h.StartedAt.IsZero() {
-		start = h.StartedAt.Format(time.RFC3339)
-	}
-	fmt.Fprintf(w, "== started %s", start)
+	fmt.Fprintf(w, "== started %s", stamp(h.StartedAt, loc))
 	if h.Running {
 		fmt.Fprintf(w, ", running\n")
 	} else {
-		fmt.Fprintf(w, ", %s\n", endText(h))
+		fmt.Fprintf(w, ", %s\n", endText(h, loc))
 	}
 	if h.Dropped > 0 {
 		fmt.Fprintf(w, "== truncated: the first %d bytes of output were dropped (over the limit); the last %d are kept\n", h.Dropped, h.Bytes)
 	}
 }
 
-func endText(h LogHeader) string {
+func endText(h LogHeader, loc *time.Location) string {
 	var b strings.Builder
 	if !h.EndedAt.IsZero() {
-		fmt.Fprintf(&b, "ended %s, ", h.EndedAt.Format(time.RFC3339))
+		fmt.Fprintf(&b, "ended %s, ", stamp(h.EndedAt, loc))
 	}
 	b.WriteString(orDash(h.Status))
 	if h.ExitCode != nil {
@@ -468,11 +469,11 @@ func writeLogLine(w io.Writer, l LogLine) {
 	fmt.Fprintf(w, "%-6s| %s%s", l.Stream, l.Text, end)
 }
 
-func writeLogEnd(w io.Writer, h LogHeader) {
+func writeLogEnd(w io.Writer, h LogHeader, loc *time.Location) {
 	if h.Running {
 		return
 	}
-	fmt.Fprintf(w, "== %s\n", endText(h))
+	fmt.Fprintf(w, "== %s\n", endText(h, loc))
 }
 
 func orDash(s string) string {

@@ -62,7 +62,7 @@ On a daylight-saving day a line ends with "  # " and the rule applied, e.g.
 }
 
 func nextFires(g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n int) ([]string, error) {
-	format := func(t time.Time) string { return t.In(p.Location).Format(time.RFC3339) }
+	format := func(t time.Time) string { return stamp(t, p.Location) }
 	if len(task) == 1 {
 		t := p.Task(task[0])
 		if t == nil {

@@ -487,7 +487,7 @@ func newHistoryCmd() *cobra.Command {
 			if err := checkTarget(ctx, st, engine.Op{Target: args[0]}); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			return writeHistory(ctx, cmd.OutOrStdout(), st, args[0], limit)
+			return writeHistory(ctx, cmd.OutOrStdout(), st, args[0], limit, storeZones(ctx, st, api.utc))
 		},
 	}
 	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
@@ -502,7 +502,7 @@ type historyLine struct {
 	what, actor, reason, ticket string
 }
 
-func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string, limit int) error {
+func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string, limit int, zs *zones) error {
 	var (
 		hs   []store.HistoryRow
 		acts []store.Action
@@ -529,7 +529,12 @@ func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string
 		}
 		after = a[len(a)-1].ID
 	}
-	return printHistory(w, historyLines(hs, acts), limit, time.UTC) // a store alone does not say the zone
+	p, _, _ := strings.Cut(task, ".")
+	loc, err := zs.of(p)
+	if err != nil {
+		return err
+	}
+	return printHistory(w, historyLines(hs, acts), limit, loc)
 }
 
 // historyLines merges transitions and actions, oldest first.

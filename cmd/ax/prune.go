@@ -213,6 +213,6 @@ func writePrune(w io.Writer, asJSON bool, rep pruneReport) error {
 	}
 	p := rep.Pruned
 	_, err := fmt.Fprintf(w, "%s %d run(s) that ended before %s (retain %s): %d instance(s), %d history row(s), %d action(s), %d output chunk(s), %d attempt record(s)\n",
-		verb, p.Runs, rep.Before.Format(time.RFC3339), rep.Retain, p.Instances, p.History, p.Actions, p.Chunks, p.Attempts)
+		verb, p.Runs, stamp(rep.Before, time.UTC), rep.Retain, p.Instances, p.History, p.Actions, p.Chunks, p.Attempts)
 	return err
 }

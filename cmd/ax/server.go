@@ -358,7 +358,7 @@ func newStatusCmd() *cobra.Command {
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer st.Close()
-			return writeStatus(cmd.Context(), cmd.OutOrStdout(), st, args, limit)
+			return writeStatus(cmd.Context(), cmd.OutOrStdout(), st, args, limit, storeZones(cmd.Context(), st, api.utc))
 		},
 	}
 	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
@@ -367,7 +367,7 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []string, limit int) error {
+func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []string, limit int, zs *zones) error {
 	var b strings.Builder
 	if l, err := st.GetLease(ctx, ""); err == nil {
 		state := "held until"
@@ -410,7 +410,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 	manual := func(task string) bool { return gates[task] }
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
-		runs, err := st.Runs(ctx, p, 1000)
+		runs, err := recentRuns(ctx, st, p, time.Now(), limit)
 		if err != nil {
 			return err
 		}
@@ -422,7 +422,11 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 			}
 			views = append(views, summarize(r, insts, manual))
 		}
-		writeRuns(&b, views, limit, time.UTC) // a store alone does not say the zone
+		loc, err := zs.of(p)
+		if err != nil {
+			return err
+		}
+		writeRuns(&b, views, limit, loc)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
@@ -443,7 +447,7 @@ func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location
 			}
 		}
 		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
-		writeWaits(b, r)
+		writeWaits(b, r, loc)
 		if shown++; shown >= limit {
 			break
 		}
@@ -455,7 +459,7 @@ func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location
 
 // writeWaits says, for a run that is not over, why: each waiting instance
 // and what it waits on, gates awaiting approval first.
-func writeWaits(b *strings.Builder, r runView) {
+func writeWaits(b *strings.Builder, r runView, loc *time.Location) {
 	if r.Over || len(r.Waiting) == 0 {
 		return
 	}
@@ -477,7 +481,7 @@ func writeWaits(b *strings.Builder, r runView) {
 		fmt.Fprintf(b, "      %s: %s\n", t, r.Waiting[t])
 	}
 	if len(r.Awaiting) > 0 {
-		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], r.LogicalTime.UTC().Format(time.RFC3339))
+		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], stamp(r.LogicalTime, loc))
 	}
 }
 

@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/ax-sched/ax/store"
 )
 
 // The one rule for the times the CLI prints (as the console does): in the
 // pipeline's zone, with its offset (2026-03-02T02:00:00+08:00), or in UTC
-// with --utc. Times that belong to no pipeline (the lease) are UTC.
+// with --utc, whether the command asks the API or reads --store. Times that
+// belong to no pipeline (the lease, an executor's heartbeat, a prune
+// horizon) are UTC.
 
 // stamp formats t in loc with its offset.
 func stamp(t time.Time, loc *time.Location) string {
@@ -27,28 +32,79 @@ func stampMS(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02 15:04:05.000 -07:00")
 }
 
-// zoneOf returns the zone to print pipeline's times in: its own, read from
-// the API, or UTC when utc is set.
-func zoneOf(ctx context.Context, c *apiClient, pipeline string, utc bool) (*time.Location, error) {
-	if utc {
-		return time.UTC, nil
-	}
-	var p struct {
-		Timezone string `json:"timezone"`
-	}
-	if err := c.get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline), &p); err != nil {
-		return nil, err
-	}
-	return loadZone(p.Timezone)
-}
-
-func loadZone(name string) (*time.Location, error) {
-	if name == "" {
+// pipelineZone is the zone a pipeline's times are printed in: UTC when utc
+// (--utc) is set, else the zone its file names ("" is UTC).
+func pipelineZone(name string, utc bool) (*time.Location, error) {
+	if utc || name == "" {
 		return time.UTC, nil
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, fmt.Errorf("time zone %q of the pipeline: %w", name, err)
+		return nil, fmt.Errorf("time zone %q of the pipeline: %w (print in UTC with --utc)", name, err)
 	}
 	return loc, nil
+}
+
+// zones finds, once per pipeline, the zone its times are printed in.
+type zones struct {
+	utc  bool
+	name func(pipeline string) (string, error) // the zone its file names
+	seen map[string]*time.Location
+}
+
+// of returns the zone to print pipeline's times in.
+func (z *zones) of(pipeline string) (*time.Location, error) {
+	if z.utc {
+		return time.UTC, nil
+	}
+	if loc, ok := z.seen[pipeline]; ok {
+		return loc, nil
+	}
+	name, err := z.name(pipeline)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := pipelineZone(name, false)
+	if err != nil {
+		return nil, err
+	}
+	if z.seen == nil {
+		z.seen = map[string]*time.Location{}
+	}
+	z.seen[pipeline] = loc
+	return loc, nil
+}
+
+// apiZones reads the pipelines' zones from the API behind c.
+func apiZones(ctx context.Context, c *apiClient, utc bool) *zones {
+	return &zones{utc: utc, name: func(pipeline string) (string, error) {
+		var p struct {
+			Timezone string `json:"timezone"`
+		}
+		err := c.get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline), &p)
+		return p.Timezone, err
+	}}
+}
+
+// storeZones reads the pipelines' zones from their definitions as the
+// scheduler last synced them into st (removed pipelines included).
+func storeZones(ctx context.Context, st *store.Store, utc bool) *zones {
+	return &zones{utc: utc, name: func(pipeline string) (string, error) {
+		raw, err := st.PipelineDefinition(ctx, pipeline)
+		if err != nil {
+			return "", fmt.Errorf("time zone of pipeline %q: %w", pipeline, err)
+		}
+		var p struct {
+			Timezone string `json:"timezone"`
+		}
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return "", fmt.Errorf("time zone of pipeline %q: its stored definition: %w", pipeline, err)
+		}
+		return p.Timezone, nil
+	}}
+}
+
+// zoneOf returns the zone to print pipeline's times in, read from the API.
+func zoneOf(ctx context.Context, c *apiClient, pipeline string, utc bool) (*time.Location, error) {
+	return apiZones(ctx, c, utc).of(pipeline)
 }

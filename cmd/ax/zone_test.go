@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/store"
 )
 
-// TestCLITimesInPipelineZone: ax status, explain and history print a
-// pipeline's times in its zone with the offset, as the console does, and
-// in UTC with --utc.
+// TestCLITimesInPipelineZone: ax status, explain, history, logs and
+// backfill list print a pipeline's times in its zone with the offset, as
+// the console does, and in UTC with --utc; through the API and with
+// --store alike (the zone read from the synced definition).
 func TestCLITimesInPipelineZone(t *testing.T) {
 	t.Parallel()
 	e := setupAPI(t, apiOpts{pipeline: gridPipeline}) // Asia/Shanghai
@@ -17,9 +22,15 @@ func TestCLITimesInPipelineZone(t *testing.T) {
 		t.Fatalf("trigger: %d %s", code, out)
 	}
 	e.waitState("shop.clean", store.Success)
+	if code, out := e.call("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2025-01-01", "to": "2025-01-01"}`); code != 201 {
+		t.Fatalf("backfill: %d %s", code, out)
+	}
 	ax := func(args ...string) string {
 		t.Helper()
-		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		if !slices.Contains(args, "--store") {
+			args = append(args, "--server", e.srv.URL)
+		}
+		code, out, errOut := runAx(t, args...)
 		if code != exitOK {
 			t.Fatalf("ax %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
@@ -35,6 +46,15 @@ func TestCLITimesInPipelineZone(t *testing.T) {
 		{[]string{"explain", "shop.clean", "--utc"}, []string{"logical time 2026-02-28T18:00:00Z", "2026-12-31T16:00:00Z"}, []string{"+08:00"}},
 		{[]string{"history", "shop.clean"}, []string{" +08:00"}, []string{" +00:00"}},
 		{[]string{"history", "shop.clean", "--utc"}, []string{" +00:00"}, []string{" +08:00"}},
+		{[]string{"status", "--store", e.path}, []string{"2026-03-01T02:00:00+08:00"}, []string{"2026-02-28T18:00:00Z"}},
+		{[]string{"status", "--store", e.path, "--utc"}, []string{"2026-02-28T18:00:00Z"}, []string{"+08:00"}},
+		{[]string{"history", "shop.clean", "--store", e.path}, []string{" +08:00"}, []string{" +00:00"}},
+		{[]string{"history", "shop.clean", "--store", e.path, "--utc"}, []string{" +00:00"}, []string{" +08:00"}},
+		{[]string{"logs", "shop.clean", "--run", runOf(t, e.st, "shop.clean", "2026-02-28T18:00:00Z")}, []string{"== started 20", "+08:00, "}, []string{"Z, "}},
+		{[]string{"logs", "shop.clean", "--run", runOf(t, e.st, "shop.clean", "2026-02-28T18:00:00Z"), "--utc"}, []string{"== started 20", "Z, "}, []string{"+08:00"}},
+		{[]string{"backfill", "list"}, []string{"+08:00\n"}, []string{"Z\n"}},
+		{[]string{"backfill", "list", "--utc"}, []string{"Z\n"}, []string{"+08:00"}},
+		{[]string{"backfill", "list", "--store", e.path}, []string{"+08:00\n"}, []string{"Z\n"}},
 	} {
 		out := ax(c.args...)
 		for _, w := range c.want {
@@ -48,4 +68,24 @@ func TestCLITimesInPipelineZone(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runOf returns the id of the run of task at the logical time at (RFC 3339).
+func runOf(t *testing.T, st *store.Store, task, at string) string {
+	t.Helper()
+	want, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: task, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		if in.LogicalTime.Equal(want) {
+			return strconv.FormatInt(in.RunID, 10)
+		}
+	}
+	t.Fatalf("no instance of %s at %s", task, at)
+	return ""
 }

@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string) error {
 	task := fs.String("task", "sync_orders", "task name to serve")
 	record := fs.String("record", "", "append \"task logical_time ticket\" to this file when the work succeeds (for tests)")
 	work := fs.Duration("work", 300*time.Millisecond, "how long the work takes")
+	state := fs.String("state", "", "directory of this executor's ticket journal, so that a restart forgets no ticket (one per executor; empty: tickets in memory only)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,7 +64,7 @@ func run(ctx context.Context, args []string) error {
 		_, err = fmt.Fprintf(f, "%s %s %s\n", a.Task, a.LogicalTime.UTC().Format(time.RFC3339), a.Ticket)
 		return errors.Join(err, f.Sync(), f.Close())
 	}
-	x, err := executor.New(executor.Config{Address: "http://" + *listen, Schedulers: scheds, Logger: log,
+	x, err := executor.New(executor.Config{Address: "http://" + *listen, Schedulers: scheds, Logger: log, StateDir: *state,
 		Token: os.Getenv("AX_EXECUTOR_TOKEN"), Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{*task: fn})
 	if err != nil {
 		return err
@@ -72,13 +73,16 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	go func() { _ = x.Run(ctx) }()
-	log.Info("executor_listening", "addr", *listen, "tasks", x.Tasks())
+	ran := make(chan struct{})
+	go func() { _ = x.Run(ctx); close(ran) }()
+	log.Info("executor_listening", "addr", *listen, "tasks", x.Tasks(), "state", *state)
 	// Behind the door (timeouts, connection caps, JSON, Host and Origin checks).
-	if err := x.Serve(ctx, ln); !errors.Is(err, http.ErrServerClosed) && err != nil {
-		return err
+	err = x.Serve(ctx, ln)
+	<-ran
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
 	}
-	return nil
+	return errors.Join(err, x.Close())
 }
 
 // syncOrders stands in for copying a day of orders: it uses the ticket as

@@ -67,6 +67,18 @@ type Config struct {
 	// Scheduler (a dispatch's callback elsewhere never sees it), and
 	// required on every dispatch and kill. Empty: none, either way.
 	Token string
+	// StateDir, when set, is a directory of this executor's own where it
+	// keeps its ticket journal, so that a restart forgets no ticket: each
+	// ticket is recorded (and synced to disk) when accepted, before its work
+	// starts, and with its result before the result is reported. A restarted
+	// executor answers status queries and repeated dispatches from it,
+	// delivers the results its previous process could not, runs the work it
+	// had accepted and not started, and reports work that started and never
+	// finished as an interrupted failure (retried per the task's policy, never
+	// run again silently). It keeps its boot id there too: the scheduler sees
+	// the same executor, whose accepted work is not lost. Empty: tickets are
+	// kept in memory only, and a restart loses them.
+	StateDir string
 	// Client sends registrations, heartbeats and results. Required.
 	Client *http.Client
 	// Logger; default discards.
@@ -105,6 +117,7 @@ type Executor struct {
 	boot    string   // this process's id, sent with registrations: a new one tells the scheduler the earlier work is gone
 	scheds  []string // Scheduler and Schedulers, without trailing slashes
 	prefer  string   // the scheduler that answered last
+	jr      *journal // the ticket journal of Config.StateDir, or nil
 }
 
 type job struct {
@@ -114,6 +127,7 @@ type job struct {
 	done    chan struct{}
 	report  runner.Report
 	expires time.Time
+	jstate  string // the ticket's last journal line (guarded by the journal's mutex)
 }
 
 // DefaultTicketTTL is used when a dispatch does not say how long to keep its ticket.
@@ -162,8 +176,70 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 		}
 	}
 	x := &Executor{scheds: scheds, cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
-		tickets: map[string]*job{}, running: map[string]*job{}, outbox: make(chan *job, cfg.Queue+cfg.Max), boot: newBoot()}
+		tickets: map[string]*job{}, running: map[string]*job{}, boot: newBoot()}
+	var restored []*jticket
+	if cfg.StateDir != "" {
+		var err error
+		if x.jr, restored, x.boot, err = openJournal(cfg.StateDir, cfg.Now()); err != nil {
+			return nil, err
+		}
+	}
+	x.outbox = make(chan *job, cfg.Queue+cfg.Max+len(restored))
+	if err := x.restore(restored); err != nil {
+		x.jr.close()
+		return nil, err
+	}
 	return x, nil
+}
+
+// interrupted is the error of a ticket whose work started and never
+// finished because the executor process ended.
+const interrupted = "interrupted: the executor process ended while this work ran (it restarted on its state dir); the work may have taken effect in part"
+
+// restore takes up the tickets the journal held: accepted and never started
+// → queued again; started and never finished → done with an interrupted
+// failure; done and not acknowledged → delivered again.
+func (x *Executor) restore(ts []*jticket) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, t := range ts {
+		if t.state == jAccepted && len(x.queue) < cap(x.queue) && x.running[t.d.Task] == nil {
+			j := x.newJob(t.d, t.expires)
+			j.jstate = jAccepted
+			x.enqueue(j)
+			x.log.Info("ticket_requeued", "task", t.d.Task, "ticket", t.d.Ticket)
+			continue
+		}
+		j := &job{d: t.d, done: make(chan struct{}), expires: t.expires, jstate: t.state, ctx: context.Background(), cancel: func(error) {}}
+		close(j.done)
+		x.tickets[t.d.Ticket] = j
+		switch t.state {
+		case jDone, jAcked:
+			j.report = *t.report
+		default: // started, or accepted with no room to run it again
+			j.report = runner.Report{Ticket: t.d.Ticket, Status: runner.StatusFailed, Error: interrupted, InstanceID: t.d.InstanceID}
+			if t.state == jAccepted {
+				j.report.Error = "the executor restarted with more accepted work than its queue holds: this work never started"
+			}
+			if err := x.jr.append(jentry{Ticket: t.d.Ticket, State: jDone, Report: &j.report}, true, j); err != nil {
+				return fmt.Errorf("executor: state dir %s: %w", x.cfg.StateDir, err)
+			}
+			x.log.Warn("ticket_interrupted", "task", t.d.Task, "ticket", t.d.Ticket)
+		}
+		if j.jstate == jDone && t.d.Callback != "" {
+			x.outbox <- j
+		}
+	}
+	return nil
+}
+
+// Close releases the state dir (Config.StateDir); call it once Run has
+// returned and no request is served any more.
+func (x *Executor) Close() error {
+	if x.jr == nil {
+		return nil
+	}
+	return x.jr.close()
 }
 
 // Tasks returns the task names this executor serves.
@@ -192,7 +268,7 @@ func (x *Executor) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dispatch", x.fromScheduler(x.serveDispatch))
 	mux.HandleFunc("POST /kill", x.fromScheduler(x.serveKill))
-	mux.HandleFunc("POST /status", x.fromScheduler(x.serveStatus))
+	mux.HandleFunc("POST /status", x.fromScheduler(x.schedulersOnly(x.serveStatus)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
 }
@@ -240,6 +316,69 @@ func (x *Executor) fromScheduler(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// schedulersOnly answers, when no token authenticates the scheduler, only
+// callers at the address of a configured scheduler (the IPs its host name
+// resolves to), or on the loopback interface when none is configured: a
+// status answer carries results and their output, which nobody else may
+// read. A refusal is logged (status_refused) and answered 403 with the
+// reason; nothing is answered about any ticket.
+func (x *Executor) schedulersOnly(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if x.cfg.Token != "" { // fromScheduler checked it
+			next(w, r)
+			return
+		}
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		ip := net.ParseIP(host)
+		if err != nil || ip == nil {
+			x.log.Warn("status_refused", "from", r.RemoteAddr, "reason", "no caller address")
+			refuse(w, http.StatusForbidden, "status query from %q: no caller address to check against the configured schedulers", r.RemoteAddr)
+			return
+		}
+		if x.fromSchedulerAddr(r.Context(), ip) {
+			next(w, r)
+			return
+		}
+		x.log.Warn("status_refused", "from", r.RemoteAddr, "reason", "not a configured scheduler")
+		refuse(w, http.StatusForbidden, "status query from %s, which is not a configured scheduler (%s): give the executor Config.Token (AX_EXECUTOR_TOKEN) to authenticate the scheduler wherever it calls from",
+			ip, strings.Join(x.scheds, ", "))
+	}
+}
+
+// fromSchedulerAddr reports whether ip is the address of a configured
+// scheduler, or a loopback address when none is configured.
+func (x *Executor) fromSchedulerAddr(ctx context.Context, ip net.IP) bool {
+	if len(x.scheds) == 0 {
+		return ip.IsLoopback()
+	}
+	for _, s := range x.scheds {
+		u, err := url.Parse(s)
+		if err != nil {
+			continue
+		}
+		h := u.Hostname()
+		if a := net.ParseIP(h); a != nil {
+			if a.Equal(ip) || (a.IsLoopback() && ip.IsLoopback()) || (a.IsUnspecified() && ip.IsLoopback()) {
+				return true
+			}
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		addrs, err := net.DefaultResolver.LookupIPAddr(lctx, h)
+		cancel()
+		if err != nil {
+			x.log.Warn("status_scheduler_unresolved", "scheduler", s, "err", err)
+			continue
+		}
+		for _, a := range addrs {
+			if a.IP.Equal(ip) || (a.IP.IsLoopback() && ip.IsLoopback()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func refuse(w http.ResponseWriter, code int, format string, args ...any) {
@@ -306,6 +445,28 @@ func (x *Executor) admit(d Dispatch) (j *job, prior bool, code int, reason strin
 	if r := x.running[d.Task]; r != nil {
 		return nil, false, http.StatusConflict, fmt.Sprintf("task %s is already running here (ticket %s): refused to avoid re-entry", d.Task, r.d.Ticket)
 	}
+	if len(x.queue) == cap(x.queue) { // only admit and restore send, both under mu: the send below cannot block
+		return nil, false, http.StatusServiceUnavailable, fmt.Sprintf("worker pool full (%d workers busy, %d of %d queued): try another executor or later", x.workers, len(x.queue), cap(x.queue))
+	}
+	ttl := time.Duration(d.TicketTTLMS) * time.Millisecond
+	if ttl <= 0 {
+		ttl = DefaultTicketTTL
+	}
+	j = x.newJob(d, now.Add(ttl))
+	if x.jr != nil {
+		// Durable before the scheduler hears it was accepted.
+		if err := x.jr.append(jentry{Ticket: d.Ticket, State: jAccepted, Dispatch: &d, Expires: j.expires}, true, j); err != nil {
+			j.cancel(nil)
+			x.log.Error("journal_failed", "ticket", d.Ticket, "err", err)
+			return nil, false, http.StatusServiceUnavailable, fmt.Sprintf("cannot record the ticket in the state dir (%v): try another executor or later", err)
+		}
+	}
+	x.enqueue(j)
+	return j, false, 0, ""
+}
+
+// newJob makes the job of a dispatch, its context bound by the deadline.
+func (x *Executor) newJob(d Dispatch, expires time.Time) *job {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	if !d.Deadline.IsZero() {
 		var stop context.CancelFunc
@@ -313,24 +474,19 @@ func (x *Executor) admit(d Dispatch) (j *job, prior bool, code int, reason strin
 		c := cancel
 		cancel = func(err error) { c(err); stop() }
 	}
-	ttl := time.Duration(d.TicketTTLMS) * time.Millisecond
-	if ttl <= 0 {
-		ttl = DefaultTicketTTL
-	}
-	j = &job{d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), expires: now.Add(ttl)}
-	select {
-	case x.queue <- j:
-	default:
-		cancel(nil)
-		return nil, false, http.StatusServiceUnavailable, fmt.Sprintf("worker pool full (%d workers busy, %d of %d queued): try another executor or later", x.workers, len(x.queue), cap(x.queue))
-	}
-	x.tickets[d.Ticket] = j
-	x.running[d.Task] = j
+	return &job{d: d, ctx: ctx, cancel: cancel, done: make(chan struct{}), expires: expires}
+}
+
+// enqueue queues j for a worker, starting one when needed. Called with mu
+// held and room in the queue.
+func (x *Executor) enqueue(j *job) {
+	x.queue <- j
+	x.tickets[j.d.Ticket] = j
+	x.running[j.d.Task] = j
 	if x.workers < x.cfg.Core || (len(x.queue) > 0 && x.workers < x.cfg.Max) {
 		x.workers++
 		go x.work()
 	}
-	return j, false, 0, ""
 }
 
 // expire forgets tickets past their time. Called with mu held.
@@ -342,6 +498,11 @@ func (x *Executor) expire(now time.Time) {
 				delete(x.tickets, t)
 			}
 		default:
+		}
+	}
+	if x.jr != nil {
+		if err := x.jr.compact(x.tickets); err != nil {
+			x.log.Error("journal_compact_failed", "dir", x.cfg.StateDir, "err", err)
 		}
 	}
 }
@@ -380,6 +541,13 @@ func (x *Executor) run(j *job) {
 				err = fmt.Errorf("panic: %v", p)
 			}
 		}()
+		if x.jr != nil {
+			// Durable before the work can have any effect: a restart tells
+			// work that never started from work that may have.
+			if err := x.jr.append(jentry{Ticket: j.d.Ticket, State: jStarted}, true, j); err != nil {
+				return fmt.Errorf("not started: cannot record its start in the executor's state dir: %w", err)
+			}
+		}
 		return x.funcs[j.d.Task](runner.WithOutput(j.ctx, out), a)
 	}()
 	rep := runner.Report{Ticket: j.d.Ticket, Status: runner.StatusSuccess, DurationMS: x.cfg.Now().Sub(start).Milliseconds(), InstanceID: j.d.InstanceID}
@@ -403,6 +571,12 @@ func (x *Executor) run(j *job) {
 		delete(x.running, j.d.Task)
 	}
 	x.mu.Unlock()
+	if x.jr != nil {
+		// Durable before anyone hears the result.
+		if err := x.jr.append(jentry{Ticket: j.d.Ticket, State: jDone, Report: &rep}, true, j); err != nil {
+			x.log.Error("journal_failed", "ticket", j.d.Ticket, "err", err)
+		}
+	}
 	close(j.done)
 	x.log.Info("task_done", "task", j.d.Task, "ticket", j.d.Ticket, "status", string(rep.Status))
 	if j.d.Callback != "" {
@@ -499,10 +673,12 @@ func (x *Executor) deliver(ctx context.Context) {
 				code, err = x.toScheduler(ctx, "/api/v1/results", j.report)
 			}
 			if err == nil && code/100 == 2 {
+				x.acked(j)
 				break
 			}
 			if err == nil && code/100 == 4 {
 				x.log.Error("result_rejected", "task", j.d.Task, "ticket", j.d.Ticket, "code", code)
+				x.acked(j)
 				break
 			}
 			x.log.Warn("result_not_delivered", "task", j.d.Task, "ticket", j.d.Ticket, "code", code, "err", err, "retry_in", wait.String())
@@ -514,6 +690,17 @@ func (x *Executor) deliver(ctx context.Context) {
 			case <-t.C:
 			}
 			wait = min(2*wait, 30*time.Second)
+		}
+	}
+}
+
+// acked records that a scheduler took j's report: a restart does not
+// deliver it again (not synced: at worst it does, and the scheduler ignores
+// a report it has).
+func (x *Executor) acked(j *job) {
+	if x.jr != nil {
+		if err := x.jr.append(jentry{Ticket: j.d.Ticket, State: jAcked}, false, j); err != nil {
+			x.log.Warn("journal_failed", "ticket", j.d.Ticket, "err", err)
 		}
 	}
 }

@@ -27,6 +27,7 @@ type fakeScheduler struct {
 	heartbeats int
 	results    []runner.Report
 	dropFirst  atomic.Bool
+	refuseAll  atomic.Bool // every result answered 503 while set
 	gotResult  chan runner.Report
 }
 
@@ -44,7 +45,7 @@ func newFakeScheduler(t *testing.T) (*fakeScheduler, *httptest.Server) {
 		f.mu.Unlock()
 	})
 	mux.HandleFunc("POST /results", func(w http.ResponseWriter, r *http.Request) {
-		if f.dropFirst.CompareAndSwap(true, false) {
+		if f.dropFirst.CompareAndSwap(true, false) || f.refuseAll.Load() {
 			http.Error(w, "scheduler restarting", http.StatusServiceUnavailable)
 			return
 		}

@@ -41,6 +41,7 @@ func Run(t *testing.T, open Opener) {
 		{"DropRunsAhead", testDropRunsAhead},
 		{"TaskOutput", testTaskOutput},
 		{"PruneFinishedRuns", testPrune},
+		{"RunsPagedByKey", testRunsPaged},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -126,6 +127,13 @@ func testSync(t *testing.T, s *store.Store) {
 	}
 	if r := sync(); fmt.Sprint(r) != "{[] [] [p p.a p.b]}" {
 		t.Errorf("empty sync = %v", r)
+	}
+	// The definition as last synced stays readable after its removal.
+	if def, err := s.PipelineDefinition(ctx(), "p"); err != nil || string(def) != `{"v":"2"}` {
+		t.Errorf("PipelineDefinition(p) = %s, %v; want the last synced {\"v\":\"2\"}", def, err)
+	}
+	if _, err := s.PipelineDefinition(ctx(), "nosuch"); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `pipeline "nosuch"`) {
+		t.Errorf("PipelineDefinition of an unknown pipeline: %v, want ErrNotFound naming it", err)
 	}
 }
 
@@ -659,4 +667,71 @@ func testPipelineChangedAt(t *testing.T, s *store.Store) {
 	check(T0.Add(2 * time.Hour))
 	sync(T0.Add(3 * time.Hour)) // removed
 	check(T0.Add(3 * time.Hour))
+}
+
+// testRunsPaged: the runs list pages by key (logical time, then id, newest
+// first), ties on logical time included; a cursor that is no run of the
+// pipeline is ErrNotFound; and the runs ahead worth showing are those in
+// which an instance moved.
+func testRunsPaged(t *testing.T, s *store.Store) {
+	Seed(t, s) // run 1 of "a" at T0 (a.x SCHEDULED)
+	mk := func(pipeline, trigger string, at time.Time, state store.State) int64 {
+		t.Helper()
+		r, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: pipeline, Trigger: trigger, Kind: store.RunManual, LogicalTime: at, Actor: "t", Now: T0,
+			Instances: []store.NewInstance{{TaskID: pipeline + ".x", Group: "g", Priority: 1, State: store.Scheduled, NextFireAt: at}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state != store.Scheduled {
+			tk := fmt.Sprintf("tk-paged-%d", r.ID)
+			if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: store.Scheduled, To: state,
+				Set: store.Changes{Ticket: &tk, Attempt: ptr(1), Executor: ptr("local"), StartedAt: &T0}, Now: T0, Actor: "t", Reason: "dispatch"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r.ID
+	}
+	r2 := mk("a", "a.x", T0.Add(-time.Hour), store.Scheduled)
+	r3 := mk("a", "a.y", T0, store.Scheduled) // ties with run 1 on logical time
+	r4 := mk("a", "a.x", T0.Add(-2*time.Hour), store.Scheduled)
+	r5 := mk("a", "a.x", T0.Add(2*time.Minute), store.Scheduled) // ahead, nothing moved
+	r6 := mk("a", "a.z", T0.Add(time.Minute), store.Running)     // ahead, moved
+	// Newest logical time first, then newest id: 5, 6, 3, 1, 2, 4.
+	want := fmt.Sprint([]int64{r5, r6, r3, 1, r2, r4})
+	var got []int64
+	before := int64(0)
+	for range 10 {
+		page, err := s.RunsPage(ctx(), store.RunFilter{Pipeline: "a", Before: before, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			got = append(got, r.ID)
+		}
+		if len(page) < 2 {
+			break
+		}
+		before = page[len(page)-1].ID
+	}
+	if fmt.Sprint(got) != want {
+		t.Fatalf("runs paged by 2: %v, want %v", got, want)
+	}
+	// Time bounds and the cursor together.
+	page, err := s.RunsPage(ctx(), store.RunFilter{Pipeline: "a", To: T0, Before: r3, Limit: 10})
+	if err != nil || len(page) != 3 || page[0].ID != 1 || page[2].ID != r4 {
+		t.Fatalf("page before run %d up to T0: %+v, %v", r3, page, err)
+	}
+	for _, c := range []struct {
+		pipeline string
+		before   int64
+	}{{"a", 999}, {"b", r2}} {
+		if _, err := s.RunsPage(ctx(), store.RunFilter{Pipeline: c.pipeline, Before: c.before}); !errors.Is(err, store.ErrNotFound) ||
+			!strings.Contains(err.Error(), fmt.Sprint(c.before)) {
+			t.Errorf("pipeline %s before=%d: %v, want ErrNotFound naming the run", c.pipeline, c.before, err)
+		}
+	}
+	ahead, err := s.RunsMovedAhead(ctx(), "a", T0)
+	if err != nil || len(ahead) != 1 || ahead[0].ID != r6 {
+		t.Fatalf("runs ahead of T0 that moved: %+v, %v; want only run %d", ahead, err, r6)
+	}
 }
