@@ -317,16 +317,16 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 
 // cancelBackfill stops a backfill from starting more runs; the runs in
 // flight finish. A finished backfill cannot be cancelled.
-func (e *Engine) cancelBackfill(ctx context.Context, op Op, now time.Time) (string, error) {
-	bs, err := e.st.Backfills(ctx, op.Backfill)
+func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, now time.Time) (string, error) {
+	bs, err := e.st.Backfills(ctx, r.Backfill)
 	if err != nil {
 		return "", err
 	}
 	if len(bs) == 0 {
-		return "", fmt.Errorf("no backfill %d", op.Backfill)
+		return "", fmt.Errorf("no backfill %d", r.Backfill)
 	}
 	rec := bs[0]
-	if b := e.backfills[op.Backfill]; b != nil {
+	if b := e.backfills[r.Backfill]; b != nil {
 		rec = b.rec
 	}
 	switch rec.State {
@@ -334,31 +334,31 @@ func (e *Engine) cancelBackfill(ctx context.Context, op Op, now time.Time) (stri
 		return "", fmt.Errorf("backfill %d is %s already", rec.ID, rec.State)
 	}
 	active := 0
-	if b := e.backfills[op.Backfill]; b != nil {
+	if b := e.backfills[r.Backfill]; b != nil {
 		active = len(b.active)
-		delete(e.backfills, op.Backfill)
+		delete(e.backfills, r.Backfill)
 	}
 	rec.State = BackfillCancelled
-	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + op.Actor)
+	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + by.Actor)
 	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("backfill %d cancelled at %d/%d runs; %d run(s) in flight finish", rec.ID, rec.DoneRuns, rec.TotalRuns, active), nil
 }
 
-// resumeBackfillOp continues a backfill an operator cancelled, that stopped
+// continueBackfill continues a backfill an operator cancelled, that stopped
 // on a failure, or whose process died: it goes back to pending, under this
 // engine's epoch, and the next poll of the backfills adopts the runs it
 // created and starts the rest (resumeBackfill). One that this engine drives
 // already, or that waits to be picked up, is left as it is; a done one,
 // or one whose pipeline or tasks are gone, is refused with nothing changed.
-func (e *Engine) resumeBackfillOp(ctx context.Context, op Op, now time.Time) (string, error) {
-	bs, err := e.st.Backfills(ctx, op.Backfill)
+func (e *Engine) continueBackfill(ctx context.Context, r ResumeBackfill, now time.Time) (string, error) {
+	bs, err := e.st.Backfills(ctx, r.Backfill)
 	if err != nil {
 		return "", err
 	}
 	if len(bs) == 0 {
-		return "", fmt.Errorf("no backfill %d (ax backfill list shows them)", op.Backfill)
+		return "", fmt.Errorf("no backfill %d (ax backfill list shows them)", r.Backfill)
 	}
 	rec := bs[0]
 	if b := e.backfills[rec.ID]; b != nil {

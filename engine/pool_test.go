@@ -94,7 +94,7 @@ func TestTaskAndGroupMaxRunning(t *testing.T) {
 		}
 		src := strings.Replace(priorities(6, "@every 1h"), "defaults: {function: record}", "group: etl\ndefaults: {function: record}", 1)
 		e := setup(t, Config{MaxRunning: -1}, fns, src)
-		if _, err := e.do(Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": 2}}); err != nil {
+		if _, err := e.do(SetLimits{GroupMaxRunning: map[string]int{"etl": 2}}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Hour + 5*time.Second)
@@ -105,7 +105,7 @@ func TestTaskAndGroupMaxRunning(t *testing.T) {
 		if !strings.Contains(findings(x), "held: group etl has 2 of 2 running") {
 			t.Errorf("explain: %s\n%s", x.Verdict, findings(x))
 		}
-		if _, err := e.do(Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": 4}}); err != nil {
+		if _, err := e.do(SetLimits{GroupMaxRunning: map[string]int{"etl": 4}}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Second)

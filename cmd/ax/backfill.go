@@ -332,9 +332,7 @@ func newBackfillResumeCmd() *cobra.Command {
 				return err
 			}
 			defer sa.stop()
-			op := engine.Op{Kind: engine.OpResumeBackfill, Backfill: id, Actor: actor(), Reason: "ax backfill resume"}
-			body, _ := json.Marshal(op)
-			res, err := queueOp(ctx, st, store.Op{Kind: op.Kind, Target: "backfill " + strconv.FormatInt(id, 10), Args: string(body), Actor: op.Actor, Reason: op.Reason}, f.wait)
+			res, err := queueRequest(ctx, st, engine.ResumeBackfill{Backfill: id}, engine.By{Actor: actor(), Reason: "ax backfill resume"}, f.wait)
 			if err != nil {
 				return err
 			}

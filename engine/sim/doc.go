@@ -46,7 +46,7 @@
 // DST day, then restart; a valid operator request (pause, resume, trigger,
 // kill, rerun, mark, cancel, limits of rate and of running attempts), one in
 // four queued through the store as `ax … --store` does; or a bad one
-// (unknown task, pipeline, kind or scope, kill of an instance that is not running, rerun of one that is not over,
+// (unknown task, pipeline or scope, an unknown verb through the queue (the engine takes only its sealed set of request types), kill of an instance that is not running, rerun of one that is not over,
 // mark of a running or succeeded instance or to a state that is no outcome,
 // cancel of an unknown run, an unknown instance, a negative rate, an
 // unknown group; a valid request to an engine that is not the primary;
