@@ -102,10 +102,12 @@ type Config struct {
 	Retain time.Duration
 	// RetainEvery is how often a retention pass runs. Default 10 m.
 	RetainEvery time.Duration
-	// RetainBatch is how many runs one pruning transaction deletes. Default 50.
+	// RetainBatch is how many runs one pruning transaction deletes. Default 10.
 	RetainBatch int
-	// RetainPause is the pause between two pruning transactions, so that
-	// dispatch always gets the write lock in between. Default 50 ms.
+	// RetainPause is the least pause between two pruning transactions, so
+	// that dispatch always gets the write lock in between. Default 50 ms.
+	// The pause is also at least pruneShare times the batch's own duration,
+	// so that on a slow or busy store pruning slows down with it.
 	RetainPause time.Duration
 	// Now reads the wall clock. Default time.Now.
 	Now func() time.Time
@@ -169,7 +171,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.RetainEvery = 10 * time.Minute
 	}
 	if c.RetainBatch == 0 {
-		c.RetainBatch = 50
+		c.RetainBatch = 10
 	}
 	if c.RetainPause == 0 {
 		c.RetainPause = 50 * time.Millisecond

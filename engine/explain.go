@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -250,25 +251,55 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 // ahead (an @every schedule counts from them, not from now), then the
 // schedule's after the last of them.
 func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n int) ([]time.Time, error) {
+	return nextFires(ctx, e.st, e.g, t.def, now, n)
+}
+
+// nextFires is that rule, on graph g: the fire times of t's instances
+// created ahead (waiting or scheduled from now on), then its schedule's
+// after the last of them.
+func nextFires(ctx context.Context, st *store.Store, g *dag.Graph, t *defs.Task, now time.Time, n int) ([]time.Time, error) {
 	out := []time.Time{}
-	tr := e.g.TriggerOf(t.id)
+	tr := g.TriggerOf(t.ID())
 	if tr == nil {
 		return out, nil
 	}
-	ahead, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting, store.Scheduled},
+	ahead, err := st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), States: []store.State{store.Waiting, store.Scheduled},
 		LogicalFrom: now, ByLogicalTime: true, Ascending: true, Limit: n})
 	if err != nil {
 		return nil, err
 	}
 	from := now
 	for _, in := range ahead {
-		out = append(out, in.LogicalTime.Add(t.def.Delay))
+		out = append(out, in.LogicalTime.Add(t.Delay))
 		from = in.LogicalTime
 	}
-	for _, at := range tr.Schedule.NextN(from, n-len(out)) {
-		out = append(out, at.Add(t.def.Delay))
+	return append(out, scheduleFires(tr, t, from, n-len(out))...), nil
+}
+
+// scheduleFires returns the next n fires of t by its trigger's schedule
+// strictly after from, each plus the task's delay.
+func scheduleFires(tr *dag.Trigger, t *defs.Task, from time.Time, n int) []time.Time {
+	var out []time.Time
+	for _, at := range tr.Schedule.NextN(from, n) {
+		out = append(out, at.Add(t.Delay))
 	}
-	return out, nil
+	return out
+}
+
+// NextScheduled returns the next fire of task id (`pipeline.task`) by its
+// schedule alone, from now, in the pipelines in force: for a task with no
+// instance created ahead yet. Zero when no schedule starts it or the task
+// is unknown. Safe for concurrent use.
+func (e *Engine) NextScheduled(id string) time.Time {
+	g := e.Graph()
+	t, tr := g.Task(id), g.TriggerOf(id)
+	if t == nil || tr == nil {
+		return time.Time{}
+	}
+	if fs := scheduleFires(tr, t, e.cfg.Now(), 1); len(fs) == 1 {
+		return fs[0]
+	}
+	return time.Time{}
 }
 
 // explainWaiting names what a WAITING instance waits for, by the

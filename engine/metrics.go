@@ -20,6 +20,7 @@ type metrics struct {
 	bufferDepth    prometheus.Gauge
 	poolWaiting    prometheus.Gauge     // due instances held back by a concurrency cap
 	poolRunning    *prometheus.GaugeVec // running attempts against their caps, by scope
+	poolMax        *prometheus.GaugeVec // the caps, by scope (none: unlimited)
 	bufferWait     prometheus.Histogram // how long instances held back by the token bucket waited
 	latency        prometheus.Histogram // fire time → dispatched
 	leader         prometheus.Gauge
@@ -52,6 +53,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		poolWaiting:  f.NewGauge(prometheus.GaugeOpts{Name: "ax_pool_waiting", Help: "Due instances held back by a concurrency cap (max_running) at the last dispatch."}),
 		poolRunning: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_pool_running",
 			Help: "Attempts running now, against the concurrency caps: scope local (functions and commands, --max-running) or group:NAME."}, []string{"scope"}),
+		poolMax: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_pool_max_running",
+			Help: "The concurrency cap of each scope of ax_pool_running (no series: unlimited); occupancy is ax_pool_running / ax_pool_max_running."}, []string{"scope"}),
 		bufferWait: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_buffer_wait_seconds",
 			Help: "Time an instance held back by the token bucket waited past its fire time before dispatch.", Buckets: latencyBuckets}),
 		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_dispatch_latency_seconds",

@@ -41,6 +41,7 @@ type pool struct {
 	local   int // function and command attempts running
 	byGroup map[string]int
 	byTask  map[string]int
+	shown   map[string]bool // scopes with a series in ax_pool_running
 }
 
 func newPool(caps Pools) *pool {
@@ -162,12 +163,35 @@ func (p *pool) limits() Pools {
 	return out
 }
 
-// publish sets the pool gauges.
+// publish sets the pool gauges: for each scope (local, and each group with
+// a cap) the attempts running and, when capped, the cap, so that occupancy
+// is their ratio. A scope whose cap was lifted loses its series rather
+// than keeping its last value.
 func (p *pool) publish(m *metrics) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m.poolRunning.WithLabelValues("local").Set(float64(p.local))
-	for g := range p.caps.GroupMaxRunning {
-		m.poolRunning.WithLabelValues("group:" + g).Set(float64(p.byGroup[g]))
+	type load struct{ running, limit int }
+	scopes := map[string]load{"local": {p.local, p.caps.MaxRunning}}
+	for g, c := range p.caps.GroupMaxRunning {
+		scopes["group:"+g] = load{p.byGroup[g], c}
+	}
+	for s := range p.shown {
+		if _, ok := scopes[s]; !ok {
+			m.poolRunning.DeleteLabelValues(s)
+			m.poolMax.DeleteLabelValues(s)
+			delete(p.shown, s)
+		}
+	}
+	if p.shown == nil {
+		p.shown = map[string]bool{}
+	}
+	for s, l := range scopes {
+		m.poolRunning.WithLabelValues(s).Set(float64(l.running))
+		if l.limit > 0 {
+			m.poolMax.WithLabelValues(s).Set(float64(l.limit))
+		} else {
+			m.poolMax.DeleteLabelValues(s)
+		}
+		p.shown[s] = true
 	}
 }

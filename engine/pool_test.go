@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -134,4 +136,90 @@ func TestTaskMaxRunning(t *testing.T) {
 			t.Errorf("peak %d attempts of a task with max_running 2", g.peak)
 		}
 	})
+}
+
+// TestPoolMetrics: ax_pool_running and ax_pool_max_running give each cap's
+// occupancy (local --max-running, a group's cap) and ax_pool_waiting what
+// they hold back; a group whose cap is lifted loses both series instead of
+// showing its last count for ever.
+func TestPoolMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gauge{}
+		fns := map[string]func(context.Context, runner.Attempt) error{}
+		for i := range 6 {
+			fns[taskName(i)] = g.run(10 * time.Second)
+		}
+		src := strings.Replace(priorities(6, "@every 1h"), "defaults: {function: record}", "group: etl\ndefaults: {function: record}", 1)
+		reg := prometheus.NewRegistry()
+		e := setup(t, Config{MaxRunning: 3, Registerer: reg}, fns, src)
+		if _, err := e.do(Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": 2}}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(time.Hour + 5*time.Second)
+		gauge := func(name, scope string) float64 {
+			t.Helper()
+			labels := map[string]string{}
+			if scope != "" {
+				labels["scope"] = scope
+			}
+			return series(t, reg, name, labels).GetGauge().GetValue()
+		}
+		for _, c := range []struct {
+			name, scope string
+			want        float64
+		}{
+			{"ax_pool_running", "group:etl", 2}, {"ax_pool_max_running", "group:etl", 2},
+			{"ax_pool_running", "local", 2}, {"ax_pool_max_running", "local", 3},
+			{"ax_pool_waiting", "", 4},
+		} {
+			if got := gauge(c.name, c.scope); got != c.want {
+				t.Errorf("%s{scope=%q} = %v, want %v", c.name, c.scope, got, c.want)
+			}
+		}
+		if _, err := e.do(Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": 0}}); err != nil { // lifted
+			t.Fatal(err)
+		}
+		sleep(time.Second)
+		if got := gauge("ax_pool_running", "local"); got != 3 {
+			t.Errorf("ax_pool_running{local} with the group cap lifted = %v, want 3 (the local cap)", got)
+		}
+		for _, name := range []string{"ax_pool_running", "ax_pool_max_running"} {
+			if n := countSeries(t, reg, name, map[string]string{"scope": "group:etl"}); n != 0 {
+				t.Errorf("%s{scope=group:etl} still shown after its cap was lifted", name)
+			}
+		}
+		sleep(40 * time.Second)
+		e.stop()
+		if got := gauge("ax_pool_running", "local"); got != 0 {
+			t.Errorf("ax_pool_running{local} once all ended = %v, want 0", got)
+		}
+	})
+}
+
+// countSeries counts the series of name whose labels are exactly want.
+func countSeries(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(want) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if want[l.GetName()] != l.GetValue() {
+					continue next
+				}
+			}
+			n++
+		}
+	}
+	return n
 }

@@ -40,7 +40,7 @@ func newRetainMetrics(reg prometheus.Registerer) retainMetrics {
 	return retainMetrics{
 		runs: f.NewCounter(prometheus.CounterOpts{Name: "ax_pruned_runs_total", Help: "Finished runs deleted by retention (--retain)."}),
 		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "ax_pruned_rows_total",
-			Help: "Rows deleted by retention, by table (instances, history, actions, log_chunks, attempts)."}, []string{"table"}),
+			Help: "Rows deleted by retention, by table (instances, history, actions, log_chunks, attempts, inbox)."}, []string{"table"}),
 		passes: f.NewCounter(prometheus.CounterOpts{Name: "ax_prune_passes_total", Help: "Retention passes run by the primary."}),
 	}
 }
@@ -100,21 +100,23 @@ func (e *Engine) PrunePass(ctx context.Context, actor string) (store.PruneResult
 		if !e.primaryNow() {
 			break
 		}
+		began := time.Now() // the batch's own duration, on the wall clock whatever Config.Now is
 		r, err := e.w().PruneBatch(ctx, p)
+		took := time.Since(began)
 		if err != nil {
 			e.recordPrune(ctx, now, total, actor)
 			return total, fmt.Errorf("engine: prune runs ended before %s: %w", p.Before.UTC().Format(time.RFC3339), err)
 		}
 		total = total.Add(r)
 		e.rm.runs.Add(float64(r.Runs))
-		for table, n := range map[string]int64{"instances": r.Instances, "history": r.History, "actions": r.Actions, "log_chunks": r.Chunks, "attempts": r.Attempts} {
+		for table, n := range map[string]int64{"instances": r.Instances, "history": r.History, "actions": r.Actions, "log_chunks": r.Chunks, "attempts": r.Attempts, "inbox": r.Inbox} {
 			e.rm.rows.WithLabelValues(table).Add(float64(n))
 		}
 		if !r.More {
 			break
 		}
 		p.AfterRun = r.LastRun
-		pause.Reset(e.cfg.RetainPause)
+		pause.Reset(prunePause(e.cfg.RetainPause, took))
 		select {
 		case <-ctx.Done():
 			e.recordPrune(ctx, now, total, actor)
@@ -126,17 +128,29 @@ func (e *Engine) PrunePass(ctx context.Context, actor string) (store.PruneResult
 	return total, nil
 }
 
+// pruneShare paces pruning: after a batch that took d, the next waits at
+// least pruneShare × d, so pruning holds the store at most a fifth of the
+// time, however slow its batches get on a busy database.
+const pruneShare = 4
+
+// prunePause is the pause after a pruning batch that took took: the
+// configured least pause, or pruneShare times the batch's duration.
+func prunePause(least, took time.Duration) time.Duration {
+	return max(least, pruneShare*took)
+}
+
 // recordPrune writes what a pass pruned to the action log and the log.
 func (e *Engine) recordPrune(ctx context.Context, now time.Time, r store.PruneResult, actor string) {
-	if r.Runs == 0 {
+	if r.Runs == 0 && r.Inbox == 0 {
 		return
 	}
 	r.LastRun, r.More = 0, false
 	detail, _ := json.Marshal(r) // plain counters
-	reason := fmt.Sprintf("retention %s: %d finished run(s) that ended before %s", e.cfg.Retain, r.Runs, now.Add(-e.cfg.Retain).UTC().Format(time.RFC3339))
+	reason := fmt.Sprintf("retention %s: %d finished run(s) that ended before %s, %d applied result(s) of the inbox", e.cfg.Retain, r.Runs,
+		now.Add(-e.cfg.Retain).UTC().Format(time.RFC3339), r.Inbox)
 	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: cmp.Or(actor, Actor), Action: "prune", Reason: reason, Detail: string(detail)}); err != nil {
 		e.log.Warn("prune_not_recorded", "err", err)
 	}
 	e.log.Info("pruned", "runs", r.Runs, "instances", r.Instances, "history", r.History, "actions", r.Actions, "log_chunks", r.Chunks,
-		"retain", e.cfg.Retain.String())
+		"inbox", r.Inbox, "retain", e.cfg.Retain.String())
 }

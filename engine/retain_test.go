@@ -99,3 +99,17 @@ tasks:
 		}
 	})
 }
+
+// Pruning is paced by its own cost: after a slow batch the pause grows to
+// four times the batch's duration, after a quick one it is the least pause.
+func TestPrunePausePacedByBatch(t *testing.T) {
+	for _, c := range []struct{ least, took, want time.Duration }{
+		{50 * time.Millisecond, 5 * time.Millisecond, 50 * time.Millisecond},
+		{50 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond},
+		{0, 30 * time.Millisecond, 120 * time.Millisecond},
+	} {
+		if got := prunePause(c.least, c.took); got != c.want {
+			t.Errorf("pause after a batch of %s (least %s) = %s, want %s", c.took, c.least, got, c.want)
+		}
+	}
+}

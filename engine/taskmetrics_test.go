@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -135,4 +136,70 @@ func TestFireKind(t *testing.T) {
 			t.Errorf("fireKind(%s, attempt %d, due %s) = %s, want %s", tc.a.kind, tc.a.attempt, tc.a.due.Sub(term), got, tc.want)
 		}
 	}
+}
+
+// TestInboxDepthMetric: ax_inbox_depth counts the results stored in the
+// inbox and not applied yet, as the primary last read them, and falls back
+// to 0 at the read after they are recorded (here as stale: no attempt holds
+// their tickets).
+func TestInboxDepthMetric(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		e := setup(t, Config{Registerer: reg}, nil, "pipeline: h\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: a, http: \"http://127.0.0.1:1/dispatch\"}\n")
+		sleep(time.Second)
+		if v := series(t, reg, "ax_inbox_depth", map[string]string{}).GetGauge().GetValue(); v != 0 {
+			t.Fatalf("ax_inbox_depth with an empty inbox = %v", v)
+		}
+		for i := range 3 {
+			ticket := fmt.Sprintf("gone-%d", i)
+			if _, err := e.st.ReceiveResult(context.Background(), store.InboxEntry{Ticket: ticket, InstanceID: 999 + int64(i),
+				Report: `{"ticket":"` + ticket + `","status":"success"}`, ReceivedBy: "standby", ReceivedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		peak := 0.0
+		for range 250 { // 2.5 s: the loop reads the inbox on its turns, each second at least
+			sleep(10 * time.Millisecond)
+			peak = max(peak, series(t, reg, "ax_inbox_depth", map[string]string{}).GetGauge().GetValue())
+		}
+		last := series(t, reg, "ax_inbox_depth", map[string]string{}).GetGauge().GetValue()
+		e.stop()
+		if peak != 3 || last != 0 {
+			t.Errorf("ax_inbox_depth: peak %v, then %v; want 3 while they wait, 0 once recorded", peak, last)
+		}
+		for i := range 3 {
+			en, err := e.st.InboxEntryOf(context.Background(), fmt.Sprintf("gone-%d", i))
+			if err != nil || en.AppliedAt.IsZero() {
+				t.Errorf("inbox entry gone-%d: %+v, %v; want it closed", i, en, err)
+			}
+		}
+	})
+}
+
+// TestMetricsCatchUpApartFromLive: fires missed while no scheduler ran and
+// run late after a restart are counted in ax_dispatch_delay_seconds
+// {kind="catchup"}, with their lateness; ax_dispatch_latency_seconds keeps
+// only the live fires after the restart, on time.
+func TestMetricsCatchUpApartFromLive(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{MisfireAfter: time.Minute}
+		e := setup(t, cfg, nil, "pipeline: m\ntimezone: UTC\nschedule: \"@every 10s\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(39*time.Second + 500*time.Millisecond) // +10s … +30s live
+		e.stop()
+		sleep(30 * time.Second) // back at +69.5s: +40s, +50s and +60s missed
+		reg := prometheus.NewRegistry()
+		cfg.Registerer = reg
+		e.restart(cfg, 25*time.Second) // +70s, +80s, +90s live
+		lat := series(t, reg, "ax_dispatch_latency_seconds", map[string]string{}).GetHistogram()
+		if lat.GetSampleCount() != 3 || lat.GetSampleSum() > 1 {
+			t.Errorf("ax_dispatch_latency_seconds after the restart: %d samples, sum %.3fs; want the 3 live fires, on time", lat.GetSampleCount(), lat.GetSampleSum())
+		}
+		cu := series(t, reg, "ax_dispatch_delay_seconds", map[string]string{"kind": "catchup"}).GetHistogram()
+		// 29.5 + 19.5 + 9.5 s late.
+		if cu.GetSampleCount() != 3 || cu.GetSampleSum() < 58 || cu.GetSampleSum() > 59 {
+			t.Errorf("ax_dispatch_delay_seconds{kind=catchup}: %d samples, sum %.3fs; want 3 missed fires, 58.5 s late in all", cu.GetSampleCount(), cu.GetSampleSum())
+		}
+	})
 }

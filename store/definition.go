@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -248,16 +250,11 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 	if len(ran) == 1 {
 		sum.LastExecutor = ran[0].Executor
 	}
-	next := s.sb.Select("MIN(next_fire_at)").From("instances").
-		Where(sq.Eq{"task_id": id, "state": []string{string(Scheduled), string(Retrying)}})
-	if err := s.query(ctx, s.read, "next fire", next, func(rows *sql.Rows) error {
-		var v sql.NullInt64
-		err := rows.Scan(&v)
-		sum.NextFireAt = fromMS(v)
-		return err
-	}); err != nil {
+	next, err := s.NextFires(ctx, []string{id})
+	if err != nil {
 		return Summary{}, err
 	}
+	sum.NextFireAt = next[id]
 	counts := s.sb.Select("state", "COUNT(*)").From("instances").
 		Where(sq.Eq{"task_id": id, "state": []string{string(Success), string(Failed)}}).GroupBy("state")
 	err = s.query(ctx, s.read, "count outcomes", counts, func(rows *sql.Rows) error {
@@ -346,4 +343,66 @@ func (s *Store) PipelineDefinition(ctx context.Context, name string) ([]byte, er
 		return nil, notFound("pipeline", name)
 	}
 	return def, nil
+}
+
+// tasksPerRead bounds the tasks of one statement of LatestInstances and
+// NextFires (SQLite allows 500 arms to a compound SELECT).
+const tasksPerRead = 100
+
+// LatestInstances returns the newest instance (by id) of each of tasks that
+// has one, by task id: one statement per hundred tasks, each task one seek
+// of the (task_id, id) index, whatever the tasks' histories hold.
+func (s *Store) LatestInstances(ctx context.Context, tasks []string) (map[string]Instance, error) {
+	out := make(map[string]Instance, len(tasks))
+	for start := 0; start < len(tasks); start += tasksPerRead {
+		chunk := tasks[start:min(start+tasksPerRead, len(tasks))]
+		var (
+			arms []string
+			args []any
+		)
+		for i, t := range chunk {
+			q, a, err := instanceSelect(s.sb).Where(sq.Eq{"task_id": t}).OrderBy("id DESC").Limit(1).ToSql()
+			if err != nil {
+				return nil, err
+			}
+			arms = append(arms, fmt.Sprintf("SELECT * FROM (%s) AS l%d", q, i))
+			args = append(args, a...)
+		}
+		err := s.query(ctx, s.read, "read latest instances", sq.Expr(strings.Join(arms, " UNION ALL "), args...), func(rows *sql.Rows) error {
+			in, err := scanInstance(rows)
+			out[in.TaskID] = in
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// NextFires returns the earliest next fire of each of tasks that has a
+// scheduled or retrying instance, by task id: one read of the (task_id,
+// state) index per hundred tasks.
+func (s *Store) NextFires(ctx context.Context, tasks []string) (map[string]time.Time, error) {
+	out := make(map[string]time.Time, len(tasks))
+	for start := 0; start < len(tasks); start += tasksPerRead {
+		chunk := tasks[start:min(start+tasksPerRead, len(tasks))]
+		b := s.sb.Select("task_id", "MIN(next_fire_at)").From("instances").
+			Where(sq.Eq{"task_id": chunk, "state": []string{string(Scheduled), string(Retrying)}}).GroupBy("task_id")
+		err := s.query(ctx, s.read, "read next fires", b, func(rows *sql.Rows) error {
+			var (
+				task string
+				v    sql.NullInt64
+			)
+			err := rows.Scan(&task, &v)
+			if v.Valid {
+				out[task] = fromMS(v)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -39,6 +39,25 @@ func (f *Fence) tx(ctx context.Context, what string, fn func(tx *sql.Tx) error) 
 	})
 }
 
+// txCheckLast is tx with the epoch checked after fn, just before the
+// commit: for a long transaction whose shared lock on the lease row (MySQL)
+// must not be held while fn runs. The writes still commit only under the
+// fence's epoch.
+func (f *Fence) txCheckLast(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	if f.epoch <= 0 {
+		return fmt.Errorf("store: %s: %w (no epoch held)", what, ErrNotLeader)
+	}
+	return f.s.inTx(ctx, what, func(tx *sql.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := f.s.checkEpoch(ctx, tx, f.epoch); err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		return nil
+	})
+}
+
 // Transition is Store.Transition at the fence's epoch.
 func (f *Fence) Transition(ctx context.Context, p TransitionParams) (int64, error) {
 	if f.epoch <= 0 {

@@ -355,6 +355,17 @@ func BenchmarkScaleReads(b *testing.B) {
 					}
 					return nil
 				}},
+				{"pipeline page: latest instance and next fire of its 100 tasks", func() error {
+					ids := make([]string, sc.tasks)
+					for i := range ids {
+						ids[i] = fmt.Sprintf("big.t%d", i)
+					}
+					if _, err := s.LatestInstances(ctx, ids); err != nil {
+						return err
+					}
+					_, err := s.NextFires(ctx, ids)
+					return err
+				}},
 				{"task summary", func() error {
 					_, err := s.TaskSummary(ctx, task())
 					return err

@@ -150,11 +150,26 @@ func (s *Store) updateBackfill(ctx context.Context, tx *sql.Tx, b Backfill, now 
 
 // Backfills lists backfills, newest first; id, when not zero, selects one.
 func (s *Store) Backfills(ctx context.Context, id int64) ([]Backfill, error) {
-	b := s.sb.Select("id", "pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at").
-		From("backfills").OrderBy("id DESC")
+	b := s.sb.Select(backfillCols...).From("backfills").OrderBy("id DESC")
 	if id != 0 {
 		b = b.Where(sq.Eq{"id": id})
 	}
+	return s.backfills(ctx, b)
+}
+
+// BackfillsPage lists up to limit backfills, newest first, with ids below
+// before when it is not zero (keyset paging by the primary key).
+func (s *Store) BackfillsPage(ctx context.Context, before int64, limit int) ([]Backfill, error) {
+	b := s.sb.Select(backfillCols...).From("backfills").OrderBy("id DESC").Limit(uint64(max(limit, 1)))
+	if before != 0 {
+		b = b.Where(sq.Lt{"id": before})
+	}
+	return s.backfills(ctx, b)
+}
+
+var backfillCols = []string{"id", "pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at"}
+
+func (s *Store) backfills(ctx context.Context, b sq.SelectBuilder) ([]Backfill, error) {
 	var out []Backfill
 	err := s.query(ctx, s.read, "read backfills", b, func(rows *sql.Rows) error {
 		var (

@@ -204,19 +204,34 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Two reads for all the tasks, not a summary per task: a task's
+	// summary counts its outcomes, which grow with its history.
+	ids := make([]string, len(p.Tasks))
+	for i, t := range p.Tasks {
+		ids[i] = t.ID()
+	}
+	latestOf, err := a.st.LatestInstances(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	nextOf, err := a.st.NextFires(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	var tasks []taskView
 	for _, t := range p.Tasks {
 		v := viewTask(t)
 		v.Paused = pausedBy(paused, t)
-		ins, err := a.st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), Limit: 1})
-		if err != nil {
-			return nil, err
+		if in, ok := latestOf[t.ID()]; ok {
+			v.Latest, v.State = &in, in.State
 		}
-		if len(ins) == 1 {
-			v.Latest, v.State = &ins[0], ins[0].State
-		}
-		if sum, err := a.st.TaskSummary(ctx, t.ID()); err == nil && !sum.NextFireAt.IsZero() {
-			v.NextFire = &sum.NextFireAt
+		if next, ok := nextOf[t.ID()]; ok {
+			v.NextFire = &next // an instance due: its fire time (or retry)
+		} else if a.eng != nil {
+			// None due yet (a yearly task): its schedule's next fire.
+			if at := a.eng.NextScheduled(t.ID()); !at.IsZero() {
+				v.NextFire = &at
+			}
 		}
 		tasks = append(tasks, v)
 	}
@@ -520,20 +535,20 @@ func manualTasks(g *dag.Graph, pipeline string) []string {
 }
 
 func (a *admin) backfills(r *http.Request) (any, error) {
-	q, err := parseQuery(r, "limit")
+	q, err := parseQuery(r, "before", "limit")
 	if err != nil {
 		return nil, err
 	}
-	limit := q.int("limit", 50, 1, 1000)
+	limit, before := q.int("limit", 50, 1, 1000), q.int("before", 0, 1, math.MaxInt64)
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	bs, err := a.st.Backfills(r.Context(), 0) // newest first
+	bs, err := a.st.BackfillsPage(r.Context(), before, int(limit)) // newest first
 	if err != nil {
 		return nil, err
 	}
 	out := []backfillView{}
-	for _, b := range bs[:min(len(bs), int(limit))] {
+	for _, b := range bs {
 		v, err := a.viewBackfill(r.Context(), b)
 		if err != nil {
 			return nil, err

@@ -195,6 +195,7 @@ var badRequests = []struct {
 	{"GET", "/api/v1/pipelines/shop/runs?from=yesterday", "", 400, `from: "yesterday" is not a date`},
 	{"GET", "/api/v1/pipelines/shop/runs?before=99999", "", 404, "before=99999: no run 99999 of pipeline shop (pass the id of the last run of the previous page)"},
 	{"GET", "/api/v1/pipelines/shop/runs?before=0", "", 400, `before="0": give a whole number from 1`},
+	{"GET", "/api/v1/backfills?before=x", "", 400, `before="x": give a whole number from 1`},
 	{"GET", "/api/v1/pipelines/shop/runs?recent=true&before=1", "", 400, "recent=true is the first page as ax status shows it: leave out before, from and to"},
 	{"GET", "/api/v1/runs/abc", "", 400, `run "abc": give a positive number`},
 	{"GET", "/api/v1/runs/99999", "", 404, "no run 99999"},

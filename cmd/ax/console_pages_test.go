@@ -34,7 +34,7 @@ tasks:
 func TestConsolePagesInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx, scriptErrors := browser(t)
-	e := setupAPI(t, apiOpts{pipeline: gridPipeline})
+	e := setupAPI(t, apiOpts{pipeline: gridPipeline, others: []string{pagerPipeline}})
 	shanghai, err := time.LoadLocation("Asia/Shanghai")
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +104,53 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Errorf("grid columns %v, want %v (oldest left, newest right)", heads, want)
 	}
 
+	// Grid paging: 23 runs of pager; the newest 20 first, then back in time
+	// to the 3 oldest, and forward again to the newest.
+	for d := 1; d <= 23; d++ {
+		if code, out := e.call("POST", "/api/v1/pipelines/pager/trigger", fmt.Sprintf(`{"at": "2025-01-%02dT00:00:00"}`, d)); code != 200 {
+			t.Fatalf("trigger pager: %d %s", code, out)
+		}
+	}
+	pagerRuns, err := e.st.Runs(context.Background(), "pager", 100) // newest first
+	if err != nil || len(pagerRuns) != 23 {
+		t.Fatalf("pager runs: %d, %v", len(pagerRuns), err)
+	}
+	var newest, oldest []string // oldest left
+	for i := len(pagerRuns) - 1; i >= 0; i-- {
+		id := fmt.Sprint(pagerRuns[i].ID)
+		if i < 20 {
+			newest = append(newest, id)
+		} else {
+			oldest = append(oldest, id)
+		}
+	}
+	gridHeads := func() string {
+		t.Helper()
+		h, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#grid th[data-run]")].map(h => h.dataset.run)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(h, ",")
+	}
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/grid/pager"), chromedp.WaitVisible(css(`#grid th[data-run="`+newest[19]+`"]`)), shoot("grid-newest"))
+	if err != nil {
+		t.Fatalf("pager grid: %v (script errors: %v)", err, scriptErrors())
+	}
+	if got := gridHeads(); got != strings.Join(newest, ",") {
+		t.Errorf("grid, first page: runs %s, want the newest 20 %s", got, strings.Join(newest, ","))
+	}
+	err = chromedp.Do(ctx, chromedp.Click(css(`#older`)), chromedp.WaitVisible(css(`#grid th[data-run="`+oldest[0]+`"]`)), shoot("grid-older"))
+	if err != nil {
+		t.Fatalf("older runs: %v (script errors: %v)", err, scriptErrors())
+	}
+	if got := gridHeads(); got != strings.Join(oldest, ",") {
+		t.Errorf("grid, older page: runs %s, want the 3 oldest %s", got, strings.Join(oldest, ","))
+	}
+	err = chromedp.Do(ctx, chromedp.Click(css(`#newest`)), chromedp.WaitVisible(css(`#grid th[data-run="`+newest[19]+`"]`)))
+	if err != nil {
+		t.Fatalf("back to the newest runs: %v (script errors: %v)", err, scriptErrors())
+	}
+
 	// Run pages: each graph shows its own run only.
 	for _, c := range []struct {
 		run         int64
@@ -133,6 +180,25 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 	}
 
+	// Pipeline page: each task's next fire from its schedule (the yearly
+	// fire is far beyond the window of runs created ahead).
+	var next string
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="clean"] td.next`)), shoot("pipeline"))
+	if err == nil {
+		next, err = chromedp.Run(ctx, chromedp.Text(css(`tr[data-task="clean"] td.next`)))
+	}
+	if err != nil {
+		t.Fatalf("pipeline page: %v (script errors: %v)", err, scriptErrors())
+	}
+	if want := fmt.Sprintf("%d-01-01 00:00:00 +08:00", time.Now().In(shanghai).Year()+1); next != want {
+		t.Errorf("pipeline page: next fire of clean %q, want %q (next New Year in Shanghai)", next, want)
+	}
+	// Its graph is coloured by the latest run (only) alone: clean, FAILED
+	// in run bad, has no instance in it.
+	if s, cl := attr(`#graph g.node[data-task="sync"]`, "data-state"), attr(`#graph g.node[data-task="clean"]`, "data-state"); s != "SUCCESS" || cl != "NONE" {
+		t.Errorf("pipeline graph, coloured by run %d: sync %s, clean %s; want SUCCESS, NONE (clean is not in that run)", only, s, cl)
+	}
+
 	// Task page: the next ten fires from the schedule, in the zone with the offset.
 	var fires []string
 	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/t/shop/clean"), chromedp.WaitVisible(css(`#nextfires li`)), shoot("task"))
@@ -148,22 +214,44 @@ func TestConsolePagesInBrowser(t *testing.T) {
 
 	// Forms: a bad value shows the API's error, and nothing changes.
 	before, _ := e.st.Runs(context.Background(), "shop", 100)
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-limits`)),
+	actsBefore, _ := e.st.Actions(context.Background(), store.LogFilter{Limit: 1000})
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-limits`)),
 		chromedp.SetValue(css(`#f-limits input[name="global"]`), "-5"),
 		chromedp.Click(css(`#f-limits button[type="submit"]`)),
 		chromedp.WaitVisible(css(`#f-limits .result.error`)),
-		chromedp.SetValue(css(`#f-trigger input[name="task"]`), "clen"),
+		chromedp.SetValue(css(`#f-trigger input[name="at"]`), "2026-02-30T02:00:00"),
 		chromedp.Click(css(`#f-trigger button[type="submit"]`)),
-		chromedp.WaitVisible(css(`#f-trigger .result.error`)),
+		chromedp.WaitVisible(css(`#f-trigger .result.error`)))
+	if err != nil {
+		t.Fatalf("forms: %v (script errors: %v)", err, scriptErrors())
+	}
+	if got, err := chromedp.Run(ctx, chromedp.Text(css(`#f-trigger .result`))); err != nil || !strings.Contains(got, "2026-02-30T02:00:00") {
+		t.Errorf("run now with a bad date shows %q, want the API's error naming it (%v)", got, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#f-trigger input[name="at"]').value = ""`)); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(ctx, chromedp.SetValue(css(`#f-trigger input[name="task"]`), "clen"),
+		chromedp.Click(css(`#f-trigger button[type="submit"]`)))
+	if err == nil {
+		_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#f-trigger .result").textContent.includes("clen")`))
+	}
+	if err != nil {
+		t.Fatalf("forms: %v (script errors: %v)", err, scriptErrors())
+	}
+	err = chromedp.Do(ctx,
 		chromedp.SetValue(css(`#f-backfill input[name="from"]`), "2026-13-01"),
 		chromedp.SetValue(css(`#f-backfill input[name="to"]`), "2026-03-05"),
 		chromedp.Click(css(`#f-backfill button[data-preview]`)),
 		chromedp.WaitVisible(css(`#f-backfill .result.error`)),
+		chromedp.SetValue(css(`#f-group input[name="group"]`), "etll"),
+		chromedp.Click(css(`#f-group button[data-verb="pause"]`)),
+		chromedp.WaitVisible(css(`#f-group .result.error`)),
 		shoot("forms-refused"))
 	if err != nil {
 		t.Fatalf("forms: %v (script errors: %v)", err, scriptErrors())
 	}
-	for form, want := range map[string]string{"#f-limits": "global", "#f-trigger": `did you mean "clean"`, "#f-backfill": "2026-13-01"} {
+	for form, want := range map[string]string{"#f-limits": "global", "#f-trigger": `did you mean "clean"`, "#f-backfill": "2026-13-01", "#f-group": `no group "etll" (did you mean "etl"?)`} {
 		got, err := chromedp.Run(ctx, chromedp.Text(css(form+" .result")))
 		if err != nil || !strings.Contains(got, want) {
 			t.Errorf("%s shows %q, want the API's error naming %s (%v)", form, got, want, err)
@@ -180,6 +268,64 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if bs, _ := e.st.Backfills(context.Background(), 100); len(bs) != 0 {
 		t.Errorf("backfills after a refused preview: %d", len(bs))
 	}
+	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("pauses after a refused group form: %+v %v", ps, err)
+	}
+	if as, err := e.st.Actions(context.Background(), store.LogFilter{Limit: 1000}); err != nil || len(as) != len(actsBefore) {
+		t.Errorf("actions: %d before the refused forms, %d after (%v)", len(actsBefore), len(as), err)
+	}
+
+	// The group form: pause, then resume, the group etl.
+	err = chromedp.Do(ctx, chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
+		chromedp.Click(css(`#f-group button[data-verb="pause"]`)),
+		chromedp.WaitVisible(css(`#f-group .result.ok`)), shoot("forms-group-paused"))
+	if err != nil {
+		t.Fatalf("pause group: %v (script errors: %v)", err, scriptErrors())
+	}
+	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 1 || ps[0].Scope != store.ScopeGroup || ps[0].Name != "etl" {
+		t.Errorf("pauses after the group form: %+v %v; want group etl", ps, err)
+	}
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="sync"] td.state .pill.PAUSED`)))
+	if err != nil {
+		t.Errorf("the pipeline page does not show sync paused with its group: %v", err)
+	}
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
+		chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
+		chromedp.Click(css(`#f-group button[data-verb="resume"]`)),
+		chromedp.WaitVisible(css(`#f-group .result.ok`)))
+	if err != nil {
+		t.Fatalf("resume group: %v (script errors: %v)", err, scriptErrors())
+	}
+	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("pauses after resuming the group: %+v %v", ps, err)
+	}
+
+	// Without the admin token (the console asks for it; the operator
+	// dismisses the question) a form shows the API's refusal, and nothing
+	// changes.
+	locked := setupAPI(t, apiOpts{pipeline: gridPipeline, token: "t0ken", openReads: true})
+	err = chromedp.Do(ctx, chromedp.Navigate(locked.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
+		chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
+		chromedp.Click(css(`#f-group button[data-verb="pause"]`)),
+		chromedp.WaitVisible(css(`#f-group .result.error`)),
+		chromedp.SetValue(css(`#f-trigger input[name="task"]`), "clean"),
+		chromedp.Click(css(`#f-trigger button[type="submit"]`)),
+		chromedp.WaitVisible(css(`#f-trigger .result.error`)),
+		shoot("forms-no-token"))
+	if err != nil {
+		t.Fatalf("forms without the token: %v (script errors: %v)", err, scriptErrors())
+	}
+	for _, form := range []string{"#f-group", "#f-trigger"} {
+		if got, err := chromedp.Run(ctx, chromedp.Text(css(form+" .result"))); err != nil || !strings.Contains(got, "missing or wrong bearer token") {
+			t.Errorf("%s without the token shows %q, want the API's refusal (%v)", form, got, err)
+		}
+	}
+	if ps, err := locked.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+		t.Errorf("pauses after a form without the token: %+v %v", ps, err)
+	}
+	if rs, err := locked.st.Runs(context.Background(), "shop", 100); err != nil || len(rs) != 0 {
+		t.Errorf("runs after a form without the token: %d %v", len(rs), err)
+	}
 
 	dir := t.ArtifactDir()
 	for name, b := range shots {
@@ -192,6 +338,14 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// pagerPipeline has a run per trigger, to page the grid through.
+const pagerPipeline = `pipeline: pager
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: one, function: noop}
+`
 
 // TestConsoleShowsRefusedReload: after a reload refused for an invalid
 // file, the pipelines page says the running set stays and shows the
@@ -217,6 +371,80 @@ func TestConsoleShowsRefusedReload(t *testing.T) {
 	}
 	if !strings.Contains(text, "running pipelines stay") || !strings.Contains(text, filepath.Join(dir, "bad.yaml")+":3:") || !strings.Contains(text, "nosuch") {
 		t.Errorf("reload box: %q", text)
+	}
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestConsoleShowsLogsSafelyAndPagesRuns: the console's log view shows
+// output that is not UTF-8 and output that looks like markup as escaped
+// text (no element is made of it, no script error), and the pipeline page
+// pages its runs by key: "older runs" lists the runs after the last shown.
+func TestConsoleShowsLogsSafelyAndPagesRuns(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	e := setupAPI(t, apiOpts{pipeline: `pipeline: shop
+group: etl
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: talk, command: ["sh", "-c", "printf 'ok\\377<b id=injected>bold</b>\\n'; echo '<img src=x onerror=alert(1)>' >&2"]}
+`})
+	if code, out := e.call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != 200 {
+		t.Fatalf("trigger talk: %d %s", code, out)
+	}
+	talk := e.waitState("shop.talk", store.Success)
+	for i := range 16 { // 17 runs: a full page of 15 and two older
+		if code, out := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": "2026-02-%02dT00:00:00"}`, i+1)); code != 200 {
+			t.Fatalf("trigger sync: %d %s", code, out)
+		}
+	}
+	waitFor(t, func() bool {
+		ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.sync", States: []store.State{store.Success}, Limit: 100})
+		return len(ins) == 16
+	})
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	var text string
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	err := chromedp.Do(wctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`button[data-log]`)),
+		chromedp.Click(css(`tr[data-task="talk"] button[data-log]`)), chromedp.WaitVisible(css(`#logview`)))
+	if err == nil {
+		text, err = chromedp.Run(ctx, chromedp.Text(css(`#logview pre`)))
+	}
+	if err != nil {
+		html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("log").outerHTML + document.getElementById("banner").outerHTML`))
+		t.Fatalf("log view: %v (script errors: %v)\n%s", err, scriptErrors(), html)
+	}
+	for _, want := range []string{`stdout| ok\xff<b id=injected>bold</b>`, `stderr| <img src=x onerror=alert(1)>`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("log view of instance %d: want %q in\n%s", talk.ID, want, text)
+		}
+	}
+	made, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.getElementById("injected") || !!document.querySelector("#logview img")`))
+	if err != nil || made {
+		t.Errorf("the output's markup became elements: %v %v", made, err)
+	}
+	// Runs by key: the first page holds 15 of the 17, the older page the last 2.
+	runs := func() []string {
+		t.Helper()
+		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#runs tr[data-run]")].map(r => r.dataset.run)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	first := runs()
+	err = chromedp.Do(ctx, chromedp.Click(css(`#older-runs`)), chromedp.WaitVisible(css(`a[href="#/p/shop"]`)))
+	if err != nil {
+		t.Fatalf("older runs: %v (script errors: %v)", err, scriptErrors())
+	}
+	older := runs()
+	all, _ := e.st.Runs(context.Background(), "shop", 100)
+	if len(all) != 17 || len(first) != 15 || len(older) != 2 || older[0] != fmt.Sprint(all[15].ID) || older[1] != fmt.Sprint(all[16].ID) {
+		t.Errorf("runs shown %v then %v; the store holds %d", first, older, len(all))
 	}
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))

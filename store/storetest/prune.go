@@ -81,20 +81,38 @@ func testPrune(t *testing.T, s *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Results in the inbox: applied before the horizon (goes), applied
+	// after it (stays), received long ago and never applied (stays).
+	l := acquire(t, s, "p1", T0)
+	f := s.Fence(l.Epoch)
+	for _, e := range []struct {
+		ticket  string
+		applied time.Time
+	}{{"in-old", old}, {"in-recent", recent}, {"in-pending", time.Time{}}} {
+		if _, err := s.ReceiveResult(ctx(), store.InboxEntry{Ticket: e.ticket, InstanceID: gi1[0].ID, Report: "{}", ReceivedBy: "t", ReceivedAt: old}); err != nil {
+			t.Fatal(err)
+		}
+		if !e.applied.IsZero() {
+			if err := f.MarkResultsApplied(ctx(), map[string]string{e.ticket: "applied"}, e.applied); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	p := store.PruneParams{Before: horizon, FinishedBackfills: []string{"done", "failed", "cancelled"}, Now: T0, Runs: 1}
 	dry, err := s.PruneDryRun(ctx(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Two runs of two instances; each instance: 2 or 3 history rows (created, running, ended), one dispatch action, one chunk, one attempt.
-	if dry.Runs != 2 || dry.Instances != 4 || dry.History != 12 || dry.Actions != 4 || dry.Chunks != 4 || dry.Attempts != 4 {
-		t.Errorf("dry run = %+v, want 2 runs, 4 instances, 12 history rows, 4 actions, 4 chunks, 4 attempts", dry)
+	if dry.Runs != 2 || dry.Instances != 4 || dry.History != 12 || dry.Actions != 4 || dry.Chunks != 4 || dry.Attempts != 4 || dry.Inbox != 1 {
+		t.Errorf("dry run = %+v, want 2 runs, 4 instances, 12 history rows, 4 actions, 4 chunks, 4 attempts, 1 inbox entry", dry)
+	}
+	if _, err := s.InboxEntryOf(ctx(), "in-old"); err != nil {
+		t.Fatalf("the dry run deleted an inbox entry: %v", err)
 	}
 	if r, _ := s.Run(ctx(), gone1); r.ID != gone1 {
 		t.Fatalf("the dry run deleted run %d", gone1)
 	}
-	l := acquire(t, s, "p1", T0)
-	f := s.Fence(l.Epoch)
 	var total store.PruneResult
 	for batches := 0; ; batches++ {
 		r, err := f.PruneBatch(ctx(), p)
@@ -110,7 +128,7 @@ func testPrune(t *testing.T, s *store.Store) {
 			t.Fatal("pruning does not end")
 		}
 	}
-	if total.Runs != 2 || total.Instances != 4 || total.History != 12 || total.Actions != 4 || total.Chunks != 4 || total.Attempts != 4 {
+	if total.Runs != 2 || total.Instances != 4 || total.History != 12 || total.Actions != 4 || total.Chunks != 4 || total.Attempts != 4 || total.Inbox != 1 {
 		t.Errorf("pruned %+v, want what the dry run said (%+v)", total, dry)
 	}
 	for _, id := range []int64{gone1, gone2} {
@@ -121,6 +139,11 @@ func testPrune(t *testing.T, s *store.Store) {
 	for _, id := range []int64{paused, running, waiting, unfinishedBF, fresh} {
 		if _, err := s.Run(ctx(), id); err != nil {
 			t.Errorf("run %d was pruned: %v", id, err)
+		}
+	}
+	for ticket, kept := range map[string]bool{"in-old": false, "in-recent": true, "in-pending": true} {
+		if _, err := s.InboxEntryOf(ctx(), ticket); (err == nil) != kept {
+			t.Errorf("inbox entry %s: kept %v, want %v (%v)", ticket, err == nil, kept, err)
 		}
 	}
 	if c, _ := s.LogChunks(ctx(), gi1[0].ID, 1, 0, 0); len(c) != 0 {

@@ -42,6 +42,8 @@ func Run(t *testing.T, open Opener) {
 		{"TaskOutput", testTaskOutput},
 		{"PruneFinishedRuns", testPrune},
 		{"RunsPagedByKey", testRunsPaged},
+		{"BackfillsPagedByKey", testBackfillsPaged},
+		{"LatestInstancesAndNextFires", testLatestAndNext},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -733,5 +735,73 @@ func testRunsPaged(t *testing.T, s *store.Store) {
 	ahead, err := s.RunsMovedAhead(ctx(), "a", T0)
 	if err != nil || len(ahead) != 1 || ahead[0].ID != r6 {
 		t.Fatalf("runs ahead of T0 that moved: %+v, %v; want only run %d", ahead, err, r6)
+	}
+}
+
+// testBackfillsPaged: backfills page by id, newest first, limit bounded.
+func testBackfillsPaged(t *testing.T, s *store.Store) {
+	var ids []int64
+	for range 5 {
+		id, err := s.CreateBackfill(ctx(), store.Backfill{Pipeline: "a", State: "running"}, T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	want := fmt.Sprint([]int64{ids[4], ids[3], ids[2], ids[1], ids[0]})
+	var got []int64
+	before := int64(0)
+	for range 5 {
+		page, err := s.BackfillsPage(ctx(), before, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 2 {
+			t.Fatalf("page of %d backfills, limit 2", len(page))
+		}
+		for _, b := range page {
+			got = append(got, b.ID)
+		}
+		if len(page) < 2 {
+			break
+		}
+		before = page[len(page)-1].ID
+	}
+	if fmt.Sprint(got) != want {
+		t.Errorf("backfills paged by 2: %v, want %v", got, want)
+	}
+}
+
+// testLatestAndNext: the newest instance of each task and the earliest
+// next fire of each task with a scheduled one, for many tasks in one read.
+func testLatestAndNext(t *testing.T, s *store.Store) {
+	first := Seed(t, s) // run at T0: a.x SCHEDULED at T0, a.y and a.z WAITING
+	_, second, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0.Add(time.Hour), Actor: "scheduler", Now: T0,
+		Instances: []store.NewInstance{
+			{TaskID: "a.x", Group: "g", Priority: 1, State: store.Scheduled, NextFireAt: T0.Add(time.Hour)},
+			{TaskID: "a.y", Group: "g", Priority: 2, State: store.Waiting},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := s.LatestInstances(ctx(), []string{"a.x", "a.y", "a.z", "a.nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"a.x": second[0].ID, "a.y": second[1].ID, "a.z": first["a.z"].ID}
+	if len(latest) != len(want) {
+		t.Errorf("latest instances of %d tasks, want %d: %+v", len(latest), len(want), latest)
+	}
+	for task, id := range want {
+		if in := latest[task]; in.ID != id || in.TaskID != task {
+			t.Errorf("latest instance of %s: %d (%s), want %d", task, in.ID, in.TaskID, id)
+		}
+	}
+	next, err := s.NextFires(ctx(), []string{"a.x", "a.y", "a.z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next) != 1 || !next["a.x"].Equal(T0) {
+		t.Errorf("next fires %v, want only a.x at %s", next, T0)
 	}
 }
