@@ -152,7 +152,7 @@ func TestPoolMetrics(t *testing.T) {
 		src := strings.Replace(priorities(6, "@every 1h"), "defaults: {function: record}", "group: etl\ndefaults: {function: record}", 1)
 		reg := prometheus.NewRegistry()
 		e := setup(t, Config{MaxRunning: 3, Registerer: reg}, fns, src)
-		if _, err := e.do(Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": 2}}); err != nil {
+		if _, err := e.do(SetLimits{GroupMaxRunning: map[string]int{"etl": 2}}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Hour + 5*time.Second)
@@ -176,7 +176,7 @@ func TestPoolMetrics(t *testing.T) {
 				t.Errorf("%s{scope=%q} = %v, want %v", c.name, c.scope, got, c.want)
 			}
 		}
-		if _, err := e.do(Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": 0}}); err != nil { // lifted
+		if _, err := e.do(SetLimits{GroupMaxRunning: map[string]int{"etl": 0}}); err != nil { // lifted
 			t.Fatal(err)
 		}
 		sleep(time.Second)
