@@ -291,88 +291,16 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 // none, fire_all up to MisfireLimit; the others fail with the reason
 // "skipped by misfire policy"), otherwise each runs late.
 func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
-	byTask := map[string][]store.Instance{}
-	var (
-		order   []string
-		failing []store.TransitionParams // woken into a run whose upstream failed meanwhile
-	)
-	for _, in := range insts {
-		ti := e.tasks[in.TaskID]
-		if ti == nil {
-			continue
-		}
-		rs, err := e.run(ctx, in.RunID)
-		if err != nil {
-			return 0, 0, err
-		}
-		if ref := rs.inst[ti.id]; ref != nil {
-			ref.state, ref.version = store.Waiting, in.Version
-		}
-		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(vs) == 0 || vs[0].verdict == verdictWait {
-			continue
-		}
-		if vs[0].verdict == verdictFail {
-			failing = append(failing, failWaiting(rs.inst[ti.id], ti, vs[0].reason, e.epoch, now, Actor))
-			continue
-		}
-		if _, ok := byTask[in.TaskID]; !ok {
-			order = append(order, in.TaskID)
-		}
-		byTask[in.TaskID] = append(byTask[in.TaskID], in)
+	byTask, order, params, err := e.wokenReady(ctx, insts, now)
+	if err != nil {
+		return 0, 0, err
 	}
-	params := failing
 	for _, id := range order {
-		ti, list := e.tasks[id], byTask[id]
-		var late, onTime []store.Instance
-		for _, in := range list {
-			if fireOf(in, ti).Before(now) {
-				late = append(late, in)
-			} else {
-				onTime = append(onTime, in)
-			}
+		var sc, sk int
+		if params, sc, sk, err = e.scheduleTaskWoken(ctx, e.tasks[id], byTask[id], params, now, why); err != nil {
+			return 0, 0, err
 		}
-		slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
-		keep := len(late)
-		if len(late) > 0 {
-			ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
-			skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-			if !missed { // a short backlog: each runs late, at its fire time
-				onTime, late = append(late, onTime...), nil
-			}
-			keep = len(late) - skip
-		}
-		for i, in := range late {
-			at := now
-			if i >= len(late)-keep {
-				params = append(params, schedule(in, at, e.epoch, now, fmt.Sprintf("%s: misfire %s runs it late", why, ti.def.Misfire)))
-				scheduled++
-				continue
-			}
-			sched := schedule(in, now, e.epoch, now, why)
-			params = append(params, sched, store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1, From: store.Scheduled, To: store.Failed,
-				Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
-				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
-					ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
-			skipped++
-		}
-		if len(late) > 0 {
-			detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
-			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
-				Detail: detail}); err != nil {
-				return 0, 0, err
-			}
-			if keep < len(late) {
-				e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
-			}
-		}
-		for _, in := range onTime {
-			params = append(params, schedule(in, fireOf(in, ti), e.epoch, now, why))
-			scheduled++
-		}
+		scheduled, skipped = scheduled+sc, skipped+sk
 	}
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
@@ -394,6 +322,98 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		}
 	}
 	return scheduled, skipped, nil
+}
+
+// wokenReady sorts woken WAITING instances by the readiness rule: those
+// that may run, per task (order: the tasks in first-seen order), and the
+// failures of those woken into a run whose upstream failed meanwhile; the
+// ones still waiting are left out.
+func (e *Engine) wokenReady(ctx context.Context, insts []store.Instance, now time.Time) (byTask map[string][]store.Instance, order []string,
+	failing []store.TransitionParams, err error) {
+	byTask = map[string][]store.Instance{}
+	for _, in := range insts {
+		ti := e.tasks[in.TaskID]
+		if ti == nil {
+			continue
+		}
+		rs, err := e.run(ctx, in.RunID)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if ref := rs.inst[ti.id]; ref != nil {
+			ref.state, ref.version = store.Waiting, in.Version
+		}
+		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if len(vs) == 0 || vs[0].verdict == verdictWait {
+			continue
+		}
+		if vs[0].verdict == verdictFail {
+			failing = append(failing, failWaiting(rs.inst[ti.id], ti, vs[0].reason, e.epoch, now, Actor))
+			continue
+		}
+		if _, ok := byTask[in.TaskID]; !ok {
+			order = append(order, in.TaskID)
+		}
+		byTask[in.TaskID] = append(byTask[in.TaskID], in)
+	}
+	return byTask, order, failing, nil
+}
+
+// scheduleTaskWoken appends to params the scheduling of task ti's woken
+// instances (list): the ones whose fire time passed are its backlog, judged
+// by misfireSplit (kept ones run now, the others fail as skipped, in the
+// action log); the others wait for their fire time.
+func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []store.Instance, params []store.TransitionParams, now time.Time,
+	why string) (_ []store.TransitionParams, scheduled, skipped int, err error) {
+	var late, onTime []store.Instance
+	for _, in := range list {
+		if fireOf(in, ti).Before(now) {
+			late = append(late, in)
+		} else {
+			onTime = append(onTime, in)
+		}
+	}
+	slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
+	keep := len(late)
+	if len(late) > 0 {
+		ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
+		skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+		if !missed { // a short backlog: each runs late, at its fire time
+			onTime, late = append(late, onTime...), nil
+		}
+		keep = len(late) - skip
+	}
+	for i, in := range late {
+		if i >= len(late)-keep {
+			params = append(params, schedule(in, now, e.epoch, now, fmt.Sprintf("%s: misfire %s runs it late", why, ti.def.Misfire)))
+			scheduled++
+			continue
+		}
+		params = append(params, schedule(in, now, e.epoch, now, why), store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1,
+			From: store.Scheduled, To: store.Failed,
+			Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
+			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
+				ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
+		skipped++
+	}
+	if len(late) > 0 {
+		detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: ti.id, Reason: string(ti.def.Misfire),
+			Detail: detail}); err != nil {
+			return params, 0, 0, err
+		}
+		if keep < len(late) {
+			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: ti.id, Message: detail})
+		}
+	}
+	for _, in := range onTime {
+		params = append(params, schedule(in, fireOf(in, ti), e.epoch, now, why))
+		scheduled++
+	}
+	return params, scheduled, skipped, nil
 }
 
 // fireOf returns when a waiting instance was due: its recorded fire time, or
@@ -591,60 +611,21 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 // FAILED → RUNNING at once, KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
 // Its downstream instances follow when it succeeds.
 func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (string, error) {
-	var insts []store.Instance
-	switch {
-	case r.Instance != 0:
-		in, err := e.st.Instance(ctx, r.Instance)
-		if err != nil {
-			return "", err
-		}
-		if in.State != store.Failed && in.State != store.Killed && in.State != store.Success {
-			return "", fmt.Errorf("instance %d of %s is %s: only FAILED, KILLED or SUCCESS instances can be rerun", in.ID, in.TaskID, in.State)
-		}
-		insts = []store.Instance{in}
-	case r.Run != 0:
-		if _, err := e.st.Run(ctx, r.Run); err != nil {
-			return "", err
-		}
-		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, States: []store.State{store.Failed, store.Killed}, Limit: 1 << 20, Ascending: true})
-		if err != nil {
-			return "", err
-		}
-		if len(all) == 0 {
-			return "", fmt.Errorf("run %d has no FAILED or KILLED instance to rerun", r.Run)
-		}
-		insts = all
-	default:
-		t, err := e.resolveTask(r.Target)
-		if err != nil {
-			return "", err
-		}
-		last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Failed, store.Killed}, Limit: 1})
-		if err != nil {
-			return "", err
-		}
-		if len(last) == 0 {
-			latest, _ := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, Limit: 1})
-			state := "none"
-			if len(latest) == 1 {
-				state = string(latest[0].State)
-			}
-			return "", fmt.Errorf("task %s has no FAILED or KILLED instance to rerun (its latest is %s)", t.id, state)
-		}
-		insts = last
+	insts, err := e.rerunTargets(ctx, r)
+	if err != nil {
+		return "", err
 	}
 	var (
 		rerun, back []string
 		again       []store.Instance // rerun or brought back: their downstream come back too
 	)
 	for _, in := range insts {
-		ti := e.tasks[in.TaskID]
-		if ti == nil {
+		if e.tasks[in.TaskID] == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
 		e.dropCachedRunOf(in.ID)
 		again = append(again, in)
-		if (in.State == store.Failed || in.State == store.Killed || in.State == store.Success) && in.Attempt == 0 {
+		if in.Attempt == 0 {
 			// Ended without running (its upstream failed, its wait limit
 			// passed, or an operator marked it or cancelled its run): it comes
 			// back to WAITING, and the readiness rule (bringBack settles it)
@@ -655,29 +636,8 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 			back = append(back, strconv.FormatInt(in.ID, 10))
 			continue
 		}
-		switch in.State {
-		case store.Failed:
-			p := &pend{at: now.UnixMilli(), version: in.Version, state: store.Failed, task: ti, runID: in.RunID, logical: in.LogicalTime, manual: true}
-			if err := e.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor); err != nil {
-				return "", err
-			}
-		case store.Killed, store.Success:
-			from, v := in.State, in.Version
-			if from == store.Killed {
-				nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
-					Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
-				if err != nil {
-					return "", err
-				}
-				from, v = store.Waiting, nv
-			}
-			nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
-				Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
-			if err != nil {
-				return "", err
-			}
-			in.State, in.Version, in.NextFireAt = store.Scheduled, nv, now
-			e.enqueue(ctx, in)
+		if err := e.rerunOne(ctx, in, by, now); err != nil {
+			return "", err
 		}
 		rerun = append(rerun, strconv.FormatInt(in.ID, 10))
 	}
@@ -696,6 +656,78 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 		msg += fmt.Sprintf("; %d downstream instance(s) that never ran wait again", n)
 	}
 	return msg, nil
+}
+
+// rerunTargets returns the instances a rerun names, each FAILED, KILLED
+// or SUCCESS: the one instance, a run's FAILED and KILLED ones, or a task's
+// latest FAILED or KILLED one.
+func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]store.Instance, error) {
+	switch {
+	case r.Instance != 0:
+		in, err := e.st.Instance(ctx, r.Instance)
+		if err != nil {
+			return nil, err
+		}
+		if in.State != store.Failed && in.State != store.Killed && in.State != store.Success {
+			return nil, fmt.Errorf("instance %d of %s is %s: only FAILED, KILLED or SUCCESS instances can be rerun", in.ID, in.TaskID, in.State)
+		}
+		return []store.Instance{in}, nil
+	case r.Run != 0:
+		if _, err := e.st.Run(ctx, r.Run); err != nil {
+			return nil, err
+		}
+		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, States: []store.State{store.Failed, store.Killed}, Limit: 1 << 20, Ascending: true})
+		if err != nil {
+			return nil, err
+		}
+		if len(all) == 0 {
+			return nil, fmt.Errorf("run %d has no FAILED or KILLED instance to rerun", r.Run)
+		}
+		return all, nil
+	}
+	t, err := e.resolveTask(r.Target)
+	if err != nil {
+		return nil, err
+	}
+	last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Failed, store.Killed}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(last) == 0 {
+		latest, _ := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, Limit: 1})
+		state := "none"
+		if len(latest) == 1 {
+			state = string(latest[0].State)
+		}
+		return nil, fmt.Errorf("task %s has no FAILED or KILLED instance to rerun (its latest is %s)", t.id, state)
+	}
+	return last, nil
+}
+
+// rerunOne runs again an instance that ran: FAILED → RUNNING at once,
+// KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
+func (e *Engine) rerunOne(ctx context.Context, in store.Instance, by By, now time.Time) error {
+	if in.State == store.Failed {
+		p := &pend{at: now.UnixMilli(), version: in.Version, state: store.Failed, task: e.tasks[in.TaskID], runID: in.RunID, logical: in.LogicalTime, manual: true}
+		return e.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
+	}
+	from, v := in.State, in.Version
+	if from == store.Killed {
+		nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
+			Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
+		if err != nil {
+			return err
+		}
+		from, v = store.Waiting, nv
+	}
+	nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
+		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
+	if err != nil {
+		return err
+	}
+	in.State, in.Version, in.NextFireAt = store.Scheduled, nv, now
+	e.enqueue(ctx, in)
+	return nil
 }
 
 // startNow dispatches one instance at once, outside the queue: the manual

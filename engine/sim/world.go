@@ -817,20 +817,24 @@ func (w *world) verb() {
 	}
 	by := engine.By{Actor: "sim", Reason: "random verb"}
 	if r.IntN(4) == 0 {
-		// as `ax … --store` does: queued in the store, applied by the primary
-		by.Actor = "sim-cli"
-		verb, args, _ := engine.EncodeRequest(op, by)
-		id, err := w.st.EnqueueOp(context.Background(), store.Op{Kind: verb, Target: opString(op), Args: string(args), Actor: by.Actor,
-			Reason: by.Reason}, time.Now())
-		w.logf("queued verb %s as request %d: err=%v", opString(op), id, err)
-		w.stats.Verbs++
-		w.advance(time.Second)
-		w.notePauses()
+		w.queueVerb(op, engine.By{Actor: "sim-cli", Reason: by.Reason})
 		return
 	}
 	msg, err := w.do(p, op, by)
 	w.logf("verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
 	w.settle()
+	w.notePauses()
+}
+
+// queueVerb queues op as `ax … --store` does: in the store, for the
+// primary to apply.
+func (w *world) queueVerb(op engine.Request, by engine.By) {
+	verb, args, _ := engine.EncodeRequest(op, by)
+	id, err := w.st.EnqueueOp(context.Background(), store.Op{Kind: verb, Target: opString(op), Args: string(args), Actor: by.Actor,
+		Reason: by.Reason}, time.Now())
+	w.logf("queued verb %s as request %d: err=%v", opString(op), id, err)
+	w.stats.Verbs++
+	w.advance(time.Second)
 	w.notePauses()
 }
 
