@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
@@ -172,6 +174,7 @@ func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) e
 			e.backfills[r.ID] = b
 		case b != nil && r.State == BackfillCancelled:
 			delete(e.backfills, r.ID)
+			e.forgetBackfill(r.ID)
 			continue
 		}
 	}
@@ -308,11 +311,22 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 	if len(b.failed) > 0 {
 		b.rec.Error = "failed runs: " + strings.Join(b.failed, "; ")
 	}
-	bid := strconv.FormatInt(b.rec.ID, 10)
-	e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
-	e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
-	e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
+	if finished {
+		e.forgetBackfill(b.rec.ID)
+	} else {
+		bid := strconv.FormatInt(b.rec.ID, 10)
+		e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
+		e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
+		e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
+	}
 	return e.w().UpdateBackfill(ctx, b.rec, now)
+}
+
+// forgetBackfill drops the series of a backfill that ended (done, failed or
+// cancelled): only active backfills have them, so backfill ids, which grow
+// for ever, are not an unbounded label.
+func (e *Engine) forgetBackfill(id int64) {
+	e.m.backfillRuns.DeletePartialMatch(prometheus.Labels{"backfill": strconv.FormatInt(id, 10)})
 }
 
 // cancelBackfill stops a backfill from starting more runs; the runs in
@@ -338,6 +352,7 @@ func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, no
 		active = len(b.active)
 		delete(e.backfills, r.Backfill)
 	}
+	e.forgetBackfill(op.Backfill)
 	rec.State = BackfillCancelled
 	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + by.Actor)
 	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -51,6 +53,36 @@ tasks:
 		}
 		if f := e.eng.brk.Factor("br.plain"); f != 1 {
 			t.Errorf("br.plain breaker factor %v: 5 failures are below the default minimum of 10", f)
+		}
+	})
+}
+
+// TestBreakerSeriesGoesWithItsTask: a task removed by a reload while its
+// breaker is open loses its ax_breaker_open series (else a rule on
+// ax_breaker_open == 1 would fire for ever for a task that is gone).
+func TestBreakerSeriesGoesWithItsTask(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
+		keep := "pipeline: keep\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: x, function: record}\n"
+		reg := prometheus.NewRegistry()
+		e := setup(t, Config{Registerer: reg}, map[string]func(context.Context, runner.Attempt) error{"br.tuned": fail}, `pipeline: br
+timezone: UTC
+schedule: "* * * * *"
+tasks:
+  - {name: tuned, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.6}}
+`, keep)
+		sleep(3*time.Minute + 30*time.Second)
+		if v := series(t, reg, "ax_breaker_open", map[string]string{"task": "br.tuned"}).GetGauge().GetValue(); v != 1 {
+			t.Fatalf("ax_breaker_open{task=br.tuned} = %v after three failures, want 1", v)
+		}
+		if _, err := e.eng.Reload(compile(t, keep)); err != nil {
+			t.Fatal(err)
+		}
+		sleep(2 * time.Second)
+		e.stop()
+		if n := countSeries(t, reg, "ax_breaker_open", map[string]string{"task": "br.tuned"}); n != 0 {
+			t.Error("ax_breaker_open{task=br.tuned} still served after br.tuned was removed")
 		}
 	})
 }

@@ -79,7 +79,9 @@ type Config struct {
 	// FailIfHeld makes Run fail with store.ErrLeaseHeld instead of waiting as
 	// a standby when another process holds the lease.
 	FailIfHeld bool
-	// OnEvent, when set, is called from the loop as attempts start and end.
+	// OnEvent, when set, is called as attempts start and end: from the loop,
+	// and, for the start of a local attempt, from the attempt's own
+	// goroutine. It must be safe for concurrent use.
 	OnEvent func(Event)
 	// OnAlert, when set, receives every alert after it was recorded (a
 	// webhook sink, say). It is called from the loop and from executors'

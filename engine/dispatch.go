@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -50,7 +52,13 @@ type attempt struct {
 	due      time.Time               // its fire time
 	started  time.Time               // when it started (claimed ahead: its fire time); the overlap rule compares fire times with it
 	held     bool                    // claimed ahead: not handed to its executor yet
-	freed    *atomic.Bool            // its pool slot was given back (see Engine.free); set by track
+	// queued: a local attempt not known to the loop to have started (it
+	// waits for a slot in the start queue, see execute); its deadline counts
+	// from begun, the UnixNano its goroutine started it at (see begin).
+	queued bool
+	begun  *atomic.Int64
+	slot   *slotWait    // its place in the start queue (local attempts), set by the loop as it hands it out
+	freed  *atomic.Bool // its pool slot was given back (see Engine.free); set by track
 	// interrupted: still running when the shutdown grace ended and cancelled
 	// with errInterrupted; unless it succeeded it is given back, not failed.
 	interrupted bool
@@ -61,6 +69,9 @@ type outcome struct {
 	instance int64
 	res      runner.Result
 	resolve  string // when set: what executors answered about an inherited ticket (orphan.go), not a result
+	// notStarted, for an attempt given back at shutdown before it started
+	// (giveBack), is why: the reason of its RUNNING → RETRYING.
+	notStarted string
 	// The attempt's last output and its record, written in the transaction
 	// that records the result (nil for results that did not come from an
 	// attempt of this process).
@@ -154,7 +165,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 }
 
 // dispatch moves queued instances to RUNNING, as many as the token bucket
-// allows, in transactions of up to 1,000, handing each recorded one to its
+// allows, in transactions of up to batchSize, handing each recorded one to its
 // executor as soon as its batch is committed.
 //
 // A turn's dispatch stops after TurnBudget (the rest, still in priority
@@ -175,8 +186,19 @@ func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
 	}
 }
 
-// resultBatch is the most results one turn records (one transaction).
-const resultBatch = 1000
+// batchSize is the most instances one dispatch or result transaction
+// records: 1,000 on SQLite; 250 on MySQL, where every fenced transaction
+// holds a shared lock on the lease row until it commits and a renewal of
+// the lease waits for it. A 1,000-instance batch held it 100-300 ms on a
+// loaded MariaDB, a renewal waited as long, and the lease renewal must
+// never be late by a third of its TTL (1 s at --lease-ttl 3s) whatever the
+// load; a quarter of that keeps its wait to tens of milliseconds.
+func (e *Engine) batchSize() int {
+	if e.st.Dialect() == "mysql" {
+		return 250
+	}
+	return 1000
+}
 
 // soon asks for another turn as soon as the loop has served what else waits.
 func (e *Engine) soon() {
@@ -201,7 +223,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		reserved []*taskInfo             // pool slots taken by this batch until it is recorded
 		wait     time.Duration
 	)
-	for e.queue.Len() > 0 && len(params) < 1000 {
+	size := e.batchSize()
+	for e.queue.Len() > 0 && len(params) < size {
 		it, _ := e.queue.Pop()
 		p := e.pending[it.Value]
 		if p == nil {
@@ -380,7 +403,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	e.statsMu.Unlock()
 	e.m.dispatches.Add(float64(dispatched))
 	e.armHeld()
-	return len(params) == 1000 && wait == 0 && len(waiting) == 0 && len(capped) == 0, nil
+	return len(params) == size && wait == 0 && len(waiting) == 0 && len(capped) == 0, nil
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -440,23 +463,44 @@ func (e *Engine) startHeld(now time.Time) {
 	if len(e.gates) == 0 || !e.leader(now) {
 		return
 	}
-	opened := false
+	var opened []chan struct{}
 	for due, g := range e.gates {
 		if due <= now.UnixMilli() {
-			close(g) // every attempt held for this fire time starts at once
+			opened = append(opened, g) // every attempt held for this fire time starts at once
 			delete(e.gates, due)
-			opened = true
 		}
 	}
-	if !opened {
+	if len(opened) == 0 {
 		return
 	}
+	var starting []*attempt
+	var ids []int64
 	for _, id := range sortedIDs(e.held) {
 		if a := e.held[id]; !a.due.After(now) {
 			delete(e.held, id)
 			a.held = false
-			e.started(a)
+			starting, ids = append(starting, a), append(ids, id)
 		}
+	}
+	// Into the start queue in dispatch order (priority, fire time), before
+	// their goroutines are let go.
+	order := make([]int, len(starting))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(starting[i].task.def.Priority, starting[j].task.def.Priority), starting[i].due.Compare(starting[j].due))
+	})
+	for _, i := range order {
+		a := starting[i]
+		if isLocal(a.task.def) {
+			a.slot = e.pool.enqueue(a.task.def.Priority, a.due.UnixMilli(), ids[i])
+		} else {
+			e.started(a, now) // a local one starts in its goroutine, when it has a slot
+		}
+	}
+	for _, g := range opened {
+		close(g)
 	}
 	e.armHeld()
 }
@@ -484,79 +528,172 @@ func (e *Engine) armHeld() {
 	}
 }
 
-// unclaim gives back, at shutdown, the attempts claimed ahead that never
-// started: RUNNING → RETRYING at their fire time, the attempt not counted,
-// so that the next scheduler runs them once.
-func (e *Engine) unclaim(ctx context.Context, now time.Time) {
-	if len(e.held) == 0 {
-		return
+// errNotStartedByShutdown is why an attempt claimed ahead did not start:
+// the scheduler stopped before its fire time.
+var errNotStartedByShutdown = errors.New("engine: stopped before its fire time")
+
+// giveBack hands back, at shutdown and before the lease is released, the
+// attempts recorded RUNNING that never started: claimed ahead of a fire
+// time still to come, or waiting in the start queue for a slot. They go
+// through the result path like every other attempt given back (applyResults,
+// interrupted): RETRYING at their fire time or now, the attempt not
+// counted, so that the next scheduler runs them once.
+func (e *Engine) giveBack(ctx context.Context, now time.Time) {
+	why := map[int64]string{}
+	for _, id := range e.pool.shut() {
+		why[id] = "interrupted by shutdown: it waited in the start queue for a slot (--max-running) and never started; given back, the attempt not counted"
 	}
-	var params []store.TransitionParams
-	for _, id := range sortedIDs(e.held) {
-		a := e.held[id]
-		due, att := a.due, a.attempt-1
-		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: store.Running, To: store.Retrying,
-			Set: store.Changes{NextFireAt: &due, Attempt: &att}, Epoch: e.epoch, Now: now, Actor: Actor,
-			Reason: "claimed ahead, but the scheduler stopped before its fire time: not started, due again at " + due.UTC().Format(time.RFC3339)})
+	for id, a := range e.held {
+		a.cancel(errNotStartedByShutdown) // its goroutine returns without running
+		why[id] = "interrupted by shutdown: claimed ahead, but the scheduler stopped before its fire time; not started, given back due at " + a.due.UTC().Format(time.RFC3339)
 	}
-	for _, a := range e.held {
-		a.cancel(errors.New("engine: stopped before its fire time")) // its goroutine returns without running
-	}
-	res, err := e.w().TransitionBatch(ctx, params)
-	if err != nil {
-		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
-		e.log.Error("unclaim_failed", "instances", len(params), "err", err)
-		return
-	}
-	for i, r := range res {
-		id := params[i].InstanceID
-		if r.Err == nil {
-			e.untrack(id)
+	clear(e.held)
+	for _, id := range sortedIDs(why) {
+		a := e.running[id]
+		if a == nil {
+			continue
 		}
-		delete(e.held, id)
+		a.interrupted = true
+		e.unapplied = append(e.unapplied, outcome{instance: id, notStarted: why[id],
+			res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: why[id]}})
 	}
-	e.log.Info("unclaimed", "instances", len(params))
+	if len(why) == 0 {
+		return
+	}
+	if err := e.applyAll(ctx); err != nil {
+		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
+		e.log.Error("give_back_failed", "instances", len(why), "err", err)
+		return
+	}
+	e.log.Info("given_back_unstarted", "instances", len(why))
 }
 
-// started records that an attempt went to its executor.
-func (e *Engine) started(a *attempt) {
-	e.observeStart(a, e.cfg.Now())
+// started records that an attempt went to its executor. Local attempts
+// start in their own goroutines (see execute), so it is safe for
+// concurrent use.
+func (e *Engine) started(a *attempt, now time.Time) {
+	e.observeStart(a, now)
 	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
 	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
+}
+
+// begin takes in, on the loop, the start of a local attempt: from then on
+// its deadline counts from when it really started, not from its dispatch.
+// It reports false while the attempt still waits in the start queue.
+func (a *attempt) begin() bool {
+	if !a.queued {
+		return true
+	}
+	at := a.begun.Load()
+	if at == 0 {
+		return false
+	}
+	a.queued, a.deadline = false, time.Unix(0, at).Add(a.task.def.Timeout)
+	return true
+}
+
+// errLeaseNotHeld is why an attempt in the start queue did not start: the
+// lease stopped being safely held while it waited.
+var errLeaseNotHeld = errors.New("engine: the lease is not safely held")
+
+// slot waits, in an attempt's goroutine, until local attempt a may start:
+// a slot under the global cap (the start queue, in priority order) and the
+// lease safely held — a process that stalled past its lease starts nothing
+// (the next primary sees a RUNNING instance it did not start and lets it
+// time out, never running it twice). It returns when it started. The loop
+// put a in the start queue (pool.enqueue) when it handed it out.
+func (e *Engine) slot(ctx context.Context, a *attempt, epoch int64) (time.Time, error) {
+	if err := e.pool.wait(ctx, a.slot); err != nil {
+		return time.Time{}, err
+	}
+	for {
+		now := e.cfg.Now()
+		if e.lease.Load().held(now, epoch) {
+			a.begun.Store(now.UnixNano())
+			return now, nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			e.pool.release()
+			return time.Time{}, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// notStarted is the result of an attempt whose context ended before it
+// started (killed, or given back at shutdown).
+func notStarted(ctx context.Context, a *attempt, err error) runner.Result {
+	if errors.Is(context.Cause(ctx), runner.ErrKilled) {
+		return runner.Result{Ticket: a.ticket, Status: runner.StatusKilled, Error: runner.ErrKilled.Error()}
+	}
+	return runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: "not started: " + err.Error()}
 }
 
 // execute runs an attempt on its executor in a goroutine of its own: at
 // once, or, for an attempt claimed ahead, when gate closes at its fire time.
 // A held attempt whose context ends first (killed before its time, given
 // back at shutdown, the lease lost) returns without running anything.
+//
+// A local attempt (function or command) then waits in the start queue for
+// a slot under --max-running (pool.acquire): dispatch records local
+// attempts a batch at a time, beyond the cap, so that each starts the
+// moment a slot frees, with no store round trip between one attempt's end
+// and the next one's start. Its deadline counts from that start.
 func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
-	if gate == nil {
-		e.started(a)
-	}
 	t := a.task.def
+	local := isLocal(t)
+	if gate == nil && !local {
+		e.started(a, e.cfg.Now())
+	}
+	a.queued, a.begun = local, new(atomic.Int64)
+	if local && gate == nil {
+		a.slot = e.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
+	}
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
 		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: e.paramsOf(a.runID, t.Params),
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
-	fence, runID := e.w(), a.runID
+	fence, runID, epoch := e.w(), a.runID, e.epoch
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
 		defer cancel(nil)
 		if gate != nil {
 			select {
-			case <-gate:
+			case <-gate: // startHeld put a local one in the start queue
 			case <-ctx.Done():
+				if a.slot != nil {
+					e.pool.cancel(a.slot)
+				}
 				return
 			}
+		}
+		if local {
+			begun, err := e.slot(ctx, a, epoch)
+			if errors.Is(err, errStartQueueShut) {
+				return // given back by the loop (giveBack)
+			}
+			if err != nil {
+				e.results <- outcome{instance: id, res: notStarted(ctx, a, err)}
+				return
+			}
+			at.Deadline = begun.Add(t.Timeout)
+			e.started(a, begun)
 		}
 		out := e.logs.start(id, a.attempt, fence)
 		started := e.cfg.Now()
 		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
-		// The slot is free for the next turn (its result, coming next, wakes
+		// The slot is free for the next attempt in the start queue at once,
+		// and for the next turn's dispatch (its result, coming next, wakes
 		// the loop): a turn in between must still see this attempt running,
 		// for the overlap rule, which it does until the result is applied.
+		if local {
+			e.pool.release()
+		}
 		e.free(a)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
@@ -573,8 +710,8 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 	for _, id := range sortedIDs(e.running) {
 		a := e.running[id]
-		if now.Before(a.deadline.Add(time.Second)) {
-			continue
+		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
+			continue // waiting for a slot (its timeout starts when it starts), or not due
 		}
 		msg := fmt.Sprintf("timeout: no result within %s", a.task.def.Timeout)
 		switch {
@@ -608,7 +745,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		meta   []applied
 		closed = map[string]string{} // inbox entries to close, by ticket
 	)
-	batch := e.unapplied[:min(len(e.unapplied), resultBatch)]
+	batch := e.unapplied[:min(len(e.unapplied), e.batchSize())]
 	// The last output and records of the attempts go in the results'
 	// transaction, whether or not their results apply (a stale result's
 	// attempt ran all the same).
@@ -649,6 +786,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			e.m.staleResults.Inc()
 			continue
 		}
+		a.begin() // its deadline and duration count from its real start
 		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
 			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
@@ -658,12 +796,17 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		}
 		switch {
 		case a.interrupted && o.res.Status != runner.StatusSuccess:
-			// Cut off by a shutdown: given back to run again at once, under
-			// whichever scheduler holds the lease next; the attempt is not counted.
-			att := a.attempt - 1
-			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &now, &att
+			// Cut off by a shutdown, or never started before it: given back
+			// to run again at once (or at its fire time, when claimed ahead),
+			// under whichever scheduler holds the lease next; the attempt is
+			// not counted.
+			att, next := a.attempt-1, now
+			if a.due.After(now) {
+				next = a.due
+			}
+			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
 			p.Set.Error = ptr("interrupted by shutdown")
-			p.Reason = "interrupted by shutdown: given back after the grace period, the attempt not counted"
+			p.Reason = cmp.Or(o.notStarted, "interrupted by shutdown: given back after the grace period, the attempt not counted")
 			p.Action.Action, p.Action.Reason = "interrupted", p.Reason
 			params = append(params, p)
 			meta = append(meta, applied{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"})

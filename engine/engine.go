@@ -113,6 +113,10 @@ type Engine struct {
 	logs          *logWriter // task output (R41)
 	rm            retainMetrics
 	pruneMu       sync.Mutex // one retention pass at a time
+	// ticked has a value after each whole-second turn (its fires claimed
+	// and dispatched): retention runs its batches right after, in the
+	// quiet rest of the second.
+	ticked chan struct{}
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -173,7 +177,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
+		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(), ticked: make(chan struct{}, 1),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
 	e.logs = newLogWriter(cfg)
@@ -362,7 +366,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
 	e.tripped = bucket.New(bucket.Limits{}, now)
-	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning})
+	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning}, e.cfg.Now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
@@ -401,6 +405,10 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		case <-tick.C:
 			tick.Reset(e.untilNextSecond())
 			e.turn(ctx, false)
+			select {
+			case e.ticked <- struct{}{}:
+			default:
+			}
 		case <-topUp.C:
 			e.turn(ctx, true)
 		case ev := <-k.events:
@@ -640,7 +648,7 @@ var errInterrupted = errors.New("engine: interrupted by shutdown")
 // back too: RETRYING at once, the attempt not counted.
 func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	ctx := context.Background()
-	e.unclaim(ctx, e.cfg.Now())
+	e.giveBack(ctx, e.cfg.Now())
 	k.release(ctx)
 	e.m.leader.Set(0)
 	timer := time.NewTimer(e.cfg.Grace)

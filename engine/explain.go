@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -57,6 +58,7 @@ type loopView struct {
 	due         time.Time
 	held        bool
 	capped      string // the concurrency cap holding it back, if any
+	starting    string // recorded RUNNING, waiting in the start queue: the global cap's state
 	queue       int
 	global      float64
 	group       float64
@@ -83,6 +85,9 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		if p := e.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
 		}
+		if a := e.running[id]; a != nil && a.queued && a.begun.Load() == 0 {
+			v.starting = e.pool.state()
+		}
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
 		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
@@ -107,6 +112,9 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 	t, err := e.resolveTask(id)
 	if err != nil {
+		if x, ok, rerr := e.explainRemoved(ctx, id); rerr != nil || ok {
+			return x, rerr
+		}
 		return Explanation{}, err
 	}
 	now := e.cfg.Now()
@@ -189,6 +197,9 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instan
 		return e.explainWaiting(ctx, t, in, add)
 	case in.State == store.Scheduled || in.State == store.Retrying:
 		e.explainDue(t, in, v, now, add)
+	case in.State == store.Running && v != nil && v.starting != "":
+		add("pool", true, "dispatched at %s (attempt %d, ticket %s) and waiting in the start queue for a slot: %s; it starts in priority order as attempts end, and its timeout starts when it starts (ax limits changes the cap)",
+			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, v.starting)
 	case in.State == store.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
 			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), in.StartedAt.Add(t.def.Timeout).Format(time.RFC3339))
@@ -416,4 +427,58 @@ func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now ti
 	default:
 		add("queue", true, "%s, due %s ago, in the dispatch queue with %d other due instance(s)", what, late, v.queue-1)
 	}
+}
+
+// explainRemoved explains a task that is no longer in the pipeline files
+// but whose definition the store keeps (ok false when it has none): what
+// became of its latest instance, in particular one that was running when
+// its task was removed — still tracked under its stored definition, it
+// times out, can be killed, and is never retried.
+func (e *Engine) explainRemoved(ctx context.Context, id string) (Explanation, bool, error) {
+	rows, err := e.st.Tasks(ctx, store.TaskFilter{ID: id, IncludeRemoved: true})
+	if err != nil || len(rows) != 1 || !rows[0].Removed {
+		return Explanation{}, false, err
+	}
+	now := e.cfg.Now()
+	x := Explanation{Task: id, Now: now, Live: e.Stats().Leader, NextFires: []time.Time{}, LastFires: []Fire{}, Findings: []Finding{}}
+	add := func(check string, blocks bool, format string, args ...any) {
+		x.Findings = append(x.Findings, Finding{Check: check, Blocks: blocks, Detail: fmt.Sprintf(format, args...)})
+	}
+	def := defs.Task{Timeout: defs.DefaultTimeout}
+	_ = json.Unmarshal(rows[0].Definition, &def) // an unreadable definition keeps the default timeout, as the engine does
+	if def.Timeout <= 0 {
+		def.Timeout = defs.DefaultTimeout
+	}
+	add("removed", true, "task %s was removed from the pipeline files (the store noted it at %s): it is not scheduled any more; its definition and history are kept",
+		id, rows[0].UpdatedAt.Format(time.RFC3339))
+	// A running instance first (the one that matters), else the latest to
+	// have ended, else the latest at all.
+	var latest []store.Instance
+	for _, states := range [][]store.State{{store.Running}, {store.Success, store.Failed, store.Killed}, nil} {
+		if latest, err = e.st.Instances(ctx, store.InstanceFilter{TaskID: id, States: states, Limit: 1}); err != nil {
+			return x, true, err
+		}
+		if len(latest) == 1 {
+			break
+		}
+	}
+	if len(latest) == 1 {
+		in := &latest[0]
+		x.Latest = in
+		switch in.State {
+		case store.Running:
+			add("state", false, "its instance %d was running when the task was removed (since %s, attempt %d, ticket %s): the scheduler still tracks it under the stored definition; it fails at %s if no result comes and is not retried (the task is gone); ax kill --instance %d stops it, and cancelling its run ends it",
+				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, in.StartedAt.Add(def.Timeout).Format(time.RFC3339), in.ID)
+		case store.Success, store.Failed, store.Killed:
+			why := ""
+			if in.Error != "" {
+				why = ": " + in.Error
+			}
+			add("state", false, "its latest instance %d ended %s at %s%s", in.ID, in.State, in.EndedAt.Format(time.RFC3339), why)
+		default:
+			add("state", false, "its latest instance %d is %s; it runs no more (its task is gone)", in.ID, in.State)
+		}
+	}
+	x.Verdict = x.Findings[0].Detail
+	return x, true, nil
 }

@@ -20,7 +20,7 @@ func TestLeaseRenewsWhileTheLoopIsBusy(t *testing.T) {
 		block := make(chan struct{})
 		blocked := false
 		cfg := Config{LeaseTTL: 3 * time.Second, LeaseRenew: time.Second, OnEvent: func(ev Event) {
-			if ev.Kind == "started" && !blocked {
+			if ev.Kind == "ended" && !blocked {
 				blocked = true
 				<-block // the loop is stuck here
 			}
@@ -30,7 +30,7 @@ func TestLeaseRenewsWhileTheLoopIsBusy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sleep(60 * time.Second) // the loop blocks on the first start
+		sleep(60 * time.Second) // the loop blocks on the first result
 		if !blocked {
 			t.Fatal("the hook never ran")
 		}

@@ -20,6 +20,7 @@ type metrics struct {
 	bufferDepth    prometheus.Gauge
 	poolWaiting    prometheus.Gauge     // due instances held back by a concurrency cap
 	poolRunning    *prometheus.GaugeVec // running attempts against their caps, by scope
+	poolStarting   prometheus.Gauge     // local attempts recorded RUNNING, waiting in the start queue for a slot
 	poolMax        *prometheus.GaugeVec // the caps, by scope (none: unlimited)
 	bufferWait     prometheus.Histogram // how long instances held back by the token bucket waited
 	latency        prometheus.Histogram // fire time → dispatched
@@ -51,6 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		running:      f.NewGauge(prometheus.GaugeOpts{Name: "ax_running", Help: "Attempts dispatched and awaiting their result."}),
 		bufferDepth:  f.NewGauge(prometheus.GaugeOpts{Name: "ax_buffer_depth", Help: "Due instances held back by the token bucket at the last dispatch."}),
 		poolWaiting:  f.NewGauge(prometheus.GaugeOpts{Name: "ax_pool_waiting", Help: "Due instances held back by a concurrency cap (max_running) at the last dispatch."}),
+		poolStarting: f.NewGauge(prometheus.GaugeOpts{Name: "ax_pool_starting", Help: "Local attempts recorded RUNNING and waiting in the start queue for a slot under --max-running."}),
 		poolRunning: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_pool_running",
 			Help: "Attempts running now, against the concurrency caps: scope local (functions and commands, --max-running) or group:NAME."}, []string{"scope"}),
 		poolMax: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_pool_max_running",

@@ -138,6 +138,133 @@ func TestTaskMaxRunning(t *testing.T) {
 	})
 }
 
+// With --max-running 4 and every commit taking 50 ms, 200 attempts due
+// together that end at once all start within a second of their fire time:
+// dispatch records them a batch at a time beyond the cap, and each starts
+// in the start queue the moment a slot frees, with no commit between one
+// attempt's end and the next one's start. (When every start waited for
+// its own dispatch commit, four at a time, the last started 5 s late.)
+func TestStartQueueDrainsWithoutACommitPerStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 200
+		var (
+			mu     sync.Mutex
+			starts []time.Time
+		)
+		fns := map[string]func(context.Context, runner.Attempt) error{}
+		for i := range n {
+			fns[taskName(i)] = func(context.Context, runner.Attempt) error {
+				mu.Lock()
+				starts = append(starts, time.Now())
+				mu.Unlock()
+				return nil
+			}
+		}
+		e := setup(t, Config{MaxRunning: 4}, fns, priorities(n, "@every 1h"))
+		store.SetFault(e.st, func(what string) error {
+			if what == "transition batch" {
+				time.Sleep(50 * time.Millisecond) // a slow database: every commit of dispatches and results costs 50 ms
+			}
+			return nil
+		})
+		fire := time.Now().Truncate(time.Hour).Add(time.Hour)
+		sleep(time.Until(fire) + 30*time.Second)
+		e.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(starts) != n {
+			t.Fatalf("%d attempts started, want %d", len(starts), n)
+		}
+		last := slices.MaxFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+		if late := last.Sub(fire); late > time.Second {
+			t.Errorf("the last of %d attempts started %s after the fire time, want within 1 s (a commit per cap's worth of starts)", n, late)
+		}
+		t.Logf("the last of %d attempts started %s after the fire time", n, last.Sub(fire))
+		for _, in := range e.instances(store.InstanceFilter{Pipeline: "burst"}) {
+			if in.State != store.Success || in.Attempt != 1 {
+				t.Errorf("%s: %s attempt %d (%s); want SUCCESS at the first attempt", in.TaskID, in.State, in.Attempt, in.Error)
+			}
+		}
+	})
+}
+
+// An attempt recorded RUNNING that waits in the start queue for a slot is
+// explained as such, can be killed without ever starting, and is given
+// back at shutdown through the result path (RETRYING, the attempt not
+// counted, the reason saying it never started) before the lease goes.
+func TestStartQueueExplainKillAndGiveBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		ran := map[string]bool{}
+		fns := map[string]func(context.Context, runner.Attempt) error{}
+		for i := range 4 {
+			fns[taskName(i)] = func(ctx context.Context, a runner.Attempt) error {
+				mu.Lock()
+				ran[a.Task] = true
+				mu.Unlock()
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}
+		}
+		// --max-running 1: t00000 (priority 1) runs; t00001 and t00002 are
+		// recorded and wait in the start queue (ahead of the cap by the cap,
+		// here 1, plus nothing started yet)… the rest waits unrecorded.
+		// The running one has a 2 h timeout; those waiting, 5 minutes.
+		src := strings.Replace(priorities(4, "@every 1h"), "defaults: {function: record}", "defaults: {function: record, timeout: 5m}", 1)
+		src = strings.Replace(src, "{name: t00000, priority: 1}", "{name: t00000, priority: 1, timeout: 2h}", 1)
+		e := setup(t, Config{MaxRunning: 1, Grace: 2 * time.Second}, fns, src)
+		sleep(time.Hour + 5*time.Second)
+		queued := e.instances(store.InstanceFilter{TaskID: "burst.t00001"})
+		if len(queued) != 1 || queued[0].State != store.Running {
+			t.Fatalf("burst.t00001: %+v; want one instance RUNNING (recorded, in the start queue)", queued)
+		}
+		x, err := e.eng.Explain(context.Background(), "burst.t00001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := findings(x); !strings.Contains(f, "waiting in the start queue for a slot: the server has 1 of 1 local attempts running (--max-running) and 1 waiting to start") ||
+			!strings.Contains(f, "its timeout starts when it starts") {
+			t.Errorf("explain of an attempt in the start queue:\n%s", f)
+		}
+		sleep(20 * time.Minute) // four times its timeout, which has not started: it still waits
+		if in := e.instances(store.InstanceFilter{TaskID: "burst.t00001"}); in[0].State != store.Running {
+			t.Errorf("after 20 minutes in the start queue: %s (%s); want still RUNNING, waiting (its timeout starts when it starts)", in[0].State, in[0].Error)
+		}
+		if _, err := e.do(Op{Kind: OpKill, Instance: queued[0].ID, Actor: "operator:test"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(time.Second)
+		if in := e.instances(store.InstanceFilter{TaskID: "burst.t00001"}); in[0].State != store.Killed {
+			t.Errorf("killed while in the start queue: %s (%s); want KILLED", in[0].State, in[0].Error)
+		}
+		e.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if ran["t00001"] {
+			t.Error("the attempt killed in the start queue ran")
+		}
+		for _, task := range []string{"burst.t00000", "burst.t00002"} {
+			in := e.instances(store.InstanceFilter{TaskID: task})
+			if len(in) != 1 || in[0].State != store.Retrying || in[0].Attempt != 0 {
+				t.Errorf("%s after shutdown: %+v; want RETRYING with attempt 0 (given back, not counted)", task, in)
+				continue
+			}
+			h := e.history(task)
+			last := h[len(h)-1]
+			want := "interrupted by shutdown: given back after the grace period"
+			if task == "burst.t00002" {
+				want = "interrupted by shutdown: it waited in the start queue for a slot (--max-running) and never started"
+			}
+			if last.From != store.Running || last.To != store.Retrying || !strings.Contains(last.Reason, want) {
+				t.Errorf("%s: last history %s>%s %q; want RUNNING>RETRYING %q", task, last.From, last.To, last.Reason, want)
+			}
+		}
+		if ran["t00002"] {
+			t.Error("the attempt given back from the start queue ran")
+		}
+	})
+}
+
 // TestPoolMetrics: ax_pool_running and ax_pool_max_running give each cap's
 // occupancy (local --max-running, a group's cap) and ax_pool_waiting what
 // they hold back; a group whose cap is lifted loses both series instead of

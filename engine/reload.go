@@ -232,6 +232,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		if p, t, ok := strings.Cut(id, "."); ok {
 			e.tm.forget(p, t)
 		}
+		e.m.breakerOpen.DeleteLabelValues(id) // an open breaker of a task gone would alert for ever
 	}
 	e.log.Info("pipelines_reloaded", "applied", true, "diff", d.String(), "runs_dropped", len(dropped))
 	return e.createWindow(ctx, now)

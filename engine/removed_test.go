@@ -106,3 +106,41 @@ func TestRemovedRunningTaskCanBeKilled(t *testing.T) {
 		}
 	})
 }
+
+// ax explain on a task removed from the files while its instance ran says
+// what happened: removed, still tracked, when it times out, how to kill it;
+// and once it timed out, how it ended.
+func TestExplainRemovedRunningTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, withB)
+		e.stop()
+		in := leftRunning(t, e)
+		eng, stop := e.restartWithout(withoutB)
+		defer stop()
+		x, err := eng.Explain(context.Background(), "p.b")
+		if err != nil {
+			t.Fatalf("explain of a removed task with a running instance: %v", err)
+		}
+		f := findings(x)
+		for _, want := range []string{"task p.b was removed from the pipeline files", "was running when the task was removed",
+			"still tracks it", "is not retried", "ax kill --instance " + itoa(int(in.ID))} {
+			if !strings.Contains(f, want) {
+				t.Errorf("explain while running: missing %q in\n%s", want, f)
+			}
+		}
+		if x.Latest == nil || x.Latest.ID != in.ID {
+			t.Errorf("latest instance %+v, want %d", x.Latest, in.ID)
+		}
+		sleep(35 * time.Second) // past its 30 s timeout
+		x, err = eng.Explain(context.Background(), "p.b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := findings(x); !strings.Contains(f, "ended FAILED") || !strings.Contains(f, "removed from the pipeline files while it ran") {
+			t.Errorf("explain after its timeout:\n%s", f)
+		}
+		if _, err := eng.Explain(context.Background(), "p.nope"); err == nil || !strings.Contains(err.Error(), `no task "p.nope"`) {
+			t.Errorf("explain of a task that never existed: %v", err)
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -200,6 +201,44 @@ func TestMetricsCatchUpApartFromLive(t *testing.T) {
 		// 29.5 + 19.5 + 9.5 s late.
 		if cu.GetSampleCount() != 3 || cu.GetSampleSum() < 58 || cu.GetSampleSum() > 59 {
 			t.Errorf("ax_dispatch_delay_seconds{kind=catchup}: %d samples, sum %.3fs; want 3 missed fires, 58.5 s late in all", cu.GetSampleCount(), cu.GetSampleSum())
+		}
+	})
+}
+
+// TestBackfillMetricsOnlyWhileActive: ax_backfill_runs has series for a
+// backfill while it runs, none once it ended (done or cancelled), so that
+// backfill ids, which grow for ever, are not an unbounded label.
+func TestBackfillMetricsOnlyWhileActive(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		reg := prometheus.NewRegistry()
+		e := setup(t, Config{Registerer: reg}, map[string]func(context.Context, runner.Attempt) error{
+			"daily.sync": func(context.Context, runner.Attempt) error { time.Sleep(2 * time.Second); return nil },
+		}, layered)
+		from, to := days(start, 5)
+		done := e.startBackfill(BackfillParams{Pipeline: "daily", From: from, To: to, MaxActiveRuns: 1})
+		cancelled := e.startBackfill(BackfillParams{Pipeline: "daily", From: from.AddDate(0, 0, -10), To: to.AddDate(0, 0, -10), MaxActiveRuns: 1})
+		sleep(3 * time.Second)
+		for _, id := range []int64{done, cancelled} {
+			if v := series(t, reg, "ax_backfill_runs", map[string]string{"backfill": fmt.Sprint(id), "state": "total"}).GetGauge().GetValue(); v != 5 {
+				t.Errorf("ax_backfill_runs{backfill=%d,state=total} while it runs = %v, want 5", id, v)
+			}
+		}
+		if _, err := e.do(Op{Kind: OpCancelBackfill, Backfill: cancelled, Actor: "operator:test"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(2 * time.Minute)
+		e.stop()
+		if bs, _ := e.st.Backfills(context.Background(), done); len(bs) != 1 || bs[0].State != BackfillDone {
+			t.Fatalf("backfill %d: %+v, want done", done, bs)
+		}
+		for _, id := range []int64{done, cancelled} {
+			for _, st := range []string{"done", "failed", "total"} {
+				if n := countSeries(t, reg, "ax_backfill_runs", map[string]string{"backfill": fmt.Sprint(id), "state": st}); n != 0 {
+					t.Errorf("ax_backfill_runs{backfill=%d,state=%s} still served after the backfill ended", id, st)
+				}
+			}
 		}
 	})
 }

@@ -96,13 +96,19 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 			}
 		}
 	}
-	// History and actions, many rows per statement, in the order of the batch.
+	// History and actions, many rows per statement, in the order of the
+	// batch; the outcome counts by task.
 	var hist, acts [][]any
+	deltas := map[string][2]int64{}
 	for i, p := range ps {
 		if out[i].Err != nil {
 			continue
 		}
 		c := rows[p.InstanceID]
+		if ds, df := outcomeDelta(p.From, p.To); ds != 0 || df != 0 {
+			d := deltas[c.task]
+			deltas[c.task] = [2]int64{d[0] + ds, d[1] + df}
+		}
 		hist = append(hist, []any{p.InstanceID, c.runID, c.task, nullStr(c.ticket), string(p.From), string(p.To), p.Reason, p.Actor, p.Epoch, p.Now.UnixMilli()})
 		if a := p.Action; a != nil {
 			at := a.At
@@ -113,6 +119,9 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 		}
 	}
 	if err := s.insertMany(ctx, tx, "history", []string{"instance_id", "run_id", "task_id", "ticket", "from_state", "to_state", "reason", "actor", "epoch", "at"}, hist); err != nil {
+		return err
+	}
+	if err := s.addOutcomes(ctx, tx, deltas); err != nil {
 		return err
 	}
 	return s.insertMany(ctx, tx, "actions", []string{"at", "actor", "action", "pipeline", "task_id", "instance_id", "ticket", "reason", "detail"}, acts)

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -255,24 +254,9 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 		return Summary{}, err
 	}
 	sum.NextFireAt = next[id]
-	counts := s.sb.Select("state", "COUNT(*)").From("instances").
-		Where(sq.Eq{"task_id": id, "state": []string{string(Success), string(Failed)}}).GroupBy("state")
-	err = s.query(ctx, s.read, "count outcomes", counts, func(rows *sql.Rows) error {
-		var (
-			state string
-			n     int64
-		)
-		if err := rows.Scan(&state, &n); err != nil {
-			return err
-		}
-		if State(state) == Success {
-			sum.SuccessCount = n
-		} else {
-			sum.FailureCount = n
-		}
-		return nil
-	})
-	if err != nil {
+	// The counts are kept by every transition: one row, not a count of
+	// the task's instances.
+	if sum.SuccessCount, sum.FailureCount, err = s.Outcomes(ctx, id); err != nil {
 		return sum, err
 	}
 	// Instances pruned by retention still count, and the last of them
@@ -350,25 +334,20 @@ func (s *Store) PipelineDefinition(ctx context.Context, name string) ([]byte, er
 const tasksPerRead = 100
 
 // LatestInstances returns the newest instance (by id) of each of tasks that
-// has one, by task id: one statement per hundred tasks, each task one seek
-// of the (task_id, id) index, whatever the tasks' histories hold.
+// has one, by task id: one statement per hundred tasks, each task's newest
+// id one MAX over the (task_id, id) index (a single seek on both stores,
+// whatever the task's history holds), then the rows by primary key.
 func (s *Store) LatestInstances(ctx context.Context, tasks []string) (map[string]Instance, error) {
 	out := make(map[string]Instance, len(tasks))
 	for start := 0; start < len(tasks); start += tasksPerRead {
 		chunk := tasks[start:min(start+tasksPerRead, len(tasks))]
-		var (
-			arms []string
-			args []any
-		)
+		newest := make([]string, len(chunk))
+		args := make([]any, len(chunk))
 		for i, t := range chunk {
-			q, a, err := instanceSelect(s.sb).Where(sq.Eq{"task_id": t}).OrderBy("id DESC").Limit(1).ToSql()
-			if err != nil {
-				return nil, err
-			}
-			arms = append(arms, fmt.Sprintf("SELECT * FROM (%s) AS l%d", q, i))
-			args = append(args, a...)
+			newest[i], args[i] = "(SELECT MAX(id) FROM instances WHERE task_id = ?)", t
 		}
-		err := s.query(ctx, s.read, "read latest instances", sq.Expr(strings.Join(arms, " UNION ALL "), args...), func(rows *sql.Rows) error {
+		q := instanceSelect(s.sb).Where("id IN ("+strings.Join(newest, ", ")+")", args...)
+		err := s.query(ctx, s.read, "read latest instances", q, func(rows *sql.Rows) error {
 			in, err := scanInstance(rows)
 			out[in.TaskID] = in
 			return err

@@ -259,3 +259,38 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeCountsOutcomes: a store written before version 8 gets its
+// tasks' outcome counts from its instances at the upgrade.
+func TestUpgradeCountsOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	s, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := storetest.Seed(t, s)["a.x"]
+	// As a version 7 store: outcomes written without counts, no table.
+	for _, q := range []string{
+		"UPDATE instances SET state = 'SUCCESS' WHERE id = " + strconv.FormatInt(x.ID, 10),
+		"UPDATE instances SET state = 'FAILED' WHERE task_id = 'a.y'",
+		"DROP TABLE task_outcomes", "DELETE FROM ax_schema WHERE version = 8",
+	} {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s, err = store.Open(ctx, path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for task, want := range map[string][2]int64{"a.x": {1, 0}, "a.y": {0, 1}, "a.z": {0, 0}} {
+		succ, fail, err := s.Outcomes(ctx, task)
+		if err != nil || [2]int64{succ, fail} != want {
+			t.Errorf("%s after the upgrade: %d/%d (%v), want %v", task, succ, fail, err, want)
+		}
+	}
+}

@@ -408,6 +408,9 @@ func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) 
 	if _, err := s.exec(ctx, tx, "record transition", hist); err != nil {
 		return 0, err
 	}
+	if err := s.addOutcomeOf(ctx, tx, p.InstanceID, p.From, p.To); err != nil {
+		return 0, err
+	}
 	if p.Action != nil {
 		a := *p.Action
 		a.InstanceID = p.InstanceID

@@ -290,6 +290,14 @@ func (s *Store) carrySummaries(ctx context.Context, tx *sql.Tx, ins []prunedInst
 			a.last = in
 		}
 	}
+	// What goes leaves the live counts for the pruned ones.
+	deltas := map[string][2]int64{}
+	for _, task := range order {
+		deltas[task] = [2]int64{-by[task].success, -by[task].failed}
+	}
+	if err := s.addOutcomes(ctx, tx, deltas); err != nil {
+		return err
+	}
 	for _, task := range order {
 		a := by[task]
 		b := s.sb.Insert("task_pruned").

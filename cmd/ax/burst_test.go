@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -21,8 +23,13 @@ import (
 // burstTasks is the size of the burst: command tasks due in the same second.
 const burstTasks = 10_000
 
+// burstFails is every how many tasks of the burst one runs `false` instead
+// of `true`: its recorded outcome must be FAILED, as its exit status says.
+const burstFails = 50
+
 // burstPipeline writes one pipeline of n `command: ["true"]` tasks that all
-// fire once, at fire (a six-field cron naming that second, UTC).
+// fire once, at fire (a six-field cron naming that second, UTC); every
+// burstFails-th runs `false` (exit status 1, no retry) instead.
 func burstPipeline(t *testing.T, n int, fire time.Time) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -31,6 +38,10 @@ func burstPipeline(t *testing.T, n int, fire time.Time) string {
 	fmt.Fprintf(&b, "pipeline: burst\ntimezone: UTC\nschedule: \"%d %d %d %d %d *\"\ndefaults: {command: [\"true\"], timeout: 60s}\ntasks:\n",
 		f.Second(), f.Minute(), f.Hour(), f.Day(), int(f.Month()))
 	for i := range n {
+		if i%burstFails == burstFails-1 {
+			fmt.Fprintf(&b, "  - {name: t%05d, command: [\"false\"]}\n", i)
+			continue
+		}
 		fmt.Fprintf(&b, "  - {name: t%05d}\n", i)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "burst.yaml"), []byte(b.String()), 0o644); err != nil {
@@ -41,14 +52,15 @@ func burstPipeline(t *testing.T, n int, fire time.Time) string {
 
 // burstResult is what a burst measured.
 type burstResult struct {
-	startP99, startMax time.Duration // fire → start, over every instance
+	startP99, startMax time.Duration // fire → start on this host (the attempt's record), over every instance
 	apiP99, apiMax     time.Duration // GET /api/v1/status on the primary during the burst
 	apiCalls           int
 	renewLateMax       time.Duration
 	took               time.Duration // fire → last result recorded
+	startup            time.Duration // servers started → the burst's run created and loaded
 	epochs             []int64       // lease epoch before and after
 	duplicates         int           // instances dispatched more than once
-	failures           int           // instances not SUCCESS at their first attempt
+	failures           int           // instances whose outcome is not their exit status at the first attempt (true: SUCCESS, false: FAILED)
 }
 
 // pollAPI calls GET url every 20 ms until stop closes and returns the latencies.
@@ -94,6 +106,7 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 	dir := burstPipeline(t, burstTasks, fire)
 	st := openStore(t, target)
 	ports := []string{freeAddr(t), freeAddr(t)}
+	began := time.Now()
 	var procs []*server
 	for i := range servers {
 		procs = append(procs, startServer(t, target, dir, "--holder", string(rune('a'+i)), "--listen", ports[i], "--log-level", "warn"))
@@ -110,8 +123,9 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 		ins, err := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", Limit: 1})
 		return err == nil && len(ins) == 1
 	})
+	startup := time.Since(began)
 	if left := time.Until(fire); left < time.Second {
-		t.Fatalf("the servers took too long to start: the burst is due in %s", left)
+		t.Fatalf("the servers took too long to start (%s): the burst is due in %s", startup.Round(time.Millisecond), left)
 	}
 	before := lease(t, st)
 	stop := make(chan struct{})
@@ -124,15 +138,17 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 		time.Sleep(time.Until(fire.Add(-time.Second)))
 		lat, errs = pollAPI("http://"+ports[0]+"/api/v1/status", stop)
 	})
+	// Done when no instance of the burst is left unended (one cheap query).
 	var done time.Time
 	for deadline := fire.Add(3 * time.Minute); done.IsZero(); time.Sleep(250 * time.Millisecond) {
-		ended, err := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", States: []store.State{store.Success, store.Failed, store.Killed}, Limit: 1 << 20})
-		if err == nil && len(ended) >= burstTasks {
+		left, err := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", States: []store.State{store.Waiting, store.Scheduled, store.Running, store.Retrying}, Limit: 1})
+		if err == nil && len(left) == 0 && time.Now().After(fire) {
 			done = time.Now()
 		}
 		if time.Now().After(deadline) {
 			close(stop)
 			wg.Wait()
+			ended, _ := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", States: []store.State{store.Success, store.Failed, store.Killed}, Limit: 1 << 20})
 			t.Fatalf("%d of %d instances ended 3 minutes after the burst", len(ended), burstTasks)
 		}
 	}
@@ -150,22 +166,23 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 		_ = json.Unmarshal(b, &status)
 	}
 	res := burstResult{apiP99: percentile(lat, 0.99), apiMax: percentile(lat, 1), apiCalls: len(lat), renewLateMax: status.Loop.RenewLateMax,
-		took: done.Sub(fire), epochs: []int64{before.Epoch, after.Epoch}}
+		took: done.Sub(fire), startup: startup, epochs: []int64{before.Epoch, after.Epoch}}
+	for _, p := range procs {
+		p.stop(t)
+	}
 	if errs > 0 {
 		t.Errorf("%d API call(s) failed during the burst", errs)
 	}
-	// Every instance: one dispatch, SUCCESS at its first attempt; its start
-	// is its dispatch, or its fire time when it was claimed ahead.
+	// Every instance: one dispatch, and its outcome at its first attempt is
+	// what its command's exit status says.
 	h, err := st.History(ctx, store.LogFilter{Limit: 1 << 22})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dispatches := map[int64]int{}
-	var starts []time.Duration
 	for _, r := range h {
 		if r.To == store.Running && strings.HasPrefix(r.TaskID, "burst.") {
 			dispatches[r.InstanceID]++
-			starts = append(starts, max(r.At.Sub(fire), 0))
 		}
 	}
 	for _, n := range dispatches {
@@ -177,18 +194,35 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(ins) != burstTasks {
+		t.Errorf("%d instances of the burst, want %d", len(ins), burstTasks)
+	}
+	// Its start is when its command started on this host: the attempt's
+	// record, not the dispatch (recorded ahead of the start, a batch at a time).
+	var starts []time.Duration
 	for _, in := range ins {
-		if in.State != store.Success || in.Attempt != 1 {
+		var i int
+		fmt.Sscanf(in.TaskID, "burst.t%d", &i)
+		want, code := store.Success, 0
+		if i%burstFails == burstFails-1 {
+			want, code = store.Failed, 1
+		}
+		recs, err := st.Attempts(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := in.State == want && in.Attempt == 1 && len(recs) == 1 && recs[0].ExitCode != nil && *recs[0].ExitCode == code
+		if !ok {
 			res.failures++
 			if res.failures <= 3 {
-				t.Logf("%s: %s attempt %d: %s", in.TaskID, in.State, in.Attempt, in.Error)
+				t.Logf("%s: %s attempt %d (%d record(s)): %s; want %s, exit status %d", in.TaskID, in.State, in.Attempt, len(recs), in.Error, want, code)
 			}
+		}
+		if len(recs) > 0 {
+			starts = append(starts, max(recs[0].StartedAt.Sub(fire), 0))
 		}
 	}
 	res.startP99, res.startMax = percentile(starts, 0.99), percentile(starts, 1)
-	for _, p := range procs {
-		p.stop(t)
-	}
 	if before.Epoch != after.Epoch || res.failures > 0 {
 		for _, p := range procs { // what the lease did, for the failure message
 			out, _ := os.ReadFile(p.log.Name())
@@ -200,6 +234,33 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 		}
 	}
 	return res
+}
+
+// forkFloor is how long this host takes to fork/exec n `true` commands,
+// par at a time (the default --max-running): the earliest the last of a
+// burst of n commands could start, whatever the scheduler. Measured in the
+// same run as the burst, for make bench's ratio.
+func forkFloor(t *testing.T, n, par int) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	next := make(chan struct{}, n)
+	for range n {
+		next <- struct{}{}
+	}
+	close(next)
+	for range par {
+		wg.Go(func() {
+			for range next {
+				if err := exec.Command("true").Run(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(t0)
 }
 
 // waitForWithin polls cond every 50 ms for at most d.
@@ -231,34 +292,47 @@ func TestBurstOfTenThousandCommands(t *testing.T) {
 	for _, name := range []string{"sqlite", "mysql"} {
 		t.Run(name, func(t *testing.T) {
 			target, servers := targets[name](t)
-			r := runBurst(t, target, servers, 25*time.Second)
-			t.Logf("%s, %d server(s): fire→start p99 %s (max %s); all %d results %s after the fire; API p99 %s (max %s, %d calls); lease renewals at worst %s late; epoch %d → %d; %d duplicates, %d failures",
-				name, servers, r.startP99, r.startMax, burstTasks, r.took.Round(time.Millisecond), r.apiP99, r.apiMax, r.apiCalls, r.renewLateMax, r.epochs[0], r.epochs[1], r.duplicates, r.failures)
+			r := runBurst(t, target, servers, burstLead)
+			t.Logf("%s, %d server(s): started and loaded in %s; fire→start p99 %s (max %s); all %d results %s after the fire; API p99 %s (max %s, %d calls); lease renewals at worst %s late; epoch %d → %d; %d duplicates, %d false outcomes",
+				name, servers, r.startup.Round(time.Millisecond), r.startP99, r.startMax, burstTasks, r.took.Round(time.Millisecond), r.apiP99, r.apiMax, r.apiCalls, r.renewLateMax, r.epochs[0], r.epochs[1], r.duplicates, r.failures)
 			if os.Getenv("AX_BENCH") != "" {
-				fmt.Printf("BenchmarkBurst/%s \t1\t%.1f fire-start-p99-ms\t%.1f api-p99-ms\t%.1f renew-late-ms\t%.0f duplicates\t%.0f failures\t%.2f burst-s\t%.0f leader-changes\n",
-					name, ms(r.startP99), ms(r.apiP99), ms(r.renewLateMax), float64(r.duplicates), float64(r.failures), r.took.Seconds(), float64(r.epochs[1]-r.epochs[0]))
+				// The floor: this host forking the same commands, as many at a
+				// time as --max-running lets the scheduler, measured now.
+				floor := forkFloor(t, burstTasks, engine.DefaultMaxRunning())
+				t.Logf("fork/exec floor: %d `true` %d at a time in %s", burstTasks, engine.DefaultMaxRunning(), floor.Round(time.Millisecond))
+				fmt.Printf("BenchmarkBurst/%s \t1\t%.1f fire-start-p99-ms\t%.1f fork-floor-ms\t%.2f x-floor\t%.1f api-p99-ms\t%.1f renew-late-ms\t%.0f duplicates\t%.0f failures\t%.2f burst-s\t%.0f leader-changes\n",
+					name, ms(r.startP99), ms(floor), ms(r.startP99)/ms(floor), ms(r.apiP99), ms(r.renewLateMax), float64(r.duplicates), float64(r.failures), r.took.Seconds(), float64(r.epochs[1]-r.epochs[0]))
 			}
 			if r.epochs[0] != r.epochs[1] {
 				t.Errorf("the lease changed hands during the burst: epoch %d → %d", r.epochs[0], r.epochs[1])
 			}
 			if r.duplicates != 0 || r.failures != 0 {
-				t.Errorf("%d duplicate dispatch(es), %d instance(s) not succeeded at the first attempt", r.duplicates, r.failures)
+				t.Errorf("%d duplicate dispatch(es), %d instance(s) whose outcome at the first attempt is not their exit status", r.duplicates, r.failures)
 			}
-			// Timing targets depend on the machine: on this shared 2-core one,
-			// other tests running beside make test can starve any process, so
-			// they fail the run only under make bench (AX_BENCH=1), where the
-			// machine is meant to be quiet; make test logs them above. The
-			// promises (one lease holder, no duplicate, no false failure) hold
-			// whatever the load and always fail the test.
-			strict := os.Getenv("AX_BENCH") != ""
-			if r.apiP99 >= 100*time.Millisecond && strict {
-				t.Errorf("API p99 %s during the burst, want < 100 ms", r.apiP99)
+			// The timing targets (API p99 < 100 ms, renewals at most a third
+			// of the TTL late) fail the run under make bench (AX_BENCH=1),
+			// where the machine is meant to be quiet. Under make test, other
+			// tests beside this one can starve any process on a 2-core
+			// machine, so it asserts bounds ten times and three times as wide,
+			// which only a regression crosses (the loop or the lease renewal
+			// waiting on the burst again: seconds, not milliseconds).
+			apiMax, lateMax := time.Second, ttl
+			if os.Getenv("AX_BENCH") != "" {
+				apiMax, lateMax = 100*time.Millisecond, ttl/3
 			}
-			if r.renewLateMax > ttl/3 && strict {
-				t.Errorf("a lease renewal completed %s late, more than a third of the %s TTL", r.renewLateMax, ttl)
+			if r.apiP99 >= apiMax {
+				t.Errorf("API p99 %s during the burst, want < %s", r.apiP99, apiMax)
+			}
+			if r.renewLateMax > lateMax {
+				t.Errorf("a lease renewal completed %s late, want at most %s (TTL %s)", r.renewLateMax, lateMax, ttl)
 			}
 		})
 	}
 }
+
+// burstLead is how far ahead of the burst the servers start: enough to
+// sync 10,000 definitions and create and load the burst's run on a loaded
+// machine (runBurst fails, saying so, when it was not).
+const burstLead = 12 * time.Second
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -265,7 +265,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if after, _ := e.st.Runs(context.Background(), "shop", 100); len(after) != len(before) {
 		t.Errorf("runs: %d before the refused forms, %d after", len(before), len(after))
 	}
-	if bs, _ := e.st.Backfills(context.Background(), 100); len(bs) != 0 {
+	if bs, _ := e.st.Backfills(context.Background(), 0); len(bs) != 0 {
 		t.Errorf("backfills after a refused preview: %d", len(bs))
 	}
 	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
@@ -298,6 +298,100 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	}
 	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
 		t.Errorf("pauses after resuming the group: %+v %v", ps, err)
+	}
+
+	// The forms that go through: run now with a logical time and params,
+	// a backfill previewed (nothing starts) then started, limits.
+	// (From another page first: the forms already shown would take the values, then be drawn again.)
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`#graph`)),
+		chromedp.Navigate(e.srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-trigger`)),
+		chromedp.SetValue(css(`#f-trigger input[name="at"]`), "2026-03-04T02:00:00"),
+		chromedp.SetValue(css(`#f-trigger input[name="params"]`), "ok=yes"),
+		chromedp.Click(css(`#f-trigger button[type="submit"]`)),
+		chromedp.WaitVisible(css(`#f-trigger .result.ok`)),
+		chromedp.SetValue(css(`#f-backfill input[name="from"]`), "2024-06-31"), // refused, then mended
+		chromedp.SetValue(css(`#f-backfill input[name="to"]`), "2025-12-31"),
+		chromedp.Click(css(`#f-backfill button[data-preview]`)),
+		chromedp.WaitVisible(css(`#f-backfill .result.error`)),
+		chromedp.SetValue(css(`#f-backfill input[name="from"]`), "2024-06-01"),
+		chromedp.SetValue(css(`#f-backfill input[name="to"]`), "2025-12-31"),
+		chromedp.Click(css(`#f-backfill button[data-preview]`)))
+	var plan string
+	if err == nil {
+		plan, err = chromedp.Run(ctx, chromedp.Poll[string](`(t => t.startsWith("Plan") && t)(document.querySelector("#f-backfill .result").textContent)`))
+	}
+	if err != nil {
+		t.Fatalf("run now and backfill preview: %v (script errors: %v)", err, scriptErrors())
+	}
+	if want := "Plan (nothing started): 1 run(s) of sync → clean, rerun none, at most 1 active:\n  2025-01-01 00:00:00 +08:00"; plan != want {
+		t.Errorf("backfill preview shows %q, want %q", plan, want)
+	}
+	if cls := attr(`#f-backfill .result`, "class"); strings.Contains(cls, "error") {
+		t.Errorf("the plan is shown as an error (class %q), the refusal before it still colouring it", cls)
+	}
+	if bs, _ := e.st.Backfills(context.Background(), 0); len(bs) != 0 {
+		t.Errorf("backfills after a preview: %d, want none", len(bs))
+	}
+	err = chromedp.Do(ctx, chromedp.Click(css(`#f-backfill button[type="submit"]`)), chromedp.WaitVisible(css(`#f-backfill .result.ok`)),
+		chromedp.SetValue(css(`#f-limits input[name="global"]`), "50"),
+		chromedp.Click(css(`#f-limits button[type="submit"]`)),
+		chromedp.WaitVisible(css(`#f-limits .result.ok`)), shoot("forms-done"))
+	if err != nil {
+		t.Fatalf("backfill and limits: %v (script errors: %v)", err, scriptErrors())
+	}
+	waitFor(t, func() bool { // run now used the logical time (in the pipeline's zone) and the params: clean passes
+		ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.clean", States: []store.State{store.Success}, Limit: 100})
+		for _, in := range ins {
+			if in.LogicalTime.Equal(time.Date(2026, 3, 4, 2, 0, 0, 0, shanghai)) {
+				return true
+			}
+		}
+		return false
+	})
+	if bs, err := e.st.Backfills(context.Background(), 0); err != nil || len(bs) != 1 || bs[0].TotalRuns != 1 {
+		t.Errorf("backfills after the form: %+v %v; want one of one run", bs, err)
+	} else if got, _ := chromedp.Run(ctx, chromedp.Text(css(`#f-backfill .result`))); !strings.HasPrefix(got, fmt.Sprintf("backfill %d started: 1 run(s) of sync → clean", bs[0].ID)) {
+		t.Errorf("the backfill form says %q once started", got)
+	}
+	if code, body := e.call("GET", "/api/v1/limits", ""); code != 200 || !strings.Contains(body, `"global": 50`) {
+		t.Errorf("limits after the form: %d %s", code, body)
+	}
+
+	// Mark, from a run's timeline: clean of run bad, FAILED, marked success.
+	cleans, err := e.st.Instances(context.Background(), store.InstanceFilter{RunID: bad, TaskID: "shop.clean", Limit: 10})
+	if err != nil || len(cleans) != 1 {
+		t.Fatalf("clean of run %d: %+v %v", bad, cleans, err)
+	}
+	cleanBad := cleans[0]
+	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
+		chromedp.Click(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
+		chromedp.WaitVisible(css(fmt.Sprintf(`button[data-mark="%d"][data-state="success"]`, cleanBad.ID))),
+		chromedp.Click(css(fmt.Sprintf(`button[data-mark="%d"][data-state="success"]`, cleanBad.ID))),
+		chromedp.WaitVisible(css(`#banner.ok`)))
+	if err != nil {
+		t.Fatalf("mark: %v (script errors: %v)", err, scriptErrors())
+	}
+	if in, err := e.st.Instance(context.Background(), cleanBad.ID); err != nil || in.State != store.Success {
+		t.Errorf("clean of run %d after marking it success: %s %v", bad, in.State, err)
+	}
+
+	// The other pages, for the screenshots (reviewed by eye).
+	for _, pg := range []struct{ hash, sel, name string }{
+		{"#/", `tr[data-pipeline="shop"]`, "pipelines"}, {"#/actions", "#actions", "actions"}, {"#/backfills", "#backfills", "backfills"},
+		{"#/t/shop/clean", "#nextfires li", "task-after"},
+	} {
+		if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/"+pg.hash), chromedp.WaitVisible(css(pg.sel)), shoot(pg.name)); err != nil {
+			t.Errorf("%s: %v (script errors: %v)", pg.hash, err, scriptErrors())
+		}
+		if pg.name != "actions" {
+			continue
+		}
+		// The action log in each pipeline's zone too.
+		for pl, off := range map[string]string{"shop": " +08:00", "pager": " +00:00"} {
+			if at, err := chromedp.Run(ctx, chromedp.Text(css(fmt.Sprintf(`#actions tr[data-pipeline=%q] td.at`, pl)))); err != nil || !strings.HasSuffix(at, off) {
+				t.Errorf("action log: an action of %s at %q, want it in the pipeline's zone (%s) (%v)", pl, at, off, err)
+			}
+		}
 	}
 
 	// Without the admin token (the console asks for it; the operator

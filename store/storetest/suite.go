@@ -44,6 +44,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunsPagedByKey", testRunsPaged},
 		{"BackfillsPagedByKey", testBackfillsPaged},
 		{"LatestInstancesAndNextFires", testLatestAndNext},
+		{"OutcomeCountsKeptByTransitions", testOutcomeCounts},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -803,5 +804,107 @@ func testLatestAndNext(t *testing.T, s *store.Store) {
 	}
 	if len(next) != 1 || !next["a.x"].Equal(T0) {
 		t.Errorf("next fires %v, want only a.x at %s", next, T0)
+	}
+}
+
+// testOutcomeCounts: the per-task outcome counts that summaries read follow
+// every transition into and out of SUCCESS and FAILED, single or batched
+// (small batches are written one by one, large ones in bulk), and leave
+// with what retention prunes; at each step they equal a count of the
+// instances' states.
+func testOutcomeCounts(t *testing.T, s *store.Store) {
+	Seed(t, s)
+	check := func(step string) {
+		t.Helper()
+		for _, task := range []string{"a.x", "a.y"} {
+			var want [2]int64
+			ins, err := s.Instances(ctx(), store.InstanceFilter{TaskID: task, Limit: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range ins {
+				switch in.State {
+				case store.Success:
+					want[0]++
+				case store.Failed:
+					want[1]++
+				}
+			}
+			succ, fail, err := s.Outcomes(ctx(), task)
+			if err != nil || [2]int64{succ, fail} != want {
+				t.Errorf("%s: %s counts success %d, failed %d (%v); its instances: %v", step, task, succ, fail, err, want)
+			}
+		}
+	}
+	// Twelve runs of a.x and a.y, each instance SCHEDULED.
+	var xs, ys []store.Instance
+	for i := range 12 {
+		_, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunManual, LogicalTime: T0.Add(time.Duration(i+1) * time.Minute), Actor: "t", Now: T0,
+			Instances: []store.NewInstance{{TaskID: "a.x", Group: "g", State: store.Scheduled, NextFireAt: T0}, {TaskID: "a.y", Group: "g", State: store.Scheduled, NextFireAt: T0}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs, ys = append(xs, ins[0]), append(ys, ins[1])
+	}
+	move := func(batch []store.Instance, from, to store.State) {
+		t.Helper()
+		var ps []store.TransitionParams
+		for i, in := range batch {
+			ps = append(ps, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: from, To: to, Now: T0, Actor: "t", Reason: "t"})
+			batch[i].Version++
+		}
+		res, err := s.TransitionBatch(ctx(), ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	check("created")
+	move(xs, store.Scheduled, store.Running) // a large batch: in bulk
+	move(ys, store.Scheduled, store.Running)
+	move(xs[:9], store.Running, store.Success)
+	move(xs[9:], store.Running, store.Failed)
+	move(ys[:2], store.Running, store.Failed) // a small batch: one by one
+	move(ys[2:], store.Running, store.Success)
+	check("ended")
+	in := xs[0] // a rerun out of SUCCESS, and a mark of a failure as success, one at a time
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Success, To: store.Scheduled, Now: T0, Actor: "t", Reason: "rerun"}); err != nil {
+		t.Fatal(err)
+	}
+	in = xs[10]
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Success, Now: T0, Actor: "t", Reason: "mark"}); err != nil {
+		t.Fatal(err)
+	}
+	check("rerun and marked")
+	// A refused transition (stale version) counts nothing.
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Success, Now: T0, Actor: "t", Reason: "mark again"}); err == nil {
+		t.Fatal("a stale transition was applied")
+	}
+	check("refused")
+	// Retention moves the pruned outcomes out of the live counts (into
+	// task_pruned, where the summary adds them back).
+	before, err := s.TaskSummary(ctx(), "a.y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, s, "p1", T0)
+	for p := (store.PruneParams{Before: T0.Add(time.Hour), Now: T0}); ; {
+		r, err := s.Fence(l.Epoch).PruneBatch(ctx(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.More {
+			break
+		}
+		p.AfterRun = r.LastRun
+	}
+	check("pruned")
+	after, err := s.TaskSummary(ctx(), "a.y")
+	if err != nil || after.SuccessCount != before.SuccessCount || after.FailureCount != before.FailureCount || before.SuccessCount != 10 || before.FailureCount != 2 {
+		t.Errorf("a.y summary before pruning %d/%d, after %d/%d (%v): want 10/2 both times", before.SuccessCount, before.FailureCount, after.SuccessCount, after.FailureCount, err)
 	}
 }
