@@ -352,7 +352,7 @@ func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, no
 		active = len(b.active)
 		delete(e.backfills, r.Backfill)
 	}
-	e.forgetBackfill(op.Backfill)
+	e.forgetBackfill(r.Backfill)
 	rec.State = BackfillCancelled
 	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + by.Actor)
 	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {

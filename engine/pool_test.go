@@ -230,7 +230,7 @@ func TestStartQueueExplainKillAndGiveBack(t *testing.T) {
 		if in := e.instances(store.InstanceFilter{TaskID: "burst.t00001"}); in[0].State != store.Running {
 			t.Errorf("after 20 minutes in the start queue: %s (%s); want still RUNNING, waiting (its timeout starts when it starts)", in[0].State, in[0].Error)
 		}
-		if _, err := e.do(Op{Kind: OpKill, Instance: queued[0].ID, Actor: "operator:test"}); err != nil {
+		if _, err := e.do(Kill{Instance: queued[0].ID}, By{Actor: "operator:test"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Second)
