@@ -89,12 +89,28 @@ func (e *Engine) liveByTask() map[string]liveAttempts {
 			continue
 		}
 		l := m[a.task.id]
-		if e.held[id] != nil {
+		switch start, ok := a.startedAt(); {
+		case e.held[id] != nil || !ok:
 			l.held++
-		} else {
-			l.started = append(l.started, a.started)
+		default:
+			l.started = append(l.started, start)
 		}
 		m[a.task.id] = l
 	}
 	return m
+}
+
+// startedAt returns when a really started: a local attempt recorded
+// RUNNING may still wait in the start queue for a slot (ok false), and
+// starts when its goroutine takes one (begun).
+func (a *attempt) startedAt() (time.Time, bool) {
+	if a.begun != nil {
+		if at := a.begun.Load(); at != 0 {
+			return time.Unix(0, at), true
+		}
+	}
+	if a.queued {
+		return time.Time{}, false
+	}
+	return a.started, true
 }
