@@ -139,16 +139,30 @@ func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, erro
 
 // pausedBy says whether a pause covers task t, and which.
 func (e *Engine) pausedBy(t *taskInfo) (string, bool) {
+	p, ok := e.pauseOf(t)
+	if !ok {
+		return "", false
+	}
+	return pauseText(p, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), true
+}
+
+// pauseOf returns the pause that covers task t, if any.
+func (e *Engine) pauseOf(t *taskInfo) (store.Pause, bool) {
 	for _, k := range []string{"task/" + t.id, "group/" + t.def.Group, "pipeline/" + t.def.Pipeline} {
 		if p, ok := e.paused[k]; ok {
-			why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, p.At.UTC().Format(time.RFC3339))
-			if p.Reason != "" {
-				why += ": " + p.Reason
-			}
-			return why, true
+			return p, true
 		}
 	}
-	return "", false
+	return store.Pause{}, false
+}
+
+// pauseText says who paused what, when (formatted by stamp) and why.
+func pauseText(p store.Pause, stamp func(time.Time) string) string {
+	why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, stamp(p.At))
+	if p.Reason != "" {
+		why += ": " + p.Reason
+	}
+	return why
 }
 
 func (e *Engine) loadPauses(ctx context.Context) error {

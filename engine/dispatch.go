@@ -602,13 +602,15 @@ var errLeaseNotHeld = errors.New("engine: the lease is not safely held")
 // (the next primary sees a RUNNING instance it did not start and lets it
 // time out, never running it twice). It returns when it started. The loop
 // put a in the start queue (pool.enqueue) when it handed it out.
-func (e *Engine) slot(ctx context.Context, a *attempt, epoch int64) (time.Time, error) {
+func (e *Engine) slot(ctx context.Context, a *attempt) (time.Time, error) {
 	if err := e.pool.wait(ctx, a.slot); err != nil {
 		return time.Time{}, err
 	}
 	for {
-		now := e.cfg.Now()
-		if e.lease.Load().held(now, epoch) {
+		// Held under whichever epoch is current: a lease the keeper took
+		// again keeps what this process recorded (see reconcile).
+		if e.Primary() {
+			now := e.cfg.Now()
 			a.begun.Store(now.UnixNano())
 			return now, nil
 		}
@@ -657,7 +659,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
-	fence, runID, epoch := e.w(), a.runID, e.epoch
+	fence, runID := e.w(), a.runID
 	e.execWG.Add(1)
 	go func() {
 		defer e.execWG.Done()
@@ -673,7 +675,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 			}
 		}
 		if local {
-			begun, err := e.slot(ctx, a, epoch)
+			begun, err := e.slot(ctx, a)
 			if errors.Is(err, errStartQueueShut) {
 				return // given back by the loop (giveBack)
 			}
@@ -699,6 +701,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
 		res.Ticket = a.ticket
+		res = safeResult(res)
 		logs := e.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
 			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
 		e.results <- outcome{instance: id, res: res, logs: logs}

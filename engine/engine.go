@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
@@ -180,6 +183,11 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(), ticked: make(chan struct{}, 1),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
+	// The role has one truth, Primary, which the status, /readyz and
+	// ax_leader all read live: none says primary a moment after the lease is
+	// no longer safely held, even while the loop is busy or was stopped.
+	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
+		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
@@ -283,7 +291,6 @@ func (e *Engine) publish(now time.Time) {
 	e.m.wheelEntries.Set(float64(e.stats.Wheel))
 	e.m.queueDepth.Set(float64(e.stats.Queue))
 	e.m.running.Set(float64(e.stats.Running))
-	e.m.leader.Set(boolGauge(e.stats.Leader))
 	if e.pool != nil {
 		e.pool.publish(e.m)
 	}
@@ -344,7 +351,6 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		stopKeeper()
 		keepWG.Wait()
 		e.lease.Store(nil)
-		e.m.leader.Set(0)
 	}()
 	e.lease.Store(k)
 	e.fence.Store(e.st.Fence(l.Epoch))
@@ -372,11 +378,11 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	defer cancelExec(errors.New("engine stopped"))
 
 	if err := e.loadLimits(ctx, now); err != nil {
-		return err
+		return e.startFailed(ctx, err, cancelExec, k)
 	}
 	e.publish(now) // the primary from now on, while it loads its window too
 	if err := e.start(ctx, now); err != nil {
-		return err
+		return e.startFailed(ctx, err, cancelExec, k)
 	}
 	// Retention prunes beside the loop, in short batches, while this term lasts.
 	retainCtx, stopRetain := context.WithCancel(ctx)
@@ -463,6 +469,9 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
 		switch {
 		case err == nil:
+			if l.Broke != "" {
+				e.log.Warn("lease_holder_stalled_in_write", "holder", e.cfg.Holder, "ended", l.Broke)
+			}
 			e.prevHolder, e.prevLeaseEnd = "", time.Time{}
 			if perr == nil {
 				e.prevHolder = prev.Holder
@@ -642,6 +651,16 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 // shutdown grace period ends: they are given back, not failed.
 var errInterrupted = errors.New("engine: interrupted by shutdown")
 
+// startFailed ends a term whose start failed with err: a stop asked
+// meanwhile (its reads fail with the cancelled context) is a clean
+// shutdown, which gives the lease back; any other error is returned.
+func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.CancelCauseFunc, k *keeper) error {
+	if ctx.Err() != nil {
+		return e.shutdown(cancelExec, k)
+	}
+	return err
+}
+
 // shutdown stops dispatch and releases the lease at once (a standby takes
 // over), gives back the attempts claimed ahead, records the results of the
 // attempts that finish within Grace, then cancels the rest and gives them
@@ -650,7 +669,6 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	ctx := context.Background()
 	e.giveBack(ctx, e.cfg.Now())
 	k.release(ctx)
-	e.m.leader.Set(0)
 	timer := time.NewTimer(e.cfg.Grace)
 	defer timer.Stop()
 	e.collect(func() <-chan time.Time {

@@ -67,7 +67,7 @@ type loopView struct {
 	brkRate     float64
 	brkTotal    int
 	loadedUntil time.Time
-	paused      string
+	pause       store.Pause
 	isPaused    bool
 }
 
@@ -91,7 +91,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
 		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
-		v.paused, v.isPaused = e.pausedBy(t)
+		v.pause, v.isPaused = e.pauseOf(t)
 	}, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
@@ -106,10 +106,31 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	}
 }
 
+// stampIn formats times of task t as every time the console and the CLI
+// show them: in its pipeline's zone, with the offset (UTC when utc, as
+// with --utc, and for a task no pipeline in force has).
+func (e *Engine) stampIn(t *taskInfo, utc bool) func(time.Time) string {
+	loc := time.UTC
+	if p := e.Graph().Pipeline(t.def.Pipeline); p != nil && p.Location != nil && !utc {
+		loc = p.Location
+	}
+	return func(at time.Time) string { return at.In(loc).Format(time.RFC3339) }
+}
+
 // Explain explains task id (`pipeline.task`). On the primary it reads the
 // loop's queue, bucket and breaker; on a standby, the store alone. An
-// unknown task is an error with a suggestion.
+// unknown task is an error with a suggestion. The findings give times in
+// the pipeline's zone.
 func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
+	return e.explain(ctx, id, false)
+}
+
+// ExplainUTC is Explain with the findings' times in UTC (ax explain --utc).
+func (e *Engine) ExplainUTC(ctx context.Context, id string) (Explanation, error) {
+	return e.explain(ctx, id, true)
+}
+
+func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation, error) {
 	t, err := e.resolveTask(id)
 	if err != nil {
 		if x, ok, rerr := e.explainRemoved(ctx, id); rerr != nil || ok {
@@ -118,6 +139,7 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		return Explanation{}, err
 	}
 	now := e.cfg.Now()
+	stamp := e.stampIn(t, utc)
 	x := Explanation{Task: id, Now: now, NextFires: []time.Time{}, LastFires: []Fire{}, Findings: []Finding{}}
 	add := func(check string, blocks bool, format string, args ...any) {
 		x.Findings = append(x.Findings, Finding{Check: check, Blocks: blocks, Detail: fmt.Sprintf(format, args...)})
@@ -138,13 +160,13 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		v = e.view(ctx, t, 0)
 	}
 	x.Live = v != nil
-	e.explainPaused(ctx, t, v, add)
-	if err := e.explainState(ctx, t, in, v, now, add); err != nil {
+	e.explainPaused(ctx, t, v, stamp, add)
+	if err := e.explainState(ctx, t, in, v, now, stamp, add); err != nil {
 		return x, err
 	}
 	if v != nil && v.brkOpen {
 		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
-			v.brkSince.Format(time.RFC3339), v.brkRate*100, v.brkTotal)
+			stamp(v.brkSince), v.brkRate*100, v.brkTotal)
 	}
 	if err := e.explainExecutors(ctx, t, now, add); err != nil {
 		return x, err
@@ -164,10 +186,10 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 
 // explainPaused finds the pause (whose, since when) that covers t: the
 // loop's view when this is the primary, the stored pauses otherwise.
-func (e *Engine) explainPaused(ctx context.Context, t *taskInfo, v *loopView, add func(string, bool, string, ...any)) {
+func (e *Engine) explainPaused(ctx context.Context, t *taskInfo, v *loopView, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
 	if v != nil {
 		if v.isPaused {
-			add("paused", true, "%s", v.paused)
+			add("paused", true, "%s", pauseText(v.pause, stamp))
 		}
 		return
 	}
@@ -178,13 +200,15 @@ func (e *Engine) explainPaused(ctx context.Context, t *taskInfo, v *loopView, ad
 	for _, p := range ps {
 		if (p.Scope == store.ScopeTask && p.Name == t.id) || (p.Scope == store.ScopeGroup && p.Name == t.def.Group) ||
 			(p.Scope == store.ScopePipeline && p.Name == t.def.Pipeline) {
-			add("paused", true, "%s %s paused by %s at %s: %s", p.Scope, p.Name, p.Actor, p.At.Format(time.RFC3339), cmp.Or(p.Reason, "no reason given"))
+			p.Reason = cmp.Or(p.Reason, "no reason given")
+			add("paused", true, "%s", pauseText(p, stamp))
 		}
 	}
 }
 
 // explainState explains the state of t's latest instance in (nil: none).
-func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instance, v *loopView, now time.Time, add func(string, bool, string, ...any)) error {
+func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instance, v *loopView, now time.Time, stamp func(time.Time) string,
+	add func(string, bool, string, ...any)) error {
 	id := t.id
 	switch {
 	case in == nil:
@@ -194,15 +218,15 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instan
 			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window", e.cfg.Window)
 		}
 	case in.State == store.Waiting:
-		return e.explainWaiting(ctx, t, in, add)
+		return e.explainWaiting(ctx, t, in, stamp, add)
 	case in.State == store.Scheduled || in.State == store.Retrying:
-		e.explainDue(t, in, v, now, add)
+		e.explainDue(t, in, v, now, stamp, add)
 	case in.State == store.Running && v != nil && v.starting != "":
 		add("pool", true, "dispatched at %s (attempt %d, ticket %s) and waiting in the start queue for a slot: %s; it starts in priority order as attempts end, and its timeout starts when it starts (ax limits changes the cap)",
-			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, v.starting)
+			stamp(in.StartedAt), in.Attempt, in.Ticket, v.starting)
 	case in.State == store.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
-			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), in.StartedAt.Add(t.def.Timeout).Format(time.RFC3339))
+			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(in.StartedAt.Add(t.def.Timeout)))
 	case in.State == store.Failed:
 		switch {
 		case t.def.Retry.Count == 0:
@@ -213,11 +237,11 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instan
 			add("retries", true, "retries exhausted after %d attempt(s) (retry.count %d): %s", in.Attempt, t.def.Retry.Count, in.Error)
 		}
 	case in.State == store.Killed:
-		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", in.EndedAt.Format(time.RFC3339), id)
+		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", stamp(in.EndedAt), id)
 	case in.State == store.Paused:
 		add("state", true, "the latest instance is PAUSED; ax resume runs it per the misfire policy (%s)", t.def.Misfire)
 	case in.State == store.Success:
-		add("state", false, "the latest instance succeeded at %s", in.EndedAt.Format(time.RFC3339))
+		add("state", false, "the latest instance succeeded at %s", stamp(in.EndedAt))
 	}
 	return nil
 }
@@ -349,7 +373,7 @@ func (e *Engine) NextScheduled(id string) time.Time {
 
 // explainWaiting names what a WAITING instance waits for, by the
 // readiness rule itself (ready.go), with the deadline of its wait limit.
-func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Instance, add func(string, bool, string, ...any)) error {
+func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Instance, stamp func(time.Time) string, add func(string, bool, string, ...any)) error {
 	run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20})
 	if err != nil {
 		return err
@@ -383,7 +407,7 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 			add("approval", false, "approved by %s; it runs when its upstreams have succeeded", in.ApprovedBy)
 		}
 		if !d.deadline.IsZero() {
-			add("deadline", false, "fails at %s if its upstreams are not done by then", d.deadline.In(e.g.Pipeline(t.def.Pipeline).Location).Format(time.RFC3339))
+			add("deadline", false, "fails at %s if its upstreams are not done by then", stamp(d.deadline))
 		} else {
 			add("deadline", false, "no wait limit: set wait_timeout to fail it after a while")
 		}
@@ -393,16 +417,16 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 
 // explainDue explains a SCHEDULED or RETRYING instance: in the window or
 // not, due in the queue, held by the token bucket.
-func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now time.Time, add func(string, bool, string, ...any)) {
+func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now time.Time, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
 	what := "scheduled"
 	if in.State == store.Retrying {
 		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Attempt, t.def.Retry.Count+1)
 	}
 	if in.NextFireAt.After(now) {
 		if in.NextFireAt.After(now.Add(e.cfg.Window)) {
-			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, in.NextFireAt.Format(time.RFC3339), e.cfg.Window)
+			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, stamp(in.NextFireAt), e.cfg.Window)
 		} else {
-			add("window", false, "%s for %s, in the wheel", what, in.NextFireAt.Format(time.RFC3339))
+			add("window", false, "%s for %s, in the wheel", what, stamp(in.NextFireAt))
 		}
 		return
 	}
@@ -412,7 +436,7 @@ func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now ti
 		add("queue", true, "%s, due %s ago; this process is a standby, ask the primary", what, late)
 	case !v.pending:
 		add("window", true, "%s, due %s ago but not in the wheel: the window failed to load (loaded until %s); see the store_error lines of the log",
-			what, late, v.loadedUntil.Format(time.RFC3339))
+			what, late, stamp(v.loadedUntil))
 	case v.capped != "":
 		add("pool", true, "held: %s; due %s ago, it waits in the queue in priority order and its timeout starts when it starts (ax limits changes the caps)", v.capped, late)
 	case v.held:

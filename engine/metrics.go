@@ -24,7 +24,7 @@ type metrics struct {
 	poolMax        *prometheus.GaugeVec // the caps, by scope (none: unlimited)
 	bufferWait     prometheus.Histogram // how long instances held back by the token bucket waited
 	latency        prometheus.Histogram // fire time → dispatched
-	leader         prometheus.Gauge
+	leader         prometheus.GaugeFunc // Engine.Primary, read at each scrape: never stale while the loop is busy
 	renewLate      prometheus.Histogram // how late lease renewals ran past their due time
 	backfillRuns   *prometheus.GaugeVec // by backfill and state: done, failed, total
 	storeErrors    prometheus.Counter
@@ -61,7 +61,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Time an instance held back by the token bucket waited past its fire time before dispatch.", Buckets: latencyBuckets}),
 		latency: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_dispatch_latency_seconds",
 			Help: "Time from an instance's fire time to its dispatch.", Buckets: latencyBuckets}),
-		leader: f.NewGauge(prometheus.GaugeOpts{Name: "ax_leader", Help: "1 while this process is the primary scheduler, 0 as a standby."}),
 		renewLate: f.NewHistogram(prometheus.HistogramOpts{Name: "ax_lease_renew_late_seconds",
 			Help: "How late each lease renewal started past its due time (it runs on its own timer; late means a starved process).", Buckets: latencyBuckets}),
 		backfillRuns: f.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_backfill_runs",

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -300,6 +301,116 @@ func TestUnreadableStoredLimitsLeaveTheConfiguredOnes(t *testing.T) {
 		if l := e.restart(Config{DispatchRate: 50}, time.Second).Stats().Limits; l.Global != 50 {
 			t.Errorf("limits after an unreadable stored value: %+v, want the configured global 50", l)
 		}
+	})
+}
+
+// Explain's findings give their times in the pipeline's zone with the
+// offset, like the rest of the explanation, the console and the CLI; they
+// were RFC 3339 in UTC ("scheduled for 2026-…Z", "paused … at …Z") beside
+// next fires and dispatches printed in the zone.
+func TestExplainTimesInThePipelineZone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, `pipeline: sh
+timezone: Asia/Shanghai
+schedule: "@every 10s"
+tasks:
+  - {name: a, function: record}
+`)
+		sleep(time.Second)
+		ctx := context.Background()
+		shanghai, err := time.LoadLocation("Asia/Shanghai")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := e.eng.Explain(ctx, "sh.a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		details := func(x Explanation) string {
+			var d []string
+			for _, f := range x.Findings {
+				d = append(d, f.Detail)
+			}
+			return strings.Join(d, "; ")
+		}
+		want := "scheduled for " + x.Latest.NextFireAt.In(shanghai).Format("2006-01-02T15:04:05") + "+08:00"
+		if !strings.Contains(details(x), want) {
+			t.Errorf("explain of a scheduled task: %q, want it to say %q", details(x), want)
+		}
+		x, _ = e.eng.ExplainUTC(ctx, "sh.a")
+		if want := "scheduled for " + x.Latest.NextFireAt.UTC().Format(time.RFC3339); !strings.Contains(details(x), want) {
+			t.Errorf("explain --utc of a scheduled task: %q, want it to say %q", details(x), want)
+		}
+		if _, err := e.do(Pause{Scope: store.ScopeTask, Target: "sh.a"}, By{Actor: "operator:ann", Reason: "db migration"}); err != nil {
+			t.Fatal(err)
+		}
+		x, _ = e.eng.Explain(ctx, "sh.a")
+		if !strings.Contains(x.Verdict, "paused by operator:ann at ") || !strings.Contains(x.Verdict, "+08:00") || strings.Contains(x.Verdict, "Z:") {
+			t.Errorf("explain of a paused task: %q, want the pause's time in +08:00", x.Verdict)
+		}
+		e.stop()
+	})
+}
+
+// unsafeText reports the first control character (but tab) or byte that
+// is not UTF-8 in s, or -1.
+func unsafeText(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError || (r < 0x20 && r != '\t') || r == 0x7f {
+			return i
+		}
+	}
+	return -1
+}
+
+// A task whose error carries terminal escapes and bytes that are not
+// UTF-8 (a command's last stderr line, an executor's message) has them
+// escaped (\xNN) wherever the error is kept and shown: the instance, its
+// history and actions (an alert's message is the failure's reason), the
+// attempt record. They were
+// stored raw, and ax history, status and explain wrote them to the
+// operator's terminal (clearing it, retitling it).
+func TestResultErrorsAreSafeText(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const raw = "boom \x1b[2J\x1b]0;pwned\x07 \xff\\n"
+		const want = `boom \x1b[2J\x1b]0;pwned\x07 \xff\n` // the backslash of \n was in the text
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{
+			"u.a": func(context.Context, runner.Attempt) error { return errors.New(raw) },
+		}, "pipeline: u\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n")
+		if _, err := e.do(Trigger{Target: "u.a"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(3 * time.Second)
+		ins := e.instances(store.InstanceFilter{TaskID: "u.a"})
+		if len(ins) != 1 || ins[0].State != store.Failed || ins[0].Error != want {
+			t.Fatalf("instance: %+v; want FAILED with error %q", ins, want)
+		}
+		ctx := context.Background()
+		recs, err := e.st.Attempts(ctx, ins[0].ID)
+		if err != nil || len(recs) != 1 || recs[0].Error != want {
+			t.Errorf("attempt records: %+v %v; want one with error %q", recs, err, want)
+		}
+		texts := []string{}
+		for _, h := range e.history("u.a") {
+			texts = append(texts, h.Reason)
+		}
+		acts, err := e.st.Actions(ctx, store.LogFilter{TaskID: "u.a", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range acts {
+			texts = append(texts, a.Reason, a.Detail)
+		}
+		for _, s := range texts {
+			if i := unsafeText(s); i >= 0 {
+				t.Errorf("history or action text with an unsafe byte at %d: %q", i, s)
+			}
+		}
+		// An HTTP executor's report goes through the inbox the same way.
+		if got := reportResult(runner.Report{Ticket: "t", Status: runner.StatusFailed, Error: raw}).Error; got != want {
+			t.Errorf("an executor's report: error %q, want %q", got, want)
+		}
+		e.stop()
 	})
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -350,6 +351,52 @@ func countSeries(t *testing.T, reg *prometheus.Registry, name string, want map[s
 		}
 	}
 	return n
+}
+
+// An attempt waiting in the start queue when the lease is lost and taken
+// again (its renewals failed past the TTL, nobody else took it) starts
+// under the new epoch once a slot frees: the term goes on.
+func TestStartQueueSurvivesALeaseRetaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			taskName(0): func(context.Context, runner.Attempt) error { time.Sleep(2 * time.Minute); return nil },
+			taskName(1): func(context.Context, runner.Attempt) error { return nil },
+		}
+		e := setup(t, Config{MaxRunning: 1}, fns, priorities(2, "@every 1h"))
+		l0, err := e.st.GetLease(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleep(time.Hour + 10*time.Second) // t00000 runs, t00001 waits for its slot
+		var failing atomic.Bool
+		failing.Store(true)
+		store.SetFault(e.st, func(what string) error {
+			if what == "renew lease" && failing.Load() {
+				return errors.New("the database is away")
+			}
+			return nil
+		})
+		sleep(30 * time.Second) // past the 15 s TTL: the lease expires
+		failing.Store(false)
+		sleep(5 * time.Minute) // taken again; t00000 ends at 2 min, and t00001 must start
+		e.stop()
+		l, err := e.st.GetLease(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Epoch == l0.Epoch {
+			t.Fatalf("epoch %d: the lease was never lost and taken again; the test needs it", l.Epoch)
+		}
+		ins := e.instances(store.InstanceFilter{Pipeline: "burst", LogicalTo: time.Now().Add(-5 * time.Minute), ByLogicalTime: true})
+		if len(ins) != 2 {
+			t.Fatalf("%d instances of the 01:00 run, want 2", len(ins))
+		}
+		for _, in := range ins {
+			if in.State != store.Success {
+				t.Errorf("%s: %s (%s); want SUCCESS after the lease was taken again", in.TaskID, in.State, in.Error)
+			}
+		}
+	})
 }
 
 // The pool reads its clock before it takes its lock, never under it (found

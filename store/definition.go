@@ -48,10 +48,7 @@ type SyncResult struct {
 // history, never scheduled. A removed definition that comes back is changed.
 func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, error) {
 	var res SyncResult
-	err := s.inTx(ctx, "sync definitions", func(tx *sql.Tx) error {
-		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
-			return err
-		}
+	err := s.inTxCheckLast(ctx, "sync definitions", p.Epoch, func(tx *sql.Tx) error {
 		type known struct {
 			hash    string
 			removed bool

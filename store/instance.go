@@ -114,10 +114,7 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (Run, []Instan
 	run := Run{Pipeline: p.Pipeline, Trigger: p.Trigger, Kind: p.Kind, LogicalTime: p.LogicalTime.UTC().Truncate(time.Millisecond),
 		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond), Params: p.Params}
 	var insts []Instance
-	err := s.inTx(ctx, "create run", func(tx *sql.Tx) error {
-		if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
-			return err
-		}
+	err := s.inTxCheckLast(ctx, "create run", p.Epoch, func(tx *sql.Tx) error {
 		q, args, err := s.sb.Insert("runs").
 			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at", "params").
 			Values(p.Pipeline, p.Trigger, string(p.Kind), p.LogicalTime.UnixMilli(), nullStr(key), nullID(p.BackfillID), p.Actor, p.Now.UnixMilli(), nullStr(p.Params)).ToSql()

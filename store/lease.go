@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -19,6 +22,9 @@ type Lease struct {
 	Epoch     int64     `json:"epoch"`
 	ExpiresAt time.Time `json:"expires_at"`
 	RenewedAt time.Time `json:"renewed_at"`
+	// Broke, after AcquireLease on MySQL, says which connections of a
+	// stalled holder it ended to take the lease (see breakStalledHolder).
+	Broke string `json:"-"`
 }
 
 // LeaseParams asks for, renews or releases a lease.
@@ -34,11 +40,28 @@ type LeaseParams struct {
 // holds it, or its holder let it expire. It fails with ErrLeaseHeld while
 // another holder's lease is unexpired.
 func (s *Store) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) {
-	s = s.leaseView()
+	s = s.acquireView()
 	name := leaseName(p.Name)
 	if p.Holder == "" || p.TTL <= 0 {
 		return Lease{}, fmt.Errorf("store: acquire lease: holder and a positive TTL are required")
 	}
+	l, err := s.acquireLease(ctx, name, p)
+	if errors.Is(err, ErrConflict) && s.d == dialectMySQL {
+		// The lease row stayed locked past acquireLockWait: if the lease has
+		// expired, its holder is stalled inside a fenced write.
+		broke, berr := s.breakStalledHolder(ctx, name, p.Now)
+		if berr != nil {
+			return Lease{}, fmt.Errorf("%w; and its holder's connections could not be ended: %w", err, berr)
+		}
+		if broke != "" {
+			l, err = s.acquireLease(ctx, name, p)
+			l.Broke = broke
+		}
+	}
+	return l, err
+}
+
+func (s *Store) acquireLease(ctx context.Context, name string, p LeaseParams) (Lease, error) {
 	var l Lease
 	err := s.inTx(ctx, "acquire lease", func(tx *sql.Tx) error {
 		cur, err := s.lease(ctx, tx, name, true)
@@ -156,4 +179,117 @@ func leaseName(n string) string {
 		return LeaseName
 	}
 	return n
+}
+
+// breakStalledHolder ends the connections that keep the lease row locked
+// when the lease has expired (MySQL): a holder stalled (SIGSTOP, a frozen
+// VM) inside a fenced write holds the row's shared lock until it wakes, and
+// would keep every standby from taking over for as long. Nothing is lost:
+// the stalled transaction is rolled back, and its process, once awake,
+// finds its connection gone and the lease taken. The connections are found
+// by waiting for the row's lock on one connection and asking the server,
+// on another, who blocks it (sys.innodb_lock_waits, else
+// information_schema.INNODB_LOCK_WAITS); ending them needs the PROCESS
+// privilege to see them and, for another user's, CONNECTION ADMIN. It
+// returns what it ended ("" when the lease is still live or nothing blocks).
+func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Time) (string, error) {
+	rtx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return "", s.d.translate(err)
+	}
+	cur, err := s.lease(ctx, rtx, name, false) // a consistent read: it takes no lock
+	_ = rtx.Rollback()
+	if err != nil || cur.ExpiresAt.After(now) {
+		return "", nil // a live holder keeps its lease, and its locks
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return "", s.d.translate(err)
+	}
+	defer conn.Close()
+	var self int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&self); err != nil {
+		return "", s.d.translate(err)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return "", s.d.translate(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // it only waited for the lock
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		var epoch int64
+		_ = tx.QueryRowContext(ctx, "SELECT epoch FROM leases WHERE name = ?"+s.d.forUpdate(), name).Scan(&epoch)
+	}()
+	var blockers []int64
+	var qerr error
+	for deadline := time.Now().Add(time.Duration(acquireLockWait) * time.Second); len(blockers) == 0 && time.Now().Before(deadline); {
+		select {
+		case <-waited:
+			return "", nil // the lock came: nothing to end
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		blockers, qerr = s.lockBlockers(ctx, self)
+		if qerr != nil {
+			break
+		}
+	}
+	if len(blockers) == 0 {
+		<-waited
+		return "", qerr
+	}
+	var ended []string
+	for _, id := range blockers {
+		if id == self {
+			continue
+		}
+		// KILL takes no placeholder; id is an integer read from the server.
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+			<-waited
+			return strings.Join(ended, ", "), fmt.Errorf("end connection %d: %w", id, s.d.translate(err))
+		}
+		ended = append(ended, strconv.FormatInt(id, 10))
+	}
+	<-waited
+	return fmt.Sprintf("ended connection(s) %s of %s (epoch %d, expired at %s), which held the lease row locked",
+		strings.Join(ended, ", "), cur.Holder, cur.Epoch, cur.ExpiresAt.Format(time.RFC3339Nano)), nil
+}
+
+// lockBlockers returns the ids of the connections whose transactions block
+// connection waiter's lock request.
+func (s *Store) lockBlockers(ctx context.Context, waiter int64) ([]int64, error) {
+	var firstErr error
+	for _, q := range []string{
+		"SELECT blocking_pid FROM sys.innodb_lock_waits WHERE waiting_pid = ?",
+		`SELECT b.trx_mysql_thread_id FROM information_schema.INNODB_LOCK_WAITS w
+		   JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
+		   JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
+		  WHERE r.trx_mysql_thread_id = ?`,
+	} {
+		rows, err := s.db.QueryContext(ctx, q, waiter)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err == nil && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		err = errors.Join(rows.Err(), rows.Close())
+		if err == nil {
+			return ids, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, fmt.Errorf("find who locks the lease row: %w", s.d.translate(firstErr))
 }

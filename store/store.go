@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ type Store struct {
 	// behind a burst of dispatch, result and output transactions; on SQLite
 	// the store itself (there is one writer).
 	leases *Store
+	// acquire is the view AcquireLease uses: on MySQL a pool whose sessions
+	// wait at most acquireLockWait for a row lock; else leases.
+	acquire *Store
 
 	// afterUpdate, set only by tests, runs between a transition's UPDATE and
 	// its history INSERT, to break the connection at the worst moment.
@@ -225,7 +229,38 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	ldb.SetConnMaxLifetime(time.Hour)
 	lstmts := newStmtCache(ldb)
 	s.leases = &Store{d: s.d, db: ldb, read: ldb, sb: s.sb, target: s.target, wstmts: lstmts, rstmts: lstmts}
+	// Taking the lease waits at most a second for the lease row's lock (not
+	// the server's 50 s): a holder stalled inside a fenced write keeps it
+	// locked, and AcquireLease then ends that holder's connections (see
+	// breakStalledHolder) instead of waiting for it to wake.
+	acfg := cfg.Clone()
+	if acfg.Params == nil {
+		acfg.Params = map[string]string{}
+	}
+	acfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(acquireLockWait)
+	aconn, err := mysql.NewConnector(acfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: mysql: %w", err)
+	}
+	adb := sql.OpenDB(aconn)
+	adb.SetMaxOpenConns(2) // one waits for the lock while the other finds who holds it
+	adb.SetMaxIdleConns(2)
+	adb.SetConnMaxLifetime(time.Hour)
+	astmts := newStmtCache(adb)
+	s.acquire = &Store{d: s.d, db: adb, read: adb, sb: s.sb, target: s.target, wstmts: astmts, rstmts: astmts}
 	return s, nil
+}
+
+// acquireLockWait is how long, in seconds, taking the lease waits for the
+// lease row's lock on MySQL.
+const acquireLockWait = 1
+
+// acquireView returns the store AcquireLease runs on.
+func (s *Store) acquireView() *Store {
+	if s.acquire != nil {
+		return s.acquire
+	}
+	return s.leaseView()
 }
 
 // leaseView returns the store its lease methods run on.
@@ -255,6 +290,9 @@ func (s *Store) Close() error {
 	err = errors.Join(err, s.db.Close())
 	if s.read != s.db {
 		err = errors.Join(err, s.read.Close())
+	}
+	if s.acquire != nil {
+		err = errors.Join(err, s.acquire.Close())
 	}
 	if s.leases != nil {
 		err = errors.Join(err, s.leases.Close())

@@ -37,6 +37,8 @@ type admin struct {
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
 	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
+	// pruneBudget bounds an operator's pruning pass (zero: pruneBudget).
+	pruneBudget time.Duration
 }
 
 // graph returns the pipelines in force: the engine's, which a reload
@@ -46,6 +48,37 @@ func (a *admin) graph() *dag.Graph {
 		return a.eng.Graph()
 	}
 	return a.g
+}
+
+// checkTaskFilter refuses a task= filter of a read that names no task,
+// in the running set or among the stored definitions: a task removed or
+// renamed by a reload keeps its instances, history and logs until
+// retention prunes them, and they stay readable under its name.
+func (a *admin) checkTaskFilter(ctx context.Context, q *query, id string) error {
+	if id == "" || a.graph().Task(id) != nil {
+		return nil
+	}
+	ts, err := a.st.Tasks(ctx, store.TaskFilter{ID: id, IncludeRemoved: true})
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", id))
+	}
+	return nil
+}
+
+// checkPipelineFilter is checkTaskFilter for a pipeline= filter.
+func (a *admin) checkPipelineFilter(ctx context.Context, q *query, name string) error {
+	if name == "" || a.graph().Pipeline(name) != nil {
+		return nil
+	}
+	_, err := a.st.PipelineDefinition(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", name))
+		return nil
+	}
+	return err
 }
 
 // maxBody bounds every request body the admin API reads.
@@ -83,7 +116,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
 		{"GET", "/api/v1/runs/{run}", false, "one run with its instances", (*admin).run},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
-		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a)", (*admin).explain},
+		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a); the findings give times in the pipeline's zone, `utc` (true) in UTC", (*admin).explain},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/pause", true, "pause the task; body `{\"reason\"}`", taskOp(func(t string) engine.Request { return engine.Pause{Scope: store.ScopeTask, Target: t} })},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/resume", true, "resume the task (misfire policy for missed fires)", taskOp(func(t string) engine.Request { return engine.Resume{Scope: store.ScopeTask, Target: t} })},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", true, "run now, in a manual run of its own (for a manual task: approve its oldest waiting instance, or run it); body `{\"downstream\": true, \"at\": \"2026-03-01T02:00:00\", \"params\": {\"k\": \"v\"}, \"reason\"}`, all optional (`at`: logical time in the pipeline's zone)", (*admin).taskTrigger},

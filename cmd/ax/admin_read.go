@@ -389,12 +389,23 @@ func (a *admin) task(r *http.Request) (any, error) {
 }
 
 func (a *admin) explain(r *http.Request) (any, error) {
+	q, err := parseQuery(r, "utc")
+	if err != nil {
+		return nil, err
+	}
+	utc := q.bool("utc")
+	if err := q.err(); err != nil {
+		return nil, err
+	}
 	t, err := a.taskOf(r)
 	if err != nil {
 		return nil, err
 	}
 	if a.eng == nil {
 		return nil, errf(http.StatusServiceUnavailable, "no scheduler runs in this process")
+	}
+	if utc {
+		return a.eng.ExplainUTC(r.Context(), t.ID())
 	}
 	return a.eng.Explain(r.Context(), t.ID())
 }
@@ -406,11 +417,11 @@ func (a *admin) instances(r *http.Request) (any, error) {
 	}
 	f := store.InstanceFilter{Pipeline: q.str("pipeline"), TaskID: q.str("task"), RunID: q.int("run", 0, 1, 1<<62), States: q.states("state"),
 		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Ran: q.bool("ran"), Limit: int(q.int("limit", 100, 1, 1000))}
-	if f.Pipeline != "" && a.graph().Pipeline(f.Pipeline) == nil {
-		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", f.Pipeline))
+	if err := a.checkPipelineFilter(r.Context(), q, f.Pipeline); err != nil {
+		return nil, err
 	}
-	if f.TaskID != "" && a.graph().Task(f.TaskID) == nil {
-		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
+	if err := a.checkTaskFilter(r.Context(), q, f.TaskID); err != nil {
+		return nil, err
 	}
 	if err := q.err(); err != nil {
 		return nil, err
@@ -430,8 +441,8 @@ func (a *admin) logFilter(r *http.Request, extra ...string) (store.LogFilter, *q
 	}
 	f := store.LogFilter{TaskID: q.str("task"), InstanceID: q.int("instance", 0, 1, 1<<62), AfterID: q.int("after", 0, 1, 1<<62),
 		BeforeID: q.int("before", 0, 1, 1<<62), Newest: q.bool("newest"), Limit: int(q.int("limit", 100, 1, 1000))}
-	if f.TaskID != "" && a.graph().Task(f.TaskID) == nil {
-		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", f.TaskID))
+	if err := a.checkTaskFilter(r.Context(), q, f.TaskID); err != nil {
+		return store.LogFilter{}, nil, err
 	}
 	return f, q, nil
 }

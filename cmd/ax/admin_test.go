@@ -53,6 +53,8 @@ type apiOpts struct {
 	others    []string      // more pipelines beside it
 	retain    time.Duration // the engine's and the API's retention (0: keeps everything)
 	reload    *reloader     // what GET /api/v1/reload reports (nil: no reloads)
+	// pruneBudget bounds POST /api/v1/prune's pass (zero: the server's).
+	pruneBudget time.Duration
 }
 
 func setupAPI(t testing.TB, o apiOpts) *apiEnv {
@@ -103,7 +105,7 @@ func setupAPI(t testing.TB, o apiOpts) *apiEnv {
 		})
 		waitFor(t, func() bool { return e.eng.Stats().Leader })
 	}
-	adm := &admin{st: st, g: g, eng: e.eng, reload: o.reload, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second, retain: o.retain}
+	adm := &admin{st: st, g: g, eng: e.eng, reload: o.reload, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second, retain: o.retain, pruneBudget: o.pruneBudget}
 	e.srv = httptest.NewServer(door.Guard(door.Config{Listen: "127.0.0.1:0"}, adm.handler(api)))
 	t.Cleanup(e.srv.Close)
 	return e

@@ -20,8 +20,19 @@ import (
 	"github.com/ax-sched/ax/store/storetest"
 )
 
-// burstTasks is the size of the burst: command tasks due in the same second.
-const burstTasks = 10_000
+// burstSize is the size of the burst, command tasks due in the same
+// second, and how far ahead of it the servers start (enough to sync the
+// definitions and create and load the burst's run on a loaded machine,
+// about five times what they took: runBurst fails, saying so, when it was
+// not). make bench (AX_BENCH=1) runs the full 10,000; make test the
+// 30-second version of 3,000 (AX_BURST_FULL=1 runs the full one there
+// too), which checks the same promises in a third of the time.
+func burstSize() (n int, lead time.Duration) {
+	if os.Getenv("AX_BENCH") != "" || os.Getenv("AX_BURST_FULL") != "" {
+		return 10_000, 12 * time.Second
+	}
+	return 3_000, 8 * time.Second
+}
 
 // burstFails is every how many tasks of the burst one runs `false` instead
 // of `true`: its recorded outcome must be FAILED, as its exit status says.
@@ -100,14 +111,17 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 // runBurst starts the given servers (on free loopback ports) on target with a
 // burst due at fire, waits until every instance has a result, and measures.
-func runBurst(t *testing.T, target string, servers int, lead time.Duration) burstResult {
+func runBurst(t *testing.T, target string, servers, burstTasks int, lead time.Duration) burstResult {
 	t.Helper()
 	fire := time.Now().Add(lead).Truncate(time.Second)
 	dir := burstPipeline(t, burstTasks, fire)
 	st := openStore(t, target)
 	ports := []string{freeAddr(t), freeAddr(t)}
 	began := time.Now()
-	var procs []*server
+	var (
+		procs  []*server
+		before store.Lease // from the first server's start: a leader change while it loads counts too
+	)
 	for i := range servers {
 		procs = append(procs, startServer(t, target, dir, "--holder", string(rune('a'+i)), "--listen", ports[i], "--log-level", "warn"))
 		if i == 0 {
@@ -115,6 +129,7 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 				l, err := st.GetLease(context.Background(), "")
 				return err == nil && l.Holder == "a" && time.Now().Before(l.ExpiresAt)
 			})
+			before = lease(t, st)
 		}
 	}
 	ctx := context.Background()
@@ -127,7 +142,6 @@ func runBurst(t *testing.T, target string, servers int, lead time.Duration) burs
 	if left := time.Until(fire); left < time.Second {
 		t.Fatalf("the servers took too long to start (%s): the burst is due in %s", startup.Round(time.Millisecond), left)
 	}
-	before := lease(t, st)
 	stop := make(chan struct{})
 	var (
 		wg   sync.WaitGroup
@@ -276,11 +290,13 @@ func waitForWithin(t *testing.T, d time.Duration, cond func() bool) {
 }
 
 // TestBurstOfTenThousandCommands is the load test of R46: 10,000
-// `command: ["true"]` tasks due in one second, on SQLite (one server) and on
-// MariaDB (two servers, --lease-ttl 3s). No leader change, no duplicate, no
-// false failure, the API answers within 100 ms (p99) throughout and lease
-// renewals are never late by more than a third of the TTL. With AX_BENCH=1
-// it prints its figures as benchmark lines for make bench.
+// `command: ["true"]` tasks due in one second (3,000 in make test, see
+// burstSize), on SQLite (one server) and on MariaDB (two servers,
+// --lease-ttl 3s). No leader change, no duplicate, every outcome its
+// command's exit status (every 50th runs false), the API answers within
+// 100 ms (p99) throughout and lease renewals are never late by more than a
+// third of the TTL. With AX_BENCH=1 it prints its figures as benchmark
+// lines for make bench, beside the fork/exec floor measured in the same run.
 func TestBurstOfTenThousandCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("10,000 commands")
@@ -292,7 +308,8 @@ func TestBurstOfTenThousandCommands(t *testing.T) {
 	for _, name := range []string{"sqlite", "mysql"} {
 		t.Run(name, func(t *testing.T) {
 			target, servers := targets[name](t)
-			r := runBurst(t, target, servers, burstLead)
+			burstTasks, lead := burstSize()
+			r := runBurst(t, target, servers, burstTasks, lead)
 			t.Logf("%s, %d server(s): started and loaded in %s; fire→start p99 %s (max %s); all %d results %s after the fire; API p99 %s (max %s, %d calls); lease renewals at worst %s late; epoch %d → %d; %d duplicates, %d false outcomes",
 				name, servers, r.startup.Round(time.Millisecond), r.startP99, r.startMax, burstTasks, r.took.Round(time.Millisecond), r.apiP99, r.apiMax, r.apiCalls, r.renewLateMax, r.epochs[0], r.epochs[1], r.duplicates, r.failures)
 			if os.Getenv("AX_BENCH") != "" {
@@ -329,10 +346,5 @@ func TestBurstOfTenThousandCommands(t *testing.T) {
 		})
 	}
 }
-
-// burstLead is how far ahead of the burst the servers start: enough to
-// sync 10,000 definitions and create and load the burst's run on a loaded
-// machine (runBurst fails, saying so, when it was not).
-const burstLead = 12 * time.Second
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

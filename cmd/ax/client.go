@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,9 +84,23 @@ func (c *apiClient) call(ctx context.Context, method, path string, body any) (js
 		if e.Primary != "" {
 			msg += " (try --server " + e.Primary + ")"
 		}
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)}
+		return nil, &exitError{code: exitFailed, err: &apiStatusError{code: resp.StatusCode, msg: msg}}
 	}
 	return data, nil
+}
+
+// apiStatusError is an error answer of the API: its status and message.
+type apiStatusError struct {
+	code int
+	msg  string
+}
+
+func (e *apiStatusError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.msg, e.code) }
+
+// isNotFound says whether err is the API's 404.
+func isNotFound(err error) bool {
+	var se *apiStatusError
+	return errors.As(err, &se) && se.code == http.StatusNotFound
 }
 
 // get decodes the answer of GET path into out.

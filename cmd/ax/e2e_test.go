@@ -72,12 +72,18 @@ func startServer(t *testing.T, target, pipelines string, extra ...string) *serve
 // startServerEnv is startServer with extra environment variables (KEY=VALUE).
 func startServerEnv(t *testing.T, env []string, target, pipelines string, extra ...string) *server {
 	t.Helper()
+	return startServerBin(t, axBinary, env, target, pipelines, extra...)
+}
+
+// startServerBin is startServerEnv with another ax binary (one built with test tags).
+func startServerBin(t *testing.T, bin string, env []string, target, pipelines string, extra ...string) *server {
+	t.Helper()
 	log, err := os.CreateTemp(t.TempDir(), "server-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug", "--listen", ""}, extra...)
-	cmd := exec.Command(axBinary, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

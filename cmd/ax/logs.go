@@ -165,8 +165,8 @@ func (a *admin) logs(r *http.Request) (any, error) {
 		q.errs = append(q.errs, fmt.Sprintf("instance %q: give an instance id (a whole number)", r.PathValue("id")))
 	}
 	task := q.str("task")
-	if task != "" && a.graph().Task(task) == nil {
-		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", task))
+	if err := a.checkTaskFilter(r.Context(), q, task); err != nil {
+		return nil, err
 	}
 	if err := q.err(); err != nil {
 		return nil, err

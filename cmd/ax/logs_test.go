@@ -518,3 +518,68 @@ func TestLogsOfPrunedRunsSaySo(t *testing.T) {
 		t.Errorf("reading logs changed state:\n%s\n%s", before, after)
 	}
 }
+
+// A task removed by a live reload keeps its instances, history and logs
+// until retention prunes them, and they stay readable under its name: the
+// API's task= filters of instances, history, actions and logs knew only the
+// running set and answered 400 "no such task", and ax logs and ax history
+// stopped at the removed pipeline's zone (404), even with --instance. A
+// name that no definition ever had is still refused, changing nothing.
+func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	ran := e.waitState("shop.binary", store.Success)
+	other, errs := defs.Parse("other.yaml", []byte("pipeline: other\ntimezone: UTC\ntasks:\n  - {name: x, function: noop}\n"), defs.Options{Now: time.Now()})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	g, errs := dag.Compile([]*defs.Pipeline{other}, dag.Options{Now: time.Now(), DispatchRate: -1})
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	if _, err := e.eng.Reload(g); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.eng.Graph().Task("shop.binary") == nil })
+	for _, path := range []string{
+		fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.binary", ran.ID),
+		"/api/v1/instances?task=shop.binary",
+		"/api/v1/instances?pipeline=shop",
+		"/api/v1/history?task=shop.binary",
+		"/api/v1/actions?task=shop.binary",
+	} {
+		if code, body := e.call("GET", path, ""); code != http.StatusOK || !strings.Contains(body, fmt.Sprint(ran.ID)) {
+			t.Errorf("GET %s after shop was removed: %d %s", path, code, body)
+		}
+	}
+	header := fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)
+	for _, args := range [][]string{{"logs", "shop.binary"}, {"logs", "shop.binary", "--instance", fmt.Sprint(ran.ID)}} {
+		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		if code != exitOK || !strings.Contains(out, header) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
+			t.Errorf("ax %s after shop was removed: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	if code, out, errOut := runAx(t, "history", "shop.binary", "--server", e.srv.URL); code != exitOK || !strings.Contains(out, "RUNNING → SUCCESS") {
+		t.Errorf("ax history shop.binary after shop was removed: exit %d\n%s%s", code, out, errOut)
+	}
+	before := e.state()
+	for _, path := range []string{
+		fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.nosuch", ran.ID),
+		"/api/v1/instances?task=shop.nosuch",
+		"/api/v1/instances?pipeline=nosuch",
+		"/api/v1/history?task=nosuch.x",
+	} {
+		if code, body := e.call("GET", path, ""); code != http.StatusBadRequest || !strings.Contains(body, "no such") {
+			t.Errorf("GET %s: %d %s, want 400 naming what is missing", path, code, body)
+		}
+	}
+	if code, _, errOut := runAx(t, "logs", "nosuch.x", "--server", e.srv.URL); code != exitFailed || !strings.Contains(errOut, `task=\"nosuch.x\": no such task`) && !strings.Contains(errOut, `task="nosuch.x": no such task`) {
+		t.Errorf("ax logs nosuch.x: exit %d %s", code, errOut)
+	}
+	if after := e.state(); after != before {
+		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
+	}
+}

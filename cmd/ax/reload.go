@@ -67,7 +67,7 @@ func (r *reloader) Last() *reloadStatus {
 // reload loads and validates the files and, when they are valid, hands
 // them to the engine.
 func (r *reloader) reload(cause string) reloadStatus {
-	sum, _ := filesSum(r.paths)
+	sum := filesSum(r.paths)
 	st := reloadStatus{At: r.now().UTC(), Cause: cause}
 	g, errs, err := dag.Load(r.paths, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(r.rate)})
 	switch {
@@ -116,6 +116,12 @@ func (r *reloader) run(ctx context.Context, interval time.Duration) {
 		defer tick.Stop()
 		ticks = tick.C
 	}
+	r.watch(ctx, ticks, hup)
+}
+
+// watch reloads on hup, and on ticks when the files' fingerprint changed
+// and stayed the same since the previous tick.
+func (r *reloader) watch(ctx context.Context, ticks <-chan time.Time, hup <-chan os.Signal) {
 	seen := ""
 	for {
 		select {
@@ -124,10 +130,7 @@ func (r *reloader) run(ctx context.Context, interval time.Duration) {
 		case <-hup:
 			r.reload("SIGHUP")
 		case <-ticks:
-			sum, err := filesSum(r.paths)
-			if err != nil {
-				continue // a directory renamed away for a moment: look again next time
-			}
+			sum := filesSum(r.paths)
 			r.mu.Lock()
 			loaded := r.sum
 			r.mu.Unlock()
@@ -140,47 +143,58 @@ func (r *reloader) run(ctx context.Context, interval time.Duration) {
 }
 
 // filesSum fingerprints the pipeline files under paths (the *.yaml and
-// *.yml files ax validate reads): their names and contents.
-func filesSum(paths []string) (string, error) {
+// *.yml files ax validate reads): their names and contents. A path or file
+// that cannot be read (a dangling symlink, a directory gone, no permission)
+// is fingerprinted by its name and the error, not skipped and not an error
+// of the whole: its appearance is a change like any other, so the watcher
+// reloads, the load names the file and the running set stays — instead of
+// the watcher going blind to every other file while it is there. A path
+// renamed away for a moment is not reloaded: a change must stay the same
+// for one interval.
+func filesSum(paths []string) string {
 	h := sha256.New()
+	unreadable := func(path string, err error) {
+		io.WriteString(h, path+"\x00unreadable: "+err.Error()+"\x00")
+	}
 	var files []string
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
-			return "", err
+			unreadable(p, err)
+			continue
 		}
 		if !info.IsDir() {
 			files = append(files, p)
 			continue
 		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
-				return err
+				unreadable(path, err)
+				return nil // the rest of the tree is still fingerprinted
 			}
 			if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
 				files = append(files, path)
 			}
 			return nil
 		})
-		if err != nil {
-			return "", err
-		}
 	}
 	slices.Sort(files)
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
-			return "", err
+			unreadable(f, err)
+			continue
 		}
 		io.WriteString(h, f+"\x00")
 		_, err = io.Copy(h, fh)
 		fh.Close()
 		if err != nil {
-			return "", err
+			unreadable(f, err)
+			continue
 		}
 		h.Write([]byte{0})
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // reloadStatus serves GET /api/v1/reload.

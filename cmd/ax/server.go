@@ -123,7 +123,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		routes = append(routes, r)
 	}
-	filesAtStart, _ := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
+	filesAtStart := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
 	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
 	if err != nil {
 		return usageErr("%v", err)
@@ -183,6 +183,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer st.Close()
+	storeOpened(st)
 	var eng *engine.Engine // set below; executors raise alerts through it
 	// The pipelines in force: the engine's, which a reload replaces.
 	graph := func() *dag.Graph {
@@ -274,6 +275,11 @@ func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, u
 		announced = leader
 	}
 }
+
+// storeOpened sees the server's store once open: nothing in the stock
+// binary; a binary built with -tags axfault installs its fault hook there
+// (fault_axfault.go).
+var storeOpened = func(*store.Store) {}
 
 func dispatchRateForWarnings(rate float64) int {
 	if rate <= 0 {

@@ -75,13 +75,19 @@ func (z *zones) of(pipeline string) (*time.Location, error) {
 	return loc, nil
 }
 
-// apiZones reads the pipelines' zones from the API behind c.
+// apiZones reads the pipelines' zones from the API behind c. A pipeline
+// the running server does not have (removed or renamed by a reload, its
+// instances, history and logs kept until retention prunes them) is printed
+// in UTC: its times belong to no pipeline in force.
 func apiZones(ctx context.Context, c *apiClient, utc bool) *zones {
 	return &zones{utc: utc, name: func(pipeline string) (string, error) {
 		var p struct {
 			Timezone string `json:"timezone"`
 		}
 		err := c.get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline), &p)
+		if isNotFound(err) {
+			return "", nil
+		}
 		return p.Timezone, err
 	}}
 }
