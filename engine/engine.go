@@ -438,7 +438,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 			}
 			var r opReply
 			if e.leader(now) {
-				r.msg, r.err = e.apply(ctx, req.op, now)
+				r.msg, r.err = e.apply(ctx, req.req, req.by, now)
 			} else {
 				r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
 			}

@@ -230,7 +230,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	}
 	for _, id := range d.Removed {
 		if p, t, ok := strings.Cut(id, "."); ok {
-			e.tm.forget(p, t)
+			e.tm.forget(p, t, g.Pipeline(p) == nil)
 		}
 		e.m.breakerOpen.DeleteLabelValues(id) // an open breaker of a task gone would alert for ever
 	}
