@@ -160,22 +160,56 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 		v = e.view(ctx, t, 0)
 	}
 	x.Live = v != nil
+	e.explainPaused(ctx, t, v, stamp, add)
+	if err := e.explainState(ctx, t, in, v, now, stamp, add); err != nil {
+		return x, err
+	}
+	if v != nil && v.brkOpen {
+		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
+			stamp(v.brkSince), v.brkRate*100, v.brkTotal)
+	}
+	if err := e.explainExecutors(ctx, t, now, add); err != nil {
+		return x, err
+	}
+	if !x.Live {
+		add("live", false, "this process is not the primary scheduler: queue, token bucket and breaker state are the primary's (ask it)")
+	}
+	if x.NextFires, err = e.nextFires(ctx, t, now, 10); err != nil {
+		return x, err
+	}
+	if x.LastFires, err = e.lastFires(ctx, id, 10); err != nil {
+		return x, err
+	}
+	x.Verdict = verdictOf(x)
+	return x, nil
+}
 
-	// Paused (by whom, when).
+// explainPaused finds the pause (whose, since when) that covers t: the
+// loop's view when this is the primary, the stored pauses otherwise.
+func (e *Engine) explainPaused(ctx context.Context, t *taskInfo, v *loopView, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
 	if v != nil {
 		if v.isPaused {
 			add("paused", true, "%s", pauseText(v.pause, stamp))
 		}
-	} else if ps, err := e.st.Pauses(ctx); err == nil {
-		for _, p := range ps {
-			if (p.Scope == store.ScopeTask && p.Name == id) || (p.Scope == store.ScopeGroup && p.Name == t.def.Group) ||
-				(p.Scope == store.ScopePipeline && p.Name == t.def.Pipeline) {
-				p.Reason = cmp.Or(p.Reason, "no reason given")
-				add("paused", true, "%s", pauseText(p, stamp))
-			}
+		return
+	}
+	ps, err := e.st.Pauses(ctx)
+	if err != nil {
+		return
+	}
+	for _, p := range ps {
+		if (p.Scope == store.ScopeTask && p.Name == t.id) || (p.Scope == store.ScopeGroup && p.Name == t.def.Group) ||
+			(p.Scope == store.ScopePipeline && p.Name == t.def.Pipeline) {
+			p.Reason = cmp.Or(p.Reason, "no reason given")
+			add("paused", true, "%s", pauseText(p, stamp))
 		}
 	}
+}
 
+// explainState explains the state of t's latest instance in (nil: none).
+func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instance, v *loopView, now time.Time, stamp func(time.Time) string,
+	add func(string, bool, string, ...any)) error {
+	id := t.id
 	switch {
 	case in == nil:
 		if e.g.TriggerOf(id) == nil {
@@ -184,9 +218,7 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window", e.cfg.Window)
 		}
 	case in.State == store.Waiting:
-		if err := e.explainWaiting(ctx, t, in, stamp, add); err != nil {
-			return x, err
-		}
+		return e.explainWaiting(ctx, t, in, stamp, add)
 	case in.State == store.Scheduled || in.State == store.Retrying:
 		e.explainDue(t, in, v, now, stamp, add)
 	case in.State == store.Running && v != nil && v.starting != "":
@@ -211,47 +243,47 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 	case in.State == store.Success:
 		add("state", false, "the latest instance succeeded at %s", stamp(in.EndedAt))
 	}
+	return nil
+}
 
-	// Breaker open (failure rate, since when).
-	if v != nil && v.brkOpen {
-		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
-			stamp(v.brkSince), v.brkRate*100, v.brkTotal)
+// explainExecutors says, for an HTTP task, which executors are live and
+// which were excluded and why.
+func (e *Engine) explainExecutors(ctx context.Context, t *taskInfo, now time.Time, add func(string, bool, string, ...any)) error {
+	if t.def.Executor.Kind != defs.ExecHTTP {
+		return nil
 	}
-	// No live executor (which were excluded and why).
-	if t.def.Executor.Kind == defs.ExecHTTP {
-		exs, err := e.st.Executors(ctx, id)
-		if err != nil {
-			return x, err
-		}
-		var live, excluded []string
-		for _, ex := range exs {
-			if silent := now.Sub(ex.LastHeartbeat); silent > ExecutorLiveness {
-				excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
-			} else {
-				live = append(live, ex.Address)
-			}
-		}
-		switch {
-		case len(exs) == 0:
-			add("executor", false, "no executor registered for it: dispatched to its own URL %s", t.def.Executor.URL)
-		case len(live) == 0:
-			add("executor", true, "no live executor: excluded %s", strings.Join(excluded, ", "))
-		case len(excluded) > 0:
-			add("executor", false, "live: %s; excluded: %s", strings.Join(live, ", "), strings.Join(excluded, ", "))
-		default:
-			add("executor", false, "live: %s", strings.Join(live, ", "))
-		}
-	}
-	if !x.Live {
-		add("live", false, "this process is not the primary scheduler: queue, token bucket and breaker state are the primary's (ask it)")
-	}
-
-	if x.NextFires, err = e.nextFires(ctx, t, now, 10); err != nil {
-		return x, err
-	}
-	acts, err := e.st.Actions(ctx, store.LogFilter{TaskID: id, Action: "dispatch", Newest: true, Limit: 10})
+	exs, err := e.st.Executors(ctx, t.id)
 	if err != nil {
-		return x, err
+		return err
+	}
+	var live, excluded []string
+	for _, ex := range exs {
+		if silent := now.Sub(ex.LastHeartbeat); silent > ExecutorLiveness {
+			excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
+		} else {
+			live = append(live, ex.Address)
+		}
+	}
+	switch {
+	case len(exs) == 0:
+		add("executor", false, "no executor registered for it: dispatched to its own URL %s", t.def.Executor.URL)
+	case len(live) == 0:
+		add("executor", true, "no live executor: excluded %s", strings.Join(excluded, ", "))
+	case len(excluded) > 0:
+		add("executor", false, "live: %s; excluded: %s", strings.Join(live, ", "), strings.Join(excluded, ", "))
+	default:
+		add("executor", false, "live: %s", strings.Join(live, ", "))
+	}
+	return nil
+}
+
+// lastFires returns task id's last n dispatches, newest first: when each
+// was due and dispatched, and the executor that took it.
+func (e *Engine) lastFires(ctx context.Context, id string, n int) ([]Fire, error) {
+	out := []Fire{}
+	acts, err := e.st.Actions(ctx, store.LogFilter{TaskID: id, Action: "dispatch", Newest: true, Limit: n})
+	if err != nil {
+		return out, err
 	}
 	for _, a := range acts {
 		f := Fire{Instance: a.InstanceID, Ticket: a.Ticket, Dispatched: a.At}
@@ -265,20 +297,23 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 				}
 			}
 		}
-		x.LastFires = append(x.LastFires, f)
+		out = append(out, f)
 	}
+	return out, nil
+}
 
-	x.Verdict = "nothing holds it back"
+// verdictOf is an explanation's one-line answer: the first finding that
+// blocks, else a late last dispatch, else nothing.
+func verdictOf(x Explanation) string {
 	for _, f := range x.Findings {
 		if f.Blocks {
-			x.Verdict = f.Detail
-			break
+			return f.Detail
 		}
 	}
-	if x.Verdict == "nothing holds it back" && len(x.LastFires) > 0 && x.LastFires[0].Late > 5*time.Second {
-		x.Verdict = fmt.Sprintf("its last dispatch was %s late: see the token bucket and queue findings", x.LastFires[0].Late.Round(time.Millisecond))
+	if len(x.LastFires) > 0 && x.LastFires[0].Late > 5*time.Second {
+		return fmt.Sprintf("its last dispatch was %s late: see the token bucket and queue findings", x.LastFires[0].Late.Round(time.Millisecond))
 	}
-	return x, nil
+	return "nothing holds it back"
 }
 
 // nextFires returns the next n fire times of t: those of the runs created

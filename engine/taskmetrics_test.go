@@ -225,7 +225,7 @@ func TestBackfillMetricsOnlyWhileActive(t *testing.T) {
 				t.Errorf("ax_backfill_runs{backfill=%d,state=total} while it runs = %v, want 5", id, v)
 			}
 		}
-		if _, err := e.do(Op{Kind: OpCancelBackfill, Backfill: cancelled, Actor: "operator:test"}); err != nil {
+		if _, err := e.do(CancelBackfill{Backfill: cancelled}, By{Actor: "operator:test"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(2 * time.Minute)
