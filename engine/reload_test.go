@@ -237,7 +237,7 @@ tasks:
 `
 		other := "pipeline: q\ntimezone: UTC\nschedule: \"@every 10s\"\ndefaults: {function: record}\ntasks:\n  - {name: x}\n"
 		e := setup(t, Config{}, fns, k, other)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "k", Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Trigger{Target: "k"}, By{Actor: "operator:ann"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(2 * time.Second) // a runs, b waits on it, r failed once and retries at +30s
