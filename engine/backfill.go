@@ -189,18 +189,11 @@ func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) e
 // resumeBackfill rebuilds a backfill's progress from the runs it created
 // (their dedup keys make creating one twice impossible).
 func (e *Engine) resumeBackfill(ctx context.Context, r store.Backfill) (*bfState, error) {
-	b := &bfState{rec: r, active: map[int64]time.Time{}, created: map[int64]bool{}}
-	if err := json.Unmarshal([]byte(r.Spec), &b.spec); err != nil {
-		return nil, fmt.Errorf("backfill %d: bad spec: %v", r.ID, err)
+	spec, err := e.backfillSpec(r)
+	if err != nil {
+		return nil, err
 	}
-	if e.g.Pipeline(b.spec.Pipeline) == nil {
-		return nil, fmt.Errorf("backfill %d: pipeline %s is no longer defined", r.ID, b.spec.Pipeline)
-	}
-	for _, n := range b.spec.Tasks {
-		if e.tasks[b.spec.Pipeline+"."+n] == nil {
-			return nil, fmt.Errorf("backfill %d: task %s.%s is no longer defined", r.ID, b.spec.Pipeline, n)
-		}
-	}
+	b := &bfState{rec: r, spec: spec, active: map[int64]time.Time{}, created: map[int64]bool{}}
 	runs, err := e.st.BackfillRuns(ctx, r.ID)
 	if err != nil {
 		return nil, err
@@ -222,6 +215,24 @@ func (e *Engine) resumeBackfill(ctx context.Context, r store.Backfill) (*bfState
 	b.rec.State = BackfillRunning
 	e.log.Info("backfill_resumed", "backfill", r.ID, "pipeline", b.spec.Pipeline, "runs", len(b.spec.Times), "created", len(created))
 	return b, nil
+}
+
+// backfillSpec reads a backfill's stored spec and checks that its pipeline
+// and tasks are still defined.
+func (e *Engine) backfillSpec(r store.Backfill) (BackfillSpec, error) {
+	var spec BackfillSpec
+	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
+		return spec, fmt.Errorf("backfill %d: bad spec: %v", r.ID, err)
+	}
+	if e.g.Pipeline(spec.Pipeline) == nil {
+		return spec, fmt.Errorf("backfill %d: pipeline %s is no longer defined", r.ID, spec.Pipeline)
+	}
+	for _, n := range spec.Tasks {
+		if e.tasks[spec.Pipeline+"."+n] == nil {
+			return spec, fmt.Errorf("backfill %d: task %s.%s is no longer defined", r.ID, spec.Pipeline, n)
+		}
+	}
+	return spec, nil
 }
 
 // stepBackfill counts finished runs and starts new ones up to MaxActiveRuns.
@@ -262,16 +273,7 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 			b.rec.DoneRuns++
 			continue
 		}
-		spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: store.RunBackfill, names: names, at: at,
-			key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
-		if b.spec.ApproveManual {
-			spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
-			spec.approve = map[string]bool{}
-			for _, n := range names {
-				spec.approve[n] = true
-			}
-		}
-		rs, err := e.newRunWith(ctx, spec, now)
+		rs, err := e.newRunWith(ctx, b.runSpec(names, at), now)
 		if errors.Is(err, store.ErrDuplicate) {
 			// Created since resumeBackfill read the runs: this view is out of
 			// date. The next poll rebuilds it from the store.
@@ -300,15 +302,36 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 	if len(b.failed) > 0 {
 		b.rec.Error = "failed runs: " + strings.Join(b.failed, "; ")
 	}
+	e.publishBackfill(b, finished)
+	return e.w().UpdateBackfill(ctx, b.rec, now)
+}
+
+// runSpec is the run of backfill b at logical time at, of tasks names
+// (approved at their gates with --approve-manual).
+func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
+	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: store.RunBackfill, names: names, at: at,
+		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
+	if b.spec.ApproveManual {
+		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
+		spec.approve = map[string]bool{}
+		for _, n := range names {
+			spec.approve[n] = true
+		}
+	}
+	return spec
+}
+
+// publishBackfill sets ax_backfill_runs for an active backfill, or drops
+// its series once it finished.
+func (e *Engine) publishBackfill(b *bfState, finished bool) {
 	if finished {
 		e.forgetBackfill(b.rec.ID)
-	} else {
-		bid := strconv.FormatInt(b.rec.ID, 10)
-		e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
-		e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
-		e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
+		return
 	}
-	return e.w().UpdateBackfill(ctx, b.rec, now)
+	bid := strconv.FormatInt(b.rec.ID, 10)
+	e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
+	e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
+	e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
 }
 
 // forgetBackfill drops the series of a backfill that ended (done, failed or
@@ -320,16 +343,16 @@ func (e *Engine) forgetBackfill(id int64) {
 
 // cancelBackfill stops a backfill from starting more runs; the runs in
 // flight finish. A finished backfill cannot be cancelled.
-func (e *Engine) cancelBackfill(ctx context.Context, op Op, now time.Time) (string, error) {
-	bs, err := e.st.Backfills(ctx, op.Backfill)
+func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, now time.Time) (string, error) {
+	bs, err := e.st.Backfills(ctx, r.Backfill)
 	if err != nil {
 		return "", err
 	}
 	if len(bs) == 0 {
-		return "", fmt.Errorf("no backfill %d", op.Backfill)
+		return "", fmt.Errorf("no backfill %d", r.Backfill)
 	}
 	rec := bs[0]
-	if b := e.backfills[op.Backfill]; b != nil {
+	if b := e.backfills[r.Backfill]; b != nil {
 		rec = b.rec
 	}
 	switch rec.State {
@@ -337,17 +360,54 @@ func (e *Engine) cancelBackfill(ctx context.Context, op Op, now time.Time) (stri
 		return "", fmt.Errorf("backfill %d is %s already", rec.ID, rec.State)
 	}
 	active := 0
-	if b := e.backfills[op.Backfill]; b != nil {
+	if b := e.backfills[r.Backfill]; b != nil {
 		active = len(b.active)
-		delete(e.backfills, op.Backfill)
+		delete(e.backfills, r.Backfill)
 	}
-	e.forgetBackfill(op.Backfill)
+	e.forgetBackfill(r.Backfill)
 	rec.State = BackfillCancelled
-	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + op.Actor)
+	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + by.Actor)
 	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("backfill %d cancelled at %d/%d runs; %d run(s) in flight finish", rec.ID, rec.DoneRuns, rec.TotalRuns, active), nil
+}
+
+// continueBackfill continues a backfill an operator cancelled, that stopped
+// on a failure, or whose process died: it goes back to pending, under this
+// engine's epoch, and the next poll of the backfills adopts the runs it
+// created and starts the rest (resumeBackfill). One that this engine drives
+// already, or that waits to be picked up, is left as it is; a done one,
+// or one whose pipeline or tasks are gone, is refused with nothing changed.
+func (e *Engine) continueBackfill(ctx context.Context, r ResumeBackfill, now time.Time) (string, error) {
+	bs, err := e.st.Backfills(ctx, r.Backfill)
+	if err != nil {
+		return "", err
+	}
+	if len(bs) == 0 {
+		return "", fmt.Errorf("no backfill %d (ax backfill list shows them)", r.Backfill)
+	}
+	rec := bs[0]
+	if b := e.backfills[rec.ID]; b != nil {
+		return fmt.Sprintf("backfill %d runs already (%d/%d runs)", rec.ID, b.rec.DoneRuns, b.rec.TotalRuns), nil
+	}
+	switch rec.State {
+	case BackfillDone:
+		return "", fmt.Errorf("backfill %d is done already", rec.ID)
+	case BackfillPending, BackfillRunning:
+		return fmt.Sprintf("backfill %d is queued already: the scheduler continues it", rec.ID), nil
+	}
+	if _, err := e.backfillSpec(rec); err != nil { // what cannot resume is refused now, not failed later
+		return "", err
+	}
+	was := rec.State
+	rec.State = BackfillPending
+	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {
+		return "", err
+	}
+	e.bfChecked = time.Time{} // picked up at the next turn
+	e.soon()
+	return fmt.Sprintf("backfill %d resumed (was %s at %d/%d runs)", rec.ID, was, rec.DoneRuns, rec.TotalRuns), nil
 }
 
 // backfillTasks returns the selected tasks to run for logical time at under

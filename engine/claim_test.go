@@ -56,7 +56,7 @@ func TestKillBeforeFireTime(t *testing.T) {
 		start := time.Now()
 		e := setup(t, Config{}, nil, every10)
 		sleep(9*time.Second + 500*time.Millisecond)
-		msg, err := e.do(Op{Kind: OpKill, Target: "c.a", Actor: "operator:kim"})
+		msg, err := e.do(Kill{Target: "c.a"}, By{Actor: "operator:kim"})
 		if err != nil || !strings.Contains(msg, "kill sent to 1 instance(s)") {
 			t.Fatalf("kill: %q %v", msg, err)
 		}

@@ -118,65 +118,31 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Window == 0 {
-		c.Window = 5 * time.Minute
-	}
-	if c.TopUp == 0 {
-		c.TopUp = 30 * time.Second
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 15 * time.Second
-	}
-	if c.LeaseRenew == 0 {
-		c.LeaseRenew = 5 * time.Second
-	}
-	if c.Grace == 0 {
-		c.Grace = 30 * time.Second
-	}
-	if c.MaxRunning == 0 {
-		c.MaxRunning = DefaultMaxRunning()
-	}
+	orDefault(&c.Window, 5*time.Minute)
+	orDefault(&c.TopUp, 30*time.Second)
+	orDefault(&c.LeaseTTL, 15*time.Second)
+	orDefault(&c.LeaseRenew, 5*time.Second)
+	orDefault(&c.Grace, 30*time.Second)
+	orDefault(&c.MaxRunning, DefaultMaxRunning())
 	if c.MaxRunning < 0 {
 		c.MaxRunning = 0 // unlimited
 	}
-	if c.TurnBudget == 0 {
-		c.TurnBudget = 100 * time.Millisecond
-	}
-	if c.ClaimAhead == 0 {
-		c.ClaimAhead = time.Second
-	}
-	if c.ClaimAhead < 0 {
-		c.ClaimAhead = 0
-	}
+	orDefault(&c.TurnBudget, 100*time.Millisecond)
+	orDefault(&c.ClaimAhead, time.Second)
+	c.ClaimAhead = max(c.ClaimAhead, 0)
 	if c.SLACheck <= 0 {
 		c.SLACheck = 5 * time.Second
 	}
-	if c.MisfireLimit == 0 {
-		c.MisfireLimit = 100
-	}
-	if c.BreakerBaseRate == 0 {
-		c.BreakerBaseRate = 10
-	}
-	if c.MisfireAfter == 0 {
-		c.MisfireAfter = DefaultMisfireAfter
-	}
+	orDefault(&c.MisfireLimit, 100)
+	orDefault(&c.BreakerBaseRate, 10)
+	orDefault(&c.MisfireAfter, DefaultMisfireAfter)
+	orDefault(&c.LogMax, runner.DefaultLogMax)
+	orDefault(&c.LogFlush, time.Second)
+	orDefault(&c.RetainEvery, 10*time.Minute)
+	orDefault(&c.RetainBatch, 10)
+	orDefault(&c.RetainPause, 50*time.Millisecond)
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.LogMax == 0 {
-		c.LogMax = runner.DefaultLogMax
-	}
-	if c.LogFlush == 0 {
-		c.LogFlush = time.Second
-	}
-	if c.RetainEvery == 0 {
-		c.RetainEvery = 10 * time.Minute
-	}
-	if c.RetainBatch == 0 {
-		c.RetainBatch = 10
-	}
-	if c.RetainPause == 0 {
-		c.RetainPause = 50 * time.Millisecond
 	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
@@ -188,24 +154,39 @@ func (c Config) withDefaults() (Config, error) {
 		host, _ := os.Hostname()
 		c.Holder = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
+	return c, c.validate()
+}
+
+// orDefault sets *p to def when it is zero (the documented meaning of a
+// zero field).
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// validate names the first field of a defaulted Config that no engine can
+// run with.
+func (c Config) validate() error {
 	switch {
 	case c.Window < 10*time.Second:
-		return c, fmt.Errorf("engine: config: Window %s is below 10 s", c.Window)
+		return fmt.Errorf("engine: config: Window %s is below 10 s", c.Window)
 	case c.TopUp <= 0 || c.TopUp > c.Window:
-		return c, fmt.Errorf("engine: config: TopUp %s must be positive and at most Window %s", c.TopUp, c.Window)
+		return fmt.Errorf("engine: config: TopUp %s must be positive and at most Window %s", c.TopUp, c.Window)
 	case c.LeaseRenew <= 0 || c.LeaseRenew*2 > c.LeaseTTL:
-		return c, fmt.Errorf("engine: config: LeaseRenew %s must be positive and at most half of LeaseTTL %s", c.LeaseRenew, c.LeaseTTL)
+		return fmt.Errorf("engine: config: LeaseRenew %s must be positive and at most half of LeaseTTL %s", c.LeaseRenew, c.LeaseTTL)
 	case c.LogMax < 4<<10:
-		return c, fmt.Errorf("engine: config: LogMax %d is below 4 KiB", c.LogMax)
+		return fmt.Errorf("engine: config: LogMax %d is below 4 KiB", c.LogMax)
 	case c.Retain < 0 || c.RetainEvery < 0 || c.RetainBatch < 0 || c.RetainPause < 0:
-		return c, fmt.Errorf("engine: config: Retain %s, RetainEvery %s, RetainBatch %d and RetainPause %s must not be negative",
+		return fmt.Errorf("engine: config: Retain %s, RetainEvery %s, RetainBatch %d and RetainPause %s must not be negative",
 			c.Retain, c.RetainEvery, c.RetainBatch, c.RetainPause)
 	case c.LogFlush < 0:
-		return c, fmt.Errorf("engine: config: LogFlush %s is negative", c.LogFlush)
+		return fmt.Errorf("engine: config: LogFlush %s is negative", c.LogFlush)
 	case c.MaxRunning > MaxRunningBound:
-		return c, fmt.Errorf("engine: config: MaxRunning %d is above %d", c.MaxRunning, MaxRunningBound)
+		return fmt.Errorf("engine: config: MaxRunning %d is above %d", c.MaxRunning, MaxRunningBound)
 	case c.DispatchRate < 0:
-		return c, fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
+		return fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
 	}
-	return c, nil
+	return nil
 }

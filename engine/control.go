@@ -18,54 +18,9 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// Operation kinds (R18, R19, R31).
-const (
-	OpPause   = "pause"
-	OpResume  = "resume"
-	OpTrigger = "trigger"
-	OpKill    = "kill"
-	OpRerun   = "rerun"
-	OpLimits  = "limits"
-	// OpCancelBackfill stops a backfill (Op.Backfill) from starting more runs.
-	OpCancelBackfill = "cancel_backfill"
-	// OpMark sets the outcome (Op.State) of a waiting, failed or killed
-	// instance (Op.Instance, or Op.Target in Op.Run or at Op.At).
-	OpMark = "mark"
-	// OpCancel ends every unfinished instance of a run (Op.Run).
-	OpCancel = "cancel"
-)
-
-// Op is an operator's request. Target names a task (`pipeline.task`), a
-// pipeline or a group, per Scope; Instance and Run select instances instead.
-type Op struct {
-	Kind       string           `json:"kind"`
-	Scope      store.PauseScope `json:"scope,omitempty"`    // pause, resume
-	Target     string           `json:"target,omitempty"`   // task id, pipeline or group
-	Instance   int64            `json:"instance,omitempty"` // kill, rerun
-	Run        int64            `json:"run,omitempty"`      // rerun of a run's failed instances
-	Downstream bool             `json:"downstream,omitempty"`
-	// At is the logical time of a trigger (zero: now), or selects the
-	// instance of a mark by its logical time.
-	At time.Time `json:"at,omitzero"`
-	// Params are a trigger's --param values, merged over the tasks' params.
-	Params map[string]string `json:"params,omitempty"`
-	// State is the outcome a mark sets: SUCCESS or FAILED.
-	State store.State `json:"state,omitempty"`
-	// Global and Groups change the dispatch limits (limits): a nil Global
-	// keeps the global rate; a group at 0 lifts its limit.
-	Global *float64           `json:"global,omitempty"`
-	Groups map[string]float64 `json:"groups,omitempty"`
-	// MaxRunning and GroupMaxRunning change the concurrency caps (limits):
-	// a nil MaxRunning keeps the global cap; 0 lifts a cap.
-	MaxRunning      *int           `json:"max_running,omitempty"`
-	GroupMaxRunning map[string]int `json:"group_max_running,omitempty"`
-	Backfill        int64          `json:"backfill,omitempty"` // cancel_backfill
-	Actor           string         `json:"actor,omitempty"`
-	Reason          string         `json:"reason,omitempty"`
-}
-
 type request struct {
-	op      Op
+	req     Request
+	by      By
 	inspect func(now time.Time) // when set: read the loop's state (Explain) instead of applying op
 	reply   chan opReply
 }
@@ -78,15 +33,18 @@ type opReply struct {
 // Do applies an operator request in the engine's loop and returns what it
 // did. Bad requests (an unknown task, an instance in the wrong state) fail
 // with an error that says why and change nothing.
-func (e *Engine) Do(ctx context.Context, op Op) (string, error) {
+func (e *Engine) Do(ctx context.Context, r Request, by By) (string, error) {
+	if r == nil {
+		return "", fmt.Errorf("%w: no request", ErrBadOp)
+	}
 	if !e.Primary() {
 		return "", fmt.Errorf("%w: the lease is not safely held here", errNotPrimary)
 	}
-	req := request{op: op, reply: make(chan opReply, 1)}
+	req := request{req: r, by: by, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
 	case <-ctx.Done():
-		return "", fmt.Errorf("engine: %s: %w (is the scheduler running as primary?)", op.Kind, ctx.Err())
+		return "", fmt.Errorf("engine: %s: %w (is the scheduler running as primary?)", r.Verb(), ctx.Err())
 	}
 	select {
 	case r := <-req.reply:
@@ -103,13 +61,12 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for _, o := range ops {
-		var op Op
-		msg, opErr := "", json.Unmarshal([]byte(o.Args), &op)
+		req, opErr := DecodeRequest(o.Kind, []byte(o.Args))
+		msg := ""
 		if opErr == nil {
-			op.Kind, op.Actor, op.Reason = o.Kind, cmp.Or(o.Actor, "operator"), o.Reason
-			msg, opErr = e.apply(ctx, op, now)
+			msg, opErr = e.apply(ctx, req, By{Actor: cmp.Or(o.Actor, "operator"), Reason: o.Reason}, now)
 		} else {
-			opErr = fmt.Errorf("malformed request %d: %v", o.ID, opErr)
+			opErr = fmt.Errorf("request %d: %w", o.ID, opErr)
 		}
 		if err := e.w().FinishOp(ctx, o.ID, msg, opErr, now); err != nil {
 			return err
@@ -118,53 +75,21 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// apply does one request.
-func (e *Engine) apply(ctx context.Context, op Op, now time.Time) (string, error) {
-	if op.Actor == "" {
-		op.Actor = "operator"
-	}
-	var (
-		msg string
-		err error
-	)
-	switch op.Kind {
-	case OpPause:
-		msg, err = e.pause(ctx, op, now)
-	case OpResume:
-		msg, err = e.resume(ctx, op, now)
-	case OpTrigger:
-		msg, err = e.trigger(ctx, op, now)
-	case OpKill:
-		msg, err = e.kill(ctx, op, now)
-	case OpRerun:
-		msg, err = e.rerun(ctx, op, now)
-	case OpLimits:
-		msg, err = e.setLimits(ctx, op, now)
-	case OpCancelBackfill:
-		msg, err = e.cancelBackfill(ctx, op, now)
-	case OpMark:
-		msg, err = e.mark(ctx, op, now)
-	case OpCancel:
-		msg, err = e.cancel(ctx, op, now)
-	default:
-		err = fmt.Errorf("unknown operation %q: use pause, resume, trigger, kill, rerun, mark, cancel, limits or cancel_backfill", op.Kind)
-	}
+// apply does one request: a refused one changes nothing and writes
+// nothing (not even an action row); an applied one is in the action log.
+func (e *Engine) apply(ctx context.Context, req Request, by By, now time.Time) (string, error) {
+	by.Actor = cmp.Or(by.Actor, "operator")
+	msg, err := req.apply(ctx, e, by, now)
 	if err != nil {
-		return "", err // refused: it changed nothing, and writes nothing either (not even an action row)
+		return "", err
 	}
-	detail, _ := json.Marshal(op)
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: op.Actor, Action: op.Kind, TaskID: taskTarget(op),
-		InstanceID: op.Instance, Reason: op.Reason, Detail: msg + " " + string(detail)}); err != nil {
+	_, detail, _ := EncodeRequest(req, by)
+	task, instance := req.subject()
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: by.Actor, Action: req.Verb(), TaskID: task,
+		InstanceID: instance, Reason: by.Reason, Detail: msg + " " + string(detail)}); err != nil {
 		return "", err
 	}
 	return msg, nil
-}
-
-func taskTarget(op Op) string {
-	if op.Scope == store.ScopeTask || (op.Scope == "" && strings.Contains(op.Target, ".")) {
-		return op.Target
-	}
-	return ""
 }
 
 // resolveTask returns the task with the given id, or an error with a suggestion.
@@ -214,16 +139,30 @@ func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, erro
 
 // pausedBy says whether a pause covers task t, and which.
 func (e *Engine) pausedBy(t *taskInfo) (string, bool) {
+	p, ok := e.pauseOf(t)
+	if !ok {
+		return "", false
+	}
+	return pauseText(p, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), true
+}
+
+// pauseOf returns the pause that covers task t, if any.
+func (e *Engine) pauseOf(t *taskInfo) (store.Pause, bool) {
 	for _, k := range []string{"task/" + t.id, "group/" + t.def.Group, "pipeline/" + t.def.Pipeline} {
 		if p, ok := e.paused[k]; ok {
-			why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, p.At.UTC().Format(time.RFC3339))
-			if p.Reason != "" {
-				why += ": " + p.Reason
-			}
-			return why, true
+			return p, true
 		}
 	}
-	return "", false
+	return store.Pause{}, false
+}
+
+// pauseText says who paused what, when (formatted by stamp) and why.
+func pauseText(p store.Pause, stamp func(time.Time) string) string {
+	why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, stamp(p.At))
+	if p.Reason != "" {
+		why += ": " + p.Reason
+	}
+	return why
 }
 
 func (e *Engine) loadPauses(ctx context.Context) error {
@@ -240,19 +179,19 @@ func (e *Engine) loadPauses(ctx context.Context) error {
 
 // pause records the pause (it survives restarts) and moves the scope's
 // SCHEDULED and RETRYING instances to PAUSED; running ones finish (R18).
-func (e *Engine) pause(ctx context.Context, op Op, now time.Time) (string, error) {
-	tasks, err := e.inScope(op.Scope, op.Target)
+func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (string, error) {
+	tasks, err := e.inScope(r.Scope, r.Target)
 	if err != nil {
 		return "", err
 	}
-	if p, ok := e.paused[string(op.Scope)+"/"+op.Target]; ok {
-		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", op.Scope, op.Target, p.Actor, p.At.Format(time.RFC3339))
+	if p, ok := e.paused[string(r.Scope)+"/"+r.Target]; ok {
+		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", r.Scope, r.Target, p.Actor, p.At.Format(time.RFC3339))
 	}
-	p := store.Pause{Scope: op.Scope, Name: op.Target, Actor: op.Actor, Reason: op.Reason, At: now}
+	p := store.Pause{Scope: r.Scope, Name: r.Target, Actor: by.Actor, Reason: by.Reason, At: now}
 	if err := e.w().SetPause(ctx, p); err != nil {
 		return "", err
 	}
-	e.paused[string(op.Scope)+"/"+op.Target] = p
+	e.paused[string(r.Scope)+"/"+r.Target] = p
 	var params []store.TransitionParams
 	running := 0
 	for _, t := range tasks {
@@ -262,7 +201,7 @@ func (e *Engine) pause(ctx context.Context, op Op, now time.Time) (string, error
 		}
 		for _, in := range insts {
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Paused,
-				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "paused: " + cmp.Or(op.Reason, "operator")})
+				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "paused: " + cmp.Or(by.Reason, "operator")})
 		}
 		running += e.runningByTask[t.id]
 	}
@@ -270,7 +209,7 @@ func (e *Engine) pause(ctx context.Context, op Op, now time.Time) (string, error
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("paused %s %s: %d instance(s) moved to PAUSED, %d running instance(s) will finish", op.Scope, op.Target, n, running), nil
+	return fmt.Sprintf("paused %s %s: %d instance(s) moved to PAUSED, %d running instance(s) will finish", r.Scope, r.Target, n, running), nil
 }
 
 // transitionAll applies params in one batch, keeps the run cache in step and
@@ -312,18 +251,18 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 // resume lifts a pause. Instances of the scope that no other pause covers go
 // PAUSED → WAITING, then to SCHEDULED when their upstreams are done; those
 // whose fire time passed meanwhile follow the task's misfire policy (R20).
-func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, error) {
-	tasks, err := e.inScope(op.Scope, op.Target)
+func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (string, error) {
+	tasks, err := e.inScope(r.Scope, r.Target)
 	if err != nil {
 		return "", err
 	}
-	if _, ok := e.paused[string(op.Scope)+"/"+op.Target]; !ok {
-		return "", fmt.Errorf("%s %s is not paused", op.Scope, op.Target)
+	if _, ok := e.paused[string(r.Scope)+"/"+r.Target]; !ok {
+		return "", fmt.Errorf("%s %s is not paused", r.Scope, r.Target)
 	}
-	if err := e.w().ClearPause(ctx, op.Scope, op.Target); err != nil {
+	if err := e.w().ClearPause(ctx, r.Scope, r.Target); err != nil {
 		return "", err
 	}
-	delete(e.paused, string(op.Scope)+"/"+op.Target)
+	delete(e.paused, string(r.Scope)+"/"+r.Target)
 	var woken []store.Instance
 	for _, t := range tasks {
 		if _, still := e.pausedBy(t); still {
@@ -336,7 +275,7 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 		var params []store.TransitionParams
 		for _, in := range insts {
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Paused, To: store.Waiting,
-				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "resumed"})
+				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "resumed"})
 		}
 		res, err := e.w().TransitionBatch(ctx, params)
 		if err != nil {
@@ -356,7 +295,7 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 		return "", err
 	}
 	return fmt.Sprintf("resumed %s %s: %d instance(s) scheduled, %d skipped by misfire policy, %d waiting for upstreams",
-		op.Scope, op.Target, scheduled, skipped, len(woken)-scheduled-skipped), nil
+		r.Scope, r.Target, scheduled, skipped, len(woken)-scheduled-skipped), nil
 }
 
 // scheduleWoken schedules WAITING instances whose upstreams are done, at their fire
@@ -366,88 +305,16 @@ func (e *Engine) resume(ctx context.Context, op Op, now time.Time) (string, erro
 // none, fire_all up to MisfireLimit; the others fail with the reason
 // "skipped by misfire policy"), otherwise each runs late.
 func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
-	byTask := map[string][]store.Instance{}
-	var (
-		order   []string
-		failing []store.TransitionParams // woken into a run whose upstream failed meanwhile
-	)
-	for _, in := range insts {
-		ti := e.tasks[in.TaskID]
-		if ti == nil {
-			continue
-		}
-		rs, err := e.run(ctx, in.RunID)
-		if err != nil {
-			return 0, 0, err
-		}
-		if ref := rs.inst[ti.id]; ref != nil {
-			ref.state, ref.version = store.Waiting, in.Version
-		}
-		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(vs) == 0 || vs[0].verdict == verdictWait {
-			continue
-		}
-		if vs[0].verdict == verdictFail {
-			failing = append(failing, failWaiting(rs.inst[ti.id], ti, vs[0].reason, e.epoch, now, Actor))
-			continue
-		}
-		if _, ok := byTask[in.TaskID]; !ok {
-			order = append(order, in.TaskID)
-		}
-		byTask[in.TaskID] = append(byTask[in.TaskID], in)
+	byTask, order, params, err := e.wokenReady(ctx, insts, now)
+	if err != nil {
+		return 0, 0, err
 	}
-	params := failing
 	for _, id := range order {
-		ti, list := e.tasks[id], byTask[id]
-		var late, onTime []store.Instance
-		for _, in := range list {
-			if fireOf(in, ti).Before(now) {
-				late = append(late, in)
-			} else {
-				onTime = append(onTime, in)
-			}
+		var sc, sk int
+		if params, sc, sk, err = e.scheduleTaskWoken(ctx, e.tasks[id], byTask[id], params, now, why); err != nil {
+			return 0, 0, err
 		}
-		slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
-		keep := len(late)
-		if len(late) > 0 {
-			ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
-			skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-			if !missed { // a short backlog: each runs late, at its fire time
-				onTime, late = append(late, onTime...), nil
-			}
-			keep = len(late) - skip
-		}
-		for i, in := range late {
-			at := now
-			if i >= len(late)-keep {
-				params = append(params, schedule(in, at, e.epoch, now, fmt.Sprintf("%s: misfire %s runs it late", why, ti.def.Misfire)))
-				scheduled++
-				continue
-			}
-			sched := schedule(in, now, e.epoch, now, why)
-			params = append(params, sched, store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1, From: store.Scheduled, To: store.Failed,
-				Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
-				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
-					ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
-			skipped++
-		}
-		if len(late) > 0 {
-			detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
-			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: id, Reason: string(ti.def.Misfire),
-				Detail: detail}); err != nil {
-				return 0, 0, err
-			}
-			if keep < len(late) {
-				e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
-			}
-		}
-		for _, in := range onTime {
-			params = append(params, schedule(in, fireOf(in, ti), e.epoch, now, why))
-			scheduled++
-		}
+		scheduled, skipped = scheduled+sc, skipped+sk
 	}
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
@@ -469,6 +336,98 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 		}
 	}
 	return scheduled, skipped, nil
+}
+
+// wokenReady sorts woken WAITING instances by the readiness rule: those
+// that may run, per task (order: the tasks in first-seen order), and the
+// failures of those woken into a run whose upstream failed meanwhile; the
+// ones still waiting are left out.
+func (e *Engine) wokenReady(ctx context.Context, insts []store.Instance, now time.Time) (byTask map[string][]store.Instance, order []string,
+	failing []store.TransitionParams, err error) {
+	byTask = map[string][]store.Instance{}
+	for _, in := range insts {
+		ti := e.tasks[in.TaskID]
+		if ti == nil {
+			continue
+		}
+		rs, err := e.run(ctx, in.RunID)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if ref := rs.inst[ti.id]; ref != nil {
+			ref.state, ref.version = store.Waiting, in.Version
+		}
+		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if len(vs) == 0 || vs[0].verdict == verdictWait {
+			continue
+		}
+		if vs[0].verdict == verdictFail {
+			failing = append(failing, failWaiting(rs.inst[ti.id], ti, vs[0].reason, e.epoch, now, Actor))
+			continue
+		}
+		if _, ok := byTask[in.TaskID]; !ok {
+			order = append(order, in.TaskID)
+		}
+		byTask[in.TaskID] = append(byTask[in.TaskID], in)
+	}
+	return byTask, order, failing, nil
+}
+
+// scheduleTaskWoken appends to params the scheduling of task ti's woken
+// instances (list): the ones whose fire time passed are its backlog, judged
+// by misfireSplit (kept ones run now, the others fail as skipped, in the
+// action log); the others wait for their fire time.
+func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []store.Instance, params []store.TransitionParams, now time.Time,
+	why string) (_ []store.TransitionParams, scheduled, skipped int, err error) {
+	var late, onTime []store.Instance
+	for _, in := range list {
+		if fireOf(in, ti).Before(now) {
+			late = append(late, in)
+		} else {
+			onTime = append(onTime, in)
+		}
+	}
+	slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
+	keep := len(late)
+	if len(late) > 0 {
+		ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
+		skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+		if !missed { // a short backlog: each runs late, at its fire time
+			onTime, late = append(late, onTime...), nil
+		}
+		keep = len(late) - skip
+	}
+	for i, in := range late {
+		if i >= len(late)-keep {
+			params = append(params, schedule(in, now, e.epoch, now, fmt.Sprintf("%s: misfire %s runs it late", why, ti.def.Misfire)))
+			scheduled++
+			continue
+		}
+		params = append(params, schedule(in, now, e.epoch, now, why), store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1,
+			From: store.Scheduled, To: store.Failed,
+			Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
+			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
+				ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
+		skipped++
+	}
+	if len(late) > 0 {
+		detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: ti.id, Reason: string(ti.def.Misfire),
+			Detail: detail}); err != nil {
+			return params, 0, 0, err
+		}
+		if keep < len(late) {
+			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: ti.id, Message: detail})
+		}
+	}
+	for _, in := range onTime {
+		params = append(params, schedule(in, fireOf(in, ti), e.epoch, now, why))
+		scheduled++
+	}
+	return params, scheduled, skipped, nil
 }
 
 // fireOf returns when a waiting instance was due: its recorded fire time, or
@@ -495,48 +454,48 @@ func schedule(in store.Instance, at time.Time, epoch int64, now time.Time, why s
 // approves the gate's oldest instance awaiting approval (the one at At,
 // when given), which then runs once its upstreams have succeeded; with none
 // waiting, the new run's gate starts approved and runs at once.
-func (e *Engine) trigger(ctx context.Context, op Op, now time.Time) (string, error) {
+func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (string, error) {
 	at := now
-	if !op.At.IsZero() {
-		at = op.At
+	if !r.At.IsZero() {
+		at = r.At
 	}
-	params, err := encodeParams(op.Params)
+	params, err := encodeParams(r.Params)
 	if err != nil {
 		return "", err
 	}
-	if !strings.Contains(op.Target, ".") {
-		p := e.g.Pipeline(op.Target)
+	if !strings.Contains(r.Target, ".") {
+		p := e.g.Pipeline(r.Target)
 		if p == nil {
 			var names []string
 			for _, q := range e.g.Pipelines() {
 				names = append(names, q.Name)
 			}
-			return "", fmt.Errorf("no pipeline %q%s; give PIPELINE or PIPELINE.TASK", op.Target, defs.DidYouMean(op.Target, names))
+			return "", fmt.Errorf("no pipeline %q%s; give PIPELINE or PIPELINE.TASK", r.Target, defs.DidYouMean(r.Target, names))
 		}
-		if op.Downstream {
+		if r.Downstream {
 			return "", fmt.Errorf("--downstream applies to a task; a pipeline trigger runs every task of %s", p.Name)
 		}
 		rs, err := e.newRunWith(ctx, newRunSpec{pipeline: p.Name, trig: p.Name, kind: store.RunManual, names: p.TaskNames(), at: at,
-			actor: op.Actor, params: params}, now)
+			actor: by.Actor, params: params}, now)
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("run %d started for pipeline %s (%d task(s)) at logical time %s", rs.id, p.Name, len(p.Tasks),
 			at.In(p.Location).Format(time.RFC3339)), nil
 	}
-	t, err := e.resolveTask(op.Target)
+	t, err := e.resolveTask(r.Target)
 	if err != nil {
 		return "", err
 	}
 	loc := e.g.Pipeline(t.def.Pipeline).Location
-	if t.def.Manual && !op.Downstream && len(op.Params) == 0 {
-		msg, ok, err := e.approve(ctx, t, op, now)
+	if t.def.Manual && !r.Downstream && len(r.Params) == 0 {
+		msg, ok, err := e.approve(ctx, t, r, by, now)
 		if ok || err != nil {
 			return msg, err
 		}
 	}
 	names := []string{t.def.Name}
-	if op.Downstream {
+	if r.Downstream {
 		sel, err := e.g.Select(t.def.Pipeline, t.def.Name+"+")
 		if err != nil {
 			return "", err
@@ -547,7 +506,7 @@ func (e *Engine) trigger(ctx context.Context, op Op, now time.Time) (string, err
 		}
 	}
 	rs, err := e.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: store.RunManual, names: names, at: at,
-		approvedBy: op.Actor, approve: map[string]bool{t.def.Name: true}, actor: op.Actor, params: params}, now)
+		approvedBy: by.Actor, approve: map[string]bool{t.def.Name: true}, actor: by.Actor, params: params}, now)
 	if err != nil {
 		return "", err
 	}
@@ -556,10 +515,10 @@ func (e *Engine) trigger(ctx context.Context, op Op, now time.Time) (string, err
 
 // approve releases the gate of manual task t's oldest instance awaiting
 // approval (or the one at op.At); ok is false when none waits.
-func (e *Engine) approve(ctx context.Context, t *taskInfo, op Op, now time.Time) (string, bool, error) {
+func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now time.Time) (string, bool, error) {
 	f := store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting}, ByLogicalTime: true, Ascending: true, Limit: 1000}
-	if !op.At.IsZero() {
-		f.LogicalFrom, f.LogicalTo = op.At, op.At
+	if !r.At.IsZero() {
+		f.LogicalFrom, f.LogicalTo = r.At, r.At
 	}
 	waiting, err := e.st.Instances(ctx, f)
 	if err != nil {
@@ -575,7 +534,7 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, op Op, now time.Time)
 	if in == nil {
 		return "", false, nil
 	}
-	v, err := e.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: op.Actor, Reason: op.Reason, Epoch: e.epoch, Now: now})
+	v, err := e.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: by.Actor, Reason: by.Reason, Epoch: e.epoch, Now: now})
 	if err != nil {
 		return "", false, err
 	}
@@ -625,10 +584,10 @@ func encodeParams(p map[string]string) (string, error) {
 
 // kill cancels running instances on their executors (R18): the task's, or
 // the one given. The instance ends KILLED when its executor has stopped.
-func (e *Engine) kill(ctx context.Context, op Op, now time.Time) (string, error) {
+func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string, error) {
 	var ids []int64
-	if op.Instance != 0 {
-		in, err := e.st.Instance(ctx, op.Instance)
+	if r.Instance != 0 {
+		in, err := e.st.Instance(ctx, r.Instance)
 		if err != nil {
 			return "", err
 		}
@@ -637,7 +596,7 @@ func (e *Engine) kill(ctx context.Context, op Op, now time.Time) (string, error)
 		}
 		ids = []int64{in.ID}
 	} else {
-		t, err := e.resolveTask(op.Target)
+		t, err := e.resolveTask(r.Target)
 		if err != nil {
 			return "", err
 		}
@@ -656,7 +615,7 @@ func (e *Engine) kill(ctx context.Context, op Op, now time.Time) (string, error)
 		}
 	}
 	for _, id := range ids {
-		e.killAttempt(id, "killed by "+op.Actor)
+		e.killAttempt(id, "killed by "+by.Actor)
 	}
 	return fmt.Sprintf("kill sent to %d instance(s): %v", len(ids), ids), nil
 }
@@ -665,98 +624,38 @@ func (e *Engine) kill(ctx context.Context, op Op, now time.Time) (string, error)
 // (FAILED, KILLED or SUCCESS), or every FAILED and KILLED instance of a run:
 // FAILED → RUNNING at once, KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
 // Its downstream instances follow when it succeeds.
-func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error) {
-	var insts []store.Instance
-	switch {
-	case op.Instance != 0:
-		in, err := e.st.Instance(ctx, op.Instance)
-		if err != nil {
-			return "", err
-		}
-		if in.State != store.Failed && in.State != store.Killed && in.State != store.Success {
-			return "", fmt.Errorf("instance %d of %s is %s: only FAILED, KILLED or SUCCESS instances can be rerun", in.ID, in.TaskID, in.State)
-		}
-		insts = []store.Instance{in}
-	case op.Run != 0:
-		if _, err := e.st.Run(ctx, op.Run); err != nil {
-			return "", err
-		}
-		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: op.Run, States: []store.State{store.Failed, store.Killed}, Limit: 1 << 20, Ascending: true})
-		if err != nil {
-			return "", err
-		}
-		if len(all) == 0 {
-			return "", fmt.Errorf("run %d has no FAILED or KILLED instance to rerun", op.Run)
-		}
-		insts = all
-	default:
-		t, err := e.resolveTask(op.Target)
-		if err != nil {
-			return "", err
-		}
-		last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Failed, store.Killed}, Limit: 1})
-		if err != nil {
-			return "", err
-		}
-		if len(last) == 0 {
-			latest, _ := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, Limit: 1})
-			state := "none"
-			if len(latest) == 1 {
-				state = string(latest[0].State)
-			}
-			return "", fmt.Errorf("task %s has no FAILED or KILLED instance to rerun (its latest is %s)", t.id, state)
-		}
-		insts = last
+func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (string, error) {
+	insts, err := e.rerunTargets(ctx, r)
+	if err != nil {
+		return "", err
 	}
 	var (
 		rerun, back []string
 		again       []store.Instance // rerun or brought back: their downstream come back too
 	)
 	for _, in := range insts {
-		ti := e.tasks[in.TaskID]
-		if ti == nil {
+		if e.tasks[in.TaskID] == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
 		e.dropCachedRunOf(in.ID)
 		again = append(again, in)
-		if (in.State == store.Failed || in.State == store.Killed || in.State == store.Success) && in.Attempt == 0 {
+		if in.Attempt == 0 {
 			// Ended without running (its upstream failed, its wait limit
 			// passed, or an operator marked it or cancelled its run): it comes
 			// back to WAITING, and the readiness rule (bringBack settles it)
 			// runs it when its upstreams succeed, never before them.
-			if err := e.bringBackOne(ctx, in, op.Actor, now); err != nil {
+			if err := e.bringBackOne(ctx, in, by.Actor, now); err != nil {
 				return "", err
 			}
 			back = append(back, strconv.FormatInt(in.ID, 10))
 			continue
 		}
-		switch in.State {
-		case store.Failed:
-			p := &pend{at: now.UnixMilli(), version: in.Version, state: store.Failed, task: ti, runID: in.RunID, logical: in.LogicalTime, manual: true}
-			if err := e.startNow(ctx, in.ID, p, now, "rerun by "+op.Actor); err != nil {
-				return "", err
-			}
-		case store.Killed, store.Success:
-			from, v := in.State, in.Version
-			if from == store.Killed {
-				nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
-					Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
-				if err != nil {
-					return "", err
-				}
-				from, v = store.Waiting, nv
-			}
-			nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
-				Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: "rerun"})
-			if err != nil {
-				return "", err
-			}
-			in.State, in.Version, in.NextFireAt = store.Scheduled, nv, now
-			e.enqueue(ctx, in)
+		if err := e.rerunOne(ctx, in, by, now); err != nil {
+			return "", err
 		}
 		rerun = append(rerun, strconv.FormatInt(in.ID, 10))
 	}
-	n, err := e.bringBack(ctx, again, op.Actor, now)
+	n, err := e.bringBack(ctx, again, by.Actor, now)
 	if err != nil {
 		return "", err
 	}
@@ -773,6 +672,78 @@ func (e *Engine) rerun(ctx context.Context, op Op, now time.Time) (string, error
 	return msg, nil
 }
 
+// rerunTargets returns the instances a rerun names, each FAILED, KILLED
+// or SUCCESS: the one instance, a run's FAILED and KILLED ones, or a task's
+// latest FAILED or KILLED one.
+func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]store.Instance, error) {
+	switch {
+	case r.Instance != 0:
+		in, err := e.st.Instance(ctx, r.Instance)
+		if err != nil {
+			return nil, err
+		}
+		if in.State != store.Failed && in.State != store.Killed && in.State != store.Success {
+			return nil, fmt.Errorf("instance %d of %s is %s: only FAILED, KILLED or SUCCESS instances can be rerun", in.ID, in.TaskID, in.State)
+		}
+		return []store.Instance{in}, nil
+	case r.Run != 0:
+		if _, err := e.st.Run(ctx, r.Run); err != nil {
+			return nil, err
+		}
+		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, States: []store.State{store.Failed, store.Killed}, Limit: 1 << 20, Ascending: true})
+		if err != nil {
+			return nil, err
+		}
+		if len(all) == 0 {
+			return nil, fmt.Errorf("run %d has no FAILED or KILLED instance to rerun", r.Run)
+		}
+		return all, nil
+	}
+	t, err := e.resolveTask(r.Target)
+	if err != nil {
+		return nil, err
+	}
+	last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Failed, store.Killed}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(last) == 0 {
+		latest, _ := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, Limit: 1})
+		state := "none"
+		if len(latest) == 1 {
+			state = string(latest[0].State)
+		}
+		return nil, fmt.Errorf("task %s has no FAILED or KILLED instance to rerun (its latest is %s)", t.id, state)
+	}
+	return last, nil
+}
+
+// rerunOne runs again an instance that ran: FAILED → RUNNING at once,
+// KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
+func (e *Engine) rerunOne(ctx context.Context, in store.Instance, by By, now time.Time) error {
+	if in.State == store.Failed {
+		p := &pend{at: now.UnixMilli(), version: in.Version, state: store.Failed, task: e.tasks[in.TaskID], runID: in.RunID, logical: in.LogicalTime, manual: true}
+		return e.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
+	}
+	from, v := in.State, in.Version
+	if from == store.Killed {
+		nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
+			Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
+		if err != nil {
+			return err
+		}
+		from, v = store.Waiting, nv
+	}
+	nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
+		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
+	if err != nil {
+		return err
+	}
+	in.State, in.Version, in.NextFireAt = store.Scheduled, nv, now
+	e.enqueue(ctx, in)
+	return nil
+}
+
 // startNow dispatches one instance at once, outside the queue: the manual
 // rerun of a FAILED instance, which the table moves straight to RUNNING.
 func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
@@ -784,7 +755,7 @@ func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time,
 	if err != nil {
 		return err
 	}
-	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now}
+	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
 	e.track(id, a)
 	e.execute(id, a, nil)
 	return nil
@@ -810,17 +781,17 @@ type Limits struct {
 
 // checkLimits refuses what no limit can be: a negative, non-finite or absurd
 // rate or cap, or an unknown group. Nothing is applied when one is refused.
-func (e *Engine) checkLimits(op Op) error {
-	if op.Global == nil && len(op.Groups) == 0 && op.MaxRunning == nil && len(op.GroupMaxRunning) == 0 {
+func (e *Engine) checkLimits(r SetLimits) error {
+	if r.Global == nil && len(r.Groups) == 0 && r.MaxRunning == nil && len(r.GroupMaxRunning) == 0 {
 		return errors.New("limits: give global, groups, max_running or group_max_running")
 	}
 	badRate := func(r float64) bool { return r < 0 || r > MaxRate || math.IsNaN(r) || math.IsInf(r, 0) }
 	badCap := func(n int) bool { return n < 0 || n > MaxRunningBound }
-	if op.Global != nil && badRate(*op.Global) {
-		return fmt.Errorf("limits: global rate %v: give a rate per second from 0 (unlimited) to %d", *op.Global, MaxRate)
+	if r.Global != nil && badRate(*r.Global) {
+		return fmt.Errorf("limits: global rate %v: give a rate per second from 0 (unlimited) to %d", *r.Global, MaxRate)
 	}
-	if op.MaxRunning != nil && badCap(*op.MaxRunning) {
-		return fmt.Errorf("limits: max_running %d: give a number of attempts from 0 (unlimited) to %d", *op.MaxRunning, MaxRunningBound)
+	if r.MaxRunning != nil && badCap(*r.MaxRunning) {
+		return fmt.Errorf("limits: max_running %d: give a number of attempts from 0 (unlimited) to %d", *r.MaxRunning, MaxRunningBound)
 	}
 	groups := map[string]bool{}
 	var names []string
@@ -830,19 +801,19 @@ func (e *Engine) checkLimits(op Op) error {
 			names = append(names, t.def.Group)
 		}
 	}
-	for _, g := range slices.Sorted(maps.Keys(op.Groups)) {
+	for _, g := range slices.Sorted(maps.Keys(r.Groups)) {
 		if !groups[g] {
 			return fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
 		}
-		if r := op.Groups[g]; badRate(r) {
+		if r := r.Groups[g]; badRate(r) {
 			return fmt.Errorf("limits: group %s rate %v: give a rate per second from 0 (unlimited) to %d", g, r, MaxRate)
 		}
 	}
-	for _, g := range slices.Sorted(maps.Keys(op.GroupMaxRunning)) {
+	for _, g := range slices.Sorted(maps.Keys(r.GroupMaxRunning)) {
 		if !groups[g] {
 			return fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
 		}
-		if n := op.GroupMaxRunning[g]; badCap(n) {
+		if n := r.GroupMaxRunning[g]; badCap(n) {
 			return fmt.Errorf("limits: group %s max_running %d: give a number of attempts from 0 (unlimited) to %d", g, n, MaxRunningBound)
 		}
 	}
@@ -852,17 +823,17 @@ func (e *Engine) checkLimits(op Op) error {
 // setLimits changes the token bucket's rates (R13) and the concurrency caps
 // (R45), without a restart, and stores them. Bad values and unknown groups
 // are refused and change nothing.
-func (e *Engine) setLimits(ctx context.Context, op Op, now time.Time) (string, error) {
-	if err := e.checkLimits(op); err != nil {
+func (e *Engine) setLimits(ctx context.Context, r SetLimits, now time.Time) (string, error) {
+	if err := e.checkLimits(r); err != nil {
 		return "", err
 	}
-	if op.Global != nil {
-		e.bucket.SetGlobal(*op.Global, now)
+	if r.Global != nil {
+		e.bucket.SetGlobal(*r.Global, now)
 	}
-	for g, r := range op.Groups {
+	for g, r := range r.Groups {
 		e.bucket.SetGroup(g, r, now)
 	}
-	e.pool.set(op.MaxRunning, op.GroupMaxRunning)
+	e.pool.set(r.MaxRunning, r.GroupMaxRunning)
 	l := e.limits()
 	b, _ := json.Marshal(l)
 	if err := e.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {

@@ -15,11 +15,16 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-func (e *env) do(op Op) (string, error) {
+// do applies req, made by by (at most one; none: the default operator).
+func (e *env) do(req Request, by ...By) (string, error) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return e.eng.Do(ctx, op)
+	var who By
+	if len(by) > 0 {
+		who = by[0]
+	}
+	return e.eng.Do(ctx, req, who)
 }
 
 // states returns "logical:STATE" of a task's instances, oldest first.
@@ -124,7 +129,7 @@ func TestBreakerCutsRateAndRecovers(t *testing.T) {
 			from := len(e.rec.snapshot())
 			t0 := time.Now()
 			for range n {
-				if _, err := e.do(Op{Kind: OpTrigger, Target: "b.flaky", Actor: "operator:test"}); err != nil {
+				if _, err := e.do(Trigger{Target: "b.flaky"}, By{Actor: "operator:test"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -165,7 +170,7 @@ func TestPauseGroupLeavesOthersRunning(t *testing.T) {
 			"pipeline: p1\ngroup: etl\ntimezone: UTC\nschedule: \"@every 10s\"\ntasks:\n  - {name: a, function: record}\n",
 			"pipeline: p2\ngroup: web\ntimezone: UTC\nschedule: \"@every 10s\"\ntasks:\n  - {name: a, function: record}\n")
 		sleep(15 * time.Second)
-		msg, err := e.do(Op{Kind: OpPause, Scope: store.ScopeGroup, Target: "etl", Actor: "operator:ann", Reason: "db maintenance"})
+		msg, err := e.do(Pause{Scope: store.ScopeGroup, Target: "etl"}, By{Actor: "operator:ann", Reason: "db maintenance"})
 		if err != nil || !strings.Contains(msg, "paused group etl") {
 			t.Fatalf("pause: %q, %v", msg, err)
 		}
@@ -179,7 +184,7 @@ func TestPauseGroupLeavesOthersRunning(t *testing.T) {
 		if a := e.actions("pause"); len(a) != 1 || a[0].Actor != "operator:ann" || a[0].Reason != "db maintenance" {
 			t.Errorf("pause action %+v", a)
 		}
-		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeGroup, Target: "etl"}); err == nil || !strings.Contains(err.Error(), "paused already (by operator:ann") {
+		if _, err := e.do(Pause{Scope: store.ScopeGroup, Target: "etl"}); err == nil || !strings.Contains(err.Error(), "paused already (by operator:ann") {
 			t.Errorf("pausing twice: %v", err)
 		}
 		e.stop()
@@ -194,7 +199,7 @@ func TestPauseWhileRunningFinishesThenNoFire(t *testing.T) {
 		}
 		e := setup(t, Config{}, slow, "pipeline: s\ntimezone: UTC\nschedule: \"@every 10s\"\ntasks:\n  - {name: a, function: record}\n")
 		sleep(12 * time.Second) // a@10 runs until +15s
-		msg, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "s.a", Actor: "operator:ann"})
+		msg, err := e.do(Pause{Scope: store.ScopeTask, Target: "s.a"}, By{Actor: "operator:ann"})
 		if err != nil || !strings.Contains(msg, "1 running instance(s) will finish") {
 			t.Fatalf("pause: %q, %v", msg, err)
 		}
@@ -220,11 +225,11 @@ func TestResumeWithEachMisfirePolicy(t *testing.T) {
 				start := time.Now()
 				e := setup(t, Config{MisfireAfter: time.Second}, nil,
 					fmt.Sprintf("pipeline: m\ntimezone: UTC\nschedule: \"@every 10s\"\nmisfire: %s\ntasks:\n  - {name: a, function: record}\n", tc.policy))
-				if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopePipeline, Target: "m"}); err != nil {
+				if _, err := e.do(Pause{Scope: store.ScopePipeline, Target: "m"}); err != nil {
 					t.Fatal(err)
 				}
 				sleep(35 * time.Second) // fires at 10, 20, 30 pass while paused
-				msg, err := e.do(Op{Kind: OpResume, Scope: store.ScopePipeline, Target: "m", Actor: "operator:ann"})
+				msg, err := e.do(Resume{Scope: store.ScopePipeline, Target: "m"}, By{Actor: "operator:ann"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -254,7 +259,7 @@ func TestRunNowBesideRunningPeriodicInstance(t *testing.T) {
 		}
 		e := setup(t, Config{}, slow, "pipeline: n\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: a, function: record}\n")
 		sleep(time.Hour + 2*time.Second) // the periodic instance is RUNNING
-		msg, err := e.do(Op{Kind: OpTrigger, Target: "n.a", Actor: "operator:ann", Reason: "data fixed"})
+		msg, err := e.do(Trigger{Target: "n.a"}, By{Actor: "operator:ann", Reason: "data fixed"})
 		if err != nil || !strings.Contains(msg, "started for n.a") {
 			t.Fatalf("trigger: %q, %v", msg, err)
 		}
@@ -297,7 +302,7 @@ func TestKillThenRerun(t *testing.T) {
 		}
 		e := setup(t, Config{}, fns, "pipeline: k\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: a, function: record, timeout: 10m}\n  - {name: b, depends_on: [a], function: record}\n")
 		sleep(time.Hour + time.Second)
-		if _, err := e.do(Op{Kind: OpKill, Target: "k.a", Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Kill{Target: "k.a"}, By{Actor: "operator:ann"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Second)
@@ -305,11 +310,11 @@ func TestKillThenRerun(t *testing.T) {
 		if len(a) != 1 || a[0].State != store.Killed {
 			t.Fatalf("after kill: %+v", a)
 		}
-		if _, err := e.do(Op{Kind: OpKill, Instance: a[0].ID}); err == nil || !strings.Contains(err.Error(), "is KILLED, not RUNNING: nothing to kill") {
+		if _, err := e.do(Kill{Instance: a[0].ID}); err == nil || !strings.Contains(err.Error(), "is KILLED, not RUNNING: nothing to kill") {
 			t.Errorf("killing a killed instance: %v", err)
 		}
 		block = false
-		msg, err := e.do(Op{Kind: OpRerun, Target: "k.a", Actor: "operator:ann"})
+		msg, err := e.do(Rerun{Target: "k.a"}, By{Actor: "operator:ann"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -346,7 +351,7 @@ func TestRerunFailedGoesStraightToRunning(t *testing.T) {
 			t.Fatalf("%+v", in)
 		}
 		fail = false
-		if _, err := e.do(Op{Kind: OpRerun, Run: in[0].RunID}); err != nil {
+		if _, err := e.do(Rerun{Run: in[0].RunID}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Second)
@@ -354,7 +359,7 @@ func TestRerunFailedGoesStraightToRunning(t *testing.T) {
 			t.Errorf("history %s", got)
 		}
 		// Rerun of a succeeded instance: SUCCESS → SCHEDULED.
-		if _, err := e.do(Op{Kind: OpRerun, Instance: in[0].ID}); err != nil {
+		if _, err := e.do(Rerun{Instance: in[0].ID}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Second)
@@ -409,22 +414,40 @@ func TestBadOperations(t *testing.T) {
 		before, _ := e.st.History(context.Background(), store.LogFilter{Limit: 1 << 20})
 		a := e.instances(store.InstanceFilter{TaskID: "chain.a"})
 		for _, tc := range []struct {
-			op   Op
+			op   Request
 			want string
 		}{
-			{Op{Kind: OpPause, Scope: store.ScopeTask, Target: "chain.z"}, `no task "chain.z"`},
-			{Op{Kind: OpPause, Scope: store.ScopeGroup, Target: "defualt"}, `no group "defualt" (did you mean "default"?)`},
-			{Op{Kind: OpPause, Scope: store.ScopePipeline, Target: "chian"}, `no pipeline "chian" (did you mean "chain"?)`},
-			{Op{Kind: OpResume, Scope: store.ScopeTask, Target: "chain.a"}, "task chain.a is not paused"},
-			{Op{Kind: OpKill, Target: "chain.a"}, "task chain.a has no RUNNING instance: nothing to kill"},
-			{Op{Kind: OpKill, Instance: a[0].ID}, "is SUCCESS, not RUNNING: nothing to kill"},
-			{Op{Kind: OpKill, Instance: 999999}, "store: not found"},
-			{Op{Kind: OpRerun, Target: "chain.a"}, "task chain.a has no FAILED or KILLED instance to rerun (its latest is"},
-			{Op{Kind: OpTrigger, Target: "chain.aa"}, `no task "chain.aa" (did you mean "chain.a"?)`},
-			{Op{Kind: "explode"}, `unknown operation "explode"`},
+			{Pause{Scope: store.ScopeTask, Target: "chain.z"}, `no task "chain.z"`},
+			{Pause{Scope: store.ScopeGroup, Target: "defualt"}, `no group "defualt" (did you mean "default"?)`},
+			{Pause{Scope: store.ScopePipeline, Target: "chian"}, `no pipeline "chian" (did you mean "chain"?)`},
+			{Resume{Scope: store.ScopeTask, Target: "chain.a"}, "task chain.a is not paused"},
+			{Kill{Target: "chain.a"}, "task chain.a has no RUNNING instance: nothing to kill"},
+			{Kill{Instance: a[0].ID}, "is SUCCESS, not RUNNING: nothing to kill"},
+			{Kill{Instance: 999999}, "store: not found"},
+			{Rerun{Target: "chain.a"}, "task chain.a has no FAILED or KILLED instance to rerun (its latest is"},
+			{Trigger{Target: "chain.aa"}, `no task "chain.aa" (did you mean "chain.a"?)`},
+			{nil, "engine: bad request: no request"},
 		} {
 			if _, err := e.do(tc.op); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%+v: err = %v, want %q", tc.op, err, tc.want)
+			}
+		}
+		// An unknown verb can only come from the queue: refused there.
+		ctx := context.Background()
+		for _, q := range []store.Op{{Kind: "explode", Args: `{"kind":"explode","target":"chain.a"}`}, {Kind: OpKill, Args: `{"instance":"one"}`}} {
+			id, err := e.st.EnqueueOp(ctx, q, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sleep(time.Second)
+			o, err := e.st.GetOp(ctx, id)
+			if err != nil || o.State != store.OpFailed || !strings.Contains(o.Error, "unknown operation \"explode\": use pause") && !strings.Contains(o.Error, "malformed kill request") {
+				t.Errorf("queued %s %s: %+v %v", q.Kind, q.Args, o, err)
+			}
+		}
+		for _, a := range e.actions("") {
+			if a.Actor != Actor {
+				t.Errorf("a refused operation wrote an action row: %+v", a)
 			}
 		}
 		after, _ := e.st.History(context.Background(), store.LogFilter{Limit: 1 << 20})
@@ -441,7 +464,7 @@ func TestPauseSurvivesRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		e := setup(t, Config{}, nil, "pipeline: s\ntimezone: UTC\nschedule: \"@every 10s\"\ntasks:\n  - {name: a, function: record}\n")
-		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "s.a"}); err != nil {
+		if _, err := e.do(Pause{Scope: store.ScopeTask, Target: "s.a"}); err != nil {
 			t.Fatal(err)
 		}
 		e.stop()

@@ -50,6 +50,7 @@ type attempt struct {
 	live     bool                    // of a schedule run: counts for the overlap policy
 	kind     store.RunKind           // of its run: what its start counts as in the latency metrics
 	due      time.Time               // its fire time
+	started  time.Time               // when it started (claimed ahead: its fire time); the overlap rule compares fire times with it
 	held     bool                    // claimed ahead: not handed to its executor yet
 	// queued: a local attempt not known to the loop to have started (it
 	// waits for a slot in the start queue, see execute); its deadline counts
@@ -148,7 +149,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			// primary ends at the very millisecond it may have started an
 			// attempt (a run-now, a held one opening), and that one did start. It starts here at its fire time, with the same ticket.
 			a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
-				attempt: in.Attempt, deadline: deadline, live: live, due: in.StartedAt, held: true}
+				attempt: in.Attempt, deadline: deadline, live: live, due: in.StartedAt, started: in.StartedAt, held: true}
 			e.track(in.ID, a)
 			e.held[in.ID] = a
 			e.execute(in.ID, a, e.gate(a.due))
@@ -157,7 +158,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			continue
 		}
 		e.track(in.ID, &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
-			attempt: in.Attempt, deadline: deadline, orphan: true, live: live})
+			attempt: in.Attempt, deadline: deadline, orphan: true, live: live, started: in.StartedAt})
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
 	}
 	return nil
@@ -215,11 +216,11 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		picked   []int64
 		deferred []int64
 		waiting  []int64
-		claimed  = map[string]int{} // dispatches of this batch, per task, for the overlap check
-		heldBy   map[string]int     // attempts claimed ahead, not started, per task (built when needed)
-		later    time.Time          // the earliest fire time left to judge at that time
-		capped   []int64            // held back by a concurrency cap
-		reserved []*taskInfo        // pool slots taken by this batch until it is recorded
+		claimed  = map[string]int{}      // dispatches of this batch, per task, for the overlap check
+		live     map[string]liveAttempts // per task, for the overlap check (built when needed)
+		later    time.Time               // the earliest fire time left to judge at that time
+		capped   []int64                 // held back by a concurrency cap
+		reserved []*taskInfo             // pool slots taken by this batch until it is recorded
 		wait     time.Duration
 	)
 	size := e.batchSize()
@@ -238,15 +239,14 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			}
 			if p.kind == store.RunSchedule { // backfill: overlap is a policy of the live schedule; neither held back nor counted
 				due := time.UnixMilli(p.at)
-				live := e.runningByTask[p.task.id]
-				held := 0
-				if live > 0 {
-					if heldBy == nil {
-						heldBy = e.heldByTask()
+				running, held := 0, 0
+				if e.runningByTask[p.task.id] > 0 {
+					if live == nil {
+						live = e.liveByTask()
 					}
-					held = heldBy[p.task.id]
+					running, held = live[p.task.id].at(due)
 				}
-				switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, live-held, held, claimed[p.task.id]) {
+				switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, running, held, claimed[p.task.id]) {
 				case overlapLater:
 					waiting = append(waiting, it.Value)
 					if later.IsZero() || due.Before(later) {
@@ -375,7 +375,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		started := *params[i].Set.StartedAt
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at)}
+			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
+			started: started}
 		e.track(id, a)
 		if rs := e.runs[p.runID]; rs != nil {
 			if ref := rs.inst[p.task.id]; ref != nil {
@@ -418,17 +419,6 @@ func executorOf(t *defs.Task) string {
 		return string(defs.ExecHTTP)
 	}
 	return runner.Local()
-}
-
-// heldByTask counts the live attempts claimed ahead that have not started, per task.
-func (e *Engine) heldByTask() map[string]int {
-	m := make(map[string]int, len(e.held))
-	for _, a := range e.held {
-		if a.live {
-			m[a.task.id]++
-		}
-	}
-	return m
 }
 
 // dueDetail is the detail of a dispatch action: the instance's fire time,
@@ -711,6 +701,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
 		res.Ticket = a.ticket
+		res = safeResult(res)
 		logs := e.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
 			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
 		e.results <- outcome{instance: id, res: res, logs: logs}

@@ -67,7 +67,7 @@ type loopView struct {
 	brkRate     float64
 	brkTotal    int
 	loadedUntil time.Time
-	paused      string
+	pause       store.Pause
 	isPaused    bool
 }
 
@@ -91,7 +91,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
 		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
-		v.paused, v.isPaused = e.pausedBy(t)
+		v.pause, v.isPaused = e.pauseOf(t)
 	}, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
@@ -106,10 +106,31 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	}
 }
 
+// stampIn formats times of task t as every time the console and the CLI
+// show them: in its pipeline's zone, with the offset (UTC when utc, as
+// with --utc, and for a task no pipeline in force has).
+func (e *Engine) stampIn(t *taskInfo, utc bool) func(time.Time) string {
+	loc := time.UTC
+	if p := e.Graph().Pipeline(t.def.Pipeline); p != nil && p.Location != nil && !utc {
+		loc = p.Location
+	}
+	return func(at time.Time) string { return at.In(loc).Format(time.RFC3339) }
+}
+
 // Explain explains task id (`pipeline.task`). On the primary it reads the
 // loop's queue, bucket and breaker; on a standby, the store alone. An
-// unknown task is an error with a suggestion.
+// unknown task is an error with a suggestion. The findings give times in
+// the pipeline's zone.
 func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
+	return e.explain(ctx, id, false)
+}
+
+// ExplainUTC is Explain with the findings' times in UTC (ax explain --utc).
+func (e *Engine) ExplainUTC(ctx context.Context, id string) (Explanation, error) {
+	return e.explain(ctx, id, true)
+}
+
+func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation, error) {
 	t, err := e.resolveTask(id)
 	if err != nil {
 		if x, ok, rerr := e.explainRemoved(ctx, id); rerr != nil || ok {
@@ -118,6 +139,7 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		return Explanation{}, err
 	}
 	now := e.cfg.Now()
+	stamp := e.stampIn(t, utc)
 	x := Explanation{Task: id, Now: now, NextFires: []time.Time{}, LastFires: []Fire{}, Findings: []Finding{}}
 	add := func(check string, blocks bool, format string, args ...any) {
 		x.Findings = append(x.Findings, Finding{Check: check, Blocks: blocks, Detail: fmt.Sprintf(format, args...)})
@@ -138,21 +160,56 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 		v = e.view(ctx, t, 0)
 	}
 	x.Live = v != nil
+	e.explainPaused(ctx, t, v, stamp, add)
+	if err := e.explainState(ctx, t, in, v, now, stamp, add); err != nil {
+		return x, err
+	}
+	if v != nil && v.brkOpen {
+		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
+			stamp(v.brkSince), v.brkRate*100, v.brkTotal)
+	}
+	if err := e.explainExecutors(ctx, t, now, add); err != nil {
+		return x, err
+	}
+	if !x.Live {
+		add("live", false, "this process is not the primary scheduler: queue, token bucket and breaker state are the primary's (ask it)")
+	}
+	if x.NextFires, err = e.nextFires(ctx, t, now, 10); err != nil {
+		return x, err
+	}
+	if x.LastFires, err = e.lastFires(ctx, id, 10); err != nil {
+		return x, err
+	}
+	x.Verdict = verdictOf(x)
+	return x, nil
+}
 
-	// Paused (by whom, when).
+// explainPaused finds the pause (whose, since when) that covers t: the
+// loop's view when this is the primary, the stored pauses otherwise.
+func (e *Engine) explainPaused(ctx context.Context, t *taskInfo, v *loopView, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
 	if v != nil {
 		if v.isPaused {
-			add("paused", true, "%s", v.paused)
+			add("paused", true, "%s", pauseText(v.pause, stamp))
 		}
-	} else if ps, err := e.st.Pauses(ctx); err == nil {
-		for _, p := range ps {
-			if (p.Scope == store.ScopeTask && p.Name == id) || (p.Scope == store.ScopeGroup && p.Name == t.def.Group) ||
-				(p.Scope == store.ScopePipeline && p.Name == t.def.Pipeline) {
-				add("paused", true, "%s %s paused by %s at %s: %s", p.Scope, p.Name, p.Actor, p.At.Format(time.RFC3339), cmp.Or(p.Reason, "no reason given"))
-			}
+		return
+	}
+	ps, err := e.st.Pauses(ctx)
+	if err != nil {
+		return
+	}
+	for _, p := range ps {
+		if (p.Scope == store.ScopeTask && p.Name == t.id) || (p.Scope == store.ScopeGroup && p.Name == t.def.Group) ||
+			(p.Scope == store.ScopePipeline && p.Name == t.def.Pipeline) {
+			p.Reason = cmp.Or(p.Reason, "no reason given")
+			add("paused", true, "%s", pauseText(p, stamp))
 		}
 	}
+}
 
+// explainState explains the state of t's latest instance in (nil: none).
+func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instance, v *loopView, now time.Time, stamp func(time.Time) string,
+	add func(string, bool, string, ...any)) error {
+	id := t.id
 	switch {
 	case in == nil:
 		if e.g.TriggerOf(id) == nil {
@@ -161,17 +218,15 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window", e.cfg.Window)
 		}
 	case in.State == store.Waiting:
-		if err := e.explainWaiting(ctx, t, in, add); err != nil {
-			return x, err
-		}
+		return e.explainWaiting(ctx, t, in, stamp, add)
 	case in.State == store.Scheduled || in.State == store.Retrying:
-		e.explainDue(t, in, v, now, add)
+		e.explainDue(t, in, v, now, stamp, add)
 	case in.State == store.Running && v != nil && v.starting != "":
 		add("pool", true, "dispatched at %s (attempt %d, ticket %s) and waiting in the start queue for a slot: %s; it starts in priority order as attempts end, and its timeout starts when it starts (ax limits changes the cap)",
-			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, v.starting)
+			stamp(in.StartedAt), in.Attempt, in.Ticket, v.starting)
 	case in.State == store.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
-			in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), in.StartedAt.Add(t.def.Timeout).Format(time.RFC3339))
+			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(in.StartedAt.Add(t.def.Timeout)))
 	case in.State == store.Failed:
 		switch {
 		case t.def.Retry.Count == 0:
@@ -182,53 +237,53 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 			add("retries", true, "retries exhausted after %d attempt(s) (retry.count %d): %s", in.Attempt, t.def.Retry.Count, in.Error)
 		}
 	case in.State == store.Killed:
-		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", in.EndedAt.Format(time.RFC3339), id)
+		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", stamp(in.EndedAt), id)
 	case in.State == store.Paused:
 		add("state", true, "the latest instance is PAUSED; ax resume runs it per the misfire policy (%s)", t.def.Misfire)
 	case in.State == store.Success:
-		add("state", false, "the latest instance succeeded at %s", in.EndedAt.Format(time.RFC3339))
+		add("state", false, "the latest instance succeeded at %s", stamp(in.EndedAt))
 	}
+	return nil
+}
 
-	// Breaker open (failure rate, since when).
-	if v != nil && v.brkOpen {
-		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
-			v.brkSince.Format(time.RFC3339), v.brkRate*100, v.brkTotal)
+// explainExecutors says, for an HTTP task, which executors are live and
+// which were excluded and why.
+func (e *Engine) explainExecutors(ctx context.Context, t *taskInfo, now time.Time, add func(string, bool, string, ...any)) error {
+	if t.def.Executor.Kind != defs.ExecHTTP {
+		return nil
 	}
-	// No live executor (which were excluded and why).
-	if t.def.Executor.Kind == defs.ExecHTTP {
-		exs, err := e.st.Executors(ctx, id)
-		if err != nil {
-			return x, err
-		}
-		var live, excluded []string
-		for _, ex := range exs {
-			if silent := now.Sub(ex.LastHeartbeat); silent > ExecutorLiveness {
-				excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
-			} else {
-				live = append(live, ex.Address)
-			}
-		}
-		switch {
-		case len(exs) == 0:
-			add("executor", false, "no executor registered for it: dispatched to its own URL %s", t.def.Executor.URL)
-		case len(live) == 0:
-			add("executor", true, "no live executor: excluded %s", strings.Join(excluded, ", "))
-		case len(excluded) > 0:
-			add("executor", false, "live: %s; excluded: %s", strings.Join(live, ", "), strings.Join(excluded, ", "))
-		default:
-			add("executor", false, "live: %s", strings.Join(live, ", "))
-		}
-	}
-	if !x.Live {
-		add("live", false, "this process is not the primary scheduler: queue, token bucket and breaker state are the primary's (ask it)")
-	}
-
-	if x.NextFires, err = e.nextFires(ctx, t, now, 10); err != nil {
-		return x, err
-	}
-	acts, err := e.st.Actions(ctx, store.LogFilter{TaskID: id, Action: "dispatch", Newest: true, Limit: 10})
+	exs, err := e.st.Executors(ctx, t.id)
 	if err != nil {
-		return x, err
+		return err
+	}
+	var live, excluded []string
+	for _, ex := range exs {
+		if silent := now.Sub(ex.LastHeartbeat); silent > ExecutorLiveness {
+			excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
+		} else {
+			live = append(live, ex.Address)
+		}
+	}
+	switch {
+	case len(exs) == 0:
+		add("executor", false, "no executor registered for it: dispatched to its own URL %s", t.def.Executor.URL)
+	case len(live) == 0:
+		add("executor", true, "no live executor: excluded %s", strings.Join(excluded, ", "))
+	case len(excluded) > 0:
+		add("executor", false, "live: %s; excluded: %s", strings.Join(live, ", "), strings.Join(excluded, ", "))
+	default:
+		add("executor", false, "live: %s", strings.Join(live, ", "))
+	}
+	return nil
+}
+
+// lastFires returns task id's last n dispatches, newest first: when each
+// was due and dispatched, and the executor that took it.
+func (e *Engine) lastFires(ctx context.Context, id string, n int) ([]Fire, error) {
+	out := []Fire{}
+	acts, err := e.st.Actions(ctx, store.LogFilter{TaskID: id, Action: "dispatch", Newest: true, Limit: n})
+	if err != nil {
+		return out, err
 	}
 	for _, a := range acts {
 		f := Fire{Instance: a.InstanceID, Ticket: a.Ticket, Dispatched: a.At}
@@ -242,20 +297,23 @@ func (e *Engine) Explain(ctx context.Context, id string) (Explanation, error) {
 				}
 			}
 		}
-		x.LastFires = append(x.LastFires, f)
+		out = append(out, f)
 	}
+	return out, nil
+}
 
-	x.Verdict = "nothing holds it back"
+// verdictOf is an explanation's one-line answer: the first finding that
+// blocks, else a late last dispatch, else nothing.
+func verdictOf(x Explanation) string {
 	for _, f := range x.Findings {
 		if f.Blocks {
-			x.Verdict = f.Detail
-			break
+			return f.Detail
 		}
 	}
-	if x.Verdict == "nothing holds it back" && len(x.LastFires) > 0 && x.LastFires[0].Late > 5*time.Second {
-		x.Verdict = fmt.Sprintf("its last dispatch was %s late: see the token bucket and queue findings", x.LastFires[0].Late.Round(time.Millisecond))
+	if len(x.LastFires) > 0 && x.LastFires[0].Late > 5*time.Second {
+		return fmt.Sprintf("its last dispatch was %s late: see the token bucket and queue findings", x.LastFires[0].Late.Round(time.Millisecond))
 	}
-	return x, nil
+	return "nothing holds it back"
 }
 
 // nextFires returns the next n fire times of t: those of the runs created
@@ -315,7 +373,7 @@ func (e *Engine) NextScheduled(id string) time.Time {
 
 // explainWaiting names what a WAITING instance waits for, by the
 // readiness rule itself (ready.go), with the deadline of its wait limit.
-func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Instance, add func(string, bool, string, ...any)) error {
+func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Instance, stamp func(time.Time) string, add func(string, bool, string, ...any)) error {
 	run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20})
 	if err != nil {
 		return err
@@ -349,7 +407,7 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 			add("approval", false, "approved by %s; it runs when its upstreams have succeeded", in.ApprovedBy)
 		}
 		if !d.deadline.IsZero() {
-			add("deadline", false, "fails at %s if its upstreams are not done by then", d.deadline.In(e.g.Pipeline(t.def.Pipeline).Location).Format(time.RFC3339))
+			add("deadline", false, "fails at %s if its upstreams are not done by then", stamp(d.deadline))
 		} else {
 			add("deadline", false, "no wait limit: set wait_timeout to fail it after a while")
 		}
@@ -359,16 +417,16 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 
 // explainDue explains a SCHEDULED or RETRYING instance: in the window or
 // not, due in the queue, held by the token bucket.
-func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now time.Time, add func(string, bool, string, ...any)) {
+func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now time.Time, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
 	what := "scheduled"
 	if in.State == store.Retrying {
 		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Attempt, t.def.Retry.Count+1)
 	}
 	if in.NextFireAt.After(now) {
 		if in.NextFireAt.After(now.Add(e.cfg.Window)) {
-			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, in.NextFireAt.Format(time.RFC3339), e.cfg.Window)
+			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, stamp(in.NextFireAt), e.cfg.Window)
 		} else {
-			add("window", false, "%s for %s, in the wheel", what, in.NextFireAt.Format(time.RFC3339))
+			add("window", false, "%s for %s, in the wheel", what, stamp(in.NextFireAt))
 		}
 		return
 	}
@@ -378,7 +436,7 @@ func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now ti
 		add("queue", true, "%s, due %s ago; this process is a standby, ask the primary", what, late)
 	case !v.pending:
 		add("window", true, "%s, due %s ago but not in the wheel: the window failed to load (loaded until %s); see the store_error lines of the log",
-			what, late, v.loadedUntil.Format(time.RFC3339))
+			what, late, stamp(v.loadedUntil))
 	case v.capped != "":
 		add("pool", true, "held: %s; due %s ago, it waits in the queue in priority order and its timeout starts when it starts (ax limits changes the caps)", v.capped, late)
 	case v.held:

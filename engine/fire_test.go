@@ -265,11 +265,11 @@ func TestResumeCatchUpsAreNeverOverlapSkipped(t *testing.T) {
 		e := setup(t, Config{MisfireAfter: 5 * time.Second}, slowish,
 			"pipeline: m\ntimezone: UTC\nschedule: \"@every 1s\"\nmisfire: fire_all\ntasks:\n  - {name: a, function: record}\n")
 		sleep(500 * time.Millisecond)
-		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopePipeline, Target: "m"}); err != nil {
+		if _, err := e.do(Pause{Scope: store.ScopePipeline, Target: "m"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(30 * time.Second) // fires +1s … +30s pass while paused; back at +30.5s
-		if _, err := e.do(Op{Kind: OpResume, Scope: store.ScopePipeline, Target: "m"}); err != nil {
+		if _, err := e.do(Resume{Scope: store.ScopePipeline, Target: "m"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(20 * time.Second)

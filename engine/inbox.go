@@ -68,7 +68,18 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 }
 
 // reportResult converts an executor's report into a result.
-func reportResult(rep runner.Report) runner.Result { return rep.Result() }
+func reportResult(rep runner.Report) runner.Result { return safeResult(rep.Result()) }
+
+// safeResult makes the error text of a result that an executor ran (an
+// excerpt of the task's output, an executor's message) safe to show: control
+// characters and bytes that are not UTF-8 are escaped (\xNN) before it is
+// stored in the instance, its history, the attempt record and the alerts, so
+// a task printing terminal escapes cannot drive the terminal of whoever runs
+// ax history, status or explain. Every result enters the loop through here.
+func safeResult(r runner.Result) runner.Result {
+	r.Error = runner.SafeError(r.Error)
+	return r
+}
 
 // closeInbox closes the inbox entries of recorded results: outcomes by
 // ticket ("applied", "stale"). A failure leaves them open: the next read

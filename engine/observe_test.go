@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -56,7 +58,7 @@ schedule: "0 0 1 6 *"
 tasks:
   - {name: a, function: record, retry: {count: 2, interval: 1s}}
 `)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "m.a"}); err != nil {
+		if _, err := e.do(Trigger{Target: "m.a"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(5 * time.Second)
@@ -115,7 +117,7 @@ schedule: "0 0 1 6 *"
 tasks:
   - {name: a, function: record, timeout: 2s}
 `)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "m.a"}); err != nil {
+		if _, err := e.do(Trigger{Target: "m.a"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(5 * time.Second)
@@ -173,7 +175,7 @@ tasks:
 		if len(x.NextFires) != 10 || !x.NextFires[0].Equal(start.Add(20*time.Second)) {
 			t.Errorf("next fires %v, want ten from +20s", x.NextFires)
 		}
-		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "x.a", Actor: "operator:ann", Reason: "db migration"}); err != nil {
+		if _, err := e.do(Pause{Scope: store.ScopeTask, Target: "x.a"}, By{Actor: "operator:ann", Reason: "db migration"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(10 * time.Second) // the 20 s fire is held by the pause
@@ -187,7 +189,7 @@ tasks:
 		}
 		// c failed without retries.
 		e.rec.fn = map[string]func(context.Context, runner.Attempt) error{"z.c": func(context.Context, runner.Attempt) error { return errors.New("boom") }}
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "z.c"}); err != nil {
+		if _, err := e.do(Trigger{Target: "z.c"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(2 * time.Second)
@@ -208,22 +210,22 @@ func TestLimitsAtRunTimeSurviveARestart(t *testing.T) {
 		cfg := Config{DispatchRate: 50, MaxRunning: 8}
 		e := setup(t, cfg, nil, src)
 		for _, bad := range []struct {
-			op   Op
+			op   Request
 			want string
 		}{
-			{Op{Kind: OpLimits, Global: ptr(-1.0)}, "global rate -1: give a rate per second from 0 (unlimited) to 1000000"},
-			{Op{Kind: OpLimits, Global: ptr(math.Inf(1))}, "global rate +Inf: give a rate per second from 0"},
-			{Op{Kind: OpLimits, Global: ptr(math.NaN())}, "global rate NaN: give a rate per second from 0"},
-			{Op{Kind: OpLimits, Global: ptr(2e6)}, "global rate 2e+06: give a rate per second from 0 (unlimited) to 1000000"},
-			{Op{Kind: OpLimits, Groups: map[string]float64{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
-			{Op{Kind: OpLimits, Groups: map[string]float64{"etl": -3}}, "group etl rate -3"},
-			{Op{Kind: OpLimits, MaxRunning: ptr(-1)}, "max_running -1: give a number of attempts from 0 (unlimited) to 1000000"},
-			{Op{Kind: OpLimits, MaxRunning: ptr(5_000_000)}, "max_running 5000000: give a number of attempts"},
-			{Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
-			{Op{Kind: OpLimits, GroupMaxRunning: map[string]int{"etl": -2}}, "group etl max_running -2"},
+			{SetLimits{Global: ptr(-1.0)}, "global rate -1: give a rate per second from 0 (unlimited) to 1000000"},
+			{SetLimits{Global: ptr(math.Inf(1))}, "global rate +Inf: give a rate per second from 0"},
+			{SetLimits{Global: ptr(math.NaN())}, "global rate NaN: give a rate per second from 0"},
+			{SetLimits{Global: ptr(2e6)}, "global rate 2e+06: give a rate per second from 0 (unlimited) to 1000000"},
+			{SetLimits{Groups: map[string]float64{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
+			{SetLimits{Groups: map[string]float64{"etl": -3}}, "group etl rate -3"},
+			{SetLimits{MaxRunning: ptr(-1)}, "max_running -1: give a number of attempts from 0 (unlimited) to 1000000"},
+			{SetLimits{MaxRunning: ptr(5_000_000)}, "max_running 5000000: give a number of attempts"},
+			{SetLimits{GroupMaxRunning: map[string]int{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
+			{SetLimits{GroupMaxRunning: map[string]int{"etl": -2}}, "group etl max_running -2"},
 			// one good value beside a bad one: nothing of it applies
-			{Op{Kind: OpLimits, Global: ptr(7.0), MaxRunning: ptr(-1)}, "max_running -1"},
-			{Op{Kind: OpLimits}, "give global, groups, max_running or group_max_running"},
+			{SetLimits{Global: ptr(7.0), MaxRunning: ptr(-1)}, "max_running -1"},
+			{SetLimits{}, "give global, groups, max_running or group_max_running"},
 		} {
 			if _, err := e.do(bad.op); err == nil || !strings.Contains(err.Error(), bad.want) {
 				t.Errorf("%+v: %v, want %q", bad.op, err, bad.want)
@@ -235,7 +237,7 @@ func TestLimitsAtRunTimeSurviveARestart(t *testing.T) {
 		if a := e.actions("limits"); len(a) != 0 {
 			t.Errorf("refused changes wrote %d action row(s)", len(a))
 		}
-		msg, err := e.do(Op{Kind: OpLimits, Global: ptr(5.0), Groups: map[string]float64{"etl": 2}, MaxRunning: ptr(4), GroupMaxRunning: map[string]int{"etl": 3}})
+		msg, err := e.do(SetLimits{Global: ptr(5.0), Groups: map[string]float64{"etl": 2}, MaxRunning: ptr(4), GroupMaxRunning: map[string]int{"etl": 3}})
 		if err != nil || msg != "limits now global 5/s, group etl 2/s, max running 4 local, group etl max running 3" {
 			t.Fatalf("set limits: %q %v", msg, err)
 		}
@@ -257,7 +259,7 @@ func TestCancelBackfill(t *testing.T) {
 		e := setup(t, Config{}, slow, yearly)
 		id := e.startBackfill(BackfillParams{Pipeline: "y", From: start.AddDate(-5, 0, 0), To: start})
 		sleep(3 * time.Second) // the first run is in flight
-		msg, err := e.do(Op{Kind: OpCancelBackfill, Backfill: id, Actor: "operator:bo"})
+		msg, err := e.do(CancelBackfill{Backfill: id}, By{Actor: "operator:bo"})
 		if err != nil || !strings.Contains(msg, "cancelled at 0/5 runs; 1 run(s) in flight finish") {
 			t.Fatalf("cancel: %q %v", msg, err)
 		}
@@ -266,7 +268,7 @@ func TestCancelBackfill(t *testing.T) {
 			id   int64
 			want string
 		}{{id, "is cancelled already"}, {999, "no backfill 999"}} {
-			if _, err := e.do(Op{Kind: OpCancelBackfill, Backfill: bad.id}); err == nil || !strings.Contains(err.Error(), bad.want) {
+			if _, err := e.do(CancelBackfill{Backfill: bad.id}); err == nil || !strings.Contains(err.Error(), bad.want) {
 				t.Errorf("cancel %d: %v, want %q", bad.id, err, bad.want)
 			}
 		}
@@ -298,6 +300,178 @@ func TestUnreadableStoredLimitsLeaveTheConfiguredOnes(t *testing.T) {
 		}
 		if l := e.restart(Config{DispatchRate: 50}, time.Second).Stats().Limits; l.Global != 50 {
 			t.Errorf("limits after an unreadable stored value: %+v, want the configured global 50", l)
+		}
+	})
+}
+
+// Explain's findings give their times in the pipeline's zone with the
+// offset, like the rest of the explanation, the console and the CLI; they
+// were RFC 3339 in UTC ("scheduled for 2026-…Z", "paused … at …Z") beside
+// next fires and dispatches printed in the zone.
+func TestExplainTimesInThePipelineZone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, `pipeline: sh
+timezone: Asia/Shanghai
+schedule: "@every 10s"
+tasks:
+  - {name: a, function: record}
+`)
+		sleep(time.Second)
+		ctx := context.Background()
+		shanghai, err := time.LoadLocation("Asia/Shanghai")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := e.eng.Explain(ctx, "sh.a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		details := func(x Explanation) string {
+			var d []string
+			for _, f := range x.Findings {
+				d = append(d, f.Detail)
+			}
+			return strings.Join(d, "; ")
+		}
+		want := "scheduled for " + x.Latest.NextFireAt.In(shanghai).Format("2006-01-02T15:04:05") + "+08:00"
+		if !strings.Contains(details(x), want) {
+			t.Errorf("explain of a scheduled task: %q, want it to say %q", details(x), want)
+		}
+		x, _ = e.eng.ExplainUTC(ctx, "sh.a")
+		if want := "scheduled for " + x.Latest.NextFireAt.UTC().Format(time.RFC3339); !strings.Contains(details(x), want) {
+			t.Errorf("explain --utc of a scheduled task: %q, want it to say %q", details(x), want)
+		}
+		if _, err := e.do(Pause{Scope: store.ScopeTask, Target: "sh.a"}, By{Actor: "operator:ann", Reason: "db migration"}); err != nil {
+			t.Fatal(err)
+		}
+		x, _ = e.eng.Explain(ctx, "sh.a")
+		if !strings.Contains(x.Verdict, "paused by operator:ann at ") || !strings.Contains(x.Verdict, "+08:00") || strings.Contains(x.Verdict, "Z:") {
+			t.Errorf("explain of a paused task: %q, want the pause's time in +08:00", x.Verdict)
+		}
+		e.stop()
+	})
+}
+
+// unsafeText reports the first control character (but tab) or byte that
+// is not UTF-8 in s, or -1.
+func unsafeText(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError || (r < 0x20 && r != '\t') || r == 0x7f {
+			return i
+		}
+	}
+	return -1
+}
+
+// A task whose error carries terminal escapes and bytes that are not
+// UTF-8 (a command's last stderr line, an executor's message) has them
+// escaped (\xNN) wherever the error is kept and shown: the instance, its
+// history and actions (an alert's message is the failure's reason), the
+// attempt record. They were
+// stored raw, and ax history, status and explain wrote them to the
+// operator's terminal (clearing it, retitling it).
+func TestResultErrorsAreSafeText(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const raw = "boom \x1b[2J\x1b]0;pwned\x07 \xff\\n"
+		const want = `boom \x1b[2J\x1b]0;pwned\x07 \xff\n` // the backslash of \n was in the text
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{
+			"u.a": func(context.Context, runner.Attempt) error { return errors.New(raw) },
+		}, "pipeline: u\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n")
+		if _, err := e.do(Trigger{Target: "u.a"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(3 * time.Second)
+		ins := e.instances(store.InstanceFilter{TaskID: "u.a"})
+		if len(ins) != 1 || ins[0].State != store.Failed || ins[0].Error != want {
+			t.Fatalf("instance: %+v; want FAILED with error %q", ins, want)
+		}
+		ctx := context.Background()
+		recs, err := e.st.Attempts(ctx, ins[0].ID)
+		if err != nil || len(recs) != 1 || recs[0].Error != want {
+			t.Errorf("attempt records: %+v %v; want one with error %q", recs, err, want)
+		}
+		texts := []string{}
+		for _, h := range e.history("u.a") {
+			texts = append(texts, h.Reason)
+		}
+		acts, err := e.st.Actions(ctx, store.LogFilter{TaskID: "u.a", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range acts {
+			texts = append(texts, a.Reason, a.Detail)
+		}
+		for _, s := range texts {
+			if i := unsafeText(s); i >= 0 {
+				t.Errorf("history or action text with an unsafe byte at %d: %q", i, s)
+			}
+		}
+		// An HTTP executor's report goes through the inbox the same way.
+		if got := reportResult(runner.Report{Ticket: "t", Status: runner.StatusFailed, Error: raw}).Error; got != want {
+			t.Errorf("an executor's report: error %q, want %q", got, want)
+		}
+		e.stop()
+	})
+}
+
+// A cancelled backfill resumed by the resume_backfill request (the one way
+// `ax backfill resume` reaches the engine) goes on from where it stopped:
+// every logical time runs once, the one in flight at the cancel is not run
+// again; the request is in the action log; resuming a done or unknown
+// backfill is refused with nothing changed.
+func TestResumeBackfill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		slow := map[string]func(context.Context, runner.Attempt) error{"y.a": func(context.Context, runner.Attempt) error {
+			time.Sleep(10 * time.Second)
+			return nil
+		}}
+		e := setup(t, Config{}, slow, yearly)
+		id := e.startBackfill(BackfillParams{Pipeline: "y", From: start.AddDate(-5, 0, 0), To: start})
+		sleep(3 * time.Second)
+		if _, err := e.do(CancelBackfill{Backfill: id}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(30 * time.Second)
+		msg, err := e.do(ResumeBackfill{Backfill: id}, By{Actor: "operator:bo"})
+		if err != nil || msg != fmt.Sprintf("backfill %d resumed (was cancelled at 0/5 runs)", id) {
+			t.Fatalf("resume: %q %v", msg, err)
+		}
+		if msg, err := e.do(ResumeBackfill{Backfill: id}); err != nil || !strings.Contains(msg, "already") {
+			t.Errorf("resume again: %q %v, want a no-op", msg, err)
+		}
+		sleep(2 * time.Minute)
+		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 5 {
+			t.Fatalf("backfill after the resume: %+v", b)
+		}
+		before := e.backfill(id)
+		for _, bad := range []struct {
+			id   int64
+			want string
+		}{{id, "is done already"}, {999, "no backfill 999"}} {
+			if _, err := e.do(ResumeBackfill{Backfill: bad.id}); err == nil || !strings.Contains(err.Error(), bad.want) {
+				t.Errorf("resume %d: %v, want %q", bad.id, err, bad.want)
+			}
+		}
+		if after := e.backfill(id); after != before {
+			t.Errorf("a refused resume changed the backfill: %+v → %+v", before, after)
+		}
+		acts := e.actions(OpResumeBackfill)
+		if len(acts) != 2 || acts[0].Actor != "operator:bo" {
+			t.Errorf("action log: %+v, want the two applied resumes (refused ones write nothing)", acts)
+		}
+		e.stop()
+		runs := map[string]int{}
+		for _, c := range e.rec.snapshot() {
+			runs[fmt.Sprintf("%s %d", c.task, c.logical.Year())]++
+		}
+		if len(runs) != 15 {
+			t.Errorf("executions per task and logical year %v, want each of 3 tasks × 5 years once", runs)
+		}
+		for k, n := range runs {
+			if n != 1 {
+				t.Errorf("%s executed %d times", k, n)
+			}
 		}
 	})
 }

@@ -50,7 +50,7 @@ tasks:
     retry: {count: 1, interval: 1s}
     command: ["sh", "-c", "if [ -e %[1]s ]; then echo second try; echo all good >&2; else touch %[1]s; echo first try; echo 'disk full' >&2; exit 3; fi"]
 `, mark))
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "o.flaky"}); err != nil {
+		if _, err := e.do(Trigger{Target: "o.flaky"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(5 * time.Second)
@@ -122,7 +122,7 @@ schedule: "0 0 1 6 *"
 tasks:
   - {name: slow, function: record, timeout: 1h}
 `)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "c.slow"}); err != nil {
+		if _, err := e.do(Trigger{Target: "c.slow"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(7 * time.Second)
@@ -169,7 +169,7 @@ schedule: "0 0 1 6 *"
 tasks:
   - {name: big, function: record}
 `)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "b.big"}); err != nil {
+		if _, err := e.do(Trigger{Target: "b.big"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(15 * time.Second)
@@ -224,7 +224,7 @@ tasks:
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "big.print"}); err != nil {
+		if _, err := e.do(Trigger{Target: "big.print"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(5 * time.Second)
@@ -270,7 +270,7 @@ schedule: "0 0 1 6 *"
 tasks:
   - {name: slow, function: record}
 `)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "s.slow"}); err != nil {
+		if _, err := e.do(Trigger{Target: "s.slow"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(30 * time.Second)
@@ -341,7 +341,7 @@ tasks:
   - {name: loud, function: record}
 `)
 		c := countTx(e.st)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "s"}); err != nil {
+		if _, err := e.do(Trigger{Target: "s"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(5 * time.Second)
@@ -392,7 +392,7 @@ schedule: "0 0 1 6 *"
 tasks:
   - {name: x, function: record}
 `)
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "f.x"}); err != nil {
+		if _, err := e.do(Trigger{Target: "f.x"}); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()

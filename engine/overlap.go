@@ -56,3 +56,61 @@ func overlapDecide(p defs.Overlap, due, now, backlog time.Time, running, held, c
 		return overlapGo
 	}
 }
+
+// liveAttempts are a task's live attempts (of schedule runs) as the overlap
+// rule sees them: how many are claimed ahead and not started, and when each
+// of the others started.
+type liveAttempts struct {
+	held    int
+	started []time.Time
+}
+
+// at splits the live attempts for a fire due at due: running are those
+// that ran at the fire time (started at or before it); held those that had
+// not started then, claimed ahead or dispatched after it (a catch-up held
+// back by a cap, say). A fire that fell due while its predecessor only
+// waited to start is no overlap: it queues behind, it is not skipped.
+func (l liveAttempts) at(due time.Time) (running, held int) {
+	for _, s := range l.started {
+		if s.After(due) {
+			held++
+		} else {
+			running++
+		}
+	}
+	return running, held + l.held
+}
+
+// liveByTask gathers the live attempts per task, for one dispatch batch.
+func (e *Engine) liveByTask() map[string]liveAttempts {
+	m := make(map[string]liveAttempts, len(e.runningByTask))
+	for id, a := range e.running {
+		if !a.live {
+			continue
+		}
+		l := m[a.task.id]
+		switch start, ok := a.startedAt(); {
+		case e.held[id] != nil || !ok:
+			l.held++
+		default:
+			l.started = append(l.started, start)
+		}
+		m[a.task.id] = l
+	}
+	return m
+}
+
+// startedAt returns when a really started: a local attempt recorded
+// RUNNING may still wait in the start queue for a slot (ok false), and
+// starts when its goroutine takes one (begun).
+func (a *attempt) startedAt() (time.Time, bool) {
+	if a.begun != nil {
+		if at := a.begun.Load(); at != 0 {
+			return time.Unix(0, at), true
+		}
+	}
+	if a.queued {
+		return time.Time{}, false
+	}
+	return a.started, true
+}

@@ -58,7 +58,8 @@ type pool struct {
 	waits   int                    // live entries in waiting (cancelled ones are skipped when popped)
 	closed  bool                   // shut: nothing more is granted
 	now     func() time.Time
-	sec     int64 // the second the grant counts are of
+	at      time.Time // the clock, read by lock before it took mu
+	sec     int64     // the second the grant counts are of
 	granted [2]int
 	shown   map[string]bool // scopes with a series in ax_pool_running
 }
@@ -76,6 +77,17 @@ func newPool(caps Pools, now func() time.Time) *pool {
 	return &pool{caps: caps, byGroup: map[string]int{}, byTask: map[string]int{}, now: now}
 }
 
+// lock takes mu, reading the clock first (into at, which never goes back):
+// an injected clock may block (a stopped process in the simulator), and
+// then nothing may wait for mu behind it.
+func (p *pool) lock() {
+	now := p.now()
+	p.mu.Lock()
+	if now.After(p.at) {
+		p.at = now
+	}
+}
+
 func isLocal(t *defs.Task) bool { return t.Executor.Kind != defs.ExecHTTP }
 
 // ahead is how many local attempts dispatch may record beyond the global
@@ -90,7 +102,7 @@ func (p *pool) ahead() int {
 
 // roll moves the grant counts to the current second. Called with mu held.
 func (p *pool) roll() {
-	sec := p.now().Unix()
+	sec := p.at.Unix()
 	switch {
 	case sec == p.sec:
 	case sec == p.sec+1:
@@ -103,7 +115,7 @@ func (p *pool) roll() {
 
 // full says which cap holds another attempt of t back, or "" when none does.
 func (p *pool) full(t *taskInfo) string {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	d := t.def
 	if d.MaxRunning > 0 && p.byTask[t.id] >= d.MaxRunning {
@@ -120,7 +132,7 @@ func (p *pool) full(t *taskInfo) string {
 
 // add counts an attempt of t as recorded RUNNING.
 func (p *pool) add(t *taskInfo) {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	p.byTask[t.id]++
 	p.byGroup[t.def.Group]++
@@ -131,7 +143,7 @@ func (p *pool) add(t *taskInfo) {
 
 // remove counts an attempt of t as ended.
 func (p *pool) remove(t *taskInfo) {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	if p.byTask[t.id]--; p.byTask[t.id] <= 0 {
 		delete(p.byTask, t.id)
@@ -154,7 +166,7 @@ var errStartQueueShut = errors.New("engine: stopped before a slot was free: not 
 // that of goroutines racing for a slot. It is granted at once when a slot
 // is free. The attempt's goroutine waits for it with wait.
 func (p *pool) enqueue(priority int, at, id int64) *slotWait {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	w := &slotWait{id: id, ready: make(chan struct{})}
 	if p.closed {
@@ -177,7 +189,7 @@ func (p *pool) wait(ctx context.Context, w *slotWait) error {
 	case <-w.ready:
 	case <-ctx.Done():
 	}
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	switch {
 	case w.dropped:
@@ -191,7 +203,7 @@ func (p *pool) wait(ctx context.Context, w *slotWait) error {
 
 // cancel gives up w for an attempt that will not start.
 func (p *pool) cancel(w *slotWait) {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	p.abandon(w)
 }
@@ -219,7 +231,7 @@ func (p *pool) grant() {
 
 // release gives a slot back and hands it to the first attempt waiting.
 func (p *pool) release() {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	if p.local > 0 {
 		p.local--
@@ -246,7 +258,7 @@ func (p *pool) wake() {
 // start (their goroutines return without a result) and their ids are
 // returned, for the loop to give them back.
 func (p *pool) shut() []int64 {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	p.closed = true
 	var ids []int64
@@ -264,7 +276,7 @@ func (p *pool) shut() []int64 {
 
 // state describes the global cap and the start queue, for ax explain.
 func (p *pool) state() string {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	return fmt.Sprintf("the server has %d of %d local attempts running (--max-running) and %d waiting to start", p.local, p.caps.MaxRunning, p.waits)
 }
@@ -311,7 +323,7 @@ func (e *Engine) untrack(id int64) {
 
 // set changes the caps: a nil global keeps it; a group at 0 lifts its cap.
 func (p *pool) set(global *int, groups map[string]int) {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	if global != nil {
 		p.caps.MaxRunning = *global
@@ -331,7 +343,7 @@ func (p *pool) set(global *int, groups map[string]int) {
 
 // limits returns a copy of the caps in force.
 func (p *pool) limits() Pools {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	out := Pools{MaxRunning: p.caps.MaxRunning}
 	if len(p.caps.GroupMaxRunning) > 0 {
@@ -345,7 +357,7 @@ func (p *pool) limits() Pools {
 // is their ratio. A scope whose cap was lifted loses its series rather
 // than keeping its last value.
 func (p *pool) publish(m *metrics) {
-	p.mu.Lock()
+	p.lock()
 	defer p.mu.Unlock()
 	m.poolStarting.Set(float64(p.waits))
 	type load struct{ running, limit int }

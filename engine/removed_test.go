@@ -95,7 +95,7 @@ func TestRemovedRunningTaskCanBeKilled(t *testing.T) {
 		eng, stop := e.restartWithout(withoutB)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := eng.Do(ctx, Op{Kind: OpKill, Instance: in.ID, Actor: "operator:ann"}); err != nil {
+		if _, err := eng.Do(ctx, Kill{Instance: in.ID}, By{Actor: "operator:ann"}); err != nil {
 			t.Fatalf("kill: %v", err)
 		}
 		sleep(time.Second)

@@ -30,7 +30,7 @@ tasks:
   - {name: b, function: record}
 `)
 		start := time.Now()
-		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopeTask, Target: "y.b", Actor: "operator:ann", Reason: "hold"}); err != nil {
+		if _, err := e.do(Pause{Scope: store.ScopeTask, Target: "y.b"}, By{Actor: "operator:ann", Reason: "hold"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(5*time.Hour + 5*time.Minute)

@@ -75,7 +75,7 @@ func TestRandomRunsAlwaysEnd(t *testing.T) {
 					}
 				}
 				e := setup(t, Config{}, fns, src)
-				msg, err := e.do(Op{Kind: OpTrigger, Target: "z", Actor: "operator:prop"})
+				msg, err := e.do(Trigger{Target: "z"}, By{Actor: "operator:prop"})
 				if err != nil {
 					t.Fatalf("%v\n%s", err, src)
 				}
@@ -90,7 +90,7 @@ func TestRandomRunsAlwaysEnd(t *testing.T) {
 					t.Errorf("not over and not at a gate after a minute: %+v\n%s", st, src)
 				}
 				for _, g := range gates {
-					_, _ = e.do(Op{Kind: OpTrigger, Target: g, At: run.LogicalTime, Actor: "operator:prop"})
+					_, _ = e.do(Trigger{Target: g, At: run.LogicalTime}, By{Actor: "operator:prop"})
 				}
 				sleep(2 * time.Minute)
 				e.stop()

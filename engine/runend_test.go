@@ -112,7 +112,7 @@ tasks:
   - {name: approve, depends_on: [build], manual: true}
 `)
 		sleep(time.Hour + 2*time.Second) // build runs until +1h10s
-		msg, err := e.do(Op{Kind: OpTrigger, Target: "g.approve", Actor: "operator:ann", Reason: "looks good"})
+		msg, err := e.do(Trigger{Target: "g.approve"}, By{Actor: "operator:ann", Reason: "looks good"})
 		if err != nil {
 			t.Error(err)
 		}
@@ -134,7 +134,7 @@ func TestTriggerIsTheApproval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		e := setup(t, Config{}, nil, "pipeline: m\ntimezone: UTC\ntasks:\n  - {name: publish, manual: true, function: record}\n")
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "m.publish", Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Trigger{Target: "m.publish"}, By{Actor: "operator:ann"}); err != nil {
 			t.Error(err)
 		}
 		sleep(time.Second)
@@ -208,7 +208,7 @@ func TestRerunBringsNeverRunDownstreamBack(t *testing.T) {
 			t.Errorf("after the failure: %+v", st)
 		}
 		broken = false
-		msg, err := e.do(Op{Kind: OpRerun, Run: a.RunID, Actor: "operator:ann", Reason: "disk cleaned"})
+		msg, err := e.do(Rerun{Run: a.RunID}, By{Actor: "operator:ann", Reason: "disk cleaned"})
 		if err != nil {
 			t.Error(err)
 		}
@@ -275,7 +275,7 @@ func TestCrossPipelineFailurePropagatesAndRerunBringsItBack(t *testing.T) {
 			t.Errorf("mail: %s %q", m.State, m.Error)
 		}
 		broken = false
-		if _, err := e.do(Op{Kind: OpRerun, Target: "billing.settle", Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Rerun{Target: "billing.settle"}, By{Actor: "operator:ann"}); err != nil {
 			t.Error(err)
 		}
 		sleep(2 * time.Second)
@@ -294,11 +294,11 @@ func TestMisfireSkipFailsDownstream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		e := setup(t, Config{}, nil, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1h\"\nmisfire: skip\ndefaults: {function: record}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
-		if _, err := e.do(Op{Kind: OpPause, Scope: store.ScopePipeline, Target: "s", Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Pause{Scope: store.ScopePipeline, Target: "s"}, By{Actor: "operator:ann"}); err != nil {
 			t.Error(err)
 		}
 		sleep(time.Hour + 5*time.Minute)
-		if _, err := e.do(Op{Kind: OpResume, Scope: store.ScopePipeline, Target: "s", Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Resume{Scope: store.ScopePipeline, Target: "s"}, By{Actor: "operator:ann"}); err != nil {
 			t.Error(err)
 		}
 		sleep(time.Second)
@@ -342,7 +342,7 @@ func TestBackfillStopsAtGatesUntilApproved(t *testing.T) {
 			t.Errorf("at the gates: %+v, progress %+v %v", b, pr, err)
 		}
 		for _, day := range []time.Time{from.Add(2 * time.Hour), from.Add(26 * time.Hour)} {
-			if msg, err := e.do(Op{Kind: OpTrigger, Target: "g.approve", At: day, Actor: "operator:ann"}); err != nil || !strings.Contains(msg, "it runs now") {
+			if msg, err := e.do(Trigger{Target: "g.approve", At: day}, By{Actor: "operator:ann"}); err != nil || !strings.Contains(msg, "it runs now") {
 				t.Errorf("approve %s: %q %v", day, msg, err)
 			}
 		}
@@ -390,21 +390,21 @@ func TestTriggerAtParamsAndPipeline(t *testing.T) {
 		}
 		e := setup(t, Config{}, fns, "pipeline: p\ntimezone: Asia/Shanghai\ndefaults: {function: record, params: {region: cn, day: x}}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
 		at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
-		msg, err := e.do(Op{Kind: OpTrigger, Target: "p.a", At: at, Params: map[string]string{"day": "20261129"}, Actor: "operator:ann"})
+		msg, err := e.do(Trigger{Target: "p.a", At: at, Params: map[string]string{"day": "20261129"}}, By{Actor: "operator:ann"})
 		if err != nil || !strings.Contains(msg, "at logical time 2026-11-30T10:00:00+08:00") {
 			t.Errorf("trigger: %q %v", msg, err)
 		}
 		sleep(time.Second)
-		msg, err = e.do(Op{Kind: OpTrigger, Target: "p", Actor: "operator:ann"})
+		msg, err = e.do(Trigger{Target: "p"}, By{Actor: "operator:ann"})
 		if err != nil || !strings.Contains(msg, "for pipeline p (2 task(s))") {
 			t.Errorf("pipeline trigger: %q %v", msg, err)
 		}
 		sleep(time.Second)
-		for _, c := range []Op{
-			{Kind: OpTrigger, Target: "q"},
-			{Kind: OpTrigger, Target: "p.zz"},
-			{Kind: OpTrigger, Target: "p", Downstream: true},
-			{Kind: OpTrigger, Target: "p.a", Params: map[string]string{"a b": "1"}},
+		for _, c := range []Trigger{
+			{Target: "q"},
+			{Target: "p.zz"},
+			{Target: "p", Downstream: true},
+			{Target: "p.a", Params: map[string]string{"a b": "1"}},
 		} {
 			if _, err := e.do(c); err == nil {
 				t.Errorf("%+v: no error", c)

@@ -335,9 +335,15 @@ func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor str
 			work = append(work, x)
 		}
 	}
-	// Settle what came back (and what a rerun brought back directly).
+	return len(back), e.settleBack(ctx, append(slices.Clone(from), back...), now)
+}
+
+// settleBack settles instances that came back to WAITING (and those a
+// rerun brought back directly): those whose upstreams are done already are
+// released.
+func (e *Engine) settleBack(ctx context.Context, ins []store.Instance, now time.Time) error {
 	byRun := map[int64][]*taskInfo{}
-	for _, x := range append(slices.Clone(from), back...) {
+	for _, x := range ins {
 		if ti := e.tasks[x.TaskID]; ti != nil {
 			byRun[x.RunID] = append(byRun[x.RunID], ti)
 		}
@@ -347,15 +353,15 @@ func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor str
 		delete(e.runs, id)
 		rs, err := e.run(ctx, id)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		r, err := e.releasable(ctx, rs, byRun[id], now)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		rel = append(rel, r...)
 	}
-	return len(back), e.applyReleases(ctx, rel, now)
+	return e.applyReleases(ctx, rel, now)
 }
 
 // rememberParams caches a run's --param values (a JSON object).

@@ -43,27 +43,27 @@ func markable(in store.Instance, to store.State) error {
 
 // markTarget finds the instance a mark names: by id, or a task in a run, or
 // a task at a logical time.
-func (e *Engine) markTarget(ctx context.Context, op Op) (store.Instance, error) {
-	if op.Instance != 0 {
-		in, err := e.st.Instance(ctx, op.Instance)
+func (e *Engine) markTarget(ctx context.Context, r Mark) (store.Instance, error) {
+	if r.Instance != 0 {
+		in, err := e.st.Instance(ctx, r.Instance)
 		if errors.Is(err, store.ErrNotFound) {
-			return in, fmt.Errorf("%w: no instance %d", ErrBadOp, op.Instance)
+			return in, fmt.Errorf("%w: no instance %d", ErrBadOp, r.Instance)
 		}
 		return in, err
 	}
-	t, err := e.resolveTask(op.Target)
+	t, err := e.resolveTask(r.Target)
 	if err != nil {
 		return store.Instance{}, fmt.Errorf("%w: %v", ErrBadOp, err)
 	}
 	f := store.InstanceFilter{TaskID: t.id, Limit: 2}
 	switch {
-	case op.Run != 0:
-		if _, err := e.st.Run(ctx, op.Run); err != nil {
-			return store.Instance{}, fmt.Errorf("%w: no run %d", ErrBadOp, op.Run)
+	case r.Run != 0:
+		if _, err := e.st.Run(ctx, r.Run); err != nil {
+			return store.Instance{}, fmt.Errorf("%w: no run %d", ErrBadOp, r.Run)
 		}
-		f.RunID = op.Run
-	case !op.At.IsZero():
-		f.LogicalFrom, f.LogicalTo = op.At, op.At
+		f.RunID = r.Run
+	case !r.At.IsZero():
+		f.LogicalFrom, f.LogicalTo = r.At, r.At
 	default:
 		return store.Instance{}, fmt.Errorf("%w: say which instance of %s: --run RUN, --at TIME, or an instance id", ErrBadOp, t.id)
 	}
@@ -72,12 +72,12 @@ func (e *Engine) markTarget(ctx context.Context, op Op) (store.Instance, error) 
 		return store.Instance{}, err
 	}
 	switch {
-	case len(ins) == 0 && op.Run != 0:
-		return store.Instance{}, fmt.Errorf("%w: run %d has no instance of %s", ErrBadOp, op.Run, t.id)
+	case len(ins) == 0 && r.Run != 0:
+		return store.Instance{}, fmt.Errorf("%w: run %d has no instance of %s", ErrBadOp, r.Run, t.id)
 	case len(ins) == 0:
-		return store.Instance{}, fmt.Errorf("%w: %s has no instance at %s", ErrBadOp, t.id, op.At.Format(time.RFC3339))
+		return store.Instance{}, fmt.Errorf("%w: %s has no instance at %s", ErrBadOp, t.id, r.At.Format(time.RFC3339))
 	case len(ins) > 1:
-		return store.Instance{}, fmt.Errorf("%w: %s has %d instances at %s (runs %d and %d): give --run", ErrBadOp, t.id, len(ins), op.At.Format(time.RFC3339), ins[0].RunID, ins[1].RunID)
+		return store.Instance{}, fmt.Errorf("%w: %s has %d instances at %s (runs %d and %d): give --run", ErrBadOp, t.id, len(ins), r.At.Format(time.RFC3339), ins[0].RunID, ins[1].RunID)
 	}
 	return ins[0], nil
 }
@@ -85,21 +85,21 @@ func (e *Engine) markTarget(ctx context.Context, op Op) (store.Instance, error) 
 // mark sets the outcome of a waiting, failed or killed instance: success
 // releases its downstream (and brings back what failed without running
 // behind it), failed fails its waiting downstream (R40).
-func (e *Engine) mark(ctx context.Context, op Op, now time.Time) (string, error) {
-	in, err := e.markTarget(ctx, op)
+func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string, error) {
+	in, err := e.markTarget(ctx, r)
 	if err != nil {
 		return "", err
 	}
-	to := store.State(strings.ToUpper(string(op.State)))
+	to := store.State(strings.ToUpper(string(r.State)))
 	if err := markable(in, to); err != nil {
 		return "", err
 	}
 	if e.tasks[in.TaskID] == nil {
 		return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 	}
-	why := fmt.Sprintf("marked %s by %s", strings.ToLower(string(to)), op.Actor)
-	if op.Reason != "" {
-		why += ": " + op.Reason
+	why := fmt.Sprintf("marked %s by %s", strings.ToLower(string(to)), by.Actor)
+	if by.Reason != "" {
+		why += ": " + by.Reason
 	}
 	errText := ""
 	if to == store.Failed {
@@ -108,14 +108,14 @@ func (e *Engine) mark(ctx context.Context, op Op, now time.Time) (string, error)
 	e.dropCachedRunOf(in.ID)
 	params := []store.TransitionParams{{InstanceID: in.ID, Version: in.Version, From: in.State, To: to,
 		Set:   store.Changes{Error: &errText, EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
-		Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: why}}
+		Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: why}}
 	if _, err := e.recordSettled(ctx, params, now); err != nil {
 		return "", err
 	}
 	msg := fmt.Sprintf("instance %d of %s (run %d) %s", in.ID, in.TaskID, in.RunID, why)
 	if to == store.Success {
 		in.State = store.Success
-		n, err := e.bringBack(ctx, []store.Instance{in}, op.Actor, now)
+		n, err := e.bringBack(ctx, []store.Instance{in}, by.Actor, now)
 		if err != nil {
 			return "", err
 		}
@@ -158,23 +158,23 @@ func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionPar
 // cancel ends every unfinished instance of a run: running ones are killed
 // (they end KILLED when their executor has stopped them), the others fail
 // as cancelled; the run is then over.
-func (e *Engine) cancel(ctx context.Context, op Op, now time.Time) (string, error) {
-	if op.Run == 0 {
+func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (string, error) {
+	if r.Run == 0 {
 		return "", fmt.Errorf("%w: cancel needs a run id", ErrBadOp)
 	}
-	if _, err := e.st.Run(ctx, op.Run); err != nil {
+	if _, err := e.st.Run(ctx, r.Run); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return "", fmt.Errorf("%w: no run %d", ErrBadOp, op.Run)
+			return "", fmt.Errorf("%w: no run %d", ErrBadOp, r.Run)
 		}
 		return "", err
 	}
-	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: op.Run, Limit: 1 << 20, Ascending: true})
+	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, Limit: 1 << 20, Ascending: true})
 	if err != nil {
 		return "", err
 	}
-	why := "cancelled by " + op.Actor
-	if op.Reason != "" {
-		why += ": " + op.Reason
+	why := "cancelled by " + by.Actor
+	if by.Reason != "" {
+		why += ": " + by.Reason
 	}
 	var (
 		params []store.TransitionParams
@@ -185,20 +185,20 @@ func (e *Engine) cancel(ctx context.Context, op Op, now time.Time) (string, erro
 		case store.Waiting, store.Scheduled, store.Retrying, store.Paused:
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
 				Set:   store.Changes{Error: ptr(why), EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
-				Epoch: e.epoch, Now: now, Actor: op.Actor, Reason: why})
+				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: why})
 		case store.Running:
 			kill = append(kill, in.ID)
 		}
 	}
 	if len(params)+len(kill) == 0 {
-		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", op.Run, StatusOf(ins, e.isManual).State)
+		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", r.Run, StatusOf(ins, e.isManual).State)
 	}
 	for _, id := range kill {
 		if e.running[id] == nil {
-			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, op.Run)
+			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, r.Run)
 		}
 	}
-	delete(e.runs, op.Run)
+	delete(e.runs, r.Run)
 	res, err := e.recordSettled(ctx, params, now)
 	if err != nil {
 		return "", err
@@ -210,9 +210,9 @@ func (e *Engine) cancel(ctx context.Context, op Op, now time.Time) (string, erro
 		}
 	}
 	for _, id := range kill {
-		e.killAttempt(id, "cancelled by "+op.Actor)
+		e.killAttempt(id, "cancelled by "+by.Actor)
 	}
-	msg := fmt.Sprintf("run %d cancelled: %d instance(s) failed as cancelled", op.Run, failed)
+	msg := fmt.Sprintf("run %d cancelled: %d instance(s) failed as cancelled", r.Run, failed)
 	if len(kill) > 0 {
 		ids := make([]string, len(kill))
 		for i, id := range kill {

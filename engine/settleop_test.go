@@ -29,7 +29,7 @@ func TestMarkSuccessReleasesDownstream(t *testing.T) {
 		e := setup(t, Config{}, fns, diamondD)
 		sleep(time.Hour + time.Second)
 		a := e.instances(store.InstanceFilter{TaskID: "d.a"})[0]
-		msg, err := e.do(Op{Kind: OpMark, Target: "d.a", Run: a.RunID, State: store.Success, Actor: "operator:ann", Reason: "loaded by hand"})
+		msg, err := e.do(Mark{Target: "d.a", Run: a.RunID, State: store.Success}, By{Actor: "operator:ann", Reason: "loaded by hand"})
 		if err != nil || !strings.Contains(msg, "marked success by operator:ann: loaded by hand") || !strings.Contains(msg, "3 downstream instance(s)") {
 			t.Errorf("mark: %q %v", msg, err)
 		}
@@ -67,7 +67,7 @@ func TestMarkWaitingInstance(t *testing.T) {
 		e := setup(t, Config{}, nil, billing, orders)
 		sleep(time.Hour + time.Second)
 		day1 := start.Add(time.Hour)
-		if _, err := e.do(Op{Kind: OpMark, Target: "orders.report", At: day1, State: store.Success, Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Mark{Target: "orders.report", At: day1, State: store.Success}, By{Actor: "operator:ann"}); err != nil {
 			t.Error(err)
 		}
 		sleep(time.Second)
@@ -77,7 +77,7 @@ func TestMarkWaitingInstance(t *testing.T) {
 		}
 		sleep(24 * time.Hour)
 		day2 := day1.Add(24 * time.Hour)
-		if _, err := e.do(Op{Kind: OpMark, Target: "orders.report", At: day2, State: store.Failed, Actor: "operator:ann", Reason: "no billing today"}); err != nil {
+		if _, err := e.do(Mark{Target: "orders.report", At: day2, State: store.Failed}, By{Actor: "operator:ann", Reason: "no billing today"}); err != nil {
 			t.Error(err)
 		}
 		e.stop()
@@ -111,18 +111,18 @@ func TestMarkAndCancelRefusals(t *testing.T) {
 		}
 		before, acts := hist(), len(e.actions(""))
 		for _, c := range []struct {
-			op   Op
+			op   Request
 			want string
 		}{
-			{Op{Kind: OpMark, Instance: 999, State: store.Success}, "no instance 999"},
-			{Op{Kind: OpMark, Target: "r.zz", Run: a.RunID, State: store.Success}, `no task "r.zz"`},
-			{Op{Kind: OpMark, Target: "r.b", Run: 999, State: store.Success}, "no run 999"},
-			{Op{Kind: OpMark, Target: "r.b", State: store.Success}, "say which instance of r.b"},
-			{Op{Kind: OpMark, Target: "r.b", At: a.LogicalTime.Add(time.Minute), State: store.Success}, "r.b has no instance at"},
-			{Op{Kind: OpMark, Instance: a.ID, State: "DONE"}, `mark "done": give success or failed`},
-			{Op{Kind: OpMark, Instance: a.ID, State: store.Success}, "is RUNNING: it may still run; kill it first"},
-			{Op{Kind: OpCancel, Run: 999}, "no run 999"},
-			{Op{Kind: OpCancel}, "cancel needs a run id"},
+			{Mark{Instance: 999, State: store.Success}, "no instance 999"},
+			{Mark{Target: "r.zz", Run: a.RunID, State: store.Success}, `no task "r.zz"`},
+			{Mark{Target: "r.b", Run: 999, State: store.Success}, "no run 999"},
+			{Mark{Target: "r.b", State: store.Success}, "say which instance of r.b"},
+			{Mark{Target: "r.b", At: a.LogicalTime.Add(time.Minute), State: store.Success}, "r.b has no instance at"},
+			{Mark{Instance: a.ID, State: "DONE"}, `mark "done": give success or failed`},
+			{Mark{Instance: a.ID, State: store.Success}, "is RUNNING: it may still run; kill it first"},
+			{Cancel{Run: 999}, "no run 999"},
+			{Cancel{}, "cancel needs a run id"},
 		} {
 			_, err := e.do(c.op)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -132,14 +132,14 @@ func TestMarkAndCancelRefusals(t *testing.T) {
 		if hist() != before || len(e.actions("")) != acts {
 			t.Errorf("a refused request wrote something: history %d → %d, actions %d → %d", before, hist(), acts, len(e.actions("")))
 		}
-		if _, err := e.do(Op{Kind: OpCancel, Run: a.RunID, Actor: "operator:ann", Reason: "wrong day"}); err != nil {
+		if _, err := e.do(Cancel{Run: a.RunID}, By{Actor: "operator:ann", Reason: "wrong day"}); err != nil {
 			t.Error(err)
 		}
 		sleep(time.Second)
-		if _, err := e.do(Op{Kind: OpCancel, Run: a.RunID}); err == nil || !strings.Contains(err.Error(), "is over already (failed): nothing to cancel") {
+		if _, err := e.do(Cancel{Run: a.RunID}); err == nil || !strings.Contains(err.Error(), "is over already (failed): nothing to cancel") {
 			t.Errorf("cancel twice: %v", err)
 		}
-		if _, err := e.do(Op{Kind: OpMark, Instance: a.ID, State: store.Killed}); err == nil || !strings.Contains(err.Error(), "give success or failed") {
+		if _, err := e.do(Mark{Instance: a.ID, State: store.Killed}); err == nil || !strings.Contains(err.Error(), "give success or failed") {
 			t.Errorf("mark killed: %v", err)
 		}
 		e.stop()
@@ -179,10 +179,10 @@ func TestCancelKillsRunningCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	do := func(op Op) (string, error) {
+	do := func(req Request, by By) (string, error) {
 		c, stop := context.WithTimeout(context.Background(), 30*time.Second)
 		defer stop()
-		return eng.Do(c, op)
+		return eng.Do(c, req, by)
 	}
 	until := func(what string, ok func() bool) {
 		deadline := time.Now().Add(30 * time.Second)
@@ -194,7 +194,7 @@ func TestCancelKillsRunningCommand(t *testing.T) {
 		}
 	}
 	until("primary", func() bool { return eng.Stats().Leader })
-	if _, err := do(Op{Kind: OpTrigger, Target: "c.long", Downstream: true, Actor: "operator:ann"}); err != nil {
+	if _, err := do(Trigger{Target: "c.long", Downstream: true}, By{Actor: "operator:ann"}); err != nil {
 		t.Fatal(err)
 	}
 	var pid int
@@ -204,7 +204,7 @@ func TestCancelKillsRunningCommand(t *testing.T) {
 		return err == nil && pid > 0
 	})
 	ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "c.long", Limit: 1})
-	msg, err := do(Op{Kind: OpCancel, Run: ins[0].RunID, Actor: "operator:ann"})
+	msg, err := do(Cancel{Run: ins[0].RunID}, By{Actor: "operator:ann"})
 	if err != nil || !strings.Contains(msg, "kill sent to 1 running instance(s)") {
 		t.Fatalf("cancel: %q %v", msg, err)
 	}
@@ -256,10 +256,10 @@ func TestRerunOfMarkedSuccessWaitsForUpstream(t *testing.T) {
 		if b.State != store.Waiting {
 			t.Fatalf("b is %s, want WAITING", b.State)
 		}
-		if _, err := e.do(Op{Kind: OpMark, Instance: b.ID, State: store.Success, Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Mark{Instance: b.ID, State: store.Success}, By{Actor: "operator:ann"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.do(Op{Kind: OpRerun, Instance: b.ID, Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Rerun{Instance: b.ID}, By{Actor: "operator:ann"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Minute)

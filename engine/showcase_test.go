@@ -68,7 +68,7 @@ func TestShowcaseRunEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, _ := examplesEnv(t)
 		ctx := context.Background()
-		msg, err := e.do(Op{Kind: OpTrigger, Target: "orders_daily.sync_orders", Downstream: true, Actor: "operator:readme"})
+		msg, err := e.do(Trigger{Target: "orders_daily.sync_orders", Downstream: true}, By{Actor: "operator:readme"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,17 +113,17 @@ func TestShowcaseRunEnds(t *testing.T) {
 func TestShowcaseRunSucceedsWithBillingAndApproval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, x := examplesEnv(t)
-		for _, op := range []Op{
-			{Kind: OpTrigger, Target: "billing_daily", Actor: "operator:readme"},
-			{Kind: OpTrigger, Target: "orders_daily.sync_orders", Downstream: true, Actor: "operator:readme"},
+		for _, op := range []Trigger{
+			{Target: "billing_daily"},
+			{Target: "orders_daily.sync_orders", Downstream: true},
 		} {
-			if _, err := e.do(op); err != nil {
+			if _, err := e.do(op, By{Actor: "operator:readme"}); err != nil {
 				t.Fatal(err)
 			}
 			sleep(time.Second)
 		}
 		sleep(11 * time.Minute) // report's delay
-		msg, err := e.do(Op{Kind: OpTrigger, Target: "orders_daily.approve_publish", Actor: "operator:readme"})
+		msg, err := e.do(Trigger{Target: "orders_daily.approve_publish"}, By{Actor: "operator:readme"})
 		if err != nil || !strings.Contains(msg, "it runs now") {
 			t.Errorf("approve: %q %v", msg, err)
 		}

@@ -90,7 +90,7 @@ tasks:
 				t.Fatal(err)
 			}
 		})
-		if _, err := e.do(Op{Kind: OpTrigger, Target: "dead.pull"}); err != nil {
+		if _, err := e.do(Trigger{Target: "dead.pull"}); err != nil {
 			t.Fatal(err)
 		}
 		// Attempt 1 is refused from 0 s to its deadline at 20 s, retried at

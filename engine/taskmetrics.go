@@ -58,16 +58,30 @@ func (m *taskMetrics) labels(t *taskInfo, more ...string) []string {
 	return append(l, more...)
 }
 
-// forget drops the series of a task removed by a reload.
-func (m *taskMetrics) forget(pipeline, task string) {
+// forget drops the series of a task removed by a reload; without task
+// labels, the pipeline's series go when the pipeline went as a whole
+// (pipelineGone).
+func (m *taskMetrics) forget(pipeline, task string, pipelineGone bool) {
 	match := prometheus.Labels{"pipeline": pipeline}
-	if !m.withTask {
-		return // the pipeline's series may still have other tasks
+	if m.withTask {
+		match["task"] = task
+	} else if !pipelineGone {
+		return // the pipeline's series still count its other tasks
 	}
-	match["task"] = task
 	m.duration.DeletePartialMatch(match)
 	m.queueWait.DeletePartialMatch(match)
 	m.outcomes.DeletePartialMatch(match)
+}
+
+// taskLabels returns the label values of task t's series, or false when
+// its series were forgotten (see forget): an attempt of a removed task that
+// was running at the reload, or that a restart found running, must not
+// make them again.
+func (e *Engine) taskLabels(t *taskInfo, more ...string) ([]string, bool) {
+	if e.tasks[t.id] == nil && (e.tm.withTask || e.Graph().Pipeline(t.def.Pipeline) == nil) {
+		return nil, false
+	}
+	return e.tm.labels(t, more...), true
 }
 
 // fireKind classifies an attempt's start for the latency metrics: a live
@@ -95,15 +109,21 @@ func (e *Engine) observeStart(a *attempt, now time.Time) {
 	} else {
 		e.tm.delay.WithLabelValues(k).Observe(wait)
 	}
-	e.tm.queueWait.WithLabelValues(e.tm.labels(a.task)...).Observe(wait)
+	if l, ok := e.taskLabels(a.task); ok {
+		e.tm.queueWait.WithLabelValues(l...).Observe(wait)
+	}
 }
 
 // observeEnd records an attempt's outcome (an attempt's status) at now.
 func (e *Engine) observeEnd(a *attempt, status string, now time.Time) {
-	e.tm.outcomes.WithLabelValues(e.tm.labels(a.task, status)...).Inc()
+	l, ok := e.taskLabels(a.task)
+	if !ok {
+		return
+	}
+	e.tm.outcomes.WithLabelValues(append(l, status)...).Inc()
 	if status == "refused" {
 		return // it never ran
 	}
 	started := a.deadline.Add(-a.task.def.Timeout)
-	e.tm.duration.WithLabelValues(e.tm.labels(a.task)...).Observe(max(now.Sub(started).Seconds(), 0))
+	e.tm.duration.WithLabelValues(l...).Observe(max(now.Sub(started).Seconds(), 0))
 }

@@ -225,7 +225,7 @@ func TestBackfillMetricsOnlyWhileActive(t *testing.T) {
 				t.Errorf("ax_backfill_runs{backfill=%d,state=total} while it runs = %v, want 5", id, v)
 			}
 		}
-		if _, err := e.do(Op{Kind: OpCancelBackfill, Backfill: cancelled, Actor: "operator:test"}); err != nil {
+		if _, err := e.do(CancelBackfill{Backfill: cancelled}, By{Actor: "operator:test"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(2 * time.Minute)
@@ -241,4 +241,64 @@ func TestBackfillMetricsOnlyWhileActive(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A task removed by a reload loses its series, also when an attempt of it
+// was running then (its result came after the reload and made the series
+// again, for good), and with NoTaskLabels a pipeline removed whole loses
+// its pipeline series (they stayed for ever: every renamed or removed
+// pipeline added series until a restart).
+func TestMetricsOfRemovedTasksGo(t *testing.T) {
+	t.Parallel()
+	for _, noTask := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoTaskLabels=%v", noTask), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fns := map[string]func(context.Context, runner.Attempt) error{
+					"p.a": func(ctx context.Context, a runner.Attempt) error {
+						select {
+						case <-time.After(8 * time.Second):
+							return nil
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					},
+				}
+				other := "pipeline: q\ntimezone: UTC\nschedule: \"@every 10s\"\ndefaults: {function: record}\ntasks:\n  - {name: x}\n"
+				reg := prometheus.NewRegistry()
+				e := setup(t, Config{Registerer: reg, NoTaskLabels: noTask}, fns, reloadP, other)
+				sleep(12 * time.Second) // p.a@10s runs until +18s
+				if _, err := e.eng.Reload(compile(t, other)); err != nil {
+					t.Fatal(err)
+				}
+				sleep(20 * time.Second) // its result came at +18s
+				e.stop()
+				if ins := e.instances(store.InstanceFilter{TaskID: "p.a", States: []store.State{store.Success}}); len(ins) != 1 {
+					t.Fatalf("p.a's running attempt: %d succeeded, want its result recorded", len(ins))
+				}
+				mfs, err := reg.Gather()
+				if err != nil {
+					t.Fatal(err)
+				}
+				q := 0
+				for _, mf := range mfs {
+					if !strings.HasPrefix(mf.GetName(), "ax_task_") {
+						continue
+					}
+					for _, m := range mf.GetMetric() {
+						for _, l := range m.GetLabel() {
+							switch {
+							case l.GetName() == "pipeline" && l.GetValue() == "p":
+								t.Errorf("%s%v: a series of the removed pipeline p", mf.GetName(), m.GetLabel())
+							case l.GetName() == "pipeline" && l.GetValue() == "q":
+								q++
+							}
+						}
+					}
+				}
+				if q == 0 {
+					t.Error("no series of q, which stayed: the test sees nothing")
+				}
+			})
+		})
+	}
 }

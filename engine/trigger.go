@@ -52,137 +52,186 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 		return err
 	}
 	var params []store.TransitionParams
-	skipLate := func(ti *taskInfo, list []store.Instance, n int) {
-		for _, in := range list[:n] {
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
-				Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
-				Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
-					ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
-		}
-	}
 	for _, t := range e.trigs {
 		if e.cfg.NoSchedules {
 			break
 		}
-		last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			since, err := e.scheduledSince(ctx, t, now)
-			if err != nil {
-				return err
-			}
-			t.setUntil(since)
-		case err != nil:
-			return fmt.Errorf("engine: last run of %s: %w", t.name, err)
-		default:
-			t.setUntil(last.LogicalTime)
-		}
-		// The fires without a run: counted all, the latest kept (as many as
-		// any policy can run).
-		var (
-			nNew          int
-			first, newest time.Time
-			tail          = make([]time.Time, 0, 8)
-			keepMax       = max(e.cfg.MisfireLimit, 1)
-		)
-		for at := t.next; !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
-			if nNew == 0 {
-				first = at
-			}
-			nNew++
-			newest = at
-			if len(tail) == keepMax {
-				copy(tail, tail[1:])
-				tail = tail[:keepMax-1]
-			}
-			tail = append(tail, at)
-		}
-		// The runs made ahead that passed unstarted, per task of the trigger.
-		nOld := 0
-		for _, name := range t.tr.Tasks {
-			list := late[t.tr.Pipeline+"."+name]
-			if len(list) == 0 {
-				continue
-			}
-			nOld = max(nOld, len(list))
-			if f := list[0].NextFireAt; first.IsZero() || f.Before(first) {
-				first = f
-			}
-			if f := list[len(list)-1].NextFireAt; newest.IsZero() || f.After(newest) {
-				newest = f
-			}
-		}
-		n := nNew + nOld
-		if n == 0 {
-			continue
-		}
-		skip, missed := misfireSplit(t.misfire, n, first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-		for _, name := range t.tr.Tasks {
-			id := t.tr.Pipeline + "." + name
-			if ti := e.tasks[id]; ti != nil {
-				ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
-			}
-			list := late[id]
-			delete(late, id)
-			if len(list) == 0 || !missed {
-				continue
-			}
-			ti := e.tasks[id]
-			s, _ := misfireSplit(ti.def.Misfire, nNew+len(list), first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-			skipLate(ti, list, min(s, len(list)))
-		}
-		run := tail[max(0, len(tail)-(n-skip)):]
-		if !missed {
-			// Not a misfire (the backlog is within the threshold): every fire runs late.
-			run = tail
-		} else {
-			detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran (%d without a run, %d made ahead); policy %s runs %d (the latest), skips %d",
-				n, first.Format(time.RFC3339), newest.Format(time.RFC3339), nNew, nOld, t.misfire, n-skip, skip)
-			if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
-				TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
-				return err
-			}
-			if skip > 0 {
-				e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: t.tr.Pipeline, Task: taskOf(t), Message: detail})
-			}
-			e.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", n, "first", first.Format(time.RFC3339),
-				"last", newest.Format(time.RFC3339), "run", n-skip, "skipped", skip)
-		}
-		for _, at := range run {
-			if err := e.createRun(ctx, t, at, now); err != nil {
-				return err
-			}
-		}
-		if nNew > 0 {
-			t.setUntil(tail[len(tail)-1])
+		if params, err = e.judgeTriggerBacklog(ctx, t, late, params, now); err != nil {
+			return err
 		}
 	}
 	// Runs made ahead whose schedule is gone (or not run here): each task's
 	// backlog on its own.
 	for _, id := range order {
-		list := late[id]
-		if len(list) == 0 {
-			continue
-		}
-		ti := e.tasks[id]
-		ti.backlog = now
-		skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-		if !missed {
-			continue
-		}
-		skipLate(ti, list, skip)
-		detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran; policy %s runs %d (the latest), skips %d",
-			len(list), list[0].NextFireAt.Format(time.RFC3339), list[len(list)-1].NextFireAt.Format(time.RFC3339), ti.def.Misfire, len(list)-skip, skip)
-		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
-			Reason: string(ti.def.Misfire), Detail: detail}); err != nil {
+		if params, err = e.judgeTaskBacklog(ctx, id, late[id], params, now); err != nil {
 			return err
-		}
-		if skip > 0 {
-			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
 		}
 	}
 	_, err = e.transitionAll(ctx, params)
 	return err
+}
+
+// backlog is the fires of one trigger that passed while no scheduler ran
+// them: n in all (the earliest at first, the latest at newest), of which
+// nNew have no run yet (tail keeps the latest of those, as many as any
+// policy can run) and the others were made ahead and never started.
+type backlog struct {
+	n, nNew       int
+	first, newest time.Time
+	tail          []time.Time
+}
+
+// judgeTriggerBacklog applies the misfire rule to trigger t's backlog:
+// late holds the runs made ahead that never started, per task (the ones of
+// t's tasks are taken out of it); the skipped ones are appended to params
+// to be recorded; the fires to run are created.
+func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]store.Instance, params []store.TransitionParams,
+	now time.Time) ([]store.TransitionParams, error) {
+	if err := e.resumeTrigger(ctx, t, now); err != nil {
+		return params, err
+	}
+	b := t.newFires(now, max(e.cfg.MisfireLimit, 1))
+	nOld := 0
+	for _, name := range t.tr.Tasks {
+		list := late[t.tr.Pipeline+"."+name]
+		if len(list) == 0 {
+			continue
+		}
+		nOld = max(nOld, len(list))
+		if f := list[0].NextFireAt; b.first.IsZero() || f.Before(b.first) {
+			b.first = f
+		}
+		if f := list[len(list)-1].NextFireAt; b.newest.IsZero() || f.After(b.newest) {
+			b.newest = f
+		}
+	}
+	b.n = b.nNew + nOld
+	if b.n == 0 {
+		return params, nil
+	}
+	skip, missed := misfireSplit(t.misfire, b.n, b.first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+	for _, name := range t.tr.Tasks {
+		id := t.tr.Pipeline + "." + name
+		if ti := e.tasks[id]; ti != nil {
+			ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
+		}
+		list := late[id]
+		delete(late, id)
+		if len(list) == 0 || !missed {
+			continue
+		}
+		ti := e.tasks[id]
+		s, _ := misfireSplit(ti.def.Misfire, b.nNew+len(list), b.first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+		params = e.skipLate(params, ti, list[:min(s, len(list))], now)
+	}
+	run := b.tail[max(0, len(b.tail)-(b.n-skip)):]
+	if !missed {
+		run = b.tail // not a misfire (the backlog is within the threshold): every fire runs late
+	} else if err := e.logMisfire(ctx, t, b, nOld, skip, now); err != nil {
+		return params, err
+	}
+	for _, at := range run {
+		if err := e.createRun(ctx, t, at, now); err != nil {
+			return params, err
+		}
+	}
+	if b.nNew > 0 {
+		t.setUntil(b.tail[len(b.tail)-1])
+	}
+	return params, nil
+}
+
+// resumeTrigger sets where trigger t's fires resume: after its last run's
+// fire, or, for a trigger that never ran, from when its schedule came to be.
+func (e *Engine) resumeTrigger(ctx context.Context, t *trigger, now time.Time) error {
+	last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		since, err := e.scheduledSince(ctx, t, now)
+		if err != nil {
+			return err
+		}
+		t.setUntil(since)
+	case err != nil:
+		return fmt.Errorf("engine: last run of %s: %w", t.name, err)
+	default:
+		t.setUntil(last.LogicalTime)
+	}
+	return nil
+}
+
+// newFires counts t's fires before now that have no run yet, keeping the
+// latest keep of them.
+func (t *trigger) newFires(now time.Time, keep int) backlog {
+	b := backlog{tail: make([]time.Time, 0, min(keep, 8))}
+	for at := t.next; !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
+		if b.nNew == 0 {
+			b.first = at
+		}
+		b.nNew++
+		b.newest = at
+		if len(b.tail) == keep {
+			copy(b.tail, b.tail[1:])
+			b.tail = b.tail[:keep-1]
+		}
+		b.tail = append(b.tail, at)
+	}
+	return b
+}
+
+// logMisfire records one misfire decision over trigger t's backlog: the
+// action log, an alert when fires are skipped, and a log line.
+func (e *Engine) logMisfire(ctx context.Context, t *trigger, b backlog, nOld, skip int, now time.Time) error {
+	detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran (%d without a run, %d made ahead); policy %s runs %d (the latest), skips %d",
+		b.n, b.first.Format(time.RFC3339), b.newest.Format(time.RFC3339), b.nNew, nOld, t.misfire, b.n-skip, skip)
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
+		TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
+		return err
+	}
+	if skip > 0 {
+		e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: t.tr.Pipeline, Task: taskOf(t), Message: detail})
+	}
+	e.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", b.n, "first", b.first.Format(time.RFC3339),
+		"last", b.newest.Format(time.RFC3339), "run", b.n-skip, "skipped", skip)
+	return nil
+}
+
+// judgeTaskBacklog applies the misfire rule to the runs made ahead of task
+// id (list, in fire order) whose schedule is gone or not run here.
+func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []store.Instance, params []store.TransitionParams,
+	now time.Time) ([]store.TransitionParams, error) {
+	if len(list) == 0 {
+		return params, nil
+	}
+	ti := e.tasks[id]
+	ti.backlog = now
+	skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+	if !missed {
+		return params, nil
+	}
+	params = e.skipLate(params, ti, list[:skip], now)
+	detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran; policy %s runs %d (the latest), skips %d",
+		len(list), list[0].NextFireAt.Format(time.RFC3339), list[len(list)-1].NextFireAt.Format(time.RFC3339), ti.def.Misfire, len(list)-skip, skip)
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
+		Reason: string(ti.def.Misfire), Detail: detail}); err != nil {
+		return params, err
+	}
+	if skip > 0 {
+		e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
+	}
+	return params, nil
+}
+
+// skipLate appends to params the failure of each of list (runs made ahead
+// of task ti) as skipped by its misfire policy.
+func (e *Engine) skipLate(params []store.TransitionParams, ti *taskInfo, list []store.Instance, now time.Time) []store.TransitionParams {
+	for _, in := range list {
+		params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
+			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
+			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
+				ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
+	}
+	return params
 }
 
 // scheduledSince returns the time after which the fires of a trigger that

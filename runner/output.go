@@ -311,7 +311,22 @@ func EncodeLines(dst []byte, s Stream, text []byte) []byte {
 // other control characters and bytes that are not UTF-8 are written as \xNN,
 // and a backslash as \\ so that the escaping is unambiguous. Binary output
 // can then never break a terminal, JSON or a web page.
-func Escape(b []byte) string {
+func Escape(b []byte) string { return escape(b, true) }
+
+// SafeError renders the error text of a result (an excerpt of a task's
+// output, an executor's message) safe in the same way, keeping backslashes
+// as they are so that quoted Go errors read as written: an error is shown
+// in tables, history, alerts and the console, never re-parsed.
+func SafeError(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c >= 0x7f {
+			return escape([]byte(s), false)
+		}
+	}
+	return s // plain ASCII: nothing to do (the common case)
+}
+
+func escape(b []byte, backslash bool) string {
 	var sb strings.Builder
 	sb.Grow(len(b))
 	for len(b) > 0 {
@@ -319,7 +334,7 @@ func Escape(b []byte) string {
 		switch {
 		case r == utf8.RuneError && n <= 1:
 			fmt.Fprintf(&sb, `\x%02x`, b[0])
-		case r == '\\':
+		case r == '\\' && backslash:
 			sb.WriteString(`\\`)
 		case r == '\t':
 			sb.WriteByte('\t')

@@ -31,24 +31,38 @@ func actorOf(r *http.Request) string {
 
 // do applies op in the engine's loop. Refusals (wrong state, nothing to
 // kill) are 409s that changed nothing.
-func (a *admin) do(r *http.Request, op engine.Op) (any, error) {
-	op.Actor = actorOf(r)
+func (a *admin) do(r *http.Request, op engine.Request, by ...engine.By) (any, error) {
+	var who engine.By
+	if len(by) > 0 {
+		who = by[0]
+	}
+	who.Actor = actorOf(r)
 	ctx, cancel := context.WithTimeout(r.Context(), a.opWait)
 	defer cancel()
-	msg, err := a.eng.Do(ctx, op)
+	msg, err := a.eng.Do(ctx, op, who)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, errf(http.StatusServiceUnavailable, "%s: the scheduler did not answer within %s; nothing was applied", op.Kind, a.opWait)
+			return nil, errf(http.StatusServiceUnavailable, "%s: the scheduler did not answer within %s; nothing was applied", op.Verb(), a.opWait)
 		}
 		if errors.Is(err, engine.ErrBadOp) {
-			return nil, errf(http.StatusBadRequest, "%s: %v", op.Kind, strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
+			return nil, errf(http.StatusBadRequest, "%s: %v", op.Verb(), strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
 		}
-		return nil, errf(http.StatusConflict, "%s refused: %v", op.Kind, err)
+		return nil, errf(http.StatusConflict, "%s refused: %v", op.Verb(), err)
 	}
 	return map[string]string{"result": msg}, nil
 }
 
-func taskOp(kind string) func(*admin, *http.Request) (any, error) {
+func pauseOf(scope store.PauseScope, name string) engine.Request {
+	return engine.Pause{Scope: scope, Target: name}
+}
+
+func resumeOf(scope store.PauseScope, name string) engine.Request {
+	return engine.Resume{Scope: scope, Target: name}
+}
+
+// taskOp serves a request about the task of the path (pause, resume, kill,
+// rerun), made by req.
+func taskOp(req func(task string) engine.Request) func(*admin, *http.Request) (any, error) {
 	return func(a *admin, r *http.Request) (any, error) {
 		t, err := a.taskOf(r)
 		if err != nil {
@@ -58,14 +72,15 @@ func taskOp(kind string) func(*admin, *http.Request) (any, error) {
 		if err := decodeBody(r, &b); err != nil {
 			return nil, err
 		}
-		if b.Downstream && kind != engine.OpTrigger {
+		if b.Downstream {
 			return nil, errf(http.StatusBadRequest, "downstream applies to trigger only")
 		}
-		return a.do(r, engine.Op{Kind: kind, Scope: store.ScopeTask, Target: t.ID(), Downstream: b.Downstream, Reason: b.Reason})
+		return a.do(r, req(t.ID()), engine.By{Reason: b.Reason})
 	}
 }
 
-func scopeOp(kind string, scope store.PauseScope) func(*admin, *http.Request) (any, error) {
+// scopeOp serves a pause or resume (req) of the pipeline or group of the path.
+func scopeOp(scope store.PauseScope, req func(scope store.PauseScope, name string) engine.Request) func(*admin, *http.Request) (any, error) {
 	return func(a *admin, r *http.Request) (any, error) {
 		name := r.PathValue(string(scope))
 		if scope == store.ScopePipeline {
@@ -90,11 +105,12 @@ func scopeOp(kind string, scope store.PauseScope) func(*admin, *http.Request) (a
 		if b.Downstream {
 			return nil, errf(http.StatusBadRequest, "downstream applies to trigger only")
 		}
-		return a.do(r, engine.Op{Kind: kind, Scope: scope, Target: name, Reason: b.Reason})
+		return a.do(r, req(scope, name), engine.By{Reason: b.Reason})
 	}
 }
 
-func instanceOp(kind string) func(*admin, *http.Request) (any, error) {
+// instanceOp serves a kill or rerun (req) of the instance of the path.
+func instanceOp(req func(id int64) engine.Request) func(*admin, *http.Request) (any, error) {
 	return func(a *admin, r *http.Request) (any, error) {
 		id, err := pathID(r, "id")
 		if err != nil {
@@ -110,7 +126,7 @@ func instanceOp(kind string) func(*admin, *http.Request) (any, error) {
 		if err := decodeBody(r, &b); err != nil {
 			return nil, err
 		}
-		return a.do(r, engine.Op{Kind: kind, Instance: id, Reason: b.Reason})
+		return a.do(r, req(id), engine.By{Reason: b.Reason})
 	}
 }
 
@@ -119,7 +135,7 @@ func (a *admin) runRerun(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.do(r, engine.Op{Kind: engine.OpRerun, Run: id, Reason: b.Reason})
+	return a.do(r, engine.Rerun{Run: id}, engine.By{Reason: b.Reason})
 }
 
 func (a *admin) setLimits(r *http.Request) (any, error) {
@@ -136,7 +152,7 @@ func (a *admin) setLimits(r *http.Request) (any, error) {
 	if b.Global == nil && len(b.Groups) == 0 && b.MaxRunning == nil && len(b.GroupMaxRunning) == 0 {
 		return nil, errf(http.StatusBadRequest, `give {"global": N} or {"groups": {"NAME": N}} (dispatches per second, 0 to %d; 0 lifts a limit), or {"max_running": N} or {"group_max_running": {"NAME": N}} (attempts at once, 0 to %d; 0 lifts a cap)`, engine.MaxRate, engine.MaxRunningBound)
 	}
-	v, err := a.do(r, engine.Op{Kind: engine.OpLimits, Global: b.Global, Groups: b.Groups, MaxRunning: b.MaxRunning, GroupMaxRunning: b.GroupMaxRunning, Reason: b.Reason})
+	v, err := a.do(r, engine.SetLimits{Global: b.Global, Groups: b.Groups, MaxRunning: b.MaxRunning, GroupMaxRunning: b.GroupMaxRunning}, engine.By{Reason: b.Reason})
 	var ae *apiErr
 	if errors.As(err, &ae) && ae.code == http.StatusConflict {
 		ae.code = http.StatusBadRequest // a bad rate or group, not a state conflict
@@ -165,7 +181,15 @@ func (a *admin) cancelBackfill(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.do(r, engine.Op{Kind: engine.OpCancelBackfill, Backfill: b.ID})
+	return a.do(r, engine.CancelBackfill{Backfill: b.ID})
+}
+
+func (a *admin) resumeBackfill(r *http.Request) (any, error) {
+	b, err := a.backfillOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.do(r, engine.ResumeBackfill{Backfill: b.ID})
 }
 
 // backfillRequest is the body of POST /api/v1/backfills.

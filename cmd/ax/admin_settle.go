@@ -77,7 +77,7 @@ func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, isTa
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}
-	op := engine.Op{Kind: engine.OpTrigger, Target: target, Downstream: b.Downstream, Reason: b.Reason, Params: b.Params}
+	op := engine.Trigger{Target: target, Downstream: b.Downstream, Params: b.Params}
 	if b.Downstream && !isTask {
 		return nil, errf(http.StatusBadRequest, "downstream applies to a task: a pipeline trigger runs every task of %s", p.Name)
 	}
@@ -91,7 +91,7 @@ func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, isTa
 	if err := checkParams(b.Params); err != nil {
 		return nil, errf(http.StatusBadRequest, "params: %v", err)
 	}
-	return a.do(r, op)
+	return a.do(r, op, engine.By{Reason: b.Reason})
 }
 
 func (a *admin) taskTrigger(r *http.Request) (any, error) {
@@ -121,7 +121,7 @@ func markState(s string) (store.State, error) {
 	return "", fmt.Errorf("state %q: give success or failed", s)
 }
 
-func (a *admin) markOp(r *http.Request, op engine.Op, loc *time.Location) (any, error) {
+func (a *admin) markOp(r *http.Request, op engine.Mark, loc *time.Location) (any, error) {
 	var b markBody
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (a *admin) markOp(r *http.Request, op engine.Op, loc *time.Location) (any, 
 	if err != nil {
 		return nil, errf(http.StatusBadRequest, "%v", err)
 	}
-	op.Kind, op.State, op.Reason = engine.OpMark, st, b.Reason
+	op.State = st
 	switch {
 	case op.Instance != 0 && (b.Run != 0 || b.At != ""):
 		return nil, errf(http.StatusBadRequest, "run and at select a task's instance: an instance id needs neither")
@@ -157,7 +157,7 @@ func (a *admin) markOp(r *http.Request, op engine.Op, loc *time.Location) (any, 
 		}
 		op.At = at
 	}
-	return a.do(r, op)
+	return a.do(r, op, engine.By{Reason: b.Reason})
 }
 
 func (a *admin) taskMark(r *http.Request) (any, error) {
@@ -165,7 +165,7 @@ func (a *admin) taskMark(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.markOp(r, engine.Op{Target: t.ID()}, a.graph().Pipeline(t.Pipeline).Location)
+	return a.markOp(r, engine.Mark{Target: t.ID()}, a.graph().Pipeline(t.Pipeline).Location)
 }
 
 func (a *admin) instanceMark(r *http.Request) (any, error) {
@@ -179,7 +179,7 @@ func (a *admin) instanceMark(r *http.Request) (any, error) {
 		}
 		return nil, err
 	}
-	return a.markOp(r, engine.Op{Instance: id}, time.UTC)
+	return a.markOp(r, engine.Mark{Instance: id}, time.UTC)
 }
 
 func (a *admin) runCancel(r *http.Request) (any, error) {
@@ -190,5 +190,5 @@ func (a *admin) runCancel(r *http.Request) (any, error) {
 	if b.Downstream {
 		return nil, errf(http.StatusBadRequest, "downstream applies to trigger only")
 	}
-	return a.do(r, engine.Op{Kind: engine.OpCancel, Run: id, Reason: b.Reason})
+	return a.do(r, engine.Cancel{Run: id}, engine.By{Reason: b.Reason})
 }

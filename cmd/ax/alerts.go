@@ -38,9 +38,20 @@ func parseAlertRoute(spec string) (alertRoute, error) {
 		return r, r.check(spec)
 	}
 	var last *string // a comma inside a URL belongs to it
+	given := map[string]bool{}
 	for _, part := range strings.Split(spec, ",") {
 		k, v, ok := strings.Cut(part, "=")
-		switch k = strings.TrimSpace(k); {
+		k = strings.TrimSpace(k)
+		if known := k == "kind" || k == "group" || k == "url" || k == "format"; ok && known {
+			// A repeated setting would silently replace the first.
+			if given[k] {
+				how := map[string]string{"kind": "write one kind=a|b", "group": "write one group=a|b",
+					"url": "one route has one url (repeat --alert-webhook for another)", "format": "give one"}[k]
+				return r, fmt.Errorf("%q: %s= is given twice: %s", spec, k, how)
+			}
+			given[k] = true
+		}
+		switch {
 		case ok && k == "kind":
 			r.kinds = splitList(v)
 			for _, kind := range r.kinds {

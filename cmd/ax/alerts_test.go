@@ -31,6 +31,9 @@ func TestParseAlertRoute(t *testing.T) {
 		{"bad url", "url=ftp://h/x", alertRoute{}, `url "ftp://h/x": give an http:// or https:// URL`},
 		{"bad format", "url=http://h/x,format=xml", alertRoute{}, `format "xml": use json or slack`},
 		{"unknown key", "kinds=task_failed,url=http://h/x", alertRoute{}, `"kinds=task_failed" is not a setting`},
+		{"kind twice", "kind=task_failed,kind=sla_missed,url=http://h/x", alertRoute{}, `kind= is given twice: write one kind=a|b`},
+		{"url twice", "url=http://h/x,url=http://h/y", alertRoute{}, `url= is given twice: one route has one url (repeat --alert-webhook for another)`},
+		{"group twice", "group=a,url=http://h/x,group=b", alertRoute{}, `group= is given twice`},
 		{"bare word", "hooks.example", alertRoute{}, `url "hooks.example": give an http:// or https:// URL`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

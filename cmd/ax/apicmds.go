@@ -199,7 +199,7 @@ func newExplainCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t)+"/explain", nil)
+			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t)+"/explain"+map[bool]string{true: "?utc=true"}[f.utc], nil)
 			if err != nil || f.json {
 				return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
 			}

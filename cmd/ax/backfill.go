@@ -171,21 +171,47 @@ func followBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.
 		fmt.Fprintf(out, "queued for the scheduler on %s; follow it with: ax backfill status %d\n", st, id)
 		return nil
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	engineDone := make(chan error, 1)
-	if f.standalone {
-		var eng *engine.Engine
-		execs, err := executors(g, st, alertVia(&eng))
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "backfill:" + strconv.FormatInt(id, 10)}, st, g, execs)
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		go func() { engineDone <- eng.Run(runCtx) }()
+	sa, err := startStandalone(ctx, st, g, id, f.standalone)
+	if err != nil {
+		return err
 	}
+	defer sa.stop()
+	return sa.follow(ctx, out, st, g, id, f)
+}
+
+// standalone is the engine of its own that `--standalone` runs a backfill
+// on (off when the server's engine runs it).
+type standalone struct {
+	on   bool
+	stop context.CancelFunc
+	done chan error
+}
+
+// startStandalone starts that engine when on.
+func startStandalone(ctx context.Context, st *store.Store, g *dag.Graph, id int64, on bool) (*standalone, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	sa := &standalone{on: on, stop: stop, done: make(chan error, 1)}
+	if !on {
+		return sa, nil
+	}
+	var eng *engine.Engine
+	execs, err := executors(g, st, alertVia(&eng))
+	if err != nil {
+		stop()
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "backfill:" + strconv.FormatInt(id, 10)}, st, g, execs)
+	if err != nil {
+		stop()
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	go func() { sa.done <- eng.Run(runCtx) }()
+	return sa, nil
+}
+
+// follow shows a backfill's progress until it ends.
+func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store, g *dag.Graph, id int64, f backfillFlags) error {
+	stop, engineDone := sa.stop, sa.done
 	tty := false
 	if fd, ok := out.(*os.File); ok {
 		tty = term.IsTerminal(int(fd.Fd()))
@@ -299,12 +325,22 @@ func newBackfillResumeCmd() *cobra.Command {
 			if b.State == engine.BackfillDone {
 				return &exitError{code: exitFailed, err: fmt.Errorf("backfill %d is done already", id)}
 			}
-			b.State = engine.BackfillPending
-			if err := st.UpdateBackfill(ctx, b, time.Now()); err != nil {
-				return &exitError{code: exitFailed, err: err}
+			// The primary applies the resume (fenced, action-logged); with
+			// --standalone that is the engine started here.
+			sa, err := startStandalone(ctx, st, g, id, f.standalone)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "backfill %d resumed\n", id)
-			return followBackfill(ctx, cmd.OutOrStdout(), st, g, id, f)
+			defer sa.stop()
+			res, err := queueRequest(ctx, st, engine.ResumeBackfill{Backfill: id}, engine.By{Actor: actor(), Reason: "ax backfill resume"}, f.wait)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res)
+			if f.detach && !f.standalone {
+				return nil
+			}
+			return sa.follow(ctx, cmd.OutOrStdout(), st, g, id, f)
 		},
 	}
 	f.addRunFlags(cmd.Flags())

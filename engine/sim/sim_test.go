@@ -175,7 +175,7 @@ func TestSimGateWaitsForUpstream(t *testing.T) {
 	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
 		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
 		tasks:    []*genTask{{name: "build", timeout: 30 * time.Second}, {name: "approve", timeout: 10 * time.Second, deps: []string{"build"}, manual: true}}}
-	steps := []step{{advance: 65 * time.Second}, {op: &engine.Op{Kind: engine.OpTrigger, Target: "p0.approve"}}}
+	steps := []step{{advance: 65 * time.Second}, {op: engine.Trigger{Target: "p0.approve"}}}
 	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 59, 0, 0, time.UTC),
 		steps: append(steps, advanceBy(5, time.Minute)...), latency: map[string]time.Duration{"p0.build": 20 * time.Second}})
 }
@@ -234,8 +234,8 @@ func TestSimRerunWaitsForUpstream(t *testing.T) {
 	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
 		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
 		tasks:    []*genTask{{name: "extract", timeout: 60 * time.Second}, {name: "load", timeout: 10 * time.Second, deps: []string{"extract"}}}}
-	steps := []step{{advance: 65 * time.Second}, {op: &engine.Op{Kind: engine.OpMark, Instance: 2, State: store.Failed}},
-		{op: &engine.Op{Kind: engine.OpRerun, Instance: 2}}, {advance: time.Minute}}
+	steps := []step{{advance: 65 * time.Second}, {op: engine.Mark{Instance: 2, State: store.Failed}},
+		{op: engine.Rerun{Instance: 2}}, {advance: time.Minute}}
 	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 59, 0, 0, time.UTC),
 		steps: steps, latency: map[string]time.Duration{"p0.extract": 30 * time.Second}})
 }

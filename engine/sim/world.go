@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,7 +49,7 @@ type scenario struct {
 // step is one scripted driver step: let time pass, or send a request.
 type step struct {
 	advance time.Duration
-	op      *engine.Op
+	op      engine.Request
 	jump    time.Duration // every engine down for this long, then a new one
 }
 
@@ -410,11 +409,15 @@ func (w *world) setFault(p float64) {
 	w.faultMu.Unlock()
 }
 
+// simMaxRunning is every engine's configured cap on local attempts, fixed
+// so that a seed does not depend on the machine's CPUs (the default).
+const simMaxRunning = 16
+
 // start runs a new engine process on the store.
 func (w *world) start() *node {
 	w.seq++
 	n := &node{name: fmt.Sprintf("e%d", w.seq), done: make(chan error, 1), dead: make(chan struct{})}
-	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
+	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, MaxRunning: simMaxRunning, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
 		DispatchRate: w.spec.rate, GroupRates: w.spec.groups, Grace: 3 * time.Second}
 	x := &simExec{w: w, node: n}
 	eng, err := engine.New(cfg, w.st, w.g, engine.Executors{defs.ExecFunction: x, defs.ExecHTTP: x})
@@ -496,13 +499,11 @@ func (w *world) scripted(s step) {
 	if s.op != nil {
 		p := w.primary()
 		if p == nil {
-			w.violate("scenario", "no primary for %s", opString(*s.op))
+			w.violate("scenario", "no primary for %s", opString(s.op))
 			return
 		}
-		op := *s.op
-		op.Actor = "sim"
-		msg, err := w.do(p, op)
-		w.logf("verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
+		msg, err := w.do(p, s.op, engine.By{Actor: "sim"})
+		w.logf("verb %s on %s: %q err=%v", opString(s.op), p.name, msg, err)
 		w.settle()
 		w.notePauses()
 	}
@@ -667,7 +668,7 @@ func (w *world) calm() {
 		ps, err := w.st.Pauses(context.Background())
 		if err == nil {
 			for _, x := range ps {
-				_, err := w.do(p, engine.Op{Kind: engine.OpResume, Scope: x.Scope, Target: x.Name, Actor: "sim"})
+				_, err := w.do(p, engine.Resume{Scope: x.Scope, Target: x.Name}, engine.By{Actor: "sim"})
 				w.logf("calm: resume %s %s: %v", x.Scope, x.Name, err)
 			}
 		}
@@ -723,11 +724,11 @@ func (w *world) teardown() {
 
 // do sends an operator request to n, giving up when n does not answer
 // within a second (it may be frozen).
-func (w *world) do(n *node, op engine.Op) (string, error) {
+func (w *world) do(n *node, op engine.Request, by engine.By) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	w.stats.Verbs++
-	return n.eng.Do(ctx, op)
+	return n.eng.Do(ctx, op, by)
 }
 
 // randomInstance returns a random instance in one of states, if any.
@@ -754,7 +755,7 @@ func (w *world) verb() {
 		return
 	}
 	r := w.rng
-	var op engine.Op
+	var op engine.Request
 	switch r.IntN(11) {
 	case 8:
 		in, ok := w.randomInstance(store.Waiting, store.Failed, store.Killed)
@@ -762,24 +763,24 @@ func (w *world) verb() {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Op{Kind: engine.OpMark, Instance: in.ID, State: pick(r, []store.State{store.Success, store.Failed})}
+		op = engine.Mark{Instance: in.ID, State: pick(r, []store.State{store.Success, store.Failed})}
 	case 9:
 		in, ok := w.randomInstance(store.Waiting, store.Scheduled, store.Running, store.Retrying)
 		if !ok {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Op{Kind: engine.OpCancel, Run: in.RunID}
+		op = engine.Cancel{Run: in.RunID}
 	case 10:
 		m := pick(r, []int{0, 2, 8})
-		op = engine.Op{Kind: engine.OpLimits, MaxRunning: &m}
-		w.limited = w.limited || m > 0
+		op = engine.SetLimits{MaxRunning: &m}
 	case 0:
 		t := w.randomTask()
-		op = engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: t.ID()}
+		pause := engine.Pause{Scope: store.ScopeTask, Target: t.ID()}
 		if r.IntN(2) == 0 {
-			op.Scope, op.Target = store.ScopePipeline, t.Pipeline
+			pause.Scope, pause.Target = store.ScopePipeline, t.Pipeline
 		}
+		op = pause
 	case 1:
 		ps, _ := w.st.Pauses(context.Background())
 		if len(ps) == 0 {
@@ -787,49 +788,53 @@ func (w *world) verb() {
 			return
 		}
 		x := ps[r.IntN(len(ps))]
-		op = engine.Op{Kind: engine.OpResume, Scope: x.Scope, Target: x.Name}
+		op = engine.Resume{Scope: x.Scope, Target: x.Name}
 	case 2, 3:
 		t := w.randomTask()
 		if t.Manual && w.opts.Restrict.NoGateRelease {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Op{Kind: engine.OpTrigger, Target: t.ID(), Downstream: r.IntN(2) == 0}
+		op = engine.Trigger{Target: t.ID(), Downstream: r.IntN(2) == 0}
 	case 4:
 		in, ok := w.randomInstance(store.Running)
 		if !ok {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Op{Kind: engine.OpKill, Instance: in.ID}
+		op = engine.Kill{Instance: in.ID}
 	case 5, 6:
 		in, ok := w.randomInstance(store.Failed, store.Killed, store.Success)
 		if !ok || w.opts.Restrict.NoRerunUnattemptedSuccess && in.Attempt == 0 && in.State == store.Success {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Op{Kind: engine.OpRerun, Instance: in.ID, Downstream: r.IntN(2) == 0}
+		op = engine.Rerun{Instance: in.ID}
 	default:
 		g := float64(pick(r, []int{0, 50, 100, 200}))
-		op = engine.Op{Kind: engine.OpLimits, Global: &g}
+		op = engine.SetLimits{Global: &g}
 		w.limited = w.limited || g > 0
 	}
-	op.Actor, op.Reason = "sim", "random verb"
+	by := engine.By{Actor: "sim", Reason: "random verb"}
 	if r.IntN(4) == 0 {
-		// as `ax … --store` does: queued in the store, applied by the primary
-		op.Actor = "sim-cli"
-		args, _ := json.Marshal(op)
-		id, err := w.st.EnqueueOp(context.Background(), store.Op{Kind: op.Kind, Target: op.Target, Args: string(args), Actor: op.Actor,
-			Reason: op.Reason}, time.Now())
-		w.logf("queued verb %s as request %d: err=%v", opString(op), id, err)
-		w.stats.Verbs++
-		w.advance(time.Second)
-		w.notePauses()
+		w.queueVerb(op, engine.By{Actor: "sim-cli", Reason: by.Reason})
 		return
 	}
-	msg, err := w.do(p, op)
-	w.logf("verb %s %s %s %d on %s: %q err=%v", op.Kind, op.Scope, op.Target, op.Instance, p.name, msg, err)
+	msg, err := w.do(p, op, by)
+	w.logf("verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
 	w.settle()
+	w.notePauses()
+}
+
+// queueVerb queues op as `ax … --store` does: in the store, for the
+// primary to apply.
+func (w *world) queueVerb(op engine.Request, by engine.By) {
+	verb, args, _ := engine.EncodeRequest(op, by)
+	id, err := w.st.EnqueueOp(context.Background(), store.Op{Kind: verb, Target: opString(op), Args: string(args), Actor: by.Actor,
+		Reason: by.Reason}, time.Now())
+	w.logf("queued verb %s as request %d: err=%v", opString(op), id, err)
+	w.stats.Verbs++
+	w.advance(time.Second)
 	w.notePauses()
 }
 
@@ -862,95 +867,112 @@ func (w *world) badVerb() {
 		w.staleVerb(v == 9)
 		return
 	}
-	var op engine.Op
+	var op engine.Request
 	switch r.IntN(12) {
 	case 0:
-		op = engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: "nosuch.task"}
+		op = engine.Pause{Scope: store.ScopeTask, Target: "nosuch.task"}
 	case 1:
-		op = engine.Op{Kind: engine.OpTrigger, Target: w.randomTask().Pipeline + ".missing"}
+		op = engine.Trigger{Target: w.randomTask().Pipeline + ".missing"}
 	case 2:
-		op = engine.Op{Kind: "explode", Target: w.randomTask().ID()}
+		w.queuedBadVerb(w.randomTask().ID())
+		return
 	case 3:
 		in, ok := w.randomInstance(store.Success, store.Failed, store.Waiting)
 		if !ok {
 			return
 		}
-		op = engine.Op{Kind: engine.OpKill, Instance: in.ID}
+		op = engine.Kill{Instance: in.ID}
 	case 4:
 		in, ok := w.randomInstance(store.Running, store.Waiting, store.Scheduled)
 		if !ok {
 			return
 		}
-		op = engine.Op{Kind: engine.OpRerun, Instance: in.ID}
+		op = engine.Rerun{Instance: in.ID}
 	case 5:
-		op = engine.Op{Kind: engine.OpKill, Instance: 1 << 40}
+		op = engine.Kill{Instance: 1 << 40}
 	case 6:
 		g := -5.0
-		op = engine.Op{Kind: engine.OpLimits, Global: &g}
+		op = engine.SetLimits{Global: &g}
 	case 7:
-		op = engine.Op{Kind: engine.OpLimits, Groups: map[string]float64{"nosuchgroup": 3}}
+		op = engine.SetLimits{Groups: map[string]float64{"nosuchgroup": 3}}
 	case 9:
 		in, ok := w.randomInstance(store.Running, store.Success)
 		if !ok {
 			return
 		}
-		op = engine.Op{Kind: engine.OpMark, Instance: in.ID, State: store.Success}
+		op = engine.Mark{Instance: in.ID, State: store.Success}
 	case 10:
 		in, ok := w.randomInstance(store.Failed)
 		if !ok {
 			return
 		}
-		op = engine.Op{Kind: engine.OpMark, Instance: in.ID, State: store.Running}
+		op = engine.Mark{Instance: in.ID, State: store.Running}
 	case 11:
-		op = engine.Op{Kind: engine.OpCancel, Run: 1 << 40}
+		op = engine.Cancel{Run: 1 << 40}
 	default:
-		op = engine.Op{Kind: engine.OpPause, Scope: "galaxy", Target: w.randomTask().Pipeline}
+		op = engine.Pause{Scope: "galaxy", Target: w.randomTask().Pipeline}
 	}
-	op.Actor, op.Reason = "sim", "bad verb"
+	by := engine.By{Actor: "sim", Reason: "bad verb"}
 	if ops, err := w.st.PendingOps(context.Background(), 1); err != nil || len(ops) > 0 {
 		return // a queued request may be applied meanwhile and change pauses or limits
 	}
 	before := w.chk.snapshot()
-	msg, err := w.do(p, op)
+	msg, err := w.do(p, op, by)
 	w.settle()
 	after := w.chk.snapshot()
 	w.stats.BadVerbs++
-	w.logf("bad verb %s %s %s %d on %s: %q err=%v", op.Kind, op.Scope, op.Target, op.Instance, p.name, msg, err)
+	w.logf("bad verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
 	w.tally[invBadVerb]++
 	switch {
 	case err == nil:
-		w.violate(invBadVerb, "%s %s was accepted: %q", op.Kind, opString(op), msg)
+		w.violate(invBadVerb, "%s was accepted: %q", opString(op), msg)
 	case errors.Is(err, context.DeadlineExceeded):
 		// the loop did not answer (busy or frozen): nothing to judge
 	default:
-		if diff := w.chk.changedBy(before, after, op.Actor); diff != "" {
+		if diff := w.chk.changedBy(before, after, by.Actor); diff != "" {
 			w.violate(invBadVerb, "%s was refused (%v) but it changed the store: %s", opString(op), err, diff)
 		}
 	}
 }
 
-// opString renders an operator request for traces.
-func opString(op engine.Op) string {
-	s := fmt.Sprintf("%s %s%s", op.Kind, op.Scope, op.Target)
-	if op.Instance != 0 {
-		s += fmt.Sprintf(" instance %d", op.Instance)
+// opString renders an operator request for traces: its queued form.
+func opString(op engine.Request) string {
+	_, args, err := engine.EncodeRequest(op, engine.By{})
+	if err != nil {
+		return fmt.Sprintf("%s (%v)", op.Verb(), err)
 	}
-	if op.Run != 0 {
-		s += fmt.Sprintf(" run %d", op.Run)
+	return string(args)
+}
+
+// queuedBadVerb queues a request of an unknown verb, as an `ax … --store`
+// of another build might: only the queue can carry one (the engine's
+// requests are a sealed set of types). The primary must refuse it, with
+// nothing changed.
+func (w *world) queuedBadVerb(target string) {
+	ctx := context.Background()
+	if ops, err := w.st.PendingOps(ctx, 1); err != nil || len(ops) > 0 {
+		return // a queued request may be applied meanwhile and change pauses or limits
 	}
-	if op.State != "" {
-		s += " " + string(op.State)
+	before := w.chk.snapshot()
+	id, err := w.st.EnqueueOp(ctx, store.Op{Kind: "explode", Target: target, Args: `{"kind":"explode","target":"` + target + `"}`,
+		Actor: "sim", Reason: "bad verb"}, time.Now())
+	if err != nil {
+		return
 	}
-	if op.MaxRunning != nil {
-		s += fmt.Sprintf(" max_running %d", *op.MaxRunning)
+	w.advance(time.Second)
+	o, err := w.st.GetOp(ctx, id)
+	w.stats.BadVerbs++
+	w.logf("bad verb explode %s queued as request %d: state %s %s", target, id, o.State, o.Error)
+	if err != nil || o.State == store.OpPending {
+		return // no primary read the queue within the second: nothing to judge
 	}
-	if op.Global != nil {
-		s += fmt.Sprintf(" global %v", *op.Global)
+	w.tally[invBadVerb]++
+	if o.State != store.OpFailed {
+		w.violate(invBadVerb, "queued verb explode %s was applied: %q", target, o.Result)
 	}
-	for g, r := range op.Groups {
-		s += fmt.Sprintf(" %s=%v", g, r)
+	if diff := w.chk.changedBy(before, w.chk.snapshot(), "sim"); diff != "" {
+		w.violate(invBadVerb, "queued verb explode %s was refused (%s) but changed the store: %s", target, o.Error, diff)
 	}
-	return s
 }
 
 // staleVerb sends a valid request where it must be refused: to an engine
@@ -973,13 +995,13 @@ func (w *world) staleVerb(toEngine bool) {
 		if stale == nil {
 			return
 		}
-		op := engine.Op{Kind: engine.OpPause, Scope: store.ScopeTask, Target: t.ID(), Actor: "sim", Reason: "stale engine"}
-		msg, err := w.do(stale, op)
+		op, by := engine.Pause{Scope: store.ScopeTask, Target: t.ID()}, engine.By{Actor: "sim", Reason: "stale engine"}
+		msg, err := w.do(stale, op, by)
 		w.settle()
 		w.logf("stale verb %s on %s (not primary): %q err=%v", opString(op), stale.name, msg, err)
 		if err == nil {
 			w.violate(invBadVerb, "%s was accepted by %s, which is not the primary: %q", opString(op), stale.name, msg)
-		} else if diff := w.chk.changedBy(before, w.chk.snapshot(), op.Actor); diff != "" {
+		} else if diff := w.chk.changedBy(before, w.chk.snapshot(), by.Actor); diff != "" {
 			w.violate(invBadVerb, "%s on %s (not primary) was refused (%v) but changed the store: %s", opString(op), stale.name, err, diff)
 		}
 		return

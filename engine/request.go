@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// Operator requests (R18, R19, R31, R40) are a sealed set: one type per verb,
+// each applying itself in the engine's loop through the unexported apply
+// method, so that only this package can add a verb and the compiler checks
+// that every verb has its handler. Who asks and why travels beside the
+// request (By), not in it.
+//
+// The queued form (the CLI's --store path, the ops table) is the verb and a
+// JSON object of the request's fields, with "kind", "actor" and "reason":
+// the format older builds wrote for their single Op struct, so rows queued
+// by an older build decode into the typed request (EncodeRequest,
+// DecodeRequest).
+
+// Request is an operator request: Pause, Resume, Trigger, Kill, Rerun, Mark,
+// Cancel, SetLimits, CancelBackfill or ResumeBackfill. Engine.Do applies it.
+type Request interface {
+	// Verb is the request's name in the action log and the queue.
+	Verb() string
+	// subject is the task and instance the action log files it under.
+	subject() (task string, instance int64)
+	apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error)
+}
+
+// By says who made a request and why: the action log's actor and reason.
+// An empty Actor is "operator".
+type By struct {
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// The verbs, as Request.Verb returns them and the queue stores them.
+const (
+	OpPause          = "pause"
+	OpResume         = "resume"
+	OpTrigger        = "trigger"
+	OpKill           = "kill"
+	OpRerun          = "rerun"
+	OpLimits         = "limits"
+	OpCancelBackfill = "cancel_backfill"
+	OpResumeBackfill = "resume_backfill"
+	OpMark           = "mark"
+	OpCancel         = "cancel"
+)
+
+// verbs lists the verbs for the error about an unknown one.
+const verbs = "pause, resume, trigger, kill, rerun, mark, cancel, limits, cancel_backfill or resume_backfill"
+
+// Pause holds a task, group or pipeline (Scope, Target): its due instances
+// wait PAUSED, running ones finish.
+type Pause struct {
+	Scope  store.PauseScope `json:"scope,omitempty"`
+	Target string           `json:"target,omitempty"`
+}
+
+// Resume lifts a pause (Scope, Target).
+type Resume struct {
+	Scope  store.PauseScope `json:"scope,omitempty"`
+	Target string           `json:"target,omitempty"`
+}
+
+// Trigger starts a run of a task (`pipeline.task`; with Downstream,
+// everything downstream too) or of a whole pipeline, at logical time At
+// (zero: now) with Params over the tasks' params. For a manual task it is
+// the approval of its gate.
+type Trigger struct {
+	Target     string            `json:"target,omitempty"`
+	Downstream bool              `json:"downstream,omitempty"`
+	At         time.Time         `json:"at,omitzero"`
+	Params     map[string]string `json:"params,omitempty"`
+}
+
+// Kill stops a running instance (Instance), or every running instance of
+// a task (Target).
+type Kill struct {
+	Instance int64  `json:"instance,omitempty"`
+	Target   string `json:"target,omitempty"`
+}
+
+// Rerun runs again one instance (Instance), every FAILED and KILLED
+// instance of a run (Run), or a task's latest failed one (Target).
+type Rerun struct {
+	Instance int64  `json:"instance,omitempty"`
+	Run      int64  `json:"run,omitempty"`
+	Target   string `json:"target,omitempty"`
+}
+
+// Mark sets the outcome (State: SUCCESS or FAILED) of a waiting, failed or
+// killed instance: Instance, or task Target in Run or at logical time At.
+type Mark struct {
+	Instance int64       `json:"instance,omitempty"`
+	Target   string      `json:"target,omitempty"`
+	Run      int64       `json:"run,omitempty"`
+	At       time.Time   `json:"at,omitzero"`
+	State    store.State `json:"state,omitempty"`
+}
+
+// Cancel ends every unfinished instance of a run.
+type Cancel struct {
+	Run int64 `json:"run,omitempty"`
+}
+
+// SetLimits changes the dispatch rates (a nil Global keeps the global rate;
+// a group at 0 lifts its limit) and the concurrency caps (a nil MaxRunning
+// keeps the global cap; 0 lifts a cap).
+type SetLimits struct {
+	Global          *float64           `json:"global,omitempty"`
+	Groups          map[string]float64 `json:"groups,omitempty"`
+	MaxRunning      *int               `json:"max_running,omitempty"`
+	GroupMaxRunning map[string]int     `json:"group_max_running,omitempty"`
+}
+
+// CancelBackfill stops a backfill from starting more runs.
+type CancelBackfill struct {
+	Backfill int64 `json:"backfill,omitempty"`
+}
+
+// ResumeBackfill continues a cancelled, failed or interrupted backfill
+// without rerunning what it ran.
+type ResumeBackfill struct {
+	Backfill int64 `json:"backfill,omitempty"`
+}
+
+var (
+	_ Request = Pause{}
+	_ Request = Resume{}
+	_ Request = Trigger{}
+	_ Request = Kill{}
+	_ Request = Rerun{}
+	_ Request = Mark{}
+	_ Request = Cancel{}
+	_ Request = SetLimits{}
+	_ Request = CancelBackfill{}
+	_ Request = ResumeBackfill{}
+)
+
+func (Pause) Verb() string          { return OpPause }
+func (Resume) Verb() string         { return OpResume }
+func (Trigger) Verb() string        { return OpTrigger }
+func (Kill) Verb() string           { return OpKill }
+func (Rerun) Verb() string          { return OpRerun }
+func (Mark) Verb() string           { return OpMark }
+func (Cancel) Verb() string         { return OpCancel }
+func (SetLimits) Verb() string      { return OpLimits }
+func (CancelBackfill) Verb() string { return OpCancelBackfill }
+func (ResumeBackfill) Verb() string { return OpResumeBackfill }
+
+func (r Pause) subject() (string, int64)        { return scopedTask(r.Scope, r.Target), 0 }
+func (r Resume) subject() (string, int64)       { return scopedTask(r.Scope, r.Target), 0 }
+func (r Trigger) subject() (string, int64)      { return scopedTask("", r.Target), 0 }
+func (r Kill) subject() (string, int64)         { return scopedTask("", r.Target), r.Instance }
+func (r Rerun) subject() (string, int64)        { return scopedTask("", r.Target), r.Instance }
+func (r Mark) subject() (string, int64)         { return scopedTask("", r.Target), r.Instance }
+func (Cancel) subject() (string, int64)         { return "", 0 }
+func (SetLimits) subject() (string, int64)      { return "", 0 }
+func (CancelBackfill) subject() (string, int64) { return "", 0 }
+func (ResumeBackfill) subject() (string, int64) { return "", 0 }
+
+// scopedTask returns target when it names a task: the task scope, or no
+// scope and a `pipeline.task` name.
+func scopedTask(scope store.PauseScope, target string) string {
+	if scope == store.ScopeTask || (scope == "" && strings.Contains(target, ".")) {
+		return target
+	}
+	return ""
+}
+
+func (r Pause) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.pause(ctx, r, by, now)
+}
+
+func (r Resume) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.resume(ctx, r, by, now)
+}
+
+func (r Trigger) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.trigger(ctx, r, by, now)
+}
+
+func (r Kill) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.kill(ctx, r, by, now)
+}
+
+func (r Rerun) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.rerun(ctx, r, by, now)
+}
+
+func (r Mark) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.mark(ctx, r, by, now)
+}
+
+func (r Cancel) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.cancel(ctx, r, by, now)
+}
+
+func (r SetLimits) apply(ctx context.Context, e *Engine, _ By, now time.Time) (string, error) {
+	return e.setLimits(ctx, r, now)
+}
+
+func (r CancelBackfill) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
+	return e.cancelBackfill(ctx, r, by, now)
+}
+
+func (r ResumeBackfill) apply(ctx context.Context, e *Engine, _ By, now time.Time) (string, error) {
+	return e.continueBackfill(ctx, r, now)
+}
+
+// EncodeRequest returns the queued form of req made by by: its verb and a
+// JSON object of its fields with "kind", "actor" and "reason" (the format
+// of the ops table, which older builds also wrote).
+func EncodeRequest(req Request, by By) (verb string, args []byte, err error) {
+	fields, err := json.Marshal(req)
+	if err != nil {
+		return "", nil, fmt.Errorf("engine: encode %s request: %w", req.Verb(), err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(fields, &m); err != nil {
+		return "", nil, fmt.Errorf("engine: encode %s request: %w", req.Verb(), err)
+	}
+	m["kind"], _ = json.Marshal(req.Verb())
+	if by.Actor != "" {
+		m["actor"], _ = json.Marshal(by.Actor)
+	}
+	if by.Reason != "" {
+		m["reason"], _ = json.Marshal(by.Reason)
+	}
+	args, err = json.Marshal(m)
+	return req.Verb(), args, err
+}
+
+// DecodeRequest reads a queued request: verb names its type, args holds its
+// fields (other keys, such as those of other verbs in rows an older build
+// queued, are ignored). An unknown verb or malformed args are an error
+// that names them; empty args are a request with no fields.
+func DecodeRequest(verb string, args []byte) (Request, error) {
+	var req Request
+	switch verb {
+	case OpPause:
+		req = decodeAs[Pause](args)
+	case OpResume:
+		req = decodeAs[Resume](args)
+	case OpTrigger:
+		req = decodeAs[Trigger](args)
+	case OpKill:
+		req = decodeAs[Kill](args)
+	case OpRerun:
+		req = decodeAs[Rerun](args)
+	case OpMark:
+		req = decodeAs[Mark](args)
+	case OpCancel:
+		req = decodeAs[Cancel](args)
+	case OpLimits:
+		req = decodeAs[SetLimits](args)
+	case OpCancelBackfill:
+		req = decodeAs[CancelBackfill](args)
+	case OpResumeBackfill:
+		req = decodeAs[ResumeBackfill](args)
+	default:
+		return nil, fmt.Errorf("unknown operation %q: use %s", verb, verbs)
+	}
+	if bad, ok := req.(badArgs); ok {
+		return nil, fmt.Errorf("malformed %s request: %v", verb, bad.err)
+	}
+	return req, nil
+}
+
+// badArgs is what decodeAs returns for args that are not the verb's JSON.
+type badArgs struct {
+	Request
+	err error
+}
+
+func decodeAs[R Request](args []byte) Request {
+	var r R
+	if len(args) == 0 {
+		return r
+	}
+	if err := json.Unmarshal(args, &r); err != nil {
+		return badArgs{r, err}
+	}
+	return r
+}
