@@ -1,6 +1,7 @@
 package defs
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -19,8 +20,11 @@ func FindFiles(paths []string) ([]string, error) {
 	var out []string
 	for _, p := range paths {
 		info, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no such file or directory: give pipeline files or directories that exist", p)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("defs: %w", err)
+			return nil, fmt.Errorf("pipeline files: %w", err)
 		}
 		if !info.IsDir() {
 			if !seen[p] {

@@ -85,6 +85,14 @@ func Guard(c Config, h http.Handler) http.Handler {
 		host = strings.ToLower(host)
 		return allowed[host] || allowed[hostOnly(host)] || isLoopbackHost(hostOnly(host))
 	}
+	// An origin is scheme, host and port: a page of this server comes from
+	// the address it was called by, or the listen address or a configured
+	// name, port included. Another port on loopback is another site (a dev
+	// server, a notebook).
+	origins := map[string]bool{}
+	for _, n := range append([]string{c.Listen}, c.Hosts...) {
+		origins[strings.ToLower(n)] = n != ""
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if loopback && !ok(r.Host) {
 			refuse(w, http.StatusForbidden, "Host %q is not a name of this server (it listens on loopback %s): refused against DNS rebinding; call it as http://%s", r.Host, c.Listen, c.Listen)
@@ -92,7 +100,7 @@ func Guard(c Config, h http.Handler) http.Handler {
 		}
 		if o := r.Header.Get("Origin"); o != "" {
 			u, err := url.Parse(o)
-			if err != nil || u.Host == "" || (!strings.EqualFold(u.Host, r.Host) && !ok(u.Host)) {
+			if err != nil || u.Host == "" || (!strings.EqualFold(u.Host, r.Host) && !origins[strings.ToLower(u.Host)]) {
 				refuse(w, http.StatusForbidden, "Origin %q is foreign: a page of another site cannot call this server; open the console at http://%s/", o, r.Host)
 				return
 			}

@@ -34,6 +34,13 @@ func TestGuard(t *testing.T) {
 		{"post without a type", "POST", "127.0.0.1:8080", "", "", 415, "needs Content-Type: application/json"},
 		{"foreign origin", "POST", "127.0.0.1:8080", "https://evil.example", "application/json", 403, `Origin "https://evil.example" is foreign`},
 		{"null origin", "POST", "127.0.0.1:8080", "null", "application/json", 403, "is foreign"},
+		{"same origin by localhost", "POST", "localhost:8080", "http://localhost:8080", "application/json", 200, ""},
+		{"origin of the advertised name", "POST", "ax.internal:8443", "https://ax.internal:8443", "application/json", 200, ""},
+		// Another port is another origin: a page of another local service
+		// (a dev server, a notebook) is foreign. Any loopback origin passed.
+		{"another loopback port", "POST", "127.0.0.1:8080", "http://127.0.0.1:3000", "application/json", 403, `Origin "http://127.0.0.1:3000" is foreign`},
+		{"localhost on another port", "POST", "localhost:8080", "http://localhost:5173", "application/json", 403, "is foreign"},
+		{"another loopback port on a read", "GET", "127.0.0.1:8080", "http://[::1]:9000", "", 403, "is foreign"},
 		{"foreign origin on a read", "GET", "127.0.0.1:8080", "https://evil.example", "", 403, "is foreign"},
 		{"rebound host", "GET", "evil.example:8080", "", "", 403, "refused against DNS rebinding"},
 		{"rebound host posting", "POST", "evil.example:8080", "http://evil.example:8080", "application/json", 403, "DNS rebinding"},

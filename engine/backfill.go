@@ -273,16 +273,7 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 			b.rec.DoneRuns++
 			continue
 		}
-		spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: store.RunBackfill, names: names, at: at,
-			key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
-		if b.spec.ApproveManual {
-			spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
-			spec.approve = map[string]bool{}
-			for _, n := range names {
-				spec.approve[n] = true
-			}
-		}
-		rs, err := e.newRunWith(ctx, spec, now)
+		rs, err := e.newRunWith(ctx, b.runSpec(names, at), now)
 		if errors.Is(err, store.ErrDuplicate) {
 			// Created since resumeBackfill read the runs: this view is out of
 			// date. The next poll rebuilds it from the store.
@@ -311,15 +302,36 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 	if len(b.failed) > 0 {
 		b.rec.Error = "failed runs: " + strings.Join(b.failed, "; ")
 	}
+	e.publishBackfill(b, finished)
+	return e.w().UpdateBackfill(ctx, b.rec, now)
+}
+
+// runSpec is the run of backfill b at logical time at, of tasks names
+// (approved at their gates with --approve-manual).
+func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
+	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: store.RunBackfill, names: names, at: at,
+		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
+	if b.spec.ApproveManual {
+		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
+		spec.approve = map[string]bool{}
+		for _, n := range names {
+			spec.approve[n] = true
+		}
+	}
+	return spec
+}
+
+// publishBackfill sets ax_backfill_runs for an active backfill, or drops
+// its series once it finished.
+func (e *Engine) publishBackfill(b *bfState, finished bool) {
 	if finished {
 		e.forgetBackfill(b.rec.ID)
-	} else {
-		bid := strconv.FormatInt(b.rec.ID, 10)
-		e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
-		e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
-		e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
+		return
 	}
-	return e.w().UpdateBackfill(ctx, b.rec, now)
+	bid := strconv.FormatInt(b.rec.ID, 10)
+	e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
+	e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
+	e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
 }
 
 // forgetBackfill drops the series of a backfill that ended (done, failed or

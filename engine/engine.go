@@ -116,10 +116,6 @@ type Engine struct {
 	logs          *logWriter // task output (R41)
 	rm            retainMetrics
 	pruneMu       sync.Mutex // one retention pass at a time
-	// ticked has a value after each whole-second turn (its fires claimed
-	// and dispatched): retention runs its batches right after, in the
-	// quiet rest of the second.
-	ticked chan struct{}
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -180,7 +176,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(), ticked: make(chan struct{}, 1),
+		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
@@ -411,10 +407,6 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		case <-tick.C:
 			tick.Reset(e.untilNextSecond())
 			e.turn(ctx, false)
-			select {
-			case e.ticked <- struct{}{}:
-			default:
-			}
 		case <-topUp.C:
 			e.turn(ctx, true)
 		case ev := <-k.events:

@@ -214,10 +214,13 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	}
 	for _, a := range e.running {
 		if nt := tasks[a.task.id]; nt != nil {
-			a.task = nt // a removed task's attempt keeps its old definition until it ends
+			a.task = nt
+		} else if !a.task.removed {
+			a.task = standIn(a.task.id, *a.task.def) // its attempt ends under its old definition, never retried
 		}
 	}
 	e.dropHeldOfRemoved(ctx, tasks, now)
+	e.endUnstartedOfRemoved(ctx, d.Removed, now)
 	e.setGraph(g, tasks, trigs)
 	for _, t := range trigs {
 		old := oldTrigs[t.name]
@@ -265,6 +268,43 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) err
 // ahead but have not started (their fire time is still to come): they never
 // start; RUNNING → FAILED with the reason. A store error leaves them to
 // start at their fire time, as claimed.
+// endUnstartedOfRemoved fails the instances of tasks removed by a reload
+// that had not started (waiting, scheduled, retrying, paused) in the runs
+// that stay, the manual ones and those in which something started: nothing
+// would ever move them again, so their runs would never end, and a task of
+// the same name added back later would pick up their stale retries. Their
+// running ones end under a stand-in (see standIn).
+func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, now time.Time) {
+	const msg = "not run: its task was removed from the pipeline files by a reload"
+	var params []store.TransitionParams
+	for _, id := range removed {
+		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, Limit: 1 << 20,
+			States: []store.State{store.Waiting, store.Scheduled, store.Retrying, store.Paused}})
+		if err != nil {
+			e.log.Warn("reload_end_unstarted_failed", "task", id, "err", err)
+			continue
+		}
+		for _, in := range ins {
+			m := msg
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
+				Set: store.Changes{EndedAt: &now, Error: &m}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+		}
+	}
+	if len(params) == 0 {
+		return
+	}
+	res, err := e.w().TransitionBatch(ctx, params)
+	if err != nil {
+		e.log.Warn("reload_end_unstarted_failed", "instances", len(params), "err", err)
+		return
+	}
+	for i, r := range res {
+		if r.Err == nil {
+			e.dropCachedRunOf(params[i].InstanceID)
+		}
+	}
+}
+
 func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskInfo, now time.Time) {
 	var params []store.TransitionParams
 	for _, id := range sortedIDs(e.held) {

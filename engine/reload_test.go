@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -198,6 +200,75 @@ func TestReloadRemovesClaimedAhead(t *testing.T) {
 		in, err := e.st.Instance(context.Background(), held[0].ID)
 		if err != nil || in.State != store.Failed || !strings.Contains(in.Error, "removed from the pipeline files by a reload") {
 			t.Errorf("the claimed-ahead instance: %s %q %v, want FAILED naming the reload", in.State, in.Error, err)
+		}
+	})
+}
+
+// TestReloadRemovedPipelineRunsEnd: a pipeline removed while a manual run
+// of it is under way leaves no instance behind that nothing will ever move:
+// its running attempt finishes and is recorded but, failing, is not retried
+// (its task is gone, as after a restart); what had not started (waiting on
+// that upstream, retrying after a failure) fails with the reason, so the
+// run ends. Before, the failed attempt was retried under the old
+// definition, the waiting and retrying instances stayed as they were for
+// ever (the run never ended and was never pruned), and a task of the same
+// name added back later ran those stale retries.
+func TestReloadRemovedPipelineRunsEnd(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"k.a": func(ctx context.Context, a runner.Attempt) error {
+				select {
+				case <-time.After(5 * time.Second):
+					return errors.New("a failed")
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+			"k.r": func(context.Context, runner.Attempt) error { return errors.New("r failed") },
+		}
+		k := `pipeline: k
+timezone: UTC
+defaults: {function: record}
+tasks:
+  - {name: a, retry: {count: 2, interval: 1s}}
+  - {name: b, depends_on: [a]}
+  - {name: r, retry: {count: 3, interval: 30s}}
+`
+		other := "pipeline: q\ntimezone: UTC\nschedule: \"@every 10s\"\ndefaults: {function: record}\ntasks:\n  - {name: x}\n"
+		e := setup(t, Config{}, fns, k, other)
+		if _, err := e.do(Trigger{Target: "k"}, By{Actor: "operator:ann"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(2 * time.Second) // a runs, b waits on it, r failed once and retries at +30s
+		if _, err := e.eng.Reload(compile(t, other)); err != nil {
+			t.Fatal(err)
+		}
+		sleep(60 * time.Second) // a's result came at +5s; r's retry would have come at +30s
+		ins := e.instances(store.InstanceFilter{Pipeline: "k"})
+		got := map[string]string{}
+		for _, in := range ins {
+			got[in.TaskID] = fmt.Sprintf("%s after %d attempt(s): %s", in.State, in.Attempt, in.Error)
+		}
+		want := map[string]string{
+			"k.a": "FAILED after 1 attempt(s): a failed",
+			"k.b": "FAILED after 0 attempt(s): not run: its task was removed from the pipeline files by a reload",
+			"k.r": "FAILED after 1 attempt(s): not run: its task was removed from the pipeline files by a reload",
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("instances of the removed pipeline k:\n got %v\nwant %v", got, want)
+		}
+		// Added back, k does not pick up anything of the run before.
+		back := time.Now()
+		if _, err := e.eng.Reload(compile(t, k, other)); err != nil {
+			t.Fatal(err)
+		}
+		sleep(60 * time.Second)
+		e.stop()
+		for _, c := range e.rec.snapshot() {
+			if strings.HasPrefix(c.task, "k.") && !c.at.Before(back) {
+				t.Errorf("%s ran after its pipeline was removed and added back", c.task)
+			}
 		}
 	})
 }

@@ -29,12 +29,7 @@ func (e *Engine) removedTask(ctx context.Context, id string) (*taskInfo, error) 
 		}
 		def.Group = rows[0].Group
 	}
-	def.Pipeline, def.Name = splitID(id)
-	def.Retry = defs.Retry{} // the task is gone: an attempt that fails ends it
-	if def.Timeout <= 0 {
-		def.Timeout = defs.DefaultTimeout
-	}
-	ti := &taskInfo{def: def, id: id, removed: true}
+	ti := standIn(id, *def)
 	if e.gone == nil {
 		e.gone = map[string]*taskInfo{}
 	}
@@ -51,4 +46,18 @@ func splitID(id string) (pipeline, task string) {
 		}
 	}
 	return "", id
+}
+
+// standIn is the task a removed task's running attempt ends under, from
+// its definition def: never retried (the task is gone: an attempt that
+// fails ends it), with no neighbours (nothing downstream is released by
+// it). A restart that finds the attempt running (removedTask) and a reload
+// that removes its task while it runs both use it.
+func standIn(id string, def defs.Task) *taskInfo {
+	def.Pipeline, def.Name = splitID(id)
+	def.Retry = defs.Retry{}
+	if def.Timeout <= 0 {
+		def.Timeout = defs.DefaultTimeout
+	}
+	return &taskInfo{def: &def, id: id, removed: true}
 }

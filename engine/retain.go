@@ -96,24 +96,13 @@ func (e *Engine) PrunePass(ctx context.Context, actor string) (store.PruneResult
 	pause := time.NewTimer(0)
 	<-pause.C
 	defer pause.Stop()
-	var ticked time.Time // when the second whose quiet part pruning uses began
-	var took time.Duration
 	for {
-		// A batch starts only where it ends within the first half of a
-		// second, after that second's fires went out.
-		if ticked.IsZero() || time.Since(ticked)+took > pruneWithin {
-			if err := e.afterTick(ctx); err != nil {
-				e.recordPrune(ctx, now, total, actor)
-				return total, err
-			}
-			ticked = time.Now()
-		}
 		if !e.primaryNow() {
 			break
 		}
 		began := time.Now() // the batch's own duration, on the wall clock whatever Config.Now is
 		r, err := e.w().PruneBatch(ctx, p)
-		took = time.Since(began)
+		took := time.Since(began)
 		if err != nil {
 			e.recordPrune(ctx, now, total, actor)
 			return total, fmt.Errorf("engine: prune runs ended before %s: %w", p.Before.UTC().Format(time.RFC3339), err)
@@ -138,31 +127,6 @@ func (e *Engine) PrunePass(ctx context.Context, actor string) (store.PruneResult
 	e.recordPrune(ctx, now, total, actor)
 	return total, nil
 }
-
-// afterTick waits for the end of the loop's next whole-second turn, when
-// that second's fires have been claimed and dispatched, so that a pruning
-// batch runs in the quiet rest of the second rather than across the
-// dispatch of the next one (fires fall on whole seconds). Without a loop
-// ticking (it stopped, or is stuck on the store) it goes on after a second.
-func (e *Engine) afterTick(ctx context.Context) error {
-	select {
-	case <-e.ticked: // a tick that came before the wait is stale
-	default:
-	}
-	t := time.NewTimer(time.Second + 100*time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-e.ticked:
-	case <-t.C:
-	}
-	return nil
-}
-
-// pruneWithin is the part of each second, from its turn, in which pruning
-// batches may run: the second half is left to the claims of the next fires.
-const pruneWithin = 500 * time.Millisecond
 
 // pruneShare paces pruning: after a batch that took d, the next waits at
 // least pruneShare × d, so pruning holds the store at most a fifth of the

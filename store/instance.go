@@ -701,3 +701,20 @@ func (s *Store) BackfillProgress(ctx context.Context, backfill int64, manual []s
 	})
 	return p, err
 }
+
+// InstancesOfRuns returns the instances of each of runs, oldest first, by
+// run id: one read of the (run_id, task_id) key per 400 runs, rather than
+// one per run.
+func (s *Store) InstancesOfRuns(ctx context.Context, runs []int64) (map[int64][]Instance, error) {
+	out := make(map[int64][]Instance, len(runs))
+	for start := 0; start < len(runs); start += batchRows {
+		ins, err := s.instances(ctx, s.read, instanceSelect(s.sb).Where(sq.Eq{"run_id": runs[start:min(start+batchRows, len(runs))]}).OrderBy("id"))
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range ins {
+			out[in.RunID] = append(out[in.RunID], in)
+		}
+	}
+	return out, nil
+}

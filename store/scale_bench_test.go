@@ -355,12 +355,12 @@ func BenchmarkScaleReads(b *testing.B) {
 					if err != nil {
 						return err
 					}
+					var ids []int64
 					for _, r := range append(ahead, past...)[:5] {
-						if _, err := s.Instances(ctx, store.InstanceFilter{RunID: r.ID, Limit: 10000, Ascending: true}); err != nil {
-							return err
-						}
+						ids = append(ids, r.ID)
 					}
-					return nil
+					_, err = s.InstancesOfRuns(ctx, ids)
+					return err
 				}},
 				{"pipeline page: latest instance and next fire of its 100 tasks", func() error {
 					ids := make([]string, sc.tasks)

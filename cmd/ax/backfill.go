@@ -608,7 +608,11 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		g    *dag.Graph
 		name = what
 	)
-	if info, err := os.Stat(what); err == nil && !info.IsDir() {
+	info, err := os.Stat(what)
+	if err != nil && (strings.HasSuffix(what, ".yaml") || strings.HasSuffix(what, ".yml") || strings.ContainsRune(what, os.PathSeparator)) {
+		return usageErr("%s: no such pipeline file: give a file that exists, or the name of a pipeline under --pipelines", what)
+	}
+	if err == nil && !info.IsDir() {
 		p, errs := defs.ParseFile(what, defs.Options{})
 		if errs.Err() == nil {
 			var cerrs defs.Errors

@@ -228,6 +228,16 @@ func TestRunCommand(t *testing.T) {
 	if code, _, errOut := runAx(t, "run", "nosuch", "--pipelines", dir); code != exitFailed || !strings.Contains(errOut, `no pipeline "nosuch"`) {
 		t.Errorf("unknown pipeline: %d %q", code, errOut)
 	}
+	// A file that does not exist is named as such: it was looked up as a
+	// pipeline name in the default --pipelines, and the error was about
+	// that directory ("defs: stat examples: no such file or directory").
+	missing := filepath.Join(dir, "nosuch.yaml")
+	if code, _, errOut := runAx(t, "run", missing); code != exitUsage || !strings.Contains(errOut, missing+": no such pipeline file") || strings.Contains(errOut, "examples") {
+		t.Errorf("ax run of a missing file: %d %q", code, errOut)
+	}
+	if code, _, errOut := runAx(t, "validate", missing); code != exitUsage || !strings.Contains(errOut, missing+": no such file or directory: give pipeline files or directories that exist") || strings.Contains(errOut, "defs:") {
+		t.Errorf("ax validate of a missing file: %d %q", code, errOut)
+	}
 }
 
 // TestBackfillPickedUpByServer: without --standalone the backfill is stored

@@ -420,13 +420,17 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		if err != nil {
 			return err
 		}
+		ids := make([]int64, len(runs))
+		for i, r := range runs {
+			ids[i] = r.ID
+		}
+		insOf, err := st.InstancesOfRuns(ctx, ids)
+		if err != nil {
+			return err
+		}
 		var views []runView
 		for _, r := range runs {
-			insts, err := st.Instances(ctx, store.InstanceFilter{RunID: r.ID, Limit: 10000, Ascending: true})
-			if err != nil {
-				return err
-			}
-			views = append(views, summarize(r, insts, manual))
+			views = append(views, summarize(r, insOf[r.ID], manual))
 		}
 		loc, err := zs.of(p)
 		if err != nil {

@@ -799,7 +799,13 @@ func (c *checker) checkMisfires(now time.Time) {
 			if len(expectedFires(*form, loc, w.spec.start, o.down.Add(-65*time.Second), o.down.Add(2*time.Second))) > 0 {
 				continue
 			}
-			missed, exact := c.backlog(tr.Name(), expectedFires(*form, loc, w.spec.start, o.down.Add(2*time.Second), o.up), o.down)
+			// a fire at the very instant a scheduler starts has not passed: it
+			// is on time, not part of the backlog (seed 1032 of 3000)
+			due := expectedFires(*form, loc, w.spec.start, o.down.Add(2*time.Second), o.up)
+			if n := len(due); n > 0 && !due[n-1].at.Before(o.up) {
+				due = due[:n-1]
+			}
+			missed, exact := c.backlog(tr.Name(), due, o.down)
 			if len(missed) == 0 || !exact {
 				continue
 			}

@@ -737,6 +737,12 @@ func testRunsPaged(t *testing.T, s *store.Store) {
 	if err != nil || len(ahead) != 1 || ahead[0].ID != r6 {
 		t.Fatalf("runs ahead of T0 that moved: %+v, %v; want only run %d", ahead, err, r6)
 	}
+	// The instances of several runs in one read, by run, oldest first.
+	insOf, err := s.InstancesOfRuns(ctx(), []int64{1, r6, 999})
+	if err != nil || len(insOf) != 2 || len(insOf[1]) != 3 || len(insOf[r6]) != 1 || insOf[r6][0].RunID != r6 ||
+		insOf[1][0].TaskID != "a.x" || insOf[1][2].TaskID != "a.z" {
+		t.Errorf("instances of runs 1, %d and 999: %+v, %v; want run 1's three (a.x, a.y, a.z) and run %d's one", r6, insOf, err, r6)
+	}
 }
 
 // testBackfillsPaged: backfills page by id, newest first, limit bounded.
