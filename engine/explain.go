@@ -491,7 +491,7 @@ func (e *Engine) explainRemoved(ctx context.Context, id string) (Explanation, bo
 		x.Latest = in
 		switch in.State {
 		case store.Running:
-			add("state", false, "its instance %d was running when the task was removed (since %s, attempt %d, ticket %s): the scheduler still tracks it under the stored definition; it fails at %s if no result comes and is not retried (the task is gone); ax kill --instance %d stops it, and cancelling its run ends it",
+			add("state", false, "its instance %d was running when the task was removed (since %s, attempt %d, ticket %s): the scheduler still tracks it under the stored definition; it fails at %s if no result comes and is not retried (the task is gone); ax kill %d stops it, and cancelling its run ends it",
 				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, in.StartedAt.Add(def.Timeout).Format(time.RFC3339), in.ID)
 		case store.Success, store.Failed, store.Killed:
 			why := ""

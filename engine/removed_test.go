@@ -123,7 +123,7 @@ func TestExplainRemovedRunningTask(t *testing.T) {
 		}
 		f := findings(x)
 		for _, want := range []string{"task p.b was removed from the pipeline files", "was running when the task was removed",
-			"still tracks it", "is not retried", "ax kill --instance " + itoa(int(in.ID))} {
+			"still tracks it", "is not retried", "ax kill " + itoa(int(in.ID)) + " stops it"} {
 			if !strings.Contains(f, want) {
 				t.Errorf("explain while running: missing %q in\n%s", want, f)
 			}

@@ -70,13 +70,20 @@ func (e *Engine) checkSLA(ctx context.Context, now time.Time) error {
 			loc = p.Location
 		}
 		for _, in := range ins {
-			if in.State == store.Success || e.sla.alerted[in.ID] {
+			deadline := in.LogicalTime.Add(ti.def.SLA)
+			// A success counts by when it came, not by the state at the
+			// check: one between the deadline and the check missed it too.
+			if (in.State == store.Success && !in.EndedAt.After(deadline)) || e.sla.alerted[in.ID] {
 				continue
 			}
+			msg := fmt.Sprintf("%s has not succeeded %s after its logical time %s: it is %s", id, ti.def.SLA,
+				in.LogicalTime.In(loc).Format(time.RFC3339), in.State)
+			if in.State == store.Success {
+				msg = fmt.Sprintf("%s succeeded %s after its logical time %s, later than its sla of %s", id,
+					in.EndedAt.Sub(in.LogicalTime).Round(time.Millisecond), in.LogicalTime.In(loc).Format(time.RFC3339), ti.def.SLA)
+			}
 			e.sla.alerted[in.ID] = true
-			e.Alert(ctx, Alert{Kind: AlertSLAMissed, At: now, Pipeline: ti.def.Pipeline, Task: id, Instance: in.ID, Ticket: in.Ticket,
-				Message: fmt.Sprintf("%s has not succeeded %s after its logical time %s: it is %s", id, ti.def.SLA,
-					in.LogicalTime.In(loc).Format(time.RFC3339), in.State)})
+			e.Alert(ctx, Alert{Kind: AlertSLAMissed, At: now, Pipeline: ti.def.Pipeline, Task: id, Instance: in.ID, Ticket: in.Ticket, Message: msg})
 		}
 		e.sla.until[id] = to
 	}

@@ -128,3 +128,40 @@ func mustZone(t *testing.T, name string) *time.Location {
 }
 
 var _ = store.Success
+
+// An instance that succeeds after its SLA deadline but before the next
+// check still missed its SLA: it raises sla_missed, saying how late it
+// succeeded. Each instance was judged by its state at the check, so one
+// that succeeded between its deadline and the check (up to SLACheck, 5 s
+// by default) raised nothing.
+func TestSLAMissedBySuccessBetweenChecks(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var sink alertSink
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"l.a": func(ctx context.Context, a runner.Attempt) error {
+				time.Sleep(3 * time.Second) // succeeds 3 s after its logical time: 1 s late
+				return nil
+			},
+		}
+		e := setup(t, Config{OnAlert: sink.add, SLACheck: 5 * time.Second}, fns, `pipeline: l
+timezone: UTC
+schedule: "0 0 1 6 *"
+defaults: {function: record, sla: 2s}
+tasks:
+  - {name: a}
+`)
+		sleep(6 * time.Second) // the checks at +5s: nothing due yet
+		if _, err := e.do(Trigger{Target: "l.a"}); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		sleep(12 * time.Second) // from +6s: deadline at +8s, success at +9s, checks at +10s and +15s
+		e.stop()
+		got := sink.of(AlertSLAMissed)
+		want := "l.a succeeded 3s after its logical time " + at.UTC().Format(time.RFC3339) + ", later than its sla of 2s"
+		if len(got) != 1 || got[0].Message != want {
+			t.Errorf("sla_missed alerts: %+v\nwant one saying %q", got, want)
+		}
+	})
+}

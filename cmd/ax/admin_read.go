@@ -405,17 +405,26 @@ func (a *admin) explain(r *http.Request) (any, error) {
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	t, err := a.taskOf(r)
-	if err != nil {
-		return nil, err
+	var id string
+	if t, err := a.taskOf(r); err == nil {
+		id = t.ID()
+	} else {
+		// A task a reload removed: the engine says what became of it (and
+		// of an instance of it still running) from its stored definition.
+		removed := r.PathValue("pipeline") + "." + r.PathValue("task")
+		ts, serr := a.st.Tasks(r.Context(), store.TaskFilter{ID: removed, IncludeRemoved: true})
+		if serr != nil || len(ts) != 1 || !ts[0].Removed {
+			return nil, err
+		}
+		id = removed
 	}
 	if a.eng == nil {
 		return nil, errf(http.StatusServiceUnavailable, "no scheduler runs in this process")
 	}
 	if utc {
-		return a.eng.ExplainUTC(r.Context(), t.ID())
+		return a.eng.ExplainUTC(r.Context(), id)
 	}
-	return a.eng.Explain(r.Context(), t.ID())
+	return a.eng.Explain(r.Context(), id)
 }
 
 func (a *admin) instances(r *http.Request) (any, error) {

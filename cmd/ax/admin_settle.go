@@ -48,8 +48,11 @@ func parseAt(s string, loc *time.Location) (time.Time, error) {
 		if t.Format(layout) != s {
 			return time.Time{}, fmt.Errorf("%q does not occur in %s (a daylight-saving gap): give another time, or an offset", s, loc)
 		}
+		// Repeated: another instant an hour away shows the same wall clock
+		// (to the second: a date alone is midnight, not the whole day).
+		const wall = "2006-01-02T15:04:05"
 		for _, d := range []time.Duration{-time.Hour, time.Hour} {
-			if o := t.Add(d); o.Format(layout) == s {
+			if o := t.Add(d); o.Format(wall) == t.Format(wall) {
 				a, b := t, o
 				if b.Before(a) {
 					a, b = b, a

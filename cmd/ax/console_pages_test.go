@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -468,8 +469,10 @@ tasks:
 
 // TestConsoleShowsLogsSafelyAndPagesRuns: the console's log view shows
 // output that is not UTF-8 and output that looks like markup as escaped
-// text (no element is made of it, no script error), and the pipeline page
-// pages its runs by key: "older runs" lists the runs after the last shown.
+// text (no element is made of it, no script error), and every list the
+// console pages by key (the pipeline page's runs, the task page's instances
+// and history, the action log) goes back with its "older" link and forward
+// with its "newest" link, each page the rows after the last one shown.
 func TestConsoleShowsLogsSafelyAndPagesRuns(t *testing.T) {
 	t.Parallel()
 	ctx, scriptErrors := browser(t)
@@ -485,14 +488,14 @@ tasks:
 		t.Fatalf("trigger talk: %d %s", code, out)
 	}
 	talk := e.waitState("shop.talk", store.Success)
-	for i := range 16 { // 17 runs: a full page of 15 and two older
+	for i := range 21 { // 22 runs: a full page of 15 and 7 older; 21 instances of sync: 20 and 1 older
 		if code, out := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": "2026-02-%02dT00:00:00"}`, i+1)); code != 200 {
 			t.Fatalf("trigger sync: %d %s", code, out)
 		}
 	}
 	waitFor(t, func() bool {
 		ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.sync", States: []store.State{store.Success}, Limit: 100})
-		return len(ins) == 16
+		return len(ins) == 21
 	})
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	var text string
@@ -516,7 +519,7 @@ tasks:
 	if err != nil || made {
 		t.Errorf("the output's markup became elements: %v %v", made, err)
 	}
-	// Runs by key: the first page holds 15 of the 17, the older page the last 2.
+	// Runs by key: the first page holds 15 of the 22, the older page the last 7.
 	runs := func() []string {
 		t.Helper()
 		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#runs tr[data-run]")].map(r => r.dataset.run)`))
@@ -532,10 +535,92 @@ tasks:
 	}
 	older := runs()
 	all, _ := e.st.Runs(context.Background(), "shop", 100)
-	if len(all) != 17 || len(first) != 15 || len(older) != 2 || older[0] != fmt.Sprint(all[15].ID) || older[1] != fmt.Sprint(all[16].ID) {
+	if len(all) != 22 || !slices.Equal(first, ids(all[:15], func(r store.Run) int64 { return r.ID })) ||
+		!slices.Equal(older, ids(all[15:], func(r store.Run) int64 { return r.ID })) {
 		t.Errorf("runs shown %v then %v; the store holds %d", first, older, len(all))
 	}
+
+	// The rows a selector shows, once they are want (the page re-renders
+	// after a click): a mismatch names what was shown instead.
+	shows := func(what, table, attr string, want []string) {
+		t.Helper()
+		var (
+			got []string
+			err error
+		)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			got, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](fmt.Sprintf(`[...document.querySelectorAll("%s tr[%s]")].map(r => r.getAttribute(%q))`, table, attr, attr)))
+			if err == nil && slices.Equal(got, want) {
+				return
+			}
+		}
+		t.Errorf("%s: shown %v (%v), want %v (script errors: %v)", what, got, err, want, scriptErrors())
+	}
+	click := func(sel string) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Do(cctx, chromedp.Click(css(sel))); err != nil {
+			t.Fatalf("click %s: %v (script errors: %v)", sel, err, scriptErrors())
+		}
+	}
+	bg := context.Background()
+	insAll, err1 := e.st.Instances(bg, store.InstanceFilter{TaskID: "shop.sync", Limit: 1000})
+	histAll, err2 := e.st.History(bg, store.LogFilter{TaskID: "shop.sync", Newest: true, Limit: 1000})
+	if err1 != nil || err2 != nil || len(insAll) != 21 || len(histAll) <= 30 {
+		t.Fatalf("store: %d instances (%v), %d history rows (%v): want 21 and more than 30", len(insAll), err1, len(histAll), err2)
+	}
+	insID := func(i store.Instance) int64 { return i.ID }
+	histID := func(h store.HistoryRow) int64 { return h.ID }
+	ins1, ins2 := ids(insAll[:20], insID), ids(insAll[20:], insID)
+	hist1, hist2 := ids(histAll[:30], histID), ids(histAll[30:min(60, len(histAll))], histID)
+	// The task page: instances and history page each by its own cursor.
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/t/shop/sync"), chromedp.WaitVisible(css(`#taskhistory`))); err != nil {
+		t.Fatalf("task page: %v (script errors: %v)", err, scriptErrors())
+	}
+	shows("task instances, newest", "#taskinstances", "data-instance", ins1)
+	shows("task history, newest", "#taskhistory", "data-hist", hist1)
+	click(`#older-instances`)
+	shows("task instances, older", "#taskinstances", "data-instance", ins2)
+	shows("task history while instances page back", "#taskhistory", "data-hist", hist1)
+	click(`#older-history`)
+	shows("task history, older", "#taskhistory", "data-hist", hist2)
+	shows("task instances while history pages back", "#taskinstances", "data-instance", ins2)
+	click(`#older-history-newest`)
+	shows("task history, newest again", "#taskhistory", "data-hist", hist1)
+	click(`#older-instances-newest`)
+	shows("task instances, newest again", "#taskinstances", "data-instance", ins1)
+
+	// The action log: 200 a page; 250 more entries make at least two pages.
+	for i := range 250 {
+		if err := e.st.AppendAction(bg, store.Action{At: time.Now(), Actor: "test", Action: "note", Reason: fmt.Sprint("entry ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	actAll, err := e.st.Actions(bg, store.LogFilter{Newest: true, Limit: 1000})
+	if err != nil || len(actAll) <= 250 {
+		t.Fatalf("store: %d actions (%v)", len(actAll), err)
+	}
+	actID := func(a store.Action) int64 { return a.ID }
+	act1, act2 := ids(actAll[:200], actID), ids(actAll[200:min(400, len(actAll))], actID)
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/actions"), chromedp.WaitVisible(css(`#actions`))); err != nil {
+		t.Fatalf("action log: %v (script errors: %v)", err, scriptErrors())
+	}
+	shows("action log, newest", "#actions", "data-action", act1)
+	click(`#older-actions`)
+	shows("action log, older", "#actions", "data-action", act2)
+	click(`#older-actions-newest`)
+	shows("action log, newest again", "#actions", "data-action", act1)
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}
+}
+
+// ids maps rows to their ids as the console's data attributes show them.
+func ids[T any](rows []T, id func(T) int64) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = fmt.Sprint(id(r))
+	}
+	return out
 }

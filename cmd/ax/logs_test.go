@@ -565,6 +565,11 @@ func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 	if code, out, errOut := runAx(t, "history", "shop.binary", "--server", e.srv.URL); code != exitOK || !strings.Contains(out, "RUNNING → SUCCESS") {
 		t.Errorf("ax history shop.binary after shop was removed: exit %d\n%s%s", code, out, errOut)
 	}
+	// ax explain says what became of it (the engine explains removed
+	// tasks; the API answered 404 "no pipeline" before reaching it).
+	if code, out, errOut := runAx(t, "explain", "shop.binary", "--server", e.srv.URL); code != exitOK || !strings.Contains(out, "task shop.binary was removed from the pipeline files") {
+		t.Errorf("ax explain shop.binary after shop was removed: exit %d\n%s%s", code, out, errOut)
+	}
 	before := e.state()
 	for _, path := range []string{
 		fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.nosuch", ran.ID),
@@ -578,6 +583,9 @@ func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 	}
 	if code, _, errOut := runAx(t, "logs", "nosuch.x", "--server", e.srv.URL); code != exitFailed || !strings.Contains(errOut, `task=\"nosuch.x\": no such task`) && !strings.Contains(errOut, `task="nosuch.x": no such task`) {
 		t.Errorf("ax logs nosuch.x: exit %d %s", code, errOut)
+	}
+	if code, body := e.call("GET", "/api/v1/pipelines/shop/tasks/nosuch/explain", ""); code != http.StatusNotFound || !strings.Contains(body, "no pipeline") {
+		t.Errorf("explain of a task no definition ever had: %d %s, want 404", code, body)
 	}
 	if after := e.state(); after != before {
 		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
