@@ -141,14 +141,14 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if got := gridHeads(); got != strings.Join(newest, ",") {
 		t.Errorf("grid, first page: runs %s, want the newest 20 %s", got, strings.Join(newest, ","))
 	}
-	err = chromedp.Do(ctx, chromedp.Click(css(`#older`)), chromedp.WaitVisible(css(`#grid th[data-run="`+oldest[0]+`"]`)), shoot("grid-older"))
+	err = chromedp.Do(ctx, click(css(`#older`)), chromedp.WaitVisible(css(`#grid th[data-run="`+oldest[0]+`"]`)), shoot("grid-older"))
 	if err != nil {
 		t.Fatalf("older runs: %v (script errors: %v)", err, scriptErrors())
 	}
 	if got := gridHeads(); got != strings.Join(oldest, ",") {
 		t.Errorf("grid, older page: runs %s, want the 3 oldest %s", got, strings.Join(oldest, ","))
 	}
-	err = chromedp.Do(ctx, chromedp.Click(css(`#newest`)), chromedp.WaitVisible(css(`#grid th[data-run="`+newest[19]+`"]`)))
+	err = chromedp.Do(ctx, click(css(`#newest`)), chromedp.WaitVisible(css(`#grid th[data-run="`+newest[19]+`"]`)))
 	if err != nil {
 		t.Fatalf("back to the newest runs: %v (script errors: %v)", err, scriptErrors())
 	}
@@ -219,10 +219,10 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	actsBefore, _ := e.st.Actions(context.Background(), store.LogFilter{Limit: 1000})
 	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-limits`)),
 		chromedp.SetValue(css(`#f-limits input[name="global"]`), "-5"),
-		chromedp.Click(css(`#f-limits button[type="submit"]`)),
+		click(css(`#f-limits button[type="submit"]`)),
 		chromedp.WaitVisible(css(`#f-limits .result.error`)),
 		chromedp.SetValue(css(`#f-trigger input[name="at"]`), "2026-02-30T02:00:00"),
-		chromedp.Click(css(`#f-trigger button[type="submit"]`)),
+		click(css(`#f-trigger button[type="submit"]`)),
 		chromedp.WaitVisible(css(`#f-trigger .result.error`)))
 	if err != nil {
 		t.Fatalf("forms: %v (script errors: %v)", err, scriptErrors())
@@ -234,7 +234,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = chromedp.Do(ctx, chromedp.SetValue(css(`#f-trigger input[name="task"]`), "clen"),
-		chromedp.Click(css(`#f-trigger button[type="submit"]`)))
+		click(css(`#f-trigger button[type="submit"]`)))
 	if err == nil {
 		_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#f-trigger .result").textContent.includes("clen")`))
 	}
@@ -244,10 +244,10 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	err = chromedp.Do(ctx,
 		chromedp.SetValue(css(`#f-backfill input[name="from"]`), "2026-13-01"),
 		chromedp.SetValue(css(`#f-backfill input[name="to"]`), "2026-03-05"),
-		chromedp.Click(css(`#f-backfill button[data-preview]`)),
+		click(css(`#f-backfill button[data-preview]`)),
 		chromedp.WaitVisible(css(`#f-backfill .result.error`)),
 		chromedp.SetValue(css(`#f-group input[name="group"]`), "etll"),
-		chromedp.Click(css(`#f-group button[data-verb="pause"]`)),
+		click(css(`#f-group button[data-verb="pause"]`)),
 		chromedp.WaitVisible(css(`#f-group .result.error`)),
 		shoot("forms-refused"))
 	if err != nil {
@@ -279,7 +279,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 
 	// The group form: pause, then resume, the group etl.
 	err = chromedp.Do(ctx, chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
-		chromedp.Click(css(`#f-group button[data-verb="pause"]`)),
+		click(css(`#f-group button[data-verb="pause"]`)),
 		chromedp.WaitVisible(css(`#f-group .result.ok`)), shoot("forms-group-paused"))
 	if err != nil {
 		t.Fatalf("pause group: %v (script errors: %v)", err, scriptErrors())
@@ -293,7 +293,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	}
 	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
 		chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
-		chromedp.Click(css(`#f-group button[data-verb="resume"]`)),
+		click(css(`#f-group button[data-verb="resume"]`)),
 		chromedp.WaitVisible(css(`#f-group .result.ok`)))
 	if err != nil {
 		t.Fatalf("resume group: %v (script errors: %v)", err, scriptErrors())
@@ -309,15 +309,15 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		chromedp.Navigate(e.srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-trigger`)),
 		chromedp.SetValue(css(`#f-trigger input[name="at"]`), "2026-03-04T02:00:00"),
 		chromedp.SetValue(css(`#f-trigger input[name="params"]`), "ok=yes"),
-		chromedp.Click(css(`#f-trigger button[type="submit"]`)),
+		click(css(`#f-trigger button[type="submit"]`)),
 		chromedp.WaitVisible(css(`#f-trigger .result.ok`)),
 		chromedp.SetValue(css(`#f-backfill input[name="from"]`), "2024-06-31"), // refused, then mended
 		chromedp.SetValue(css(`#f-backfill input[name="to"]`), "2025-12-31"),
-		chromedp.Click(css(`#f-backfill button[data-preview]`)),
+		click(css(`#f-backfill button[data-preview]`)),
 		chromedp.WaitVisible(css(`#f-backfill .result.error`)),
 		chromedp.SetValue(css(`#f-backfill input[name="from"]`), "2024-06-01"),
 		chromedp.SetValue(css(`#f-backfill input[name="to"]`), "2025-12-31"),
-		chromedp.Click(css(`#f-backfill button[data-preview]`)))
+		click(css(`#f-backfill button[data-preview]`)))
 	var plan string
 	if err == nil {
 		plan, err = chromedp.Run(ctx, chromedp.Poll[string](`(t => t.startsWith("Plan") && t)(document.querySelector("#f-backfill .result").textContent)`))
@@ -334,9 +334,9 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if bs, _ := e.st.Backfills(context.Background(), 0); len(bs) != 0 {
 		t.Errorf("backfills after a preview: %d, want none", len(bs))
 	}
-	err = chromedp.Do(ctx, chromedp.Click(css(`#f-backfill button[type="submit"]`)), chromedp.WaitVisible(css(`#f-backfill .result.ok`)),
+	err = chromedp.Do(ctx, click(css(`#f-backfill button[type="submit"]`)), chromedp.WaitVisible(css(`#f-backfill .result.ok`)),
 		chromedp.SetValue(css(`#f-limits input[name="global"]`), "50"),
-		chromedp.Click(css(`#f-limits button[type="submit"]`)),
+		click(css(`#f-limits button[type="submit"]`)),
 		chromedp.WaitVisible(css(`#f-limits .result.ok`)), shoot("forms-done"))
 	if err != nil {
 		t.Fatalf("backfill and limits: %v (script errors: %v)", err, scriptErrors())
@@ -366,9 +366,9 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	}
 	cleanBad := cleans[0]
 	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
-		chromedp.Click(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
+		click(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
 		chromedp.WaitVisible(css(fmt.Sprintf(`button[data-mark="%d"][data-state="success"]`, cleanBad.ID))),
-		chromedp.Click(css(fmt.Sprintf(`button[data-mark="%d"][data-state="success"]`, cleanBad.ID))))
+		click(css(fmt.Sprintf(`button[data-mark="%d"][data-state="success"]`, cleanBad.ID))))
 	if err == nil { // (the banner is green already, from the limits form)
 		_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("banner").textContent.includes("marked success")`))
 	}
@@ -404,10 +404,10 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	locked := setupAPI(t, apiOpts{pipeline: gridPipeline, token: "t0ken", openReads: true})
 	err = chromedp.Do(ctx, chromedp.Navigate(locked.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
 		chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
-		chromedp.Click(css(`#f-group button[data-verb="pause"]`)),
+		click(css(`#f-group button[data-verb="pause"]`)),
 		chromedp.WaitVisible(css(`#f-group .result.error`)),
 		chromedp.SetValue(css(`#f-trigger input[name="task"]`), "clean"),
-		chromedp.Click(css(`#f-trigger button[type="submit"]`)),
+		click(css(`#f-trigger button[type="submit"]`)),
 		chromedp.WaitVisible(css(`#f-trigger .result.error`)),
 		shoot("forms-no-token"))
 	if err != nil {
@@ -502,7 +502,7 @@ tasks:
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	err := chromedp.Do(wctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`button[data-log]`)),
-		chromedp.Click(css(`tr[data-task="talk"] button[data-log]`)), chromedp.WaitVisible(css(`#logview`)))
+		click(css(`tr[data-task="talk"] button[data-log]`)), chromedp.WaitVisible(css(`#logview`)))
 	if err == nil {
 		text, err = chromedp.Run(ctx, chromedp.Text(css(`#logview pre`)))
 	}
@@ -529,7 +529,7 @@ tasks:
 		return ids
 	}
 	first := runs()
-	err = chromedp.Do(ctx, chromedp.Click(css(`#older-runs`)), chromedp.WaitVisible(css(`a[href="#/p/shop"]`)))
+	err = chromedp.Do(ctx, click(css(`#older-runs`)), chromedp.WaitVisible(css(`a[href="#/p/shop"]`)))
 	if err != nil {
 		t.Fatalf("older runs: %v (script errors: %v)", err, scriptErrors())
 	}
@@ -560,7 +560,7 @@ tasks:
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := chromedp.Do(cctx, chromedp.Click(css(sel))); err != nil {
+		if err := chromedp.Do(cctx, click(css(sel))); err != nil {
 			t.Fatalf("click %s: %v (script errors: %v)", sel, err, scriptErrors())
 		}
 	}

@@ -19,6 +19,23 @@ import (
 
 // chromium finds Debian's chromium (.ci/run installs it). Outside CI a
 // machine without it skips the browser test; in CI that is a failure.
+// click is chromedp.Click made safe against the console's redraw: the pages
+// draw their tables again every 3 s, and a button found just before a redraw
+// is gone when the click is sent ("Could not find node with given id", seen
+// in CI). That error comes before any input event, so the click is looked up
+// again, never sent twice.
+func click(sel chromedp.CSS) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		var err error
+		for range 5 {
+			if _, err = chromedp.Click(sel)(ctx, t); err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+				return chromedp.Void{}, err
+			}
+		}
+		return chromedp.Void{}, err
+	}
+}
+
 func chromium(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -111,7 +128,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	}
 	if err == nil {
 		err = chromedp.Do(ctx,
-			chromedp.Click(css(`tr[data-task="sync"] button[data-op="pause"]`)),
+			click(css(`tr[data-task="sync"] button[data-op="pause"]`)),
 			chromedp.WaitVisible(css(`tr[data-task="sync"] td.state .pill.PAUSED`)),
 			chromedp.WaitVisible(css(`#banner.ok`)),
 		)
@@ -186,7 +203,7 @@ tasks:
 	}
 	if err == nil {
 		err = chromedp.Do(ctx,
-			chromedp.Click(css(`tr[data-task="approve"] button[data-op="approve"]`)),
+			click(css(`tr[data-task="approve"] button[data-op="approve"]`)),
 			chromedp.WaitVisible(css(`#banner.ok`)),
 		)
 	}
@@ -204,7 +221,7 @@ tasks:
 		chromedp.Navigate(e.srv.URL+"/#/"),
 		chromedp.Navigate(e.srv.URL+"/#/p/shop"),
 		chromedp.WaitVisible(css(`#runs button[data-cancel]`)),
-		chromedp.Click(css(`#runs button[data-cancel]`)),
+		click(css(`#runs button[data-cancel]`)),
 		chromedp.WaitVisible(css(`#banner.ok`)),
 	)
 	if err != nil {
