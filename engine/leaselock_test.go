@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -30,14 +29,7 @@ func TestMySQLDispatchTransactionsStaySmall(t *testing.T) {
 		fmt.Fprintf(&src, "  - {name: t%04d}\n", i)
 		names = append(names, fmt.Sprintf("t%04d", i))
 	}
-	p, errs := defs.Parse("wide.yaml", []byte(src.String()), defs.Options{})
-	if errs.Err() != nil {
-		t.Fatal(errs)
-	}
-	g, errs := dag.Compile([]*defs.Pipeline{p}, dag.Options{DispatchRate: -1})
-	if errs.Err() != nil {
-		t.Fatal(errs)
-	}
+	g := compile(t, src.String())
 	funcs := runner.NewFunctions(func(runner.Attempt) string { return "record" })
 	_ = funcs.Register("record", func(context.Context, runner.Attempt) error { return nil })
 	ctx := context.Background()

@@ -38,19 +38,26 @@ func scaleOf(b *testing.B) scale {
 	return scale{tasks: 100, runs: n / 10 / 100, histPer: 10}
 }
 
+// syncScaleTasks stores the definitions of sc's pipeline "big": tasks t0…
+// t(N-1), the same for both generators, so that their rows match.
+func syncScaleTasks(b *testing.B, s *store.Store, sc scale) {
+	b.Helper()
+	var defs []store.TaskDef
+	for i := range sc.tasks {
+		defs = append(defs, store.TaskDef{ID: fmt.Sprintf("big.t%d", i), Pipeline: "big", Name: fmt.Sprintf("t%d", i), Group: "g", Priority: 3, Hash: "h", Definition: []byte("{}")})
+	}
+	if _, err := s.SyncDefinitions(context.Background(), store.SyncParams{Pipelines: []store.PipelineDef{{Name: "big", Hash: "h", Definition: []byte("{}"), Tasks: defs}}, Now: storetest.T0}); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // generate fills s with sc: runs of every task, each instance SUCCESS or
 // FAILED with its history and a dispatch action, the last run's instances
 // still running, written with plain multi-row INSERTs in large transactions.
 func generate(b *testing.B, s *store.Store, sc scale) {
 	b.Helper()
 	ctx := context.Background()
-	var defs []store.TaskDef
-	for i := range sc.tasks {
-		defs = append(defs, store.TaskDef{ID: fmt.Sprintf("big.t%d", i), Pipeline: "big", Name: fmt.Sprintf("t%d", i), Group: "g", Priority: 3, Hash: "h", Definition: []byte("{}")})
-	}
-	if _, err := s.SyncDefinitions(ctx, store.SyncParams{Pipelines: []store.PipelineDef{{Name: "big", Hash: "h", Definition: []byte("{}"), Tasks: defs}}, Now: storetest.T0}); err != nil {
-		b.Fatal(err)
-	}
+	syncScaleTasks(b, s, sc)
 	db := s.DB()
 	t0 := storetest.T0.Add(-time.Duration(sc.runs) * time.Minute).UnixMilli()
 	start := time.Now()
@@ -171,13 +178,7 @@ func scaleMySQL(b *testing.B, sc scale) *store.Store {
 func generateSeq(b *testing.B, s *store.Store, sc scale) {
 	b.Helper()
 	ctx := context.Background()
-	var defs []store.TaskDef
-	for i := range sc.tasks {
-		defs = append(defs, store.TaskDef{ID: fmt.Sprintf("big.t%d", i), Pipeline: "big", Name: fmt.Sprintf("t%d", i), Group: "g", Priority: 3, Hash: "h", Definition: []byte("{}")})
-	}
-	if _, err := s.SyncDefinitions(ctx, store.SyncParams{Pipelines: []store.PipelineDef{{Name: "big", Hash: "h", Definition: []byte("{}"), Tasks: defs}}, Now: storetest.T0}); err != nil {
-		b.Fatal(err)
-	}
+	syncScaleTasks(b, s, sc)
 	db := s.DB()
 	start := time.Now()
 	t0 := storetest.T0.Add(-time.Duration(sc.runs) * time.Minute).UnixMilli()
