@@ -328,29 +328,7 @@ func TestPoolMetrics(t *testing.T) {
 // countSeries counts the series of name whose labels are exactly want.
 func countSeries(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) int {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(want) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if want[l.GetName()] != l.GetValue() {
-					continue next
-				}
-			}
-			n++
-		}
-	}
-	return n
+	return len(matching(t, reg, name, want))
 }
 
 // An attempt waiting in the start queue when the lease is lost and taken

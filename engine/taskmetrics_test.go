@@ -16,13 +16,14 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// series finds the sample of name whose labels are exactly want.
-func series(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) *dto.Metric {
+// matching lists the series of name whose labels are exactly want.
+func matching(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) []*dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []*dto.Metric
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -37,8 +38,17 @@ func series(t *testing.T, reg *prometheus.Registry, name string, want map[string
 					continue next
 				}
 			}
-			return m
+			out = append(out, m)
 		}
+	}
+	return out
+}
+
+// series finds the sample of name whose labels are exactly want.
+func series(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) *dto.Metric {
+	t.Helper()
+	if ms := matching(t, reg, name, want); len(ms) > 0 {
+		return ms[0]
 	}
 	t.Fatalf("no series %s%v", name, want)
 	return nil
