@@ -62,6 +62,9 @@ type attempt struct {
 	// interrupted: still running when the shutdown grace ended and cancelled
 	// with errInterrupted; unless it succeeded it is given back, not failed.
 	interrupted bool
+	// proc, for an orphan command attempt, is where its process group was
+	// recorded to run (see checkGroups); nil when none was recorded.
+	proc *runner.Process
 }
 
 // outcome is a result from an executor, for an instance.
@@ -161,7 +164,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			attempt: in.Attempt, deadline: deadline, orphan: true, live: live, started: in.StartedAt})
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
 	}
-	return nil
+	return e.inheritProcs(ctx, now)
 }
 
 // dispatch moves queued instances to RUNNING, as many as the token bucket
@@ -687,8 +690,15 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 			e.started(a, begun)
 		}
 		out := e.logs.start(id, a.attempt, fence)
+		xctx := runner.WithOutput(ctx, out.out)
+		if t.Executor.Kind == defs.ExecCommand { // where its process group runs, for a primary that may inherit it
+			xctx = runner.WithStarted(xctx, func(p runner.Process) {
+				out.setProc(store.ProcRecord{Ticket: a.ticket, InstanceID: id, RunID: runID, Host: p.Host, Boot: p.Boot, PidNS: p.PidNS,
+					Pgid: p.Pgid, Start: p.Start, At: e.cfg.Now()})
+			})
+		}
 		started := e.cfg.Now()
-		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
+		res, err := e.execs[t.Executor.Kind].Execute(xctx, at)
 		// The slot is free for the next attempt in the start queue at once,
 		// and for the next turn's dispatch (its result, coming next, wakes
 		// the loop): a turn in between must still see this attempt running,
@@ -711,6 +721,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 // checkTimeouts fails attempts whose deadline passed without a result (the
 // scheduler's layer of R16); the executor's context has the same deadline.
 func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
+	e.checkGroups(now)
 	for _, id := range sortedIDs(e.running) {
 		a := e.running[id]
 		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
@@ -722,6 +733,11 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			msg = fmt.Sprintf("timeout: no result within %s; its task was removed from the pipeline files while it ran, so it is not retried", a.task.def.Timeout)
 		case a.orphan:
 			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
+			if a.proc != nil && a.proc.Kill() {
+				msg += fmt.Sprintf("; its process group %d, still running, was killed", a.proc.Pgid)
+				e.log.Warn("orphan_group_killed", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
+			}
+			a.proc = nil
 		}
 		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
 		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded

@@ -89,6 +89,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start)}, nil
 	}
 	pgid := cmd.Process.Pid
+	started(ctx, pgid) // where its group runs, for a scheduler that may inherit it
 	done := make(chan struct{})
 	go func() { // stop the group when ctx ends: SIGTERM, then SIGKILL after the grace
 		select {
