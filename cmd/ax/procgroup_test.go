@@ -50,7 +50,10 @@ tasks:
 			procs := map[string]store.ProcRecord{}
 			for _, task := range []string{"freed", "held"} {
 				// Until it has loaded its term, the new primary answers as a standby.
-				waitFor(t, func() bool { code, _, _ := runAx(t, "trigger", "og."+task, "--server", "http://"+apiA); return code == exitOK })
+				waitFor(t, func() bool {
+					code, _, _ := runAx(t, "trigger", "og."+task, "--server", "http://"+apiA)
+					return code == exitOK
+				})
 			}
 			ids := map[string]int64{}
 			waitFor(t, func() bool { // both running, and where their groups run recorded
