@@ -187,7 +187,7 @@ func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
 }
 
 // batchSize is the most instances one dispatch or result transaction
-// records: 1,000 on SQLite; 250 on MySQL, where every fenced transaction
+// records (fewer when they take long, see txSize): 1,000 on SQLite; 250 on MySQL, where every fenced transaction
 // holds a shared lock on the lease row until it commits and a renewal of
 // the lease waits for it. A 1,000-instance batch held it 100-300 ms on a
 // loaded MariaDB, a renewal waited as long, and the lease renewal must
@@ -223,7 +223,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		reserved []*taskInfo             // pool slots taken by this batch until it is recorded
 		wait     time.Duration
 	)
-	size := e.batchSize()
+	size := e.txDispatch.next()
 	for e.queue.Len() > 0 && len(params) < size {
 		it, _ := e.queue.Pop()
 		p := e.pending[it.Value]
@@ -344,7 +344,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	}
 	// A skip (overlap) fails what waited on it in its run, in the same transaction.
 	var settled []release
+	began := e.cfg.Now()
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
+	e.txDispatch.took(len(params), e.cfg.Now().Sub(began))
 	for _, t := range reserved {
 		e.pool.remove(t) // the recorded ones are counted by track below
 	}
@@ -748,7 +750,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		meta   []applied
 		closed = map[string]string{} // inbox entries to close, by ticket
 	)
-	batch := e.unapplied[:min(len(e.unapplied), e.batchSize())]
+	batch := e.unapplied[:min(len(e.unapplied), e.txResult.next())]
 	// The last output and records of the attempts go in the results'
 	// transaction, whether or not their results apply (a stale result's
 	// attempt ran all the same).
@@ -866,6 +868,8 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
 	seen := map[int64]bool{}
+	began := e.cfg.Now()
+	defer func() { e.txResult.took(len(batch), e.cfg.Now().Sub(began)) }()
 	res, relRes, err := e.w().TransitionBatchLogs(ctx, params, logs, func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		for i, r := range res {
 			m := meta[i]

@@ -111,6 +111,8 @@ type Engine struct {
 	execWG        sync.WaitGroup
 	again         chan struct{}        // a turn stopped at its time budget: take the next one soon
 	pool          *pool                // concurrency caps and what runs against them
+	txDispatch    txSize               // instances per dispatch transaction
+	txResult      txSize               // results per result transaction
 	gone          map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m             *metrics
 	logs          *logWriter // task output (R41)
@@ -185,6 +187,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
 	e.logs = newLogWriter(cfg)
+	e.txDispatch, e.txResult = newTxSize(e.batchSize(), cfg.TurnBudget), newTxSize(e.batchSize(), cfg.TurnBudget)
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
