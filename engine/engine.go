@@ -72,6 +72,7 @@ type Engine struct {
 	limited []string
 
 	// Owned by the loop.
+	completer     // results, retries, timeouts, releases (completer.go)
 	wheel         *wheel.Wheel
 	queue         queue.Queue[int64]
 	bucket        *bucket.Bucket
@@ -79,7 +80,6 @@ type Engine struct {
 	pending       map[int64]*pend    // instances waiting in the wheel or the queue
 	running       map[int64]*attempt // by instance id
 	runs          map[int64]*runState
-	unapplied     []outcome
 	epoch         int64
 	lease         atomic.Pointer[keeper] // of the current term as primary; nil as a standby
 	loadedUntil   time.Time
@@ -101,13 +101,11 @@ type Engine struct {
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
-	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
 	nextDeadline  time.Time // the earliest wait deadline seen: the limited waits are swept then
 	inboxPolled   time.Time
-	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
-	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
-	watch         *watch          // the executor sweep's memory
+	hasHTTP       bool   // some task runs on HTTP executors: read the results inbox
+	watch         *watch // the executor sweep's memory
 	execWG        sync.WaitGroup
 	again         chan struct{}        // a turn stopped at its time budget: take the next one soon
 	pool          *pool                // concurrency caps and what runs against them
@@ -361,8 +359,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
 	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
-	e.unapplied = nil
-	e.inboxSeen = map[string]bool{}
+	e.completer.reset()
 	e.termStart = now
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 	e.wheel = wheel.New(now, e.cfg.Window)
@@ -499,17 +496,6 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 		case <-e.reloadSig:
 			t.Stop()
 			e.takeNext()
-		}
-	}
-}
-
-func (e *Engine) drainResults() {
-	for {
-		select {
-		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
-		default:
-			return
 		}
 	}
 }
@@ -716,20 +702,6 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			}
 		}
 	}
-}
-
-// applyAll records every result gathered so far, a batch at a time.
-func (e *Engine) applyAll(ctx context.Context) error {
-	for len(e.unapplied) > 0 {
-		n := len(e.unapplied)
-		if err := e.applyResults(ctx, e.cfg.Now()); err != nil {
-			return err
-		}
-		if len(e.unapplied) >= n {
-			return nil
-		}
-	}
-	return nil
 }
 
 // start syncs definitions, reconciles what a previous process left running,
