@@ -21,7 +21,6 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
-	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
@@ -72,10 +71,9 @@ type Engine struct {
 	limited []string
 
 	// Owned by the loop.
+	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
 	completer     // results, retries, timeouts, releases (completer.go)
 	wheel         *wheel.Wheel
-	queue         queue.Queue[int64]
-	bucket        *bucket.Bucket
 	brk           *breaker.Breaker
 	pending       map[int64]*pend    // instances waiting in the wheel or the queue
 	running       map[int64]*attempt // by instance id
@@ -84,12 +82,7 @@ type Engine struct {
 	lease         atomic.Pointer[keeper] // of the current term as primary; nil as a standby
 	loadedUntil   time.Time
 	retryAt       time.Time // after a store error: when to try again
-	bufferLogged  time.Time
 	failures      int
-	wake          *time.Timer
-	held          map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
-	gates         map[int64]chan struct{} // by fire time (Unix ms): closed to start the attempts held for it
-	heldWake      *time.Timer
 	execCtx       context.Context
 	results       chan outcome
 	reqs          chan request
@@ -97,7 +90,6 @@ type Engine struct {
 	runningByTask map[string]int
 	runKind       map[int64]store.RunKind
 	runParams     map[int64]map[string]any // the --param values of manual runs that have some
-	tripped       *bucket.Bucket           // per-task buckets of tasks whose breaker is open
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
@@ -107,8 +99,6 @@ type Engine struct {
 	hasHTTP       bool   // some task runs on HTTP executors: read the results inbox
 	watch         *watch // the executor sweep's memory
 	execWG        sync.WaitGroup
-	again         chan struct{}        // a turn stopped at its time budget: take the next one soon
-	pool          *pool                // concurrency caps and what runs against them
 	gone          map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m             *metrics
 	logs          *logWriter // task output (R41)
@@ -355,17 +345,13 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		// process taking back the lease it held (by the same --holder name).
 		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, e.prevHolder)})
 	}
-	e.queue = queue.Queue[int64]{}
+	e.dispatcher.newTerm(e.cfg, now)
 	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
-	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	e.backfills = map[int64]*bfState{}
 	e.completer.reset()
 	e.termStart = now
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 	e.wheel = wheel.New(now, e.cfg.Window)
-	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
-	e.tripped = bucket.New(bucket.Limits{}, now)
-	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning}, e.cfg.Now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
