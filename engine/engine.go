@@ -71,6 +71,7 @@ type Engine struct {
 	limited []string
 
 	// Owned by the loop.
+	leadership    // epoch, lease, fence of the term (lease.go)
 	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
 	completer     // results, retries, timeouts, releases (completer.go)
 	wheel         *wheel.Wheel
@@ -78,8 +79,6 @@ type Engine struct {
 	pending       map[int64]*pend    // instances waiting in the wheel or the queue
 	running       map[int64]*attempt // by instance id
 	runs          map[int64]*runState
-	epoch         int64
-	lease         atomic.Pointer[keeper] // of the current term as primary; nil as a standby
 	loadedUntil   time.Time
 	retryAt       time.Time // after a store error: when to try again
 	failures      int
@@ -108,11 +107,6 @@ type Engine struct {
 	statsMu sync.Mutex
 	stats   Stats
 
-	// fence is the one handle of every write of this process as primary
-	// (R44): conditioned on the epoch it holds. Read by Alert from other
-	// goroutines, hence atomic.
-	fence atomic.Pointer[store.Fence]
-
 	// Live reload (reload.go): cur is the graph in force, read by other
 	// goroutines through Graph; next a validated graph waiting to be applied
 	// between two turns of the loop; reloadSig wakes the loop for it.
@@ -121,14 +115,8 @@ type Engine struct {
 	reloadSig chan struct{}
 	reloadMu  sync.Mutex // one Reload at a time
 
-	sla        slaWatch     // owned by the loop (sla.go)
-	prevHolder string       // who held the lease before this term ("": nobody yet)
-	termStart  time.Time    // when this term as primary began: fires due before it are catch-ups
-	tm         *taskMetrics // per pipeline and task (taskmetrics.go)
-	// prevLeaseEnd is when the lease of the previous term expired (on its
-	// holder's clock, as every fire time it recorded): it started no attempt
-	// claimed ahead for that time or later. Zero: unknown.
-	prevLeaseEnd time.Time
+	sla slaWatch     // owned by the loop (sla.go)
+	tm  *taskMetrics // per pipeline and task (taskmetrics.go)
 }
 
 // w returns the fenced write handle of the current term; before the first
@@ -325,7 +313,6 @@ var errLeaseLost = errors.New("engine: the lease is held by another process")
 // since their results could no longer be recorded).
 func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
-	e.epoch = l.Epoch
 	k := newKeeper(e.st, e.cfg, l, e.m.renewLate)
 	k.alert = e.notify // not recorded in the store: it is the store that is gone
 	keepCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
@@ -336,22 +323,13 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		keepWG.Wait()
 		e.lease.Store(nil)
 	}()
-	e.lease.Store(k)
-	e.fence.Store(e.st.Fence(l.Epoch))
+	e.leadership.begin(l, k, e.st.Fence(l.Epoch), now)
 	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
-	if e.prevHolder != "" && e.prevHolder != e.cfg.Holder {
-		// A change of primary; not the first scheduler on this store, nor a
-		// process taking back the lease it held (by the same --holder name).
-		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, e.prevHolder)})
+	if from, changed := e.handover(e.cfg.Holder); changed {
+		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, from)})
 	}
-	e.dispatcher.newTerm(e.cfg, now)
-	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
-	e.backfills = map[int64]*bfState{}
-	e.completer.reset()
-	e.termStart = now
-	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
-	e.wheel = wheel.New(now, e.cfg.Window)
+	e.newTerm(now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
@@ -371,6 +349,24 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		stopRetain()
 		retainWG.Wait()
 	}()
+	return e.loop(ctx, k, cancelExec)
+}
+
+// newTerm empties what the loop caches of the store, for a term as primary
+// that reads it again.
+func (e *Engine) newTerm(now time.Time) {
+	e.dispatcher.newTerm(e.cfg, now)
+	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
+	e.backfills = map[int64]*bfState{}
+	e.completer.reset()
+	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
+	e.wheel = wheel.New(now, e.cfg.Window)
+}
+
+// loop is the scheduling loop of a term: a turn on every whole second, every
+// top-up, result, wake-up, reload and operator request, until ctx ends (a
+// shutdown) or keeper k reports the lease lost for good.
+func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelCauseFunc) error {
 	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
 	// 02:00:00 and not up to a second later.
 	tick := time.NewTimer(e.untilNextSecond())
@@ -413,22 +409,31 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		case <-e.reloadSig: // applied at the start of the turn
 			e.turn(ctx, false)
 		case req := <-e.reqs:
-			now := e.cfg.Now()
-			if req.inspect != nil {
-				req.inspect(now)
-				req.reply <- opReply{}
-				continue
+			if e.serve(ctx, req) {
+				e.turn(ctx, false)
 			}
-			var r opReply
-			if e.leader(now) {
-				r.msg, r.err = e.apply(ctx, req.req, req.by, now)
-			} else {
-				r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
-			}
-			req.reply <- r
-			e.turn(ctx, false)
 		}
 	}
+}
+
+// serve answers an operator request on the loop: an inspection at once,
+// a change only while the lease is safely held. It reports whether the
+// request could change something, for which a turn follows.
+func (e *Engine) serve(ctx context.Context, req request) bool {
+	now := e.cfg.Now()
+	if req.inspect != nil {
+		req.inspect(now)
+		req.reply <- opReply{}
+		return false
+	}
+	var r opReply
+	if e.leader(now) {
+		r.msg, r.err = e.apply(ctx, req.req, req.by, now)
+	} else {
+		r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
+	}
+	req.reply <- r
+	return true
 }
 
 func (e *Engine) untilNextSecond() time.Duration {
@@ -486,93 +491,19 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 	}
 }
 
-// turn is one pass of the loop: top up the window when asked, apply
-// results, time out silent attempts, move due entries to the queue and
-// dispatch what the bucket allows.
+// turn is one pass of the loop: take in what happened (takeIn), then move
+// work on (moveOn). A store error stops the turn and the next ones until a
+// backoff passes.
 func (e *Engine) turn(ctx context.Context, topUp bool) {
 	now := e.cfg.Now()
 	defer e.publish(now)
 	if now.Before(e.retryAt) {
 		return
 	}
-	err := func() error {
-		if e.leader(now) {
-			if err := e.applyReload(ctx, now); err != nil {
-				return err
-			}
-		}
-		if topUp && e.leader(now) {
-			if err := e.createWindow(ctx, now); err != nil {
-				return err
-			}
-			if err := e.load(ctx, now); err != nil {
-				return err
-			}
-			if err := e.releaseCrossWaiting(ctx, now); err != nil {
-				return err
-			}
-		}
-		if e.leader(now) {
-			if err := e.pollInbox(ctx, now); err != nil {
-				return err
-			}
-		}
-		if err := e.applyResults(ctx, now); err != nil {
-			return err
-		}
-		if e.leader(now) {
-			if err := e.deadlineDue(ctx, now); err != nil {
-				return err
-			}
-		}
-		if e.stranded && e.leader(now) {
-			if err := e.releaseStranded(ctx, now); err != nil {
-				return err
-			}
-		}
-		if err := e.checkTimeouts(ctx, now); err != nil {
-			return err
-		}
-		if e.leader(now) {
-			if err := e.sweep(ctx, now); err != nil {
-				return err
-			}
-		}
-		e.startHeld(now)
-		// Entries due up to ClaimAhead from now go to the queue: the ones
-		// not due yet are claimed ahead and held until their fire time.
-		e.wheel.Advance(now.Add(e.cfg.ClaimAhead), func(en wheel.Entry) {
-			if p := e.pending[en.ID]; p != nil && p.version == en.Version {
-				e.queue.Push(p.task.def.Priority, en.At, en.ID)
-			}
-		})
-		if !e.leader(now) {
-			return nil
-		}
-		if now.Sub(e.opsPolled) >= 200*time.Millisecond { // not a query per result batch
-			e.opsPolled = now
-			if err := e.pollOps(ctx, now); err != nil {
-				return err
-			}
-		}
-		// Active backfills step as soon as results came in (a finished run
-		// makes room for the next at once); the store is polled for new and
-		// resumed ones every second.
-		poll := now.Sub(e.bfChecked) >= time.Second
-		if poll || (e.bfDirty && len(e.backfills) > 0) {
-			if poll {
-				e.bfChecked = now
-			}
-			e.bfDirty = false
-			if err := e.driveBackfills(ctx, now, poll); err != nil {
-				return err
-			}
-		}
-		if err := e.checkSLA(ctx, now); err != nil {
-			return err
-		}
-		return e.dispatch(ctx, now)
-	}()
+	err := e.takeIn(ctx, now, topUp)
+	if err == nil {
+		err = e.moveOn(ctx, now)
+	}
 	if err != nil {
 		e.failures++
 		e.m.storeErrors.Inc()
@@ -587,11 +518,93 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	e.failures = 0
 }
 
-// leader reports whether the lease is safely held for the loop's epoch (see
-// keeper.held): a renewal must have succeeded within LeaseTTL − LeaseRenew,
-// so that dispatch stops before the lease could expire.
-func (e *Engine) leader(now time.Time) bool {
-	return e.lease.Load().held(now, e.epoch)
+// takeIn is the first half of a turn: a reload waiting to be applied, the
+// window topped up when asked, the inbox read, results recorded, wait
+// deadlines and stranded instances settled, silent attempts timed out and
+// executors swept.
+func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
+	if e.leader(now) {
+		if err := e.applyReload(ctx, now); err != nil {
+			return err
+		}
+	}
+	if topUp && e.leader(now) {
+		if err := e.createWindow(ctx, now); err != nil {
+			return err
+		}
+		if err := e.load(ctx, now); err != nil {
+			return err
+		}
+		if err := e.releaseCrossWaiting(ctx, now); err != nil {
+			return err
+		}
+	}
+	if e.leader(now) {
+		if err := e.pollInbox(ctx, now); err != nil {
+			return err
+		}
+	}
+	if err := e.applyResults(ctx, now); err != nil {
+		return err
+	}
+	if e.leader(now) {
+		if err := e.deadlineDue(ctx, now); err != nil {
+			return err
+		}
+	}
+	if e.stranded && e.leader(now) {
+		if err := e.releaseStranded(ctx, now); err != nil {
+			return err
+		}
+	}
+	if err := e.checkTimeouts(ctx, now); err != nil {
+		return err
+	}
+	if e.leader(now) {
+		return e.sweep(ctx, now)
+	}
+	return nil
+}
+
+// moveOn is the second half of a turn: held attempts whose fire time came
+// start, due entries move to the queue, and, as primary, operator requests
+// queued in the store, backfills and SLAs are served and the queue is
+// dispatched.
+func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
+	e.startHeld(now)
+	// Entries due up to ClaimAhead from now go to the queue: the ones
+	// not due yet are claimed ahead and held until their fire time.
+	e.wheel.Advance(now.Add(e.cfg.ClaimAhead), func(en wheel.Entry) {
+		if p := e.pending[en.ID]; p != nil && p.version == en.Version {
+			e.queue.Push(p.task.def.Priority, en.At, en.ID)
+		}
+	})
+	if !e.leader(now) {
+		return nil
+	}
+	if now.Sub(e.opsPolled) >= 200*time.Millisecond { // not a query per result batch
+		e.opsPolled = now
+		if err := e.pollOps(ctx, now); err != nil {
+			return err
+		}
+	}
+	// Active backfills step as soon as results came in (a finished run
+	// makes room for the next at once); the store is polled for new and
+	// resumed ones every second.
+	poll := now.Sub(e.bfChecked) >= time.Second
+	if poll || (e.bfDirty && len(e.backfills) > 0) {
+		if poll {
+			e.bfChecked = now
+		}
+		e.bfDirty = false
+		if err := e.driveBackfills(ctx, now, poll); err != nil {
+			return err
+		}
+	}
+	if err := e.checkSLA(ctx, now); err != nil {
+		return err
+	}
+	return e.dispatch(ctx, now)
 }
 
 // retaken redoes what a takeover does after the keeper took the lease again
@@ -600,9 +613,7 @@ func (e *Engine) leader(now time.Time) bool {
 // from the store and reconcile what runs.
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
-	e.prevLeaseEnd = time.Time{} // who held it meanwhile is not known: no claimed-ahead horizon
-	e.epoch = l.Epoch
-	e.fence.Store(e.st.Fence(l.Epoch))
+	e.leadership.retake(l, e.st.Fence(l.Epoch))
 	e.wheel = wheel.New(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
 	e.pending, e.runs = map[int64]*pend{}, map[int64]*runState{}
