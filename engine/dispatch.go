@@ -12,7 +12,6 @@ import (
 
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
-	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -76,44 +75,6 @@ type outcome struct {
 	// that records the result (nil for results that did not come from an
 	// attempt of this process).
 	logs *store.LogWrite
-}
-
-// enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
-// time is inside the window; later ones are loaded by a top-up.
-func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
-	ti := e.tasks[in.TaskID]
-	if ti == nil {
-		return // a task removed from the files: its instances stay as they are
-	}
-	if p := e.pending[in.ID]; p != nil && p.version == in.Version {
-		return // loaded already
-	}
-	at := in.NextFireAt.UnixMilli()
-	if !in.NextFireAt.After(e.cfg.Now()) {
-		e.queue.Push(ti.def.Priority, at, in.ID) // due: no need to wait for a tick
-	} else if !e.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
-		return
-	}
-	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
-		logical: in.LogicalTime, attempt: in.Attempt, kind: e.kindOf(ctx, in.RunID)}
-	e.pending[in.ID].manual = e.pending[in.ID].kind == store.RunManual
-}
-
-// load puts every instance due up to now + Window into the wheel (R11).
-func (e *Engine) load(ctx context.Context, now time.Time) error {
-	until := now.Add(e.cfg.Window)
-	due, err := e.st.DueInstances(ctx, store.DueParams{Until: until})
-	if err != nil {
-		return fmt.Errorf("engine: load the window: %w", err)
-	}
-	for _, in := range due {
-		if _, running := e.running[in.ID]; !running {
-			e.enqueue(ctx, in)
-		}
-	}
-	e.loadedUntil = until
-	e.log.Debug("window_loaded", "until", until.Format(time.RFC3339), "due", len(due), "wheel", e.wheel.Len())
-	return nil
 }
 
 // reconcile takes over instances a previous process left RUNNING: their

@@ -22,7 +22,6 @@ import (
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/queue"
-	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -64,22 +63,19 @@ type Engine struct {
 	execs Executors
 	log   *slog.Logger
 	tasks map[string]*taskInfo
-	trigs []*trigger
 	nodes map[string]settleNode // the graph as the readiness rule sees it
 	// limited are the tasks whose waits can fail by time: an upstream in
 	// another pipeline, or a wait_timeout.
 	limited []string
 
 	// Owned by the loop.
+	planner       // triggers, wheel, window (planner.go)
 	leadership    // epoch, lease, fence of the term (lease.go)
 	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
 	completer     // results, retries, timeouts, releases (completer.go)
-	wheel         *wheel.Wheel
 	brk           *breaker.Breaker
-	pending       map[int64]*pend    // instances waiting in the wheel or the queue
 	running       map[int64]*attempt // by instance id
 	runs          map[int64]*runState
-	loadedUntil   time.Time
 	retryAt       time.Time // after a store error: when to try again
 	failures      int
 	execCtx       context.Context
@@ -151,7 +147,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
+		planner: planner{pending: map[int64]*pend{}}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
@@ -356,11 +352,11 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 // that reads it again.
 func (e *Engine) newTerm(now time.Time) {
 	e.dispatcher.newTerm(e.cfg, now)
-	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
+	e.planner.newTerm(now, e.cfg.Window)
+	e.runs, e.running, e.runningByTask = map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
 	e.backfills = map[int64]*bfState{}
 	e.completer.reset()
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
-	e.wheel = wheel.New(now, e.cfg.Window)
 }
 
 // loop is the scheduling loop of a term: a turn on every whole second, every
@@ -574,11 +570,7 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 	e.startHeld(now)
 	// Entries due up to ClaimAhead from now go to the queue: the ones
 	// not due yet are claimed ahead and held until their fire time.
-	e.wheel.Advance(now.Add(e.cfg.ClaimAhead), func(en wheel.Entry) {
-		if p := e.pending[en.ID]; p != nil && p.version == en.Version {
-			e.queue.Push(p.task.def.Priority, en.At, en.ID)
-		}
-	})
+	e.planner.due(now.Add(e.cfg.ClaimAhead), &e.queue)
 	if !e.leader(now) {
 		return nil
 	}
@@ -614,9 +606,9 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
 	e.leadership.retake(l, e.st.Fence(l.Epoch))
-	e.wheel = wheel.New(now, e.cfg.Window)
+	e.planner.newTerm(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
-	e.pending, e.runs = map[int64]*pend{}, map[int64]*runState{}
+	e.runs = map[int64]*runState{}
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err) // the next turn's top-up tries again
 	}
