@@ -63,13 +63,10 @@ type Engine struct {
 	execs Executors
 	log   *slog.Logger
 	tasks map[string]*taskInfo
-	nodes map[string]settleNode // the graph as the readiness rule sees it
-	// limited are the tasks whose waits can fail by time: an upstream in
-	// another pipeline, or a wait_timeout.
-	limited []string
 
 	// Owned by the loop.
 	planner       // triggers, wheel, window (planner.go)
+	resolver      // readiness and failure propagation (settle.go, ready.go)
 	leadership    // epoch, lease, fence of the term (lease.go)
 	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
 	completer     // results, retries, timeouts, releases (completer.go)
@@ -89,7 +86,6 @@ type Engine struct {
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
 	opsPolled     time.Time
-	nextDeadline  time.Time // the earliest wait deadline seen: the limited waits are swept then
 	inboxPolled   time.Time
 	hasHTTP       bool   // some task runs on HTTP executors: read the results inbox
 	watch         *watch // the executor sweep's memory
