@@ -31,25 +31,25 @@
 //
 // How an instance flows through them:
 //
-//	                      lease (keeper: own timer, epoch E)
-//	                        │ fences every write below with epoch E;
-//	                        │ nothing starts unless the lease is safely held
-//	                        ▼
-//	 planner ──────────► resolver ──────────► dispatcher ─────────► workers
-//	 trigger fires:      WAITING → SCHEDULED  due (wheel → queue):   executors run
-//	 run created ahead   when every upstream  pause? overlap at the  the attempt in
-//	 (roots SCHEDULED,   succeeded (gate      fire time? cap? token? goroutines of
-//	 others WAITING);    approved); → FAILED  SCHEDULED → RUNNING    their own
-//	 misfire judges      when one failed, was with a fresh ticket,         │
-//	 missed fires;       killed, skipped or   recorded before any          │ result
-//	 wheel loaded for    its wait timed out   executor sees it             │ (channel,
-//	 the window               ▲                                            │  inbox)
-//	                          │                                            ▼
-//	                          └────────────────────────────────────── completer
-//	                            success/failure settles the run's     RUNNING → SUCCESS,
-//	                            downstream in the same transaction    RETRYING (→ wheel),
-//	                            (R40); other pipelines after commit   FAILED, KILLED;
-//	                                                                  timeouts, give-backs
+//	                     lease (keeper: own timer, epoch E)
+//	                       │ fences every write below with epoch E;
+//	                       │ nothing starts unless the lease is safely held
+//	                       ▼
+//	planner ──────────► resolver ──────────► dispatcher ─────────► workers
+//	trigger fires:      WAITING → SCHEDULED  due (wheel → queue):   executors run
+//	run created ahead   when every upstream  pause? overlap at the  the attempt in
+//	(roots SCHEDULED,   succeeded (gate      fire time? cap? token? goroutines of
+//	others WAITING);    approved); → FAILED  SCHEDULED → RUNNING    their own
+//	misfire judges      when one failed, was with a fresh ticket,         │
+//	missed fires;       killed, skipped or   recorded before any          │ result
+//	wheel loaded for    its wait timed out   executor sees it             │ (channel,
+//	the window               ▲                                            │  inbox)
+//	                         │                                            ▼
+//	                         └────────────────────────────────────── completer
+//	                           success/failure settles the run's     RUNNING → SUCCESS,
+//	                           downstream in the same transaction    RETRYING (→ wheel),
+//	                           (R40); other pipelines after commit   FAILED, KILLED;
+//	                                                                 timeouts, give-backs
 //
 // # The store is the truth
 //

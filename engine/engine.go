@@ -55,7 +55,9 @@ type taskInfo struct {
 }
 
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
-// with [Engine.Run]; it is not reusable after Run returns.
+// with [Engine.Run]; it is not reusable after Run returns. It composes the
+// components of the package doc (planner, resolver, leadership, dispatcher,
+// completer), all owned by the loop goroutine.
 type Engine struct {
 	cfg   Config
 	st    *store.Store
@@ -109,15 +111,6 @@ type Engine struct {
 
 	sla slaWatch     // owned by the loop (sla.go)
 	tm  *taskMetrics // per pipeline and task (taskmetrics.go)
-}
-
-// w returns the fenced write handle of the current term; before the first
-// lease it holds no epoch and refuses every write.
-func (e *Engine) w() *store.Fence {
-	if f := e.fence.Load(); f != nil {
-		return f
-	}
-	return e.st.Fence(0)
 }
 
 // Stats is a snapshot of the loop, for status pages and tests.
@@ -234,13 +227,6 @@ func (e *Engine) Stats() Stats {
 	e.statsMu.Unlock()
 	s.Leader = e.Primary()
 	return s
-}
-
-// Primary reports whether this process safely holds the scheduler lease now.
-// It never waits on the loop.
-func (e *Engine) Primary() bool {
-	k := e.lease.Load()
-	return k != nil && k.held(e.cfg.Now(), k.epoch.Load())
 }
 
 func (e *Engine) publish(now time.Time) {

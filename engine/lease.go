@@ -244,3 +244,19 @@ func (s *leadership) leader(now time.Time) bool {
 func (s *leadership) handover(holder string) (from string, changed bool) {
 	return s.prevHolder, s.prevHolder != "" && s.prevHolder != holder
 }
+
+// w returns the fenced write handle of the current term; before the first
+// lease it holds no epoch and refuses every write.
+func (e *Engine) w() *store.Fence {
+	if f := e.fence.Load(); f != nil {
+		return f
+	}
+	return e.st.Fence(0)
+}
+
+// Primary reports whether this process safely holds the scheduler lease now.
+// It never waits on the loop.
+func (e *Engine) Primary() bool {
+	k := e.lease.Load()
+	return k != nil && k.held(e.cfg.Now(), k.epoch.Load())
+}
