@@ -27,6 +27,9 @@ import (
 // It must not start attempts (the dispatcher does) nor decide readiness
 // (ready.go does: the completer records what settle decided).
 type completer struct {
+	// results is where attempts send their results, from their goroutines:
+	// the loop takes them in (drainResults) into unapplied.
+	results   chan outcome
 	unapplied []outcome
 	// inboxSeen are the inbox tickets handed over, until their result is
 	// recorded (the entry is closed then).
@@ -42,11 +45,11 @@ func (c *completer) reset() {
 }
 
 // drainResults takes in every result already waiting on the channel.
-func (e *Engine) drainResults() {
+func (c *completer) drainResults() {
 	for {
 		select {
-		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
+		case o := <-c.results:
+			c.unapplied = append(c.unapplied, o)
 		default:
 			return
 		}
