@@ -339,6 +339,7 @@ func (e *Engine) staleResult(ctx context.Context, o outcome, closed map[string]s
 // them, for released.
 func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
 	return func(res []store.BatchResult) ([]store.TransitionParams, error) {
+		*same = (*same)[:0]
 		seen := map[int64]bool{}
 		for i, r := range res {
 			m := rb.meta[i]
