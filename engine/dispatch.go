@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/engine/wheel"
@@ -25,15 +26,15 @@ const RefusedRetry = 5 * time.Second
 type pend struct {
 	at        int64 // fire time, Unix ms: keeps the queue order when put back
 	version   int64
-	state     store.State // SCHEDULED or RETRYING
+	state     axtype.State // SCHEDULED or RETRYING
 	task      *taskInfo
 	runID     int64
 	logical   time.Time
 	attempt   int
-	manual    bool          // a run-now or rerun: pause and overlap do not hold it back
-	kind      store.RunKind // overlap is judged among schedule runs only
-	throttled bool          // held back by the token bucket at least once
-	capped    string        // the concurrency cap that held it back at the last dispatch, if any
+	manual    bool           // a run-now or rerun: pause and overlap do not hold it back
+	kind      axtype.RunKind // overlap is judged among schedule runs only
+	throttled bool           // held back by the token bucket at least once
+	capped    string         // the concurrency cap that held it back at the last dispatch, if any
 }
 
 // attempt is a dispatched instance awaiting its result.
@@ -48,7 +49,7 @@ type attempt struct {
 	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
 	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
 	live     bool                    // of a schedule run: counts for the overlap policy
-	kind     store.RunKind           // of its run: what its start counts as in the latency metrics
+	kind     axtype.RunKind          // of its run: what its start counts as in the latency metrics
 	due      time.Time               // its fire time
 	started  time.Time               // when it started (claimed ahead: its fire time); the overlap rule compares fire times with it
 	held     bool                    // claimed ahead: not handed to its executor yet
@@ -80,7 +81,7 @@ type outcome struct {
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
 // time is inside the window; later ones are loaded by a top-up.
-func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
+func (e *Engine) enqueue(ctx context.Context, in axtype.Instance) {
 	ti := e.tasks[in.TaskID]
 	if ti == nil {
 		return // a task removed from the files: its instances stay as they are
@@ -96,7 +97,7 @@ func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
 	}
 	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
 		logical: in.LogicalTime, attempt: in.Attempt, kind: e.kindOf(ctx, in.RunID)}
-	e.pending[in.ID].manual = e.pending[in.ID].kind == store.RunManual
+	e.pending[in.ID].manual = e.pending[in.ID].kind == axtype.RunManual
 }
 
 // load puts every instance due up to now + Window into the wheel (R11).
@@ -120,7 +121,7 @@ func (e *Engine) load(ctx context.Context, now time.Time) error {
 // tickets stay valid, and when no result comes by their deadline they time
 // out through the normal path (R27) — never re-dispatched blindly.
 func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
-	insts, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Running}, Limit: 1 << 20})
+	insts, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Running}, Limit: 1 << 20})
 	if err != nil {
 		return fmt.Errorf("engine: reconcile running instances: %w", err)
 	}
@@ -140,7 +141,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			continue
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
-		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
+		live := e.kindOf(ctx, in.RunID) == axtype.RunSchedule
 		if !ti.removed && !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd) {
 			// Claimed ahead for a fire time after the end of the previous
 			// term's lease: that process started nothing so late (it starts held
@@ -232,12 +233,12 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		}
 		if !p.manual {
 			if why, paused := e.pausedBy(p.task); paused {
-				params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Paused,
+				params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: axtype.Paused,
 					Epoch: e.epoch, Now: now, Actor: Actor, Reason: "due while " + why})
 				picked = append(picked, it.Value)
 				continue
 			}
-			if p.kind == store.RunSchedule { // backfill: overlap is a policy of the live schedule; neither held back nor counted
+			if p.kind == axtype.RunSchedule { // backfill: overlap is a policy of the live schedule; neither held back nor counted
 				due := time.UnixMilli(p.at)
 				running, held := 0, 0
 				if e.runningByTask[p.task.id] > 0 {
@@ -257,7 +258,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 					waiting = append(waiting, it.Value)
 					continue
 				case overlapSkip:
-					params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Failed,
+					params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: axtype.Failed,
 						Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
 						Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
 						Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
@@ -304,14 +305,14 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		p.capped = ""
 		e.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
 		reserved = append(reserved, p.task)
-		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: store.Running,
+		params = append(params, store.TransitionParams{InstanceID: it.Value, Version: p.version, From: p.state, To: axtype.Running,
 			Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 			Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 				Detail: dueDetail(p.at)},
 		})
 		picked = append(picked, it.Value)
-		if p.kind == store.RunSchedule {
+		if p.kind == axtype.RunSchedule {
 			claimed[p.task.id]++
 		}
 	}
@@ -368,19 +369,19 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 			e.dropCachedRunOf(id) // its cached state is stale: read the run again when needed
 			continue
 		}
-		if to := params[i].To; to != store.Running {
+		if to := params[i].To; to != axtype.Running {
 			e.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", params[i].Reason)
 			e.dropCachedRunOf(id)
 			continue
 		}
 		started := *params[i].Set.StartedAt
 		a := &attempt{ticket: *params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
+			attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 			started: started}
 		e.track(id, a)
 		if rs := e.runs[p.runID]; rs != nil {
 			if ref := rs.inst[p.task.id]; ref != nil {
-				ref.state, ref.version = store.Running, r.Version
+				ref.state, ref.version = axtype.Running, r.Version
 			}
 		}
 		if p.throttled {
@@ -739,7 +740,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	type applied struct {
 		id      int64
 		a       *attempt
-		to      store.State
+		to      axtype.State
 		refused bool
 		status  string // for the results metric
 	}
@@ -790,7 +791,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			continue
 		}
 		a.begin() // its deadline and duration count from its real start
-		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: e.epoch, Now: now, Actor: Actor,
+		p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: axtype.Running, Epoch: e.epoch, Now: now, Actor: Actor,
 			Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 			Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 		if o.res.Executor != "" {
@@ -807,7 +808,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			if a.due.After(now) {
 				next = a.due
 			}
-			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+			p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
 			p.Set.Error = ptr("interrupted by shutdown")
 			p.Reason = cmp.Or(o.notStarted, "interrupted by shutdown: given back after the grace period, the attempt not counted")
 			p.Action.Action, p.Action.Reason = "interrupted", p.Reason
@@ -823,7 +824,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			if next.After(limit) {
 				next = limit
 			}
-			p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+			p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
 			p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
 			p.Action.Action, p.Action.Reason = "refused", o.res.Error
 			params = append(params, p)
@@ -838,18 +839,18 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		delete(e.watch.refused, o.instance)
 		switch o.res.Status {
 		case runner.StatusSuccess:
-			p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
+			p.To, p.Reason = axtype.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
 		case runner.StatusKilled:
-			p.To, p.Reason = store.Killed, "killed"
+			p.To, p.Reason = axtype.Killed, "killed"
 		default:
 			retries := a.task.def.Retry.Count
 			if !o.res.Permanent && a.attempt <= retries {
 				next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, e.cfg.BackoffCap))
-				p.To, p.Set.NextFireAt = store.Retrying, &next
+				p.To, p.Set.NextFireAt = axtype.Retrying, &next
 				p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
 				p.Action.Action = "retry"
 			} else {
-				p.To = store.Failed
+				p.To = axtype.Failed
 				p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.attempt, o.res.Error)
 				p.Action.Action = "failed"
 			}
@@ -869,7 +870,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	res, relRes, err := e.w().TransitionBatchLogs(ctx, params, logs, func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		for i, r := range res {
 			m := meta[i]
-			if r.Err != nil || (m.to != store.Success && m.to != store.Failed && m.to != store.Killed) {
+			if r.Err != nil || (m.to != axtype.Success && m.to != axtype.Failed && m.to != axtype.Killed) {
 				continue
 			}
 			rs, err := e.run(ctx, m.a.runID)
@@ -939,14 +940,14 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 			e.m.timeouts.Inc()
 		}
 		switch {
-		case m.to == store.Retrying && !m.refused:
+		case m.to == axtype.Retrying && !m.refused:
 			e.m.retries.Inc()
-		case m.to == store.Failed:
+		case m.to == axtype.Failed:
 			e.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Instance: m.id, Ticket: m.a.ticket,
 				Message: params[i].Reason})
 		}
-		if (m.to == store.Success || m.to == store.Failed) && !m.refused {
-			if ch, changed := e.brk.Record(m.a.task.id, m.to == store.Success, now); changed {
+		if (m.to == axtype.Success || m.to == axtype.Failed) && !m.refused {
+			if ch, changed := e.brk.Record(m.a.task.id, m.to == axtype.Success, now); changed {
 				e.breakerChanged(ctx, ch, now)
 			}
 		}
@@ -957,15 +958,15 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		if ref := rs.inst[m.a.task.id]; ref != nil {
 			ref.state, ref.version = m.to, r.Version
 		}
-		if m.to == store.Retrying {
+		if m.to == axtype.Retrying {
 			att := m.a.attempt
 			if m.refused {
 				att--
 			}
-			e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
+			e.enqueue(ctx, axtype.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: axtype.Retrying, Version: r.Version,
 				NextFireAt: *params[i].Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
 		}
-		if len(m.a.task.crossDown) > 0 && (m.to == store.Success || m.to == store.Failed || m.to == store.Killed) {
+		if len(m.a.task.crossDown) > 0 && (m.to == axtype.Success || m.to == axtype.Failed || m.to == axtype.Killed) {
 			// Another pipeline's instances read this outcome from the store: after the commit.
 			rel, err := e.releaseCross(ctx, m.a.task.crossDown, now)
 			if err != nil {
@@ -987,7 +988,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 // (so that enqueueing it needs no read of the store).
 type release struct {
 	p  store.TransitionParams
-	in store.Instance
+	in axtype.Instance
 }
 
 // applyReleases records the transitions of WAITING instances that
@@ -1011,7 +1012,7 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	// Instances failed without running fail what waits on them in other pipelines.
 	var failed []*taskInfo
 	for i, r := range res {
-		if r.Err == nil && rel[i].p.To == store.Failed {
+		if r.Err == nil && rel[i].p.To == axtype.Failed {
 			if ti := e.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
 				failed = append(failed, ti)
 			}
@@ -1037,7 +1038,7 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 				ref.state, ref.version = in.State, r.Version
 			}
 		}
-		if in.State != store.Scheduled {
+		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}
 		e.enqueue(ctx, in)
@@ -1054,7 +1055,7 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 // second, leaves a downstream waiting for an event that has happened
 // already. It runs at start and after a failed release.
 func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
-	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Waiting}, Limit: 1 << 20})
+	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Waiting}, Limit: 1 << 20})
 	if err != nil {
 		return fmt.Errorf("engine: find stranded instances: %w", err)
 	}
@@ -1100,13 +1101,13 @@ func (e *Engine) dropCachedRunOf(instance int64) {
 }
 
 // kindOf returns the kind of a run (cached; schedule when unknown).
-func (e *Engine) kindOf(ctx context.Context, runID int64) store.RunKind {
+func (e *Engine) kindOf(ctx context.Context, runID int64) axtype.RunKind {
 	if k, ok := e.runKind[runID]; ok {
 		return k
 	}
 	r, err := e.st.Run(ctx, runID)
 	if err != nil {
-		return store.RunSchedule
+		return axtype.RunSchedule
 	}
 	if len(e.runKind) > 100_000 {
 		clear(e.runKind)
