@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/runner"
@@ -96,7 +97,7 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 type judged struct {
 	id      int64
 	a       *attempt
-	to      store.State
+	to      axtype.State
 	refused bool   // the attempt is not counted: given back, or refused by every executor
 	status  string // for the results metric
 }
@@ -124,7 +125,7 @@ func (a *attempt) givenBack(o outcome) bool {
 // It is pure: the caller records the transition it returns.
 func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, judged) {
 	now := r.now
-	p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: r.epoch, Now: now, Actor: Actor,
+	p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: axtype.Running, Epoch: r.epoch, Now: now, Actor: Actor,
 		Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 		Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 	if o.res.Executor != "" {
@@ -141,7 +142,7 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 		if a.due.After(now) {
 			next = a.due
 		}
-		p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+		p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
 		p.Set.Error = ptr("interrupted by shutdown")
 		p.Reason = cmp.Or(o.notStarted, "interrupted by shutdown: given back after the grace period, the attempt not counted")
 		p.Action.Action, p.Action.Reason = "interrupted", p.Reason
@@ -155,7 +156,7 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 		if next.After(limit) {
 			next = limit
 		}
-		p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+		p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
 		p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
 		p.Action.Action, p.Action.Reason = "refused", o.res.Error
 		return p, judged{id: o.instance, a: a, to: p.To, refused: true, status: "refused"}
@@ -167,18 +168,18 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 	}
 	switch o.res.Status {
 	case runner.StatusSuccess:
-		p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
+		p.To, p.Reason = axtype.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
 	case runner.StatusKilled:
-		p.To, p.Reason = store.Killed, "killed"
+		p.To, p.Reason = axtype.Killed, "killed"
 	default:
 		retries := a.task.def.Retry.Count
 		if !o.res.Permanent && a.attempt <= retries {
 			next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, r.backoffCap))
-			p.To, p.Set.NextFireAt = store.Retrying, &next
+			p.To, p.Set.NextFireAt = axtype.Retrying, &next
 			p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
 			p.Action.Action = "retry"
 		} else {
-			p.To = store.Failed
+			p.To = axtype.Failed
 			p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.attempt, o.res.Error)
 			p.Action.Action = "failed"
 		}
@@ -192,8 +193,8 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 
 // ends reports whether state to ends an attempt's instance for what waits
 // on it: its downstream are settled then (released or failed).
-func ends(to store.State) bool {
-	return to == store.Success || to == store.Failed || to == store.Killed
+func ends(to axtype.State) bool {
+	return to == axtype.Success || to == axtype.Failed || to == axtype.Killed
 }
 
 // resultBatch is a batch of results judged and ready to record.
@@ -401,12 +402,12 @@ func (e *Engine) resultRecorded(ctx context.Context, rb resultBatch, i int, r st
 	if ref := rs.inst[m.a.task.id]; ref != nil {
 		ref.state, ref.version = m.to, r.Version
 	}
-	if m.to == store.Retrying {
+	if m.to == axtype.Retrying {
 		att := m.a.attempt
 		if m.refused {
 			att--
 		}
-		e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
+		e.enqueue(ctx, axtype.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: axtype.Retrying, Version: r.Version,
 			NextFireAt: *p.Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
 	}
 	if len(m.a.task.crossDown) == 0 || !ends(m.to) {
@@ -425,14 +426,14 @@ func (e *Engine) observeResult(ctx context.Context, m judged, reason string, now
 		e.m.timeouts.Inc()
 	}
 	switch {
-	case m.to == store.Retrying && !m.refused:
+	case m.to == axtype.Retrying && !m.refused:
 		e.m.retries.Inc()
-	case m.to == store.Failed:
+	case m.to == axtype.Failed:
 		e.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Instance: m.id, Ticket: m.a.ticket,
 			Message: reason})
 	}
-	if (m.to == store.Success || m.to == store.Failed) && !m.refused {
-		if ch, changed := e.brk.Record(m.a.task.id, m.to == store.Success, now); changed {
+	if (m.to == axtype.Success || m.to == axtype.Failed) && !m.refused {
+		if ch, changed := e.brk.Record(m.a.task.id, m.to == axtype.Success, now); changed {
 			e.breakerChanged(ctx, ch, now)
 		}
 	}
@@ -442,7 +443,7 @@ func (e *Engine) observeResult(ctx context.Context, m judged, reason string, now
 // (so that enqueueing it needs no read of the store).
 type release struct {
 	p  store.TransitionParams
-	in store.Instance
+	in axtype.Instance
 }
 
 // applyReleases records the transitions of WAITING instances that
@@ -466,7 +467,7 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	// Instances failed without running fail what waits on them in other pipelines.
 	var failed []*taskInfo
 	for i, r := range res {
-		if r.Err == nil && rel[i].p.To == store.Failed {
+		if r.Err == nil && rel[i].p.To == axtype.Failed {
 			if ti := e.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
 				failed = append(failed, ti)
 			}
@@ -492,7 +493,7 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 				ref.state, ref.version = in.State, r.Version
 			}
 		}
-		if in.State != store.Scheduled {
+		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}
 		e.enqueue(ctx, in)
@@ -509,7 +510,7 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 // second, leaves a downstream waiting for an event that has happened
 // already. It runs at start and after a failed release.
 func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
-	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Waiting}, Limit: 1 << 20})
+	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Waiting}, Limit: 1 << 20})
 	if err != nil {
 		return fmt.Errorf("engine: find stranded instances: %w", err)
 	}
