@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -32,7 +33,7 @@ func TestMySQLRenewalDoesNotWaitForALongWrite(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("q.t%05d", i)
 		defs.Tasks = append(defs.Tasks, store.TaskDef{ID: id, Pipeline: "q", Name: id[2:], Group: "default", Priority: 3, Hash: "h", Definition: []byte("{}")})
-		insts = append(insts, store.NewInstance{TaskID: id, State: store.Scheduled, NextFireAt: now})
+		insts = append(insts, store.NewInstance{TaskID: id, State: axtype.Scheduled, NextFireAt: now})
 	}
 	for _, write := range []struct {
 		what string
@@ -43,7 +44,7 @@ func TestMySQLRenewalDoesNotWaitForALongWrite(t *testing.T) {
 			return err
 		}},
 		{"run of 10,000 instances", func() error {
-			_, _, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "q", Trigger: "q", Kind: store.RunSchedule, LogicalTime: now, Now: now,
+			_, _, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "q", Trigger: "q", Kind: axtype.RunSchedule, LogicalTime: now, Now: now,
 				Actor: "test", Instances: insts, Epoch: l.Epoch})
 			return err
 		}},
