@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -84,13 +85,13 @@ func TestSlowTransactionsAreCutShort(t *testing.T) {
 			t.Fatal(err)
 		}
 		type batch struct {
-			to store.State
+			to axtype.State
 			at time.Time
 		}
 		size := map[batch]int{}
 		var order []batch
 		for _, r := range h { // oldest first
-			if r.To != store.Running && r.To != store.Success {
+			if r.To != axtype.Running && r.To != axtype.Success {
 				continue
 			}
 			b := batch{r.To, r.At}
@@ -102,9 +103,9 @@ func TestSlowTransactionsAreCutShort(t *testing.T) {
 		// What fits in the turn budget at the rate the first batch showed:
 		// 200 in a second.
 		fits := 200 * int(100*time.Millisecond) / int(time.Second)
-		done, first := 0, map[store.State]bool{}
+		done, first := 0, map[axtype.State]bool{}
 		for _, b := range order {
-			if b.to == store.Success {
+			if b.to == axtype.Success {
 				done += size[b]
 			}
 			if !first[b.to] {

@@ -97,16 +97,16 @@ func TestMySQLRenewalDoesNotWaitForABatch(t *testing.T) {
 	for _, n := range []int{1, 10} { // the single-row form (fence in its UPDATE) and the multi-row one
 		var insts []store.NewInstance
 		for i := range n {
-			insts = append(insts, store.NewInstance{TaskID: fmt.Sprintf("q.t%d", i), State: store.Scheduled, NextFireAt: now})
+			insts = append(insts, store.NewInstance{TaskID: fmt.Sprintf("q.t%d", i), State: axtype.Scheduled, NextFireAt: now})
 		}
-		_, ins, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "q", Trigger: "q", Kind: store.RunManual, LogicalTime: now.Add(time.Duration(n) * time.Hour),
+		_, ins, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "q", Trigger: "q", Kind: axtype.RunManual, LogicalTime: now.Add(time.Duration(n) * time.Hour),
 			Now: now, Actor: "test", Instances: insts, Epoch: l.Epoch})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ps []store.TransitionParams
 		for _, in := range ins {
-			ps = append(ps, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Running, Epoch: l.Epoch, Now: now, Actor: "test"})
+			ps = append(ps, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running, Epoch: l.Epoch, Now: now, Actor: "test"})
 		}
 		renewed := make(chan error, 1)
 		waited := false
@@ -138,7 +138,7 @@ func TestMySQLRenewalDoesNotWaitForABatch(t *testing.T) {
 			}
 		}
 		got, err := s.Instance(ctx, ins[0].ID)
-		if err != nil || got.State != store.Running {
+		if err != nil || got.State != axtype.Running {
 			t.Errorf("%d transition(s): instance %d is %s (%v), want RUNNING", n, ins[0].ID, got.State, err)
 		}
 	}
