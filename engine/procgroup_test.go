@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -76,9 +77,9 @@ tasks:
 		start := time.Now().Add(-time.Second)
 		var news []store.NewInstance
 		for _, n := range []string{"gone", "ends", "runs", "away"} {
-			news = append(news, store.NewInstance{TaskID: "grp." + n, State: store.Scheduled, NextFireAt: start})
+			news = append(news, store.NewInstance{TaskID: "grp." + n, State: axtype.Scheduled, NextFireAt: start})
 		}
-		_, ins, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "grp", Trigger: "grp", Kind: store.RunManual, LogicalTime: start,
+		_, ins, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "grp", Trigger: "grp", Kind: axtype.RunManual, LogicalTime: start,
 			Actor: "old", Now: start, Instances: news})
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ tasks:
 			n := strings.TrimPrefix(in.TaskID, "grp.")
 			ids[n] = in.ID
 			tk, att, exe := "ticket-"+n, 1, runner.Local()
-			if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Running,
+			if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running,
 				Set: store.Changes{Ticket: &tk, Attempt: &att, StartedAt: &start, Executor: &exe}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +105,7 @@ tasks:
 			t.Fatal(err)
 		}
 		groups["gone"].end(t) // died with the old primary
-		state := func(n string) store.Instance {
+		state := func(n string) axtype.Instance {
 			in, err := e.st.Instance(ctx, ids[n])
 			if err != nil {
 				t.Fatal(err)
@@ -116,28 +117,28 @@ tasks:
 		}
 		_, stop := e.takeOver(Config{})
 		sleep(2 * time.Second)
-		if in := state("gone"); in.State != store.Retrying || in.Attempt != 1 || in.Error != goneMsg("gone") {
+		if in := state("gone"); in.State != axtype.Retrying || in.Attempt != 1 || in.Error != goneMsg("gone") {
 			t.Errorf("gone: %s attempt %d %q, want RETRYING after attempt 1 with %q", in.State, in.Attempt, in.Error, goneMsg("gone"))
 		}
 		for _, n := range []string{"ends", "runs", "away"} {
-			if in := state(n); in.State != store.Running {
+			if in := state(n); in.State != axtype.Running {
 				t.Errorf("%s: %s %q, want RUNNING (its group runs, or cannot be judged)", n, in.State, in.Error)
 			}
 		}
 		groups["ends"].end(t)
 		sleep(2 * time.Second)
-		if in := state("ends"); in.State != store.Failed || in.Error != goneMsg("ends") {
+		if in := state("ends"); in.State != axtype.Failed || in.Error != goneMsg("ends") {
 			t.Errorf("ends: %s %q, want FAILED (no retries) with %q", in.State, in.Error, goneMsg("ends"))
 		}
-		if in := state("runs"); in.State != store.Running {
+		if in := state("runs"); in.State != axtype.Running {
 			t.Errorf("runs: %s %q before its timeout, want RUNNING", in.State, in.Error)
 		}
 		sleep(10 * time.Minute)
 		timedOut := "unknown outcome: dispatched by a previous scheduler process and no result within 10m0s"
-		if in := state("runs"); in.State != store.Failed || in.Error != timedOut+fmt.Sprintf("; its process group %d, still running, was killed", groups["runs"].proc.Pgid) {
+		if in := state("runs"); in.State != axtype.Failed || in.Error != timedOut+fmt.Sprintf("; its process group %d, still running, was killed", groups["runs"].proc.Pgid) {
 			t.Errorf("runs: %s %q, want FAILED at its timeout with its group killed", in.State, in.Error)
 		}
-		if in := state("away"); in.State != store.Failed || in.Error != timedOut {
+		if in := state("away"); in.State != axtype.Failed || in.Error != timedOut {
 			t.Errorf("away: %s %q, want FAILED at its timeout with %q", in.State, in.Error, timedOut)
 		}
 		stop()

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/defs"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/ax-sched/ax/defs"
 )
 
 // CommandSpec is the argv of a command task, with the parsed template of each

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/door"
@@ -318,9 +319,9 @@ func TestAPIBadRequestsChangeNothing(t *testing.T) {
 }
 
 // waitState polls the latest instance of task until it is in state.
-func (e *apiEnv) waitState(task string, state store.State) store.Instance {
+func (e *apiEnv) waitState(task string, state axtype.State) axtype.Instance {
 	e.t.Helper()
-	var in store.Instance
+	var in axtype.Instance
 	waitFor(e.t, func() bool {
 		ins, err := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: task, Limit: 1})
 		if err == nil && len(ins) == 1 {
@@ -351,24 +352,24 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("GET", "/api/v1/pipelines", "", `"name": "shop"`, `"tasks": 3`)
 	// Run now with the downstream: sync then clean succeed in a run of their own.
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true, "reason": "test"}`, "started for shop.sync (2 task(s))")
-	e.waitState("shop.clean", store.Success)
+	e.waitState("shop.clean", axtype.Success)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/trigger", "", "started for shop.slow (1 task(s))")
-	slow := e.waitState("shop.slow", store.Running)
+	slow := e.waitState("shop.slow", axtype.Running)
 	p := decodeJSON[struct {
 		Tasks     []taskView `json:"tasks"`
 		Layers    [][]string `json:"layers"`
 		Edges     []struct{ From, To string }
 		LatestRun *runView `json:"latest_run"`
 	}](t, ok("GET", "/api/v1/pipelines/shop", ""))
-	if len(p.Tasks) != 3 || p.Tasks[0].State != store.Success || fmt.Sprint(p.Layers) != "[[slow sync] [clean]]" || len(p.Edges) != 1 || p.LatestRun == nil {
+	if len(p.Tasks) != 3 || p.Tasks[0].State != axtype.Success || fmt.Sprint(p.Layers) != "[[slow sync] [clean]]" || len(p.Edges) != 1 || p.LatestRun == nil {
 		t.Errorf("pipeline: %+v", p)
 	}
 	runs := decodeJSON[[]runView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=success&limit=10", ""))
-	if len(runs) != 1 || runs[0].Counts[store.Success] != 2 {
+	if len(runs) != 1 || runs[0].Counts[axtype.Success] != 2 {
 		t.Fatalf("succeeded runs: %+v", runs)
 	}
 	running := decodeJSON[[]runView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=running", ""))
-	if len(running) != 1 || running[0].Counts[store.Running] != 1 || running[0].ID == runs[0].ID {
+	if len(running) != 1 || running[0].Counts[axtype.Running] != 1 || running[0].ID == runs[0].ID {
 		t.Fatalf("running runs (slow): %+v", running)
 	}
 	// Paged by key: the page after the running run holds the succeeded one.
@@ -386,13 +387,13 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("GET", "/api/v1/actions?task=shop.sync&action=dispatch", "", `"action": "dispatch"`)
 	// Kill the slow command through its instance, then rerun it.
 	ok("POST", fmt.Sprintf("/api/v1/instances/%d/kill", slow.ID), "", "kill sent to 1 instance(s)")
-	e.waitState("shop.slow", store.Killed)
+	e.waitState("shop.slow", axtype.Killed)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/rerun", "", "rerun")
-	e.waitState("shop.slow", store.Running)
+	e.waitState("shop.slow", axtype.Running)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
-	e.waitState("shop.slow", store.Killed)
+	e.waitState("shop.slow", axtype.Killed)
 	ok("POST", fmt.Sprintf("/api/v1/runs/%d/rerun", running[0].ID), "", "rerun")
-	e.waitState("shop.slow", store.Running)
+	e.waitState("shop.slow", axtype.Running)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
 	// Pause and resume a task, the pipeline and the group.
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reason": "maintenance"}`, "paused task shop.sync")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -150,7 +151,7 @@ tasks:
 	settled := false
 	for deadline := time.Now().Add(2 * time.Minute); !settled && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		open, err := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "e2e", LogicalTo: end, Limit: 1,
-			States: []store.State{store.Waiting, store.Scheduled, store.Running, store.Retrying}})
+			States: []axtype.State{axtype.Waiting, axtype.Scheduled, axtype.Running, axtype.Retrying}})
 		settled = err == nil && len(open) == 0
 	}
 	if !settled {
@@ -172,7 +173,7 @@ tasks:
 	for _, n := range retried {
 		nRetried += n
 	}
-	unknown, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []store.State{store.Failed}, Limit: 1 << 20})
+	unknown, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []axtype.State{axtype.Failed}, Limit: 1 << 20})
 	nUnknown := 0
 	for _, in := range unknown {
 		if strings.Contains(in.Error, "unknown outcome") {
@@ -180,7 +181,7 @@ tasks:
 			t.Errorf("e2e.record@%s: %s", in.LogicalTime.UTC().Format(time.RFC3339), in.Error)
 		}
 	}
-	if pending, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []store.State{store.Scheduled, store.Retrying, store.Running}, Limit: 100}); len(pending) > 0 {
+	if pending, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []axtype.State{axtype.Scheduled, axtype.Retrying, axtype.Running}, Limit: 100}); len(pending) > 0 {
 		for _, in := range pending {
 			h, _ := st.History(context.Background(), store.LogFilter{InstanceID: in.ID, Limit: 100})
 			var lines []string
@@ -292,7 +293,7 @@ func repeatCause(t *testing.T, st *store.Store, lt string, tks []string) []strin
 	}
 	ended := map[string]string{} // ticket → the reason its attempt left RUNNING
 	for _, h := range hist {
-		if h.From == store.Running && h.Ticket != "" {
+		if h.From == axtype.Running && h.Ticket != "" {
 			ended[h.Ticket] = string(h.To) + ": " + h.Reason
 		}
 	}
@@ -310,7 +311,7 @@ func repeatCause(t *testing.T, st *store.Store, lt string, tks []string) []strin
 			out = append(out, fmt.Sprintf("ticket %s executed again", tk))
 		case !ok:
 			out = append(out, fmt.Sprintf("the attempt of ticket %s never left RUNNING before %s ran", prev, tk))
-		case !strings.HasPrefix(reason, string(store.Retrying)) || !slices.ContainsFunc(executorDied, func(s string) bool { return strings.Contains(reason, s) }):
+		case !strings.HasPrefix(reason, string(axtype.Retrying)) || !slices.ContainsFunc(executorDied, func(s string) bool { return strings.Contains(reason, s) }):
 			out = append(out, fmt.Sprintf("the attempt of ticket %s ended %q before %s ran: not an executor's death retried by policy", prev, reason, tk))
 		default:
 			out = append(out, "")

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // TestCLIThroughAPI drives the operator commands against a server's admin
@@ -32,7 +32,7 @@ func TestCLIThroughAPI(t *testing.T) {
 	}
 	out, _ := ax(exitOK, "trigger", "shop.sync", "--downstream", "--reason", "cli test")
 	has(out, "started for shop.sync (2 task(s))")
-	e.waitState("shop.clean", store.Success)
+	e.waitState("shop.clean", axtype.Success)
 
 	out, _ = ax(exitOK, "status")
 	has(out, "scheduler: api-test (epoch 1, lease held until", "answered as primary", "pipeline shop (3 tasks)", "manual", "SUCCESS 2")

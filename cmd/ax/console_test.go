@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-
-	"github.com/ax-sched/ax/store"
 )
 
 // chromium finds Debian's chromium (.ci/run installs it). Outside CI a
@@ -115,7 +114,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.waitState("shop.clean", store.Success)
+	e.waitState("shop.clean", axtype.Success)
 
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	err := chromedp.Do(ctx,
@@ -190,8 +189,8 @@ tasks:
 	if code, body := e.call("POST", "/api/v1/pipelines/shop/trigger", `{}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.waitState("shop.sync", store.Success)
-	e.waitState("shop.slow", store.Running)
+	e.waitState("shop.sync", axtype.Success)
+	e.waitState("shop.slow", axtype.Running)
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	var label string
 	err := chromedp.Do(ctx,
@@ -213,7 +212,7 @@ tasks:
 	if !strings.Contains(label, "awaiting approval") {
 		t.Errorf("the gate's state cell: %q", label)
 	}
-	gate := e.waitState("shop.approve", store.Success)
+	gate := e.waitState("shop.approve", axtype.Success)
 	if gate.ApprovedBy != "operator:api" {
 		t.Errorf("approved by %q", gate.ApprovedBy)
 	}
@@ -227,7 +226,7 @@ tasks:
 	if err != nil {
 		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
 	}
-	e.waitState("shop.slow", store.Killed)
+	e.waitState("shop.slow", axtype.Killed)
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}

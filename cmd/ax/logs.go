@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -73,7 +74,7 @@ type streamer func(w http.ResponseWriter)
 
 // logTarget is what a logs request names.
 type logTarget struct {
-	in      store.Instance
+	in      axtype.Instance
 	attempt int
 }
 
@@ -107,7 +108,7 @@ func (a *admin) resolveLog(ctx context.Context, id int64, task string, attempt i
 func (a *admin) header(ctx context.Context, t logTarget) (LogHeader, error) {
 	in := t.in
 	h := LogHeader{Instance: in.ID, Task: in.TaskID, Run: in.RunID, Attempt: t.attempt, Attempts: in.Attempt, State: string(in.State)}
-	h.Running = in.State == store.Running && in.Attempt == t.attempt
+	h.Running = in.State == axtype.Running && in.Attempt == t.attempt
 	recs, err := a.st.Attempts(ctx, in.ID)
 	if err != nil {
 		return h, err
@@ -215,7 +216,7 @@ func (a *admin) follow(ctx context.Context, w http.ResponseWriter, t logTarget, 
 		// attempt's last chunk before its result, so an attempt seen ended
 		// here has all its output stored by the read that follows.
 		in, err := a.st.Instance(ctx, t.in.ID)
-		ended := err != nil || in.State != store.Running || in.Attempt != t.attempt
+		ended := err != nil || in.State != axtype.Running || in.Attempt != t.attempt
 		lines, next, _, _, rerr := a.readLines(ctx, t.in.ID, t.attempt, after)
 		if rerr != nil && ctx.Err() == nil {
 			lines = []LogLine{{Stream: runner.StreamAx.String(), Text: "reading the log failed: " + rerr.Error(), At: time.Now().UTC()}}
@@ -296,7 +297,7 @@ followed live and the command ends when the attempt ends.`,
 func noLogWhy(ctx context.Context, c *apiClient, task string, run int64) error {
 	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
 	if run != 0 {
-		var ins []store.Instance
+		var ins []axtype.Instance
 		if err := c.get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
 			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
 		}
@@ -332,7 +333,7 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		if run != 0 {
 			q.Set("run", strconv.FormatInt(run, 10))
 		}
-		var ins []store.Instance
+		var ins []axtype.Instance
 		if err := c.get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -58,7 +59,7 @@ tasks:
 			ids := map[string]int64{}
 			waitFor(t, func() bool { // both running, and where their groups run recorded
 				for _, task := range []string{"freed", "held"} {
-					ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "og." + task, States: []store.State{store.Running}})
+					ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "og." + task, States: []axtype.State{axtype.Running}})
 					if len(ins) != 1 {
 						return false
 					}
@@ -90,17 +91,17 @@ tasks:
 			startServer(t, tgt, dir, "--holder", "b", "--listen", apiB)
 			takeover(t, st, old, time.Now())
 			tookOver := time.Now()
-			instance := func(task string) store.Instance {
+			instance := func(task string) axtype.Instance {
 				in, err := st.Instance(context.Background(), ids[task])
 				if err != nil {
 					t.Fatal(err)
 				}
 				return in
 			}
-			waitFor(t, func() bool { return instance("freed").State != store.Running })
+			waitFor(t, func() bool { return instance("freed").State != axtype.Running })
 			failedIn := time.Since(tookOver)
 			want := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", procs["freed"].Pgid)
-			if in := instance("freed"); in.State != store.Failed || in.Error != want {
+			if in := instance("freed"); in.State != axtype.Failed || in.Error != want {
 				t.Errorf("freed: %s %q, want FAILED with %q", in.State, in.Error, want)
 			}
 			if failedIn > 3*time.Second {
@@ -109,7 +110,7 @@ tasks:
 			t.Logf("freed failed %s after the takeover was seen (polled every 100 ms)", failedIn.Round(time.Millisecond))
 			// One pass checks every inherited group: the pass that failed freed
 			// found held's group alive, and left it to its timeout.
-			if in := instance("held"); in.State != store.Running || strings.Contains(in.Error, "unknown outcome") {
+			if in := instance("held"); in.State != axtype.Running || strings.Contains(in.Error, "unknown outcome") {
 				t.Errorf("held (its group alive): %s %q, want RUNNING until its timeout", in.State, in.Error)
 			}
 		})

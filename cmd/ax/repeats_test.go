@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -41,15 +42,15 @@ func TestRepeatsTellsRetriedFromDuplicates(t *testing.T) {
 	lt := func(i int) time.Time { return now.Add(time.Duration(i) * time.Second) }
 	tk := func(i, att int) string { return fmt.Sprintf("lt%d-%d", i, att) }
 	for i := 1; i <= 5; i++ {
-		_, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "e2e", Trigger: "e2e", Kind: store.RunSchedule, LogicalTime: lt(i), Actor: "t", Now: now,
-			Instances: []store.NewInstance{{TaskID: "e2e.record", State: store.Scheduled, NextFireAt: lt(i)}}})
+		_, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "e2e", Trigger: "e2e", Kind: axtype.RunSchedule, LogicalTime: lt(i), Actor: "t", Now: now,
+			Instances: []store.NewInstance{{TaskID: "e2e.record", State: axtype.Scheduled, NextFireAt: lt(i)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, from := ins[0], store.Scheduled
+		in, from := ins[0], axtype.Scheduled
 		for att := 1; att <= len(cases[i])+1; att++ {
 			ticket := tk(i, att)
-			v, err := st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: from, To: store.Running, Now: now, Actor: "t", Reason: "dispatch",
+			v, err := st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: from, To: axtype.Running, Now: now, Actor: "t", Reason: "dispatch",
 				Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now}})
 			if err != nil {
 				t.Fatal(err)
@@ -58,11 +59,11 @@ func TestRepeatsTellsRetriedFromDuplicates(t *testing.T) {
 			if att > len(cases[i]) {
 				break
 			}
-			if in.Version, err = st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Running, To: store.Retrying, Now: now, Actor: "t",
+			if in.Version, err = st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: axtype.Running, To: axtype.Retrying, Now: now, Actor: "t",
 				Reason: cases[i][att-1], Set: store.Changes{NextFireAt: &now}}); err != nil {
 				t.Fatal(err)
 			}
-			from = store.Retrying
+			from = axtype.Retrying
 		}
 		for _, att := range executions[i] {
 			lines = append(lines, fmt.Sprintf("record %s %s", lt(i).Format(time.RFC3339), tk(i, att)))

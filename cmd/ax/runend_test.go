@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -75,13 +76,13 @@ func TestAPISettleVerbsBadInput(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "for pipeline ny (3 task(s)) at logical time 2026-03-01T02:00:00-05:00") {
 		t.Fatalf("pipeline trigger: %d %s", code, body)
 	}
-	sync := e.waitState("ny.sync", store.Success)
-	e.waitState("ny.clean", store.Success)
+	sync := e.waitState("ny.sync", axtype.Success)
+	e.waitState("ny.clean", axtype.Success)
 	runs, _ := e.st.Runs(context.Background(), "ny", 10)
-	if len(runs) != 1 || runs[0].Params != `{"region":"us"}` || runs[0].Kind != store.RunManual {
+	if len(runs) != 1 || runs[0].Params != `{"region":"us"}` || runs[0].Kind != axtype.RunManual {
 		t.Errorf("run %+v", runs)
 	}
-	slow := e.waitState("ny.slow", store.Running)
+	slow := e.waitState("ny.slow", axtype.Running)
 	before := e.state()
 	for _, tc := range []struct {
 		method, path, body string
@@ -124,7 +125,7 @@ func TestAPISettleVerbsBadInput(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "kill sent to 1 running instance(s)") {
 		t.Errorf("cancel: %d %s", code, body)
 	}
-	e.waitState("ny.slow", store.Killed)
+	e.waitState("ny.slow", axtype.Killed)
 	code, body = e.call("POST", fmt.Sprintf("/api/v1/runs/%d/cancel", runs[0].ID), `{}`)
 	if code != 409 || !strings.Contains(body, "is over already (failed)") {
 		t.Errorf("cancel again: %d %s", code, body)
@@ -180,7 +181,7 @@ func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.waitState("shop.sync", store.Success)
+	e.waitState("shop.sync", axtype.Success)
 	var runs []runView
 	waitFor(t, func() bool {
 		code, body = e.call("GET", "/api/v1/pipelines/shop/runs", "")

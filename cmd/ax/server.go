@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -451,7 +452,7 @@ func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location
 			continue // created ahead, inside the window: not news
 		}
 		var parts []string
-		for _, s := range store.States {
+		for _, s := range axtype.States {
 			if n := r.Counts[s]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}
