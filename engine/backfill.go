@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
@@ -309,7 +310,7 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 // runSpec is the run of backfill b at logical time at, of tasks names
 // (approved at their gates with --approve-manual).
 func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
-	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: store.RunBackfill, names: names, at: at,
+	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: axtype.RunBackfill, names: names, at: at,
 		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
 	if b.spec.ApproveManual {
 		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
@@ -420,7 +421,7 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 	if err != nil {
 		return nil, err
 	}
-	byTask := map[string][]store.Instance{}
+	byTask := map[string][]axtype.Instance{}
 	for _, in := range all {
 		byTask[in.TaskID] = append(byTask[in.TaskID], in)
 	}
@@ -429,11 +430,11 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 		succeeded, failed, active := false, false, false
 		for _, in := range byTask[spec.Pipeline+"."+n] {
 			switch in.State {
-			case store.Success:
+			case axtype.Success:
 				succeeded = true
-			case store.Failed, store.Killed:
+			case axtype.Failed, axtype.Killed:
 				failed = true
-			case store.Waiting:
+			case axtype.Waiting:
 				// Blocked for good behind a failure in a finished run: as failed.
 				done, _, err := e.runFinished(ctx, in.RunID)
 				if err != nil {
@@ -468,7 +469,7 @@ func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, 
 	if rs := e.runs[runID]; rs != nil { // the cache knows when something is still in flight
 		for _, ref := range rs.inst {
 			switch ref.state {
-			case store.Scheduled, store.Running, store.Retrying, store.Paused:
+			case axtype.Scheduled, axtype.Running, axtype.Retrying, axtype.Paused:
 				return false, nil, nil
 			}
 		}
@@ -482,7 +483,7 @@ func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, 
 	}
 	ended := map[string]bool{}
 	for _, in := range ins {
-		if (in.State == store.Failed || in.State == store.Killed) && !neverRan(in) {
+		if (in.State == axtype.Failed || in.State == axtype.Killed) && !neverRan(in) {
 			ended[in.TaskID] = true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -199,7 +200,7 @@ func TestBackfillBesideLiveSchedule(t *testing.T) {
 			}
 		}
 		for _, in := range e.instances(store.InstanceFilter{TaskID: "live.a", LogicalFrom: start}) {
-			if e.eng.kindOf(context.Background(), in.RunID) != store.RunSchedule || in.StartedAt.IsZero() {
+			if e.eng.kindOf(context.Background(), in.RunID) != axtype.RunSchedule || in.StartedAt.IsZero() {
 				continue
 			}
 			if late := in.StartedAt.Sub(in.LogicalTime); late > 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
@@ -78,11 +79,10 @@ type Engine struct {
 	retryAt       time.Time // after a store error: when to try again
 	failures      int
 	execCtx       context.Context
-	results       chan outcome
 	reqs          chan request
 	paused        map[string]store.Pause // "scope/name"
 	runningByTask map[string]int
-	runKind       map[int64]store.RunKind
+	runKind       map[int64]axtype.RunKind
 	runParams     map[int64]map[string]any // the --param values of manual runs that have some
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
@@ -137,8 +137,8 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		planner: planner{pending: map[int64]*pend{}}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
+		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
+		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]axtype.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
@@ -146,6 +146,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
 	e.logs = newLogWriter(cfg)
+	e.dispatcher.size, e.completer.size = newTxSize(e.batchSize(), cfg.TurnBudget), newTxSize(e.batchSize(), cfg.TurnBudget)
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
@@ -162,13 +163,7 @@ func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*tri
 	e.g, e.tasks, e.trigs = g, tasks, trigs
 	e.hasHTTP = hasHTTPTasks(tasks)
 	e.tuneBreakers(g)
-	e.buildNodes()
-	e.limited = nil
-	for _, t := range g.Order() {
-		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
-			e.limited = append(e.limited, ti.id)
-		}
-	}
+	e.resolver.setGraph(g, tasks)
 	e.cur.Store(g)
 }
 
@@ -737,7 +732,7 @@ type Event struct {
 	Run      int64
 	Logical  time.Time
 	Ticket   string
-	State    store.State // when ended: SUCCESS, FAILED, RETRYING or KILLED
+	State    axtype.State // when ended: SUCCESS, FAILED, RETRYING or KILLED
 	Error    string
 	Duration time.Duration
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/api/apitest"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // TestCLIThroughAPI drives the operator commands against a server's admin
@@ -33,7 +33,7 @@ func TestCLIThroughAPI(t *testing.T) {
 	}
 	out, _ := ax(exitOK, "trigger", "shop.sync", "--downstream", "--reason", "cli test")
 	has(out, "started for shop.sync (2 task(s))")
-	e.WaitState("shop.clean", store.Success)
+	e.WaitState("shop.clean", axtype.Success)
 
 	out, _ = ax(exitOK, "status")
 	has(out, "scheduler: api-test (epoch 1, lease held until", "answered as primary", "pipeline shop (3 tasks)", "manual", "SUCCESS 2")

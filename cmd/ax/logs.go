@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 func newLogsCmd() *cobra.Command {
@@ -66,7 +66,7 @@ followed live and the command ends when the attempt ends.`,
 func noLogWhy(ctx context.Context, c *api.Client, task string, run int64) error {
 	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
 	if run != 0 {
-		var ins []store.Instance
+		var ins []axtype.Instance
 		if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
 			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
 		}
@@ -100,7 +100,7 @@ func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, ins
 		if run != 0 {
 			q.Set("run", strconv.FormatInt(run, 10))
 		}
-		var ins []store.Instance
+		var ins []axtype.Instance
 		if err := c.Get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // gatedPipeline writes a pipeline whose middle step is a manual gate.
@@ -101,7 +101,7 @@ func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.WaitState("shop.sync", store.Success)
+	e.WaitState("shop.sync", axtype.Success)
 	var runs []api.RunView
 	waitFor(t, func() bool {
 		code, body = e.Call("GET", "/api/v1/pipelines/shop/runs", "")

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -444,7 +445,7 @@ func writeRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Loca
 			continue // created ahead, inside the window: not news
 		}
 		var parts []string
-		for _, s := range store.States {
+		for _, s := range axtype.States {
 			if n := r.Counts[s]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}
