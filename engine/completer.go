@@ -28,6 +28,9 @@ import (
 // It must not start attempts (the dispatcher does) nor decide readiness
 // (ready.go does: the completer records what settle decided).
 type completer struct {
+	// results is where attempts send their results, from their goroutines:
+	// the loop takes them in (drainResults) into unapplied.
+	results   chan outcome
 	unapplied []outcome
 	// inboxSeen are the inbox tickets handed over, until their result is
 	// recorded (the entry is closed then).
@@ -43,11 +46,11 @@ func (c *completer) reset() {
 }
 
 // drainResults takes in every result already waiting on the channel.
-func (e *Engine) drainResults() {
+func (c *completer) drainResults() {
 	for {
 		select {
-		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
+		case o := <-c.results:
+			c.unapplied = append(c.unapplied, o)
 		default:
 			return
 		}
@@ -337,6 +340,7 @@ func (e *Engine) staleResult(ctx context.Context, o outcome, closed map[string]s
 // them, for released.
 func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
 	return func(res []store.BatchResult) ([]store.TransitionParams, error) {
+		*same = (*same)[:0]
 		seen := map[int64]bool{}
 		for i, r := range res {
 			m := rb.meta[i]

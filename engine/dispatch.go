@@ -205,30 +205,7 @@ func (e *Engine) startHeld(now time.Time) {
 	for _, g := range opened {
 		close(g)
 	}
-	e.armHeld()
-}
-
-// gate returns the channel that opens the attempts held for fire time due.
-func (e *Engine) gate(due time.Time) <-chan struct{} {
-	g := e.gates[due.UnixMilli()]
-	if g == nil {
-		g = make(chan struct{})
-		e.gates[due.UnixMilli()] = g
-	}
-	return g
-}
-
-// armHeld wakes the loop at the earliest fire time of the held attempts.
-func (e *Engine) armHeld() {
-	first := int64(0)
-	for due := range e.gates {
-		if first == 0 || due < first {
-			first = due
-		}
-	}
-	if first != 0 {
-		e.heldWake.Reset(max(time.UnixMilli(first).Sub(e.cfg.Now()), 0))
-	}
+	e.armHeld(e.cfg.Now())
 }
 
 // errNotStartedByShutdown is why an attempt claimed ahead did not start:

@@ -57,6 +57,29 @@ func (d *dispatcher) soon() {
 	}
 }
 
+// gate returns the channel that opens the attempts held for fire time due.
+func (d *dispatcher) gate(due time.Time) <-chan struct{} {
+	g := d.gates[due.UnixMilli()]
+	if g == nil {
+		g = make(chan struct{})
+		d.gates[due.UnixMilli()] = g
+	}
+	return g
+}
+
+// armHeld wakes the loop at the earliest fire time of the held attempts.
+func (d *dispatcher) armHeld(now time.Time) {
+	first := int64(0)
+	for due := range d.gates {
+		if first == 0 || due < first {
+			first = due
+		}
+	}
+	if first != 0 {
+		d.heldWake.Reset(max(time.UnixMilli(first).Sub(now), 0))
+	}
+}
+
 // dispatch moves queued instances to RUNNING, as many as the token bucket
 // allows, in transactions of up to batchSize, handing each recorded one to its
 // executor as soon as its batch is committed.
@@ -148,7 +171,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
 	e.m.dispatches.Add(float64(dispatched))
-	e.armHeld()
+	e.armHeld(e.cfg.Now())
 	return len(b.params) == size && b.wait == 0 && len(b.waiting) == 0 && len(b.capped) == 0, nil
 }
 

@@ -79,7 +79,6 @@ type Engine struct {
 	retryAt       time.Time // after a store error: when to try again
 	failures      int
 	execCtx       context.Context
-	results       chan outcome
 	reqs          chan request
 	paused        map[string]store.Pause // "scope/name"
 	runningByTask map[string]int
@@ -138,7 +137,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		planner: planner{pending: map[int64]*pend{}}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
+		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]axtype.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
@@ -163,13 +162,7 @@ func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*tri
 	e.g, e.tasks, e.trigs = g, tasks, trigs
 	e.hasHTTP = hasHTTPTasks(tasks)
 	e.tuneBreakers(g)
-	e.buildNodes()
-	e.limited = nil
-	for _, t := range g.Order() {
-		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
-			e.limited = append(e.limited, ti.id)
-		}
-	}
+	e.resolver.setGraph(g, tasks)
 	e.cur.Store(g)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
 )
@@ -32,10 +33,11 @@ type resolver struct {
 	nextDeadline time.Time // the earliest wait deadline seen: the limited waits are swept then
 }
 
-// buildNodes gives settle the shape of every pipeline.
-func (e *Engine) buildNodes() {
-	e.nodes = make(map[string]settleNode, len(e.tasks))
-	for id, ti := range e.tasks {
+// setGraph gives settle the shape of every pipeline of g (its tasks
+// resolved), and finds the tasks whose waits can fail by time.
+func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
+	r.nodes = make(map[string]settleNode, len(tasks))
+	for id, ti := range tasks {
 		n := settleNode{manual: ti.def.Manual, limit: ti.def.WaitTimeout, hasCross: len(ti.cross) > 0}
 		for _, u := range ti.up {
 			n.ups = append(n.ups, u.id)
@@ -43,7 +45,13 @@ func (e *Engine) buildNodes() {
 		for _, d := range ti.down {
 			n.downs = append(n.downs, d.id)
 		}
-		e.nodes[id] = n
+		r.nodes[id] = n
+	}
+	r.limited = nil
+	for _, t := range g.Order() {
+		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
+			r.limited = append(r.limited, ti.id)
+		}
 	}
 }
 
