@@ -218,6 +218,9 @@ func TestLimitsAtRunTimeSurviveARestart(t *testing.T) {
 			{SetLimits{Global: ptr(math.Inf(1))}, "global rate +Inf: give a rate per second from 0"},
 			{SetLimits{Global: ptr(math.NaN())}, "global rate NaN: give a rate per second from 0"},
 			{SetLimits{Global: ptr(2e6)}, "global rate 2e+06: give a rate per second from 0 (unlimited) to 1000000"},
+			// a positive rate so small that nothing would ever be dispatched again
+			{SetLimits{Global: ptr(1e-300)}, "global rate 1e-300: give a rate per second from 0 (unlimited) to 1000000, and when not 0 at least 0.001"},
+			{SetLimits{Groups: map[string]float64{"etl": 1e-9}}, "group etl rate 1e-09: give a rate per second from 0 (unlimited) to 1000000, and when not 0 at least 0.001"},
 			{SetLimits{Groups: map[string]float64{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
 			{SetLimits{Groups: map[string]float64{"etl": -3}}, "group etl rate -3"},
 			{SetLimits{MaxRunning: ptr(-1)}, "max_running -1: give a number of attempts from 0 (unlimited) to 1000000"},
