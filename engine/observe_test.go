@@ -525,3 +525,28 @@ func TestLimitsStoredBeforeCapsKeepTheConfiguredCaps(t *testing.T) {
 		}
 	})
 }
+
+// With runs created ahead (a pipeline schedule), the newest instance of a
+// task is one waiting for a fire to come; explain judges the oldest due one
+// still not started, which is what holds the task back: here the token
+// bucket, at a rate of one dispatch in 1,000 s. Before, it explained the
+// newest ("nothing holds it back", in the wheel) while fires piled up.
+func TestExplainJudgesTheOldestDueInstance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{DispatchRate: MinRate}, nil, `pipeline: x
+timezone: UTC
+schedule: "@every 10s"
+tasks:
+  - {name: a, function: record}
+`)
+		sleep(45 * time.Second) // four fires; the bucket lets one or two go
+		x, err := e.eng.Explain(context.Background(), "x.a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(x.Verdict, "held back by the token bucket") || x.Latest == nil || x.Latest.NextFireAt.After(time.Now()) {
+			t.Errorf("verdict %q on instance %+v; want the oldest due instance, held back by the token bucket", x.Verdict, x.Latest)
+		}
+		e.stop()
+	})
+}
