@@ -146,6 +146,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
 	e.logs = newLogWriter(cfg)
+	e.dispatcher.size, e.completer.size = newTxSize(e.batchSize(), cfg.TurnBudget), newTxSize(e.batchSize(), cfg.TurnBudget)
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {

@@ -27,7 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	axBinary = filepath.Join(dir, "ax")
-	if out, err := exec.Command("go", "build", "-o", axBinary, ".").CombinedOutput(); err != nil {
+	// AX_TEST_TAGS builds it with test-only tags (axprof: profiles itself).
+	if out, err := exec.Command("go", "build", "-tags", os.Getenv("AX_TEST_TAGS"), "-o", axBinary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build ax: %v\n%s", err, out)
 		os.Exit(2)
 	}
