@@ -150,6 +150,33 @@ type bfState struct {
 	stop    bool
 }
 
+// backfiller owns the backfills in progress on this primary: their state,
+// when the store was last polled for new and resumed ones, and whether
+// results came in since they last stepped. It creates runs only through
+// newRunWith (trigger.go), so that a backfill's runs are runs like any
+// other.
+type backfiller struct {
+	backfills map[int64]*bfState
+	bfChecked time.Time
+	bfDirty   bool // results were applied since the backfills last stepped
+}
+
+// due reports whether the backfills step at now: as soon as results came
+// in while some are active (a finished run makes room for the next at
+// once); and every second, when poll is set, the store is read for new and
+// resumed ones.
+func (b *backfiller) due(now time.Time) (step, poll bool) {
+	poll = now.Sub(b.bfChecked) >= time.Second
+	if !poll && !(b.bfDirty && len(b.backfills) > 0) {
+		return false, false
+	}
+	if poll {
+		b.bfChecked = now
+	}
+	b.bfDirty = false
+	return true, poll
+}
+
 // driveBackfills starts the runs that backfills may have in flight and
 // records progress: it picks up new and resumed backfills from the store.
 func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) error {

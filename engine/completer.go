@@ -38,7 +38,6 @@ type completer struct {
 	// stranded: a release failed after its successes were recorded, so that
 	// releaseStranded looks for instances waiting on what already happened.
 	stranded bool
-	size     txSize // results per result transaction
 }
 
 // reset forgets what an earlier term gathered: a new term reads the store.
@@ -212,7 +211,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	if len(e.unapplied) == 0 {
 		return nil
 	}
-	batch := e.unapplied[:min(len(e.unapplied), e.completer.size.next())]
+	batch := e.unapplied[:min(len(e.unapplied), e.batchSize())]
 	// The last output and records of the attempts go in the results'
 	// transaction, whether or not their results apply (a stale result's
 	// attempt ran all the same).
@@ -226,9 +225,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// commit in one transaction: a success is never recorded without its
 	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
-	began := e.cfg.Now()
 	res, relRes, err := e.w().TransitionBatchLogs(ctx, rb.params, logs, e.settleResults(ctx, rb, now, &same))
-	e.completer.size.took(len(batch), e.cfg.Now().Sub(began))
 	if hasLogs {
 		e.logs.wrote(logs, err)
 	}

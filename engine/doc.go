@@ -27,7 +27,8 @@
 //     settle, and the releases of what waited on them.
 //   - operator requests (request.go, control.go, settleop.go): a sealed
 //     set of typed requests applied on the loop.
-//   - backfill (backfill.go): runs of past logical times, a few at a time.
+//   - backfiller (backfill.go): runs of past logical times, a few at a time,
+//     stepped as results come in and the store polled every second.
 //
 // How an instance flows through them:
 //

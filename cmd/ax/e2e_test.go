@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
@@ -239,12 +240,7 @@ func e2eTargets(t *testing.T) map[string]func(t *testing.T) string {
 
 func openStore(t testing.TB, target string) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), target, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return apitest.OpenStore(t, target)
 }
 
 func TestServerEndToEnd(t *testing.T) {
