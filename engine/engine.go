@@ -474,7 +474,10 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	if now.Before(e.retryAt) {
 		return
 	}
-	err := e.takeIn(ctx, now, topUp)
+	err := e.finishRetake(ctx, now)
+	if err == nil {
+		err = e.takeIn(ctx, now, topUp)
+	}
 	if err == nil {
 		err = e.moveOn(ctx, now)
 	}
@@ -580,8 +583,28 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	e.queue = queue.Queue[int64]{}
 	e.runs = map[int64]*runState{}
 	if err := e.start(ctx, now); err != nil {
-		e.log.Error("takeover_failed", "err", err) // the next turn's top-up tries again
+		e.log.Error("takeover_failed", "err", err)
+		e.restart = true // redone by the next turns (finishRetake) until it succeeds
 	}
+}
+
+// finishRetake redoes the start of a term whose lease was taken again when
+// that start failed (retaken): the window and the running set were emptied
+// and not rebuilt, so until it succeeds nothing else of a turn runs. A
+// failed start used to be left to the next top-up, which only tops up the
+// window: a retake whose start met one failed write (a database under
+// load) left the primary idle for good (TestHABogusLeaseEpoch, 4 times
+// under a 10M-row load beside it).
+func (e *Engine) finishRetake(ctx context.Context, now time.Time) error {
+	if !e.restart {
+		return nil
+	}
+	if err := e.start(ctx, now); err != nil {
+		return fmt.Errorf("engine: start again after the lease was taken again: %w", err)
+	}
+	e.restart = false
+	e.log.Info("takeover_completed")
+	return nil
 }
 
 // errInterrupted is the cause given to attempts still running when the

@@ -250,6 +250,9 @@ type leadership struct {
 	// holder's clock, as every fire time it recorded): it started no attempt
 	// claimed ahead for that time or later. Zero: unknown.
 	prevLeaseEnd time.Time
+	// restart: the start of a term taken again (retaken) failed, and is
+	// redone before anything else at the next turns (finishRetake).
+	restart bool
 }
 
 // begin starts a term under lease l, kept by k, writing through fence.
@@ -263,6 +266,7 @@ func (s *leadership) begin(l store.Lease, k *keeper, fence *store.Fence, now tim
 // again after losing it; who held it meanwhile is not known, so there is
 // no claimed-ahead horizon.
 func (s *leadership) retake(l store.Lease, fence *store.Fence) {
+	s.restart = false
 	s.prevLeaseEnd = time.Time{}
 	s.epoch = l.Epoch
 	s.fence.Store(fence)
