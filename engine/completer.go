@@ -74,6 +74,7 @@ func (e *Engine) applyAll(ctx context.Context) error {
 // checkTimeouts fails attempts whose deadline passed without a result (the
 // scheduler's layer of R16); the executor's context has the same deadline.
 func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
+	e.checkGroups(now)
 	for _, id := range sortedIDs(e.running) {
 		a := e.running[id]
 		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
@@ -85,6 +86,11 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			msg = fmt.Sprintf("timeout: no result within %s; its task was removed from the pipeline files while it ran, so it is not retried", a.task.def.Timeout)
 		case a.orphan:
 			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
+			if a.proc != nil && a.proc.Kill() {
+				msg += fmt.Sprintf("; its process group %d, still running, was killed", a.proc.Pgid)
+				e.log.Warn("orphan_group_killed", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
+			}
+			a.proc = nil
 		}
 		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
 		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded
