@@ -40,7 +40,7 @@ type Watcher struct {
 
 	mu   sync.Mutex
 	last *Status // nil before the first reload
-	sum  string        // fingerprint of the files last loaded
+	sum  string  // fingerprint of the files last loaded
 }
 
 // Status is the outcome of the last reload, for GET /api/v1/reload.

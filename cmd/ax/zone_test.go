@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -32,7 +33,7 @@ func TestCLITimesInPipelineZone(t *testing.T) {
 			args = append(args, "--server", e.Srv.URL)
 		}
 		code, out, errOut := runAx(t, args...)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("ax %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 		return out
