@@ -835,7 +835,7 @@ func (e *Engine) setLimits(ctx context.Context, r SetLimits, now time.Time) (str
 	}
 	e.pool.set(r.MaxRunning, r.GroupMaxRunning)
 	l := e.limits()
-	b, _ := json.Marshal(l)
+	b, _ := json.Marshal(storedForm(l))
 	if err := e.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
 		return "", fmt.Errorf("limits: applied but not stored (a restart would lose them): %w", err)
 	}
@@ -853,45 +853,115 @@ func (e *Engine) limits() Limits {
 // read: the configured limits apply.
 var ErrBadStoredLimits = errors.New("engine: stored limits unreadable")
 
-// StoredLimits returns the limits an operator set at run time, which the
-// primary applies over its configured ones; ok is false when none was set.
-func StoredLimits(ctx context.Context, st *store.Store) (l Limits, ok bool, err error) {
+// storedLimits is how the limits in force after an operator's change are
+// stored: every field written, so that a lifted cap (0) or a lifted group
+// (absent from a present map) reads back as lifted, not as "not stored".
+// A field missing from a stored value (one written before caps existed)
+// leaves the configured limit alone.
+type storedLimits struct {
+	Global          *float64           `json:"global"`
+	Groups          map[string]float64 `json:"groups"`
+	MaxRunning      *int               `json:"max_running"`
+	GroupMaxRunning map[string]int     `json:"group_max_running"`
+}
+
+func storedForm(l Limits) storedLimits {
+	s := storedLimits{Global: &l.Global, Groups: l.Groups, MaxRunning: &l.MaxRunning, GroupMaxRunning: l.GroupMaxRunning}
+	if s.Groups == nil {
+		s.Groups = map[string]float64{}
+	}
+	if s.GroupMaxRunning == nil {
+		s.GroupMaxRunning = map[string]int{}
+	}
+	return s
+}
+
+// over returns the limits in force when s is applied over configured ones.
+func (s storedLimits) over(configured Limits) Limits {
+	l := configured
+	if s.Global != nil {
+		l.Global = *s.Global
+	}
+	if s.Groups != nil {
+		l.Groups = s.Groups
+	}
+	if s.MaxRunning != nil {
+		l.MaxRunning = *s.MaxRunning
+	}
+	if s.GroupMaxRunning != nil {
+		l.GroupMaxRunning = s.GroupMaxRunning
+	}
+	return l
+}
+
+func readStoredLimits(ctx context.Context, st *store.Store) (s storedLimits, ok bool, err error) {
 	set, err := st.Settings(ctx)
 	if err != nil {
-		return Limits{}, false, fmt.Errorf("engine: read stored limits: %w", err)
+		return storedLimits{}, false, fmt.Errorf("engine: read stored limits: %w", err)
 	}
 	raw, ok := set[limitsSetting]
 	if !ok {
-		return Limits{}, false, nil
+		return storedLimits{}, false, nil
 	}
-	if err := json.Unmarshal([]byte(raw), &l); err != nil {
-		return Limits{}, false, fmt.Errorf("%w: %q: %v", ErrBadStoredLimits, raw, err)
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return storedLimits{}, false, fmt.Errorf("%w: %q: %v", ErrBadStoredLimits, raw, err)
 	}
-	return l, true, nil
+	return s, true, nil
+}
+
+// StoredLimits returns the limits an operator set at run time, which the
+// primary applies over its configured ones; ok is false when none was set.
+// A limit the stored value does not name (one stored before caps existed)
+// is zero here and the configured one applies.
+func StoredLimits(ctx context.Context, st *store.Store) (l Limits, ok bool, err error) {
+	s, ok, err := readStoredLimits(ctx, st)
+	if err != nil || !ok {
+		return Limits{}, ok, err
+	}
+	return s.over(Limits{}), true, nil
 }
 
 // loadLimits applies the limits stored by an earlier setLimits, if any:
-// they win over the configured ones. Unreadable ones are logged and ignored.
+// they win over the configured ones, a lifted one included. Unreadable ones
+// are logged and ignored.
 func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
-	l, ok, err := StoredLimits(ctx, e.st)
+	s, ok, err := readStoredLimits(ctx, e.st)
 	switch {
 	case errors.Is(err, ErrBadStoredLimits):
 		e.log.Warn("stored_limits_ignored", "err", err.Error())
 	case err != nil:
 		return err
 	case ok:
-		e.bucket.SetGlobal(l.Global, now)
-		for g, r := range l.Groups {
-			e.bucket.SetGroup(g, r, now)
-		}
-		if l.MaxRunning != 0 || len(l.GroupMaxRunning) > 0 {
-			global := l.MaxRunning
-			e.pool.set(&global, l.GroupMaxRunning)
-		}
+		e.applyLimits(s.over(e.limits()), now)
 		e.log.Info("limits_from_store", "limits", describeLimits(e.limits()))
 	}
 	e.publishLimits(e.limits())
 	return nil
+}
+
+// applyLimits puts l in force as a whole: a group rate or cap in force now
+// but not in l is lifted.
+func (e *Engine) applyLimits(l Limits, now time.Time) {
+	cur := e.limits()
+	e.bucket.SetGlobal(l.Global, now)
+	for g := range cur.Groups {
+		if _, ok := l.Groups[g]; !ok {
+			e.bucket.SetGroup(g, 0, now)
+		}
+	}
+	for g, r := range l.Groups {
+		e.bucket.SetGroup(g, r, now)
+	}
+	caps := maps.Clone(l.GroupMaxRunning)
+	for g := range cur.GroupMaxRunning {
+		if _, ok := caps[g]; !ok {
+			if caps == nil {
+				caps = map[string]int{}
+			}
+			caps[g] = 0
+		}
+	}
+	e.pool.set(&l.MaxRunning, caps)
 }
 
 func (e *Engine) publishLimits(l Limits) {

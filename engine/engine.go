@@ -21,9 +21,7 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
-	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
-	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -57,7 +55,9 @@ type taskInfo struct {
 }
 
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
-// with [Engine.Run]; it is not reusable after Run returns.
+// with [Engine.Run]; it is not reusable after Run returns. It composes the
+// components of the package doc (planner, resolver, leadership, dispatcher,
+// completer), all owned by the loop goroutine.
 type Engine struct {
 	cfg   Config
 	st    *store.Store
@@ -65,31 +65,18 @@ type Engine struct {
 	execs Executors
 	log   *slog.Logger
 	tasks map[string]*taskInfo
-	trigs []*trigger
-	nodes map[string]settleNode // the graph as the readiness rule sees it
-	// limited are the tasks whose waits can fail by time: an upstream in
-	// another pipeline, or a wait_timeout.
-	limited []string
 
 	// Owned by the loop.
-	wheel         *wheel.Wheel
-	queue         queue.Queue[int64]
-	bucket        *bucket.Bucket
+	planner       // triggers, wheel, window (planner.go)
+	resolver      // readiness and failure propagation (settle.go, ready.go)
+	leadership    // epoch, lease, fence of the term (lease.go)
+	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer     // results, retries, timeouts, releases (completer.go)
 	brk           *breaker.Breaker
-	pending       map[int64]*pend    // instances waiting in the wheel or the queue
 	running       map[int64]*attempt // by instance id
 	runs          map[int64]*runState
-	unapplied     []outcome
-	epoch         int64
-	lease         atomic.Pointer[keeper] // of the current term as primary; nil as a standby
-	loadedUntil   time.Time
 	retryAt       time.Time // after a store error: when to try again
-	bufferLogged  time.Time
 	failures      int
-	wake          *time.Timer
-	held          map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
-	gates         map[int64]chan struct{} // by fire time (Unix ms): closed to start the attempts held for it
-	heldWake      *time.Timer
 	execCtx       context.Context
 	results       chan outcome
 	reqs          chan request
@@ -97,20 +84,14 @@ type Engine struct {
 	runningByTask map[string]int
 	runKind       map[int64]store.RunKind
 	runParams     map[int64]map[string]any // the --param values of manual runs that have some
-	tripped       *bucket.Bucket           // per-task buckets of tasks whose breaker is open
 	backfills     map[int64]*bfState
 	bfChecked     time.Time
 	bfDirty       bool // results were applied since the backfills last stepped
-	stranded      bool // a release failed after its successes were recorded: look for stranded instances
 	opsPolled     time.Time
-	nextDeadline  time.Time // the earliest wait deadline seen: the limited waits are swept then
 	inboxPolled   time.Time
-	inboxSeen     map[string]bool // inbox tickets handed over, until their result is recorded
-	hasHTTP       bool            // some task runs on HTTP executors: read the results inbox
-	watch         *watch          // the executor sweep's memory
+	hasHTTP       bool   // some task runs on HTTP executors: read the results inbox
+	watch         *watch // the executor sweep's memory
 	execWG        sync.WaitGroup
-	again         chan struct{}        // a turn stopped at its time budget: take the next one soon
-	pool          *pool                // concurrency caps and what runs against them
 	gone          map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m             *metrics
 	logs          *logWriter // task output (R41)
@@ -120,11 +101,6 @@ type Engine struct {
 	statsMu sync.Mutex
 	stats   Stats
 
-	// fence is the one handle of every write of this process as primary
-	// (R44): conditioned on the epoch it holds. Read by Alert from other
-	// goroutines, hence atomic.
-	fence atomic.Pointer[store.Fence]
-
 	// Live reload (reload.go): cur is the graph in force, read by other
 	// goroutines through Graph; next a validated graph waiting to be applied
 	// between two turns of the loop; reloadSig wakes the loop for it.
@@ -133,23 +109,8 @@ type Engine struct {
 	reloadSig chan struct{}
 	reloadMu  sync.Mutex // one Reload at a time
 
-	sla        slaWatch     // owned by the loop (sla.go)
-	prevHolder string       // who held the lease before this term ("": nobody yet)
-	termStart  time.Time    // when this term as primary began: fires due before it are catch-ups
-	tm         *taskMetrics // per pipeline and task (taskmetrics.go)
-	// prevLeaseEnd is when the lease of the previous term expired (on its
-	// holder's clock, as every fire time it recorded): it started no attempt
-	// claimed ahead for that time or later. Zero: unknown.
-	prevLeaseEnd time.Time
-}
-
-// w returns the fenced write handle of the current term; before the first
-// lease it holds no epoch and refuses every write.
-func (e *Engine) w() *store.Fence {
-	if f := e.fence.Load(); f != nil {
-		return f
-	}
-	return e.st.Fence(0)
+	sla slaWatch     // owned by the loop (sla.go)
+	tm  *taskMetrics // per pipeline and task (taskmetrics.go)
 }
 
 // Stats is a snapshot of the loop, for status pages and tests.
@@ -175,7 +136,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		pending: map[int64]*pend{}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
+		planner: planner{pending: map[int64]*pend{}}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
 		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
 		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
 		reloadSig: make(chan struct{}, 1)}
@@ -268,13 +229,6 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// Primary reports whether this process safely holds the scheduler lease now.
-// It never waits on the loop.
-func (e *Engine) Primary() bool {
-	k := e.lease.Load()
-	return k != nil && k.held(e.cfg.Now(), k.epoch.Load())
-}
-
 func (e *Engine) publish(now time.Time) {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
@@ -337,7 +291,6 @@ var errLeaseLost = errors.New("engine: the lease is held by another process")
 // since their results could no longer be recorded).
 func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
-	e.epoch = l.Epoch
 	k := newKeeper(e.st, e.cfg, l, e.m.renewLate)
 	k.alert = e.notify // not recorded in the store: it is the store that is gone
 	keepCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
@@ -348,27 +301,13 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		keepWG.Wait()
 		e.lease.Store(nil)
 	}()
-	e.lease.Store(k)
-	e.fence.Store(e.st.Fence(l.Epoch))
+	e.leadership.begin(l, k, e.st.Fence(l.Epoch), now)
 	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
-	if e.prevHolder != "" && e.prevHolder != e.cfg.Holder {
-		// A change of primary; not the first scheduler on this store, nor a
-		// process taking back the lease it held (by the same --holder name).
-		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, e.prevHolder)})
+	if from, changed := e.handover(e.cfg.Holder); changed {
+		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, from)})
 	}
-	e.queue = queue.Queue[int64]{}
-	e.pending, e.runs, e.running, e.runningByTask = map[int64]*pend{}, map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
-	e.held, e.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
-	e.backfills = map[int64]*bfState{}
-	e.unapplied = nil
-	e.inboxSeen = map[string]bool{}
-	e.termStart = now
-	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
-	e.wheel = wheel.New(now, e.cfg.Window)
-	e.bucket = bucket.New(bucket.Limits{Global: e.cfg.DispatchRate, Groups: e.cfg.GroupRates}, now)
-	e.tripped = bucket.New(bucket.Limits{}, now)
-	e.pool = newPool(Pools{MaxRunning: e.cfg.MaxRunning, GroupMaxRunning: e.cfg.GroupMaxRunning}, e.cfg.Now)
+	e.newTerm(now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
@@ -388,6 +327,24 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		stopRetain()
 		retainWG.Wait()
 	}()
+	return e.loop(ctx, k, cancelExec)
+}
+
+// newTerm empties what the loop caches of the store, for a term as primary
+// that reads it again.
+func (e *Engine) newTerm(now time.Time) {
+	e.dispatcher.newTerm(e.cfg, now)
+	e.planner.newTerm(now, e.cfg.Window)
+	e.runs, e.running, e.runningByTask = map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
+	e.backfills = map[int64]*bfState{}
+	e.completer.reset()
+	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
+}
+
+// loop is the scheduling loop of a term: a turn on every whole second, every
+// top-up, result, wake-up, reload and operator request, until ctx ends (a
+// shutdown) or keeper k reports the lease lost for good.
+func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelCauseFunc) error {
 	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
 	// 02:00:00 and not up to a second later.
 	tick := time.NewTimer(e.untilNextSecond())
@@ -430,22 +387,31 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		case <-e.reloadSig: // applied at the start of the turn
 			e.turn(ctx, false)
 		case req := <-e.reqs:
-			now := e.cfg.Now()
-			if req.inspect != nil {
-				req.inspect(now)
-				req.reply <- opReply{}
-				continue
+			if e.serve(ctx, req) {
+				e.turn(ctx, false)
 			}
-			var r opReply
-			if e.leader(now) {
-				r.msg, r.err = e.apply(ctx, req.req, req.by, now)
-			} else {
-				r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
-			}
-			req.reply <- r
-			e.turn(ctx, false)
 		}
 	}
+}
+
+// serve answers an operator request on the loop: an inspection at once,
+// a change only while the lease is safely held. It reports whether the
+// request could change something, for which a turn follows.
+func (e *Engine) serve(ctx context.Context, req request) bool {
+	now := e.cfg.Now()
+	if req.inspect != nil {
+		req.inspect(now)
+		req.reply <- opReply{}
+		return false
+	}
+	var r opReply
+	if e.leader(now) {
+		r.msg, r.err = e.apply(ctx, req.req, req.by, now)
+	} else {
+		r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
+	}
+	req.reply <- r
+	return true
 }
 
 func (e *Engine) untilNextSecond() time.Duration {
@@ -503,104 +469,19 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 	}
 }
 
-func (e *Engine) drainResults() {
-	for {
-		select {
-		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
-		default:
-			return
-		}
-	}
-}
-
-// turn is one pass of the loop: top up the window when asked, apply
-// results, time out silent attempts, move due entries to the queue and
-// dispatch what the bucket allows.
+// turn is one pass of the loop: take in what happened (takeIn), then move
+// work on (moveOn). A store error stops the turn and the next ones until a
+// backoff passes.
 func (e *Engine) turn(ctx context.Context, topUp bool) {
 	now := e.cfg.Now()
 	defer e.publish(now)
 	if now.Before(e.retryAt) {
 		return
 	}
-	err := func() error {
-		if e.leader(now) {
-			if err := e.applyReload(ctx, now); err != nil {
-				return err
-			}
-		}
-		if topUp && e.leader(now) {
-			if err := e.createWindow(ctx, now); err != nil {
-				return err
-			}
-			if err := e.load(ctx, now); err != nil {
-				return err
-			}
-			if err := e.releaseCrossWaiting(ctx, now); err != nil {
-				return err
-			}
-		}
-		if e.leader(now) {
-			if err := e.pollInbox(ctx, now); err != nil {
-				return err
-			}
-		}
-		if err := e.applyResults(ctx, now); err != nil {
-			return err
-		}
-		if e.leader(now) {
-			if err := e.deadlineDue(ctx, now); err != nil {
-				return err
-			}
-		}
-		if e.stranded && e.leader(now) {
-			if err := e.releaseStranded(ctx, now); err != nil {
-				return err
-			}
-		}
-		if err := e.checkTimeouts(ctx, now); err != nil {
-			return err
-		}
-		if e.leader(now) {
-			if err := e.sweep(ctx, now); err != nil {
-				return err
-			}
-		}
-		e.startHeld(now)
-		// Entries due up to ClaimAhead from now go to the queue: the ones
-		// not due yet are claimed ahead and held until their fire time.
-		e.wheel.Advance(now.Add(e.cfg.ClaimAhead), func(en wheel.Entry) {
-			if p := e.pending[en.ID]; p != nil && p.version == en.Version {
-				e.queue.Push(p.task.def.Priority, en.At, en.ID)
-			}
-		})
-		if !e.leader(now) {
-			return nil
-		}
-		if now.Sub(e.opsPolled) >= 200*time.Millisecond { // not a query per result batch
-			e.opsPolled = now
-			if err := e.pollOps(ctx, now); err != nil {
-				return err
-			}
-		}
-		// Active backfills step as soon as results came in (a finished run
-		// makes room for the next at once); the store is polled for new and
-		// resumed ones every second.
-		poll := now.Sub(e.bfChecked) >= time.Second
-		if poll || (e.bfDirty && len(e.backfills) > 0) {
-			if poll {
-				e.bfChecked = now
-			}
-			e.bfDirty = false
-			if err := e.driveBackfills(ctx, now, poll); err != nil {
-				return err
-			}
-		}
-		if err := e.checkSLA(ctx, now); err != nil {
-			return err
-		}
-		return e.dispatch(ctx, now)
-	}()
+	err := e.takeIn(ctx, now, topUp)
+	if err == nil {
+		err = e.moveOn(ctx, now)
+	}
 	if err != nil {
 		e.failures++
 		e.m.storeErrors.Inc()
@@ -615,11 +496,89 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	e.failures = 0
 }
 
-// leader reports whether the lease is safely held for the loop's epoch (see
-// keeper.held): a renewal must have succeeded within LeaseTTL − LeaseRenew,
-// so that dispatch stops before the lease could expire.
-func (e *Engine) leader(now time.Time) bool {
-	return e.lease.Load().held(now, e.epoch)
+// takeIn is the first half of a turn: a reload waiting to be applied, the
+// window topped up when asked, the inbox read, results recorded, wait
+// deadlines and stranded instances settled, silent attempts timed out and
+// executors swept.
+func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
+	if e.leader(now) {
+		if err := e.applyReload(ctx, now); err != nil {
+			return err
+		}
+	}
+	if topUp && e.leader(now) {
+		if err := e.createWindow(ctx, now); err != nil {
+			return err
+		}
+		if err := e.load(ctx, now); err != nil {
+			return err
+		}
+		if err := e.releaseCrossWaiting(ctx, now); err != nil {
+			return err
+		}
+	}
+	if e.leader(now) {
+		if err := e.pollInbox(ctx, now); err != nil {
+			return err
+		}
+	}
+	if err := e.applyResults(ctx, now); err != nil {
+		return err
+	}
+	if e.leader(now) {
+		if err := e.deadlineDue(ctx, now); err != nil {
+			return err
+		}
+	}
+	if e.stranded && e.leader(now) {
+		if err := e.releaseStranded(ctx, now); err != nil {
+			return err
+		}
+	}
+	if err := e.checkTimeouts(ctx, now); err != nil {
+		return err
+	}
+	if e.leader(now) {
+		return e.sweep(ctx, now)
+	}
+	return nil
+}
+
+// moveOn is the second half of a turn: held attempts whose fire time came
+// start, due entries move to the queue, and, as primary, operator requests
+// queued in the store, backfills and SLAs are served and the queue is
+// dispatched.
+func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
+	e.startHeld(now)
+	// Entries due up to ClaimAhead from now go to the queue: the ones
+	// not due yet are claimed ahead and held until their fire time.
+	e.planner.due(now.Add(e.cfg.ClaimAhead), &e.queue)
+	if !e.leader(now) {
+		return nil
+	}
+	if now.Sub(e.opsPolled) >= 200*time.Millisecond { // not a query per result batch
+		e.opsPolled = now
+		if err := e.pollOps(ctx, now); err != nil {
+			return err
+		}
+	}
+	// Active backfills step as soon as results came in (a finished run
+	// makes room for the next at once); the store is polled for new and
+	// resumed ones every second.
+	poll := now.Sub(e.bfChecked) >= time.Second
+	if poll || (e.bfDirty && len(e.backfills) > 0) {
+		if poll {
+			e.bfChecked = now
+		}
+		e.bfDirty = false
+		if err := e.driveBackfills(ctx, now, poll); err != nil {
+			return err
+		}
+	}
+	if err := e.checkSLA(ctx, now); err != nil {
+		return err
+	}
+	return e.dispatch(ctx, now)
 }
 
 // retaken redoes what a takeover does after the keeper took the lease again
@@ -628,12 +587,10 @@ func (e *Engine) leader(now time.Time) bool {
 // from the store and reconcile what runs.
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
-	e.prevLeaseEnd = time.Time{} // who held it meanwhile is not known: no claimed-ahead horizon
-	e.epoch = l.Epoch
-	e.fence.Store(e.st.Fence(l.Epoch))
-	e.wheel = wheel.New(now, e.cfg.Window)
+	e.leadership.retake(l, e.st.Fence(l.Epoch))
+	e.planner.newTerm(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
-	e.pending, e.runs = map[int64]*pend{}, map[int64]*runState{}
+	e.runs = map[int64]*runState{}
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err) // the next turn's top-up tries again
 	}
@@ -716,20 +673,6 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			}
 		}
 	}
-}
-
-// applyAll records every result gathered so far, a batch at a time.
-func (e *Engine) applyAll(ctx context.Context) error {
-	for len(e.unapplied) > 0 {
-		n := len(e.unapplied)
-		if err := e.applyResults(ctx, e.cfg.Now()); err != nil {
-			return err
-		}
-		if len(e.unapplied) >= n {
-			return nil
-		}
-	}
-	return nil
 }
 
 // start syncs definitions, reconciles what a previous process left running,

@@ -188,3 +188,75 @@ func (k *keeper) release(ctx context.Context) {
 	}
 	k.log.Info("lease_released", "epoch", k.epoch.Load())
 }
+
+// leadership is the loop's side of the lease: the term it holds as primary
+// (its epoch, the keeper that renews it, the fenced handle of every write),
+// and what it learnt of the term before (who held it, when it ended). The
+// keeper keeps the lease on its own timer; leadership only reads it, so
+// that asking whether this process may write is an atomic load.
+//
+// Its rule: a write or a start happens only while the lease is safely held
+// for the loop's epoch (leader); every store write goes through the fence
+// of that epoch (Engine.w), which the store refuses once the epoch is
+// stale. It must not renew the lease (the keeper does) nor decide what
+// runs.
+type leadership struct {
+	epoch int64
+	lease atomic.Pointer[keeper] // of the current term as primary; nil as a standby
+	// fence is the one handle of every write of this process as primary
+	// (R44): conditioned on the epoch it holds. Read by Alert from other
+	// goroutines, hence atomic.
+	fence      atomic.Pointer[store.Fence]
+	prevHolder string    // who held the lease before this term ("": nobody yet)
+	termStart  time.Time // when this term as primary began: fires due before it are catch-ups
+	// prevLeaseEnd is when the lease of the previous term expired (on its
+	// holder's clock, as every fire time it recorded): it started no attempt
+	// claimed ahead for that time or later. Zero: unknown.
+	prevLeaseEnd time.Time
+}
+
+// begin starts a term under lease l, kept by k, writing through fence.
+func (s *leadership) begin(l store.Lease, k *keeper, fence *store.Fence, now time.Time) {
+	s.epoch, s.termStart = l.Epoch, now
+	s.lease.Store(k)
+	s.fence.Store(fence)
+}
+
+// retake moves the term to the epoch of lease l, which the keeper took
+// again after losing it; who held it meanwhile is not known, so there is
+// no claimed-ahead horizon.
+func (s *leadership) retake(l store.Lease, fence *store.Fence) {
+	s.prevLeaseEnd = time.Time{}
+	s.epoch = l.Epoch
+	s.fence.Store(fence)
+}
+
+// leader reports whether the lease is safely held for the loop's epoch (see
+// keeper.held): a renewal must have succeeded within LeaseTTL − LeaseRenew,
+// so that dispatch stops before the lease could expire.
+func (s *leadership) leader(now time.Time) bool {
+	return s.lease.Load().held(now, s.epoch)
+}
+
+// handover reports, for a term just begun, the holder it took over from
+// when that is a change of primary: not the first scheduler on this store,
+// nor a process taking back the lease it held (by the same --holder name).
+func (s *leadership) handover(holder string) (from string, changed bool) {
+	return s.prevHolder, s.prevHolder != "" && s.prevHolder != holder
+}
+
+// w returns the fenced write handle of the current term; before the first
+// lease it holds no epoch and refuses every write.
+func (e *Engine) w() *store.Fence {
+	if f := e.fence.Load(); f != nil {
+		return f
+	}
+	return e.st.Fence(0)
+}
+
+// Primary reports whether this process safely holds the scheduler lease now.
+// It never waits on the loop.
+func (e *Engine) Primary() bool {
+	k := e.lease.Load()
+	return k != nil && k.held(e.cfg.Now(), k.epoch.Load())
+}

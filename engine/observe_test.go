@@ -475,3 +475,49 @@ func TestResumeBackfill(t *testing.T) {
 		}
 	})
 }
+
+// TestLiftedLimitsStayLiftedAfterARestart: a cap or rate an operator lifts
+// (0) at run time stays lifted after a restart. The stored cap of 0 was read
+// as "none stored", so the configured --max-running came back, and a lifted
+// group cap or rate (absent from what was stored) came back from the flags.
+func TestLiftedLimitsStayLiftedAfterARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := "pipeline: l\ngroup: etl\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n"
+		cfg := Config{DispatchRate: 50, GroupRates: map[string]float64{"etl": 4}, MaxRunning: 8, GroupMaxRunning: map[string]int{"etl": 3}}
+		e := setup(t, cfg, nil, src)
+		if got := e.eng.Stats().Limits; got.Global != 50 || got.Groups["etl"] != 4 || got.MaxRunning != 8 || got.GroupMaxRunning["etl"] != 3 {
+			t.Fatalf("configured limits: %+v", got)
+		}
+		msg, err := e.do(SetLimits{Global: ptr(0.0), Groups: map[string]float64{"etl": 0}, MaxRunning: ptr(0), GroupMaxRunning: map[string]int{"etl": 0}})
+		if err != nil || msg != "limits now global unlimited, max running unlimited local" {
+			t.Fatalf("lift every limit: %q %v", msg, err)
+		}
+		if cfg.GroupMaxRunning["etl"] != 3 {
+			t.Errorf("the lift wrote through into the caller's Config: group_max_running %v", cfg.GroupMaxRunning)
+		}
+		e.stop()
+		l := e.restart(cfg, time.Second).Stats().Limits
+		if l.Global != 0 || len(l.Groups) != 0 || l.MaxRunning != 0 || len(l.GroupMaxRunning) != 0 {
+			t.Errorf("after a restart: %+v, want every limit still lifted", l)
+		}
+	})
+}
+
+// TestLimitsStoredBeforeCapsKeepTheConfiguredCaps: a value stored by a
+// version that knew only rates ({"global": 5}) sets the rate and leaves the
+// configured caps alone: it says nothing of them.
+func TestLimitsStoredBeforeCapsKeepTheConfiguredCaps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := "pipeline: l\ngroup: etl\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n"
+		cfg := Config{DispatchRate: 50, GroupRates: map[string]float64{"etl": 4}, MaxRunning: 8, GroupMaxRunning: map[string]int{"etl": 3}}
+		e := setup(t, cfg, nil, src)
+		e.stop()
+		if err := e.st.SetSetting(context.Background(), limitsSetting, `{"global":5}`, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		l := e.restart(cfg, time.Second).Stats().Limits
+		if l.Global != 5 || l.Groups["etl"] != 4 || l.MaxRunning != 8 || l.GroupMaxRunning["etl"] != 3 {
+			t.Errorf("after a restart on a rates-only stored value: %+v, want global 5 and the configured etl 4/s, max running 8, etl max running 3", l)
+		}
+	})
+}

@@ -74,6 +74,9 @@ type slotWait struct {
 }
 
 func newPool(caps Pools, now func() time.Time) *pool {
+	// The caps are the pool's own: a change at run time must not write
+	// through into the caller's Config, which the next term starts from.
+	caps.GroupMaxRunning = maps.Clone(caps.GroupMaxRunning)
 	return &pool{caps: caps, byGroup: map[string]int{}, byTask: map[string]int{}, now: now}
 }
 

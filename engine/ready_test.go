@@ -117,3 +117,88 @@ func TestSettleRedecidesAWaitWhenItsUpstreamFails(t *testing.T) {
 		t.Errorf("settle = %q\nwant %q", got, want)
 	}
 }
+
+// TestSettle is the table of the resolver's rule over a run: which WAITING
+// candidates become ready, keep waiting (and why) or fail.
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	T := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	// a → b → c; g (manual) after a; x after a and, in another pipeline, q.x.
+	nodes := map[string]settleNode{
+		"p.a": {downs: []string{"p.b", "p.g", "p.x"}},
+		"p.b": {ups: []string{"p.a"}, downs: []string{"p.c"}},
+		"p.c": {ups: []string{"p.b"}},
+		"p.g": {ups: []string{"p.a"}, manual: true},
+		"p.x": {ups: []string{"p.a"}, hasCross: true},
+	}
+	crossWaiting := func(string) ([]upstreamView, error) {
+		return []upstreamView{{id: "q.x", state: store.Running, cross: true}}, nil
+	}
+	crossDone := func(string) ([]upstreamView, error) {
+		return []upstreamView{{id: "q.x", state: store.Success, cross: true}}, nil
+	}
+	for _, tc := range []struct {
+		name       string
+		run        map[string]instView
+		candidates []string
+		now        time.Time
+		cross      func(string) ([]upstreamView, error)
+		want       []string
+	}{
+		{name: "ready when every upstream succeeded",
+			run:        map[string]instView{"p.a": {state: store.Success}, "p.b": {state: store.Waiting}, "p.c": {state: store.Waiting}},
+			candidates: []string{"p.b"}, want: []string{"p.b ready: "}},
+		{name: "an upstream outside the run counts as done",
+			run:        map[string]instView{"p.b": {state: store.Waiting}},
+			candidates: []string{"p.b"}, want: []string{"p.b ready: "}},
+		{name: "waits naming the upstream and its state",
+			run:        map[string]instView{"p.a": {state: store.Running}, "p.b": {state: store.Waiting}},
+			candidates: []string{"p.b"}, want: []string{"p.b wait: waiting for upstream p.a (RUNNING)"}},
+		{name: "a manual gate waits for approval",
+			run:        map[string]instView{"p.a": {state: store.Success}, "p.g": {state: store.Waiting}},
+			candidates: []string{"p.g"}, want: []string{"p.g wait: awaiting approval"}},
+		{name: "an approved gate is ready",
+			run:        map[string]instView{"p.a": {state: store.Success}, "p.g": {state: store.Waiting, approved: true}},
+			candidates: []string{"p.g"}, want: []string{"p.g ready: "}},
+		{name: "a skip fails what waits on it, transitively",
+			run: map[string]instView{"p.a": {state: store.Success}, "p.b": {state: store.Failed, err: "skipped: overlap"},
+				"p.c": {state: store.Waiting}},
+			candidates: []string{"p.c"}, want: []string{"p.c fail: upstream p.b was skipped"}},
+		{name: "a kill fails the chain below",
+			run:        map[string]instView{"p.a": {state: store.Killed}, "p.b": {state: store.Waiting}, "p.c": {state: store.Waiting}},
+			candidates: []string{"p.b"}, want: []string{"p.b fail: upstream p.a was killed", "p.c fail: upstream p.b failed"}},
+		{name: "waits on another pipeline until the cross limit",
+			run:        map[string]instView{"p.a": {state: store.Success}, "p.x": {state: store.Waiting}},
+			candidates: []string{"p.x"}, now: T.Add(time.Hour), cross: crossWaiting,
+			want: []string{"p.x wait: waiting for upstream q.x (RUNNING) (fails at 2026-12-02T02:00:00Z)"}},
+		{name: "fails once the cross limit passed, naming the cross upstream",
+			run:        map[string]instView{"p.a": {state: store.Success}, "p.x": {state: store.Waiting}},
+			candidates: []string{"p.x"}, now: T.Add(24 * time.Hour), cross: crossWaiting,
+			want: []string{"p.x fail: upstream q.x not done after 24h"}},
+		{name: "ready when the other pipeline succeeded",
+			run:        map[string]instView{"p.a": {state: store.Success}, "p.x": {state: store.Waiting}},
+			candidates: []string{"p.x"}, now: T.Add(time.Hour), cross: crossDone, want: []string{"p.x ready: "}},
+		{name: "what no longer waits is left alone",
+			run:        map[string]instView{"p.a": {state: store.Success}, "p.b": {state: store.Running}},
+			candidates: []string{"p.b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			now := tc.now
+			if now.IsZero() {
+				now = T
+			}
+			out, err := settle(func(id string) (instView, bool) { v, ok := tc.run[id]; return v, ok }, nodes, tc.candidates, T, now, 24*time.Hour, tc.cross)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range out {
+				got = append(got, fmt.Sprintf("%s %s: %s", s.task, s.verdict, s.reason))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("settle = %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

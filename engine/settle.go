@@ -15,6 +15,22 @@ import (
 // reads what decide needs (the run cache, other pipelines' instances),
 // turns decisions into transitions, and records them with what caused them.
 
+// resolver is the loop's side of the readiness and propagation rules: the
+// graph as settle sees it, the tasks whose waits can fail by time, and the
+// earliest wait deadline, when those waits are swept. The rules themselves
+// are pure (decide, settle in ready.go); the resolver feeds them the states
+// it reads (the run cache, other pipelines' instances) and turns their
+// verdicts into transitions (releasable). It must not record anything: the
+// completer, the dispatcher and the operator requests record what it
+// returns, in their own transactions.
+type resolver struct {
+	nodes map[string]settleNode // the graph as the readiness rule sees it
+	// limited are the tasks whose waits can fail by time: an upstream in
+	// another pipeline, or a wait_timeout.
+	limited      []string
+	nextDeadline time.Time // the earliest wait deadline seen: the limited waits are swept then
+}
+
 // buildNodes gives settle the shape of every pipeline.
 func (e *Engine) buildNodes() {
 	e.nodes = make(map[string]settleNode, len(e.tasks))

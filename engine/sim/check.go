@@ -596,12 +596,12 @@ func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
 }
 
 // observeCap records the cap on local attempts in force: the stored
-// limits' max_running, or the configured cap when none is stored (an
-// engine applies a stored cap of zero as "keep the configured one").
+// limits' max_running (0: lifted), or the configured cap when none is
+// stored.
 func (c *checker) observeCap(now time.Time) {
 	l, ok, err := engine.StoredLimits(context.Background(), c.w.st)
 	v := simMaxRunning
-	if err == nil && ok && l.MaxRunning > 0 {
+	if err == nil && ok {
 		v = l.MaxRunning
 	}
 	if n := len(c.caps); n == 0 || c.caps[n-1].value != v {
@@ -616,13 +616,21 @@ func (c *checker) capAt(t time.Time) int {
 	for i, m := range c.caps {
 		switch {
 		case !m.since.After(t) && !m.at.Before(t) && i > 0:
-			return min(c.caps[i-1].value, m.value) // changed around t
+			return tighter(c.caps[i-1].value, m.value) // changed around t
 		case m.at.After(t):
 			return v
 		}
 		v = m.value
 	}
 	return v
+}
+
+// tighter returns the tighter of two caps, 0 being none.
+func tighter(a, b int) int {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // capFull reports whether in's task is local and the cap on local
@@ -634,6 +642,9 @@ func (c *checker) capFull(in *inst, t time.Time) bool {
 		return false
 	}
 	limit, n := c.capAt(t), 0
+	if limit == 0 {
+		return false // lifted: no cap holds anything back
+	}
 	for _, o := range c.insts {
 		if c.w.g.Task(o.task) == nil || c.w.g.Task(o.task).Executor.Kind == defs.ExecHTTP {
 			continue

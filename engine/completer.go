@@ -1,0 +1,540 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/backoff"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// completer is the loop's record of attempts that ended: the outcomes
+// gathered from executors, the inbox, timeouts, kills and give-backs that
+// are not recorded yet, and what their recording left to do. The loop
+// goroutine owns it, like every component of the engine.
+//
+// Its rules: judgeResult decides what a result does to its instance
+// (SUCCESS, KILLED, RETRYING per the retry policy, FAILED, or given back
+// without counting the attempt); applyResults records a batch of them with
+// the downstream they settle in one transaction (R40); checkTimeouts turns
+// silence past a deadline into a result; the releases (applyReleases,
+// releaseStranded) move WAITING instances on when their upstreams are done.
+// It must not start attempts (the dispatcher does) nor decide readiness
+// (ready.go does: the completer records what settle decided).
+type completer struct {
+	unapplied []outcome
+	// inboxSeen are the inbox tickets handed over, until their result is
+	// recorded (the entry is closed then).
+	inboxSeen map[string]bool
+	// stranded: a release failed after its successes were recorded, so that
+	// releaseStranded looks for instances waiting on what already happened.
+	stranded bool
+}
+
+// reset forgets what an earlier term gathered: a new term reads the store.
+func (c *completer) reset() {
+	c.unapplied, c.inboxSeen = nil, map[string]bool{}
+}
+
+// drainResults takes in every result already waiting on the channel.
+func (e *Engine) drainResults() {
+	for {
+		select {
+		case o := <-e.results:
+			e.unapplied = append(e.unapplied, o)
+		default:
+			return
+		}
+	}
+}
+
+// applyAll records every result gathered so far, a batch at a time.
+func (e *Engine) applyAll(ctx context.Context) error {
+	for len(e.unapplied) > 0 {
+		n := len(e.unapplied)
+		if err := e.applyResults(ctx, e.cfg.Now()); err != nil {
+			return err
+		}
+		if len(e.unapplied) >= n {
+			return nil
+		}
+	}
+	return nil
+}
+
+// checkTimeouts fails attempts whose deadline passed without a result (the
+// scheduler's layer of R16); the executor's context has the same deadline.
+func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
+	for _, id := range sortedIDs(e.running) {
+		a := e.running[id]
+		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
+			continue // waiting for a slot (its timeout starts when it starts), or not due
+		}
+		msg := fmt.Sprintf("timeout: no result within %s", a.task.def.Timeout)
+		switch {
+		case a.task.removed:
+			msg = fmt.Sprintf("timeout: no result within %s; its task was removed from the pipeline files while it ran, so it is not retried", a.task.def.Timeout)
+		case a.orphan:
+			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
+		}
+		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
+		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded
+	}
+	return nil
+}
+
+// judged is a result judged by judgeResult: what the loop does once its
+// transition is recorded.
+type judged struct {
+	id      int64
+	a       *attempt
+	to      store.State
+	refused bool   // the attempt is not counted: given back, or refused by every executor
+	status  string // for the results metric
+}
+
+// resultRule is what judging a result needs beyond the result and its attempt.
+type resultRule struct {
+	now   time.Time
+	epoch int64
+	// refusalLimit, for a result refused by every executor, is until when
+	// it is offered again (refusalLimit of sweep.go); zero otherwise.
+	refusalLimit time.Time
+	backoffCap   time.Duration
+}
+
+// givenBack reports whether result o of attempt a gives the attempt back
+// uncounted: cut off by a shutdown (or never started before it), and not a
+// success.
+func (a *attempt) givenBack(o outcome) bool {
+	return a.interrupted && o.res.Status != runner.StatusSuccess
+}
+
+// judgeResult is the rule of what a result does to its RUNNING instance:
+// given back or refused (RETRYING, the attempt not counted), SUCCESS,
+// KILLED, RETRYING at its backoff time while retries are left, else FAILED.
+// It is pure: the caller records the transition it returns.
+func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, judged) {
+	now := r.now
+	p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: r.epoch, Now: now, Actor: Actor,
+		Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
+		Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
+	if o.res.Executor != "" {
+		p.Set.Executor = ptr(o.res.Executor) // which executor ran it: local:HOST or the executor's URL
+		p.Action.Detail += " on " + o.res.Executor
+	}
+	switch {
+	case a.givenBack(o):
+		// Cut off by a shutdown, or never started before it: given back
+		// to run again at once (or at its fire time, when claimed ahead),
+		// under whichever scheduler holds the lease next; the attempt is
+		// not counted.
+		att, next := a.attempt-1, now
+		if a.due.After(now) {
+			next = a.due
+		}
+		p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+		p.Set.Error = ptr("interrupted by shutdown")
+		p.Reason = cmp.Or(o.notStarted, "interrupted by shutdown: given back after the grace period, the attempt not counted")
+		p.Action.Action, p.Action.Reason = "interrupted", p.Reason
+		return p, judged{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"}
+	case o.res.Refused && now.Before(r.refusalLimit):
+		// No executor took it (busy, full, re-entrant, unreachable): try again
+		// shortly, the attempt not counted, until the deadline of the attempt
+		// first refused.
+		limit := r.refusalLimit
+		next, att := now.Add(RefusedRetry), a.attempt-1
+		if next.After(limit) {
+			next = limit
+		}
+		p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+		p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
+		p.Action.Action, p.Action.Reason = "refused", o.res.Error
+		return p, judged{id: o.instance, a: a, to: p.To, refused: true, status: "refused"}
+	case o.res.Refused:
+		// Refused until its deadline: a failure like any other, retried per its policy.
+		o.res.Status, o.res.Refused = runner.StatusFailed, false
+		o.res.Error = fmt.Sprintf("no executor took it within its timeout of %s: %s", a.task.def.Timeout, o.res.Error)
+		p.Set.Error = ptr(o.res.Error)
+	}
+	switch o.res.Status {
+	case runner.StatusSuccess:
+		p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
+	case runner.StatusKilled:
+		p.To, p.Reason = store.Killed, "killed"
+	default:
+		retries := a.task.def.Retry.Count
+		if !o.res.Permanent && a.attempt <= retries {
+			next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, r.backoffCap))
+			p.To, p.Set.NextFireAt = store.Retrying, &next
+			p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
+			p.Action.Action = "retry"
+		} else {
+			p.To = store.Failed
+			p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.attempt, o.res.Error)
+			p.Action.Action = "failed"
+		}
+		if o.res.Status == runner.StatusTimeout {
+			p.Action.Action = "timeout"
+		}
+		p.Action.Reason = p.Reason
+	}
+	return p, judged{id: o.instance, a: a, to: p.To, status: string(o.res.Status)}
+}
+
+// ends reports whether state to ends an attempt's instance for what waits
+// on it: its downstream are settled then (released or failed).
+func ends(to store.State) bool {
+	return to == store.Success || to == store.Failed || to == store.Killed
+}
+
+// resultBatch is a batch of results judged and ready to record.
+type resultBatch struct {
+	params []store.TransitionParams
+	meta   []judged
+	closed map[string]string // inbox entries to close, by ticket
+}
+
+// applyResults records the outcomes gathered so far in one transaction:
+// SUCCESS, RETRYING (back through the wheel at its backoff time), FAILED or
+// KILLED; then releases the downstream instances that successes unblock.
+func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
+	if len(e.unapplied) == 0 {
+		return nil
+	}
+	batch := e.unapplied[:min(len(e.unapplied), e.batchSize())]
+	// The last output and records of the attempts go in the results'
+	// transaction, whether or not their results apply (a stale result's
+	// attempt ran all the same).
+	logs := gatherLogs(batch)
+	hasLogs := len(logs.Chunks)+len(logs.Trims)+len(logs.Attempts) > 0
+	rb, err := e.judgeResults(ctx, batch, now)
+	if err != nil {
+		return err
+	}
+	// The results and the downstream instances they settle in the same run
+	// commit in one transaction: a success is never recorded without its
+	// release, nor a failure without the failure of what waited on it (R40).
+	var same []release
+	res, relRes, err := e.w().TransitionBatchLogs(ctx, rb.params, logs, e.settleResults(ctx, rb, now, &same))
+	if hasLogs {
+		e.logs.wrote(logs, err)
+	}
+	if err != nil {
+		clear(e.runs) // the cache saw successes that were not recorded: reload on next use
+		if hasLogs && !errors.Is(err, store.ErrNotLeader) {
+			// A failure to store output costs the output, never the result:
+			// the next turn records the results alone.
+			for i := range batch {
+				batch[i].logs = nil
+			}
+			e.log.Warn("attempt_output_lost", "attempts", len(logs.Attempts), "err", err)
+		}
+		return fmt.Errorf("engine: record %d result(s): %w", len(rb.params), err) // kept in unapplied for the next turn
+	}
+	e.unapplied = e.unapplied[len(batch):]
+	if len(e.unapplied) > 0 {
+		e.soon() // the rest in the next turn, after the lease and the API had their turn
+	}
+	var cross []release
+	for i, r := range res {
+		rel, err := e.resultRecorded(ctx, rb, i, r, now)
+		if err != nil {
+			return err
+		}
+		cross = append(cross, rel...)
+	}
+	e.released(ctx, same, relRes)
+	e.closeInbox(ctx, rb.closed, now)
+	e.bfDirty = true
+	e.statsMu.Lock()
+	e.stats.Applied += int64(len(res))
+	e.statsMu.Unlock()
+	return e.applyReleases(ctx, cross, now)
+}
+
+// gatherLogs joins the output and attempt records that came with a batch of
+// results, for the results' transaction.
+func gatherLogs(batch []outcome) store.LogWrite {
+	var logs store.LogWrite
+	for _, o := range batch {
+		if o.logs != nil {
+			logs.Chunks = append(logs.Chunks, o.logs.Chunks...)
+			logs.Trims = append(logs.Trims, o.logs.Trims...)
+			logs.Attempts = append(logs.Attempts, o.logs.Attempts...)
+		}
+	}
+	return logs
+}
+
+// judgeResults matches each outcome of batch with its running attempt and
+// judges it; a resolution of an inherited ticket is taken in, and a result
+// for a ticket that is no longer current is recorded as stale and ignored.
+func (e *Engine) judgeResults(ctx context.Context, batch []outcome, now time.Time) (resultBatch, error) {
+	rb := resultBatch{closed: map[string]string{}}
+	for _, o := range batch {
+		if o.resolve != "" {
+			if err := e.resolved(ctx, o, now); err != nil {
+				return rb, err
+			}
+			continue
+		}
+		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
+			for id, a := range e.running {
+				if a.ticket == o.res.Ticket {
+					o.instance = id
+					break
+				}
+			}
+		}
+		a := e.running[o.instance]
+		if a == nil || a.ticket != o.res.Ticket {
+			if err := e.staleResult(ctx, o, rb.closed, now); err != nil {
+				return rb, err
+			}
+			continue
+		}
+		a.begin() // its deadline and duration count from its real start
+		rule := resultRule{now: now, epoch: e.epoch, backoffCap: e.cfg.BackoffCap}
+		if o.res.Refused && !a.givenBack(o) {
+			rule.refusalLimit = e.refusalLimit(o.instance, a, o.res.Error)
+		}
+		p, m := judgeResult(o, a, rule)
+		if !m.refused {
+			delete(e.watch.refused, o.instance)
+		}
+		rb.params = append(rb.params, p)
+		rb.meta = append(rb.meta, m)
+	}
+	return rb, nil
+}
+
+// staleResult records a result for a ticket that is not its instance's
+// current one (a late duplicate, or one the loop gave up on): ignored, but
+// in the action log and the metrics.
+func (e *Engine) staleResult(ctx context.Context, o outcome, closed map[string]string, now time.Time) error {
+	if e.inboxSeen[o.res.Ticket] {
+		closed[o.res.Ticket] = "stale"
+	}
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
+		Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
+		return err
+	}
+	e.log.Warn("stale_result", "instance", o.instance, "ticket", o.res.Ticket, "status", string(o.res.Status))
+	e.m.staleResults.Inc()
+	return nil
+}
+
+// settleResults returns the then of the results' transaction: the
+// downstream in the same run that the recorded outcomes settle (R40),
+// decided by settle with the run cache brought up to date. same receives
+// them, for released.
+func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
+	return func(res []store.BatchResult) ([]store.TransitionParams, error) {
+		seen := map[int64]bool{}
+		for i, r := range res {
+			m := rb.meta[i]
+			if r.Err != nil || !ends(m.to) {
+				continue
+			}
+			rs, err := e.run(ctx, m.a.runID)
+			if err != nil {
+				return nil, err
+			}
+			if ref := rs.inst[m.a.task.id]; ref != nil {
+				ref.state, ref.version, ref.err = m.to, r.Version, *rb.params[i].Set.Error
+			}
+			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
+			if err != nil {
+				return nil, err
+			}
+			for _, x := range rel {
+				if !seen[x.p.InstanceID] {
+					seen[x.p.InstanceID] = true
+					*same = append(*same, x)
+				}
+			}
+		}
+		ps := make([]store.TransitionParams, len(*same))
+		for i, x := range *same {
+			ps[i] = x.p
+		}
+		return ps, nil
+	}
+}
+
+// resultRecorded does what follows the commit of result i of rb (its
+// outcome r): the attempt is forgotten, the metrics, alerts and breaker
+// learn of it, a retry goes back into the wheel; it returns what the
+// outcome settles in other pipelines, which read it from the store.
+func (e *Engine) resultRecorded(ctx context.Context, rb resultBatch, i int, r store.BatchResult, now time.Time) ([]release, error) {
+	m, p := rb.meta[i], rb.params[i]
+	if e.inboxSeen[m.a.ticket] || m.a.task.def.Executor.Kind == defs.ExecHTTP {
+		rb.closed[m.a.ticket] = "applied"
+		if r.Err != nil {
+			rb.closed[m.a.ticket] = "stale"
+		}
+	}
+	e.untrack(m.id)
+	e.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
+		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
+	if r.Err != nil {
+		e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
+		e.dropCachedRunOf(m.id)
+		return nil, nil
+	}
+	e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
+	e.observeResult(ctx, m, p.Reason, now)
+	rs, err := e.run(ctx, m.a.runID)
+	if err != nil {
+		return nil, err
+	}
+	if ref := rs.inst[m.a.task.id]; ref != nil {
+		ref.state, ref.version = m.to, r.Version
+	}
+	if m.to == store.Retrying {
+		att := m.a.attempt
+		if m.refused {
+			att--
+		}
+		e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
+			NextFireAt: *p.Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
+	}
+	if len(m.a.task.crossDown) == 0 || !ends(m.to) {
+		return nil, nil
+	}
+	// Another pipeline's instances read this outcome from the store: after the commit.
+	return e.releaseCross(ctx, m.a.task.crossDown, now)
+}
+
+// observeResult tells the metrics, the alerts and the task's breaker of a
+// recorded result (reason: its transition's).
+func (e *Engine) observeResult(ctx context.Context, m judged, reason string, now time.Time) {
+	e.m.results.WithLabelValues(m.status).Inc()
+	e.observeEnd(m.a, m.status, now)
+	if m.status == string(runner.StatusTimeout) {
+		e.m.timeouts.Inc()
+	}
+	switch {
+	case m.to == store.Retrying && !m.refused:
+		e.m.retries.Inc()
+	case m.to == store.Failed:
+		e.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Instance: m.id, Ticket: m.a.ticket,
+			Message: reason})
+	}
+	if (m.to == store.Success || m.to == store.Failed) && !m.refused {
+		if ch, changed := e.brk.Record(m.a.task.id, m.to == store.Success, now); changed {
+			e.breakerChanged(ctx, ch, now)
+		}
+	}
+}
+
+// release is a WAITING instance to move on, with what the engine knows of it
+// (so that enqueueing it needs no read of the store).
+type release struct {
+	p  store.TransitionParams
+	in store.Instance
+}
+
+// applyReleases records the transitions of WAITING instances that
+// releasable decided (→ SCHEDULED, → PAUSED, → FAILED) and puts the
+// scheduled ones into the wheel.
+func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time) error {
+	if len(rel) == 0 {
+		return nil
+	}
+	params := make([]store.TransitionParams, len(rel))
+	for i, r := range rel {
+		params[i] = r.p
+	}
+	res, err := e.w().TransitionBatch(ctx, params)
+	if err != nil {
+		clear(e.runs)     // the cache may be ahead of the store: reload on next use
+		e.stranded = true // the successes are recorded: find what they release again
+		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
+	}
+	e.released(ctx, rel, res)
+	// Instances failed without running fail what waits on them in other pipelines.
+	var failed []*taskInfo
+	for i, r := range res {
+		if r.Err == nil && rel[i].p.To == store.Failed {
+			if ti := e.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
+				failed = append(failed, ti)
+			}
+		}
+	}
+	return e.crossAfter(ctx, failed, now)
+}
+
+// released takes the recorded outcome of releases: the cache follows, and
+// scheduled instances go into the wheel.
+func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchResult) {
+	for i, r := range res {
+		if r.Err != nil {
+			if errors.Is(r.Err, store.ErrConflict) {
+				e.dropCachedRunOf(rel[i].p.InstanceID)
+			}
+			continue
+		}
+		in := rel[i].in
+		in.State, in.Version = rel[i].p.To, r.Version
+		if rs := e.runs[in.RunID]; rs != nil {
+			if ref := rs.inst[in.TaskID]; ref != nil {
+				ref.state, ref.version = in.State, r.Version
+			}
+		}
+		if in.State != store.Scheduled {
+			continue // released into a pause
+		}
+		e.enqueue(ctx, in)
+		e.log.Debug("released", "task", in.TaskID, "run", in.RunID, "fire_at", in.NextFireAt.Format(time.RFC3339))
+	}
+	for _, rs := range e.runs {
+		e.forgetDone(rs)
+	}
+}
+
+// releaseStranded releases the WAITING instances whose upstreams in their
+// run have all succeeded. A success and the release of its downstream are
+// two transactions: a process killed between them, or a store error on the
+// second, leaves a downstream waiting for an event that has happened
+// already. It runs at start and after a failed release.
+func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
+	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Waiting}, Limit: 1 << 20})
+	if err != nil {
+		return fmt.Errorf("engine: find stranded instances: %w", err)
+	}
+	byRun := map[int64][]*taskInfo{}
+	for _, in := range waiting {
+		// A run whose logical time is ahead has nothing succeeded yet.
+		if ti := e.tasks[in.TaskID]; ti != nil && len(ti.up) > 0 && !in.LogicalTime.After(now) {
+			byRun[in.RunID] = append(byRun[in.RunID], ti)
+		}
+	}
+	var rel []release
+	for _, id := range sortedIDs(byRun) {
+		rs, err := e.run(ctx, id)
+		if err != nil {
+			return err
+		}
+		r, err := e.releasable(ctx, rs, byRun[id], now)
+		if err != nil {
+			return err
+		}
+		rel = append(rel, r...)
+	}
+	if len(rel) > 0 {
+		e.log.Warn("stranded_released", "instances", len(rel))
+		e.m.strandReleased.Add(float64(len(rel)))
+	}
+	if err := e.applyReleases(ctx, rel, now); err != nil {
+		return err
+	}
+	e.stranded = false
+	return nil
+}

@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/engine/bucket"
+	"github.com/ax-sched/ax/engine/queue"
+	"github.com/ax-sched/ax/store"
+)
+
+// dispatcher owns the way from due to running: the priority queue of due
+// instances, the token buckets (global and group rates, and the reduced
+// rates of tasks whose breaker is open), the concurrency caps and start
+// queue (pool), and the attempts claimed ahead of their fire time with the
+// gates that start them. The loop goroutine owns it; attempts reach it only
+// through their results.
+//
+// Its rules: an instance leaves the queue only when it is not paused, the
+// overlap policy lets it go at its fire time (overlap.go), a cap has room
+// and the buckets a token; it is recorded SCHEDULED → RUNNING with a fresh
+// ticket before any executor sees it (dispatchBatch), and handed out
+// afterwards (handOut, execute). It must not judge results (the completer
+// does) nor readiness (ready.go).
+type dispatcher struct {
+	queue   queue.Queue[int64]
+	bucket  *bucket.Bucket
+	tripped *bucket.Bucket          // per-task buckets of tasks whose breaker is open
+	pool    *pool                   // concurrency caps and what runs against them
+	held    map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
+	gates   map[int64]chan struct{} // by fire time (Unix ms): closed to start the attempts held for it
+	// wake is armed for the next token of a rate limit or the fire time at
+	// which the overlap rule judges an instance; heldWake for the earliest
+	// gate; again asks for the next turn when one stopped at its budget.
+	wake, heldWake *time.Timer
+	again          chan struct{}
+	bufferLogged   time.Time
+}
+
+// newTerm gives the dispatcher an empty queue and fresh limits for a term
+// as primary (the store is read again into it).
+func (d *dispatcher) newTerm(cfg Config, now time.Time) {
+	d.queue = queue.Queue[int64]{}
+	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
+	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
+	d.tripped = bucket.New(bucket.Limits{}, now)
+	d.pool = newPool(Pools{MaxRunning: cfg.MaxRunning, GroupMaxRunning: cfg.GroupMaxRunning}, cfg.Now)
+}
+
+// soon asks for another turn as soon as the loop has served what else waits.
+func (d *dispatcher) soon() {
+	select {
+	case d.again <- struct{}{}:
+	default:
+	}
+}
+
+// dispatch moves queued instances to RUNNING, as many as the token bucket
+// allows, in transactions of up to batchSize, handing each recorded one to its
+// executor as soon as its batch is committed.
+//
+// A turn's dispatch stops after TurnBudget (the rest, still in priority
+// order in the queue, goes out in the next turn), so that operator
+// requests, results and timers are served between batches of a burst.
+func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
+	began := now
+	for {
+		more, err := e.dispatchBatch(ctx, now)
+		if err != nil || !more {
+			return err
+		}
+		now = e.cfg.Now()
+		if now.Sub(began) >= e.cfg.TurnBudget {
+			e.soon()
+			return nil
+		}
+	}
+}
+
+// batchSize is the most instances one dispatch or result transaction
+// records: 1,000 on SQLite; 250 on MySQL, where every fenced transaction
+// holds a shared lock on the lease row until it commits and a renewal of
+// the lease waits for it. A 1,000-instance batch held it 100-300 ms on a
+// loaded MariaDB, a renewal waited as long, and the lease renewal must
+// never be late by a third of its TTL (1 s at --lease-ttl 3s) whatever the
+// load; a quarter of that keeps its wait to tens of milliseconds.
+func (e *Engine) batchSize() int {
+	if e.st.Dialect() == "mysql" {
+		return 250
+	}
+	return 1000
+}
+
+// batchPlan is a dispatch batch as planned from the queue: the transitions
+// to record, and what stays queued and why.
+type batchPlan struct {
+	params   []store.TransitionParams
+	picked   []int64                 // the instance of each of params
+	deferred []int64                 // held back by a token bucket
+	waiting  []int64                 // held back by the overlap rule
+	capped   []int64                 // held back by a concurrency cap
+	claimed  map[string]int          // dispatches of this batch, per task, for the overlap check
+	live     map[string]liveAttempts // per task, for the overlap check (built when needed)
+	later    time.Time               // the earliest fire time left to judge at that time
+	reserved []*taskInfo             // pool slots taken by this batch until it is recorded
+	wait     time.Duration           // until the next token
+}
+
+// dispatchBatch records and starts one batch; more reports whether the queue
+// still holds instances that have tokens.
+func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, err error) {
+	size := e.batchSize()
+	b := &batchPlan{claimed: map[string]int{}}
+	for e.queue.Len() > 0 && len(b.params) < size {
+		it, _ := e.queue.Pop()
+		if p := e.pending[it.Value]; p != nil && e.plan(b, it.Value, p, now) {
+			break
+		}
+	}
+	e.requeue(b, now)
+	if len(b.params) == 0 {
+		return false, nil
+	}
+	// A skip (overlap) fails what waited on it in its run, in the same transaction.
+	var settled []release
+	res, relRes, err := e.w().TransitionBatchThen(ctx, b.params, e.settleAfter(ctx, b.params, now, &settled))
+	for _, t := range b.reserved {
+		e.pool.remove(t) // the recorded ones are counted by track below
+	}
+	if err != nil {
+		clear(e.runs)
+		// Nothing was recorded, so nothing runs: put them back for the next try.
+		e.pushBack(b.picked)
+		return false, fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(b.params), err)
+	}
+	dispatched := 0
+	for i, r := range res {
+		if e.handOut(b, i, r, now) {
+			dispatched++
+		}
+	}
+	if len(settled) > 0 {
+		e.released(ctx, settled, relRes)
+	}
+	e.statsMu.Lock()
+	e.stats.Dispatched += int64(dispatched)
+	e.statsMu.Unlock()
+	e.m.dispatches.Add(float64(dispatched))
+	e.armHeld()
+	return len(b.params) == size && b.wait == 0 && len(b.waiting) == 0 && len(b.capped) == 0, nil
+}
+
+// plan judges queued instance id for batch b: paused, held back by its
+// overlap policy, a cap or a bucket, or dispatched. It reports whether the
+// batch should stop taking from the queue (too many held back at once).
+func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
+	if !p.manual {
+		if why, paused := e.pausedBy(p.task); paused {
+			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Paused,
+				Epoch: e.epoch, Now: now, Actor: Actor, Reason: "due while " + why})
+			b.picked = append(b.picked, id)
+			return false
+		}
+		// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
+		if p.kind == store.RunSchedule && e.overlapHolds(b, id, p, now) {
+			return false
+		}
+	}
+	if why := e.pool.full(p.task); why != "" {
+		// Over a concurrency cap: it waits in the queue, in priority order,
+		// until an attempt ends; its deadline starts when it starts.
+		p.capped = why
+		b.capped = append(b.capped, id)
+		return len(b.capped) > 1000
+	}
+	ok, w := true, time.Duration(0)
+	if e.brk.Factor(p.task.id) < 1 { // breaker open: the task's own, reduced rate first
+		ok, w = e.tripped.Take(p.task.id, now)
+	}
+	if ok {
+		ok, w = e.bucket.Take(p.task.def.Group, now)
+	}
+	if !ok {
+		p.throttled = true
+		b.deferred = append(b.deferred, id)
+		if b.wait == 0 || w < b.wait {
+			b.wait = w
+		}
+		return len(b.deferred) > 1000
+	}
+	p.capped = ""
+	e.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
+	b.reserved = append(b.reserved, p.task)
+	b.params = append(b.params, e.startTransition(id, p, now))
+	b.picked = append(b.picked, id)
+	if p.kind == store.RunSchedule {
+		b.claimed[p.task.id]++
+	}
+	return false
+}
+
+// overlapHolds applies the overlap policy (overlapDecide) to schedule
+// instance id at its fire time: it reports whether the instance is held
+// back (to judge later, or queued behind the running one) or skipped,
+// rather than dispatched.
+func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bool {
+	due := time.UnixMilli(p.at)
+	running, held := 0, 0
+	if e.runningByTask[p.task.id] > 0 {
+		if b.live == nil {
+			b.live = e.liveByTask()
+		}
+		running, held = b.live[p.task.id].at(due)
+	}
+	switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, running, held, b.claimed[p.task.id]) {
+	case overlapLater:
+		b.waiting = append(b.waiting, id)
+		if b.later.IsZero() || due.Before(b.later) {
+			b.later = due
+		}
+	case overlapWait:
+		b.waiting = append(b.waiting, id)
+	case overlapSkip:
+		b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Failed,
+			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
+			Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
+			Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
+		b.picked = append(b.picked, id)
+	default:
+		return false
+	}
+	return true
+}
+
+// startTransition is the SCHEDULED or RETRYING → RUNNING of instance id
+// with a fresh ticket: started now, or, claimed ahead, at its fire time.
+func (e *Engine) startTransition(id int64, p *pend, now time.Time) store.TransitionParams {
+	ticket, att, zero := newTicket(), p.attempt+1, time.Time{}
+	why := fmt.Sprintf("dispatch attempt %d", att)
+	started := now
+	if due := time.UnixMilli(p.at); due.After(now) {
+		started = due // claimed ahead: it starts at its fire time
+		why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
+	}
+	return store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
+		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
+		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
+		Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
+			Detail: dueDetail(p.at)},
+	}
+}
+
+// pushBack puts instances back into the queue, in their priority order.
+func (e *Engine) pushBack(ids []int64) {
+	for _, id := range ids {
+		p := e.pending[id]
+		e.queue.Push(p.task.def.Priority, p.at, id)
+	}
+}
+
+// requeue puts back what batch b held back, and arms the loop's wake for
+// the next token or the next fire time the overlap rule judges.
+func (e *Engine) requeue(b *batchPlan, now time.Time) {
+	e.pushBack(b.waiting) // overlap: wait — behind the running instance
+	e.pushBack(b.deferred)
+	e.m.bufferDepth.Set(float64(len(b.deferred)))
+	if b.wait > 0 {
+		// Wake for a handful of tokens rather than each one, so that a rate
+		// limit still dispatches in batches (100/s: ten per transaction).
+		b.wait = max(b.wait, 100*time.Millisecond)
+		e.wake.Reset(b.wait)
+		e.logBuffer(now)
+	}
+	if !b.later.IsZero() && (b.wait == 0 || b.later.Sub(now) < b.wait) {
+		e.wake.Reset(b.later.Sub(now)) // judge the overlap at the fire time
+	}
+	e.pushBack(b.capped)
+	e.m.poolWaiting.Set(float64(len(b.capped)))
+}
+
+// handOut takes the recorded outcome r of transition i of batch b: a
+// recorded start is tracked and handed to its executor (at once, or at its
+// fire time when claimed ahead); it reports whether one was.
+func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time) bool {
+	id := b.picked[i]
+	p := e.pending[id]
+	delete(e.pending, id)
+	if r.Err != nil {
+		// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
+		e.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
+		e.dropCachedRunOf(id) // its cached state is stale: read the run again when needed
+		return false
+	}
+	if to := b.params[i].To; to != store.Running {
+		e.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", b.params[i].Reason)
+		e.dropCachedRunOf(id)
+		return false
+	}
+	started := *b.params[i].Set.StartedAt
+	a := &attempt{ticket: *b.params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
+		attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
+		started: started}
+	e.track(id, a)
+	if rs := e.runs[p.runID]; rs != nil {
+		if ref := rs.inst[p.task.id]; ref != nil {
+			ref.state, ref.version = store.Running, r.Version
+		}
+	}
+	if p.throttled {
+		e.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
+	}
+	if started.After(now) {
+		a.held = true
+		e.held[id] = a
+		e.execute(id, a, e.gate(a.due))
+		return true
+	}
+	e.execute(id, a, nil)
+	return true
+}
+
+// logBuffer reports, at most every 5 s, how many due instances wait for
+// tokens and how long the oldest has waited (R13: visible, never dropped).
+func (e *Engine) logBuffer(now time.Time) {
+	if now.Before(e.bufferLogged.Add(5 * time.Second)) {
+		return
+	}
+	e.bufferLogged = now
+	oldest := now
+	for _, p := range e.pending {
+		if t := time.UnixMilli(p.at); t.Before(oldest) {
+			oldest = t
+		}
+	}
+	e.log.Info("rate_limited", "buffer_depth", e.queue.Len(), "oldest_wait", now.Sub(oldest).Round(time.Millisecond).String(),
+		"global_rate", e.bucket.Limits().Global)
+}

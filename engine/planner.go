@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/engine/queue"
+	"github.com/ax-sched/ax/engine/wheel"
+	"github.com/ax-sched/ax/store"
+)
+
+// planner owns what is planned to run and when: the triggers of the graph
+// with the fire up to which their runs exist, the time wheel of the
+// instances due within the window, and those instances (pending, waiting
+// in the wheel or, once due, in the dispatcher's queue). The loop goroutine
+// owns it.
+//
+// Its rules, each with one home: runs are created ahead for every fire
+// inside the window (createWindow, trigger.go), and the store's run key
+// makes each (trigger, logical time) exist once; the misfire rule judges the
+// fires that passed while no scheduler ran (initTriggers, misfire.go); the
+// wheel is loaded from the store at start and topped up (load), and an
+// entry whose instance changed meanwhile is dropped when it comes due
+// (due). The overlap rule (overlap.go) is not the planner's: the dispatcher
+// judges it at the fire time, against the attempts really running then.
+// The planner must not write instance states except through the misfire
+// rule, nor start anything.
+type planner struct {
+	trigs       []*trigger
+	wheel       *wheel.Wheel
+	pending     map[int64]*pend // instances waiting in the wheel or the queue
+	loadedUntil time.Time       // the wheel holds every instance due up to here
+}
+
+// newTerm empties the wheel for a term that loads it from the store.
+func (pl *planner) newTerm(now time.Time, window time.Duration) {
+	pl.wheel = wheel.New(now, window)
+	pl.pending = map[int64]*pend{}
+}
+
+// due moves the entries of the wheel due up to until into queue q, in
+// priority order; an entry whose instance changed since it was loaded (a
+// newer version, or gone) is dropped.
+func (pl *planner) due(until time.Time, q *queue.Queue[int64]) {
+	pl.wheel.Advance(until, func(en wheel.Entry) {
+		if p := pl.pending[en.ID]; p != nil && p.version == en.Version {
+			q.Push(p.task.def.Priority, en.At, en.ID)
+		}
+	})
+}
+
+// enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
+// time is inside the window; later ones are loaded by a top-up.
+func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
+	ti := e.tasks[in.TaskID]
+	if ti == nil {
+		return // a task removed from the files: its instances stay as they are
+	}
+	if p := e.pending[in.ID]; p != nil && p.version == in.Version {
+		return // loaded already
+	}
+	at := in.NextFireAt.UnixMilli()
+	if !in.NextFireAt.After(e.cfg.Now()) {
+		e.queue.Push(ti.def.Priority, at, in.ID) // due: no need to wait for a tick
+	} else if !e.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
+		return
+	}
+	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
+		logical: in.LogicalTime, attempt: in.Attempt, kind: e.kindOf(ctx, in.RunID)}
+	e.pending[in.ID].manual = e.pending[in.ID].kind == store.RunManual
+}
+
+// load puts every instance due up to now + Window into the wheel (R11).
+func (e *Engine) load(ctx context.Context, now time.Time) error {
+	until := now.Add(e.cfg.Window)
+	due, err := e.st.DueInstances(ctx, store.DueParams{Until: until})
+	if err != nil {
+		return fmt.Errorf("engine: load the window: %w", err)
+	}
+	for _, in := range due {
+		if _, running := e.running[in.ID]; !running {
+			e.enqueue(ctx, in)
+		}
+	}
+	e.loadedUntil = until
+	e.log.Debug("window_loaded", "until", until.Format(time.RFC3339), "due", len(due), "wheel", e.wheel.Len())
+	return nil
+}
