@@ -239,14 +239,16 @@ func opTarget(req engine.Request) (scope store.PauseScope, target string) {
 
 // QueueOp queues a request in the store for the primary scheduler to apply
 // (the one way --store reaches the engine: nothing here writes state), and
-// waits for its outcome. A request no scheduler took within wait is
-// withdrawn, so that it cannot surprise anyone later.
+// waits for its outcome. A request no scheduler claimed within wait is
+// withdrawn, so that it cannot surprise anyone later; one the scheduler
+// claimed is applied whatever happens, so it is waited for a while longer,
+// and never reported withdrawn.
 func QueueOp(ctx context.Context, st *store.Store, o store.Op, wait time.Duration) (string, error) {
 	id, err := st.EnqueueOp(ctx, o, time.Now())
 	if err != nil {
 		return "", Fail(err)
 	}
-	deadline := time.Now().Add(wait)
+	deadline, claimed := time.Now().Add(wait), false
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -261,11 +263,18 @@ func QueueOp(ctx context.Context, st *store.Store, o store.Op, wait time.Duratio
 			return "", Fail(fmt.Errorf("%s %s: %s", o.Kind, o.Target, got.Error))
 		}
 		if time.Now().After(deadline) {
-			err := st.FinishOp(ctx, id, "", fmt.Errorf("withdrawn: no scheduler applied it within %s", wait), 0, time.Now())
-			if errors.Is(err, store.ErrConflict) {
-				continue // applied just now: read its outcome
+			if claimed {
+				return "", Fail(fmt.Errorf("%s %s: the scheduler took it (request %d) but recorded no outcome within %s: ax history or the action log shows what it did", o.Kind, o.Target, id, 2*wait))
 			}
-			return "", Fail(fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", o.Kind, o.Target, wait, st))
+			err := st.WithdrawOp(ctx, id, fmt.Sprintf("withdrawn: no scheduler applied it within %s", wait), time.Now())
+			switch {
+			case errors.Is(err, store.ErrConflict): // claimed just now: wait for its outcome
+				deadline, claimed = time.Now().Add(wait), true
+			case err != nil:
+				return "", Fail(fmt.Errorf("%s %s: no scheduler applied it within %s, and withdrawing it failed: %w", o.Kind, o.Target, wait, err))
+			default:
+				return "", Fail(fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", o.Kind, o.Target, wait, st))
+			}
 		}
 		select {
 		case <-ctx.Done():
