@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -371,12 +372,12 @@ func (q *query) time(k string) time.Time {
 	return t
 }
 
-func (q *query) states(k string) []store.State {
-	var out []store.State
+func (q *query) states(k string) []axtype.State {
+	var out []axtype.State
 	for _, s := range q.v[k] {
-		st := store.State(strings.ToUpper(s))
-		if !slices.Contains(store.States, st) {
-			q.errs = append(q.errs, fmt.Sprintf("%s=%q: not a state; use one of %v", k, s, store.States))
+		st := axtype.State(strings.ToUpper(s))
+		if !slices.Contains(axtype.States, st) {
+			q.errs = append(q.errs, fmt.Sprintf("%s=%q: not a state; use one of %v", k, s, axtype.States))
 			continue
 		}
 		out = append(out, st)

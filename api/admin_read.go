@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -40,9 +41,9 @@ func (a *admin) status(r *http.Request) (any, error) {
 
 // RunView is a run with its instance counts and the state they add up to.
 type RunView struct {
-	store.Run
-	State  string              `json:"state"` // waiting, running, awaiting approval, success, failed
-	Counts map[store.State]int `json:"counts"`
+	axtype.Run
+	State  string               `json:"state"` // waiting, running, awaiting approval, success, failed
+	Counts map[axtype.State]int `json:"counts"`
 	// Over: every instance ended. When it is not, Waiting says what each
 	// waiting instance waits on, and Awaiting names the manual gates that
 	// wait for an operator (R40).
@@ -53,8 +54,8 @@ type RunView struct {
 
 // Summarize sums up a run; manual reports whether a task is a manual gate.
 // Whether it is over, and what holds it, is engine.StatusOf's rule.
-func Summarize(run store.Run, ins []store.Instance, manual func(string) bool) RunView {
-	v := RunView{Run: run, Counts: map[store.State]int{}}
+func Summarize(run axtype.Run, ins []axtype.Instance, manual func(string) bool) RunView {
+	v := RunView{Run: run, Counts: map[axtype.State]int{}}
 	for _, in := range ins {
 		v.Counts[in.State]++
 	}
@@ -62,7 +63,7 @@ func Summarize(run store.Run, ins []store.Instance, manual func(string) bool) Ru
 	v.Over, v.Awaiting, v.Waiting = st.Over, st.Awaiting, st.Waiting
 	c := v.Counts
 	switch {
-	case c[store.Running]+c[store.Retrying] > 0 || (c[store.Scheduled] > 0 && c[store.Success]+c[store.Failed] > 0):
+	case c[axtype.Running]+c[axtype.Retrying] > 0 || (c[axtype.Scheduled] > 0 && c[axtype.Success]+c[axtype.Failed] > 0):
 		v.State = "running"
 	case st.Over && len(st.Failed) > 0:
 		v.State = "failed"
@@ -86,7 +87,7 @@ func manualOf(g *dag.Graph) func(string) bool {
 
 // latestRun is the pipeline's newest run whose logical time has come (runs
 // created ahead, inside the window, are not news), with its instances.
-func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []store.Instance, error) {
+func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axtype.Instance, error) {
 	runs, err := a.st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: a.now(), Limit: 1})
 	if err != nil {
 		return nil, nil, err
@@ -147,23 +148,23 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 
 // TaskView is a task as the API shows it.
 type TaskView struct {
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Group     string          `json:"group"`
-	Priority  int             `json:"priority"`
-	Executor  string          `json:"executor"`
-	DependsOn []string        `json:"depends_on"`
-	Cron      string          `json:"cron,omitempty"`
-	Delay     string          `json:"delay,omitempty"`
-	Manual    bool            `json:"manual,omitempty"`
-	Timeout   string          `json:"timeout"`
-	Retry     string          `json:"retry"`
-	Misfire   defs.Misfire    `json:"misfire"`
-	Overlap   defs.Overlap    `json:"overlap"`
-	State     store.State     `json:"state,omitempty"` // of the latest instance
-	Latest    *store.Instance `json:"latest_instance,omitempty"`
-	NextFire  *time.Time      `json:"next_fire,omitempty"`
-	Paused    *store.Pause    `json:"paused,omitempty"`
+	ID        string           `json:"id"`
+	Name      string           `json:"name"`
+	Group     string           `json:"group"`
+	Priority  int              `json:"priority"`
+	Executor  string           `json:"executor"`
+	DependsOn []string         `json:"depends_on"`
+	Cron      string           `json:"cron,omitempty"`
+	Delay     string           `json:"delay,omitempty"`
+	Manual    bool             `json:"manual,omitempty"`
+	Timeout   string           `json:"timeout"`
+	Retry     string           `json:"retry"`
+	Misfire   defs.Misfire     `json:"misfire"`
+	Overlap   defs.Overlap     `json:"overlap"`
+	State     axtype.State     `json:"state,omitempty"` // of the latest instance
+	Latest    *axtype.Instance `json:"latest_instance,omitempty"`
+	NextFire  *time.Time       `json:"next_fire,omitempty"`
+	Paused    *store.Pause     `json:"paused,omitempty"`
 }
 
 func viewTask(t *defs.Task) TaskView {
@@ -278,7 +279,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	if state != "" {
 		f.Limit = min(20*int(limit), 5000)
 	}
-	var runs []store.Run
+	var runs []axtype.Run
 	if recent {
 		runs, err = RecentRuns(r.Context(), a.st, p.Name, a.now(), f.Limit)
 	} else {
@@ -319,7 +320,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 // the newest limit runs whose logical time has come, after the runs created
 // ahead (inside the window) in which something already moved. Two indexed
 // reads, whatever the store holds.
-func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]store.Run, error) {
+func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]axtype.Run, error) {
 	ahead, err := st.RunsMovedAhead(ctx, pipeline, now)
 	if err != nil {
 		return nil, err
@@ -430,7 +431,7 @@ func (a *admin) instances(r *http.Request) (any, error) {
 	}
 	ins, err := a.st.Instances(r.Context(), f)
 	if ins == nil {
-		ins = []store.Instance{}
+		ins = []axtype.Instance{}
 	}
 	return ins, err
 }

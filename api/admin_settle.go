@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
@@ -81,12 +82,12 @@ func (a *admin) pipelineTrigger(r *http.Request) (any, error) {
 }
 
 // MarkState reads success or failed.
-func MarkState(s string) (store.State, error) {
+func MarkState(s string) (axtype.State, error) {
 	switch strings.ToLower(s) {
 	case "success":
-		return store.Success, nil
+		return axtype.Success, nil
 	case "failed":
-		return store.Failed, nil
+		return axtype.Failed, nil
 	}
 	return "", fmt.Errorf("state %q: give success or failed", s)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -170,24 +171,24 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("GET", "/api/v1/pipelines", "", `"name": "shop"`, `"tasks": 3`)
 	// Run now with the downstream: sync then clean succeed in a run of their own.
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true, "reason": "test"}`, "started for shop.sync (2 task(s))")
-	e.WaitState("shop.clean", store.Success)
+	e.WaitState("shop.clean", axtype.Success)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/trigger", "", "started for shop.slow (1 task(s))")
-	slow := e.WaitState("shop.slow", store.Running)
+	slow := e.WaitState("shop.slow", axtype.Running)
 	p := decodeJSON[struct {
 		Tasks     []TaskView `json:"tasks"`
 		Layers    [][]string `json:"layers"`
 		Edges     []struct{ From, To string }
 		LatestRun *RunView `json:"latest_run"`
 	}](t, ok("GET", "/api/v1/pipelines/shop", ""))
-	if len(p.Tasks) != 3 || p.Tasks[0].State != store.Success || fmt.Sprint(p.Layers) != "[[slow sync] [clean]]" || len(p.Edges) != 1 || p.LatestRun == nil {
+	if len(p.Tasks) != 3 || p.Tasks[0].State != axtype.Success || fmt.Sprint(p.Layers) != "[[slow sync] [clean]]" || len(p.Edges) != 1 || p.LatestRun == nil {
 		t.Errorf("pipeline: %+v", p)
 	}
 	runs := decodeJSON[[]RunView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=success&limit=10", ""))
-	if len(runs) != 1 || runs[0].Counts[store.Success] != 2 {
+	if len(runs) != 1 || runs[0].Counts[axtype.Success] != 2 {
 		t.Fatalf("succeeded runs: %+v", runs)
 	}
 	running := decodeJSON[[]RunView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=running", ""))
-	if len(running) != 1 || running[0].Counts[store.Running] != 1 || running[0].ID == runs[0].ID {
+	if len(running) != 1 || running[0].Counts[axtype.Running] != 1 || running[0].ID == runs[0].ID {
 		t.Fatalf("running runs (slow): %+v", running)
 	}
 	// Paged by key: the page after the running run holds the succeeded one.
@@ -205,13 +206,13 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("GET", "/api/v1/actions?task=shop.sync&action=dispatch", "", `"action": "dispatch"`)
 	// Kill the slow command through its instance, then rerun it.
 	ok("POST", fmt.Sprintf("/api/v1/instances/%d/kill", slow.ID), "", "kill sent to 1 instance(s)")
-	e.WaitState("shop.slow", store.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/rerun", "", "rerun")
-	e.WaitState("shop.slow", store.Running)
+	e.WaitState("shop.slow", axtype.Running)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
-	e.WaitState("shop.slow", store.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	ok("POST", fmt.Sprintf("/api/v1/runs/%d/rerun", running[0].ID), "", "rerun")
-	e.WaitState("shop.slow", store.Running)
+	e.WaitState("shop.slow", axtype.Running)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
 	// Pause and resume a task, the pipeline and the group.
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reason": "maintenance"}`, "paused task shop.sync")

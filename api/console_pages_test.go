@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/store"
 )
@@ -337,7 +338,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Fatalf("backfill and limits: %v (script errors: %v)", err, scriptErrors())
 	}
 	waitFor(t, func() bool { // run now used the logical time (in the pipeline's zone) and the params: clean passes
-		ins, _ := e.St.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.clean", States: []store.State{store.Success}, Limit: 100})
+		ins, _ := e.St.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.clean", States: []axtype.State{axtype.Success}, Limit: 100})
 		for _, in := range ins {
 			if in.LogicalTime.Equal(time.Date(2026, 3, 4, 2, 0, 0, 0, shanghai)) {
 				return true
@@ -370,7 +371,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mark: %v (script errors: %v)", err, scriptErrors())
 	}
-	if in, err := e.St.Instance(context.Background(), cleanBad.ID); err != nil || in.State != store.Success {
+	if in, err := e.St.Instance(context.Background(), cleanBad.ID); err != nil || in.State != axtype.Success {
 		t.Errorf("clean of run %d after marking it success: %s %v", bad, in.State, err)
 	}
 
@@ -482,14 +483,14 @@ tasks:
 	if code, out := e.Call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != 200 {
 		t.Fatalf("trigger talk: %d %s", code, out)
 	}
-	talk := e.WaitState("shop.talk", store.Success)
+	talk := e.WaitState("shop.talk", axtype.Success)
 	for i := range 21 { // 22 runs: a full page of 15 and 7 older; 21 instances of sync: 20 and 1 older
 		if code, out := e.Call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": "2026-02-%02dT00:00:00"}`, i+1)); code != 200 {
 			t.Fatalf("trigger sync: %d %s", code, out)
 		}
 	}
 	waitFor(t, func() bool {
-		ins, _ := e.St.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.sync", States: []store.State{store.Success}, Limit: 100})
+		ins, _ := e.St.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.sync", States: []axtype.State{axtype.Success}, Limit: 100})
 		return len(ins) == 21
 	})
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
@@ -530,8 +531,8 @@ tasks:
 	}
 	older := runs()
 	all, _ := e.St.Runs(context.Background(), "shop", 100)
-	if len(all) != 22 || !slices.Equal(first, ids(all[:15], func(r store.Run) int64 { return r.ID })) ||
-		!slices.Equal(older, ids(all[15:], func(r store.Run) int64 { return r.ID })) {
+	if len(all) != 22 || !slices.Equal(first, ids(all[:15], func(r axtype.Run) int64 { return r.ID })) ||
+		!slices.Equal(older, ids(all[15:], func(r axtype.Run) int64 { return r.ID })) {
 		t.Errorf("runs shown %v then %v; the store holds %d", first, older, len(all))
 	}
 
@@ -565,7 +566,7 @@ tasks:
 	if err1 != nil || err2 != nil || len(insAll) != 21 || len(histAll) <= 30 {
 		t.Fatalf("store: %d instances (%v), %d history rows (%v): want 21 and more than 30", len(insAll), err1, len(histAll), err2)
 	}
-	insID := func(i store.Instance) int64 { return i.ID }
+	insID := func(i axtype.Instance) int64 { return i.ID }
 	histID := func(h store.HistoryRow) int64 { return h.ID }
 	ins1, ins2 := ids(insAll[:20], insID), ids(insAll[20:], insID)
 	hist1, hist2 := ids(histAll[:30], histID), ids(histAll[30:min(60, len(histAll))], histID)

@@ -15,7 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ax-sched/ax/api/apitest"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // chromium finds Debian's chromium (.ci/run installs it). Outside CI a
@@ -116,7 +116,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.WaitState("shop.clean", store.Success)
+	e.WaitState("shop.clean", axtype.Success)
 
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	err := chromedp.Do(ctx,
@@ -191,8 +191,8 @@ tasks:
 	if code, body := e.Call("POST", "/api/v1/pipelines/shop/trigger", `{}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.WaitState("shop.sync", store.Success)
-	e.WaitState("shop.slow", store.Running)
+	e.WaitState("shop.sync", axtype.Success)
+	e.WaitState("shop.slow", axtype.Running)
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	var label string
 	err := chromedp.Do(ctx,
@@ -214,7 +214,7 @@ tasks:
 	if !strings.Contains(label, "awaiting approval") {
 		t.Errorf("the gate's state cell: %q", label)
 	}
-	gate := e.WaitState("shop.approve", store.Success)
+	gate := e.WaitState("shop.approve", axtype.Success)
 	if gate.ApprovedBy != "operator:api" {
 		t.Errorf("approved by %q", gate.ApprovedBy)
 	}
@@ -228,7 +228,7 @@ tasks:
 	if err != nil {
 		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
 	}
-	e.WaitState("shop.slow", store.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}

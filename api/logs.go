@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -67,7 +68,7 @@ type streamer func(w http.ResponseWriter)
 
 // logTarget is what a logs request names.
 type logTarget struct {
-	in      store.Instance
+	in      axtype.Instance
 	attempt int
 }
 
@@ -101,7 +102,7 @@ func (a *admin) resolveLog(ctx context.Context, id int64, task string, attempt i
 func (a *admin) header(ctx context.Context, t logTarget) (LogHeader, error) {
 	in := t.in
 	h := LogHeader{Instance: in.ID, Task: in.TaskID, Run: in.RunID, Attempt: t.attempt, Attempts: in.Attempt, State: string(in.State)}
-	h.Running = in.State == store.Running && in.Attempt == t.attempt
+	h.Running = in.State == axtype.Running && in.Attempt == t.attempt
 	recs, err := a.st.Attempts(ctx, in.ID)
 	if err != nil {
 		return h, err
@@ -209,7 +210,7 @@ func (a *admin) follow(ctx context.Context, w http.ResponseWriter, t logTarget, 
 		// attempt's last chunk before its result, so an attempt seen ended
 		// here has all its output stored by the read that follows.
 		in, err := a.st.Instance(ctx, t.in.ID)
-		ended := err != nil || in.State != store.Running || in.Attempt != t.attempt
+		ended := err != nil || in.State != axtype.Running || in.Attempt != t.attempt
 		lines, next, _, _, rerr := a.readLines(ctx, t.in.ID, t.attempt, after)
 		if rerr != nil && ctx.Err() == nil {
 			lines = []LogLine{{Stream: runner.StreamAx.String(), Text: "reading the log failed: " + rerr.Error(), At: time.Now().UTC()}}

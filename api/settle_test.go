@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -29,13 +30,13 @@ func TestAPISettleVerbsBadInput(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "for pipeline ny (3 task(s)) at logical time 2026-03-01T02:00:00-05:00") {
 		t.Fatalf("pipeline trigger: %d %s", code, body)
 	}
-	sync := e.WaitState("ny.sync", store.Success)
-	e.WaitState("ny.clean", store.Success)
+	sync := e.WaitState("ny.sync", axtype.Success)
+	e.WaitState("ny.clean", axtype.Success)
 	runs, _ := e.St.Runs(context.Background(), "ny", 10)
-	if len(runs) != 1 || runs[0].Params != `{"region":"us"}` || runs[0].Kind != store.RunManual {
+	if len(runs) != 1 || runs[0].Params != `{"region":"us"}` || runs[0].Kind != axtype.RunManual {
 		t.Errorf("run %+v", runs)
 	}
-	slow := e.WaitState("ny.slow", store.Running)
+	slow := e.WaitState("ny.slow", axtype.Running)
 	before := e.State()
 	for _, tc := range []struct {
 		method, path, body string
@@ -78,7 +79,7 @@ func TestAPISettleVerbsBadInput(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "kill sent to 1 running instance(s)") {
 		t.Errorf("cancel: %d %s", code, body)
 	}
-	e.WaitState("ny.slow", store.Killed)
+	e.WaitState("ny.slow", axtype.Killed)
 	code, body = e.Call("POST", fmt.Sprintf("/api/v1/runs/%d/cancel", runs[0].ID), `{}`)
 	if code != 409 || !strings.Contains(body, "is over already (failed)") {
 		t.Errorf("cancel again: %d %s", code, body)

@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/reload"
@@ -80,8 +81,8 @@ type Edge struct {
 
 // RunDetail is the answer of GET /api/v1/runs/{run}.
 type RunDetail struct {
-	Instances []store.Instance `json:"instances"`
-	Run       RunView          `json:"run"`
+	Instances []axtype.Instance `json:"instances"`
+	Run       RunView           `json:"run"`
 }
 
 // TaskDetail is the answer of GET /api/v1/pipelines/{pipeline}/tasks/{task}.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -86,7 +87,7 @@ func TestWireTypesRoundTrip(t *testing.T) {
 	if !strings.Contains(res.Result, "shop") {
 		t.Errorf("trigger: %+v", res)
 	}
-	clean := e.WaitState("shop.clean", store.Success)
+	clean := e.WaitState("shop.clean", axtype.Success)
 	ctx := context.Background()
 	if err := e.St.AppendAction(ctx, store.Action{At: time.Now(), Actor: "test", Action: "note"}); err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func TestWireTypesRoundTrip(t *testing.T) {
 		t.Errorf("task %+v", td)
 	}
 	roundTrip[engine.Explanation](t, c, "GET", get("/api/v1/pipelines/{pipeline}/tasks/{task}/explain", "/api/v1/pipelines/shop/tasks/clean/explain"), nil)
-	if ins := roundTrip[[]store.Instance](t, c, "GET", get("/api/v1/instances", "/api/v1/instances"), nil); len(ins) < 3 {
+	if ins := roundTrip[[]axtype.Instance](t, c, "GET", get("/api/v1/instances", "/api/v1/instances"), nil); len(ins) < 3 {
 		t.Errorf("instances %+v", ins)
 	}
 	roundTrip[LogPage](t, c, "GET", get("/api/v1/instances/{id}/logs", fmt.Sprintf("/api/v1/instances/%d/logs", clean.ID)), nil)
@@ -166,26 +167,26 @@ func TestWireTypesRoundTrip(t *testing.T) {
 			t.Errorf("%s: no result", w.path)
 		}
 	}
-	e.WaitState("shop.clean", store.Success)
+	e.WaitState("shop.clean", axtype.Success)
 
 	// The slow task runs until killed; a killed one is rerun, then marked.
 	roundTrip[Result](t, c, "POST", post("/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", "/api/v1/pipelines/shop/tasks/slow/trigger"), map[string]any{})
-	slow := e.WaitState("shop.slow", store.Running)
+	slow := e.WaitState("shop.slow", axtype.Running)
 	killOne := fmt.Sprintf("/api/v1/instances/%d/kill", slow.ID)
 	roundTrip[Result](t, c, "POST", post("/api/v1/instances/{id}/kill", killOne), map[string]any{})
-	e.WaitState("shop.slow", store.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	roundTrip[Result](t, c, "POST", post("/api/v1/pipelines/{pipeline}/tasks/{task}/rerun", "/api/v1/pipelines/shop/tasks/slow/rerun"), map[string]any{})
-	e.WaitState("shop.slow", store.Running)
+	e.WaitState("shop.slow", axtype.Running)
 	roundTrip[Result](t, c, "POST", post("/api/v1/pipelines/{pipeline}/tasks/{task}/kill", "/api/v1/pipelines/shop/tasks/slow/kill"), map[string]any{})
-	e.WaitState("shop.slow", store.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	roundTrip[Result](t, c, "POST", post("/api/v1/runs/{run}/rerun", fmt.Sprintf("/api/v1/runs/%d/rerun", slow.RunID)), map[string]any{})
-	e.WaitState("shop.slow", store.Running)
+	e.WaitState("shop.slow", axtype.Running)
 	roundTrip[Result](t, c, "POST", killOne, map[string]any{})
-	e.WaitState("shop.slow", store.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	roundTrip[Result](t, c, "POST", post("/api/v1/pipelines/{pipeline}/tasks/{task}/mark", "/api/v1/pipelines/shop/tasks/slow/mark"), map[string]any{"state": "failed", "run": slow.RunID})
 	roundTrip[Result](t, c, "POST", post("/api/v1/instances/{id}/mark", fmt.Sprintf("/api/v1/instances/%d/mark", slow.ID)), map[string]any{"state": "success"})
 	roundTrip[Result](t, c, "POST", post("/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", "/api/v1/pipelines/shop/tasks/slow/trigger"), map[string]any{})
-	slow = e.WaitState("shop.slow", store.Running)
+	slow = e.WaitState("shop.slow", axtype.Running)
 	roundTrip[Result](t, c, "POST", post("/api/v1/runs/{run}/cancel", fmt.Sprintf("/api/v1/runs/%d/cancel", slow.RunID)), map[string]any{})
 
 	// A refusal is an ErrorBody, which the Client turns into a StatusError.

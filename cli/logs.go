@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // noLogWhy says why task has no instance that ran (in run, when not 0):
@@ -20,7 +20,7 @@ import (
 func noLogWhy(ctx context.Context, c *api.Client, task string, run int64) error {
 	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
 	if run != 0 {
-		var ins []store.Instance
+		var ins []axtype.Instance
 		if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
 			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
 		}
@@ -54,7 +54,7 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 		if run != 0 {
 			q.Set("run", strconv.FormatInt(run, 10))
 		}
-		var ins []store.Instance
+		var ins []axtype.Instance
 		if err := c.Get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
 			return err
 		}

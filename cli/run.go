@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -149,10 +150,10 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 // RunOutcome reports how `ax run` ended: every task succeeded (exit 0), one
 // failed (1), or it stopped at manual gates nobody approved (3). A task that
 // did not run is never counted as succeeded.
-func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []store.Instance, b store.Backfill) error {
+func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []axtype.Instance, b store.Backfill) error {
 	succeeded := 0
 	for _, in := range ins {
-		if in.State == store.Success {
+		if in.State == axtype.Success {
 			succeeded++
 		}
 	}
@@ -191,7 +192,7 @@ func PrintEvent(w io.Writer, ev engine.Event) int {
 		line += ": " + ev.Error
 	}
 	fmt.Fprintln(w, line)
-	if ev.State == store.Failed || ev.State == store.Killed {
+	if ev.State == axtype.Failed || ev.State == axtype.Killed {
 		return 1
 	}
 	return 0

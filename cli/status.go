@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
 )
@@ -93,7 +94,7 @@ func WriteRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Loca
 			continue // created ahead, inside the window: not news
 		}
 		var parts []string
-		for _, s := range store.States {
+		for _, s := range axtype.States {
 			if n := r.Counts[s]; n > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}

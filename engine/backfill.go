@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
@@ -147,6 +148,33 @@ type bfState struct {
 	created map[int64]bool      // logical times (Unix ms) whose runs existed at resume: adopted, not started again
 	failed  []string            // "logical: task, task" of failed runs
 	stop    bool
+}
+
+// backfiller owns the backfills in progress on this primary: their state,
+// when the store was last polled for new and resumed ones, and whether
+// results came in since they last stepped. It creates runs only through
+// newRunWith (trigger.go), so that a backfill's runs are runs like any
+// other.
+type backfiller struct {
+	backfills map[int64]*bfState
+	bfChecked time.Time
+	bfDirty   bool // results were applied since the backfills last stepped
+}
+
+// due reports whether the backfills step at now: as soon as results came
+// in while some are active (a finished run makes room for the next at
+// once); and every second, when poll is set, the store is read for new and
+// resumed ones.
+func (b *backfiller) due(now time.Time) (step, poll bool) {
+	poll = now.Sub(b.bfChecked) >= time.Second
+	if !poll && !(b.bfDirty && len(b.backfills) > 0) {
+		return false, false
+	}
+	if poll {
+		b.bfChecked = now
+	}
+	b.bfDirty = false
+	return true, poll
 }
 
 // driveBackfills starts the runs that backfills may have in flight and
@@ -309,7 +337,7 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 // runSpec is the run of backfill b at logical time at, of tasks names
 // (approved at their gates with --approve-manual).
 func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
-	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: store.RunBackfill, names: names, at: at,
+	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: axtype.RunBackfill, names: names, at: at,
 		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
 	if b.spec.ApproveManual {
 		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
@@ -420,7 +448,7 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 	if err != nil {
 		return nil, err
 	}
-	byTask := map[string][]store.Instance{}
+	byTask := map[string][]axtype.Instance{}
 	for _, in := range all {
 		byTask[in.TaskID] = append(byTask[in.TaskID], in)
 	}
@@ -429,11 +457,11 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 		succeeded, failed, active := false, false, false
 		for _, in := range byTask[spec.Pipeline+"."+n] {
 			switch in.State {
-			case store.Success:
+			case axtype.Success:
 				succeeded = true
-			case store.Failed, store.Killed:
+			case axtype.Failed, axtype.Killed:
 				failed = true
-			case store.Waiting:
+			case axtype.Waiting:
 				// Blocked for good behind a failure in a finished run: as failed.
 				done, _, err := e.runFinished(ctx, in.RunID)
 				if err != nil {
@@ -468,7 +496,7 @@ func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, 
 	if rs := e.runs[runID]; rs != nil { // the cache knows when something is still in flight
 		for _, ref := range rs.inst {
 			switch ref.state {
-			case store.Scheduled, store.Running, store.Retrying, store.Paused:
+			case axtype.Scheduled, axtype.Running, axtype.Retrying, axtype.Paused:
 				return false, nil, nil
 			}
 		}
@@ -482,7 +510,7 @@ func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, 
 	}
 	ended := map[string]bool{}
 	for _, in := range ins {
-		if (in.State == store.Failed || in.State == store.Killed) && !neverRan(in) {
+		if (in.State == axtype.Failed || in.State == axtype.Killed) && !neverRan(in) {
 			ended[in.TaskID] = true
 		}
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
-	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
 
@@ -148,5 +148,5 @@ func BenchmarkBackfillYear(b *testing.B) {
 	b.ReportMetric(inst, "inst/s")
 	b.ReportMetric(baseRate, "plain-inst/s")
 	b.ReportMetric(inst/baseRate, "ratio")
-	_ = store.RunBackfill
+	_ = axtype.RunBackfill
 }

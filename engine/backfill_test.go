@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -199,7 +200,7 @@ func TestBackfillBesideLiveSchedule(t *testing.T) {
 			}
 		}
 		for _, in := range e.instances(store.InstanceFilter{TaskID: "live.a", LogicalFrom: start}) {
-			if e.eng.kindOf(context.Background(), in.RunID) != store.RunSchedule || in.StartedAt.IsZero() {
+			if e.eng.kindOf(context.Background(), in.RunID) != axtype.RunSchedule || in.StartedAt.IsZero() {
 				continue
 			}
 			if late := in.StartedAt.Sub(in.LogicalTime); late > 0 {
@@ -216,4 +217,45 @@ func TestBackfillBesideLiveSchedule(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBackfillerDue is the table of when backfills step: at once after
+// results while some are active, and every second to poll the store.
+func TestBackfillerDue(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	active := map[int64]*bfState{7: {}}
+	for _, tc := range []struct {
+		name       string
+		b          backfiller
+		step, poll bool
+		checked    time.Time // bfChecked after
+	}{
+		{name: "nothing new within the second", b: backfiller{bfChecked: now.Add(-500 * time.Millisecond)},
+			checked: now.Add(-500 * time.Millisecond)},
+		{name: "results without an active backfill", b: backfiller{bfChecked: now.Add(-500 * time.Millisecond), bfDirty: true},
+			checked: now.Add(-500 * time.Millisecond)},
+		{name: "results with an active backfill step at once", b: backfiller{backfills: active, bfChecked: now.Add(-500 * time.Millisecond), bfDirty: true},
+			step: true, checked: now.Add(-500 * time.Millisecond)},
+		{name: "a second passed: poll the store", b: backfiller{bfChecked: now.Add(-time.Second)},
+			step: true, poll: true, checked: now},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := tc.b
+			step, poll := b.due(now)
+			if step != tc.step || poll != tc.poll {
+				t.Errorf("due = %v, %v; want %v, %v", step, poll, tc.step, tc.poll)
+			}
+			if !b.bfChecked.Equal(tc.checked) {
+				t.Errorf("checked = %v; want %v", b.bfChecked, tc.checked)
+			}
+			if step && b.bfDirty {
+				t.Errorf("still dirty after stepping")
+			}
+			if !step && b.bfDirty != tc.b.bfDirty {
+				t.Errorf("dirty changed without a step")
+			}
+		})
+	}
 }

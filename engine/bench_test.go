@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/wheel"
@@ -59,10 +60,10 @@ func runOnceWith(b *testing.B, st *store.Store, g *dag.Graph, fn runner.Func, at
 	b.Helper()
 	var news []store.NewInstance
 	for _, t := range g.Order() {
-		news = append(news, store.NewInstance{TaskID: t.ID(), Group: t.Group, Priority: t.Priority, State: store.Scheduled, NextFireAt: at})
+		news = append(news, store.NewInstance{TaskID: t.ID(), Group: t.Group, Priority: t.Priority, State: axtype.Scheduled, NextFireAt: at})
 	}
 	ctx := context.Background()
-	if _, _, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "burst", Trigger: "bench", Kind: store.RunManual,
+	if _, _, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "burst", Trigger: "bench", Kind: axtype.RunManual,
 		LogicalTime: at, Instances: news, Now: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
@@ -92,13 +93,13 @@ func runOnceWith(b *testing.B, st *store.Store, g *dag.Graph, fn runner.Func, at
 func rawRate(b *testing.B, st *store.Store, n int) float64 {
 	b.Helper()
 	ctx := context.Background()
-	_, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "raw", Trigger: "raw", Kind: store.RunManual,
-		LogicalTime: time.Now(), Instances: []store.NewInstance{{TaskID: "raw.t", State: store.Scheduled, NextFireAt: time.Now()}}, Now: time.Now()})
+	_, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "raw", Trigger: "raw", Kind: axtype.RunManual,
+		LogicalTime: time.Now(), Instances: []store.NewInstance{{TaskID: "raw.t", State: axtype.Scheduled, NextFireAt: time.Now()}}, Now: time.Now()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	id, v := ins[0].ID, ins[0].Version
-	states := []store.State{store.Scheduled, store.Running, store.Success}
+	states := []axtype.State{axtype.Scheduled, axtype.Running, axtype.Success}
 	start := time.Now()
 	for i := range n {
 		from, to := states[i%3], states[(i+1)%3]
@@ -189,7 +190,7 @@ func BenchmarkHeapPerInstance(b *testing.B) {
 				b.Fatal(err)
 			}
 			task := g.Order()[0].ID()
-			e.runKind[0] = store.RunSchedule // the instances below belong to run 0: no store to ask
+			e.runKind[0] = axtype.RunSchedule // the instances below belong to run 0: no store to ask
 			var per, bare float64
 			var load time.Duration
 			for b.Loop() {
@@ -198,7 +199,7 @@ func BenchmarkHeapPerInstance(b *testing.B) {
 				e.wheel = wheel.New(now, e.cfg.Window)
 				e.pending = make(map[int64]*pend)
 				for i := range n {
-					e.enqueue(context.Background(), store.Instance{ID: int64(i + 1), TaskID: task, State: store.Scheduled, Version: 1,
+					e.enqueue(context.Background(), axtype.Instance{ID: int64(i + 1), TaskID: task, State: axtype.Scheduled, Version: 1,
 						NextFireAt: now.Add(time.Second + time.Duration(i%290)*time.Second), LogicalTime: now})
 				}
 				load += time.Since(start)

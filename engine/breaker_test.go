@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -47,7 +48,7 @@ tasks:
 				opened = append(opened, a.Task+" at "+a.At.Format("15:04:05"))
 			}
 		}
-		failed := e.instances(store.InstanceFilter{TaskID: "br.tuned", States: []store.State{store.Failed}})
+		failed := e.instances(store.InstanceFilter{TaskID: "br.tuned", States: []axtype.State{axtype.Failed}})
 		if len(opened) != 1 || len(failed) < 3 || opened[0] != "br.tuned at "+failed[2].EndedAt.Format("15:04:05") {
 			t.Errorf("breaker_open alerts %v; want one, for br.tuned at its third failure (%d failures)", opened, len(failed))
 		}

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -25,7 +26,7 @@ func TestClaimedAheadStartsOnTime(t *testing.T) {
 		e := setup(t, Config{}, nil, every10)
 		sleep(9*time.Second + 500*time.Millisecond)
 		ins := e.instances(store.InstanceFilter{TaskID: "c.a", LogicalTo: start.Add(10 * time.Second)})
-		if len(ins) != 1 || ins[0].State != store.Running || ins[0].Ticket == "" || !ins[0].StartedAt.Equal(start.Add(10*time.Second)) {
+		if len(ins) != 1 || ins[0].State != axtype.Running || ins[0].Ticket == "" || !ins[0].StartedAt.Equal(start.Add(10*time.Second)) {
 			t.Fatalf("half a second before its fire time: %+v, want RUNNING with a ticket, starting at +10s", ins)
 		}
 		if n := len(e.rec.snapshot()); n != 0 {
@@ -39,7 +40,7 @@ func TestClaimedAheadStartsOnTime(t *testing.T) {
 		}
 		var claimedAt time.Time
 		for _, h := range e.history("c.a") {
-			if h.InstanceID == ins[0].ID && h.To == store.Running {
+			if h.InstanceID == ins[0].ID && h.To == axtype.Running {
 				claimedAt = h.At
 			}
 		}
@@ -68,7 +69,7 @@ func TestKillBeforeFireTime(t *testing.T) {
 			}
 		}
 		ins := e.instances(store.InstanceFilter{TaskID: "c.a", LogicalTo: start.Add(10 * time.Second)})
-		if len(ins) != 1 || ins[0].State != store.Killed || !strings.Contains(ins[0].Error, "before its fire time: it never started") {
+		if len(ins) != 1 || ins[0].State != axtype.Killed || !strings.Contains(ins[0].Error, "before its fire time: it never started") {
 			t.Errorf("killed instance: %+v", ins)
 		}
 	})
@@ -84,7 +85,7 @@ func TestShutdownGivesBackClaimedAttempts(t *testing.T) {
 		sleep(9*time.Second + 500*time.Millisecond)
 		e.stop()
 		ins := e.instances(store.InstanceFilter{TaskID: "c.a", LogicalTo: start.Add(10 * time.Second)})
-		if len(ins) != 1 || ins[0].State != store.Retrying || ins[0].Attempt != 0 || !ins[0].NextFireAt.Equal(start.Add(10*time.Second)) {
+		if len(ins) != 1 || ins[0].State != axtype.Retrying || ins[0].Attempt != 0 || !ins[0].NextFireAt.Equal(start.Add(10*time.Second)) {
 			t.Fatalf("after stopping before the fire time: %+v, want RETRYING at +10s, attempt 0", ins)
 		}
 		if n := len(e.rec.snapshot()); n != 0 {
@@ -100,7 +101,7 @@ func TestShutdownGivesBackClaimedAttempts(t *testing.T) {
 		if got != 1 {
 			t.Errorf("the given-back attempt ran %d times after the restart, want once", got)
 		}
-		if in, _ := e.st.Instance(t.Context(), ins[0].ID); in.State != store.Success || in.Attempt != 1 {
+		if in, _ := e.st.Instance(t.Context(), ins[0].ID); in.State != axtype.Success || in.Attempt != 1 {
 			t.Errorf("after the restart: %s attempt %d, want SUCCESS at attempt 1", in.State, in.Attempt)
 		}
 	})

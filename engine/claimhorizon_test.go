@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -30,13 +31,13 @@ tasks:
 			t.Fatal(err)
 		}
 		fire := now.Add(20 * time.Second)
-		_, ins, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "ca", Trigger: "ca", Kind: store.RunManual, LogicalTime: fire, Actor: "old", Now: now,
-			Instances: []store.NewInstance{{TaskID: "ca.job", State: store.Scheduled, NextFireAt: fire}}})
+		_, ins, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "ca", Trigger: "ca", Kind: axtype.RunManual, LogicalTime: fire, Actor: "old", Now: now,
+			Instances: []store.NewInstance{{TaskID: "ca.job", State: axtype.Scheduled, NextFireAt: fire}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ticket, att := "claimed-ahead-ticket", 1
-		if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: store.Scheduled, To: store.Running,
+		if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: axtype.Scheduled, To: axtype.Running,
 			Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &fire}, Now: now, Actor: "old", Reason: "claimed ahead"}); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ tasks:
 			t.Fatalf("executions %+v, want one, with ticket %s, at its fire time %s", calls, ticket, fire)
 		}
 		in, _ := e.st.Instance(ctx, ins[0].ID)
-		if in.State != store.Success || in.Ticket != ticket || in.Attempt != 1 {
+		if in.State != axtype.Success || in.Ticket != ticket || in.Attempt != 1 {
 			t.Errorf("instance %+v, want SUCCESS at attempt 1 with the same ticket", in)
 		}
 	})

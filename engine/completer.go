@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/runner"
@@ -27,6 +28,9 @@ import (
 // It must not start attempts (the dispatcher does) nor decide readiness
 // (ready.go does: the completer records what settle decided).
 type completer struct {
+	// results is where attempts send their results, from their goroutines:
+	// the loop takes them in (drainResults) into unapplied.
+	results   chan outcome
 	unapplied []outcome
 	// inboxSeen are the inbox tickets handed over, until their result is
 	// recorded (the entry is closed then).
@@ -34,6 +38,7 @@ type completer struct {
 	// stranded: a release failed after its successes were recorded, so that
 	// releaseStranded looks for instances waiting on what already happened.
 	stranded bool
+	size     txSize // results per result transaction
 }
 
 // reset forgets what an earlier term gathered: a new term reads the store.
@@ -42,11 +47,11 @@ func (c *completer) reset() {
 }
 
 // drainResults takes in every result already waiting on the channel.
-func (e *Engine) drainResults() {
+func (c *completer) drainResults() {
 	for {
 		select {
-		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
+		case o := <-c.results:
+			c.unapplied = append(c.unapplied, o)
 		default:
 			return
 		}
@@ -93,7 +98,7 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 type judged struct {
 	id      int64
 	a       *attempt
-	to      store.State
+	to      axtype.State
 	refused bool   // the attempt is not counted: given back, or refused by every executor
 	status  string // for the results metric
 }
@@ -121,7 +126,7 @@ func (a *attempt) givenBack(o outcome) bool {
 // It is pure: the caller records the transition it returns.
 func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, judged) {
 	now := r.now
-	p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: store.Running, Epoch: r.epoch, Now: now, Actor: Actor,
+	p := store.TransitionParams{InstanceID: o.instance, Version: a.version, From: axtype.Running, Epoch: r.epoch, Now: now, Actor: Actor,
 		Set:    store.Changes{EndedAt: &now, Error: ptr(o.res.Error)},
 		Action: &store.Action{Actor: Actor, Action: "result", Pipeline: a.task.def.Pipeline, TaskID: a.task.id, Ticket: o.res.Ticket, Detail: string(o.res.Status)}}
 	if o.res.Executor != "" {
@@ -138,7 +143,7 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 		if a.due.After(now) {
 			next = a.due
 		}
-		p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+		p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
 		p.Set.Error = ptr("interrupted by shutdown")
 		p.Reason = cmp.Or(o.notStarted, "interrupted by shutdown: given back after the grace period, the attempt not counted")
 		p.Action.Action, p.Action.Reason = "interrupted", p.Reason
@@ -152,7 +157,7 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 		if next.After(limit) {
 			next = limit
 		}
-		p.To, p.Set.NextFireAt, p.Set.Attempt = store.Retrying, &next, &att
+		p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
 		p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
 		p.Action.Action, p.Action.Reason = "refused", o.res.Error
 		return p, judged{id: o.instance, a: a, to: p.To, refused: true, status: "refused"}
@@ -164,18 +169,18 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 	}
 	switch o.res.Status {
 	case runner.StatusSuccess:
-		p.To, p.Reason = store.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
+		p.To, p.Reason = axtype.Success, fmt.Sprintf("succeeded in %s", o.res.Duration.Round(time.Millisecond))
 	case runner.StatusKilled:
-		p.To, p.Reason = store.Killed, "killed"
+		p.To, p.Reason = axtype.Killed, "killed"
 	default:
 		retries := a.task.def.Retry.Count
 		if !o.res.Permanent && a.attempt <= retries {
 			next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, r.backoffCap))
-			p.To, p.Set.NextFireAt = store.Retrying, &next
+			p.To, p.Set.NextFireAt = axtype.Retrying, &next
 			p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
 			p.Action.Action = "retry"
 		} else {
-			p.To = store.Failed
+			p.To = axtype.Failed
 			p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.attempt, o.res.Error)
 			p.Action.Action = "failed"
 		}
@@ -189,8 +194,8 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 
 // ends reports whether state to ends an attempt's instance for what waits
 // on it: its downstream are settled then (released or failed).
-func ends(to store.State) bool {
-	return to == store.Success || to == store.Failed || to == store.Killed
+func ends(to axtype.State) bool {
+	return to == axtype.Success || to == axtype.Failed || to == axtype.Killed
 }
 
 // resultBatch is a batch of results judged and ready to record.
@@ -207,7 +212,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	if len(e.unapplied) == 0 {
 		return nil
 	}
-	batch := e.unapplied[:min(len(e.unapplied), e.batchSize())]
+	batch := e.unapplied[:min(len(e.unapplied), e.completer.size.next())]
 	// The last output and records of the attempts go in the results'
 	// transaction, whether or not their results apply (a stale result's
 	// attempt ran all the same).
@@ -221,7 +226,9 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// commit in one transaction: a success is never recorded without its
 	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
+	began := e.cfg.Now()
 	res, relRes, err := e.w().TransitionBatchLogs(ctx, rb.params, logs, e.settleResults(ctx, rb, now, &same))
+	e.completer.size.took(len(batch), e.cfg.Now().Sub(began))
 	if hasLogs {
 		e.logs.wrote(logs, err)
 	}
@@ -336,6 +343,7 @@ func (e *Engine) staleResult(ctx context.Context, o outcome, closed map[string]s
 // them, for released.
 func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
 	return func(res []store.BatchResult) ([]store.TransitionParams, error) {
+		*same = (*same)[:0]
 		seen := map[int64]bool{}
 		for i, r := range res {
 			m := rb.meta[i]
@@ -397,12 +405,12 @@ func (e *Engine) resultRecorded(ctx context.Context, rb resultBatch, i int, r st
 	if ref := rs.inst[m.a.task.id]; ref != nil {
 		ref.state, ref.version = m.to, r.Version
 	}
-	if m.to == store.Retrying {
+	if m.to == axtype.Retrying {
 		att := m.a.attempt
 		if m.refused {
 			att--
 		}
-		e.enqueue(ctx, store.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: store.Retrying, Version: r.Version,
+		e.enqueue(ctx, axtype.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: axtype.Retrying, Version: r.Version,
 			NextFireAt: *p.Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
 	}
 	if len(m.a.task.crossDown) == 0 || !ends(m.to) {
@@ -421,14 +429,14 @@ func (e *Engine) observeResult(ctx context.Context, m judged, reason string, now
 		e.m.timeouts.Inc()
 	}
 	switch {
-	case m.to == store.Retrying && !m.refused:
+	case m.to == axtype.Retrying && !m.refused:
 		e.m.retries.Inc()
-	case m.to == store.Failed:
+	case m.to == axtype.Failed:
 		e.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Instance: m.id, Ticket: m.a.ticket,
 			Message: reason})
 	}
-	if (m.to == store.Success || m.to == store.Failed) && !m.refused {
-		if ch, changed := e.brk.Record(m.a.task.id, m.to == store.Success, now); changed {
+	if (m.to == axtype.Success || m.to == axtype.Failed) && !m.refused {
+		if ch, changed := e.brk.Record(m.a.task.id, m.to == axtype.Success, now); changed {
 			e.breakerChanged(ctx, ch, now)
 		}
 	}
@@ -438,7 +446,7 @@ func (e *Engine) observeResult(ctx context.Context, m judged, reason string, now
 // (so that enqueueing it needs no read of the store).
 type release struct {
 	p  store.TransitionParams
-	in store.Instance
+	in axtype.Instance
 }
 
 // applyReleases records the transitions of WAITING instances that
@@ -462,7 +470,7 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	// Instances failed without running fail what waits on them in other pipelines.
 	var failed []*taskInfo
 	for i, r := range res {
-		if r.Err == nil && rel[i].p.To == store.Failed {
+		if r.Err == nil && rel[i].p.To == axtype.Failed {
 			if ti := e.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
 				failed = append(failed, ti)
 			}
@@ -488,7 +496,7 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 				ref.state, ref.version = in.State, r.Version
 			}
 		}
-		if in.State != store.Scheduled {
+		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}
 		e.enqueue(ctx, in)
@@ -505,7 +513,7 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 // second, leaves a downstream waiting for an event that has happened
 // already. It runs at start and after a failed release.
 func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
-	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Waiting}, Limit: 1 << 20})
+	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Waiting}, Limit: 1 << 20})
 	if err != nil {
 		return fmt.Errorf("engine: find stranded instances: %w", err)
 	}

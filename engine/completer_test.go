@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
-	"github.com/ax-sched/ax/store"
 )
 
 // TestJudgeResult is the table of the completer's rule: what a result does
@@ -26,7 +26,7 @@ func TestJudgeResult(t *testing.T) {
 		refusalLimit time.Time
 		notStarted   string
 
-		to        store.State
+		to        axtype.State
 		next      *time.Time // NextFireAt set, or nil
 		count     *int       // Attempt set (not counted), or nil
 		refused   bool
@@ -36,41 +36,41 @@ func TestJudgeResult(t *testing.T) {
 		errorText string
 	}{
 		{name: "success", res: runner.Result{Status: runner.StatusSuccess, Duration: 1500 * time.Millisecond}, attempt: 1,
-			to: store.Success, status: "success", action: "result", reason: "succeeded in 1.5s"},
+			to: axtype.Success, status: "success", action: "result", reason: "succeeded in 1.5s"},
 		{name: "killed", res: runner.Result{Status: runner.StatusKilled, Error: "killed by alice"}, attempt: 1,
-			to: store.Killed, status: "killed", action: "result", reason: "killed", errorText: "killed by alice"},
+			to: axtype.Killed, status: "killed", action: "result", reason: "killed", errorText: "killed by alice"},
 		{name: "failure with retries left waits the interval", res: runner.Result{Status: runner.StatusFailed, Error: "exit 1"}, attempt: 1,
-			to: store.Retrying, next: at(10 * time.Second), status: "failed", action: "retry",
+			to: axtype.Retrying, next: at(10 * time.Second), status: "failed", action: "retry",
 			reason: "failed: retry 1 of 2 at 2026-03-01T12:00:10Z: exit 1", errorText: "exit 1"},
 		{name: "the last retry", res: runner.Result{Status: runner.StatusFailed, Error: "exit 1"}, attempt: 2,
-			to: store.Retrying, next: at(10 * time.Second), status: "failed", action: "retry",
+			to: axtype.Retrying, next: at(10 * time.Second), status: "failed", action: "retry",
 			reason: "failed: retry 2 of 2 at 2026-03-01T12:00:10Z: exit 1", errorText: "exit 1"},
 		{name: "no retries left fails", res: runner.Result{Status: runner.StatusFailed, Error: "exit 1"}, attempt: 3,
-			to: store.Failed, status: "failed", action: "failed", reason: "failed after 3 attempt(s): exit 1", errorText: "exit 1"},
+			to: axtype.Failed, status: "failed", action: "failed", reason: "failed after 3 attempt(s): exit 1", errorText: "exit 1"},
 		{name: "a permanent failure is not retried", res: runner.Result{Status: runner.StatusFailed, Error: "bad input", Permanent: true}, attempt: 1,
-			to: store.Failed, status: "failed", action: "failed", reason: "failed after 1 attempt(s): bad input", errorText: "bad input"},
+			to: axtype.Failed, status: "failed", action: "failed", reason: "failed after 1 attempt(s): bad input", errorText: "bad input"},
 		{name: "a timeout is retried as a timeout", res: runner.Result{Status: runner.StatusTimeout, Error: "timeout: no result within 1m0s"}, attempt: 1,
-			to: store.Retrying, next: at(10 * time.Second), status: "timeout", action: "timeout",
+			to: axtype.Retrying, next: at(10 * time.Second), status: "timeout", action: "timeout",
 			reason: "timeout: retry 1 of 2 at 2026-03-01T12:00:10Z: timeout: no result within 1m0s", errorText: "timeout: no result within 1m0s"},
 		{name: "interrupted by shutdown is given back now, uncounted", res: runner.Result{Status: runner.StatusFailed, Error: "context canceled"},
-			attempt: 2, interrupted: true, to: store.Retrying, next: at(0), count: ptr(1), refused: true, status: "interrupted", action: "interrupted",
+			attempt: 2, interrupted: true, to: axtype.Retrying, next: at(0), count: ptr(1), refused: true, status: "interrupted", action: "interrupted",
 			reason: "interrupted by shutdown: given back after the grace period, the attempt not counted", errorText: "interrupted by shutdown"},
 		{name: "claimed ahead and never started is given back at its fire time", res: runner.Result{Status: runner.StatusFailed},
 			attempt: 1, interrupted: true, due: now.Add(30 * time.Second), notStarted: "not started: stopped",
-			to: store.Retrying, next: at(30 * time.Second), count: ptr(0), refused: true, status: "interrupted", action: "interrupted",
+			to: axtype.Retrying, next: at(30 * time.Second), count: ptr(0), refused: true, status: "interrupted", action: "interrupted",
 			reason: "not started: stopped", errorText: "interrupted by shutdown"},
 		{name: "a success within the grace period is a success", res: runner.Result{Status: runner.StatusSuccess}, attempt: 1, interrupted: true,
-			to: store.Success, status: "success", action: "result", reason: "succeeded in 0s"},
+			to: axtype.Success, status: "success", action: "result", reason: "succeeded in 0s"},
 		{name: "refused is offered again in 5 s, uncounted", res: runner.Result{Status: runner.StatusFailed, Refused: true, Error: "busy"},
-			attempt: 1, refusalLimit: now.Add(time.Minute), to: store.Retrying, next: at(5 * time.Second), count: ptr(0), refused: true,
+			attempt: 1, refusalLimit: now.Add(time.Minute), to: axtype.Retrying, next: at(5 * time.Second), count: ptr(0), refused: true,
 			status: "refused", action: "refused",
 			reason: "no executor took it, trying again at 2026-03-01T12:00:05Z (until 2026-03-01T12:01:00Z): busy", errorText: "busy"},
 		{name: "refused close to its limit is offered at the limit", res: runner.Result{Status: runner.StatusFailed, Refused: true, Error: "busy"},
-			attempt: 1, refusalLimit: now.Add(2 * time.Second), to: store.Retrying, next: at(2 * time.Second), count: ptr(0), refused: true,
+			attempt: 1, refusalLimit: now.Add(2 * time.Second), to: axtype.Retrying, next: at(2 * time.Second), count: ptr(0), refused: true,
 			status: "refused", action: "refused",
 			reason: "no executor took it, trying again at 2026-03-01T12:00:02Z (until 2026-03-01T12:00:02Z): busy", errorText: "busy"},
 		{name: "refused past its limit fails and retries per policy", res: runner.Result{Status: runner.StatusSuccess, Refused: true, Error: "busy"},
-			attempt: 1, refusalLimit: now, to: store.Retrying, next: at(10 * time.Second), status: "failed", action: "retry",
+			attempt: 1, refusalLimit: now, to: axtype.Retrying, next: at(10 * time.Second), status: "failed", action: "retry",
 			reason:    "failed: retry 1 of 2 at 2026-03-01T12:00:10Z: no executor took it within its timeout of 1m0s: busy",
 			errorText: "no executor took it within its timeout of 1m0s: busy"},
 	} {
@@ -80,7 +80,7 @@ func TestJudgeResult(t *testing.T) {
 			tc.res.Ticket = "tk"
 			o := outcome{instance: 42, res: tc.res, notStarted: tc.notStarted}
 			p, m := judgeResult(o, a, resultRule{now: now, epoch: 3, refusalLimit: tc.refusalLimit, backoffCap: time.Hour})
-			if p.InstanceID != 42 || p.Version != 7 || p.From != store.Running || p.Epoch != 3 || p.To != tc.to {
+			if p.InstanceID != 42 || p.Version != 7 || p.From != axtype.Running || p.Epoch != 3 || p.To != tc.to {
 				t.Errorf("transition = %d v%d %s→%s epoch %d; want 42 v7 RUNNING→%s epoch 3", p.InstanceID, p.Version, p.From, p.To, p.Epoch, tc.to)
 			}
 			if m.to != tc.to || m.refused != tc.refused || m.status != tc.status || m.id != 42 || m.a != a {

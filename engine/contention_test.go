@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -48,11 +49,11 @@ func TestPausedAfterLoadDoesNotFire(t *testing.T) {
 		e := setup(t, Config{}, nil, "pipeline: p\ntimezone: UTC\nschedule: \"@every 10s\"\ntasks:\n  - {name: a, function: record}\n")
 		// The instance for +20s sits in the wheel; an operator pauses it in the store.
 		ins := e.instances(store.InstanceFilter{TaskID: "p.a", LogicalFrom: start.Add(20 * time.Second), LogicalTo: start.Add(20 * time.Second)})
-		if len(ins) != 1 || ins[0].State != store.Scheduled {
+		if len(ins) != 1 || ins[0].State != axtype.Scheduled {
 			t.Fatalf("instance for +20s: %+v", ins)
 		}
 		if _, err := e.st.Transition(context.Background(), store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version,
-			From: store.Scheduled, To: store.Paused, Now: time.Now(), Actor: "operator:test", Reason: "pause"}); err != nil {
+			From: axtype.Scheduled, To: axtype.Paused, Now: time.Now(), Actor: "operator:test", Reason: "pause"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(35 * time.Second)
@@ -65,7 +66,7 @@ func TestPausedAfterLoadDoesNotFire(t *testing.T) {
 			t.Errorf("executions at %v, want [10s 30s]", got)
 		}
 		in, _ := e.st.Instance(context.Background(), ins[0].ID)
-		if in.State != store.Paused {
+		if in.State != axtype.Paused {
 			t.Errorf("paused instance is %s", in.State)
 		}
 	})
@@ -93,7 +94,7 @@ func dispatchOrder(t *testing.T, e *env, n int) ([]int, []time.Time) {
 	var prio []int
 	var at []time.Time
 	for _, r := range h {
-		if r.To == store.Running {
+		if r.To == axtype.Running {
 			var i int
 			fmt.Sscanf(strings.TrimPrefix(r.TaskID, "burst.t"), "%d", &i)
 			prio = append(prio, 1+i%5)
@@ -144,7 +145,7 @@ func TestTenThousandDueInOneSecond(t *testing.T) {
 		if got := len(e.rec.snapshot()); got != n {
 			t.Errorf("%d executions, want %d", got, n)
 		}
-		ok := e.instances(store.InstanceFilter{Pipeline: "burst", States: []store.State{store.Success}})
+		ok := e.instances(store.InstanceFilter{Pipeline: "burst", States: []axtype.State{axtype.Success}})
 		if len(ok) != n {
 			t.Errorf("%d of %d succeeded", len(ok), n)
 		}
@@ -174,7 +175,7 @@ func TestDownstreamOnlyOnItsOwnRun(t *testing.T) {
 		}
 		b10 := e.instances(store.InstanceFilter{TaskID: "own.b", LogicalFrom: start.Add(10 * time.Second), LogicalTo: start.Add(10 * time.Second)})
 		// It can no longer run: it fails with its upstream, without running (R40).
-		if len(b10) != 1 || b10[0].State != store.Failed || b10[0].Error != "upstream own.a failed" || b10[0].Attempt != 0 {
+		if len(b10) != 1 || b10[0].State != axtype.Failed || b10[0].Error != "upstream own.a failed" || b10[0].Attempt != 0 {
 			t.Errorf("b of the failed run: %+v", b10)
 		}
 	})
@@ -206,7 +207,7 @@ func TestStaleTicketIsRecordedAndIgnored(t *testing.T) {
 		e := setup(t, Config{}, nil, chain)
 		sleep(11 * time.Second)
 		a := e.instances(store.InstanceFilter{TaskID: "chain.a", LogicalTo: start.Add(10 * time.Second)})
-		if len(a) != 1 || a[0].State != store.Success {
+		if len(a) != 1 || a[0].State != axtype.Success {
 			t.Fatalf("a@10s: %+v", a)
 		}
 		e.eng.results <- outcome{instance: a[0].ID, res: runner.Result{Ticket: "forged", Status: runner.StatusFailed, Error: "late"}}
@@ -217,7 +218,7 @@ func TestStaleTicketIsRecordedAndIgnored(t *testing.T) {
 			t.Errorf("actions = %+v", acts)
 		}
 		after, _ := e.st.Instance(context.Background(), a[0].ID)
-		if after.State != store.Success || after.Version != a[0].Version {
+		if after.State != axtype.Success || after.Version != a[0].Version {
 			t.Errorf("a stale result changed the instance: %+v", after)
 		}
 	})

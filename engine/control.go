@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/store"
@@ -228,12 +229,12 @@ func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (stri
 	var params []store.TransitionParams
 	running := 0
 	for _, t := range tasks {
-		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Scheduled, store.Retrying}, Limit: 1 << 20})
+		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Scheduled, axtype.Retrying}, Limit: 1 << 20})
 		if err != nil {
 			return "", err
 		}
 		for _, in := range insts {
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Paused,
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Paused,
 				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "paused: " + cmp.Or(by.Reason, "operator")})
 		}
 		running += e.runningByTask[t.id]
@@ -269,7 +270,7 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 		id := params[i].InstanceID
 		delete(e.pending, id) // a stale wheel or queue entry would fail its CAS anyway
 		e.dropCachedRunOf(id)
-		if to := params[i].To; to == store.Failed || to == store.Killed || to == store.Success {
+		if to := params[i].To; to == axtype.Failed || to == axtype.Killed || to == axtype.Success {
 			if in, err := e.st.Instance(ctx, id); err == nil && e.tasks[in.TaskID] != nil {
 				ended = append(ended, e.tasks[in.TaskID])
 			}
@@ -296,18 +297,18 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 		return "", err
 	}
 	delete(e.paused, string(r.Scope)+"/"+r.Target)
-	var woken []store.Instance
+	var woken []axtype.Instance
 	for _, t := range tasks {
 		if _, still := e.pausedBy(t); still {
 			continue
 		}
-		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Paused}, Limit: 1 << 20, ByLogicalTime: true, Ascending: true})
+		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Paused}, Limit: 1 << 20, ByLogicalTime: true, Ascending: true})
 		if err != nil {
 			return "", err
 		}
 		var params []store.TransitionParams
 		for _, in := range insts {
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Paused, To: store.Waiting,
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Paused, To: axtype.Waiting,
 				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "resumed"})
 		}
 		res, err := e.w().TransitionBatch(ctx, params)
@@ -317,7 +318,7 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 		for i, r := range res {
 			if r.Err == nil {
 				in := insts[i]
-				in.State, in.Version = store.Waiting, r.Version
+				in.State, in.Version = axtype.Waiting, r.Version
 				woken = append(woken, in)
 				e.dropCachedRunOf(in.ID)
 			}
@@ -337,7 +338,7 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 // earliest is more than MisfireAfter late (fire_once keeps the latest, skip
 // none, fire_all up to MisfireLimit; the others fail with the reason
 // "skipped by misfire policy"), otherwise each runs late.
-func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
+func (e *Engine) scheduleWoken(ctx context.Context, insts []axtype.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
 	byTask, order, params, err := e.wokenReady(ctx, insts, now)
 	if err != nil {
 		return 0, 0, err
@@ -357,12 +358,12 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 	}
 	e.released(ctx, settled, relRes)
 	for i, r := range res {
-		if r.Err == nil && params[i].To == store.Scheduled {
+		if r.Err == nil && params[i].To == axtype.Scheduled {
 			in, err := e.st.Instance(ctx, params[i].InstanceID)
 			if err != nil {
 				return 0, 0, err
 			}
-			if in.State == store.Scheduled {
+			if in.State == axtype.Scheduled {
 				e.dropCachedRunOf(in.ID)
 				e.enqueue(ctx, in)
 			}
@@ -375,9 +376,9 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []store.Instance, now 
 // that may run, per task (order: the tasks in first-seen order), and the
 // failures of those woken into a run whose upstream failed meanwhile; the
 // ones still waiting are left out.
-func (e *Engine) wokenReady(ctx context.Context, insts []store.Instance, now time.Time) (byTask map[string][]store.Instance, order []string,
+func (e *Engine) wokenReady(ctx context.Context, insts []axtype.Instance, now time.Time) (byTask map[string][]axtype.Instance, order []string,
 	failing []store.TransitionParams, err error) {
-	byTask = map[string][]store.Instance{}
+	byTask = map[string][]axtype.Instance{}
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
@@ -388,7 +389,7 @@ func (e *Engine) wokenReady(ctx context.Context, insts []store.Instance, now tim
 			return nil, nil, nil, err
 		}
 		if ref := rs.inst[ti.id]; ref != nil {
-			ref.state, ref.version = store.Waiting, in.Version
+			ref.state, ref.version = axtype.Waiting, in.Version
 		}
 		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
 		if err != nil {
@@ -413,9 +414,9 @@ func (e *Engine) wokenReady(ctx context.Context, insts []store.Instance, now tim
 // instances (list): the ones whose fire time passed are its backlog, judged
 // by misfireSplit (kept ones run now, the others fail as skipped, in the
 // action log); the others wait for their fire time.
-func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []store.Instance, params []store.TransitionParams, now time.Time,
+func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axtype.Instance, params []store.TransitionParams, now time.Time,
 	why string) (_ []store.TransitionParams, scheduled, skipped int, err error) {
-	var late, onTime []store.Instance
+	var late, onTime []axtype.Instance
 	for _, in := range list {
 		if fireOf(in, ti).Before(now) {
 			late = append(late, in)
@@ -423,7 +424,7 @@ func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []sto
 			onTime = append(onTime, in)
 		}
 	}
-	slices.SortStableFunc(late, func(a, b store.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
+	slices.SortStableFunc(late, func(a, b axtype.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
 	keep := len(late)
 	if len(late) > 0 {
 		ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
@@ -440,7 +441,7 @@ func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []sto
 			continue
 		}
 		params = append(params, schedule(in, now, e.epoch, now, why), store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1,
-			From: store.Scheduled, To: store.Failed,
+			From: axtype.Scheduled, To: axtype.Failed,
 			Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
 				ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
@@ -465,15 +466,15 @@ func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []sto
 
 // fireOf returns when a waiting instance was due: its recorded fire time, or
 // for an instance that never had one, its logical time plus delay.
-func fireOf(in store.Instance, ti *taskInfo) time.Time {
+func fireOf(in axtype.Instance, ti *taskInfo) time.Time {
 	if !in.NextFireAt.IsZero() {
 		return in.NextFireAt
 	}
 	return in.LogicalTime.Add(ti.def.Delay)
 }
 
-func schedule(in store.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {
-	return store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Waiting, To: store.Scheduled,
+func schedule(in axtype.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {
+	return store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Waiting, To: axtype.Scheduled,
 		Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: epoch, Now: now, Actor: Actor, Reason: why}
 }
 
@@ -508,7 +509,7 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 		if r.Downstream {
 			return "", fmt.Errorf("--downstream applies to a task; a pipeline trigger runs every task of %s", p.Name)
 		}
-		rs, err := e.newRunWith(ctx, newRunSpec{pipeline: p.Name, trig: p.Name, kind: store.RunManual, names: p.TaskNames(), at: at,
+		rs, err := e.newRunWith(ctx, newRunSpec{pipeline: p.Name, trig: p.Name, kind: axtype.RunManual, names: p.TaskNames(), at: at,
 			actor: by.Actor, params: params}, now)
 		if err != nil {
 			return "", err
@@ -538,7 +539,7 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 			names = append(names, s.Name)
 		}
 	}
-	rs, err := e.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: store.RunManual, names: names, at: at,
+	rs, err := e.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: axtype.RunManual, names: names, at: at,
 		approvedBy: by.Actor, approve: map[string]bool{t.def.Name: true}, actor: by.Actor, params: params}, now)
 	if err != nil {
 		return "", err
@@ -549,7 +550,7 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 // approve releases the gate of manual task t's oldest instance awaiting
 // approval (or the one at op.At); ok is false when none waits.
 func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now time.Time) (string, bool, error) {
-	f := store.InstanceFilter{TaskID: t.id, States: []store.State{store.Waiting}, ByLogicalTime: true, Ascending: true, Limit: 1000}
+	f := store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Waiting}, ByLogicalTime: true, Ascending: true, Limit: 1000}
 	if !r.At.IsZero() {
 		f.LogicalFrom, f.LogicalTo = r.At, r.At
 	}
@@ -557,7 +558,7 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 	if err != nil {
 		return "", false, err
 	}
-	var in *store.Instance
+	var in *axtype.Instance
 	for i := range waiting {
 		if waiting[i].ApprovedBy == "" {
 			in = &waiting[i]
@@ -588,10 +589,10 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 	}
 	loc := e.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
-	if len(rel) == 1 && rel[0].p.To == store.Scheduled {
+	if len(rel) == 1 && rel[0].p.To == axtype.Scheduled {
 		return what + ": it runs now", true, nil
 	}
-	if len(rel) == 1 && rel[0].p.To == store.Failed {
+	if len(rel) == 1 && rel[0].p.To == axtype.Failed {
 		return what + ": it cannot run: " + rel[0].p.Reason, true, nil
 	}
 	vs, _ := e.verdicts(ctx, rs, []*taskInfo{t}, now)
@@ -624,7 +625,7 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 		if err != nil {
 			return "", err
 		}
-		if in.State != store.Running {
+		if in.State != axtype.Running {
 			return "", fmt.Errorf("instance %d of %s is %s, not RUNNING: nothing to kill", in.ID, in.TaskID, in.State)
 		}
 		ids = []int64{in.ID}
@@ -664,7 +665,7 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 	}
 	var (
 		rerun, back []string
-		again       []store.Instance // rerun or brought back: their downstream come back too
+		again       []axtype.Instance // rerun or brought back: their downstream come back too
 	)
 	for _, in := range insts {
 		if e.tasks[in.TaskID] == nil {
@@ -708,22 +709,22 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 // rerunTargets returns the instances a rerun names, each FAILED, KILLED
 // or SUCCESS: the one instance, a run's FAILED and KILLED ones, or a task's
 // latest FAILED or KILLED one.
-func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]store.Instance, error) {
+func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instance, error) {
 	switch {
 	case r.Instance != 0:
 		in, err := e.st.Instance(ctx, r.Instance)
 		if err != nil {
 			return nil, err
 		}
-		if in.State != store.Failed && in.State != store.Killed && in.State != store.Success {
+		if in.State != axtype.Failed && in.State != axtype.Killed && in.State != axtype.Success {
 			return nil, fmt.Errorf("instance %d of %s is %s: only FAILED, KILLED or SUCCESS instances can be rerun", in.ID, in.TaskID, in.State)
 		}
-		return []store.Instance{in}, nil
+		return []axtype.Instance{in}, nil
 	case r.Run != 0:
 		if _, err := e.st.Run(ctx, r.Run); err != nil {
 			return nil, err
 		}
-		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, States: []store.State{store.Failed, store.Killed}, Limit: 1 << 20, Ascending: true})
+		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, States: []axtype.State{axtype.Failed, axtype.Killed}, Limit: 1 << 20, Ascending: true})
 		if err != nil {
 			return nil, err
 		}
@@ -736,7 +737,7 @@ func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]store.Instance, e
 	if err != nil {
 		return nil, err
 	}
-	last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []store.State{store.Failed, store.Killed}, Limit: 1})
+	last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Failed, axtype.Killed}, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -753,26 +754,26 @@ func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]store.Instance, e
 
 // rerunOne runs again an instance that ran: FAILED → RUNNING at once,
 // KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
-func (e *Engine) rerunOne(ctx context.Context, in store.Instance, by By, now time.Time) error {
-	if in.State == store.Failed {
-		p := &pend{at: now.UnixMilli(), version: in.Version, state: store.Failed, task: e.tasks[in.TaskID], runID: in.RunID, logical: in.LogicalTime, manual: true}
+func (e *Engine) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
+	if in.State == axtype.Failed {
+		p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: e.tasks[in.TaskID], runID: in.RunID, logical: in.LogicalTime, manual: true}
 		return e.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
 	}
 	from, v := in.State, in.Version
-	if from == store.Killed {
-		nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Killed, To: store.Waiting,
+	if from == axtype.Killed {
+		nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: axtype.Killed, To: axtype.Waiting,
 			Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
 		if err != nil {
 			return err
 		}
-		from, v = store.Waiting, nv
+		from, v = axtype.Waiting, nv
 	}
-	nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: store.Scheduled,
+	nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Scheduled,
 		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
 	if err != nil {
 		return err
 	}
-	in.State, in.Version, in.NextFireAt = store.Scheduled, nv, now
+	in.State, in.Version, in.NextFireAt = axtype.Scheduled, nv, now
 	e.enqueue(ctx, in)
 	return nil
 }
@@ -781,7 +782,7 @@ func (e *Engine) rerunOne(ctx context.Context, in store.Instance, by By, now tim
 // rerun of a FAILED instance, which the table moves straight to RUNNING.
 func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
 	ticket, att := newTicket(), 1
-	v, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
+	v, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
 		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(executorOf(p.task.def))},
 		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", TaskID: p.task.id, Ticket: ticket, Reason: why}})

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -73,7 +74,7 @@ func TestTimeoutThenRetrySucceeds(t *testing.T) {
 		sleep(time.Hour + 20*time.Second)
 		e.stop()
 		in := e.instances(store.InstanceFilter{TaskID: "r.a"})
-		if len(in) != 1 || in[0].State != store.Success || in[0].Attempt != 2 {
+		if len(in) != 1 || in[0].State != axtype.Success || in[0].Attempt != 2 {
 			t.Fatalf("instance %+v", in)
 		}
 		if got := transitionsOf(e, in[0].ID); got != "SCHEDULED>RUNNING>RETRYING>RUNNING>SUCCESS" {
@@ -98,7 +99,7 @@ func TestTimeoutRetriesExhaustedAndLateResultIgnored(t *testing.T) {
 		sleep(time.Hour + 40*time.Second)
 		e.stop()
 		in := e.instances(store.InstanceFilter{TaskID: "r.a"})
-		if len(in) != 1 || in[0].State != store.Failed || !strings.Contains(in[0].Error, "deadline exceeded") && !strings.Contains(in[0].Error, "timeout") {
+		if len(in) != 1 || in[0].State != axtype.Failed || !strings.Contains(in[0].Error, "deadline exceeded") && !strings.Contains(in[0].Error, "timeout") {
 			t.Fatalf("instance %+v", in)
 		}
 		// The executor's answer, 30 s later (a timeout: it ran past its deadline),
@@ -242,7 +243,7 @@ func TestResumeWithEachMisfirePolicy(t *testing.T) {
 				if a := e.actions("misfire"); len(a) != 1 || a[0].Reason != tc.policy {
 					t.Errorf("misfire actions %+v", a)
 				}
-				for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", States: []store.State{store.Failed}}) {
+				for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", States: []axtype.State{axtype.Failed}}) {
 					if !strings.Contains(in.Error, "skipped by misfire policy "+tc.policy) {
 						t.Errorf("failed instance without the reason: %+v", in)
 					}
@@ -264,20 +265,20 @@ func TestRunNowBesideRunningPeriodicInstance(t *testing.T) {
 			t.Fatalf("trigger: %q, %v", msg, err)
 		}
 		sleep(time.Second)
-		running := e.instances(store.InstanceFilter{TaskID: "n.a", States: []store.State{store.Running}})
+		running := e.instances(store.InstanceFilter{TaskID: "n.a", States: []axtype.State{axtype.Running}})
 		if len(running) != 2 || running[0].Ticket == running[1].Ticket {
 			t.Fatalf("running instances %+v, want two with distinct tickets", running)
 		}
 		sleep(15 * time.Second)
 		e.stop()
-		done := e.instances(store.InstanceFilter{TaskID: "n.a", States: []store.State{store.Success}})
+		done := e.instances(store.InstanceFilter{TaskID: "n.a", States: []axtype.State{axtype.Success}})
 		if len(done) != 2 || done[0].RunID == done[1].RunID {
 			t.Fatalf("succeeded %+v", done)
 		}
 		for _, in := range done {
 			h, _ := e.st.History(context.Background(), store.LogFilter{InstanceID: in.ID})
 			last := h[len(h)-1]
-			if last.To != store.Success || last.Ticket != in.Ticket {
+			if last.To != axtype.Success || last.Ticket != in.Ticket {
 				t.Errorf("instance %d: result applied with ticket %s, its ticket is %s", in.ID, last.Ticket, in.Ticket)
 			}
 		}
@@ -307,7 +308,7 @@ func TestKillThenRerun(t *testing.T) {
 		}
 		sleep(time.Second)
 		a := e.instances(store.InstanceFilter{TaskID: "k.a"})
-		if len(a) != 1 || a[0].State != store.Killed {
+		if len(a) != 1 || a[0].State != axtype.Killed {
 			t.Fatalf("after kill: %+v", a)
 		}
 		if _, err := e.do(Kill{Instance: a[0].ID}); err == nil || !strings.Contains(err.Error(), "is KILLED, not RUNNING: nothing to kill") {
@@ -323,7 +324,7 @@ func TestKillThenRerun(t *testing.T) {
 		if got := transitionsOf(e, a[0].ID); got != "SCHEDULED>RUNNING>KILLED>WAITING>SCHEDULED>RUNNING>SUCCESS" {
 			t.Errorf("history %s (%s)", got, msg)
 		}
-		if b := e.instances(store.InstanceFilter{TaskID: "k.b"}); len(b) != 1 || b[0].State != store.Success {
+		if b := e.instances(store.InstanceFilter{TaskID: "k.b"}); len(b) != 1 || b[0].State != axtype.Success {
 			t.Errorf("downstream after the rerun: %+v", b)
 		}
 		// The refused second kill wrote nothing (R48), not even an action row.
@@ -347,7 +348,7 @@ func TestRerunFailedGoesStraightToRunning(t *testing.T) {
 		e := setup(t, Config{}, fns, "pipeline: f\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: a, function: record}\n")
 		sleep(time.Hour + time.Second)
 		in := e.instances(store.InstanceFilter{TaskID: "f.a"})
-		if len(in) != 1 || in[0].State != store.Failed {
+		if len(in) != 1 || in[0].State != axtype.Failed {
 			t.Fatalf("%+v", in)
 		}
 		fail = false
@@ -392,10 +393,10 @@ func TestOverlapPolicies(t *testing.T) {
 				h, _ := e.st.History(context.Background(), store.LogFilter{TaskID: "o.a", Limit: 1000})
 				running := 0
 				for _, r := range h {
-					if r.To == store.Running {
+					if r.To == axtype.Running {
 						running++
 					}
-					if r.From == store.Running {
+					if r.From == axtype.Running {
 						running--
 					}
 					if running > 1 {
@@ -515,7 +516,7 @@ func TestRefusalIsNotAFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := e.instances(store.InstanceFilter{TaskID: "h.a"})
-		if len(in) != 1 || in[0].State != store.Success || in[0].Attempt != 1 {
+		if len(in) != 1 || in[0].State != axtype.Success || in[0].Attempt != 1 {
 			t.Fatalf("instance %+v: want SUCCESS at attempt 1 (refusals do not count)", in)
 		}
 		if got := transitionsOf(e, in[0].ID); got != "SCHEDULED>RUNNING>RETRYING>RUNNING>RETRYING>RUNNING>RETRYING>RUNNING>SUCCESS" {

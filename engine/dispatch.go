@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/runner"
@@ -24,15 +25,15 @@ const RefusedRetry = 5 * time.Second
 type pend struct {
 	at        int64 // fire time, Unix ms: keeps the queue order when put back
 	version   int64
-	state     store.State // SCHEDULED or RETRYING
+	state     axtype.State // SCHEDULED or RETRYING
 	task      *taskInfo
 	runID     int64
 	logical   time.Time
 	attempt   int
-	manual    bool          // a run-now or rerun: pause and overlap do not hold it back
-	kind      store.RunKind // overlap is judged among schedule runs only
-	throttled bool          // held back by the token bucket at least once
-	capped    string        // the concurrency cap that held it back at the last dispatch, if any
+	manual    bool           // a run-now or rerun: pause and overlap do not hold it back
+	kind      axtype.RunKind // overlap is judged among schedule runs only
+	throttled bool           // held back by the token bucket at least once
+	capped    string         // the concurrency cap that held it back at the last dispatch, if any
 }
 
 // attempt is a dispatched instance awaiting its result.
@@ -47,7 +48,7 @@ type attempt struct {
 	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
 	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
 	live     bool                    // of a schedule run: counts for the overlap policy
-	kind     store.RunKind           // of its run: what its start counts as in the latency metrics
+	kind     axtype.RunKind          // of its run: what its start counts as in the latency metrics
 	due      time.Time               // its fire time
 	started  time.Time               // when it started (claimed ahead: its fire time); the overlap rule compares fire times with it
 	held     bool                    // claimed ahead: not handed to its executor yet
@@ -81,7 +82,7 @@ type outcome struct {
 // tickets stay valid, and when no result comes by their deadline they time
 // out through the normal path (R27) — never re-dispatched blindly.
 func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
-	insts, err := e.st.Instances(ctx, store.InstanceFilter{States: []store.State{store.Running}, Limit: 1 << 20})
+	insts, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Running}, Limit: 1 << 20})
 	if err != nil {
 		return fmt.Errorf("engine: reconcile running instances: %w", err)
 	}
@@ -101,7 +102,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			continue
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
-		live := e.kindOf(ctx, in.RunID) == store.RunSchedule
+		live := e.kindOf(ctx, in.RunID) == axtype.RunSchedule
 		if !ti.removed && !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd) {
 			// Claimed ahead for a fire time after the end of the previous
 			// term's lease: that process started nothing so late (it starts held
@@ -204,30 +205,7 @@ func (e *Engine) startHeld(now time.Time) {
 	for _, g := range opened {
 		close(g)
 	}
-	e.armHeld()
-}
-
-// gate returns the channel that opens the attempts held for fire time due.
-func (e *Engine) gate(due time.Time) <-chan struct{} {
-	g := e.gates[due.UnixMilli()]
-	if g == nil {
-		g = make(chan struct{})
-		e.gates[due.UnixMilli()] = g
-	}
-	return g
-}
-
-// armHeld wakes the loop at the earliest fire time of the held attempts.
-func (e *Engine) armHeld() {
-	first := int64(0)
-	for due := range e.gates {
-		if first == 0 || due < first {
-			first = due
-		}
-	}
-	if first != 0 {
-		e.heldWake.Reset(max(time.UnixMilli(first).Sub(e.cfg.Now()), 0))
-	}
+	e.armHeld(e.cfg.Now())
 }
 
 // errNotStartedByShutdown is why an attempt claimed ahead did not start:
@@ -422,13 +400,13 @@ func (e *Engine) dropCachedRunOf(instance int64) {
 }
 
 // kindOf returns the kind of a run (cached; schedule when unknown).
-func (e *Engine) kindOf(ctx context.Context, runID int64) store.RunKind {
+func (e *Engine) kindOf(ctx context.Context, runID int64) axtype.RunKind {
 	if k, ok := e.runKind[runID]; ok {
 		return k
 	}
 	r, err := e.st.Run(ctx, runID)
 	if err != nil {
-		return store.RunSchedule
+		return axtype.RunSchedule
 	}
 	if len(e.runKind) > 100_000 {
 		clear(e.runKind)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/store"
@@ -36,6 +37,7 @@ type dispatcher struct {
 	wake, heldWake *time.Timer
 	again          chan struct{}
 	bufferLogged   time.Time
+	size           txSize // instances per dispatch transaction
 }
 
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
@@ -53,6 +55,29 @@ func (d *dispatcher) soon() {
 	select {
 	case d.again <- struct{}{}:
 	default:
+	}
+}
+
+// gate returns the channel that opens the attempts held for fire time due.
+func (d *dispatcher) gate(due time.Time) <-chan struct{} {
+	g := d.gates[due.UnixMilli()]
+	if g == nil {
+		g = make(chan struct{})
+		d.gates[due.UnixMilli()] = g
+	}
+	return g
+}
+
+// armHeld wakes the loop at the earliest fire time of the held attempts.
+func (d *dispatcher) armHeld(now time.Time) {
+	first := int64(0)
+	for due := range d.gates {
+		if first == 0 || due < first {
+			first = due
+		}
+	}
+	if first != 0 {
+		d.heldWake.Reset(max(time.UnixMilli(first).Sub(now), 0))
 	}
 }
 
@@ -79,7 +104,7 @@ func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
 }
 
 // batchSize is the most instances one dispatch or result transaction
-// records: 1,000 on SQLite; 250 on MySQL, where every fenced transaction
+// records (fewer when they take long, see txSize): 1,000 on SQLite; 250 on MySQL, where every fenced transaction
 // holds a shared lock on the lease row until it commits and a renewal of
 // the lease waits for it. A 1,000-instance batch held it 100-300 ms on a
 // loaded MariaDB, a renewal waited as long, and the lease renewal must
@@ -110,7 +135,7 @@ type batchPlan struct {
 // dispatchBatch records and starts one batch; more reports whether the queue
 // still holds instances that have tokens.
 func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, err error) {
-	size := e.batchSize()
+	size := e.dispatcher.size.next()
 	b := &batchPlan{claimed: map[string]int{}}
 	for e.queue.Len() > 0 && len(b.params) < size {
 		it, _ := e.queue.Pop()
@@ -124,7 +149,9 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	}
 	// A skip (overlap) fails what waited on it in its run, in the same transaction.
 	var settled []release
+	began := e.cfg.Now()
 	res, relRes, err := e.w().TransitionBatchThen(ctx, b.params, e.settleAfter(ctx, b.params, now, &settled))
+	e.dispatcher.size.took(len(b.params), e.cfg.Now().Sub(began))
 	for _, t := range b.reserved {
 		e.pool.remove(t) // the recorded ones are counted by track below
 	}
@@ -147,7 +174,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	e.stats.Dispatched += int64(dispatched)
 	e.statsMu.Unlock()
 	e.m.dispatches.Add(float64(dispatched))
-	e.armHeld()
+	e.armHeld(e.cfg.Now())
 	return len(b.params) == size && b.wait == 0 && len(b.waiting) == 0 && len(b.capped) == 0, nil
 }
 
@@ -157,13 +184,13 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
 	if !p.manual {
 		if why, paused := e.pausedBy(p.task); paused {
-			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Paused,
+			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
 				Epoch: e.epoch, Now: now, Actor: Actor, Reason: "due while " + why})
 			b.picked = append(b.picked, id)
 			return false
 		}
 		// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
-		if p.kind == store.RunSchedule && e.overlapHolds(b, id, p, now) {
+		if p.kind == axtype.RunSchedule && e.overlapHolds(b, id, p, now) {
 			return false
 		}
 	}
@@ -194,7 +221,7 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 	b.reserved = append(b.reserved, p.task)
 	b.params = append(b.params, e.startTransition(id, p, now))
 	b.picked = append(b.picked, id)
-	if p.kind == store.RunSchedule {
+	if p.kind == axtype.RunSchedule {
 		b.claimed[p.task.id]++
 	}
 	return false
@@ -222,7 +249,7 @@ func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bo
 	case overlapWait:
 		b.waiting = append(b.waiting, id)
 	case overlapSkip:
-		b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Failed,
+		b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Failed,
 			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
 			Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
@@ -243,7 +270,7 @@ func (e *Engine) startTransition(id int64, p *pend, now time.Time) store.Transit
 		started = due // claimed ahead: it starts at its fire time
 		why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
 	}
-	return store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: store.Running,
+	return store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
 		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
 		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
@@ -292,19 +319,19 @@ func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time
 		e.dropCachedRunOf(id) // its cached state is stale: read the run again when needed
 		return false
 	}
-	if to := b.params[i].To; to != store.Running {
+	if to := b.params[i].To; to != axtype.Running {
 		e.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", b.params[i].Reason)
 		e.dropCachedRunOf(id)
 		return false
 	}
 	started := *b.params[i].Set.StartedAt
 	a := &attempt{ticket: *b.params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-		attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == store.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
+		attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
 	e.track(id, a)
 	if rs := e.runs[p.runID]; rs != nil {
 		if ref := rs.inst[p.task.id]; ref != nil {
-			ref.state, ref.version = store.Running, r.Version
+			ref.state, ref.version = axtype.Running, r.Version
 		}
 	}
 	if p.throttled {

@@ -27,29 +27,38 @@
 //     settle, and the releases of what waited on them.
 //   - operator requests (request.go, control.go, settleop.go): a sealed
 //     set of typed requests applied on the loop.
-//   - backfill (backfill.go): runs of past logical times, a few at a time.
+//   - backfiller (backfill.go): runs of past logical times, a few at a time,
+//     stepped as results come in and the store polled every second.
 //
 // How an instance flows through them:
 //
-//	                     lease (keeper: own timer, epoch E)
-//	                       │ fences every write below with epoch E;
-//	                       │ nothing starts unless the lease is safely held
-//	                       ▼
-//	planner ──────────► resolver ──────────► dispatcher ─────────► workers
-//	trigger fires:      WAITING → SCHEDULED  due (wheel → queue):   executors run
-//	run created ahead   when every upstream  pause? overlap at the  the attempt in
-//	(roots SCHEDULED,   succeeded (gate      fire time? cap? token? goroutines of
-//	others WAITING);    approved); → FAILED  SCHEDULED → RUNNING    their own
-//	misfire judges      when one failed, was with a fresh ticket,         │
-//	missed fires;       killed, skipped or   recorded before any          │ result
-//	wheel loaded for    its wait timed out   executor sees it             │ (channel,
-//	the window               ▲                                            │  inbox)
-//	                         │                                            ▼
-//	                         └────────────────────────────────────── completer
-//	                           success/failure settles the run's     RUNNING → SUCCESS,
-//	                           downstream in the same transaction    RETRYING (→ wheel),
-//	                           (R40); other pipelines after commit   FAILED, KILLED;
-//	                                                                 timeouts, give-backs
+//	planner     a trigger fires: its run is created ahead, inside the window;
+//	 │          the misfire rule judges fires that passed unrun
+//	 │ roots:      │ the others:
+//	 │ SCHEDULED   ▼ WAITING
+//	 │          resolver    WAITING → SCHEDULED when every upstream succeeded
+//	 │             │        (and a manual gate was approved); WAITING → FAILED
+//	 │             │        when one failed, was killed or skipped, or the wait
+//	 │             │        timed out, and so on down the run
+//	 ▼             ▼
+//	wheel (planner): instances due within the window, by fire time  ◄──────┐
+//	 │ due (or within claim-ahead)                                         │
+//	 ▼                                                                     │
+//	dispatcher  queue by priority; paused? overlap at the fire time?       │
+//	 │          a cap free? a token? then SCHEDULED → RUNNING with a       │
+//	 │          fresh ticket, recorded before any executor sees it         │
+//	 ▼                                                                     │
+//	workers     executors, in goroutines of their own (HTTP results        │
+//	 │          also through the inbox)                                    │
+//	 │ result, or a timeout, kill or give-back                             │
+//	 ▼                                                                     │
+//	completer   RUNNING → SUCCESS, FAILED, KILLED, or RETRYING ────────────┘
+//	            (at its backoff time); in the same transaction, the run's
+//	            downstream that the resolver settles (R40)
+//
+//	leadership  the keeper renews the lease on a timer of its own; every
+//	            write above goes through the fence of the term's epoch, and
+//	            nothing starts unless the lease is safely held
 //
 // # The store is the truth
 //

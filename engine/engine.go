@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
@@ -57,7 +58,7 @@ type taskInfo struct {
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
 // with [Engine.Run]; it is not reusable after Run returns. It composes the
 // components of the package doc (planner, resolver, leadership, dispatcher,
-// completer), all owned by the loop goroutine.
+// completer, backfiller), all owned by the loop goroutine.
 type Engine struct {
 	cfg   Config
 	st    *store.Store
@@ -72,21 +73,18 @@ type Engine struct {
 	leadership    // epoch, lease, fence of the term (lease.go)
 	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
 	completer     // results, retries, timeouts, releases (completer.go)
+	backfiller    // backfills in progress (backfill.go)
 	brk           *breaker.Breaker
 	running       map[int64]*attempt // by instance id
 	runs          map[int64]*runState
 	retryAt       time.Time // after a store error: when to try again
 	failures      int
 	execCtx       context.Context
-	results       chan outcome
 	reqs          chan request
 	paused        map[string]store.Pause // "scope/name"
 	runningByTask map[string]int
-	runKind       map[int64]store.RunKind
+	runKind       map[int64]axtype.RunKind
 	runParams     map[int64]map[string]any // the --param values of manual runs that have some
-	backfills     map[int64]*bfState
-	bfChecked     time.Time
-	bfDirty       bool // results were applied since the backfills last stepped
 	opsPolled     time.Time
 	// opsApplied are queued requests applied whose outcome is not
 	// recorded yet (the store failed as it was written): recorded on the
@@ -141,8 +139,8 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		planner: planner{pending: map[int64]*pend{}}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		results: make(chan outcome, 4096), brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]store.RunKind{}, runParams: map[int64]map[string]any{}, backfills: map[int64]*bfState{},
+		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
+		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]axtype.RunKind{}, runParams: map[int64]map[string]any{}, backfiller: backfiller{backfills: map[int64]*bfState{}},
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
@@ -150,6 +148,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
 	e.logs = newLogWriter(cfg)
+	e.dispatcher.size, e.completer.size = newTxSize(e.batchSize(), cfg.TurnBudget), newTxSize(e.batchSize(), cfg.TurnBudget)
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
@@ -166,13 +165,7 @@ func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*tri
 	e.g, e.tasks, e.trigs = g, tasks, trigs
 	e.hasHTTP = hasHTTPTasks(tasks)
 	e.tuneBreakers(g)
-	e.buildNodes()
-	e.limited = nil
-	for _, t := range g.Order() {
-		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
-			e.limited = append(e.limited, ti.id)
-		}
-	}
+	e.resolver.setGraph(g, tasks)
 	e.cur.Store(g)
 }
 
@@ -566,15 +559,7 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
-	// Active backfills step as soon as results came in (a finished run
-	// makes room for the next at once); the store is polled for new and
-	// resumed ones every second.
-	poll := now.Sub(e.bfChecked) >= time.Second
-	if poll || (e.bfDirty && len(e.backfills) > 0) {
-		if poll {
-			e.bfChecked = now
-		}
-		e.bfDirty = false
+	if step, poll := e.backfiller.due(now); step {
 		if err := e.driveBackfills(ctx, now, poll); err != nil {
 			return err
 		}
@@ -741,7 +726,7 @@ type Event struct {
 	Run      int64
 	Logical  time.Time
 	Ticket   string
-	State    store.State // when ended: SUCCESS, FAILED, RETRYING or KILLED
+	State    axtype.State // when ended: SUCCESS, FAILED, RETRYING or KILLED
 	Error    string
 	Duration time.Duration
 }

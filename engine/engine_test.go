@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
@@ -150,7 +151,7 @@ func sleep(d time.Duration) {
 	synctest.Wait()
 }
 
-func (e *env) instances(f store.InstanceFilter) []store.Instance {
+func (e *env) instances(f store.InstanceFilter) []axtype.Instance {
 	e.t.Helper()
 	f.Limit = 1 << 20
 	f.Ascending = true
@@ -206,7 +207,7 @@ func TestChainRunsInOrderOncePerLogicalTime(t *testing.T) {
 			t.Errorf("first fire at +%s, want +10s", calls[0].at.Sub(start))
 		}
 		for _, in := range e.instances(store.InstanceFilter{Pipeline: "chain", LogicalTo: start.Add(30 * time.Second)}) {
-			if in.State != store.Success {
+			if in.State != axtype.Success {
 				t.Errorf("%s@%s is %s", in.TaskID, in.LogicalTime.Sub(start), in.State)
 			}
 		}
@@ -218,7 +219,7 @@ func TestChainRunsInOrderOncePerLogicalTime(t *testing.T) {
 			}
 			for id, hs := range perInstance {
 				in, _ := e.st.Instance(context.Background(), id)
-				if in.State != store.Success {
+				if in.State != axtype.Success {
 					continue
 				}
 				want := ">SCHEDULED SCHEDULED>RUNNING RUNNING>SUCCESS"

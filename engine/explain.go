@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -19,12 +20,12 @@ import (
 // table: paused, waiting on an upstream, outside the wheel window, held by
 // the token bucket, breaker open, no live executor, retries exhausted.
 type Explanation struct {
-	Task     string          `json:"task"`
-	Now      time.Time       `json:"now"`
-	Live     bool            `json:"live"` // the primary's loop answered; false: from the store alone (a standby)
-	Latest   *store.Instance `json:"latest_instance,omitempty"`
-	Verdict  string          `json:"verdict"` // the first blocking finding, or that nothing holds it
-	Findings []Finding       `json:"findings"`
+	Task     string           `json:"task"`
+	Now      time.Time        `json:"now"`
+	Live     bool             `json:"live"` // the primary's loop answered; false: from the store alone (a standby)
+	Latest   *axtype.Instance `json:"latest_instance,omitempty"`
+	Verdict  string           `json:"verdict"` // the first blocking finding, or that nothing holds it
+	Findings []Finding        `json:"findings"`
 	// NextFires are the next ten fire times of the task's schedule (plus its delay).
 	NextFires []time.Time `json:"next_fires"`
 	// LastFires are the last ten dispatches, newest first.
@@ -148,7 +149,7 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 	if err != nil {
 		return x, err
 	}
-	var in *store.Instance
+	var in *axtype.Instance
 	if len(latest) == 1 {
 		in = &latest[0]
 		x.Latest = in
@@ -207,7 +208,7 @@ func (e *Engine) explainPaused(ctx context.Context, t *taskInfo, v *loopView, st
 }
 
 // explainState explains the state of t's latest instance in (nil: none).
-func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instance, v *loopView, now time.Time, stamp func(time.Time) string,
+func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *axtype.Instance, v *loopView, now time.Time, stamp func(time.Time) string,
 	add func(string, bool, string, ...any)) error {
 	id := t.id
 	switch {
@@ -217,17 +218,17 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instan
 		} else {
 			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window", e.cfg.Window)
 		}
-	case in.State == store.Waiting:
+	case in.State == axtype.Waiting:
 		return e.explainWaiting(ctx, t, in, stamp, add)
-	case in.State == store.Scheduled || in.State == store.Retrying:
+	case in.State == axtype.Scheduled || in.State == axtype.Retrying:
 		e.explainDue(t, in, v, now, stamp, add)
-	case in.State == store.Running && v != nil && v.starting != "":
+	case in.State == axtype.Running && v != nil && v.starting != "":
 		add("pool", true, "dispatched at %s (attempt %d, ticket %s) and waiting in the start queue for a slot: %s; it starts in priority order as attempts end, and its timeout starts when it starts (ax limits changes the cap)",
 			stamp(in.StartedAt), in.Attempt, in.Ticket, v.starting)
-	case in.State == store.Running:
+	case in.State == axtype.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
 			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(in.StartedAt.Add(t.def.Timeout)))
-	case in.State == store.Failed:
+	case in.State == axtype.Failed:
 		switch {
 		case t.def.Retry.Count == 0:
 			add("retries", true, "failed with no retry: retry.count is 0 (set retry: {count: N} to retry): %s", in.Error)
@@ -236,11 +237,11 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *store.Instan
 		default:
 			add("retries", true, "retries exhausted after %d attempt(s) (retry.count %d): %s", in.Attempt, t.def.Retry.Count, in.Error)
 		}
-	case in.State == store.Killed:
+	case in.State == axtype.Killed:
 		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", stamp(in.EndedAt), id)
-	case in.State == store.Paused:
+	case in.State == axtype.Paused:
 		add("state", true, "the latest instance is PAUSED; ax resume runs it per the misfire policy (%s)", t.def.Misfire)
-	case in.State == store.Success:
+	case in.State == axtype.Success:
 		add("state", false, "the latest instance succeeded at %s", stamp(in.EndedAt))
 	}
 	return nil
@@ -332,7 +333,7 @@ func nextFires(ctx context.Context, st *store.Store, g *dag.Graph, t *defs.Task,
 	if tr == nil {
 		return out, nil
 	}
-	ahead, err := st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), States: []store.State{store.Waiting, store.Scheduled},
+	ahead, err := st.Instances(ctx, store.InstanceFilter{TaskID: t.ID(), States: []axtype.State{axtype.Waiting, axtype.Scheduled},
 		LogicalFrom: now, ByLogicalTime: true, Ascending: true, Limit: n})
 	if err != nil {
 		return nil, err
@@ -373,7 +374,7 @@ func (e *Engine) NextScheduled(id string) time.Time {
 
 // explainWaiting names what a WAITING instance waits for, by the
 // readiness rule itself (ready.go), with the deadline of its wait limit.
-func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Instance, stamp func(time.Time) string, add func(string, bool, string, ...any)) error {
+func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Instance, stamp func(time.Time) string, add func(string, bool, string, ...any)) error {
 	run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20})
 	if err != nil {
 		return err
@@ -417,9 +418,9 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *store.Inst
 
 // explainDue explains a SCHEDULED or RETRYING instance: in the window or
 // not, due in the queue, held by the token bucket.
-func (e *Engine) explainDue(t *taskInfo, in *store.Instance, v *loopView, now time.Time, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
+func (e *Engine) explainDue(t *taskInfo, in *axtype.Instance, v *loopView, now time.Time, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
 	what := "scheduled"
-	if in.State == store.Retrying {
+	if in.State == axtype.Retrying {
 		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Attempt, t.def.Retry.Count+1)
 	}
 	if in.NextFireAt.After(now) {
@@ -477,8 +478,8 @@ func (e *Engine) explainRemoved(ctx context.Context, id string) (Explanation, bo
 		id, rows[0].UpdatedAt.Format(time.RFC3339))
 	// A running instance first (the one that matters), else the latest to
 	// have ended, else the latest at all.
-	var latest []store.Instance
-	for _, states := range [][]store.State{{store.Running}, {store.Success, store.Failed, store.Killed}, nil} {
+	var latest []axtype.Instance
+	for _, states := range [][]axtype.State{{axtype.Running}, {axtype.Success, axtype.Failed, axtype.Killed}, nil} {
 		if latest, err = e.st.Instances(ctx, store.InstanceFilter{TaskID: id, States: states, Limit: 1}); err != nil {
 			return x, true, err
 		}
@@ -490,10 +491,10 @@ func (e *Engine) explainRemoved(ctx context.Context, id string) (Explanation, bo
 		in := &latest[0]
 		x.Latest = in
 		switch in.State {
-		case store.Running:
+		case axtype.Running:
 			add("state", false, "its instance %d was running when the task was removed (since %s, attempt %d, ticket %s): the scheduler still tracks it under the stored definition; it fails at %s if no result comes and is not retried (the task is gone); ax kill %d stops it, and cancelling its run ends it",
 				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, in.StartedAt.Add(def.Timeout).Format(time.RFC3339), in.ID)
-		case store.Success, store.Failed, store.Killed:
+		case axtype.Success, axtype.Failed, axtype.Killed:
 			why := ""
 			if in.Error != "" {
 				why = ": " + in.Error

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -83,7 +84,7 @@ func TestOverlapSkipsExactlyTheFiresWhileRunning(t *testing.T) {
 			}
 		}
 		skipped := map[time.Duration]bool{}
-		for _, in := range e.instances(store.InstanceFilter{TaskID: "s.a", States: []store.State{store.Failed}}) {
+		for _, in := range e.instances(store.InstanceFilter{TaskID: "s.a", States: []axtype.State{axtype.Failed}}) {
 			if !strings.Contains(in.Error, "overlap: skip") {
 				t.Errorf("instance at +%s failed: %s", in.LogicalTime.Sub(start), in.Error)
 			}
@@ -153,10 +154,10 @@ func TestMisfireAfterOutage(t *testing.T) {
 					}
 					// No instance of a missed fire is left to run later.
 					for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", LogicalTo: start.Add(last)}) {
-						if in.State != store.Success && in.State != store.Failed {
+						if in.State != axtype.Success && in.State != axtype.Failed {
 							t.Errorf("fire at +%s left %s", in.LogicalTime.Sub(start), in.State)
 						}
-						if in.State == store.Failed && !strings.Contains(in.Error, "skipped by misfire policy "+policy) {
+						if in.State == axtype.Failed && !strings.Contains(in.Error, "skipped by misfire policy "+policy) {
 							t.Errorf("fire at +%s failed without the reason: %s", in.LogicalTime.Sub(start), in.Error)
 						}
 					}
@@ -242,7 +243,7 @@ func TestMisfireCatchUpsAreNeverOverlapSkipped(t *testing.T) {
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("the backlog ran %d fire(s) %v, want %d %v", len(got), short(got), len(want), short(want))
 				}
-				for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", States: []store.State{store.Failed}}) {
+				for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", States: []axtype.State{axtype.Failed}}) {
 					if at := in.LogicalTime.Sub(start); at < 69500*time.Millisecond && strings.Contains(in.Error, "overlap") {
 						t.Errorf("backlog fire at +%s skipped by the overlap policy: %s", at, in.Error)
 					}
@@ -283,7 +284,7 @@ func TestResumeCatchUpsAreNeverOverlapSkipped(t *testing.T) {
 				t.Errorf("missed fire at +%s ran %d times, want once", at, ran[at])
 			}
 		}
-		for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", States: []store.State{store.Failed}}) {
+		for _, in := range e.instances(store.InstanceFilter{TaskID: "m.a", States: []axtype.State{axtype.Failed}}) {
 			if at := in.LogicalTime.Sub(start); at <= 30*time.Second {
 				t.Errorf("missed fire at +%s failed: %s", at, in.Error)
 			}

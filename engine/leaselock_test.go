@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -64,7 +65,7 @@ func TestMySQLDispatchTransactionsStaySmall(t *testing.T) {
 	per := map[int64]int{}
 	runs := 0
 	for _, r := range h {
-		if r.To == store.Running && strings.HasPrefix(r.TaskID, "wide.") {
+		if r.To == axtype.Running && strings.HasPrefix(r.TaskID, "wide.") {
 			per[r.At.UnixMilli()]++
 			runs++
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -382,7 +383,7 @@ func TestResultErrorsAreSafeText(t *testing.T) {
 		}
 		sleep(3 * time.Second)
 		ins := e.instances(store.InstanceFilter{TaskID: "u.a"})
-		if len(ins) != 1 || ins[0].State != store.Failed || ins[0].Error != want {
+		if len(ins) != 1 || ins[0].State != axtype.Failed || ins[0].Error != want {
 			t.Fatalf("instance: %+v; want FAILED with error %q", ins, want)
 		}
 		ctx := context.Background()

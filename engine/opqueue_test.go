@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -47,7 +48,7 @@ func TestQueuedRequestAppliedOnceWhenItsOutcomeIsLost(t *testing.T) {
 		}
 		manual := 0
 		for _, r := range runs {
-			if r.Kind == store.RunManual {
+			if r.Kind == axtype.RunManual {
 				manual++
 			}
 		}

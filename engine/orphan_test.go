@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
 	"github.com/ax-sched/ax/store"
@@ -86,10 +87,10 @@ tasks:
 			if _, err := st.SyncDefinitions(ctx, store.SyncParams{Pipelines: []store.PipelineDef{def}, Now: start}); err != nil {
 				t.Fatal(err)
 			}
-			_, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "inh", Trigger: "inh", Kind: store.RunManual, LogicalTime: start,
+			_, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "inh", Trigger: "inh", Kind: axtype.RunManual, LogicalTime: start,
 				Actor: "old", Now: start, Instances: []store.NewInstance{
-					{TaskID: "inh.t1", State: store.Scheduled, NextFireAt: start}, {TaskID: "inh.t2", State: store.Scheduled, NextFireAt: start},
-					{TaskID: "inh.t3", State: store.Scheduled, NextFireAt: start}}})
+					{TaskID: "inh.t1", State: axtype.Scheduled, NextFireAt: start}, {TaskID: "inh.t2", State: axtype.Scheduled, NextFireAt: start},
+					{TaskID: "inh.t3", State: axtype.Scheduled, NextFireAt: start}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +99,7 @@ tasks:
 				name := strings.TrimPrefix(in.TaskID, "inh.")
 				ids[name] = in.ID
 				tk, att := tickets[name], 1
-				if _, err := st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Running,
+				if _, err := st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running,
 					Set: store.Changes{Ticket: &tk, Attempt: &att, StartedAt: &start}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
 					t.Fatal(err)
 				}
@@ -121,25 +122,25 @@ tasks:
 		})
 		defer stopEx()
 		sleep(2 * time.Second) // the first sweep asks at once
-		state := func(n string) store.Instance {
+		state := func(n string) axtype.Instance {
 			in, err := e.st.Instance(context.Background(), ids[n])
 			if err != nil {
 				t.Fatal(err)
 			}
 			return in
 		}
-		if in := state("t1"); in.State != store.Success || in.Ticket != tickets["t1"] {
+		if in := state("t1"); in.State != axtype.Success || in.Ticket != tickets["t1"] {
 			t.Errorf("t1 (done on the executor): %+v, want SUCCESS with its ticket", in)
 		}
-		if in := state("t2"); in.State != store.Running {
+		if in := state("t2"); in.State != axtype.Running {
 			t.Errorf("t2 (running on the executor): %+v, want RUNNING", in)
 		}
-		if in := state("t3"); in.State != store.Success || in.Ticket != tickets["t3"] || in.Attempt != 1 {
+		if in := state("t3"); in.State != axtype.Success || in.Ticket != tickets["t3"] || in.Attempt != 1 {
 			t.Errorf("t3 (unknown): %+v, want SUCCESS at attempt 1 with the same ticket", in)
 		}
 		close(release) // t2 ends on the executor; the next sweep hears it is done
 		sleep(10 * time.Second)
-		if in := state("t2"); in.State != store.Success || in.Ticket != tickets["t2"] {
+		if in := state("t2"); in.State != axtype.Success || in.Ticket != tickets["t2"] {
 			t.Errorf("t2 after it ended: %+v, want SUCCESS", in)
 		}
 		e.stop()

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -56,7 +57,7 @@ tasks:
 		sleep(5 * time.Second)
 		e.stop()
 		ins := e.instances(store.InstanceFilter{TaskID: "o.flaky"})
-		if len(ins) != 1 || ins[0].State != store.Success || ins[0].Attempt != 2 {
+		if len(ins) != 1 || ins[0].State != axtype.Success || ins[0].Attempt != 2 {
 			t.Fatalf("instances %+v, want one SUCCESS after 2 attempts", ins)
 		}
 		id := ins[0].ID
@@ -127,7 +128,7 @@ tasks:
 		}
 		sleep(7 * time.Second)
 		ins := e.instances(store.InstanceFilter{TaskID: "c.slow"})
-		if len(ins) != 1 || ins[0].State != store.Running {
+		if len(ins) != 1 || ins[0].State != axtype.Running {
 			t.Fatalf("instances %+v, want one RUNNING", ins)
 		}
 		// Read as another process would, from the store, while it runs.
@@ -232,7 +233,7 @@ tasks:
 		e.stop()
 		in := e.instances(store.InstanceFilter{TaskID: "big.print"})[0]
 		as, err := e.st.Attempts(context.Background(), in.ID)
-		if err != nil || len(as) != 1 || in.State != store.Success {
+		if err != nil || len(as) != 1 || in.State != axtype.Success {
 			t.Fatalf("instance %+v, attempts %+v %v", in, as, err)
 		}
 		if as[0].LogBytes > runner.DefaultLogMax || as[0].LogBytes < runner.DefaultLogMax/2 || as[0].LogBytes+as[0].LogDropped != 50<<20 {
@@ -352,7 +353,7 @@ tasks:
 		ctx := context.Background()
 		for _, task := range []string{"s.a", "s.b", "s.loud"} {
 			ins := e.instances(store.InstanceFilter{TaskID: task})
-			if len(ins) != 1 || ins[0].State != store.Success {
+			if len(ins) != 1 || ins[0].State != axtype.Success {
 				t.Fatalf("%s: instances %+v, want one SUCCESS", task, ins)
 			}
 			as, err := e.st.Attempts(ctx, ins[0].ID)
@@ -421,7 +422,7 @@ tasks:
 		sleep(3 * time.Second)
 		e.stop()
 		ins = e.instances(store.InstanceFilter{TaskID: "f.x"})
-		if len(ins) != 1 || ins[0].State != store.Success {
+		if len(ins) != 1 || ins[0].State != axtype.Success {
 			t.Fatalf("instances %+v, want one SUCCESS: the result is recorded without its output", ins)
 		}
 		if as, _ := e.st.Attempts(context.Background(), ins[0].ID); len(as) != 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/store"
@@ -52,7 +53,7 @@ func (pl *planner) due(until time.Time, q *queue.Queue[int64]) {
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
 // time is inside the window; later ones are loaded by a top-up.
-func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
+func (e *Engine) enqueue(ctx context.Context, in axtype.Instance) {
 	ti := e.tasks[in.TaskID]
 	if ti == nil {
 		return // a task removed from the files: its instances stay as they are
@@ -68,7 +69,7 @@ func (e *Engine) enqueue(ctx context.Context, in store.Instance) {
 	}
 	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
 		logical: in.LogicalTime, attempt: in.Attempt, kind: e.kindOf(ctx, in.RunID)}
-	e.pending[in.ID].manual = e.pending[in.ID].kind == store.RunManual
+	e.pending[in.ID].manual = e.pending[in.ID].kind == axtype.RunManual
 }
 
 // load puts every instance due up to now + Window into the wheel (R11).

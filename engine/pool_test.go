@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -65,8 +66,8 @@ func TestMaxRunningHoldsWorkInPriorityOrder(t *testing.T) {
 		if g.peak != 3 {
 			t.Errorf("peak %d attempts at once, want 3", g.peak)
 		}
-		for _, in := range e.instances(store.InstanceFilter{Pipeline: "burst", States: []store.State{store.Success, store.Failed, store.Retrying, store.Running}}) {
-			if in.State != store.Success || in.Attempt != 1 {
+		for _, in := range e.instances(store.InstanceFilter{Pipeline: "burst", States: []axtype.State{axtype.Success, axtype.Failed, axtype.Retrying, axtype.Running}}) {
+			if in.State != axtype.Success || in.Attempt != 1 {
 				t.Errorf("%s: %s attempt %d (%s); want SUCCESS at the first attempt", in.TaskID, in.State, in.Attempt, in.Error)
 			}
 		}
@@ -183,7 +184,7 @@ func TestStartQueueDrainsWithoutACommitPerStart(t *testing.T) {
 		}
 		t.Logf("the last of %d attempts started %s after the fire time", n, last.Sub(fire))
 		for _, in := range e.instances(store.InstanceFilter{Pipeline: "burst"}) {
-			if in.State != store.Success || in.Attempt != 1 {
+			if in.State != axtype.Success || in.Attempt != 1 {
 				t.Errorf("%s: %s attempt %d (%s); want SUCCESS at the first attempt", in.TaskID, in.State, in.Attempt, in.Error)
 			}
 		}
@@ -217,7 +218,7 @@ func TestStartQueueExplainKillAndGiveBack(t *testing.T) {
 		e := setup(t, Config{MaxRunning: 1, Grace: 2 * time.Second}, fns, src)
 		sleep(time.Hour + 5*time.Second)
 		queued := e.instances(store.InstanceFilter{TaskID: "burst.t00001"})
-		if len(queued) != 1 || queued[0].State != store.Running {
+		if len(queued) != 1 || queued[0].State != axtype.Running {
 			t.Fatalf("burst.t00001: %+v; want one instance RUNNING (recorded, in the start queue)", queued)
 		}
 		x, err := e.eng.Explain(context.Background(), "burst.t00001")
@@ -229,14 +230,14 @@ func TestStartQueueExplainKillAndGiveBack(t *testing.T) {
 			t.Errorf("explain of an attempt in the start queue:\n%s", f)
 		}
 		sleep(20 * time.Minute) // four times its timeout, which has not started: it still waits
-		if in := e.instances(store.InstanceFilter{TaskID: "burst.t00001"}); in[0].State != store.Running {
+		if in := e.instances(store.InstanceFilter{TaskID: "burst.t00001"}); in[0].State != axtype.Running {
 			t.Errorf("after 20 minutes in the start queue: %s (%s); want still RUNNING, waiting (its timeout starts when it starts)", in[0].State, in[0].Error)
 		}
 		if _, err := e.do(Kill{Instance: queued[0].ID}, By{Actor: "operator:test"}); err != nil {
 			t.Fatal(err)
 		}
 		sleep(time.Second)
-		if in := e.instances(store.InstanceFilter{TaskID: "burst.t00001"}); in[0].State != store.Killed {
+		if in := e.instances(store.InstanceFilter{TaskID: "burst.t00001"}); in[0].State != axtype.Killed {
 			t.Errorf("killed while in the start queue: %s (%s); want KILLED", in[0].State, in[0].Error)
 		}
 		e.stop()
@@ -247,7 +248,7 @@ func TestStartQueueExplainKillAndGiveBack(t *testing.T) {
 		}
 		for _, task := range []string{"burst.t00000", "burst.t00002"} {
 			in := e.instances(store.InstanceFilter{TaskID: task})
-			if len(in) != 1 || in[0].State != store.Retrying || in[0].Attempt != 0 {
+			if len(in) != 1 || in[0].State != axtype.Retrying || in[0].Attempt != 0 {
 				t.Errorf("%s after shutdown: %+v; want RETRYING with attempt 0 (given back, not counted)", task, in)
 				continue
 			}
@@ -257,7 +258,7 @@ func TestStartQueueExplainKillAndGiveBack(t *testing.T) {
 			if task == "burst.t00002" {
 				want = "interrupted by shutdown: it waited in the start queue for a slot (--max-running) and never started"
 			}
-			if last.From != store.Running || last.To != store.Retrying || !strings.Contains(last.Reason, want) {
+			if last.From != axtype.Running || last.To != axtype.Retrying || !strings.Contains(last.Reason, want) {
 				t.Errorf("%s: last history %s>%s %q; want RUNNING>RETRYING %q", task, last.From, last.To, last.Reason, want)
 			}
 		}
@@ -370,7 +371,7 @@ func TestStartQueueSurvivesALeaseRetaken(t *testing.T) {
 			t.Fatalf("%d instances of the 01:00 run, want 2", len(ins))
 		}
 		for _, in := range ins {
-			if in.State != store.Success {
+			if in.State != axtype.Success {
 				t.Errorf("%s: %s (%s); want SUCCESS after the lease was taken again", in.TaskID, in.State, in.Error)
 			}
 		}

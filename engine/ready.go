@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // This file is the one home of two rules (R14, R40):
@@ -23,10 +23,10 @@ import (
 
 // upstreamView is one upstream of a WAITING instance as the rule sees it.
 type upstreamView struct {
-	id    string      // pipeline.task
-	state store.State // "" for a cross-pipeline upstream with no instance at or before the logical time
-	err   string      // its error, to tell a skip from a failure
-	cross bool        // in another pipeline
+	id    string       // pipeline.task
+	state axtype.State // "" for a cross-pipeline upstream with no instance at or before the logical time
+	err   string       // its error, to tell a skip from a failure
+	cross bool         // in another pipeline
 }
 
 // gateView is what decide needs to know of a WAITING instance.
@@ -68,14 +68,14 @@ func decide(g gateView, now time.Time) decision {
 	crossPending := false
 	for _, u := range g.ups {
 		switch u.state {
-		case store.Success:
+		case axtype.Success:
 			continue
-		case store.Failed:
+		case axtype.Failed:
 			if strings.HasPrefix(u.err, "skipped") {
 				return decision{verdict: verdictFail, reason: "upstream " + u.id + " was skipped"}
 			}
 			return decision{verdict: verdictFail, reason: "upstream " + u.id + " failed"}
-		case store.Killed:
+		case axtype.Killed:
 			return decision{verdict: verdictFail, reason: "upstream " + u.id + " was killed"}
 		}
 		pending = append(pending, u)
@@ -92,7 +92,7 @@ func decide(g gateView, now time.Time) decision {
 			switch u.state {
 			case "":
 				names[i] += " (no run yet)"
-			case store.Waiting:
+			case axtype.Waiting:
 			default:
 				names[i] += " (" + string(u.state) + ")"
 			}
@@ -138,7 +138,7 @@ func shortDuration(d time.Duration) string {
 
 // instView is one instance of a run as settle sees it.
 type instView struct {
-	state    store.State
+	state    axtype.State
 	err      string
 	approved bool
 }
@@ -189,7 +189,7 @@ func settle(run func(task string) (instView, bool), nodes map[string]settleNode,
 		id := work[0]
 		work = work[1:]
 		iv, ok := view(id)
-		if !ok || iv.state != store.Waiting {
+		if !ok || iv.state != axtype.Waiting {
 			continue
 		}
 		n, ok := nodes[id]
@@ -214,10 +214,10 @@ func settle(run func(task string) (instView, bool), nodes map[string]settleNode,
 		out = slices.DeleteFunc(out, func(s settled) bool { return s.task == id })
 		switch d.verdict {
 		case verdictFail:
-			state[id] = instView{state: store.Failed, err: d.reason}
+			state[id] = instView{state: axtype.Failed, err: d.reason}
 			work = append(work, n.downs...)
 		case verdictReady:
-			state[id] = instView{state: store.Scheduled}
+			state[id] = instView{state: axtype.Scheduled}
 		}
 		out = append(out, settled{task: id, decision: d})
 	}
@@ -250,15 +250,15 @@ const (
 // StatusOf sums up a run from its instances: whether it is over, and if not,
 // why not. manual reports whether a task is a manual gate. An instance that
 // never ran is never counted as a success.
-func StatusOf(ins []store.Instance, manual func(task string) bool) RunStatus {
+func StatusOf(ins []axtype.Instance, manual func(task string) bool) RunStatus {
 	s := RunStatus{Over: true}
 	active, paused, waiting := false, false, false
 	for _, in := range ins {
 		switch in.State {
-		case store.Success:
-		case store.Failed, store.Killed:
+		case axtype.Success:
+		case axtype.Failed, axtype.Killed:
 			s.Failed = append(s.Failed, in.TaskID)
-		case store.Waiting:
+		case axtype.Waiting:
 			s.Over = false
 			if s.Waiting == nil {
 				s.Waiting = map[string]string{}
@@ -275,7 +275,7 @@ func StatusOf(ins []store.Instance, manual func(task string) bool) RunStatus {
 				waiting = true
 			}
 			s.Waiting[in.TaskID] = why
-		case store.Paused:
+		case axtype.Paused:
 			s.Over, paused = false, true
 		default:
 			s.Over, active = false, true

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -37,19 +38,19 @@ func TestStrandedDownstreamReleasedAtStart(t *testing.T) {
 		e.stop()
 		ctx := context.Background()
 		at := start.Add(-time.Minute)
-		_, insts, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "y", Trigger: "y", Kind: store.RunSchedule, LogicalTime: at,
+		_, insts, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "y", Trigger: "y", Kind: axtype.RunSchedule, LogicalTime: at,
 			Actor: "test", Now: at, Instances: []store.NewInstance{
-				{TaskID: "y.a", Priority: 3, State: store.Scheduled, NextFireAt: at},
-				{TaskID: "y.b", Priority: 3, State: store.Waiting},
-				{TaskID: "y.c", Priority: 3, State: store.Waiting},
+				{TaskID: "y.a", Priority: 3, State: axtype.Scheduled, NextFireAt: at},
+				{TaskID: "y.b", Priority: 3, State: axtype.Waiting},
+				{TaskID: "y.c", Priority: 3, State: axtype.Waiting},
 			}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		a := insts[0]
-		v, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: a.ID, Version: a.Version, From: store.Scheduled, To: store.Running, Now: at, Actor: "test"})
+		v, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: a.ID, Version: a.Version, From: axtype.Scheduled, To: axtype.Running, Now: at, Actor: "test"})
 		if err == nil {
-			_, err = e.st.Transition(ctx, store.TransitionParams{InstanceID: a.ID, Version: v, From: store.Running, To: store.Success, Now: at, Actor: "test"})
+			_, err = e.st.Transition(ctx, store.TransitionParams{InstanceID: a.ID, Version: v, From: axtype.Running, To: axtype.Success, Now: at, Actor: "test"})
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +65,7 @@ func TestStrandedDownstreamReleasedAtStart(t *testing.T) {
 			t.Errorf("executions after restart: %v, want b and c once each and a not again", got)
 		}
 		for _, in := range e.instances(store.InstanceFilter{Pipeline: "y"}) {
-			if in.State != store.Success {
+			if in.State != axtype.Success {
 				t.Errorf("%s is %s, want SUCCESS", in.TaskID, in.State)
 			}
 		}
@@ -132,20 +133,20 @@ func TestBackfillResumeAdoptsEveryCreatedRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		newRun := func(at time.Time, kind store.RunKind, key string, bf int64) {
+		newRun := func(at time.Time, kind axtype.RunKind, key string, bf int64) {
 			t.Helper()
 			if _, _, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "y", Trigger: "test", Kind: kind, LogicalTime: at,
 				DedupKey: key, BackfillID: bf, Actor: "test", Now: start, Instances: []store.NewInstance{
-					{TaskID: "y.a", Priority: 3, State: store.Scheduled, NextFireAt: start},
-					{TaskID: "y.b", Priority: 3, State: store.Waiting},
-					{TaskID: "y.c", Priority: 3, State: store.Waiting},
+					{TaskID: "y.a", Priority: 3, State: axtype.Scheduled, NextFireAt: start},
+					{TaskID: "y.b", Priority: 3, State: axtype.Waiting},
+					{TaskID: "y.c", Priority: 3, State: axtype.Waiting},
 				}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		newRun(spec.Times[1], store.RunManual, "", 0)
+		newRun(spec.Times[1], axtype.RunManual, "", 0)
 		for _, i := range []int{0, 2} {
-			newRun(spec.Times[i], store.RunBackfill, fmt.Sprintf("backfill/%d/%d", id, spec.Times[i].UnixMilli()), id)
+			newRun(spec.Times[i], axtype.RunBackfill, fmt.Sprintf("backfill/%d/%d", id, spec.Times[i].UnixMilli()), id)
 		}
 		e.restart(Config{}, 10*time.Second)
 		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 3 || b.FailedRuns != 1 || !strings.Contains(b.Error, "1999-06-01T00:00:00Z: a") {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/store"
 )
@@ -279,14 +280,14 @@ func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, no
 	var params []store.TransitionParams
 	for _, id := range removed {
 		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, Limit: 1 << 20,
-			States: []store.State{store.Waiting, store.Scheduled, store.Retrying, store.Paused}})
+			States: []axtype.State{axtype.Waiting, axtype.Scheduled, axtype.Retrying, axtype.Paused}})
 		if err != nil {
 			e.log.Warn("reload_end_unstarted_failed", "task", id, "err", err)
 			continue
 		}
 		for _, in := range ins {
 			m := msg
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
 				Set: store.Changes{EndedAt: &now, Error: &m}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
 		}
 	}
@@ -313,7 +314,7 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 			continue
 		}
 		msg := "not started: its task was removed from the pipeline files by a reload before its fire time"
-		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: store.Running, To: store.Failed,
+		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
 			Set: store.Changes{EndedAt: &now, Error: &msg}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
 	}
 	if len(params) == 0 {

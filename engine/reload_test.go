@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -137,7 +138,7 @@ func TestReloadRemovesWhileRunning(t *testing.T) {
 			t.Errorf("q.x fired at %v, want %v (untouched by the reload)", got, want)
 		}
 		ins := e.instances(store.InstanceFilter{TaskID: "p.a"})
-		if len(ins) != 1 || ins[0].State != store.Success || ins[0].LogicalTime.Sub(start) != 10*time.Second {
+		if len(ins) != 1 || ins[0].State != axtype.Success || ins[0].LogicalTime.Sub(start) != 10*time.Second {
 			var got []string
 			for _, in := range ins {
 				got = append(got, fmt.Sprintf("+%s %s", in.LogicalTime.Sub(start), in.State))
@@ -185,7 +186,7 @@ func TestReloadRemovesClaimedAhead(t *testing.T) {
 		other := "pipeline: q\ntimezone: UTC\nschedule: \"@every 10s\"\ndefaults: {function: record}\ntasks:\n  - {name: x}\n"
 		e := setup(t, Config{}, nil, reloadP, other)
 		sleep(19*time.Second + 500*time.Millisecond) // p.a@20s is claimed ahead (RUNNING, not started)
-		held := e.instances(store.InstanceFilter{TaskID: "p.a", States: []store.State{store.Running}})
+		held := e.instances(store.InstanceFilter{TaskID: "p.a", States: []axtype.State{axtype.Running}})
 		if len(held) != 1 || held[0].LogicalTime.Sub(start) != 20*time.Second {
 			t.Fatalf("claimed ahead before the reload: %+v", held)
 		}
@@ -198,7 +199,7 @@ func TestReloadRemovesClaimedAhead(t *testing.T) {
 			t.Errorf("p.a ran at %v, want only 10s", got)
 		}
 		in, err := e.st.Instance(context.Background(), held[0].ID)
-		if err != nil || in.State != store.Failed || !strings.Contains(in.Error, "removed from the pipeline files by a reload") {
+		if err != nil || in.State != axtype.Failed || !strings.Contains(in.Error, "removed from the pipeline files by a reload") {
 			t.Errorf("the claimed-ahead instance: %s %q %v, want FAILED naming the reload", in.State, in.Error, err)
 		}
 	})

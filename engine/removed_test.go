@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
@@ -17,7 +18,7 @@ const withoutB = "pipeline: p\ntimezone: UTC\nschedule: \"@every 2m\"\ntasks:\n 
 
 // leftRunning records b's first instance RUNNING, as a process that crashed
 // while b ran would have left it, and returns it.
-func leftRunning(t *testing.T, e *env) store.Instance {
+func leftRunning(t *testing.T, e *env) axtype.Instance {
 	t.Helper()
 	ins := e.instances(store.InstanceFilter{TaskID: "p.b"})
 	if len(ins) == 0 {
@@ -26,12 +27,12 @@ func leftRunning(t *testing.T, e *env) store.Instance {
 	in := ins[0]
 	// Started a second before that process's lease ended: it really ran.
 	ticket, att, now, started := "left-behind", 1, time.Now(), time.Now().Add(-time.Second)
-	v, err := e.st.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Running,
+	v, err := e.st.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Running,
 		Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started}, Now: now, Actor: "test", Reason: "dispatched by a process that then crashed"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.State, in.Version, in.Ticket = store.Running, v, ticket
+	in.State, in.Version, in.Ticket = axtype.Running, v, ticket
 	return in
 }
 
@@ -80,7 +81,7 @@ func TestRemovedRunningTaskTimesOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != store.Failed || !strings.Contains(got.Error, "removed from the pipeline files") {
+		if got.State != axtype.Failed || !strings.Contains(got.Error, "removed from the pipeline files") {
 			t.Errorf("removed task's instance: %s %q; want FAILED saying its task was removed", got.State, got.Error)
 		}
 	})
@@ -101,7 +102,7 @@ func TestRemovedRunningTaskCanBeKilled(t *testing.T) {
 		sleep(time.Second)
 		stop()
 		got, _ := e.st.Instance(context.Background(), in.ID)
-		if got.State != store.Killed {
+		if got.State != axtype.Killed {
 			t.Errorf("removed task's instance after a kill: %s %q", got.State, got.Error)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -98,11 +99,11 @@ type Rerun struct {
 // Mark sets the outcome (State: SUCCESS or FAILED) of a waiting, failed or
 // killed instance: Instance, or task Target in Run or at logical time At.
 type Mark struct {
-	Instance int64       `json:"instance,omitempty"`
-	Target   string      `json:"target,omitempty"`
-	Run      int64       `json:"run,omitempty"`
-	At       time.Time   `json:"at,omitzero"`
-	State    store.State `json:"state,omitempty"`
+	Instance int64        `json:"instance,omitempty"`
+	Target   string       `json:"target,omitempty"`
+	Run      int64        `json:"run,omitempty"`
+	At       time.Time    `json:"at,omitzero"`
+	State    axtype.State `json:"state,omitempty"`
 }
 
 // Cancel ends every unfinished instance of a run.

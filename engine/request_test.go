@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -26,7 +27,7 @@ func TestQueuedRequestsDecode(t *testing.T) {
 			Trigger{Target: "p.a", Downstream: true, At: at, Params: map[string]string{"day": "1"}}},
 		{"kill", "kill", `{"kind":"kill","instance":7}`, Kill{Instance: 7}},
 		{"rerun of a run, downstream ignored", "rerun", `{"kind":"rerun","run":3,"downstream":true}`, Rerun{Run: 3}},
-		{"mark", "mark", `{"kind":"mark","target":"p.a","at":"2026-03-01T02:00:00+08:00","state":"SUCCESS"}`, Mark{Target: "p.a", At: at, State: store.Success}},
+		{"mark", "mark", `{"kind":"mark","target":"p.a","at":"2026-03-01T02:00:00+08:00","state":"SUCCESS"}`, Mark{Target: "p.a", At: at, State: axtype.Success}},
 		{"cancel", "cancel", `{"kind":"cancel","run":9}`, Cancel{Run: 9}},
 		{"limits", "limits", `{"kind":"limits","global":5,"max_running":2,"groups":{"etl":1}}`, SetLimits{Global: &five, MaxRunning: &two, Groups: map[string]float64{"etl": 1}}},
 		{"cancel_backfill", "cancel_backfill", `{"kind":"cancel_backfill","backfill":4}`, CancelBackfill{Backfill: 4}},

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -42,7 +43,7 @@ tasks:
 		// (logical times up to 3 h after the start, at the last pass, 5 h) are gone.
 		horizon := now.Add(-2 * time.Hour).Truncate(10 * time.Minute) // the last pass ran on a 10 min step
 		for _, in := range xs {
-			if in.State == store.Success && in.UpdatedAt.Before(horizon) {
+			if in.State == axtype.Success && in.UpdatedAt.Before(horizon) {
 				t.Errorf("instance %d of x.a ended at %s, before the horizon %s, and is still there", in.ID, in.UpdatedAt.Format(time.TimeOnly), horizon.Format(time.TimeOnly))
 			}
 		}
@@ -56,7 +57,7 @@ tasks:
 			t.Errorf("y.b kept %d instances from %s, want every one since the start", len(ys), first2(ys))
 		}
 		for _, in := range ys {
-			if in.State != store.Paused {
+			if in.State != axtype.Paused {
 				t.Errorf("y.b instance %d is %s, want PAUSED", in.ID, in.State)
 			}
 		}
@@ -76,7 +77,7 @@ tasks:
 	})
 }
 
-func first2(ins []store.Instance) string {
+func first2(ins []axtype.Instance) string {
 	if len(ins) == 0 {
 		return "-"
 	}

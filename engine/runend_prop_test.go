@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -117,10 +118,10 @@ func checkRunInvariants(t *testing.T, e *env, run int64, ups map[string][]string
 			t.Fatal(err)
 		}
 		for _, row := range h {
-			if row.To == store.Success {
+			if row.To == axtype.Success {
 				succeededAt[task] = row.At
 			}
-			if row.To == store.Running {
+			if row.To == axtype.Running {
 				if _, ok := startedAt[task]; !ok {
 					startedAt[task] = row.At
 				}
@@ -139,10 +140,10 @@ func checkRunInvariants(t *testing.T, e *env, run int64, ups map[string][]string
 				}
 			}
 		}
-		if in.State == store.Success && (in.Attempt == 0 || ran[task] == 0) {
+		if in.State == axtype.Success && (in.Attempt == 0 || ran[task] == 0) {
 			t.Errorf("%s is SUCCESS but never ran (attempt %d, %d executions)\n%s", task, in.Attempt, ran[task], src)
 		}
-		if in.State == store.Failed && in.Attempt == 0 && !strings.HasPrefix(in.Error, "upstream ") {
+		if in.State == axtype.Failed && in.Attempt == 0 && !strings.HasPrefix(in.Error, "upstream ") {
 			t.Errorf("%s failed without running, for no upstream: %q\n%s", task, in.Error, src)
 		}
 	}

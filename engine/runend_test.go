@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -18,9 +19,9 @@ import (
 // wait for their upstreams, cross-pipeline waits have a limit.
 
 // byTask returns the instances of run as task -> instance.
-func (e *env) byTask(run int64) map[string]store.Instance {
+func (e *env) byTask(run int64) map[string]axtype.Instance {
 	e.t.Helper()
-	out := map[string]store.Instance{}
+	out := map[string]axtype.Instance{}
 	for _, in := range e.instances(store.InstanceFilter{RunID: run}) {
 		out[in.TaskID] = in
 	}
@@ -59,13 +60,13 @@ func TestFailedUpstreamFailsDiamondInOneTransaction(t *testing.T) {
 		sleep(time.Hour + 2*time.Second)
 		e.stop()
 		a := e.instances(store.InstanceFilter{TaskID: "d.a"})
-		if len(a) != 1 || a[0].State != store.Failed {
+		if len(a) != 1 || a[0].State != axtype.Failed {
 			t.Fatalf("a: %+v", a)
 		}
 		run := e.byTask(a[0].RunID)
 		for _, id := range []string{"d.b", "d.c", "d.d"} {
 			in := run[id]
-			if in.State != store.Failed || in.Attempt != 0 {
+			if in.State != axtype.Failed || in.Attempt != 0 {
 				t.Errorf("%s: %s attempt %d, want FAILED attempt 0", id, in.State, in.Attempt)
 			}
 			if got := transitionsOf(e, in.ID); got != "WAITING>FAILED" {
@@ -155,27 +156,27 @@ func TestCrossPipelineWaitFailsAtItsDeadline(t *testing.T) {
 		e := setup(t, Config{}, nil, billing, orders)
 		deadline := start.Add(time.Hour + 24*time.Hour)
 		sleep(deadline.Sub(time.Now()) - time.Second)
-		first := func(task string) store.Instance {
+		first := func(task string) axtype.Instance {
 			in := e.instances(store.InstanceFilter{TaskID: task, LogicalTo: start.Add(time.Hour)})
 			if len(in) != 1 {
 				t.Errorf("%s: %+v", task, in)
-				return store.Instance{}
+				return axtype.Instance{}
 			}
 			return in[0]
 		}
-		if in := first("orders.report"); in.State != store.Waiting {
+		if in := first("orders.report"); in.State != axtype.Waiting {
 			t.Errorf("a second before its deadline report is %s", in.State)
 		}
 		sleep(2 * time.Second)
 		e.stop()
 		r := first("orders.report")
-		if r.State != store.Failed || r.Error != "upstream billing.settle not done after 24h" {
+		if r.State != axtype.Failed || r.Error != "upstream billing.settle not done after 24h" {
 			t.Errorf("report: %s %q", r.State, r.Error)
 		}
 		if !r.EndedAt.Equal(deadline) {
 			t.Errorf("failed at %s, want at its deadline %s", r.EndedAt.Sub(start), deadline.Sub(start))
 		}
-		if m := first("orders.mail"); m.State != store.Failed || !strings.Contains(m.Error, "upstream orders.report failed") {
+		if m := first("orders.mail"); m.State != axtype.Failed || !strings.Contains(m.Error, "upstream orders.report failed") {
 			t.Errorf("mail: %s %q", m.State, m.Error)
 		}
 	})
@@ -260,18 +261,18 @@ func TestCrossPipelineFailurePropagatesAndRerunBringsItBack(t *testing.T) {
 		orders := "pipeline: orders\ntimezone: UTC\nschedule: \"@every 1h\"\ndefaults: {function: record}\ntasks:\n  - {name: sync}\n  - {name: report, depends_on: [sync, billing.settle]}\n  - {name: mail, depends_on: [report]}\n"
 		e := setup(t, Config{}, fns, billing, orders)
 		sleep(time.Hour + 10*time.Second)
-		first := func(task string) store.Instance {
+		first := func(task string) axtype.Instance {
 			in := e.instances(store.InstanceFilter{TaskID: task})
 			if len(in) == 0 {
-				return store.Instance{}
+				return axtype.Instance{}
 			}
 			return in[0]
 		}
 		r, m := first("orders.report"), first("orders.mail")
-		if r.State != store.Failed || r.Error != "upstream billing.settle failed" || r.Attempt != 0 {
+		if r.State != axtype.Failed || r.Error != "upstream billing.settle failed" || r.Attempt != 0 {
 			t.Errorf("report: %s %q attempt %d", r.State, r.Error, r.Attempt)
 		}
-		if m.State != store.Failed || m.Error != "upstream orders.report failed" {
+		if m.State != axtype.Failed || m.Error != "upstream orders.report failed" {
 			t.Errorf("mail: %s %q", m.State, m.Error)
 		}
 		broken = false
@@ -280,10 +281,10 @@ func TestCrossPipelineFailurePropagatesAndRerunBringsItBack(t *testing.T) {
 		}
 		sleep(2 * time.Second)
 		e.stop()
-		if r := first("orders.report"); r.State != store.Success {
+		if r := first("orders.report"); r.State != axtype.Success {
 			t.Errorf("report after the rerun: %s %q", r.State, r.Error)
 		}
-		if m := first("orders.mail"); m.State != store.Success {
+		if m := first("orders.mail"); m.State != axtype.Success {
 			t.Errorf("mail after the rerun: %s %q", m.State, m.Error)
 		}
 	})
@@ -305,10 +306,10 @@ func TestMisfireSkipFailsDownstream(t *testing.T) {
 		e.stop()
 		a := e.instances(store.InstanceFilter{TaskID: "s.a", LogicalTo: start.Add(time.Hour)})
 		b := e.instances(store.InstanceFilter{TaskID: "s.b", LogicalTo: start.Add(time.Hour)})
-		if len(a) != 1 || len(b) != 1 || a[0].State != store.Failed || !strings.HasPrefix(a[0].Error, "skipped") {
+		if len(a) != 1 || len(b) != 1 || a[0].State != axtype.Failed || !strings.HasPrefix(a[0].Error, "skipped") {
 			t.Fatalf("a %+v", a)
 		}
-		if b[0].State != store.Failed || b[0].Error != "upstream s.a was skipped" || b[0].Attempt != 0 {
+		if b[0].State != axtype.Failed || b[0].Error != "upstream s.a was skipped" || b[0].Attempt != 0 {
 			t.Errorf("b: %s %q", b[0].State, b[0].Error)
 		}
 		if len(e.rec.snapshot()) != 0 {
@@ -351,7 +352,7 @@ func TestBackfillStopsAtGatesUntilApproved(t *testing.T) {
 		if b := e.backfill(id); b.State != BackfillDone || b.DoneRuns != 2 || b.FailedRuns != 0 {
 			t.Errorf("after the approvals: %+v", b)
 		}
-		if got := len(e.instances(store.InstanceFilter{TaskID: "g.publish", States: []store.State{store.Success}})); got != 2 {
+		if got := len(e.instances(store.InstanceFilter{TaskID: "g.publish", States: []axtype.State{axtype.Success}})); got != 2 {
 			t.Errorf("%d publish succeeded, want 2", got)
 		}
 	})
@@ -369,7 +370,7 @@ func TestBackfillApproveManualUpFront(t *testing.T) {
 			t.Errorf("backfill %+v", b)
 		}
 		for _, in := range e.instances(store.InstanceFilter{TaskID: "g.approve"}) {
-			if in.State != store.Success || !strings.Contains(in.ApprovedBy, "--approve-manual, by operator:test") {
+			if in.State != axtype.Success || !strings.Contains(in.ApprovedBy, "--approve-manual, by operator:test") {
 				t.Errorf("gate %+v", in)
 			}
 		}
@@ -419,7 +420,7 @@ func TestTriggerAtParamsAndPipeline(t *testing.T) {
 		if len(runs) != 2 || runs[0].Params != `{"day":"20261129"}` || runs[0].Actor != "operator:ann" || !runs[0].LogicalTime.Equal(at) || runs[1].Params != "" {
 			t.Errorf("runs %+v", runs)
 		}
-		if b := e.instances(store.InstanceFilter{TaskID: "p.b"}); len(b) != 1 || b[0].State != store.Success {
+		if b := e.instances(store.InstanceFilter{TaskID: "p.b"}); len(b) != 1 || b[0].State != axtype.Success {
 			t.Errorf("b of the pipeline run: %+v", b)
 		}
 	})
@@ -448,16 +449,16 @@ func TestWaitTimeoutFromDefaults(t *testing.T) {
 		e := setup(t, Config{}, fns, "pipeline: w\ntimezone: UTC\nschedule: \"0 1 * * *\"\ndefaults: {function: record, wait_timeout: 30m, timeout: 2h}\ntasks:\n  - {name: stuck}\n  - {name: next, depends_on: [stuck]}\n")
 		deadline := start.Add(time.Hour + 30*time.Minute)
 		sleep(deadline.Sub(time.Now()) - time.Second)
-		next := func() store.Instance { return e.instances(store.InstanceFilter{TaskID: "w.next"})[0] }
-		if n := next(); n.State != store.Waiting {
+		next := func() axtype.Instance { return e.instances(store.InstanceFilter{TaskID: "w.next"})[0] }
+		if n := next(); n.State != axtype.Waiting {
 			t.Errorf("a second before the deadline: %s %q", n.State, n.Error)
 		}
 		sleep(2 * time.Second)
 		n := next()
-		if n.State != store.Failed || n.Error != "upstream w.stuck not done after 30m" || !n.EndedAt.Equal(deadline) {
+		if n.State != axtype.Failed || n.Error != "upstream w.stuck not done after 30m" || !n.EndedAt.Equal(deadline) {
 			t.Errorf("after the deadline: %s %q at %s", n.State, n.Error, n.EndedAt.Sub(start))
 		}
-		if s := e.instances(store.InstanceFilter{TaskID: "w.stuck"})[0]; s.State != store.Running {
+		if s := e.instances(store.InstanceFilter{TaskID: "w.stuck"})[0]; s.State != axtype.Running {
 			t.Errorf("the upstream is %s; it keeps running until its own timeout", s.State)
 		}
 		e.stop()

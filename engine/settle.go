@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
 )
@@ -31,10 +33,11 @@ type resolver struct {
 	nextDeadline time.Time // the earliest wait deadline seen: the limited waits are swept then
 }
 
-// buildNodes gives settle the shape of every pipeline.
-func (e *Engine) buildNodes() {
-	e.nodes = make(map[string]settleNode, len(e.tasks))
-	for id, ti := range e.tasks {
+// setGraph gives settle the shape of every pipeline of g (its tasks
+// resolved), and finds the tasks whose waits can fail by time.
+func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
+	r.nodes = make(map[string]settleNode, len(tasks))
+	for id, ti := range tasks {
 		n := settleNode{manual: ti.def.Manual, limit: ti.def.WaitTimeout, hasCross: len(ti.cross) > 0}
 		for _, u := range ti.up {
 			n.ups = append(n.ups, u.id)
@@ -42,7 +45,13 @@ func (e *Engine) buildNodes() {
 		for _, d := range ti.down {
 			n.downs = append(n.downs, d.id)
 		}
-		e.nodes[id] = n
+		r.nodes[id] = n
+	}
+	r.limited = nil
+	for _, t := range g.Order() {
+		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
+			r.limited = append(r.limited, ti.id)
+		}
 	}
 }
 
@@ -50,7 +59,7 @@ func (e *Engine) buildNodes() {
 // each the other pipeline's instance of the same logical time, or the latest
 // before it. In a backfill run they are outside the selection: satisfied.
 func (e *Engine) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]upstreamView, error) {
-	if len(d.cross) == 0 || e.kindOf(ctx, rs.id) == store.RunBackfill {
+	if len(d.cross) == 0 || e.kindOf(ctx, rs.id) == axtype.RunBackfill {
 		return nil, nil
 	}
 	out := make([]upstreamView, 0, len(d.cross))
@@ -111,15 +120,15 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 	var out []release
 	for _, v := range vs {
 		ref, d := rs.inst[v.task], e.tasks[v.task]
-		in := store.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical}
+		in := axtype.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical}
 		switch v.verdict {
 		case verdictFail:
 			out = append(out, release{failWaiting(ref, d, v.reason, e.epoch, now, Actor), in})
 		case verdictReady:
 			at := now.Add(d.def.Delay)
 			in.NextFireAt = at
-			if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != store.RunManual {
-				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Paused,
+			if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != axtype.RunManual {
+				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,
 					Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 				continue
 			}
@@ -127,7 +136,7 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 			if d.def.Manual {
 				why = "upstreams succeeded; gate approved"
 			}
-			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Scheduled,
+			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Scheduled,
 				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: why}, in})
 		}
 	}
@@ -138,7 +147,7 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 // running: an upstream failed, its wait limit passed, or an operator
 // cancelled its run or marked it failed. Its attempt count stays 0.
 func failWaiting(ref *instRef, d *taskInfo, reason string, epoch int64, now time.Time, actor string) store.TransitionParams {
-	return store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: store.Waiting, To: store.Failed,
+	return store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Failed,
 		Set:   store.Changes{Error: ptr(reason), EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
 		Epoch: epoch, Now: now, Actor: actor, Reason: reason,
 		Action: &store.Action{Actor: actor, Action: "not_run", Pipeline: d.def.Pipeline, TaskID: d.id, Reason: reason}}
@@ -149,7 +158,7 @@ func failWaiting(ref *instRef, d *taskInfo, reason string, epoch int64, now time
 func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]release, error) {
 	var out []release
 	for _, d := range tasks {
-		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Waiting}, Limit: 1000})
+		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []axtype.State{axtype.Waiting}, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +212,7 @@ func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParam
 		seen := map[int64]bool{}
 		for i, r := range res {
 			p := params[i]
-			if r.Err != nil || (p.To != store.Failed && p.To != store.Killed && p.To != store.Success) {
+			if r.Err != nil || (p.To != axtype.Failed && p.To != axtype.Killed && p.To != axtype.Success) {
 				continue
 			}
 			in, err := e.st.Instance(ctx, p.InstanceID)
@@ -269,14 +278,14 @@ func (e *Engine) crossAfter(ctx context.Context, ended []*taskInfo, now time.Tim
 // neverRan reports whether a FAILED instance failed without running because
 // of its upstreams (R40): a rerun brings it back to WAITING instead of
 // running it.
-func neverRan(in store.Instance) bool {
-	return in.State == store.Failed && in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream ")
+func neverRan(in axtype.Instance) bool {
+	return in.State == axtype.Failed && in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream ")
 }
 
 // bringBackOne moves one instance that never ran (FAILED, KILLED, or
 // marked SUCCESS) back to WAITING.
-func (e *Engine) bringBackOne(ctx context.Context, in store.Instance, actor string, now time.Time) error {
-	_, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Waiting,
+func (e *Engine) bringBackOne(ctx context.Context, in axtype.Instance, actor string, now time.Time) error {
+	_, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Waiting,
 		Set:   store.Changes{Error: ptr(""), EndedAt: &time.Time{}, Reason: ptr("waiting for its upstreams again (rerun)")},
 		Epoch: e.epoch, Now: now, Actor: actor, Reason: "rerun: it never ran (" + cmpOr(in.Error, string(in.State)) + ")"})
 	if err != nil {
@@ -291,14 +300,14 @@ func (e *Engine) bringBackOne(ctx context.Context, in store.Instance, actor stri
 // transitively, and in other pipelines' runs whose failure names them. Then
 // it settles them: those whose upstreams are done already are released. It
 // returns how many came back.
-func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor string, now time.Time) (int, error) {
-	var back []store.Instance
+func (e *Engine) bringBack(ctx context.Context, from []axtype.Instance, actor string, now time.Time) (int, error) {
+	var back []axtype.Instance
 	seen := map[int64]bool{}
 	for _, in := range from {
 		seen[in.ID] = true
 	}
-	runs := map[int64]map[string]store.Instance{}
-	runOf := func(id int64) (map[string]store.Instance, error) {
+	runs := map[int64]map[string]axtype.Instance{}
+	runOf := func(id int64) (map[string]axtype.Instance, error) {
 		if r, ok := runs[id]; ok {
 			return r, nil
 		}
@@ -306,7 +315,7 @@ func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor str
 		if err != nil {
 			return nil, err
 		}
-		r := make(map[string]store.Instance, len(ins))
+		r := make(map[string]axtype.Instance, len(ins))
 		for _, x := range ins {
 			r[x.TaskID] = x
 		}
@@ -325,14 +334,14 @@ func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor str
 		if err != nil {
 			return 0, err
 		}
-		var next []store.Instance
+		var next []axtype.Instance
 		for _, d := range ti.down {
 			if x, ok := run[d.id]; ok && !seen[x.ID] && neverRan(x) {
 				next = append(next, x)
 			}
 		}
 		for _, d := range ti.crossDown {
-			failed, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []store.State{store.Failed}, LogicalFrom: in.LogicalTime, Limit: 1000})
+			failed, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []axtype.State{axtype.Failed}, LogicalFrom: in.LogicalTime, Limit: 1000})
 			if err != nil {
 				return 0, err
 			}
@@ -357,7 +366,7 @@ func (e *Engine) bringBack(ctx context.Context, from []store.Instance, actor str
 // settleBack settles instances that came back to WAITING (and those a
 // rerun brought back directly): those whose upstreams are done already are
 // released.
-func (e *Engine) settleBack(ctx context.Context, ins []store.Instance, now time.Time) error {
+func (e *Engine) settleBack(ctx context.Context, ins []axtype.Instance, now time.Time) error {
 	byRun := map[int64][]*taskInfo{}
 	for _, x := range ins {
 		if ti := e.tasks[x.TaskID]; ti != nil {
@@ -396,7 +405,7 @@ func (e *Engine) rememberParams(run int64, raw string) {
 // with the run's --param values over them. Only operator runs carry them;
 // schedule runs cost no lookup.
 func (e *Engine) paramsOf(run int64, task map[string]any) map[string]any {
-	if e.kindOf(context.Background(), run) != store.RunManual {
+	if e.kindOf(context.Background(), run) != axtype.RunManual {
 		return task
 	}
 	extra, ok := e.runParams[run]

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -23,19 +24,19 @@ var ErrBadOp = errors.New("engine: bad request")
 
 // markable says, for an instance in state from, whether an operator may
 // mark it to, or why not.
-func markable(in store.Instance, to store.State) error {
+func markable(in axtype.Instance, to axtype.State) error {
 	switch {
-	case to != store.Success && to != store.Failed:
+	case to != axtype.Success && to != axtype.Failed:
 		return fmt.Errorf("%w: mark %q: give success or failed", ErrBadOp, strings.ToLower(string(to)))
 	case in.State == to:
 		return fmt.Errorf("instance %d of %s is %s already", in.ID, in.TaskID, in.State)
-	case in.State == store.Running || in.State == store.Retrying || in.State == store.Scheduled:
+	case in.State == axtype.Running || in.State == axtype.Retrying || in.State == axtype.Scheduled:
 		return fmt.Errorf("instance %d of %s is %s: it may still run; kill it first (ax kill %d) or let it end", in.ID, in.TaskID, in.State, in.ID)
-	case in.State == store.Paused:
+	case in.State == axtype.Paused:
 		return fmt.Errorf("instance %d of %s is PAUSED: resume it, or cancel its run (ax cancel %d)", in.ID, in.TaskID, in.RunID)
-	case in.State == store.Success:
+	case in.State == axtype.Success:
 		return fmt.Errorf("instance %d of %s succeeded: its downstream may have run on it; rerun it instead (ax rerun %d --instance)", in.ID, in.TaskID, in.ID)
-	case !store.CanTransition(in.State, to):
+	case !axtype.CanTransition(in.State, to):
 		return fmt.Errorf("instance %d of %s is %s: it cannot be marked %s", in.ID, in.TaskID, in.State, to)
 	}
 	return nil
@@ -43,7 +44,7 @@ func markable(in store.Instance, to store.State) error {
 
 // markTarget finds the instance a mark names: by id, or a task in a run, or
 // a task at a logical time.
-func (e *Engine) markTarget(ctx context.Context, r Mark) (store.Instance, error) {
+func (e *Engine) markTarget(ctx context.Context, r Mark) (axtype.Instance, error) {
 	if r.Instance != 0 {
 		in, err := e.st.Instance(ctx, r.Instance)
 		if errors.Is(err, store.ErrNotFound) {
@@ -53,31 +54,31 @@ func (e *Engine) markTarget(ctx context.Context, r Mark) (store.Instance, error)
 	}
 	t, err := e.resolveTask(r.Target)
 	if err != nil {
-		return store.Instance{}, fmt.Errorf("%w: %v", ErrBadOp, err)
+		return axtype.Instance{}, fmt.Errorf("%w: %v", ErrBadOp, err)
 	}
 	f := store.InstanceFilter{TaskID: t.id, Limit: 2}
 	switch {
 	case r.Run != 0:
 		if _, err := e.st.Run(ctx, r.Run); err != nil {
-			return store.Instance{}, fmt.Errorf("%w: no run %d", ErrBadOp, r.Run)
+			return axtype.Instance{}, fmt.Errorf("%w: no run %d", ErrBadOp, r.Run)
 		}
 		f.RunID = r.Run
 	case !r.At.IsZero():
 		f.LogicalFrom, f.LogicalTo = r.At, r.At
 	default:
-		return store.Instance{}, fmt.Errorf("%w: say which instance of %s: --run RUN, --at TIME, or an instance id", ErrBadOp, t.id)
+		return axtype.Instance{}, fmt.Errorf("%w: say which instance of %s: --run RUN, --at TIME, or an instance id", ErrBadOp, t.id)
 	}
 	ins, err := e.st.Instances(ctx, f)
 	if err != nil {
-		return store.Instance{}, err
+		return axtype.Instance{}, err
 	}
 	switch {
 	case len(ins) == 0 && r.Run != 0:
-		return store.Instance{}, fmt.Errorf("%w: run %d has no instance of %s", ErrBadOp, r.Run, t.id)
+		return axtype.Instance{}, fmt.Errorf("%w: run %d has no instance of %s", ErrBadOp, r.Run, t.id)
 	case len(ins) == 0:
-		return store.Instance{}, fmt.Errorf("%w: %s has no instance at %s", ErrBadOp, t.id, r.At.Format(time.RFC3339))
+		return axtype.Instance{}, fmt.Errorf("%w: %s has no instance at %s", ErrBadOp, t.id, r.At.Format(time.RFC3339))
 	case len(ins) > 1:
-		return store.Instance{}, fmt.Errorf("%w: %s has %d instances at %s (runs %d and %d): give --run", ErrBadOp, t.id, len(ins), r.At.Format(time.RFC3339), ins[0].RunID, ins[1].RunID)
+		return axtype.Instance{}, fmt.Errorf("%w: %s has %d instances at %s (runs %d and %d): give --run", ErrBadOp, t.id, len(ins), r.At.Format(time.RFC3339), ins[0].RunID, ins[1].RunID)
 	}
 	return ins[0], nil
 }
@@ -90,7 +91,7 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 	if err != nil {
 		return "", err
 	}
-	to := store.State(strings.ToUpper(string(r.State)))
+	to := axtype.State(strings.ToUpper(string(r.State)))
 	if err := markable(in, to); err != nil {
 		return "", err
 	}
@@ -102,7 +103,7 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 		why += ": " + by.Reason
 	}
 	errText := ""
-	if to == store.Failed {
+	if to == axtype.Failed {
 		errText = why
 	}
 	e.dropCachedRunOf(in.ID)
@@ -113,9 +114,9 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 		return "", err
 	}
 	msg := fmt.Sprintf("instance %d of %s (run %d) %s", in.ID, in.TaskID, in.RunID, why)
-	if to == store.Success {
-		in.State = store.Success
-		n, err := e.bringBack(ctx, []store.Instance{in}, by.Actor, now)
+	if to == axtype.Success {
+		in.State = axtype.Success
+		n, err := e.bringBack(ctx, []axtype.Instance{in}, by.Actor, now)
 		if err != nil {
 			return "", err
 		}
@@ -182,11 +183,11 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 	)
 	for _, in := range ins {
 		switch in.State {
-		case store.Waiting, store.Scheduled, store.Retrying, store.Paused:
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
+		case axtype.Waiting, axtype.Scheduled, axtype.Retrying, axtype.Paused:
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
 				Set:   store.Changes{Error: ptr(why), EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
 				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: why})
-		case store.Running:
+		case axtype.Running:
 			kill = append(kill, in.ID)
 		}
 	}

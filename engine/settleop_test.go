@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -29,7 +30,7 @@ func TestMarkSuccessReleasesDownstream(t *testing.T) {
 		e := setup(t, Config{}, fns, diamondD)
 		sleep(time.Hour + time.Second)
 		a := e.instances(store.InstanceFilter{TaskID: "d.a"})[0]
-		msg, err := e.do(Mark{Target: "d.a", Run: a.RunID, State: store.Success}, By{Actor: "operator:ann", Reason: "loaded by hand"})
+		msg, err := e.do(Mark{Target: "d.a", Run: a.RunID, State: axtype.Success}, By{Actor: "operator:ann", Reason: "loaded by hand"})
 		if err != nil || !strings.Contains(msg, "marked success by operator:ann: loaded by hand") || !strings.Contains(msg, "3 downstream instance(s)") {
 			t.Errorf("mark: %q %v", msg, err)
 		}
@@ -37,7 +38,7 @@ func TestMarkSuccessReleasesDownstream(t *testing.T) {
 		e.stop()
 		run := e.byTask(a.RunID)
 		for _, id := range []string{"d.b", "d.c", "d.d"} {
-			if run[id].State != store.Success {
+			if run[id].State != axtype.Success {
 				t.Errorf("%s: %s %q", id, run[id].State, run[id].Error)
 			}
 		}
@@ -67,22 +68,22 @@ func TestMarkWaitingInstance(t *testing.T) {
 		e := setup(t, Config{}, nil, billing, orders)
 		sleep(time.Hour + time.Second)
 		day1 := start.Add(time.Hour)
-		if _, err := e.do(Mark{Target: "orders.report", At: day1, State: store.Success}, By{Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Mark{Target: "orders.report", At: day1, State: axtype.Success}, By{Actor: "operator:ann"}); err != nil {
 			t.Error(err)
 		}
 		sleep(time.Second)
 		run := e.byTask(e.instances(store.InstanceFilter{TaskID: "orders.report"})[0].RunID)
-		if run["orders.mail"].State != store.Success || run["orders.archive"].State != store.Success {
+		if run["orders.mail"].State != axtype.Success || run["orders.archive"].State != axtype.Success {
 			t.Errorf("after mark success: mail %s, archive %s", run["orders.mail"].State, run["orders.archive"].State)
 		}
 		sleep(24 * time.Hour)
 		day2 := day1.Add(24 * time.Hour)
-		if _, err := e.do(Mark{Target: "orders.report", At: day2, State: store.Failed}, By{Actor: "operator:ann", Reason: "no billing today"}); err != nil {
+		if _, err := e.do(Mark{Target: "orders.report", At: day2, State: axtype.Failed}, By{Actor: "operator:ann", Reason: "no billing today"}); err != nil {
 			t.Error(err)
 		}
 		e.stop()
 		ins := e.instances(store.InstanceFilter{TaskID: "orders.mail", LogicalFrom: day2, LogicalTo: day2})
-		if len(ins) != 1 || ins[0].State != store.Failed || ins[0].Error != "upstream orders.report failed" {
+		if len(ins) != 1 || ins[0].State != axtype.Failed || ins[0].Error != "upstream orders.report failed" {
 			t.Errorf("mail of day 2: %+v", ins)
 		}
 		r := e.instances(store.InstanceFilter{TaskID: "orders.report", LogicalFrom: day2, LogicalTo: day2})
@@ -114,13 +115,13 @@ func TestMarkAndCancelRefusals(t *testing.T) {
 			op   Request
 			want string
 		}{
-			{Mark{Instance: 999, State: store.Success}, "no instance 999"},
-			{Mark{Target: "r.zz", Run: a.RunID, State: store.Success}, `no task "r.zz"`},
-			{Mark{Target: "r.b", Run: 999, State: store.Success}, "no run 999"},
-			{Mark{Target: "r.b", State: store.Success}, "say which instance of r.b"},
-			{Mark{Target: "r.b", At: a.LogicalTime.Add(time.Minute), State: store.Success}, "r.b has no instance at"},
+			{Mark{Instance: 999, State: axtype.Success}, "no instance 999"},
+			{Mark{Target: "r.zz", Run: a.RunID, State: axtype.Success}, `no task "r.zz"`},
+			{Mark{Target: "r.b", Run: 999, State: axtype.Success}, "no run 999"},
+			{Mark{Target: "r.b", State: axtype.Success}, "say which instance of r.b"},
+			{Mark{Target: "r.b", At: a.LogicalTime.Add(time.Minute), State: axtype.Success}, "r.b has no instance at"},
 			{Mark{Instance: a.ID, State: "DONE"}, `mark "done": give success or failed`},
-			{Mark{Instance: a.ID, State: store.Success}, "is RUNNING: it may still run; kill it first"},
+			{Mark{Instance: a.ID, State: axtype.Success}, "is RUNNING: it may still run; kill it first"},
 			{Cancel{Run: 999}, "no run 999"},
 			{Cancel{}, "cancel needs a run id"},
 		} {
@@ -139,12 +140,12 @@ func TestMarkAndCancelRefusals(t *testing.T) {
 		if _, err := e.do(Cancel{Run: a.RunID}); err == nil || !strings.Contains(err.Error(), "is over already (failed): nothing to cancel") {
 			t.Errorf("cancel twice: %v", err)
 		}
-		if _, err := e.do(Mark{Instance: a.ID, State: store.Killed}); err == nil || !strings.Contains(err.Error(), "give success or failed") {
+		if _, err := e.do(Mark{Instance: a.ID, State: axtype.Killed}); err == nil || !strings.Contains(err.Error(), "give success or failed") {
 			t.Errorf("mark killed: %v", err)
 		}
 		e.stop()
 		run := e.byTask(a.RunID)
-		if run["r.a"].State != store.Killed || run["r.b"].State != store.Failed || run["r.b"].Error != "cancelled by operator:ann: wrong day" {
+		if run["r.a"].State != axtype.Killed || run["r.b"].State != axtype.Failed || run["r.b"].Error != "cancelled by operator:ann: wrong day" {
 			t.Errorf("after cancel: a %s, b %s %q", run["r.a"].State, run["r.b"].State, run["r.b"].Error)
 		}
 	})
@@ -226,7 +227,7 @@ func TestCancelKillsRunningCommand(t *testing.T) {
 	}
 	until("gone: the task's child process "+strconv.Itoa(pid), gone)
 	all, _ := st.Instances(context.Background(), store.InstanceFilter{RunID: ins[0].RunID, Limit: 10, Ascending: true})
-	if len(all) != 2 || all[0].State != store.Killed || all[1].State != store.Failed || all[1].Error != "cancelled by operator:ann" {
+	if len(all) != 2 || all[0].State != axtype.Killed || all[1].State != axtype.Failed || all[1].Error != "cancelled by operator:ann" {
 		t.Errorf("run after cancel: %+v", all)
 	}
 }
@@ -253,10 +254,10 @@ func TestRerunOfMarkedSuccessWaitsForUpstream(t *testing.T) {
 		e := setup(t, Config{}, fns, "pipeline: r\ntimezone: UTC\nschedule: \"0 1 * * *\"\ndefaults: {function: record, timeout: 1h}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
 		sleep(time.Hour + time.Second) // a RUNNING, b WAITING
 		b := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]
-		if b.State != store.Waiting {
+		if b.State != axtype.Waiting {
 			t.Fatalf("b is %s, want WAITING", b.State)
 		}
-		if _, err := e.do(Mark{Instance: b.ID, State: store.Success}, By{Actor: "operator:ann"}); err != nil {
+		if _, err := e.do(Mark{Instance: b.ID, State: axtype.Success}, By{Actor: "operator:ann"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.do(Rerun{Instance: b.ID}, By{Actor: "operator:ann"}); err != nil {
@@ -271,13 +272,13 @@ func TestRerunOfMarkedSuccessWaitsForUpstream(t *testing.T) {
 			}
 			return n
 		}
-		if got := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]; got.State != store.Waiting || calls() != 0 {
+		if got := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]; got.State != axtype.Waiting || calls() != 0 {
 			t.Fatalf("after the rerun, with a still running: b is %s and ran %d time(s); want WAITING, not run", got.State, calls())
 		}
 		once.Do(func() { close(release) })
 		sleep(time.Minute)
 		e.stop()
-		if got := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]; got.State != store.Success || calls() != 1 {
+		if got := e.instances(store.InstanceFilter{TaskID: "r.b"})[0]; got.State != axtype.Success || calls() != 1 {
 			t.Errorf("after a succeeded: b is %s and ran %d time(s); want SUCCESS, run once", got.State, calls())
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -74,9 +75,9 @@ func TestShowcaseRunEnds(t *testing.T) {
 		}
 		sleep(time.Minute)
 		runs, _ := e.st.Runs(ctx, "orders_daily", 100)
-		var run store.Run
+		var run axtype.Run
 		for _, r := range runs {
-			if r.Kind == store.RunManual {
+			if r.Kind == axtype.RunManual {
 				run = r
 			}
 		}
@@ -102,7 +103,7 @@ func TestShowcaseRunEnds(t *testing.T) {
 		if r := in["orders_daily.report"]; r.Error != "upstream billing_daily.settle not done after 24h" {
 			t.Errorf("report: %s %q", r.State, r.Error)
 		}
-		if g := in["orders_daily.approve_publish"]; g.State != store.Failed || g.Error != "upstream orders_daily.report failed" {
+		if g := in["orders_daily.approve_publish"]; g.State != axtype.Failed || g.Error != "upstream orders_daily.report failed" {
 			t.Errorf("gate: %s %q", g.State, g.Error)
 		}
 	})
@@ -131,7 +132,7 @@ func TestShowcaseRunSucceedsWithBillingAndApproval(t *testing.T) {
 		e.stop()
 		runs, _ := e.st.Runs(context.Background(), "orders_daily", 100)
 		for _, r := range runs {
-			if r.Kind != store.RunManual {
+			if r.Kind != axtype.RunManual {
 				continue
 			}
 			if st := e.statusOf(r.ID); !st.Over || st.State != RunSuccess {

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -50,17 +51,17 @@ func TestShutdownGivesRunningAttemptsBack(t *testing.T) {
 			t.Fatalf("running %d, want 3", got)
 		}
 		e.stop()
-		ins := e.instances(store.InstanceFilter{States: []store.State{store.Running, store.Retrying, store.Failed, store.Success}})
+		ins := e.instances(store.InstanceFilter{States: []axtype.State{axtype.Running, axtype.Retrying, axtype.Failed, axtype.Success}})
 		if len(ins) != 3 {
 			t.Fatalf("%d instances past SCHEDULED, want 3: %+v", len(ins), ins)
 		}
 		for _, in := range ins {
-			if in.State != store.Retrying || in.Attempt != 0 {
+			if in.State != axtype.Retrying || in.Attempt != 0 {
 				t.Errorf("%s: %s attempt %d; want RETRYING with attempt 0 (not counted)", in.TaskID, in.State, in.Attempt)
 			}
 			h := e.history(in.TaskID)
 			last := h[len(h)-1]
-			if last.From != store.Running || last.To != store.Retrying || !strings.Contains(last.Reason, "interrupted by shutdown") {
+			if last.From != axtype.Running || last.To != axtype.Retrying || !strings.Contains(last.Reason, "interrupted by shutdown") {
 				t.Errorf("%s: last history %s>%s %q; want RUNNING>RETRYING interrupted by shutdown", in.TaskID, last.From, last.To, last.Reason)
 			}
 		}
@@ -81,7 +82,7 @@ func TestShutdownWithTenThousandInFlightReturns(t *testing.T) {
 			t.Fatalf("running %d, want %d", got, n)
 		}
 		e.stop() // a deadlock here fails the bubble
-		retrying := e.instances(store.InstanceFilter{States: []store.State{store.Retrying}})
+		retrying := e.instances(store.InstanceFilter{States: []axtype.State{axtype.Retrying}})
 		if len(retrying) != n {
 			t.Errorf("%d RETRYING after shutdown, want %d", len(retrying), n)
 		}
@@ -105,7 +106,7 @@ func TestRetryHistoryKeepsEachAttemptsError(t *testing.T) {
 		e.stop()
 		var got []string
 		for _, h := range e.history("r.a") {
-			if h.From == store.Running {
+			if h.From == axtype.Running {
 				got = append(got, string(h.To)+": "+h.Reason)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -73,12 +74,12 @@ func (e *Engine) checkSLA(ctx context.Context, now time.Time) error {
 			deadline := in.LogicalTime.Add(ti.def.SLA)
 			// A success counts by when it came, not by the state at the
 			// check: one between the deadline and the check missed it too.
-			if (in.State == store.Success && !in.EndedAt.After(deadline)) || e.sla.alerted[in.ID] {
+			if (in.State == axtype.Success && !in.EndedAt.After(deadline)) || e.sla.alerted[in.ID] {
 				continue
 			}
 			msg := fmt.Sprintf("%s has not succeeded %s after its logical time %s: it is %s", id, ti.def.SLA,
 				in.LogicalTime.In(loc).Format(time.RFC3339), in.State)
-			if in.State == store.Success {
+			if in.State == axtype.Success {
 				msg = fmt.Sprintf("%s succeeded %s after its logical time %s, later than its sla of %s", id,
 					in.EndedAt.Sub(in.LogicalTime).Round(time.Millisecond), in.LogicalTime.In(loc).Format(time.RFC3339), ti.def.SLA)
 			}

@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
-	"github.com/ax-sched/ax/store"
 )
 
 // alertSink collects the alerts an engine hands to Config.OnAlert.
@@ -127,7 +127,7 @@ func mustZone(t *testing.T, name string) *time.Location {
 	return l
 }
 
-var _ = store.Success
+var _ = axtype.Success
 
 // An instance that succeeds after its SLA deadline but before the next
 // check still missed its SLA: it raises sla_missed, saying how late it

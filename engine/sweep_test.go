@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -97,19 +98,19 @@ tasks:
 		// 25 s; attempt 2 is refused until 45 s and fails for good.
 		sleep(40 * time.Second)
 		ins := e.instances(store.InstanceFilter{TaskID: "dead.pull"})
-		if len(ins) != 1 || ins[0].State != store.Running && ins[0].State != store.Retrying || ins[0].Attempt > 2 {
+		if len(ins) != 1 || ins[0].State != axtype.Running && ins[0].State != axtype.Retrying || ins[0].Attempt > 2 {
 			t.Fatalf("at +40s: %+v, want attempt 2 still being offered", ins)
 		}
 		sleep(15 * time.Second)
 		e.stop()
 		ins = e.instances(store.InstanceFilter{TaskID: "dead.pull"})
-		if len(ins) != 1 || ins[0].State != store.Failed || ins[0].Attempt != 2 ||
+		if len(ins) != 1 || ins[0].State != axtype.Failed || ins[0].Attempt != 2 ||
 			!strings.Contains(ins[0].Error, "no executor took it within its timeout of 20s") || !strings.Contains(ins[0].Error, "connection refused") {
 			t.Fatalf("instance %+v, want FAILED after 2 attempts, saying no executor took it", ins)
 		}
 		var failedAt time.Time
 		for _, h := range e.history("dead.pull") {
-			if h.To == store.Failed {
+			if h.To == axtype.Failed {
 				failedAt = h.At
 			}
 		}

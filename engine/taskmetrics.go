@@ -3,10 +3,9 @@ package engine
 import (
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-
-	"github.com/ax-sched/ax/store"
 )
 
 // taskMetrics are the series people graph per pipeline and task: attempt
@@ -89,11 +88,11 @@ func (e *Engine) taskLabels(t *taskInfo, more ...string) ([]string, bool) {
 // this scheduler ran; anything else has a kind of its own.
 func fireKind(a *attempt, termStart time.Time) string {
 	switch {
-	case a.kind == store.RunBackfill:
+	case a.kind == axtype.RunBackfill:
 		return "backfill"
 	case a.attempt > 1:
 		return "retry"
-	case a.kind == store.RunManual:
+	case a.kind == axtype.RunManual:
 		return "manual"
 	case a.due.Before(termStart):
 		return "catchup"

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -135,13 +136,13 @@ func TestFireKind(t *testing.T) {
 		a    attempt
 		want string
 	}{
-		{attempt{kind: store.RunSchedule, attempt: 1, due: term.Add(time.Minute)}, "live"},
-		{attempt{kind: store.RunSchedule, attempt: 1, due: term}, "live"},
-		{attempt{kind: store.RunSchedule, attempt: 1, due: term.Add(-time.Hour)}, "catchup"}, // missed while no scheduler ran
-		{attempt{kind: store.RunSchedule, attempt: 2, due: term.Add(time.Minute)}, "retry"},
-		{attempt{kind: store.RunManual, attempt: 1, due: term.Add(time.Minute)}, "manual"},
-		{attempt{kind: store.RunBackfill, attempt: 1, due: term.AddDate(0, -1, 0)}, "backfill"},
-		{attempt{kind: store.RunBackfill, attempt: 3, due: term}, "backfill"},
+		{attempt{kind: axtype.RunSchedule, attempt: 1, due: term.Add(time.Minute)}, "live"},
+		{attempt{kind: axtype.RunSchedule, attempt: 1, due: term}, "live"},
+		{attempt{kind: axtype.RunSchedule, attempt: 1, due: term.Add(-time.Hour)}, "catchup"}, // missed while no scheduler ran
+		{attempt{kind: axtype.RunSchedule, attempt: 2, due: term.Add(time.Minute)}, "retry"},
+		{attempt{kind: axtype.RunManual, attempt: 1, due: term.Add(time.Minute)}, "manual"},
+		{attempt{kind: axtype.RunBackfill, attempt: 1, due: term.AddDate(0, -1, 0)}, "backfill"},
+		{attempt{kind: axtype.RunBackfill, attempt: 3, due: term}, "backfill"},
 	} {
 		if got := fireKind(&tc.a, term); got != tc.want {
 			t.Errorf("fireKind(%s, attempt %d, due %s) = %s, want %s", tc.a.kind, tc.a.attempt, tc.a.due.Sub(term), got, tc.want)
@@ -282,7 +283,7 @@ func TestMetricsOfRemovedTasksGo(t *testing.T) {
 				}
 				sleep(20 * time.Second) // its result came at +18s
 				e.stop()
-				if ins := e.instances(store.InstanceFilter{TaskID: "p.a", States: []store.State{store.Success}}); len(ins) != 1 {
+				if ins := e.instances(store.InstanceFilter{TaskID: "p.a", States: []axtype.State{axtype.Success}}); len(ins) != 1 {
 					t.Fatalf("p.a's running attempt: %d succeeded, want its result recorded", len(ins))
 				}
 				mfs, err := reg.Gather()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
@@ -85,7 +86,7 @@ type backlog struct {
 // late holds the runs made ahead that never started, per task (the ones of
 // t's tasks are taken out of it); the skipped ones are appended to params
 // to be recorded; the fires to run are created.
-func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]store.Instance, params []store.TransitionParams,
+func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]axtype.Instance, params []store.TransitionParams,
 	now time.Time) ([]store.TransitionParams, error) {
 	if err := e.resumeTrigger(ctx, t, now); err != nil {
 		return params, err
@@ -144,7 +145,7 @@ func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[s
 // resumeTrigger sets where trigger t's fires resume: after its last run's
 // fire, or, for a trigger that never ran, from when its schedule came to be.
 func (e *Engine) resumeTrigger(ctx context.Context, t *trigger, now time.Time) error {
-	last, err := e.st.LastRun(ctx, t.name, store.RunSchedule)
+	last, err := e.st.LastRun(ctx, t.name, axtype.RunSchedule)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		since, err := e.scheduledSince(ctx, t, now)
@@ -198,7 +199,7 @@ func (e *Engine) logMisfire(ctx context.Context, t *trigger, b backlog, nOld, sk
 
 // judgeTaskBacklog applies the misfire rule to the runs made ahead of task
 // id (list, in fire order) whose schedule is gone or not run here.
-func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []store.Instance, params []store.TransitionParams,
+func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []axtype.Instance, params []store.TransitionParams,
 	now time.Time) ([]store.TransitionParams, error) {
 	if len(list) == 0 {
 		return params, nil
@@ -224,9 +225,9 @@ func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []store.I
 
 // skipLate appends to params the failure of each of list (runs made ahead
 // of task ti) as skipped by its misfire policy.
-func (e *Engine) skipLate(params []store.TransitionParams, ti *taskInfo, list []store.Instance, now time.Time) []store.TransitionParams {
+func (e *Engine) skipLate(params []store.TransitionParams, ti *taskInfo, list []axtype.Instance, now time.Time) []store.TransitionParams {
 	for _, in := range list {
-		params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: store.Failed,
+		params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
 			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
 			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
 				ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
@@ -269,16 +270,16 @@ func (e *Engine) scheduledSince(ctx context.Context, t *trigger, now time.Time) 
 // lateInstances returns, per task in fire-time order, the instances of
 // schedule runs that fell due before now and never started: SCHEDULED ones,
 // and RETRYING ones at attempt 0 (claimed ahead, given back at a stop).
-func (e *Engine) lateInstances(ctx context.Context, now time.Time) (map[string][]store.Instance, []string, error) {
+func (e *Engine) lateInstances(ctx context.Context, now time.Time) (map[string][]axtype.Instance, []string, error) {
 	due, err := e.st.DueInstances(ctx, store.DueParams{Until: now})
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: misfires: %w", err)
 	}
-	late := map[string][]store.Instance{}
+	late := map[string][]axtype.Instance{}
 	var order []string
 	for _, in := range due {
-		if !in.NextFireAt.Before(now) || e.tasks[in.TaskID] == nil || (in.State == store.Retrying && in.Attempt > 0) ||
-			e.kindOf(ctx, in.RunID) != store.RunSchedule {
+		if !in.NextFireAt.Before(now) || e.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Attempt > 0) ||
+			e.kindOf(ctx, in.RunID) != axtype.RunSchedule {
 			continue
 		}
 		if _, ok := late[in.TaskID]; !ok {
@@ -317,7 +318,7 @@ func (e *Engine) createWindow(ctx context.Context, now time.Time) error {
 // SCHEDULED for at plus their delay, the others WAITING. A run that exists
 // already (this or another scheduler made it) is not an error.
 func (e *Engine) createRun(ctx context.Context, t *trigger, at, now time.Time) error {
-	_, err := e.newRun(ctx, t.tr.Pipeline, t.name, store.RunSchedule, t.tr.Tasks, at, now)
+	_, err := e.newRun(ctx, t.tr.Pipeline, t.name, axtype.RunSchedule, t.tr.Tasks, at, now)
 	if errors.Is(err, store.ErrDuplicate) {
 		return nil
 	}
@@ -325,21 +326,21 @@ func (e *Engine) createRun(ctx context.Context, t *trigger, at, now time.Time) e
 }
 
 // newRun creates a run of the named tasks of pipeline for logical time at.
-func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind store.RunKind, names []string, at, now time.Time) (*runState, error) {
+func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind axtype.RunKind, names []string, at, now time.Time) (*runState, error) {
 	return e.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at}, now)
 }
 
 // newRunKeyed is newRun with a dedup key and the backfill it belongs to.
 // In a backfill run, upstreams in other pipelines count as satisfied, like
 // every task outside the selection.
-func (e *Engine) newRunKeyed(ctx context.Context, pipeline, trig string, kind store.RunKind, names []string, at, now time.Time, key string, backfill int64) (*runState, error) {
+func (e *Engine) newRunKeyed(ctx context.Context, pipeline, trig string, kind axtype.RunKind, names []string, at, now time.Time, key string, backfill int64) (*runState, error) {
 	return e.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at, key: key, backfill: backfill}, now)
 }
 
 // newRunSpec describes a run to create.
 type newRunSpec struct {
 	pipeline, trig string
-	kind           store.RunKind
+	kind           axtype.RunKind
 	names          []string
 	at             time.Time
 	key            string
@@ -363,7 +364,7 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 	news := make([]store.NewInstance, 0, len(spec.names))
 	for _, n := range spec.names {
 		ti := e.tasks[spec.pipeline+"."+n]
-		ni := store.NewInstance{TaskID: ti.id, Group: ti.def.Group, Priority: ti.def.Priority, State: store.Waiting}
+		ni := store.NewInstance{TaskID: ti.id, Group: ti.def.Group, Priority: ti.def.Priority, State: axtype.Waiting}
 		g := gateView{manual: ti.def.Manual, logical: spec.at, limit: ti.def.WaitTimeout, crossLimit: defs.DefaultCrossWait}
 		if now.After(g.logical) {
 			g.logical = now
@@ -373,19 +374,19 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 		}
 		for _, u := range ti.up {
 			if in[u.def.Name] {
-				g.ups = append(g.ups, upstreamView{id: u.id, state: store.Waiting})
+				g.ups = append(g.ups, upstreamView{id: u.id, state: axtype.Waiting})
 			}
 		}
-		if spec.kind != store.RunBackfill {
+		if spec.kind != axtype.RunBackfill {
 			for _, u := range ti.cross {
 				// Read when its run is settled; at creation it is pending, never late.
-				g.ups = append(g.ups, upstreamView{id: u.id, state: store.Waiting, cross: true})
+				g.ups = append(g.ups, upstreamView{id: u.id, state: axtype.Waiting, cross: true})
 			}
 		}
 		switch d := decide(g, g.logical); d.verdict {
 		case verdictReady:
-			ni.State, ni.NextFireAt = store.Scheduled, spec.at.Add(ti.def.Delay)
-			if spec.kind == store.RunManual {
+			ni.State, ni.NextFireAt = axtype.Scheduled, spec.at.Add(ti.def.Delay)
+			if spec.kind == axtype.RunManual {
 				// An operator's run starts now, whatever its logical time (--at).
 				ni.NextFireAt = now.Add(ti.def.Delay)
 			}
@@ -402,11 +403,11 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 	rs := newRunState(run.ID, run.LogicalTime, insts)
 	e.runs[run.ID] = rs
 	e.runKind[run.ID] = spec.kind
-	if spec.kind == store.RunManual {
+	if spec.kind == axtype.RunManual {
 		e.rememberParams(run.ID, spec.params)
 	}
 	for _, inst := range insts {
-		if inst.State == store.Scheduled {
+		if inst.State == axtype.Scheduled {
 			e.enqueue(ctx, inst)
 		}
 	}
@@ -430,13 +431,13 @@ type runState struct {
 type instRef struct {
 	id       int64
 	version  int64
-	state    store.State
+	state    axtype.State
 	err      string // its error: a skip, a failure, or why it failed without running
 	approved bool   // a manual gate an operator released
 	attempt  int
 }
 
-func newRunState(id int64, logical time.Time, insts []store.Instance) *runState {
+func newRunState(id int64, logical time.Time, insts []axtype.Instance) *runState {
 	rs := &runState{id: id, logical: logical, since: logical, inst: make(map[string]*instRef, len(insts))}
 	if len(insts) > 0 && insts[0].CreatedAt.After(rs.since) {
 		rs.since = insts[0].CreatedAt
@@ -468,7 +469,7 @@ func (e *Engine) run(ctx context.Context, id int64) (*runState, error) {
 // (scheduled, running or retrying); it is reloaded if an operator moves it.
 func (e *Engine) forgetDone(rs *runState) {
 	for _, r := range rs.inst {
-		if r.state == store.Scheduled || r.state == store.Running || r.state == store.Retrying {
+		if r.state == axtype.Scheduled || r.state == axtype.Running || r.state == axtype.Retrying {
 			return
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // ApproveParams approves a manual gate: a WAITING instance not approved yet.
@@ -35,13 +36,13 @@ func (s *Store) Approve(ctx context.Context, p ApproveParams) (int64, error) {
 			Set("approved_by", p.Actor).
 			Set("version", sq.Expr("version + 1")).
 			Set("updated_at", p.Now.UnixMilli()).
-			Where(sq.Eq{"id": p.InstanceID, "version": p.Version, "state": string(Waiting), "approved_by": nil})
+			Where(sq.Eq{"id": p.InstanceID, "version": p.Version, "state": string(axtype.Waiting), "approved_by": nil})
 		n, err := s.exec(ctx, tx, "approve", up)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
-			te := &TransitionError{InstanceID: p.InstanceID, From: Waiting, To: Waiting}
+			te := &TransitionError{InstanceID: p.InstanceID, From: axtype.Waiting, To: axtype.Waiting}
 			var state string
 			var approved sql.NullString
 			err := tx.QueryRowContext(ctx, "SELECT state, version, approved_by FROM instances WHERE id = ?", p.InstanceID).Scan(&state, &te.ActualVersion, &approved)
@@ -51,10 +52,10 @@ func (s *Store) Approve(ctx context.Context, p ApproveParams) (int64, error) {
 			case err != nil:
 				return fmt.Errorf("store: approve: %w", s.d.translate(err))
 			case approved.Valid:
-				te.ActualState = State(state)
+				te.ActualState = axtype.State(state)
 				te.Err = fmt.Errorf("%w (approved already by %s)", ErrConflict, approved.String)
 			default:
-				te.ActualState, te.Err = State(state), ErrConflict
+				te.ActualState, te.Err = axtype.State(state), ErrConflict
 			}
 			return te
 		}

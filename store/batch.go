@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // batchRows is how many instances one multi-row read or insert handles;
@@ -21,10 +22,10 @@ const (
 // instances, then per shape of change one UPDATE … CASE, one multi-row
 // history INSERT and one multi-row action INSERT. Each transition is still
 // checked (state and version, under the read's lock) and fails alone.
-// The epoch was checked by the caller in this transaction.
+// The caller checks the epoch in this transaction, before its commit.
 func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult) error {
 	type cur struct {
-		state          State
+		state          axtype.State
 		version, runID int64
 		task, ticket   string
 	}
@@ -48,7 +49,7 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 			if err := r.Scan(&id, &state, &c.version, &c.runID, &c.task, &ticket); err != nil {
 				return err
 			}
-			c.state, c.ticket = State(state), ticket.String
+			c.state, c.ticket = axtype.State(state), ticket.String
 			rows[id] = c
 			return nil
 		})

@@ -6,16 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
 
 // cycle is a legal loop through the table: SCHEDULED → RUNNING → SUCCESS → SCHEDULED.
-var cycle = [][2]store.State{{store.Scheduled, store.Running}, {store.Running, store.Success}, {store.Success, store.Scheduled}}
+var cycle = [][2]axtype.State{{axtype.Scheduled, axtype.Running}, {axtype.Running, axtype.Success}, {axtype.Success, axtype.Scheduled}}
 
 // benchInstances creates n SCHEDULED instances and takes the lease, so that
 // transitions pay for fencing as the engine's do.
-func benchInstances(b *testing.B, s *store.Store, n int) ([]store.Instance, int64) {
+func benchInstances(b *testing.B, s *store.Store, n int) ([]axtype.Instance, int64) {
 	b.Helper()
 	ctx := context.Background()
 	var defs []store.TaskDef
@@ -23,12 +24,12 @@ func benchInstances(b *testing.B, s *store.Store, n int) ([]store.Instance, int6
 	for i := range n {
 		id := fmt.Sprintf("b.t%d", i)
 		defs = append(defs, store.TaskDef{ID: id, Pipeline: "b", Name: fmt.Sprintf("t%d", i), Group: "g", Priority: 3, Hash: "h", Definition: []byte("{}")})
-		news = append(news, store.NewInstance{TaskID: id, Group: "g", Priority: 3, State: store.Scheduled, NextFireAt: storetest.T0})
+		news = append(news, store.NewInstance{TaskID: id, Group: "g", Priority: 3, State: axtype.Scheduled, NextFireAt: storetest.T0})
 	}
 	if _, err := s.SyncDefinitions(ctx, store.SyncParams{Pipelines: []store.PipelineDef{{Name: "b", Hash: "h", Definition: []byte("{}"), Tasks: defs}}, Now: storetest.T0}); err != nil {
 		b.Fatal(err)
 	}
-	_, ins, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "b", Trigger: "b", Kind: store.RunSchedule, LogicalTime: storetest.T0, Now: storetest.T0, Instances: news})
+	_, ins, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "b", Trigger: "b", Kind: axtype.RunSchedule, LogicalTime: storetest.T0, Now: storetest.T0, Instances: news})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func benchInstances(b *testing.B, s *store.Store, n int) ([]store.Instance, int6
 // raw is the baseline: the least a CAS transition with history can cost on
 // the same database — UPDATE … WHERE version = ? plus the history INSERT in
 // one transaction, nothing else.
-func raw(ctx context.Context, s *store.Store, id, version int64, from, to store.State, now int64) error {
+func raw(ctx context.Context, s *store.Store, id, version int64, from, to axtype.State, now int64) error {
 	tx, err := s.DB().BeginTx(ctx, nil)
 	if err != nil {
 		return err

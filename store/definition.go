@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // PipelineDef is a pipeline definition as synced from its file.
@@ -210,11 +211,11 @@ func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 // reads), so that no transition pays for keeping a copy up to date.
 type Summary struct {
 	Task
-	NextFireAt   time.Time `json:"next_fire_at,omitzero"` // the earliest scheduled or retrying instance
-	Last         *Instance `json:"last_instance,omitempty"`
-	LastExecutor string    `json:"last_executor,omitempty"`
-	SuccessCount int64     `json:"success_count"` // pruned instances included
-	FailureCount int64     `json:"failure_count"`
+	NextFireAt   time.Time        `json:"next_fire_at,omitzero"` // the earliest scheduled or retrying instance
+	Last         *axtype.Instance `json:"last_instance,omitempty"`
+	LastExecutor string           `json:"last_executor,omitempty"`
+	SuccessCount int64            `json:"success_count"` // pruned instances included
+	FailureCount int64            `json:"failure_count"`
 	// Pruned is what retention kept of the last instance, when every
 	// instance of the task was pruned.
 	Pruned *Pruned `json:"pruned_last,omitempty"`
@@ -334,8 +335,8 @@ const tasksPerRead = 100
 // has one, by task id: one statement per hundred tasks, each task's newest
 // id one MAX over the (task_id, id) index (a single seek on both stores,
 // whatever the task's history holds), then the rows by primary key.
-func (s *Store) LatestInstances(ctx context.Context, tasks []string) (map[string]Instance, error) {
-	out := make(map[string]Instance, len(tasks))
+func (s *Store) LatestInstances(ctx context.Context, tasks []string) (map[string]axtype.Instance, error) {
+	out := make(map[string]axtype.Instance, len(tasks))
 	for start := 0; start < len(tasks); start += tasksPerRead {
 		chunk := tasks[start:min(start+tasksPerRead, len(tasks))]
 		newest := make([]string, len(chunk))
@@ -364,7 +365,7 @@ func (s *Store) NextFires(ctx context.Context, tasks []string) (map[string]time.
 	for start := 0; start < len(tasks); start += tasksPerRead {
 		chunk := tasks[start:min(start+tasksPerRead, len(tasks))]
 		b := s.sb.Select("task_id", "MIN(next_fire_at)").From("instances").
-			Where(sq.Eq{"task_id": chunk, "state": []string{string(Scheduled), string(Retrying)}}).GroupBy("task_id")
+			Where(sq.Eq{"task_id": chunk, "state": []string{string(axtype.Scheduled), string(axtype.Retrying)}}).GroupBy("task_id")
 		err := s.query(ctx, s.read, "read next fires", b, func(rows *sql.Rows) error {
 			var (
 				task string

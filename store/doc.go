@@ -8,9 +8,11 @@
 // [Store.Transition]: a compare-and-set of an instance's state on its version
 // number (R9) that writes the new state and its history row in one
 // transaction (R8), conditioned in the same statement on the caller's lease
-// epoch still being current (R26). The transition table of the eight-state
-// machine (R7) lives here, in state.go, because every change of state passes
-// through this package; the engine decides which transition to ask for.
+// epoch still being current (R26). The states and the transition table of the
+// eight-state machine (R7), and the Instance and Run values, live in package
+// axtype, apart from the rows: this package maps its rows into those values
+// and refuses, before any write, a move the table does not allow; the engine
+// decides which transition to ask for.
 //
 // Queries are built with github.com/Masterminds/squirrel; MySQL and SQLite
 // both take `?` placeholders, so one builder serves both, and the few dialect

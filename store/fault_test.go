@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -26,15 +27,15 @@ func assertUntouched(t *testing.T, s *store.Store, id int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != store.Scheduled || got.Version != 1 || len(h) != 1 || h[0].To != store.Scheduled {
+	if got.State != axtype.Scheduled || got.Version != 1 || len(h) != 1 || h[0].To != axtype.Scheduled {
 		t.Fatalf("state and history disagree after a failed transition: %s v%d, history %+v", got.State, got.Version, h)
 	}
 }
 
-func dispatch(s *store.Store, in store.Instance) error {
+func dispatch(s *store.Store, in axtype.Instance) error {
 	ticket := "t-fault"
-	_, err := s.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled,
-		To: store.Running, Set: store.Changes{Ticket: &ticket}, Now: storetest.T0, Actor: "scheduler"})
+	_, err := s.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled,
+		To: axtype.Running, Set: store.Changes{Ticket: &ticket}, Now: storetest.T0, Actor: "scheduler"})
 	return err
 }
 
@@ -215,7 +216,7 @@ func TestReopenIsIdempotent(t *testing.T) {
 		}
 		v, err := s.SchemaVersion(ctx)
 		got, gerr := s.Instance(ctx, x.ID)
-		if err != nil || v != store.SchemaVersion || gerr != nil || got.State != store.Scheduled {
+		if err != nil || v != store.SchemaVersion || gerr != nil || got.State != axtype.Scheduled {
 			t.Fatalf("after reopen: version %d (%v), instance %+v (%v)", v, err, got, gerr)
 		}
 		s.Close()
@@ -253,7 +254,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 			if _, err := s2.EnqueueOp(context.Background(), store.Op{Kind: "pause", Target: "a.x"}, storetest.T0); err != nil {
 				t.Errorf("ops table missing after upgrade: %v", err)
 			}
-			if in, err := s2.Instance(context.Background(), x.ID); err != nil || in.State != store.Scheduled {
+			if in, err := s2.Instance(context.Background(), x.ID); err != nil || in.State != axtype.Scheduled {
 				t.Errorf("data lost in the upgrade: %+v, %v", in, err)
 			}
 		})

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/ax-sched/ax/axtype"
 )
 
 // Fence is the primary scheduler's one handle for writes (R26, R44): every
@@ -119,9 +121,9 @@ func (f *Fence) TransitionBatchLogs(ctx context.Context, ps []TransitionParams, 
 }
 
 // CreateRun is Store.CreateRun at the fence's epoch.
-func (f *Fence) CreateRun(ctx context.Context, p CreateRunParams) (Run, []Instance, error) {
+func (f *Fence) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, []axtype.Instance, error) {
 	if f.epoch <= 0 {
-		return Run{}, nil, fmt.Errorf("store: create run: %w (no epoch held)", ErrNotLeader)
+		return axtype.Run{}, nil, fmt.Errorf("store: create run: %w (no epoch held)", ErrNotLeader)
 	}
 	p.Epoch = f.epoch
 	return f.s.CreateRun(ctx, p)

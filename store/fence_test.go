@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -74,10 +75,10 @@ type fencedCase struct {
 	write func(ctx context.Context, f *store.Fence) error
 }
 
-func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
+func fencedCases(x axtype.Instance, bfID, opID int64) []fencedCase {
 	now := storetest.T0.Add(time.Hour)
 	tp := func() store.TransitionParams {
-		return store.TransitionParams{InstanceID: x.ID, Version: x.Version, From: store.Scheduled, To: store.Paused, Now: now, Actor: "test", Reason: "fenced"}
+		return store.TransitionParams{InstanceID: x.ID, Version: x.Version, From: axtype.Scheduled, To: axtype.Paused, Now: now, Actor: "test", Reason: "fenced"}
 	}
 	return []fencedCase{
 		{"Transition", func(ctx context.Context, f *store.Fence) error { _, err := f.Transition(ctx, tp()); return err }},
@@ -98,8 +99,8 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 			return err
 		}},
 		{"CreateRun", func(ctx context.Context, f *store.Fence) error {
-			_, _, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: now, Now: now,
-				Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: now}}})
+			_, _, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: now, Now: now,
+				Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: now}}})
 			return err
 		}},
 		{"Approve", func(ctx context.Context, f *store.Fence) error {
@@ -146,7 +147,7 @@ func fencedCases(x store.Instance, bfID, opID int64) []fencedCase {
 
 func fencedCaseNames() []string {
 	var out []string
-	for _, c := range fencedCases(store.Instance{}, 0, 0) {
+	for _, c := range fencedCases(axtype.Instance{}, 0, 0) {
 		out = append(out, c.name)
 	}
 	return out
@@ -191,7 +192,7 @@ func TestFencedWritesRefuseStaleEpoch(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			for _, c := range fencedCases(store.Instance{}, 0, 0) {
+			for _, c := range fencedCases(axtype.Instance{}, 0, 0) {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
 					s := open(t)
@@ -211,14 +212,14 @@ func TestFencedWritesRefuseStaleEpoch(t *testing.T) {
 						t.Fatal(err)
 					}
 					// A run that ended, for PruneBatch.
-					_, ended, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a.z", Kind: store.RunManual, LogicalTime: storetest.T0.Add(-time.Hour),
-						Now: storetest.T0, Instances: []store.NewInstance{{TaskID: "a.z", State: store.Scheduled, NextFireAt: storetest.T0}}})
+					_, ended, err := s.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a.z", Kind: axtype.RunManual, LogicalTime: storetest.T0.Add(-time.Hour),
+						Now: storetest.T0, Instances: []store.NewInstance{{TaskID: "a.z", State: axtype.Scheduled, NextFireAt: storetest.T0}}})
 					if err != nil {
 						t.Fatal(err)
 					}
-					v, err := s.Transition(ctx, store.TransitionParams{InstanceID: ended[0].ID, Version: ended[0].Version, From: store.Scheduled, To: store.Running, Now: storetest.T0, Actor: "test", Reason: "t"})
+					v, err := s.Transition(ctx, store.TransitionParams{InstanceID: ended[0].ID, Version: ended[0].Version, From: axtype.Scheduled, To: axtype.Running, Now: storetest.T0, Actor: "test", Reason: "t"})
 					if err == nil {
-						_, err = s.Transition(ctx, store.TransitionParams{InstanceID: ended[0].ID, Version: v, From: store.Running, To: store.Killed, Now: storetest.T0, Actor: "test", Reason: "t"})
+						_, err = s.Transition(ctx, store.TransitionParams{InstanceID: ended[0].ID, Version: v, From: axtype.Running, To: axtype.Killed, Now: storetest.T0, Actor: "test", Reason: "t"})
 					}
 					if err != nil {
 						t.Fatal(err)

@@ -6,22 +6,23 @@ import (
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // HistoryRow is one recorded transition (R8). From is "" for the row written
 // when the instance was created.
 type HistoryRow struct {
-	ID         int64     `json:"id"`
-	InstanceID int64     `json:"instance_id"`
-	RunID      int64     `json:"run_id"`
-	TaskID     string    `json:"task"`
-	Ticket     string    `json:"ticket,omitempty"`
-	From       State     `json:"from"`
-	To         State     `json:"to"`
-	Reason     string    `json:"reason"`
-	Actor      string    `json:"actor"`
-	Epoch      int64     `json:"epoch"`
-	At         time.Time `json:"at"`
+	ID         int64        `json:"id"`
+	InstanceID int64        `json:"instance_id"`
+	RunID      int64        `json:"run_id"`
+	TaskID     string       `json:"task"`
+	Ticket     string       `json:"ticket,omitempty"`
+	From       axtype.State `json:"from"`
+	To         axtype.State `json:"to"`
+	Reason     string       `json:"reason"`
+	Actor      string       `json:"actor"`
+	Epoch      int64        `json:"epoch"`
+	At         time.Time    `json:"at"`
 }
 
 // Action is one entry of the action log: an operator action or an automatic
@@ -89,7 +90,7 @@ func (s *Store) History(ctx context.Context, f LogFilter) ([]HistoryRow, error) 
 		if err := rows.Scan(&h.ID, &h.InstanceID, &h.RunID, &h.TaskID, &ticket, &from, &to, &h.Reason, &h.Actor, &h.Epoch, &at); err != nil {
 			return err
 		}
-		h.Ticket, h.From, h.To, h.At = ticket.String, State(from), State(to), time.UnixMilli(at).UTC()
+		h.Ticket, h.From, h.To, h.At = ticket.String, axtype.State(from), axtype.State(to), time.UnixMilli(at).UTC()
 		out = append(out, h)
 		return nil
 	})

@@ -5,62 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
-
-// RunKind says what started a run.
-type RunKind string
-
-// Run kinds.
-const (
-	RunSchedule RunKind = "schedule" // a pipeline schedule or task cron fired
-	RunManual   RunKind = "manual"   // an operator's run-now
-	RunBackfill RunKind = "backfill" // a backfill over past logical times
-)
-
-// Run is one execution of a set of tasks for one logical time.
-type Run struct {
-	ID          int64     `json:"id"`
-	Pipeline    string    `json:"pipeline"`
-	Trigger     string    `json:"trigger"` // `pipeline` or `pipeline.task`
-	Kind        RunKind   `json:"kind"`
-	LogicalTime time.Time `json:"logical_time"`
-	BackfillID  int64     `json:"backfill_id,omitempty"`
-	Actor       string    `json:"actor"`
-	CreatedAt   time.Time `json:"created_at"`
-	// Params are the trigger's --param values (JSON object), merged over
-	// each task's params; empty when none were given.
-	Params string `json:"params,omitempty"`
-}
-
-// Instance is one task of one run: the unit the state machine moves.
-type Instance struct {
-	ID          int64     `json:"id"`
-	RunID       int64     `json:"run_id"`
-	TaskID      string    `json:"task"` // `pipeline.task`
-	Pipeline    string    `json:"pipeline"`
-	Group       string    `json:"group"`
-	State       State     `json:"state"`
-	Version     int64     `json:"version"`
-	Ticket      string    `json:"ticket,omitempty"`
-	Attempt     int       `json:"attempt"`
-	Priority    int       `json:"priority"`
-	LogicalTime time.Time `json:"logical_time"`
-	NextFireAt  time.Time `json:"next_fire_at,omitzero"`
-	Executor    string    `json:"executor,omitempty"`
-	StartedAt   time.Time `json:"started_at,omitzero"`
-	EndedAt     time.Time `json:"ended_at,omitzero"`
-	Error       string    `json:"error,omitempty"`
-	Reason      string    `json:"reason,omitempty"` // why it waits, when it does
-	// ApprovedBy is who released a manual gate; empty while it awaits
-	// approval (and for tasks that are not manual).
-	ApprovedBy string    `json:"approved_by,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
 
 // LeaseName is the lease row that fences the scheduler's writes (R26).
 const LeaseName = "scheduler"
@@ -70,8 +22,8 @@ type NewInstance struct {
 	TaskID     string
 	Group      string
 	Priority   int
-	State      State     // WAITING or SCHEDULED
-	NextFireAt time.Time // when SCHEDULED: the fire time
+	State      axtype.State // WAITING or SCHEDULED
+	NextFireAt time.Time    // when SCHEDULED: the fire time
 	Reason     string
 	ApprovedBy string // a manual gate approved when its run is created (a trigger of it)
 }
@@ -80,7 +32,7 @@ type NewInstance struct {
 type CreateRunParams struct {
 	Pipeline    string
 	Trigger     string
-	Kind        RunKind
+	Kind        axtype.RunKind
 	LogicalTime time.Time
 	// DedupKey makes run creation idempotent: a second run with the same key
 	// fails with ErrDuplicate. Empty means: for a schedule run,
@@ -98,22 +50,22 @@ type CreateRunParams struct {
 // CreateRun writes a run and its instances, and a history row for each
 // instance's first state. It fails with ErrDuplicate when the run's dedup key
 // exists (the run was created already) and ErrNotLeader when Epoch is stale.
-func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (Run, []Instance, error) {
+func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, []axtype.Instance, error) {
 	if p.Kind == "" || p.Pipeline == "" || p.Trigger == "" || len(p.Instances) == 0 || p.LogicalTime.IsZero() {
-		return Run{}, nil, fmt.Errorf("store: create run: pipeline, trigger, kind, logical time and instances are required")
+		return axtype.Run{}, nil, fmt.Errorf("store: create run: pipeline, trigger, kind, logical time and instances are required")
 	}
 	for _, in := range p.Instances {
-		if in.State != Waiting && in.State != Scheduled {
-			return Run{}, nil, fmt.Errorf("store: create run: instance of %s starts in %s: %w (WAITING or SCHEDULED only)", in.TaskID, in.State, ErrIllegalTransition)
+		if in.State != axtype.Waiting && in.State != axtype.Scheduled {
+			return axtype.Run{}, nil, fmt.Errorf("store: create run: instance of %s starts in %s: %w (WAITING or SCHEDULED only)", in.TaskID, in.State, ErrIllegalTransition)
 		}
 	}
 	key := p.DedupKey
-	if key == "" && p.Kind == RunSchedule {
+	if key == "" && p.Kind == axtype.RunSchedule {
 		key = "schedule/" + p.Trigger + "/" + strconv.FormatInt(p.LogicalTime.UnixMilli(), 10)
 	}
-	run := Run{Pipeline: p.Pipeline, Trigger: p.Trigger, Kind: p.Kind, LogicalTime: p.LogicalTime.UTC().Truncate(time.Millisecond),
+	run := axtype.Run{Pipeline: p.Pipeline, Trigger: p.Trigger, Kind: p.Kind, LogicalTime: p.LogicalTime.UTC().Truncate(time.Millisecond),
 		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond), Params: p.Params}
-	var insts []Instance
+	var insts []axtype.Instance
 	err := s.inTxCheckLast(ctx, "create run", p.Epoch, func(tx *sql.Tx) error {
 		q, args, err := s.sb.Insert("runs").
 			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at", "params").
@@ -150,7 +102,7 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (Run, []Instan
 		return err
 	})
 	if err != nil {
-		return Run{}, nil, err
+		return axtype.Run{}, nil, err
 	}
 	return run, insts, nil
 }
@@ -201,7 +153,7 @@ type Changes struct {
 type TransitionParams struct {
 	InstanceID int64
 	Version    int64 // the version the caller read
-	From, To   State
+	From, To   axtype.State
 	Set        Changes
 	Epoch      int64 // the caller's lease epoch; 0 writes unfenced (operator tools that never dispatch)
 	Now        time.Time
@@ -225,7 +177,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (int64, erro
 	var v int64
 	err := s.inTx(ctx, "transition", func(tx *sql.Tx) error {
 		var err error
-		v, err = s.transition(ctx, tx, p)
+		v, err = s.transition(ctx, tx, p, true)
 		return err
 	})
 	return v, err
@@ -265,26 +217,39 @@ func (s *Store) transitionBatch(ctx context.Context, ps []TransitionParams, logs
 		return []BatchResult{}, nil, nil
 	}
 	err = s.inTx(ctx, "transition batch", func(tx *sql.Tx) error {
-		checked := map[int64]bool{}
+		epochs := map[int64]bool{}
 		first = make([]BatchResult, len(ps))
-		if err := s.batch(ctx, tx, ps, first, checked); err != nil {
+		if err := s.batch(ctx, tx, ps, first, epochs); err != nil {
 			return err
 		}
 		if err := s.writeLogs(ctx, tx, logs); err != nil {
 			return err
 		}
-		if then == nil {
-			return nil
+		if then != nil {
+			more, err := then(first)
+			if err != nil {
+				return err
+			}
+			if len(more) > 0 {
+				second = make([]BatchResult, len(more))
+				if err := s.batch(ctx, tx, more, second, epochs); err != nil {
+					return err
+				}
+			}
 		}
-		more, err := then(first)
-		if err != nil {
-			return err
+		// The fence last, just before the commit: on MySQL its locking read
+		// holds the lease row's shared lock until the commit, and a renewal
+		// of the lease (which needs the row) waits for it. Checked first, it
+		// was held through every statement of the batch and through then,
+		// and a renewal waited seconds behind a result batch on a loaded
+		// machine. A takeover committed meanwhile still fails the check, and
+		// nothing of the batch is written.
+		for _, epoch := range slices.Sorted(maps.Keys(epochs)) {
+			if err := s.checkEpoch(ctx, tx, epoch); err != nil {
+				return err
+			}
 		}
-		if len(more) == 0 {
-			return nil
-		}
-		second = make([]BatchResult, len(more))
-		return s.batch(ctx, tx, more, second, checked)
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err
@@ -299,33 +264,26 @@ func (s *Store) transitionBatch(ctx context.Context, ps []TransitionParams, logs
 // of tasks records one transition at a time.
 const smallBatch = 2
 
-// batch checks and applies ps inside tx; checked remembers the epochs
-// verified in this transaction.
-func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, checked map[int64]bool) error {
-	small := len(ps) <= smallBatch
+// batch checks and applies ps inside tx, unfenced; it adds the epochs of ps
+// to epochs, for the caller to check before it commits.
+func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, epochs map[int64]bool) error {
 	for i, p := range ps {
 		if err := checkLegal(p); err != nil {
 			out[i].Err = err
 			continue
 		}
-		// The single-row form carries the fence in its UPDATE (a stale epoch
-		// fails it as ErrNotLeader, undoing the batch); the multi-row form
-		// checks the epoch once, up front, under the lease row's lock.
-		if !small && !checked[p.Epoch] {
-			if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
-				return err
-			}
-			checked[p.Epoch] = true
+		if p.Epoch != 0 {
+			epochs[p.Epoch] = true
 		}
 	}
-	if !small {
+	if len(ps) > smallBatch {
 		return s.transitionMany(ctx, tx, ps, out)
 	}
 	for i, p := range ps {
 		if out[i].Err != nil {
 			continue
 		}
-		v, err := s.transition(ctx, tx, p)
+		v, err := s.transition(ctx, tx, p, false)
 		var te *TransitionError
 		switch {
 		case err == nil:
@@ -340,7 +298,7 @@ func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, ou
 }
 
 func checkLegal(p TransitionParams) error {
-	if !p.From.Valid() || !p.To.Valid() || !CanTransition(p.From, p.To) {
+	if !p.From.Valid() || !p.To.Valid() || !axtype.CanTransition(p.From, p.To) {
 		return &TransitionError{InstanceID: p.InstanceID, From: p.From, To: p.To, Err: ErrIllegalTransition}
 	}
 	return nil
@@ -348,17 +306,18 @@ func checkLegal(p TransitionParams) error {
 
 // transition does the work of one transition inside tx. The happy path is
 // one UPDATE and one INSERT … SELECT, as cheap as a raw CAS with history; only a refused update pays for a
-// diagnosing read. The fence is part of the UPDATE: its subquery reads the
-// lease row under a shared lock on MySQL (a takeover waits for this
-// transaction), and SQLite has a single writer.
-func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) (int64, error) {
+// diagnosing read. With fence, the fence is part of the UPDATE: its
+// subquery reads the lease row under a shared lock on MySQL (a takeover
+// waits for this transaction), and SQLite has a single writer. Without
+// it, the caller checks p.Epoch before its commit (a batch).
+func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams, fence bool) (int64, error) {
 	now := p.Now.UnixMilli()
 	up := s.sb.Update("instances").
 		Set("state", string(p.To)).
 		Set("version", sq.Expr("version + 1")).
 		Set("updated_at", now).
 		Where(sq.Eq{"id": p.InstanceID, "version": p.Version, "state": string(p.From)})
-	fenced := p.Epoch != 0
+	fenced := fence && p.Epoch != 0
 	if fenced {
 		up = up.Where(sq.Expr("EXISTS (SELECT 1 FROM leases WHERE name = ? AND epoch = ?)", LeaseName, p.Epoch))
 	}
@@ -433,8 +392,8 @@ func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams, fe
 		te.Err = ErrNotFound
 	case err != nil:
 		return fmt.Errorf("store: transition: %w", s.d.translate(err))
-	case State(state) != p.From || te.ActualVersion != p.Version:
-		te.ActualState = State(state)
+	case axtype.State(state) != p.From || te.ActualVersion != p.Version:
+		te.ActualState = axtype.State(state)
 		te.Err = ErrConflict
 	case fenced:
 		te.Err = s.checkEpoch(ctx, tx, p.Epoch)
@@ -442,7 +401,7 @@ func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams, fe
 			te.Err = fmt.Errorf("%w (lease epoch changed during the transition)", ErrNotLeader)
 		}
 	default:
-		te.ActualState, te.Err = State(state), ErrConflict
+		te.ActualState, te.Err = axtype.State(state), ErrConflict
 	}
 	return te
 }
@@ -455,9 +414,9 @@ func instanceSelect(sb sq.StatementBuilderType) sq.SelectBuilder {
 	return sb.Select(instanceCols...).From("instances")
 }
 
-func scanInstance(rows *sql.Rows) (Instance, error) {
+func scanInstance(rows *sql.Rows) (axtype.Instance, error) {
 	var (
-		in                             Instance
+		in                             axtype.Instance
 		state                          string
 		ticket, executor, errText, why sql.NullString
 		approved                       sql.NullString
@@ -469,7 +428,7 @@ func scanInstance(rows *sql.Rows) (Instance, error) {
 	if err != nil {
 		return in, err
 	}
-	in.State = State(state)
+	in.State = axtype.State(state)
 	in.Ticket, in.Executor, in.Error, in.Reason, in.ApprovedBy = ticket.String, executor.String, errText.String, why.String, approved.String
 	in.LogicalTime = time.UnixMilli(logical).UTC()
 	in.NextFireAt, in.StartedAt, in.EndedAt = fromMS(nextFire), fromMS(started), fromMS(ended)
@@ -477,8 +436,8 @@ func scanInstance(rows *sql.Rows) (Instance, error) {
 	return in, nil
 }
 
-func (s *Store) instances(ctx context.Context, q querier, b sq.SelectBuilder) ([]Instance, error) {
-	var out []Instance
+func (s *Store) instances(ctx context.Context, q querier, b sq.SelectBuilder) ([]axtype.Instance, error) {
+	var out []axtype.Instance
 	err := s.query(ctx, q, "read instances", b, func(rows *sql.Rows) error {
 		in, err := scanInstance(rows)
 		out = append(out, in)
@@ -488,46 +447,46 @@ func (s *Store) instances(ctx context.Context, q querier, b sq.SelectBuilder) ([
 }
 
 // Instance returns the instance with the given id, or ErrNotFound.
-func (s *Store) Instance(ctx context.Context, id int64) (Instance, error) {
+func (s *Store) Instance(ctx context.Context, id int64) (axtype.Instance, error) {
 	ins, err := s.instances(ctx, s.read, instanceSelect(s.sb).Where(sq.Eq{"id": id}))
 	if err != nil {
-		return Instance{}, err
+		return axtype.Instance{}, err
 	}
 	if len(ins) == 0 {
-		return Instance{}, fmt.Errorf("instance %d: %w", id, ErrNotFound)
+		return axtype.Instance{}, fmt.Errorf("instance %d: %w", id, ErrNotFound)
 	}
 	return ins[0], nil
 }
 
 // InstanceByTicket returns the instance whose current ticket is ticket, or
 // ErrNotFound (an unknown or stale ticket).
-func (s *Store) InstanceByTicket(ctx context.Context, ticket string) (Instance, error) {
+func (s *Store) InstanceByTicket(ctx context.Context, ticket string) (axtype.Instance, error) {
 	if ticket == "" {
-		return Instance{}, fmt.Errorf("empty ticket: %w", ErrNotFound)
+		return axtype.Instance{}, fmt.Errorf("empty ticket: %w", ErrNotFound)
 	}
 	ins, err := s.instances(ctx, s.read, instanceSelect(s.sb).Where(sq.Eq{"ticket": ticket}))
 	if err != nil {
-		return Instance{}, err
+		return axtype.Instance{}, err
 	}
 	if len(ins) == 0 {
-		return Instance{}, fmt.Errorf("ticket %q: %w", ticket, ErrNotFound)
+		return axtype.Instance{}, fmt.Errorf("ticket %q: %w", ticket, ErrNotFound)
 	}
 	return ins[0], nil
 }
 
 // DueParams selects instances waiting in the wheel.
 type DueParams struct {
-	Until  time.Time // next fire time at or before this
-	States []State   // empty means SCHEDULED and RETRYING
-	Limit  int       // zero means no limit
+	Until  time.Time      // next fire time at or before this
+	States []axtype.State // empty means SCHEDULED and RETRYING
+	Limit  int            // zero means no limit
 }
 
 // DueInstances returns the instances whose next fire time is at or before
 // Until, in fire-time order: what the time wheel loads (R11).
-func (s *Store) DueInstances(ctx context.Context, p DueParams) ([]Instance, error) {
+func (s *Store) DueInstances(ctx context.Context, p DueParams) ([]axtype.Instance, error) {
 	states := p.States
 	if len(states) == 0 {
-		states = []State{Scheduled, Retrying}
+		states = []axtype.State{axtype.Scheduled, axtype.Retrying}
 	}
 	ss := make([]string, len(states))
 	for i, st := range states {
@@ -545,7 +504,7 @@ type InstanceFilter struct {
 	RunID       int64
 	TaskID      string
 	Pipeline    string
-	States      []State
+	States      []axtype.State
 	LogicalFrom time.Time // inclusive
 	LogicalTo   time.Time // inclusive
 	BeforeID    int64     // paging: only ids below this
@@ -558,7 +517,7 @@ type InstanceFilter struct {
 }
 
 // Instances lists instances matching f.
-func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, error) {
+func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]axtype.Instance, error) {
 	b := instanceSelect(s.sb)
 	if f.RunID != 0 {
 		b = b.Where(sq.Eq{"run_id": f.RunID})
@@ -605,43 +564,43 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]Instance, er
 
 // Runs lists the newest runs of a pipeline, newest logical time first: the
 // first page of RunsPage.
-func (s *Store) Runs(ctx context.Context, pipeline string, limit int) ([]Run, error) {
+func (s *Store) Runs(ctx context.Context, pipeline string, limit int) ([]axtype.Run, error) {
 	return s.RunsPage(ctx, RunFilter{Pipeline: pipeline, Limit: limit})
 }
 
 // LastRun returns the run of trigger and kind with the latest logical time,
 // or ErrNotFound when it never ran.
-func (s *Store) LastRun(ctx context.Context, trigger string, kind RunKind) (Run, error) {
+func (s *Store) LastRun(ctx context.Context, trigger string, kind axtype.RunKind) (axtype.Run, error) {
 	runs, err := s.runs(ctx, s.sb.Select(runCols...).From("runs").
 		Where(sq.Eq{"trigger_name": trigger, "kind": string(kind)}).OrderBy("logical_time DESC").Limit(1))
 	if err != nil {
-		return Run{}, err
+		return axtype.Run{}, err
 	}
 	if len(runs) == 0 {
-		return Run{}, notFound(string(kind)+" run of", trigger)
+		return axtype.Run{}, notFound(string(kind)+" run of", trigger)
 	}
 	return runs[0], nil
 }
 
 // Run returns the run with the given id, or ErrNotFound.
-func (s *Store) Run(ctx context.Context, id int64) (Run, error) {
+func (s *Store) Run(ctx context.Context, id int64) (axtype.Run, error) {
 	runs, err := s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"id": id}))
 	if err != nil {
-		return Run{}, err
+		return axtype.Run{}, err
 	}
 	if len(runs) == 0 {
-		return Run{}, notFound("run", strconv.FormatInt(id, 10))
+		return axtype.Run{}, notFound("run", strconv.FormatInt(id, 10))
 	}
 	return runs[0], nil
 }
 
 var runCols = []string{"id", "pipeline", "trigger_name", "kind", "logical_time", "backfill_id", "actor", "created_at", "params"}
 
-func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
-	var out []Run
+func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]axtype.Run, error) {
+	var out []axtype.Run
 	err := s.query(ctx, s.read, "read runs", b, func(rows *sql.Rows) error {
 		var (
-			r                Run
+			r                axtype.Run
 			kind             string
 			logical, created int64
 			backfill         sql.NullInt64
@@ -651,7 +610,7 @@ func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
 			return err
 		}
 		r.Params = params.String
-		r.Kind, r.BackfillID = RunKind(kind), backfill.Int64
+		r.Kind, r.BackfillID = axtype.RunKind(kind), backfill.Int64
 		r.LogicalTime, r.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
 		out = append(out, r)
 		return nil
@@ -660,7 +619,7 @@ func (s *Store) runs(ctx context.Context, b sq.SelectBuilder) ([]Run, error) {
 }
 
 // BackfillRuns returns the runs a backfill created, by logical time.
-func (s *Store) BackfillRuns(ctx context.Context, backfill int64) ([]Run, error) {
+func (s *Store) BackfillRuns(ctx context.Context, backfill int64) ([]axtype.Run, error) {
 	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"backfill_id": backfill}).OrderBy("logical_time", "id"))
 }
 
@@ -692,9 +651,9 @@ func (s *Store) BackfillProgress(ctx context.Context, backfill int64, manual []s
 		}
 		p.Total += n
 		switch {
-		case State(state).Terminal():
+		case axtype.State(state).Terminal():
 			p.Ended += n
-		case State(state) == Waiting && approved == 0 && gate[task]:
+		case axtype.State(state) == axtype.Waiting && approved == 0 && gate[task]:
 			p.Awaiting += n
 		}
 		return nil
@@ -705,8 +664,8 @@ func (s *Store) BackfillProgress(ctx context.Context, backfill int64, manual []s
 // InstancesOfRuns returns the instances of each of runs, oldest first, by
 // run id: one read of the (run_id, task_id) key per 400 runs, rather than
 // one per run.
-func (s *Store) InstancesOfRuns(ctx context.Context, runs []int64) (map[int64][]Instance, error) {
-	out := make(map[int64][]Instance, len(runs))
+func (s *Store) InstancesOfRuns(ctx context.Context, runs []int64) (map[int64][]axtype.Instance, error) {
+	out := make(map[int64][]axtype.Instance, len(runs))
 	for start := 0; start < len(runs); start += batchRows {
 		ins, err := s.instances(ctx, s.read, instanceSelect(s.sb).Where(sq.Eq{"run_id": runs[start:min(start+batchRows, len(runs))]}).OrderBy("id"))
 		if err != nil {

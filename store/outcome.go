@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // The outcome counts of task_outcomes are the number of a task's instances
@@ -15,12 +16,12 @@ import (
 // deletes to task_pruned.
 
 // outcomeDelta is what a transition from → to adds to the counts.
-func outcomeDelta(from, to State) (success, failed int64) {
-	for st, d := range map[State]int64{from: -1, to: 1} {
+func outcomeDelta(from, to axtype.State) (success, failed int64) {
+	for st, d := range map[axtype.State]int64{from: -1, to: 1} {
 		switch st {
-		case Success:
+		case axtype.Success:
 			success += d
-		case Failed:
+		case axtype.Failed:
 			failed += d
 		}
 	}
@@ -50,7 +51,7 @@ func (s *Store) addOutcomes(ctx context.Context, tx *sql.Tx, deltas map[string][
 
 // addOutcomeOf adds one transition's delta to the counts of its instance's
 // task, read from the instance in the same statement.
-func (s *Store) addOutcomeOf(ctx context.Context, tx *sql.Tx, instance int64, from, to State) error {
+func (s *Store) addOutcomeOf(ctx context.Context, tx *sql.Tx, instance int64, from, to axtype.State) error {
 	ds, df := outcomeDelta(from, to)
 	if ds == 0 && df == 0 {
 		return nil

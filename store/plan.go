@@ -6,6 +6,7 @@ import (
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // DropAheadParams names the runs a schedule created ahead of time that a
@@ -27,8 +28,8 @@ func (f *Fence) DropRunsAhead(ctx context.Context, p DropAheadParams) ([]int64, 
 	err := f.tx(ctx, "drop runs ahead of "+p.Trigger, func(tx *sql.Tx) error {
 		ids = nil
 		started := sq.Select("1").From("instances i").Where("i.run_id = runs.id").
-			Where(sq.NotEq{"i.state": []string{string(Waiting), string(Scheduled)}})
-		q := sq.Select("id").From("runs").Where(sq.Eq{"trigger_name": p.Trigger, "kind": string(RunSchedule)}).
+			Where(sq.NotEq{"i.state": []string{string(axtype.Waiting), string(axtype.Scheduled)}})
+		q := sq.Select("id").From("runs").Where(sq.Eq{"trigger_name": p.Trigger, "kind": string(axtype.RunSchedule)}).
 			Where(sq.Gt{"logical_time": p.After.UnixMilli()}).Where(sq.Expr("NOT EXISTS (?)", started))
 		if err := f.s.query(ctx, tx, "find runs ahead", q, func(rows *sql.Rows) error {
 			var id int64

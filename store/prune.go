@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // PruneParams selects the runs retention deletes (R42): every instance of
@@ -55,7 +56,7 @@ func (r PruneResult) Add(o PruneResult) PruneResult {
 }
 
 // terminal are the states of an instance that has ended for good.
-var terminal = []string{string(Success), string(Failed), string(Killed)}
+var terminal = []string{string(axtype.Success), string(axtype.Failed), string(axtype.Killed)}
 
 // pruneCandidates returns the ids of up to p.Runs runs that may go, after
 // p.AfterRun, and the largest id looked at.
@@ -278,12 +279,12 @@ func (s *Store) carrySummaries(ctx context.Context, tx *sql.Tx, ins []prunedInst
 			by[in.task] = a
 			order = append(order, in.task)
 		}
-		switch State(in.state) {
-		case Success:
+		switch axtype.State(in.state) {
+		case axtype.Success:
 			a.success++
-		case Failed:
+		case axtype.Failed:
 			a.failed++
-		case Killed:
+		case axtype.Killed:
 			a.killed++
 		}
 		if in.id > a.last.id {
@@ -316,7 +317,7 @@ func (s *Store) carrySummaries(ctx context.Context, tx *sql.Tx, ins []prunedInst
 type Pruned struct {
 	Success, Failed, Killed int64
 	LastInstance            int64
-	LastState               State
+	LastState               axtype.State
 	LastExecutor            string
 	LastLogical             time.Time
 	LastStarted, LastEnded  time.Time
@@ -336,7 +337,7 @@ func (s *Store) PrunedSummary(ctx context.Context, task string) (Pruned, error) 
 		if err := r.Scan(&p.Success, &p.Failed, &p.Killed, &p.LastInstance, &state, &p.LastExecutor, &logical, &started, &endedAt); err != nil {
 			return err
 		}
-		p.LastState = State(state)
+		p.LastState = axtype.State(state)
 		p.LastLogical, p.LastStarted, p.LastEnded = msTime(logical), msTime(started), msTime(endedAt)
 		return nil
 	})
@@ -368,7 +369,7 @@ type RunFilter struct {
 
 // RunsPage lists the runs f selects: the (pipeline, logical_time) index
 // bounds the read, whether by time or by the Before cursor.
-func (s *Store) RunsPage(ctx context.Context, f RunFilter) ([]Run, error) {
+func (s *Store) RunsPage(ctx context.Context, f RunFilter) ([]axtype.Run, error) {
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -400,10 +401,10 @@ func (s *Store) RunsPage(ctx context.Context, f RunFilter) ([]Run, error) {
 // waiting (one ran, ended or was triggered early), newest logical time first:
 // the runs ahead worth showing beside the past ones. The (pipeline,
 // logical_time) index of instances bounds the read to the window.
-func (s *Store) RunsMovedAhead(ctx context.Context, pipeline string, now time.Time) ([]Run, error) {
+func (s *Store) RunsMovedAhead(ctx context.Context, pipeline string, now time.Time) ([]axtype.Run, error) {
 	moved := s.sb.Select("DISTINCT run_id").From("instances").Where(sq.Eq{"pipeline": pipeline}).
 		Where(sq.Gt{"logical_time": now.UnixMilli()}).
-		Where(sq.NotEq{"state": []string{string(Waiting), string(Scheduled), string(Paused)}})
+		Where(sq.NotEq{"state": []string{string(axtype.Waiting), string(axtype.Scheduled), string(axtype.Paused)}})
 	q, args, err := moved.ToSql()
 	if err != nil {
 		return nil, err

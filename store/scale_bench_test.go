@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -313,7 +314,7 @@ func BenchmarkScaleReads(b *testing.B) {
 					return err
 				}},
 				{"running instances", func() error {
-					_, err := s.Instances(ctx, store.InstanceFilter{States: []store.State{store.Running}, Limit: 100})
+					_, err := s.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Running}, Limit: 100})
 					return err
 				}},
 				{"instances of a run", func() error {

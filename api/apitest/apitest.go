@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/door"
@@ -274,9 +275,9 @@ func (e *Env) State() string {
 }
 
 // WaitState polls the latest instance of task until it is in state.
-func (e *Env) WaitState(task string, state store.State) store.Instance {
+func (e *Env) WaitState(task string, state axtype.State) axtype.Instance {
 	e.T.Helper()
-	var in store.Instance
+	var in axtype.Instance
 	WaitFor(e.T, func() bool {
 		ins, err := e.St.Instances(context.Background(), store.InstanceFilter{TaskID: task, Limit: 1})
 		if err == nil && len(ins) == 1 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
@@ -49,7 +50,7 @@ func TestServerRoutesToRegisteredExecutor(t *testing.T) {
 	go x.Run(ctx)
 	st := openStore(t, db)
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.pull", States: []store.State{store.Success}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.pull", States: []axtype.State{axtype.Success}})
 		return len(ins) >= 3
 	})
 	srv.stop(t)
@@ -111,7 +112,7 @@ func TestKillReachesTheExecutor(t *testing.T) {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.hold", States: []store.State{store.Running}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.hold", States: []axtype.State{axtype.Running}})
 		return len(ins) == 1
 	})
 	if code, out, errOut := runAx(t, "kill", "routed.hold", "--store", db); code != cli.ExitOK {
@@ -123,7 +124,7 @@ func TestKillReachesTheExecutor(t *testing.T) {
 		t.Fatal("the executor's work was not cancelled")
 	}
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.hold", States: []store.State{store.Killed}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.hold", States: []axtype.State{axtype.Killed}})
 		return len(ins) == 1
 	})
 	srv.stop(t)
@@ -139,9 +140,9 @@ func TestResultAppliedOnce(t *testing.T) {
 	if code, _, errOut := runAx(t, "trigger", "routed.hold", "--store", db); code != cli.ExitOK {
 		t.Fatalf("trigger: %s", errOut)
 	}
-	var done store.Instance
+	var done axtype.Instance
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.hold", States: []store.State{store.Success}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.hold", States: []axtype.State{axtype.Success}})
 		if len(ins) == 1 {
 			done = ins[0]
 		}
@@ -157,7 +158,7 @@ func TestResultAppliedOnce(t *testing.T) {
 		acts, _ := st.Actions(context.Background(), store.LogFilter{Action: "stale_result"})
 		return len(acts) == 1 && acts[0].Ticket == done.Ticket
 	})
-	if in, _ := st.Instance(context.Background(), done.ID); in.State != store.Success || in.Version != done.Version {
+	if in, _ := st.Instance(context.Background(), done.ID); in.State != axtype.Success || in.Version != done.Version {
 		t.Errorf("the duplicate changed the instance: %+v", in)
 	}
 	bad, _ := http.Post("http://"+apiAddr+"/api/v1/results", "application/json", strings.NewReader(`{"ticket":"x","status":"maybe"}`))

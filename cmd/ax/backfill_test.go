@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
@@ -172,7 +173,7 @@ func TestBackfillKilledAndResumed(t *testing.T) {
 	// An attempt the kill interrupted has an unknown outcome (R27): it failed
 	// after its timeout with that reason and is not run again by itself.
 	unknown := map[string]bool{}
-	ins, _ := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "daily", States: []store.State{store.Failed}, Limit: 1000})
+	ins, _ := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "daily", States: []axtype.State{axtype.Failed}, Limit: 1000})
 	for _, in := range ins {
 		if in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream daily.") {
 			continue // failed without running behind an interrupted upstream (R40)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
@@ -155,14 +156,14 @@ func runBurst(t *testing.T, target string, servers, burstTasks int, lead time.Du
 	// Done when no instance of the burst is left unended (one cheap query).
 	var done time.Time
 	for deadline := fire.Add(3 * time.Minute); done.IsZero(); time.Sleep(250 * time.Millisecond) {
-		left, err := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", States: []store.State{store.Waiting, store.Scheduled, store.Running, store.Retrying}, Limit: 1})
+		left, err := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", States: []axtype.State{axtype.Waiting, axtype.Scheduled, axtype.Running, axtype.Retrying}, Limit: 1})
 		if err == nil && len(left) == 0 && time.Now().After(fire) {
 			done = time.Now()
 		}
 		if time.Now().After(deadline) {
 			close(stop)
 			wg.Wait()
-			ended, _ := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", States: []store.State{store.Success, store.Failed, store.Killed}, Limit: 1 << 20})
+			ended, _ := st.Instances(ctx, store.InstanceFilter{Pipeline: "burst", States: []axtype.State{axtype.Success, axtype.Failed, axtype.Killed}, Limit: 1 << 20})
 			t.Fatalf("%d of %d instances ended 3 minutes after the burst", len(ended), burstTasks)
 		}
 	}
@@ -195,7 +196,7 @@ func runBurst(t *testing.T, target string, servers, burstTasks int, lead time.Du
 	}
 	dispatches := map[int64]int{}
 	for _, r := range h {
-		if r.To == store.Running && strings.HasPrefix(r.TaskID, "burst.") {
+		if r.To == axtype.Running && strings.HasPrefix(r.TaskID, "burst.") {
 			dispatches[r.InstanceID]++
 		}
 	}
@@ -217,9 +218,9 @@ func runBurst(t *testing.T, target string, servers, burstTasks int, lead time.Du
 	for _, in := range ins {
 		var i int
 		fmt.Sscanf(in.TaskID, "burst.t%d", &i)
-		want, code := store.Success, 0
+		want, code := axtype.Success, 0
 		if i%burstFails == burstFails-1 {
-			want, code = store.Failed, 1
+			want, code = axtype.Failed, 1
 		}
 		recs, err := st.Attempts(ctx, in.ID)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -149,7 +150,7 @@ tasks:
 	settled := false
 	for deadline := time.Now().Add(2 * time.Minute); !settled && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		open, err := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "e2e", LogicalTo: end, Limit: 1,
-			States: []store.State{store.Waiting, store.Scheduled, store.Running, store.Retrying}})
+			States: []axtype.State{axtype.Waiting, axtype.Scheduled, axtype.Running, axtype.Retrying}})
 		settled = err == nil && len(open) == 0
 	}
 	if !settled {
@@ -164,7 +165,7 @@ tasks:
 		_ = x.cmd.Wait()
 	}
 	dups, runs := duplicates(t, record)
-	unknown, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []store.State{store.Failed}, Limit: 1 << 20})
+	unknown, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []axtype.State{axtype.Failed}, Limit: 1 << 20})
 	nUnknown := 0
 	for _, in := range unknown {
 		if strings.Contains(in.Error, "unknown outcome") {
@@ -172,7 +173,7 @@ tasks:
 			t.Errorf("e2e.record@%s: %s", in.LogicalTime.UTC().Format(time.RFC3339), in.Error)
 		}
 	}
-	if pending, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []store.State{store.Scheduled, store.Retrying, store.Running}, Limit: 100}); len(pending) > 0 {
+	if pending, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []axtype.State{axtype.Scheduled, axtype.Retrying, axtype.Running}, Limit: 100}); len(pending) > 0 {
 		for _, in := range pending {
 			h, _ := st.History(context.Background(), store.LogFilter{InstanceID: in.ID, Limit: 100})
 			var lines []string

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
-	"github.com/ax-sched/ax/store"
 )
 
 // TestCLIThroughAPI drives the operator commands against a server's admin
@@ -34,7 +34,7 @@ func TestCLIThroughAPI(t *testing.T) {
 	}
 	out, _ := ax(cli.ExitOK, "trigger", "shop.sync", "--downstream", "--reason", "cli test")
 	has(out, "started for shop.sync (2 task(s))")
-	e.WaitState("shop.clean", store.Success)
+	e.WaitState("shop.clean", axtype.Success)
 
 	out, _ = ax(cli.ExitOK, "status")
 	has(out, "scheduler: api-test (epoch 1, lease held until", "answered as primary", "pipeline shop (3 tasks)", "manual", "SUCCESS 2")

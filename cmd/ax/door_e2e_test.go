@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -81,9 +82,9 @@ func TestSIGTERMGivesRunningCommandsBack(t *testing.T) {
 	st := openStore(t, target)
 	srv := startServer(t, target, dir, "--shutdown-grace", "1s")
 	ctx := context.Background()
-	var in store.Instance
+	var in axtype.Instance
 	waitForWithin(t, 30*time.Second, func() bool {
-		ins, err := st.Instances(ctx, store.InstanceFilter{TaskID: "slow.sleep", States: []store.State{store.Running}, Limit: 1})
+		ins, err := st.Instances(ctx, store.InstanceFilter{TaskID: "slow.sleep", States: []axtype.State{axtype.Running}, Limit: 1})
 		if err == nil && len(ins) == 1 && time.Now().After(ins[0].StartedAt.Add(500*time.Millisecond)) {
 			in = ins[0]
 			return true
@@ -102,7 +103,7 @@ func TestSIGTERMGivesRunningCommandsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != store.Retrying || got.Attempt != 0 || !strings.Contains(got.Error, "interrupted by shutdown") {
+	if got.State != axtype.Retrying || got.Attempt != 0 || !strings.Contains(got.Error, "interrupted by shutdown") {
 		t.Errorf("after SIGTERM: %s attempt %d %q; want RETRYING, attempt 0, interrupted by shutdown", got.State, got.Attempt, got.Error)
 	}
 }

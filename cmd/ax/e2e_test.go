@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
@@ -28,7 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	axBinary = filepath.Join(dir, "ax")
-	if out, err := exec.Command("go", "build", "-o", axBinary, ".").CombinedOutput(); err != nil {
+	// AX_TEST_TAGS builds it with test-only tags (axprof: profiles itself).
+	if out, err := exec.Command("go", "build", "-tags", os.Getenv("AX_TEST_TAGS"), "-o", axBinary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build ax: %v\n%s", err, out)
 		os.Exit(2)
 	}
@@ -134,7 +136,7 @@ func waitRuns(t *testing.T, st *store.Store, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		ok, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.finish", States: []store.State{store.Success}, Limit: n})
+		ok, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.finish", States: []axtype.State{axtype.Success}, Limit: n})
 		if err == nil && len(ok) >= n {
 			return
 		}
@@ -169,7 +171,7 @@ func checkOnce(t *testing.T, st *store.Store, record string) {
 		}
 	}
 	ctx := context.Background()
-	finished, err := st.Instances(ctx, store.InstanceFilter{TaskID: "e2e.finish", States: []store.State{store.Success}, ByLogicalTime: true, Limit: 1})
+	finished, err := st.Instances(ctx, store.InstanceFilter{TaskID: "e2e.finish", States: []axtype.State{axtype.Success}, ByLogicalTime: true, Limit: 1})
 	if err != nil || len(finished) == 0 {
 		t.Fatalf("no finished run: %v", err)
 	}
@@ -178,10 +180,10 @@ func checkOnce(t *testing.T, st *store.Store, record string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byRun := map[int64]map[string]store.Instance{}
+	byRun := map[int64]map[string]axtype.Instance{}
 	for _, in := range all {
 		if byRun[in.RunID] == nil {
-			byRun[in.RunID] = map[string]store.Instance{}
+			byRun[in.RunID] = map[string]axtype.Instance{}
 		}
 		byRun[in.RunID][in.TaskID] = in
 	}
@@ -190,7 +192,7 @@ func checkOnce(t *testing.T, st *store.Store, record string) {
 		x, rec, fin := r["e2e.extract"], r["e2e.record"], r["e2e.finish"]
 		lt := rec.LogicalTime.UTC().Format(time.RFC3339)
 		switch {
-		case x.State == store.Success && rec.State == store.Success && fin.State == store.Success:
+		case x.State == axtype.Success && rec.State == axtype.Success && fin.State == axtype.Success:
 			complete++
 			if executed[lt] != 1 {
 				t.Errorf("run %d@%s succeeded but its command ran %d times", id, lt, executed[lt])
@@ -212,7 +214,7 @@ func checkOnce(t *testing.T, st *store.Store, record string) {
 			seen := map[string]bool{}
 			for _, row := range h {
 				k := string(row.From) + ">" + string(row.To)
-				if row.From == store.Retrying || row.To == store.Retrying {
+				if row.From == axtype.Retrying || row.To == axtype.Retrying {
 					continue // each retry (or refusal) passes through RETRYING again
 				}
 				if seen[k] {
@@ -269,7 +271,7 @@ func TestServerCrashAndRestart(t *testing.T) {
 			first := startServer(t, tgt, dir)
 			waitRuns(t, st, 3)
 			first.crash(t)
-			before, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.finish", States: []store.State{store.Success}, Limit: 1 << 20})
+			before, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.finish", States: []axtype.State{axtype.Success}, Limit: 1 << 20})
 			second := startServer(t, tgt, dir) // waits for the dead holder's lease to expire
 			waitRuns(t, st, len(before)+4)
 			second.stop(t)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
@@ -40,7 +41,7 @@ func lease(t *testing.T, st *store.Store) store.Lease {
 
 func succeeded(t *testing.T, st *store.Store) int {
 	t.Helper()
-	ins, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.finish", States: []store.State{store.Success}, Limit: 1 << 20})
+	ins, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.finish", States: []axtype.State{axtype.Success}, Limit: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -81,11 +82,11 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	work, other := got["work"], got["other"]
 	ctx := context.Background()
 	before, err := st.Instance(ctx, work.InstanceID)
-	if err != nil || before.State != store.Running {
+	if err != nil || before.State != axtype.Running {
 		t.Fatalf("instance %+v, %v", before, err)
 	}
 	otherBefore, err := st.Instance(ctx, other.InstanceID)
-	if err != nil || otherBefore.State != store.Running {
+	if err != nil || otherBefore.State != axtype.Running {
 		t.Fatalf("instance %+v, %v", otherBefore, err)
 	}
 
@@ -113,8 +114,8 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	if pend, _ := st.PendingResults(ctx, 10); len(pend) != 0 {
 		t.Errorf("refused results reached the inbox: %+v", pend)
 	}
-	for _, want := range []store.Instance{before, otherBefore} {
-		if in, err := st.Instance(ctx, want.ID); err != nil || in.State != store.Running || in.Version != want.Version || in.Ticket != want.Ticket {
+	for _, want := range []axtype.Instance{before, otherBefore} {
+		if in, err := st.Instance(ctx, want.ID); err != nil || in.State != axtype.Running || in.Version != want.Version || in.Ticket != want.Ticket {
 			t.Errorf("refused results changed instance %d: %+v (%v), was %+v", want.ID, in, err, want)
 		}
 	}
@@ -124,7 +125,7 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	if code, body := postResult(t, pb, good); code != 200 || !strings.Contains(body, `"received": "stored"`) {
 		t.Fatalf("result to the standby: %d %s", code, body)
 	}
-	waitFor(t, func() bool { in, _ := st.Instance(ctx, work.InstanceID); return in.State == store.Success })
+	waitFor(t, func() bool { in, _ := st.Instance(ctx, work.InstanceID); return in.State == axtype.Success })
 	waitFor(t, func() bool { e, _ := st.InboxEntryOf(ctx, work.Ticket); return e.Outcome == "applied" })
 	// Delivered again, to the primary this time: recorded and ignored.
 	if code, body := postResult(t, pa, good); code != 200 || !strings.Contains(body, `"duplicate": true`) {
@@ -133,14 +134,14 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	hist, _ := st.History(ctx, store.LogFilter{InstanceID: work.InstanceID})
 	successes := 0
 	for _, h := range hist {
-		if h.To == store.Success {
+		if h.To == axtype.Success {
 			successes++
 		}
 	}
 	if successes != 1 {
 		t.Errorf("history %+v: %d successes, want 1", hist, successes)
 	}
-	if in, _ := st.Instance(ctx, other.InstanceID); in.State != store.Running || in.Ticket != other.Ticket {
+	if in, _ := st.Instance(ctx, other.InstanceID); in.State != axtype.Running || in.Ticket != other.Ticket {
 		t.Errorf("the other instance changed: %+v", in)
 	}
 	b.stop(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -84,7 +85,7 @@ func TestLogsFollowShowsLinesLiveAndEnds(t *testing.T) {
 	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	in := e.WaitState("shop.talk", store.Running)
+	in := e.WaitState("shop.talk", axtype.Running)
 	printed := time.Now() // at the latest: the command prints first thing
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
@@ -136,9 +137,9 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 			t.Fatalf("trigger %s: %d %s", task, code, body)
 		}
 	}
-	flaky := e.WaitState("shop.flaky", store.Success)
-	bin := e.WaitState("shop.binary", store.Success)
-	e.WaitState("shop.sync", store.Success)
+	flaky := e.WaitState("shop.flaky", axtype.Success)
+	bin := e.WaitState("shop.binary", axtype.Success)
+	e.WaitState("shop.sync", axtype.Success)
 	ax := func(want int, args ...string) string {
 		t.Helper()
 		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
@@ -262,7 +263,7 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.pull", States: []store.State{store.Success}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.pull", States: []axtype.State{axtype.Success}})
 		return len(ins) == 1
 	})
 	code, out, errOut := runAx(t, "logs", "routed.pull", "--server", server)
@@ -297,7 +298,7 @@ func TestStandbyServesLogsOfThePrimary(t *testing.T) {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "ha.talk", States: []store.State{store.Success}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "ha.talk", States: []axtype.State{axtype.Success}})
 		return len(ins) == 1
 	})
 	for _, args := range [][]string{{"logs", "ha.talk"}, {"logs", "ha.talk", "-f"}} {
@@ -341,9 +342,9 @@ func TestCrashKeepsTheOutputWritten(t *testing.T) {
 	if code, out, errOut := runAx(t, "trigger", "crash.talk", "--server", "http://"+pa); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
-	var in store.Instance
+	var in axtype.Instance
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "crash.talk", States: []store.State{store.Running}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "crash.talk", States: []axtype.State{axtype.Running}})
 		if len(ins) != 1 {
 			return false
 		}
@@ -414,13 +415,13 @@ func TestLogsFindsTheLatestThatRanBehindManyThatDidNot(t *testing.T) {
 	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	ran := e.WaitState("shop.binary", store.Success)
+	ran := e.WaitState("shop.binary", axtype.Success)
 	ctx := context.Background()
 	later := time.Now().Add(24 * time.Hour) // outside the wheel's window: they stay SCHEDULED
 	for i := range 60 {
 		at := later.Add(time.Duration(i) * time.Minute)
-		if _, _, err := e.St.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: store.RunManual, LogicalTime: at, Now: time.Now(),
-			Instances: []store.NewInstance{{TaskID: "shop.binary", Group: "etl", State: store.Scheduled, NextFireAt: at}}}); err != nil {
+		if _, _, err := e.St.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: axtype.RunManual, LogicalTime: at, Now: time.Now(),
+			Instances: []store.NewInstance{{TaskID: "shop.binary", Group: "etl", State: axtype.Scheduled, NextFireAt: at}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -466,7 +467,7 @@ func TestLogsOfATaskAddedByReload(t *testing.T) {
 	// The test's executors were built for the first graph, so the command
 	// fails as an unknown task here (ax server's know reloaded tasks); what
 	// matters is an attempt of the new task, with its log.
-	in := e.WaitState("extra.hi", store.Failed)
+	in := e.WaitState("extra.hi", axtype.Failed)
 	code, body := e.Call("GET", fmt.Sprintf("/api/v1/instances/%d/logs?task=extra.hi", in.ID), "")
 	if code != http.StatusOK || !strings.Contains(body, `"task": "extra.hi"`) || !strings.Contains(body, `"attempt": 1`) {
 		t.Errorf("logs of extra.hi: %d %s", code, body)
@@ -485,7 +486,7 @@ func TestLogsFollowOfAnEndedAttemptSaysItsEndOnce(t *testing.T) {
 	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.WaitState("shop.binary", store.Success)
+	e.WaitState("shop.binary", axtype.Success)
 	code, out, errOut := runAx(t, "logs", "shop.binary", "-f", "--server", e.Srv.URL)
 	if code != cli.ExitOK || strings.Count(out, "success (exit status 0)") != 1 || !strings.Contains(out, `stdout| ok\xff`) {
 		t.Errorf("ax logs -f of an ended attempt: exit %d\n%s%s", code, out, errOut)
@@ -534,7 +535,7 @@ func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	ran := e.WaitState("shop.binary", store.Success)
+	ran := e.WaitState("shop.binary", axtype.Success)
 	other, errs := defs.Parse("other.yaml", []byte("pipeline: other\ntimezone: UTC\ntasks:\n  - {name: x, function: noop}\n"), defs.Options{Now: time.Now()})
 	if errs.Err() != nil {
 		t.Fatal(errs)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
@@ -31,12 +32,12 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 		t.Fatalf("pause: exit %d, %q %q", code, out, errOut)
 	}
 	// The instances created ahead for the window are PAUSED at once; none starts.
-	if n := count(t, st, store.Paused); n < 250 {
+	if n := count(t, st, axtype.Paused); n < 250 {
 		t.Errorf("%d instances PAUSED, want the window's ~300", n)
 	}
-	ranBefore := count(t, st, store.Running) + count(t, st, store.Success)
+	ranBefore := count(t, st, axtype.Running) + count(t, st, axtype.Success)
 	time.Sleep(1500 * time.Millisecond) // real seconds pass in the server: nothing may run
-	if ran := count(t, st, store.Running) + count(t, st, store.Success); ran != ranBefore {
+	if ran := count(t, st, axtype.Running) + count(t, st, axtype.Success); ran != ranBefore {
 		t.Errorf("%d instances ran while the pipeline was paused", ran-ranBefore)
 	}
 	if code, _, errOut := runAx(t, "pause", "e2e", "--store", db); code != cli.ExitFailed || !strings.Contains(errOut, "pipeline e2e is paused already") {
@@ -46,8 +47,8 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 	if code != cli.ExitOK || !strings.HasPrefix(out, "resumed pipeline e2e:") {
 		t.Fatalf("resume: exit %d, %q %q", code, out, errOut)
 	}
-	done := count(t, st, store.Success)
-	waitFor(t, func() bool { return count(t, st, store.Success) > done+3 })
+	done := count(t, st, axtype.Success)
+	waitFor(t, func() bool { return count(t, st, axtype.Success) > done+3 })
 
 	code, out, errOut = runAx(t, "trigger", "e2e.extract", "--downstream", "--store", db)
 	if code != cli.ExitOK || !strings.Contains(out, "started for e2e.extract (3 task(s))") {
@@ -56,8 +57,8 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 	waitFor(t, func() bool {
 		runs, _ := st.Runs(ctx, "e2e", 1000)
 		for _, r := range runs {
-			if r.Kind == store.RunManual {
-				ins, _ := st.Instances(ctx, store.InstanceFilter{RunID: r.ID, States: []store.State{store.Success}})
+			if r.Kind == axtype.RunManual {
+				ins, _ := st.Instances(ctx, store.InstanceFilter{RunID: r.ID, States: []axtype.State{axtype.Success}})
 				return len(ins) == 3
 			}
 		}
@@ -98,9 +99,9 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 	}
 }
 
-func count(t *testing.T, st *store.Store, s store.State) int {
+func count(t *testing.T, st *store.Store, s axtype.State) int {
 	t.Helper()
-	ins, err := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "e2e", States: []store.State{s}, Limit: 1 << 20})
+	ins, err := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "e2e", States: []axtype.State{s}, Limit: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestKillCommandTaskLeavesNoProcess(t *testing.T) {
 		t.Fatalf("kill: %d %q %q", code, out, errOut)
 	}
 	waitFor(t, func() bool {
-		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "k.long", States: []store.State{store.Killed}})
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "k.long", States: []axtype.State{axtype.Killed}})
 		return len(ins) == 1
 	})
 	waitFor(t, func() bool { return processGone(pid) })

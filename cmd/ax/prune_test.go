@@ -11,6 +11,7 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
@@ -20,14 +21,14 @@ import (
 func endedRun(t *testing.T, st *store.Store, at time.Time) int64 {
 	t.Helper()
 	ctx := context.Background()
-	run, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.sync", Kind: store.RunManual, LogicalTime: at, Now: at,
-		Instances: []store.NewInstance{{TaskID: "shop.sync", Group: "etl", State: store.Scheduled, NextFireAt: at}}})
+	run, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.sync", Kind: axtype.RunManual, LogicalTime: at, Now: at,
+		Instances: []store.NewInstance{{TaskID: "shop.sync", Group: "etl", State: axtype.Scheduled, NextFireAt: at}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: store.Scheduled, To: store.Running, Now: at, Actor: "t", Reason: "t"})
+	v, err := st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: axtype.Scheduled, To: axtype.Running, Now: at, Actor: "t", Reason: "t"})
 	if err == nil {
-		_, err = st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: v, From: store.Running, To: store.Success, Now: at, Actor: "t", Reason: "t"})
+		_, err = st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: v, From: axtype.Running, To: axtype.Success, Now: at, Actor: "t", Reason: "t"})
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
 
-func instancesOf(t *testing.T, st *store.Store, task string, states ...store.State) []store.Instance {
+func instancesOf(t *testing.T, st *store.Store, task string, states ...axtype.State) []axtype.Instance {
 	t.Helper()
 	ins, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: task, States: states, Limit: 1 << 20})
 	if err != nil {
@@ -118,7 +119,7 @@ func reloadScenario(t *testing.T, target string, n int) {
 			return err == nil && resp.StatusCode == 200
 		})
 	}
-	waitFor(t, func() bool { return len(instancesOf(t, st, "a.x", store.Success)) > 0 })
+	waitFor(t, func() bool { return len(instancesOf(t, st, "a.x", axtype.Success)) > 0 })
 	// everyReloaded waits until every server's last reload is ok (or not)
 	// with the given summary.
 	everyReloaded := func(ok bool, summary string, after time.Time) []*reload.Status {
@@ -148,10 +149,10 @@ func reloadScenario(t *testing.T, target string, n int) {
 	write(t, filepath.Join(pipes, "b.yaml"), strings.Replace(reloadB, "%s", release, 1))
 	everyReloaded(true, "added b.y; schedules re-planned b", time.Time{})
 	applied("added b.y; schedules re-planned b")
-	var running []store.Instance // started, not only claimed ahead of its fire time
+	var running []axtype.Instance // started, not only claimed ahead of its fire time
 	waitFor(t, func() bool {
 		running = nil
-		for _, in := range instancesOf(t, st, "b.y", store.Running) {
+		for _, in := range instancesOf(t, st, "b.y", axtype.Running) {
 			if in.StartedAt.Before(time.Now().Add(-100 * time.Millisecond)) {
 				running = append(running, in)
 			}
@@ -180,9 +181,9 @@ func reloadScenario(t *testing.T, target string, n int) {
 	write(t, release, "")
 	waitFor(t, func() bool {
 		in, err := st.Instance(context.Background(), running[0].ID)
-		return err == nil && in.State == store.Success
+		return err == nil && in.State == axtype.Success
 	})
-	if waiting := instancesOf(t, st, "b.y", store.Waiting, store.Scheduled, store.Running); len(waiting) != 0 {
+	if waiting := instancesOf(t, st, "b.y", axtype.Waiting, axtype.Scheduled, axtype.Running); len(waiting) != 0 {
 		t.Errorf("b.y still has %d instance(s) waiting or running after its removal", len(waiting))
 	}
 
@@ -234,15 +235,15 @@ func reloadScenario(t *testing.T, target string, n int) {
 	}
 	everyReloaded(true, "added d.w; schedules re-planned d", time.Time{})
 	applied("added d.w; schedules re-planned d")
-	waitFor(t, func() bool { return len(instancesOf(t, st, "d.w", store.Success)) > 0 })
+	waitFor(t, func() bool { return len(instancesOf(t, st, "d.w", axtype.Success)) > 0 })
 
 	held := lease(t, st)
 	if n > 1 {
 		// The standby takes over with the set in force.
 		srvs[0].crash(t)
-		k := len(instancesOf(t, st, "d.w", store.Success))
+		k := len(instancesOf(t, st, "d.w", axtype.Success))
 		waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder != "s0" })
-		waitFor(t, func() bool { return len(instancesOf(t, st, "d.w", store.Success)) > k+1 })
+		waitFor(t, func() bool { return len(instancesOf(t, st, "d.w", axtype.Success)) > k+1 })
 	}
 	for _, s := range srvs {
 		if s.cmd.ProcessState == nil {
@@ -281,7 +282,7 @@ func TestDiffAndSIGHUP(t *testing.T) {
 	addr := freeAddr(t)
 	srv := startServer(t, target, dir, "--listen", addr, "--watch", "0")
 	st := openStore(t, target)
-	waitFor(t, func() bool { return len(instancesOf(t, st, "a.x", store.Success)) > 0 })
+	waitFor(t, func() bool { return len(instancesOf(t, st, "a.x", axtype.Success)) > 0 })
 	code, out, errOut := runAx(t, "diff", dir, "--server", "http://"+addr)
 	if code != 0 || !strings.Contains(out, "no change") {
 		t.Fatalf("ax diff of the running set: %d %q %q", code, out, errOut)
@@ -306,7 +307,7 @@ func TestDiffAndSIGHUP(t *testing.T) {
 	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(instancesOf(t, st, "q.z", store.Success)) > 0 })
+	waitFor(t, func() bool { return len(instancesOf(t, st, "q.z", axtype.Success)) > 0 })
 	if code, out, _ := runAx(t, "diff", dir, "--server", "http://"+addr); code != 0 || !strings.Contains(out, "no change") {
 		t.Errorf("ax diff after SIGHUP: %d %q", code, out)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
@@ -101,13 +102,13 @@ func TestExecutorRestartBetweenDispatchAndResult(t *testing.T) {
 	}
 	stop()                                                                                              // the executor process ends with the attempt in flight …
 	sdkOn(t, exAddr, api, "job", func(ctx context.Context, a runner.Attempt) error { return nil }, nil) // … and starts again
-	var in store.Instance
+	var in axtype.Instance
 	waitFor(t, func() bool {
 		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "rs.job"})
 		if len(ins) == 1 {
 			in = ins[0]
 		}
-		return in.State == store.Success
+		return in.State == axtype.Success
 	})
 	if in.Attempt != 2 || in.Ticket == first {
 		t.Errorf("instance %+v: want success at attempt 2 with a new ticket", in)

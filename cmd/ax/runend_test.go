@@ -9,8 +9,8 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
-	"github.com/ax-sched/ax/store"
 )
 
 // gatedPipeline writes a pipeline whose middle step is a manual gate.
@@ -102,7 +102,7 @@ func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.WaitState("shop.sync", store.Success)
+	e.WaitState("shop.sync", axtype.Success)
 	var runs []api.RunView
 	waitFor(t, func() bool {
 		code, body = e.Call("GET", "/api/v1/pipelines/shop/runs", "")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
@@ -23,7 +24,7 @@ func TestCLITimesInPipelineZone(t *testing.T) {
 	if code, out := e.Call("POST", "/api/v1/pipelines/shop/trigger", `{"at": "2026-03-01T02:00:00", "params": {"ok": "yes"}}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, out)
 	}
-	e.WaitState("shop.clean", store.Success)
+	e.WaitState("shop.clean", axtype.Success)
 	if code, out := e.Call("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2025-01-01", "to": "2025-01-01"}`); code != 201 {
 		t.Fatalf("backfill: %d %s", code, out)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
@@ -38,7 +39,7 @@ type outage struct {
 type row struct {
 	id       int64
 	at       time.Time
-	from, to store.State
+	from, to axtype.State
 	ticket   string
 	actor    string
 	reason   string
@@ -60,8 +61,8 @@ type inst struct {
 }
 
 // state returns the instance's state at t by its history (and whether it existed).
-func (in *inst) stateAt(t time.Time) (store.State, bool) {
-	var s store.State
+func (in *inst) stateAt(t time.Time) (axtype.State, bool) {
+	var s axtype.State
 	ok := false
 	for _, r := range in.rows {
 		if r.at.After(t) {
@@ -72,7 +73,7 @@ func (in *inst) stateAt(t time.Time) (store.State, bool) {
 	return s, ok
 }
 
-func (in *inst) state() store.State { return in.rows[len(in.rows)-1].to }
+func (in *inst) state() axtype.State { return in.rows[len(in.rows)-1].to }
 
 // firstSuccess returns the first →SUCCESS at or before t.
 func (in *inst) succeededBy(t time.Time) bool {
@@ -80,7 +81,7 @@ func (in *inst) succeededBy(t time.Time) bool {
 		if r.at.After(t) {
 			return false
 		}
-		if r.to == store.Success {
+		if r.to == axtype.Success {
 			return true
 		}
 	}
@@ -275,7 +276,7 @@ func (c *checker) apply(h store.HistoryRow) {
 	in := c.insts[h.InstanceID]
 	w.tally[invReplay]++
 	if in == nil {
-		in = &inst{id: h.InstanceID, run: h.RunID, task: h.TaskID, created: h.At, createdS: h.To == store.Scheduled}
+		in = &inst{id: h.InstanceID, run: h.RunID, task: h.TaskID, created: h.At, createdS: h.To == axtype.Scheduled}
 		c.insts[h.InstanceID] = in
 		c.byTask[h.TaskID] = append(c.byTask[h.TaskID], h.InstanceID)
 		if c.runs[h.RunID] == nil {
@@ -289,7 +290,7 @@ func (c *checker) apply(h store.HistoryRow) {
 		}
 		c.runs[h.RunID][h.TaskID] = h.InstanceID
 		w.stats.Instances++
-		if h.From != "" || (h.To != store.Waiting && h.To != store.Scheduled) {
+		if h.From != "" || (h.To != axtype.Waiting && h.To != axtype.Scheduled) {
 			w.violate(invReplay, "instance %d %s: first history row %d is %q→%s, not a creation in WAITING or SCHEDULED", h.InstanceID, h.TaskID, h.ID, h.From, h.To)
 		}
 	} else {
@@ -297,19 +298,19 @@ func (c *checker) apply(h store.HistoryRow) {
 		switch {
 		case h.From != prev:
 			w.violate(invReplay, "instance %d %s: history row %d moves from %s but the previous row left it %s", h.InstanceID, h.TaskID, h.ID, h.From, prev)
-		case !store.CanTransition(h.From, h.To):
+		case !axtype.CanTransition(h.From, h.To):
 			w.violate(invReplay, "instance %d %s: history row %d moves %s→%s, which the state table forbids", h.InstanceID, h.TaskID, h.ID, h.From, h.To)
 		}
 	}
 	in.rows = append(in.rows, r)
 	in.dirty = true
-	if h.From.Terminal() && h.To != store.Running || h.From == store.Paused && false {
+	if h.From.Terminal() && h.To != axtype.Running || h.From == axtype.Paused && false {
 		in.reruns++
 	}
-	if h.From == store.Failed && h.To == store.Running { // a rerun straight to dispatch
+	if h.From == axtype.Failed && h.To == axtype.Running { // a rerun straight to dispatch
 		in.reruns++
 	}
-	if h.To == store.Success {
+	if h.To == axtype.Success {
 		in.success++
 		w.tally[invOneSuccess]++
 		if in.success > 1+in.reruns {
@@ -565,7 +566,7 @@ func (c *checker) checkFires(now time.Time, final bool) {
 
 func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
 	w := c.w
-	runID, ok := c.runKey[runKey(trigger, store.RunSchedule, at)]
+	runID, ok := c.runKey[runKey(trigger, axtype.RunSchedule, at)]
 	if !ok {
 		w.violate(invDueFire, "%s was due at %s (%s) and has no run %s later", trigger, at.Format(time.RFC3339),
 			at.In(w.locOf(trigger)).Format("15:04:05 MST"), b)
@@ -649,7 +650,7 @@ func (c *checker) capFull(in *inst, t time.Time) bool {
 		if c.w.g.Task(o.task) == nil || c.w.g.Task(o.task).Executor.Kind == defs.ExecHTTP {
 			continue
 		}
-		if s, ok := o.stateAt(t); ok && s == store.Running {
+		if s, ok := o.stateAt(t); ok && s == axtype.Running {
 			n++
 		}
 	}
@@ -667,7 +668,7 @@ func (c *checker) waitsBehind(in *inst, t time.Time) bool {
 		if id == in.id {
 			continue
 		}
-		if s, ok := c.insts[id].stateAt(t); ok && (s == store.Running || s == store.Retrying || s == store.Scheduled) {
+		if s, ok := c.insts[id].stateAt(t); ok && (s == axtype.Running || s == axtype.Retrying || s == axtype.Scheduled) {
 			return true
 		}
 	}
@@ -704,19 +705,19 @@ func (c *checker) checkRunsEnd(now time.Time) {
 		w.tally[invRunsEnd]++
 		t := w.g.Task(in.task)
 		switch s {
-		case store.Waiting:
+		case axtype.Waiting:
 			if why := c.waitReason(in); why != "" {
 				continue
 			}
 			w.violate(invRunsEnd, "instance %d %s waits since %s and nothing it waits on can still happen (upstreams: %s): %s",
 				id, in.task, last.Format(time.RFC3339), c.upstreamStates(in), in.describe())
-		case store.Scheduled:
+		case axtype.Scheduled:
 			got, err := w.st.Instance(context.Background(), id)
 			if err == nil && got.NextFireAt.After(old) || c.waitsBehind(in, now) || c.capFull(in, now) {
 				continue
 			}
 			w.violate(invRunsEnd, "instance %d %s is SCHEDULED since %s (fire %s) and never dispatched: %s", id, in.task, last.Format(time.RFC3339), got.NextFireAt.Format(time.RFC3339), in.describe())
-		case store.Retrying:
+		case axtype.Retrying:
 			if c.waitsBehind(in, now) || c.capFull(in, now) {
 				continue
 			}
@@ -748,16 +749,16 @@ func (c *checker) waitReason(in *inst) string {
 		switch {
 		case !us.Terminal():
 			return "upstream " + u.ID() + " is " + string(us)
-		case us != store.Success && w.opts.Restrict.WaitBehindFailed:
+		case us != axtype.Success && w.opts.Restrict.WaitBehindFailed:
 			return "upstream " + u.ID() + " is " + string(us) + " (tolerated until issue 14)"
-		case us == store.Failed && w.opts.Restrict.WaitBehindUnattempted && strings.HasPrefix(c.insts[ui].rows[len(c.insts[ui].rows)-1].reason, "upstream "):
+		case us == axtype.Failed && w.opts.Restrict.WaitBehindUnattempted && strings.HasPrefix(c.insts[ui].rows[len(c.insts[ui].rows)-1].reason, "upstream "):
 			return "upstream " + u.ID() + " failed without an attempt (tolerated until issue 14 items 3, 4)"
 		}
 	}
 	return ""
 }
 
-func runKey(trigger string, kind store.RunKind, logical time.Time) string {
+func runKey(trigger string, kind axtype.RunKind, logical time.Time) string {
 	return fmt.Sprintf("%s|%s|%d", trigger, kind, logical.UnixMilli())
 }
 
@@ -771,7 +772,7 @@ func (c *checker) upstreamStates(in *inst) string {
 			parts = append(parts, u.ID()+" (other pipeline)")
 		case !ok:
 			parts = append(parts, u.ID()+" (outside the run)")
-		case c.insts[ui].state().Terminal() && c.insts[ui].state() != store.Success:
+		case c.insts[ui].state().Terminal() && c.insts[ui].state() != axtype.Success:
 			parts = append(parts, fmt.Sprintf("%s #%d %s {%s}", u.ID(), ui, c.insts[ui].state(), c.insts[ui].describe()))
 		default:
 			parts = append(parts, fmt.Sprintf("%s #%d %s", u.ID(), ui, c.insts[ui].state()))
@@ -865,7 +866,7 @@ func (c *checker) checkMisfires(now time.Time) {
 // engine counts the fire for one task and not the other.
 func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []fire, exact bool) {
 	for _, f := range fires {
-		runID, ok := c.runKey[runKey(trigger, store.RunSchedule, f.at)]
+		runID, ok := c.runKey[runKey(trigger, axtype.RunSchedule, f.at)]
 		if !ok {
 			out = append(out, f)
 			continue
@@ -907,7 +908,7 @@ func (c *checker) faultedDuring(from, to time.Time) bool {
 // keptFire reports whether the fire of trigger at has a run whose roots
 // were not skipped by the misfire policy.
 func (c *checker) keptFire(trigger string, at time.Time) bool {
-	runID, ok := c.runKey[runKey(trigger, store.RunSchedule, at)]
+	runID, ok := c.runKey[runKey(trigger, axtype.RunSchedule, at)]
 	if !ok {
 		return false
 	}
@@ -927,7 +928,7 @@ func (c *checker) keptFire(trigger string, at time.Time) bool {
 
 // ranBefore reports whether trigger has a schedule run at or before t.
 func (c *checker) ranBefore(trigger string, t time.Time) bool {
-	prefix := trigger + "|" + string(store.RunSchedule) + "|"
+	prefix := trigger + "|" + string(axtype.RunSchedule) + "|"
 	for k := range c.runKey {
 		if rest, ok := strings.CutPrefix(k, prefix); ok {
 			var ms int64
@@ -961,7 +962,7 @@ func (c *checker) runningAt(in *inst, t time.Time) bool {
 		}
 		// just before t: an attempt whose timeout is recorded at the fire
 		// instant itself still ran when the fire was judged
-		if s, ok := o.stateAt(t.Add(-time.Millisecond)); ok && s == store.Running && !c.logicalOf(o).After(t) {
+		if s, ok := o.stateAt(t.Add(-time.Millisecond)); ok && s == axtype.Running && !c.logicalOf(o).After(t) {
 			return true
 		}
 	}
@@ -984,7 +985,7 @@ func (c *checker) orphanAt(in *inst, t time.Time, epoch int64) bool {
 			}
 			last = r
 		}
-		if last.to == store.Running && last.epoch < epoch {
+		if last.to == axtype.Running && last.epoch < epoch {
 			return true
 		}
 	}

@@ -87,7 +87,7 @@
 //	   instance), or its fire time is ahead.
 //	I6 history replays to state: each instance's history rows start with
 //	   its creation in WAITING or SCHEDULED, continue one another, follow
-//	   the state table (store.CanTransition), and end in the instance's
+//	   the state table (axtype.CanTransition), and end in the instance's
 //	   state, at a version no lower than their number (an approval bumps
 //	   the version without a transition).
 //	I7 no fenced write lands: lease epochs in the history never go back, so

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
 )
 
 var (
@@ -234,7 +234,7 @@ func TestSimRerunWaitsForUpstream(t *testing.T) {
 	p := &genPipeline{name: "p0", zone: "UTC", group: "default", misfire: "fire_once", overlap: "skip",
 		schedule: &cronForm{text: "0 * * * *", min: "0", hour: "*"},
 		tasks:    []*genTask{{name: "extract", timeout: 60 * time.Second}, {name: "load", timeout: 10 * time.Second, deps: []string{"extract"}}}}
-	steps := []step{{advance: 65 * time.Second}, {op: engine.Mark{Instance: 2, State: store.Failed}},
+	steps := []step{{advance: 65 * time.Second}, {op: engine.Mark{Instance: 2, State: axtype.Failed}},
 		{op: engine.Rerun{Instance: 2}}, {advance: time.Minute}}
 	regression(t, &scenario{pipelines: []*genPipeline{p}, start: time.Date(2026, 6, 1, 0, 59, 0, 0, time.UTC),
 		steps: steps, latency: map[string]time.Duration{"p0.extract": 30 * time.Second}})

@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -732,12 +733,12 @@ func (w *world) do(n *node, op engine.Request, by engine.By) (string, error) {
 }
 
 // randomInstance returns a random instance in one of states, if any.
-func (w *world) randomInstance(states ...store.State) (store.Instance, bool) {
+func (w *world) randomInstance(states ...axtype.State) (axtype.Instance, bool) {
 	ins, err := w.st.Instances(context.Background(), store.InstanceFilter{States: states, Limit: 200})
 	if err != nil || len(ins) == 0 {
-		return store.Instance{}, false
+		return axtype.Instance{}, false
 	}
-	slices.SortFunc(ins, func(a, b store.Instance) int { return int(a.ID - b.ID) })
+	slices.SortFunc(ins, func(a, b axtype.Instance) int { return int(a.ID - b.ID) })
 	return ins[w.rng.IntN(len(ins))], true
 }
 
@@ -758,14 +759,14 @@ func (w *world) verb() {
 	var op engine.Request
 	switch r.IntN(11) {
 	case 8:
-		in, ok := w.randomInstance(store.Waiting, store.Failed, store.Killed)
+		in, ok := w.randomInstance(axtype.Waiting, axtype.Failed, axtype.Killed)
 		if !ok {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Mark{Instance: in.ID, State: pick(r, []store.State{store.Success, store.Failed})}
+		op = engine.Mark{Instance: in.ID, State: pick(r, []axtype.State{axtype.Success, axtype.Failed})}
 	case 9:
-		in, ok := w.randomInstance(store.Waiting, store.Scheduled, store.Running, store.Retrying)
+		in, ok := w.randomInstance(axtype.Waiting, axtype.Scheduled, axtype.Running, axtype.Retrying)
 		if !ok {
 			w.advance(time.Second)
 			return
@@ -797,15 +798,15 @@ func (w *world) verb() {
 		}
 		op = engine.Trigger{Target: t.ID(), Downstream: r.IntN(2) == 0}
 	case 4:
-		in, ok := w.randomInstance(store.Running)
+		in, ok := w.randomInstance(axtype.Running)
 		if !ok {
 			w.advance(time.Second)
 			return
 		}
 		op = engine.Kill{Instance: in.ID}
 	case 5, 6:
-		in, ok := w.randomInstance(store.Failed, store.Killed, store.Success)
-		if !ok || w.opts.Restrict.NoRerunUnattemptedSuccess && in.Attempt == 0 && in.State == store.Success {
+		in, ok := w.randomInstance(axtype.Failed, axtype.Killed, axtype.Success)
+		if !ok || w.opts.Restrict.NoRerunUnattemptedSuccess && in.Attempt == 0 && in.State == axtype.Success {
 			w.advance(time.Second)
 			return
 		}
@@ -877,13 +878,13 @@ func (w *world) badVerb() {
 		w.queuedBadVerb(w.randomTask().ID())
 		return
 	case 3:
-		in, ok := w.randomInstance(store.Success, store.Failed, store.Waiting)
+		in, ok := w.randomInstance(axtype.Success, axtype.Failed, axtype.Waiting)
 		if !ok {
 			return
 		}
 		op = engine.Kill{Instance: in.ID}
 	case 4:
-		in, ok := w.randomInstance(store.Running, store.Waiting, store.Scheduled)
+		in, ok := w.randomInstance(axtype.Running, axtype.Waiting, axtype.Scheduled)
 		if !ok {
 			return
 		}
@@ -896,17 +897,17 @@ func (w *world) badVerb() {
 	case 7:
 		op = engine.SetLimits{Groups: map[string]float64{"nosuchgroup": 3}}
 	case 9:
-		in, ok := w.randomInstance(store.Running, store.Success)
+		in, ok := w.randomInstance(axtype.Running, axtype.Success)
 		if !ok {
 			return
 		}
-		op = engine.Mark{Instance: in.ID, State: store.Success}
+		op = engine.Mark{Instance: in.ID, State: axtype.Success}
 	case 10:
-		in, ok := w.randomInstance(store.Failed)
+		in, ok := w.randomInstance(axtype.Failed)
 		if !ok {
 			return
 		}
-		op = engine.Mark{Instance: in.ID, State: store.Running}
+		op = engine.Mark{Instance: in.ID, State: axtype.Running}
 	case 11:
 		op = engine.Cancel{Run: 1 << 40}
 	default:
@@ -1012,10 +1013,10 @@ func (w *world) staleVerb(toEngine bool) {
 	}
 	f := w.st.Fence(l.Epoch - 1)
 	perr := f.SetPause(ctx, store.Pause{Scope: store.ScopeTask, Name: t.ID(), Actor: "sim", Reason: "stale epoch", At: time.Now()})
-	in, ok := w.randomInstance(store.Waiting)
+	in, ok := w.randomInstance(axtype.Waiting)
 	var terr error = store.ErrNotLeader
 	if ok {
-		_, terr = f.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Waiting, To: store.Paused,
+		_, terr = f.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Waiting, To: axtype.Paused,
 			Epoch: l.Epoch - 1, Now: time.Now(), Actor: "sim", Reason: "stale epoch"})
 	}
 	w.settle()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -16,22 +17,22 @@ func testDropRunsAhead(t *testing.T, s *store.Store) {
 	Seed(t, s) // run of trigger "a" at T0: kept (not after the cut)
 	l := acquire(t, s, "p", T0)
 	f := s.Fence(l.Epoch)
-	mk := func(trigger string, kind store.RunKind, at time.Time) []store.Instance {
+	mk := func(trigger string, kind axtype.RunKind, at time.Time) []axtype.Instance {
 		t.Helper()
 		_, ins, err := f.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: trigger, Kind: kind, LogicalTime: at, Now: T0,
-			Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: at}, {TaskID: "a.y", State: store.Waiting}}})
+			Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: at}, {TaskID: "a.y", State: axtype.Waiting}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ins
 	}
-	ahead1 := mk("a", store.RunSchedule, T0.Add(time.Minute))
-	ahead2 := mk("a", store.RunSchedule, T0.Add(2*time.Minute))
-	started := mk("a", store.RunSchedule, T0.Add(3*time.Minute))
-	other := mk("a.x", store.RunSchedule, T0.Add(time.Minute))
-	manual := mk("a", store.RunManual, T0.Add(time.Minute))
+	ahead1 := mk("a", axtype.RunSchedule, T0.Add(time.Minute))
+	ahead2 := mk("a", axtype.RunSchedule, T0.Add(2*time.Minute))
+	started := mk("a", axtype.RunSchedule, T0.Add(3*time.Minute))
+	other := mk("a.x", axtype.RunSchedule, T0.Add(time.Minute))
+	manual := mk("a", axtype.RunManual, T0.Add(time.Minute))
 	tk := "t-claimed"
-	if _, err := f.Transition(ctx(), store.TransitionParams{InstanceID: started[0].ID, Version: started[0].Version, From: store.Scheduled, To: store.Running,
+	if _, err := f.Transition(ctx(), store.TransitionParams{InstanceID: started[0].ID, Version: started[0].Version, From: axtype.Scheduled, To: axtype.Running,
 		Set: store.Changes{Ticket: &tk}, Now: T0, Actor: "test", Reason: "claimed ahead"}); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func testDropRunsAhead(t *testing.T, s *store.Store) {
 			t.Errorf("history of dropped instance %d: %d rows, %v", in.ID, len(h), err)
 		}
 	}
-	for _, in := range [][]store.Instance{started, other, manual} {
+	for _, in := range [][]axtype.Instance{started, other, manual} {
 		if _, err := s.Instance(ctx(), in[1].ID); err != nil {
 			t.Errorf("instance %d of run %d (kept) is gone: %v", in[1].ID, in[1].RunID, err)
 		}

@@ -5,44 +5,45 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
 // oldRun creates a run of a.x and a.y created at `at`, moves each instance
 // through RUNNING to its final state at `at` (or leaves it as given), and
 // returns the run's id and instances.
-func oldRun(t *testing.T, s *store.Store, logical, at time.Time, backfill int64, final ...store.State) (int64, []store.Instance) {
+func oldRun(t *testing.T, s *store.Store, logical, at time.Time, backfill int64, final ...axtype.State) (int64, []axtype.Instance) {
 	t.Helper()
-	kind := store.RunManual
+	kind := axtype.RunManual
 	if backfill != 0 {
-		kind = store.RunBackfill
+		kind = axtype.RunBackfill
 	}
 	run, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: kind, LogicalTime: logical, Now: at, BackfillID: backfill,
-		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: at}, {TaskID: "a.y", State: store.Scheduled, NextFireAt: at}}})
+		Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: at}, {TaskID: "a.y", State: axtype.Scheduled, NextFireAt: at}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, to := range final {
 		in := ins[i]
-		if to == store.Scheduled {
+		if to == axtype.Scheduled {
 			continue
 		}
-		if to == store.Paused {
-			if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Paused, Now: at, Actor: "t", Reason: "t"}); err != nil {
+		if to == axtype.Paused {
+			if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Paused, Now: at, Actor: "t", Reason: "t"}); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
 		exec, ticket := "local:h", "tk-"+time.Duration(in.ID).String()
-		v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Scheduled, To: store.Running, Now: at, Actor: "t", Reason: "t",
+		v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running, Now: at, Actor: "t", Reason: "t",
 			Set: store.Changes{Ticket: &ticket, Attempt: ptr(1), Executor: &exec, StartedAt: &at}, Action: &store.Action{Actor: "t", Action: "dispatch", TaskID: in.TaskID}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if to == store.Running {
+		if to == axtype.Running {
 			continue
 		}
-		if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: v, From: store.Running, To: to, Now: at, Actor: "t", Reason: "t",
+		if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: v, From: axtype.Running, To: to, Now: at, Actor: "t", Reason: "t",
 			Set: store.Changes{EndedAt: &at}}); err != nil {
 			t.Fatal(err)
 		}
@@ -67,13 +68,13 @@ func testPrune(t *testing.T, s *store.Store) {
 		t.Fatal(err)
 	}
 	bfDone, _ := s.CreateBackfill(ctx(), store.Backfill{Pipeline: "a", State: "done"}, old)
-	gone1, gi1 := oldRun(t, s, old, old, 0, store.Success, store.Failed)
-	gone2, _ := oldRun(t, s, old.Add(time.Hour), old.Add(time.Hour), bfDone, store.Success, store.Killed)
-	paused, _ := oldRun(t, s, old.Add(2*time.Hour), old.Add(2*time.Hour), 0, store.Success, store.Paused)
-	running, _ := oldRun(t, s, old.Add(3*time.Hour), old.Add(3*time.Hour), 0, store.Success, store.Running)
-	waiting, _ := oldRun(t, s, old.Add(4*time.Hour), old.Add(4*time.Hour), 0, store.Success, store.Scheduled)
-	unfinishedBF, _ := oldRun(t, s, old.Add(5*time.Hour), old.Add(5*time.Hour), bfRunning, store.Success, store.Success)
-	fresh, _ := oldRun(t, s, recent, recent, 0, store.Success, store.Success)
+	gone1, gi1 := oldRun(t, s, old, old, 0, axtype.Success, axtype.Failed)
+	gone2, _ := oldRun(t, s, old.Add(time.Hour), old.Add(time.Hour), bfDone, axtype.Success, axtype.Killed)
+	paused, _ := oldRun(t, s, old.Add(2*time.Hour), old.Add(2*time.Hour), 0, axtype.Success, axtype.Paused)
+	running, _ := oldRun(t, s, old.Add(3*time.Hour), old.Add(3*time.Hour), 0, axtype.Success, axtype.Running)
+	waiting, _ := oldRun(t, s, old.Add(4*time.Hour), old.Add(4*time.Hour), 0, axtype.Success, axtype.Scheduled)
+	unfinishedBF, _ := oldRun(t, s, old.Add(5*time.Hour), old.Add(5*time.Hour), bfRunning, axtype.Success, axtype.Success)
+	fresh, _ := oldRun(t, s, recent, recent, 0, axtype.Success, axtype.Success)
 	if err := s.AppendAction(ctx(), store.Action{At: old, Actor: "operator:ann", Action: "pause", TaskID: "a.x"}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -58,7 +59,7 @@ func ctx() context.Context { return context.Background() }
 // Seed creates tasks a.x, a.y, a.z in pipeline "a" and one schedule run of
 // them at logical time T0 (x SCHEDULED, y and z WAITING), and returns the
 // instances by task.
-func Seed(t testing.TB, s *store.Store) map[string]store.Instance {
+func Seed(t testing.TB, s *store.Store) map[string]axtype.Instance {
 	t.Helper()
 	def := store.PipelineDef{Name: "a", File: "a.yaml", Hash: "h1", Definition: []byte(`{}`)}
 	for _, n := range []string{"x", "y", "z"} {
@@ -68,17 +69,17 @@ func Seed(t testing.TB, s *store.Store) map[string]store.Instance {
 		t.Fatal(err)
 	}
 	_, ins, err := s.CreateRun(ctx(), store.CreateRunParams{
-		Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0, Actor: "scheduler", Now: T0,
+		Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: T0, Actor: "scheduler", Now: T0,
 		Instances: []store.NewInstance{
-			{TaskID: "a.x", Group: "g", Priority: 1, State: store.Scheduled, NextFireAt: T0},
-			{TaskID: "a.y", Group: "g", Priority: 2, State: store.Waiting, Reason: "waiting for a.x"},
-			{TaskID: "a.z", Group: "h", Priority: 3, State: store.Waiting},
+			{TaskID: "a.x", Group: "g", Priority: 1, State: axtype.Scheduled, NextFireAt: T0},
+			{TaskID: "a.y", Group: "g", Priority: 2, State: axtype.Waiting, Reason: "waiting for a.x"},
+			{TaskID: "a.z", Group: "h", Priority: 3, State: axtype.Waiting},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]store.Instance{}
+	out := map[string]axtype.Instance{}
 	for _, in := range ins {
 		out[in.TaskID] = in
 	}
@@ -142,19 +143,19 @@ func testSync(t *testing.T, s *store.Store) {
 
 func testCreateRun(t *testing.T, s *store.Store) {
 	ins := Seed(t, s)
-	if len(ins) != 3 || ins["a.x"].State != store.Scheduled || ins["a.x"].Version != 1 || !ins["a.x"].NextFireAt.Equal(T0) ||
+	if len(ins) != 3 || ins["a.x"].State != axtype.Scheduled || ins["a.x"].Version != 1 || !ins["a.x"].NextFireAt.Equal(T0) ||
 		ins["a.y"].Reason != "waiting for a.x" || !ins["a.z"].LogicalTime.Equal(T0) || ins["a.z"].Group != "h" {
 		t.Fatalf("instances = %+v", ins)
 	}
 	// The same schedule fire again: refused, nothing written.
-	_, _, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0, Now: T0,
-		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: T0}}})
+	_, _, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: T0}}})
 	if !errors.Is(err, store.ErrDuplicate) {
 		t.Fatalf("second schedule run for the same logical time: err = %v, want ErrDuplicate", err)
 	}
 	// A manual run of the same logical time lives beside it.
-	_, man, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a.x", Kind: store.RunManual, LogicalTime: T0, Now: T0,
-		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: T0}}})
+	_, man, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a.x", Kind: axtype.RunManual, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: T0}}})
 	if err != nil || len(man) != 1 || man[0].RunID == ins["a.x"].RunID {
 		t.Fatalf("manual run: %v, %+v", err, man)
 	}
@@ -163,16 +164,16 @@ func testCreateRun(t *testing.T, s *store.Store) {
 		t.Fatalf("instances of a.x = %d, %v; want 2", len(all), err)
 	}
 	h, _ := s.History(ctx(), store.LogFilter{InstanceID: ins["a.y"].ID})
-	if len(h) != 1 || h[0].From != "" || h[0].To != store.Waiting {
+	if len(h) != 1 || h[0].From != "" || h[0].To != axtype.Waiting {
 		t.Errorf("creation history = %+v", h)
 	}
-	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunManual, LogicalTime: T0, Now: T0,
-		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Running}}})
+	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunManual, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Running}}})
 	if !errors.Is(err, store.ErrIllegalTransition) {
 		t.Errorf("instance created RUNNING: err = %v", err)
 	}
 	runs, err := s.Runs(ctx(), "a", 10)
-	if err != nil || len(runs) != 2 || runs[0].Kind != store.RunManual || !runs[1].LogicalTime.Equal(T0) {
+	if err != nil || len(runs) != 2 || runs[0].Kind != axtype.RunManual || !runs[1].LogicalTime.Equal(T0) {
 		t.Errorf("runs = %+v, %v", runs, err)
 	}
 }
@@ -182,7 +183,7 @@ func ptr[T any](v T) *T { return &v }
 func testTransition(t *testing.T, s *store.Store) {
 	x := Seed(t, s)["a.x"]
 	now := T0.Add(time.Second)
-	v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: x.Version, From: store.Scheduled, To: store.Running,
+	v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: x.Version, From: axtype.Scheduled, To: axtype.Running,
 		Set: store.Changes{Ticket: ptr("tk-1"), Attempt: ptr(1), Executor: ptr("local"), StartedAt: &now},
 		Now: now, Actor: "scheduler", Reason: "dispatch",
 		Action: &store.Action{Actor: "scheduler", Action: "dispatch", TaskID: "a.x", Ticket: "tk-1"}})
@@ -190,21 +191,21 @@ func testTransition(t *testing.T, s *store.Store) {
 		t.Fatalf("transition = %d, %v", v, err)
 	}
 	got, err := s.InstanceByTicket(ctx(), "tk-1")
-	if err != nil || got.ID != x.ID || got.State != store.Running || got.Version != 2 || got.Attempt != 1 || got.Executor != "local" || !got.StartedAt.Equal(now) {
+	if err != nil || got.ID != x.ID || got.State != axtype.Running || got.Version != 2 || got.Attempt != 1 || got.Executor != "local" || !got.StartedAt.Equal(now) {
 		t.Fatalf("after transition: %+v, %v", got, err)
 	}
 	later := now.Add(time.Second)
-	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 2, From: store.Running, To: store.Success,
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 2, From: axtype.Running, To: axtype.Success,
 		Set: store.Changes{EndedAt: &later, NextFireAt: &time.Time{}}, Now: later, Actor: "scheduler", Reason: "result"}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = s.Instance(ctx(), x.ID)
-	if got.State != store.Success || !got.NextFireAt.IsZero() || !got.EndedAt.Equal(later) {
+	if got.State != axtype.Success || !got.NextFireAt.IsZero() || !got.EndedAt.Equal(later) {
 		t.Errorf("after success: %+v", got)
 	}
 	h, _ := s.History(ctx(), store.LogFilter{InstanceID: x.ID})
-	if len(h) != 3 || h[1].From != store.Scheduled || h[1].To != store.Running || h[1].Ticket != "tk-1" || h[1].Reason != "dispatch" ||
-		h[2].To != store.Success || !h[2].At.Equal(later) || h[2].TaskID != "a.x" || h[2].RunID != x.RunID {
+	if len(h) != 3 || h[1].From != axtype.Scheduled || h[1].To != axtype.Running || h[1].Ticket != "tk-1" || h[1].Reason != "dispatch" ||
+		h[2].To != axtype.Success || !h[2].At.Equal(later) || h[2].TaskID != "a.x" || h[2].RunID != x.RunID {
 		t.Errorf("history = %+v", h)
 	}
 	sum, err := s.TaskSummary(ctx(), "a.x")
@@ -212,8 +213,8 @@ func testTransition(t *testing.T, s *store.Store) {
 		!sum.NextFireAt.IsZero() {
 		t.Errorf("summary = %+v, %v", sum, err)
 	}
-	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunManual, LogicalTime: T0, Now: T0,
-		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: T0.Add(time.Hour)}}})
+	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunManual, LogicalTime: T0, Now: T0,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: T0.Add(time.Hour)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func testTransition(t *testing.T, s *store.Store) {
 	}
 	// The last executor is that of the last attempt, not of the newest
 	// instance, which has not run (a scheduled task always has one ahead).
-	if sum.Last == nil || sum.Last.State != store.Scheduled || sum.LastExecutor != "local" {
+	if sum.Last == nil || sum.Last.State != axtype.Scheduled || sum.LastExecutor != "local" {
 		t.Errorf("with an instance ahead: last %+v, last executor %q, want the scheduled one and \"local\"", sum.Last, sum.LastExecutor)
 	}
 	acts, _ := s.Actions(ctx(), store.LogFilter{InstanceID: x.ID})
@@ -239,12 +240,12 @@ func testTransitionErrors(t *testing.T, s *store.Store) {
 		p    store.TransitionParams
 		want error
 	}{
-		{"illegal", store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Success}, store.ErrIllegalTransition},
-		{"unknown state", store.TransitionParams{InstanceID: x.ID, Version: 1, From: "DONE", To: store.Running}, store.ErrIllegalTransition},
-		{"not found", store.TransitionParams{InstanceID: 999999, Version: 1, From: store.Scheduled, To: store.Running}, store.ErrNotFound},
-		{"stale version", store.TransitionParams{InstanceID: x.ID, Version: 7, From: store.Scheduled, To: store.Running}, store.ErrConflict},
-		{"wrong from state", store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Waiting, To: store.Scheduled}, store.ErrConflict},
-		{"no lease", store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Epoch: 1}, store.ErrNotLeader},
+		{"illegal", store.TransitionParams{InstanceID: x.ID, Version: 1, From: axtype.Scheduled, To: axtype.Success}, store.ErrIllegalTransition},
+		{"unknown state", store.TransitionParams{InstanceID: x.ID, Version: 1, From: "DONE", To: axtype.Running}, store.ErrIllegalTransition},
+		{"not found", store.TransitionParams{InstanceID: 999999, Version: 1, From: axtype.Scheduled, To: axtype.Running}, store.ErrNotFound},
+		{"stale version", store.TransitionParams{InstanceID: x.ID, Version: 7, From: axtype.Scheduled, To: axtype.Running}, store.ErrConflict},
+		{"wrong from state", store.TransitionParams{InstanceID: x.ID, Version: 1, From: axtype.Waiting, To: axtype.Scheduled}, store.ErrConflict},
+		{"no lease", store.TransitionParams{InstanceID: x.ID, Version: 1, From: axtype.Scheduled, To: axtype.Running, Epoch: 1}, store.ErrNotLeader},
 	} {
 		tc.p.Now = T0
 		_, err := s.Transition(ctx(), tc.p)
@@ -260,10 +261,10 @@ func testTransitionErrors(t *testing.T, s *store.Store) {
 	}
 	got, _ := s.Instance(ctx(), x.ID)
 	h, _ := s.History(ctx(), store.LogFilter{InstanceID: x.ID})
-	if got.State != store.Scheduled || got.Version != 1 || len(h) != 1 {
+	if got.State != axtype.Scheduled || got.Version != 1 || len(h) != 1 {
 		t.Errorf("a refused transition changed something: %+v, %d history rows", got, len(h))
 	}
-	_, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 7, From: store.Scheduled, To: store.Running, Now: T0})
+	_, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 7, From: axtype.Scheduled, To: axtype.Running, Now: T0})
 	if want := fmt.Sprintf("instance %d: SCHEDULED → RUNNING: store: lost the race: version or state changed (it is SCHEDULED at version 1)", x.ID); err.Error() != want {
 		t.Errorf("message = %q, want %q", err, want)
 	}
@@ -284,7 +285,7 @@ func testRace(t *testing.T, s *store.Store) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running,
+			_, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 1, From: axtype.Scheduled, To: axtype.Running,
 				Set: store.Changes{Ticket: ptr(fmt.Sprintf("race-%d", i))}, Now: T0, Actor: fmt.Sprintf("caller-%d", i)})
 			errs[i], winners[i] = err, err == nil
 		}()
@@ -306,7 +307,7 @@ func testRace(t *testing.T, s *store.Store) {
 		t.Fatalf("%d won, %d lost the race; want 1 and %d", won, lost, n-1)
 	}
 	h, _ := s.History(ctx(), store.LogFilter{InstanceID: x.ID})
-	if len(h) != 2 || h[1].To != store.Running {
+	if len(h) != 2 || h[1].To != axtype.Running {
 		t.Errorf("history holds %d rows (%+v), want the creation and exactly one dispatch", len(h), h)
 	}
 }
@@ -332,7 +333,7 @@ func testFencing(t *testing.T, s *store.Store) {
 		t.Fatalf("epoch = %d, want 3", l.Epoch)
 	}
 	// The holder of epoch 3 writes fine …
-	v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Paused, Epoch: 3, Now: now})
+	v, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: 1, From: axtype.Scheduled, To: axtype.Paused, Epoch: 3, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,24 +341,24 @@ func testFencing(t *testing.T, s *store.Store) {
 	if l4 := acquire(t, s, "node-new", now.Add(20*time.Second)); l4.Epoch != 4 {
 		t.Fatalf("epoch = %d, want 4", l4.Epoch)
 	}
-	_, err = s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: v, From: store.Paused, To: store.Waiting, Epoch: 3, Now: now})
+	_, err = s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: v, From: axtype.Paused, To: axtype.Waiting, Epoch: 3, Now: now})
 	if !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("write with epoch 3 after epoch 4: err = %v, want ErrNotLeader", err)
 	}
-	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0.Add(time.Hour), Epoch: 3, Now: now,
-		Instances: []store.NewInstance{{TaskID: "a.x", State: store.Scheduled, NextFireAt: now}}})
+	_, _, err = s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: T0.Add(time.Hour), Epoch: 3, Now: now,
+		Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: now}}})
 	if !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("create run with epoch 3: err = %v, want ErrNotLeader", err)
 	}
-	if _, err := s.TransitionBatch(ctx(), []store.TransitionParams{{InstanceID: x.ID, Version: v, From: store.Paused, To: store.Waiting, Epoch: 3, Now: now}}); !errors.Is(err, store.ErrNotLeader) {
+	if _, err := s.TransitionBatch(ctx(), []store.TransitionParams{{InstanceID: x.ID, Version: v, From: axtype.Paused, To: axtype.Waiting, Epoch: 3, Now: now}}); !errors.Is(err, store.ErrNotLeader) {
 		t.Fatalf("batch with epoch 3: err = %v", err)
 	}
 	got, _ := s.Instance(ctx(), x.ID)
 	runs, _ := s.Runs(ctx(), "a", 10)
-	if got.State != store.Paused || got.Version != v || len(runs) != 1 {
+	if got.State != axtype.Paused || got.Version != v || len(runs) != 1 {
 		t.Errorf("the fenced writer changed something: %+v, %d runs", got, len(runs))
 	}
-	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: v, From: store.Paused, To: store.Waiting, Epoch: 4, Now: now}); err != nil {
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: x.ID, Version: v, From: axtype.Paused, To: axtype.Waiting, Epoch: 4, Now: now}); err != nil {
 		t.Errorf("write with the current epoch 4: %v", err)
 	}
 }
@@ -366,10 +367,10 @@ func testBatch(t *testing.T, s *store.Store) {
 	ins := Seed(t, s)
 	x, y, z := ins["a.x"], ins["a.y"], ins["a.z"]
 	res, err := s.TransitionBatch(ctx(), []store.TransitionParams{
-		{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Now: T0, Set: store.Changes{Ticket: ptr("b1")}},
-		{InstanceID: y.ID, Version: 5, From: store.Waiting, To: store.Scheduled, Now: T0}, // stale
-		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Running, Now: T0},   // illegal
-		{InstanceID: z.ID, Version: 1, From: store.Waiting, To: store.Scheduled, Now: T0}, // fine
+		{InstanceID: x.ID, Version: 1, From: axtype.Scheduled, To: axtype.Running, Now: T0, Set: store.Changes{Ticket: ptr("b1")}},
+		{InstanceID: y.ID, Version: 5, From: axtype.Waiting, To: axtype.Scheduled, Now: T0}, // stale
+		{InstanceID: z.ID, Version: 1, From: axtype.Waiting, To: axtype.Running, Now: T0},   // illegal
+		{InstanceID: z.ID, Version: 1, From: axtype.Waiting, To: axtype.Scheduled, Now: T0}, // fine
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -377,10 +378,10 @@ func testBatch(t *testing.T, s *store.Store) {
 	if res[0].Err != nil || res[0].Version != 2 || !errors.Is(res[1].Err, store.ErrConflict) || !errors.Is(res[2].Err, store.ErrIllegalTransition) || res[3].Err != nil {
 		t.Fatalf("batch results = %+v", res)
 	}
-	for id, want := range map[int64]store.State{x.ID: store.Running, y.ID: store.Waiting, z.ID: store.Scheduled} {
+	for id, want := range map[int64]axtype.State{x.ID: axtype.Running, y.ID: axtype.Waiting, z.ID: axtype.Scheduled} {
 		got, _ := s.Instance(ctx(), id)
 		h, _ := s.History(ctx(), store.LogFilter{InstanceID: id})
-		if got.State != want || (want == store.Waiting) != (len(h) == 1) {
+		if got.State != want || (want == axtype.Waiting) != (len(h) == 1) {
 			t.Errorf("instance %d: %s with %d history rows, want %s", id, got.State, len(h), want)
 		}
 	}
@@ -392,14 +393,14 @@ func testBatch(t *testing.T, s *store.Store) {
 func testBatchThen(t *testing.T, s *store.Store) {
 	ins := Seed(t, s)
 	x, y, z := ins["a.x"], ins["a.y"], ins["a.z"]
-	run := []store.TransitionParams{{InstanceID: x.ID, Version: 1, From: store.Scheduled, To: store.Running, Now: T0, Set: store.Changes{Ticket: ptr("t1")}}}
+	run := []store.TransitionParams{{InstanceID: x.ID, Version: 1, From: axtype.Scheduled, To: axtype.Running, Now: T0, Set: store.Changes{Ticket: ptr("t1")}}}
 	_, _, err := s.TransitionBatchThen(ctx(), run, func([]store.BatchResult) ([]store.TransitionParams, error) {
 		return nil, errors.New("cache gone")
 	})
 	if err == nil || err.Error() != "cache gone" {
 		t.Fatalf("callback error: %v", err)
 	}
-	if got, _ := s.Instance(ctx(), x.ID); got.State != store.Scheduled || got.Version != 1 {
+	if got, _ := s.Instance(ctx(), x.ID); got.State != axtype.Scheduled || got.Version != 1 {
 		t.Fatalf("after a failed callback x is %s v%d: the first phase was written", got.State, got.Version)
 	}
 	first, second, err := s.TransitionBatchThen(ctx(), run, func(res []store.BatchResult) ([]store.TransitionParams, error) {
@@ -407,14 +408,14 @@ func testBatchThen(t *testing.T, s *store.Store) {
 			t.Errorf("the callback saw %+v", res)
 		}
 		return []store.TransitionParams{
-			{InstanceID: y.ID, Version: 1, From: store.Waiting, To: store.Scheduled, Now: T0},
-			{InstanceID: z.ID, Version: 9, From: store.Waiting, To: store.Scheduled, Now: T0}, // stale: fails alone
+			{InstanceID: y.ID, Version: 1, From: axtype.Waiting, To: axtype.Scheduled, Now: T0},
+			{InstanceID: z.ID, Version: 9, From: axtype.Waiting, To: axtype.Scheduled, Now: T0}, // stale: fails alone
 		}, nil
 	})
 	if err != nil || first[0].Err != nil || second[0].Err != nil || !errors.Is(second[1].Err, store.ErrConflict) {
 		t.Fatalf("batch then: %+v %+v %v", first, second, err)
 	}
-	for id, want := range map[int64]store.State{x.ID: store.Running, y.ID: store.Scheduled, z.ID: store.Waiting} {
+	for id, want := range map[int64]axtype.State{x.ID: axtype.Running, y.ID: axtype.Scheduled, z.ID: axtype.Waiting} {
 		if got, _ := s.Instance(ctx(), id); got.State != want {
 			t.Errorf("instance %d: %s, want %s", id, got.State, want)
 		}
@@ -424,8 +425,8 @@ func testBatchThen(t *testing.T, s *store.Store) {
 func testDue(t *testing.T, s *store.Store) {
 	Seed(t, s)
 	mk := func(task string, at time.Time, logical time.Time) {
-		_, _, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a." + task, Kind: store.RunSchedule, LogicalTime: logical, Now: T0,
-			Instances: []store.NewInstance{{TaskID: "a." + task, State: store.Scheduled, NextFireAt: at}}})
+		_, _, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a." + task, Kind: axtype.RunSchedule, LogicalTime: logical, Now: T0,
+			Instances: []store.NewInstance{{TaskID: "a." + task, State: axtype.Scheduled, NextFireAt: at}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -456,11 +457,11 @@ func testDue(t *testing.T, s *store.Store) {
 	if len(latest) != 1 || !latest[0].LogicalTime.Equal(T0.Add(time.Hour)) {
 		t.Errorf("latest a.z at or before T0+2h: %+v", latest)
 	}
-	last, err := s.LastRun(ctx(), "a.y", store.RunSchedule)
+	last, err := s.LastRun(ctx(), "a.y", axtype.RunSchedule)
 	if err != nil || !last.LogicalTime.Equal(T0.Add(2*time.Hour)) {
 		t.Errorf("last run of a.y = %+v, %v", last, err)
 	}
-	if _, err := s.LastRun(ctx(), "a.none", store.RunSchedule); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.LastRun(ctx(), "a.none", axtype.RunSchedule); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("last run of a trigger that never ran: %v", err)
 	}
 }
@@ -710,27 +711,27 @@ func testPipelineChangedAt(t *testing.T, s *store.Store) {
 // which an instance moved.
 func testRunsPaged(t *testing.T, s *store.Store) {
 	Seed(t, s) // run 1 of "a" at T0 (a.x SCHEDULED)
-	mk := func(pipeline, trigger string, at time.Time, state store.State) int64 {
+	mk := func(pipeline, trigger string, at time.Time, state axtype.State) int64 {
 		t.Helper()
-		r, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: pipeline, Trigger: trigger, Kind: store.RunManual, LogicalTime: at, Actor: "t", Now: T0,
-			Instances: []store.NewInstance{{TaskID: pipeline + ".x", Group: "g", Priority: 1, State: store.Scheduled, NextFireAt: at}}})
+		r, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: pipeline, Trigger: trigger, Kind: axtype.RunManual, LogicalTime: at, Actor: "t", Now: T0,
+			Instances: []store.NewInstance{{TaskID: pipeline + ".x", Group: "g", Priority: 1, State: axtype.Scheduled, NextFireAt: at}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if state != store.Scheduled {
+		if state != axtype.Scheduled {
 			tk := fmt.Sprintf("tk-paged-%d", r.ID)
-			if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: store.Scheduled, To: state,
+			if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: axtype.Scheduled, To: state,
 				Set: store.Changes{Ticket: &tk, Attempt: ptr(1), Executor: ptr("local"), StartedAt: &T0}, Now: T0, Actor: "t", Reason: "dispatch"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return r.ID
 	}
-	r2 := mk("a", "a.x", T0.Add(-time.Hour), store.Scheduled)
-	r3 := mk("a", "a.y", T0, store.Scheduled) // ties with run 1 on logical time
-	r4 := mk("a", "a.x", T0.Add(-2*time.Hour), store.Scheduled)
-	r5 := mk("a", "a.x", T0.Add(2*time.Minute), store.Scheduled) // ahead, nothing moved
-	r6 := mk("a", "a.z", T0.Add(time.Minute), store.Running)     // ahead, moved
+	r2 := mk("a", "a.x", T0.Add(-time.Hour), axtype.Scheduled)
+	r3 := mk("a", "a.y", T0, axtype.Scheduled) // ties with run 1 on logical time
+	r4 := mk("a", "a.x", T0.Add(-2*time.Hour), axtype.Scheduled)
+	r5 := mk("a", "a.x", T0.Add(2*time.Minute), axtype.Scheduled) // ahead, nothing moved
+	r6 := mk("a", "a.z", T0.Add(time.Minute), axtype.Running)     // ahead, moved
 	// Newest logical time first, then newest id: 5, 6, 3, 1, 2, 4.
 	want := fmt.Sprint([]int64{r5, r6, r3, 1, r2, r4})
 	var got []int64
@@ -815,10 +816,10 @@ func testBackfillsPaged(t *testing.T, s *store.Store) {
 // next fire of each task with a scheduled one, for many tasks in one read.
 func testLatestAndNext(t *testing.T, s *store.Store) {
 	first := Seed(t, s) // run at T0: a.x SCHEDULED at T0, a.y and a.z WAITING
-	_, second, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunSchedule, LogicalTime: T0.Add(time.Hour), Actor: "scheduler", Now: T0,
+	_, second, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: T0.Add(time.Hour), Actor: "scheduler", Now: T0,
 		Instances: []store.NewInstance{
-			{TaskID: "a.x", Group: "g", Priority: 1, State: store.Scheduled, NextFireAt: T0.Add(time.Hour)},
-			{TaskID: "a.y", Group: "g", Priority: 2, State: store.Waiting},
+			{TaskID: "a.x", Group: "g", Priority: 1, State: axtype.Scheduled, NextFireAt: T0.Add(time.Hour)},
+			{TaskID: "a.y", Group: "g", Priority: 2, State: axtype.Waiting},
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -862,9 +863,9 @@ func testOutcomeCounts(t *testing.T, s *store.Store) {
 			}
 			for _, in := range ins {
 				switch in.State {
-				case store.Success:
+				case axtype.Success:
 					want[0]++
-				case store.Failed:
+				case axtype.Failed:
 					want[1]++
 				}
 			}
@@ -875,16 +876,16 @@ func testOutcomeCounts(t *testing.T, s *store.Store) {
 		}
 	}
 	// Twelve runs of a.x and a.y, each instance SCHEDULED.
-	var xs, ys []store.Instance
+	var xs, ys []axtype.Instance
 	for i := range 12 {
-		_, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: store.RunManual, LogicalTime: T0.Add(time.Duration(i+1) * time.Minute), Actor: "t", Now: T0,
-			Instances: []store.NewInstance{{TaskID: "a.x", Group: "g", State: store.Scheduled, NextFireAt: T0}, {TaskID: "a.y", Group: "g", State: store.Scheduled, NextFireAt: T0}}})
+		_, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunManual, LogicalTime: T0.Add(time.Duration(i+1) * time.Minute), Actor: "t", Now: T0,
+			Instances: []store.NewInstance{{TaskID: "a.x", Group: "g", State: axtype.Scheduled, NextFireAt: T0}, {TaskID: "a.y", Group: "g", State: axtype.Scheduled, NextFireAt: T0}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		xs, ys = append(xs, ins[0]), append(ys, ins[1])
 	}
-	move := func(batch []store.Instance, from, to store.State) {
+	move := func(batch []axtype.Instance, from, to axtype.State) {
 		t.Helper()
 		var ps []store.TransitionParams
 		for i, in := range batch {
@@ -902,24 +903,24 @@ func testOutcomeCounts(t *testing.T, s *store.Store) {
 		}
 	}
 	check("created")
-	move(xs, store.Scheduled, store.Running) // a large batch: in bulk
-	move(ys, store.Scheduled, store.Running)
-	move(xs[:9], store.Running, store.Success)
-	move(xs[9:], store.Running, store.Failed)
-	move(ys[:2], store.Running, store.Failed) // a small batch: one by one
-	move(ys[2:], store.Running, store.Success)
+	move(xs, axtype.Scheduled, axtype.Running) // a large batch: in bulk
+	move(ys, axtype.Scheduled, axtype.Running)
+	move(xs[:9], axtype.Running, axtype.Success)
+	move(xs[9:], axtype.Running, axtype.Failed)
+	move(ys[:2], axtype.Running, axtype.Failed) // a small batch: one by one
+	move(ys[2:], axtype.Running, axtype.Success)
 	check("ended")
 	in := xs[0] // a rerun out of SUCCESS, and a mark of a failure as success, one at a time
-	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Success, To: store.Scheduled, Now: T0, Actor: "t", Reason: "rerun"}); err != nil {
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Success, To: axtype.Scheduled, Now: T0, Actor: "t", Reason: "rerun"}); err != nil {
 		t.Fatal(err)
 	}
 	in = xs[10]
-	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Success, Now: T0, Actor: "t", Reason: "mark"}); err != nil {
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Failed, To: axtype.Success, Now: T0, Actor: "t", Reason: "mark"}); err != nil {
 		t.Fatal(err)
 	}
 	check("rerun and marked")
 	// A refused transition (stale version) counts nothing.
-	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: store.Failed, To: store.Success, Now: T0, Actor: "t", Reason: "mark again"}); err == nil {
+	if _, err := s.Transition(ctx(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Failed, To: axtype.Success, Now: T0, Actor: "t", Reason: "mark again"}); err == nil {
 		t.Fatal("a stale transition was applied")
 	}
 	check("refused")
