@@ -662,6 +662,9 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 	if err != nil {
 		return "", err
 	}
+	if err := e.checkUpstreamsRerun(ctx, insts); err != nil {
+		return "", err
+	}
 	var (
 		rerun, back []string
 		again       []axtype.Instance // rerun or brought back: their downstream come back too
@@ -703,6 +706,38 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 		msg += fmt.Sprintf("; %d downstream instance(s) that never ran wait again", n)
 	}
 	return msg, nil
+}
+
+// checkUpstreamsRerun refuses a rerun that would bring back an instance
+// that never ran while an upstream of it in its run is still FAILED or
+// KILLED and not rerun with it: the readiness rule would fail it again at
+// once. The refusal names the upstream to rerun first.
+func (e *Engine) checkUpstreamsRerun(ctx context.Context, insts []axtype.Instance) error {
+	rerun := map[int64]bool{}
+	for _, in := range insts {
+		rerun[in.ID] = true
+	}
+	for _, in := range insts {
+		t := e.tasks[in.TaskID]
+		if in.Attempt != 0 || t == nil || len(t.up) == 0 {
+			continue
+		}
+		up := map[string]bool{}
+		for _, u := range t.up {
+			up[u.id] = true
+		}
+		run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20, Ascending: true})
+		if err != nil {
+			return err
+		}
+		for _, u := range run {
+			if up[u.TaskID] && !rerun[u.ID] && (u.State == axtype.Failed || u.State == axtype.Killed) {
+				return fmt.Errorf("instance %d of %s never ran: its upstream %s is %s, so it would fail again at once; rerun the upstream (ax rerun %d --instance, or the run: ax rerun %d --failed) and it follows",
+					in.ID, in.TaskID, u.TaskID, u.State, u.ID, in.RunID)
+			}
+		}
+	}
+	return nil
 }
 
 // rerunTargets returns the instances a rerun names, each FAILED, KILLED
