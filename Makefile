@@ -75,7 +75,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./defs/
 	$(GO) test -run '^$$' -fuzz FuzzNext -fuzztime $(FUZZTIME) ./defs/
 	$(GO) test -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) ./dag/
-	$(GO) test -run '^$$' -fuzz FuzzAPIRequest -fuzztime $(FUZZTIME) ./cmd/ax/
+	$(GO) test -run '^$$' -fuzz FuzzAPIRequest -fuzztime $(FUZZTIME) ./api/
 
 clean:
 	rm -rf bin test-output

@@ -38,7 +38,6 @@ type completer struct {
 	// stranded: a release failed after its successes were recorded, so that
 	// releaseStranded looks for instances waiting on what already happened.
 	stranded bool
-	size     txSize // results per result transaction
 }
 
 // reset forgets what an earlier term gathered: a new term reads the store.
@@ -75,6 +74,7 @@ func (e *Engine) applyAll(ctx context.Context) error {
 // checkTimeouts fails attempts whose deadline passed without a result (the
 // scheduler's layer of R16); the executor's context has the same deadline.
 func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
+	e.checkGroups(now)
 	for _, id := range sortedIDs(e.running) {
 		a := e.running[id]
 		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
@@ -86,6 +86,11 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			msg = fmt.Sprintf("timeout: no result within %s; its task was removed from the pipeline files while it ran, so it is not retried", a.task.def.Timeout)
 		case a.orphan:
 			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
+			if a.proc != nil && a.proc.Kill() {
+				msg += fmt.Sprintf("; its process group %d, still running, was killed", a.proc.Pgid)
+				e.log.Warn("orphan_group_killed", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
+			}
+			a.proc = nil
 		}
 		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
 		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded
@@ -212,7 +217,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	if len(e.unapplied) == 0 {
 		return nil
 	}
-	batch := e.unapplied[:min(len(e.unapplied), e.completer.size.next())]
+	batch := e.unapplied[:min(len(e.unapplied), e.batchSize())]
 	// The last output and records of the attempts go in the results'
 	// transaction, whether or not their results apply (a stale result's
 	// attempt ran all the same).
@@ -226,9 +231,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// commit in one transaction: a success is never recorded without its
 	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
-	began := e.cfg.Now()
 	res, relRes, err := e.w().TransitionBatchLogs(ctx, rb.params, logs, e.settleResults(ctx, rb, now, &same))
-	e.completer.size.took(len(batch), e.cfg.Now().Sub(began))
 	if hasLogs {
 		e.logs.wrote(logs, err)
 	}

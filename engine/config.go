@@ -3,7 +3,9 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -189,8 +191,13 @@ func (c Config) validate() error {
 		return fmt.Errorf("engine: config: LogFlush %s is negative", c.LogFlush)
 	case c.MaxRunning > MaxRunningBound:
 		return fmt.Errorf("engine: config: MaxRunning %d is above %d", c.MaxRunning, MaxRunningBound)
-	case c.DispatchRate < 0:
-		return fmt.Errorf("engine: config: DispatchRate %v is negative", c.DispatchRate)
+	case checkRate(c.DispatchRate) != nil:
+		return fmt.Errorf("engine: config: DispatchRate %v: %w", c.DispatchRate, checkRate(c.DispatchRate))
+	}
+	for _, g := range slices.Sorted(maps.Keys(c.GroupRates)) {
+		if err := checkRate(c.GroupRates[g]); err != nil {
+			return fmt.Errorf("engine: config: GroupRates %s %v: %w", g, c.GroupRates[g], err)
+		}
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -772,6 +771,21 @@ const limitsSetting = "dispatch_limits"
 // higher one is a typo, not a limit.
 const MaxRate = 1_000_000
 
+// MinRate is the smallest rate other than 0 (unlimited), one dispatch in
+// 1,000 s: a smaller one (1e-300, a typo for 1e300 or for 0) would stop
+// dispatch for good while looking like a limit.
+const MinRate = 0.001
+
+// checkRate refuses a dispatch rate (per second) no limit can be: negative,
+// not finite, above MaxRate, or positive below MinRate. It is the one rule
+// for the server's configured rates and those set at run time.
+func checkRate(r float64) error {
+	if r == 0 || (r >= MinRate && r <= MaxRate) {
+		return nil // also false for NaN
+	}
+	return fmt.Errorf("give a rate per second from 0 (unlimited) to %d, and when not 0 at least %v", MaxRate, MinRate)
+}
+
 // Limits are the dispatch limits in force: rates per second (global and
 // per group, the token bucket of R13) and concurrency caps (global on local
 // attempts, per group; R45). Zero is unlimited.
@@ -786,10 +800,11 @@ func (e *Engine) checkLimits(r SetLimits) error {
 	if r.Global == nil && len(r.Groups) == 0 && r.MaxRunning == nil && len(r.GroupMaxRunning) == 0 {
 		return errors.New("limits: give global, groups, max_running or group_max_running")
 	}
-	badRate := func(r float64) bool { return r < 0 || r > MaxRate || math.IsNaN(r) || math.IsInf(r, 0) }
 	badCap := func(n int) bool { return n < 0 || n > MaxRunningBound }
-	if r.Global != nil && badRate(*r.Global) {
-		return fmt.Errorf("limits: global rate %v: give a rate per second from 0 (unlimited) to %d", *r.Global, MaxRate)
+	if r.Global != nil {
+		if err := checkRate(*r.Global); err != nil {
+			return fmt.Errorf("limits: global rate %v: %w", *r.Global, err)
+		}
 	}
 	if r.MaxRunning != nil && badCap(*r.MaxRunning) {
 		return fmt.Errorf("limits: max_running %d: give a number of attempts from 0 (unlimited) to %d", *r.MaxRunning, MaxRunningBound)
@@ -806,8 +821,8 @@ func (e *Engine) checkLimits(r SetLimits) error {
 		if !groups[g] {
 			return fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
 		}
-		if r := r.Groups[g]; badRate(r) {
-			return fmt.Errorf("limits: group %s rate %v: give a rate per second from 0 (unlimited) to %d", g, r, MaxRate)
+		if err := checkRate(r.Groups[g]); err != nil {
+			return fmt.Errorf("limits: group %s rate %v: %w", g, r.Groups[g], err)
 		}
 	}
 	for _, g := range slices.Sorted(maps.Keys(r.GroupMaxRunning)) {

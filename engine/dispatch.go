@@ -62,6 +62,9 @@ type attempt struct {
 	// interrupted: still running when the shutdown grace ended and cancelled
 	// with errInterrupted; unless it succeeded it is given back, not failed.
 	interrupted bool
+	// proc, for an orphan command attempt, is where its process group was
+	// recorded to run (see checkGroups); nil when none was recorded.
+	proc *runner.Process
 }
 
 // outcome is a result from an executor, for an instance.
@@ -123,7 +126,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			attempt: in.Attempt, deadline: deadline, orphan: true, live: live, started: in.StartedAt})
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
 	}
-	return nil
+	return e.inheritProcs(ctx, now)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -368,7 +371,14 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		}
 		out := e.logs.start(id, a.attempt, fence)
 		started := e.cfg.Now()
-		res, err := e.execs[t.Executor.Kind].Execute(runner.WithOutput(ctx, out.out), at)
+		xctx := runner.WithOutput(ctx, out.out)
+		if t.Executor.Kind == defs.ExecCommand { // where its process group runs, for a primary that may inherit it
+			xctx = runner.WithStarted(xctx, func(p runner.Process) {
+				out.setProc(store.ProcRecord{Ticket: a.ticket, InstanceID: id, RunID: runID, Host: p.Host, Boot: p.Boot, PidNS: p.PidNS,
+					Pgid: p.Pgid, Start: p.Start, At: e.cfg.Now()})
+			})
+		}
+		res, err := e.execs[t.Executor.Kind].Execute(xctx, at)
 		// The slot is free for the next attempt in the start queue at once,
 		// and for the next turn's dispatch (its result, coming next, wakes
 		// the loop): a turn in between must still see this attempt running,

@@ -37,7 +37,6 @@ type dispatcher struct {
 	wake, heldWake *time.Timer
 	again          chan struct{}
 	bufferLogged   time.Time
-	size           txSize // instances per dispatch transaction
 }
 
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
@@ -104,7 +103,7 @@ func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
 }
 
 // batchSize is the most instances one dispatch or result transaction
-// records (fewer when they take long, see txSize): 1,000 on SQLite; 250 on MySQL, where every fenced transaction
+// records: 1,000 on SQLite; 250 on MySQL, where every fenced transaction
 // holds a shared lock on the lease row until it commits and a renewal of
 // the lease waits for it. A 1,000-instance batch held it 100-300 ms on a
 // loaded MariaDB, a renewal waited as long, and the lease renewal must
@@ -135,7 +134,7 @@ type batchPlan struct {
 // dispatchBatch records and starts one batch; more reports whether the queue
 // still holds instances that have tokens.
 func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, err error) {
-	size := e.dispatcher.size.next()
+	size := e.batchSize()
 	b := &batchPlan{claimed: map[string]int{}}
 	for e.queue.Len() > 0 && len(b.params) < size {
 		it, _ := e.queue.Pop()
@@ -149,9 +148,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	}
 	// A skip (overlap) fails what waited on it in its run, in the same transaction.
 	var settled []release
-	began := e.cfg.Now()
 	res, relRes, err := e.w().TransitionBatchThen(ctx, b.params, e.settleAfter(ctx, b.params, now, &settled))
-	e.dispatcher.size.took(len(b.params), e.cfg.Now().Sub(began))
 	for _, t := range b.reserved {
 		e.pool.remove(t) // the recorded ones are counted by track below
 	}

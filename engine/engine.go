@@ -144,7 +144,6 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
 	e.logs = newLogWriter(cfg)
-	e.dispatcher.size, e.completer.size = newTxSize(e.batchSize(), cfg.TurnBudget), newTxSize(e.batchSize(), cfg.TurnBudget)
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
@@ -361,9 +360,13 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 			e.turn(ctx, true)
 		case ev := <-k.events:
 			if ev.err != nil {
-				cancelExec(ev.err)
+				// Fenced: no longer ours to record. What ended before is left for
+				// the primary; what is cancelled now is its to judge.
+				e.drainResults()
+				e.leaveResults(context.Background(), e.cfg.Now())
+				e.interrupt(cancelExec, ev.err)
 				e.collect(nil)
-				e.unapplied = nil // fenced: no longer ours to record
+				e.leaveResults(context.Background(), e.cfg.Now())
 				return ev.err
 			}
 			e.retaken(ctx, ev.retaken)
@@ -613,18 +616,26 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 		}
 		return timer.C
 	}, func() {
-		for _, a := range e.running {
-			if a.cancel != nil {
-				a.interrupted = true
-			}
-		}
-		cancelExec(errInterrupted)
+		e.interrupt(cancelExec, errInterrupted)
 	})
 	if err := e.applyAll(ctx); err != nil {
-		e.log.Error("shutdown_results_not_recorded", "err", err, "count", len(e.unapplied))
+		e.log.Warn("shutdown_results_not_recorded", "err", err, "count", len(e.unapplied))
+		e.leaveResults(ctx, e.cfg.Now()) // the lease went to another process: the primary applies them
 	}
 	e.log.Info("engine_stopped", "epoch", e.epoch)
 	return nil
+}
+
+// interrupt cancels the attempts running here with cause, marked
+// interrupted: unless one succeeds anyway, its outcome is not a failure of
+// its own (a shutdown gives it back; a lost lease leaves it to the primary).
+func (e *Engine) interrupt(cancelExec context.CancelCauseFunc, cause error) {
+	for _, a := range e.running {
+		if a.cancel != nil {
+			a.interrupted = true
+		}
+	}
+	cancelExec(cause)
 }
 
 // collect waits for every attempt goroutine to end while taking in their

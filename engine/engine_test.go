@@ -129,6 +129,16 @@ func (e *env) stop() {
 // of simulated time, as after a restart of the process, then stops it.
 func (e *env) restart(cfg Config, d time.Duration) *Engine {
 	e.t.Helper()
+	again, stop := e.takeOver(cfg)
+	sleep(d)
+	stop()
+	return again
+}
+
+// takeOver starts a second engine (holder test-2) on e's store and graph,
+// as after a restart of the process; the function it returns stops it.
+func (e *env) takeOver(cfg Config) (*Engine, func()) {
+	e.t.Helper()
 	cfg.Holder = "test-2"
 	again, err := New(cfg, e.st, e.eng.g, e.eng.execs)
 	if err != nil {
@@ -137,12 +147,13 @@ func (e *env) restart(cfg Config, d time.Duration) *Engine {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- again.Run(ctx) }()
-	sleep(d)
-	cancel()
-	if err := <-done; err != nil {
-		e.t.Fatal(err)
+	return again, func() {
+		e.t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Fatal(err)
+		}
 	}
-	return again
 }
 
 // sleep lets simulated time pass and the bubble settle.

@@ -145,15 +145,11 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 	add := func(check string, blocks bool, format string, args ...any) {
 		x.Findings = append(x.Findings, Finding{Check: check, Blocks: blocks, Detail: fmt.Sprintf(format, args...)})
 	}
-	latest, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, Limit: 1})
+	in, err := e.instanceToExplain(ctx, id, now)
 	if err != nil {
 		return x, err
 	}
-	var in *axtype.Instance
-	if len(latest) == 1 {
-		in = &latest[0]
-		x.Latest = in
-	}
+	x.Latest = in
 	var v *loopView
 	if in != nil {
 		v = e.view(ctx, t, in.ID)
@@ -183,6 +179,26 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 	}
 	x.Verdict = verdictOf(x)
 	return x, nil
+}
+
+// instanceToExplain picks the instance of task id whose state answers "why
+// is it not running": the oldest one due and not started (SCHEDULED or
+// RETRYING, its fire time passed), which is what a queue, a bucket or a cap
+// holds back; else the newest. Runs are created ahead, so the newest is
+// often one waiting for a fire still to come while older ones wait late.
+func (e *Engine) instanceToExplain(ctx context.Context, id string, now time.Time) (*axtype.Instance, error) {
+	due, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, States: []axtype.State{axtype.Scheduled, axtype.Retrying}, Ascending: true, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(due) == 1 && !due[0].NextFireAt.After(now) {
+		return &due[0], nil
+	}
+	latest, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, Limit: 1})
+	if err != nil || len(latest) == 0 {
+		return nil, err
+	}
+	return &latest[0], nil
 }
 
 // explainPaused finds the pause (whose, since when) that covers t: the

@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
 )
 
 // Deliverer is implemented by executors whose attempts wait for their result
@@ -27,10 +29,13 @@ const inboxPoll = 200 * time.Millisecond
 // ticket: once when the ticket is current (an inherited attempt), recorded
 // as stale otherwise. Entries are closed after their result is recorded.
 func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
-	if !e.hasHTTP || now.Sub(e.inboxPolled) < inboxPoll {
+	if now.Sub(e.inboxPolled) < inboxPoll {
 		return nil
 	}
 	e.inboxPolled = now
+	if !e.readsInbox() {
+		return nil
+	}
 	entries, err := e.st.PendingResults(ctx, 500)
 	if err != nil {
 		return fmt.Errorf("engine: read the results inbox: %w", err)
@@ -65,6 +70,51 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 		e.unapplied = append(e.unapplied, outcome{instance: id, res: reportResult(rep)})
 	}
 	return nil
+}
+
+// readsInbox reports whether results may come through the inbox: those of
+// HTTP tasks, and those of attempts a previous primary left running here,
+// which it leaves in the inbox when its lease went (leaveResults).
+func (e *Engine) readsInbox() bool {
+	if e.hasHTTP {
+		return true
+	}
+	for _, a := range e.running {
+		if a.orphan {
+			return true
+		}
+	}
+	return false
+}
+
+// leaveResults stores in the inbox the results this process can no longer
+// record because its lease went to another process (it stopped and a
+// standby took over during the grace period, or it stalled past its TTL),
+// as an executor's result sent to a standby is stored: the primary applies
+// each once by ticket, instead of letting a finished attempt time out as an
+// unknown outcome and run again (R43). Only results of attempts that ended
+// on their own are left; a timeout, a kill, an interruption or a refusal is
+// for the primary to judge, and a give-back never started.
+func (e *Engine) leaveResults(ctx context.Context, now time.Time) {
+	for _, o := range e.unapplied {
+		a := e.running[o.instance]
+		if a == nil || a.givenBack(o) || o.resolve != "" || o.notStarted != "" || o.res.Refused || o.res.Ticket != a.ticket ||
+			(o.res.Status != runner.StatusSuccess && o.res.Status != runner.StatusFailed) {
+			continue
+		}
+		rep := runner.Report{Ticket: o.res.Ticket, Status: o.res.Status, DurationMS: o.res.Duration.Milliseconds(),
+			Error: o.res.Error, Permanent: o.res.Permanent, InstanceID: o.instance}
+		data, err := json.Marshal(rep)
+		if err == nil {
+			_, err = e.st.ReceiveResult(ctx, store.InboxEntry{Ticket: rep.Ticket, InstanceID: o.instance, Report: string(data), ReceivedBy: e.cfg.Holder, ReceivedAt: now})
+		}
+		if err != nil {
+			e.log.Error("result_lost", "instance", o.instance, "ticket", rep.Ticket, "status", rep.Status, "err", err)
+			continue
+		}
+		e.log.Warn("result_left_in_inbox", "instance", o.instance, "ticket", rep.Ticket, "status", rep.Status)
+	}
+	e.unapplied = nil
 }
 
 // reportResult converts an executor's report into a result.

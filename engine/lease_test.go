@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -90,5 +92,44 @@ func TestDeletedStoreFileStopsDispatch(t *testing.T) {
 			t.Errorf("store_gone alerts: %+v, want one saying the file was deleted", gone)
 		}
 		e.stop()
+	})
+}
+
+// TestRenewalDoesNotWaitForALongWrite: creating a run of 1,000 instances
+// holds SQLite's one writer for 1.8 s here (a loaded machine took a second
+// for 10,000), runs are created back to back at the start and every 10 s
+// after, and no renewal (every second, TTL 3 s) may complete more than a
+// third of the TTL late. The loop renews the lease just before each such
+// write, so the next renewal falls due a period after the write began.
+// Before, a renewal falling due during a creation waited for it, and for
+// the next one when the loop took the writer first: up to 3.5 s late.
+func TestRenewalDoesNotWaitForALongWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var src strings.Builder
+		src.WriteString("pipeline: wide\ntimezone: UTC\nschedule: \"*/10 * * * * *\"\ndefaults: {function: record}\ntasks:\n")
+		for i := range longWrite {
+			fmt.Fprintf(&src, "  - {name: t%04d}\n", i)
+		}
+		// Top-ups every 10.5 s: each creates the run of the fire 30 s ahead,
+		// starting half a second before a renewal falls due.
+		e := setup(t, Config{MaxRunning: -1, LeaseTTL: 3 * time.Second, LeaseRenew: time.Second, Window: 30 * time.Second, TopUp: 10500 * time.Millisecond},
+			nil, src.String())
+		var long atomic.Int32
+		store.SetFault(e.st, func(what string) error {
+			if what == "create run" {
+				long.Add(1)
+				time.Sleep(1800 * time.Millisecond)
+			}
+			return nil
+		})
+		sleep(45 * time.Second)
+		late := time.Duration(e.eng.lease.Load().lateMax.Load())
+		e.stop()
+		if long.Load() < 3 {
+			t.Fatalf("%d runs created during the test, want at least 3", long.Load())
+		}
+		if late > time.Second {
+			t.Errorf("a renewal completed %s late around %d long writes, want at most 1s (a third of the TTL)", late, long.Load())
+		}
 	})
 }

@@ -218,6 +218,9 @@ func TestLimitsAtRunTimeSurviveARestart(t *testing.T) {
 			{SetLimits{Global: ptr(math.Inf(1))}, "global rate +Inf: give a rate per second from 0"},
 			{SetLimits{Global: ptr(math.NaN())}, "global rate NaN: give a rate per second from 0"},
 			{SetLimits{Global: ptr(2e6)}, "global rate 2e+06: give a rate per second from 0 (unlimited) to 1000000"},
+			// a positive rate so small that nothing would ever be dispatched again
+			{SetLimits{Global: ptr(1e-300)}, "global rate 1e-300: give a rate per second from 0 (unlimited) to 1000000, and when not 0 at least 0.001"},
+			{SetLimits{Groups: map[string]float64{"etl": 1e-9}}, "group etl rate 1e-09: give a rate per second from 0 (unlimited) to 1000000, and when not 0 at least 0.001"},
 			{SetLimits{Groups: map[string]float64{"elt": 2}}, `no group "elt" (did you mean "etl"?)`},
 			{SetLimits{Groups: map[string]float64{"etl": -3}}, "group etl rate -3"},
 			{SetLimits{MaxRunning: ptr(-1)}, "max_running -1: give a number of attempts from 0 (unlimited) to 1000000"},
@@ -520,5 +523,30 @@ func TestLimitsStoredBeforeCapsKeepTheConfiguredCaps(t *testing.T) {
 		if l.Global != 5 || l.Groups["etl"] != 4 || l.MaxRunning != 8 || l.GroupMaxRunning["etl"] != 3 {
 			t.Errorf("after a restart on a rates-only stored value: %+v, want global 5 and the configured etl 4/s, max running 8, etl max running 3", l)
 		}
+	})
+}
+
+// With runs created ahead (a pipeline schedule), the newest instance of a
+// task is one waiting for a fire to come; explain judges the oldest due one
+// still not started, which is what holds the task back: here the token
+// bucket, at a rate of one dispatch in 1,000 s. Before, it explained the
+// newest ("nothing holds it back", in the wheel) while fires piled up.
+func TestExplainJudgesTheOldestDueInstance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{DispatchRate: MinRate}, nil, `pipeline: x
+timezone: UTC
+schedule: "@every 10s"
+tasks:
+  - {name: a, function: record}
+`)
+		sleep(45 * time.Second) // four fires; the bucket lets one or two go
+		x, err := e.eng.Explain(context.Background(), "x.a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(x.Verdict, "held back by the token bucket") || x.Latest == nil || x.Latest.NextFireAt.After(time.Now()) {
+			t.Errorf("verdict %q on instance %+v; want the oldest due instance, held back by the token bucket", x.Verdict, x.Latest)
+		}
+		e.stop()
 	})
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -161,5 +162,82 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 				return
 			}
 		}
+	}
+}
+
+// groupCheckEvery is how often the primary checks the process groups of
+// the command attempts it inherited: a group that ends is noticed within
+// it, not at the attempt's timeout.
+const groupCheckEvery = time.Second
+
+// inheritProcs reads where the inherited command attempts run (recorded by
+// the process that started them, see liveLog.setProc) and checks their
+// groups at once. An attempt with no record (its process died before the
+// record was flushed, or a store written before version 9) keeps the
+// unknown-outcome rule of R27: it fails at its timeout.
+func (e *Engine) inheritProcs(ctx context.Context, now time.Time) error {
+	var tickets []string
+	for _, a := range e.running {
+		if a.orphan && a.task.def.Executor.Kind == defs.ExecCommand {
+			tickets = append(tickets, a.ticket)
+		}
+	}
+	if len(tickets) == 0 {
+		return nil
+	}
+	procs, err := e.st.Procs(ctx, tickets)
+	if err != nil {
+		return fmt.Errorf("engine: read where inherited commands run: %w", err)
+	}
+	for id, a := range e.running {
+		if r, ok := procs[a.ticket]; ok && a.orphan {
+			a.proc = &runner.Process{Host: r.Host, Boot: r.Boot, PidNS: r.PidNS, Pgid: r.Pgid, Start: r.Start}
+			if a.proc.Local() {
+				e.watch.groups[id] = a
+			}
+		}
+	}
+	e.watch.groupsAt = time.Time{}
+	e.checkGroups(now)
+	return nil
+}
+
+// checkGroups fails, at once, each inherited command attempt whose process
+// group is gone (R27 as amended by R43): its processes died with the
+// previous primary (Pdeathsig kills the command, and a group can lose its
+// last process later), so no result will ever come. The attempt counts,
+// and runs again only if its retry policy allows. A group still alive
+// keeps the attempt to its timeout (checkTimeouts), which kills the group;
+// one recorded on another host, boot or PID namespace cannot be judged from
+// here and times out as before.
+func (e *Engine) checkGroups(now time.Time) {
+	if now.Sub(e.watch.groupsAt) < groupCheckEvery {
+		return
+	}
+	e.watch.groupsAt = now
+	var (
+		ids   []int64
+		procs []runner.Process
+	)
+	for _, id := range sortedIDs(e.watch.groups) {
+		if a := e.running[id]; a == nil || a != e.watch.groups[id] || a.proc == nil {
+			delete(e.watch.groups, id) // ended, or timed out
+			continue
+		}
+		ids, procs = append(ids, id), append(procs, *e.watch.groups[id].proc)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	for i, st := range runner.CheckGroups(procs) {
+		if st != runner.GroupGone {
+			continue
+		}
+		a := e.running[ids[i]]
+		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
+		e.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
+		e.unapplied = append(e.unapplied, outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
+		a.proc, a.deadline = nil, now.Add(time.Hour) // not queued twice while the result waits to be recorded
+		delete(e.watch.groups, ids[i])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +41,12 @@ type liveLog struct {
 	instance int64
 	attempt  int
 	fence    *store.Fence // of the term that started the attempt
+	// proc is where the attempt's command runs, set once it started (see
+	// setProc); the next flush writes it, so that a primary inheriting the
+	// attempt can check its process group (R27, R43).
+	proc atomic.Pointer[store.ProcRecord]
 	// Owned by the flusher (under flushMu).
+	procStored bool
 	seq        int
 	stored     []storedChunk
 	storedText int64 // text bytes kept in the store (what the header's bytes say)
@@ -79,6 +85,10 @@ func (w *logWriter) start(instance int64, attempt int, fence *store.Fence) *live
 	w.mu.Unlock()
 	return l
 }
+
+// setProc records where the attempt's command runs: written with the next
+// flush of output, in its transaction, not in one of its own.
+func (l *liveLog) setProc(p store.ProcRecord) { l.proc.Store(&p) }
 
 // end takes the attempt's last output and completes its record: what to
 // write with its result. Nothing is written here; an attempt that printed
@@ -119,6 +129,11 @@ func (w *logWriter) end(l *liveLog, res runner.Result, rec store.AttemptRecord) 
 // take adds to p what l printed since the last take: a chunk, and the trim
 // that keeps the stored output to its limit. The caller holds flushMu.
 func (w *logWriter) take(l *liveLog, final bool, now time.Time, p *store.LogWrite) {
+	if rec := l.proc.Load(); rec != nil && !l.procStored && !final {
+		// An attempt that ended needs none: its result says what happened.
+		p.Procs = append(p.Procs, *rec)
+		l.procStored = true
+	}
 	data, text, dropped := l.out.Take(final)
 	if len(data) == 0 {
 		return
@@ -206,6 +221,15 @@ func (w *logWriter) flush(ctx context.Context) {
 		}
 		if err == nil {
 			continue
+		}
+		unwritten := make(map[string]bool, len(p.Procs))
+		for _, r := range p.Procs {
+			unwritten[r.Ticket] = true
+		}
+		for _, l := range live {
+			if rec := l.proc.Load(); rec != nil && l.fence == f && unwritten[rec.Ticket] {
+				l.procStored = false // written again at the next flush (chunks are not: their bytes are counted lost)
+			}
 		}
 		for _, c := range p.Chunks {
 			for _, l := range live {

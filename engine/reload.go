@@ -255,6 +255,9 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) err
 		}
 		pds = append(pds, pd)
 	}
+	if len(g.Order()) >= longWrite {
+		e.lease.Load().renewAhead(ctx)
+	}
 	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
 	if err != nil {
 		return fmt.Errorf("engine: sync definitions: %w", err)

@@ -35,6 +35,10 @@ type watch struct {
 	noExec  map[string]bool   // tasks alerted for no live executor, until one is live
 	refused map[int64]refusal // instances every executor refused, since when
 	asking  map[int64]bool    // inherited instances whose executors are being asked about their ticket
+	// groupsAt is when the process groups of inherited command attempts
+	// were last checked (see checkGroups).
+	groupsAt time.Time
+	groups   map[int64]*attempt // inherited command attempts whose groups run on this host, by instance
 }
 
 // refusal is an instance that no executor took: its attempt's deadline,
@@ -46,7 +50,7 @@ type refusal struct {
 }
 
 func newWatch() *watch {
-	return &watch{lost: map[string]bool{}, noExec: map[string]bool{}, refused: map[int64]refusal{}, asking: map[int64]bool{}}
+	return &watch{lost: map[string]bool{}, noExec: map[string]bool{}, refused: map[int64]refusal{}, asking: map[int64]bool{}, groups: map[int64]*attempt{}}
 }
 
 // sweep excludes executors silent for longer than runner.Silence: it alerts

@@ -395,6 +395,9 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 		}
 		news = append(news, ni)
 	}
+	if len(news) >= longWrite {
+		e.lease.Load().renewAhead(ctx)
+	}
 	run, insts, err := e.w().CreateRun(ctx, store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
 		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: e.epoch, Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/defs"
 	"io"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/ax-sched/ax/defs"
 )
 
 // CommandSpec is the argv of a command task, with the parsed template of each
@@ -89,6 +90,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start)}, nil
 	}
 	pgid := cmd.Process.Pid
+	started(ctx, pgid) // where its group runs, for a scheduler that may inherit it
 	done := make(chan struct{})
 	go func() { // stop the group when ctx ends: SIGTERM, then SIGKILL after the grace
 		select {

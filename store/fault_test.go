@@ -272,11 +272,12 @@ func TestUpgradeCountsOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := storetest.Seed(t, s)["a.x"]
-	// As a version 7 store: outcomes written without counts, no table.
+	// As a version 7 store: outcomes written without counts, no table (nor
+	// the later ones).
 	for _, q := range []string{
 		"UPDATE instances SET state = 'SUCCESS' WHERE id = " + strconv.FormatInt(x.ID, 10),
 		"UPDATE instances SET state = 'FAILED' WHERE task_id = 'a.y'",
-		"DROP TABLE task_outcomes", "DELETE FROM ax_schema WHERE version = 8",
+		"DROP TABLE task_outcomes", "DROP TABLE procs", "DELETE FROM ax_schema WHERE version >= 8",
 	} {
 		if _, err := s.DB().ExecContext(ctx, q); err != nil {
 			t.Fatal(err)

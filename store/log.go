@@ -53,12 +53,18 @@ type AttemptRecord struct {
 	LogDropped int64     `json:"log_dropped"` // output dropped over the limit
 }
 
-// LogWrite is one transaction of output: new chunks, trims, and the records
-// of attempts that ended.
+// LogWrite is one transaction of output: new chunks, trims, the records
+// of attempts that ended, and where command attempts that started run.
 type LogWrite struct {
 	Chunks   []LogChunk
 	Trims    []LogTrim
 	Attempts []AttemptRecord
+	Procs    []ProcRecord
+}
+
+// empty reports whether p writes nothing.
+func (p LogWrite) empty() bool {
+	return len(p.Chunks)+len(p.Trims)+len(p.Attempts)+len(p.Procs) == 0
 }
 
 var flaters = sync.Pool{New: func() any {
@@ -85,7 +91,7 @@ func decompress(data []byte) ([]byte, error) {
 // WriteLogs writes p in one transaction at the fence's epoch: nothing of it
 // when the epoch is stale (ErrNotLeader) or the database fails.
 func (f *Fence) WriteLogs(ctx context.Context, p LogWrite) error {
-	if len(p.Chunks)+len(p.Trims)+len(p.Attempts) == 0 {
+	if p.empty() {
 		return nil
 	}
 	return f.tx(ctx, "write task output", func(tx *sql.Tx) error { return f.s.writeLogs(ctx, tx, p) })
@@ -137,7 +143,7 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 				return err
 			}
 		}
-		return nil
+		return s.writeProcs(ctx, tx, p.Procs)
 	}
 }
 

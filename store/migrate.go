@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 var migrations = []migration{{
 	version: 1,
@@ -146,6 +146,17 @@ var migrations = []migration{{
 	},
 	extra: func(d dialect) []string {
 		return []string{"DELETE FROM task_outcomes", FillOutcomes}
+	},
+}, {
+	// Version 9: where each command attempt runs (host, boot, PID namespace,
+	// process group and its leader's start time), so that a primary taking
+	// over on the same host can tell at once that an inherited attempt's
+	// processes are gone (R27, R43).
+	version: 9,
+	tables: []table{
+		{name: "procs", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"run_id", "bigint"}, {"host", "str255"},
+			{"boot", "str64"}, {"pid_ns", "str64"}, {"pgid", "bigint"}, {"start_ticks", "bigint"}, {"at", "bigint"}},
+			primary: []string{"ticket"}, index: [][]string{{"run_id"}}},
 	},
 }}
 

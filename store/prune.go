@@ -250,6 +250,10 @@ func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (Prun
 	if err := del(&res.Attempts, "attempts", sq.Eq{"run_id": ids}); err != nil {
 		return res, err
 	}
+	var procs int64
+	if err := del(&procs, "procs", sq.Eq{"run_id": ids}); err != nil {
+		return res, err
+	}
 	if err := del(&res.History, "history", sq.Eq{"run_id": ids}); err != nil {
 		return res, err
 	}

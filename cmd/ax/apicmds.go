@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 )
@@ -33,15 +34,11 @@ func newExecutorsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/executors", nil)
+			raw, err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/executors", nil)
 			if err != nil || f.json {
 				return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
 			}
-			var exs []struct {
-				store.Executor
-				Live     bool   `json:"live"`
-				Excluded string `json:"excluded"`
-			}
+			var exs []api.ExecutorView
 			if err := json.Unmarshal(raw, &exs); err != nil {
 				return err
 			}
@@ -52,7 +49,7 @@ func newExecutorsCmd() *cobra.Command {
 				if !x.Live {
 					state = "excluded: " + x.Excluded
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Address, state, stamp(x.LastHeartbeat, time.UTC), strings.Join(x.Tasks, ", "))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Address, state, api.Stamp(x.LastHeartbeat, time.UTC), strings.Join(x.Tasks, ", "))
 			}
 			if len(exs) == 0 {
 				fmt.Fprintln(tw, "(no executor has registered)")
@@ -93,14 +90,11 @@ func newLimitsCmd() *cobra.Command {
 			ctx, w := cmd.Context(), cmd.OutOrStdout()
 			changed := cmd.Flags().Changed("global") || len(groups) > 0 || cmd.Flags().Changed("max-running") || len(groupCaps) > 0
 			if !changed {
-				raw, err := c.call(ctx, http.MethodGet, "/api/v1/limits", nil)
+				raw, err := c.Call(ctx, http.MethodGet, "/api/v1/limits", nil)
 				if err != nil || f.json {
 					return orThen(err, func() error { return printJSON(w, raw) })
 				}
-				var l struct {
-					Limits engine.Limits `json:"limits"`
-					Source string        `json:"source"`
-				}
+				var l api.LimitsView
 				if err := json.Unmarshal(raw, &l); err != nil {
 					return err
 				}
@@ -149,13 +143,11 @@ func newLimitsCmd() *cobra.Command {
 				}
 				body["group_max_running"] = gs
 			}
-			raw, err := c.call(ctx, http.MethodPut, "/api/v1/limits", body)
+			raw, err := c.Call(ctx, http.MethodPut, "/api/v1/limits", body)
 			if err != nil || f.json {
 				return orThen(err, func() error { return printJSON(w, raw) })
 			}
-			var res struct {
-				Result string `json:"result"`
-			}
+			var res api.Result
 			_ = json.Unmarshal(raw, &res)
 			_, err = fmt.Fprintln(w, res.Result)
 			return err
@@ -199,7 +191,7 @@ func newExplainCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t)+"/explain"+map[bool]string{true: "?utc=true"}[f.utc], nil)
+			raw, err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t)+"/explain"+map[bool]string{true: "?utc=true"}[f.utc], nil)
 			if err != nil || f.json {
 				return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
 			}
@@ -207,7 +199,7 @@ func newExplainCmd() *cobra.Command {
 			if err := json.Unmarshal(raw, &x); err != nil {
 				return err
 			}
-			loc, err := zoneOf(cmd.Context(), c, p, f.utc)
+			loc, err := api.ZoneOf(cmd.Context(), c, p, f.utc)
 			if err != nil {
 				return err
 			}
@@ -222,7 +214,7 @@ func writeExplanation(w io.Writer, x engine.Explanation, loc *time.Location) err
 	fmt.Fprintf(w, "%s: %s\n", x.Task, x.Verdict)
 	if x.Latest != nil {
 		fmt.Fprintf(w, "\nlatest instance %d: %s (run %d, logical time %s, attempt %d)\n", x.Latest.ID, x.Latest.State, x.Latest.RunID,
-			stamp(x.Latest.LogicalTime, loc), x.Latest.Attempt)
+			api.Stamp(x.Latest.LogicalTime, loc), x.Latest.Attempt)
 	}
 	fmt.Fprintln(w, "\nchecks:")
 	for _, f := range x.Findings {
@@ -239,20 +231,20 @@ func writeExplanation(w io.Writer, x engine.Explanation, loc *time.Location) err
 	for _, f := range x.LastFires {
 		due := "?"
 		if !f.Due.IsZero() {
-			due = stampMS(f.Due, loc)
+			due = api.StampMS(f.Due, loc)
 		}
 		on := ""
 		if f.Executor != "" {
 			on = " on " + f.Executor
 		}
-		fmt.Fprintf(w, "  %s → %s  %s  (instance %d%s)\n", due, stampMS(f.Dispatched, loc), f.Late.Round(time.Millisecond), f.Instance, on)
+		fmt.Fprintf(w, "  %s → %s  %s  (instance %d%s)\n", due, api.StampMS(f.Dispatched, loc), f.Late.Round(time.Millisecond), f.Instance, on)
 	}
 	fmt.Fprintln(w, "\nnext fires:")
 	if len(x.NextFires) == 0 {
 		fmt.Fprintln(w, "  none: no schedule starts it")
 	}
 	for _, t := range x.NextFires {
-		fmt.Fprintf(w, "  %s\n", stamp(t, loc))
+		fmt.Fprintf(w, "  %s\n", api.Stamp(t, loc))
 	}
 	if !x.Live {
 		fmt.Fprintln(w, "\n(answered by a standby: the queue, token bucket and breaker are the primary's)")
@@ -266,29 +258,16 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 	if err != nil {
 		return err
 	}
-	var st struct {
-		Role  string `json:"role"`
-		Lease *struct {
-			Holder    string    `json:"holder"`
-			Epoch     int64     `json:"epoch"`
-			ExpiresAt time.Time `json:"expires_at"`
-			Held      bool      `json:"held"`
-		} `json:"lease"`
-		Store string `json:"store"`
-	}
-	raw, err := c.call(ctx, http.MethodGet, "/api/v1/status", nil)
+	var st api.Status
+	raw, err := c.Call(ctx, http.MethodGet, "/api/v1/status", nil)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return err
 	}
-	var pipelines []struct {
-		Name     string `json:"name"`
-		Tasks    int    `json:"tasks"`
-		Timezone string `json:"timezone"`
-	}
-	if err := c.get(ctx, "/api/v1/pipelines", &pipelines); err != nil {
+	var pipelines []api.PipelineItem
+	if err := c.Get(ctx, "/api/v1/pipelines", &pipelines); err != nil {
 		return err
 	}
 	if len(only) == 1 {
@@ -298,19 +277,19 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 		}
 		if !found {
 			// The API answers with a suggestion.
-			if _, err := c.call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(only[0]), nil); err != nil {
+			if _, err := c.Call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(only[0]), nil); err != nil {
 				return err
 			}
 		}
 	}
-	type runs = []runView
+	type runs = []api.RunView
 	all := map[string]runs{}
 	for _, p := range pipelines {
 		if len(only) == 1 && p.Name != only[0] {
 			continue
 		}
 		var rs runs
-		if err := c.get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?recent=true&limit=%d", url.PathEscape(p.Name), limit), &rs); err != nil {
+		if err := c.Get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?recent=true&limit=%d", url.PathEscape(p.Name), limit), &rs); err != nil {
 			return err
 		}
 		all[p.Name] = rs
@@ -324,16 +303,16 @@ func statusAPI(ctx context.Context, w io.Writer, f apiFlags, only []string, limi
 		b.WriteString("scheduler: never started on this store\n")
 	case st.Lease.Held:
 		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease held until %s); %s answered as %s\n", st.Lease.Holder, st.Lease.Epoch,
-			stamp(st.Lease.ExpiresAt, time.UTC), c.base, st.Role)
+			api.Stamp(st.Lease.ExpiresAt, time.UTC), c.Base(), st.Role)
 	default:
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", st.Lease.Holder, st.Lease.Epoch, stamp(st.Lease.ExpiresAt, time.UTC))
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", st.Lease.Holder, st.Lease.Epoch, api.Stamp(st.Lease.ExpiresAt, time.UTC))
 	}
 	for _, p := range pipelines {
 		rs, ok := all[p.Name]
 		if !ok {
 			continue
 		}
-		loc, err := pipelineZone(p.Timezone, f.utc)
+		loc, err := api.PipelineZone(p.Timezone, f.utc)
 		if err != nil {
 			return err
 		}
@@ -355,11 +334,11 @@ func historyAPI(ctx context.Context, w io.Writer, f apiFlags, task string, limit
 	}
 	q := fmt.Sprintf("?task=%s&newest=true&limit=%d", url.QueryEscape(task), min(limit, 1000))
 	var hs []store.HistoryRow
-	if err := c.get(ctx, "/api/v1/history"+q, &hs); err != nil {
+	if err := c.Get(ctx, "/api/v1/history"+q, &hs); err != nil {
 		return err
 	}
 	var acts []store.Action
-	if err := c.get(ctx, "/api/v1/actions"+q, &acts); err != nil {
+	if err := c.Get(ctx, "/api/v1/actions"+q, &acts); err != nil {
 		return err
 	}
 	if f.json {
@@ -368,7 +347,7 @@ func historyAPI(ctx context.Context, w io.Writer, f apiFlags, task string, limit
 	slices.Reverse(hs) // asked newest first; merged oldest first, in id order within a millisecond
 	slices.Reverse(acts)
 	p, _, _ := splitTask(task)
-	loc, err := zoneOf(ctx, c, p, f.utc)
+	loc, err := api.ZoneOf(ctx, c, p, f.utc)
 	if err != nil {
 		return err
 	}

@@ -19,31 +19,13 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 )
-
-// parseWhen reads a date (2026-03-01) or a date-time (2026-03-07T23:59:59,
-// or RFC 3339 with an offset) in loc. A date given as an end is the end of
-// that day.
-func parseWhen(s string, loc *time.Location, end bool) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.ParseInLocation("2006-01-02T15:04:05", s, loc); err == nil {
-		return t, nil
-	}
-	if t, err := time.ParseInLocation(time.DateOnly, s, loc); err == nil {
-		if end {
-			return t.AddDate(0, 0, 1).Add(-time.Millisecond), nil
-		}
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("%q is not a date (2026-03-01) or a date-time (2026-03-07T23:59:59)", s)
-}
 
 // loadGraph compiles the pipelines of paths, printing problems the way ax
 // validate does.
@@ -135,11 +117,11 @@ func runBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 	if p := g.Pipeline(pipeline); p != nil {
 		loc = p.Location
 	}
-	from, err := parseWhen(f.from, loc, false)
+	from, err := api.ParseWhen(f.from, loc, false)
 	if err != nil {
 		return usageErr("--from: %v", err)
 	}
-	to, err := parseWhen(f.to, loc, true)
+	to, err := api.ParseWhen(f.to, loc, true)
 	if err != nil {
 		return usageErr("--to: %v", err)
 	}
@@ -245,7 +227,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 			return &exitError{code: exitFailed, err: fmt.Errorf("no scheduler picked up backfill %d within %s; it stays queued for the next ax server on %s, or run: ax backfill resume %d --standalone", id, f.wait, st, id)}
 		}
 		line := progress(b, time.Since(start))
-		if pr, err := st.BackfillProgress(ctx, id, manualTasks(g, b.Pipeline)); err == nil {
+		if pr, err := st.BackfillProgress(ctx, id, api.ManualTasks(g, b.Pipeline)); err == nil {
 			line += instancesLine(pr)
 		}
 		if tty {
@@ -300,7 +282,7 @@ func progress(b store.Backfill, elapsed time.Duration) string {
 func writePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error {
 	fmt.Fprintf(w, "plan: %s, %d run(s) × %d task(s), rerun %s, max %d active\n", spec.Pipeline, len(spec.Times), len(spec.Tasks), spec.Rerun, spec.MaxActiveRuns)
 	for _, at := range spec.Times {
-		fmt.Fprintf(w, "%s  %s\n", stamp(at, loc), strings.Join(spec.Tasks, " → "))
+		fmt.Fprintf(w, "%s  %s\n", api.Stamp(at, loc), strings.Join(spec.Tasks, " → "))
 	}
 	return nil
 }
@@ -373,7 +355,7 @@ func openBackfill(ctx context.Context, target, arg string) (*store.Store, store.
 func newBackfillStatusCmd() *cobra.Command {
 	var (
 		target string
-		api    apiFlags
+		af     apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "status ID",
@@ -381,7 +363,7 @@ func newBackfillStatusCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !viaStore(cmd) {
-				return backfillStatusAPI(cmd.Context(), cmd.OutOrStdout(), api, args[0])
+				return backfillStatusAPI(cmd.Context(), cmd.OutOrStdout(), af, args[0])
 			}
 			st, b, err := openBackfill(cmd.Context(), target, args[0])
 			if err != nil {
@@ -396,14 +378,14 @@ func newBackfillStatusCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API")
-	api.add(cmd)
+	af.add(cmd)
 	return cmd
 }
 
 func newBackfillListCmd() *cobra.Command {
 	var (
 		target string
-		api    apiFlags
+		af     apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -412,19 +394,19 @@ func newBackfillListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var (
 				bs []store.Backfill
-				zs *zones
+				zs *api.Zones
 			)
 			if !viaStore(cmd) {
-				c, err := newAPIClient(api.server)
+				c, err := newAPIClient(af.server)
 				if err != nil {
 					return err
 				}
-				zs = apiZones(cmd.Context(), c, api.utc)
-				raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/backfills", nil)
-				if err != nil || api.json {
+				zs = api.APIZones(cmd.Context(), c, af.utc)
+				raw, err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/backfills", nil)
+				if err != nil || af.json {
 					return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
 				}
-				var views []backfillView
+				var views []api.BackfillView
 				if err := json.Unmarshal(raw, &views); err != nil {
 					return err
 				}
@@ -437,7 +419,7 @@ func newBackfillListCmd() *cobra.Command {
 					return &exitError{code: exitFailed, err: err}
 				}
 				defer st.Close()
-				zs = storeZones(cmd.Context(), st, api.utc)
+				zs = api.StoreZones(cmd.Context(), st, af.utc)
 				if bs, err = st.Backfills(cmd.Context(), 0); err != nil { // newest first
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -445,22 +427,22 @@ func newBackfillListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPIPELINE\tSTATE\tRUNS\tFAILED\tBY\tCREATED")
 			for _, b := range bs {
-				loc, err := zs.of(b.Pipeline)
+				loc, err := zs.Of(b.Pipeline)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", b.ID, b.Pipeline, b.State, b.DoneRuns, b.TotalRuns, b.FailedRuns, b.Actor, stamp(b.CreatedAt, loc))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", b.ID, b.Pipeline, b.State, b.DoneRuns, b.TotalRuns, b.FailedRuns, b.Actor, api.Stamp(b.CreatedAt, loc))
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API")
-	api.add(cmd)
+	af.add(cmd)
 	return cmd
 }
 
 func newBackfillCancelCmd() *cobra.Command {
-	var api apiFlags
+	var af apiFlags
 	cmd := &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Stop a backfill from starting more runs (those in flight finish)",
@@ -470,23 +452,21 @@ func newBackfillCancelCmd() *cobra.Command {
 			if err != nil {
 				return usageErr("%q is not a backfill id", args[0])
 			}
-			c, err := newAPIClient(api.server)
+			c, err := newAPIClient(af.server)
 			if err != nil {
 				return err
 			}
-			raw, err := c.call(cmd.Context(), http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/cancel", id), map[string]any{})
-			if err != nil || api.json {
+			raw, err := c.Call(cmd.Context(), http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/cancel", id), map[string]any{})
+			if err != nil || af.json {
 				return orThen(err, func() error { return printJSON(cmd.OutOrStdout(), raw) })
 			}
-			var res struct {
-				Result string `json:"result"`
-			}
+			var res api.Result
 			_ = json.Unmarshal(raw, &res)
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), res.Result)
 			return err
 		},
 	}
-	api.add(cmd)
+	af.add(cmd)
 	return cmd
 }
 
@@ -497,26 +477,23 @@ func backfillAPI(ctx context.Context, out io.Writer, pipeline string, f backfill
 	if err != nil {
 		return err
 	}
-	req := backfillRequest{Pipeline: pipeline, From: f.from, To: f.to, Select: f.sel, MaxActiveRuns: f.maxActive, Reverse: f.reverse,
+	req := api.BackfillRequest{Pipeline: pipeline, From: f.from, To: f.to, Select: f.sel, MaxActiveRuns: f.maxActive, Reverse: f.reverse,
 		Rerun: f.rerun, StopOnFailure: f.stopOnFailure, ApproveManual: f.approveManual}
 	if f.from == "" || f.to == "" {
 		return usageErr("give --from and --to")
 	}
-	raw, err := c.call(ctx, http.MethodPost, "/api/v1/backfills", req)
+	raw, err := c.Call(ctx, http.MethodPost, "/api/v1/backfills", req)
 	if err != nil {
 		return err
 	}
-	var res struct {
-		ID   int64               `json:"id"`
-		Plan engine.BackfillSpec `json:"plan"`
-	}
+	var res api.BackfillPlan
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return err
 	}
 	if f.api.json && f.detach {
 		return printJSON(out, raw)
 	}
-	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s), on %s\n", res.ID, pipeline, len(res.Plan.Times), len(res.Plan.Tasks), c.base)
+	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s), on %s\n", res.ID, pipeline, len(res.Plan.Times), len(res.Plan.Tasks), c.Base())
 	if f.detach {
 		fmt.Fprintf(out, "follow it with: ax backfill status %d\n", res.ID)
 		return nil
@@ -526,8 +503,8 @@ func backfillAPI(ctx context.Context, out io.Writer, pipeline string, f backfill
 	defer tick.Stop()
 	last := ""
 	for {
-		var v backfillView
-		if err := c.get(ctx, fmt.Sprintf("/api/v1/backfills/%d", res.ID), &v); err != nil {
+		var v api.BackfillView
+		if err := c.Get(ctx, fmt.Sprintf("/api/v1/backfills/%d", res.ID), &v); err != nil {
 			return err
 		}
 		line := progress(v.Backfill, time.Since(start)) + instancesLine(v.Instances)
@@ -560,11 +537,11 @@ func backfillStatusAPI(ctx context.Context, out io.Writer, f apiFlags, arg strin
 	if err != nil {
 		return err
 	}
-	raw, err := c.call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/backfills/%d", id), nil)
+	raw, err := c.Call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/backfills/%d", id), nil)
 	if err != nil || f.json {
 		return orThen(err, func() error { return printJSON(out, raw) })
 	}
-	var v backfillView
+	var v api.BackfillView
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return err
 	}
@@ -644,7 +621,7 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	when := time.Now().Truncate(time.Second)
 	if at != "" {
 		var err error
-		if when, err = parseWhen(at, p.Location, false); err != nil {
+		if when, err = api.ParseWhen(at, p.Location, false); err != nil {
 			return usageErr("--at: %v", err)
 		}
 	}
@@ -679,7 +656,7 @@ func runOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, stamp(when, p.Location), len(spec.Tasks))
+	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, api.Stamp(when, p.Location), len(spec.Tasks))
 	events := make(chan engine.Event, 1024)
 	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "run", Grace: time.Millisecond,
 		OnEvent: func(ev engine.Event) { events <- ev }}, st, g, execs)

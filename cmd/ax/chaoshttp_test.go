@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -57,7 +56,9 @@ func startExecutor(t *testing.T, bin, addr, schedulers, record, state string) *e
 // and two SDK executors in their own processes run a pipeline whose middle
 // task is served over HTTP and records each execution; the primary is
 // killed or stalled and executors are killed and restarted at random. It
-// prints duplicate executions (must be 0), logical times lost (0 beyond
+// prints true duplicate executions (must be 0) apart from work run again
+// because its executor died under it and its retry ran by policy (see
+// repeats), logical times lost (0 beyond
 // policy skips), unknown outcomes of the HTTP task (must be 0) and takeover
 // times. AX_CHAOS_DURATION sets its length (make test: 30s; make chaos
 // CHAOS=5m AX_CHAOS_MODE=http).
@@ -164,7 +165,14 @@ tasks:
 		_ = x.cmd.Process.Signal(syscall.SIGTERM)
 		_ = x.cmd.Wait()
 	}
-	dups, runs := duplicates(t, record)
+	dups, retried, runs := repeats(t, st, record)
+	for _, d := range dups {
+		t.Error(d)
+	}
+	nRetried := 0
+	for _, n := range retried {
+		nRetried += n
+	}
 	unknown, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", States: []axtype.State{axtype.Failed}, Limit: 1 << 20})
 	nUnknown := 0
 	for _, in := range unknown {
@@ -183,7 +191,7 @@ tasks:
 			t.Logf("e2e.record@%s left %s:\n  %s", in.LogicalTime.UTC().Format(time.RFC3339), in.State, strings.Join(lines, "\n  "))
 		}
 	}
-	checkOnce(t, st, record)
+	checkRuns(t, st, record, retried)
 	for _, sv := range allServers {
 		b, _ := os.ReadFile(sv.log.Name())
 		stalledInTx += strings.Count(string(b), "msg=lease_holder_stalled_in_write")
@@ -199,8 +207,9 @@ tasks:
 		p50, maxT = takeovers[len(takeovers)/2], takeovers[len(takeovers)-1]
 	}
 	t.Logf("chaos (HTTP executors) for %s on MariaDB: %d primary kills, %d stalls (%d inside a transaction: taken over by ending its connections), %d executor kills; "+
-		"%d logical times executed, %d duplicate executions, %d unknown outcomes of the HTTP task, %d attempts interrupted by an executor kill (failed, retried); takeover p50 %s, max %s (logical times lost are errors above; none means 0)",
-		dur, kills, stalls, stalledInTx, execKills, runs, dups, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond))
+		"%d logical times executed, %d true duplicate executions (must be 0), %d executions again after an executor died under the work and its retry ran it by policy (R27; the attempt's error says so), "+
+		"%d unknown outcomes of the HTTP task, %d attempts reported interrupted by a restarted executor (failed, retried); takeover p50 %s, max %s (logical times lost are errors above; none means 0)",
+		dur, kills, stalls, stalledInTx, execKills, runs, len(dups), nRetried, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond))
 }
 
 // takeoverWithin waits up to limit for another holder to take the lease
@@ -214,25 +223,100 @@ func takeoverWithin(st *store.Store, old store.Lease, at time.Time, limit time.D
 	return 0, false
 }
 
-// duplicates counts the logical times of record executed more than once.
-func duplicates(t *testing.T, record string) (dups, runs int) {
+// executorDied are the reasons of an attempt's failure that say its
+// executor process died under it: the restarted executor reported the work
+// interrupted (from its journal), or the scheduler failed the attempt over
+// when the executor came back with a new boot id, or went silent.
+var executorDied = []string{
+	"interrupted: the executor process ended while this work ran",
+	"restarted (registered again as",
+	"lost: no heartbeat for",
+}
+
+// repeats reads the executions in record (a line "task logical_time ticket"
+// per execution, appended when the work took effect) and tells apart, per
+// logical time run more than once:
+//   - retried: an execution whose attempt then failed because its executor
+//     died under it (killed between the work's effect and the journal's
+//     record of its result) and whose retry, by policy, ran the work again:
+//     allowed by R27 ("runs again only if its retry policy allows — never
+//     silently"), its recorded error saying why;
+//   - dups: anything else, each saying why: a ticket executed twice, or an
+//     execution whose attempt the scheduler recorded as succeeded, or failed
+//     for another reason, before the work ran again. These must be none.
+func repeats(t *testing.T, st *store.Store, record string) (dups []string, retried map[string]int, runs int) {
 	t.Helper()
-	f, err := os.Open(record)
+	b, err := os.ReadFile(record)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	seen := map[string]int{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) == 3 {
-			seen[fields[1]]++
+	tickets := map[string][]string{} // logical time → tickets executed, in order
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			tickets[f[1]] = append(tickets[f[1]], f[2])
 		}
 	}
-	for _, n := range seen {
-		if n > 1 {
-			dups += n - 1
+	retried = map[string]int{}
+	for lt, tks := range tickets {
+		if len(tks) == 1 {
+			continue
+		}
+		why := repeatCause(t, st, lt, tks)
+		for _, w := range why {
+			if w == "" {
+				retried[lt]++
+				continue
+			}
+			dups = append(dups, fmt.Sprintf("record@%s ran %d times (tickets %v), a true duplicate: %s", lt, len(tks), tks, w))
 		}
 	}
-	return dups, len(seen)
+	return dups, retried, len(tickets)
+}
+
+// repeatCause judges the executions of logical time lt beyond the first:
+// for each, "" when the execution before it was of an attempt that failed
+// because its executor died (retried by policy), else why it is a true
+// duplicate.
+func repeatCause(t *testing.T, st *store.Store, lt string, tks []string) []string {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339, lt)
+	if err != nil {
+		t.Fatalf("record line with logical time %q: %v", lt, err)
+	}
+	ins, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.record", LogicalFrom: at, LogicalTo: at, Limit: 10})
+	if err != nil || len(ins) != 1 {
+		return slices.Repeat([]string{fmt.Sprintf("%d instances of e2e.record at this logical time (%v)", len(ins), err)}, len(tks)-1)
+	}
+	hist, err := st.History(context.Background(), store.LogFilter{InstanceID: ins[0].ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := map[string]string{} // ticket → the reason its attempt left RUNNING
+	for _, h := range hist {
+		if h.From == axtype.Running && h.Ticket != "" {
+			ended[h.Ticket] = string(h.To) + ": " + h.Reason
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for i, tk := range tks {
+		if i == 0 {
+			seen[tk] = true
+			continue
+		}
+		prev := tks[i-1]
+		reason, ok := ended[prev]
+		switch {
+		case seen[tk]:
+			out = append(out, fmt.Sprintf("ticket %s executed again", tk))
+		case !ok:
+			out = append(out, fmt.Sprintf("the attempt of ticket %s never left RUNNING before %s ran", prev, tk))
+		case !strings.HasPrefix(reason, string(axtype.Retrying)) || !slices.ContainsFunc(executorDied, func(s string) bool { return strings.Contains(reason, s) }):
+			out = append(out, fmt.Sprintf("the attempt of ticket %s ended %q before %s ran: not an executor's death retried by policy", prev, reason, tk))
+		default:
+			out = append(out, "")
+		}
+		seen[tk] = true
+	}
+	return out
 }

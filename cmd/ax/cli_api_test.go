@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
 )
 
@@ -13,10 +14,10 @@ import (
 // API, as an operator would: tables by default, JSON with --json.
 func TestCLIThroughAPI(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{})
+	e := setupAPI(t, apitest.Opts{})
 	ax := func(want int, args ...string) (string, string) {
 		t.Helper()
-		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
 		if code != want {
 			t.Fatalf("ax %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
 		}
@@ -32,7 +33,7 @@ func TestCLIThroughAPI(t *testing.T) {
 	}
 	out, _ := ax(exitOK, "trigger", "shop.sync", "--downstream", "--reason", "cli test")
 	has(out, "started for shop.sync (2 task(s))")
-	e.waitState("shop.clean", axtype.Success)
+	e.WaitState("shop.clean", axtype.Success)
 
 	out, _ = ax(exitOK, "status")
 	has(out, "scheduler: api-test (epoch 1, lease held until", "answered as primary", "pipeline shop (3 tasks)", "manual", "SUCCESS 2")
@@ -47,7 +48,7 @@ func TestCLIThroughAPI(t *testing.T) {
 	out, _ = ax(exitOK, "explain", "shop.sync")
 	has(out, "shop.sync: task shop.sync paused by operator", ": upgrade", "checks:", "✗ paused", "last dispatches (due → dispatched, late):", "next fires:")
 	out, _ = ax(exitOK, "explain", "shop.clean", "--json")
-	if x := decodeJSON[map[string]any](t, out); x["verdict"] == nil || x["findings"] == nil {
+	if x := apitest.DecodeJSON[map[string]any](t, out); x["verdict"] == nil || x["findings"] == nil {
 		t.Errorf("explain --json: %s", out)
 	}
 	out, _ = ax(exitOK, "resume", "shop.sync")
@@ -85,7 +86,7 @@ func TestCLIThroughAPI(t *testing.T) {
 	has(errOut, "backfill 1 is done already", "(HTTP 409)")
 
 	// Bad input: a clear message, exit 1, nothing changed.
-	before := e.state()
+	before := e.State()
 	_, errOut = ax(exitFailed, "pause", "shop.synk")
 	has(errOut, `no task "synk" (did you mean "sync"?)`, "(HTTP 404)")
 	_, errOut = ax(exitFailed, "trigger", "shopp.sync")
@@ -94,7 +95,7 @@ func TestCLIThroughAPI(t *testing.T) {
 	has(errOut, `"sync": write PIPELINE.TASK`)
 	_, errOut = ax(exitFailed, "kill", "99999")
 	has(errOut, "no instance 99999")
-	if e.state() != before {
+	if e.State() != before {
 		t.Error("refused commands changed the store")
 	}
 }
@@ -112,18 +113,18 @@ func TestCLIWithoutServerOrToken(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, `--server "ftp://x"`) {
 		t.Errorf("bad --server: exit %d, %s", code, errOut)
 	}
-	e := setupAPI(t, apiOpts{token: "t0ken"})
-	code, _, errOut = runAx(t, "pause", "shop.sync", "--server", e.srv.URL)
+	e := setupAPI(t, apitest.Opts{Token: "t0ken"})
+	code, _, errOut = runAx(t, "pause", "shop.sync", "--server", e.Srv.URL)
 	if code != exitFailed || !strings.Contains(errOut, "bearer token") || !strings.Contains(errOut, "(set AX_ADMIN_TOKEN)") {
 		t.Errorf("no token: exit %d, %s", code, errOut)
 	}
 	t.Setenv("AX_ADMIN_TOKEN", "t0ken")
-	t.Setenv("AX_SERVER", e.srv.URL)
+	t.Setenv("AX_SERVER", e.Srv.URL)
 	code, out, errOut := runAx(t, "pause", "shop.sync")
 	if code != exitOK || !strings.Contains(out, "paused task shop.sync") {
 		t.Errorf("with AX_SERVER and AX_ADMIN_TOKEN: exit %d, %s%s", code, out, errOut)
 	}
-	ps, err := e.st.Pauses(context.Background())
+	ps, err := e.St.Pauses(context.Background())
 	if err != nil || len(ps) != 1 || !strings.HasPrefix(ps[0].Actor, "operator") {
 		t.Errorf("pauses: %+v %v", ps, err)
 	}

@@ -8,9 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/reload"
 )
 
 func newDiffCmd() *cobra.Command {
@@ -28,7 +30,7 @@ Invalid files print the messages of ax validate and exit 1: a reload of
 them would keep the running set.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			g, errs, err := dag.Load(args, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(rate)})
+			g, errs, err := dag.Load(args, defs.Options{}, dag.Options{DispatchRate: reload.WarnRate(rate)})
 			if err != nil {
 				return usageErr("%v", err)
 			}
@@ -42,13 +44,11 @@ them would keep the running set.`,
 			if err != nil {
 				return err
 			}
-			raw, err := c.call(cmd.Context(), http.MethodGet, "/api/v1/reload", nil)
+			raw, err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/reload", nil)
 			if err != nil {
 				return err
 			}
-			var st struct {
-				Running engine.Fingerprints `json:"running"`
-			}
+			var st api.ReloadView
 			if err := json.Unmarshal(raw, &st); err != nil {
 				return fmt.Errorf("read the server's answer: %w", err)
 			}

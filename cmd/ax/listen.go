@@ -21,3 +21,27 @@ func listenAPI(addr string) (net.Listener, error) {
 	}
 	return nil, fmt.Errorf("--listen %s: cannot listen there (use host:port, such as 127.0.0.1:8080): %w", addr, err)
 }
+
+// checkListen refuses a non-loopback listen address without both tokens
+// (the admin token for writes, the executor token for registrations and
+// results), unless insecure says the operator means it.
+func checkListen(addr, token, execToken string, insecure bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageErr("--listen %q: give host:port, such as 127.0.0.1:8080", addr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	switch {
+	case insecure:
+	case token == "":
+		return usageErr("--listen %s is not a loopback address: set AX_ADMIN_TOKEN so that writes need a bearer token, or pass --insecure to serve the API to the network without one", addr)
+	case execToken == "":
+		return usageErr("--listen %s is not a loopback address: set AX_EXECUTOR_TOKEN too (executors send it to register and report), or pass --insecure", addr)
+	}
+	return nil
+}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -63,14 +65,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func setupLogs(t *testing.T) (*apiEnv, string) {
+func setupLogs(t *testing.T) (*apitest.Env, string) {
 	t.Helper()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "go")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return setupAPI(t, apiOpts{pipeline: logsPipeline(fifo, filepath.Join(dir, "mark"))}), fifo
+	return setupAPI(t, apitest.Opts{Pipeline: logsPipeline(fifo, filepath.Join(dir, "mark"))}), fifo
 }
 
 // `ax logs -f` shows the lines of a running command within two seconds of
@@ -79,15 +81,15 @@ func setupLogs(t *testing.T) (*apiEnv, string) {
 func TestLogsFollowShowsLinesLiveAndEnds(t *testing.T) {
 	t.Parallel()
 	e, fifo := setupLogs(t)
-	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != http.StatusOK {
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	in := e.waitState("shop.talk", axtype.Running)
+	in := e.WaitState("shop.talk", axtype.Running)
 	printed := time.Now() // at the latest: the command prints first thing
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(context.Background(), []string{"logs", "shop.talk", "-f", "--server", e.srv.URL}, &out, &errOut)
+		done <- run(context.Background(), []string{"logs", "shop.talk", "-f", "--server", e.Srv.URL}, &out, &errOut)
 	}()
 	waitFor(t, func() bool { return strings.Contains(out.String(), "warming up") })
 	if lag := time.Since(printed); lag > 2*time.Second {
@@ -130,16 +132,16 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 	t.Parallel()
 	e, _ := setupLogs(t)
 	for _, task := range []string{"flaky", "binary", "sync"} {
-		if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/"+task+"/trigger", ""); code != http.StatusOK {
+		if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/"+task+"/trigger", ""); code != http.StatusOK {
 			t.Fatalf("trigger %s: %d %s", task, code, body)
 		}
 	}
-	flaky := e.waitState("shop.flaky", axtype.Success)
-	bin := e.waitState("shop.binary", axtype.Success)
-	e.waitState("shop.sync", axtype.Success)
+	flaky := e.WaitState("shop.flaky", axtype.Success)
+	bin := e.WaitState("shop.binary", axtype.Success)
+	e.WaitState("shop.sync", axtype.Success)
 	ax := func(want int, args ...string) string {
 		t.Helper()
-		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
 		if code != want {
 			t.Fatalf("ax %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
 		}
@@ -166,12 +168,12 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		t.Errorf("explain's last dispatches without the executor:\n%s", out)
 	}
 	// The JSON form: escaped binary, valid JSON.
-	var page LogPage
-	code, body := e.call("GET", fmt.Sprintf("/api/v1/instances/%d/logs", bin.ID), "")
+	var page api.LogPage
+	code, body := e.Call("GET", fmt.Sprintf("/api/v1/instances/%d/logs", bin.ID), "")
 	if code != http.StatusOK {
 		t.Fatalf("logs of binary: %d %s", code, body)
 	}
-	page = decodeJSON[LogPage](t, body)
+	page = apitest.DecodeJSON[api.LogPage](t, body)
 	if len(page.Lines) != 1 || page.Lines[0].Text != `ok\xff\x1b[31mred\x00` || page.Lines[0].Stream != "stdout" {
 		t.Errorf("binary output shown as %+v", page.Lines)
 	}
@@ -179,7 +181,7 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		t.Errorf("binary header %+v", page.LogHeader)
 	}
 
-	before := e.state()
+	before := e.State()
 	for _, c := range []struct {
 		path string
 		code int
@@ -193,8 +195,8 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		{fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.nope", flaky.ID), 400, `task="shop.nope": no such task`},
 		{fmt.Sprintf("/api/v1/instances/%d/logs?atempt=1", flaky.ID), 400, `unknown query parameter "atempt"`},
 	} {
-		code, body := e.call("GET", c.path, "")
-		if code != c.code || !strings.Contains(decodeJSON[map[string]string](t, body)["error"], c.want) {
+		code, body := e.Call("GET", c.path, "")
+		if code != c.code || !strings.Contains(apitest.DecodeJSON[map[string]string](t, body)["error"], c.want) {
 			t.Errorf("GET %s: %d %s, want %d %q", c.path, code, body, c.code, c.want)
 		}
 	}
@@ -213,7 +215,7 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		t.Errorf("never ran: %s", out)
 	}
 	ax(exitUsage, "logs", "shop.talk", "--run", "1", "--instance", "2")
-	if after := e.state(); after != before {
+	if after := e.State(); after != before {
 		t.Errorf("reading logs changed state:\n%s\n%s", before, after)
 	}
 }
@@ -409,28 +411,28 @@ func TestLogsRefusesZeroSelectors(t *testing.T) {
 func TestLogsFindsTheLatestThatRanBehindManyThatDidNot(t *testing.T) {
 	t.Parallel()
 	e, _ := setupLogs(t)
-	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	ran := e.waitState("shop.binary", axtype.Success)
+	ran := e.WaitState("shop.binary", axtype.Success)
 	ctx := context.Background()
 	later := time.Now().Add(24 * time.Hour) // outside the wheel's window: they stay SCHEDULED
 	for i := range 60 {
 		at := later.Add(time.Duration(i) * time.Minute)
-		if _, _, err := e.st.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: axtype.RunManual, LogicalTime: at, Now: time.Now(),
+		if _, _, err := e.St.CreateRun(ctx, store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: axtype.RunManual, LogicalTime: at, Now: time.Now(),
 			Instances: []store.NewInstance{{TaskID: "shop.binary", Group: "etl", State: axtype.Scheduled, NextFireAt: at}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	code, out, errOut := runAx(t, "logs", "shop.binary", "--server", e.srv.URL)
+	code, out, errOut := runAx(t, "logs", "shop.binary", "--server", e.Srv.URL)
 	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
 		t.Errorf("ax logs shop.binary: exit %d\n%s%s", code, out, errOut)
 	}
-	before := e.state()
-	if code, body := e.call("GET", "/api/v1/instances?task=shop.binary&ran=maybe", ""); code != http.StatusBadRequest || !strings.Contains(body, `ran=\"maybe\": give true or false`) {
+	before := e.State()
+	if code, body := e.Call("GET", "/api/v1/instances?task=shop.binary&ran=maybe", ""); code != http.StatusBadRequest || !strings.Contains(body, `ran=\"maybe\": give true or false`) {
 		t.Errorf("ran=maybe: %d %s", code, body)
 	}
-	if after := e.state(); after != before {
+	if after := e.State(); after != before {
 		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
 	}
 }
@@ -454,22 +456,22 @@ func TestLogsOfATaskAddedByReload(t *testing.T) {
 	if errs.Err() != nil {
 		t.Fatal(errs)
 	}
-	if _, err := e.eng.Reload(g); err != nil {
+	if _, err := e.Eng.Reload(g); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return e.eng.Graph().Task("extra.hi") != nil })
-	if code, body := e.call("POST", "/api/v1/pipelines/extra/tasks/hi/trigger", ""); code != http.StatusOK {
+	waitFor(t, func() bool { return e.Eng.Graph().Task("extra.hi") != nil })
+	if code, body := e.Call("POST", "/api/v1/pipelines/extra/tasks/hi/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger extra.hi: %d %s", code, body)
 	}
 	// The test's executors were built for the first graph, so the command
 	// fails as an unknown task here (ax server's know reloaded tasks); what
 	// matters is an attempt of the new task, with its log.
-	in := e.waitState("extra.hi", axtype.Failed)
-	code, body := e.call("GET", fmt.Sprintf("/api/v1/instances/%d/logs?task=extra.hi", in.ID), "")
+	in := e.WaitState("extra.hi", axtype.Failed)
+	code, body := e.Call("GET", fmt.Sprintf("/api/v1/instances/%d/logs?task=extra.hi", in.ID), "")
 	if code != http.StatusOK || !strings.Contains(body, `"task": "extra.hi"`) || !strings.Contains(body, `"attempt": 1`) {
 		t.Errorf("logs of extra.hi: %d %s", code, body)
 	}
-	code, out, errOut := runAx(t, "logs", "extra.hi", "--server", e.srv.URL)
+	code, out, errOut := runAx(t, "logs", "extra.hi", "--server", e.Srv.URL)
 	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== extra.hi instance %d (run %d), attempt 1 of 1", in.ID, in.RunID)) {
 		t.Errorf("ax logs extra.hi: exit %d\n%s%s", code, out, errOut)
 	}
@@ -480,11 +482,11 @@ func TestLogsOfATaskAddedByReload(t *testing.T) {
 func TestLogsFollowOfAnEndedAttemptSaysItsEndOnce(t *testing.T) {
 	t.Parallel()
 	e, _ := setupLogs(t)
-	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.waitState("shop.binary", axtype.Success)
-	code, out, errOut := runAx(t, "logs", "shop.binary", "-f", "--server", e.srv.URL)
+	e.WaitState("shop.binary", axtype.Success)
+	code, out, errOut := runAx(t, "logs", "shop.binary", "-f", "--server", e.Srv.URL)
 	if code != exitOK || strings.Count(out, "success (exit status 0)") != 1 || !strings.Contains(out, `stdout| ok\xff`) {
 		t.Errorf("ax logs -f of an ended attempt: exit %d\n%s%s", code, out, errOut)
 	}
@@ -494,15 +496,15 @@ func TestLogsFollowOfAnEndedAttemptSaysItsEndOnce(t *testing.T) {
 // not that the task never ran; --run of a pruned run says the run is gone.
 func TestLogsOfPrunedRunsSaySo(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{retain: 30 * 24 * time.Hour})
-	old := endedRun(t, e.st, time.Now().Add(-40*24*time.Hour))
-	if _, err := e.eng.PrunePass(context.Background(), ""); err != nil {
+	e := setupAPI(t, apitest.Opts{Retain: 30 * 24 * time.Hour})
+	old := endedRun(t, e.St, time.Now().Add(-40*24*time.Hour))
+	if _, err := e.Eng.PrunePass(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Run(context.Background(), old); err == nil {
+	if _, err := e.St.Run(context.Background(), old); err == nil {
 		t.Fatalf("run %d was not pruned", old)
 	}
-	before := e.state()
+	before := e.State()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -510,12 +512,12 @@ func TestLogsOfPrunedRunsSaySo(t *testing.T) {
 		{[]string{"logs", "shop.sync"}, "shop.sync has no instance that ran left: runs that ended before the retention horizon are pruned, their logs with them"},
 		{[]string{"logs", "shop.sync", "--run", fmt.Sprint(old)}, fmt.Sprintf("run %d: no such run (runs that ended before the retention horizon are pruned, their logs with them)", old)},
 	} {
-		code, out, errOut := runAx(t, append(c.args, "--server", e.srv.URL)...)
+		code, out, errOut := runAx(t, append(c.args, "--server", e.Srv.URL)...)
 		if code != exitFailed || !strings.Contains(errOut, c.want) {
 			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(c.args, " "), code, exitFailed, c.want, out, errOut)
 		}
 	}
-	if after := e.state(); after != before {
+	if after := e.State(); after != before {
 		t.Errorf("reading logs changed state:\n%s\n%s", before, after)
 	}
 }
@@ -529,10 +531,10 @@ func TestLogsOfPrunedRunsSaySo(t *testing.T) {
 func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 	t.Parallel()
 	e, _ := setupLogs(t)
-	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	ran := e.waitState("shop.binary", axtype.Success)
+	ran := e.WaitState("shop.binary", axtype.Success)
 	other, errs := defs.Parse("other.yaml", []byte("pipeline: other\ntimezone: UTC\ntasks:\n  - {name: x, function: noop}\n"), defs.Options{Now: time.Now()})
 	if errs.Err() != nil {
 		t.Fatal(errs)
@@ -541,10 +543,10 @@ func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 	if errs.Err() != nil {
 		t.Fatal(errs)
 	}
-	if _, err := e.eng.Reload(g); err != nil {
+	if _, err := e.Eng.Reload(g); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return e.eng.Graph().Task("shop.binary") == nil })
+	waitFor(t, func() bool { return e.Eng.Graph().Task("shop.binary") == nil })
 	for _, path := range []string{
 		fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.binary", ran.ID),
 		"/api/v1/instances?task=shop.binary",
@@ -552,43 +554,43 @@ func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 		"/api/v1/history?task=shop.binary",
 		"/api/v1/actions?task=shop.binary",
 	} {
-		if code, body := e.call("GET", path, ""); code != http.StatusOK || !strings.Contains(body, fmt.Sprint(ran.ID)) {
+		if code, body := e.Call("GET", path, ""); code != http.StatusOK || !strings.Contains(body, fmt.Sprint(ran.ID)) {
 			t.Errorf("GET %s after shop was removed: %d %s", path, code, body)
 		}
 	}
 	header := fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)
 	for _, args := range [][]string{{"logs", "shop.binary"}, {"logs", "shop.binary", "--instance", fmt.Sprint(ran.ID)}} {
-		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
 		if code != exitOK || !strings.Contains(out, header) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
 			t.Errorf("ax %s after shop was removed: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 	}
-	if code, out, errOut := runAx(t, "history", "shop.binary", "--server", e.srv.URL); code != exitOK || !strings.Contains(out, "RUNNING → SUCCESS") {
+	if code, out, errOut := runAx(t, "history", "shop.binary", "--server", e.Srv.URL); code != exitOK || !strings.Contains(out, "RUNNING → SUCCESS") {
 		t.Errorf("ax history shop.binary after shop was removed: exit %d\n%s%s", code, out, errOut)
 	}
 	// ax explain says what became of it (the engine explains removed
 	// tasks; the API answered 404 "no pipeline" before reaching it).
-	if code, out, errOut := runAx(t, "explain", "shop.binary", "--server", e.srv.URL); code != exitOK || !strings.Contains(out, "task shop.binary was removed from the pipeline files") {
+	if code, out, errOut := runAx(t, "explain", "shop.binary", "--server", e.Srv.URL); code != exitOK || !strings.Contains(out, "task shop.binary was removed from the pipeline files") {
 		t.Errorf("ax explain shop.binary after shop was removed: exit %d\n%s%s", code, out, errOut)
 	}
-	before := e.state()
+	before := e.State()
 	for _, path := range []string{
 		fmt.Sprintf("/api/v1/instances/%d/logs?task=shop.nosuch", ran.ID),
 		"/api/v1/instances?task=shop.nosuch",
 		"/api/v1/instances?pipeline=nosuch",
 		"/api/v1/history?task=nosuch.x",
 	} {
-		if code, body := e.call("GET", path, ""); code != http.StatusBadRequest || !strings.Contains(body, "no such") {
+		if code, body := e.Call("GET", path, ""); code != http.StatusBadRequest || !strings.Contains(body, "no such") {
 			t.Errorf("GET %s: %d %s, want 400 naming what is missing", path, code, body)
 		}
 	}
-	if code, _, errOut := runAx(t, "logs", "nosuch.x", "--server", e.srv.URL); code != exitFailed || !strings.Contains(errOut, `task=\"nosuch.x\": no such task`) && !strings.Contains(errOut, `task="nosuch.x": no such task`) {
+	if code, _, errOut := runAx(t, "logs", "nosuch.x", "--server", e.Srv.URL); code != exitFailed || !strings.Contains(errOut, `task=\"nosuch.x\": no such task`) && !strings.Contains(errOut, `task="nosuch.x": no such task`) {
 		t.Errorf("ax logs nosuch.x: exit %d %s", code, errOut)
 	}
-	if code, body := e.call("GET", "/api/v1/pipelines/shop/tasks/nosuch/explain", ""); code != http.StatusNotFound || !strings.Contains(body, "no pipeline") {
+	if code, body := e.Call("GET", "/api/v1/pipelines/shop/tasks/nosuch/explain", ""); code != http.StatusNotFound || !strings.Contains(body, "no pipeline") {
 		t.Errorf("explain of a task no definition ever had: %d %s, want 404", code, body)
 	}
-	if after := e.state(); after != before {
+	if after := e.State(); after != before {
 		t.Errorf("a refused read changed state:\n%s\n%s", before, after)
 	}
 }

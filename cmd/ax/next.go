@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/spf13/cobra"
@@ -62,7 +63,7 @@ On a daylight-saving day a line ends with "  # " and the rule applied, e.g.
 }
 
 func nextFires(g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n int) ([]string, error) {
-	format := func(t time.Time) string { return stamp(t, p.Location) }
+	format := func(t time.Time) string { return api.Stamp(t, p.Location) }
 	if len(task) == 1 {
 		t := p.Task(task[0])
 		if t == nil {

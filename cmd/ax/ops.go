@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
@@ -129,16 +130,14 @@ func submitAPI(ctx context.Context, w io.Writer, f opFlags, op cliOp) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.call(ctx, http.MethodPost, path, body)
+	raw, err := c.Call(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return err
 	}
 	if f.api.json {
 		return printJSON(w, raw)
 	}
-	var res struct {
-		Result string `json:"result"`
-	}
+	var res api.Result
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("unexpected answer from %s: %s", path, raw)}
 	}
@@ -407,7 +406,7 @@ waiting it runs the task at once.`,
 				}
 				op.Params[k] = v
 			}
-			if err := checkParams(op.Params); err != nil {
+			if err := api.CheckParams(op.Params); err != nil {
 				return usageErr("--param: %v", err)
 			}
 			return submitOp(cmd.Context(), cmd.OutOrStdout(), f, cliOp{req: op, atText: at})
@@ -435,7 +434,7 @@ running behind it); failed fails what waits on it. A running, scheduled or
 paused instance is refused: kill it, or cancel its run.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := markState(args[1])
+			st, err := api.MarkState(args[1])
 			if err != nil {
 				return usageErr("%v", err)
 			}
@@ -541,7 +540,7 @@ func newHistoryCmd() *cobra.Command {
 	var (
 		target string
 		limit  int
-		api    apiFlags
+		af     apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "history PIPELINE.TASK",
@@ -550,7 +549,7 @@ func newHistoryCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if !viaStore(cmd) {
-				return historyAPI(ctx, cmd.OutOrStdout(), api, args[0], limit)
+				return historyAPI(ctx, cmd.OutOrStdout(), af, args[0], limit)
 			}
 			st, err := store.Open(ctx, target, store.Options{})
 			if err != nil {
@@ -560,12 +559,12 @@ func newHistoryCmd() *cobra.Command {
 			if err := checkName(ctx, st, store.ScopeTask, args[0]); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			return writeHistory(ctx, cmd.OutOrStdout(), st, args[0], limit, storeZones(ctx, st, api.utc))
+			return writeHistory(ctx, cmd.OutOrStdout(), st, args[0], limit, api.StoreZones(ctx, st, af.utc))
 		},
 	}
 	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 50, "newest entries shown")
-	api.add(cmd)
+	af.add(cmd)
 	return cmd
 }
 
@@ -575,7 +574,7 @@ type historyLine struct {
 	what, actor, reason, ticket string
 }
 
-func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string, limit int, zs *zones) error {
+func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string, limit int, zs *api.Zones) error {
 	var (
 		hs   []store.HistoryRow
 		acts []store.Action
@@ -603,7 +602,7 @@ func writeHistory(ctx context.Context, w io.Writer, st *store.Store, task string
 		after = a[len(a)-1].ID
 	}
 	p, _, _ := strings.Cut(task, ".")
-	loc, err := zs.of(p)
+	loc, err := zs.Of(p)
 	if err != nil {
 		return err
 	}
@@ -639,7 +638,7 @@ func printHistory(w io.Writer, lines []historyLine, limit int, loc *time.Locatio
 		if l.instance != 0 {
 			inst = strconv.FormatInt(l.instance, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", stampMS(l.at, loc), inst, l.what, l.actor, l.reason, shortTicket(l.ticket))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", api.StampMS(l.at, loc), inst, l.what, l.actor, l.reason, shortTicket(l.ticket))
 	}
 	return tw.Flush()
 }

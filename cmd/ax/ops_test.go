@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
@@ -109,12 +110,7 @@ func count(t *testing.T, st *store.Store, s axtype.State) int {
 // waitFor polls a condition on another process's work, bounded to 30 s.
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition not met within 30 s")
+	apitest.WaitFor(t, cond)
 }
 
 // TestKillCommandTaskLeavesNoProcess kills a running command task through

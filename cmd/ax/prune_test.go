@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
@@ -37,18 +39,18 @@ func endedRun(t *testing.T, st *store.Store, at time.Time) int64 {
 // runs a pass on the primary; bad periods are refused and change nothing.
 func TestPruneDryRunAndNow(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{retain: 30 * 24 * time.Hour})
-	old := endedRun(t, e.st, time.Now().Add(-40*24*time.Hour))
-	recent := endedRun(t, e.st, time.Now().Add(-2*24*time.Hour))
+	e := setupAPI(t, apitest.Opts{Retain: 30 * 24 * time.Hour})
+	old := endedRun(t, e.St, time.Now().Add(-40*24*time.Hour))
+	recent := endedRun(t, e.St, time.Now().Add(-2*24*time.Hour))
 	ax := func(want int, args ...string) string {
 		t.Helper()
-		code, out, errOut := runAx(t, append(args, "--server", e.srv.URL)...)
+		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
 		if code != want {
 			t.Fatalf("ax %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
 		}
 		return out + errOut
 	}
-	before := e.state()
+	before := e.State()
 	out := ax(exitOK, "prune", "--dry-run")
 	if !strings.Contains(out, "would prune 1 run(s) that ended before") || !strings.Contains(out, "(retain 720h0m0s): 1 instance(s), 3 history row(s)") {
 		t.Errorf("dry run:\n%s", out)
@@ -69,27 +71,27 @@ func TestPruneDryRunAndNow(t *testing.T) {
 		{"/api/v1/prune?retain=0", `retain=0 keeps everything: nothing would be pruned; give retain=30d`},
 		{"/api/v1/prune?retain=213504d", `retain="213504d": give a period such as 30d`},
 	} {
-		code, body := e.call("GET", c.path, "")
-		if code != http.StatusBadRequest || !strings.Contains(decodeJSON[map[string]string](t, body)["error"], c.want) {
+		code, body := e.Call("GET", c.path, "")
+		if code != http.StatusBadRequest || !strings.Contains(apitest.DecodeJSON[map[string]string](t, body)["error"], c.want) {
 			t.Errorf("GET %s: %d %s, want 400 %q", c.path, code, body, c.want)
 		}
 	}
 	ax(exitUsage, "prune", "--retain", "1d")
 	ax(exitUsage, "prune", "--dry-run", "--retain", "forever")
-	if after := e.state(); after != before {
+	if after := e.State(); after != before {
 		t.Errorf("dry runs and bad requests changed the store:\n%s\n%s", before, after)
 	}
 	out = ax(exitOK, "prune")
 	if !strings.Contains(out, "pruned 1 run(s)") {
 		t.Errorf("prune:\n%s", out)
 	}
-	if _, err := e.st.Run(context.Background(), old); err == nil {
+	if _, err := e.St.Run(context.Background(), old); err == nil {
 		t.Errorf("the old run is still there")
 	}
-	if _, err := e.st.Run(context.Background(), recent); err != nil {
+	if _, err := e.St.Run(context.Background(), recent); err != nil {
 		t.Errorf("the recent run was pruned: %v", err)
 	}
-	acts, _ := e.st.Actions(context.Background(), store.LogFilter{Action: "prune"})
+	acts, _ := e.St.Actions(context.Background(), store.LogFilter{Action: "prune"})
 	if len(acts) != 1 || !strings.Contains(acts[0].Detail, `"runs":1`) {
 		t.Errorf("prune actions: %+v", acts)
 	}
@@ -115,9 +117,9 @@ func TestParseRetainAndSize(t *testing.T) {
 		{"106751d", 106751 * 24 * time.Hour, true}, {"106752d", 0, false}, {"213504d", 0, false},
 		{"200000d", 0, false}, {"Infd", 0, false}, {"NaNd", 0, false}, {"1e-20d", 0, false},
 		{"2562048h", 0, false}} {
-		got, err := parseRetain(c.in)
+		got, err := api.ParseRetain(c.in)
 		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("parseRetain(%q) = %v, %v", c.in, got, err)
+			t.Errorf("api.ParseRetain(%q) = %v, %v", c.in, got, err)
 		}
 	}
 	for _, c := range []struct {
@@ -156,21 +158,21 @@ func TestPruneStoreRefusesRetainZero(t *testing.T) {
 // there.
 func TestPruneNowStopsAtItsBudget(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{retain: 30 * 24 * time.Hour, pruneBudget: time.Second})
+	e := setupAPI(t, apitest.Opts{Retain: 30 * 24 * time.Hour, PruneBudget: time.Second})
 	var old []int64
 	for i := range 300 { // 150 batches: at least 7.5 s of pauses
-		old = append(old, endedRun(t, e.st, time.Now().Add(-40*24*time.Hour+time.Duration(i)*time.Minute)))
+		old = append(old, endedRun(t, e.St, time.Now().Add(-40*24*time.Hour+time.Duration(i)*time.Minute)))
 	}
 	left := func() int {
 		n := 0
 		for _, id := range old {
-			if _, err := e.st.Run(context.Background(), id); err == nil {
+			if _, err := e.St.Run(context.Background(), id); err == nil {
 				n++
 			}
 		}
 		return n
 	}
-	code, out, errOut := runAx(t, "prune", "--server", e.srv.URL)
+	code, out, errOut := runAx(t, "prune", "--server", e.Srv.URL)
 	if code != exitOK || !strings.Contains(out, "more remains: this pass stopped at its time limit") {
 		t.Fatalf("ax prune over 300 runs with a 1 s limit: exit %d\n%s%s", code, out, errOut)
 	}
@@ -178,7 +180,7 @@ func TestPruneNowStopsAtItsBudget(t *testing.T) {
 	if first == 0 || first == 300 || first%2 != 0 {
 		t.Errorf("after the first pass %d of 300 old runs are left: want whole batches of 2 pruned and some left", first)
 	}
-	if code, out, errOut := runAx(t, "prune", "--server", e.srv.URL); code != exitOK || left() >= first {
+	if code, out, errOut := runAx(t, "prune", "--server", e.Srv.URL); code != exitOK || left() >= first {
 		t.Errorf("the second pass pruned nothing more (%d left): exit %d\n%s%s", left(), code, out, errOut)
 	}
 }

@@ -15,7 +15,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -40,9 +42,7 @@ func reloadActions(t *testing.T, st *store.Store) []store.Action {
 
 func write(t *testing.T, path, src string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	apitest.WriteFile(t, path, src)
 }
 
 const (
@@ -69,7 +69,7 @@ func TestHAReloadsPipelines(t *testing.T) {
 
 // reloadState reads GET /api/v1/reload of the server at addr: the last
 // reload and the fingerprints of the set running there.
-func reloadState(t *testing.T, addr string) (last *reloadStatus, running string) {
+func reloadState(t *testing.T, addr string) (last *reload.Status, running string) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/api/v1/reload")
 	if err != nil {
@@ -77,7 +77,7 @@ func reloadState(t *testing.T, addr string) (last *reloadStatus, running string)
 	}
 	defer resp.Body.Close()
 	var out struct {
-		Last    *reloadStatus   `json:"last"`
+		Last    *reload.Status  `json:"last"`
 		Running json.RawMessage `json:"running"`
 	}
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&out) != nil {
@@ -123,9 +123,9 @@ func reloadScenario(t *testing.T, target string, n int) {
 	waitFor(t, func() bool { return len(instancesOf(t, st, "a.x", axtype.Success)) > 0 })
 	// everyReloaded waits until every server's last reload is ok (or not)
 	// with the given summary.
-	everyReloaded := func(ok bool, summary string, after time.Time) []*reloadStatus {
+	everyReloaded := func(ok bool, summary string, after time.Time) []*reload.Status {
 		t.Helper()
-		out := make([]*reloadStatus, n)
+		out := make([]*reload.Status, n)
 		for i, addr := range addrs {
 			waitFor(t, func() bool {
 				l, _ := reloadState(t, addr)
@@ -338,12 +338,12 @@ func TestWatcherSeesUnreadableFile(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "a.yaml"), reloadA)
 	synctest.Test(t, func(t *testing.T) {
-		rl := newReloader([]string{dir}, filesSum([]string{dir}), 0, nil, slog.New(slog.DiscardHandler))
+		rl := reload.New([]string{dir}, reload.FilesSum([]string{dir}), 0, nil, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		tick := time.NewTicker(time.Second) // what run gives watch, in the bubble's time
 		defer tick.Stop()
-		go rl.watch(ctx, tick.C, make(chan os.Signal))
+		go rl.Watch(ctx, tick.C, make(chan os.Signal))
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		if l := rl.Last(); l != nil {

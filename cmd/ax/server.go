@@ -21,12 +21,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/examples/functions"
+	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -124,8 +126,8 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		routes = append(routes, r)
 	}
-	filesAtStart := filesSum(f.pipelines) // before reading them: a change from here on is reloaded
-	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(f.rate)})
+	filesAtStart := reload.FilesSum(f.pipelines) // before reading them: a change from here on is reloaded
+	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: reload.WarnRate(f.rate)})
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -171,7 +173,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	case !(f.brkRatio > 0 && f.brkRatio < 1):
 		return usageErr("--breaker-ratio %v: use a failure ratio above 0 and below 1, such as 0.5", f.brkRatio)
 	}
-	retain, err := parseRetain(f.retain)
+	retain, err := api.ParseRetain(f.retain)
 	if err != nil {
 		return usageErr("--retain %v", err)
 	}
@@ -198,7 +200,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &executorCollector{st: st})
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewExecutorCollector(st))
 	var sinks []func(engine.Alert)
 	if len(routes) > 0 {
 		hookCtx, stopHook := context.WithCancel(ctx)
@@ -218,20 +220,18 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	rl := newReloader(f.pipelines, filesAtStart, f.rate, eng, log)
-	go rl.run(ctx, f.watch)
+	rl := reload.New(f.pipelines, filesAtStart, f.rate, eng, log)
+	go rl.Run(ctx, f.watch)
 	if f.listen != "" {
-		api := &executorAPI{st: st, g: g, graphOf: eng.Graph, self: self, token: execToken}
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
-		api.deliver = web.Deliver
-		adm := &admin{st: st, g: g, eng: eng, reload: rl, gather: reg, token: token, openReads: f.openReads, now: time.Now, opWait: 15 * time.Second, retain: retain}
-		mux := adm.handler(api)
+		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Token: token, ExecToken: execToken,
+			OpenReads: f.openReads, Self: self, Deliver: web.Deliver, Retain: retain})
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- serveAPI(apiCtx, ln, mux, f.listen) }()
+		go func() { apiErr <- api.Serve(apiCtx, ln, mux, f.listen) }()
 		go announcePrimary(apiCtx, st, eng, self, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
@@ -268,7 +268,7 @@ func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, u
 		leader := stats.Leader
 		if leader && !announced {
 			// Fenced like every write of the primary: a stale one records nothing.
-			if err := st.Fence(stats.Epoch).SetSetting(ctx, primaryAPISetting, url, time.Now()); err != nil {
+			if err := st.Fence(stats.Epoch).SetSetting(ctx, api.PrimarySetting, url, time.Now()); err != nil {
 				log.Warn("primary_url_not_recorded", "err", err)
 				continue
 			}
@@ -281,13 +281,6 @@ func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, u
 // binary; a binary built with -tags axfault installs its fault hook there
 // (fault_axfault.go).
 var storeOpened = func(*store.Store) {}
-
-func dispatchRateForWarnings(rate float64) int {
-	if rate <= 0 {
-		return -1 // unlimited: no collision can exceed it
-	}
-	return max(1, int(rate))
-}
 
 // executors builds the executors of the stock binary: the example functions,
 // commands, and HTTP tasks routed among the executors registered in st for
@@ -350,7 +343,7 @@ func newStatusCmd() *cobra.Command {
 	var (
 		target string
 		limit  int
-		api    apiFlags
+		af     apiFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "status [PIPELINE]",
@@ -358,30 +351,30 @@ func newStatusCmd() *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !viaStore(cmd) {
-				return statusAPI(cmd.Context(), cmd.OutOrStdout(), api, args, limit)
+				return statusAPI(cmd.Context(), cmd.OutOrStdout(), af, args, limit)
 			}
 			st, err := store.Open(cmd.Context(), target, store.Options{})
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			defer st.Close()
-			return writeStatus(cmd.Context(), cmd.OutOrStdout(), st, args, limit, storeZones(cmd.Context(), st, api.utc))
+			return writeStatus(cmd.Context(), cmd.OutOrStdout(), st, args, limit, api.StoreZones(cmd.Context(), st, af.utc))
 		},
 	}
 	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	cmd.Flags().IntVarP(&limit, "runs", "n", 5, "latest runs per pipeline")
-	api.add(cmd)
+	af.add(cmd)
 	return cmd
 }
 
-func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []string, limit int, zs *zones) error {
+func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []string, limit int, zs *api.Zones) error {
 	var b strings.Builder
 	if l, err := st.GetLease(ctx, ""); err == nil {
 		state := "held until"
 		if time.Now().After(l.ExpiresAt) {
 			state = "released or expired at"
 		}
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, stamp(l.ExpiresAt, time.UTC))
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, api.Stamp(l.ExpiresAt, time.UTC))
 	} else if errors.Is(err, store.ErrNotFound) {
 		b.WriteString("scheduler: never started on this store\n")
 	} else {
@@ -417,7 +410,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 	manual := func(task string) bool { return gates[task] }
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
-		runs, err := recentRuns(ctx, st, p, time.Now(), limit)
+		runs, err := api.RecentRuns(ctx, st, p, time.Now(), limit)
 		if err != nil {
 			return err
 		}
@@ -429,11 +422,11 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		if err != nil {
 			return err
 		}
-		var views []runView
+		var views []api.RunView
 		for _, r := range runs {
-			views = append(views, summarize(r, insOf[r.ID], manual))
+			views = append(views, api.Summarize(r, insOf[r.ID], manual))
 		}
-		loc, err := zs.of(p)
+		loc, err := zs.Of(p)
 		if err != nil {
 			return err
 		}
@@ -445,7 +438,7 @@ func writeStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 
 // writeRuns prints up to limit runs with their instance counts, leaving out
 // those created ahead (inside the window) that nothing happened in yet.
-func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location) {
+func writeRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Location) {
 	shown := 0
 	for _, r := range runs {
 		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
@@ -457,7 +450,7 @@ func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}
 		}
-		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, api.Stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
 		writeWaits(b, r, loc)
 		if shown++; shown >= limit {
 			break
@@ -470,7 +463,7 @@ func writeRuns(b *strings.Builder, runs []runView, limit int, loc *time.Location
 
 // writeWaits says, for a run that is not over, why: each waiting instance
 // and what it waits on, gates awaiting approval first.
-func writeWaits(b *strings.Builder, r runView, loc *time.Location) {
+func writeWaits(b *strings.Builder, r api.RunView, loc *time.Location) {
 	if r.Over || len(r.Waiting) == 0 {
 		return
 	}
@@ -492,7 +485,7 @@ func writeWaits(b *strings.Builder, r runView, loc *time.Location) {
 		fmt.Fprintf(b, "      %s: %s\n", t, r.Waiting[t])
 	}
 	if len(r.Awaiting) > 0 {
-		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], stamp(r.LogicalTime, loc))
+		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], api.Stamp(r.LogicalTime, loc))
 	}
 }
 

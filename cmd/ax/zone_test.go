@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
 )
@@ -18,18 +19,18 @@ import (
 // --store alike (the zone read from the synced definition).
 func TestCLITimesInPipelineZone(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{pipeline: gridPipeline}) // Asia/Shanghai
-	if code, out := e.call("POST", "/api/v1/pipelines/shop/trigger", `{"at": "2026-03-01T02:00:00", "params": {"ok": "yes"}}`); code != 200 {
+	e := setupAPI(t, apitest.Opts{Pipeline: apitest.GridPipeline}) // Asia/Shanghai
+	if code, out := e.Call("POST", "/api/v1/pipelines/shop/trigger", `{"at": "2026-03-01T02:00:00", "params": {"ok": "yes"}}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, out)
 	}
-	e.waitState("shop.clean", axtype.Success)
-	if code, out := e.call("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2025-01-01", "to": "2025-01-01"}`); code != 201 {
+	e.WaitState("shop.clean", axtype.Success)
+	if code, out := e.Call("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2025-01-01", "to": "2025-01-01"}`); code != 201 {
 		t.Fatalf("backfill: %d %s", code, out)
 	}
 	ax := func(args ...string) string {
 		t.Helper()
 		if !slices.Contains(args, "--store") {
-			args = append(args, "--server", e.srv.URL)
+			args = append(args, "--server", e.Srv.URL)
 		}
 		code, out, errOut := runAx(t, args...)
 		if code != exitOK {
@@ -47,15 +48,15 @@ func TestCLITimesInPipelineZone(t *testing.T) {
 		{[]string{"explain", "shop.clean", "--utc"}, []string{"logical time 2026-02-28T18:00:00Z", "2026-12-31T16:00:00Z"}, []string{"+08:00"}},
 		{[]string{"history", "shop.clean"}, []string{" +08:00"}, []string{" +00:00"}},
 		{[]string{"history", "shop.clean", "--utc"}, []string{" +00:00"}, []string{" +08:00"}},
-		{[]string{"status", "--store", e.path}, []string{"2026-03-01T02:00:00+08:00"}, []string{"2026-02-28T18:00:00Z"}},
-		{[]string{"status", "--store", e.path, "--utc"}, []string{"2026-02-28T18:00:00Z"}, []string{"+08:00"}},
-		{[]string{"history", "shop.clean", "--store", e.path}, []string{" +08:00"}, []string{" +00:00"}},
-		{[]string{"history", "shop.clean", "--store", e.path, "--utc"}, []string{" +00:00"}, []string{" +08:00"}},
-		{[]string{"logs", "shop.clean", "--run", runOf(t, e.st, "shop.clean", "2026-02-28T18:00:00Z")}, []string{"== started 20", "+08:00, "}, []string{"Z, "}},
-		{[]string{"logs", "shop.clean", "--run", runOf(t, e.st, "shop.clean", "2026-02-28T18:00:00Z"), "--utc"}, []string{"== started 20", "Z, "}, []string{"+08:00"}},
+		{[]string{"status", "--store", e.Path}, []string{"2026-03-01T02:00:00+08:00"}, []string{"2026-02-28T18:00:00Z"}},
+		{[]string{"status", "--store", e.Path, "--utc"}, []string{"2026-02-28T18:00:00Z"}, []string{"+08:00"}},
+		{[]string{"history", "shop.clean", "--store", e.Path}, []string{" +08:00"}, []string{" +00:00"}},
+		{[]string{"history", "shop.clean", "--store", e.Path, "--utc"}, []string{" +00:00"}, []string{" +08:00"}},
+		{[]string{"logs", "shop.clean", "--run", runOf(t, e.St, "shop.clean", "2026-02-28T18:00:00Z")}, []string{"== started 20", "+08:00, "}, []string{"Z, "}},
+		{[]string{"logs", "shop.clean", "--run", runOf(t, e.St, "shop.clean", "2026-02-28T18:00:00Z"), "--utc"}, []string{"== started 20", "Z, "}, []string{"+08:00"}},
 		{[]string{"backfill", "list"}, []string{"+08:00\n"}, []string{"Z\n"}},
 		{[]string{"backfill", "list", "--utc"}, []string{"Z\n"}, []string{"+08:00"}},
-		{[]string{"backfill", "list", "--store", e.path}, []string{"+08:00\n"}, []string{"Z\n"}},
+		{[]string{"backfill", "list", "--store", e.Path}, []string{"+08:00\n"}, []string{"Z\n"}},
 	} {
 		out := ax(c.args...)
 		for _, w := range c.want {

@@ -48,7 +48,8 @@ func oldRun(t *testing.T, s *store.Store, logical, at time.Time, backfill int64,
 			t.Fatal(err)
 		}
 		if err := s.WriteLogs(ctx(), store.LogWrite{Chunks: []store.LogChunk{{InstanceID: in.ID, Attempt: 1, Seq: 1, Text: 1, Data: []byte{1, 0, 0, 0, 1, 'x'}, At: at}},
-			Attempts: []store.AttemptRecord{{InstanceID: in.ID, Attempt: 1, RunID: run.ID, TaskID: in.TaskID, Executor: exec, Status: "success", EndedAt: at}}}); err != nil {
+			Attempts: []store.AttemptRecord{{InstanceID: in.ID, Attempt: 1, RunID: run.ID, TaskID: in.TaskID, Executor: exec, Status: "success", EndedAt: at}},
+			Procs:    []store.ProcRecord{{Ticket: ticket, InstanceID: in.ID, RunID: run.ID, Host: "h", Boot: "b", PidNS: "pid:[1]", Pgid: 42, Start: 7, At: at}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,6 +150,18 @@ func testPrune(t *testing.T, s *store.Store) {
 	}
 	if c, _ := s.LogChunks(ctx(), gi1[0].ID, 1, 0, 0); len(c) != 0 {
 		t.Errorf("the pruned instance's output is still there")
+	}
+	tk := func(id int64) string { return "tk-" + time.Duration(id).String() }
+	freshIns, _ := s.Instances(ctx(), store.InstanceFilter{RunID: fresh})
+	if len(freshIns) == 0 {
+		t.Fatal("the fresh run has no instances")
+	}
+	procs, err := s.Procs(ctx(), []string{tk(gi1[0].ID), tk(freshIns[0].ID)})
+	if _, gone := procs[tk(gi1[0].ID)]; err != nil || gone {
+		t.Errorf("the pruned instance's process record is still there (%v)", err)
+	}
+	if _, kept := procs[tk(freshIns[0].ID)]; !kept {
+		t.Errorf("the process record of an instance not pruned went: %+v", procs)
 	}
 	if h, _ := s.History(ctx(), store.LogFilter{InstanceID: gi1[0].ID}); len(h) != 0 {
 		t.Errorf("the pruned instance's history is still there: %d rows", len(h))

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"BackfillsPagedByKey", testBackfillsPaged},
 		{"LatestInstancesAndNextFires", testLatestAndNext},
 		{"OutcomeCountsKeptByTransitions", testOutcomeCounts},
+		{"CommandProcesses", testProcs},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,186 +1,19 @@
-package main
+package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/dag"
-	"github.com/ax-sched/ax/defs"
-	"github.com/ax-sched/ax/door"
-	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 )
-
-// shopPipeline never fires on its own during a test (1 January at midnight):
-// runs come only from the requests the tests make.
-const shopPipeline = `pipeline: shop
-group: etl
-timezone: UTC
-schedule: "0 0 1 1 *"
-tasks:
-  - {name: sync, function: noop}
-  - {name: clean, depends_on: [sync], function: noop}
-  - {name: slow, command: ["sleep", "30"], timeout: 1m}
-`
-
-// apiEnv is a primary engine on SQLite behind the real admin handler.
-type apiEnv struct {
-	t     testing.TB
-	st    *store.Store
-	path  string // the store's file
-	eng   *engine.Engine
-	srv   *httptest.Server
-	token string
-}
-
-type apiOpts struct {
-	token     string
-	execToken string
-	openReads bool
-	standby   bool          // no engine: a process that serves reads only
-	pipeline  string        // instead of shopPipeline
-	others    []string      // more pipelines beside it
-	retain    time.Duration // the engine's and the API's retention (0: keeps everything)
-	reload    *reloader     // what GET /api/v1/reload reports (nil: no reloads)
-	// pruneBudget bounds POST /api/v1/prune's pass (zero: the server's).
-	pruneBudget time.Duration
-}
-
-func setupAPI(t testing.TB, o apiOpts) *apiEnv {
-	t.Helper()
-	dir := t.TempDir()
-	src := shopPipeline
-	if o.pipeline != "" {
-		src = o.pipeline
-	}
-	p, errs := defs.Parse("shop.yaml", []byte(src), defs.Options{Now: time.Now()})
-	if errs.Err() != nil {
-		t.Fatal(errs)
-	}
-	pls := []*defs.Pipeline{p}
-	for i, src := range o.others {
-		q, errs := defs.Parse(fmt.Sprintf("other%d.yaml", i), []byte(src), defs.Options{Now: time.Now()})
-		if errs.Err() != nil {
-			t.Fatal(errs)
-		}
-		pls = append(pls, q)
-	}
-	g, errs := dag.Compile(pls, dag.Options{Now: time.Now(), DispatchRate: -1})
-	if errs.Err() != nil {
-		t.Fatal(errs)
-	}
-	st := openStore(t, filepath.Join(dir, "ax.db"))
-	e := &apiEnv{t: t, st: st, path: filepath.Join(dir, "ax.db"), token: o.token}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&executorCollector{st: st})
-	api := &executorAPI{st: st, g: g, token: o.execToken}
-	if !o.standby {
-		execs, err := executors(g, st, alertVia(&e.eng))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.eng, err = engine.New(engine.Config{Holder: "api-test", Registerer: reg, Grace: time.Millisecond, Retain: o.retain}, st, g, execs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.eng.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("engine: %v", err)
-			}
-		})
-		waitFor(t, func() bool { return e.eng.Stats().Leader })
-	}
-	adm := &admin{st: st, g: g, eng: e.eng, reload: o.reload, gather: reg, token: o.token, openReads: o.openReads, now: time.Now, opWait: 10 * time.Second, retain: o.retain, pruneBudget: o.pruneBudget}
-	e.srv = httptest.NewServer(door.Guard(door.Config{Listen: "127.0.0.1:0"}, adm.handler(api)))
-	t.Cleanup(e.srv.Close)
-	return e
-}
-
-// call sends a request with the token (when set) and returns status and body.
-func (e *apiEnv) call(method, path, body string) (int, string) {
-	e.t.Helper()
-	return e.callAs(method, path, body, e.token)
-}
-
-func (e *apiEnv) callAs(method, path, body, token string) (int, string) {
-	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	req.Header.Set("X-Ax-Actor", "operator:test")
-	if method != http.MethodGet {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// state is what a bad request must leave as it was: instances (with
-// versions), runs, pauses, settings and backfills.
-func (e *apiEnv) state() string {
-	e.t.Helper()
-	ctx := context.Background()
-	var b strings.Builder
-	ins, err := e.st.Instances(ctx, store.InstanceFilter{Limit: 1 << 20, Ascending: true})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, in := range ins {
-		fmt.Fprintf(&b, "i%d:%s:%d ", in.ID, in.State, in.Version)
-	}
-	ps, _ := e.st.Pauses(ctx)
-	for _, p := range ps {
-		fmt.Fprintf(&b, "p:%s/%s ", p.Scope, p.Name)
-	}
-	set, _ := e.st.Settings(ctx)
-	fmt.Fprintf(&b, "settings:%v ", set)
-	bs, _ := e.st.Backfills(ctx, 0)
-	for _, bf := range bs {
-		fmt.Fprintf(&b, "b%d:%s ", bf.ID, bf.State)
-	}
-	// A refused request writes nothing, not even an action-log row.
-	acts, _ := e.st.Actions(ctx, store.LogFilter{Limit: 1 << 20})
-	for _, a := range acts {
-		if a.Actor != engine.Actor { // the scheduler's own rows (dispatches, results) come and go with time
-			fmt.Fprintf(&b, "a%d:%s ", a.ID, a.Action)
-		}
-	}
-	return b.String()
-}
-
-func decodeJSON[T any](t testing.TB, body string) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, body)
-	}
-	return v
-}
 
 // badRequests are, for every endpoint, requests that must get a 4xx with a
 // message naming the problem, and change nothing.
@@ -260,8 +93,8 @@ var badRequests = []struct {
 // rebinding) are refused with the rule and the fix, and change nothing.
 func TestCSRFRefusedAndNothingChanges(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{})
-	before := e.state()
+	e := setupAPI(t, apitest.Opts{})
+	before := e.State()
 	for _, tc := range []struct {
 		name   string
 		header map[string]string
@@ -275,7 +108,7 @@ func TestCSRFRefusedAndNothingChanges(t *testing.T) {
 		{"rebound host", map[string]string{"Content-Type": "application/json"}, "evil.example:8080", 403, "DNS rebinding"},
 	} {
 		for _, path := range []string{"/api/v1/pipelines/shop/pause", "/api/v1/pipelines/shop/tasks/sync/trigger", "/api/v1/executors/register"} {
-			req, err := http.NewRequest("POST", e.srv.URL+path, strings.NewReader(`{"reason": "csrf"}`))
+			req, err := http.NewRequest("POST", e.Srv.URL+path, strings.NewReader(`{"reason": "csrf"}`))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,7 +118,7 @@ func TestCSRFRefusedAndNothingChanges(t *testing.T) {
 			if tc.host != "" {
 				req.Host = tc.host
 			}
-			resp, err := e.srv.Client().Do(req)
+			resp, err := e.Srv.Client().Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,47 +130,33 @@ func TestCSRFRefusedAndNothingChanges(t *testing.T) {
 			}
 		}
 	}
-	if after := e.state(); after != before {
+	if after := e.State(); after != before {
 		t.Errorf("refused requests changed the store:\nbefore %s\nafter  %s", before, after)
 	}
 }
 
 func TestAPIBadRequestsChangeNothing(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{})
-	before := e.state()
+	e := setupAPI(t, apitest.Opts{})
+	before := e.State()
 	for _, tc := range badRequests {
-		code, body := e.call(tc.method, tc.path, tc.body)
+		code, body := e.Call(tc.method, tc.path, tc.body)
 		msg := decodeJSON[map[string]string](t, body)["error"]
 		if code != tc.code || msg == "" || !strings.Contains(msg, tc.want) {
 			t.Errorf("%s %s %.60s: %d %s\nwant %d with %q", tc.method, tc.path, tc.body, code, body, tc.code, tc.want)
 		}
-		if after := e.state(); after != before {
+		if after := e.State(); after != before {
 			t.Fatalf("%s %s changed the store:\nbefore %s\nafter  %s", tc.method, tc.path, before, after)
 		}
 	}
 }
 
-// waitState polls the latest instance of task until it is in state.
-func (e *apiEnv) waitState(task string, state axtype.State) axtype.Instance {
-	e.t.Helper()
-	var in axtype.Instance
-	waitFor(e.t, func() bool {
-		ins, err := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: task, Limit: 1})
-		if err == nil && len(ins) == 1 {
-			in = ins[0]
-		}
-		return in.State == state
-	})
-	return in
-}
-
 func TestAPIEndpoints(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{})
+	e := setupAPI(t, apitest.Opts{})
 	ok := func(method, path, body string, want ...string) string {
 		t.Helper()
-		code, got := e.call(method, path, body)
+		code, got := e.Call(method, path, body)
 		if code/100 != 2 {
 			t.Fatalf("%s %s: %d %s", method, path, code, got)
 		}
@@ -352,28 +171,28 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("GET", "/api/v1/pipelines", "", `"name": "shop"`, `"tasks": 3`)
 	// Run now with the downstream: sync then clean succeed in a run of their own.
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true, "reason": "test"}`, "started for shop.sync (2 task(s))")
-	e.waitState("shop.clean", axtype.Success)
+	e.WaitState("shop.clean", axtype.Success)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/trigger", "", "started for shop.slow (1 task(s))")
-	slow := e.waitState("shop.slow", axtype.Running)
+	slow := e.WaitState("shop.slow", axtype.Running)
 	p := decodeJSON[struct {
-		Tasks     []taskView `json:"tasks"`
+		Tasks     []TaskView `json:"tasks"`
 		Layers    [][]string `json:"layers"`
 		Edges     []struct{ From, To string }
-		LatestRun *runView `json:"latest_run"`
+		LatestRun *RunView `json:"latest_run"`
 	}](t, ok("GET", "/api/v1/pipelines/shop", ""))
 	if len(p.Tasks) != 3 || p.Tasks[0].State != axtype.Success || fmt.Sprint(p.Layers) != "[[slow sync] [clean]]" || len(p.Edges) != 1 || p.LatestRun == nil {
 		t.Errorf("pipeline: %+v", p)
 	}
-	runs := decodeJSON[[]runView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=success&limit=10", ""))
+	runs := decodeJSON[[]RunView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=success&limit=10", ""))
 	if len(runs) != 1 || runs[0].Counts[axtype.Success] != 2 {
 		t.Fatalf("succeeded runs: %+v", runs)
 	}
-	running := decodeJSON[[]runView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=running", ""))
+	running := decodeJSON[[]RunView](t, ok("GET", "/api/v1/pipelines/shop/runs?state=running", ""))
 	if len(running) != 1 || running[0].Counts[axtype.Running] != 1 || running[0].ID == runs[0].ID {
 		t.Fatalf("running runs (slow): %+v", running)
 	}
 	// Paged by key: the page after the running run holds the succeeded one.
-	if next := decodeJSON[[]runView](t, ok("GET", fmt.Sprintf("/api/v1/pipelines/shop/runs?limit=1&before=%d", running[0].ID), "")); len(next) != 1 || next[0].ID != runs[0].ID {
+	if next := decodeJSON[[]RunView](t, ok("GET", fmt.Sprintf("/api/v1/pipelines/shop/runs?limit=1&before=%d", running[0].ID), "")); len(next) != 1 || next[0].ID != runs[0].ID {
 		t.Fatalf("the page before run %d: %+v, want run %d", running[0].ID, next, runs[0].ID)
 	}
 	ok("GET", fmt.Sprintf("/api/v1/runs/%d", runs[0].ID), "", `"instances"`, `"shop.clean"`)
@@ -387,13 +206,13 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("GET", "/api/v1/actions?task=shop.sync&action=dispatch", "", `"action": "dispatch"`)
 	// Kill the slow command through its instance, then rerun it.
 	ok("POST", fmt.Sprintf("/api/v1/instances/%d/kill", slow.ID), "", "kill sent to 1 instance(s)")
-	e.waitState("shop.slow", axtype.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/rerun", "", "rerun")
-	e.waitState("shop.slow", axtype.Running)
+	e.WaitState("shop.slow", axtype.Running)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
-	e.waitState("shop.slow", axtype.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	ok("POST", fmt.Sprintf("/api/v1/runs/%d/rerun", running[0].ID), "", "rerun")
-	e.waitState("shop.slow", axtype.Running)
+	e.WaitState("shop.slow", axtype.Running)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
 	// Pause and resume a task, the pipeline and the group.
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reason": "maintenance"}`, "paused task shop.sync")
@@ -407,22 +226,22 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("PUT", "/api/v1/limits", `{"global": 40, "groups": {"etl": 5}, "reason": "night"}`, "limits now global 40/s, group etl 5/s")
 	ok("GET", "/api/v1/limits", "", `"global": 40`, `"etl": 5`)
 	// Backfills: a dry run stores nothing; a real one is created and cancelled.
-	before := e.state()
+	before := e.State()
 	ok("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2020-01-01", "to": "2025-12-31", "dry_run": true}`, `"plan"`, `"2025-01-01T00:00:00Z"`)
-	if e.state() != before {
+	if e.State() != before {
 		t.Error("a dry-run backfill changed the store")
 	}
 	created := decodeJSON[struct{ ID int64 }](t, ok("POST", "/api/v1/backfills", `{"pipeline": "shop", "from": "2020-01-01", "to": "2025-12-31", "select": "sync+"}`))
 	ok("GET", fmt.Sprintf("/api/v1/backfills/%d", created.ID), "", `"total_runs": 6`, `"select": "sync+"`)
 	ok("GET", "/api/v1/backfills", "", fmt.Sprintf(`"id": %d`, created.ID))
 	ok("POST", fmt.Sprintf("/api/v1/backfills/%d/cancel", created.ID), "", "cancelled")
-	if code, body := e.call("POST", fmt.Sprintf("/api/v1/backfills/%d/cancel", created.ID), ""); code != 409 || !strings.Contains(body, "cancelled already") {
+	if code, body := e.Call("POST", fmt.Sprintf("/api/v1/backfills/%d/cancel", created.ID), ""); code != 409 || !strings.Contains(body, "cancelled already") {
 		t.Errorf("second cancel: %d %s", code, body)
 	}
 	// Executors: one registered (a registration must name its tasks, and shop
 	// has no http task: recorded in the store as the executor API would),
 	// listed with its state.
-	if err := e.st.RegisterExecutor(context.Background(), store.RegisterParams{Address: "http://127.0.0.1:1", Protocol: "http", Tasks: []string{"shop.sync"}, Now: time.Now()}); err != nil {
+	if err := e.St.RegisterExecutor(context.Background(), store.RegisterParams{Address: "http://127.0.0.1:1", Protocol: "http", Tasks: []string{"shop.sync"}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	ok("GET", "/api/v1/executors", "", `"address": "http://127.0.0.1:1"`, `"live": true`)
@@ -440,100 +259,76 @@ func TestAPIEndpoints(t *testing.T) {
 
 func TestAPIAccessToken(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{token: "s3cret"})
-	before := e.state()
+	e := setupAPI(t, apitest.Opts{Token: "s3cret"})
+	before := e.State()
 	for _, tok := range []string{"", "wrong"} {
-		code, body := e.callAs("POST", "/api/v1/pipelines/shop/tasks/sync/pause", "", tok)
+		code, body := e.CallAs("POST", "/api/v1/pipelines/shop/tasks/sync/pause", "", tok)
 		if code != 401 || !strings.Contains(body, "bearer token") {
 			t.Errorf("write with token %q: %d %s", tok, code, body)
 		}
-		if code, _ := e.callAs("GET", "/api/v1/pipelines", "", tok); code != 401 {
+		if code, _ := e.CallAs("GET", "/api/v1/pipelines", "", tok); code != 401 {
 			t.Errorf("read with token %q: %d, want 401 (reads are not opened)", tok, code)
 		}
-		if code, _ := e.callAs("GET", "/metrics", "", tok); code != 401 {
+		if code, _ := e.CallAs("GET", "/metrics", "", tok); code != 401 {
 			t.Errorf("metrics with token %q: %d, want 401", tok, code)
 		}
 	}
-	if e.state() != before {
+	if e.State() != before {
 		t.Fatal("a refused write changed the store")
 	}
-	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/pause", ""); code != 200 {
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/sync/pause", ""); code != 200 {
 		t.Fatalf("write with the token: %d %s", code, body)
 	}
-	if e.state() == before {
+	if e.State() == before {
 		t.Error("an accepted pause changed nothing")
 	}
 	// The console page itself loads without the token; its API calls carry it.
-	if code, _ := e.callAs("GET", "/", "", ""); code != 200 {
+	if code, _ := e.CallAs("GET", "/", "", ""); code != 200 {
 		t.Errorf("console page: %d", code)
 	}
 
-	open := setupAPI(t, apiOpts{token: "s3cret", openReads: true})
-	if code, _ := open.callAs("GET", "/api/v1/pipelines", "", ""); code != 200 {
+	open := setupAPI(t, apitest.Opts{Token: "s3cret", OpenReads: true})
+	if code, _ := open.CallAs("GET", "/api/v1/pipelines", "", ""); code != 200 {
 		t.Errorf("open reads: %d, want 200 without a token", code)
 	}
-	if code, _ := open.callAs("PUT", "/api/v1/limits", `{"global": 1}`, ""); code != 401 {
+	if code, _ := open.CallAs("PUT", "/api/v1/limits", `{"global": 1}`, ""); code != 401 {
 		t.Errorf("write with open reads and no token: %d, want 401", code)
 	}
 }
 
 func TestAPIStandbyRefusesWrites(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{standby: true})
+	e := setupAPI(t, apitest.Opts{Standby: true})
 	ctx := context.Background()
 	now := time.Now()
-	if _, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: "host-a:42", TTL: time.Minute, Now: now}); err != nil {
+	if _, err := e.St.AcquireLease(ctx, store.LeaseParams{Holder: "host-a:42", TTL: time.Minute, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.SetSetting(ctx, primaryAPISetting, "http://10.0.0.7:8080", now); err != nil {
+	if err := e.St.SetSetting(ctx, PrimarySetting, "http://10.0.0.7:8080", now); err != nil {
 		t.Fatal(err)
 	}
-	before := e.state()
-	code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/pause", "")
+	before := e.State()
+	code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/sync/pause", "")
 	if code != 503 || !strings.Contains(body, "standby") || !strings.Contains(body, `"primary": "http://10.0.0.7:8080"`) || !strings.Contains(body, "host-a:42") {
 		t.Errorf("write on a standby: %d %s", code, body)
 	}
-	if e.state() != before {
+	if e.State() != before {
 		t.Error("a write refused by the standby changed the store")
 	}
-	if code, body := e.call("GET", "/api/v1/pipelines/shop", ""); code != 200 {
+	if code, body := e.Call("GET", "/api/v1/pipelines/shop", ""); code != 200 {
 		t.Errorf("read on a standby: %d %s", code, body)
 	}
-	if code, body := e.call("GET", "/readyz", ""); code != 200 || !strings.Contains(body, `"role": "standby"`) {
+	if code, body := e.Call("GET", "/readyz", ""); code != 200 || !strings.Contains(body, `"role": "standby"`) {
 		t.Errorf("readyz on a standby: %d %s", code, body)
 	}
 }
 
-func TestCheckListen(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		addr, token, exec string
-		insecure          bool
-		want              string // "" for allowed
-	}{
-		{"127.0.0.1:8080", "", "", false, ""},
-		{"localhost:8080", "", "", false, ""},
-		{"[::1]:8080", "", "", false, ""},
-		{"0.0.0.0:8080", "", "", false, "not a loopback address: set AX_ADMIN_TOKEN"},
-		{":8080", "", "e", false, "not a loopback address"},
-		{"0.0.0.0:8080", "t", "", false, "set AX_EXECUTOR_TOKEN too"},
-		{"0.0.0.0:8080", "t", "e", false, ""},
-		{"0.0.0.0:8080", "", "", true, ""},
-		{"8080", "", "", false, "give host:port"},
-	} {
-		err := checkListen(tc.addr, tc.token, tc.exec, tc.insecure)
-		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("checkListen(%q, token %q, executor token %q, insecure %v) = %v, want %q", tc.addr, tc.token, tc.exec, tc.insecure, err, tc.want)
-		}
-	}
-}
-
 // TestAPIDocMatchesRoutes: the API reference (docs/api.md) is generated from the
-// route table; refresh it with go test ./cmd/ax -run TestAPIDoc -update.
+// route table; refresh it with go test ./api -run TestAPIDoc -update.
 func TestAPIDocMatchesRoutes(t *testing.T) {
 	t.Parallel()
 	const begin, end = "<!-- api:begin -->\n", "<!-- api:end -->"
-	raw, err := os.ReadFile("../../docs/api.md")
+	raw, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,18 +340,18 @@ func TestAPIDocMatchesRoutes(t *testing.T) {
 	want := apiDoc()
 	if got := readme[i+len(begin) : j]; got != want {
 		if *update {
-			if err := os.WriteFile("../../docs/api.md", []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644); err != nil {
+			if err := os.WriteFile("../docs/api.md", []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("docs/api.md is out of date: run go test ./cmd/ax -run TestAPIDoc -update\ngot:\n%s\nwant:\n%s", got, want)
+		t.Errorf("docs/api.md is out of date: run go test ./api -run TestAPIDoc -update\ngot:\n%s\nwant:\n%s", got, want)
 	}
 	// Every documented route is served: none answers with the catch-all 404.
-	e := setupAPI(t, apiOpts{standby: true})
+	e := setupAPI(t, apitest.Opts{Standby: true})
 	for _, rt := range adminRoutes() {
 		path := strings.NewReplacer("{pipeline}", "shop", "{task}", "sync", "{group}", "etl", "{run}", "1", "{id}", "1").Replace(rt.path)
-		code, body := e.call(rt.method, path, "")
+		code, body := e.Call(rt.method, path, "")
 		if strings.Contains(body, "no endpoint") || code == http.StatusMethodNotAllowed {
 			t.Errorf("%s %s: %d %s", rt.method, rt.path, code, body)
 		}
@@ -567,20 +362,20 @@ func TestAPIDocMatchesRoutes(t *testing.T) {
 // results need it; without it nothing is registered.
 func TestExecutorToken(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apiOpts{execToken: "x-tok"})
+	e := setupAPI(t, apitest.Opts{ExecToken: "x-tok"})
 	reg := `{"address": "http://127.0.0.1:1", "tasks": []}`
 	for _, path := range []string{"/api/v1/executors/register", "/api/v1/executors/heartbeat", "/api/v1/results"} {
-		code, body := e.callAs("POST", path, reg, "")
+		code, body := e.CallAs("POST", path, reg, "")
 		if code != 401 || !strings.Contains(body, "AX_EXECUTOR_TOKEN") {
 			t.Errorf("POST %s without the executor token: %d %s", path, code, body)
 		}
 	}
-	if exs, _ := e.st.Executors(context.Background(), ""); len(exs) != 0 {
+	if exs, _ := e.St.Executors(context.Background(), ""); len(exs) != 0 {
 		t.Fatalf("executors registered without the token: %+v", exs)
 	}
 	// With the token the request passes the door and reaches the
 	// registration rules (this one names no tasks, so it is refused by them).
-	if code, body := e.callAs("POST", "/api/v1/executors/register", reg, "x-tok"); code != 400 || !strings.Contains(body, "names no tasks") {
+	if code, body := e.CallAs("POST", "/api/v1/executors/register", reg, "x-tok"); code != 400 || !strings.Contains(body, "names no tasks") {
 		t.Errorf("register with the executor token: %d %s", code, body)
 	}
 }

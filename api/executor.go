@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func (a *executorAPI) guard(next http.HandlerFunc) http.HandlerFunc {
 
 // apiError writes {"error": "…"} with code, the error form of every endpoint.
 func apiError(w http.ResponseWriter, code int, format string, args ...any) {
-	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
+	writeJSON(w, code, ErrorBody{Error: fmt.Sprintf(format, args...)})
 }
 
 // graph returns the pipelines in force.
@@ -130,7 +130,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"registered": ids})
+	_ = json.NewEncoder(w).Encode(Registered{Registered: ids})
 }
 
 func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -159,10 +159,10 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveAPI serves h on ln until ctx ends, behind the door: JSON mutations,
+// Serve serves h on ln until ctx ends, behind the door: JSON mutations,
 // no foreign Origin, no foreign Host on a loopback listener, timeouts and
 // connection caps (see package door).
-func serveAPI(ctx context.Context, ln net.Listener, h http.Handler, listen string) error {
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string) error {
 	srv := door.NewServer(door.Config{Listen: listen}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -231,5 +231,5 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 	} else if a.deliver != nil {
 		a.deliver(rep) // the attempt waiting in this process, if any, at once; the primary reads the inbox for the others
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ticket": rep.Ticket, "received": "stored", "duplicate": dup})
+	writeJSON(w, http.StatusOK, Receipt{Ticket: rep.Ticket, Received: "stored", Duplicate: dup})
 }

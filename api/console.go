@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -36,6 +36,9 @@ func consoleHandler() http.Handler {
 // executorCollector reports registered executors as live or excluded
 // (R33), read from the store at each scrape.
 type executorCollector struct{ st *store.Store }
+
+// NewExecutorCollector returns the collector of ax_executors for st.
+func NewExecutorCollector(st *store.Store) prometheus.Collector { return &executorCollector{st: st} }
 
 var executorsDesc = prometheus.NewDesc("ax_executors", "Registered executors, by state: live (a heartbeat within 30 s) or excluded.", []string{"state"}, nil)
 

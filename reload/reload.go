@@ -1,4 +1,8 @@
-package main
+// Package reload watches the pipeline files of ax server and hands a
+// changed set to the engine, validated as a whole. It lives apart from the
+// command so that the API (which reports the last reload) and the server's
+// wiring share one watcher.
+package reload
 
 import (
 	"context"
@@ -7,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,13 +25,13 @@ import (
 	"github.com/ax-sched/ax/engine"
 )
 
-// reloader watches the --pipelines files of ax server and hands a changed
+// Watcher watches the --pipelines files of ax server and hands a changed
 // set to the engine, validated as a whole: one broken file keeps the whole
 // running set, and its ax validate messages are logged and kept for the
 // API and the console. It polls the files' contents (editors that write a
 // temporary file and rename it are seen like any other), and SIGHUP asks
 // for a reload at once.
-type reloader struct {
+type Watcher struct {
 	paths []string
 	rate  float64 // --dispatch-rate, for the same warnings as ax validate
 	eng   *engine.Engine
@@ -36,12 +39,12 @@ type reloader struct {
 	now   func() time.Time
 
 	mu   sync.Mutex
-	last *reloadStatus // nil before the first reload
-	sum  string        // fingerprint of the files last loaded
+	last *Status // nil before the first reload
+	sum  string  // fingerprint of the files last loaded
 }
 
-// reloadStatus is the outcome of the last reload, for GET /api/v1/reload.
-type reloadStatus struct {
+// Status is the outcome of the last reload, for GET /api/v1/reload.
+type Status struct {
 	At      time.Time   `json:"at"`
 	Cause   string      `json:"cause"` // "files changed" or "SIGHUP"
 	OK      bool        `json:"ok"`
@@ -50,26 +53,26 @@ type reloadStatus struct {
 	Errors  []string    `json:"errors,omitempty"` // file:line:col messages, as ax validate prints them
 }
 
-// newReloader watches paths for eng, whose pipelines were loaded from
-// files whose fingerprint (filesSum) was sum, taken before they were read:
+// New watches paths for eng, whose pipelines were loaded from
+// files whose fingerprint (FilesSum) was sum, taken before they were read:
 // a file that changes while the server starts is reloaded.
-func newReloader(paths []string, sum string, rate float64, eng *engine.Engine, log *slog.Logger) *reloader {
-	return &reloader{paths: paths, sum: sum, rate: rate, eng: eng, log: log, now: time.Now}
+func New(paths []string, sum string, rate float64, eng *engine.Engine, log *slog.Logger) *Watcher {
+	return &Watcher{paths: paths, sum: sum, rate: rate, eng: eng, log: log, now: time.Now}
 }
 
 // Last returns the last reload's outcome, or nil.
-func (r *reloader) Last() *reloadStatus {
+func (r *Watcher) Last() *Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.last
 }
 
-// reload loads and validates the files and, when they are valid, hands
+// Reload loads and validates the files and, when they are valid, hands
 // them to the engine.
-func (r *reloader) reload(cause string) reloadStatus {
-	sum := filesSum(r.paths)
-	st := reloadStatus{At: r.now().UTC(), Cause: cause}
-	g, errs, err := dag.Load(r.paths, defs.Options{}, dag.Options{DispatchRate: dispatchRateForWarnings(r.rate)})
+func (r *Watcher) Reload(cause string) Status {
+	sum := FilesSum(r.paths)
+	st := Status{At: r.now().UTC(), Cause: cause}
+	g, errs, err := dag.Load(r.paths, defs.Options{}, dag.Options{DispatchRate: WarnRate(r.rate)})
 	switch {
 	case err != nil:
 		st.Errors = []string{err.Error()}
@@ -103,10 +106,10 @@ func (r *reloader) reload(cause string) reloadStatus {
 	return st
 }
 
-// run polls the files every interval and reloads once a change has been
+// Run polls the files every interval and reloads once a change has been
 // stable for one interval (a file half written is not read twice alike);
 // SIGHUP reloads at once. It returns when ctx ends.
-func (r *reloader) run(ctx context.Context, interval time.Duration) {
+func (r *Watcher) Run(ctx context.Context, interval time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -116,33 +119,33 @@ func (r *reloader) run(ctx context.Context, interval time.Duration) {
 		defer tick.Stop()
 		ticks = tick.C
 	}
-	r.watch(ctx, ticks, hup)
+	r.Watch(ctx, ticks, hup)
 }
 
-// watch reloads on hup, and on ticks when the files' fingerprint changed
+// Watch reloads on hup, and on ticks when the files' fingerprint changed
 // and stayed the same since the previous tick.
-func (r *reloader) watch(ctx context.Context, ticks <-chan time.Time, hup <-chan os.Signal) {
+func (r *Watcher) Watch(ctx context.Context, ticks <-chan time.Time, hup <-chan os.Signal) {
 	seen := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			r.reload("SIGHUP")
+			r.Reload("SIGHUP")
 		case <-ticks:
-			sum := filesSum(r.paths)
+			sum := FilesSum(r.paths)
 			r.mu.Lock()
 			loaded := r.sum
 			r.mu.Unlock()
 			if sum != loaded && sum == seen {
-				r.reload("files changed")
+				r.Reload("files changed")
 			}
 			seen = sum
 		}
 	}
 }
 
-// filesSum fingerprints the pipeline files under paths (the *.yaml and
+// FilesSum fingerprints the pipeline files under paths (the *.yaml and
 // *.yml files ax validate reads): their names and contents. A path or file
 // that cannot be read (a dangling symlink, a directory gone, no permission)
 // is fingerprinted by its name and the error, not skipped and not an error
@@ -151,7 +154,7 @@ func (r *reloader) watch(ctx context.Context, ticks <-chan time.Time, hup <-chan
 // the watcher going blind to every other file while it is there. A path
 // renamed away for a moment is not reloaded: a change must stay the same
 // for one interval.
-func filesSum(paths []string) string {
+func FilesSum(paths []string) string {
 	h := sha256.New()
 	unreadable := func(path string, err error) {
 		io.WriteString(h, path+"\x00unreadable: "+err.Error()+"\x00")
@@ -197,16 +200,12 @@ func filesSum(paths []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// reloadStatus serves GET /api/v1/reload.
-func (a *admin) reloadStatus(r *http.Request) (any, error) {
-	if _, err := parseQuery(r); err != nil {
-		return nil, err
+// WarnRate is the dispatch rate that validation warns against (tasks whose
+// fires could exceed it): --dispatch-rate, where 0 (unlimited) warns of
+// nothing.
+func WarnRate(rate float64) int {
+	if rate <= 0 {
+		return -1 // unlimited: no collision can exceed it
 	}
-	out := map[string]any{"running": engine.Fingerprint(a.graph()), "last": nil}
-	if a.reload != nil {
-		if l := a.reload.Last(); l != nil {
-			out["last"] = l
-		}
-	}
-	return out, nil
+	return max(1, int(rate))
 }

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -14,18 +14,13 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/store"
 )
 
-const gridPipeline = `pipeline: shop
-group: etl
-timezone: Asia/Shanghai
-schedule: "0 0 1 1 *"
-tasks:
-  - {name: sync, function: noop}
-  - {name: clean, depends_on: [sync], params: {ok: "no"}, command: ["sh", "-c", "test '{{ .Params.ok }}' = yes"]}
-`
+const gridPipeline = apitest.GridPipeline
 
 // TestConsolePagesInBrowser drives the grid, run, task and operations pages
 // in headless Chromium: the grid shows the states of three runs; each run
@@ -37,7 +32,7 @@ tasks:
 func TestConsolePagesInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx, scriptErrors := browser(t)
-	e := setupAPI(t, apiOpts{pipeline: gridPipeline, others: []string{pagerPipeline}})
+	e := setupAPI(t, apitest.Opts{Pipeline: gridPipeline, Others: []string{pagerPipeline}})
 	shanghai, err := time.LoadLocation("Asia/Shanghai")
 	if err != nil {
 		t.Fatal(err)
@@ -48,12 +43,12 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		if onlySync {
 			path, body = "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": %q}`, at)
 		}
-		if code, out := e.call("POST", path, body); code != 200 {
+		if code, out := e.Call("POST", path, body); code != 200 {
 			t.Fatalf("trigger at %s: %d %s", at, code, out)
 		}
 		var run int64
 		waitFor(t, func() bool {
-			ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{Pipeline: "shop", Limit: 1000})
+			ins, _ := e.St.Instances(context.Background(), store.InstanceFilter{Pipeline: "shop", Limit: 1000})
 			for _, in := range ins {
 				if in.LogicalTime.In(shanghai).Format("2006-01-02") == at[:10] && in.State.Terminal() && (onlySync || in.TaskID == "shop.clean") {
 					run = in.RunID
@@ -87,7 +82,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	}
 
 	// Grid: three runs, newest right, each cell its instance's state.
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/grid/shop"), chromedp.WaitVisible(css(`#grid td.cell[data-run="`+fmt.Sprint(only)+`"]`)), shoot("grid")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/grid/shop"), chromedp.WaitVisible(css(`#grid td.cell[data-run="`+fmt.Sprint(only)+`"]`)), shoot("grid")); err != nil {
 		t.Fatalf("grid: %v (script errors: %v)", err, scriptErrors())
 	}
 	for _, c := range []struct {
@@ -110,11 +105,11 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	// Grid paging: 23 runs of pager; the newest 20 first, then back in time
 	// to the 3 oldest, and forward again to the newest.
 	for d := 1; d <= 23; d++ {
-		if code, out := e.call("POST", "/api/v1/pipelines/pager/trigger", fmt.Sprintf(`{"at": "2025-01-%02dT00:00:00"}`, d)); code != 200 {
+		if code, out := e.Call("POST", "/api/v1/pipelines/pager/trigger", fmt.Sprintf(`{"at": "2025-01-%02dT00:00:00"}`, d)); code != 200 {
 			t.Fatalf("trigger pager: %d %s", code, out)
 		}
 	}
-	pagerRuns, err := e.st.Runs(context.Background(), "pager", 100) // newest first
+	pagerRuns, err := e.St.Runs(context.Background(), "pager", 100) // newest first
 	if err != nil || len(pagerRuns) != 23 {
 		t.Fatalf("pager runs: %d, %v", len(pagerRuns), err)
 	}
@@ -135,7 +130,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 		return strings.Join(h, ",")
 	}
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/grid/pager"), chromedp.WaitVisible(css(`#grid th[data-run="`+newest[19]+`"]`)), shoot("grid-newest"))
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/grid/pager"), chromedp.WaitVisible(css(`#grid th[data-run="`+newest[19]+`"]`)), shoot("grid-newest"))
 	if err != nil {
 		t.Fatalf("pager grid: %v (script errors: %v)", err, scriptErrors())
 	}
@@ -160,7 +155,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		sync, clean string
 		attempts    int
 	}{{ok, "SUCCESS", "SUCCESS", 2}, {bad, "SUCCESS", "FAILED", 2}, {only, "SUCCESS", "NONE", 1}} {
-		err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/#/r/%d", e.srv.URL, c.run)), chromedp.WaitVisible(css(fmt.Sprintf(`#rungraph[data-run="%d"] g.node[data-task="clean"]`, c.run))),
+		err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/#/r/%d", e.Srv.URL, c.run)), chromedp.WaitVisible(css(fmt.Sprintf(`#rungraph[data-run="%d"] g.node[data-task="clean"]`, c.run))),
 			chromedp.WaitVisible(css(`#gantt`)))
 		if err != nil {
 			t.Fatalf("run %d: %v (script errors: %v)", c.run, err, scriptErrors())
@@ -186,7 +181,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	// Pipeline page: each task's next fire from its schedule (the yearly
 	// fire is far beyond the window of runs created ahead).
 	var next string
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="clean"] td.next`)), shoot("pipeline"))
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="clean"] td.next`)), shoot("pipeline"))
 	if err == nil {
 		next, err = chromedp.Run(ctx, chromedp.Text(css(`tr[data-task="clean"] td.next`)))
 	}
@@ -204,7 +199,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 
 	// Task page: the next ten fires from the schedule, in the zone with the offset.
 	var fires []string
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/t/shop/clean"), chromedp.WaitVisible(css(`#nextfires li`)), shoot("task"))
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/t/shop/clean"), chromedp.WaitVisible(css(`#nextfires li`)), shoot("task"))
 	if err == nil {
 		fires, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#nextfires li")].map(l => l.textContent)`))
 	}
@@ -216,9 +211,9 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	}
 
 	// Forms: a bad value shows the API's error, and nothing changes.
-	before, _ := e.st.Runs(context.Background(), "shop", 100)
-	actsBefore, _ := e.st.Actions(context.Background(), store.LogFilter{Limit: 1000})
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-limits`)),
+	before, _ := e.St.Runs(context.Background(), "shop", 100)
+	actsBefore, _ := e.St.Actions(context.Background(), store.LogFilter{Limit: 1000})
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-limits`)),
 		chromedp.SetValue(css(`#f-limits input[name="global"]`), "-5"),
 		click(css(`#f-limits button[type="submit"]`)),
 		chromedp.WaitVisible(css(`#f-limits .result.error`)),
@@ -260,21 +255,21 @@ func TestConsolePagesInBrowser(t *testing.T) {
 			t.Errorf("%s shows %q, want the API's error naming %s (%v)", form, got, want, err)
 		}
 	}
-	code, limits := e.call("GET", "/api/v1/limits", "")
+	code, limits := e.Call("GET", "/api/v1/limits", "")
 	var l struct{ Global float64 }
 	if code != 200 || json.Unmarshal([]byte(limits), &l) != nil || l.Global != 0 {
 		t.Errorf("limits after the refused form: %d %s", code, limits)
 	}
-	if after, _ := e.st.Runs(context.Background(), "shop", 100); len(after) != len(before) {
+	if after, _ := e.St.Runs(context.Background(), "shop", 100); len(after) != len(before) {
 		t.Errorf("runs: %d before the refused forms, %d after", len(before), len(after))
 	}
-	if bs, _ := e.st.Backfills(context.Background(), 0); len(bs) != 0 {
+	if bs, _ := e.St.Backfills(context.Background(), 0); len(bs) != 0 {
 		t.Errorf("backfills after a refused preview: %d", len(bs))
 	}
-	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+	if ps, err := e.St.Pauses(context.Background()); err != nil || len(ps) != 0 {
 		t.Errorf("pauses after a refused group form: %+v %v", ps, err)
 	}
-	if as, err := e.st.Actions(context.Background(), store.LogFilter{Limit: 1000}); err != nil || len(as) != len(actsBefore) {
+	if as, err := e.St.Actions(context.Background(), store.LogFilter{Limit: 1000}); err != nil || len(as) != len(actsBefore) {
 		t.Errorf("actions: %d before the refused forms, %d after (%v)", len(actsBefore), len(as), err)
 	}
 
@@ -285,29 +280,29 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pause group: %v (script errors: %v)", err, scriptErrors())
 	}
-	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 1 || ps[0].Scope != store.ScopeGroup || ps[0].Name != "etl" {
+	if ps, err := e.St.Pauses(context.Background()); err != nil || len(ps) != 1 || ps[0].Scope != store.ScopeGroup || ps[0].Name != "etl" {
 		t.Errorf("pauses after the group form: %+v %v; want group etl", ps, err)
 	}
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="sync"] td.state .pill.PAUSED`)))
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="sync"] td.state .pill.PAUSED`)))
 	if err != nil {
 		t.Errorf("the pipeline page does not show sync paused with its group: %v", err)
 	}
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
 		chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
 		click(css(`#f-group button[data-verb="resume"]`)),
 		chromedp.WaitVisible(css(`#f-group .result.ok`)))
 	if err != nil {
 		t.Fatalf("resume group: %v (script errors: %v)", err, scriptErrors())
 	}
-	if ps, err := e.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+	if ps, err := e.St.Pauses(context.Background()); err != nil || len(ps) != 0 {
 		t.Errorf("pauses after resuming the group: %+v %v", ps, err)
 	}
 
 	// The forms that go through: run now with a logical time and params,
 	// a backfill previewed (nothing starts) then started, limits.
 	// (From another page first: the forms already shown would take the values, then be drawn again.)
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`#graph`)),
-		chromedp.Navigate(e.srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-trigger`)),
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`#graph`)),
+		chromedp.Navigate(e.Srv.URL+"/#/forms/shop"), chromedp.WaitVisible(css(`#f-trigger`)),
 		chromedp.SetValue(css(`#f-trigger input[name="at"]`), "2026-03-04T02:00:00"),
 		chromedp.SetValue(css(`#f-trigger input[name="params"]`), "ok=yes"),
 		click(css(`#f-trigger button[type="submit"]`)),
@@ -332,7 +327,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if cls := attr(`#f-backfill .result`, "class"); strings.Contains(cls, "error") {
 		t.Errorf("the plan is shown as an error (class %q), the refusal before it still colouring it", cls)
 	}
-	if bs, _ := e.st.Backfills(context.Background(), 0); len(bs) != 0 {
+	if bs, _ := e.St.Backfills(context.Background(), 0); len(bs) != 0 {
 		t.Errorf("backfills after a preview: %d, want none", len(bs))
 	}
 	err = chromedp.Do(ctx, click(css(`#f-backfill button[type="submit"]`)), chromedp.WaitVisible(css(`#f-backfill .result.ok`)),
@@ -343,7 +338,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Fatalf("backfill and limits: %v (script errors: %v)", err, scriptErrors())
 	}
 	waitFor(t, func() bool { // run now used the logical time (in the pipeline's zone) and the params: clean passes
-		ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.clean", States: []axtype.State{axtype.Success}, Limit: 100})
+		ins, _ := e.St.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.clean", States: []axtype.State{axtype.Success}, Limit: 100})
 		for _, in := range ins {
 			if in.LogicalTime.Equal(time.Date(2026, 3, 4, 2, 0, 0, 0, shanghai)) {
 				return true
@@ -351,22 +346,22 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 		return false
 	})
-	if bs, err := e.st.Backfills(context.Background(), 0); err != nil || len(bs) != 1 || bs[0].TotalRuns != 1 {
+	if bs, err := e.St.Backfills(context.Background(), 0); err != nil || len(bs) != 1 || bs[0].TotalRuns != 1 {
 		t.Errorf("backfills after the form: %+v %v; want one of one run", bs, err)
 	} else if got, _ := chromedp.Run(ctx, chromedp.Text(css(`#f-backfill .result`))); !strings.HasPrefix(got, fmt.Sprintf("backfill %d started: 1 run(s) of sync → clean", bs[0].ID)) {
 		t.Errorf("the backfill form says %q once started", got)
 	}
-	if code, body := e.call("GET", "/api/v1/limits", ""); code != 200 || !strings.Contains(body, `"global": 50`) {
+	if code, body := e.Call("GET", "/api/v1/limits", ""); code != 200 || !strings.Contains(body, `"global": 50`) {
 		t.Errorf("limits after the form: %d %s", code, body)
 	}
 
 	// Mark, from a run's timeline: clean of run bad, FAILED, marked success.
-	cleans, err := e.st.Instances(context.Background(), store.InstanceFilter{RunID: bad, TaskID: "shop.clean", Limit: 10})
+	cleans, err := e.St.Instances(context.Background(), store.InstanceFilter{RunID: bad, TaskID: "shop.clean", Limit: 10})
 	if err != nil || len(cleans) != 1 {
 		t.Fatalf("clean of run %d: %+v %v", bad, cleans, err)
 	}
 	cleanBad := cleans[0]
-	err = chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
+	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
 		click(css(fmt.Sprintf(`button[data-show="%d"]`, bad))),
 		chromedp.WaitVisible(css(fmt.Sprintf(`button[data-mark="%d"][data-state="success"]`, cleanBad.ID))),
 		click(css(fmt.Sprintf(`button[data-mark="%d"][data-state="success"]`, cleanBad.ID))))
@@ -376,7 +371,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mark: %v (script errors: %v)", err, scriptErrors())
 	}
-	if in, err := e.st.Instance(context.Background(), cleanBad.ID); err != nil || in.State != axtype.Success {
+	if in, err := e.St.Instance(context.Background(), cleanBad.ID); err != nil || in.State != axtype.Success {
 		t.Errorf("clean of run %d after marking it success: %s %v", bad, in.State, err)
 	}
 
@@ -385,7 +380,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		{"#/", `tr[data-pipeline="shop"]`, "pipelines"}, {"#/actions", "#actions", "actions"}, {"#/backfills", "#backfills", "backfills"},
 		{"#/t/shop/clean", "#nextfires li", "task-after"},
 	} {
-		if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/"+pg.hash), chromedp.WaitVisible(css(pg.sel)), shoot(pg.name)); err != nil {
+		if err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/"+pg.hash), chromedp.WaitVisible(css(pg.sel)), shoot(pg.name)); err != nil {
 			t.Errorf("%s: %v (script errors: %v)", pg.hash, err, scriptErrors())
 		}
 		if pg.name != "actions" {
@@ -402,8 +397,8 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	// Without the admin token (the console asks for it; the operator
 	// dismisses the question) a form shows the API's refusal, and nothing
 	// changes.
-	locked := setupAPI(t, apiOpts{pipeline: gridPipeline, token: "t0ken", openReads: true})
-	err = chromedp.Do(ctx, chromedp.Navigate(locked.srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
+	locked := setupAPI(t, apitest.Opts{Pipeline: gridPipeline, Token: "t0ken", OpenReads: true})
+	err = chromedp.Do(ctx, chromedp.Navigate(locked.Srv.URL+"/#/forms"), chromedp.WaitVisible(css(`#f-group`)),
 		chromedp.SetValue(css(`#f-group input[name="group"]`), "etl"),
 		click(css(`#f-group button[data-verb="pause"]`)),
 		chromedp.WaitVisible(css(`#f-group .result.error`)),
@@ -419,25 +414,25 @@ func TestConsolePagesInBrowser(t *testing.T) {
 			t.Errorf("%s without the token shows %q, want the API's refusal (%v)", form, got, err)
 		}
 	}
-	if ps, err := locked.st.Pauses(context.Background()); err != nil || len(ps) != 0 {
+	if ps, err := locked.St.Pauses(context.Background()); err != nil || len(ps) != 0 {
 		t.Errorf("pauses after a form without the token: %+v %v", ps, err)
 	}
-	if rs, err := locked.st.Runs(context.Background(), "shop", 100); err != nil || len(rs) != 0 {
+	if rs, err := locked.St.Runs(context.Background(), "shop", 100); err != nil || len(rs) != 0 {
 		t.Errorf("runs after a form without the token: %d %v", len(rs), err)
 	}
 
 	// After a reload refused for an invalid file, the pipelines page says
 	// the running set stays and shows the file:line:col messages.
 	files := t.TempDir()
-	write(t, filepath.Join(files, "good.yaml"), gridPipeline)
-	write(t, filepath.Join(files, "bad.yaml"), "pipeline: bad\ntasks:\n  - {name: z, function: noop, depends_on: [nosuch]}\n")
-	rl := newReloader([]string{files}, "", 0, nil, slog.New(slog.DiscardHandler))
-	if st := rl.reload("files changed"); st.OK {
+	apitest.WriteFile(t, filepath.Join(files, "good.yaml"), gridPipeline)
+	apitest.WriteFile(t, filepath.Join(files, "bad.yaml"), "pipeline: bad\ntasks:\n  - {name: z, function: noop, depends_on: [nosuch]}\n")
+	rl := reload.New([]string{files}, "", 0, nil, slog.New(slog.DiscardHandler))
+	if st := rl.Reload("files changed"); st.OK {
 		t.Fatal("the broken set was accepted")
 	}
-	refused := setupAPI(t, apiOpts{pipeline: gridPipeline, reload: rl})
+	refused := setupAPI(t, apitest.Opts{Pipeline: gridPipeline, Reload: rl})
 	var box string
-	err = chromedp.Do(ctx, chromedp.Navigate(refused.srv.URL+"/#/"), chromedp.WaitVisible(css(`#reload[data-ok="false"]`)), shoot("reload-refused"))
+	err = chromedp.Do(ctx, chromedp.Navigate(refused.Srv.URL+"/#/"), chromedp.WaitVisible(css(`#reload[data-ok="false"]`)), shoot("reload-refused"))
 	if err == nil {
 		box, err = chromedp.Run(ctx, chromedp.Text(css(`#reload`)))
 	}
@@ -477,7 +472,7 @@ tasks:
 func TestConsoleShowsLogsSafelyAndPagesRuns(t *testing.T) {
 	t.Parallel()
 	ctx, scriptErrors := browser(t)
-	e := setupAPI(t, apiOpts{pipeline: `pipeline: shop
+	e := setupAPI(t, apitest.Opts{Pipeline: `pipeline: shop
 group: etl
 timezone: UTC
 schedule: "0 0 1 1 *"
@@ -485,24 +480,24 @@ tasks:
   - {name: sync, function: noop}
   - {name: talk, command: ["sh", "-c", "printf 'ok\\377<b id=injected>bold</b>\\n'; echo '<img src=x onerror=alert(1)>' >&2"]}
 `})
-	if code, out := e.call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != 200 {
+	if code, out := e.Call("POST", "/api/v1/pipelines/shop/tasks/talk/trigger", ""); code != 200 {
 		t.Fatalf("trigger talk: %d %s", code, out)
 	}
-	talk := e.waitState("shop.talk", axtype.Success)
+	talk := e.WaitState("shop.talk", axtype.Success)
 	for i := range 21 { // 22 runs: a full page of 15 and 7 older; 21 instances of sync: 20 and 1 older
-		if code, out := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": "2026-02-%02dT00:00:00"}`, i+1)); code != 200 {
+		if code, out := e.Call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", fmt.Sprintf(`{"at": "2026-02-%02dT00:00:00"}`, i+1)); code != 200 {
 			t.Fatalf("trigger sync: %d %s", code, out)
 		}
 	}
 	waitFor(t, func() bool {
-		ins, _ := e.st.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.sync", States: []axtype.State{axtype.Success}, Limit: 100})
+		ins, _ := e.St.Instances(context.Background(), store.InstanceFilter{TaskID: "shop.sync", States: []axtype.State{axtype.Success}, Limit: 100})
 		return len(ins) == 21
 	})
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	var text string
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	err := chromedp.Do(wctx, chromedp.Navigate(e.srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`button[data-log]`)),
+	err := chromedp.Do(wctx, chromedp.Navigate(e.Srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`button[data-log]`)),
 		click(css(`tr[data-task="talk"] button[data-log]`)), chromedp.WaitVisible(css(`#logview`)))
 	if err == nil {
 		text, err = chromedp.Run(ctx, chromedp.Text(css(`#logview pre`)))
@@ -535,7 +530,7 @@ tasks:
 		t.Fatalf("older runs: %v (script errors: %v)", err, scriptErrors())
 	}
 	older := runs()
-	all, _ := e.st.Runs(context.Background(), "shop", 100)
+	all, _ := e.St.Runs(context.Background(), "shop", 100)
 	if len(all) != 22 || !slices.Equal(first, ids(all[:15], func(r axtype.Run) int64 { return r.ID })) ||
 		!slices.Equal(older, ids(all[15:], func(r axtype.Run) int64 { return r.ID })) {
 		t.Errorf("runs shown %v then %v; the store holds %d", first, older, len(all))
@@ -566,8 +561,8 @@ tasks:
 		}
 	}
 	bg := context.Background()
-	insAll, err1 := e.st.Instances(bg, store.InstanceFilter{TaskID: "shop.sync", Limit: 1000})
-	histAll, err2 := e.st.History(bg, store.LogFilter{TaskID: "shop.sync", Newest: true, Limit: 1000})
+	insAll, err1 := e.St.Instances(bg, store.InstanceFilter{TaskID: "shop.sync", Limit: 1000})
+	histAll, err2 := e.St.History(bg, store.LogFilter{TaskID: "shop.sync", Newest: true, Limit: 1000})
 	if err1 != nil || err2 != nil || len(insAll) != 21 || len(histAll) <= 30 {
 		t.Fatalf("store: %d instances (%v), %d history rows (%v): want 21 and more than 30", len(insAll), err1, len(histAll), err2)
 	}
@@ -576,7 +571,7 @@ tasks:
 	ins1, ins2 := ids(insAll[:20], insID), ids(insAll[20:], insID)
 	hist1, hist2 := ids(histAll[:30], histID), ids(histAll[30:min(60, len(histAll))], histID)
 	// The task page: instances and history page each by its own cursor.
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/t/shop/sync"), chromedp.WaitVisible(css(`#taskhistory`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/t/shop/sync"), chromedp.WaitVisible(css(`#taskhistory`))); err != nil {
 		t.Fatalf("task page: %v (script errors: %v)", err, scriptErrors())
 	}
 	shows("task instances, newest", "#taskinstances", "data-instance", ins1)
@@ -594,17 +589,17 @@ tasks:
 
 	// The action log: 200 a page; 250 more entries make at least two pages.
 	for i := range 250 {
-		if err := e.st.AppendAction(bg, store.Action{At: time.Now(), Actor: "test", Action: "note", Reason: fmt.Sprint("entry ", i)}); err != nil {
+		if err := e.St.AppendAction(bg, store.Action{At: time.Now(), Actor: "test", Action: "note", Reason: fmt.Sprint("entry ", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	actAll, err := e.st.Actions(bg, store.LogFilter{Newest: true, Limit: 1000})
+	actAll, err := e.St.Actions(bg, store.LogFilter{Newest: true, Limit: 1000})
 	if err != nil || len(actAll) <= 250 {
 		t.Fatalf("store: %d actions (%v)", len(actAll), err)
 	}
 	actID := func(a store.Action) int64 { return a.ID }
 	act1, act2 := ids(actAll[:200], actID), ids(actAll[200:min(400, len(actAll))], actID)
-	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/#/actions"), chromedp.WaitVisible(css(`#actions`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/actions"), chromedp.WaitVisible(css(`#actions`))); err != nil {
 		t.Fatalf("action log: %v (script errors: %v)", err, scriptErrors())
 	}
 	shows("action log, newest", "#actions", "data-action", act1)

@@ -1,11 +1,10 @@
-package main
+package api
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -30,8 +30,8 @@ import (
 type admin struct {
 	st        *store.Store
 	g         *dag.Graph
-	eng       *engine.Engine // nil: no scheduler in this process (reads only)
-	reload    *reloader      // nil: the pipelines are never reloaded
+	eng       *engine.Engine  // nil: no scheduler in this process (reads only)
+	reload    *reload.Watcher // nil: the pipelines are never reloaded
 	gather    prometheus.Gatherer
 	token     string // AX_ADMIN_TOKEN: required on writes (and reads unless openReads) when set
 	openReads bool
@@ -182,10 +182,10 @@ func (a *admin) register(mux *http.ServeMux) {
 		}
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+			writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
 			return
 		}
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no endpoint %s %s: docs/api.md lists the API", r.Method, r.URL.Path)})
+		writeJSON(w, http.StatusNotFound, ErrorBody{Error: fmt.Sprintf("no endpoint %s %s: docs/api.md lists the API", r.Method, r.URL.Path)})
 	})
 }
 
@@ -245,16 +245,12 @@ func writeErr(w http.ResponseWriter, err error) {
 			ae.code = http.StatusNotFound
 		}
 	}
-	body := map[string]string{"error": ae.msg}
-	if ae.primary != "" {
-		body["primary"] = ae.primary
-	}
-	writeJSON(w, ae.code, body)
+	writeJSON(w, ae.code, ErrorBody{Error: ae.msg, Primary: ae.primary})
 }
 
-// primaryAPISetting is where the primary records its API's URL, so that a
+// PrimarySetting is where the primary records its API's URL, so that a
 // standby can point writers to it.
-const primaryAPISetting = "primary_api"
+const PrimarySetting = "primary_api"
 
 // primary refuses a write unless this process is the primary scheduler.
 func (a *admin) primary(ctx context.Context) error {
@@ -265,8 +261,8 @@ func (a *admin) primary(ctx context.Context) error {
 	e := &apiErr{code: http.StatusServiceUnavailable}
 	if l, err := a.st.GetLease(ctx, ""); err == nil && a.now().Before(l.ExpiresAt) {
 		msg += "; the primary is " + l.Holder
-		if set, err := a.st.Settings(ctx); err == nil && set[primaryAPISetting] != "" {
-			e.primary = set[primaryAPISetting]
+		if set, err := a.st.Settings(ctx); err == nil && set[PrimarySetting] != "" {
+			e.primary = set[PrimarySetting]
 			msg += " at " + e.primary
 		}
 	} else {
@@ -284,14 +280,14 @@ func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
 		role = "primary"
 	}
 	if err := a.st.Check(); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "role": role, "error": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, Ready{Role: role, Error: err.Error()})
 		return
 	}
 	if err := a.st.DB().PingContext(r.Context()); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "role": role, "error": "store: " + err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, Ready{Role: role, Error: "store: " + err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "role": role})
+	writeJSON(w, http.StatusOK, Ready{Ready: true, Role: role})
 }
 
 // decodeBody decodes an optional JSON body strictly: unknown fields, wrong
@@ -369,7 +365,7 @@ func (q *query) time(k string) time.Time {
 	if s == "" {
 		return time.Time{}
 	}
-	t, err := parseWhen(s, time.UTC, k == "to")
+	t, err := ParseWhen(s, time.UTC, k == "to")
 	if err != nil {
 		q.errs = append(q.errs, fmt.Sprintf("%s: %v", k, err))
 	}
@@ -428,30 +424,6 @@ func (a *admin) taskOf(r *http.Request) (*defs.Task, error) {
 		return t, nil
 	}
 	return nil, errf(http.StatusNotFound, "pipeline %s has no task %q%s", p.Name, name, defs.DidYouMean(name, p.TaskNames()))
-}
-
-// checkListen refuses a non-loopback listen address without both tokens
-// (the admin token for writes, the executor token for registrations and
-// results), unless insecure says the operator means it.
-func checkListen(addr, token, execToken string, insecure bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usageErr("--listen %q: give host:port, such as 127.0.0.1:8080", addr)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	switch {
-	case insecure:
-	case token == "":
-		return usageErr("--listen %s is not a loopback address: set AX_ADMIN_TOKEN so that writes need a bearer token, or pass --insecure to serve the API to the network without one", addr)
-	case execToken == "":
-		return usageErr("--listen %s is not a loopback address: set AX_EXECUTOR_TOKEN too (executors send it to register and report), or pass --insecure", addr)
-	}
-	return nil
 }
 
 // apiDoc renders the route table as the API reference, docs/api.md.

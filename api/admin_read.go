@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -23,25 +23,24 @@ func (a *admin) status(r *http.Request) (any, error) {
 	if _, err := parseQuery(r); err != nil {
 		return nil, err
 	}
-	out := map[string]any{"role": "standby", "now": a.now().UTC()}
+	out := Status{Role: "standby", Now: a.now().UTC(), Store: a.st.String()}
 	if a.eng != nil {
 		s := a.eng.Stats()
 		if s.Leader {
-			out["role"] = "primary"
+			out.Role = "primary"
 		}
-		out["loop"] = s
+		out.Loop = &s
 	}
 	if l, err := a.st.GetLease(r.Context(), ""); err == nil {
-		out["lease"] = map[string]any{"holder": l.Holder, "epoch": l.Epoch, "expires_at": l.ExpiresAt, "held": a.now().Before(l.ExpiresAt)}
+		out.Lease = &Lease{Holder: l.Holder, Epoch: l.Epoch, ExpiresAt: l.ExpiresAt, Held: a.now().Before(l.ExpiresAt)}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	out["store"] = a.st.String()
 	return out, nil
 }
 
-// runView is a run with its instance counts and the state they add up to.
-type runView struct {
+// RunView is a run with its instance counts and the state they add up to.
+type RunView struct {
 	axtype.Run
 	State  string               `json:"state"` // waiting, running, awaiting approval, success, failed
 	Counts map[axtype.State]int `json:"counts"`
@@ -53,10 +52,10 @@ type runView struct {
 	Waiting  map[string]string `json:"waiting,omitempty"`
 }
 
-// summarize sums up a run; manual reports whether a task is a manual gate.
+// Summarize sums up a run; manual reports whether a task is a manual gate.
 // Whether it is over, and what holds it, is engine.StatusOf's rule.
-func summarize(run axtype.Run, ins []axtype.Instance, manual func(string) bool) runView {
-	v := runView{Run: run, Counts: map[axtype.State]int{}}
+func Summarize(run axtype.Run, ins []axtype.Instance, manual func(string) bool) RunView {
+	v := RunView{Run: run, Counts: map[axtype.State]int{}}
 	for _, in := range ins {
 		v.Counts[in.State]++
 	}
@@ -88,7 +87,7 @@ func manualOf(g *dag.Graph) func(string) bool {
 
 // latestRun is the pipeline's newest run whose logical time has come (runs
 // created ahead, inside the window, are not news), with its instances.
-func (a *admin) latestRun(ctx context.Context, pipeline string) (*runView, []axtype.Instance, error) {
+func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axtype.Instance, error) {
 	runs, err := a.st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: a.now(), Limit: 1})
 	if err != nil {
 		return nil, nil, err
@@ -98,7 +97,7 @@ func (a *admin) latestRun(ctx context.Context, pipeline string) (*runView, []axt
 		if err != nil {
 			return nil, nil, err
 		}
-		v := summarize(run, ins, manualOf(a.graph()))
+		v := Summarize(run, ins, manualOf(a.graph()))
 		return &v, ins, nil
 	}
 	return nil, nil, nil
@@ -133,19 +132,9 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	type item struct {
-		Name     string       `json:"name"`
-		Group    string       `json:"group"`
-		File     string       `json:"file"`
-		Timezone string       `json:"timezone"`
-		Schedule string       `json:"schedule,omitempty"`
-		Tasks    int          `json:"tasks"`
-		Paused   *store.Pause `json:"paused,omitempty"`
-		Latest   *runView     `json:"latest_run,omitempty"`
-	}
-	out := []item{}
+	out := []PipelineItem{}
 	for _, p := range a.graph().Pipelines() {
-		it := item{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
+		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
 		if pp, ok := paused["pipeline/"+p.Name]; ok {
 			it.Paused = &pp
 		}
@@ -157,8 +146,8 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 	return out, nil
 }
 
-// taskView is a task as the API shows it.
-type taskView struct {
+// TaskView is a task as the API shows it.
+type TaskView struct {
 	ID        string           `json:"id"`
 	Name      string           `json:"name"`
 	Group     string           `json:"group"`
@@ -178,8 +167,8 @@ type taskView struct {
 	Paused    *store.Pause     `json:"paused,omitempty"`
 }
 
-func viewTask(t *defs.Task) taskView {
-	v := taskView{ID: t.ID(), Name: t.Name, Group: t.Group, Priority: t.Priority, Executor: string(t.Executor.Kind), DependsOn: []string{},
+func viewTask(t *defs.Task) TaskView {
+	v := TaskView{ID: t.ID(), Name: t.Name, Group: t.Group, Priority: t.Priority, Executor: string(t.Executor.Kind), DependsOn: []string{},
 		Cron: t.Cron, Manual: t.Manual, Timeout: t.Timeout.String(), Misfire: t.Misfire, Overlap: t.Overlap,
 		Retry: fmt.Sprintf("%d × %s", t.Retry.Count, t.Retry.Interval)}
 	if t.Delay > 0 {
@@ -219,7 +208,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tasks []taskView
+	var tasks []TaskView
 	for _, t := range p.Tasks {
 		v := viewTask(t)
 		v.Paused = pausedBy(paused, t)
@@ -236,14 +225,10 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		}
 		tasks = append(tasks, v)
 	}
-	type edge struct {
-		From string `json:"from"`
-		To   string `json:"to"`
-	}
-	edges := []edge{}
+	edges := []Edge{}
 	for _, t := range p.Tasks {
 		for _, d := range t.DependsOn {
-			edges = append(edges, edge{From: d.String(), To: t.Name})
+			edges = append(edges, Edge{From: d.String(), To: t.Name})
 		}
 	}
 	var layers [][]string
@@ -254,9 +239,9 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		}
 		layers = append(layers, names)
 	}
-	return map[string]any{"name": p.Name, "group": p.Group, "file": p.File, "timezone": p.Timezone, "schedule": p.ScheduleSpec,
-		"misfire": p.Misfire, "overlap": p.Overlap, "paused": pausedByPipeline(paused, p.Name), "tasks": tasks, "edges": edges,
-		"layers": layers, "latest_run": latest}, nil
+	return Pipeline{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec,
+		Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
+		Layers: layers, Latest: latest}, nil
 }
 
 func pausedByPipeline(paused map[string]store.Pause, name string) *store.Pause {
@@ -296,7 +281,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	}
 	var runs []axtype.Run
 	if recent {
-		runs, err = recentRuns(r.Context(), a.st, p.Name, a.now(), f.Limit)
+		runs, err = RecentRuns(r.Context(), a.st, p.Name, a.now(), f.Limit)
 	} else {
 		runs, err = a.st.RunsPage(r.Context(), f)
 	}
@@ -307,7 +292,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 		return nil, err
 	}
 	// The instances of the runs in one read per page of runs, not one per run.
-	out := []runView{}
+	out := []RunView{}
 	for start := 0; start < len(runs) && len(out) < int(limit); start += int(limit) {
 		page := runs[start:min(start+int(limit), len(runs))]
 		ids := make([]int64, len(page))
@@ -319,7 +304,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 			return nil, err
 		}
 		for _, run := range page {
-			v := summarize(run, insOf[run.ID], manualOf(a.graph()))
+			v := Summarize(run, insOf[run.ID], manualOf(a.graph()))
 			if state != "" && v.State != state {
 				continue
 			}
@@ -331,11 +316,11 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	return out, nil
 }
 
-// recentRuns is the first page of a pipeline's runs as ax status shows it:
+// RecentRuns is the first page of a pipeline's runs as ax status shows it:
 // the newest limit runs whose logical time has come, after the runs created
 // ahead (inside the window) in which something already moved. Two indexed
 // reads, whatever the store holds.
-func recentRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]axtype.Run, error) {
+func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]axtype.Run, error) {
 	ahead, err := st.RunsMovedAhead(ctx, pipeline, now)
 	if err != nil {
 		return nil, err
@@ -364,7 +349,7 @@ func (a *admin) run(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"run": summarize(run, ins, manualOf(a.graph())), "instances": ins}, nil
+	return RunDetail{Run: Summarize(run, ins, manualOf(a.graph())), Instances: ins}, nil
 }
 
 func (a *admin) task(r *http.Request) (any, error) {
@@ -386,13 +371,13 @@ func (a *admin) task(r *http.Request) (any, error) {
 	if sum.Last != nil {
 		v.Latest, v.State = sum.Last, sum.Last.State
 	}
-	out := map[string]any{"task": v, "summary": sum, "next_fires": []time.Time{}, "last_fires": []engine.Fire{}}
+	out := TaskDetail{Task: v, Summary: sum, NextFires: []time.Time{}, LastFires: []engine.Fire{}}
 	if a.eng != nil {
 		x, err := a.eng.Explain(ctx, t.ID())
 		if err != nil {
 			return nil, err
 		}
-		out["next_fires"], out["last_fires"] = x.NextFires, x.LastFires
+		out.NextFires, out.LastFires = x.NextFires, x.LastFires
 	}
 	return out, nil
 }
@@ -504,15 +489,10 @@ func (a *admin) executors(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	type view struct {
-		store.Executor
-		Live     bool   `json:"live"`
-		Excluded string `json:"excluded,omitempty"` // why it gets no work
-	}
-	out := []view{}
+	out := []ExecutorView{}
 	now := a.now()
 	for _, x := range exs {
-		v := view{Executor: x, Live: true}
+		v := ExecutorView{Executor: x, Live: true}
 		if silent := now.Sub(x.LastHeartbeat); silent > engine.ExecutorLiveness {
 			v.Live = false
 			v.Excluded = fmt.Sprintf("no heartbeat for %s (more than %s): it gets no new work until it sends one", silent.Round(time.Second), engine.ExecutorLiveness)
@@ -531,27 +511,27 @@ func (a *admin) limits(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"limits": l, "source": "store (this process is a standby: the primary may run with its flags' limits if none were set at run time)"}, nil
+		return LimitsView{Limits: l, Source: "store (this process is a standby: the primary may run with its flags' limits if none were set at run time)"}, nil
 	}
-	return map[string]any{"limits": a.eng.Stats().Limits, "source": "primary"}, nil
+	return LimitsView{Limits: a.eng.Stats().Limits, Source: "primary"}, nil
 }
 
-// backfillView is a backfill record with its spec decoded and its progress.
-type backfillView struct {
+// BackfillView is a backfill record with its spec decoded and its progress.
+type BackfillView struct {
 	store.Backfill
 	Spec      json.RawMessage `json:"spec"`
 	Instances store.Progress  `json:"instances"`
 }
 
-func (a *admin) viewBackfill(ctx context.Context, b store.Backfill) (backfillView, error) {
-	v := backfillView{Backfill: b, Spec: json.RawMessage(b.Spec)}
+func (a *admin) viewBackfill(ctx context.Context, b store.Backfill) (BackfillView, error) {
+	v := BackfillView{Backfill: b, Spec: json.RawMessage(b.Spec)}
 	var err error
-	v.Instances, err = a.st.BackfillProgress(ctx, b.ID, manualTasks(a.graph(), b.Pipeline))
+	v.Instances, err = a.st.BackfillProgress(ctx, b.ID, ManualTasks(a.graph(), b.Pipeline))
 	return v, err
 }
 
-// manualTasks lists the manual gates of a pipeline, for progress counts.
-func manualTasks(g *dag.Graph, pipeline string) []string {
+// ManualTasks lists the manual gates of a pipeline, for progress counts.
+func ManualTasks(g *dag.Graph, pipeline string) []string {
 	var out []string
 	if p := g.Pipeline(pipeline); p != nil {
 		for _, t := range p.Tasks {
@@ -576,7 +556,7 @@ func (a *admin) backfills(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []backfillView{}
+	out := []BackfillView{}
 	for _, b := range bs {
 		v, err := a.viewBackfill(r.Context(), b)
 		if err != nil {

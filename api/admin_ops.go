@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func (a *admin) do(r *http.Request, op engine.Request, by ...engine.By) (any, er
 		}
 		return nil, errf(http.StatusConflict, "%s refused: %v", op.Verb(), err)
 	}
-	return map[string]string{"result": msg}, nil
+	return Result{Result: msg}, nil
 }
 
 func pauseOf(scope store.PauseScope, name string) engine.Request {
@@ -192,8 +192,8 @@ func (a *admin) resumeBackfill(r *http.Request) (any, error) {
 	return a.do(r, engine.ResumeBackfill{Backfill: b.ID})
 }
 
-// backfillRequest is the body of POST /api/v1/backfills.
-type backfillRequest struct {
+// BackfillRequest is the body of POST /api/v1/backfills.
+type BackfillRequest struct {
 	Pipeline      string `json:"pipeline"`
 	From          string `json:"from"`
 	To            string `json:"to"`
@@ -207,7 +207,7 @@ type backfillRequest struct {
 }
 
 func (a *admin) startBackfill(r *http.Request) (any, error) {
-	var b backfillRequest
+	var b BackfillRequest
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}
@@ -219,11 +219,11 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	if p != nil {
 		loc = p.Location
 	}
-	from, err := parseWhen(b.From, loc, false)
+	from, err := ParseWhen(b.From, loc, false)
 	if err != nil {
 		return nil, errf(http.StatusBadRequest, "from: %v", err)
 	}
-	to, err := parseWhen(b.To, loc, true)
+	to, err := ParseWhen(b.To, loc, true)
 	if err != nil {
 		return nil, errf(http.StatusBadRequest, "to: %v", err)
 	}
@@ -238,13 +238,13 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 		return nil, errf(code, "%v", err)
 	}
 	if b.DryRun {
-		return map[string]any{"plan": spec}, nil
+		return BackfillPlan{Plan: spec}, nil
 	}
 	id, err := engine.CreateBackfill(r.Context(), a.st, spec, actorOf(r), a.now())
 	if err != nil {
 		return nil, err
 	}
-	return created{map[string]any{"id": id, "plan": spec}}, nil
+	return created{BackfillPlan{ID: id, Plan: spec}}, nil
 }
 
 // runOpBody reads an operation on a run: the {run} id of the path (404 when

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 // metric cannot leave the dashboard blank unnoticed.
 func TestGrafanaDashboardUsesRealMetrics(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../../docs/grafana-dashboard.json")
+	raw, err := os.ReadFile("../docs/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestGrafanaDashboardUsesRealMetrics(t *testing.T) {
 		t.Fatalf("docs/grafana-dashboard.json: %v", err)
 	}
 	var src strings.Builder
-	for _, dir := range []string{"../../engine", "."} {
+	for _, dir := range []string{"../engine", "."} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if !strings.HasSuffix(f, "_test.go") {

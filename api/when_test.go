@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"strings"
@@ -38,15 +38,15 @@ func TestParseAt(t *testing.T) {
 		{"2026-11-01T01:30", ny, "occurs twice in America/New_York"},
 		{"2026-13-01", time.UTC, "is not a logical time"},
 	} {
-		got, err := parseAt(tc.in, tc.loc)
+		got, err := ParseAt(tc.in, tc.loc)
 		_, perr := time.Parse(time.RFC3339, tc.want)
 		switch wantTime := perr == nil; {
 		case wantTime && err != nil:
-			t.Errorf("parseAt(%q, %s): %v, want %s", tc.in, tc.loc, err, tc.want)
+			t.Errorf("ParseAt(%q, %s): %v, want %s", tc.in, tc.loc, err, tc.want)
 		case wantTime && got.Format(time.RFC3339) != tc.want:
-			t.Errorf("parseAt(%q, %s) = %s, want %s", tc.in, tc.loc, got.Format(time.RFC3339), tc.want)
+			t.Errorf("ParseAt(%q, %s) = %s, want %s", tc.in, tc.loc, got.Format(time.RFC3339), tc.want)
 		case !wantTime && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("parseAt(%q, %s) = %s, %v; want an error with %q", tc.in, tc.loc, got, err, tc.want)
+			t.Errorf("ParseAt(%q, %s) = %s, %v; want an error with %q", tc.in, tc.loc, got, err, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/axtype"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // chromium finds Debian's chromium (.ci/run installs it). Outside CI a
@@ -109,16 +111,16 @@ func browser(t *testing.T) (context.Context, func() []string) {
 func TestConsolePauseInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx, scriptErrors := browser(t)
-	e := setupAPI(t, apiOpts{})
+	e := setupAPI(t, apitest.Opts{})
 	// A run first, so that the graph has colours.
-	if code, body := e.call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true}`); code != 200 {
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", `{"downstream": true}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.waitState("shop.clean", axtype.Success)
+	e.WaitState("shop.clean", axtype.Success)
 
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	err := chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/#/p/shop"),
+		chromedp.Navigate(e.Srv.URL+"/#/p/shop"),
 		chromedp.WaitVisible(css(`tr[data-task="sync"] button[data-op="pause"]`)),
 	)
 	var graphState chromedp.AttributeResult
@@ -149,7 +151,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	if graphState.Value != "SUCCESS" {
 		t.Errorf("graph node clean has state %q, want SUCCESS (coloured by the latest run)", graphState.Value)
 	}
-	ps, err := e.st.Pauses(context.Background())
+	ps, err := e.St.Pauses(context.Background())
 	if err != nil || len(ps) != 1 || ps[0].Name != "shop.sync" {
 		t.Errorf("pauses in the store after the click: %+v %v", ps, err)
 	}
@@ -163,7 +165,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	for _, page := range []struct{ hash, sel string }{
 		{"#/", `tr[data-pipeline="shop"]`}, {"#/actions", "#actions"}, {"#/executors", "#executors"}, {"#/backfills", "#backfills"},
 	} {
-		if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/"+page.hash), chromedp.WaitVisible(css(page.sel))); err != nil {
+		if err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/"+page.hash), chromedp.WaitVisible(css(page.sel))); err != nil {
 			t.Errorf("%s: %v", page.hash, err)
 		}
 	}
@@ -178,7 +180,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 func TestConsoleApproveAndCancelInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx, scriptErrors := browser(t)
-	e := setupAPI(t, apiOpts{pipeline: `pipeline: shop
+	e := setupAPI(t, apitest.Opts{Pipeline: `pipeline: shop
 timezone: UTC
 schedule: "0 0 1 1 *"
 tasks:
@@ -186,15 +188,15 @@ tasks:
   - {name: approve, depends_on: [sync], manual: true, function: noop}
   - {name: slow, command: ["sleep", "30"], timeout: 1m}
 `})
-	if code, body := e.call("POST", "/api/v1/pipelines/shop/trigger", `{}`); code != 200 {
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/trigger", `{}`); code != 200 {
 		t.Fatalf("trigger: %d %s", code, body)
 	}
-	e.waitState("shop.sync", axtype.Success)
-	e.waitState("shop.slow", axtype.Running)
+	e.WaitState("shop.sync", axtype.Success)
+	e.WaitState("shop.slow", axtype.Running)
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	var label string
 	err := chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/#/p/shop"),
+		chromedp.Navigate(e.Srv.URL+"/#/p/shop"),
 		chromedp.WaitVisible(css(`tr[data-task="approve"] button[data-op="approve"]`)),
 	)
 	if err == nil {
@@ -212,13 +214,13 @@ tasks:
 	if !strings.Contains(label, "awaiting approval") {
 		t.Errorf("the gate's state cell: %q", label)
 	}
-	gate := e.waitState("shop.approve", axtype.Success)
+	gate := e.WaitState("shop.approve", axtype.Success)
 	if gate.ApprovedBy != "operator:api" {
 		t.Errorf("approved by %q", gate.ApprovedBy)
 	}
 	err = chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/#/"),
-		chromedp.Navigate(e.srv.URL+"/#/p/shop"),
+		chromedp.Navigate(e.Srv.URL+"/#/"),
+		chromedp.Navigate(e.Srv.URL+"/#/p/shop"),
 		chromedp.WaitVisible(css(`#runs button[data-cancel]`)),
 		click(css(`#runs button[data-cancel]`)),
 		chromedp.WaitVisible(css(`#banner.ok`)),
@@ -226,7 +228,7 @@ tasks:
 	if err != nil {
 		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
 	}
-	e.waitState("shop.slow", axtype.Killed)
+	e.WaitState("shop.slow", axtype.Killed)
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}

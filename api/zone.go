@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"context"
@@ -16,25 +16,25 @@ import (
 // belong to no pipeline (the lease, an executor's heartbeat, a prune
 // horizon) are UTC.
 
-// stamp formats t in loc with its offset.
-func stamp(t time.Time, loc *time.Location) string {
+// Stamp formats t in loc with its offset.
+func Stamp(t time.Time, loc *time.Location) string {
 	if t.IsZero() {
 		return "-"
 	}
 	return t.In(loc).Format(time.RFC3339)
 }
 
-// stampMS is stamp to the millisecond, for dispatch and history lines.
-func stampMS(t time.Time, loc *time.Location) string {
+// StampMS is stamp to the millisecond, for dispatch and history lines.
+func StampMS(t time.Time, loc *time.Location) string {
 	if t.IsZero() {
 		return "-"
 	}
 	return t.In(loc).Format("2006-01-02 15:04:05.000 -07:00")
 }
 
-// pipelineZone is the zone a pipeline's times are printed in: UTC when utc
+// PipelineZone is the zone a pipeline's times are printed in: UTC when utc
 // (--utc) is set, else the zone its file names ("" is UTC).
-func pipelineZone(name string, utc bool) (*time.Location, error) {
+func PipelineZone(name string, utc bool) (*time.Location, error) {
 	if utc || name == "" {
 		return time.UTC, nil
 	}
@@ -45,15 +45,15 @@ func pipelineZone(name string, utc bool) (*time.Location, error) {
 	return loc, nil
 }
 
-// zones finds, once per pipeline, the zone its times are printed in.
-type zones struct {
+// Zones finds, once per pipeline, the zone its times are printed in.
+type Zones struct {
 	utc  bool
 	name func(pipeline string) (string, error) // the zone its file names
 	seen map[string]*time.Location
 }
 
-// of returns the zone to print pipeline's times in.
-func (z *zones) of(pipeline string) (*time.Location, error) {
+// Of returns the zone to print pipeline's times in.
+func (z *Zones) Of(pipeline string) (*time.Location, error) {
 	if z.utc {
 		return time.UTC, nil
 	}
@@ -64,7 +64,7 @@ func (z *zones) of(pipeline string) (*time.Location, error) {
 	if err != nil {
 		return nil, err
 	}
-	loc, err := pipelineZone(name, false)
+	loc, err := PipelineZone(name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -75,27 +75,25 @@ func (z *zones) of(pipeline string) (*time.Location, error) {
 	return loc, nil
 }
 
-// apiZones reads the pipelines' zones from the API behind c. A pipeline
+// APIZones reads the pipelines' zones from the API behind c. A pipeline
 // the running server does not have (removed or renamed by a reload, its
 // instances, history and logs kept until retention prunes them) is printed
 // in UTC: its times belong to no pipeline in force.
-func apiZones(ctx context.Context, c *apiClient, utc bool) *zones {
-	return &zones{utc: utc, name: func(pipeline string) (string, error) {
-		var p struct {
-			Timezone string `json:"timezone"`
-		}
-		err := c.get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline), &p)
-		if isNotFound(err) {
+func APIZones(ctx context.Context, c *Client, utc bool) *Zones {
+	return &Zones{utc: utc, name: func(pipeline string) (string, error) {
+		var p Pipeline
+		err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline), &p)
+		if IsNotFound(err) {
 			return "", nil
 		}
 		return p.Timezone, err
 	}}
 }
 
-// storeZones reads the pipelines' zones from their definitions as the
+// StoreZones reads the pipelines' zones from their definitions as the
 // scheduler last synced them into st (removed pipelines included).
-func storeZones(ctx context.Context, st *store.Store, utc bool) *zones {
-	return &zones{utc: utc, name: func(pipeline string) (string, error) {
+func StoreZones(ctx context.Context, st *store.Store, utc bool) *Zones {
+	return &Zones{utc: utc, name: func(pipeline string) (string, error) {
 		raw, err := st.PipelineDefinition(ctx, pipeline)
 		if err != nil {
 			return "", fmt.Errorf("time zone of pipeline %q: %w", pipeline, err)
@@ -110,7 +108,7 @@ func storeZones(ctx context.Context, st *store.Store, utc bool) *zones {
 	}}
 }
 
-// zoneOf returns the zone to print pipeline's times in, read from the API.
-func zoneOf(ctx context.Context, c *apiClient, pipeline string, utc bool) (*time.Location, error) {
-	return apiZones(ctx, c, utc).of(pipeline)
+// ZoneOf returns the zone to print pipeline's times in, read from the API.
+func ZoneOf(ctx context.Context, c *Client, pipeline string, utc bool) (*time.Location, error) {
+	return APIZones(ctx, c, utc).Of(pipeline)
 }

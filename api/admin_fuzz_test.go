@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/ax-sched/ax/api/apitest"
 )
 
 // FuzzAPIRequest sends arbitrary requests to the admin API (a standby's, so
@@ -20,8 +22,8 @@ func FuzzAPIRequest(f *testing.F) {
 	f.Add("POST", "/api/v1/backfills", `{"pipeline":"shop","from":"2026-01-01","to":"2026-01-02","max_active_runs":-3}`)
 	f.Add("PUT", "/api/v1/limits", `{"global":1e309}`)
 	f.Add("GET", "/api/v1/pipelines/%00/tasks/%2e%2e", "")
-	e := setupAPI(f, apiOpts{standby: true})
-	h := e.srv.Config.Handler
+	e := setupAPI(f, apitest.Opts{Standby: true})
+	h := e.Srv.Config.Handler
 	f.Fuzz(func(t *testing.T, method, target, body string) {
 		if !strings.HasPrefix(target, "/") || strings.ContainsAny(target, " \r\n") || method == "" || strings.ContainsAny(method, " \r\n/") {
 			return // not a request line an HTTP server would parse
@@ -41,7 +43,7 @@ func FuzzAPIRequest(f *testing.F) {
 				t.Fatalf("%s %s: %d without a JSON error: %s", method, target, rec.Code, rec.Body)
 			}
 		}
-		for _, v := range []any{&opBody{}, &backfillRequest{}, &struct {
+		for _, v := range []any{&opBody{}, &BackfillRequest{}, &struct {
 			Global *float64           `json:"global"`
 			Groups map[string]float64 `json:"groups"`
 		}{}} {

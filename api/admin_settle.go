@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"errors"
@@ -33,41 +33,8 @@ type markBody struct {
 	Reason string `json:"reason"`
 }
 
-// parseAt reads a logical time in the pipeline's zone: RFC 3339 with an
-// offset, or a date or date-time on the zone's wall clock. A wall time the
-// zone skips (a spring-forward gap) or repeats (fall-back) without an
-// offset is refused, not guessed.
-func parseAt(s string, loc *time.Location) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", time.DateOnly} {
-		t, err := time.ParseInLocation(layout, s, loc)
-		if err != nil {
-			continue
-		}
-		if t.Format(layout) != s {
-			return time.Time{}, fmt.Errorf("%q does not occur in %s (a daylight-saving gap): give another time, or an offset", s, loc)
-		}
-		// Repeated: another instant an hour away shows the same wall clock
-		// (to the second: a date alone is midnight, not the whole day).
-		const wall = "2006-01-02T15:04:05"
-		for _, d := range []time.Duration{-time.Hour, time.Hour} {
-			if o := t.Add(d); o.Format(wall) == t.Format(wall) {
-				a, b := t, o
-				if b.Before(a) {
-					a, b = b, a
-				}
-				return time.Time{}, fmt.Errorf("%q occurs twice in %s (daylight saving ends): add the offset, %s or %s", s, loc, a.Format(time.RFC3339), b.Format(time.RFC3339))
-			}
-		}
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("%q is not a logical time: give a date (2026-03-01), a date-time in the pipeline's zone (2026-03-01T02:00:00), or RFC 3339 with an offset", s)
-}
-
-// checkParams refuses param names that templates and executors cannot use.
-func checkParams(p map[string]string) error {
+// CheckParams refuses param names that templates and executors cannot use.
+func CheckParams(p map[string]string) error {
 	for k := range p {
 		if k == "" || strings.ContainsAny(k, " \t=.{}") {
 			return fmt.Errorf("param name %q: use letters, digits, _ and -", k)
@@ -86,13 +53,13 @@ func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, isTa
 		return nil, errf(http.StatusBadRequest, "downstream applies to a task: a pipeline trigger runs every task of %s", p.Name)
 	}
 	if b.At != "" {
-		at, err := parseAt(b.At, p.Location)
+		at, err := ParseAt(b.At, p.Location)
 		if err != nil {
 			return nil, errf(http.StatusBadRequest, "at: %v", err)
 		}
 		op.At = at
 	}
-	if err := checkParams(b.Params); err != nil {
+	if err := CheckParams(b.Params); err != nil {
 		return nil, errf(http.StatusBadRequest, "params: %v", err)
 	}
 	return a.do(r, op, engine.By{Reason: b.Reason})
@@ -114,8 +81,8 @@ func (a *admin) pipelineTrigger(r *http.Request) (any, error) {
 	return a.triggerOp(r, p.Name, p, false)
 }
 
-// markState reads success or failed.
-func markState(s string) (axtype.State, error) {
+// MarkState reads success or failed.
+func MarkState(s string) (axtype.State, error) {
 	switch strings.ToLower(s) {
 	case "success":
 		return axtype.Success, nil
@@ -130,7 +97,7 @@ func (a *admin) markOp(r *http.Request, op engine.Mark, loc *time.Location) (any
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}
-	st, err := markState(b.State)
+	st, err := MarkState(b.State)
 	if err != nil {
 		return nil, errf(http.StatusBadRequest, "%v", err)
 	}
@@ -155,7 +122,7 @@ func (a *admin) markOp(r *http.Request, op engine.Mark, loc *time.Location) (any
 		op.Run = b.Run
 	}
 	if b.At != "" {
-		at, err := parseAt(b.At, loc)
+		at, err := ParseAt(b.At, loc)
 		if err != nil {
 			return nil, errf(http.StatusBadRequest, "at: %v", err)
 		}

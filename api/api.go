@@ -1,0 +1,60 @@
+// Package api is ax server's HTTP surface and its client: the admin API
+// under /api/v1, the executor endpoints, /metrics, /healthz, /readyz and
+// the web console, with the wire types they encode and the Client the CLI
+// decodes them with (one set of types for both sides). Reads come from the
+// store, so a standby answers them; writes go through the primary's engine
+// loop. The package imports engine and store; they never import it.
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/reload"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// Config is what the server's HTTP surface serves and from where.
+type Config struct {
+	Store  *store.Store
+	Graph  *dag.Graph     // the pipelines at start; the engine's replace them after a reload
+	Engine *engine.Engine // nil: no scheduler in this process (reads only, writes refused)
+	Reload *reload.Watcher
+	Gather prometheus.Gatherer // what /metrics serves
+	// Token is AX_ADMIN_TOKEN: required on writes (and on reads unless
+	// OpenReads) when set. ExecToken is AX_EXECUTOR_TOKEN, required on the
+	// executor endpoints when set.
+	Token, ExecToken string
+	OpenReads        bool
+	// Self is this server's base URL, recorded with the results it receives.
+	Self string
+	// Deliver hands a result to the attempt waiting for it in this process.
+	Deliver func(runner.Report) bool
+	Now     func() time.Time // default time.Now
+	OpWait  time.Duration    // how long a write waits for the engine loop (default 15 s)
+	Retain  time.Duration    // the server's --retain, for dry runs (0: keeps everything)
+	// PruneBudget bounds an operator's pruning pass (zero: 45 s).
+	PruneBudget time.Duration
+}
+
+// Handler returns everything ax server serves over HTTP.
+func Handler(cfg Config) http.Handler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OpWait == 0 {
+		cfg.OpWait = 15 * time.Second
+	}
+	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver}
+	if cfg.Engine != nil {
+		ex.graphOf = cfg.Engine.Graph
+	}
+	adm := &admin{st: cfg.Store, g: cfg.Graph, eng: cfg.Engine, reload: cfg.Reload, gather: cfg.Gather, token: cfg.Token,
+		openReads: cfg.OpenReads, now: cfg.Now, opWait: cfg.OpWait, retain: cfg.Retain, pruneBudget: cfg.PruneBudget}
+	return adm.handler(ex)
+}

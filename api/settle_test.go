@@ -1,0 +1,93 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/store"
+)
+
+const nyPipeline = `pipeline: ny
+timezone: America/New_York
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: clean, depends_on: [sync], function: noop}
+  - {name: slow, command: ["sleep", "30"], timeout: 1m}
+`
+
+// Trigger, mark and cancel over the API: bad input is a 4xx with the
+// reason, and nothing changes.
+func TestAPISettleVerbsBadInput(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apitest.Opts{Pipeline: nyPipeline})
+	// A run to aim at: sync and clean of a pipeline trigger, at a known time.
+	code, body := e.Call("POST", "/api/v1/pipelines/ny/trigger", `{"at": "2026-03-01T02:00:00", "params": {"region": "us"}, "reason": "test"}`)
+	if code != 200 || !strings.Contains(body, "for pipeline ny (3 task(s)) at logical time 2026-03-01T02:00:00-05:00") {
+		t.Fatalf("pipeline trigger: %d %s", code, body)
+	}
+	sync := e.WaitState("ny.sync", axtype.Success)
+	e.WaitState("ny.clean", axtype.Success)
+	runs, _ := e.St.Runs(context.Background(), "ny", 10)
+	if len(runs) != 1 || runs[0].Params != `{"region":"us"}` || runs[0].Kind != axtype.RunManual {
+		t.Errorf("run %+v", runs)
+	}
+	slow := e.WaitState("ny.slow", axtype.Running)
+	before := e.State()
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{"POST", "/api/v1/pipelines/nyx/trigger", `{}`, 404, `no pipeline "nyx" (did you mean "ny"?)`},
+		{"POST", "/api/v1/pipelines/ny/tasks/snyc/trigger", `{}`, 404, `has no task "snyc" (did you mean "sync"?)`},
+		{"POST", "/api/v1/pipelines/ny/trigger", `{"at": "yesterday"}`, 400, `"yesterday" is not a logical time`},
+		{"POST", "/api/v1/pipelines/ny/trigger", `{"at": "2026-03-08T02:30:00"}`, 400, `does not occur in America/New_York`},
+		{"POST", "/api/v1/pipelines/ny/trigger", `{"at": "2026-11-01T01:30:00"}`, 400, `occurs twice in America/New_York (daylight saving ends): add the offset, 2026-11-01T01:30:00-04:00 or 2026-11-01T01:30:00-05:00`},
+		{"POST", "/api/v1/pipelines/ny/tasks/sync/trigger", `{"params": {"a b": "x"}}`, 400, `param name "a b"`},
+		{"POST", "/api/v1/pipelines/ny/trigger", `{"params": ["x"]}`, 400, ``},
+		{"POST", "/api/v1/pipelines/ny/trigger", `{"downstream": true}`, 400, `downstream applies to a task`},
+		{"POST", "/api/v1/pipelines/ny/tasks/sync/mark", `{"state": "done", "run": 1}`, 400, `state "done": give success or failed`},
+		{"POST", "/api/v1/pipelines/ny/tasks/sync/mark", `{"state": "success"}`, 400, `give run (a run id) or at`},
+		{"POST", "/api/v1/pipelines/ny/tasks/sync/mark", `{"state": "success", "run": 99}`, 404, `no run 99`},
+		{"POST", "/api/v1/pipelines/ny/tasks/sync/mark", `{"state": "success", "at": "2026-03-08T02:30:00"}`, 400, `does not occur`},
+		{"POST", "/api/v1/pipelines/ny/tasks/sync/mark", `{"state": "success", "at": "2026-03-02T02:00:00"}`, 400, `ny.sync has no instance at`},
+		{"POST", "/api/v1/pipelines/ny/tasks/sync/mark", `{"state": "failed", "run": 1}`, 409, `succeeded: its downstream may have run on it`},
+		{"POST", fmt.Sprintf("/api/v1/instances/%d/mark", sync.ID), `{"state": "success"}`, 409, `is SUCCESS already`},
+		{"POST", fmt.Sprintf("/api/v1/instances/%d/mark", slow.ID), `{"state": "failed"}`, 409, `is RUNNING: it may still run; kill it first`},
+		{"POST", "/api/v1/instances/999/mark", `{"state": "failed"}`, 404, `no instance 999`},
+		{"POST", fmt.Sprintf("/api/v1/instances/%d/mark", slow.ID), `{"state": "failed", "run": 1}`, 400, `an instance id needs neither`},
+		{"POST", "/api/v1/runs/99/cancel", `{}`, 404, `no run 99`},
+		{"POST", "/api/v1/runs/x/cancel", `{}`, 400, `run "x": give a positive number`},
+		{"POST", "/api/v1/runs/1/cancel", `{"downstream": true}`, 400, `downstream applies to trigger only`},
+	} {
+		code, body := e.Call(tc.method, tc.path, tc.body)
+		msg := decodeJSON[map[string]string](t, body)["error"]
+		if code != tc.code || msg == "" || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %s %s: %d %s\nwant %d with %q", tc.method, tc.path, tc.body, code, body, tc.code, tc.want)
+		}
+		if after := e.State(); after != before {
+			t.Fatalf("%s %s %s changed the store:\nbefore %s\nafter  %s", tc.method, tc.path, tc.body, before, after)
+		}
+	}
+	// And what works: cancel the run (slow is killed), then it is over.
+	code, body = e.Call("POST", fmt.Sprintf("/api/v1/runs/%d/cancel", runs[0].ID), `{"reason": "wrong day"}`)
+	if code != 200 || !strings.Contains(body, "kill sent to 1 running instance(s)") {
+		t.Errorf("cancel: %d %s", code, body)
+	}
+	e.WaitState("ny.slow", axtype.Killed)
+	code, body = e.Call("POST", fmt.Sprintf("/api/v1/runs/%d/cancel", runs[0].ID), `{}`)
+	if code != 409 || !strings.Contains(body, "is over already (failed)") {
+		t.Errorf("cancel again: %d %s", code, body)
+	}
+	acts, _ := e.St.Actions(context.Background(), store.LogFilter{Action: "cancel", Limit: 10})
+	if len(acts) != 1 || acts[0].Actor != "operator:test" || acts[0].Reason != "wrong day" {
+		t.Errorf("cancel actions %+v", acts)
+	}
+}
+
+// The CLI refuses malformed verbs before it calls anything (exit 2).

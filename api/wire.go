@@ -1,0 +1,138 @@
+package api
+
+import (
+	"time"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/reload"
+	"github.com/ax-sched/ax/store"
+)
+
+// The answers of the admin API that are not store rows, as the server
+// encodes them and the Client decodes them: one set of types for both
+// sides. Fields of the answers that were JSON objects built on the fly are
+// in the order of their names, so the bytes on the wire stayed the same.
+
+// ErrorBody is the answer of every refused request.
+type ErrorBody struct {
+	Error   string `json:"error"`
+	Primary string `json:"primary,omitempty"` // on a standby: the primary's API, where writes go
+}
+
+// Status is the answer of GET /api/v1/status.
+type Status struct {
+	Lease *Lease        `json:"lease,omitempty"` // nil: no scheduler ever started on this store
+	Loop  *engine.Stats `json:"loop,omitempty"`  // nil: no scheduler runs in this process
+	Now   time.Time     `json:"now"`
+	Role  string        `json:"role"` // primary or standby
+	Store string        `json:"store"`
+}
+
+// Lease is the store's leader lease as Status shows it.
+type Lease struct {
+	Epoch     int64     `json:"epoch"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Held      bool      `json:"held"` // not expired
+	Holder    string    `json:"holder"`
+}
+
+// Ready is the answer of GET /readyz.
+type Ready struct {
+	Error string `json:"error,omitempty"`
+	Ready bool   `json:"ready"`
+	Role  string `json:"role"`
+}
+
+// PipelineItem is one pipeline of GET /api/v1/pipelines.
+type PipelineItem struct {
+	Name     string       `json:"name"`
+	Group    string       `json:"group"`
+	File     string       `json:"file"`
+	Timezone string       `json:"timezone"`
+	Schedule string       `json:"schedule,omitempty"`
+	Tasks    int          `json:"tasks"`
+	Paused   *store.Pause `json:"paused,omitempty"`
+	Latest   *RunView     `json:"latest_run,omitempty"`
+}
+
+// Pipeline is the answer of GET /api/v1/pipelines/{pipeline}.
+type Pipeline struct {
+	Edges    []Edge       `json:"edges"`
+	File     string       `json:"file"`
+	Group    string       `json:"group"`
+	Latest   *RunView     `json:"latest_run"`
+	Layers   [][]string   `json:"layers"` // task names, each layer after the ones it depends on
+	Misfire  defs.Misfire `json:"misfire"`
+	Name     string       `json:"name"`
+	Overlap  defs.Overlap `json:"overlap"`
+	Paused   *store.Pause `json:"paused"`
+	Schedule string       `json:"schedule"`
+	Tasks    []TaskView   `json:"tasks"`
+	Timezone string       `json:"timezone"`
+}
+
+// Edge is a dependency of a pipeline's graph: To depends on From.
+type Edge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// RunDetail is the answer of GET /api/v1/runs/{run}.
+type RunDetail struct {
+	Instances []axtype.Instance `json:"instances"`
+	Run       RunView           `json:"run"`
+}
+
+// TaskDetail is the answer of GET /api/v1/pipelines/{pipeline}/tasks/{task}.
+type TaskDetail struct {
+	LastFires []engine.Fire `json:"last_fires"`
+	NextFires []time.Time   `json:"next_fires"`
+	Summary   store.Summary `json:"summary"`
+	Task      TaskView      `json:"task"`
+}
+
+// ExecutorView is a registered executor, and why it gets no work when it
+// gets none.
+type ExecutorView struct {
+	store.Executor
+	Live     bool   `json:"live"`
+	Excluded string `json:"excluded,omitempty"`
+}
+
+// LimitsView is the answer of GET /api/v1/limits.
+type LimitsView struct {
+	Limits engine.Limits `json:"limits"`
+	Source string        `json:"source"` // primary, or the store (on a standby)
+}
+
+// Result is the answer of an operator's write: what the scheduler did.
+type Result struct {
+	Result string `json:"result"`
+}
+
+// BackfillPlan is the answer of POST /api/v1/backfills: the plan, and the
+// id of the backfill unless it was a dry run.
+type BackfillPlan struct {
+	ID   int64               `json:"id,omitempty"`
+	Plan engine.BackfillSpec `json:"plan"`
+}
+
+// ReloadView is the answer of GET /api/v1/reload.
+type ReloadView struct {
+	Last    *reload.Status      `json:"last"` // nil: no reload yet
+	Running engine.Fingerprints `json:"running"`
+}
+
+// Registered is the answer of POST /api/v1/executors/register.
+type Registered struct {
+	Registered []string `json:"registered"`
+}
+
+// Receipt is the answer of POST /api/v1/results.
+type Receipt struct {
+	Duplicate bool   `json:"duplicate"`
+	Received  string `json:"received"`
+	Ticket    string `json:"ticket"`
+}

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// A stopping primary releases its lease at once and a standby takes over
+// while an attempt still runs in the grace period. The attempt then
+// succeeds: its result, which the stopping process may no longer record,
+// reaches the new primary through the results inbox and is applied once.
+// Before, it was dropped ("shutdown_results_not_recorded"): the new primary
+// waited for the attempt's timeout as an unknown outcome and ran the
+// succeeded work again on retry.
+func TestResultOfAStoppingPrimaryReachesTheNextOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		job := map[string]func(context.Context, runner.Attempt) error{
+			"ho.job": func(context.Context, runner.Attempt) error { time.Sleep(20 * time.Second); return nil },
+		}
+		e := setup(t, Config{Grace: time.Minute}, job, `pipeline: ho
+timezone: UTC
+schedule: "@every 1h"
+tasks:
+  - {name: job, function: record, timeout: 10m, retry: {count: 1, interval: 1s}}
+`)
+		sleep(time.Hour + time.Second) // the first fire runs, for 20 s
+		ctx := context.Background()
+		running := e.instances(store.InstanceFilter{States: []axtype.State{axtype.Running}})
+		if len(running) != 1 {
+			t.Fatalf("%d instances RUNNING, want 1", len(running))
+		}
+		next, err := New(Config{Holder: "test-2", Grace: time.Minute}, e.st, e.eng.g, e.eng.execs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nextCtx, stopNext := context.WithCancel(ctx)
+		nextDone := make(chan error, 1)
+		go func() { nextDone <- next.Run(nextCtx) }()
+		e.stop()                // releases the lease at once, then waits for the job
+		sleep(15 * time.Minute) // past the job's timeout, as the new primary counts it
+		stopNext()
+		if err := <-nextDone; err != nil {
+			t.Fatal(err)
+		}
+		if l, _ := e.st.GetLease(ctx, ""); l.Holder != "test-2" {
+			t.Fatalf("lease held by %q; the test needs the standby to have taken over during the grace", l.Holder)
+		}
+		if calls := e.rec.snapshot(); len(calls) != 1 {
+			t.Errorf("the job ran %d times, want once: %+v", len(calls), calls)
+		}
+		in, err := e.st.Instance(ctx, running[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.State != axtype.Success || in.Attempt != 1 || in.Ticket != running[0].Ticket {
+			t.Errorf("instance: %s, attempt %d, ticket %s; want SUCCESS at attempt 1 with ticket %s", in.State, in.Attempt, in.Ticket, running[0].Ticket)
+		}
+	})
+}
+
+// A primary that cannot renew its lease (here its renewals fail, as when
+// it is stopped by SIGSTOP or frozen) loses it to a standby while an
+// attempt runs; the attempt succeeds after the takeover. Its result is left
+// in the inbox and applied once by the new primary: before, it was dropped
+// with the lease and the succeeded work ran again on retry.
+func TestResultOfADemotedPrimaryReachesTheNextOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		job := map[string]func(context.Context, runner.Attempt) error{
+			"ho.job": func(context.Context, runner.Attempt) error { time.Sleep(40 * time.Second); return nil },
+		}
+		e := setup(t, Config{}, job, `pipeline: ho
+timezone: UTC
+schedule: "@every 1h"
+tasks:
+  - {name: job, function: record, timeout: 10m, retry: {count: 1, interval: 1s}}
+`)
+		sleep(time.Hour + time.Second) // the first fire runs, for 40 s
+		ctx := context.Background()
+		running := e.instances(store.InstanceFilter{States: []axtype.State{axtype.Running}})
+		if len(running) != 1 {
+			t.Fatalf("%d instances RUNNING, want 1", len(running))
+		}
+		var stalled atomic.Bool
+		stalled.Store(true)
+		store.SetFault(e.st, func(what string) error {
+			if what == "renew lease" && stalled.Load() {
+				return errors.New("stalled")
+			}
+			return nil
+		})
+		next, err := New(Config{Holder: "test-2"}, e.st, e.eng.g, e.eng.execs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nextCtx, stopNext := context.WithCancel(ctx)
+		nextDone := make(chan error, 1)
+		go func() { nextDone <- next.Run(nextCtx) }()
+		sleep(25 * time.Second) // the lease expired and the standby took it
+		stalled.Store(false)
+		if l, _ := e.st.GetLease(ctx, ""); l.Holder != "test-2" {
+			t.Fatalf("lease held by %q; the test needs the standby to have taken over while the job runs", l.Holder)
+		}
+		sleep(15 * time.Minute) // the job ended at +40 s; past its timeout as the new primary counts it
+		stopNext()
+		if err := <-nextDone; err != nil {
+			t.Fatal(err)
+		}
+		e.stop()
+		if calls := e.rec.snapshot(); len(calls) != 1 {
+			t.Errorf("the job ran %d times, want once: %+v", len(calls), calls)
+		}
+		in, err := e.st.Instance(ctx, running[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.State != axtype.Success || in.Attempt != 1 || in.Ticket != running[0].Ticket {
+			t.Errorf("instance: %s, attempt %d, ticket %s; want SUCCESS at attempt 1 with ticket %s", in.State, in.Attempt, in.Ticket, running[0].Ticket)
+		}
+	})
+}

@@ -1,0 +1,51 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/store"
+)
+
+// testProcs: where a command attempt runs is written with task output,
+// read back by ticket with every field, replaced when written again, and
+// not written at all under a stale epoch.
+func testProcs(t *testing.T, s *store.Store) {
+	in := Seed(t, s)["a.x"]
+	l := acquire(t, s, "p1", T0)
+	f := s.Fence(l.Epoch)
+	rec := store.ProcRecord{Ticket: "t-proc", InstanceID: in.ID, RunID: in.RunID, Host: "host-1", Boot: "0b5e7c6a-boot",
+		PidNS: "pid:[4026531836]", Pgid: 31337, Start: 1 << 40, At: T0}
+	if err := f.WriteLogs(ctx(), store.LogWrite{Procs: []store.ProcRecord{rec}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Procs(ctx(), []string{"t-proc", "t-none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["t-proc"] != rec {
+		t.Fatalf("procs = %+v, want only %+v", got, rec)
+	}
+	// Written again (the same ticket): the second replaces the first.
+	again := rec
+	again.Pgid, again.Start, again.At = 4242, 99, T0.Add(time.Second)
+	if err := f.WriteLogs(ctx(), store.LogWrite{Procs: []store.ProcRecord{again}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Procs(ctx(), []string{"t-proc"}); got["t-proc"] != again {
+		t.Errorf("after a second write: %+v, want %+v", got["t-proc"], again)
+	}
+	// A stale epoch writes nothing, and changes nothing.
+	stale := store.ProcRecord{Ticket: "t-stale", InstanceID: in.ID, RunID: in.RunID, Host: "h", Pgid: 1, At: T0}
+	changed := again
+	changed.Pgid = 1
+	err = s.Fence(l.Epoch+1).WriteLogs(ctx(), store.LogWrite{Procs: []store.ProcRecord{stale, changed}})
+	if !errors.Is(err, store.ErrNotLeader) {
+		t.Errorf("stale epoch: %v, want ErrNotLeader", err)
+	}
+	got, _ = s.Procs(ctx(), []string{"t-proc", "t-stale"})
+	if len(got) != 1 || got["t-proc"] != again {
+		t.Errorf("after a stale write: %+v, want only %+v", got, again)
+	}
+}
