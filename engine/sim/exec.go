@@ -74,19 +74,7 @@ func (x *simExec) Execute(ctx context.Context, a runner.Attempt) (runner.Result,
 // when it dies its work never returns: a killed process reports nothing.
 func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a runner.Attempt, sdk *sdkProc) runner.Result {
 	start := time.Now()
-	w.ex.mu.Lock()
-	k := w.ex.n[a.InstanceID]
-	w.ex.n[a.InstanceID]++
-	w.ex.mu.Unlock()
-	h := mix(uint64(w.seed), uint64(a.InstanceID), uint64(k))
-	b := pickBehaviour(h)
-	sc := w.opts.scenario
-	if sc != nil {
-		b = sc.behave[a.Pipeline+"."+a.Task]
-	}
-	if (w.restrict.noRefuse || sdk != nil) && b == bRefuse {
-		b = bSucceed
-	}
+	h, b, latency := w.draw(a, sdk != nil)
 	if b == bRefuse {
 		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Refused: true, Error: "sim: executor busy"}
 	}
@@ -104,19 +92,6 @@ func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
 		defer cancel()
-	}
-	latency := time.Duration(h>>20%2000) * time.Millisecond
-	if h>>40%10 == 0 { // now and then slow, sometimes past the timeout
-		latency = time.Duration(h>>8%uint64(max(time.Until(a.Deadline)/time.Millisecond*5/4, 1))) * time.Millisecond
-	}
-	if sc != nil {
-		latency = 10 * time.Millisecond
-		if d, ok := sc.latency[a.Pipeline+"."+a.Task]; ok {
-			latency = d
-		}
-	}
-	if b == bHang {
-		latency = 1000 * time.Hour
 	}
 	timer := time.NewTimer(latency)
 	defer timer.Stop()
@@ -161,6 +136,40 @@ func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a
 		finish(true)
 	}
 	return runner.Result{Ticket: a.Ticket, Status: runner.StatusSuccess, Duration: latency}
+}
+
+// draw picks an attempt's behaviour and latency from the seed, the
+// instance and how many attempts of it came before (h is the hash they come
+// from), or from the scenario. An SDK executor never refuses from inside a
+// task function (the SDK refuses for it: busy, re-entrant).
+func (w *world) draw(a runner.Attempt, sdk bool) (h uint64, b behaviour, latency time.Duration) {
+	w.ex.mu.Lock()
+	k := w.ex.n[a.InstanceID]
+	w.ex.n[a.InstanceID]++
+	w.ex.mu.Unlock()
+	h = mix(uint64(w.seed), uint64(a.InstanceID), uint64(k))
+	b = pickBehaviour(h)
+	sc := w.opts.scenario
+	if sc != nil {
+		b = sc.behave[a.Pipeline+"."+a.Task]
+	}
+	if (w.restrict.noRefuse || sdk) && b == bRefuse {
+		b = bSucceed
+	}
+	latency = time.Duration(h>>20%2000) * time.Millisecond
+	if h>>40%10 == 0 { // now and then slow, sometimes past the timeout
+		latency = time.Duration(h>>8%uint64(max(time.Until(a.Deadline)/time.Millisecond*5/4, 1))) * time.Millisecond
+	}
+	if sc != nil {
+		latency = 10 * time.Millisecond
+		if d, ok := sc.latency[a.Pipeline+"."+a.Task]; ok {
+			latency = d
+		}
+	}
+	if b == bHang {
+		latency = 1000 * time.Hour
+	}
+	return h, b, latency
 }
 
 // ended is the result of an attempt whose context ended first.
