@@ -54,13 +54,24 @@ func (e *Engine) Do(ctx context.Context, r Request, by By) (string, error) {
 	}
 }
 
-// pollOps applies the requests the CLI queued in the store.
+// pollOps applies the requests the CLI queued in the store, each once. It
+// claims a request (fenced) before applying it: one its author withdrew
+// first is not applied, and one claimed is never applied again, not when
+// its outcome fails to be recorded (recordOps retries that).
 func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
+	if err := e.recordOps(ctx, now); err != nil {
+		return err
+	}
 	ops, err := e.st.PendingOps(ctx, 50)
 	if err != nil {
 		return err
 	}
 	for _, o := range ops {
+		if err := e.w().ClaimOp(ctx, o.ID); errors.Is(err, store.ErrConflict) {
+			continue // withdrawn by its author meanwhile
+		} else if err != nil {
+			return err
+		}
 		req, opErr := DecodeRequest(o.Kind, []byte(o.Args))
 		msg := ""
 		if opErr == nil {
@@ -68,9 +79,31 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		} else {
 			opErr = fmt.Errorf("request %d: %w", o.ID, opErr)
 		}
-		if err := e.w().FinishOp(ctx, o.ID, msg, opErr, now); err != nil {
+		if e.opsApplied == nil {
+			e.opsApplied = map[int64]opOutcome{}
+		}
+		e.opsApplied[o.ID] = opOutcome{msg: msg, err: opErr}
+		if err := e.recordOps(ctx, now); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// opOutcome is what applying a queued request came to.
+type opOutcome struct {
+	msg string
+	err error
+}
+
+// recordOps writes the outcomes of the requests applied that are not
+// recorded yet.
+func (e *Engine) recordOps(ctx context.Context, now time.Time) error {
+	for id, out := range e.opsApplied {
+		if err := e.w().FinishOp(ctx, id, out.msg, out.err, now); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		delete(e.opsApplied, id)
 	}
 	return nil
 }
@@ -629,6 +662,9 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 	if err != nil {
 		return "", err
 	}
+	if err := e.checkUpstreamsRerun(ctx, insts); err != nil {
+		return "", err
+	}
 	var (
 		rerun, back []string
 		again       []axtype.Instance // rerun or brought back: their downstream come back too
@@ -670,6 +706,38 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 		msg += fmt.Sprintf("; %d downstream instance(s) that never ran wait again", n)
 	}
 	return msg, nil
+}
+
+// checkUpstreamsRerun refuses a rerun that would bring back an instance
+// that never ran while an upstream of it in its run is still FAILED or
+// KILLED and not rerun with it: the readiness rule would fail it again at
+// once. The refusal names the upstream to rerun first.
+func (e *Engine) checkUpstreamsRerun(ctx context.Context, insts []axtype.Instance) error {
+	rerun := map[int64]bool{}
+	for _, in := range insts {
+		rerun[in.ID] = true
+	}
+	for _, in := range insts {
+		t := e.tasks[in.TaskID]
+		if in.Attempt != 0 || t == nil || len(t.up) == 0 {
+			continue
+		}
+		up := map[string]bool{}
+		for _, u := range t.up {
+			up[u.id] = true
+		}
+		run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20, Ascending: true})
+		if err != nil {
+			return err
+		}
+		for _, u := range run {
+			if up[u.TaskID] && !rerun[u.ID] && (u.State == axtype.Failed || u.State == axtype.Killed) {
+				return fmt.Errorf("instance %d of %s never ran: its upstream %s is %s, so it would fail again at once; rerun the upstream (ax rerun %d --instance, or the run: ax rerun %d --failed) and it follows",
+					in.ID, in.TaskID, u.TaskID, u.State, u.ID, in.RunID)
+			}
+		}
+	}
+	return nil
 }
 
 // rerunTargets returns the instances a rerun names, each FAILED, KILLED

@@ -15,8 +15,8 @@ import (
 // instances, the token buckets (global and group rates, and the reduced
 // rates of tasks whose breaker is open), the concurrency caps and start
 // queue (pool), and the attempts claimed ahead of their fire time with the
-// gates that start them. The loop goroutine owns it; attempts reach it only
-// through their results.
+// gates that start them. The loop goroutine owns it, but for the pool's
+// start queue, which attempt goroutines wait on under the pool's own lock.
 //
 // Its rules: an instance leaves the queue only when it is not paused, the
 // overlap policy lets it go at its fire time (overlap.go), a cap has room

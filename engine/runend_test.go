@@ -464,3 +464,35 @@ func TestWaitTimeoutFromDefaults(t *testing.T) {
 		e.stop()
 	})
 }
+
+// A rerun of an instance that never ran because its upstream failed, while
+// that upstream is still failed and not rerun with it, is refused naming the
+// upstream, and changes nothing. Before, it was accepted ("1 that never ran
+// wait for their upstreams again") and the instance failed again at once:
+// two history rows and an action for nothing.
+func TestRerunOfANeverRunInstanceBehindAFailedUpstreamIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"d.a": func(context.Context, runner.Attempt) error { return errors.New("disk full") },
+		}
+		e := setup(t, Config{}, fns, diamondD)
+		sleep(time.Hour + 2*time.Second)
+		a := e.instances(store.InstanceFilter{TaskID: "d.a"})[0]
+		b := e.byTask(a.RunID)["d.b"]
+		before := transitionsOf(e, b.ID)
+		for _, r := range []Rerun{{Instance: b.ID}, {Target: "d.b"}} {
+			_, err := e.do(r, By{Actor: "operator:ann"})
+			if err == nil || !strings.Contains(err.Error(), "its upstream d.a is FAILED") || !strings.Contains(err.Error(), fmt.Sprintf("ax rerun %d --instance", a.ID)) {
+				t.Errorf("rerun %+v: %v; want a refusal naming upstream d.a and how to rerun it", r, err)
+			}
+		}
+		sleep(2 * time.Second)
+		e.stop()
+		if got := transitionsOf(e, b.ID); got != before {
+			t.Errorf("d.b history %s, was %s: a refused rerun changed it", got, before)
+		}
+		if n := len(e.actions("rerun")); n != 0 {
+			t.Errorf("%d rerun action(s) written by refused reruns", n)
+		}
+	})
+}
