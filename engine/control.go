@@ -54,13 +54,24 @@ func (e *Engine) Do(ctx context.Context, r Request, by By) (string, error) {
 	}
 }
 
-// pollOps applies the requests the CLI queued in the store.
+// pollOps applies the requests the CLI queued in the store, each once. It
+// claims a request (fenced) before applying it: one its author withdrew
+// first is not applied, and one claimed is never applied again, not when
+// its outcome fails to be recorded (recordOps retries that).
 func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
+	if err := e.recordOps(ctx, now); err != nil {
+		return err
+	}
 	ops, err := e.st.PendingOps(ctx, 50)
 	if err != nil {
 		return err
 	}
 	for _, o := range ops {
+		if err := e.w().ClaimOp(ctx, o.ID); errors.Is(err, store.ErrConflict) {
+			continue // withdrawn by its author meanwhile
+		} else if err != nil {
+			return err
+		}
 		req, opErr := DecodeRequest(o.Kind, []byte(o.Args))
 		msg := ""
 		if opErr == nil {
@@ -68,9 +79,31 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		} else {
 			opErr = fmt.Errorf("request %d: %w", o.ID, opErr)
 		}
-		if err := e.w().FinishOp(ctx, o.ID, msg, opErr, now); err != nil {
+		if e.opsApplied == nil {
+			e.opsApplied = map[int64]opOutcome{}
+		}
+		e.opsApplied[o.ID] = opOutcome{msg: msg, err: opErr}
+		if err := e.recordOps(ctx, now); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// opOutcome is what applying a queued request came to.
+type opOutcome struct {
+	msg string
+	err error
+}
+
+// recordOps writes the outcomes of the requests applied that are not
+// recorded yet.
+func (e *Engine) recordOps(ctx context.Context, now time.Time) error {
+	for id, out := range e.opsApplied {
+		if err := e.w().FinishOp(ctx, id, out.msg, out.err, now); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		delete(e.opsApplied, id)
 	}
 	return nil
 }

@@ -86,15 +86,19 @@ type Engine struct {
 	runKind       map[int64]axtype.RunKind
 	runParams     map[int64]map[string]any // the --param values of manual runs that have some
 	opsPolled     time.Time
-	inboxPolled   time.Time
-	hasHTTP       bool   // some task runs on HTTP executors: read the results inbox
-	watch         *watch // the executor sweep's memory
-	execWG        sync.WaitGroup
-	gone          map[string]*taskInfo // stand-ins of removed tasks with a running instance
-	m             *metrics
-	logs          *logWriter // task output (R41)
-	rm            retainMetrics
-	pruneMu       sync.Mutex // one retention pass at a time
+	// opsApplied are queued requests applied whose outcome is not
+	// recorded yet (the store failed as it was written): recorded on the
+	// next polls, never applied again.
+	opsApplied  map[int64]opOutcome
+	inboxPolled time.Time
+	hasHTTP     bool   // some task runs on HTTP executors: read the results inbox
+	watch       *watch // the executor sweep's memory
+	execWG      sync.WaitGroup
+	gone        map[string]*taskInfo // stand-ins of removed tasks with a running instance
+	m           *metrics
+	logs        *logWriter // task output (R41)
+	rm          retainMetrics
+	pruneMu     sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats

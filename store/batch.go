@@ -22,7 +22,7 @@ const (
 // instances, then per shape of change one UPDATE … CASE, one multi-row
 // history INSERT and one multi-row action INSERT. Each transition is still
 // checked (state and version, under the read's lock) and fails alone.
-// The caller checks the epoch in this transaction, before its commit.
+// The epoch was checked by the caller in this transaction.
 func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult) error {
 	type cur struct {
 		state          axtype.State

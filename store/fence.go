@@ -138,6 +138,14 @@ func (f *Fence) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, 
 	return f.s.SyncDefinitions(ctx, p)
 }
 
+// ClaimOp is Store.ClaimOp at the fence's epoch.
+func (f *Fence) ClaimOp(ctx context.Context, id int64) error {
+	if f.epoch <= 0 {
+		return fmt.Errorf("store: claim op: %w (no epoch held)", ErrNotLeader)
+	}
+	return f.s.ClaimOp(ctx, id, f.epoch)
+}
+
 // FinishOp is Store.FinishOp at the fence's epoch.
 func (f *Fence) FinishOp(ctx context.Context, id int64, result string, opErr error, now time.Time) error {
 	if f.epoch <= 0 {

@@ -34,9 +34,10 @@ var storeMethods = map[string]string{
 	"ReceiveResult":    "unfenced: any server stores a result in the inbox before acknowledging it (R43)",
 	"EnqueueOp":        "unfenced: an operator request, queued at any server for the primary",
 	"CreateBackfill":   "unfenced: an operator request, queued at any server for the primary",
+	"WithdrawOp":       "unfenced: its author fails its own request still pending; one the primary claimed is left to it",
 	// The primary's writes: unfenced here for operator tools and tests, fenced on *store.Fence.
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
-	"SyncDefinitions": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
+	"SyncDefinitions": "fenced", "ClaimOp": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
 	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
 	"LogChunks": "read", "Attempts": "read", "Procs": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read", "BackfillsPage": "read", "LatestInstances": "read", "NextFires": "read", "Outcomes": "read", "InstancesOfRuns": "read",
 }
@@ -111,6 +112,7 @@ func fencedCases(x axtype.Instance, bfID, opID int64) []fencedCase {
 			_, err := f.SyncDefinitions(ctx, store.SyncParams{Now: now}) // would mark every pipeline removed
 			return err
 		}},
+		{"ClaimOp", func(ctx context.Context, f *store.Fence) error { return f.ClaimOp(ctx, opID) }},
 		{"FinishOp", func(ctx context.Context, f *store.Fence) error { return f.FinishOp(ctx, opID, "done", nil, now) }},
 		{"SetPause", func(ctx context.Context, f *store.Fence) error {
 			return f.SetPause(ctx, store.Pause{Scope: store.ScopeTask, Name: "a.x", Actor: "test", At: now})

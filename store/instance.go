@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -177,7 +175,7 @@ func (s *Store) Transition(ctx context.Context, p TransitionParams) (int64, erro
 	var v int64
 	err := s.inTx(ctx, "transition", func(tx *sql.Tx) error {
 		var err error
-		v, err = s.transition(ctx, tx, p, true)
+		v, err = s.transition(ctx, tx, p)
 		return err
 	})
 	return v, err
@@ -217,39 +215,26 @@ func (s *Store) transitionBatch(ctx context.Context, ps []TransitionParams, logs
 		return []BatchResult{}, nil, nil
 	}
 	err = s.inTx(ctx, "transition batch", func(tx *sql.Tx) error {
-		epochs := map[int64]bool{}
+		checked := map[int64]bool{}
 		first = make([]BatchResult, len(ps))
-		if err := s.batch(ctx, tx, ps, first, epochs); err != nil {
+		if err := s.batch(ctx, tx, ps, first, checked); err != nil {
 			return err
 		}
 		if err := s.writeLogs(ctx, tx, logs); err != nil {
 			return err
 		}
-		if then != nil {
-			more, err := then(first)
-			if err != nil {
-				return err
-			}
-			if len(more) > 0 {
-				second = make([]BatchResult, len(more))
-				if err := s.batch(ctx, tx, more, second, epochs); err != nil {
-					return err
-				}
-			}
+		if then == nil {
+			return nil
 		}
-		// The fence last, just before the commit: on MySQL its locking read
-		// holds the lease row's shared lock until the commit, and a renewal
-		// of the lease (which needs the row) waits for it. Checked first, it
-		// was held through every statement of the batch and through then,
-		// and a renewal waited seconds behind a result batch on a loaded
-		// machine. A takeover committed meanwhile still fails the check, and
-		// nothing of the batch is written.
-		for _, epoch := range slices.Sorted(maps.Keys(epochs)) {
-			if err := s.checkEpoch(ctx, tx, epoch); err != nil {
-				return err
-			}
+		more, err := then(first)
+		if err != nil {
+			return err
 		}
-		return nil
+		if len(more) == 0 {
+			return nil
+		}
+		second = make([]BatchResult, len(more))
+		return s.batch(ctx, tx, more, second, checked)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -264,26 +249,44 @@ func (s *Store) transitionBatch(ctx context.Context, ps []TransitionParams, logs
 // of tasks records one transition at a time.
 const smallBatch = 2
 
-// batch checks and applies ps inside tx, unfenced; it adds the epochs of ps
-// to epochs, for the caller to check before it commits.
-func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, epochs map[int64]bool) error {
+// batch checks and applies ps inside tx; checked remembers the epochs
+// verified in this transaction.
+//
+// The epoch is checked first, not just before the commit: on MySQL its
+// locking read takes the lease row's shared lock before any instance row
+// is locked, so that a holder stalled inside a batch (SIGSTOP, a frozen VM)
+// holds the lease row too, and a takeover finds it and ends its
+// connections (breakStalledHolder). Checked last, a holder stalled
+// mid-batch held instance rows but not the lease row: the standby took
+// over at once and its writes then waited up to innodb_lock_wait_timeout
+// on the stalled rows (TestHAStalledPrimaryCannotWrite: fewer than 7 runs
+// in 60 s, twice in three runs). A renewal therefore waits for the batch
+// in progress.
+func (s *Store) batch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, checked map[int64]bool) error {
+	small := len(ps) <= smallBatch
 	for i, p := range ps {
 		if err := checkLegal(p); err != nil {
 			out[i].Err = err
 			continue
 		}
-		if p.Epoch != 0 {
-			epochs[p.Epoch] = true
+		// The single-row form carries the fence in its UPDATE (a stale epoch
+		// fails it as ErrNotLeader, undoing the batch); the multi-row form
+		// checks the epoch once, up front, under the lease row's lock.
+		if !small && !checked[p.Epoch] {
+			if err := s.checkEpoch(ctx, tx, p.Epoch); err != nil {
+				return err
+			}
+			checked[p.Epoch] = true
 		}
 	}
-	if len(ps) > smallBatch {
+	if !small {
 		return s.transitionMany(ctx, tx, ps, out)
 	}
 	for i, p := range ps {
 		if out[i].Err != nil {
 			continue
 		}
-		v, err := s.transition(ctx, tx, p, false)
+		v, err := s.transition(ctx, tx, p)
 		var te *TransitionError
 		switch {
 		case err == nil:
@@ -306,18 +309,17 @@ func checkLegal(p TransitionParams) error {
 
 // transition does the work of one transition inside tx. The happy path is
 // one UPDATE and one INSERT … SELECT, as cheap as a raw CAS with history; only a refused update pays for a
-// diagnosing read. With fence, the fence is part of the UPDATE: its
-// subquery reads the lease row under a shared lock on MySQL (a takeover
-// waits for this transaction), and SQLite has a single writer. Without
-// it, the caller checks p.Epoch before its commit (a batch).
-func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams, fence bool) (int64, error) {
+// diagnosing read. The fence is part of the UPDATE: its subquery reads the
+// lease row under a shared lock on MySQL (a takeover waits for this
+// transaction), and SQLite has a single writer.
+func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) (int64, error) {
 	now := p.Now.UnixMilli()
 	up := s.sb.Update("instances").
 		Set("state", string(p.To)).
 		Set("version", sq.Expr("version + 1")).
 		Set("updated_at", now).
 		Where(sq.Eq{"id": p.InstanceID, "version": p.Version, "state": string(p.From)})
-	fenced := fence && p.Epoch != 0
+	fenced := p.Epoch != 0
 	if fenced {
 		up = up.Where(sq.Expr("EXISTS (SELECT 1 FROM leases WHERE name = ? AND epoch = ?)", LeaseName, p.Epoch))
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -19,7 +20,7 @@ type Op struct {
 	Args      string    `json:"args"`   // JSON options
 	Actor     string    `json:"actor"`
 	Reason    string    `json:"reason"`
-	State     string    `json:"state"` // pending, done, failed
+	State     string    `json:"state"` // pending, applying, done, failed
 	Result    string    `json:"result,omitempty"`
 	Error     string    `json:"error,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -28,9 +29,10 @@ type Op struct {
 
 // Op states.
 const (
-	OpPending = "pending"
-	OpDone    = "done"
-	OpFailed  = "failed"
+	OpPending  = "pending"
+	OpApplying = "applying" // claimed by the primary: it is applied once, whatever becomes of its outcome
+	OpDone     = "done"
+	OpFailed   = "failed"
 )
 
 // EnqueueOp queues an operator request and returns its id.
@@ -69,21 +71,43 @@ func (s *Store) GetOp(ctx context.Context, id int64) (Op, error) {
 	return ops[0], nil
 }
 
-// FinishOp records the outcome of a pending request, fenced by epoch; a
-// request finished already is left as it is (ErrConflict).
+// ClaimOp marks a pending request as being applied, fenced by epoch,
+// before the primary applies it: a request claimed is never applied again
+// (not when its outcome fails to be recorded), and one its author withdrew
+// first is not applied at all (ErrConflict).
+func (s *Store) ClaimOp(ctx context.Context, id, epoch int64) error {
+	return s.setOpState(ctx, "claim op", id, epoch, []string{OpPending}, s.sb.Update("ops").Set("state", OpApplying))
+}
+
+// FinishOp records the outcome of a pending or claimed request, fenced by
+// epoch; a request finished already is left as it is (ErrConflict).
 func (s *Store) FinishOp(ctx context.Context, id int64, result string, opErr error, epoch int64, now time.Time) error {
 	state, msg := OpDone, ""
 	if opErr != nil {
 		state, msg = OpFailed, opErr.Error()
 	}
-	return s.inTx(ctx, "finish op", func(tx *sql.Tx) error {
+	return s.setOpState(ctx, "finish op", id, epoch, []string{OpPending, OpApplying},
+		s.sb.Update("ops").Set("state", state).Set("result", result).Set("error", msg).Set("done_at", now.UnixMilli()))
+}
+
+// WithdrawOp fails a request still pending, for its author that waited
+// for it in vain; one the primary claimed meanwhile is left to it
+// (ErrConflict), so that what was applied is never reported withdrawn.
+func (s *Store) WithdrawOp(ctx context.Context, id int64, why string, now time.Time) error {
+	return s.setOpState(ctx, "withdraw op", id, 0, []string{OpPending},
+		s.sb.Update("ops").Set("state", OpFailed).Set("result", "").Set("error", why).Set("done_at", now.UnixMilli()))
+}
+
+// setOpState applies upd to request id when it is in one of the states
+// from, fenced by epoch (0: unfenced).
+func (s *Store) setOpState(ctx context.Context, what string, id, epoch int64, from []string, upd sq.UpdateBuilder) error {
+	return s.inTx(ctx, what, func(tx *sql.Tx) error {
 		if err := s.checkEpoch(ctx, tx, epoch); err != nil {
 			return err
 		}
-		n, err := s.exec(ctx, tx, "finish op", s.sb.Update("ops").Set("state", state).Set("result", result).Set("error", msg).
-			Set("done_at", now.UnixMilli()).Where(sq.Eq{"id": id, "state": OpPending}))
+		n, err := s.exec(ctx, tx, what, upd.Where(sq.Eq{"id": id, "state": from}))
 		if err == nil && n == 0 {
-			return fmt.Errorf("op %d: %w (not pending)", id, ErrConflict)
+			return fmt.Errorf("op %d: %w (not %s)", id, ErrConflict, strings.Join(from, " or "))
 		}
 		return err
 	})

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ax-sched/ax/cli"
 )
 
 // TestServerAdvertiseURL: a --listen on every address needs --advertise-url
@@ -30,8 +32,8 @@ func TestServerAdvertiseURL(t *testing.T) {
 			t.Parallel()
 			db := filepath.Join(t.TempDir(), "ax.db")
 			code, _, stderr := runAx(t, append([]string{"server", "--store", db, "--pipelines", "../../examples"}, tc.args...)...)
-			if code != exitUsage || !strings.Contains(stderr, tc.want) {
-				t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, stderr, exitUsage, tc.want)
+			if code != cli.ExitUsage || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant %d and %q", code, stderr, cli.ExitUsage, tc.want)
 			}
 			if _, err := os.Stat(db); !os.IsNotExist(err) {
 				t.Errorf("store %s was created (err %v)", db, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
 	"github.com/ax-sched/ax/store"
@@ -107,14 +108,14 @@ func TestKillReachesTheExecutor(t *testing.T) {
 	t.Parallel()
 	db, _, st, srv, cancelled, _ := routedSetup(t, "@every 1h")
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "routed.hold"); return len(exs) == 1 })
-	if code, out, errOut := runAx(t, "trigger", "routed.hold", "--store", db); code != exitOK {
+	if code, out, errOut := runAx(t, "trigger", "routed.hold", "--store", db); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	waitFor(t, func() bool {
 		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.hold", States: []axtype.State{axtype.Running}})
 		return len(ins) == 1
 	})
-	if code, out, errOut := runAx(t, "kill", "routed.hold", "--store", db); code != exitOK {
+	if code, out, errOut := runAx(t, "kill", "routed.hold", "--store", db); code != cli.ExitOK {
 		t.Fatalf("kill: %d %s %s", code, out, errOut)
 	}
 	select {
@@ -136,7 +137,7 @@ func TestResultAppliedOnce(t *testing.T) {
 	db, apiAddr, st, srv, _, release := routedSetup(t, "@every 1h")
 	close(release)
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "routed.hold"); return len(exs) == 1 })
-	if code, _, errOut := runAx(t, "trigger", "routed.hold", "--store", db); code != exitOK {
+	if code, _, errOut := runAx(t, "trigger", "routed.hold", "--store", db); code != cli.ExitOK {
 		t.Fatalf("trigger: %s", errOut)
 	}
 	var done axtype.Instance

@@ -7,13 +7,14 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
+	"github.com/ax-sched/ax/stock"
 )
 
 // setupAPI serves the API of a primary engine running the stock binary's
 // executors on a fresh store, for tests of the CLI through the API.
 func setupAPI(t testing.TB, o apitest.Opts) *apitest.Env {
 	t.Helper()
-	o.Executors = executors
+	o.Executors = stock.Executors
 	return apitest.Setup(t, o, func(e *apitest.Env) http.Handler {
 		e.Reg.MustRegister(api.NewExecutorCollector(e.St))
 		return api.Handler(api.Config{Store: e.St, Graph: e.Graph, Engine: e.Eng, Reload: o.Reload, Gather: e.Reg, Token: o.Token, ExecToken: o.ExecToken,

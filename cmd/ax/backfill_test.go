@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -67,7 +68,7 @@ func TestBackfillStandalone(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ax.db")
 	code, out, errOut := runAx(t, "backfill", "daily", "--from", "2026-03-01", "--to", "2026-03-05", "--select", "clean+",
 		"--pipelines", dir, "--store", db, "--standalone", "--max-active-runs", "2")
-	if code != exitFailed || !strings.Contains(errOut, "1 of 5 run(s) failed; failed runs: 2026-03-03T02:00:00Z: clean") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "1 of 5 run(s) failed; failed runs: 2026-03-03T02:00:00Z: clean") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	ran := executions(t, record)
@@ -92,7 +93,7 @@ func TestBackfillStandalone(t *testing.T) {
 	// The fixed file records into its own directory; count there.
 	code, out, errOut = runAx(t, "backfill", "daily", "--from", "2026-03-01", "--to", "2026-03-05", "--select", "clean+",
 		"--pipelines", dir, "--store", db, "--standalone", "--rerun", "failed")
-	if code != exitOK || !strings.Contains(out, "done: 5 run(s)") {
+	if code != cli.ExitOK || !strings.Contains(out, "done: 5 run(s)") {
 		t.Fatalf("rerun failed: exit %d\n%s\n%s", code, out, errOut)
 	}
 	again := executions(t, filepath.Join(fixed, "executions.txt"))
@@ -100,20 +101,20 @@ func TestBackfillStandalone(t *testing.T) {
 		t.Errorf("--rerun failed ran %v, want only day 3's clean and report", again)
 	}
 	code, out, _ = runAx(t, "backfill", "list", "--store", db)
-	if code != exitOK || strings.Count(out, "daily") != 2 {
+	if code != cli.ExitOK || strings.Count(out, "daily") != 2 {
 		t.Errorf("list: %s", out)
 	}
 	code, out, _ = runAx(t, "backfill", "status", "1", "--store", db)
-	if code != exitOK || !strings.Contains(out, "backfill 1 done: 5/5 runs (100%), 1 failed") || !strings.Contains(out, "2026-03-03T02:00:00Z: clean") {
+	if code != cli.ExitOK || !strings.Contains(out, "backfill 1 done: 5/5 runs (100%), 1 failed") || !strings.Contains(out, "2026-03-03T02:00:00Z: clean") {
 		t.Errorf("status: exit %d, %s", code, out)
 	}
 	for _, args := range [][]string{{"status", "99"}, {"resume", "99", "--pipelines", dir}} {
 		code, _, errOut := runAx(t, append(append([]string{"backfill"}, args...), "--store", db)...)
-		if code != exitFailed || !strings.Contains(errOut, "no backfill 99 (ax backfill list shows them)") {
+		if code != cli.ExitFailed || !strings.Contains(errOut, "no backfill 99 (ax backfill list shows them)") {
 			t.Errorf("%v: exit %d, %q", args, code, errOut)
 		}
 	}
-	if code, _, errOut := runAx(t, "backfill", "status", "x1", "--store", db); code != exitUsage || !strings.Contains(errOut, `"x1" is not a backfill id`) {
+	if code, _, errOut := runAx(t, "backfill", "status", "x1", "--store", db); code != cli.ExitUsage || !strings.Contains(errOut, `"x1" is not a backfill id`) {
 		t.Errorf("bad id: exit %d, %q", code, errOut)
 	}
 }
@@ -127,11 +128,11 @@ func TestBackfillBadInputWritesNothing(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"daily", "--from", "2026-03-05", "--to", "2026-03-01"}, exitFailed, "--from 2026-03-05T00:00:00Z is after --to 2026-03-01T23:59:59Z"},
-		{[]string{"daily", "--from", "2026-03-01T03:00:00", "--to", "2026-03-01T04:00:00"}, exitFailed, "gives no fire time between"},
-		{[]string{"daily", "--from", "2026-03-01", "--to", "2026-03-02", "--select", "claen"}, exitFailed, `no task "claen" (did you mean "clean"?)`},
-		{[]string{"dialy", "--from", "2026-03-01", "--to", "2026-03-02"}, exitFailed, `no pipeline "dialy" (did you mean "daily"?)`},
-		{[]string{"daily", "--from", "March 1st", "--to", "2026-03-02"}, exitUsage, `--from: "March 1st" is not a date`},
+		{[]string{"daily", "--from", "2026-03-05", "--to", "2026-03-01"}, cli.ExitFailed, "--from 2026-03-05T00:00:00Z is after --to 2026-03-01T23:59:59Z"},
+		{[]string{"daily", "--from", "2026-03-01T03:00:00", "--to", "2026-03-01T04:00:00"}, cli.ExitFailed, "gives no fire time between"},
+		{[]string{"daily", "--from", "2026-03-01", "--to", "2026-03-02", "--select", "claen"}, cli.ExitFailed, `no task "claen" (did you mean "clean"?)`},
+		{[]string{"dialy", "--from", "2026-03-01", "--to", "2026-03-02"}, cli.ExitFailed, `no pipeline "dialy" (did you mean "daily"?)`},
+		{[]string{"daily", "--from", "March 1st", "--to", "2026-03-02"}, cli.ExitUsage, `--from: "March 1st" is not a date`},
 	} {
 		code, _, errOut := runAx(t, append(append([]string{"backfill"}, tc.args...), "--pipelines", dir, "--store", db, "--standalone")...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
@@ -142,7 +143,7 @@ func TestBackfillBadInputWritesNothing(t *testing.T) {
 		t.Errorf("bad backfills created a store: %v", err)
 	}
 	code, out, _ := runAx(t, "backfill", "daily", "--from", "2026-03-01", "--to", "2026-03-03", "--pipelines", dir, "--dry-run", "--reverse")
-	if code != exitOK || !strings.Contains(out, "plan: daily, 3 run(s) × 3 task(s)") ||
+	if code != cli.ExitOK || !strings.Contains(out, "plan: daily, 3 run(s) × 3 task(s)") ||
 		strings.Index(out, "2026-03-03T02:00:00Z") > strings.Index(out, "2026-03-01T02:00:00Z") {
 		t.Errorf("dry run --reverse: %s", out)
 	}
@@ -194,7 +195,7 @@ func TestBackfillKilledAndResumed(t *testing.T) {
 		}
 	}
 	// The resumed backfill succeeds, or reports exactly the interrupted runs as failed.
-	if code != exitOK && !(code == exitFailed && len(unknown) > 0 && strings.Contains(errOut, "run(s) failed")) {
+	if code != cli.ExitOK && !(code == cli.ExitFailed && len(unknown) > 0 && strings.Contains(errOut, "run(s) failed")) {
 		t.Errorf("resume: exit %d\n%s\n%s", code, out, errOut)
 	}
 	t.Logf("%d executions; %d attempt(s) interrupted by the kill, recorded as unknown outcome", len(ran), len(unknown))
@@ -215,28 +216,28 @@ func TestRunCommand(t *testing.T) {
 	dir, record := backfillPipeline(t, "2026-03-03")
 	file := filepath.Join(dir, "daily.yaml")
 	code, out, _ := runAx(t, "run", file, "--at", "2026-03-02T02:00:00")
-	if code != exitOK || !strings.Contains(out, "start  daily.sync") || !strings.Contains(out, "success daily.report") || !strings.Contains(out, "ok: 3 task(s) succeeded") {
+	if code != cli.ExitOK || !strings.Contains(out, "start  daily.sync") || !strings.Contains(out, "success daily.report") || !strings.Contains(out, "ok: 3 task(s) succeeded") {
 		t.Errorf("run: exit %d\n%s", code, out)
 	}
 	code, out, errOut := runAx(t, "run", file, "--at", "2026-03-03T02:00:00", "--select", "clean+")
-	if code != exitFailed || !strings.Contains(out, "failed  daily.clean") || !strings.Contains(errOut, "clean") || strings.Contains(out, "start  daily.report") {
+	if code != cli.ExitFailed || !strings.Contains(out, "failed  daily.clean") || !strings.Contains(errOut, "clean") || strings.Contains(out, "start  daily.report") {
 		t.Errorf("failing run: exit %d\n%s\n%s", code, out, errOut)
 	}
 	ran := executions(t, record)
 	if ran["sync 2026-03-02T02:00:00Z"] != 1 || ran["report 2026-03-02T02:00:00Z"] != 1 || ran["sync 2026-03-03T02:00:00Z"] != 0 {
 		t.Errorf("executions %v", ran)
 	}
-	if code, _, errOut := runAx(t, "run", "nosuch", "--pipelines", dir); code != exitFailed || !strings.Contains(errOut, `no pipeline "nosuch"`) {
+	if code, _, errOut := runAx(t, "run", "nosuch", "--pipelines", dir); code != cli.ExitFailed || !strings.Contains(errOut, `no pipeline "nosuch"`) {
 		t.Errorf("unknown pipeline: %d %q", code, errOut)
 	}
 	// A file that does not exist is named as such: it was looked up as a
 	// pipeline name in the default --pipelines, and the error was about
 	// that directory ("defs: stat examples: no such file or directory").
 	missing := filepath.Join(dir, "nosuch.yaml")
-	if code, _, errOut := runAx(t, "run", missing); code != exitUsage || !strings.Contains(errOut, missing+": no such pipeline file") || strings.Contains(errOut, "examples") {
+	if code, _, errOut := runAx(t, "run", missing); code != cli.ExitUsage || !strings.Contains(errOut, missing+": no such pipeline file") || strings.Contains(errOut, "examples") {
 		t.Errorf("ax run of a missing file: %d %q", code, errOut)
 	}
-	if code, _, errOut := runAx(t, "validate", missing); code != exitUsage || !strings.Contains(errOut, missing+": no such file or directory: give pipeline files or directories that exist") || strings.Contains(errOut, "defs:") {
+	if code, _, errOut := runAx(t, "validate", missing); code != cli.ExitUsage || !strings.Contains(errOut, missing+": no such file or directory: give pipeline files or directories that exist") || strings.Contains(errOut, "defs:") {
 		t.Errorf("ax validate of a missing file: %d %q", code, errOut)
 	}
 }
@@ -251,7 +252,7 @@ func TestBackfillPickedUpByServer(t *testing.T) {
 	st := openStore(t, db)
 	waitFor(t, func() bool { ts, _ := st.Tasks(context.Background(), store.TaskFilter{}); return len(ts) == 3 })
 	code, out, errOut := runAx(t, "backfill", "daily", "--from", "2026-02-01", "--to", "2026-02-03", "--pipelines", dir, "--store", db)
-	if code != exitOK || !strings.Contains(out, "done: 3 run(s)") || !strings.Contains(out, "instances 9/9") {
+	if code != cli.ExitOK || !strings.Contains(out, "done: 3 run(s)") || !strings.Contains(out, "instances 9/9") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	if ran := executions(t, record); len(ran) != 9 {
@@ -308,7 +309,7 @@ func TestBackfillResumeGoesThroughTheEngine(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ax.db")
 	code, out, errOut := runAx(t, "backfill", "daily", "--from", "2026-03-01", "--to", "2026-03-04", "--pipelines", dir, "--store", db,
 		"--standalone", "--stop-on-failure")
-	if code != exitFailed || !strings.Contains(errOut, "backfill 1 failed") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "backfill 1 failed") {
 		t.Fatalf("setup: exit %d\n%s\n%s", code, out, errOut)
 	}
 	st := openStore(t, db)
@@ -324,7 +325,7 @@ func TestBackfillResumeGoesThroughTheEngine(t *testing.T) {
 	before := read()
 	// No scheduler: the request is withdrawn and the backfill stays as it was.
 	code, out, errOut = runAx(t, "backfill", "resume", "1", "--pipelines", dir, "--store", db, "--wait", "500ms")
-	if code != exitFailed || !strings.Contains(errOut, "no scheduler applied it within 500ms") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "no scheduler applied it within 500ms") {
 		t.Errorf("resume without a scheduler: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if after := read(); after != before {
@@ -333,7 +334,7 @@ func TestBackfillResumeGoesThroughTheEngine(t *testing.T) {
 	// With a server: it applies the request, under its lease, in the action log.
 	srv := startServer(t, db, dir)
 	code, out, errOut = runAx(t, "backfill", "resume", "1", "--pipelines", dir, "--store", db, "--detach")
-	if code != exitOK || !strings.Contains(out, "backfill 1 resumed (was failed at ") {
+	if code != cli.ExitOK || !strings.Contains(out, "backfill 1 resumed (was failed at ") {
 		t.Errorf("resume: exit %d\n%s\n%s", code, out, errOut)
 	}
 	acts, err := st.Actions(ctx, store.LogFilter{Action: "resume_backfill", Limit: 10})
@@ -343,7 +344,7 @@ func TestBackfillResumeGoesThroughTheEngine(t *testing.T) {
 	waitFor(t, func() bool { return read().State != "pending" })
 	// A done or unknown backfill is refused by the engine, with nothing changed.
 	code, _, errOut = runAx(t, "backfill", "resume", "7", "--pipelines", dir, "--store", db)
-	if code != exitFailed || !strings.Contains(errOut, "no backfill 7") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "no backfill 7") {
 		t.Errorf("unknown backfill: exit %d %q", code, errOut)
 	}
 	srv.stop(t)

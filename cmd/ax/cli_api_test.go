@@ -8,6 +8,7 @@ import (
 
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 )
 
 // TestCLIThroughAPI drives the operator commands against a server's admin
@@ -31,69 +32,69 @@ func TestCLIThroughAPI(t *testing.T) {
 			}
 		}
 	}
-	out, _ := ax(exitOK, "trigger", "shop.sync", "--downstream", "--reason", "cli test")
+	out, _ := ax(cli.ExitOK, "trigger", "shop.sync", "--downstream", "--reason", "cli test")
 	has(out, "started for shop.sync (2 task(s))")
 	e.WaitState("shop.clean", axtype.Success)
 
-	out, _ = ax(exitOK, "status")
+	out, _ = ax(cli.ExitOK, "status")
 	has(out, "scheduler: api-test (epoch 1, lease held until", "answered as primary", "pipeline shop (3 tasks)", "manual", "SUCCESS 2")
-	out, _ = ax(exitOK, "status", "shop", "--json")
+	out, _ = ax(cli.ExitOK, "status", "shop", "--json")
 	var st map[string]any
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st["status"] == nil || st["runs"] == nil {
 		t.Errorf("status --json: %v\n%s", err, out)
 	}
 
-	out, _ = ax(exitOK, "pause", "shop.sync", "--reason", "upgrade")
+	out, _ = ax(cli.ExitOK, "pause", "shop.sync", "--reason", "upgrade")
 	has(out, "paused task shop.sync")
-	out, _ = ax(exitOK, "explain", "shop.sync")
+	out, _ = ax(cli.ExitOK, "explain", "shop.sync")
 	has(out, "shop.sync: task shop.sync paused by operator", ": upgrade", "checks:", "✗ paused", "last dispatches (due → dispatched, late):", "next fires:")
-	out, _ = ax(exitOK, "explain", "shop.clean", "--json")
+	out, _ = ax(cli.ExitOK, "explain", "shop.clean", "--json")
 	if x := apitest.DecodeJSON[map[string]any](t, out); x["verdict"] == nil || x["findings"] == nil {
 		t.Errorf("explain --json: %s", out)
 	}
-	out, _ = ax(exitOK, "resume", "shop.sync")
+	out, _ = ax(cli.ExitOK, "resume", "shop.sync")
 	has(out, "resumed task shop.sync")
-	out, _ = ax(exitOK, "pause", "--group", "etl")
+	out, _ = ax(cli.ExitOK, "pause", "--group", "etl")
 	has(out, "paused group etl")
-	_, errOut := ax(exitFailed, "resume", "shop")
+	_, errOut := ax(cli.ExitFailed, "resume", "shop")
 	has(errOut, "resume refused: pipeline shop is not paused (HTTP 409)")
-	out, _ = ax(exitOK, "resume", "--group", "etl")
+	out, _ = ax(cli.ExitOK, "resume", "--group", "etl")
 	has(out, "resumed group etl")
 
-	out, _ = ax(exitOK, "history", "shop.sync", "-n", "20")
+	out, _ = ax(cli.ExitOK, "history", "shop.sync", "-n", "20")
 	has(out, "TIME", "SCHEDULED → RUNNING", "action dispatch", "action pause", "operator")
 	if strings.Index(out, "SCHEDULED → RUNNING") > strings.Index(out, "RUNNING → SUCCESS") {
 		t.Errorf("history out of order:\n%s", out)
 	}
 
-	out, _ = ax(exitOK, "limits", "--global", "25", "--group", "etl=4")
+	out, _ = ax(cli.ExitOK, "limits", "--global", "25", "--group", "etl=4")
 	has(out, "limits now global 25/s, group etl 4/s")
-	out, _ = ax(exitOK, "limits")
+	out, _ = ax(cli.ExitOK, "limits")
 	has(out, "global: 25 per second", "group etl: 4 per second", "(from the primary)")
-	_, errOut = ax(exitUsage, "limits", "--group", "etl")
+	_, errOut = ax(cli.ExitUsage, "limits", "--group", "etl")
 	has(errOut, `--group "etl": write NAME=RATE`)
 
-	out, _ = ax(exitOK, "executors")
+	out, _ = ax(cli.ExitOK, "executors")
 	has(out, "(no executor has registered)")
 
-	out, _ = ax(exitOK, "backfill", "shop", "--from", "2024-01-01", "--to", "2025-12-31", "--select", "sync+")
+	out, _ = ax(cli.ExitOK, "backfill", "shop", "--from", "2024-01-01", "--to", "2025-12-31", "--select", "sync+")
 	has(out, "backfill 1: shop, 2 run(s) × 2 task(s)", "backfill 1 done: 2 run(s)")
-	out, _ = ax(exitOK, "backfill", "status", "1")
+	out, _ = ax(cli.ExitOK, "backfill", "status", "1")
 	has(out, "backfill 1 done: 2/2 runs (100%)", "instances 4/4")
-	out, _ = ax(exitOK, "backfill", "list")
+	out, _ = ax(cli.ExitOK, "backfill", "list")
 	has(out, "ID", "shop", "done", "2/2")
-	_, errOut = ax(exitFailed, "backfill", "cancel", "1")
+	_, errOut = ax(cli.ExitFailed, "backfill", "cancel", "1")
 	has(errOut, "backfill 1 is done already", "(HTTP 409)")
 
 	// Bad input: a clear message, exit 1, nothing changed.
 	before := e.State()
-	_, errOut = ax(exitFailed, "pause", "shop.synk")
+	_, errOut = ax(cli.ExitFailed, "pause", "shop.synk")
 	has(errOut, `no task "synk" (did you mean "sync"?)`, "(HTTP 404)")
-	_, errOut = ax(exitFailed, "trigger", "shopp.sync")
+	_, errOut = ax(cli.ExitFailed, "trigger", "shopp.sync")
 	has(errOut, `no pipeline "shopp" (did you mean "shop"?)`)
-	_, errOut = ax(exitUsage, "explain", "sync")
+	_, errOut = ax(cli.ExitUsage, "explain", "sync")
 	has(errOut, `"sync": write PIPELINE.TASK`)
-	_, errOut = ax(exitFailed, "kill", "99999")
+	_, errOut = ax(cli.ExitFailed, "kill", "99999")
 	has(errOut, "no instance 99999")
 	if e.State() != before {
 		t.Error("refused commands changed the store")
@@ -106,22 +107,22 @@ func TestCLIWithoutServerOrToken(t *testing.T) {
 	t.Setenv("AX_SERVER", "")
 	t.Setenv("AX_ADMIN_TOKEN", "")
 	code, _, errOut := runAx(t, "status", "--server", "http://127.0.0.1:1")
-	if code != exitFailed || !strings.Contains(errOut, "cannot reach ax server at http://127.0.0.1:1") || !strings.Contains(errOut, "make run") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "cannot reach ax server at http://127.0.0.1:1") || !strings.Contains(errOut, "make run") {
 		t.Errorf("unreachable server: exit %d, %s", code, errOut)
 	}
 	code, _, errOut = runAx(t, "status", "--server", "ftp://x")
-	if code != exitUsage || !strings.Contains(errOut, `--server "ftp://x"`) {
+	if code != cli.ExitUsage || !strings.Contains(errOut, `--server "ftp://x"`) {
 		t.Errorf("bad --server: exit %d, %s", code, errOut)
 	}
 	e := setupAPI(t, apitest.Opts{Token: "t0ken"})
 	code, _, errOut = runAx(t, "pause", "shop.sync", "--server", e.Srv.URL)
-	if code != exitFailed || !strings.Contains(errOut, "bearer token") || !strings.Contains(errOut, "(set AX_ADMIN_TOKEN)") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "bearer token") || !strings.Contains(errOut, "(set AX_ADMIN_TOKEN)") {
 		t.Errorf("no token: exit %d, %s", code, errOut)
 	}
 	t.Setenv("AX_ADMIN_TOKEN", "t0ken")
 	t.Setenv("AX_SERVER", e.Srv.URL)
 	code, out, errOut := runAx(t, "pause", "shop.sync")
-	if code != exitOK || !strings.Contains(out, "paused task shop.sync") {
+	if code != cli.ExitOK || !strings.Contains(out, "paused task shop.sync") {
 		t.Errorf("with AX_SERVER and AX_ADMIN_TOKEN: exit %d, %s%s", code, out, errOut)
 	}
 	ps, err := e.St.Pauses(context.Background())

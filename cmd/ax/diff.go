@@ -3,12 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
@@ -17,7 +17,7 @@ import (
 
 func newDiffCmd() *cobra.Command {
 	var (
-		f    apiFlags
+		f    cli.APIOptions
 		rate float64
 	)
 	cmd := &cobra.Command{
@@ -32,15 +32,15 @@ them would keep the running set.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			g, errs, err := dag.Load(args, defs.Options{}, dag.Options{DispatchRate: reload.WarnRate(rate)})
 			if err != nil {
-				return usageErr("%v", err)
+				return cli.Usage("%v", err)
 			}
 			if g == nil {
 				for _, e := range errs.Fatal() {
 					fmt.Fprintln(cmd.ErrOrStderr(), e.Error())
 				}
-				return &exitError{code: exitFailed, err: fmt.Errorf("%d error(s): a reload of these files would keep the running pipelines", len(errs.Fatal()))}
+				return cli.Fail(fmt.Errorf("%d error(s): a reload of these files would keep the running pipelines", len(errs.Fatal())))
 			}
-			c, err := newAPIClient(f.server)
+			c, err := cli.NewAPIClient(f.Server)
 			if err != nil {
 				return err
 			}
@@ -53,32 +53,14 @@ them would keep the running set.`,
 				return fmt.Errorf("read the server's answer: %w", err)
 			}
 			d := engine.DiffOf(st.Running, engine.Fingerprint(g))
-			if f.json {
+			if f.JSON {
 				out, _ := json.MarshalIndent(d, "", "  ")
-				return printJSON(cmd.OutOrStdout(), out)
+				return cli.PrintJSON(cmd.OutOrStdout(), out)
 			}
-			return writeDiff(cmd.OutOrStdout(), d)
+			return cli.WriteDiff(cmd.OutOrStdout(), d)
 		},
 	}
-	f.add(cmd)
+	addAPIFlags(cmd, &f)
 	cmd.Flags().Float64Var(&rate, "dispatch-rate", 0, "the server's --dispatch-rate, for the same warnings")
 	return cmd
-}
-
-// writeDiff prints a diff one line per task or schedule.
-func writeDiff(w io.Writer, d engine.Diff) error {
-	if d.Empty() {
-		_, err := fmt.Fprintln(w, "no change: the running server has these pipelines")
-		return err
-	}
-	for _, l := range []struct {
-		mark, what string
-		ids        []string
-	}{{"+", "added", d.Added}, {"-", "removed", d.Removed}, {"~", "changed", d.Changed}, {"@", "schedule planned again from the reload", d.Replanned}} {
-		for _, id := range l.ids {
-			fmt.Fprintf(w, "%s %-40s %s\n", l.mark, id, l.what)
-		}
-	}
-	_, err := fmt.Fprintf(w, "%d added, %d removed, %d changed; %d schedule(s) planned again\n", len(d.Added), len(d.Removed), len(d.Changed), len(d.Replanned))
-	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -296,14 +297,14 @@ func TestServerRefusesInvalidPipelines(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "ax.db")
 	code, _, errOut := runAx(t, "server", "--store", db, "--pipelines", dir)
-	if code != exitFailed || !strings.Contains(errOut, `bad.yaml:4:28: task "b": depends_on "c": no such task`) || !strings.Contains(errOut, "not starting: 1 error(s)") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, `bad.yaml:4:28: task "b": depends_on "c": no such task`) || !strings.Contains(errOut, "not starting: 1 error(s)") {
 		t.Errorf("exit %d, stderr:\n%s", code, errOut)
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("a store was created for invalid pipelines: %v", err)
 	}
 	code, _, errOut = runAx(t, "server", "--store", db, "--pipelines", dir, "--lease-ttl", "1s")
-	if code != exitFailed || !strings.Contains(errOut, "not starting") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "not starting") {
 		t.Errorf("invalid pipelines checked before flags? exit %d: %s", code, errOut)
 	}
 }

@@ -1,32 +1,11 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/dag"
-	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/cli"
 	"github.com/spf13/cobra"
 )
-
-// loadOne parses and compiles a single pipeline file; references to other
-// pipelines are kept as external nodes.
-func loadOne(file string, now time.Time, w io.Writer) (*dag.Graph, *defs.Pipeline, error) {
-	p, errs := defs.ParseFile(file, defs.Options{Now: now})
-	if p != nil && errs.Err() == nil {
-		g, cerrs := dag.Compile([]*defs.Pipeline{p}, dag.Options{Now: now, External: true, DispatchRate: -1})
-		errs = append(errs, cerrs...)
-		if errs.Err() == nil {
-			return g, g.Pipeline(p.Name), nil
-		}
-	}
-	for _, e := range errs.Fatal() {
-		fmt.Fprintln(w, e.Error())
-	}
-	return nil, nil, failed()
-}
 
 func newGraphCmd() *cobra.Command {
 	var format string
@@ -36,9 +15,9 @@ func newGraphCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "dot" && format != "layers" {
-				return usageErr("--format %q: use dot or layers", format)
+				return cli.Usage("--format %q: use dot or layers", format)
 			}
-			g, p, err := loadOne(args[0], time.Now(), cmd.ErrOrStderr())
+			g, p, err := cli.LoadOne(args[0], time.Now(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -46,40 +25,9 @@ func newGraphCmd() *cobra.Command {
 			if format == "dot" {
 				return g.WriteDOT(out, p.Name)
 			}
-			return writeLayers(out, g, p)
+			return cli.WriteLayers(out, g, p)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "dot", "output format: dot or layers")
 	return cmd
-}
-
-func writeLayers(w io.Writer, g *dag.Graph, p *defs.Pipeline) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "pipeline %s (%s", p.Name, p.Timezone)
-	if p.ScheduleSpec != "" {
-		fmt.Fprintf(&b, ", schedule %q", p.ScheduleSpec)
-	}
-	b.WriteString(")\n")
-	for i, layer := range g.Layers(p.Name) {
-		names := make([]string, len(layer))
-		for k, t := range layer {
-			names[k] = t.Name
-			var tags []string
-			if t.Cron != "" {
-				tags = append(tags, fmt.Sprintf("cron %q", t.Cron))
-			}
-			if t.Manual {
-				tags = append(tags, "manual")
-			}
-			if t.Delay > 0 {
-				tags = append(tags, "delay "+t.Delay.String())
-			}
-			if len(tags) > 0 {
-				names[k] += " (" + strings.Join(tags, ", ") + ")"
-			}
-		}
-		fmt.Fprintf(&b, "layer %d: %s\n", i, strings.Join(names, ", "))
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

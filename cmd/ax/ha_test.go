@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -270,7 +271,7 @@ func TestServerWrongDSN(t *testing.T) {
 	t.Parallel()
 	dir, _ := e2ePipeline(t)
 	code, _, errOut := runAx(t, "server", "--store", "mysql://root@tcp(127.0.0.1:1)/ax", "--pipelines", dir)
-	if code != exitFailed || !strings.Contains(errOut, "store: open mysql://root@tcp(127.0.0.1:1)/ax: store: database unavailable") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "store: open mysql://root@tcp(127.0.0.1:1)/ax: store: database unavailable") {
 		t.Errorf("exit %d, %q", code, errOut)
 	}
 }

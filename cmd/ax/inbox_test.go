@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
@@ -69,7 +70,7 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
 
 	for _, task := range []string{"inbox.work", "inbox.other"} {
-		if code, out, errOut := runAx(t, "trigger", task, "--server", "http://"+pa); code != exitOK {
+		if code, out, errOut := runAx(t, "trigger", task, "--server", "http://"+pa); code != cli.ExitOK {
 			t.Fatalf("trigger %s: %d %s %s", task, code, out, errOut)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+
+	"github.com/ax-sched/ax/cli"
 )
 
 // listenAPI binds the admin API's address before anything else of the
@@ -28,7 +30,7 @@ func listenAPI(addr string) (net.Listener, error) {
 func checkListen(addr, token, execToken string, insecure bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usageErr("--listen %q: give host:port, such as 127.0.0.1:8080", addr)
+		return cli.Usage("--listen %q: give host:port, such as 127.0.0.1:8080", addr)
 	}
 	if host == "localhost" {
 		return nil
@@ -39,9 +41,9 @@ func checkListen(addr, token, execToken string, insecure bool) error {
 	switch {
 	case insecure:
 	case token == "":
-		return usageErr("--listen %s is not a loopback address: set AX_ADMIN_TOKEN so that writes need a bearer token, or pass --insecure to serve the API to the network without one", addr)
+		return cli.Usage("--listen %s is not a loopback address: set AX_ADMIN_TOKEN so that writes need a bearer token, or pass --insecure to serve the API to the network without one", addr)
 	case execToken == "":
-		return usageErr("--listen %s is not a loopback address: set AX_EXECUTOR_TOKEN too (executors send it to register and report), or pass --insecure", addr)
+		return cli.Usage("--listen %s is not a loopback address: set AX_EXECUTOR_TOKEN too (executors send it to register and report), or pass --insecure", addr)
 	}
 	return nil
 }

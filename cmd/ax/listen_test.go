@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ax-sched/ax/cli"
 )
 
 // TestServerBusyPort: a port someone else holds stops ax server before it
@@ -19,8 +21,8 @@ func TestServerBusyPort(t *testing.T) {
 	defer ln.Close()
 	db := filepath.Join(t.TempDir(), "ax.db")
 	code, _, stderr := runAx(t, "server", "--store", db, "--pipelines", "../../examples", "--listen", ln.Addr().String())
-	if code != exitFailed {
-		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitFailed, stderr)
+	if code != cli.ExitFailed {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, cli.ExitFailed, stderr)
 	}
 	for _, want := range []string{ln.Addr().String(), "address already in use", "--listen", "PORT="} {
 		if !strings.Contains(stderr, want) {

@@ -1,25 +1,14 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
-	"time"
-
 	"github.com/spf13/cobra"
 
-	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 )
 
 func newLogsCmd() *cobra.Command {
 	var (
-		f        apiFlags
+		f        cli.APIOptions
 		run      int64
 		instance int64
 		attempt  int
@@ -38,7 +27,7 @@ followed live and the command ends when the attempt ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if run != 0 && instance != 0 {
-				return usageErr("--run and --instance name the instance twice: give one")
+				return cli.Usage("--run and --instance name the instance twice: give one")
 			}
 			// The flags' zero value means "not given": 0 given by hand is no
 			// run, instance or attempt, and is refused like a negative one.
@@ -47,165 +36,16 @@ followed live and the command ends when the attempt ends.`,
 				v          int64
 			}{{"run", "a run number", run}, {"instance", "an instance id", instance}, {"attempt", "an attempt number", int64(attempt)}} {
 				if cmd.Flags().Changed(c.name) && c.v < 1 {
-					return usageErr("--%s %d: give %s from 1", c.name, c.v, c.what)
+					return cli.Usage("--%s %d: give %s from 1", c.name, c.v, c.what)
 				}
 			}
-			return logsAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0], run, instance, attempt, follow)
+			return cli.LogsAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0], run, instance, attempt, follow)
 		},
 	}
 	cmd.Flags().Int64Var(&run, "run", 0, "the task's instance in this run")
 	cmd.Flags().Int64Var(&instance, "instance", 0, "this instance (of the task)")
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "this attempt (default the latest)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a running attempt until it ends")
-	f.add(cmd)
+	addAPIFlags(cmd, &f)
 	return cmd
-}
-
-// noLogWhy says why task has no instance that ran (in run, when not 0):
-// the run does not exist, retention pruned what ran, or nothing ran yet.
-func noLogWhy(ctx context.Context, c *api.Client, task string, run int64) error {
-	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
-	if run != 0 {
-		var ins []axtype.Instance
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
-			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
-		}
-		return fmt.Errorf("%s has no instance that ran in run %d: no log (ax status %s shows its state)", task, run, task)
-	}
-	p, t, _ := splitTask(task)
-	var info api.TaskDetail
-	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t), &info); err == nil {
-		// No instance that ran is left, yet the summary kept what retention
-		// pruned (every instance, or a last executor only pruned ones had).
-		if s := info.Summary; s.Pruned != nil || s.LastExecutor != "" {
-			return fmt.Errorf("%s has no instance that ran left: %s", task, pruned)
-		}
-	}
-	return fmt.Errorf("%s has no instance that ran yet: no log (ax status %s shows its state)", task, task)
-}
-
-// logsAPI prints (or follows) a task's log through the admin API.
-func logsAPI(ctx context.Context, w io.Writer, f apiFlags, task string, run, instance int64, attempt int, follow bool) error {
-	if _, _, err := splitTask(task); err != nil {
-		return err
-	}
-	c, err := newAPIClient(f.server)
-	if err != nil {
-		return err
-	}
-	if instance == 0 {
-		// The newest instance that ran, however many newer ones have not
-		// (scheduled ahead, paused, failed behind an upstream).
-		q := url.Values{"task": {task}, "ran": {"true"}, "limit": {"1"}}
-		if run != 0 {
-			q.Set("run", strconv.FormatInt(run, 10))
-		}
-		var ins []axtype.Instance
-		if err := c.Get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
-			return err
-		}
-		if len(ins) > 0 {
-			instance = ins[0].ID
-		}
-		if instance == 0 {
-			return &exitError{code: exitFailed, err: noLogWhy(ctx, c, task, run)}
-		}
-	}
-	q := url.Values{"task": {task}}
-	if attempt > 0 {
-		q.Set("attempt", strconv.Itoa(attempt))
-	}
-	path := fmt.Sprintf("/api/v1/instances/%d/logs?", instance)
-	pipeline, _, _ := splitTask(task)
-	loc, err := api.ZoneOf(ctx, c, pipeline, f.utc)
-	if err != nil {
-		return err
-	}
-	if !follow {
-		raw, err := c.Call(ctx, http.MethodGet, path+q.Encode(), nil)
-		if err != nil || f.json {
-			return orThen(err, func() error { return printJSON(w, raw) })
-		}
-		var p api.LogPage
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return err
-		}
-		writeLogHeader(w, p.LogHeader, loc)
-		for _, l := range p.Lines {
-			writeLogLine(w, l)
-		}
-		return nil
-	}
-	q.Set("follow", "true")
-	ended := false // the header said how the attempt ended: its end event says it again
-	return c.Stream(ctx, path+q.Encode(), func(raw []byte) error {
-		if f.json {
-			_, err := w.Write(append(raw, '\n'))
-			return err
-		}
-		var ev api.LogEvent
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			return fmt.Errorf("malformed log stream from the server: %w", err)
-		}
-		switch {
-		case ev.Header != nil:
-			writeLogHeader(w, *ev.Header, loc)
-			ended = !ev.Header.Running
-		case ev.Line != nil:
-			writeLogLine(w, *ev.Line)
-		case ev.End != nil && !ended:
-			writeLogEnd(w, *ev.End, loc)
-		}
-		return nil
-	})
-}
-
-func writeLogHeader(w io.Writer, h api.LogHeader, loc *time.Location) {
-	fmt.Fprintf(w, "== %s instance %d (run %d), attempt %d of %d, executor %s\n", h.Task, h.Instance, h.Run, h.Attempt, h.Attempts, orDash(h.Executor))
-	fmt.Fprintf(w, "== started %s", api.Stamp(h.StartedAt, loc))
-	if h.Running {
-		fmt.Fprintf(w, ", running\n")
-	} else {
-		fmt.Fprintf(w, ", %s\n", endText(h, loc))
-	}
-	if h.Dropped > 0 {
-		fmt.Fprintf(w, "== truncated: the first %d bytes of output were dropped (over the limit); the last %d are kept\n", h.Dropped, h.Bytes)
-	}
-}
-
-func endText(h api.LogHeader, loc *time.Location) string {
-	var b strings.Builder
-	if !h.EndedAt.IsZero() {
-		fmt.Fprintf(&b, "ended %s, ", api.Stamp(h.EndedAt, loc))
-	}
-	b.WriteString(orDash(h.Status))
-	if h.ExitCode != nil {
-		fmt.Fprintf(&b, " (exit status %d)", *h.ExitCode)
-	}
-	if h.Error != "" && h.ExitCode == nil {
-		fmt.Fprintf(&b, ": %s", h.Error)
-	}
-	return b.String()
-}
-
-func writeLogLine(w io.Writer, l api.LogLine) {
-	end := "\n"
-	if l.Cont {
-		end = "…\n"
-	}
-	fmt.Fprintf(w, "%-6s| %s%s", l.Stream, l.Text, end)
-}
-
-func writeLogEnd(w io.Writer, h api.LogHeader, loc *time.Location) {
-	if h.Running {
-		return
-	}
-	fmt.Fprintf(w, "== %s\n", endText(h, loc))
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

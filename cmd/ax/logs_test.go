@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
@@ -110,7 +111,7 @@ func TestLogsFollowShowsLinesLiveAndEnds(t *testing.T) {
 	}
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Errorf("ax logs -f: exit %d\n%s", code, errOut.String())
 		}
 	case <-time.After(30 * time.Second):
@@ -147,8 +148,8 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		}
 		return out + errOut
 	}
-	latest := ax(exitOK, "logs", "shop.flaky")
-	first := ax(exitOK, "logs", "shop.flaky", "--attempt", "1")
+	latest := ax(cli.ExitOK, "logs", "shop.flaky")
+	first := ax(cli.ExitOK, "logs", "shop.flaky", "--attempt", "1")
 	for _, c := range []struct{ name, got, want string }{
 		{"latest", latest, "attempt 2 of 2"}, {"latest", latest, "stdout| second"}, {"latest", latest, "success (exit status 0)"},
 		{"first", first, "attempt 1 of 2"}, {"first", first, "stdout| first"}, {"first", first, "stderr| bad"}, {"first", first, "failed (exit status 3)"},
@@ -161,10 +162,10 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		t.Errorf("attempts mixed:\n%s\n%s", first, latest)
 	}
 	// Which executor ran each attempt: in the history and in explain.
-	if out := ax(exitOK, "history", "shop.flaky"); !strings.Contains(out, "exit status 3: bad failed on local:") || !strings.Contains(out, "success on local:") {
+	if out := ax(cli.ExitOK, "history", "shop.flaky"); !strings.Contains(out, "exit status 3: bad failed on local:") || !strings.Contains(out, "success on local:") {
 		t.Errorf("history without the executor:\n%s", out)
 	}
-	if out := ax(exitOK, "explain", "shop.flaky"); strings.Count(out, fmt.Sprintf("(instance %d on local:", flaky.ID)) != 2 {
+	if out := ax(cli.ExitOK, "explain", "shop.flaky"); strings.Count(out, fmt.Sprintf("(instance %d on local:", flaky.ID)) != 2 {
 		t.Errorf("explain's last dispatches without the executor:\n%s", out)
 	}
 	// The JSON form: escaped binary, valid JSON.
@@ -201,20 +202,20 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		}
 	}
 	// A function task with no output: an empty log with its header.
-	out := ax(exitOK, "logs", "shop.sync")
+	out := ax(cli.ExitOK, "logs", "shop.sync")
 	if !strings.Contains(out, "attempt 1 of 1") || !strings.Contains(out, "success") {
 		t.Errorf("logs of a silent task:\n%s", out)
 	}
 	// The CLI: another task's instance, no instance at all.
-	out = ax(exitFailed, "logs", "shop.binary", "--instance", fmt.Sprint(flaky.ID))
+	out = ax(cli.ExitFailed, "logs", "shop.binary", "--instance", fmt.Sprint(flaky.ID))
 	if !strings.Contains(out, fmt.Sprintf("instance %d is of task shop.flaky, not shop.binary (HTTP 404)", flaky.ID)) {
 		t.Errorf("another task's instance: %s", out)
 	}
-	out = ax(exitFailed, "logs", "shop.talk")
+	out = ax(cli.ExitFailed, "logs", "shop.talk")
 	if !strings.Contains(out, "shop.talk has no instance that ran yet") {
 		t.Errorf("never ran: %s", out)
 	}
-	ax(exitUsage, "logs", "shop.talk", "--run", "1", "--instance", "2")
+	ax(cli.ExitUsage, "logs", "shop.talk", "--run", "1", "--instance", "2")
 	if after := e.State(); after != before {
 		t.Errorf("reading logs changed state:\n%s\n%s", before, after)
 	}
@@ -258,7 +259,7 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 	st := openStore(t, db)
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "routed.pull"); return len(exs) == 1 })
 	server := "http://" + apiAddr
-	if code, out, errOut := runAx(t, "trigger", "routed.pull", "--server", server); code != exitOK {
+	if code, out, errOut := runAx(t, "trigger", "routed.pull", "--server", server); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	waitFor(t, func() bool {
@@ -267,7 +268,7 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 	})
 	code, out, errOut := runAx(t, "logs", "routed.pull", "--server", server)
 	srv.stop(t)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("ax logs: %d %s %s", code, out, errOut)
 	}
 	for _, want := range []string{"executor " + address, `log   | time=`, `msg="loaded rows" rows=42`, `level=WARN msg="slow source" source="orders\\xff"`, "success"} {
@@ -293,7 +294,7 @@ func TestStandbyServesLogsOfThePrimary(t *testing.T) {
 	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
 	b := startServer(t, target, dir, "--holder", "b", "--listen", pb)
 	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
-	if code, out, errOut := runAx(t, "trigger", "ha.talk", "--server", "http://"+pa); code != exitOK {
+	if code, out, errOut := runAx(t, "trigger", "ha.talk", "--server", "http://"+pa); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	waitFor(t, func() bool {
@@ -302,7 +303,7 @@ func TestStandbyServesLogsOfThePrimary(t *testing.T) {
 	})
 	for _, args := range [][]string{{"logs", "ha.talk"}, {"logs", "ha.talk", "-f"}} {
 		code, out, errOut := runAx(t, append(args, "--server", "http://"+pb)...)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("ax %v on the standby: %d %s %s", args, code, out, errOut)
 		}
 		for _, want := range []string{"attempt 1 of 1, executor local:", "stdout| from the primary", "stderr| careful", "success (exit status 0)"} {
@@ -338,7 +339,7 @@ func TestCrashKeepsTheOutputWritten(t *testing.T) {
 		l, err := st.GetLease(context.Background(), "")
 		return err == nil && l.Holder == "a"
 	})
-	if code, out, errOut := runAx(t, "trigger", "crash.talk", "--server", "http://"+pa); code != exitOK {
+	if code, out, errOut := runAx(t, "trigger", "crash.talk", "--server", "http://"+pa); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	var in axtype.Instance
@@ -367,7 +368,7 @@ func TestCrashKeepsTheOutputWritten(t *testing.T) {
 	})
 	code, out, errOut := runAx(t, "logs", "crash.talk", "--server", "http://"+pb)
 	b.stop(t)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("ax logs after the crash: %d %s %s", code, out, errOut)
 	}
 	for _, want := range []string{fmt.Sprintf("instance %d", in.ID), "stdout| before the crash", "stderr| on stderr too"} {
@@ -398,8 +399,8 @@ func TestLogsRefusesZeroSelectors(t *testing.T) {
 	} {
 		args := append([]string{"logs", "shop.flaky", "--server", server}, c.args...)
 		code, out, errOut := runAx(t, args...)
-		if code != exitUsage || !strings.Contains(errOut, c.want) {
-			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(args, " "), code, exitUsage, c.want, out, errOut)
+		if code != cli.ExitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(args, " "), code, cli.ExitUsage, c.want, out, errOut)
 		}
 	}
 }
@@ -425,7 +426,7 @@ func TestLogsFindsTheLatestThatRanBehindManyThatDidNot(t *testing.T) {
 		}
 	}
 	code, out, errOut := runAx(t, "logs", "shop.binary", "--server", e.Srv.URL)
-	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
+	if code != cli.ExitOK || !strings.Contains(out, fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
 		t.Errorf("ax logs shop.binary: exit %d\n%s%s", code, out, errOut)
 	}
 	before := e.State()
@@ -472,7 +473,7 @@ func TestLogsOfATaskAddedByReload(t *testing.T) {
 		t.Errorf("logs of extra.hi: %d %s", code, body)
 	}
 	code, out, errOut := runAx(t, "logs", "extra.hi", "--server", e.Srv.URL)
-	if code != exitOK || !strings.Contains(out, fmt.Sprintf("== extra.hi instance %d (run %d), attempt 1 of 1", in.ID, in.RunID)) {
+	if code != cli.ExitOK || !strings.Contains(out, fmt.Sprintf("== extra.hi instance %d (run %d), attempt 1 of 1", in.ID, in.RunID)) {
 		t.Errorf("ax logs extra.hi: exit %d\n%s%s", code, out, errOut)
 	}
 }
@@ -487,7 +488,7 @@ func TestLogsFollowOfAnEndedAttemptSaysItsEndOnce(t *testing.T) {
 	}
 	e.WaitState("shop.binary", axtype.Success)
 	code, out, errOut := runAx(t, "logs", "shop.binary", "-f", "--server", e.Srv.URL)
-	if code != exitOK || strings.Count(out, "success (exit status 0)") != 1 || !strings.Contains(out, `stdout| ok\xff`) {
+	if code != cli.ExitOK || strings.Count(out, "success (exit status 0)") != 1 || !strings.Contains(out, `stdout| ok\xff`) {
 		t.Errorf("ax logs -f of an ended attempt: exit %d\n%s%s", code, out, errOut)
 	}
 }
@@ -513,8 +514,8 @@ func TestLogsOfPrunedRunsSaySo(t *testing.T) {
 		{[]string{"logs", "shop.sync", "--run", fmt.Sprint(old)}, fmt.Sprintf("run %d: no such run (runs that ended before the retention horizon are pruned, their logs with them)", old)},
 	} {
 		code, out, errOut := runAx(t, append(c.args, "--server", e.Srv.URL)...)
-		if code != exitFailed || !strings.Contains(errOut, c.want) {
-			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(c.args, " "), code, exitFailed, c.want, out, errOut)
+		if code != cli.ExitFailed || !strings.Contains(errOut, c.want) {
+			t.Errorf("ax %s: exit %d, want %d with %q\n%s%s", strings.Join(c.args, " "), code, cli.ExitFailed, c.want, out, errOut)
 		}
 	}
 	if after := e.State(); after != before {
@@ -561,16 +562,16 @@ func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 	header := fmt.Sprintf("== shop.binary instance %d (run %d), attempt 1 of 1", ran.ID, ran.RunID)
 	for _, args := range [][]string{{"logs", "shop.binary"}, {"logs", "shop.binary", "--instance", fmt.Sprint(ran.ID)}} {
 		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
-		if code != exitOK || !strings.Contains(out, header) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
+		if code != cli.ExitOK || !strings.Contains(out, header) || !strings.Contains(out, `stdout| ok\xff\x1b[31mred\x00`) {
 			t.Errorf("ax %s after shop was removed: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 	}
-	if code, out, errOut := runAx(t, "history", "shop.binary", "--server", e.Srv.URL); code != exitOK || !strings.Contains(out, "RUNNING → SUCCESS") {
+	if code, out, errOut := runAx(t, "history", "shop.binary", "--server", e.Srv.URL); code != cli.ExitOK || !strings.Contains(out, "RUNNING → SUCCESS") {
 		t.Errorf("ax history shop.binary after shop was removed: exit %d\n%s%s", code, out, errOut)
 	}
 	// ax explain says what became of it (the engine explains removed
 	// tasks; the API answered 404 "no pipeline" before reaching it).
-	if code, out, errOut := runAx(t, "explain", "shop.binary", "--server", e.Srv.URL); code != exitOK || !strings.Contains(out, "task shop.binary was removed from the pipeline files") {
+	if code, out, errOut := runAx(t, "explain", "shop.binary", "--server", e.Srv.URL); code != cli.ExitOK || !strings.Contains(out, "task shop.binary was removed from the pipeline files") {
 		t.Errorf("ax explain shop.binary after shop was removed: exit %d\n%s%s", code, out, errOut)
 	}
 	before := e.State()
@@ -584,7 +585,7 @@ func TestLogsAndHistoryOfATaskRemovedByReload(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 400 naming what is missing", path, code, body)
 		}
 	}
-	if code, _, errOut := runAx(t, "logs", "nosuch.x", "--server", e.Srv.URL); code != exitFailed || !strings.Contains(errOut, `task=\"nosuch.x\": no such task`) && !strings.Contains(errOut, `task="nosuch.x": no such task`) {
+	if code, _, errOut := runAx(t, "logs", "nosuch.x", "--server", e.Srv.URL); code != cli.ExitFailed || !strings.Contains(errOut, `task=\"nosuch.x\": no such task`) && !strings.Contains(errOut, `task="nosuch.x": no such task`) {
 		t.Errorf("ax logs nosuch.x: exit %d %s", code, errOut)
 	}
 	if code, body := e.Call("GET", "/api/v1/pipelines/shop/tasks/nosuch/explain", ""); code != http.StatusNotFound || !strings.Contains(body, "no pipeline") {

@@ -13,6 +13,7 @@ import (
 
 	_ "time/tzdata" // time zones work on machines without a zone database
 
+	"github.com/ax-sched/ax/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -23,37 +24,6 @@ func main() {
 	os.Exit(code)
 }
 
-// Exit statuses of ax.
-const (
-	exitOK     = 0
-	exitFailed = 1 // the command ran and found a problem (invalid files, a failed task)
-	exitUsage  = 2 // the command was called wrongly
-	exitGated  = 3 // ax run: it stopped at manual gates nobody approved (--approve-manual approves them)
-)
-
-// exitError carries an exit status out of a cobra command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
-
-// usageErr marks err as a usage error (exit status 2).
-func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
-
-// failed reports a finished command that found problems, already printed.
-func failed() error { return &exitError{code: exitFailed} }
-
 // run is the whole program, with its environment passed in, so that tests
 // can call it like main.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -61,21 +31,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
-		return exitOK
+		return cli.ExitOK
 	}
-	var ee *exitError
+	var ee *cli.ExitError
 	if errors.As(err, &ee) {
-		if ee.err != nil {
-			fmt.Fprintf(stderr, "ax: %v\n", ee.err)
+		if ee.Err != nil {
+			fmt.Fprintf(stderr, "ax: %v\n", ee.Err)
 		}
-		return ee.code
+		return ee.Code
 	}
 	fmt.Fprintf(stderr, "ax: %v\n", err)
 	if isUsage(err) {
 		fmt.Fprintln(stderr, "Run 'ax --help' for usage.")
-		return exitUsage
+		return cli.ExitUsage
 	}
-	return exitFailed
+	return cli.ExitFailed
 }
 
 // usageErrorMarker tags errors that cobra raises for bad flags and arguments.

@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/defs"
 )
 
@@ -39,7 +40,7 @@ func runAx(t *testing.T, args ...string) (int, string, string) {
 func TestValidateExamples(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := runAx(t, "validate", "--strict", "../../examples")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("ax validate --strict examples: exit %d\n%s%s", code, out, errOut)
 	}
 	if out != "" {
@@ -63,8 +64,8 @@ func TestValidateInvalidGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			code, out, errOut := runAx(t, "validate", f)
-			if code != exitFailed {
-				t.Errorf("exit %d, want %d; stderr: %s", code, exitFailed, errOut)
+			if code != cli.ExitFailed {
+				t.Errorf("exit %d, want %d; stderr: %s", code, cli.ExitFailed, errOut)
 			}
 			golden := strings.TrimSuffix(f, ".yaml") + ".golden"
 			if *update {
@@ -92,7 +93,7 @@ func TestValidateInvalidGolden(t *testing.T) {
 func TestValidateAllFilesInOneRun(t *testing.T) {
 	t.Parallel()
 	code, out, _ := runAx(t, "validate", "testdata/invalid/unknown_key.yaml", "testdata/invalid/bad_priority.yaml", "testdata/invalid/cycle.yaml")
-	if code != exitFailed {
+	if code != cli.ExitFailed {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	for _, want := range []string{"unknown_key.yaml:5:5", "bad_priority.yaml:5:15", "bad_priority.yaml:8:15", "cycle.yaml:6:5"} {
@@ -131,7 +132,7 @@ func TestValidateBrokenCopy(t *testing.T) {
 		}
 	}
 	code, out, _ := runAx(t, "validate", dir)
-	if code != exitFailed {
+	if code != cli.ExitFailed {
 		t.Fatalf("exit %d, want 1\n%s", code, out)
 	}
 	want := filepath.Join(dir, "orders_daily.yaml") + `:19:18: task "clean_orders": depends_on "sync_order": no such task (did you mean "sync_orders"?)`
@@ -160,7 +161,7 @@ func TestValidateUsageErrors(t *testing.T) {
 				tc.args[1] = dir
 			}
 			code, _, errOut := runAx(t, tc.args...)
-			if code != exitUsage {
+			if code != cli.ExitUsage {
 				t.Errorf("exit %d, want 2", code)
 			}
 			if !strings.Contains(errOut, tc.want) {
@@ -173,10 +174,10 @@ func TestValidateUsageErrors(t *testing.T) {
 func TestValidateJSON(t *testing.T) {
 	t.Parallel()
 	code, out, _ := runAx(t, "validate", "--format", "json", "testdata/invalid/unknown_dependency.yaml", "../../examples")
-	if code != exitFailed {
+	if code != cli.ExitFailed {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	var r validateReport
+	var r cli.ValidateReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
@@ -197,10 +198,10 @@ func TestValidateStrictFailsOnWarnings(t *testing.T) {
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, _ := runAx(t, "validate", f); code != exitOK || !strings.Contains(out, "warning: task \"down\": priority inversion") {
+	if code, out, _ := runAx(t, "validate", f); code != cli.ExitOK || !strings.Contains(out, "warning: task \"down\": priority inversion") {
 		t.Errorf("without --strict: exit %d, out %q; want 0 and the warning", code, out)
 	}
-	if code, _, _ := runAx(t, "validate", "--strict", f); code != exitFailed {
+	if code, _, _ := runAx(t, "validate", "--strict", f); code != cli.ExitFailed {
 		t.Errorf("with --strict: exit %d, want 1", code)
 	}
 }
@@ -208,7 +209,7 @@ func TestValidateStrictFailsOnWarnings(t *testing.T) {
 func TestGraphDOTAndLayers(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := runAx(t, "graph", "--format", "layers", "../../examples/events_hourly.yaml")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := "pipeline events_hourly (UTC, schedule \"0 5 * * * *\")\nlayer 0: extract\nlayer 1: transform_clicks, transform_sessions, transform_views\nlayer 2: load\n"
@@ -216,7 +217,7 @@ func TestGraphDOTAndLayers(t *testing.T) {
 		t.Errorf("layers:\n%s\nwant:\n%s", out, want)
 	}
 	code, out, _ = runAx(t, "graph", "../../examples/orders_daily.yaml")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{`digraph "orders_daily" {`, `"billing_daily.settle" [style=dashed];`, `"sync_orders" -> "clean_orders";`, `"report" -> "approve_publish";`} {
@@ -250,17 +251,17 @@ func TestNext(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			code, out, errOut := runAx(t, tc.args...)
-			if code != exitOK || out != tc.want {
+			if code != cli.ExitOK || out != tc.want {
 				t.Errorf("exit %d, out:\n%s\nwant:\n%s\nstderr: %s", code, out, tc.want, errOut)
 			}
 		})
 	}
 	code, _, errOut := runAx(t, "next", "../../examples/orders_daily.yaml", "reprot")
-	if code != exitFailed || !strings.Contains(errOut, `no task "reprot" (did you mean "report"?)`) {
+	if code != cli.ExitFailed || !strings.Contains(errOut, `no task "reprot" (did you mean "report"?)`) {
 		t.Errorf("unknown task: exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = runAx(t, "next", "../../examples/orders_daily.yaml", "--from", "yesterday")
-	if code != exitUsage || !strings.Contains(errOut, "RFC 3339") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, "RFC 3339") {
 		t.Errorf("bad --from: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -270,7 +271,7 @@ func TestNext(t *testing.T) {
 func TestSchema(t *testing.T) {
 	t.Parallel()
 	code, out, _ := runAx(t, "schema")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
@@ -341,14 +342,14 @@ func TestNextPrintsDSTRule(t *testing.T) {
 	code, out, errOut := runAx(t, "next", file, "fixed", "-n", "2", "--from", "2026-03-07T12:00:00-05:00")
 	want := "2026-03-08T03:00:00-04:00  # 02:30 does not exist on 2026-03-08; fires at 03:00 (fixed schedule)\n" +
 		"2026-03-09T02:30:00-04:00\n"
-	if code != exitOK || out != want {
+	if code != cli.ExitOK || out != want {
 		t.Errorf("fixed: exit %d, out:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
 	}
 	code, out, errOut = runAx(t, "next", file, "sync", "-n", "3", "--from", "2026-11-01T01:20:00-04:00")
 	want = "2026-11-01T01:30:00-04:00  # 01:30 occurs twice on 2026-11-01; this is the first (-04:00), a wildcard schedule fires at both\n" +
 		"2026-11-01T01:00:00-05:00  # 01:00 occurs twice on 2026-11-01; this is the second (-05:00), a wildcard schedule fires at both\n" +
 		"2026-11-01T01:30:00-05:00  # 01:30 occurs twice on 2026-11-01; this is the second (-05:00), a wildcard schedule fires at both\n"
-	if code != exitOK || out != want {
+	if code != cli.ExitOK || out != want {
 		t.Errorf("wildcard: exit %d, out:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
 	}
 }
@@ -370,7 +371,7 @@ func TestValidateReportsEveryBadCron(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runAx(t, "validate", file)
-	if code == exitOK {
+	if code == cli.ExitOK {
 		t.Fatalf("ax validate accepted bad crons")
 	}
 	errOut = out + errOut

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -27,7 +28,7 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 	ctx := context.Background()
 
 	code, out, errOut := runAx(t, "pause", "e2e", "--store", db, "--reason", "maintenance")
-	if code != exitOK || !strings.HasPrefix(out, "paused pipeline e2e:") {
+	if code != cli.ExitOK || !strings.HasPrefix(out, "paused pipeline e2e:") {
 		t.Fatalf("pause: exit %d, %q %q", code, out, errOut)
 	}
 	// The instances created ahead for the window are PAUSED at once; none starts.
@@ -39,18 +40,18 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 	if ran := count(t, st, axtype.Running) + count(t, st, axtype.Success); ran != ranBefore {
 		t.Errorf("%d instances ran while the pipeline was paused", ran-ranBefore)
 	}
-	if code, _, errOut := runAx(t, "pause", "e2e", "--store", db); code != exitFailed || !strings.Contains(errOut, "pipeline e2e is paused already") {
+	if code, _, errOut := runAx(t, "pause", "e2e", "--store", db); code != cli.ExitFailed || !strings.Contains(errOut, "pipeline e2e is paused already") {
 		t.Errorf("pause twice: exit %d, %q", code, errOut)
 	}
 	code, out, errOut = runAx(t, "resume", "e2e", "--store", db)
-	if code != exitOK || !strings.HasPrefix(out, "resumed pipeline e2e:") {
+	if code != cli.ExitOK || !strings.HasPrefix(out, "resumed pipeline e2e:") {
 		t.Fatalf("resume: exit %d, %q %q", code, out, errOut)
 	}
 	done := count(t, st, axtype.Success)
 	waitFor(t, func() bool { return count(t, st, axtype.Success) > done+3 })
 
 	code, out, errOut = runAx(t, "trigger", "e2e.extract", "--downstream", "--store", db)
-	if code != exitOK || !strings.Contains(out, "started for e2e.extract (3 task(s))") {
+	if code != cli.ExitOK || !strings.Contains(out, "started for e2e.extract (3 task(s))") {
 		t.Fatalf("trigger: exit %d, %q %q", code, out, errOut)
 	}
 	waitFor(t, func() bool {
@@ -69,12 +70,12 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"pause", "e2e.recrod"}, exitFailed, `no task "e2e.recrod" (did you mean "e2e.record"?)`},
-		{[]string{"pause", "--group", "nogroup"}, exitFailed, `no group "nogroup"`},
-		{[]string{"rerun", "e2e.record"}, exitFailed, "has no FAILED or KILLED instance to rerun (its latest is"},
-		{[]string{"kill", "999999"}, exitFailed, "kill instance 999999: instance 999999: store: not found"},
-		{[]string{"rerun", "12"}, exitUsage, "say --failed (a run's failed instances) or --instance"},
-		{[]string{"pause"}, exitUsage, "give PIPELINE.TASK, PIPELINE, or --group NAME"},
+		{[]string{"pause", "e2e.recrod"}, cli.ExitFailed, `no task "e2e.recrod" (did you mean "e2e.record"?)`},
+		{[]string{"pause", "--group", "nogroup"}, cli.ExitFailed, `no group "nogroup"`},
+		{[]string{"rerun", "e2e.record"}, cli.ExitFailed, "has no FAILED or KILLED instance to rerun (its latest is"},
+		{[]string{"kill", "999999"}, cli.ExitFailed, "kill instance 999999: instance 999999: store: not found"},
+		{[]string{"rerun", "12"}, cli.ExitUsage, "say --failed (a run's failed instances) or --instance"},
+		{[]string{"pause"}, cli.ExitUsage, "give PIPELINE.TASK, PIPELINE, or --group NAME"},
 	} {
 		code, _, errOut := runAx(t, append(tc.args, "--store", db)...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
@@ -83,14 +84,14 @@ func TestOperatorCommandsAgainstRunningServer(t *testing.T) {
 	}
 	code, out, _ = runAx(t, "history", "e2e.extract", "--store", db, "-n", "2000")
 	for _, want := range []string{"TIME", "(created) → SCHEDULED", "SCHEDULED → RUNNING", "action dispatch", "action result", "RUNNING → SUCCESS", "→ PAUSED"} {
-		if code != exitOK || !strings.Contains(out, want) {
+		if code != cli.ExitOK || !strings.Contains(out, want) {
 			t.Errorf("history lacks %q (exit %d)", want, code)
 		}
 	}
 	srv.stop(t)
 	// With no scheduler, a request is withdrawn after the wait.
 	code, _, errOut = runAx(t, "trigger", "e2e.extract", "--store", db, "--wait", "300ms")
-	if code != exitFailed || !strings.Contains(errOut, "no scheduler applied it within 300ms") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "no scheduler applied it within 300ms") {
 		t.Errorf("no server: exit %d, %q", code, errOut)
 	}
 	if pending, _ := st.PendingOps(ctx, 10); len(pending) != 0 {
@@ -128,7 +129,7 @@ func TestKillCommandTaskLeavesNoProcess(t *testing.T) {
 	srv := startServer(t, db, dir)
 	st := openStore(t, db)
 	waitFor(t, func() bool { ins, _ := st.Tasks(context.Background(), store.TaskFilter{}); return len(ins) == 1 })
-	if code, out, errOut := runAx(t, "trigger", "k.long", "--store", db); code != exitOK {
+	if code, out, errOut := runAx(t, "trigger", "k.long", "--store", db); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %q %q", code, out, errOut)
 	}
 	var pid int
@@ -141,7 +142,7 @@ func TestKillCommandTaskLeavesNoProcess(t *testing.T) {
 		return err == nil
 	})
 	code, out, errOut := runAx(t, "kill", "k.long", "--store", db, "--reason", "stuck")
-	if code != exitOK || !strings.Contains(out, "kill sent to 1 instance(s)") {
+	if code != cli.ExitOK || !strings.Contains(out, "kill sent to 1 instance(s)") {
 		t.Fatalf("kill: %d %q %q", code, out, errOut)
 	}
 	waitFor(t, func() bool {

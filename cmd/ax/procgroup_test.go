@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -53,7 +54,7 @@ tasks:
 				// Until it has loaded its term, the new primary answers as a standby.
 				waitFor(t, func() bool {
 					code, _, _ := runAx(t, "trigger", "og."+task, "--server", "http://"+apiA)
-					return code == exitOK
+					return code == cli.ExitOK
 				})
 			}
 			ids := map[string]int64{}

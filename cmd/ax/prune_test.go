@@ -12,6 +12,7 @@ import (
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -51,11 +52,11 @@ func TestPruneDryRunAndNow(t *testing.T) {
 		return out + errOut
 	}
 	before := e.State()
-	out := ax(exitOK, "prune", "--dry-run")
+	out := ax(cli.ExitOK, "prune", "--dry-run")
 	if !strings.Contains(out, "would prune 1 run(s) that ended before") || !strings.Contains(out, "(retain 720h0m0s): 1 instance(s), 3 history row(s)") {
 		t.Errorf("dry run:\n%s", out)
 	}
-	out = ax(exitOK, "prune", "--dry-run", "--retain", "1d")
+	out = ax(cli.ExitOK, "prune", "--dry-run", "--retain", "1d")
 	if !strings.Contains(out, "would prune 2 run(s)") {
 		t.Errorf("dry run with 1d:\n%s", out)
 	}
@@ -76,12 +77,12 @@ func TestPruneDryRunAndNow(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 400 %q", c.path, code, body, c.want)
 		}
 	}
-	ax(exitUsage, "prune", "--retain", "1d")
-	ax(exitUsage, "prune", "--dry-run", "--retain", "forever")
+	ax(cli.ExitUsage, "prune", "--retain", "1d")
+	ax(cli.ExitUsage, "prune", "--dry-run", "--retain", "forever")
 	if after := e.State(); after != before {
 		t.Errorf("dry runs and bad requests changed the store:\n%s\n%s", before, after)
 	}
-	out = ax(exitOK, "prune")
+	out = ax(cli.ExitOK, "prune")
 	if !strings.Contains(out, "pruned 1 run(s)") {
 		t.Errorf("prune:\n%s", out)
 	}
@@ -98,7 +99,7 @@ func TestPruneDryRunAndNow(t *testing.T) {
 	// A pass an operator asked for is theirs in the action log, like every
 	// other operation (the timer's passes are the scheduler's).
 	if len(acts) == 1 && !strings.HasPrefix(acts[0].Actor, "operator") {
-		t.Errorf("prune by ax prune recorded as actor %q, reason %q; want operator (the CLI's operator:$USER)", acts[0].Actor, acts[0].Reason)
+		t.Errorf("prune by ax prune recorded as cli.Actor %q, reason %q; want operator (the CLI's operator:$USER)", acts[0].Actor, acts[0].Reason)
 	}
 }
 
@@ -143,8 +144,8 @@ func TestPruneStoreRefusesRetainZero(t *testing.T) {
 		{"200000d", `--retain "200000d": give a period such as 30d, 12h or 90m`},
 	} {
 		code, out, errOut := runAx(t, "prune", "--dry-run", "--store", db, "--retain", c.retain)
-		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "<nil>") {
-			t.Errorf("--retain %s: exit %d, want %d with %q\n%s%s", c.retain, code, exitUsage, c.want, out, errOut)
+		if code != cli.ExitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "<nil>") {
+			t.Errorf("--retain %s: exit %d, want %d with %q\n%s%s", c.retain, code, cli.ExitUsage, c.want, out, errOut)
 		}
 		if _, err := os.Stat(db); !os.IsNotExist(err) {
 			t.Errorf("--retain %s: a refused dry run created the store (%v)", c.retain, err)
@@ -173,14 +174,14 @@ func TestPruneNowStopsAtItsBudget(t *testing.T) {
 		return n
 	}
 	code, out, errOut := runAx(t, "prune", "--server", e.Srv.URL)
-	if code != exitOK || !strings.Contains(out, "more remains: this pass stopped at its time limit") {
+	if code != cli.ExitOK || !strings.Contains(out, "more remains: this pass stopped at its time limit") {
 		t.Fatalf("ax prune over 300 runs with a 1 s limit: exit %d\n%s%s", code, out, errOut)
 	}
 	first := left()
 	if first == 0 || first == 300 || first%2 != 0 {
 		t.Errorf("after the first pass %d of 300 old runs are left: want whole batches of 2 pruned and some left", first)
 	}
-	if code, out, errOut := runAx(t, "prune", "--server", e.Srv.URL); code != exitOK || left() >= first {
+	if code, out, errOut := runAx(t, "prune", "--server", e.Srv.URL); code != cli.ExitOK || left() >= first {
 		t.Errorf("the second pass pruned nothing more (%d left): exit %d\n%s%s", left(), code, out, errOut)
 	}
 }

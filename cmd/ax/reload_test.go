@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,11 +11,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
@@ -296,7 +295,7 @@ func TestDiffAndSIGHUP(t *testing.T) {
 	}
 	write(t, filepath.Join(dir, "bad.yaml"), "pipeline: bad\ntasks:\n  - {name: z, function: noop, retry: {count: many}}\n")
 	code, _, errOut = runAx(t, "diff", dir, "--server", "http://"+addr)
-	if code != exitFailed || !strings.Contains(errOut, "bad.yaml:3:") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "bad.yaml:3:") {
 		t.Errorf("ax diff with a broken file: exit %d, stderr %q", code, errOut)
 	}
 	if err := os.Remove(filepath.Join(dir, "bad.yaml")); err != nil {
@@ -327,44 +326,4 @@ func grepLines(text string, words ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// TestWatcherSeesUnreadableFile: a file the watcher cannot read (here a
-// dangling symlink) appearing among the pipeline files is a change like any
-// other: the reload is refused naming the file, and the running set stays.
-// Before, the watcher's fingerprint failed as a whole while such a file was
-// there, so it silently stopped seeing every change to the other files.
-func TestWatcherSeesUnreadableFile(t *testing.T) {
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "a.yaml"), reloadA)
-	synctest.Test(t, func(t *testing.T) {
-		rl := reload.New([]string{dir}, reload.FilesSum([]string{dir}), 0, nil, slog.New(slog.DiscardHandler))
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		tick := time.NewTicker(time.Second) // what run gives watch, in the bubble's time
-		defer tick.Stop()
-		go rl.Watch(ctx, tick.C, make(chan os.Signal))
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-		if l := rl.Last(); l != nil {
-			t.Fatalf("reloaded with nothing changed: %+v", l)
-		}
-		dangling := filepath.Join(dir, "dangling.yaml")
-		if err := os.Symlink(filepath.Join(dir, "nowhere"), dangling); err != nil {
-			t.Fatal(err)
-		}
-		// An edit of another file meanwhile must not go unnoticed either.
-		write(t, filepath.Join(dir, "a.yaml"), strings.Replace(reloadA, "@every 1s", "@every 2s", 1))
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-		l := rl.Last()
-		if l == nil {
-			t.Fatal("the watcher saw no change while an unreadable file was among the pipelines")
-		}
-		if l.OK || len(l.Errors) != 1 || !strings.Contains(l.Errors[0], dangling) {
-			t.Fatalf("reload with a dangling symlink: ok=%v errors=%q; want it refused naming %s", l.OK, l.Errors, dangling)
-		}
-		cancel()
-		synctest.Wait()
-	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
 	"github.com/ax-sched/ax/store"
@@ -89,7 +90,7 @@ func TestExecutorRestartBetweenDispatchAndResult(t *testing.T) {
 		return ctx.Err()
 	}, answered)
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "rs.job"); return len(exs) == 1 })
-	if code, out, errOut := runAx(t, "trigger", "rs.job", "--server", "http://"+api); code != exitOK {
+	if code, out, errOut := runAx(t, "trigger", "rs.job", "--server", "http://"+api); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
 	var first string

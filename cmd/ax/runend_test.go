@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 )
 
 // gatedPipeline writes a pipeline whose middle step is a manual gate.
@@ -41,7 +42,7 @@ func TestRunStopsHonestlyAtGates(t *testing.T) {
 	t.Parallel()
 	file, record := gatedPipeline(t)
 	code, out, errOut := runAx(t, "run", file, "--at", "2026-03-02T02:00:00")
-	if code != exitGated || strings.Contains(out, "ok:") || !strings.Contains(errOut, "awaiting approval: gated.approve") ||
+	if code != cli.ExitGated || strings.Contains(out, "ok:") || !strings.Contains(errOut, "awaiting approval: gated.approve") ||
 		!strings.Contains(errOut, "2 of 4 task(s) succeeded") || !strings.Contains(errOut, "--approve-manual") {
 		t.Errorf("run at a gate: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -49,7 +50,7 @@ func TestRunStopsHonestlyAtGates(t *testing.T) {
 		t.Errorf("executions %v", ran)
 	}
 	code, out, errOut = runAx(t, "run", file, "--at", "2026-03-03T02:00:00", "--approve-manual")
-	if code != exitOK || !strings.Contains(out, "ok: 4 task(s) succeeded") {
+	if code != cli.ExitOK || !strings.Contains(out, "ok: 4 task(s) succeeded") {
 		t.Errorf("run --approve-manual: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if ran := executions(t, record); ran["approve"] != 1 || ran["publish"] != 1 {
@@ -75,7 +76,7 @@ func TestSettleVerbsUsage(t *testing.T) {
 		{[]string{"trigger", "shop.sync", "--at", "2026-03-01T02:00:00", "--store", "/nonexistent/ax.db"}, `with --store give RFC 3339 with an offset`},
 	} {
 		code, _, errOut := runAx(t, tc.args...)
-		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+		if code != cli.ExitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("ax %s: exit %d %q, want 2 with %q", strings.Join(tc.args, " "), code, errOut, tc.want)
 		}
 	}

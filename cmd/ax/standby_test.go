@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ax-sched/ax/cli"
 )
 
 // freeAddr returns a loopback address with a port nobody listens on.
@@ -94,11 +96,11 @@ func TestStandbyServerAPI(t *testing.T) {
 		return resp.StatusCode == 503 && strings.Contains(string(body), `"primary": "http://`+pa+`"`)
 	})
 	code, _, errOut := runAx(t, "pause", "e2e.record", "--server", "http://"+pb)
-	if code != exitFailed || !strings.Contains(errOut, "standby") || !strings.Contains(errOut, "(try --server http://"+pa+")") {
+	if code != cli.ExitFailed || !strings.Contains(errOut, "standby") || !strings.Contains(errOut, "(try --server http://"+pa+")") {
 		t.Errorf("CLI write to the standby: exit %d %s", code, errOut)
 	}
 	code, out, errOut := runAx(t, "pause", "e2e.record", "--server", "http://"+pa)
-	if code != exitOK || !strings.Contains(out, "paused task e2e.record") {
+	if code != cli.ExitOK || !strings.Contains(out, "paused task e2e.record") {
 		t.Errorf("CLI write to the primary: exit %d %s%s", code, out, errOut)
 	}
 	// The first primary on the store raised no leader_change; b taking

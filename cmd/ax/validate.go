@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/spf13/cobra"
@@ -29,27 +26,27 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
-				return usageErr("--format %q: use text or json", format)
+				return cli.Usage("--format %q: use text or json", format)
 			}
 			files, err := defs.FindFiles(args)
 			if err != nil {
-				return usageErr("%v", err)
+				return cli.Usage("%v", err)
 			}
 			_, errs, err := dag.Load(files, defs.Options{}, dag.Options{DispatchRate: rate})
 			if err != nil {
-				return usageErr("%v", err)
+				return cli.Usage("%v", err)
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
-				err = writeValidateJSON(out, files, errs)
+				err = cli.WriteValidateJSON(out, files, errs)
 			} else {
-				err = writeValidateText(out, cmd.ErrOrStderr(), files, errs)
+				err = cli.WriteValidateText(out, cmd.ErrOrStderr(), files, errs)
 			}
 			if err != nil {
 				return err
 			}
 			if len(errs.Fatal()) > 0 || (strict && len(errs) > 0) {
-				return failed()
+				return cli.Failed()
 			}
 			return nil
 		},
@@ -58,46 +55,4 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
 	cmd.Flags().IntVar(&rate, "dispatch-rate", dag.DefaultDispatchRate, "dispatch rate (tasks/s) against which fire-time collisions are judged")
 	return cmd
-}
-
-func writeValidateText(out, errOut io.Writer, files []string, errs defs.Errors) error {
-	for _, e := range errs {
-		if _, err := fmt.Fprintln(out, e.Error()); err != nil {
-			return err
-		}
-	}
-	nerr, nwarn := len(errs.Fatal()), len(errs.Warnings())
-	if nerr == 0 {
-		_, err := fmt.Fprintf(errOut, "ok: %d file(s) valid, %d warning(s)\n", len(files), nwarn)
-		return err
-	}
-	_, err := fmt.Fprintf(errOut, "invalid: %d error(s), %d warning(s) in %d file(s)\n", nerr, nwarn, len(files))
-	return err
-}
-
-// validateReport is the --format json output of ax validate.
-type validateReport struct {
-	Valid    bool          `json:"valid"`
-	Files    []string      `json:"files"`
-	Errors   []*defs.Error `json:"errors"`
-	Warnings []*defs.Error `json:"warnings"`
-}
-
-func writeValidateJSON(out io.Writer, files []string, errs defs.Errors) error {
-	r := validateReport{
-		Valid:    len(errs.Fatal()) == 0,
-		Files:    files,
-		Errors:   nonNil(errs.Fatal()),
-		Warnings: nonNil(errs.Warnings()),
-	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
-func nonNil(es defs.Errors) []*defs.Error {
-	if es == nil {
-		return []*defs.Error{}
-	}
-	return es
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -33,7 +34,7 @@ func TestCLITimesInPipelineZone(t *testing.T) {
 			args = append(args, "--server", e.Srv.URL)
 		}
 		code, out, errOut := runAx(t, args...)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("ax %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
 		}
 		return out

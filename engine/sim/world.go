@@ -964,8 +964,8 @@ func (w *world) queuedBadVerb(target string) {
 	o, err := w.st.GetOp(ctx, id)
 	w.stats.BadVerbs++
 	w.logf("bad verb explode %s queued as request %d: state %s %s", target, id, o.State, o.Error)
-	if err != nil || o.State == store.OpPending {
-		return // no primary read the queue within the second: nothing to judge
+	if err != nil || o.State == store.OpPending || o.State == store.OpApplying {
+		return // no primary read the queue within the second, or recorded its outcome yet: nothing to judge
 	}
 	w.tally[invBadVerb]++
 	if o.State != store.OpFailed {

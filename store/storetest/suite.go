@@ -639,6 +639,38 @@ func testOps(t *testing.T, s *store.Store) {
 	if _, err := s.GetOp(ctx(), 999); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown op: %v", err)
 	}
+	// Claimed before its author gives up: not withdrawn, and not claimed
+	// again; its outcome is recorded.
+	id3, _ := s.EnqueueOp(ctx(), store.Op{Kind: "trigger", Target: "a.x"}, T0)
+	if err := s.ClaimOp(ctx(), id3, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.PendingOps(ctx(), 10); len(p) != 0 {
+		t.Errorf("a claimed request is still pending: %+v", p)
+	}
+	if err := s.WithdrawOp(ctx(), id3, "withdrawn", T0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("withdrawal of a claimed request: %v, want a conflict", err)
+	}
+	if err := s.ClaimOp(ctx(), id3, 0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second claim: %v, want a conflict", err)
+	}
+	if op, _ := s.GetOp(ctx(), id3); op.State != store.OpApplying {
+		t.Errorf("claimed op = %+v", op)
+	}
+	if err := s.FinishOp(ctx(), id3, "run 1 started", nil, 0, T0); err != nil {
+		t.Fatal(err)
+	}
+	// Withdrawn before the primary claims it: never claimed, so never applied.
+	id4, _ := s.EnqueueOp(ctx(), store.Op{Kind: "trigger", Target: "a.x"}, T0)
+	if err := s.WithdrawOp(ctx(), id4, "withdrawn: nobody applied it", T0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClaimOp(ctx(), id4, 0); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("claim of a withdrawn request: %v, want a conflict", err)
+	}
+	if op, _ := s.GetOp(ctx(), id4); op.State != store.OpFailed || op.Error != "withdrawn: nobody applied it" {
+		t.Errorf("withdrawn op = %+v", op)
+	}
 }
 
 // testPipelineChangedAt: the time a pipeline's definition was added, moved

@@ -1,4 +1,8 @@
-package main
+// Package alertroute sends the engine's alerts to webhooks, each route
+// taking the alerts of some kinds and groups (all by default), in ax's JSON
+// or as a Slack-compatible message: the --alert-webhook flag of ax server.
+// Delivery is engine/webhook's (queued and retried, never blocking).
+package alertroute
 
 import (
 	"context"
@@ -14,24 +18,24 @@ import (
 	"github.com/ax-sched/ax/engine/webhook"
 )
 
-// alertRoute is one --alert-webhook: the alerts it takes (by kind and by
+// Route is one --alert-webhook: the alerts it takes (by kind and by
 // the task's group; empty takes all) and where they go, in ax's JSON or
 // as a Slack-compatible message.
-type alertRoute struct {
+type Route struct {
 	kinds, groups []string
 	url           string
 	slack         bool
 	hook          *webhook.Webhook
 }
 
-// parseAlertRoute reads one --alert-webhook value: a bare URL (every alert,
+// Parse reads one --alert-webhook value: a bare URL (every alert,
 // as JSON), or comma-separated key=value settings:
 //
 //	kind=task_failed|sla_missed,group=etl,url=https://hooks.example/x,format=slack
 //
 // kind and group take |-separated lists; format is json (default) or slack.
-func parseAlertRoute(spec string) (alertRoute, error) {
-	var r alertRoute
+func Parse(spec string) (Route, error) {
+	var r Route
 	spec = strings.TrimSpace(spec)
 	if !strings.Contains(spec, "=") || strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://") {
 		r.url = spec
@@ -85,7 +89,7 @@ func parseAlertRoute(spec string) (alertRoute, error) {
 	return r, r.check(spec)
 }
 
-func (r alertRoute) check(spec string) error {
+func (r Route) check(spec string) error {
 	if r.url == "" {
 		return fmt.Errorf("%q: no url=: say where to send the alerts", spec)
 	}
@@ -106,12 +110,12 @@ func splitList(v string) []string {
 }
 
 // takes reports whether the route takes alert a.
-func (r alertRoute) takes(a engine.Alert) bool {
+func (r Route) takes(a engine.Alert) bool {
 	return (len(r.kinds) == 0 || slices.Contains(r.kinds, a.Kind)) && (len(r.groups) == 0 || slices.Contains(r.groups, a.Group))
 }
 
 // payload is what the route POSTs for a.
-func (r alertRoute) payload(a engine.Alert) any {
+func (r Route) payload(a engine.Alert) any {
 	if !r.slack {
 		return a
 	}
@@ -146,9 +150,9 @@ func slackMessage(a engine.Alert) map[string]any {
 	return map[string]any{"text": text, "attachments": []map[string]any{{"fallback": text, "fields": fields}}}
 }
 
-// startAlertRoutes starts a webhook per route and returns the sink that
+// Start starts a webhook per route and returns the sink that
 // hands each alert to every route that takes it.
-func startAlertRoutes(ctx context.Context, routes []alertRoute, log *slog.Logger) (func(engine.Alert), error) {
+func Start(ctx context.Context, routes []Route, log *slog.Logger) (func(engine.Alert), error) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
 	for i := range routes {
 		hook, err := webhook.New(webhook.Config{URL: routes[i].url, Logger: log, Client: client})

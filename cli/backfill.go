@@ -1,0 +1,453 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/stock"
+	"github.com/ax-sched/ax/store"
+	"golang.org/x/term"
+)
+
+// LoadGraph compiles the pipelines of paths, printing problems the way ax
+// validate does.
+func LoadGraph(paths []string, stderr io.Writer) (*dag.Graph, error) {
+	g, errs, err := dag.Load(paths, defs.Options{}, dag.Options{DispatchRate: -1})
+	if err != nil {
+		return nil, Usage("%v", err)
+	}
+	if g == nil {
+		for _, e := range errs.Fatal() {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		return nil, Fail(fmt.Errorf("%d error(s) in the pipeline files (see ax validate)", len(errs.Fatal())))
+	}
+	return g, nil
+}
+
+type BackfillOptions struct {
+	From, To, Select, Rerun string
+	DryRun, Reverse         bool
+	StopOnFailure           bool
+	ApproveManual           bool
+	Standalone, Detach      bool
+	MaxActive               int
+	Pipelines               []string
+	Store                   string
+	Wait                    time.Duration
+	API                     APIOptions
+}
+
+func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f BackfillOptions) error {
+	g, err := LoadGraph(f.Pipelines, errOut)
+	if err != nil {
+		return err
+	}
+	loc := time.UTC
+	if p := g.Pipeline(pipeline); p != nil {
+		loc = p.Location
+	}
+	from, err := api.ParseWhen(f.From, loc, false)
+	if err != nil {
+		return Usage("--from: %v", err)
+	}
+	to, err := api.ParseWhen(f.To, loc, true)
+	if err != nil {
+		return Usage("--to: %v", err)
+	}
+	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.Select,
+		MaxActiveRuns: f.MaxActive, Reverse: f.Reverse, Rerun: f.Rerun, StopOnFailure: f.StopOnFailure,
+		ApproveManual: f.ApproveManual})
+	if err != nil {
+		return Fail(err)
+	}
+	if f.DryRun {
+		return WritePlan(out, spec, loc)
+	}
+	st, err := store.Open(ctx, f.Store, store.Options{})
+	if err != nil {
+		return Fail(err)
+	}
+	defer st.Close()
+	id, err := engine.CreateBackfill(ctx, st, spec, Actor(), time.Now())
+	if err != nil {
+		return Fail(err)
+	}
+	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s)\n", id, pipeline, len(spec.Times), len(spec.Tasks))
+	return FollowBackfill(ctx, out, st, g, id, f)
+}
+
+// FollowBackfill runs (standalone) or waits for a backfill, showing
+// Progress, until it ends. The exit status is 0 only when no run failed.
+func FollowBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.Graph, id int64, f BackfillOptions) error {
+	if f.Detach && !f.Standalone {
+		fmt.Fprintf(out, "queued for the scheduler on %s; follow it with: ax backfill status %d\n", st, id)
+		return nil
+	}
+	sa, err := StartStandalone(ctx, st, g, id, f.Standalone)
+	if err != nil {
+		return err
+	}
+	defer sa.stop()
+	return sa.follow(ctx, out, st, g, id, f)
+}
+
+// standalone is the engine of its own that `--standalone` runs a backfill
+// on (off when the server's engine runs it).
+type standalone struct {
+	on   bool
+	stop context.CancelFunc
+	done chan error
+}
+
+// StartStandalone starts that engine when on.
+func StartStandalone(ctx context.Context, st *store.Store, g *dag.Graph, id int64, on bool) (*standalone, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	sa := &standalone{on: on, stop: stop, done: make(chan error, 1)}
+	if !on {
+		return sa, nil
+	}
+	var eng *engine.Engine
+	execs, err := stock.Executors(g, st, stock.AlertVia(&eng))
+	if err != nil {
+		stop()
+		return nil, Fail(err)
+	}
+	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "backfill:" + strconv.FormatInt(id, 10)}, st, g, execs)
+	if err != nil {
+		stop()
+		return nil, Fail(err)
+	}
+	go func() { sa.done <- eng.Run(runCtx) }()
+	return sa, nil
+}
+
+// follow shows a backfill's Progress until it ends.
+func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store, g *dag.Graph, id int64, f BackfillOptions) error {
+	stop, engineDone := sa.stop, sa.done
+	tty := false
+	if fd, ok := out.(*os.File); ok {
+		tty = term.IsTerminal(int(fd.Fd()))
+	}
+	start, lastLine := time.Now(), time.Time{}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-engineDone:
+			if err != nil {
+				return Fail(fmt.Errorf("backfill %d: %w (a scheduler runs on this store: drop --standalone)", id, err))
+			}
+			return Fail(fmt.Errorf("backfill %d interrupted; continue it with: ax backfill resume %d", id, id))
+		case <-ctx.Done():
+			stop()
+			if f.Standalone {
+				<-engineDone
+			}
+			fmt.Fprintln(out)
+			return Fail(fmt.Errorf("backfill %d interrupted; continue it with: ax backfill resume %d", id, id))
+		case <-tick.C:
+		}
+		bs, err := st.Backfills(ctx, id)
+		if err != nil || len(bs) == 0 {
+			continue
+		}
+		b := bs[0]
+		if !f.Standalone && b.State == engine.BackfillPending && time.Since(start) > f.Wait {
+			return Fail(fmt.Errorf("no scheduler picked up backfill %d within %s; it stays queued for the next ax server on %s, or run: ax backfill resume %d --standalone", id, f.Wait, st, id))
+		}
+		line := Progress(b, time.Since(start))
+		if pr, err := st.BackfillProgress(ctx, id, api.ManualTasks(g, b.Pipeline)); err == nil {
+			line += InstancesLine(pr)
+		}
+		if tty {
+			fmt.Fprintf(out, "\r%s\x1b[K", line)
+		} else if time.Since(lastLine) >= 5*time.Second || b.State == engine.BackfillDone || b.State == engine.BackfillFailed {
+			fmt.Fprintln(out, line)
+			lastLine = time.Now()
+		}
+		if b.State == engine.BackfillDone || b.State == engine.BackfillFailed || b.State == engine.BackfillCancelled {
+			if tty {
+				fmt.Fprintln(out)
+			}
+			stop()
+			if f.Standalone {
+				<-engineDone
+			}
+			if b.FailedRuns > 0 || b.State != engine.BackfillDone {
+				return Fail(fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", id, b.State, b.FailedRuns, b.TotalRuns, b.Error))
+			}
+			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", id, b.TotalRuns)
+			return nil
+		}
+	}
+}
+
+// Progress renders runs done/total, failures, elapsed and ETA.
+// InstancesLine is the instance count of a backfill's Progress line: the
+// gates awaiting approval apart, since they are not done.
+func InstancesLine(p store.Progress) string {
+	s := fmt.Sprintf("; instances %d/%d", p.Ended, p.Total)
+	if p.Awaiting > 0 {
+		s += fmt.Sprintf(", %d awaiting approval (ax trigger the gate, or --approve-manual)", p.Awaiting)
+	}
+	return s
+}
+
+func Progress(b store.Backfill, elapsed time.Duration) string {
+	eta := "?"
+	if b.DoneRuns > 0 && b.DoneRuns < b.TotalRuns {
+		eta = (elapsed / time.Duration(b.DoneRuns) * time.Duration(b.TotalRuns-b.DoneRuns)).Round(time.Second).String()
+	} else if b.DoneRuns >= b.TotalRuns {
+		eta = "0s"
+	}
+	pct := 100
+	if b.TotalRuns > 0 {
+		pct = b.DoneRuns * 100 / b.TotalRuns
+	}
+	return fmt.Sprintf("backfill %d %s: %d/%d runs (%d%%), %d failed, elapsed %s, ETA %s", b.ID, b.State, b.DoneRuns, b.TotalRuns, pct,
+		b.FailedRuns, elapsed.Round(time.Second), eta)
+}
+
+func WritePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error {
+	fmt.Fprintf(w, "plan: %s, %d run(s) × %d task(s), rerun %s, max %d active\n", spec.Pipeline, len(spec.Times), len(spec.Tasks), spec.Rerun, spec.MaxActiveRuns)
+	for _, at := range spec.Times {
+		fmt.Fprintf(w, "%s  %s\n", api.Stamp(at, loc), strings.Join(spec.Tasks, " → "))
+	}
+	return nil
+}
+
+// OpenBackfill opens the store and reads the backfill whose id is arg; the
+// caller closes the store.
+func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, store.Backfill, error) {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return nil, store.Backfill{}, Usage("%q is not a backfill id", arg)
+	}
+	st, err := store.Open(ctx, target, store.Options{})
+	if err != nil {
+		return nil, store.Backfill{}, Fail(err)
+	}
+	bs, err := st.Backfills(ctx, id)
+	if err == nil && len(bs) == 0 {
+		err = fmt.Errorf("no backfill %d (ax backfill list shows them)", id)
+	}
+	if err != nil {
+		st.Close()
+		return nil, store.Backfill{}, Fail(err)
+	}
+	return st, bs[0], nil
+}
+
+// BackfillAPI starts a backfill through the server's API and follows it
+// until it ends.
+func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f BackfillOptions) error {
+	c, err := NewAPIClient(f.API.Server)
+	if err != nil {
+		return err
+	}
+	req := api.BackfillRequest{Pipeline: pipeline, From: f.From, To: f.To, Select: f.Select, MaxActiveRuns: f.MaxActive, Reverse: f.Reverse,
+		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual}
+	if f.From == "" || f.To == "" {
+		return Usage("give --from and --to")
+	}
+	raw, err := c.Call(ctx, http.MethodPost, "/api/v1/backfills", req)
+	if err != nil {
+		return err
+	}
+	var res api.BackfillPlan
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return err
+	}
+	if f.API.JSON && f.Detach {
+		return PrintJSON(out, raw)
+	}
+	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s), on %s\n", res.ID, pipeline, len(res.Plan.Times), len(res.Plan.Tasks), c.Base())
+	if f.Detach {
+		fmt.Fprintf(out, "follow it with: ax backfill status %d\n", res.ID)
+		return nil
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last := ""
+	for {
+		var v api.BackfillView
+		if err := c.Get(ctx, fmt.Sprintf("/api/v1/backfills/%d", res.ID), &v); err != nil {
+			return err
+		}
+		line := Progress(v.Backfill, time.Since(start)) + InstancesLine(v.Instances)
+		if line != last {
+			fmt.Fprintln(out, line)
+			last = line
+		}
+		switch v.State {
+		case engine.BackfillDone, engine.BackfillFailed, engine.BackfillCancelled:
+			if v.FailedRuns > 0 || v.State != engine.BackfillDone {
+				return Fail(fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", v.ID, v.State, v.FailedRuns, v.TotalRuns, v.Error))
+			}
+			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", v.ID, v.TotalRuns)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return Fail(fmt.Errorf("stopped following backfill %d; it goes on on the server (ax backfill status %d, ax backfill cancel %d)", res.ID, res.ID, res.ID))
+		case <-tick.C:
+		}
+	}
+}
+
+func BackfillStatusAPI(ctx context.Context, out io.Writer, f APIOptions, arg string) error {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return Usage("%q is not a backfill id", arg)
+	}
+	c, err := NewAPIClient(f.Server)
+	if err != nil {
+		return err
+	}
+	raw, err := c.Call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/backfills/%d", id), nil)
+	if err != nil || f.JSON {
+		return OrThen(err, func() error { return PrintJSON(out, raw) })
+	}
+	var v api.BackfillView
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, Progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))+InstancesLine(v.Instances))
+	if v.Error != "" {
+		fmt.Fprintln(out, v.Error)
+	}
+	return nil
+}
+
+// BackfillStatus prints a backfill's progress, from the API or, viaStore,
+// from the store at target.
+func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, arg string) error {
+	if !viaStore {
+		return BackfillStatusAPI(ctx, w, af, arg)
+	}
+	st, b, err := OpenBackfill(ctx, target, arg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	fmt.Fprintln(w, Progress(b, b.UpdatedAt.Sub(b.CreatedAt)))
+	if b.Error != "" {
+		fmt.Fprintln(w, b.Error)
+	}
+	return nil
+}
+
+// ListBackfills lists backfills, newest first, from the API or, viaStore,
+// from the store at target.
+func ListBackfills(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions) error {
+	var (
+		bs []store.Backfill
+		zs *api.Zones
+	)
+	if !viaStore {
+		c, err := NewAPIClient(af.Server)
+		if err != nil {
+			return err
+		}
+		zs = api.APIZones(ctx, c, af.UTC)
+		raw, err := c.Call(ctx, http.MethodGet, "/api/v1/backfills", nil)
+		if err != nil || af.JSON {
+			return OrThen(err, func() error { return PrintJSON(w, raw) })
+		}
+		var views []api.BackfillView
+		if err := json.Unmarshal(raw, &views); err != nil {
+			return err
+		}
+		for _, v := range views {
+			bs = append(bs, v.Backfill)
+		}
+	} else {
+		st, err := store.Open(ctx, target, store.Options{})
+		if err != nil {
+			return Fail(err)
+		}
+		defer st.Close()
+		zs = api.StoreZones(ctx, st, af.UTC)
+		if bs, err = st.Backfills(ctx, 0); err != nil { // newest first
+			return Fail(err)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATE\tRUNS\tFAILED\tBY\tCREATED")
+	for _, b := range bs {
+		loc, err := zs.Of(b.Pipeline)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", b.ID, b.Pipeline, b.State, b.DoneRuns, b.TotalRuns, b.FailedRuns, b.Actor, api.Stamp(b.CreatedAt, loc))
+	}
+	return tw.Flush()
+}
+
+// CancelBackfill asks the API to stop a backfill from starting more runs.
+func CancelBackfill(ctx context.Context, w io.Writer, af APIOptions, arg string) error {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return Usage("%q is not a backfill id", arg)
+	}
+	c, err := NewAPIClient(af.Server)
+	if err != nil {
+		return err
+	}
+	raw, err := c.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/cancel", id), map[string]any{})
+	if err != nil || af.JSON {
+		return OrThen(err, func() error { return PrintJSON(w, raw) })
+	}
+	var res api.Result
+	_ = json.Unmarshal(raw, &res)
+	_, err = fmt.Fprintln(w, res.Result)
+	return err
+}
+
+// ResumeBackfill queues the resume of a backfill in the store of f for the
+// primary (or, with --standalone, an engine started here) and follows it.
+func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions, arg string) error {
+	g, err := LoadGraph(f.Pipelines, errOut)
+	if err != nil {
+		return err
+	}
+	st, b, err := OpenBackfill(ctx, f.Store, arg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id := b.ID
+	if b.State == engine.BackfillDone {
+		return Fail(fmt.Errorf("backfill %d is done already", id))
+	}
+	// The primary applies the resume (fenced, action-logged); with
+	// --standalone that is the engine started here.
+	sa, err := StartStandalone(ctx, st, g, id, f.Standalone)
+	if err != nil {
+		return err
+	}
+	defer sa.stop()
+	res, err := QueueRequest(ctx, st, engine.ResumeBackfill{Backfill: id}, engine.By{Actor: Actor(), Reason: "ax backfill resume"}, f.Wait)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, res)
+	if f.Detach && !f.Standalone {
+		return nil
+	}
+	return sa.follow(ctx, w, st, g, id, f)
+}

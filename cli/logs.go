@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
+)
+
+// noLogWhy says why task has no instance that ran (in run, when not 0):
+// the run does not exist, retention pruned what ran, or nothing ran yet.
+func noLogWhy(ctx context.Context, c *api.Client, task string, run int64) error {
+	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
+	if run != 0 {
+		var ins []axtype.Instance
+		if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
+			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
+		}
+		return fmt.Errorf("%s has no instance that ran in run %d: no log (ax status %s shows its state)", task, run, task)
+	}
+	p, t, _ := SplitTask(task)
+	var info api.TaskDetail
+	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t), &info); err == nil {
+		// No instance that ran is left, yet the summary kept what retention
+		// pruned (every instance, or a last executor only pruned ones had).
+		if s := info.Summary; s.Pruned != nil || s.LastExecutor != "" {
+			return fmt.Errorf("%s has no instance that ran left: %s", task, pruned)
+		}
+	}
+	return fmt.Errorf("%s has no instance that ran yet: no log (ax status %s shows its state)", task, task)
+}
+
+// LogsAPI prints (or follows) a task's log through the admin API.
+func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, instance int64, attempt int, follow bool) error {
+	if _, _, err := SplitTask(task); err != nil {
+		return err
+	}
+	c, err := NewAPIClient(f.Server)
+	if err != nil {
+		return err
+	}
+	if instance == 0 {
+		// The newest instance that ran, however many newer ones have not
+		// (scheduled ahead, paused, failed behind an upstream).
+		q := url.Values{"task": {task}, "ran": {"true"}, "limit": {"1"}}
+		if run != 0 {
+			q.Set("run", strconv.FormatInt(run, 10))
+		}
+		var ins []axtype.Instance
+		if err := c.Get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
+			return err
+		}
+		if len(ins) > 0 {
+			instance = ins[0].ID
+		}
+		if instance == 0 {
+			return Fail(noLogWhy(ctx, c, task, run))
+		}
+	}
+	q := url.Values{"task": {task}}
+	if attempt > 0 {
+		q.Set("attempt", strconv.Itoa(attempt))
+	}
+	path := fmt.Sprintf("/api/v1/instances/%d/logs?", instance)
+	pipeline, _, _ := SplitTask(task)
+	loc, err := api.ZoneOf(ctx, c, pipeline, f.UTC)
+	if err != nil {
+		return err
+	}
+	if !follow {
+		raw, err := c.Call(ctx, http.MethodGet, path+q.Encode(), nil)
+		if err != nil || f.JSON {
+			return OrThen(err, func() error { return PrintJSON(w, raw) })
+		}
+		var p api.LogPage
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return err
+		}
+		writeLogHeader(w, p.LogHeader, loc)
+		for _, l := range p.Lines {
+			writeLogLine(w, l)
+		}
+		return nil
+	}
+	q.Set("follow", "true")
+	ended := false // the header said how the attempt ended: its end event says it again
+	return c.Stream(ctx, path+q.Encode(), func(raw []byte) error {
+		if f.JSON {
+			_, err := w.Write(append(raw, '\n'))
+			return err
+		}
+		var ev api.LogEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return fmt.Errorf("malformed log stream from the server: %w", err)
+		}
+		switch {
+		case ev.Header != nil:
+			writeLogHeader(w, *ev.Header, loc)
+			ended = !ev.Header.Running
+		case ev.Line != nil:
+			writeLogLine(w, *ev.Line)
+		case ev.End != nil && !ended:
+			writeLogEnd(w, *ev.End, loc)
+		}
+		return nil
+	})
+}
+
+func writeLogHeader(w io.Writer, h api.LogHeader, loc *time.Location) {
+	fmt.Fprintf(w, "== %s instance %d (run %d), attempt %d of %d, executor %s\n", h.Task, h.Instance, h.Run, h.Attempt, h.Attempts, orDash(h.Executor))
+	fmt.Fprintf(w, "== started %s", api.Stamp(h.StartedAt, loc))
+	if h.Running {
+		fmt.Fprintf(w, ", running\n")
+	} else {
+		fmt.Fprintf(w, ", %s\n", endText(h, loc))
+	}
+	if h.Dropped > 0 {
+		fmt.Fprintf(w, "== truncated: the first %d bytes of output were dropped (over the limit); the last %d are kept\n", h.Dropped, h.Bytes)
+	}
+}
+
+func endText(h api.LogHeader, loc *time.Location) string {
+	var b strings.Builder
+	if !h.EndedAt.IsZero() {
+		fmt.Fprintf(&b, "ended %s, ", api.Stamp(h.EndedAt, loc))
+	}
+	b.WriteString(orDash(h.Status))
+	if h.ExitCode != nil {
+		fmt.Fprintf(&b, " (exit status %d)", *h.ExitCode)
+	}
+	if h.Error != "" && h.ExitCode == nil {
+		fmt.Fprintf(&b, ": %s", h.Error)
+	}
+	return b.String()
+}
+
+func writeLogLine(w io.Writer, l api.LogLine) {
+	end := "\n"
+	if l.Cont {
+		end = "…\n"
+	}
+	fmt.Fprintf(w, "%-6s| %s%s", l.Stream, l.Text, end)
+}
+
+func writeLogEnd(w io.Writer, h api.LogHeader, loc *time.Location) {
+	if h.Running {
+		return
+	}
+	fmt.Fprintf(w, "== %s\n", endText(h, loc))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

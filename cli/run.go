@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/stock"
+	"github.com/ax-sched/ax/store"
+)
+
+func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool) error {
+	var (
+		g    *dag.Graph
+		name = what
+	)
+	info, err := os.Stat(what)
+	if err != nil && (strings.HasSuffix(what, ".yaml") || strings.HasSuffix(what, ".yml") || strings.ContainsRune(what, os.PathSeparator)) {
+		return Usage("%s: no such pipeline file: give a file that exists, or the name of a pipeline under --pipelines", what)
+	}
+	if err == nil && !info.IsDir() {
+		p, errs := defs.ParseFile(what, defs.Options{})
+		if errs.Err() == nil {
+			var cerrs defs.Errors
+			g, cerrs = dag.Compile([]*defs.Pipeline{p}, dag.Options{External: true, DispatchRate: -1})
+			errs = append(errs, cerrs...)
+		}
+		if errs.Err() != nil {
+			for _, e := range errs.Fatal() {
+				fmt.Fprintln(errOut, e.Error())
+			}
+			return Fail(fmt.Errorf("%s is not a valid pipeline file", what))
+		}
+		name = p.Name
+	} else {
+		var err error
+		if g, err = LoadGraph(pipelines, errOut); err != nil {
+			return err
+		}
+	}
+	p := g.Pipeline(name)
+	if p == nil {
+		var names []string
+		for _, q := range g.Pipelines() {
+			names = append(names, q.Name)
+		}
+		return Fail(fmt.Errorf("no pipeline %q%s", name, defs.DidYouMean(name, names)))
+	}
+	when := time.Now().Truncate(time.Second)
+	if at != "" {
+		var err error
+		if when, err = api.ParseWhen(at, p.Location, false); err != nil {
+			return Usage("--at: %v", err)
+		}
+	}
+	tasks, err := g.Select(name, sel)
+	if err != nil {
+		return Fail(errors.New(strings.TrimPrefix(err.Error(), "dag: ")))
+	}
+	spec := engine.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: engine.RerunAll,
+		ApproveManual: approve}
+	for _, t := range tasks {
+		spec.Tasks = append(spec.Tasks, t.Name)
+	}
+	if target == "" {
+		dir, err := os.MkdirTemp("", "ax-run-")
+		if err != nil {
+			return Fail(err)
+		}
+		defer os.RemoveAll(dir)
+		target = filepath.Join(dir, "ax.db")
+	}
+	st, err := store.Open(ctx, target, store.Options{})
+	if err != nil {
+		return Fail(err)
+	}
+	defer st.Close()
+	id, err := engine.CreateBackfill(ctx, st, spec, Actor(), time.Now())
+	if err != nil {
+		return Fail(err)
+	}
+	var eng *engine.Engine
+	execs, err := stock.Executors(g, st, stock.AlertVia(&eng))
+	if err != nil {
+		return Fail(err)
+	}
+	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, api.Stamp(when, p.Location), len(spec.Tasks))
+	events := make(chan engine.Event, 1024)
+	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "run", Grace: time.Millisecond,
+		OnEvent: func(ev engine.Event) { events <- ev }}, st, g, execs)
+	if err != nil {
+		return Fail(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(runCtx) }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	failed := 0
+	for {
+		select {
+		case ev := <-events:
+			failed += PrintEvent(out, ev)
+			continue
+		case err := <-done:
+			if err != nil {
+				return Fail(err)
+			}
+			return Fail(errors.New("interrupted: running tasks were killed"))
+		case <-tick.C:
+		}
+		bs, err := st.Backfills(ctx, id)
+		if err != nil || len(bs) == 0 {
+			continue
+		}
+		// The run stops at a gate when nothing else can move in it.
+		runs, err := st.BackfillRuns(ctx, id)
+		if err != nil || len(runs) != 1 {
+			continue
+		}
+		ins, err := st.Instances(ctx, store.InstanceFilter{RunID: runs[0].ID, Limit: 1 << 20})
+		if err != nil {
+			continue
+		}
+		status := engine.StatusOf(ins, func(task string) bool { t := g.Task(task); return t != nil && t.Manual })
+		if status.State != engine.RunAwaiting && bs[0].State != engine.BackfillDone && bs[0].State != engine.BackfillFailed {
+			continue
+		}
+		stop()
+		<-done
+		for len(events) > 0 {
+			failed += PrintEvent(out, <-events)
+		}
+		return RunOutcome(out, name, status, ins, bs[0])
+	}
+}
+
+// RunOutcome reports how `ax run` ended: every task succeeded (exit 0), one
+// failed (1), or it stopped at manual gates nobody approved (3). A task that
+// did not run is never counted as succeeded.
+func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []axtype.Instance, b store.Backfill) error {
+	succeeded := 0
+	for _, in := range ins {
+		if in.State == axtype.Success {
+			succeeded++
+		}
+	}
+	switch {
+	case len(st.Failed) > 0 || b.FailedRuns > 0:
+		return Fail(fmt.Errorf("%s: %d of %d task(s) succeeded; failed: %s", name, succeeded, len(ins), strings.Join(st.Failed, ", ")))
+	case st.State == engine.RunAwaiting:
+		var waiting []string
+		for task, why := range st.Waiting {
+			if !slices.Contains(st.Awaiting, task) {
+				waiting = append(waiting, task+" ("+why+")")
+			}
+		}
+		slices.Sort(waiting)
+		msg := fmt.Sprintf("%s: %d of %d task(s) succeeded; awaiting approval: %s", name, succeeded, len(ins), strings.Join(st.Awaiting, ", "))
+		if len(waiting) > 0 {
+			msg += "; behind them: " + strings.Join(waiting, ", ")
+		}
+		return &ExitError{Code: ExitGated, Err: errors.New(msg + "; run again with --approve-manual to approve them up front")}
+	case succeeded != len(ins):
+		return Fail(fmt.Errorf("%s: %d of %d task(s) succeeded; the run ended %s", name, succeeded, len(ins), st.State))
+	}
+	fmt.Fprintf(out, "ok: %d task(s) succeeded\n", succeeded)
+	return nil
+}
+
+// PrintEvent prints an attempt starting or ending; it returns 1 for a failure.
+func PrintEvent(w io.Writer, ev engine.Event) int {
+	ts := time.Now().Format("15:04:05.000")
+	if ev.Kind == "started" {
+		fmt.Fprintf(w, "%s  start  %s\n", ts, ev.Task)
+		return 0
+	}
+	line := fmt.Sprintf("%s  %-7s %s (%s)", ts, strings.ToLower(string(ev.State)), ev.Task, ev.Duration.Round(time.Millisecond))
+	if ev.Error != "" {
+		line += ": " + ev.Error
+	}
+	fmt.Fprintln(w, line)
+	if ev.State == axtype.Failed || ev.State == axtype.Killed {
+		return 1
+	}
+	return 0
+}

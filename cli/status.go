@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/store"
+)
+
+func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []string, limit int, zs *api.Zones) error {
+	var b strings.Builder
+	if l, err := st.GetLease(ctx, ""); err == nil {
+		state := "held until"
+		if time.Now().After(l.ExpiresAt) {
+			state = "released or expired at"
+		}
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, api.Stamp(l.ExpiresAt, time.UTC))
+	} else if errors.Is(err, store.ErrNotFound) {
+		b.WriteString("scheduler: never started on this store\n")
+	} else {
+		return err
+	}
+	tasks, err := st.Tasks(ctx, store.TaskFilter{})
+	if err != nil {
+		return err
+	}
+	pipelines := map[string]int{}
+	var names []string
+	for _, t := range tasks {
+		if pipelines[t.Pipeline] == 0 {
+			names = append(names, t.Pipeline)
+		}
+		pipelines[t.Pipeline]++
+	}
+	if len(only) == 1 {
+		if pipelines[only[0]] == 0 {
+			return Fail(fmt.Errorf("no pipeline %q in the store%s", only[0], defs.DidYouMean(only[0], names)))
+		}
+		names = only
+	}
+	gates := map[string]bool{}
+	for _, t := range tasks {
+		var d struct {
+			Manual bool `json:"manual"`
+		}
+		if json.Unmarshal(t.Definition, &d) == nil && d.Manual {
+			gates[t.ID] = true
+		}
+	}
+	manual := func(task string) bool { return gates[task] }
+	for _, p := range names {
+		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
+		runs, err := api.RecentRuns(ctx, st, p, time.Now(), limit)
+		if err != nil {
+			return err
+		}
+		ids := make([]int64, len(runs))
+		for i, r := range runs {
+			ids[i] = r.ID
+		}
+		insOf, err := st.InstancesOfRuns(ctx, ids)
+		if err != nil {
+			return err
+		}
+		var views []api.RunView
+		for _, r := range runs {
+			views = append(views, api.Summarize(r, insOf[r.ID], manual))
+		}
+		loc, err := zs.Of(p)
+		if err != nil {
+			return err
+		}
+		WriteRuns(&b, views, limit, loc)
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+// WriteRuns prints up to limit runs with their instance counts, leaving out
+// those created ahead (inside the window) that nothing happened in yet.
+func WriteRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Location) {
+	shown := 0
+	for _, r := range runs {
+		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
+			continue // created ahead, inside the window: not news
+		}
+		var parts []string
+		for _, s := range axtype.States {
+			if n := r.Counts[s]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", s, n))
+			}
+		}
+		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, api.Stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
+		writeWaits(b, r, loc)
+		if shown++; shown >= limit {
+			break
+		}
+	}
+	if shown == 0 {
+		b.WriteString("  no runs yet\n")
+	}
+}
+
+// writeWaits says, for a run that is not over, why: each waiting instance
+// and what it waits on, gates awaiting approval first.
+func writeWaits(b *strings.Builder, r api.RunView, loc *time.Location) {
+	if r.Over || len(r.Waiting) == 0 {
+		return
+	}
+	tasks := make([]string, 0, len(r.Waiting))
+	for t := range r.Waiting {
+		tasks = append(tasks, t)
+	}
+	slices.SortFunc(tasks, func(x, y string) int {
+		gx, gy := slices.Contains(r.Awaiting, x), slices.Contains(r.Awaiting, y)
+		switch {
+		case gx && !gy:
+			return -1
+		case gy && !gx:
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
+	for _, t := range tasks {
+		fmt.Fprintf(b, "      %s: %s\n", t, r.Waiting[t])
+	}
+	if len(r.Awaiting) > 0 {
+		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], api.Stamp(r.LogicalTime, loc))
+	}
+}
+
+// Status prints the scheduler's lease, and pipelines with their latest
+// runs and instance states, from the API or, viaStore, from the store at
+// target; only, when given, names the one pipeline to show.
+func Status(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, only []string, limit int) error {
+	if !viaStore {
+		return StatusAPI(ctx, w, af, only, limit)
+	}
+	st, err := store.Open(ctx, target, store.Options{})
+	if err != nil {
+		return Fail(err)
+	}
+	defer st.Close()
+	return WriteStatus(ctx, w, st, only, limit, api.StoreZones(ctx, st, af.UTC))
+}

@@ -1,0 +1,117 @@
+// Package stock builds the executors the stock ax binary runs tasks with:
+// the example functions, commands, and HTTP tasks routed among the
+// executors registered in the store. ax server, ax run and ax backfill
+// --standalone all run their engines with them.
+package stock
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/examples/functions"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
+)
+
+// AlertVia raises executors' alerts (an executor gone silent) through the
+// engine *e points to, once it exists.
+func AlertVia(e **engine.Engine) func(engine.Alert) {
+	return func(a engine.Alert) {
+		if *e != nil {
+			(*e).Alert(context.Background(), a)
+		}
+	}
+}
+
+// Executors builds the executors of the stock binary: the example functions,
+// commands, and HTTP tasks routed among the executors registered in st for
+// them (or called at their own URL when none is), each looking its task up
+// in the pipelines in force.
+func Executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
+	return ExecutorsOf(func() *dag.Graph { return g }, st, alert)
+}
+
+// ExecutorsOf is executors for pipelines that a reload may replace: graph
+// returns the ones in force.
+func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
+	funcs := runner.NewFunctions(func(a runner.Attempt) string {
+		if t := graph().Task(a.Pipeline + "." + a.Task); t != nil {
+			return t.Executor.Function
+		}
+		return ""
+	})
+	if err := functions.Register(funcs); err != nil {
+		return nil, err
+	}
+	commands := runner.NewCommands(func(a runner.Attempt) (runner.CommandSpec, error) {
+		t := graph().Task(a.Pipeline + "." + a.Task)
+		if t == nil {
+			return runner.CommandSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
+		}
+		spec := runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}
+		if tr := graph().TriggerOf(t.ID()); tr != nil {
+			spec.Schedule = tr.Schedule
+		}
+		return spec, nil
+	})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
+	web := runner.NewRouted(runner.RoutedConfig{Client: client,
+		URL: func(a runner.Attempt) (string, error) {
+			t := graph().Task(a.Pipeline + "." + a.Task)
+			if t == nil || t.Executor.URL == "" {
+				return "", fmt.Errorf("task %s.%s has no http executor", a.Pipeline, a.Task)
+			}
+			return t.Executor.URL, nil
+		},
+		Registry: registryCache(time.Second, func(ctx context.Context, task string) ([]runner.Endpoint, error) {
+			exs, err := st.Executors(ctx, task)
+			if err != nil {
+				return nil, err
+			}
+			eps := make([]runner.Endpoint, len(exs))
+			for i, x := range exs {
+				eps[i] = runner.Endpoint{Address: x.Address, LastHeartbeat: x.LastHeartbeat}
+			}
+			return eps, nil
+		}),
+	})
+	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
+	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))
+	return engine.Executors{defs.ExecFunction: funcs, defs.ExecCommand: commands, defs.ExecHTTP: web}, nil
+}
+
+// registryCache keeps each task's executors for ttl, so that routing does
+// not read the registry from the store on every dispatch.
+func registryCache(ttl time.Duration, load func(context.Context, string) ([]runner.Endpoint, error)) func(context.Context, string) ([]runner.Endpoint, error) {
+	type entry struct {
+		at  time.Time
+		eps []runner.Endpoint
+	}
+	var (
+		mu    sync.Mutex
+		cache = map[string]entry{}
+	)
+	return func(ctx context.Context, task string) ([]runner.Endpoint, error) {
+		mu.Lock()
+		e, ok := cache[task]
+		mu.Unlock()
+		if ok && time.Since(e.at) < ttl {
+			return e.eps, nil
+		}
+		eps, err := load(ctx, task)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		cache[task] = entry{at: time.Now(), eps: eps}
+		mu.Unlock()
+		return eps, nil
+	}
+}
