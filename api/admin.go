@@ -283,7 +283,7 @@ func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, Ready{Role: role, Error: err.Error()})
 		return
 	}
-	if err := a.st.DB().PingContext(r.Context()); err != nil {
+	if err := a.st.Ping(r.Context()); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, Ready{Role: role, Error: "store: " + err.Error()})
 		return
 	}

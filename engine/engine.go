@@ -612,8 +612,10 @@ func (e *Engine) finishRetake(ctx context.Context, now time.Time) error {
 }
 
 // errInterrupted is the cause given to attempts still running when the
-// shutdown grace period ends: they are given back, not failed.
-var errInterrupted = errors.New("engine: interrupted by shutdown")
+// shutdown grace period ends: they are given back, not failed. It wraps
+// runner.ErrInterrupted so that an HTTP executor asks the executor to stop
+// the work, which would otherwise run on beside the next attempt.
+var errInterrupted = fmt.Errorf("engine: interrupted by shutdown: %w", runner.ErrInterrupted)
 
 // startFailed ends a term whose start failed with err: a stop asked
 // meanwhile (its reads fail with the cancelled context) is a clean

@@ -125,6 +125,12 @@ func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
 	case resolveUnanswered:
 		e.log.Info("inherited_ticket_unresolved", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
 	case resolveUnknown:
+		if e.resultQueued(o.instance, a.ticket) {
+			// Its timeout (the unknown-outcome rule) is queued already: it is
+			// retried under a new ticket, and dispatching this one again would
+			// run it beside that retry (seed 132 of the simulator).
+			return nil
+		}
 		why := "inherited in RUNNING and unknown to every executor of the task: it never started; dispatched again with the same ticket"
 		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "redispatch", Pipeline: a.task.def.Pipeline,
 			TaskID: a.task.id, InstanceID: o.instance, Ticket: a.ticket, Reason: why}); err != nil {
@@ -136,6 +142,17 @@ func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
 		e.execute(o.instance, a, nil)
 	}
 	return nil
+}
+
+// resultQueued reports whether a result for instance's ticket waits to be
+// recorded.
+func (e *Engine) resultQueued(instance int64, ticket string) bool {
+	for _, o := range e.unapplied {
+		if o.instance == instance && o.res.Ticket == ticket && o.resolve == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

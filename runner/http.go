@@ -295,7 +295,7 @@ func refusalReason(data []byte) string {
 }
 
 // await waits for the result of an accepted asynchronous dispatch until
-// the attempt's deadline; a kill is forwarded to the executor.
+// the attempt's deadline; a kill or a shutdown is forwarded to the executor.
 // ch is the channel the result is delivered on; it may hold it already.
 func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, start time.Time, ch chan Report) Result {
 	var ans struct {
@@ -313,11 +313,21 @@ func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, 
 	case rep := <-ch:
 		return reportResult(rep, start)
 	case <-ctx.Done():
-		if errors.Is(context.Cause(ctx), ErrKilled) {
+		if stopsRemote(ctx) {
 			h.kill(url, a.Ticket)
 		}
 		return finish(ctx, a, start, ctx.Err())
 	}
+}
+
+// stopsRemote reports whether the attempt's context ended in a way that
+// must stop its work on the executor too: a kill, or the scheduler's
+// shutdown, which gives the attempt back to run again (the work must not
+// run on beside the next attempt). A deadline needs nothing: the executor
+// has it.
+func stopsRemote(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	return errors.Is(cause, ErrKilled) || errors.Is(cause, ErrInterrupted)
 }
 
 func reportResult(rep Report, start time.Time) Result {

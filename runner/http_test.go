@@ -107,3 +107,56 @@ func TestHTTPUnreachableAndDeadline(t *testing.T) {
 		t.Errorf("never answers: %+v", r)
 	}
 }
+
+// TestHTTPStopForwardedToExecutor: an asynchronous attempt whose context
+// ends with a kill, or with the scheduler's shutdown (which gives the
+// attempt back to run again), asks the executor to stop the ticket's work:
+// else a given-back attempt ran on while the next scheduler dispatched it
+// again (found by the simulator: TestSimShutdownStopsRemoteWork). The
+// attempt's own deadline sends nothing: the executor has it too.
+func TestHTTPStopForwardedToExecutor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		cause error
+		want  string // the ticket killed, or none
+	}{
+		{"kill", ErrKilled, "tk"},
+		{"shutdown", ErrInterrupted, "tk"},
+		{"wrapped shutdown", fmt.Errorf("engine: interrupted by shutdown: %w", ErrInterrupted), "tk"},
+		{"other cancel", context.Canceled, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			killed := make(chan string, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/dispatch":
+					io.Copy(io.Discard, r.Body)
+					w.WriteHeader(http.StatusAccepted)
+					io.WriteString(w, `{"accepted":true,"boot":"b1"}`)
+				case "/kill":
+					var k struct{ Ticket string }
+					json.NewDecoder(r.Body).Decode(&k)
+					killed <- k.Ticket
+				}
+			}))
+			t.Cleanup(srv.Close)
+			h := NewHTTP(srv.Client(), func(Attempt) (string, error) { return srv.URL + "/dispatch", nil }).WithCallback("http://127.0.0.1:1/results")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			h.accepted = func(string, string) { cancel(tc.cause) } // the attempt ends once the executor took it
+			r, err := h.Execute(ctx, attempt("tk"))
+			if err != nil || r.Status == StatusSuccess {
+				t.Fatalf("result %+v, %v", r, err)
+			}
+			got := ""
+			select {
+			case got = <-killed:
+			default:
+			}
+			if got != tc.want {
+				t.Errorf("kill sent for %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -141,7 +141,12 @@ func CheckGroups(ps []Process) []GroupState {
 	return out
 }
 
-// groupMembers counts the processes of each process group, zombies left out.
+// groupMembers counts the processes of each process group, zombies left
+// out unless their parent is not init: a zombie whose parent has not
+// collected it was started by a process that is alive but stalled (a
+// primary under SIGSTOP holding the result of a command that ended), so its
+// outcome is known and the group must not be judged gone; when its parent
+// dies, it passes to init.
 func groupMembers() (map[int]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -156,27 +161,28 @@ func groupMembers() (map[int]int, error) {
 		if err != nil {
 			continue // ended meanwhile
 		}
-		state, pgid, ok := statGroup(b)
-		if ok && state != "Z" && state != "X" {
+		state, ppid, pgid, ok := statGroup(b)
+		if ok && (state != "Z" && state != "X" || state == "Z" && ppid != 1) {
 			out[pgid]++
 		}
 	}
 	return out, nil
 }
 
-// statGroup reads the state (field 3) and process group (field 5) of a
-// /proc/PID/stat line.
-func statGroup(stat []byte) (state string, pgid int, ok bool) {
+// statGroup reads the state (field 3), parent (field 4) and process group
+// (field 5) of a /proc/PID/stat line.
+func statGroup(stat []byte) (state string, ppid, pgid int, ok bool) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return "", 0, false
+		return "", 0, 0, false
 	}
 	f := strings.Fields(string(stat[i+1:]))
 	if len(f) < 3 {
-		return "", 0, false
+		return "", 0, 0, false
 	}
-	pgid, err := strconv.Atoi(f[2])
-	return f[0], pgid, err == nil
+	ppid, err1 := strconv.Atoi(f[1])
+	pgid, err2 := strconv.Atoi(f[2])
+	return f[0], ppid, pgid, err1 == nil && err2 == nil
 }
 
 // Kill sends SIGKILL to p's process group if it is still the group

@@ -151,3 +151,35 @@ func TestCommandReportsItsGroup(t *testing.T) {
 		t.Errorf("host %q, want %q", got[0].Host, h)
 	}
 }
+
+// TestUnreapedLeaderOfALiveParentIsAlive: a command that ended while the
+// scheduler that started it was stopped (SIGSTOP, a frozen VM) stays a
+// zombie until that scheduler wakes and collects it, with its result. Its
+// group is not gone: the primary that ran it is alive and knows the
+// outcome, so a new primary must not fail the attempt and run it again.
+// Once collected, it is gone. Before, the zombie counted as gone (a double
+// run with two servers on MariaDB: SIGSTOP of the primary while a command
+// finished).
+func TestUnreapedLeaderOfALiveParentIsAlive(t *testing.T) {
+	t.Parallel()
+	if Where().Boot == "" || Where().PidNS == "" {
+		t.Skip("no /proc boot id or PID namespace here")
+	}
+	ended := startGroup(t, "sh", "-c", "exit 0")
+	p, err := ProcessOf(ended.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a zombie", func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pgid) + "/stat")
+		state, _, _, ok := statGroup(b)
+		return err == nil && ok && state == "Z"
+	})
+	if got := CheckGroups([]Process{p}); got[0] != GroupAlive {
+		t.Errorf("exited, not collected by its live parent: %v, want alive", got[0])
+	}
+	_ = ended.Wait()
+	if got := CheckGroups([]Process{p}); got[0] != GroupGone {
+		t.Errorf("collected: %v, want gone", got[0])
+	}
+}

@@ -79,6 +79,12 @@ var ErrPermanent = errors.New("permanent failure")
 // ErrKilled is the cause of a context cancelled by a kill.
 var ErrKilled = errors.New("runner: killed by an operator")
 
+// ErrInterrupted is the cause (or wraps the cause) of a context cancelled
+// because the scheduler stops and gives the attempt back to run again: work
+// that runs elsewhere (an HTTP executor) must stop as for a kill, or the
+// attempt would run twice at once.
+var ErrInterrupted = errors.New("runner: interrupted by the scheduler's shutdown")
+
 // finish classifies err from work that ran under ctx since start.
 func finish(ctx context.Context, a Attempt, start time.Time, err error) Result {
 	r := Result{Ticket: a.Ticket, Duration: time.Since(start), Status: StatusSuccess}

@@ -24,7 +24,7 @@ var storeMethods = map[string]string{
 	"GetLease": "read", "History": "read", "Actions": "read", "Pauses": "read", "Settings": "read", "Backfills": "read",
 	"Tasks": "read", "PipelineChangedAt": "read", "PipelineDefinition": "read", "TaskSummary": "read", "Instance": "read", "InstanceByTicket": "read", "DueInstances": "read",
 	"Instances": "read", "Runs": "read", "LastRun": "read", "Run": "read", "BackfillRuns": "read", "BackfillProgress": "read",
-	"Executors": "read", "PendingOps": "read", "GetOp": "read", "PendingResults": "read", "InboxEntryOf": "read",
+	"Executors": "read", "Ping": "read", "PendingOps": "read", "GetOp": "read", "PendingResults": "read", "InboxEntryOf": "read",
 	// Writes that are not the primary's, by design.
 	"AcquireLease":     "unfenced: the lease row is the fence itself",
 	"RenewLease":       "unfenced: the lease row is the fence itself",

@@ -310,6 +310,10 @@ func (s *Store) String() string { return s.target }
 // with raw SQL on the same database. Code outside tests must not use it.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// Ping checks that the database answers: what a standby's readiness rests
+// on. The error is the driver's.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
 // inTx runs fn in a write transaction and commits it; any error rolls back.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -95,6 +96,7 @@ type span struct{ from, to time.Time }
 // invariants after every step.
 type checker struct {
 	w         *world
+	silences  []silence // executors cut off the network
 	lastID    int64
 	maxEpoch  int64
 	epochRow  int64
@@ -103,7 +105,7 @@ type checker struct {
 	runKey    map[string]int64           // trigger|kind|logical ms → run
 	byTask    map[string][]int64         // task → instances, in id order
 	execSeen  int                        // executions checked for I3 so far
-	byTicket  map[string]*execution
+	byTicket  map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
 	execByIns map[int64][]*execution
 	execByTsk map[string][]*execution
 
@@ -132,7 +134,7 @@ type capMark struct {
 
 func newChecker(w *world) *checker {
 	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{},
-		byTask: map[string][]int64{}, byTicket: map[string]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
+		byTask: map[string][]int64{}, byTicket: map[string][]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
 }
 
 func (c *checker) down(n *node, at time.Time) {
@@ -318,8 +320,7 @@ func (c *checker) apply(h store.HistoryRow) {
 		}
 		if h.Actor == "scheduler" {
 			w.ex.mu.Lock()
-			e := c.ticketExec(h.Ticket)
-			ok := e != nil && e.success
+			ok := c.ticketSucceeded(h.Ticket)
 			w.ex.mu.Unlock()
 			if !ok {
 				w.violate(invOneSuccess, "instance %d %s recorded SUCCESS (row %d, ticket %.8s) but no execution of that ticket succeeded: %s",
@@ -329,17 +330,22 @@ func (c *checker) apply(h store.HistoryRow) {
 	}
 }
 
-// ticketExec finds the execution of a ticket (w.ex.mu held).
-func (c *checker) ticketExec(ticket string) *execution {
-	if e := c.byTicket[ticket]; e != nil {
-		return e
-	}
-	for _, e := range c.w.ex.list[c.execSeen:] {
-		if e.ticket == ticket {
-			return e
+// ticketSucceeded reports whether an execution of ticket succeeded (w.ex.mu
+// held). A ticket may run more than once: a scheduler that took over and
+// found it unknown to every executor dispatches it again under the same
+// ticket (R43), so that an executor that has it answers from its cache.
+func (c *checker) ticketSucceeded(ticket string) bool {
+	for _, e := range c.byTicket[ticket] {
+		if e.success {
+			return true
 		}
 	}
-	return nil
+	for _, e := range c.w.ex.list[c.execSeen:] {
+		if e.ticket == ticket && e.success {
+			return true
+		}
+	}
+	return false
 }
 
 func (in *inst) describe() string {
@@ -362,7 +368,7 @@ func (c *checker) checkExecutions() {
 	w.ex.mu.Lock()
 	defer w.ex.mu.Unlock()
 	for _, e := range w.ex.list[c.execSeen:] {
-		c.byTicket[e.ticket] = e
+		c.byTicket[e.ticket] = append(c.byTicket[e.ticket], e)
 		c.execByIns[e.instance] = append(c.execByIns[e.instance], e)
 		c.execByTsk[e.task] = append(c.execByTsk[e.task], e)
 		c.upstreamsBefore(e)
@@ -372,7 +378,7 @@ func (c *checker) checkExecutions() {
 		for i, a := range list {
 			for _, b := range list[i+1:] {
 				w.tally[invSingleFlight]++
-				if overlap(a, b) {
+				if overlap(c.seenEnd(a), c.seenEnd(b)) {
 					w.violate(invSingleFlight, "instance %d: two attempts at once: %s and %s; %s", id, a, b, c.insts[id].describe())
 				}
 			}
@@ -380,15 +386,48 @@ func (c *checker) checkExecutions() {
 	}
 }
 
-func overlap(a, b *execution) bool {
-	aEnd, bEnd := a.end, b.end
+// overlap reports whether two executions, each seen as a start and an
+// end (zero while it runs), overlap.
+func overlap(a, b span) bool {
+	aEnd, bEnd := a.to, b.to
 	if aEnd.IsZero() {
 		aEnd = time.Now().Add(time.Hour)
 	}
 	if bEnd.IsZero() {
 		bEnd = time.Now().Add(time.Hour)
 	}
-	return a.start.Before(bEnd) && b.start.Before(aEnd)
+	return a.from.Before(bEnd) && b.from.Before(aEnd)
+}
+
+// silence is a time an executor was cut off the network.
+type silence struct {
+	host     string
+	from, to time.Time
+}
+
+// silent records that the executor at host was cut off from at for d.
+func (c *checker) silent(host string, at time.Time, d time.Duration) {
+	c.silences = append(c.silences, silence{host, at, at.Add(d)})
+}
+
+// seenEnd is an execution as the scheduler can know it: it ends when it
+// ends, or, on an executor cut off the network for longer than
+// runner.Silence while it ran, when the sweep may declare the executor
+// lost and fail the attempt over (docs/protocol.md: the work of a lost
+// executor may still run; the scheduler cannot reach it to stop it).
+func (c *checker) seenEnd(e *execution) span {
+	s := span{e.start, e.end}
+	host, _, _ := strings.Cut(e.node, "#")
+	for _, q := range c.silences {
+		lost := q.from.Add(runner.Silence)
+		if q.host != host || q.to.Sub(q.from) <= runner.Silence || lost.Before(e.start) || (!e.end.IsZero() && e.end.Before(q.from)) {
+			continue
+		}
+		if s.to.IsZero() || lost.Before(s.to) {
+			s.to = lost
+		}
+	}
+	return s
 }
 
 // upstreamsBefore checks I3 for one execution: every upstream in the same

@@ -24,15 +24,35 @@
 // Pipelines whose schedules would create over 2,500 instances an hour are
 // drawn again, so that a seed takes a fraction of a second.
 //
-// Executors (exec.go) are in-process runner.Executors whose every attempt
-// draws, from the seed, the instance and how many attempts of it came
-// before, a latency (up to 2 s, now and then past the deadline) and a
-// behaviour: succeed, fail, fail permanently, hang until the deadline, do
-// the work and lose the result, succeed and report the result twice (the
-// second time into the results inbox, as a server receiving a retried POST
-// would), or refuse (busy). One task in four is an HTTP task, so that the
-// engines read the inbox. They honour the attempt's deadline and die with their
-// engine.
+// Every attempt (exec.go) draws, from the seed, the instance and how many
+// attempts of it came before, a latency (up to 2 s, now and then past the
+// deadline) and a behaviour: succeed, fail, fail permanently, hang until the
+// deadline, do the work and lose the result, succeed and report the result
+// twice, or refuse (busy). Function tasks run in the engine's process: they
+// die with it, a lost result never comes, a duplicate goes into the results
+// inbox as a server receiving a retried POST would write it.
+//
+// One task in four is an HTTP task, run by the real SDK (runner/executor)
+// over HTTP inside the bubble (sdk.go, memnet.go): two executor processes,
+// http://x1 and http://x2, serve it, register with the scheduler and
+// heartbeat every 10 s; each engine dispatches through runner.Routed in
+// the asynchronous form; results go to the scheduler's results endpoint
+// (served by the world as the server's would: into the inbox, unknown
+// tickets refused), and the SDK's ticket cache answers repeated dispatches
+// and the status queries of a scheduler that took over (R43). The network
+// is net.Pipe pairs made in the bubble, so a blocked read is durably
+// blocked. There a lost result is lost on the way one to three times (the
+// SDK delivers it again, with backoff), a duplicate arrives twice, and
+// every delivery takes a latency drawn from the instance. Once in twelve
+// steps (drawn from a generator of its own, so the driver's draws stay
+// those of the seed) an executor process is killed (its work never
+// returns; its connections break) and restarted after up to 20 s, with its
+// ticket journal (same boot id: it resumes what it accepted, reports what
+// it started as interrupted) or without (a new boot id: the scheduler fails
+// over what the old one ran), or it falls silent, cut off the network for
+// longer than runner.Silence (the sweep declares it lost and fails its
+// attempts over). While every scheduler is down its endpoints are
+// unreachable; through an outage of over an hour the executors go down too.
 //
 // The driver (world.go) then takes 60 steps, each one of: let time pass
 // (50 ms–3 s, now and then up to 95 s); crash the primary (its clock
@@ -96,6 +116,16 @@
 //	   an error, and no pause, setting or history row by the operator
 //	   appears.
 //
+// The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
+// guard, the failover of a restarted or silent executor and the give-back
+// at a shutdown (an attempt on an executor silent past runner.Silence
+// counts as ended when the sweep may declare it lost: docs/protocol.md
+// fails it over while its work may still run); I2 to late, repeated and
+// duplicated results through the results endpoint and the inbox, and to
+// the journal's earlier result for a ticket; I5 to results that never come
+// (an executor killed without a journal) and refusals; I6 and I7 to
+// results a primary applies from the inbox after takeovers.
+//
 // # Reproducing
 //
 // A failure prints the seed, the violations with the instance's history,
@@ -103,9 +133,13 @@
 // replays that seed and prints its pipelines and whole trace (-simlog adds
 // the engines' logs). Every random choice comes from the seed, and
 // executors draw from the seed and the instance, not from the order in
-// which goroutines run, so a seed replays the same world; the bubble's
-// scheduling of goroutines that wake at the same instant is Go's, so a rare
-// race may need a few runs of its seed.
+// which goroutines run, so a seed replays the same world
+// (TestSimSameSeedSameTrace); a new engine process runs until it blocks
+// before anything else happens, so that two started at one instant do not
+// race for the lease. The bubble's scheduling of goroutines that wake at
+// the same instant is still Go's: instances created at one instant may
+// take their ids in another order (seed 10: a bad verb then names another
+// instance id), and a rare race may need a few runs of its seed.
 //
 // # What it found
 //
@@ -141,6 +175,18 @@
 //	                                               the outage: fire_once runs none (issue 13
 //	                                               item 4's exactness)
 //
+//	I1         seed 17 of the first 30 with SDK    a graceful stop gave back an attempt       TestSimShutdownStopsRemoteWork
+//	           executors over HTTP; the scenario   running on an HTTP executor without        (and runner's
+//	           at its first stop                   stopping it there: the next scheduler      TestHTTPStopForwardedToExecutor)
+//	                                               ran the instance again beside it (fixed:
+//	                                               the shutdown is forwarded as a kill)
+//
+//	I1         seed 132 of the first 160 with SDK  a primary that took over queued the        TestSimInheritedTimeoutNotRedispatched
+//	           executors, about one run in two     unknown-outcome timeout of an inherited
+//	                                               HTTP ticket, then dispatched that ticket
+//	                                               again (no executor knew it) beside the
+//	                                               retry the timeout made (fixed)
+//
 //	I4         seeds 329, 439, 993 of 1000, once   a fire that fell due while its task's     TestOverlapJudgedAtTheFireTimeNotAtDispatch
 //	(overlap)  the checks below were exact; about  previous instance only waited for a slot  (engine/overlap_test.go)
 //	           a minute of simulated time after a  (--max-running) was skipped as an overlap
@@ -170,10 +216,9 @@
 //
 // # Not generated (yet)
 //
-// The SDK's HTTP executors (the scheduler's executor endpoints live in
-// package main; HTTP tasks are served in-process instead, and their
-// duplicate results go through the results inbox as a server would write
-// them), backfills, per-task and per-group max_running (the global cap
+// The synchronous form of the HTTP protocol (no callback), the scheduler's
+// own executor endpoints (they live in package main: the world serves a
+// stand-in that writes the same rows), executor tokens refused, backfills, per-task and per-group max_running (the global cap
 // is set by the limits verb), `delay:`, live clock jumps of a running engine (a stall is the nearest),
 // store errors on reads, and cron forms beyond the ones above (day, month
 // and weekday fields, Quartz L/W/#).

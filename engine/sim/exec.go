@@ -61,29 +61,24 @@ type simExec struct {
 // errDied is the cause of attempts that die with their engine's process.
 var errDied = errors.New("sim: the scheduler process died")
 
-// Execute runs one attempt: it waits its latency on the bubble's clock and
-// answers as its behaviour says. It honours the attempt's deadline and the
-// death of its process.
+// Execute runs one attempt in the engine's process (see perform).
 func (x *simExec) Execute(ctx context.Context, a runner.Attempt) (runner.Result, error) {
-	w := x.w
+	return x.w.perform(ctx, x.node.name, x.node.dead, a, nil), nil
+}
+
+// perform runs one attempt for the executor who: it waits its latency on the
+// bubble's clock and answers as its behaviour says. It honours the
+// attempt's deadline and the death of its process (dead). An SDK process
+// (sdk not nil) cannot refuse from inside a task function, loses and
+// duplicates its results on the network rather than in the engine, and
+// when it dies its work never returns: a killed process reports nothing.
+func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a runner.Attempt, sdk *sdkProc) runner.Result {
 	start := time.Now()
-	w.ex.mu.Lock()
-	k := w.ex.n[a.InstanceID]
-	w.ex.n[a.InstanceID]++
-	w.ex.mu.Unlock()
-	h := mix(uint64(w.seed), uint64(a.InstanceID), uint64(k))
-	b := pickBehaviour(h)
-	sc := w.opts.scenario
-	if sc != nil {
-		b = sc.behave[a.Pipeline+"."+a.Task]
-	}
-	if w.restrict.noRefuse && b == bRefuse {
-		b = bSucceed
-	}
+	h, b, latency := w.draw(a, sdk != nil)
 	if b == bRefuse {
-		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Refused: true, Error: "sim: executor busy"}, nil
+		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Refused: true, Error: "sim: executor busy"}
 	}
-	rec := &execution{node: x.node.name, instance: a.InstanceID, task: a.Pipeline + "." + a.Task, logical: a.LogicalTime.UTC(),
+	rec := &execution{node: who, instance: a.InstanceID, task: a.Pipeline + "." + a.Task, logical: a.LogicalTime.UTC(),
 		ticket: a.Ticket, start: start, what: b}
 	w.ex.mu.Lock()
 	w.ex.list = append(w.ex.list, rec)
@@ -98,7 +93,70 @@ func (x *simExec) Execute(ctx context.Context, a runner.Attempt) (runner.Result,
 		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
 		defer cancel()
 	}
-	latency := time.Duration(h>>20%2000) * time.Millisecond
+	timer := time.NewTimer(latency)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		finish(false)
+		return ended(ctx, a, start)
+	case <-dead:
+		finish(false)
+		if sdk != nil {
+			<-w.over // a killed process: its work never returns
+		}
+		return runner.Result{Ticket: a.Ticket, Status: runner.StatusKilled, Error: errDied.Error()}
+	}
+	switch b {
+	case bFail:
+		finish(false)
+		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Error: "sim: task failed", Duration: latency}
+	case bPermanent:
+		finish(false)
+		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Error: "sim: bad input", Permanent: true, Duration: latency}
+	case bLost:
+		finish(true) // the work is done; the answer is lost on the way
+		if sdk != nil {
+			w.net.lose(a.Ticket, 1+int(h>>50%3)) // the first deliveries of the result are lost; the SDK retries
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-dead:
+		}
+		return runner.Result{Ticket: a.Ticket, Status: runner.StatusTimeout, Error: "sim: result lost"}
+	case bDuplicate:
+		finish(true)
+		if sdk != nil {
+			w.net.twice(a.Ticket) // the result reaches the scheduler twice
+			break
+		}
+		w.duplicate(a.Ticket, a.InstanceID, latency)
+	default:
+		finish(true)
+	}
+	return runner.Result{Ticket: a.Ticket, Status: runner.StatusSuccess, Duration: latency}
+}
+
+// draw picks an attempt's behaviour and latency from the seed, the
+// instance and how many attempts of it came before (h is the hash they come
+// from), or from the scenario. An SDK executor never refuses from inside a
+// task function (the SDK refuses for it: busy, re-entrant).
+func (w *world) draw(a runner.Attempt, sdk bool) (h uint64, b behaviour, latency time.Duration) {
+	w.ex.mu.Lock()
+	k := w.ex.n[a.InstanceID]
+	w.ex.n[a.InstanceID]++
+	w.ex.mu.Unlock()
+	h = mix(uint64(w.seed), uint64(a.InstanceID), uint64(k))
+	b = pickBehaviour(h)
+	sc := w.opts.scenario
+	if sc != nil {
+		b = sc.behave[a.Pipeline+"."+a.Task]
+	}
+	if (w.restrict.noRefuse || sdk) && b == bRefuse {
+		b = bSucceed
+	}
+	latency = time.Duration(h>>20%2000) * time.Millisecond
 	if h>>40%10 == 0 { // now and then slow, sometimes past the timeout
 		latency = time.Duration(h>>8%uint64(max(time.Until(a.Deadline)/time.Millisecond*5/4, 1))) * time.Millisecond
 	}
@@ -111,38 +169,7 @@ func (x *simExec) Execute(ctx context.Context, a runner.Attempt) (runner.Result,
 	if b == bHang {
 		latency = 1000 * time.Hour
 	}
-	timer := time.NewTimer(latency)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		finish(false)
-		return ended(ctx, a, start), nil
-	case <-x.node.dead:
-		finish(false)
-		return runner.Result{Ticket: a.Ticket, Status: runner.StatusKilled, Error: errDied.Error()}, nil
-	}
-	switch b {
-	case bFail:
-		finish(false)
-		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Error: "sim: task failed", Duration: latency}, nil
-	case bPermanent:
-		finish(false)
-		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Error: "sim: bad input", Permanent: true, Duration: latency}, nil
-	case bLost:
-		finish(true) // the work is done; the answer is lost on the way
-		select {
-		case <-ctx.Done():
-		case <-x.node.dead:
-		}
-		return runner.Result{Ticket: a.Ticket, Status: runner.StatusTimeout, Error: "sim: result lost"}, nil
-	case bDuplicate:
-		finish(true)
-		w.duplicate(a.Ticket, a.InstanceID, latency)
-	default:
-		finish(true)
-	}
-	return runner.Result{Ticket: a.Ticket, Status: runner.StatusSuccess, Duration: latency}, nil
+	return h, b, latency
 }
 
 // ended is the result of an attempt whose context ended first.

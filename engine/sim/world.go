@@ -52,6 +52,7 @@ type step struct {
 	advance time.Duration
 	op      engine.Request
 	jump    time.Duration // every engine down for this long, then a new one
+	restart bool          // the primary stops gracefully; a new process starts
 }
 
 // Restrictions keep the generator away from a behaviour while the fix for a
@@ -106,6 +107,7 @@ type Report struct {
 type Stats struct {
 	Pipelines, Tasks, Runs, Instances, Executions, Transitions int
 	Crashes, Stalls, Takeovers, Faults, Verbs, BadVerbs, Jumps int
+	ExecutorCrashes, ExecutorSilences                          int // of SDK executor processes
 	Simulated                                                  time.Duration
 }
 
@@ -123,6 +125,8 @@ func (s *Stats) add(o Stats) {
 	s.Verbs += o.Verbs
 	s.BadVerbs += o.BadVerbs
 	s.Jumps += o.Jumps
+	s.ExecutorCrashes += o.ExecutorCrashes
+	s.ExecutorSilences += o.ExecutorSilences
 	s.Simulated += o.Simulated
 }
 
@@ -229,6 +233,15 @@ type world struct {
 	longJump bool // one jump of a day or more per seed: catch-ups are costly
 	notes    map[string]int
 	lateErr  error // a duplicate result the inbox refused
+
+	// The HTTP side (sdk.go).
+	net    *memnet
+	sdks   map[string]*sdkProc // the live process at each executor address
+	dead   []*sdkProc          // processes killed, waited for at the end
+	sdkSeq int
+	sdkDir string
+	over   chan struct{} // closed at the end: the work of killed processes returns
+	xrng   *rand.Rand    // the executors' faults, apart from the driver's draws
 }
 
 // Run simulates one seed inside a synctest bubble and returns its report.
@@ -241,7 +254,7 @@ func Run(t *testing.T, seed int64, opts Options) Report {
 	synctest.Test(t, func(t *testing.T) {
 		w := &world{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0xa11ce)), opts: opts, tally: map[string]int{}, notes: map[string]int{},
 			restrict: restrictions{noManual: opts.Restrict.NoManual, noRefuse: opts.Restrict.NoRefuse},
-			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17))}
+			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)), over: make(chan struct{})}
 		w.ex.n = map[int64]int{}
 		rep = w.run()
 	})
@@ -294,6 +307,7 @@ func (w *world) run() Report {
 	}
 	store.SetFault(w.st, w.fault)
 	w.chk = newChecker(w)
+	w.startHTTP()
 	w.start()
 	if w.spec.standby {
 		w.start()
@@ -307,6 +321,7 @@ func (w *world) run() Report {
 			w.scripted(sc.steps[w.step-1])
 		} else {
 			w.act()
+			w.sdkFault()
 		}
 		w.settle()
 		w.reap()
@@ -421,7 +436,11 @@ func (w *world) start() *node {
 	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, MaxRunning: simMaxRunning, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
 		DispatchRate: w.spec.rate, GroupRates: w.spec.groups, Grace: 3 * time.Second}
 	x := &simExec{w: w, node: n}
-	eng, err := engine.New(cfg, w.st, w.g, engine.Executors{defs.ExecFunction: x, defs.ExecHTTP: x})
+	execs := engine.Executors{defs.ExecFunction: x, defs.ExecHTTP: x}
+	if w.sdkDir != "" {
+		execs[defs.ExecHTTP] = w.routed(n)
+	}
+	eng, err := engine.New(cfg, w.st, w.g, execs)
 	if err != nil {
 		w.violate("setup", "engine.New: %v", err)
 		return n
@@ -438,6 +457,10 @@ func (w *world) start() *node {
 	w.nodes = append(w.nodes, n)
 	w.mu.Unlock()
 	w.logf("start %s", n.name)
+	// Let it run until it blocks (its first lease attempt done) before
+	// anything else happens: two processes started at one instant would
+	// race for the lease in goroutine order, and a seed would not replay.
+	w.settle()
 	return n
 }
 
@@ -514,6 +537,9 @@ func (w *world) scripted(s step) {
 	}
 	if s.jump > 0 {
 		w.outage(s.jump)
+	}
+	if s.restart {
+		w.restart()
 	}
 }
 
@@ -649,7 +675,7 @@ func (w *world) outage(d time.Duration) {
 			}
 		}
 	}
-	w.advance(d)
+	w.sdkOutage(d, func() { w.advance(d) })
 	w.start()
 	w.chk.lastOutage = outage{down: down, up: time.Now(), split: split}
 	w.chk.misfires = append(w.chk.misfires, w.chk.lastOutage)
@@ -719,6 +745,7 @@ func (w *world) teardown() {
 			n.ended.Store(true)
 		}
 	}
+	w.stopHTTP()
 	w.wg.Wait()
 	w.st.Close()
 }
