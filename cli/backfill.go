@@ -76,7 +76,9 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 	if f.DryRun {
 		return WritePlan(out, spec, loc)
 	}
-	st, err := store.Open(ctx, f.Store, store.Options{})
+	// Queued for a scheduler, the store must be its (a mistyped path must
+	// not become a new store no scheduler reads); --standalone runs its own.
+	st, err := store.Open(ctx, f.Store, store.Options{Existing: !f.Standalone})
 	if err != nil {
 		return Fail(err)
 	}
@@ -236,7 +238,7 @@ func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, store.
 	if err != nil {
 		return nil, store.Backfill{}, Usage("%q is not a backfill id", arg)
 	}
-	st, err := store.Open(ctx, target, store.Options{})
+	st, err := store.Open(ctx, target, store.Options{Existing: true})
 	if err != nil {
 		return nil, store.Backfill{}, Fail(err)
 	}
@@ -376,7 +378,7 @@ func ListBackfills(ctx context.Context, w io.Writer, viaStore bool, target strin
 			bs = append(bs, v.Backfill)
 		}
 	} else {
-		st, err := store.Open(ctx, target, store.Options{})
+		st, err := store.Open(ctx, target, store.Options{Existing: true})
 		if err != nil {
 			return Fail(err)
 		}

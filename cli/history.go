@@ -102,7 +102,7 @@ func History(ctx context.Context, w io.Writer, viaStore bool, target string, af 
 	if !viaStore {
 		return HistoryAPI(ctx, w, af, task, limit)
 	}
-	st, err := store.Open(ctx, target, store.Options{})
+	st, err := store.Open(ctx, target, store.Options{Existing: true})
 	if err != nil {
 		return Fail(err)
 	}

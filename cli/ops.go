@@ -168,7 +168,7 @@ func SubmitOp(ctx context.Context, w io.Writer, f OpOptions, cop Op) error {
 			r.At, op = at, r
 		}
 	}
-	st, err := store.Open(ctx, f.Store, store.Options{})
+	st, err := store.Open(ctx, f.Store, store.Options{Existing: true})
 	if err != nil {
 		return Fail(err)
 	}

@@ -74,7 +74,7 @@ func Prune(ctx context.Context, w io.Writer, viaStore bool, target string, f API
 				return Usage("--retain 0 keeps everything: nothing would be pruned; give a period such as 30d to see what it would prune")
 			}
 		}
-		st, err := store.Open(ctx, target, store.Options{})
+		st, err := store.Open(ctx, target, store.Options{Existing: true})
 		if err != nil {
 			return Fail(err)
 		}

@@ -145,7 +145,7 @@ func Status(ctx context.Context, w io.Writer, viaStore bool, target string, af A
 	if !viaStore {
 		return StatusAPI(ctx, w, af, only, limit)
 	}
-	st, err := store.Open(ctx, target, store.Options{})
+	st, err := store.Open(ctx, target, store.Options{Existing: true})
 	if err != nil {
 		return Fail(err)
 	}

@@ -296,3 +296,50 @@ func TestUpgradeCountsOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenExistingCreatesNothing: a command that reads or queues work on a
+// scheduler's store (ax status --store, ax history --store, ax pause
+// --store …) opens it with Existing. A mistyped path made a new, empty ax
+// store there and reported "never started"; now it is refused, and no file
+// is created or written.
+func TestOpenExistingCreatesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	missing := filepath.Join(dir, "typo.db")
+	_, err := store.Open(ctx, missing, store.Options{Existing: true})
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v, want ErrNotFound naming the path", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("opening a missing store created %d file(s): %v", len(entries), entries)
+	}
+
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.Open(ctx, empty, store.Options{Existing: true})
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "empty") {
+		t.Errorf("empty file: %v, want ErrNotFound saying it is empty", err)
+	}
+	if info, err := os.Stat(empty); err != nil || info.Size() != 0 {
+		t.Errorf("the empty file was written: %v %v", info, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("opening an empty store left %d file(s), want only it: %v", len(entries), entries)
+	}
+
+	made := filepath.Join(dir, "made.db")
+	s, err := store.Open(ctx, made, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = store.Open(ctx, made, store.Options{Existing: true})
+	if err != nil {
+		t.Fatalf("an existing store with Existing: %v", err)
+	}
+	s.Close()
+}

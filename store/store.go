@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"strconv"
@@ -28,6 +29,11 @@ type Options struct {
 	MaxConns int
 	// Now is the clock used for the schema version record at open. Zero means time.Now.
 	Now func() time.Time
+	// Existing refuses to create a store: an SQLite path with no file, or
+	// an empty one, is ErrNotFound and nothing is written. For commands that
+	// read or queue work on a scheduler's store, where a mistyped path
+	// must not become a new, empty store.
+	Existing bool
 }
 
 // Store is the persistence of ax on SQLite or MySQL. It is safe for
@@ -97,8 +103,17 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	if path == "" {
 		path = DefaultPath
 	}
-	if info, err := os.Stat(path); err == nil && info.IsDir() {
+	info, statErr := os.Stat(path)
+	if statErr == nil && info.IsDir() {
 		return nil, fmt.Errorf("store: open %s: %w: it is a directory; give a file path", path, ErrUnavailable)
+	}
+	if opts.Existing {
+		switch {
+		case errors.Is(statErr, fs.ErrNotExist):
+			return nil, fmt.Errorf("store: open %s: %w: no such file; give the --store the scheduler runs on (ax server creates it)", path, ErrNotFound)
+		case statErr == nil && info.Size() == 0:
+			return nil, fmt.Errorf("store: open %s: %w: the file is empty, not an ax store; give the --store the scheduler runs on", path, ErrNotFound)
+		}
 	}
 	if err := precheckSQLite(ctx, path); err != nil {
 		return nil, err

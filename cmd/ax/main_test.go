@@ -399,3 +399,24 @@ func TestValidateReportsEveryBadCron(t *testing.T) {
 		t.Errorf("the valid cron was reported:\n%s", errOut)
 	}
 }
+
+// TestStoreReadsCreateNoStore: ax status --store (or history) at a path
+// with no store said "never started" and left a new 274 KB store there.
+func TestStoreReadsCreateNoStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.db")
+	for _, args := range [][]string{
+		{"status", "--store", typo},
+		{"history", "--store", typo, "p.t"},
+		{"pause", "--store", typo, "p.t"},
+	} {
+		code, _, errOut := runAx(t, args...)
+		if code == cli.ExitOK || !strings.Contains(errOut, "no such file") || !strings.Contains(errOut, typo) {
+			t.Errorf("ax %s: exit %d, stderr %q; want a failure naming the missing store", strings.Join(args, " "), code, errOut)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Fatalf("ax %s created %v", strings.Join(args, " "), entries)
+		}
+	}
+}
