@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -257,6 +258,9 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 	}
 	body := map[string]any{"reason": ch.Reason}
 	if ch.Global != nil {
+		if err := finiteRate("--global", "", *ch.Global); err != nil {
+			return err
+		}
 		body["global"] = *ch.Global
 	}
 	if ch.MaxRunning != nil {
@@ -269,6 +273,9 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 			r, err := strconv.ParseFloat(v, 64)
 			if !ok || name == "" || err != nil {
 				return Usage("--group %q: write NAME=RATE, such as etl=10", g)
+			}
+			if err := finiteRate("--group", name+"=", r); err != nil {
+				return err
 			}
 			gs[name] = r
 		}
@@ -294,6 +301,15 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 	_ = json.Unmarshal(raw, &res)
 	_, err = fmt.Fprintln(w, res.Result)
 	return err
+}
+
+// finiteRate refuses NaN and ±Inf, which JSON cannot carry to the server
+// (the server checks the range of every finite rate).
+func finiteRate(flag, prefix string, r float64) error {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return Usage("%s %s%v: give a rate per second from 0 (unlimited) to %d", flag, prefix, r, engine.MaxRate)
+	}
+	return nil
 }
 
 // Explain says why a task is not running, or why it ran late, from the

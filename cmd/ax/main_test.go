@@ -420,3 +420,21 @@ func TestStoreReadsCreateNoStore(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsRefusesNonFiniteRates: JSON cannot carry NaN or ±Inf, so ax
+// limits --global NaN failed with "json: unsupported value: NaN", naming
+// no flag. It is a usage error naming the flag, refused before any request.
+func TestLimitsRefusesNonFiniteRates(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--global", "NaN"},
+		{"--global", "+Inf"},
+		{"--group", "etl=NaN"},
+		{"--group", "etl=-Inf"},
+	} {
+		code, _, errOut := runAx(t, append([]string{"limits", "--server", "http://127.0.0.1:1"}, args...)...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, args[0]+" ") || !strings.Contains(errOut, "give a rate per second") {
+			t.Errorf("ax limits %s: exit %d, stderr %q; want a usage error naming %s", strings.Join(args, " "), code, errOut, args[0])
+		}
+	}
+}
