@@ -118,11 +118,37 @@ func (e *Engine) apply(ctx context.Context, req Request, by By, now time.Time) (
 	}
 	_, detail, _ := EncodeRequest(req, by)
 	task, instance := req.subject()
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: by.Actor, Action: req.Verb(), TaskID: task,
+	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: by.Actor, Action: req.Verb(), Pipeline: e.pipelineOf(req, task), TaskID: task,
 		InstanceID: instance, Reason: by.Reason, Detail: msg + " " + string(detail)}); err != nil {
 		return "", err
 	}
 	return msg, nil
+}
+
+// pipelineOf names the pipeline an applied request concerns, for the
+// action log's pipeline filter: its task's, or the pipeline it paused,
+// resumed or triggered ("" for what spans pipelines: a group, limits).
+func (e *Engine) pipelineOf(req Request, task string) string {
+	if task != "" {
+		if ti := e.tasks[task]; ti != nil {
+			return ti.def.Pipeline
+		}
+		p, _, _ := strings.Cut(task, ".")
+		return p
+	}
+	switch r := req.(type) {
+	case Pause:
+		if r.Scope == store.ScopePipeline {
+			return r.Target
+		}
+	case Resume:
+		if r.Scope == store.ScopePipeline {
+			return r.Target
+		}
+	case Trigger:
+		return r.Target // a pipeline: a task's is named above
+	}
+	return ""
 }
 
 // resolveTask returns the task with the given id, or an error with a suggestion.

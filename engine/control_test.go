@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -525,5 +526,43 @@ func TestRefusalIsNotAFailure(t *testing.T) {
 		if a := e.actions("refused"); len(a) != 3 || a[0].Reason != "worker pool full" {
 			t.Errorf("refused actions %+v", a)
 		}
+	})
+}
+
+// TestOperatorActionsNamedByPipeline: the action log's pipeline filter
+// (GET /api/v1/actions?pipeline=P) left out every operator action: their
+// rows had no pipeline. Pausing, resuming or triggering a pipeline, and a
+// verb on one of its tasks, are now found by it; another pipeline's are not.
+func TestOperatorActionsNamedByPipeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, "pipeline: l\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n",
+			"pipeline: m\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: b, function: record}\n")
+		for _, req := range []Request{
+			Pause{Scope: store.ScopePipeline, Target: "l"},
+			Resume{Scope: store.ScopePipeline, Target: "l"},
+			Pause{Scope: store.ScopeTask, Target: "l.a"},
+			Trigger{Target: "l"},
+			Trigger{Target: "m.b"},
+		} {
+			if _, err := e.do(req); err != nil {
+				t.Fatalf("%T %+v: %v", req, req, err)
+			}
+		}
+		rows, err := e.st.Actions(context.Background(), store.LogFilter{Pipeline: "l", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range rows {
+			if strings.HasPrefix(a.Actor, "operator") {
+				got = append(got, a.Action+" "+a.TaskID)
+			}
+		}
+		slices.Sort(got)
+		want := []string{"pause ", "pause l.a", "resume ", "trigger "}
+		if !slices.Equal(got, want) {
+			t.Errorf("operator actions under pipeline l: %q, want %q", got, want)
+		}
+		e.stop()
 	})
 }
