@@ -357,25 +357,11 @@ func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Tim
 			if err != nil {
 				return nil, err
 			}
-			if ref := rs.inst[m.a.task.id]; ref != nil {
-				ref.state, ref.version, ref.err = m.to, r.Version, *rb.params[i].Set.Error
-			}
-			rel, err := e.releasable(ctx, rs, m.a.task.down, now)
-			if err != nil {
+			if err := e.settleRecorded(ctx, rs, m.a.task, rb.params[i], r, now, seen, same); err != nil {
 				return nil, err
 			}
-			for _, x := range rel {
-				if !seen[x.p.InstanceID] {
-					seen[x.p.InstanceID] = true
-					*same = append(*same, x)
-				}
-			}
 		}
-		ps := make([]store.TransitionParams, len(*same))
-		for i, x := range *same {
-			ps[i] = x.p
-		}
-		return ps, nil
+		return releaseParams(*same), nil
 	}
 }
 

@@ -212,7 +212,7 @@ func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParam
 		seen := map[int64]bool{}
 		for i, r := range res {
 			p := params[i]
-			if r.Err != nil || (p.To != axtype.Failed && p.To != axtype.Killed && p.To != axtype.Success) {
+			if r.Err != nil || !ends(p.To) {
 				continue
 			}
 			in, err := e.st.Instance(ctx, p.InstanceID)
@@ -227,29 +227,45 @@ func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParam
 			if err != nil {
 				return nil, err
 			}
-			if ref := rs.inst[ti.id]; ref != nil {
-				ref.state, ref.version = p.To, r.Version
-				if p.Set.Error != nil {
-					ref.err = *p.Set.Error
-				}
-			}
-			rel, err := e.releasable(ctx, rs, ti.down, now)
-			if err != nil {
+			if err := e.settleRecorded(ctx, rs, ti, p, r, now, seen, out); err != nil {
 				return nil, err
 			}
-			for _, x := range rel {
-				if !seen[x.p.InstanceID] {
-					seen[x.p.InstanceID] = true
-					*out = append(*out, x)
-				}
-			}
 		}
-		ps := make([]store.TransitionParams, len(*out))
-		for i, x := range *out {
-			ps[i] = x.p
-		}
-		return ps, nil
+		return releaseParams(*out), nil
 	}
+}
+
+// settleRecorded brings the run cache's copy of ti's instance up to date
+// with the transition p just recorded (r), and adds to out, once each (seen),
+// the downstream in the same run that its outcome settles. The one home of
+// that step for results (settleResults) and operator verbs (settleAfter).
+func (e *Engine) settleRecorded(ctx context.Context, rs *runState, ti *taskInfo, p store.TransitionParams, r store.BatchResult, now time.Time, seen map[int64]bool, out *[]release) error {
+	if ref := rs.inst[ti.id]; ref != nil {
+		ref.state, ref.version = p.To, r.Version
+		if p.Set.Error != nil {
+			ref.err = *p.Set.Error
+		}
+	}
+	rel, err := e.releasable(ctx, rs, ti.down, now)
+	if err != nil {
+		return err
+	}
+	for _, x := range rel {
+		if !seen[x.p.InstanceID] {
+			seen[x.p.InstanceID] = true
+			*out = append(*out, x)
+		}
+	}
+	return nil
+}
+
+// releaseParams returns the transitions of rel, for a then to return.
+func releaseParams(rel []release) []store.TransitionParams {
+	ps := make([]store.TransitionParams, len(rel))
+	for i, x := range rel {
+		ps[i] = x.p
+	}
+	return ps
 }
 
 // crossAfter settles, after their commit, the instances of other pipelines
