@@ -109,17 +109,26 @@ func scopeOp(scope store.PauseScope, req func(scope store.PauseScope, name strin
 	}
 }
 
+// pathInstance returns the instance id of the path, 404 when there is none.
+func (a *admin) pathInstance(r *http.Request) (int64, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, err
+	}
+	if _, err := a.st.Instance(r.Context(), id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, errf(http.StatusNotFound, "no instance %d", id)
+		}
+		return 0, err
+	}
+	return id, nil
+}
+
 // instanceOp serves a kill or rerun (req) of the instance of the path.
 func instanceOp(req func(id int64) engine.Request) func(*admin, *http.Request) (any, error) {
 	return func(a *admin, r *http.Request) (any, error) {
-		id, err := pathID(r, "id")
+		id, err := a.pathInstance(r)
 		if err != nil {
-			return nil, err
-		}
-		if _, err := a.st.Instance(r.Context(), id); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, errf(http.StatusNotFound, "no instance %d", id)
-			}
 			return nil, err
 		}
 		var b opBody

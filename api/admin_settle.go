@@ -140,14 +140,8 @@ func (a *admin) taskMark(r *http.Request) (any, error) {
 }
 
 func (a *admin) instanceMark(r *http.Request) (any, error) {
-	id, err := pathID(r, "id")
+	id, err := a.pathInstance(r)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := a.st.Instance(r.Context(), id); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, errf(http.StatusNotFound, "no instance %d", id)
-		}
 		return nil, err
 	}
 	return a.markOp(r, engine.Mark{Instance: id}, time.UTC)
