@@ -149,7 +149,7 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 			next = a.due
 		}
 		p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
-		p.Set.Error = ptr("interrupted by shutdown")
+		p.Set.Error = ptr(cmp.Or(o.givenBackErr, "interrupted by shutdown"))
 		p.Reason = cmp.Or(o.notStarted, "interrupted by shutdown: given back after the grace period, the attempt not counted")
 		p.Action.Action, p.Action.Reason = "interrupted", p.Reason
 		return p, judged{id: o.instance, a: a, to: p.To, refused: true, status: "interrupted"}

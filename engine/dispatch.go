@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,9 @@ type attempt struct {
 	due      time.Time               // its fire time
 	started  time.Time               // when it started (claimed ahead: its fire time); the overlap rule compares fire times with it
 	held     bool                    // claimed ahead: not handed to its executor yet
+	// claimEpoch, for an attempt claimed ahead, is the epoch that claimed
+	// it: its hand-out is recorded under it (recordHandOut).
+	claimEpoch int64
 	// queued: a local attempt not known to the loop to have started (it
 	// waits for a slot in the start queue, see execute); its deadline counts
 	// from begun, the UnixNano its goroutine started it at (see begin).
@@ -75,6 +79,9 @@ type outcome struct {
 	// notStarted, for an attempt given back at shutdown before it started
 	// (giveBack), is why: the reason of its RUNNING → RETRYING.
 	notStarted string
+	// givenBackErr, when set, is the instance's error for an attempt given
+	// back that was never started (the default: "interrupted by shutdown").
+	givenBackErr string
 	// The attempt's last output and its record, written in the transaction
 	// that records the result (nil for results that did not come from an
 	// attempt of this process).
@@ -83,13 +90,31 @@ type outcome struct {
 
 // reconcile takes over instances a previous process left RUNNING: their
 // tickets stay valid, and when no result comes by their deadline they time
-// out through the normal path (R27) — never re-dispatched blindly.
+// out through the normal path (R27) — never re-dispatched blindly. Those
+// that certainly never started (neverStarted) are given back, to run again
+// once, the attempt not counted.
 func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	insts, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Running}, Limit: 1 << 20})
 	if err != nil {
 		return fmt.Errorf("engine: reconcile running instances: %w", err)
 	}
 	clear(e.watch.asking) // a previous term's questions are not answered in this one
+	tickets := make([]string, 0, len(insts))
+	for _, in := range insts {
+		tickets = append(tickets, in.Ticket)
+	}
+	procs, err := e.st.Procs(ctx, tickets)
+	if err != nil {
+		return fmt.Errorf("engine: read where inherited attempts run: %w", err)
+	}
+	var handOuts map[int64]time.Time
+	for _, r := range procs {
+		if r.Kind == store.ProcHeld && handOuts == nil {
+			if handOuts, err = e.st.HandOuts(ctx); err != nil {
+				return fmt.Errorf("engine: read the hand-outs of attempts claimed ahead: %w", err)
+			}
+		}
+	}
 	for _, in := range insts {
 		ti := e.tasks[in.TaskID]
 		if ti == nil {
@@ -104,29 +129,52 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			a.version = in.Version // running here already (the lease was retaken)
 			continue
 		}
-		deadline := in.StartedAt.Add(ti.def.Timeout)
-		live := e.kindOf(ctx, in.RunID) == axtype.RunSchedule
-		if !ti.removed && !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd) {
-			// Claimed ahead for a fire time after the end of the previous
-			// term's lease: that process started nothing so late (it starts held
-			// attempts only while its lease is safely held), so this one never
-			// started. Strictly after: a lease released at once by a stopping
-			// primary ends at the very millisecond it may have started an
-			// attempt (a run-now, a held one opening), and that one did start. It starts here at its fire time, with the same ticket.
-			a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
-				attempt: in.Attempt, deadline: deadline, live: live, due: in.StartedAt, started: in.StartedAt, held: true}
+		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt,
+			deadline: in.StartedAt.Add(ti.def.Timeout), orphan: true, live: e.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
+		rec, found := procs[in.Ticket]
+		if why := e.neverStarted(in, ti, rec, found, handOuts); why != "" {
+			// Given back as at a shutdown (giveBack): RETRYING at its fire
+			// time, or now when that has passed, the attempt not counted,
+			// the reason in its history; it runs again under a fresh ticket.
+			a.orphan, a.interrupted, a.due, a.deadline = false, true, in.StartedAt, now.Add(time.Hour)
 			e.track(in.ID, a)
-			e.held[in.ID] = a
-			e.execute(in.ID, a, e.gate(a.due))
-			e.log.Warn("claimed_ahead_reclaimed", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "fire_at", in.StartedAt.Format(time.RFC3339Nano),
-				"previous_lease_end", e.prevLeaseEnd.Format(time.RFC3339Nano))
+			e.unapplied = append(e.unapplied, outcome{instance: in.ID, notStarted: why, givenBackErr: "not started: " + why,
+				res: runner.Result{Ticket: in.Ticket, Status: runner.StatusFailed, Error: why}})
+			e.log.Warn("claimed_ahead_given_back", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "fire_at", in.StartedAt.Format(time.RFC3339Nano), "reason", why)
 			continue
 		}
-		e.track(in.ID, &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime,
-			attempt: in.Attempt, deadline: deadline, orphan: true, live: live, started: in.StartedAt})
-		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", deadline.Format(time.RFC3339))
+		e.track(in.ID, a)
+		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", a.deadline.Format(time.RFC3339))
 	}
-	return e.inheritProcs(ctx, now)
+	e.inheritProcs(procs, now)
+	return nil
+}
+
+// neverStarted says why an attempt inherited in RUNNING certainly never
+// started, or "" when it may have (the rules of R27 and R43 then apply):
+//   - it was claimed ahead (its procs row held, under an epoch) and its
+//     fire time is past the hand-out recorded for that epoch (handOuts),
+//     which is written before any held attempt starts (startHeld);
+//   - it was claimed ahead for a fire time after the end of the previous
+//     term's lease: that process started nothing so late (it starts held
+//     attempts only while its lease is safely held). Strictly after: a
+//     lease released at once by a stopping primary ends at the very
+//     millisecond it may have started an attempt (a run-now, a held one
+//     opening), and that one did start.
+//
+// An attempt of a task removed from the files keeps the rule of R27.
+func (e *Engine) neverStarted(in axtype.Instance, ti *taskInfo, rec store.ProcRecord, found bool, handOuts map[int64]time.Time) string {
+	fire := in.StartedAt.UTC().Format(time.RFC3339Nano)
+	switch {
+	case ti.removed:
+		return ""
+	case found && rec.Kind == store.ProcHeld && in.StartedAt.After(handOuts[rec.Epoch]):
+		return "claimed ahead to start at " + fire + " by a previous primary that stopped before handing it out: it never started; given back, the attempt not counted"
+	case !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd):
+		return "claimed ahead to start at " + fire + ", after the previous primary's lease ended at " + e.prevLeaseEnd.UTC().Format(time.RFC3339Nano) +
+			": it never started; given back, the attempt not counted"
+	}
+	return ""
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -164,15 +212,18 @@ func parseDue(detail string) (time.Time, bool) {
 // their executors — only while the lease is safely held: a process that
 // stalled past its lease starts nothing (the next primary sees RUNNING
 // instances it did not start and lets them time out, never running them
-// twice).
-func (e *Engine) startHeld(now time.Time) {
-	if len(e.gates) == 0 || !e.leader(now) {
+// twice). Before any of them starts, one fenced write records that they
+// were handed out (recordHandOut): a primary that takes over finds the
+// claim of an attempt that never started still held, and gives it back
+// (neverStarted) rather than leaving it to the unknown-outcome rule.
+func (e *Engine) startHeld(ctx context.Context, now time.Time) {
+	if len(e.gates) == 0 || now.Before(e.handOutRetry) || !e.leader(now) {
 		return
 	}
-	var opened []chan struct{}
+	opened := map[int64]chan struct{}{}
 	for due, g := range e.gates {
 		if due <= now.UnixMilli() {
-			opened = append(opened, g) // every attempt held for this fire time starts at once
+			opened[due] = g // every attempt held for this fire time starts at once
 			delete(e.gates, due)
 		}
 	}
@@ -187,6 +238,9 @@ func (e *Engine) startHeld(now time.Time) {
 			a.held = false
 			starting, ids = append(starting, a), append(ids, id)
 		}
+	}
+	if !e.recordHandOut(ctx, starting, ids, opened, now) {
+		return
 	}
 	// Into the start queue in dispatch order (priority, fire time), before
 	// their goroutines are let go.
@@ -209,6 +263,44 @@ func (e *Engine) startHeld(now time.Time) {
 		close(g)
 	}
 	e.armHeld(e.cfg.Now())
+}
+
+// handOutRetry is how long after a hand-out that could not be recorded
+// startHeld tries again.
+const handOutRetry = 250 * time.Millisecond
+
+// recordHandOut writes, in one fenced transaction of one small statement,
+// that the held attempts starting (instances ids) were handed out: for each
+// epoch that claimed them, up to the latest of their fire times
+// (store.Fence.HandOut). It reports whether they may start. When the write
+// fails (the store is down, the lease was taken) none of them starts: they
+// are held again behind their gates (opened), tried again after
+// handOutRetry, and, if this process never records it, the next primary
+// finds them claimed and not handed out and gives them back.
+func (e *Engine) recordHandOut(ctx context.Context, starting []*attempt, ids []int64, opened map[int64]chan struct{}, now time.Time) bool {
+	var epochs []int64
+	var upto time.Time
+	for _, a := range starting {
+		if !slices.Contains(epochs, a.claimEpoch) {
+			epochs = append(epochs, a.claimEpoch)
+		}
+		if a.due.After(upto) {
+			upto = a.due
+		}
+	}
+	err := e.w().HandOut(ctx, epochs, upto, now)
+	if err == nil {
+		return true
+	}
+	for i, a := range starting {
+		a.held = true
+		e.held[ids[i]] = a
+	}
+	maps.Copy(e.gates, opened)
+	e.handOutRetry = now.Add(handOutRetry)
+	e.heldWake.Reset(handOutRetry)
+	e.log.Warn("hand_out_not_recorded", "attempts", len(starting), "err", err, "retry_in", handOutRetry.String())
+	return false
 }
 
 // errNotStartedByShutdown is why an attempt claimed ahead did not start:

@@ -8,6 +8,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -37,6 +38,9 @@ type dispatcher struct {
 	wake, heldWake *time.Timer
 	again          chan struct{}
 	bufferLogged   time.Time
+	// handOutRetry: the hand-out of the held attempts whose gates opened
+	// could not be recorded; startHeld tries again from then on.
+	handOutRetry time.Time
 }
 
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
@@ -148,7 +152,8 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 	}
 	// A skip (overlap) fails what waited on it in its run, in the same transaction.
 	var settled []release
-	res, relRes, err := e.w().TransitionBatchThen(ctx, b.params, e.settleAfter(ctx, b.params, now, &settled))
+	// Where each start is handed out, or that it is held, recorded with it (claimRecords).
+	res, relRes, err := e.w().TransitionBatchLogs(ctx, b.params, store.LogWrite{Procs: e.claimRecords(b, now)}, e.settleAfter(ctx, b.params, now, &settled))
 	for _, t := range b.reserved {
 		e.pool.remove(t) // the recorded ones are counted by track below
 	}
@@ -275,6 +280,33 @@ func (e *Engine) startTransition(id int64, p *pend, now time.Time) store.Transit
 	}
 }
 
+// claimRecords are the procs rows recorded with the starts of batch b, all
+// naming this scheduler process: held, under this term's epoch, for an
+// attempt claimed ahead of its fire time (startHeld records the hand-out
+// before it starts), and, for a local attempt started now, the process it
+// lives in (a function) or is killed with (a command, until its group is
+// recorded).
+func (e *Engine) claimRecords(b *batchPlan, now time.Time) []store.ProcRecord {
+	var out []store.ProcRecord
+	for i, p := range b.params {
+		if p.To != axtype.Running || p.Set.StartedAt == nil || p.Set.Ticket == nil {
+			continue
+		}
+		pd := e.pending[b.picked[i]]
+		kind := store.ProcServer
+		switch {
+		case p.Set.StartedAt.After(now):
+			kind = store.ProcHeld
+		case !isLocal(pd.task.def):
+			continue
+		}
+		self := runner.Self()
+		out = append(out, store.ProcRecord{Ticket: *p.Set.Ticket, InstanceID: p.InstanceID, RunID: pd.runID, Host: self.Host, Boot: self.Boot,
+			PidNS: self.PidNS, Pgid: self.Pgid, Start: self.Start, At: now, Kind: kind, Epoch: e.epoch})
+	}
+	return out
+}
+
 // pushBack puts instances back into the queue, in their priority order.
 func (e *Engine) pushBack(ids []int64) {
 	for _, id := range ids {
@@ -335,7 +367,7 @@ func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time
 		e.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
 	}
 	if started.After(now) {
-		a.held = true
+		a.held, a.claimEpoch = true, e.epoch
 		e.held[id] = a
 		e.execute(id, a, e.gate(a.due))
 		return true

@@ -552,7 +552,7 @@ func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
 // queued in the store, backfills and SLAs are served and the queue is
 // dispatched.
 func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
-	e.startHeld(now)
+	e.startHeld(ctx, now)
 	// Entries due up to ClaimAhead from now go to the queue: the ones
 	// not due yet are claimed ahead and held until their fire time.
 	e.planner.due(now.Add(e.cfg.ClaimAhead), &e.queue)

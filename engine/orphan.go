@@ -170,43 +170,42 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // it, not at the attempt's timeout.
 const groupCheckEvery = time.Second
 
-// inheritProcs reads where the inherited command attempts run (recorded by
-// the process that started them, see liveLog.setProc) and checks their
-// groups at once. An attempt with no record (its process died before the
-// record was flushed, or a store written before version 9) keeps the
+// inheritProcs takes where the inherited local attempts run, as recorded
+// by the process that handed them out (procs, by ticket), and checks them
+// at once: a command's process group (written with its output, see
+// liveLog.setProc), or, for a function or a command whose group was not
+// recorded yet, the scheduler process that handed it out (written before
+// it started, see claimRecords). An attempt with no record (a store
+// written before version 10, or one on another host) keeps the
 // unknown-outcome rule of R27: it fails at its timeout.
-func (e *Engine) inheritProcs(ctx context.Context, now time.Time) error {
-	var tickets []string
-	for _, a := range e.running {
-		if a.orphan && a.task.def.Executor.Kind == defs.ExecCommand {
-			tickets = append(tickets, a.ticket)
-		}
-	}
-	if len(tickets) == 0 {
-		return nil
-	}
-	procs, err := e.st.Procs(ctx, tickets)
-	if err != nil {
-		return fmt.Errorf("engine: read where inherited commands run: %w", err)
-	}
+func (e *Engine) inheritProcs(procs map[string]store.ProcRecord, now time.Time) {
 	for id, a := range e.running {
-		if r, ok := procs[a.ticket]; ok && a.orphan {
-			a.proc = &runner.Process{Host: r.Host, Boot: r.Boot, PidNS: r.PidNS, Pgid: r.Pgid, Start: r.Start}
-			if a.proc.Local() {
-				e.watch.groups[id] = a
-			}
+		r, ok := procs[a.ticket]
+		if !ok || !a.orphan || !isLocal(a.task.def) {
+			continue
+		}
+		if r.Kind == store.ProcGroup && a.task.def.Executor.Kind != defs.ExecCommand {
+			continue
+		}
+		// A held row of an orphan was handed out (neverStarted): by the
+		// scheduler process that claimed it, which it names.
+		a.proc = &runner.Process{Host: r.Host, Boot: r.Boot, PidNS: r.PidNS, Pgid: r.Pgid, Start: r.Start, Server: r.Kind != store.ProcGroup}
+		if a.proc.Local() {
+			e.watch.groups[id] = a
 		}
 	}
 	e.watch.groupsAt = time.Time{}
 	e.checkGroups(now)
-	return nil
 }
 
 // checkGroups fails, at once, each inherited command attempt whose process
 // group is gone (R27 as amended by R43): its processes died with the
 // previous primary (Pdeathsig kills the command, and a group can lose its
-// last process later), so no result will ever come. The attempt counts,
-// and runs again only if its retry policy allows. A group still alive
+// last process later), so no result will ever come; and each inherited
+// function attempt (or command whose group was not recorded yet) whose
+// scheduler process is gone: it ran in that process, or was killed with
+// it. The attempt counts, and runs again only if its retry policy allows.
+// A group (or scheduler process) still alive
 // keeps the attempt to its timeout (checkTimeouts), which kills the group;
 // one recorded on another host, boot or PID namespace cannot be judged from
 // here and times out as before.
@@ -235,7 +234,10 @@ func (e *Engine) checkGroups(now time.Time) {
 		}
 		a := e.running[ids[i]]
 		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
-		e.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
+		if a.proc.Server {
+			msg = fmt.Sprintf("unknown outcome: the scheduler process that ran it (%s) is gone", a.proc)
+		}
+		e.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid, "process", a.proc.String())
 		e.unapplied = append(e.unapplied, outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
 		a.proc, a.deadline = nil, now.Add(time.Hour) // not queued twice while the result waits to be recorded
 		delete(e.watch.groups, ids[i])

@@ -31,6 +31,10 @@ type logWriter struct {
 
 	mu   sync.Mutex
 	live map[*liveLog]struct{}
+	// started: attempts whose command just started, their process records
+	// not written yet; kick wakes the writer to write them (flushProcs).
+	started []*liveLog
+	kick    chan struct{}
 
 	flushMu sync.Mutex // one writer at a time; guards the stored state of every liveLog
 }
@@ -41,9 +45,10 @@ type liveLog struct {
 	instance int64
 	attempt  int
 	fence    *store.Fence // of the term that started the attempt
+	w        *logWriter
 	// proc is where the attempt's command runs, set once it started (see
-	// setProc); the next flush writes it, so that a primary inheriting the
-	// attempt can check its process group (R27, R43).
+	// setProc); flushProcs writes it within procFlushGap, so that a primary
+	// inheriting the attempt can check its process group (R27, R43).
 	proc atomic.Pointer[store.ProcRecord]
 	// Owned by the flusher (under flushMu).
 	procStored bool
@@ -69,7 +74,7 @@ type logMetrics struct {
 
 func newLogWriter(cfg Config) *logWriter {
 	f := promauto.With(cfg.Registerer)
-	return &logWriter{now: cfg.Now, log: cfg.Logger, limit: cfg.LogMax, live: map[*liveLog]struct{}{},
+	return &logWriter{now: cfg.Now, log: cfg.Logger, limit: cfg.LogMax, live: map[*liveLog]struct{}{}, kick: make(chan struct{}, 1),
 		m: logMetrics{
 			bytes:  f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_bytes_total", Help: "Bytes of task output written to the store."}),
 			writes: f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_writes_total", Help: "Transactions that wrote task output and attempt records."}),
@@ -79,16 +84,62 @@ func newLogWriter(cfg Config) *logWriter {
 
 // start registers the output of an attempt that begins.
 func (w *logWriter) start(instance int64, attempt int, fence *store.Fence) *liveLog {
-	l := &liveLog{out: runner.NewOutput(w.limit), instance: instance, attempt: attempt, fence: fence}
+	l := &liveLog{out: runner.NewOutput(w.limit), instance: instance, attempt: attempt, fence: fence, w: w}
 	w.mu.Lock()
 	w.live[l] = struct{}{}
 	w.mu.Unlock()
 	return l
 }
 
-// setProc records where the attempt's command runs: written with the next
-// flush of output, in its transaction, not in one of its own.
-func (l *liveLog) setProc(p store.ProcRecord) { l.proc.Store(&p) }
+// setProc records where the attempt's command runs: written within
+// procFlushGap, with the records of every command started meanwhile
+// (flushProcs), rather than with the next flush of output a second later.
+// Until then the store holds the scheduler process that handed the attempt
+// out, and a primary taking over judges the command by it.
+func (l *liveLog) setProc(p store.ProcRecord) {
+	l.proc.Store(&p)
+	w := l.w
+	w.mu.Lock()
+	w.started = append(w.started, l)
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// procFlushGap is how long after a command starts its process group's
+// record is written, at most: the starts of that time share a transaction.
+const procFlushGap = 20 * time.Millisecond
+
+// flushProcs writes the process records of the commands started since the
+// last time, in one transaction per fence. The caller holds flushMu. A
+// record whose write fails goes with the next flush of output.
+func (w *logWriter) flushProcs(ctx context.Context) {
+	w.mu.Lock()
+	started := w.started
+	w.started = nil
+	w.mu.Unlock()
+	byFence := map[*store.Fence][]*liveLog{}
+	for _, l := range started {
+		if !l.procStored && l.proc.Load() != nil {
+			byFence[l.fence] = append(byFence[l.fence], l)
+		}
+	}
+	for f, ls := range byFence {
+		recs := make([]store.ProcRecord, len(ls))
+		for i, l := range ls {
+			recs[i] = *l.proc.Load()
+		}
+		if err := f.WriteLogs(ctx, store.LogWrite{Procs: recs}); err != nil {
+			w.log.Warn("process_records_not_stored", "records", len(recs), "err", err)
+			continue
+		}
+		for _, l := range ls {
+			l.procStored = true
+		}
+	}
+}
 
 // end takes the attempt's last output and completes its record: what to
 // write with its result. Nothing is written here; an attempt that printed
@@ -180,10 +231,20 @@ func (w *logWriter) wrote(p store.LogWrite, err error) {
 func (w *logWriter) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var procs <-chan time.Time // armed by the first command started since the last flushProcs
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-w.kick:
+			if procs == nil {
+				procs = time.After(procFlushGap)
+			}
+		case <-procs:
+			procs = nil
+			w.flushMu.Lock()
+			w.flushProcs(ctx)
+			w.flushMu.Unlock()
 		case <-t.C:
 			w.flushMu.Lock()
 			w.flush(ctx)

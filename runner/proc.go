@@ -22,8 +22,12 @@ type Process struct {
 	Host  string // os.Hostname
 	Boot  string // /proc/sys/kernel/random/boot_id: a reboot ends every group
 	PidNS string // readlink /proc/self/ns/pid: pids mean something only in their namespace
-	Pgid  int    // the process group, led by the command's process
+	Pgid  int    // the process group, led by the command's process (Server: the scheduler's pid)
 	Start uint64 // the leader's start time, in clock ticks since boot (/proc/PID/stat field 22)
+	// Server: Pgid names one process, the scheduler that handed the attempt
+	// out (Self), not a group. An in-process attempt lives as long as that
+	// process, and a command it started is killed with it (Pdeathsig).
+	Server bool
 }
 
 // GroupState is what a check of a recorded process group found.
@@ -65,6 +69,21 @@ func ProcessOf(pid int) (Process, error) {
 	p.Pgid, p.Start = pid, start
 	return p, nil
 }
+
+// Self returns the Process of this scheduler process (Server set), read
+// once: recorded with each local attempt it hands out, so that a primary
+// taking over on the same host can tell at once that it is gone. Fields
+// that cannot be read stay empty, and such a record is never judged.
+var Self = sync.OnceValue(func() Process {
+	p := Where()
+	p.Pgid, p.Server = os.Getpid(), true
+	if start, err := startTime(p.Pgid); err == nil {
+		p.Start = start
+	} else {
+		p.Boot = "" // cannot be checked later
+	}
+	return p
+})
 
 // startTime reads a process's start time (field 22 of /proc/PID/stat, clock
 // ticks since boot). The command name (field 2) may hold spaces and
@@ -116,6 +135,10 @@ func CheckGroups(ps []Process) []GroupState {
 		if !p.Local() {
 			continue // GroupElsewhere
 		}
+		if p.Server {
+			out[i] = serverState(p)
+			continue
+		}
 		if err := syscall.Kill(-p.Pgid, 0); errors.Is(err, syscall.ESRCH) {
 			out[i] = GroupGone
 			continue
@@ -139,6 +162,27 @@ func CheckGroups(ps []Process) []GroupState {
 		}
 	}
 	return out
+}
+
+// serverState says whether the scheduler process p records still runs: gone
+// when no process has its pid, or one with another start time (the pid was
+// reused), or it is a zombie (it exited).
+func serverState(p Process) GroupState {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pgid) + "/stat")
+	if errors.Is(err, os.ErrNotExist) {
+		return GroupGone
+	}
+	if err != nil {
+		return GroupElsewhere // cannot read /proc: cannot tell
+	}
+	start, err := parseStartTime(b)
+	if err != nil {
+		return GroupElsewhere
+	}
+	if state, _, _, ok := statGroup(b); start != p.Start || ok && (state == "Z" || state == "X") {
+		return GroupGone
+	}
+	return GroupAlive
 }
 
 // groupMembers counts the processes of each process group, zombies left
@@ -186,16 +230,20 @@ func statGroup(stat []byte) (state string, ppid, pgid int, ok bool) {
 }
 
 // Kill sends SIGKILL to p's process group if it is still the group
-// recorded (CheckGroups says alive), and reports whether it did.
+// recorded (CheckGroups says alive), and reports whether it did. A
+// scheduler process (Server) is never killed.
 func (p Process) Kill() bool {
-	if CheckGroups([]Process{p})[0] != GroupAlive {
+	if p.Server || CheckGroups([]Process{p})[0] != GroupAlive {
 		return false
 	}
 	return syscall.Kill(-p.Pgid, syscall.SIGKILL) == nil
 }
 
-// String is "pgid N on HOST".
+// String is "pgid N on HOST", or "pid N on HOST" for a scheduler process.
 func (p Process) String() string {
+	if p.Server {
+		return fmt.Sprintf("pid %d on %s", p.Pgid, p.Host)
+	}
 	return fmt.Sprintf("pgid %d on %s", p.Pgid, p.Host)
 }
 

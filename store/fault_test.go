@@ -261,6 +261,58 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 }
 
+// TestUpgradeKeepsProcs: a store written at version 9 (procs without a
+// kind or epoch, no hand-outs) is upgraded at open; its rows read back as
+// process groups, which is what version 9 recorded, and the new kinds can
+// be written.
+func TestUpgradeKeepsProcs(t *testing.T) {
+	t.Parallel()
+	for name, open := range storetest.All() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			x := storetest.Seed(t, s)["a.x"]
+			for _, q := range []string{
+				"ALTER TABLE procs DROP COLUMN kind", "ALTER TABLE procs DROP COLUMN epoch", "DROP TABLE handouts", "DELETE FROM ax_schema WHERE version >= 10",
+				"INSERT INTO procs (ticket, instance_id, run_id, host, boot, pid_ns, pgid, start_ticks, at) VALUES ('t-v9', " +
+					strconv.FormatInt(x.ID, 10) + ", " + strconv.FormatInt(x.RunID, 10) + ", 'h', 'b', 'ns', 42, 7, 1000)",
+			} {
+				if _, err := s.DB().Exec(q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			target := s.String()
+			if name == "sqlite" {
+				s.Close()
+			} else {
+				target = "mysql://" + storetest.DSNOf(t, s)
+			}
+			s2, err := store.Open(context.Background(), target, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if v, err := s2.SchemaVersion(context.Background()); err != nil || v != store.SchemaVersion {
+				t.Errorf("version after upgrade = %d, %v", v, err)
+			}
+			got, err := s2.Procs(context.Background(), []string{"t-v9"})
+			if err != nil || got["t-v9"].Kind != store.ProcGroup || got["t-v9"].Pgid != 42 {
+				t.Fatalf("version 9 row after the upgrade: %+v, %v; want a process group 42", got, err)
+			}
+			held := store.ProcRecord{Ticket: "t-held", InstanceID: x.ID, RunID: x.RunID, Host: "h", Pgid: 1, At: storetest.T0, Kind: store.ProcHeld, Epoch: 3}
+			if err := s2.WriteLogs(context.Background(), store.LogWrite{Procs: []store.ProcRecord{held}}); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s2.Procs(context.Background(), []string{"t-held"}); err != nil || got["t-held"] != held {
+				t.Errorf("a held row after the upgrade: %+v, %v; want %+v", got, err, held)
+			}
+			if got, err := s2.HandOuts(context.Background()); err != nil || len(got) != 0 {
+				t.Errorf("hand-outs after the upgrade: %v, %v; want none", got, err)
+			}
+		})
+	}
+}
+
 // TestUpgradeCountsOutcomes: a store written before version 8 gets its
 // tasks' outcome counts from its instances at the upgrade.
 func TestUpgradeCountsOutcomes(t *testing.T) {

@@ -39,7 +39,7 @@ var storeMethods = map[string]string{
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
 	"SyncDefinitions": "fenced", "ClaimOp": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
 	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
-	"LogChunks": "read", "Attempts": "read", "Procs": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read", "BackfillsPage": "read", "LatestInstances": "read", "NextFires": "read", "Outcomes": "read", "InstancesOfRuns": "read",
+	"LogChunks": "read", "Attempts": "read", "Procs": "read", "HandOuts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read", "BackfillsPage": "read", "LatestInstances": "read", "NextFires": "read", "Outcomes": "read", "InstancesOfRuns": "read",
 }
 
 func TestEveryWriteIsFenced(t *testing.T) {
@@ -138,6 +138,9 @@ func fencedCases(x axtype.Instance, bfID, opID int64) []fencedCase {
 		{"MarkResultsApplied", func(ctx context.Context, f *store.Fence) error {
 			return f.MarkResultsApplied(ctx, map[string]string{"t-inbox": "applied"}, now)
 		}},
+		{"HandOut", func(ctx context.Context, f *store.Fence) error {
+			return f.HandOut(ctx, []int64{7}, now, now)
+		}},
 		{"DropRunsAhead", func(ctx context.Context, f *store.Fence) error {
 			_, err := f.DropRunsAhead(ctx, store.DropAheadParams{Trigger: "a", After: storetest.T0.Add(-time.Hour)})
 			return err
@@ -174,6 +177,7 @@ func snapshot(t *testing.T, s *store.Store) string {
 	add(s.Backfills(ctx, 0))
 	add(s.PendingOps(ctx, 100))
 	add(s.PendingResults(ctx, 100))
+	add(s.HandOuts(ctx))
 	ins, _ := s.Instances(ctx, store.InstanceFilter{Limit: 1000})
 	for _, in := range ins { // task output and attempt records
 		add(s.Attempts(ctx, in.ID))

@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 var migrations = []migration{{
 	version: 1,
@@ -157,6 +157,25 @@ var migrations = []migration{{
 		{name: "procs", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"run_id", "bigint"}, {"host", "str255"},
 			{"boot", "str64"}, {"pid_ns", "str64"}, {"pgid", "bigint"}, {"start_ticks", "bigint"}, {"at", "bigint"}},
 			primary: []string{"ticket"}, index: [][]string{{"run_id"}}},
+	},
+}, {
+	// Version 10: what a procs row records (kind): the process group a
+	// command leads (NULL, as in version 9), the scheduler process that
+	// handed a local attempt out ("server"), or an attempt claimed ahead of
+	// its fire time under an epoch ("held"); and, per epoch, the fire time
+	// up to which its held attempts were handed out (handouts). A primary
+	// taking over tells a claimed attempt that never started from one that
+	// did, and fails at once the in-process attempts of a scheduler process
+	// that is gone on its host (R27, R43).
+	version: 10,
+	tables: []table{
+		{name: "handouts", cols: [][2]string{{"epoch", "bigint"}, {"upto", "bigint"}, {"at", "bigint"}}, primary: []string{"epoch"}},
+	},
+	extra: func(d dialect) []string {
+		return []string{
+			"ALTER TABLE procs ADD COLUMN kind " + d.typ("str16") + " NULL",
+			"ALTER TABLE procs ADD COLUMN epoch " + d.typ("bigint") + " NULL",
+		}
 	},
 }}
 

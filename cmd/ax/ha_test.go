@@ -75,6 +75,21 @@ func TestHAKillPrimary(t *testing.T) {
 	waitRuns(t, st, n+4)
 	servers[now.Holder].stop(t)
 	checkOnce(t, st, record)
+	// Nothing the killed primary left RUNNING waited for its timeout: an
+	// instance it claimed ahead and never handed out was given back and
+	// ran; an attempt it handed out on this host failed at once, its
+	// scheduler process (or the command's process group) gone. Before the
+	// hand-out was recorded, the instance claimed for the next second
+	// failed at its 5 s timeout as an unknown outcome.
+	all, err := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "e2e", Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range all {
+		if strings.Contains(in.Error, "no result within") {
+			t.Errorf("instance %d (%s) waited for its timeout after the kill: %s %q", in.ID, in.TaskID, in.State, in.Error)
+		}
+	}
 }
 
 // TestHAStalledPrimaryCannotWrite stops the primary with SIGSTOP for longer

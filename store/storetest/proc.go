@@ -8,9 +8,9 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// testProcs: where a command attempt runs is written with task output,
-// read back by ticket with every field, replaced when written again, and
-// not written at all under a stale epoch.
+// testProcs: where an attempt runs is written with task output, read back
+// by ticket with every field (its kind too: held, server, group), replaced
+// when written again, and not written at all under a stale epoch.
 func testProcs(t *testing.T, s *store.Store) {
 	in := Seed(t, s)["a.x"]
 	l := acquire(t, s, "p1", T0)
@@ -36,10 +36,33 @@ func testProcs(t *testing.T, s *store.Store) {
 	if got, _ := s.Procs(ctx(), []string{"t-proc"}); got["t-proc"] != again {
 		t.Errorf("after a second write: %+v, want %+v", got["t-proc"], again)
 	}
+	// Its kind goes and comes back: claimed ahead (held), handed out by a
+	// scheduler process (server), then the command's group (the default).
+	for _, kind := range []string{store.ProcHeld, store.ProcServer, store.ProcGroup} {
+		k := again
+		k.Kind, k.Epoch = kind, l.Epoch
+		if err := f.WriteLogs(ctx(), store.LogWrite{Procs: []store.ProcRecord{k}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Procs(ctx(), []string{"t-proc"}); got["t-proc"] != k {
+			t.Errorf("kind %q: read back %+v, want %+v", kind, got["t-proc"], k)
+		}
+		again = k
+	}
+	// The hand-out of held attempts: one row per epoch that claimed them,
+	// up to a fire time that only grows.
+	for _, upto := range []time.Time{T0.Add(time.Second), T0.Add(2 * time.Second)} {
+		if err := f.HandOut(ctx(), []int64{l.Epoch, l.Epoch - 1}, upto, T0); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.HandOuts(ctx()); err != nil || len(got) != 2 || !got[l.Epoch].Equal(upto) || !got[l.Epoch-1].Equal(upto) {
+			t.Errorf("hand-outs %v, %v; want epochs %d and %d up to %s", got, err, l.Epoch, l.Epoch-1, upto)
+		}
+	}
 	// A stale epoch writes nothing, and changes nothing.
 	stale := store.ProcRecord{Ticket: "t-stale", InstanceID: in.ID, RunID: in.RunID, Host: "h", Pgid: 1, At: T0}
 	changed := again
-	changed.Pgid = 1
+	changed.Pgid, changed.Kind = 1, store.ProcServer
 	err = s.Fence(l.Epoch+1).WriteLogs(ctx(), store.LogWrite{Procs: []store.ProcRecord{stale, changed}})
 	if !errors.Is(err, store.ErrNotLeader) {
 		t.Errorf("stale epoch: %v, want ErrNotLeader", err)
