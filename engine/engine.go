@@ -621,10 +621,17 @@ var errInterrupted = fmt.Errorf("engine: interrupted by shutdown: %w", runner.Er
 
 // startFailed ends a term whose start failed with err: a stop asked
 // meanwhile (its reads fail with the cancelled context) is a clean
-// shutdown, which gives the lease back; any other error is returned.
+// shutdown, which gives the lease back; a write refused for a stale epoch
+// (the process stalled while it started and another took the lease) ends
+// the term as a lost lease does, and the process stands by again; any
+// other error is returned.
 func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.CancelCauseFunc, k *keeper) error {
 	if ctx.Err() != nil {
 		return e.shutdown(cancelExec, k)
+	}
+	if errors.Is(err, store.ErrNotLeader) {
+		e.interrupt(cancelExec, err)
+		return fmt.Errorf("%w: fenced while the term started: %w", errLeaseLost, err)
 	}
 	return err
 }
