@@ -37,6 +37,9 @@ func TestParseAt(t *testing.T) {
 		{"2026-11-01T01:30:00", ny, `"2026-11-01T01:30:00" occurs twice in America/New_York (daylight saving ends): add the offset, 2026-11-01T01:30:00-04:00 or 2026-11-01T01:30:00-05:00`},
 		{"2026-11-01T01:30", ny, "occurs twice in America/New_York"},
 		{"2026-13-01", time.UTC, "is not a logical time"},
+		{"9999-12-31T23:59:59", ny, "is outside the logical times ax keeps"},
+		{"1969-12-31T23:59:59Z", ny, "is outside the logical times ax keeps"},
+		{"1970-01-01T00:00:00Z", ny, "1970-01-01T00:00:00Z"},
 	} {
 		got, err := ParseAt(tc.in, tc.loc)
 		_, perr := time.Parse(time.RFC3339, tc.want)
