@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +54,20 @@ func TestParseAt(t *testing.T) {
 		case !wantTime && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("ParseAt(%q, %s) = %s, %v; want an error with %q", tc.in, tc.loc, got, err, tc.want)
 		}
+	}
+}
+
+// writeJSON of what JSON cannot carry (a run of a trigger at year 10000 UTC,
+// accepted before inRange) answered 200 with an empty body, which every
+// client read as "unexpected end of JSON input". It is a 500 naming why.
+func TestWriteJSONUnencodable(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	writeJSON(rec, http.StatusOK, struct{ At time.Time }{time.Date(10000, 1, 1, 4, 59, 59, 0, time.UTC)})
+	var body ErrorBody
+	err := json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != http.StatusInternalServerError || err != nil || !strings.Contains(body.Error, "cannot be written as JSON") ||
+		!strings.Contains(body.Error, "year outside of range [0,9999]") {
+		t.Errorf("unencodable answer: %d %q (%v); want 500 with an error naming why", rec.Code, rec.Body.String(), err)
 	}
 }
