@@ -75,8 +75,8 @@ func (e *Engine) applyAll(ctx context.Context) error {
 // scheduler's layer of R16); the executor's context has the same deadline.
 func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 	e.checkGroups(now)
-	for _, id := range sortedIDs(e.running) {
-		a := e.running[id]
+	for _, id := range e.running.ids() {
+		a := e.running.get(id)
 		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
 			continue // waiting for a slot (its timeout starts when it starts), or not due
 		}
@@ -295,14 +295,11 @@ func (e *Engine) judgeResults(ctx context.Context, batch []outcome, now time.Tim
 			continue
 		}
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
-			for id, a := range e.running {
-				if a.ticket == o.res.Ticket {
-					o.instance = id
-					break
-				}
+			if id, ok := e.running.byTicket(o.res.Ticket); ok {
+				o.instance = id
 			}
 		}
-		a := e.running[o.instance]
+		a := e.running.get(o.instance)
 		if a == nil || a.ticket != o.res.Ticket {
 			if err := e.staleResult(ctx, o, rb.closed, now); err != nil {
 				return rb, err

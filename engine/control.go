@@ -262,7 +262,7 @@ func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (stri
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Paused,
 				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "paused: " + cmp.Or(by.Reason, "operator")})
 		}
-		running += e.runningByTask[t.id]
+		running += e.running.live(t.id)
 	}
 	n, err := e.transitionAll(ctx, params)
 	if err != nil {
@@ -659,8 +659,8 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 		if err != nil {
 			return "", err
 		}
-		for _, id := range sortedIDs(e.running) {
-			if e.running[id].task == t {
+		for _, id := range e.running.ids() {
+			if e.running.get(id).task == t {
 				ids = append(ids, id)
 			}
 		}
@@ -669,7 +669,7 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 		}
 	}
 	for _, id := range ids {
-		if e.running[id] == nil {
+		if e.running.get(id) == nil {
 			return "", fmt.Errorf("instance %d is RUNNING but not known to this scheduler: wait for its timeout", id)
 		}
 	}

@@ -100,7 +100,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 				return err
 			}
 		}
-		if a := e.running[in.ID]; a != nil && a.ticket == in.Ticket {
+		if a := e.running.get(in.ID); a != nil && a.ticket == in.Ticket {
 			a.version = in.Version // running here already (the lease was retaken)
 			continue
 		}
@@ -232,7 +232,7 @@ func (e *Engine) giveBack(ctx context.Context, now time.Time) {
 	}
 	clear(e.held)
 	for _, id := range sortedIDs(why) {
-		a := e.running[id]
+		a := e.running.get(id)
 		if a == nil {
 			continue
 		}

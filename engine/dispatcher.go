@@ -26,6 +26,7 @@ import (
 // does) nor readiness (ready.go).
 type dispatcher struct {
 	queue   queue.Queue[int64]
+	running inflight // the attempts in flight (inflight.go)
 	bucket  *bucket.Bucket
 	tripped *bucket.Bucket          // per-task buckets of tasks whose breaker is open
 	pool    *pool                   // concurrency caps and what runs against them
@@ -43,6 +44,7 @@ type dispatcher struct {
 // as primary (the store is read again into it).
 func (d *dispatcher) newTerm(cfg Config, now time.Time) {
 	d.queue = queue.Queue[int64]{}
+	d.running = newInflight()
 	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
 	d.tripped = bucket.New(bucket.Limits{}, now)
@@ -231,7 +233,7 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bool {
 	due := time.UnixMilli(p.at)
 	running, held := 0, 0
-	if e.runningByTask[p.task.id] > 0 {
+	if e.running.live(p.task.id) > 0 {
 		if b.live == nil {
 			b.live = e.liveByTask()
 		}

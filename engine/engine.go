@@ -68,24 +68,22 @@ type Engine struct {
 	tasks map[string]*taskInfo
 
 	// Owned by the loop.
-	planner       // triggers, wheel, window (planner.go)
-	resolver      // readiness and failure propagation (settle.go, ready.go)
-	leadership    // epoch, lease, fence of the term (lease.go)
-	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer     // results, retries, timeouts, releases (completer.go)
-	backfiller    // backfills in progress (backfill.go)
-	brk           *breaker.Breaker
-	running       map[int64]*attempt // by instance id
-	runs          map[int64]*runState
-	retryAt       time.Time // after a store error: when to try again
-	failures      int
-	execCtx       context.Context
-	reqs          chan request
-	paused        map[string]store.Pause // "scope/name"
-	runningByTask map[string]int
-	runKind       map[int64]axtype.RunKind
-	runParams     map[int64]map[string]any // the --param values of manual runs that have some
-	opsPolled     time.Time
+	planner    // triggers, wheel, window (planner.go)
+	resolver   // readiness and failure propagation (settle.go, ready.go)
+	leadership // epoch, lease, fence of the term (lease.go)
+	dispatcher // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer  // results, retries, timeouts, releases (completer.go)
+	backfiller // backfills in progress (backfill.go)
+	brk        *breaker.Breaker
+	runs       map[int64]*runState
+	retryAt    time.Time // after a store error: when to try again
+	failures   int
+	execCtx    context.Context
+	reqs       chan request
+	paused     map[string]store.Pause // "scope/name"
+	runKind    map[int64]axtype.RunKind
+	runParams  map[int64]map[string]any // the --param values of manual runs that have some
+	opsPolled  time.Time
 	// opsApplied are queued requests applied whose outcome is not
 	// recorded yet (the store failed as it was written): recorded on the
 	// next polls, never applied again.
@@ -138,9 +136,9 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		planner: planner{pending: map[int64]*pend{}}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
+		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight()}, runs: map[int64]*runState{},
 		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]axtype.RunKind{}, runParams: map[int64]map[string]any{}, backfiller: backfiller{backfills: map[int64]*bfState{}},
+		paused: map[string]store.Pause{}, runKind: map[int64]axtype.RunKind{}, runParams: map[int64]map[string]any{}, backfiller: backfiller{backfills: map[int64]*bfState{}},
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
@@ -228,7 +226,7 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish(now time.Time) {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
-	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), len(e.running)
+	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), e.running.len()
 	e.stats.Leader = e.leader(now)
 	e.stats.RenewLateMax = 0
 	if k := e.lease.Load(); k != nil {
@@ -331,7 +329,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 func (e *Engine) newTerm(now time.Time) {
 	e.dispatcher.newTerm(e.cfg, now)
 	e.planner.newTerm(now, e.cfg.Window)
-	e.runs, e.running, e.runningByTask = map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
+	e.runs = map[int64]*runState{}
 	e.backfills = map[int64]*bfState{}
 	e.completer.reset()
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
@@ -640,8 +638,8 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	timer := time.NewTimer(e.cfg.Grace)
 	defer timer.Stop()
 	e.collect(func() <-chan time.Time {
-		if len(e.running) > 0 {
-			e.log.Info("shutdown_waiting", "running", len(e.running), "grace", e.cfg.Grace.String())
+		if e.running.len() > 0 {
+			e.log.Info("shutdown_waiting", "running", e.running.len(), "grace", e.cfg.Grace.String())
 		}
 		return timer.C
 	}, func() {
@@ -659,7 +657,7 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 // interrupted: unless one succeeds anyway, its outcome is not a failure of
 // its own (a shutdown gives it back; a lost lease leaves it to the primary).
 func (e *Engine) interrupt(cancelExec context.CancelCauseFunc, cause error) {
-	for _, a := range e.running {
+	for _, a := range e.running.all() {
 		if a.cancel != nil {
 			a.interrupted = true
 		}

@@ -86,7 +86,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		if p := e.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
 		}
-		if a := e.running[id]; a != nil && a.queued && a.begun.Load() == 0 {
+		if a := e.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {
 			v.starting = e.pool.state()
 		}
 		l := e.bucket.Limits()

@@ -83,8 +83,8 @@ func (l liveAttempts) at(due time.Time) (running, held int) {
 
 // liveByTask gathers the live attempts per task, for one dispatch batch.
 func (e *Engine) liveByTask() map[string]liveAttempts {
-	m := make(map[string]liveAttempts, len(e.runningByTask))
-	for id, a := range e.running {
+	m := make(map[string]liveAttempts, e.running.tasks())
+	for id, a := range e.running.all() {
 		if !a.live {
 			continue
 		}

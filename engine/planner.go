@@ -80,7 +80,7 @@ func (e *Engine) load(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("engine: load the window: %w", err)
 	}
 	for _, in := range due {
-		if _, running := e.running[in.ID]; !running {
+		if e.running.get(in.ID) == nil {
 			e.enqueue(ctx, in)
 		}
 	}

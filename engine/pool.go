@@ -288,13 +288,10 @@ func (p *pool) state() string {
 // count of its task and the pools. Every attempt that starts or is taken
 // over goes through here, and every one that ends through untrack.
 func (e *Engine) track(id int64, a *attempt) {
-	if old := e.running[id]; old != nil {
+	if old := e.running.get(id); old != nil {
 		e.untrack(id)
 	}
-	e.running[id] = a
-	if a.live {
-		e.runningByTask[a.task.id]++
-	}
+	e.running.add(id, a)
 	a.freed = new(atomic.Bool)
 	e.pool.add(a.task)
 }
@@ -311,17 +308,9 @@ func (e *Engine) free(a *attempt) bool {
 
 // untrack forgets running instance id.
 func (e *Engine) untrack(id int64) {
-	a := e.running[id]
-	if a == nil {
-		return
+	if a := e.running.remove(id); a != nil {
+		e.free(a)
 	}
-	delete(e.running, id)
-	if a.live {
-		if e.runningByTask[a.task.id]--; e.runningByTask[a.task.id] <= 0 {
-			delete(e.runningByTask, a.task.id)
-		}
-	}
-	e.free(a)
 }
 
 // set changes the caps: a nil global keeps it; a group at 0 lifts its cap.

@@ -213,7 +213,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		}
 		p.task = nt
 	}
-	for _, a := range e.running {
+	for _, a := range e.running.all() {
 		if nt := tasks[a.task.id]; nt != nil {
 			a.task = nt
 		} else if !a.task.removed {

@@ -195,7 +195,7 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", r.Run, StatusOf(ins, e.isManual).State)
 	}
 	for _, id := range kill {
-		if e.running[id] == nil {
+		if e.running.get(id) == nil {
 			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, r.Run)
 		}
 	}
@@ -229,7 +229,7 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 
 // killAttempt stops one running attempt as kill does.
 func (e *Engine) killAttempt(id int64, by string) {
-	a := e.running[id]
+	a := e.running.get(id)
 	switch {
 	case a == nil:
 	case a.held:
