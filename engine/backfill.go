@@ -493,7 +493,7 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 // and names the tasks that failed or were killed when they ran. A run
 // stopped at a manual gate nobody approved is not over: it is not done.
 func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
-	if rs := e.runs[runID]; rs != nil { // the cache knows when something is still in flight
+	if rs := e.runs.cached(runID); rs != nil { // the cache knows when something is still in flight
 		for _, ref := range rs.inst {
 			switch ref.state {
 			case axtype.Scheduled, axtype.Running, axtype.Retrying, axtype.Paused:

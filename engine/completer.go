@@ -236,7 +236,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		e.logs.wrote(logs, err)
 	}
 	if err != nil {
-		clear(e.runs) // the cache saw successes that were not recorded: reload on next use
+		e.runs.invalidate() // the cache saw successes that were not recorded: reload on next use
 		if hasLogs && !errors.Is(err, store.ErrNotLeader) {
 			// A failure to store output costs the output, never the result:
 			// the next turn records the results alone.
@@ -350,7 +350,7 @@ func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Tim
 			if r.Err != nil || !ends(m.to) {
 				continue
 			}
-			rs, err := e.run(ctx, m.a.runID)
+			rs, err := e.runs.get(ctx, m.a.runID)
 			if err != nil {
 				return nil, err
 			}
@@ -379,18 +379,16 @@ func (e *Engine) resultRecorded(ctx context.Context, rb resultBatch, i int, r st
 		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
 	if r.Err != nil {
 		e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
-		e.dropCachedRunOf(m.id)
+		e.runs.dropRunOf(m.id)
 		return nil, nil
 	}
 	e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
 	e.observeResult(ctx, m, p.Reason, now)
-	rs, err := e.run(ctx, m.a.runID)
+	rs, err := e.runs.get(ctx, m.a.runID)
 	if err != nil {
 		return nil, err
 	}
-	if ref := rs.inst[m.a.task.id]; ref != nil {
-		ref.state, ref.version = m.to, r.Version
-	}
+	rs.set(m.a.task.id, m.to, r.Version)
 	if m.to == axtype.Retrying {
 		att := m.a.attempt
 		if m.refused {
@@ -448,8 +446,8 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	}
 	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
-		clear(e.runs)     // the cache may be ahead of the store: reload on next use
-		e.stranded = true // the successes are recorded: find what they release again
+		e.runs.invalidate() // the cache may be ahead of the store: reload on next use
+		e.stranded = true   // the successes are recorded: find what they release again
 		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
 	}
 	e.released(ctx, rel, res)
@@ -471,26 +469,20 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 	for i, r := range res {
 		if r.Err != nil {
 			if errors.Is(r.Err, store.ErrConflict) {
-				e.dropCachedRunOf(rel[i].p.InstanceID)
+				e.runs.dropRunOf(rel[i].p.InstanceID)
 			}
 			continue
 		}
 		in := rel[i].in
 		in.State, in.Version = rel[i].p.To, r.Version
-		if rs := e.runs[in.RunID]; rs != nil {
-			if ref := rs.inst[in.TaskID]; ref != nil {
-				ref.state, ref.version = in.State, r.Version
-			}
-		}
+		e.runs.setState(in.RunID, in.TaskID, in.State, r.Version)
 		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}
 		e.enqueue(ctx, in)
 		e.log.Debug("released", "task", in.TaskID, "run", in.RunID, "fire_at", in.NextFireAt.Format(time.RFC3339))
 	}
-	for _, rs := range e.runs {
-		e.forgetDone(rs)
-	}
+	e.runs.forgetAllDone()
 }
 
 // releaseStranded releases the WAITING instances whose upstreams in their
@@ -512,7 +504,7 @@ func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
 	}
 	var rel []release
 	for _, id := range sortedIDs(byRun) {
-		rs, err := e.run(ctx, id)
+		rs, err := e.runs.get(ctx, id)
 		if err != nil {
 			return err
 		}

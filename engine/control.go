@@ -282,7 +282,7 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, e.cfg.Now(), &settled))
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		return 0, err
 	}
 	n := 0
@@ -294,7 +294,7 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 		n++
 		id := params[i].InstanceID
 		delete(e.pending, id) // a stale wheel or queue entry would fail its CAS anyway
-		e.dropCachedRunOf(id)
+		e.runs.dropRunOf(id)
 		if to := params[i].To; to == axtype.Failed || to == axtype.Killed || to == axtype.Success {
 			if in, err := e.st.Instance(ctx, id); err == nil && e.tasks[in.TaskID] != nil {
 				ended = append(ended, e.tasks[in.TaskID])
@@ -345,7 +345,7 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 				in := insts[i]
 				in.State, in.Version = axtype.Waiting, r.Version
 				woken = append(woken, in)
-				e.dropCachedRunOf(in.ID)
+				e.runs.dropRunOf(in.ID)
 			}
 		}
 	}
@@ -378,7 +378,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []axtype.Instance, now
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		return 0, 0, err
 	}
 	e.released(ctx, settled, relRes)
@@ -389,7 +389,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []axtype.Instance, now
 				return 0, 0, err
 			}
 			if in.State == axtype.Scheduled {
-				e.dropCachedRunOf(in.ID)
+				e.runs.dropRunOf(in.ID)
 				e.enqueue(ctx, in)
 			}
 		}
@@ -409,13 +409,11 @@ func (e *Engine) wokenReady(ctx context.Context, insts []axtype.Instance, now ti
 		if ti == nil {
 			continue
 		}
-		rs, err := e.run(ctx, in.RunID)
+		rs, err := e.runs.get(ctx, in.RunID)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if ref := rs.inst[ti.id]; ref != nil {
-			ref.state, ref.version = axtype.Waiting, in.Version
-		}
+		rs.set(ti.id, axtype.Waiting, in.Version)
 		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
 		if err != nil {
 			return nil, nil, nil, err
@@ -597,8 +595,8 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 	if err != nil {
 		return "", false, err
 	}
-	e.dropCachedRunOf(in.ID)
-	rs, err := e.run(ctx, in.RunID)
+	e.runs.dropRunOf(in.ID)
+	rs, err := e.runs.get(ctx, in.RunID)
 	if err != nil {
 		return "", false, err
 	}
@@ -699,7 +697,7 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 		if e.tasks[in.TaskID] == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
-		e.dropCachedRunOf(in.ID)
+		e.runs.dropRunOf(in.ID)
 		again = append(again, in)
 		if in.Attempt == 0 {
 			// Ended without running (its upstream failed, its wait limit

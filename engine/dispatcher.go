@@ -155,7 +155,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		e.pool.remove(t) // the recorded ones are counted by track below
 	}
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		// Nothing was recorded, so nothing runs: put them back for the next try.
 		e.pushBack(b.picked)
 		return false, fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(b.params), err)
@@ -315,12 +315,12 @@ func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time
 	if r.Err != nil {
 		// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
 		e.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
-		e.dropCachedRunOf(id) // its cached state is stale: read the run again when needed
+		e.runs.dropRunOf(id) // its cached state is stale: read the run again when needed
 		return false
 	}
 	if to := b.params[i].To; to != axtype.Running {
 		e.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", b.params[i].Reason)
-		e.dropCachedRunOf(id)
+		e.runs.dropRunOf(id)
 		return false
 	}
 	started := *b.params[i].Set.StartedAt
@@ -328,11 +328,7 @@ func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time
 		attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
 	e.track(id, a)
-	if rs := e.runs[p.runID]; rs != nil {
-		if ref := rs.inst[p.task.id]; ref != nil {
-			ref.state, ref.version = axtype.Running, r.Version
-		}
-	}
+	e.runs.setState(p.runID, p.task.id, axtype.Running, r.Version)
 	if p.throttled {
 		e.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
 	}

@@ -75,14 +75,11 @@ type Engine struct {
 	completer  // results, retries, timeouts, releases (completer.go)
 	backfiller // backfills in progress (backfill.go)
 	brk        *breaker.Breaker
-	runs       map[int64]*runState
 	retryAt    time.Time // after a store error: when to try again
 	failures   int
 	execCtx    context.Context
 	reqs       chan request
 	paused     map[string]store.Pause // "scope/name"
-	runKind    map[int64]axtype.RunKind
-	runParams  map[int64]map[string]any // the --param values of manual runs that have some
 	opsPolled  time.Time
 	// opsApplied are queued requests applied whose outcome is not
 	// recorded yet (the store failed as it was written): recorded on the
@@ -136,9 +133,9 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight()}, runs: map[int64]*runState{},
+		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight()}, resolver: resolver{runs: newRunCache(st)},
 		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, runKind: map[int64]axtype.RunKind{}, runParams: map[int64]map[string]any{}, backfiller: backfiller{backfills: map[int64]*bfState{}},
+		paused: map[string]store.Pause{}, backfiller: backfiller{backfills: map[int64]*bfState{}},
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
@@ -329,7 +326,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 func (e *Engine) newTerm(now time.Time) {
 	e.dispatcher.newTerm(e.cfg, now)
 	e.planner.newTerm(now, e.cfg.Window)
-	e.runs = map[int64]*runState{}
+	e.runs.invalidate()
 	e.backfills = map[int64]*bfState{}
 	e.completer.reset()
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
@@ -583,7 +580,7 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	e.leadership.retake(l, e.st.Fence(l.Epoch))
 	e.planner.newTerm(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
-	e.runs = map[int64]*runState{}
+	e.runs.invalidate()
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err)
 		e.restart = true // redone by the next turns (finishRetake) until it succeeds

@@ -68,7 +68,7 @@ func (e *Engine) enqueue(ctx context.Context, in axtype.Instance) {
 		return
 	}
 	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
-		logical: in.LogicalTime, attempt: in.Attempt, kind: e.kindOf(ctx, in.RunID)}
+		logical: in.LogicalTime, attempt: in.Attempt, kind: e.runs.kindOf(ctx, in.RunID)}
 	e.pending[in.ID].manual = e.pending[in.ID].kind == axtype.RunManual
 }
 

@@ -106,7 +106,7 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 	if to == axtype.Failed {
 		errText = why
 	}
-	e.dropCachedRunOf(in.ID)
+	e.runs.dropRunOf(in.ID)
 	params := []store.TransitionParams{{InstanceID: in.ID, Version: in.Version, From: in.State, To: to,
 		Set:   store.Changes{Error: &errText, EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
 		Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: why}}
@@ -133,7 +133,7 @@ func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionPar
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		return nil, err
 	}
 	var ended []*taskInfo
@@ -145,7 +145,7 @@ func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionPar
 			continue
 		}
 		delete(e.pending, params[i].InstanceID)
-		e.dropCachedRunOf(params[i].InstanceID)
+		e.runs.dropRunOf(params[i].InstanceID)
 		if in, err := e.st.Instance(ctx, params[i].InstanceID); err == nil && e.tasks[in.TaskID] != nil {
 			ended = append(ended, e.tasks[in.TaskID])
 		}
@@ -199,7 +199,7 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, r.Run)
 		}
 	}
-	delete(e.runs, r.Run)
+	e.runs.drop(r.Run)
 	res, err := e.recordSettled(ctx, params, now)
 	if err != nil {
 		return "", err
