@@ -196,23 +196,26 @@ func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, erro
 	return out, nil
 }
 
-// pausedBy says whether a pause covers task t, and which.
-func (e *Engine) pausedBy(t *taskInfo) (string, bool) {
-	p, ok := e.pauseOf(t)
+// pauses are the pauses in force: loaded from the store at the start of a
+// term, changed by the pause and resume requests, read by the dispatcher
+// (a due instance under a pause goes to PAUSED) and the resolver (one
+// released under a pause too). Which pause covers a task is one rule,
+// store.PauseSet.Covering, which the API's views use as well. The loop
+// goroutine owns it.
+type pauses struct{ store.PauseSet }
+
+// of returns the pause that covers task t, if any.
+func (p *pauses) of(t *taskInfo) (store.Pause, bool) {
+	return p.Covering(t.id, t.def.Group, t.def.Pipeline)
+}
+
+// by says whether a pause covers task t, and which.
+func (p *pauses) by(t *taskInfo) (string, bool) {
+	ps, ok := p.of(t)
 	if !ok {
 		return "", false
 	}
-	return pauseText(p, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), true
-}
-
-// pauseOf returns the pause that covers task t, if any.
-func (e *Engine) pauseOf(t *taskInfo) (store.Pause, bool) {
-	for _, k := range []string{"task/" + t.id, "group/" + t.def.Group, "pipeline/" + t.def.Pipeline} {
-		if p, ok := e.paused[k]; ok {
-			return p, true
-		}
-	}
-	return store.Pause{}, false
+	return pauseText(ps, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), true
 }
 
 // pauseText says who paused what, when (formatted by stamp) and why.
@@ -229,10 +232,7 @@ func (e *Engine) loadPauses(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.paused = map[string]store.Pause{}
-	for _, p := range ps {
-		e.paused[string(p.Scope)+"/"+p.Name] = p
-	}
+	e.paused = pauses{store.NewPauseSet(ps)}
 	return nil
 }
 
@@ -243,14 +243,14 @@ func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (stri
 	if err != nil {
 		return "", err
 	}
-	if p, ok := e.paused[string(r.Scope)+"/"+r.Target]; ok {
+	if p, ok := e.paused.Get(r.Scope, r.Target); ok {
 		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", r.Scope, r.Target, p.Actor, p.At.Format(time.RFC3339))
 	}
 	p := store.Pause{Scope: r.Scope, Name: r.Target, Actor: by.Actor, Reason: by.Reason, At: now}
 	if err := e.w().SetPause(ctx, p); err != nil {
 		return "", err
 	}
-	e.paused[string(r.Scope)+"/"+r.Target] = p
+	e.paused.Add(p)
 	var params []store.TransitionParams
 	running := 0
 	for _, t := range tasks {
@@ -315,16 +315,16 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 	if err != nil {
 		return "", err
 	}
-	if _, ok := e.paused[string(r.Scope)+"/"+r.Target]; !ok {
+	if _, ok := e.paused.Get(r.Scope, r.Target); !ok {
 		return "", fmt.Errorf("%s %s is not paused", r.Scope, r.Target)
 	}
 	if err := e.w().ClearPause(ctx, r.Scope, r.Target); err != nil {
 		return "", err
 	}
-	delete(e.paused, string(r.Scope)+"/"+r.Target)
+	e.paused.Remove(r.Scope, r.Target)
 	var woken []axtype.Instance
 	for _, t := range tasks {
-		if _, still := e.pausedBy(t); still {
+		if _, still := e.paused.of(t); still {
 			continue
 		}
 		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Paused}, Limit: 1 << 20, ByLogicalTime: true, Ascending: true})

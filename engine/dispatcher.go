@@ -182,7 +182,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 // batch should stop taking from the queue (too many held back at once).
 func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
 	if !p.manual {
-		if why, paused := e.pausedBy(p.task); paused {
+		if why, paused := e.paused.by(p.task); paused {
 			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
 				Epoch: e.epoch, Now: now, Actor: Actor, Reason: "due while " + why})
 			b.picked = append(b.picked, id)

@@ -79,7 +79,7 @@ type Engine struct {
 	failures   int
 	execCtx    context.Context
 	reqs       chan request
-	paused     map[string]store.Pause // "scope/name"
+	paused     pauses // in force (control.go)
 	opsPolled  time.Time
 	// opsApplied are queued requests applied whose outcome is not
 	// recorded yet (the store failed as it was written): recorded on the
@@ -135,8 +135,8 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight()}, resolver: resolver{runs: newRunCache(st)},
 		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, backfiller: backfiller{backfills: map[int64]*bfState{}},
-		reloadSig: make(chan struct{}, 1)}
+		backfiller: backfiller{backfills: map[int64]*bfState{}},
+		reloadSig:  make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
 	// no longer safely held, even while the loop is busy or was stopped.

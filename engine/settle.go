@@ -127,7 +127,7 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 		case verdictReady:
 			at := now.Add(d.def.Delay)
 			in.NextFireAt = at
-			if why, paused := e.pausedBy(d); paused && e.runs.kindOf(ctx, rs.id) != axtype.RunManual {
+			if why, paused := e.paused.by(d); paused && e.runs.kindOf(ctx, rs.id) != axtype.RunManual {
 				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,
 					Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 				continue
