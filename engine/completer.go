@@ -38,6 +38,11 @@ type completer struct {
 	// stranded: a release failed after its successes were recorded, so that
 	// releaseStranded looks for instances waiting on what already happened.
 	stranded bool
+	// watch is what the executor sweep remembers (sweep.go): refusals, which
+	// bound when a refused attempt fails, inherited attempts being asked
+	// about and process groups being checked, which turn into results, and
+	// the alerts raised once. Kept across terms.
+	watch *watch
 }
 
 // reset forgets what an earlier term gathered: a new term reads the store.

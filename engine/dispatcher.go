@@ -6,17 +6,21 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/store"
 )
 
 // dispatcher owns the way from due to running: the priority queue of due
-// instances, the token buckets (global and group rates, and the reduced
-// rates of tasks whose breaker is open), the concurrency caps and start
-// queue (pool), and the attempts claimed ahead of their fire time with the
-// gates that start them. The loop goroutine owns it, but for the pool's
-// start queue, which attempt goroutines wait on under the pool's own lock.
+// instances, the attempts in flight (inflight.go: added at hand-out,
+// removed when the completer records their end), the token buckets
+// (global and group rates, and the reduced rates of tasks whose breaker is
+// open) with the per-task breakers (breaker.go), the concurrency caps and
+// start queue (pool), and the attempts claimed ahead of their fire time
+// with the gates that start them. The loop goroutine owns it, but for the
+// pool's start queue, which attempt goroutines wait on under the pool's own
+// lock.
 //
 // Its rules: an instance leaves the queue only when it is not paused, the
 // overlap policy lets it go at its fire time (overlap.go), a cap has room
@@ -29,6 +33,7 @@ type dispatcher struct {
 	running inflight // the attempts in flight (inflight.go)
 	bucket  *bucket.Bucket
 	tripped *bucket.Bucket          // per-task buckets of tasks whose breaker is open
+	brk     *breaker.Breaker        // per-task circuit breakers, fed by the completer; kept across terms
 	pool    *pool                   // concurrency caps and what runs against them
 	held    map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
 	gates   map[int64]chan struct{} // by fire time (Unix ms): closed to start the attempts held for it

@@ -68,13 +68,12 @@ type Engine struct {
 	tasks map[string]*taskInfo
 
 	// Owned by the loop.
-	planner    // triggers, wheel, window (planner.go)
-	resolver   // readiness and failure propagation (settle.go, ready.go)
-	leadership // epoch, lease, fence of the term (lease.go)
-	dispatcher // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer  // results, retries, timeouts, releases (completer.go)
-	backfiller // backfills in progress (backfill.go)
-	brk        *breaker.Breaker
+	planner              // triggers, wheel, window (planner.go)
+	resolver             // readiness and failure propagation (settle.go, ready.go)
+	leadership           // epoch, lease, fence of the term (lease.go)
+	dispatcher           // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer            // results, retries, timeouts, releases (completer.go)
+	backfiller           // backfills in progress (backfill.go)
 	retryAt    time.Time // after a store error: when to try again
 	failures   int
 	execCtx    context.Context
@@ -86,8 +85,7 @@ type Engine struct {
 	// next polls, never applied again.
 	opsApplied  map[int64]opOutcome
 	inboxPolled time.Time
-	hasHTTP     bool   // some task runs on HTTP executors: read the results inbox
-	watch       *watch // the executor sweep's memory
+	hasHTTP     bool // some task runs on HTTP executors: read the results inbox
 	execWG      sync.WaitGroup
 	gone        map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m           *metrics
@@ -133,8 +131,8 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight()}, resolver: resolver{runs: newRunCache(st)},
-		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
+		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, resolver: resolver{runs: newRunCache(st)},
+		completer: completer{results: make(chan outcome, 4096), watch: newWatch()}, reqs: make(chan request),
 		backfiller: backfiller{backfills: map[int64]*bfState{}},
 		reloadSig:  make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
@@ -158,7 +156,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
 	e.g, e.tasks, e.trigs = g, tasks, trigs
 	e.hasHTTP = hasHTTPTasks(tasks)
-	e.tuneBreakers(g)
+	e.dispatcher.tuneBreakers(g)
 	e.resolver.setGraph(g, tasks)
 	e.cur.Store(g)
 }
