@@ -50,12 +50,19 @@ func (c *completer) reset() {
 	c.unapplied, c.inboxSeen = nil, map[string]bool{}
 }
 
+// gather takes in outcome o, to be recorded with the next batch: the one
+// way in for what the other components end (a kill, a timeout, a give-back,
+// a result from the inbox or an inherited attempt).
+func (c *completer) gather(o outcome) {
+	c.unapplied = append(c.unapplied, o)
+}
+
 // drainResults takes in every result already waiting on the channel.
 func (c *completer) drainResults() {
 	for {
 		select {
 		case o := <-c.results:
-			c.unapplied = append(c.unapplied, o)
+			c.gather(o)
 		default:
 			return
 		}
@@ -97,7 +104,7 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			}
 			a.proc = nil
 		}
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
+		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
 		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded
 	}
 	return nil
@@ -266,7 +273,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	}
 	e.released(ctx, same, relRes)
 	e.closeInbox(ctx, rb.closed, now)
-	e.bfDirty = true
+	e.backfiller.resultsIn()
 	e.statsMu.Lock()
 	e.stats.Applied += int64(len(res))
 	e.statsMu.Unlock()

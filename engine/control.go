@@ -953,8 +953,8 @@ func (e *Engine) setLimits(ctx context.Context, r SetLimits, now time.Time) (str
 }
 
 // limits returns the limits in force.
-func (e *Engine) limits() Limits {
-	return Limits{Limits: e.bucket.Limits(), Pools: e.pool.limits()}
+func (d *dispatcher) limits() Limits {
+	return Limits{Limits: d.bucket.Limits(), Pools: d.pool.limits()}
 }
 
 // ErrBadStoredLimits is StoredLimits's error for a stored value it cannot
@@ -1049,16 +1049,16 @@ func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
 
 // applyLimits puts l in force as a whole: a group rate or cap in force now
 // but not in l is lifted.
-func (e *Engine) applyLimits(l Limits, now time.Time) {
-	cur := e.limits()
-	e.bucket.SetGlobal(l.Global, now)
+func (d *dispatcher) applyLimits(l Limits, now time.Time) {
+	cur := d.limits()
+	d.bucket.SetGlobal(l.Global, now)
 	for g := range cur.Groups {
 		if _, ok := l.Groups[g]; !ok {
-			e.bucket.SetGroup(g, 0, now)
+			d.bucket.SetGroup(g, 0, now)
 		}
 	}
 	for g, r := range l.Groups {
-		e.bucket.SetGroup(g, r, now)
+		d.bucket.SetGroup(g, r, now)
 	}
 	caps := maps.Clone(l.GroupMaxRunning)
 	for g := range cur.GroupMaxRunning {
@@ -1069,7 +1069,7 @@ func (e *Engine) applyLimits(l Limits, now time.Time) {
 			caps[g] = 0
 		}
 	}
-	e.pool.set(&l.MaxRunning, caps)
+	d.pool.set(&l.MaxRunning, caps)
 }
 
 func (e *Engine) publishLimits(l Limits) {

@@ -237,7 +237,7 @@ func (e *Engine) giveBack(ctx context.Context, now time.Time) {
 			continue
 		}
 		a.interrupted = true
-		e.unapplied = append(e.unapplied, outcome{instance: id, notStarted: why[id],
+		e.gather(outcome{instance: id, notStarted: why[id],
 			res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: why[id]}})
 	}
 	if len(why) == 0 {

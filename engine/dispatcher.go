@@ -223,7 +223,7 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 	p.capped = ""
 	e.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
 	b.reserved = append(b.reserved, p.task)
-	b.params = append(b.params, e.startTransition(id, p, now))
+	b.params = append(b.params, startTransition(id, p, e.epoch, now))
 	b.picked = append(b.picked, id)
 	if p.kind == axtype.RunSchedule {
 		b.claimed[p.task.id]++
@@ -266,7 +266,7 @@ func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bo
 
 // startTransition is the SCHEDULED or RETRYING → RUNNING of instance id
 // with a fresh ticket: started now, or, claimed ahead, at its fire time.
-func (e *Engine) startTransition(id int64, p *pend, now time.Time) store.TransitionParams {
+func startTransition(id int64, p *pend, epoch int64, now time.Time) store.TransitionParams {
 	ticket, att, zero := newTicket(), p.attempt+1, time.Time{}
 	why := fmt.Sprintf("dispatch attempt %d", att)
 	started := now
@@ -276,7 +276,7 @@ func (e *Engine) startTransition(id int64, p *pend, now time.Time) store.Transit
 	}
 	return store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
 		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
-		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
+		Epoch: epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 			Detail: dueDetail(p.at)},
 	}

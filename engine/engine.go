@@ -68,13 +68,13 @@ type Engine struct {
 	tasks map[string]*taskInfo
 
 	// Owned by the loop.
-	planner              // triggers, wheel, window (planner.go)
-	resolver             // readiness and failure propagation (settle.go, ready.go)
-	leadership           // epoch, lease, fence of the term (lease.go)
-	dispatcher           // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer            // results, retries, timeouts, releases (completer.go)
-	backfiller           // backfills in progress (backfill.go)
-	retryAt    time.Time // after a store error: when to try again
+	planner               // triggers, wheel, window (planner.go)
+	resolver              // readiness and failure propagation (settle.go, ready.go)
+	leadership            // epoch, lease, fence of the term (lease.go)
+	dispatcher            // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer             // results, retries, timeouts, releases (completer.go)
+	backfiller backfiller // backfills in progress (backfill.go)
+	retryAt    time.Time  // after a store error: when to try again
 	failures   int
 	execCtx    context.Context
 	reqs       chan request
@@ -288,7 +288,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	defer func() {
 		stopKeeper()
 		keepWG.Wait()
-		e.lease.Store(nil)
+		e.leadership.end()
 	}()
 	e.leadership.begin(l, k, e.st.Fence(l.Epoch), now)
 	e.takeNext() // a set reloaded while standing by
@@ -325,7 +325,7 @@ func (e *Engine) newTerm(now time.Time) {
 	e.dispatcher.newTerm(e.cfg, now)
 	e.planner.newTerm(now, e.cfg.Window)
 	e.runs.invalidate()
-	e.backfills = map[int64]*bfState{}
+	e.backfiller.newTerm()
 	e.completer.reset()
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 }
@@ -336,7 +336,7 @@ func (e *Engine) newTerm(now time.Time) {
 func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelCauseFunc) error {
 	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
 	// 02:00:00 and not up to a second later.
-	tick := time.NewTimer(e.untilNextSecond())
+	tick := time.NewTimer(untilNextSecond(e.cfg.Now()))
 	defer tick.Stop()
 	topUp := time.NewTicker(e.cfg.TopUp)
 	defer topUp.Stop()
@@ -351,7 +351,7 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 		case <-ctx.Done():
 			return e.shutdown(cancelExec, k)
 		case <-tick.C:
-			tick.Reset(e.untilNextSecond())
+			tick.Reset(untilNextSecond(e.cfg.Now()))
 			e.turn(ctx, false)
 		case <-topUp.C:
 			e.turn(ctx, true)
@@ -370,7 +370,7 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 		case <-e.again:
 			e.turn(ctx, false)
 		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
+			e.gather(o)
 			e.drainResults()
 			e.turn(ctx, false)
 		case <-e.wake.C:
@@ -407,8 +407,8 @@ func (e *Engine) serve(ctx context.Context, req request) bool {
 	return true
 }
 
-func (e *Engine) untilNextSecond() time.Duration {
-	now := e.cfg.Now()
+// untilNextSecond is how long from now to the next whole second.
+func untilNextSecond(now time.Time) time.Duration {
 	return now.Truncate(time.Second).Add(time.Second).Sub(now)
 }
 
@@ -423,13 +423,7 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			if l.Broke != "" {
 				e.log.Warn("lease_holder_stalled_in_write", "holder", e.cfg.Holder, "ended", l.Broke)
 			}
-			e.prevHolder, e.prevLeaseEnd = "", time.Time{}
-			if perr == nil {
-				e.prevHolder = prev.Holder
-				if l.Epoch == prev.Epoch+1 {
-					e.prevLeaseEnd = prev.ExpiresAt // the previous term started nothing from here on
-				}
-			}
+			e.leadership.took(l, prev, perr == nil)
 			return l, nil
 		case errors.Is(err, store.ErrLeaseHeld) && e.cfg.FailIfHeld:
 			return store.Lease{}, fmt.Errorf("engine: %w", err)
@@ -651,8 +645,8 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 // interrupt cancels the attempts running here with cause, marked
 // interrupted: unless one succeeds anyway, its outcome is not a failure of
 // its own (a shutdown gives it back; a lost lease leaves it to the primary).
-func (e *Engine) interrupt(cancelExec context.CancelCauseFunc, cause error) {
-	for _, a := range e.running.all() {
+func (d *dispatcher) interrupt(cancelExec context.CancelCauseFunc, cause error) {
+	for _, a := range d.running.all() {
 		if a.cancel != nil {
 			a.interrupted = true
 		}
@@ -679,7 +673,7 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			e.drainResults()
 			return
 		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
+			e.gather(o)
 			e.drainResults()
 			if e.leader(e.cfg.Now()) || e.lease.Load().released.Load() {
 				if err := e.applyAll(ctx); err != nil {

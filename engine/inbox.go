@@ -67,7 +67,7 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 			}
 			continue
 		}
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: reportResult(rep)})
+		e.gather(outcome{instance: id, res: reportResult(rep)})
 	}
 	return nil
 }

@@ -146,8 +146,8 @@ func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
 
 // resultQueued reports whether a result for instance's ticket waits to be
 // recorded.
-func (e *Engine) resultQueued(instance int64, ticket string) bool {
-	for _, o := range e.unapplied {
+func (c *completer) resultQueued(instance int64, ticket string) bool {
+	for _, o := range c.unapplied {
 		if o.instance == instance && o.res.Ticket == ticket && o.resolve == "" {
 			return true
 		}
@@ -236,7 +236,7 @@ func (e *Engine) checkGroups(now time.Time) {
 		a := e.running.get(ids[i])
 		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
 		e.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
-		e.unapplied = append(e.unapplied, outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
+		e.gather(outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
 		a.proc, a.deadline = nil, now.Add(time.Hour) // not queued twice while the result waits to be recorded
 		delete(e.watch.groups, ids[i])
 	}

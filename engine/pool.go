@@ -287,29 +287,29 @@ func (p *pool) state() string {
 // track records a as running instance id: in the running set, the overlap
 // count of its task and the pools. Every attempt that starts or is taken
 // over goes through here, and every one that ends through untrack.
-func (e *Engine) track(id int64, a *attempt) {
-	if old := e.running.get(id); old != nil {
-		e.untrack(id)
+func (d *dispatcher) track(id int64, a *attempt) {
+	if old := d.running.get(id); old != nil {
+		d.untrack(id)
 	}
-	e.running.add(id, a)
+	d.running.add(id, a)
 	a.freed = new(atomic.Bool)
-	e.pool.add(a.task)
+	d.pool.add(a.task)
 }
 
 // free gives a's pool slot back, once, from whichever comes first: its
 // executor returning or the loop forgetting it.
-func (e *Engine) free(a *attempt) bool {
+func (d *dispatcher) free(a *attempt) bool {
 	if a.freed == nil || a.freed.Swap(true) { // not counted, or given back already
 		return false
 	}
-	e.pool.remove(a.task)
+	d.pool.remove(a.task)
 	return true
 }
 
 // untrack forgets running instance id.
-func (e *Engine) untrack(id int64) {
-	if a := e.running.remove(id); a != nil {
-		e.free(a)
+func (d *dispatcher) untrack(id int64) {
+	if a := d.running.remove(id); a != nil {
+		d.free(a)
 	}
 }
 

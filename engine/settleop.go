@@ -236,12 +236,12 @@ func (e *Engine) killAttempt(id int64, by string) {
 		delete(e.held, id)
 		a.held = false
 		a.cancel(runner.ErrKilled)
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
 			Error: cmp.Or(by, "killed") + " before its fire time: it never started"}})
 	case a.cancel != nil:
 		a.cancel(runner.ErrKilled)
 	default:
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
 			Error: by + "; its executor ran in a previous scheduler process and may still be running"}})
 	}
 }

@@ -123,7 +123,7 @@ func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[s
 		}
 		ti := e.tasks[id]
 		s, _ := misfireSplit(ti.def.Misfire, b.nNew+len(list), b.first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-		params = e.skipLate(params, ti, list[:min(s, len(list))], now)
+		params = skipLate(params, ti, list[:min(s, len(list))], e.epoch, now)
 	}
 	run := b.tail[max(0, len(b.tail)-(b.n-skip)):]
 	if !missed {
@@ -210,7 +210,7 @@ func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []axtype.
 	if !missed {
 		return params, nil
 	}
-	params = e.skipLate(params, ti, list[:skip], now)
+	params = skipLate(params, ti, list[:skip], e.epoch, now)
 	detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran; policy %s runs %d (the latest), skips %d",
 		len(list), list[0].NextFireAt.Format(time.RFC3339), list[len(list)-1].NextFireAt.Format(time.RFC3339), ti.def.Misfire, len(list)-skip, skip)
 	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
@@ -225,11 +225,11 @@ func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []axtype.
 
 // skipLate appends to params the failure of each of list (runs made ahead
 // of task ti) as skipped by its misfire policy.
-func (e *Engine) skipLate(params []store.TransitionParams, ti *taskInfo, list []axtype.Instance, now time.Time) []store.TransitionParams {
+func skipLate(params []store.TransitionParams, ti *taskInfo, list []axtype.Instance, epoch int64, now time.Time) []store.TransitionParams {
 	for _, in := range list {
 		params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
 			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
-			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
+			Epoch: epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
 				ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
 	}
 	return params
