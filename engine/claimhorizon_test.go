@@ -16,7 +16,7 @@ import (
 // new primary gives it back (RETRYING at its fire time, the attempt not
 // counted, the reason in its history) and it runs once, at its fire time,
 // rather than timing out as an unknown outcome. (No record of the claim is
-// written here, as by a primary before store version 10: the lease's end
+// written here, as by a primary before store version 11: the lease's end
 // alone tells.)
 func TestClaimedAheadPastTheOldLeaseRunsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -55,8 +55,8 @@ func (e *Engine) resolveOrphans(exs []store.Executor) {
 	}
 	var asks []ask
 	perExec := map[string][]string{} // address → tickets
-	for _, id := range sortedIDs(e.running) {
-		a := e.running[id]
+	for _, id := range e.running.ids() {
+		a := e.running.get(id)
 		if !a.orphan || a.task.def.Executor.Kind != defs.ExecHTTP || e.watch.asking[id] || len(serving[a.task.id]) == 0 {
 			continue
 		}
@@ -115,7 +115,7 @@ func (e *Engine) resolveOrphans(exs []store.Executor) {
 // executors answered about an inherited ticket that has no result yet.
 func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
 	delete(e.watch.asking, o.instance)
-	a := e.running[o.instance]
+	a := e.running.get(o.instance)
 	if a == nil || a.ticket != o.res.Ticket || !a.orphan {
 		return nil // its result came meanwhile
 	}
@@ -146,8 +146,8 @@ func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
 
 // resultQueued reports whether a result for instance's ticket waits to be
 // recorded.
-func (e *Engine) resultQueued(instance int64, ticket string) bool {
-	for _, o := range e.unapplied {
+func (c *completer) resultQueued(instance int64, ticket string) bool {
+	for _, o := range c.unapplied {
 		if o.instance == instance && o.res.Ticket == ticket && o.resolve == "" {
 			return true
 		}
@@ -176,10 +176,10 @@ const groupCheckEvery = time.Second
 // liveLog.setProc), or, for a function or a command whose group was not
 // recorded yet, the scheduler process that handed it out (written before
 // it started, see claimRecords). An attempt with no record (a store
-// written before version 10, or one on another host) keeps the
+// written before version 11, or one on another host) keeps the
 // unknown-outcome rule of R27: it fails at its timeout.
 func (e *Engine) inheritProcs(procs map[string]store.ProcRecord, now time.Time) {
-	for id, a := range e.running {
+	for id, a := range e.running.all() {
 		r, ok := procs[a.ticket]
 		if !ok || !a.orphan || !isLocal(a.task.def) {
 			continue
@@ -219,7 +219,7 @@ func (e *Engine) checkGroups(now time.Time) {
 		procs []runner.Process
 	)
 	for _, id := range sortedIDs(e.watch.groups) {
-		if a := e.running[id]; a == nil || a != e.watch.groups[id] || a.proc == nil {
+		if a := e.running.get(id); a == nil || a != e.watch.groups[id] || a.proc == nil {
 			delete(e.watch.groups, id) // ended, or timed out
 			continue
 		}
@@ -232,13 +232,13 @@ func (e *Engine) checkGroups(now time.Time) {
 		if st != runner.GroupGone {
 			continue
 		}
-		a := e.running[ids[i]]
+		a := e.running.get(ids[i])
 		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
 		if a.proc.Server {
 			msg = fmt.Sprintf("unknown outcome: the scheduler process that ran it (%s) is gone", a.proc)
 		}
 		e.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid, "process", a.proc.String())
-		e.unapplied = append(e.unapplied, outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
+		e.gather(outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
 		a.proc, a.deadline = nil, now.Add(time.Hour) // not queued twice while the result waits to be recorded
 		delete(e.watch.groups, ids[i])
 	}

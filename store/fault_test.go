@@ -273,7 +273,7 @@ func TestUpgradeKeepsProcs(t *testing.T) {
 			s := open(t)
 			x := storetest.Seed(t, s)["a.x"]
 			for _, q := range []string{
-				"ALTER TABLE procs DROP COLUMN kind", "ALTER TABLE procs DROP COLUMN epoch", "DROP TABLE handouts", "DELETE FROM ax_schema WHERE version >= 10",
+				"ALTER TABLE procs DROP COLUMN kind", "ALTER TABLE procs DROP COLUMN epoch", "DROP TABLE handouts", "DELETE FROM ax_schema WHERE version >= 11",
 				"INSERT INTO procs (ticket, instance_id, run_id, host, boot, pid_ns, pgid, start_ticks, at) VALUES ('t-v9', " +
 					strconv.FormatInt(x.ID, 10) + ", " + strconv.FormatInt(x.RunID, 10) + ", 'h', 'b', 'ns', 42, 7, 1000)",
 			} {

@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 var migrations = []migration{{
 	version: 1,
@@ -159,7 +159,18 @@ var migrations = []migration{{
 			primary: []string{"ticket"}, index: [][]string{{"run_id"}}},
 	},
 }, {
-	// Version 10: what a procs row records (kind): the process group a
+	// Version 10: the scheduler's writes are fenced by a row of their own
+	// (FenceName), written with the lease by every take, so that renewing
+	// the lease never waits for the holder's writes. The row starts at the
+	// lease's epoch; an older ax, which fences on the lease row and would
+	// not move this one when it takes over, refuses the store from here on.
+	version: 10,
+	extra: func(d dialect) []string {
+		return []string{d.insertIgnore() + " INTO leases (name, holder, epoch, expires_at, renewed_at) " +
+			"SELECT '" + FenceName + "', holder, epoch, expires_at, renewed_at FROM leases WHERE name = '" + LeaseName + "'"}
+	},
+}, {
+	// Version 11: what a procs row records (kind): the process group a
 	// command leads (NULL, as in version 9), the scheduler process that
 	// handed a local attempt out ("server"), or an attempt claimed ahead of
 	// its fire time under an epoch ("held"); and, per epoch, the fire time
@@ -167,7 +178,7 @@ var migrations = []migration{{
 	// taking over tells a claimed attempt that never started from one that
 	// did, and fails at once the in-process attempts of a scheduler process
 	// that is gone on its host (R27, R43).
-	version: 10,
+	version: 11,
 	tables: []table{
 		{name: "handouts", cols: [][2]string{{"epoch", "bigint"}, {"upto", "bigint"}, {"at", "bigint"}}, primary: []string{"epoch"}},
 	},

@@ -38,7 +38,7 @@ type ProcRecord struct {
 	Start      uint64
 	At         time.Time
 	Kind       string
-	Epoch      int64 // the epoch that recorded it (ProcHeld: that claimed it); 0 before version 10
+	Epoch      int64 // the epoch that recorded it (ProcHeld: that claimed it); 0 before version 11
 }
 
 // Kinds of ProcRecord.
