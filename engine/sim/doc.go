@@ -193,6 +193,23 @@
 //	           takeover with a backlog             by a later batch, once that instance had
 //	                                               started after the fire time
 //
+//	I1         seed 283 of 10,000 on main a1585b4, an SDK executor restarted on its journal   TestRestartDoesNotRunWorkPastItsDeadline
+//	           the first failure, after 283 seeds  ran a ticket it had accepted before it     (runner/executor)
+//	                                               was killed, 21 s past the ticket's
+//	                                               deadline, beside the instance's third
+//	                                               attempt (fixed: work killed or past its
+//	                                               deadline before a worker takes it never
+//	                                               starts; reported failed)
+//
+//	I1         seed 1090 of 10,000 on main a1585b4 a true double run, both succeeding: an     TestAcceptedDispatchCountsAsHeardFrom
+//	           (the second failure, after 1090)    executor's heartbeats failed on a 14 s     (engine/sweep_test.go),
+//	                                               store fault, so the sweep failed over as   TestFailedHeartbeatRetriedSoon
+//	                                               lost (no heartbeat for 33 s) an attempt    (runner/executor)
+//	                                               it had accepted 8 s before, while it ran
+//	                                               (fixed: an accepted dispatch counts as
+//	                                               hearing from the executor; the SDK sends
+//	                                               a failed heartbeat again after 1 s)
+//
 // Not bugs of the engine, but checks made exact (seeds 329, 426, 439, 458,
 // 490, 536, 651, 690, 786, 883, 993 of 1000 on the second day): a fire
 // whose run was made ahead and cancelled (or marked) by an operator before
