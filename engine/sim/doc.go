@@ -212,6 +212,14 @@
 //	                                               hearing from the executor; the SDK sends
 //	                                               a failed heartbeat again after 1 s)
 //
+//	I5         seed 3172 of 10,000 on main a1585b4 a rerun of a root that never ran (its run  TestStrandedRerunOfARootIsReleased
+//	           (the fourth failure, after 3172; 2  cancelled before its fire time) brings it  (engine/stranded_root_test.go)
+//	           runs of the seed in 3)              back to WAITING, then releases it; a
+//	                                               store fault failed the release, and the
+//	                                               stranded sweep looked only at instances
+//	                                               with upstreams: the root waited forever
+//	                                               (fixed: the sweep takes roots too)
+//
 // Not bugs of the engine, but checks made exact (seeds 329, 426, 439, 458,
 // 490, 536, 651, 690, 786, 883, 993 of 1000 on the second day): a fire
 // whose run was made ahead and cancelled (or marked) by an operator before
