@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +12,25 @@ import (
 	"github.com/ax-sched/ax/defs"
 )
 
-func NextFires(g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n int) ([]string, error) {
+// MaxNext is the most fire times one ax next lists: a count past it is
+// refused before any is computed, so a typo in -n cannot fill the memory.
+const MaxNext = 100000
+
+// NextCount checks ax next's -n: from 1 to MaxNext.
+func NextCount(n int) error {
+	if n < 1 || n > MaxNext {
+		return Usage("-n %d: give a count from 1 to %d", n, MaxNext)
+	}
+	return nil
+}
+
+// NextFires lists the next n fires of pipeline p (or of its one task), each
+// formatted in the pipeline's zone with its DST note. It stops with an
+// error when ctx ends (Ctrl-C, SIGTERM).
+func NextFires(ctx context.Context, g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n int) ([]string, error) {
+	if err := NextCount(n); err != nil {
+		return nil, err
+	}
 	format := func(t time.Time) string { return api.Stamp(t, p.Location) }
 	if len(task) == 1 {
 		t := p.Task(task[0])
@@ -19,27 +38,33 @@ func NextFires(g *dag.Graph, p *defs.Pipeline, task []string, from time.Time, n 
 			return nil, Fail(fmt.Errorf("pipeline %q has no task %q%s", p.Name, task[0], defs.DidYouMean(task[0], p.TaskNames())))
 		}
 		if tr := g.TriggerOf(t.ID()); tr != nil {
+			fs, err := fires(ctx, tr.Schedule, from, n)
 			var out []string
-			for _, f := range fires(tr.Schedule, from, n) {
+			for _, f := range fs {
 				out = append(out, format(f.at.Add(t.Delay))+f.note)
 			}
-			return out, nil
+			return out, err
 		}
 		return nil, Fail(fmt.Errorf("task %q is not started by any schedule: it runs only when an operator runs it", t.ID()))
 	}
 	if p.Schedule != nil {
+		fs, err := fires(ctx, p.Schedule, from, n)
 		var out []string
-		for _, f := range fires(p.Schedule, from, n) {
+		for _, f := range fs {
 			out = append(out, format(f.at)+f.note)
 		}
-		return out, nil
+		return out, err
 	}
 	var all []fire
 	for _, tr := range g.Triggers() {
 		if tr.Pipeline != p.Name {
 			continue
 		}
-		for _, f := range fires(tr.Schedule, from, n) {
+		fs, err := fires(ctx, tr.Schedule, from, n)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
 			f.task = tr.Task
 			all = append(all, f)
 		}
@@ -67,11 +92,19 @@ type fire struct {
 	note string // "  # 02:30 does not exist …" on a DST day, else empty
 }
 
-// fires returns the next n fires of s after from, each with its DST note.
-func fires(s *defs.Schedule, from time.Time, n int) []fire {
+// fires returns the next n fires of s after from, each with its DST note,
+// or an error as soon as ctx ends.
+func fires(ctx context.Context, s *defs.Schedule, from time.Time, n int) ([]fire, error) {
 	var out []fire
 	prev := from
-	for _, at := range s.NextN(from, n) {
+	for len(out) < n {
+		if err := ctx.Err(); err != nil {
+			return nil, Fail(fmt.Errorf("interrupted after %d of %d fire times: nothing printed; give a smaller -n", len(out), n))
+		}
+		at := s.Next(prev)
+		if at.IsZero() {
+			break
+		}
 		f := fire{at: at}
 		if note := s.Note(prev, at); note != "" {
 			f.note = "  # " + note
@@ -79,5 +112,5 @@ func fires(s *defs.Schedule, from time.Time, n int) []fire {
 		out = append(out, f)
 		prev = at
 	}
-	return out
+	return out, nil
 }

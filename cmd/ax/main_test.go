@@ -266,6 +266,29 @@ func TestNext(t *testing.T) {
 	}
 }
 
+// TestNextBoundedAndInterruptible: ax next refuses a count past cli.MaxNext
+// before computing any (a typo in -n filled 9.7 GB and ignored SIGTERM), and
+// stops when its context ends (Ctrl-C) instead of finishing the list.
+func TestNextBoundedAndInterruptible(t *testing.T) {
+	t.Parallel()
+	file := "../../examples/orders_daily.yaml"
+	code, out, errOut := runAx(t, "next", file, "-n", "100001", "--from", "2026-02-28T00:00:00Z")
+	if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "-n 100001: give a count from 1 to 100000") {
+		t.Errorf("-n 100001: exit %d, %d bytes out, stderr %q; want usage error naming the bound, nothing printed", code, len(out), errOut)
+	}
+	code, out, errOut = runAx(t, "next", file, "-n", "0")
+	if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "-n 0: give a count from 1 to 100000") {
+		t.Errorf("-n 0: exit %d, out %q, stderr %q", code, out, errOut)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as if Ctrl-C came before the first fire was computed
+	var stdout, stderr bytes.Buffer
+	code = run(ctx, []string{"next", file, "-n", "100000", "--from", "2026-02-28T00:00:00Z"}, &stdout, &stderr)
+	if code != cli.ExitFailed || stdout.Len() != 0 || !strings.Contains(stderr.String(), "interrupted after 0 of 100000 fire times") {
+		t.Errorf("interrupted: exit %d, %d bytes out, stderr %q; want exit 1, nothing printed, the interruption named", code, stdout.Len(), stderr.String())
+	}
+}
+
 // TestSchema checks that the JSON Schema accepts every example and rejects
 // the invalid fixtures that a schema can catch.
 func TestSchema(t *testing.T) {

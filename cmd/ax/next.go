@@ -28,8 +28,8 @@ On a daylight-saving day a line ends with "  # " and the rule applied, e.g.
 "# 02:30 does not exist on 2026-03-08; fires at 03:00 (fixed schedule)".`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if n < 1 {
-				return cli.Usage("-n %d: give a positive count", n)
+			if err := cli.NextCount(n); err != nil {
+				return err
 			}
 			now := time.Now()
 			if from != "" {
@@ -43,7 +43,7 @@ On a daylight-saving day a line ends with "  # " and the rule applied, e.g.
 			if err != nil {
 				return err
 			}
-			lines, err := cli.NextFires(g, p, args[1:], now, n)
+			lines, err := cli.NextFires(cmd.Context(), g, p, args[1:], now, n)
 			if err != nil {
 				return err
 			}
@@ -53,7 +53,7 @@ On a daylight-saving day a line ends with "  # " and the rule applied, e.g.
 			return nil
 		},
 	}
-	cmd.Flags().IntVarP(&n, "count", "n", 10, "how many fire times")
+	cmd.Flags().IntVarP(&n, "count", "n", 10, "how many fire times (1 to 100000)")
 	cmd.Flags().StringVar(&from, "from", "", "list times strictly after this RFC 3339 time (default now)")
 	return cmd
 }
