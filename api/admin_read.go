@@ -103,23 +103,18 @@ func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axt
 	return nil, nil, nil
 }
 
-func (a *admin) pausedScopes(ctx context.Context) (map[string]store.Pause, error) {
+func (a *admin) pausedScopes(ctx context.Context) (store.PauseSet, error) {
 	ps, err := a.st.Pauses(ctx)
 	if err != nil {
-		return nil, err
+		return store.PauseSet{}, err
 	}
-	out := map[string]store.Pause{}
-	for _, p := range ps {
-		out[string(p.Scope)+"/"+p.Name] = p
-	}
-	return out, nil
+	return store.NewPauseSet(ps), nil
 }
 
-func pausedBy(paused map[string]store.Pause, t *defs.Task) *store.Pause {
-	for _, k := range []string{"task/" + t.ID(), "group/" + t.Group, "pipeline/" + t.Pipeline} {
-		if p, ok := paused[k]; ok {
-			return &p
-		}
+// pausedBy returns the pause that covers t (the store's one rule), or nil.
+func pausedBy(paused store.PauseSet, t *defs.Task) *store.Pause {
+	if p, ok := paused.Covering(t.ID(), t.Group, t.Pipeline); ok {
+		return &p
 	}
 	return nil
 }
@@ -135,9 +130,7 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 	out := []PipelineItem{}
 	for _, p := range a.graph().Pipelines() {
 		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
-		if pp, ok := paused["pipeline/"+p.Name]; ok {
-			it.Paused = &pp
-		}
+		it.Paused = pausedByPipeline(paused, p.Name)
 		if it.Latest, _, err = a.latestRun(r.Context(), p.Name); err != nil {
 			return nil, err
 		}
@@ -244,8 +237,8 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		Layers: layers, Latest: latest}, nil
 }
 
-func pausedByPipeline(paused map[string]store.Pause, name string) *store.Pause {
-	if p, ok := paused["pipeline/"+name]; ok {
+func pausedByPipeline(paused store.PauseSet, name string) *store.Pause {
+	if p, ok := paused.Get(store.ScopePipeline, name); ok {
 		return &p
 	}
 	return nil

@@ -90,4 +90,44 @@ func TestAPISettleVerbsBadInput(t *testing.T) {
 	}
 }
 
+// One rule for a time in the pipeline's zone (api.onWall, api.inRange):
+// a backfill took a wall time the zone skips (planned an hour before the
+// gap) or repeats (the first pass) silently, where a trigger refused both;
+// and a trigger at 9999-12-31T23:59:59 in New York (year 10000 in UTC) was
+// accepted and made every later read of its runs an empty 200. Each is a
+// 400 naming the fix, and the store is unchanged.
+func TestAPIWallTimeOneRule(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apitest.Opts{Pipeline: nyPipeline})
+	before := e.State()
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/v1/backfills", `{"pipeline": "ny", "from": "2026-03-08T02:30:00", "to": "2026-03-08T02:30:00", "dry_run": true}`,
+			`from: "2026-03-08T02:30:00" does not occur in America/New_York (a daylight-saving gap): give another time, or an offset`},
+		{"/api/v1/backfills", `{"pipeline": "ny", "from": "2026-03-01", "to": "2026-03-08T02:30:00"}`,
+			`to: "2026-03-08T02:30:00" does not occur in America/New_York`},
+		{"/api/v1/backfills", `{"pipeline": "ny", "from": "2026-11-01T01:30:00", "to": "2026-11-02", "dry_run": true}`,
+			`from: "2026-11-01T01:30:00" occurs twice in America/New_York (daylight saving ends): add the offset, 2026-11-01T01:30:00-04:00 or 2026-11-01T01:30:00-05:00`},
+		{"/api/v1/backfills", `{"pipeline": "ny", "from": "2026-01-01", "to": "9999-12-31"}`,
+			`to: "9999-12-31" is outside the logical times ax keeps: give one from 1970-01-01T00:00:00Z up to 9999-01-01T00:00:00Z`},
+		{"/api/v1/pipelines/ny/trigger", `{"at": "9999-12-31T23:59:59"}`,
+			`at: "9999-12-31T23:59:59" is outside the logical times ax keeps: give one from 1970-01-01T00:00:00Z up to 9999-01-01T00:00:00Z`},
+		{"/api/v1/pipelines/ny/trigger", `{"at": "0001-01-01T00:00:00Z"}`, `is outside the logical times ax keeps`},
+		{"/api/v1/pipelines/ny/tasks/sync/mark", `{"state": "success", "at": "9999-06-01"}`, `is outside the logical times ax keeps`},
+	} {
+		code, body := e.Call("POST", tc.path, tc.body)
+		msg := decodeJSON[map[string]string](t, body)["error"]
+		if code != 400 || !strings.Contains(msg, tc.want) {
+			t.Errorf("POST %s %s: %d %s\nwant 400 with %q", tc.path, tc.body, code, body, tc.want)
+		}
+		if after := e.State(); after != before {
+			t.Fatalf("POST %s %s changed the store:\nbefore %s\nafter  %s", tc.path, tc.body, before, after)
+		}
+	}
+	// With an offset, the gap's neighbour is planned as given.
+	code, body := e.Call("POST", "/api/v1/backfills", `{"pipeline": "ny", "from": "2026-03-08T03:30:00-04:00", "to": "2027-01-01T00:00:00-05:00", "dry_run": true}`)
+	if code != 200 || !strings.Contains(body, `"2027-01-01T00:00:00-05:00"`) {
+		t.Errorf("backfill with offsets: %d %s", code, body)
+	}
+}
+
 // The CLI refuses malformed verbs before it calls anything (exit 2).

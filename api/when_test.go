@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +40,9 @@ func TestParseAt(t *testing.T) {
 		{"2026-11-01T01:30:00", ny, `"2026-11-01T01:30:00" occurs twice in America/New_York (daylight saving ends): add the offset, 2026-11-01T01:30:00-04:00 or 2026-11-01T01:30:00-05:00`},
 		{"2026-11-01T01:30", ny, "occurs twice in America/New_York"},
 		{"2026-13-01", time.UTC, "is not a logical time"},
+		{"9999-12-31T23:59:59", ny, "is outside the logical times ax keeps"},
+		{"1969-12-31T23:59:59Z", ny, "is outside the logical times ax keeps"},
+		{"1970-01-01T00:00:00Z", ny, "1970-01-01T00:00:00Z"},
 	} {
 		got, err := ParseAt(tc.in, tc.loc)
 		_, perr := time.Parse(time.RFC3339, tc.want)
@@ -48,5 +54,20 @@ func TestParseAt(t *testing.T) {
 		case !wantTime && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("ParseAt(%q, %s) = %s, %v; want an error with %q", tc.in, tc.loc, got, err, tc.want)
 		}
+	}
+}
+
+// writeJSON of what JSON cannot carry (a run of a trigger at year 10000 UTC,
+// accepted before inRange) answered 200 with an empty body, which every
+// client read as "unexpected end of JSON input". It is a 500 naming why.
+func TestWriteJSONUnencodable(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	writeJSON(rec, http.StatusOK, struct{ At time.Time }{time.Date(10000, 1, 1, 4, 59, 59, 0, time.UTC)})
+	var body ErrorBody
+	err := json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != http.StatusInternalServerError || err != nil || !strings.Contains(body.Error, "cannot be written as JSON") ||
+		!strings.Contains(body.Error, "year outside of range [0,9999]") {
+		t.Errorf("unencodable answer: %d %q (%v); want 500 with an error naming why", rec.Code, rec.Body.String(), err)
 	}
 }

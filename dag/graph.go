@@ -252,7 +252,7 @@ func (c *compiler) reportCycle(scc []int) {
 	for _, i := range scc {
 		in[i] = true
 		a, b := g.tasks[i].Pos, g.tasks[start].Pos
-		if cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line)) < 0 {
+		if cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col)) < 0 {
 			start = i
 		}
 	}

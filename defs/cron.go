@@ -102,7 +102,9 @@ func parseCronSpec(spec string) (*cronSpec, error) {
 		f = append([]string{"0"}, f...)
 	}
 	c := &cronSpec{}
-	c.wildcard = strings.HasPrefix(f[1], "*") || strings.HasPrefix(f[2], "*") || (len(strings.Fields(spec)) == 6 && strings.HasPrefix(f[0], "*"))
+	// `?` is the same as `*` (docs/schedules.md), for this rule too.
+	star := func(field string) bool { return strings.HasPrefix(field, "*") || strings.HasPrefix(field, "?") }
+	c.wildcard = star(f[1]) || star(f[2]) || (len(strings.Fields(spec)) == 6 && star(f[0]))
 	var errs []error
 	add := func(err error) {
 		if err != nil {

@@ -109,3 +109,29 @@ func TestParseScheduleErrors(t *testing.T) {
 		t.Errorf("Feb 29: %v", err)
 	}
 }
+
+// `?` is documented as the same as `*`, but a `?` minute or hour field made
+// a schedule fixed for daylight saving: `0 ? * * *` in New York lost the
+// repeated 01:00 hour of the fall-back day (2 fires between 00:00 EDT and
+// 02:59 EST instead of 3), `? 1 * * *` 60 minutes of 120.
+func TestQuestionMarkIsWildcardForDST(t *testing.T) {
+	t.Parallel()
+	loc := mustLoc(t, "America/New_York")
+	from := time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC) // 00:00 EDT
+	end := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)  // 03:00 EST
+	for spec, want := range map[string]int{"0 ? * * *": 3, "? 1 * * *": 120, "0 0 ? * * *": 3} {
+		s, err := ParseSchedule(spec, loc, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, at := range s.NextN(from, 400) {
+			if at.Before(end) {
+				n++
+			}
+		}
+		if n != want {
+			t.Errorf("%q: %d fires from 00:00 EDT to 03:00 EST on the fall-back day, want %d (as with *)", spec, n, want)
+		}
+	}
+}

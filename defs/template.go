@@ -91,13 +91,17 @@ func (m Moment) Next() (Moment, error) {
 }
 
 // Prev returns the latest fire strictly before t, or the zero time when
-// there is none within ten years.
+// there is none within ten years. It looks back as far as the next fire is
+// ahead, then four times as far, and so on, the last look covering the whole
+// ten years (a schedule whose next fire is decades away may have fired
+// last month).
 func (s *Schedule) Prev(t time.Time) time.Time {
+	const limit = 10 * 366 * 24 * time.Hour
 	gap := time.Second
 	if n := s.Next(t); !n.IsZero() && n.Sub(t) > gap {
 		gap = n.Sub(t)
 	}
-	for span := gap; span <= 10*366*24*time.Hour; span *= 4 {
+	for span := min(gap, limit); ; span = min(span*4, limit) {
 		var last time.Time
 		for at := s.Next(t.Add(-span)); !at.IsZero() && at.Before(t); at = s.Next(at) {
 			last = at
@@ -105,8 +109,10 @@ func (s *Schedule) Prev(t time.Time) time.Time {
 		if !last.IsZero() {
 			return last
 		}
+		if span == limit {
+			return time.Time{}
+		}
 	}
-	return time.Time{}
 }
 
 // TemplateHelp lists what templates may use, for error messages.

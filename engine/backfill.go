@@ -152,14 +152,26 @@ type bfState struct {
 
 // backfiller owns the backfills in progress on this primary: their state,
 // when the store was last polled for new and resumed ones, and whether
-// results came in since they last stepped. It creates runs only through
-// newRunWith (trigger.go), so that a backfill's runs are runs like any
-// other.
+// results came in since they last stepped. Its rule, due: step as soon as
+// results came in while some are active, and poll the store every second.
+// It creates runs only through newRunWith (trigger.go), so that a
+// backfill's runs are runs like any other; it must not record results nor
+// start attempts. The loop goroutine owns it.
 type backfiller struct {
 	backfills map[int64]*bfState
 	bfChecked time.Time
 	bfDirty   bool // results were applied since the backfills last stepped
 }
+
+// newTerm forgets the backfills of an earlier term: the store is read again.
+func (b *backfiller) newTerm() { b.backfills = map[int64]*bfState{} }
+
+// resultsIn notes that results were recorded: active backfills step at
+// the next turn.
+func (b *backfiller) resultsIn() { b.bfDirty = true }
+
+// pollNext has the store read for new and resumed backfills at the next turn.
+func (b *backfiller) pollNext() { b.bfChecked = time.Time{} }
 
 // due reports whether the backfills step at now: as soon as results came
 // in while some are active (a finished run makes room for the next at
@@ -188,7 +200,7 @@ func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) e
 		}
 	}
 	for _, r := range recs {
-		b := e.backfills[r.ID]
+		b := e.backfiller.backfills[r.ID]
 		switch {
 		case b == nil && (r.State == BackfillPending || r.State == BackfillRunning):
 			var err error
@@ -199,15 +211,15 @@ func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) e
 				}
 				continue
 			}
-			e.backfills[r.ID] = b
+			e.backfiller.backfills[r.ID] = b
 		case b != nil && r.State == BackfillCancelled:
-			delete(e.backfills, r.ID)
+			delete(e.backfiller.backfills, r.ID)
 			e.forgetBackfill(r.ID)
 			continue
 		}
 	}
-	for _, id := range sortedIDs(e.backfills) {
-		if err := e.stepBackfill(ctx, e.backfills[id], now); err != nil {
+	for _, id := range sortedIDs(e.backfiller.backfills) {
+		if err := e.stepBackfill(ctx, e.backfiller.backfills[id], now); err != nil {
 			return err
 		}
 	}
@@ -306,7 +318,7 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 			// Created since resumeBackfill read the runs: this view is out of
 			// date. The next poll rebuilds it from the store.
 			e.log.Warn("backfill_reloaded", "backfill", b.rec.ID, "logical_time", at.Format(time.RFC3339))
-			delete(e.backfills, b.rec.ID)
+			delete(e.backfiller.backfills, b.rec.ID)
 			return nil
 		}
 		if err != nil {
@@ -323,7 +335,7 @@ func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) er
 		if b.stop {
 			b.rec.State = BackfillFailed
 		}
-		delete(e.backfills, b.rec.ID)
+		delete(e.backfiller.backfills, b.rec.ID)
 		e.log.Info("backfill_finished", "backfill", b.rec.ID, "state", b.rec.State, "runs", b.rec.DoneRuns, "failed", b.rec.FailedRuns)
 	}
 	b.rec.Error = ""
@@ -380,7 +392,7 @@ func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, no
 		return "", fmt.Errorf("no backfill %d", r.Backfill)
 	}
 	rec := bs[0]
-	if b := e.backfills[r.Backfill]; b != nil {
+	if b := e.backfiller.backfills[r.Backfill]; b != nil {
 		rec = b.rec
 	}
 	switch rec.State {
@@ -388,9 +400,9 @@ func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, no
 		return "", fmt.Errorf("backfill %d is %s already", rec.ID, rec.State)
 	}
 	active := 0
-	if b := e.backfills[r.Backfill]; b != nil {
+	if b := e.backfiller.backfills[r.Backfill]; b != nil {
 		active = len(b.active)
-		delete(e.backfills, r.Backfill)
+		delete(e.backfiller.backfills, r.Backfill)
 	}
 	e.forgetBackfill(r.Backfill)
 	rec.State = BackfillCancelled
@@ -416,7 +428,7 @@ func (e *Engine) continueBackfill(ctx context.Context, r ResumeBackfill, now tim
 		return "", fmt.Errorf("no backfill %d (ax backfill list shows them)", r.Backfill)
 	}
 	rec := bs[0]
-	if b := e.backfills[rec.ID]; b != nil {
+	if b := e.backfiller.backfills[rec.ID]; b != nil {
 		return fmt.Sprintf("backfill %d runs already (%d/%d runs)", rec.ID, b.rec.DoneRuns, b.rec.TotalRuns), nil
 	}
 	switch rec.State {
@@ -433,7 +445,7 @@ func (e *Engine) continueBackfill(ctx context.Context, r ResumeBackfill, now tim
 	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {
 		return "", err
 	}
-	e.bfChecked = time.Time{} // picked up at the next turn
+	e.backfiller.pollNext() // picked up at the next turn
 	e.soon()
 	return fmt.Sprintf("backfill %d resumed (was %s at %d/%d runs)", rec.ID, was, rec.DoneRuns, rec.TotalRuns), nil
 }
@@ -493,7 +505,7 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 // and names the tasks that failed or were killed when they ran. A run
 // stopped at a manual gate nobody approved is not over: it is not done.
 func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
-	if rs := e.runs[runID]; rs != nil { // the cache knows when something is still in flight
+	if rs := e.runs.cached(runID); rs != nil { // the cache knows when something is still in flight
 		for _, ref := range rs.inst {
 			switch ref.state {
 			case axtype.Scheduled, axtype.Running, axtype.Retrying, axtype.Paused:

@@ -190,7 +190,7 @@ func BenchmarkHeapPerInstance(b *testing.B) {
 				b.Fatal(err)
 			}
 			task := g.Order()[0].ID()
-			e.runKind[0] = axtype.RunSchedule // the instances below belong to run 0: no store to ask
+			e.runs.kinds[0] = axtype.RunSchedule // the instances below belong to run 0: no store to ask
 			var per, bare float64
 			var load time.Duration
 			for b.Loop() {

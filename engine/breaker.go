@@ -42,18 +42,18 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 // tuneBreakers gives each task whose file sets `breaker:` its own breaker
 // configuration (R45), keeping the outcomes of breakers whose configuration
 // did not change.
-func (e *Engine) tuneBreakers(g *dag.Graph) {
+func (d *dispatcher) tuneBreakers(g *dag.Graph) {
 	for _, t := range g.Order() {
 		b := t.Breaker
 		if b == (defs.Breaker{}) {
 			continue
 		}
 		want := breaker.Config{Window: b.Window, MinSamples: b.MinOutcomes, Threshold: b.Ratio}
-		cur := e.brk.TaskConfig(t.ID())
+		cur := d.brk.TaskConfig(t.ID())
 		if (want.Window == 0 || want.Window == cur.Window) && (want.MinSamples == 0 || want.MinSamples == cur.MinSamples) &&
 			(want.Threshold == 0 || want.Threshold == cur.Threshold) {
 			continue
 		}
-		e.brk.SetTask(t.ID(), want)
+		d.brk.SetTask(t.ID(), want)
 	}
 }

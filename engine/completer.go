@@ -38,6 +38,11 @@ type completer struct {
 	// stranded: a release failed after its successes were recorded, so that
 	// releaseStranded looks for instances waiting on what already happened.
 	stranded bool
+	// watch is what the executor sweep remembers (sweep.go): refusals, which
+	// bound when a refused attempt fails, inherited attempts being asked
+	// about and process groups being checked, which turn into results, and
+	// the alerts raised once. Kept across terms.
+	watch *watch
 }
 
 // reset forgets what an earlier term gathered: a new term reads the store.
@@ -45,12 +50,19 @@ func (c *completer) reset() {
 	c.unapplied, c.inboxSeen = nil, map[string]bool{}
 }
 
+// gather takes in outcome o, to be recorded with the next batch: the one
+// way in for what the other components end (a kill, a timeout, a give-back,
+// a result from the inbox or an inherited attempt).
+func (c *completer) gather(o outcome) {
+	c.unapplied = append(c.unapplied, o)
+}
+
 // drainResults takes in every result already waiting on the channel.
 func (c *completer) drainResults() {
 	for {
 		select {
 		case o := <-c.results:
-			c.unapplied = append(c.unapplied, o)
+			c.gather(o)
 		default:
 			return
 		}
@@ -75,8 +87,8 @@ func (e *Engine) applyAll(ctx context.Context) error {
 // scheduler's layer of R16); the executor's context has the same deadline.
 func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 	e.checkGroups(now)
-	for _, id := range sortedIDs(e.running) {
-		a := e.running[id]
+	for _, id := range e.running.ids() {
+		a := e.running.get(id)
 		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
 			continue // waiting for a slot (its timeout starts when it starts), or not due
 		}
@@ -92,7 +104,7 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			}
 			a.proc = nil
 		}
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
+		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
 		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded
 	}
 	return nil
@@ -236,7 +248,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 		e.logs.wrote(logs, err)
 	}
 	if err != nil {
-		clear(e.runs) // the cache saw successes that were not recorded: reload on next use
+		e.runs.invalidate() // the cache saw successes that were not recorded: reload on next use
 		if hasLogs && !errors.Is(err, store.ErrNotLeader) {
 			// A failure to store output costs the output, never the result:
 			// the next turn records the results alone.
@@ -261,7 +273,7 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	}
 	e.released(ctx, same, relRes)
 	e.closeInbox(ctx, rb.closed, now)
-	e.bfDirty = true
+	e.backfiller.resultsIn()
 	e.statsMu.Lock()
 	e.stats.Applied += int64(len(res))
 	e.statsMu.Unlock()
@@ -295,14 +307,11 @@ func (e *Engine) judgeResults(ctx context.Context, batch []outcome, now time.Tim
 			continue
 		}
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
-			for id, a := range e.running {
-				if a.ticket == o.res.Ticket {
-					o.instance = id
-					break
-				}
+			if id, ok := e.running.byTicket(o.res.Ticket); ok {
+				o.instance = id
 			}
 		}
-		a := e.running[o.instance]
+		a := e.running.get(o.instance)
 		if a == nil || a.ticket != o.res.Ticket {
 			if err := e.staleResult(ctx, o, rb.closed, now); err != nil {
 				return rb, err
@@ -353,7 +362,7 @@ func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Tim
 			if r.Err != nil || !ends(m.to) {
 				continue
 			}
-			rs, err := e.run(ctx, m.a.runID)
+			rs, err := e.runs.get(ctx, m.a.runID)
 			if err != nil {
 				return nil, err
 			}
@@ -382,18 +391,16 @@ func (e *Engine) resultRecorded(ctx context.Context, rb resultBatch, i int, r st
 		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
 	if r.Err != nil {
 		e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
-		e.dropCachedRunOf(m.id)
+		e.runs.dropRunOf(m.id)
 		return nil, nil
 	}
 	e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
 	e.observeResult(ctx, m, p.Reason, now)
-	rs, err := e.run(ctx, m.a.runID)
+	rs, err := e.runs.get(ctx, m.a.runID)
 	if err != nil {
 		return nil, err
 	}
-	if ref := rs.inst[m.a.task.id]; ref != nil {
-		ref.state, ref.version = m.to, r.Version
-	}
+	rs.set(m.a.task.id, m.to, r.Version)
 	if m.to == axtype.Retrying {
 		att := m.a.attempt
 		if m.refused {
@@ -451,8 +458,8 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	}
 	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
-		clear(e.runs)     // the cache may be ahead of the store: reload on next use
-		e.stranded = true // the successes are recorded: find what they release again
+		e.runs.invalidate() // the cache may be ahead of the store: reload on next use
+		e.stranded = true   // the successes are recorded: find what they release again
 		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
 	}
 	e.released(ctx, rel, res)
@@ -474,26 +481,20 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 	for i, r := range res {
 		if r.Err != nil {
 			if errors.Is(r.Err, store.ErrConflict) {
-				e.dropCachedRunOf(rel[i].p.InstanceID)
+				e.runs.dropRunOf(rel[i].p.InstanceID)
 			}
 			continue
 		}
 		in := rel[i].in
 		in.State, in.Version = rel[i].p.To, r.Version
-		if rs := e.runs[in.RunID]; rs != nil {
-			if ref := rs.inst[in.TaskID]; ref != nil {
-				ref.state, ref.version = in.State, r.Version
-			}
-		}
+		e.runs.setState(in.RunID, in.TaskID, in.State, r.Version)
 		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}
 		e.enqueue(ctx, in)
 		e.log.Debug("released", "task", in.TaskID, "run", in.RunID, "fire_at", in.NextFireAt.Format(time.RFC3339))
 	}
-	for _, rs := range e.runs {
-		e.forgetDone(rs)
-	}
+	e.runs.forgetAllDone()
 }
 
 // releaseStranded releases the WAITING instances whose upstreams in their
@@ -517,7 +518,7 @@ func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
 	}
 	var rel []release
 	for _, id := range sortedIDs(byRun) {
-		rs, err := e.run(ctx, id)
+		rs, err := e.runs.get(ctx, id)
 		if err != nil {
 			return err
 		}

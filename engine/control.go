@@ -196,23 +196,26 @@ func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, erro
 	return out, nil
 }
 
-// pausedBy says whether a pause covers task t, and which.
-func (e *Engine) pausedBy(t *taskInfo) (string, bool) {
-	p, ok := e.pauseOf(t)
+// pauses are the pauses in force: loaded from the store at the start of a
+// term, changed by the pause and resume requests, read by the dispatcher
+// (a due instance under a pause goes to PAUSED) and the resolver (one
+// released under a pause too). Which pause covers a task is one rule,
+// store.PauseSet.Covering, which the API's views use as well. The loop
+// goroutine owns it.
+type pauses struct{ store.PauseSet }
+
+// of returns the pause that covers task t, if any.
+func (p *pauses) of(t *taskInfo) (store.Pause, bool) {
+	return p.Covering(t.id, t.def.Group, t.def.Pipeline)
+}
+
+// by says whether a pause covers task t, and which.
+func (p *pauses) by(t *taskInfo) (string, bool) {
+	ps, ok := p.of(t)
 	if !ok {
 		return "", false
 	}
-	return pauseText(p, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), true
-}
-
-// pauseOf returns the pause that covers task t, if any.
-func (e *Engine) pauseOf(t *taskInfo) (store.Pause, bool) {
-	for _, k := range []string{"task/" + t.id, "group/" + t.def.Group, "pipeline/" + t.def.Pipeline} {
-		if p, ok := e.paused[k]; ok {
-			return p, true
-		}
-	}
-	return store.Pause{}, false
+	return pauseText(ps, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), true
 }
 
 // pauseText says who paused what, when (formatted by stamp) and why.
@@ -229,10 +232,7 @@ func (e *Engine) loadPauses(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.paused = map[string]store.Pause{}
-	for _, p := range ps {
-		e.paused[string(p.Scope)+"/"+p.Name] = p
-	}
+	e.paused = pauses{store.NewPauseSet(ps)}
 	return nil
 }
 
@@ -243,14 +243,14 @@ func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (stri
 	if err != nil {
 		return "", err
 	}
-	if p, ok := e.paused[string(r.Scope)+"/"+r.Target]; ok {
+	if p, ok := e.paused.Get(r.Scope, r.Target); ok {
 		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", r.Scope, r.Target, p.Actor, p.At.Format(time.RFC3339))
 	}
 	p := store.Pause{Scope: r.Scope, Name: r.Target, Actor: by.Actor, Reason: by.Reason, At: now}
 	if err := e.w().SetPause(ctx, p); err != nil {
 		return "", err
 	}
-	e.paused[string(r.Scope)+"/"+r.Target] = p
+	e.paused.Add(p)
 	var params []store.TransitionParams
 	running := 0
 	for _, t := range tasks {
@@ -262,7 +262,7 @@ func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (stri
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Paused,
 				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "paused: " + cmp.Or(by.Reason, "operator")})
 		}
-		running += e.runningByTask[t.id]
+		running += e.running.live(t.id)
 	}
 	n, err := e.transitionAll(ctx, params)
 	if err != nil {
@@ -282,7 +282,7 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, e.cfg.Now(), &settled))
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		return 0, err
 	}
 	n := 0
@@ -294,7 +294,7 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 		n++
 		id := params[i].InstanceID
 		delete(e.pending, id) // a stale wheel or queue entry would fail its CAS anyway
-		e.dropCachedRunOf(id)
+		e.runs.dropRunOf(id)
 		if to := params[i].To; to == axtype.Failed || to == axtype.Killed || to == axtype.Success {
 			if in, err := e.st.Instance(ctx, id); err == nil && e.tasks[in.TaskID] != nil {
 				ended = append(ended, e.tasks[in.TaskID])
@@ -315,16 +315,16 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 	if err != nil {
 		return "", err
 	}
-	if _, ok := e.paused[string(r.Scope)+"/"+r.Target]; !ok {
+	if _, ok := e.paused.Get(r.Scope, r.Target); !ok {
 		return "", fmt.Errorf("%s %s is not paused", r.Scope, r.Target)
 	}
 	if err := e.w().ClearPause(ctx, r.Scope, r.Target); err != nil {
 		return "", err
 	}
-	delete(e.paused, string(r.Scope)+"/"+r.Target)
+	e.paused.Remove(r.Scope, r.Target)
 	var woken []axtype.Instance
 	for _, t := range tasks {
-		if _, still := e.pausedBy(t); still {
+		if _, still := e.paused.of(t); still {
 			continue
 		}
 		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Paused}, Limit: 1 << 20, ByLogicalTime: true, Ascending: true})
@@ -345,7 +345,7 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 				in := insts[i]
 				in.State, in.Version = axtype.Waiting, r.Version
 				woken = append(woken, in)
-				e.dropCachedRunOf(in.ID)
+				e.runs.dropRunOf(in.ID)
 			}
 		}
 	}
@@ -378,7 +378,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []axtype.Instance, now
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		return 0, 0, err
 	}
 	e.released(ctx, settled, relRes)
@@ -389,7 +389,7 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []axtype.Instance, now
 				return 0, 0, err
 			}
 			if in.State == axtype.Scheduled {
-				e.dropCachedRunOf(in.ID)
+				e.runs.dropRunOf(in.ID)
 				e.enqueue(ctx, in)
 			}
 		}
@@ -409,13 +409,11 @@ func (e *Engine) wokenReady(ctx context.Context, insts []axtype.Instance, now ti
 		if ti == nil {
 			continue
 		}
-		rs, err := e.run(ctx, in.RunID)
+		rs, err := e.runs.get(ctx, in.RunID)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if ref := rs.inst[ti.id]; ref != nil {
-			ref.state, ref.version = axtype.Waiting, in.Version
-		}
+		rs.set(ti.id, axtype.Waiting, in.Version)
 		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
 		if err != nil {
 			return nil, nil, nil, err
@@ -597,8 +595,8 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 	if err != nil {
 		return "", false, err
 	}
-	e.dropCachedRunOf(in.ID)
-	rs, err := e.run(ctx, in.RunID)
+	e.runs.dropRunOf(in.ID)
+	rs, err := e.runs.get(ctx, in.RunID)
 	if err != nil {
 		return "", false, err
 	}
@@ -659,8 +657,8 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 		if err != nil {
 			return "", err
 		}
-		for _, id := range sortedIDs(e.running) {
-			if e.running[id].task == t {
+		for _, id := range e.running.ids() {
+			if e.running.get(id).task == t {
 				ids = append(ids, id)
 			}
 		}
@@ -669,7 +667,7 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 		}
 	}
 	for _, id := range ids {
-		if e.running[id] == nil {
+		if e.running.get(id) == nil {
 			return "", fmt.Errorf("instance %d is RUNNING but not known to this scheduler: wait for its timeout", id)
 		}
 	}
@@ -699,7 +697,7 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 		if e.tasks[in.TaskID] == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
-		e.dropCachedRunOf(in.ID)
+		e.runs.dropRunOf(in.ID)
 		again = append(again, in)
 		if in.Attempt == 0 {
 			// Ended without running (its upstream failed, its wait limit
@@ -955,8 +953,8 @@ func (e *Engine) setLimits(ctx context.Context, r SetLimits, now time.Time) (str
 }
 
 // limits returns the limits in force.
-func (e *Engine) limits() Limits {
-	return Limits{Limits: e.bucket.Limits(), Pools: e.pool.limits()}
+func (d *dispatcher) limits() Limits {
+	return Limits{Limits: d.bucket.Limits(), Pools: d.pool.limits()}
 }
 
 // ErrBadStoredLimits is StoredLimits's error for a stored value it cannot
@@ -1051,16 +1049,16 @@ func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
 
 // applyLimits puts l in force as a whole: a group rate or cap in force now
 // but not in l is lifted.
-func (e *Engine) applyLimits(l Limits, now time.Time) {
-	cur := e.limits()
-	e.bucket.SetGlobal(l.Global, now)
+func (d *dispatcher) applyLimits(l Limits, now time.Time) {
+	cur := d.limits()
+	d.bucket.SetGlobal(l.Global, now)
 	for g := range cur.Groups {
 		if _, ok := l.Groups[g]; !ok {
-			e.bucket.SetGroup(g, 0, now)
+			d.bucket.SetGroup(g, 0, now)
 		}
 	}
 	for g, r := range l.Groups {
-		e.bucket.SetGroup(g, r, now)
+		d.bucket.SetGroup(g, r, now)
 	}
 	caps := maps.Clone(l.GroupMaxRunning)
 	for g := range cur.GroupMaxRunning {
@@ -1071,7 +1069,7 @@ func (e *Engine) applyLimits(l Limits, now time.Time) {
 			caps[g] = 0
 		}
 	}
-	e.pool.set(&l.MaxRunning, caps)
+	d.pool.set(&l.MaxRunning, caps)
 }
 
 func (e *Engine) publishLimits(l Limits) {

@@ -100,12 +100,12 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 				return err
 			}
 		}
-		if a := e.running[in.ID]; a != nil && a.ticket == in.Ticket {
+		if a := e.running.get(in.ID); a != nil && a.ticket == in.Ticket {
 			a.version = in.Version // running here already (the lease was retaken)
 			continue
 		}
 		deadline := in.StartedAt.Add(ti.def.Timeout)
-		live := e.kindOf(ctx, in.RunID) == axtype.RunSchedule
+		live := e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule
 		if !ti.removed && !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd) {
 			// Claimed ahead for a fire time after the end of the previous
 			// term's lease: that process started nothing so late (it starts held
@@ -232,12 +232,12 @@ func (e *Engine) giveBack(ctx context.Context, now time.Time) {
 	}
 	clear(e.held)
 	for _, id := range sortedIDs(why) {
-		a := e.running[id]
+		a := e.running.get(id)
 		if a == nil {
 			continue
 		}
 		a.interrupted = true
-		e.unapplied = append(e.unapplied, outcome{instance: id, notStarted: why[id],
+		e.gather(outcome{instance: id, notStarted: why[id],
 			res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: why[id]}})
 	}
 	if len(why) == 0 {
@@ -338,7 +338,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		a.slot = e.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
 	}
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
-		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: e.paramsOf(a.runID, t.Params),
+		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: e.runs.paramsOf(a.runID, t.Params),
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(e.execCtx)
 	a.cancel = cancel
@@ -396,31 +396,4 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
 		e.results <- outcome{instance: id, res: res, logs: logs}
 	}()
-}
-
-func (e *Engine) dropCachedRunOf(instance int64) {
-	for id, rs := range e.runs {
-		for _, ref := range rs.inst {
-			if ref.id == instance {
-				delete(e.runs, id)
-				return
-			}
-		}
-	}
-}
-
-// kindOf returns the kind of a run (cached; schedule when unknown).
-func (e *Engine) kindOf(ctx context.Context, runID int64) axtype.RunKind {
-	if k, ok := e.runKind[runID]; ok {
-		return k
-	}
-	r, err := e.st.Run(ctx, runID)
-	if err != nil {
-		return axtype.RunSchedule
-	}
-	if len(e.runKind) > 100_000 {
-		clear(e.runKind)
-	}
-	e.runKind[r.ID] = r.Kind
-	return r.Kind
 }

@@ -6,17 +6,21 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/store"
 )
 
 // dispatcher owns the way from due to running: the priority queue of due
-// instances, the token buckets (global and group rates, and the reduced
-// rates of tasks whose breaker is open), the concurrency caps and start
-// queue (pool), and the attempts claimed ahead of their fire time with the
-// gates that start them. The loop goroutine owns it, but for the pool's
-// start queue, which attempt goroutines wait on under the pool's own lock.
+// instances, the attempts in flight (inflight.go: added at hand-out,
+// removed when the completer records their end), the token buckets
+// (global and group rates, and the reduced rates of tasks whose breaker is
+// open) with the per-task breakers (breaker.go), the concurrency caps and
+// start queue (pool), and the attempts claimed ahead of their fire time
+// with the gates that start them. The loop goroutine owns it, but for the
+// pool's start queue, which attempt goroutines wait on under the pool's own
+// lock.
 //
 // Its rules: an instance leaves the queue only when it is not paused, the
 // overlap policy lets it go at its fire time (overlap.go), a cap has room
@@ -26,8 +30,10 @@ import (
 // does) nor readiness (ready.go).
 type dispatcher struct {
 	queue   queue.Queue[int64]
+	running inflight // the attempts in flight (inflight.go)
 	bucket  *bucket.Bucket
 	tripped *bucket.Bucket          // per-task buckets of tasks whose breaker is open
+	brk     *breaker.Breaker        // per-task circuit breakers, fed by the completer; kept across terms
 	pool    *pool                   // concurrency caps and what runs against them
 	held    map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
 	gates   map[int64]chan struct{} // by fire time (Unix ms): closed to start the attempts held for it
@@ -43,6 +49,7 @@ type dispatcher struct {
 // as primary (the store is read again into it).
 func (d *dispatcher) newTerm(cfg Config, now time.Time) {
 	d.queue = queue.Queue[int64]{}
+	d.running = newInflight()
 	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
 	d.tripped = bucket.New(bucket.Limits{}, now)
@@ -153,7 +160,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 		e.pool.remove(t) // the recorded ones are counted by track below
 	}
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		// Nothing was recorded, so nothing runs: put them back for the next try.
 		e.pushBack(b.picked)
 		return false, fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(b.params), err)
@@ -180,7 +187,7 @@ func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, e
 // batch should stop taking from the queue (too many held back at once).
 func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
 	if !p.manual {
-		if why, paused := e.pausedBy(p.task); paused {
+		if why, paused := e.paused.by(p.task); paused {
 			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
 				Epoch: e.epoch, Now: now, Actor: Actor, Reason: "due while " + why})
 			b.picked = append(b.picked, id)
@@ -216,7 +223,7 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 	p.capped = ""
 	e.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
 	b.reserved = append(b.reserved, p.task)
-	b.params = append(b.params, e.startTransition(id, p, now))
+	b.params = append(b.params, startTransition(id, p, e.epoch, now))
 	b.picked = append(b.picked, id)
 	if p.kind == axtype.RunSchedule {
 		b.claimed[p.task.id]++
@@ -231,7 +238,7 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bool {
 	due := time.UnixMilli(p.at)
 	running, held := 0, 0
-	if e.runningByTask[p.task.id] > 0 {
+	if e.running.live(p.task.id) > 0 {
 		if b.live == nil {
 			b.live = e.liveByTask()
 		}
@@ -259,7 +266,7 @@ func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bo
 
 // startTransition is the SCHEDULED or RETRYING → RUNNING of instance id
 // with a fresh ticket: started now, or, claimed ahead, at its fire time.
-func (e *Engine) startTransition(id int64, p *pend, now time.Time) store.TransitionParams {
+func startTransition(id int64, p *pend, epoch int64, now time.Time) store.TransitionParams {
 	ticket, att, zero := newTicket(), p.attempt+1, time.Time{}
 	why := fmt.Sprintf("dispatch attempt %d", att)
 	started := now
@@ -269,7 +276,7 @@ func (e *Engine) startTransition(id int64, p *pend, now time.Time) store.Transit
 	}
 	return store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
 		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
-		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
+		Epoch: epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 			Detail: dueDetail(p.at)},
 	}
@@ -313,12 +320,12 @@ func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time
 	if r.Err != nil {
 		// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
 		e.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
-		e.dropCachedRunOf(id) // its cached state is stale: read the run again when needed
+		e.runs.dropRunOf(id) // its cached state is stale: read the run again when needed
 		return false
 	}
 	if to := b.params[i].To; to != axtype.Running {
 		e.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", b.params[i].Reason)
-		e.dropCachedRunOf(id)
+		e.runs.dropRunOf(id)
 		return false
 	}
 	started := *b.params[i].Set.StartedAt
@@ -326,11 +333,7 @@ func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time
 		attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
 	e.track(id, a)
-	if rs := e.runs[p.runID]; rs != nil {
-		if ref := rs.inst[p.task.id]; ref != nil {
-			ref.state, ref.version = axtype.Running, r.Version
-		}
-	}
+	e.runs.setState(p.runID, p.task.id, axtype.Running, r.Version)
 	if p.throttled {
 		e.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
 	}

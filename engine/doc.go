@@ -10,23 +10,31 @@
 // hot path):
 //
 //   - leadership (lease.go): the term as primary — its epoch, the keeper
-//     that renews the lease on a timer and goroutine of its own, and the
-//     fence through which every write of the term goes (R44).
+//     that renews the lease on a timer and goroutine of its own, the fence
+//     through which every write of the term goes (R44), and what is known
+//     of the term before (who held it, when it ended).
 //   - planner (planner.go, trigger.go, misfire.go): the triggers, runs
 //     created ahead for every fire inside the window, the misfire rule for
 //     fires that passed unrun, and the time wheel of instances due soon.
-//   - resolver (ready.go, settle.go): readiness and failure propagation,
-//     one pure rule (decide, settle) of a run's instances; settle.go reads
-//     what it needs and turns its verdicts into transitions.
-//   - dispatcher (dispatcher.go, dispatch.go, overlap.go, pool.go): the
-//     priority queue of due instances, pauses, the overlap policy judged
-//     at the fire time, rate limits, concurrency caps, claims ahead of the
-//     fire time, and the hand-out of recorded starts to executors.
-//   - completer (completer.go): results, retries, timeouts and give-backs
-//     (one pure rule, judgeResult), recorded with the downstream they
-//     settle, and the releases of what waited on them.
+//   - resolver (ready.go, settle.go, runcache.go): readiness and failure
+//     propagation, one pure rule (decide, settle) of a run's instances;
+//     settle.go reads what it needs and turns its verdicts into
+//     transitions. It owns the run cache (runCache), the store's runs as
+//     the rule reads them, which everyone else reaches through its methods.
+//   - dispatcher (dispatcher.go, dispatch.go, inflight.go, overlap.go,
+//     pool.go, breaker.go): the priority queue of due instances, the
+//     attempts in flight (inflight), the overlap policy judged at the fire
+//     time, rate limits and the breakers that cut a task's rate,
+//     concurrency caps, claims ahead of the fire time, and the hand-out of
+//     recorded starts to executors.
+//   - completer (completer.go, sweep.go, orphan.go, inbox.go): results,
+//     retries, timeouts and give-backs (one pure rule, judgeResult),
+//     recorded with the downstream they settle, and the releases of what
+//     waited on them. Every outcome comes in through gather; what the
+//     executor sweep remembers (refusals, inherited attempts) is its own.
 //   - operator requests (request.go, control.go, settleop.go): a sealed
-//     set of typed requests applied on the loop.
+//     set of typed requests applied on the loop, and the pauses in force
+//     (pauses), whose coverage rule is store.PauseSet.Covering.
 //   - backfiller (backfill.go): runs of past logical times, a few at a time,
 //     stepped as results come in and the store polled every second.
 //
@@ -46,7 +54,8 @@
 //	 ▼                                                                     │
 //	dispatcher  queue by priority; paused? overlap at the fire time?       │
 //	 │          a cap free? a token? then SCHEDULED → RUNNING with a       │
-//	 │          fresh ticket, recorded before any executor sees it         │
+//	 │          fresh ticket, recorded before any executor sees it; the    │
+//	 │          attempt is in flight (inflight) until its end is recorded  │
 //	 ▼                                                                     │
 //	workers     executors, in goroutines of their own (HTTP results        │
 //	 │          also through the inbox)                                    │
@@ -54,7 +63,8 @@
 //	 ▼                                                                     │
 //	completer   RUNNING → SUCCESS, FAILED, KILLED, or RETRYING ────────────┘
 //	            (at its backoff time); in the same transaction, the run's
-//	            downstream that the resolver settles (R40)
+//	            downstream that the resolver settles (R40); the attempt
+//	            leaves inflight, the breaker learns the outcome
 //
 //	leadership  the keeper renews the lease on a timer of its own; every
 //	            write above goes through the fence of the term's epoch, and

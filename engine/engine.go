@@ -68,31 +68,24 @@ type Engine struct {
 	tasks map[string]*taskInfo
 
 	// Owned by the loop.
-	planner       // triggers, wheel, window (planner.go)
-	resolver      // readiness and failure propagation (settle.go, ready.go)
-	leadership    // epoch, lease, fence of the term (lease.go)
-	dispatcher    // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer     // results, retries, timeouts, releases (completer.go)
-	backfiller    // backfills in progress (backfill.go)
-	brk           *breaker.Breaker
-	running       map[int64]*attempt // by instance id
-	runs          map[int64]*runState
-	retryAt       time.Time // after a store error: when to try again
-	failures      int
-	execCtx       context.Context
-	reqs          chan request
-	paused        map[string]store.Pause // "scope/name"
-	runningByTask map[string]int
-	runKind       map[int64]axtype.RunKind
-	runParams     map[int64]map[string]any // the --param values of manual runs that have some
-	opsPolled     time.Time
+	planner               // triggers, wheel, window (planner.go)
+	resolver              // readiness and failure propagation (settle.go, ready.go)
+	leadership            // epoch, lease, fence of the term (lease.go)
+	dispatcher            // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer             // results, retries, timeouts, releases (completer.go)
+	backfiller backfiller // backfills in progress (backfill.go)
+	retryAt    time.Time  // after a store error: when to try again
+	failures   int
+	execCtx    context.Context
+	reqs       chan request
+	paused     pauses // in force (control.go)
+	opsPolled  time.Time
 	// opsApplied are queued requests applied whose outcome is not
 	// recorded yet (the store failed as it was written): recorded on the
 	// next polls, never applied again.
 	opsApplied  map[int64]opOutcome
 	inboxPolled time.Time
-	hasHTTP     bool   // some task runs on HTTP executors: read the results inbox
-	watch       *watch // the executor sweep's memory
+	hasHTTP     bool // some task runs on HTTP executors: read the results inbox
 	execWG      sync.WaitGroup
 	gone        map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m           *metrics
@@ -138,10 +131,10 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		planner: planner{pending: map[int64]*pend{}}, running: map[int64]*attempt{}, runs: map[int64]*runState{},
-		completer: completer{results: make(chan outcome, 4096)}, brk: breaker.New(cfg.Breaker), reqs: make(chan request), watch: newWatch(),
-		paused: map[string]store.Pause{}, runningByTask: map[string]int{}, runKind: map[int64]axtype.RunKind{}, runParams: map[int64]map[string]any{}, backfiller: backfiller{backfills: map[int64]*bfState{}},
-		reloadSig: make(chan struct{}, 1)}
+		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, resolver: resolver{runs: newRunCache(st)},
+		completer: completer{results: make(chan outcome, 4096), watch: newWatch()}, reqs: make(chan request),
+		backfiller: backfiller{backfills: map[int64]*bfState{}},
+		reloadSig:  make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
 	// no longer safely held, even while the loop is busy or was stopped.
@@ -163,7 +156,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
 	e.g, e.tasks, e.trigs = g, tasks, trigs
 	e.hasHTTP = hasHTTPTasks(tasks)
-	e.tuneBreakers(g)
+	e.dispatcher.tuneBreakers(g)
 	e.resolver.setGraph(g, tasks)
 	e.cur.Store(g)
 }
@@ -228,7 +221,7 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish(now time.Time) {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
-	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), len(e.running)
+	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), e.running.len()
 	e.stats.Leader = e.leader(now)
 	e.stats.RenewLateMax = 0
 	if k := e.lease.Load(); k != nil {
@@ -295,7 +288,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	defer func() {
 		stopKeeper()
 		keepWG.Wait()
-		e.lease.Store(nil)
+		e.leadership.end()
 	}()
 	e.leadership.begin(l, k, e.st.Fence(l.Epoch), now)
 	e.takeNext() // a set reloaded while standing by
@@ -331,8 +324,8 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 func (e *Engine) newTerm(now time.Time) {
 	e.dispatcher.newTerm(e.cfg, now)
 	e.planner.newTerm(now, e.cfg.Window)
-	e.runs, e.running, e.runningByTask = map[int64]*runState{}, map[int64]*attempt{}, map[string]int{}
-	e.backfills = map[int64]*bfState{}
+	e.runs.invalidate()
+	e.backfiller.newTerm()
 	e.completer.reset()
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
 }
@@ -343,7 +336,7 @@ func (e *Engine) newTerm(now time.Time) {
 func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelCauseFunc) error {
 	// Ticks on whole seconds, so that a fire at 02:00:00 is dispatched at
 	// 02:00:00 and not up to a second later.
-	tick := time.NewTimer(e.untilNextSecond())
+	tick := time.NewTimer(untilNextSecond(e.cfg.Now()))
 	defer tick.Stop()
 	topUp := time.NewTicker(e.cfg.TopUp)
 	defer topUp.Stop()
@@ -358,7 +351,7 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 		case <-ctx.Done():
 			return e.shutdown(cancelExec, k)
 		case <-tick.C:
-			tick.Reset(e.untilNextSecond())
+			tick.Reset(untilNextSecond(e.cfg.Now()))
 			e.turn(ctx, false)
 		case <-topUp.C:
 			e.turn(ctx, true)
@@ -377,7 +370,7 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 		case <-e.again:
 			e.turn(ctx, false)
 		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
+			e.gather(o)
 			e.drainResults()
 			e.turn(ctx, false)
 		case <-e.wake.C:
@@ -414,8 +407,8 @@ func (e *Engine) serve(ctx context.Context, req request) bool {
 	return true
 }
 
-func (e *Engine) untilNextSecond() time.Duration {
-	now := e.cfg.Now()
+// untilNextSecond is how long from now to the next whole second.
+func untilNextSecond(now time.Time) time.Duration {
 	return now.Truncate(time.Second).Add(time.Second).Sub(now)
 }
 
@@ -430,13 +423,7 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 			if l.Broke != "" {
 				e.log.Warn("lease_holder_stalled_in_write", "holder", e.cfg.Holder, "ended", l.Broke)
 			}
-			e.prevHolder, e.prevLeaseEnd = "", time.Time{}
-			if perr == nil {
-				e.prevHolder = prev.Holder
-				if l.Epoch == prev.Epoch+1 {
-					e.prevLeaseEnd = prev.ExpiresAt // the previous term started nothing from here on
-				}
-			}
+			e.leadership.took(l, prev, perr == nil)
 			return l, nil
 		case errors.Is(err, store.ErrLeaseHeld) && e.cfg.FailIfHeld:
 			return store.Lease{}, fmt.Errorf("engine: %w", err)
@@ -585,7 +572,7 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	e.leadership.retake(l, e.st.Fence(l.Epoch))
 	e.planner.newTerm(now, e.cfg.Window)
 	e.queue = queue.Queue[int64]{}
-	e.runs = map[int64]*runState{}
+	e.runs.invalidate()
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err)
 		e.restart = true // redone by the next turns (finishRetake) until it succeeds
@@ -621,10 +608,17 @@ var errInterrupted = fmt.Errorf("engine: interrupted by shutdown: %w", runner.Er
 
 // startFailed ends a term whose start failed with err: a stop asked
 // meanwhile (its reads fail with the cancelled context) is a clean
-// shutdown, which gives the lease back; any other error is returned.
+// shutdown, which gives the lease back; a write refused for a stale epoch
+// (the process stalled while it started and another took the lease) ends
+// the term as a lost lease does, and the process stands by again; any
+// other error is returned.
 func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.CancelCauseFunc, k *keeper) error {
 	if ctx.Err() != nil {
 		return e.shutdown(cancelExec, k)
+	}
+	if errors.Is(err, store.ErrNotLeader) {
+		e.interrupt(cancelExec, err)
+		return fmt.Errorf("%w: fenced while the term started: %w", errLeaseLost, err)
 	}
 	return err
 }
@@ -640,8 +634,8 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	timer := time.NewTimer(e.cfg.Grace)
 	defer timer.Stop()
 	e.collect(func() <-chan time.Time {
-		if len(e.running) > 0 {
-			e.log.Info("shutdown_waiting", "running", len(e.running), "grace", e.cfg.Grace.String())
+		if e.running.len() > 0 {
+			e.log.Info("shutdown_waiting", "running", e.running.len(), "grace", e.cfg.Grace.String())
 		}
 		return timer.C
 	}, func() {
@@ -658,8 +652,8 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 // interrupt cancels the attempts running here with cause, marked
 // interrupted: unless one succeeds anyway, its outcome is not a failure of
 // its own (a shutdown gives it back; a lost lease leaves it to the primary).
-func (e *Engine) interrupt(cancelExec context.CancelCauseFunc, cause error) {
-	for _, a := range e.running {
+func (d *dispatcher) interrupt(cancelExec context.CancelCauseFunc, cause error) {
+	for _, a := range d.running.all() {
 		if a.cancel != nil {
 			a.interrupted = true
 		}
@@ -686,7 +680,7 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			e.drainResults()
 			return
 		case o := <-e.results:
-			e.unapplied = append(e.unapplied, o)
+			e.gather(o)
 			e.drainResults()
 			if e.leader(e.cfg.Now()) || e.lease.Load().released.Load() {
 				if err := e.applyAll(ctx); err != nil {

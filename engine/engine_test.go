@@ -67,6 +67,13 @@ type env struct {
 // function executor records every call. Call it inside synctest.Test.
 func setup(t *testing.T, cfg Config, fns map[string]func(context.Context, runner.Attempt) error, srcs ...string) *env {
 	t.Helper()
+	return setupOn(t, cfg, fns, nil, srcs...)
+}
+
+// setupOn is setup with before called on the store before the engine starts
+// (a fault to inject into the first term's start, for example).
+func setupOn(t *testing.T, cfg Config, fns map[string]func(context.Context, runner.Attempt) error, before func(*store.Store), srcs ...string) *env {
+	t.Helper()
 	var pls []*defs.Pipeline
 	for i, src := range srcs {
 		p, errs := defs.Parse(fmt.Sprintf("p%d.yaml", i), []byte(src), defs.Options{Now: time.Now()})
@@ -84,6 +91,9 @@ func setup(t *testing.T, cfg Config, fns map[string]func(context.Context, runner
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	if before != nil {
+		before(st)
+	}
 	rec := &recorder{fn: fns}
 	funcs := runner.NewFunctions(func(a runner.Attempt) string { return "record" })
 	if err := funcs.Register("record", rec.record); err != nil {

@@ -86,13 +86,13 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		if p := e.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
 		}
-		if a := e.running[id]; a != nil && a.queued && a.begun.Load() == 0 {
+		if a := e.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {
 			v.starting = e.pool.state()
 		}
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
 		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
-		v.pause, v.isPaused = e.pauseOf(t)
+		v.pause, v.isPaused = e.paused.of(t)
 	}, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:

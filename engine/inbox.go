@@ -53,13 +53,13 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 			rep = runner.Report{Ticket: en.Ticket, Status: runner.StatusFailed, Error: "result unreadable in the inbox: " + err.Error()}
 		}
 		if byTicket == nil {
-			byTicket = make(map[string]int64, len(e.running))
-			for id, a := range e.running {
+			byTicket = make(map[string]int64, e.running.len())
+			for id, a := range e.running.all() {
 				byTicket[a.ticket] = id
 			}
 		}
 		id := byTicket[en.Ticket]
-		if a := e.running[id]; a != nil && !a.orphan {
+		if a := e.running.get(id); a != nil && !a.orphan {
 			// Its goroutine waits for the result by callback here; when the
 			// result reached this server it has it already.
 			if d, ok := e.execs[a.task.def.Executor.Kind].(Deliverer); ok {
@@ -67,7 +67,7 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 			}
 			continue
 		}
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: reportResult(rep)})
+		e.gather(outcome{instance: id, res: reportResult(rep)})
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func (e *Engine) readsInbox() bool {
 	if e.hasHTTP {
 		return true
 	}
-	for _, a := range e.running {
+	for _, a := range e.running.all() {
 		if a.orphan {
 			return true
 		}
@@ -97,7 +97,7 @@ func (e *Engine) readsInbox() bool {
 // for the primary to judge, and a give-back never started.
 func (e *Engine) leaveResults(ctx context.Context, now time.Time) {
 	for _, o := range e.unapplied {
-		a := e.running[o.instance]
+		a := e.running.get(o.instance)
 		if a == nil || a.givenBack(o) || o.resolve != "" || o.notStarted != "" || o.res.Refused || o.res.Ticket != a.ticket ||
 			(o.res.Status != runner.StatusSuccess && o.res.Status != runner.StatusFailed) {
 			continue

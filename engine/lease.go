@@ -262,6 +262,23 @@ func (s *leadership) begin(l store.Lease, k *keeper, fence *store.Fence, now tim
 	s.fence.Store(fence)
 }
 
+// took records, for lease l just taken, what is known of the lease before
+// it (prev, when known): who held it, and, when l directly follows it, when
+// it ended: the previous term started nothing from then on.
+func (s *leadership) took(l, prev store.Lease, known bool) {
+	s.prevHolder, s.prevLeaseEnd = "", time.Time{}
+	if !known {
+		return
+	}
+	s.prevHolder = prev.Holder
+	if l.Epoch == prev.Epoch+1 {
+		s.prevLeaseEnd = prev.ExpiresAt
+	}
+}
+
+// end ends the term: this process stands by, holding no lease.
+func (s *leadership) end() { s.lease.Store(nil) }
+
 // retake moves the term to the epoch of lease l, which the keeper took
 // again after losing it; who held it meanwhile is not known, so there is
 // no claimed-ahead horizon.

@@ -55,8 +55,8 @@ func (e *Engine) resolveOrphans(exs []store.Executor) {
 	}
 	var asks []ask
 	perExec := map[string][]string{} // address → tickets
-	for _, id := range sortedIDs(e.running) {
-		a := e.running[id]
+	for _, id := range e.running.ids() {
+		a := e.running.get(id)
 		if !a.orphan || a.task.def.Executor.Kind != defs.ExecHTTP || e.watch.asking[id] || len(serving[a.task.id]) == 0 {
 			continue
 		}
@@ -115,7 +115,7 @@ func (e *Engine) resolveOrphans(exs []store.Executor) {
 // executors answered about an inherited ticket that has no result yet.
 func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
 	delete(e.watch.asking, o.instance)
-	a := e.running[o.instance]
+	a := e.running.get(o.instance)
 	if a == nil || a.ticket != o.res.Ticket || !a.orphan {
 		return nil // its result came meanwhile
 	}
@@ -146,8 +146,8 @@ func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
 
 // resultQueued reports whether a result for instance's ticket waits to be
 // recorded.
-func (e *Engine) resultQueued(instance int64, ticket string) bool {
-	for _, o := range e.unapplied {
+func (c *completer) resultQueued(instance int64, ticket string) bool {
+	for _, o := range c.unapplied {
 		if o.instance == instance && o.res.Ticket == ticket && o.resolve == "" {
 			return true
 		}
@@ -177,7 +177,7 @@ const groupCheckEvery = time.Second
 // unknown-outcome rule of R27: it fails at its timeout.
 func (e *Engine) inheritProcs(ctx context.Context, now time.Time) error {
 	var tickets []string
-	for _, a := range e.running {
+	for _, a := range e.running.all() {
 		if a.orphan && a.task.def.Executor.Kind == defs.ExecCommand {
 			tickets = append(tickets, a.ticket)
 		}
@@ -189,7 +189,7 @@ func (e *Engine) inheritProcs(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: read where inherited commands run: %w", err)
 	}
-	for id, a := range e.running {
+	for id, a := range e.running.all() {
 		if r, ok := procs[a.ticket]; ok && a.orphan {
 			a.proc = &runner.Process{Host: r.Host, Boot: r.Boot, PidNS: r.PidNS, Pgid: r.Pgid, Start: r.Start}
 			if a.proc.Local() {
@@ -220,7 +220,7 @@ func (e *Engine) checkGroups(now time.Time) {
 		procs []runner.Process
 	)
 	for _, id := range sortedIDs(e.watch.groups) {
-		if a := e.running[id]; a == nil || a != e.watch.groups[id] || a.proc == nil {
+		if a := e.running.get(id); a == nil || a != e.watch.groups[id] || a.proc == nil {
 			delete(e.watch.groups, id) // ended, or timed out
 			continue
 		}
@@ -233,10 +233,10 @@ func (e *Engine) checkGroups(now time.Time) {
 		if st != runner.GroupGone {
 			continue
 		}
-		a := e.running[ids[i]]
+		a := e.running.get(ids[i])
 		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
 		e.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
-		e.unapplied = append(e.unapplied, outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
+		e.gather(outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
 		a.proc, a.deadline = nil, now.Add(time.Hour) // not queued twice while the result waits to be recorded
 		delete(e.watch.groups, ids[i])
 	}

@@ -82,15 +82,15 @@ func (l liveAttempts) at(due time.Time) (running, held int) {
 }
 
 // liveByTask gathers the live attempts per task, for one dispatch batch.
-func (e *Engine) liveByTask() map[string]liveAttempts {
-	m := make(map[string]liveAttempts, len(e.runningByTask))
-	for id, a := range e.running {
+func (d *dispatcher) liveByTask() map[string]liveAttempts {
+	m := make(map[string]liveAttempts, d.running.tasks())
+	for id, a := range d.running.all() {
 		if !a.live {
 			continue
 		}
 		l := m[a.task.id]
 		switch start, ok := a.startedAt(); {
-		case e.held[id] != nil || !ok:
+		case d.held[id] != nil || !ok:
 			l.held++
 		default:
 			l.started = append(l.started, start)

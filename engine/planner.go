@@ -68,7 +68,7 @@ func (e *Engine) enqueue(ctx context.Context, in axtype.Instance) {
 		return
 	}
 	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
-		logical: in.LogicalTime, attempt: in.Attempt, kind: e.kindOf(ctx, in.RunID)}
+		logical: in.LogicalTime, attempt: in.Attempt, kind: e.runs.kindOf(ctx, in.RunID)}
 	e.pending[in.ID].manual = e.pending[in.ID].kind == axtype.RunManual
 }
 
@@ -80,7 +80,7 @@ func (e *Engine) load(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("engine: load the window: %w", err)
 	}
 	for _, in := range due {
-		if _, running := e.running[in.ID]; !running {
+		if e.running.get(in.ID) == nil {
 			e.enqueue(ctx, in)
 		}
 	}

@@ -287,41 +287,30 @@ func (p *pool) state() string {
 // track records a as running instance id: in the running set, the overlap
 // count of its task and the pools. Every attempt that starts or is taken
 // over goes through here, and every one that ends through untrack.
-func (e *Engine) track(id int64, a *attempt) {
-	if old := e.running[id]; old != nil {
-		e.untrack(id)
+func (d *dispatcher) track(id int64, a *attempt) {
+	if old := d.running.get(id); old != nil {
+		d.untrack(id)
 	}
-	e.running[id] = a
-	if a.live {
-		e.runningByTask[a.task.id]++
-	}
+	d.running.add(id, a)
 	a.freed = new(atomic.Bool)
-	e.pool.add(a.task)
+	d.pool.add(a.task)
 }
 
 // free gives a's pool slot back, once, from whichever comes first: its
 // executor returning or the loop forgetting it.
-func (e *Engine) free(a *attempt) bool {
+func (d *dispatcher) free(a *attempt) bool {
 	if a.freed == nil || a.freed.Swap(true) { // not counted, or given back already
 		return false
 	}
-	e.pool.remove(a.task)
+	d.pool.remove(a.task)
 	return true
 }
 
 // untrack forgets running instance id.
-func (e *Engine) untrack(id int64) {
-	a := e.running[id]
-	if a == nil {
-		return
+func (d *dispatcher) untrack(id int64) {
+	if a := d.running.remove(id); a != nil {
+		d.free(a)
 	}
-	delete(e.running, id)
-	if a.live {
-		if e.runningByTask[a.task.id]--; e.runningByTask[a.task.id] <= 0 {
-			delete(e.runningByTask, a.task.id)
-		}
-	}
-	e.free(a)
 }
 
 // set changes the caps: a nil global keeps it; a group at 0 lifts its cap.

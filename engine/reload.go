@@ -202,8 +202,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	droppedRun := map[int64]bool{}
 	for _, id := range dropped {
 		droppedRun[id] = true
-		delete(e.runs, id)
-		delete(e.runKind, id)
+		e.runs.forget(id)
 	}
 	for id, p := range e.pending {
 		nt := tasks[p.task.id]
@@ -213,7 +212,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		}
 		p.task = nt
 	}
-	for _, a := range e.running {
+	for _, a := range e.running.all() {
 		if nt := tasks[a.task.id]; nt != nil {
 			a.task = nt
 		} else if !a.task.removed {
@@ -304,7 +303,7 @@ func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, no
 	}
 	for i, r := range res {
 		if r.Err == nil {
-			e.dropCachedRunOf(params[i].InstanceID)
+			e.runs.dropRunOf(params[i].InstanceID)
 		}
 	}
 }
@@ -337,6 +336,6 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 		a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
 		delete(e.held, id)
 		e.untrack(id)
-		e.dropCachedRunOf(id)
+		e.runs.dropRunOf(id)
 	}
 }

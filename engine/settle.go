@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +25,7 @@ import (
 // completer, the dispatcher and the operator requests record what it
 // returns, in their own transactions.
 type resolver struct {
+	runs  runCache              // the runs read from the store (runcache.go)
 	nodes map[string]settleNode // the graph as the readiness rule sees it
 	// limited are the tasks whose waits can fail by time: an upstream in
 	// another pipeline, or a wait_timeout.
@@ -59,7 +59,7 @@ func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
 // each the other pipeline's instance of the same logical time, or the latest
 // before it. In a backfill run they are outside the selection: satisfied.
 func (e *Engine) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]upstreamView, error) {
-	if len(d.cross) == 0 || e.kindOf(ctx, rs.id) == axtype.RunBackfill {
+	if len(d.cross) == 0 || e.runs.kindOf(ctx, rs.id) == axtype.RunBackfill {
 		return nil, nil
 	}
 	out := make([]upstreamView, 0, len(d.cross))
@@ -127,7 +127,7 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 		case verdictReady:
 			at := now.Add(d.def.Delay)
 			in.NextFireAt = at
-			if why, paused := e.pausedBy(d); paused && e.kindOf(ctx, rs.id) != axtype.RunManual {
+			if why, paused := e.paused.by(d); paused && e.runs.kindOf(ctx, rs.id) != axtype.RunManual {
 				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,
 					Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 				continue
@@ -163,7 +163,7 @@ func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.T
 			return nil, err
 		}
 		for _, w := range waiting {
-			rs, err := e.run(ctx, w.RunID)
+			rs, err := e.runs.get(ctx, w.RunID)
 			if err != nil {
 				return nil, err
 			}
@@ -223,7 +223,7 @@ func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParam
 			if ti == nil || len(ti.down) == 0 {
 				continue
 			}
-			rs, err := e.run(ctx, in.RunID)
+			rs, err := e.runs.get(ctx, in.RunID)
 			if err != nil {
 				return nil, err
 			}
@@ -240,11 +240,8 @@ func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParam
 // the downstream in the same run that its outcome settles. The one home of
 // that step for results (settleResults) and operator verbs (settleAfter).
 func (e *Engine) settleRecorded(ctx context.Context, rs *runState, ti *taskInfo, p store.TransitionParams, r store.BatchResult, now time.Time, seen map[int64]bool, out *[]release) error {
-	if ref := rs.inst[ti.id]; ref != nil {
-		ref.state, ref.version = p.To, r.Version
-		if p.Set.Error != nil {
-			ref.err = *p.Set.Error
-		}
+	if ref := rs.set(ti.id, p.To, r.Version); ref != nil && p.Set.Error != nil {
+		ref.err = *p.Set.Error
 	}
 	rel, err := e.releasable(ctx, rs, ti.down, now)
 	if err != nil {
@@ -307,7 +304,7 @@ func (e *Engine) bringBackOne(ctx context.Context, in axtype.Instance, actor str
 	if err != nil {
 		return err
 	}
-	e.dropCachedRunOf(in.ID)
+	e.runs.dropRunOf(in.ID)
 	return nil
 }
 
@@ -391,8 +388,8 @@ func (e *Engine) settleBack(ctx context.Context, ins []axtype.Instance, now time
 	}
 	var rel []release
 	for _, id := range sortedIDs(byRun) {
-		delete(e.runs, id)
-		rs, err := e.run(ctx, id)
+		e.runs.drop(id)
+		rs, err := e.runs.get(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -403,45 +400,4 @@ func (e *Engine) settleBack(ctx context.Context, ins []axtype.Instance, now time
 		rel = append(rel, r...)
 	}
 	return e.applyReleases(ctx, rel, now)
-}
-
-// rememberParams caches a run's --param values (a JSON object).
-func (e *Engine) rememberParams(run int64, raw string) {
-	var m map[string]any
-	if raw != "" {
-		_ = json.Unmarshal([]byte(raw), &m) // written by encodeParams: a JSON object of strings
-	}
-	if len(e.runParams) > 10_000 {
-		clear(e.runParams)
-	}
-	e.runParams[run] = m
-}
-
-// paramsOf returns the params an attempt of a task in run gets: the task's,
-// with the run's --param values over them. Only operator runs carry them;
-// schedule runs cost no lookup.
-func (e *Engine) paramsOf(run int64, task map[string]any) map[string]any {
-	if e.kindOf(context.Background(), run) != axtype.RunManual {
-		return task
-	}
-	extra, ok := e.runParams[run]
-	if !ok {
-		r, err := e.st.Run(context.Background(), run)
-		if err != nil {
-			return task
-		}
-		e.rememberParams(run, r.Params)
-		extra = e.runParams[run]
-	}
-	if len(extra) == 0 {
-		return task
-	}
-	out := make(map[string]any, len(task)+len(extra))
-	for k, v := range task {
-		out[k] = v
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
 }

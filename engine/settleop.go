@@ -106,7 +106,7 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 	if to == axtype.Failed {
 		errText = why
 	}
-	e.dropCachedRunOf(in.ID)
+	e.runs.dropRunOf(in.ID)
 	params := []store.TransitionParams{{InstanceID: in.ID, Version: in.Version, From: in.State, To: to,
 		Set:   store.Changes{Error: &errText, EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
 		Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: why}}
@@ -133,7 +133,7 @@ func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionPar
 	var settled []release
 	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
 	if err != nil {
-		clear(e.runs)
+		e.runs.invalidate()
 		return nil, err
 	}
 	var ended []*taskInfo
@@ -145,7 +145,7 @@ func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionPar
 			continue
 		}
 		delete(e.pending, params[i].InstanceID)
-		e.dropCachedRunOf(params[i].InstanceID)
+		e.runs.dropRunOf(params[i].InstanceID)
 		if in, err := e.st.Instance(ctx, params[i].InstanceID); err == nil && e.tasks[in.TaskID] != nil {
 			ended = append(ended, e.tasks[in.TaskID])
 		}
@@ -195,11 +195,11 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", r.Run, StatusOf(ins, e.isManual).State)
 	}
 	for _, id := range kill {
-		if e.running[id] == nil {
+		if e.running.get(id) == nil {
 			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, r.Run)
 		}
 	}
-	delete(e.runs, r.Run)
+	e.runs.drop(r.Run)
 	res, err := e.recordSettled(ctx, params, now)
 	if err != nil {
 		return "", err
@@ -229,19 +229,19 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 
 // killAttempt stops one running attempt as kill does.
 func (e *Engine) killAttempt(id int64, by string) {
-	a := e.running[id]
+	a := e.running.get(id)
 	switch {
 	case a == nil:
 	case a.held:
 		delete(e.held, id)
 		a.held = false
 		a.cancel(runner.ErrKilled)
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
 			Error: cmp.Or(by, "killed") + " before its fire time: it never started"}})
 	case a.cancel != nil:
 		a.cancel(runner.ErrKilled)
 	default:
-		e.unapplied = append(e.unapplied, outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
 			Error: by + "; its executor ran in a previous scheduler process and may still be running"}})
 	}
 }

@@ -158,12 +158,12 @@ func (e *Engine) sweep(ctx context.Context, now time.Time) error {
 // refusalLimit returns when an instance that every executor refuses stops
 // being offered again and fails like any attempt: the deadline of the
 // attempt that was first refused.
-func (e *Engine) refusalLimit(id int64, a *attempt, why string) time.Time {
-	r, ok := e.watch.refused[id]
+func (c *completer) refusalLimit(id int64, a *attempt, why string) time.Time {
+	r, ok := c.watch.refused[id]
 	if !ok {
 		r = refusal{task: a.task.id, since: a.deadline.Add(-a.task.def.Timeout)}
 	}
 	r.last = why
-	e.watch.refused[id] = r
+	c.watch.refused[id] = r
 	return r.since.Add(a.task.def.Timeout)
 }

@@ -123,7 +123,7 @@ func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[s
 		}
 		ti := e.tasks[id]
 		s, _ := misfireSplit(ti.def.Misfire, b.nNew+len(list), b.first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-		params = e.skipLate(params, ti, list[:min(s, len(list))], now)
+		params = skipLate(params, ti, list[:min(s, len(list))], e.epoch, now)
 	}
 	run := b.tail[max(0, len(b.tail)-(b.n-skip)):]
 	if !missed {
@@ -210,7 +210,7 @@ func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []axtype.
 	if !missed {
 		return params, nil
 	}
-	params = e.skipLate(params, ti, list[:skip], now)
+	params = skipLate(params, ti, list[:skip], e.epoch, now)
 	detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran; policy %s runs %d (the latest), skips %d",
 		len(list), list[0].NextFireAt.Format(time.RFC3339), list[len(list)-1].NextFireAt.Format(time.RFC3339), ti.def.Misfire, len(list)-skip, skip)
 	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
@@ -225,11 +225,11 @@ func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []axtype.
 
 // skipLate appends to params the failure of each of list (runs made ahead
 // of task ti) as skipped by its misfire policy.
-func (e *Engine) skipLate(params []store.TransitionParams, ti *taskInfo, list []axtype.Instance, now time.Time) []store.TransitionParams {
+func skipLate(params []store.TransitionParams, ti *taskInfo, list []axtype.Instance, epoch int64, now time.Time) []store.TransitionParams {
 	for _, in := range list {
 		params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
 			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped by misfire policy " + string(ti.def.Misfire))},
-			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
+			Epoch: epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: due at %s while no scheduler ran",
 				ti.def.Misfire, in.NextFireAt.Format(time.RFC3339))})
 	}
 	return params
@@ -279,7 +279,7 @@ func (e *Engine) lateInstances(ctx context.Context, now time.Time) (map[string][
 	var order []string
 	for _, in := range due {
 		if !in.NextFireAt.Before(now) || e.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Attempt > 0) ||
-			e.kindOf(ctx, in.RunID) != axtype.RunSchedule {
+			e.runs.kindOf(ctx, in.RunID) != axtype.RunSchedule {
 			continue
 		}
 		if _, ok := late[in.TaskID]; !ok {
@@ -404,11 +404,7 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 		return nil, err
 	}
 	rs := newRunState(run.ID, run.LogicalTime, insts)
-	e.runs[run.ID] = rs
-	e.runKind[run.ID] = spec.kind
-	if spec.kind == axtype.RunManual {
-		e.rememberParams(run.ID, spec.params)
-	}
+	e.runs.created(rs, spec.kind, spec.params)
 	for _, inst := range insts {
 		if inst.State == axtype.Scheduled {
 			e.enqueue(ctx, inst)
@@ -416,65 +412,4 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 	}
 	e.log.Debug("run_created", "pipeline", spec.pipeline, "trigger", spec.trig, "run", run.ID, "logical_time", spec.at.Format(time.RFC3339), "instances", len(insts))
 	return rs, nil
-}
-
-// runState caches the instances of an active run: enough to decide which
-// downstream instances an upstream's success releases. Compare-and-set keeps
-// it honest: a stale entry makes a transition fail, and the run is reloaded.
-type runState struct {
-	id      int64
-	logical time.Time
-	// since is when its waits began: its logical time, or its creation when
-	// that came later (a backfill, a trigger --at a past time). Wait limits
-	// count from it.
-	since time.Time
-	inst  map[string]*instRef // by task id
-}
-
-type instRef struct {
-	id       int64
-	version  int64
-	state    axtype.State
-	err      string // its error: a skip, a failure, or why it failed without running
-	approved bool   // a manual gate an operator released
-	attempt  int
-}
-
-func newRunState(id int64, logical time.Time, insts []axtype.Instance) *runState {
-	rs := &runState{id: id, logical: logical, since: logical, inst: make(map[string]*instRef, len(insts))}
-	if len(insts) > 0 && insts[0].CreatedAt.After(rs.since) {
-		rs.since = insts[0].CreatedAt
-	}
-	for _, in := range insts {
-		rs.inst[in.TaskID] = &instRef{id: in.ID, version: in.Version, state: in.State, err: in.Error, approved: in.ApprovedBy != "", attempt: in.Attempt}
-	}
-	return rs
-}
-
-// run returns the cached state of a run, loading it from the store if needed.
-func (e *Engine) run(ctx context.Context, id int64) (*runState, error) {
-	if rs := e.runs[id]; rs != nil {
-		return rs, nil
-	}
-	insts, err := e.st.Instances(ctx, store.InstanceFilter{RunID: id, Limit: 1 << 20})
-	if err != nil {
-		return nil, err
-	}
-	if len(insts) == 0 {
-		return nil, fmt.Errorf("engine: run %d has no instances", id)
-	}
-	rs := newRunState(id, insts[0].LogicalTime, insts)
-	e.runs[id] = rs
-	return rs, nil
-}
-
-// forgetDone drops a run from the cache once nothing of it is in flight
-// (scheduled, running or retrying); it is reloaded if an operator moves it.
-func (e *Engine) forgetDone(rs *runState) {
-	for _, r := range rs.inst {
-		if r.state == axtype.Scheduled || r.state == axtype.Running || r.state == axtype.Retrying {
-			return
-		}
-	}
-	delete(e.runs, rs.id)
 }

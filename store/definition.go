@@ -49,7 +49,7 @@ type SyncResult struct {
 // history, never scheduled. A removed definition that comes back is changed.
 func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, error) {
 	var res SyncResult
-	err := s.inTxCheckLast(ctx, "sync definitions", p.Epoch, func(tx *sql.Tx) error {
+	err := s.inTxFenced(ctx, "sync definitions", p.Epoch, func(tx *sql.Tx) error {
 		type known struct {
 			hash    string
 			removed bool

@@ -27,48 +27,32 @@ func (s *Store) Fence(epoch int64) *Fence { return &Fence{s: s, epoch: epoch} }
 // Epoch returns the epoch the fence carries.
 func (f *Fence) Epoch() int64 { return f.epoch }
 
-// tx runs fn in a write transaction that first checks the epoch (a locking
-// read of the lease row on MySQL, so a takeover waits for it to end).
+// tx runs fn in a write transaction fenced by the fence's epoch (inTxFenced).
 func (f *Fence) tx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
 	if f.epoch <= 0 {
 		return fmt.Errorf("store: %s: %w (no epoch held)", what, ErrNotLeader)
 	}
-	return f.s.inTx(ctx, what, func(tx *sql.Tx) error {
-		if err := f.s.checkEpoch(ctx, tx, f.epoch); err != nil {
-			return fmt.Errorf("store: %s: %w", what, err)
-		}
-		return fn(tx)
-	})
+	return f.s.inTxFenced(ctx, what, f.epoch, fn)
 }
 
-// txCheckLast is tx with the epoch checked after fn, just before the
-// commit: for a long transaction whose shared lock on the lease row (MySQL)
-// must not be held while fn runs. The writes still commit only under the
-// fence's epoch.
-func (f *Fence) txCheckLast(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
-	if f.epoch <= 0 {
-		return fmt.Errorf("store: %s: %w (no epoch held)", what, ErrNotLeader)
-	}
-	return f.s.inTxCheckLast(ctx, what, f.epoch, fn)
-}
-
-// inTxCheckLast runs fn in a write transaction and then, just before the
-// commit, checks that epoch is the lease's current one (epoch 0: no check).
-// The check is a locking read of the lease row on MySQL, so it holds the
-// row's shared lock only for the commit, not through fn: a renewal of the
-// lease, which needs the row, waits for a commit and not for a long write
-// (10,000 definitions synced, a run of 10,000 instances created), which
-// held it for seconds and cost the lease. A takeover committed meanwhile
-// makes the check fail, and nothing of fn is written.
-func (s *Store) inTxCheckLast(ctx context.Context, what string, epoch int64, fn func(tx *sql.Tx) error) error {
+// inTxFenced runs fn in a write transaction that first checks that epoch is
+// the current one (epoch 0: no check). The check is a locking read of the
+// fence row (FenceName) on MySQL, taken before any other row is locked and
+// held to the commit: a takeover waits for the transaction, and a holder
+// stalled inside it (SIGSTOP, a frozen VM) is found by the takeover as the
+// fence row's blocker and its connection ended (breakStalledHolder).
+// Renewals of the lease write the lease row only, so they never wait for
+// it, however long it is (10,000 definitions synced, a run of 10,000
+// instances created, a prune batch). When the check came last, to keep
+// such writes from delaying renewals, a holder stalled inside one held
+// their rows but not the lease row, and the new primary's writes waited
+// on them up to innodb_lock_wait_timeout.
+func (s *Store) inTxFenced(ctx context.Context, what string, epoch int64, fn func(tx *sql.Tx) error) error {
 	return s.inTx(ctx, what, func(tx *sql.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
 		if err := s.checkEpoch(ctx, tx, epoch); err != nil {
 			return fmt.Errorf("store: %s: %w", what, err)
 		}
-		return nil
+		return fn(tx)
 	})
 }
 

@@ -47,8 +47,9 @@ func (s *Store) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) 
 	}
 	l, err := s.acquireLease(ctx, name, p)
 	if errors.Is(err, ErrConflict) && s.d == dialectMySQL {
-		// The lease row stayed locked past acquireLockWait: if the lease has
-		// expired, its holder is stalled inside a fenced write.
+		// The lease row or its fence row stayed locked past acquireLockWait:
+		// if the lease has expired, its holder is stalled inside a fenced
+		// write.
 		broke, berr := s.breakStalledHolder(ctx, name, p.Now)
 		if berr != nil {
 			return Lease{}, fmt.Errorf("%w; and its holder's connections could not be ended: %w", err, berr)
@@ -63,7 +64,7 @@ func (s *Store) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) 
 
 func (s *Store) acquireLease(ctx context.Context, name string, p LeaseParams) (Lease, error) {
 	var l Lease
-	err := s.inTx(ctx, "acquire lease", func(tx *sql.Tx) error {
+	err := s.inTxLease(ctx, "acquire lease", func(tx *sql.Tx) error {
 		cur, err := s.lease(ctx, tx, name, true)
 		now, exp := p.Now.UnixMilli(), p.Now.Add(p.TTL).UnixMilli()
 		switch {
@@ -76,7 +77,7 @@ func (s *Store) acquireLease(ctx context.Context, name string, p LeaseParams) (L
 				return err
 			}
 			l = Lease{Name: name, Holder: p.Holder, Epoch: 1, ExpiresAt: time.UnixMilli(exp).UTC(), RenewedAt: time.UnixMilli(now).UTC()}
-			return nil
+			return s.setFence(ctx, tx, name, l)
 		case err != nil:
 			return err
 		case cur.Holder != p.Holder && cur.ExpiresAt.After(p.Now):
@@ -92,9 +93,34 @@ func (s *Store) acquireLease(ctx context.Context, name string, p LeaseParams) (L
 			return fmt.Errorf("%w: it changed hands while being taken", ErrLeaseHeld)
 		}
 		l = Lease{Name: name, Holder: p.Holder, Epoch: cur.Epoch + 1, ExpiresAt: time.UnixMilli(exp).UTC(), RenewedAt: time.UnixMilli(now).UTC()}
-		return nil
+		return s.setFence(ctx, tx, name, l)
 	})
 	return l, err
+}
+
+// setFence writes the epoch of lease l to its fence row (see FenceName),
+// creating the row if it is missing, inside the transaction that takes the
+// lease. On MySQL its UPDATE waits for the fenced writes in progress of the
+// previous epoch (they hold the fence row's shared lock) and, past
+// acquireLockWait, fails with ErrConflict; AcquireLease then ends the
+// connections of a holder stalled inside one (breakStalledHolder).
+func (s *Store) setFence(ctx context.Context, tx *sql.Tx, name string, l Lease) error {
+	fence := fenceName(name)
+	up := s.sb.Update("leases").Set("holder", l.Holder).Set("epoch", l.Epoch).Set("expires_at", l.ExpiresAt.UnixMilli()).
+		Set("renewed_at", l.RenewedAt.UnixMilli()).Where(sq.Eq{"name": fence})
+	n, err := s.exec(ctx, tx, "fence writes of the new epoch", up)
+	if err != nil || n > 0 {
+		return err
+	}
+	in := s.sb.Insert("leases").Columns("name", "holder", "epoch", "expires_at", "renewed_at").
+		Values(fence, l.Holder, l.Epoch, l.ExpiresAt.UnixMilli(), l.RenewedAt.UnixMilli())
+	if _, err := s.exec(ctx, tx, "create the fence row", in); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			return fmt.Errorf("%w: another process took it at the same moment", ErrLeaseHeld)
+		}
+		return err
+	}
+	return nil
 }
 
 // RenewLease extends the lease held by p.Holder at p.Epoch. It fails with
@@ -104,7 +130,7 @@ func (s *Store) RenewLease(ctx context.Context, p LeaseParams) (Lease, error) {
 	s = s.leaseView()
 	name := leaseName(p.Name)
 	var l Lease
-	err := s.inTx(ctx, "renew lease", func(tx *sql.Tx) error {
+	err := s.inTxLease(ctx, "renew lease", func(tx *sql.Tx) error {
 		now, exp := p.Now.UnixMilli(), p.Now.Add(p.TTL).UnixMilli()
 		b := s.sb.Update("leases").Set("expires_at", exp).Set("renewed_at", now).
 			Where(sq.Eq{"name": name, "holder": p.Holder, "epoch": p.Epoch}).Where(sq.GtOrEq{"expires_at": now})
@@ -133,7 +159,7 @@ func (s *Store) RenewLease(ctx context.Context, p LeaseParams) (Lease, error) {
 // holds p.Epoch, so that a standby can take over without waiting for the TTL.
 func (s *Store) ReleaseLease(ctx context.Context, p LeaseParams) error {
 	s = s.leaseView()
-	return s.inTx(ctx, "release lease", func(tx *sql.Tx) error {
+	return s.inTxLease(ctx, "release lease", func(tx *sql.Tx) error {
 		b := s.sb.Update("leases").Set("expires_at", p.Now.UnixMilli()).
 			Where(sq.Eq{"name": leaseName(p.Name), "holder": p.Holder, "epoch": p.Epoch})
 		n, err := s.exec(ctx, tx, "release lease", b)
@@ -144,17 +170,18 @@ func (s *Store) ReleaseLease(ctx context.Context, p LeaseParams) error {
 	})
 }
 
-// GetLease reads the lease row, or ErrNotFound.
+// GetLease reads the lease row, or ErrNotFound. It is one statement on the
+// read pool (its own consistent read), which the writes never hold.
 func (s *Store) GetLease(ctx context.Context, name string) (Lease, error) {
-	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return Lease{}, fmt.Errorf("store: read lease: %w", s.d.translate(err))
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only
-	return s.lease(ctx, tx, leaseName(name), false)
+	return s.lease(ctx, s.read, leaseName(name), false)
 }
 
-func (s *Store) lease(ctx context.Context, tx *sql.Tx, name string, lock bool) (Lease, error) {
+// rowQuerier is what a one-row read needs: a *sql.DB or a *sql.Tx.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) lease(ctx context.Context, tx rowQuerier, name string, lock bool) (Lease, error) {
 	q := "SELECT name, holder, epoch, expires_at, renewed_at FROM leases WHERE name = ?"
 	if lock {
 		q += s.d.forUpdate()
@@ -181,9 +208,10 @@ func leaseName(n string) string {
 	return n
 }
 
-// breakStalledHolder ends the connections that keep the lease row locked
-// when the lease has expired (MySQL): a holder stalled (SIGSTOP, a frozen
-// VM) inside a fenced write holds the row's shared lock until it wakes, and
+// breakStalledHolder ends the connections that keep the lease row or its
+// fence row (FenceName) locked when the lease has expired (MySQL): a holder
+// stalled (SIGSTOP, a frozen VM) inside a fenced write holds the fence
+// row's shared lock until it wakes, and
 // would keep every standby from taking over for as long. Nothing is lost:
 // the stalled transaction is rolled back, and its process, once awake,
 // finds its connection gone and the lease taken. The connections are found
@@ -193,12 +221,7 @@ func leaseName(n string) string {
 // privilege to see them and, for another user's, CONNECTION ADMIN. It
 // returns what it ended ("" when the lease is still live or nothing blocks).
 func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Time) (string, error) {
-	rtx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return "", s.d.translate(err)
-	}
-	cur, err := s.lease(ctx, rtx, name, false) // a consistent read: it takes no lock
-	_ = rtx.Rollback()
+	cur, err := s.lease(ctx, s.read, name, false) // a consistent read: it takes no lock
 	if err != nil || cur.ExpiresAt.After(now) {
 		return "", nil // a live holder keeps its lease, and its locks
 	}
@@ -220,7 +243,9 @@ func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Ti
 	go func() {
 		defer close(waited)
 		var epoch int64
-		_ = tx.QueryRowContext(ctx, "SELECT epoch FROM leases WHERE name = ?"+s.d.forUpdate(), name).Scan(&epoch)
+		// The lease row and its fence row: a holder stalled inside a
+		// fenced write holds the fence row's shared lock.
+		_ = tx.QueryRowContext(ctx, "SELECT MAX(epoch) FROM leases WHERE name IN (?, ?)"+s.d.forUpdate(), name, fenceName(name)).Scan(&epoch)
 	}()
 	var blockers []int64
 	var qerr error
@@ -254,7 +279,7 @@ func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Ti
 		ended = append(ended, strconv.FormatInt(id, 10))
 	}
 	<-waited
-	return fmt.Sprintf("ended connection(s) %s of %s (epoch %d, expired at %s), which held the lease row locked",
+	return fmt.Sprintf("ended connection(s) %s of %s (epoch %d, expired at %s), which held the lease row or its fence row locked",
 		strings.Join(ended, ", "), cur.Holder, cur.Epoch, cur.ExpiresAt.Format(time.RFC3339Nano)), nil
 }
 

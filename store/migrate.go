@@ -27,7 +27,7 @@ type migration struct {
 }
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 var migrations = []migration{{
 	version: 1,
@@ -157,6 +157,17 @@ var migrations = []migration{{
 		{name: "procs", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"run_id", "bigint"}, {"host", "str255"},
 			{"boot", "str64"}, {"pid_ns", "str64"}, {"pgid", "bigint"}, {"start_ticks", "bigint"}, {"at", "bigint"}},
 			primary: []string{"ticket"}, index: [][]string{{"run_id"}}},
+	},
+}, {
+	// Version 10: the scheduler's writes are fenced by a row of their own
+	// (FenceName), written with the lease by every take, so that renewing
+	// the lease never waits for the holder's writes. The row starts at the
+	// lease's epoch; an older ax, which fences on the lease row and would
+	// not move this one when it takes over, refuses the store from here on.
+	version: 10,
+	extra: func(d dialect) []string {
+		return []string{d.insertIgnore() + " INTO leases (name, holder, epoch, expires_at, renewed_at) " +
+			"SELECT '" + FenceName + "', holder, epoch, expires_at, renewed_at FROM leases WHERE name = '" + LeaseName + "'"}
 	},
 }}
 

@@ -166,14 +166,11 @@ func anys(ids []int64) []any {
 // (outcome counts, the last instance's executor and times) is carried into
 // task_pruned first, so that summaries survive.
 //
-// The epoch is checked last, just before the commit, not first: on MySQL the
-// check takes a shared lock on the lease row until the commit, and held for
-// a whole batch it would make a lease renewal wait, and every dispatch
-// queue behind the waiting renewal. Checked last, the writes still commit
-// only under the current epoch (a takeover waits for the commit).
+// The epoch is checked first, on the fence row, which renewals of the
+// lease do not touch: a batch never delays a renewal (see inTxFenced).
 func (f *Fence) PruneBatch(ctx context.Context, p PruneParams) (PruneResult, error) {
 	var res PruneResult
-	err := f.txCheckLast(ctx, "prune", func(tx *sql.Tx) error {
+	err := f.tx(ctx, "prune", func(tx *sql.Tx) error {
 		var err error
 		res, err = f.s.pruneBatch(ctx, tx, p)
 		return err

@@ -185,3 +185,61 @@ func (s *Store) backfills(ctx context.Context, b sq.SelectBuilder) ([]Backfill, 
 	})
 	return out, err
 }
+
+// PauseSet is the pauses in force, by what they cover, and the one home of
+// the rule of which pause covers a task (R18): its own, its group's or its
+// pipeline's, in that order. The zero value is empty and ready to use; it
+// is not safe for concurrent use.
+type PauseSet struct {
+	by map[pauseKey]Pause
+}
+
+type pauseKey struct {
+	scope PauseScope
+	name  string
+}
+
+// NewPauseSet returns the set of pauses ps.
+func NewPauseSet(ps []Pause) PauseSet {
+	s := PauseSet{by: make(map[pauseKey]Pause, len(ps))}
+	for _, p := range ps {
+		s.by[pauseKey{p.Scope, p.Name}] = p
+	}
+	return s
+}
+
+// Get returns the pause of scope and name, if there is one.
+func (s *PauseSet) Get(scope PauseScope, name string) (Pause, bool) {
+	p, ok := s.by[pauseKey{scope, name}]
+	return p, ok
+}
+
+// Add puts p in force, in place of a pause of the same scope and name.
+func (s *PauseSet) Add(p Pause) {
+	if s.by == nil {
+		s.by = map[pauseKey]Pause{}
+	}
+	s.by[pauseKey{p.Scope, p.Name}] = p
+}
+
+// Remove lifts the pause of scope and name, if there is one.
+func (s *PauseSet) Remove(scope PauseScope, name string) {
+	delete(s.by, pauseKey{scope, name})
+}
+
+// Len returns how many pauses are in force.
+func (s *PauseSet) Len() int { return len(s.by) }
+
+// Covering returns the pause that covers a task (`pipeline.task`) of group
+// in pipeline: the task's own, else its group's, else its pipeline's.
+func (s *PauseSet) Covering(task, group, pipeline string) (Pause, bool) {
+	if len(s.by) == 0 {
+		return Pause{}, false
+	}
+	for _, k := range [...]pauseKey{{ScopeTask, task}, {ScopeGroup, group}, {ScopePipeline, pipeline}} {
+		if p, ok := s.by[k]; ok {
+			return p, true
+		}
+	}
+	return Pause{}, false
+}

@@ -25,7 +25,9 @@ type Options struct {
 	// BusyTimeout is how long SQLite waits for another process's write lock
 	// before failing with ErrUnavailable. Zero means 5 s.
 	BusyTimeout time.Duration
-	// MaxConns bounds MySQL connections. Zero means 8.
+	// MaxConns bounds MySQL's write connections. Zero means 8. Reads have
+	// a pool of their own (readConns), and so have the lease's renewals and
+	// takeovers (two each).
 	MaxConns int
 	// Now is the clock used for the schema version record at open. Zero means time.Now.
 	Now func() time.Time
@@ -55,6 +57,9 @@ type Store struct {
 	// acquire is the view AcquireLease uses: on MySQL a pool whose sessions
 	// wait at most acquireLockWait for a row lock; else leases.
 	acquire *Store
+
+	// gate orders SQLite's writers, the lease's first (nil on MySQL).
+	gate *writeGate
 
 	// afterUpdate, set only by tests, runs between a transition's UPDATE and
 	// its history INSERT, to break the connection at the worst moment.
@@ -141,7 +146,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	}
 	r.SetMaxOpenConns(4)
 	s := &Store{d: dialectSQLite, db: w, read: r, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: path,
-		wstmts: newStmtCache(w), rstmts: newStmtCache(r)}
+		wstmts: newStmtCache(w), rstmts: newStmtCache(r), gate: &writeGate{}}
 	if err := w.PingContext(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, s.d.translate(err))
@@ -231,19 +236,25 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxLifetime(time.Hour)
-	stmts := newStmtCache(db)
-	s := &Store{d: dialectMySQL, db: db, read: db, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: "mysql://" + redact(cfg),
-		wstmts: stmts, rstmts: stmts}
+	// Reads have a pool of their own, so that the API and the CLI never
+	// wait for a connection behind the primary's dispatch, result and
+	// output transactions (which can hold every write connection during a
+	// burst). Statements are not prepared on MySQL (see stmtCache).
+	rdb := sql.OpenDB(conn)
+	rdb.SetMaxOpenConns(readConns)
+	rdb.SetMaxIdleConns(readConns)
+	rdb.SetConnMaxLifetime(time.Hour)
+	s := &Store{d: dialectMySQL, db: db, read: rdb, sb: sq.StatementBuilder.PlaceholderFormat(sq.Question), target: "mysql://" + redact(cfg)}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
+		rdb.Close()
 		return nil, fmt.Errorf("store: open %s: %w", s.target, s.d.translate(err))
 	}
 	ldb := sql.OpenDB(conn)
 	ldb.SetMaxOpenConns(2)
 	ldb.SetMaxIdleConns(2)
 	ldb.SetConnMaxLifetime(time.Hour)
-	lstmts := newStmtCache(ldb)
-	s.leases = &Store{d: s.d, db: ldb, read: ldb, sb: s.sb, target: s.target, wstmts: lstmts, rstmts: lstmts}
+	s.leases = &Store{d: s.d, db: ldb, read: ldb, sb: s.sb, target: s.target}
 	// Taking the lease waits at most a second for the lease row's lock (not
 	// the server's 50 s): a holder stalled inside a fenced write keeps it
 	// locked, and AcquireLease then ends that holder's connections (see
@@ -261,10 +272,12 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	adb.SetMaxOpenConns(2) // one waits for the lock while the other finds who holds it
 	adb.SetMaxIdleConns(2)
 	adb.SetConnMaxLifetime(time.Hour)
-	astmts := newStmtCache(adb)
-	s.acquire = &Store{d: s.d, db: adb, read: adb, sb: s.sb, target: s.target, wstmts: astmts, rstmts: astmts}
+	s.acquire = &Store{d: s.d, db: adb, read: adb, sb: s.sb, target: s.target}
 	return s, nil
 }
+
+// readConns bounds the MySQL read pool's connections.
+const readConns = 4
 
 // acquireLockWait is how long, in seconds, taking the lease waits for the
 // lease row's lock on MySQL.
@@ -326,11 +339,26 @@ func (s *Store) String() string { return s.target }
 func (s *Store) DB() *sql.DB { return s.db }
 
 // Ping checks that the database answers: what a standby's readiness rests
-// on. The error is the driver's.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+// on. It asks on the read pool, which no write holds. The error is the
+// driver's.
+func (s *Store) Ping(ctx context.Context) error { return s.read.PingContext(ctx) }
 
 // inTx runs fn in a write transaction and commits it; any error rolls back.
 func (s *Store) inTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	return s.inTxTurn(ctx, what, false, fn)
+}
+
+// inTxLease is inTx for the lease's own writes: on SQLite they wait only
+// for the write in progress, ahead of every other writer (writeGate).
+func (s *Store) inTxLease(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	return s.inTxTurn(ctx, what, true, fn)
+}
+
+func (s *Store) inTxTurn(ctx context.Context, what string, urgent bool, fn func(tx *sql.Tx) error) error {
+	if err := s.gate.enter(ctx, urgent); err != nil {
+		return fmt.Errorf("store: %s: waiting for the writer: %w", what, err)
+	}
+	defer s.gate.leave()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w", what, s.d.translate(err))

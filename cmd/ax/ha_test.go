@@ -235,9 +235,10 @@ func TestSQLiteSecondServerStandsBy(t *testing.T) {
 	checkOnce(t, st, record)
 }
 
-// TestHABogusLeaseEpoch: a lease row edited by hand to another epoch fences
-// the primary's writes (nothing is dispatched under it) until the primary
-// takes the lease again under a new epoch; nothing runs twice.
+// TestHABogusLeaseEpoch: a lease row edited by hand to another epoch fails
+// the primary's next renewal, and the primary takes the lease again under a
+// new epoch (which moves the fence row too); nothing is written under the
+// bogus epoch, nothing runs twice.
 func TestHABogusLeaseEpoch(t *testing.T) {
 	t.Parallel()
 	target := "mysql://" + storetest.MySQLDSN(t)

@@ -60,3 +60,41 @@ func TestSpan(t *testing.T) {
 		t.Errorf("no retries: Span = %s, want the one timeout", got)
 	}
 }
+
+// TestCapNotAMultipleOfTheInterval: doubling stops at the cap however the
+// two line up. With a 1 ns interval and a 3 ns cap the waits are 1, 1, 2
+// (double the second), 3 (4 capped), 3. Worked out from R15, not run.
+func TestCapNotAMultipleOfTheInterval(t *testing.T) {
+	t.Parallel()
+	for n, want := range []time.Duration{1, 1, 2, 3, 3} {
+		if got := Delay(n+1, 1, 3); got != want {
+			t.Errorf("Delay(%d, 1ns, cap 3ns) = %d ns, want %d ns", n+1, got, want)
+		}
+	}
+}
+
+// TestCapNearTheLongestDuration: a cap close to the largest duration still
+// doubles without overflowing: 2^61 ns waits 2^61, 2^61, then 2^62, then
+// the cap (2^63 would overflow).
+func TestCapNearTheLongestDuration(t *testing.T) {
+	t.Parallel()
+	const longest = time.Duration(1<<63 - 1)
+	for n, want := range []time.Duration{1 << 61, 1 << 61, 1 << 62, longest, longest} {
+		if got := Delay(n+1, 1<<61, longest); got != want {
+			t.Errorf("Delay(%d, 2^61 ns, cap max) = %d, want %d", n+1, got, want)
+		}
+	}
+}
+
+// TestZeroInterval: an interval of zero waits nothing on every retry.
+func TestZeroInterval(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 2, 3, 10} {
+		if got := Delay(n, 0, 0); got != 0 {
+			t.Errorf("Delay(%d, 0, 0) = %s, want 0", n, got)
+		}
+	}
+	if got := Delay(3, -time.Second, 0); got != 0 {
+		t.Errorf("a negative interval waits %s, want 0", got)
+	}
+}

@@ -129,3 +129,102 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("defaults = %+v", c)
 	}
 }
+
+// TestDefaultsAtTheirBounds: a ratio must lie strictly between 0 and 1 and
+// a factor in (0, 1]; anything else, and zero or negative counts and
+// windows, takes the default.
+func TestDefaultsAtTheirBounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		in   Config
+		want Config
+	}{
+		{"zero", Config{}, Config{Window: 5 * time.Minute, Threshold: 0.5, MinSamples: 10, Factor: 0.1}},
+		{"negative", Config{Window: -time.Second, Threshold: -0.1, MinSamples: -3, Factor: -0.5}, Config{Window: 5 * time.Minute, Threshold: 0.5, MinSamples: 10, Factor: 0.1}},
+		{"ratio 1 and factor 1", Config{Threshold: 1, Factor: 1}, Config{Window: 5 * time.Minute, Threshold: 0.5, MinSamples: 10, Factor: 1}},
+		{"just inside", Config{Window: time.Second, Threshold: 0.99, MinSamples: 1, Factor: 0.01}, Config{Window: time.Second, Threshold: 0.99, MinSamples: 1, Factor: 0.01}},
+	} {
+		if got := New(tc.in).Config(); got != tc.want {
+			t.Errorf("%s: New(%+v).Config() = %+v, want %+v", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestSetTaskTakesTheBreakersFields: a task's zero or out-of-range fields
+// take the breaker's own configuration (not the package defaults), and
+// setting a task forgets its outcomes.
+func TestSetTaskTakesTheBreakersFields(t *testing.T) {
+	t.Parallel()
+	own := Config{Window: time.Minute, Threshold: 0.3, MinSamples: 4, Factor: 0.2}
+	b := New(own)
+	b.SetTask("zero", Config{})
+	b.SetTask("bad", Config{Window: -time.Second, Threshold: 1, MinSamples: -1, Factor: 1.5})
+	b.SetTask("edge", Config{Threshold: 0.9, Factor: 1})
+	for task, want := range map[string]Config{
+		"zero":  own,
+		"bad":   own,
+		"edge":  {Window: time.Minute, Threshold: 0.9, MinSamples: 4, Factor: 1},
+		"other": own,
+	} {
+		if got := b.TaskConfig(task); got != want {
+			t.Errorf("TaskConfig(%s) = %+v, want %+v", task, got, want)
+		}
+	}
+	for range 4 {
+		b.Record("zero", false, t0)
+	}
+	if f := b.Factor("zero"); f != 0.2 {
+		t.Fatalf("after 4 failures of 4 the factor is %v, want the breaker's 0.2", f)
+	}
+	b.SetTask("zero", Config{Factor: 0.5})
+	if open, _, _, total := b.State("zero", t0); open || total != 0 || b.Factor("zero") != 1 {
+		t.Errorf("after SetTask: open=%v total=%d factor=%v, want its outcomes forgotten", open, total, b.Factor("zero"))
+	}
+	b.Record("zero", false, t0)
+	b.Record("zero", false, t0)
+	b.Record("zero", false, t0)
+	if _, changed := b.Record("zero", false, t0); !changed || b.Factor("zero") != 0.5 {
+		t.Errorf("4 new failures: changed=%v factor=%v, want open with its own factor 0.5", changed, b.Factor("zero"))
+	}
+}
+
+// TestWindowSpansAllItsBuckets: one outcome in each ten-second bucket of a
+// five-minute window counts thirty outcomes; the thirty-first bucket
+// replaces the first.
+func TestWindowSpansAllItsBuckets(t *testing.T) {
+	t.Parallel()
+	b := New(Config{})
+	for i := range 30 {
+		b.Record("t", i%3 == 0, t0.Add(time.Duration(i)*10*time.Second)) // 10 successes, 20 failures
+	}
+	now := t0.Add(290 * time.Second)
+	if open, _, rate, total := b.State("t", now); !open || total != 30 || rate != 20.0/30 {
+		t.Errorf("State at +290s = open %v, rate %v of %d; want open, 20/30 of 30", open, rate, total)
+	}
+	// +300 s: the bucket of t0 is five minutes old and its slot is reused.
+	b.Record("t", false, t0.Add(300*time.Second))
+	if _, _, rate, total := b.State("t", t0.Add(300*time.Second)); total != 30 || rate != 21.0/30 {
+		t.Errorf("State at +300s = rate %v of %d; want 21/30 of 30 (the first bucket, a success, dropped out)", rate, total)
+	}
+}
+
+// TestBucketLeavesTheWindow: a bucket counts while its start lies within
+// the window, (now-window, now]; one that started exactly a window ago is
+// out. Fewer outcomes than the minimum ever recorded: nothing is judged.
+func TestBucketLeavesTheWindow(t *testing.T) {
+	t.Parallel()
+	b := New(Config{})
+	for range 3 {
+		b.Record("t", false, t0.Add(5*time.Second)) // the bucket starting at t0
+	}
+	if _, _, rate, total := b.State("t", t0.Add(5*time.Minute-time.Second)); total != 3 || rate != 1 {
+		t.Errorf("one second before the bucket is a window old: rate %v of %d, want 1 of 3", rate, total)
+	}
+	if _, _, rate, total := b.State("t", t0.Add(5*time.Minute)); total != 0 || rate != 0 {
+		t.Errorf("once the bucket is a window old: rate %v of %d, want 0 of 0", rate, total)
+	}
+	if open, since, rate, total := b.State("never", t0); open || !since.IsZero() || rate != 0 || total != 0 {
+		t.Errorf("a task with no outcome: %v %s %v %d", open, since, rate, total)
+	}
+}

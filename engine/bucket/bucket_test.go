@@ -78,3 +78,48 @@ func TestFractionalRate(t *testing.T) {
 		t.Errorf("3 at 0.5/s took %s, want about 4 s", took)
 	}
 }
+
+// TestExactWaits: the wait returned is the time until a whole token, to the
+// nanosecond, and a bucket holding exactly one token gives it. At 4/s a
+// token takes 250 ms: after the burst of 4, half a token is there 125 ms
+// later, so the wait is 125 ms; at 250 ms exactly one token is there.
+func TestExactWaits(t *testing.T) {
+	t.Parallel()
+	b := New(Limits{Global: 4}, t0)
+	for i := range 4 {
+		if ok, wait := b.Take("g", t0); !ok || wait != 0 {
+			t.Fatalf("take %d of the burst: ok=%v wait=%s", i+1, ok, wait)
+		}
+	}
+	if ok, wait := b.Take("g", t0.Add(125*time.Millisecond)); ok || wait != 125*time.Millisecond {
+		t.Errorf("half a token: ok=%v wait=%s, want a wait of 125ms", ok, wait)
+	}
+	if ok, wait := b.Take("g", t0.Add(250*time.Millisecond)); !ok || wait != 0 {
+		t.Errorf("exactly one token: ok=%v wait=%s, want it taken", ok, wait)
+	}
+	// A group's wait is judged the same way, and the longer of the two rules.
+	b = New(Limits{Global: 4, Groups: map[string]float64{"slow": 2}}, t0)
+	b.Take("slow", t0)
+	b.Take("slow", t0)
+	if ok, wait := b.Take("slow", t0.Add(250*time.Millisecond)); ok || wait != 250*time.Millisecond {
+		t.Errorf("group at 2/s, half a token: ok=%v wait=%s, want 250ms", ok, wait)
+	}
+}
+
+// TestLiftingTheLimit: a rate set to zero takes effect at once, whatever
+// tokens the old limit had left.
+func TestLiftingTheLimit(t *testing.T) {
+	t.Parallel()
+	b := New(Limits{Global: 1, Groups: map[string]float64{"g": 1}}, t0)
+	b.Take("g", t0) // both buckets empty
+	b.SetGlobal(0, t0)
+	b.SetGroup("g", 0, t0)
+	for i := range 5 {
+		if ok, wait := b.Take("g", t0); !ok || wait != 0 {
+			t.Fatalf("take %d after lifting both limits: ok=%v wait=%s", i+1, ok, wait)
+		}
+	}
+	if l := b.Limits(); l.Global != 0 || len(l.Groups) != 0 {
+		t.Errorf("limits after lifting = %+v, want none", l)
+	}
+}

@@ -66,3 +66,30 @@ func TestOrderUnderContention(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekLeavesTheItem: Peek shows the item Pop would return, and takes
+// nothing away.
+func TestPeekLeavesTheItem(t *testing.T) {
+	t.Parallel()
+	var q Queue[string]
+	q.Push(2, 10, "later")
+	q.Push(1, 20, "first")
+	for range 2 {
+		it, ok := q.Peek()
+		if !ok || it.Value != "first" || it.Priority != 1 || it.At != 20 {
+			t.Fatalf("peek = %+v, %v; want first (priority 1 at 20)", it, ok)
+		}
+	}
+	if q.Len() != 2 {
+		t.Fatalf("len after peeks = %d, want 2", q.Len())
+	}
+	if it, ok := q.Pop(); !ok || it.Value != "first" {
+		t.Errorf("pop = %+v, %v; want first", it, ok)
+	}
+	if it, ok := q.Pop(); !ok || it.Value != "later" || q.Len() != 0 {
+		t.Errorf("pop = %+v, %v, len %d; want later and an empty queue", it, ok, q.Len())
+	}
+	if _, ok := q.Pop(); ok {
+		t.Error("pop on an empty queue returned an item")
+	}
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +82,11 @@ func (w *world) locOf(trigger string) *time.Location {
 //   - a fixed form fires each matching wall time once, at its first
 //     occurrence, and a wall time inside a spring-forward gap at the first
 //     instant after the gap.
+//
+// The walk is in whole seconds of Unix time with the zone's offset looked
+// up only where it changes (zoneAt): an outage of two days is 170,000
+// seconds per trigger. TestExpectedFiresAsWallClocks checks it against the
+// same rules read off time.Time's wall clock second by second.
 func expectedFires(c cronForm, loc *time.Location, anchor, from, until time.Time) []fire {
 	var out []fire
 	if c.every > 0 {
@@ -90,24 +96,28 @@ func expectedFires(c cronForm, loc *time.Location, anchor, from, until time.Time
 		}
 		return out
 	}
-	t := from.Truncate(time.Second).Add(time.Second)
-	prev := wallOf(t.Add(-time.Second), loc)
-	for ; !t.After(until); t = t.Add(time.Second) {
-		w := wallOf(t, loc)
-		repeated := wallOf(t.Add(-time.Hour), loc).Equal(w) || wallOf(t.Add(-30*time.Minute), loc).Equal(w)
+	m, wild := c.matcher(), c.wildcard()
+	here, hourAgo, halfAgo := zoneAt{loc: loc}, zoneAt{loc: loc}, zoneAt{loc: loc}
+	u, end := from.Truncate(time.Second).Unix()+1, until.Unix()
+	prev := u - 1 + here.offset(u-1) // the wall clock a second before, as seconds
+	for ; u <= end; u++ {
+		off := here.offset(u)
+		w := u + off
+		// the same wall clock an hour (or, at Lord Howe, half an hour) before
+		repeated := hourAgo.offset(u-3600)-off == 3600 || halfAgo.offset(u-1800)-off == 1800
 		switch {
-		case c.wildcard():
-			if c.matches(w) {
-				out = append(out, fire{at: t, repeated: repeated})
+		case wild:
+			if m.matches(w) {
+				out = append(out, fire{at: time.Unix(u, 0).In(from.Location()), repeated: repeated})
 			}
-		case c.matches(w) && !repeated:
-			out = append(out, fire{at: t})
-		case w.Sub(prev) > time.Second:
+		case m.matches(w) && !repeated:
+			out = append(out, fire{at: time.Unix(u, 0).In(from.Location())})
+		case w-prev > 1:
 			// a gap: wall times in (prev, w) do not exist; a matching one
 			// fires now, unless w itself matches (then it fired above)
-			target := time.Date(w.Year(), w.Month(), w.Day(), num(c.hour), num(c.min), num(c.sec), 0, time.UTC)
-			if target.After(prev) && target.Before(w) {
-				out = append(out, fire{at: t})
+			target := w - w%86400 + int64(num(c.hour)*3600+num(c.min)*60+num(c.sec))
+			if target > prev && target < w {
+				out = append(out, fire{at: time.Unix(u, 0).In(from.Location())})
 			}
 		}
 		prev = w
@@ -115,32 +125,69 @@ func expectedFires(c cronForm, loc *time.Location, anchor, from, until time.Time
 	return out
 }
 
-// wallOf returns the wall clock of t in loc, as a UTC time with its fields.
-func wallOf(t time.Time, loc *time.Location) time.Time {
-	l := t.In(loc)
-	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), 0, time.UTC)
+// zoneAt is a zone's UTC offset at instants given in Unix seconds, looked
+// up again only outside the zone period of the last lookup.
+type zoneAt struct {
+	loc        *time.Location
+	start, end int64 // the period [start, end) of off; end 0: none
+	off        int64
+	ok         bool
 }
 
-// matches reports whether a wall clock matches the form's fields.
-func (c cronForm) matches(w time.Time) bool {
+func (z *zoneAt) offset(u int64) int64 {
+	if z.ok && u >= z.start && (z.end == 0 || u < z.end) {
+		return z.off
+	}
+	t := time.Unix(u, 0).In(z.loc)
+	_, off := t.Zone()
+	s, e := t.ZoneBounds()
+	z.off, z.ok, z.start, z.end = int64(off), true, math.MinInt64, 0
+	if !s.IsZero() {
+		z.start = s.Unix()
+	}
+	if !e.IsZero() {
+		z.end = e.Unix()
+	}
+	return z.off
+}
+
+// cronMatcher is a form's seconds, minute and hour fields, parsed.
+type cronMatcher struct{ sec, min, hour fieldMatcher }
+
+// fieldMatcher matches "*" (every 1), "*/N" (every N) or a number (at).
+type fieldMatcher struct{ every, at int }
+
+func parseField(f string) fieldMatcher {
+	switch {
+	case f == "*":
+		return fieldMatcher{every: 1}
+	case strings.HasPrefix(f, "*/"):
+		n, _ := strconv.Atoi(f[2:])
+		return fieldMatcher{every: n}
+	default:
+		return fieldMatcher{at: num(f)}
+	}
+}
+
+func (f fieldMatcher) matches(v int) bool {
+	if f.every > 0 {
+		return v%f.every == 0
+	}
+	return v == f.at
+}
+
+func (c cronForm) matcher() cronMatcher {
 	sec := c.sec
 	if sec == "" {
 		sec = "0"
 	}
-	return field(sec, w.Second()) && field(c.min, w.Minute()) && field(c.hour, w.Hour())
+	return cronMatcher{sec: parseField(sec), min: parseField(c.min), hour: parseField(c.hour)}
 }
 
-// field matches "*", "*/N" or a number.
-func field(f string, v int) bool {
-	switch {
-	case f == "*":
-		return true
-	case strings.HasPrefix(f, "*/"):
-		n, _ := strconv.Atoi(f[2:])
-		return v%n == 0
-	default:
-		return num(f) == v
-	}
+// matches reports whether a wall clock, in seconds since 1970-01-01 00:00
+// of the wall, matches.
+func (m cronMatcher) matches(w int64) bool {
+	return m.sec.matches(int(w%60)) && m.min.matches(int(w/60%60)) && m.hour.matches(int(w/3600%24))
 }
 
 func num(f string) int {

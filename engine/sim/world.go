@@ -218,6 +218,7 @@ type world struct {
 	mu    sync.Mutex // guards nodes for executor goroutines
 	nodes []*node
 	seq   int
+	tmpl  []byte // a new store's file (storeTemplate)
 
 	step     int
 	trace    []string
@@ -251,11 +252,16 @@ func Run(t *testing.T, seed int64, opts Options) Report {
 		opts.Steps = 60
 	}
 	var rep Report
+	tmpl, err := storeTemplate()
+	if err != nil {
+		t.Fatalf("sim: a new store to copy for each seed: %v", err)
+	}
 	synctest.Test(t, func(t *testing.T) {
 		w := &world{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0xa11ce)), opts: opts, tally: map[string]int{}, notes: map[string]int{},
 			restrict: restrictions{noManual: opts.Restrict.NoManual, noRefuse: opts.Restrict.NoRefuse},
 			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)), over: make(chan struct{})}
 		w.ex.n = map[int64]int{}
+		w.tmpl = tmpl
 		rep = w.run()
 	})
 	return rep
@@ -300,7 +306,10 @@ func (w *world) run() Report {
 		}
 	}
 	time.Sleep(time.Until(w.spec.start))
-	w.st, err = store.Open(context.Background(), filepath.Join(w.dir(), "ax.db"), store.Options{})
+	path := filepath.Join(w.dir(), "ax.db")
+	if err = os.WriteFile(path, w.tmpl, 0o600); err == nil {
+		w.st, err = store.Open(context.Background(), path, store.Options{})
+	}
 	if err != nil {
 		w.violate("setup", "open store: %v", err)
 		return w.report(files)
@@ -371,6 +380,26 @@ func (w *world) perHour() int {
 	}
 	return int(n)
 }
+
+// storeTemplate returns a new store's file, made once (outside any bubble)
+// and copied for each seed: its schema is the same for all, and creating
+// it took a seed's worth of statements.
+var storeTemplate = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "axsim-template-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "ax.db")
+	st, err := store.Open(context.Background(), path, store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+})
 
 // dir is where the seed's SQLite file lives: in memory (/dev/shm) when the
 // machine has it, since a seed writes thousands of transactions.

@@ -145,3 +145,114 @@ func BenchmarkWheelAdd(b *testing.B) {
 		})
 	}
 }
+
+// TestWheelWindowSize: the window is one second short of the smallest power
+// of two of slots that holds the requested window plus two (the slot being
+// processed and the one of the last tick). Worked out by hand: 0 s needs 2
+// slots (1 s), 1 s needs 3 → 4 (3 s), 6 s needs 8 (7 s), 14 s needs 16
+// (15 s), 5 m needs 302 → 512 (511 s).
+func TestWheelWindowSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ window, want time.Duration }{
+		{0, time.Second},
+		{time.Second, 3 * time.Second},
+		{6 * time.Second, 7 * time.Second},
+		{14 * time.Second, 15 * time.Second},
+		{5 * time.Minute, 511 * time.Second},
+	} {
+		if got := New(t0, tc.window).Window(); got != tc.want {
+			t.Errorf("New(%s).Window() = %s, want %s", tc.window, got, tc.want)
+		}
+	}
+}
+
+// TestWheelEdgesOfTheWindow: the last tick was the second before now, so the
+// furthest entry accepted is due Window()-1s after now; one second later is
+// refused. The furthest one shares its slot with the second before now and
+// still fires at its own time, not at the first Advance.
+func TestWheelEdgesOfTheWindow(t *testing.T) {
+	t.Parallel()
+	w := New(t0, 6*time.Second) // window 7 s: the last tick is t0-1s, the furthest second t0+6s
+	if !w.Add(Entry{ID: 1, At: at(6 * time.Second)}) {
+		t.Fatal("the furthest second of the window was refused")
+	}
+	if w.Add(Entry{ID: 2, At: at(7 * time.Second)}) {
+		t.Error("one second beyond the window was accepted")
+	}
+	for s := range 6 {
+		if got := collect(w, t0.Add(time.Duration(s)*time.Second)); len(got) != 0 {
+			t.Fatalf("at +%ds fired %v, want nothing before +6s", s, got)
+		}
+	}
+	if got := fmt.Sprint(collect(w, t0.Add(6*time.Second))); got != "[1]" {
+		t.Errorf("at +6s fired %s, want [1]", got)
+	}
+}
+
+// TestWheelEntryAtTheLastTick: an entry for the second just processed has
+// passed: it is due at the next Advance, even one that moves no further.
+func TestWheelEntryAtTheLastTick(t *testing.T) {
+	t.Parallel()
+	w := New(t0, 5*time.Minute)
+	collect(w, t0.Add(10*time.Second))
+	if !w.Add(Entry{ID: 7, At: at(10 * time.Second)}) {
+		t.Fatal("an entry at the last tick was refused")
+	}
+	if got := fmt.Sprint(collect(w, t0.Add(10*time.Second))); got != "[7]" {
+		t.Errorf("entry at the last tick: due %s at the next Advance, want [7]", got)
+	}
+	if w.Len() != 0 {
+		t.Errorf("len = %d after it fired", w.Len())
+	}
+}
+
+// TestWheelBeforeNineteenSeventy: fire times before the epoch (negative
+// milliseconds) are due at the first whole second at or after them, like
+// any other: -5.5 s and -5.001 s are due at -5 s, -5 s at -5 s.
+func TestWheelBeforeNineteenSeventy(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(-10, 0)
+	w := New(start, time.Minute)
+	for i, ms := range []int64{-5500, -5001, -5000, -4999} {
+		if !w.Add(Entry{ID: int64(i), At: ms}) {
+			t.Fatalf("entry at %d ms refused", ms)
+		}
+	}
+	if got := collect(w, time.Unix(-6, 0)); len(got) != 0 {
+		t.Errorf("at -6 s fired %v, want nothing", got)
+	}
+	if got := fmt.Sprint(collect(w, time.Unix(-5, 0))); got != "[0 1 2]" {
+		t.Errorf("at -5 s fired %s, want [0 1 2]", got)
+	}
+	if got := fmt.Sprint(collect(w, time.Unix(-4, 0))); got != "[3]" {
+		t.Errorf("at -4 s fired %s, want [3]", got)
+	}
+}
+
+// TestWheelSteadyStateAllocatesNothing: a slot keeps its array for the next
+// turn, so one entry a second allocates nothing once every slot has been
+// used; a burst's array (over 1024 entries) is dropped once it fired.
+func TestWheelSteadyStateAllocatesNothing(t *testing.T) {
+	w := New(t0, 6*time.Second) // 8 slots
+	now := t0
+	due := func(Entry) {}
+	step := func() {
+		w.Add(Entry{ID: 1, At: now.Add(3 * time.Second).UnixMilli()})
+		now = now.Add(time.Second)
+		w.Advance(now, due)
+	}
+	for range 16 { // two turns: every slot has an array
+		step()
+	}
+	if n := testing.AllocsPerRun(100, step); n != 0 {
+		t.Errorf("one entry a second allocates %.1f times per second, want 0", n)
+	}
+	burst := now.Add(2 * time.Second)
+	for i := range 2000 {
+		w.Add(Entry{ID: int64(i), At: burst.UnixMilli()})
+	}
+	w.Advance(burst, due)
+	if s := w.slots[burst.Unix()&w.mask]; s != nil {
+		t.Errorf("after a burst of 2000 fired its slot keeps an array of %d entries, want none", cap(s))
+	}
+}

@@ -17,7 +17,8 @@
 // A dispatch with a callback URL is answered at once (202) and its result is
 // delivered to the callback at least once, retried with backoff until the
 // scheduler acknowledges it. A dispatch without one is answered with its
-// result when the work ends (the synchronous form of the protocol).
+// result when the work ends (the synchronous form of the protocol); when
+// its caller hangs up first, the work is cancelled.
 package executor
 
 import (
@@ -425,8 +426,19 @@ func (x *Executor) serveDispatch(w http.ResponseWriter, r *http.Request) {
 	case <-j.done:
 		writeJSON(w, http.StatusOK, j.report)
 	case <-r.Context().Done():
+		// The caller hung up: the scheduler ended the attempt on its side
+		// (a kill, a shutdown that gives it back, its deadline, a broken
+		// connection it fails and retries) and nobody waits for this
+		// result. The work stops rather than run on beside the next
+		// attempt. A repeated dispatch of the ticket does not own its work.
+		if !prior {
+			j.cancel(errHungUp)
+		}
 	}
 }
+
+// errHungUp is the cause of work stopped because its synchronous caller hung up.
+var errHungUp = errors.New("stopped: the scheduler hung up before the result (synchronous form)")
 
 // admit finds the ticket's earlier job or queues a new one. It returns a
 // non-zero HTTP status with a reason when the dispatch is refused.
@@ -568,6 +580,8 @@ func (x *Executor) run(j *job) {
 	switch {
 	case errors.Is(context.Cause(j.ctx), runner.ErrKilled):
 		rep.Status, rep.Error = runner.StatusFailed, "killed"
+	case errors.Is(context.Cause(j.ctx), errHungUp):
+		rep.Status, rep.Error = runner.StatusFailed, errHungUp.Error()
 	case errors.Is(j.ctx.Err(), context.DeadlineExceeded):
 		rep.Status, rep.Error = runner.StatusFailed, "deadline exceeded"
 	case err != nil:

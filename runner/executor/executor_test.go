@@ -527,3 +527,49 @@ func TestExecutorDoor(t *testing.T) {
 	default:
 	}
 }
+
+// TestSyncHangUpStopsTheWork: in the synchronous form the caller waits on
+// the connection for the result; when it hangs up (a kill, a shutdown that
+// gives the attempt back, a broken connection: the scheduler has ended the
+// attempt on its side), the work stops rather than run on beside the next
+// attempt, and the ticket's result says so. It ran on before (found by the
+// simulator: TestSimSyncKillStopsRemoteWork).
+func TestSyncHangUpStopsTheWork(t *testing.T) {
+	t.Parallel()
+	started, stopped := make(chan struct{}), make(chan error, 1)
+	s := newSetup(t, Config{}, map[string]runner.Func{"wait": func(ctx context.Context, _ runner.Attempt) error {
+		close(started)
+		select {
+		case <-ctx.Done():
+			stopped <- context.Cause(ctx)
+		case <-time.After(10 * time.Second):
+			stopped <- nil
+		}
+		return ctx.Err()
+	}})
+	ctx, hangUp := context.WithCancel(context.Background())
+	b, _ := json.Marshal(disp("wait", "tk-hangup"))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/dispatch", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-started
+	hangUp()
+	if err := <-errc; err == nil {
+		t.Fatal("the dispatch was answered; want the caller's hang-up")
+	}
+	if cause := <-stopped; cause == nil {
+		t.Fatal("the work ran on after its caller hung up")
+	}
+	// The ticket's result, as a status query or a repeated dispatch finds it.
+	code, body := dispatch(t, s.url, disp("wait", "tk-hangup"))
+	if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "hung up") {
+		t.Errorf("the ticket afterwards: %d %s, want its result: failed, the caller hung up", code, body)
+	}
+}

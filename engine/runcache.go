@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/store"
+)
+
+// runCache is the loop's cache of the store's runs: the instances of the
+// active runs (what the resolver decides readiness from), the kind of each
+// run seen (schedule, manual or backfill: what pauses, overlap and
+// cross-pipeline waits apply to) and the --param values of manual runs.
+// The resolver owns it; the loop goroutine is the only one to touch it.
+//
+// Its rules: the store is the truth, the cache a copy that
+// compare-and-set keeps honest (a stale entry makes a transition fail, and
+// the run is dropped and read again on next use: dropRunOf, invalidate);
+// a run leaves the cache once nothing of it is in flight (forgetDone). It
+// must not write to the store, nor decide anything: it only remembers.
+type runCache struct {
+	src    runSource
+	runs   map[int64]*runState
+	kinds  map[int64]axtype.RunKind
+	params map[int64]map[string]any // the --param values of manual runs that have some
+}
+
+// runSource is what the run cache reads from the store.
+type runSource interface {
+	Instances(ctx context.Context, f store.InstanceFilter) ([]axtype.Instance, error)
+	Run(ctx context.Context, id int64) (axtype.Run, error)
+}
+
+func newRunCache(src runSource) runCache {
+	return runCache{src: src, runs: map[int64]*runState{}, kinds: map[int64]axtype.RunKind{}, params: map[int64]map[string]any{}}
+}
+
+// runState caches the instances of an active run: enough to decide which
+// downstream instances an upstream's success releases. Compare-and-set keeps
+// it honest: a stale entry makes a transition fail, and the run is reloaded.
+type runState struct {
+	id      int64
+	logical time.Time
+	// since is when its waits began: its logical time, or its creation when
+	// that came later (a backfill, a trigger --at a past time). Wait limits
+	// count from it.
+	since time.Time
+	inst  map[string]*instRef // by task id
+}
+
+type instRef struct {
+	id       int64
+	version  int64
+	state    axtype.State
+	err      string // its error: a skip, a failure, or why it failed without running
+	approved bool   // a manual gate an operator released
+	attempt  int
+}
+
+func newRunState(id int64, logical time.Time, insts []axtype.Instance) *runState {
+	rs := &runState{id: id, logical: logical, since: logical, inst: make(map[string]*instRef, len(insts))}
+	if len(insts) > 0 && insts[0].CreatedAt.After(rs.since) {
+		rs.since = insts[0].CreatedAt
+	}
+	for _, in := range insts {
+		rs.inst[in.TaskID] = &instRef{id: in.ID, version: in.Version, state: in.State, err: in.Error, approved: in.ApprovedBy != "", attempt: in.Attempt}
+	}
+	return rs
+}
+
+// get returns the cached state of a run, loading it from the store if needed.
+func (c *runCache) get(ctx context.Context, id int64) (*runState, error) {
+	if rs := c.runs[id]; rs != nil {
+		return rs, nil
+	}
+	insts, err := c.src.Instances(ctx, store.InstanceFilter{RunID: id, Limit: 1 << 20})
+	if err != nil {
+		return nil, err
+	}
+	if len(insts) == 0 {
+		return nil, fmt.Errorf("engine: run %d has no instances", id)
+	}
+	rs := newRunState(id, insts[0].LogicalTime, insts)
+	c.runs[id] = rs
+	return rs, nil
+}
+
+// cached returns the cached state of a run, or nil: never read from the store.
+func (c *runCache) cached(id int64) *runState { return c.runs[id] }
+
+// created caches a run just created, of kind, with its --param values
+// (a JSON object, for a manual run).
+func (c *runCache) created(rs *runState, kind axtype.RunKind, params string) {
+	c.runs[rs.id] = rs
+	c.kinds[rs.id] = kind
+	if kind == axtype.RunManual {
+		c.rememberParams(rs.id, params)
+	}
+}
+
+// setState records that the instance of task in run is now in state at
+// version, when the run is cached.
+func (c *runCache) setState(run int64, task string, state axtype.State, version int64) {
+	if rs := c.runs[run]; rs != nil {
+		rs.set(task, state, version)
+	}
+}
+
+// set records that the instance of task is now in state at version, and
+// returns it (nil when the run has no instance of task).
+func (rs *runState) set(task string, state axtype.State, version int64) *instRef {
+	ref := rs.inst[task]
+	if ref != nil {
+		ref.state, ref.version = state, version
+	}
+	return ref
+}
+
+// drop forgets the instances of run: they are read again on next use.
+func (c *runCache) drop(run int64) { delete(c.runs, run) }
+
+// forget forgets all of run, its kind too (a run that no longer exists).
+func (c *runCache) forget(run int64) {
+	delete(c.runs, run)
+	delete(c.kinds, run)
+}
+
+// invalidate forgets the instances of every run: after a failed write the
+// cache may be ahead of the store, and a new term reads the store again.
+func (c *runCache) invalidate() { clear(c.runs) }
+
+// dropRunOf forgets the run that holds instance: its cached state is stale.
+func (c *runCache) dropRunOf(instance int64) {
+	for id, rs := range c.runs {
+		for _, ref := range rs.inst {
+			if ref.id == instance {
+				delete(c.runs, id)
+				return
+			}
+		}
+	}
+}
+
+// forgetDone drops a run from the cache once nothing of it is in flight
+// (scheduled, running or retrying); it is reloaded if an operator moves it.
+func (c *runCache) forgetDone(rs *runState) {
+	for _, r := range rs.inst {
+		if r.state == axtype.Scheduled || r.state == axtype.Running || r.state == axtype.Retrying {
+			return
+		}
+	}
+	delete(c.runs, rs.id)
+}
+
+// forgetAllDone drops every cached run with nothing in flight.
+func (c *runCache) forgetAllDone() {
+	for _, rs := range c.runs {
+		c.forgetDone(rs)
+	}
+}
+
+// kindOf returns the kind of a run (cached; schedule when unknown).
+func (c *runCache) kindOf(ctx context.Context, runID int64) axtype.RunKind {
+	if k, ok := c.kinds[runID]; ok {
+		return k
+	}
+	r, err := c.src.Run(ctx, runID)
+	if err != nil {
+		return axtype.RunSchedule
+	}
+	if len(c.kinds) > 100_000 {
+		clear(c.kinds)
+	}
+	c.kinds[r.ID] = r.Kind
+	return r.Kind
+}
+
+// rememberParams caches a run's --param values (a JSON object).
+func (c *runCache) rememberParams(run int64, raw string) {
+	var m map[string]any
+	if raw != "" {
+		_ = json.Unmarshal([]byte(raw), &m) // written by encodeParams: a JSON object of strings
+	}
+	if len(c.params) > 10_000 {
+		clear(c.params)
+	}
+	c.params[run] = m
+}
+
+// paramsOf returns the params an attempt of a task in run gets: the task's,
+// with the run's --param values over them. Only operator runs carry them;
+// schedule runs cost no lookup.
+func (c *runCache) paramsOf(run int64, task map[string]any) map[string]any {
+	if c.kindOf(context.Background(), run) != axtype.RunManual {
+		return task
+	}
+	extra, ok := c.params[run]
+	if !ok {
+		r, err := c.src.Run(context.Background(), run)
+		if err != nil {
+			return task
+		}
+		c.rememberParams(run, r.Params)
+		extra = c.params[run]
+	}
+	if len(extra) == 0 {
+		return task
+	}
+	out := make(map[string]any, len(task)+len(extra))
+	for k, v := range task {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
