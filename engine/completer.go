@@ -498,7 +498,7 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 }
 
 // releaseStranded releases the WAITING instances whose upstreams in their
-// run have all succeeded. A success and the release of its downstream are
+// run have all succeeded (a root has none). A success and the release of its downstream are
 // two transactions: a process killed between them, or a store error on the
 // second, leaves a downstream waiting for an event that has happened
 // already. It runs at start and after a failed release.
@@ -509,8 +509,10 @@ func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
 	}
 	byRun := map[int64][]*taskInfo{}
 	for _, in := range waiting {
-		// A run whose logical time is ahead has nothing succeeded yet.
-		if ti := e.tasks[in.TaskID]; ti != nil && len(ti.up) > 0 && !in.LogicalTime.After(now) {
+		// A run whose logical time is ahead has nothing succeeded yet. A
+		// root waits only when a rerun brought it back (it never ran) and
+		// its release failed: nothing else will release it.
+		if ti := e.tasks[in.TaskID]; ti != nil && (len(ti.up) == 0 || !in.LogicalTime.After(now)) {
 			byRun[in.RunID] = append(byRun[in.RunID], ti)
 		}
 	}

@@ -275,7 +275,7 @@ func (e *Engine) explainExecutors(ctx context.Context, t *taskInfo, now time.Tim
 	}
 	var live, excluded []string
 	for _, ex := range exs {
-		if silent := now.Sub(ex.LastHeartbeat); silent > ExecutorLiveness {
+		if silent := now.Sub(e.lastHeard(ex)); silent > ExecutorLiveness {
 			excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
 		} else {
 			live = append(live, ex.Address)

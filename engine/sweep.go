@@ -8,6 +8,7 @@ import (
 
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
 )
 
 // AlertNoExecutor is raised once per task that has due work and no live
@@ -25,6 +26,22 @@ const sweepEvery = 5 * time.Second
 // executor fail at once, with reason, to be retried per their policy.
 type Failoverer interface {
 	Failover(address, boot, reason string) int
+}
+
+// hearer is implemented by executors that hear from registered executors
+// other than by heartbeat (runner.Routed: a dispatch accepted).
+type hearer interface {
+	LastHeard(address string, hb time.Time) time.Time
+}
+
+// lastHeard returns when the registered executor x was last heard from:
+// its last heartbeat, or a later dispatch it accepted. The sweep, the
+// explanation and routing (runner.Routed.Live) judge liveness by it.
+func (e *Engine) lastHeard(x store.Executor) time.Time {
+	if h, ok := e.execs[defs.ExecHTTP].(hearer); ok {
+		return h.LastHeard(x.Address, x.LastHeartbeat)
+	}
+	return x.LastHeartbeat
 }
 
 // watch is what the sweep remembers between passes (and terms): alerts
@@ -72,7 +89,8 @@ func (e *Engine) sweep(ctx context.Context, now time.Time) error {
 	fo, _ := e.execs[defs.ExecHTTP].(Failoverer)
 	live, registered := map[string]int{}, map[string]int{}
 	for _, x := range exs {
-		alive := runner.Alive(x.LastHeartbeat, now)
+		heard := e.lastHeard(x)
+		alive := runner.Alive(heard, now)
 		for _, t := range x.Tasks {
 			registered[t]++
 			if alive {
@@ -93,7 +111,7 @@ func (e *Engine) sweep(ctx context.Context, now time.Time) error {
 			continue
 		}
 		w.lost[x.Address] = true
-		silent := now.Sub(x.LastHeartbeat).Round(time.Second)
+		silent := now.Sub(heard).Round(time.Second)
 		n := 0
 		if fo != nil {
 			n = fo.Failover(x.Address, "", fmt.Sprintf("executor %s lost: no heartbeat for %s", x.Address, silent))

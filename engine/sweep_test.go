@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,13 @@ func setupRouted(t *testing.T, cfg Config, src string, before func(st *store.Sto
 
 // setupRoutedClient is setupRouted with the HTTP client given.
 func setupRoutedClient(t *testing.T, cfg Config, client *http.Client, src string, before func(st *store.Store)) *env {
+	t.Helper()
+	return setupRoutedCallback(t, cfg, client, "", src, before)
+}
+
+// setupRoutedCallback is setupRoutedClient in the asynchronous form when
+// callback is set (results come back by callback, as ax server runs it).
+func setupRoutedCallback(t *testing.T, cfg Config, client *http.Client, callback, src string, before func(st *store.Store)) *env {
 	t.Helper()
 	p, errs := defs.Parse("p.yaml", []byte(src), defs.Options{Now: time.Now()})
 	if errs.Err() != nil {
@@ -54,6 +62,9 @@ func setupRoutedClient(t *testing.T, cfg Config, client *http.Client, src string
 			}
 			return eps, err
 		}})
+	if callback != "" {
+		web = web.WithCallback(callback)
+	}
 	cfg.Holder = "test"
 	eng, err := New(cfg, st, g, Executors{defs.ExecHTTP: web})
 	if err != nil {
@@ -139,6 +150,82 @@ tasks:
 		acts, _ := e.st.Actions(context.Background(), store.LogFilter{Action: AlertNoExecutor})
 		if len(acts) != 1 {
 			t.Errorf("no_executor in the action log %d times, want 1", len(acts))
+		}
+	})
+}
+
+// TestAcceptedDispatchCountsAsHeardFrom: an executor whose heartbeats did
+// not land (the scheduler's store failed them, say) but which accepted a
+// dispatch 8 s ago is not lost: the sweep failed that attempt over as "no
+// heartbeat for 33s" while the executor ran it, and the retry ran beside
+// it, both succeeding (seed 1090 of the simulator: a true double run).
+// The executor is lost once silent for runner.Silence after the dispatch
+// it accepted, and then its attempt fails over as before.
+func TestAcceptedDispatchCountsAsHeardFrom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu         sync.Mutex
+			alerts     []Alert
+			dispatches int
+		)
+		sink := func(a Alert) { mu.Lock(); alerts = append(alerts, a); mu.Unlock() }
+		lost := func() (n int) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, a := range alerts {
+				if a.Kind == AlertExecutorLost {
+					n++
+				}
+			}
+			return n
+		}
+		accept := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			dispatches++
+			mu.Unlock()
+			return &http.Response{StatusCode: http.StatusAccepted, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(strings.NewReader(`{"accepted":true,"boot":"b1"}`)), Request: r}, nil
+		})
+		start := time.Now()
+		e := setupRoutedCallback(t, Config{OnAlert: sink, Grace: time.Millisecond}, &http.Client{Transport: accept}, "http://ax/api/v1/results", `pipeline: hb
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: pull, http: "http://x/dispatch", timeout: 60s, retry: {count: 1, interval: 1s}}
+`, func(st *store.Store) {
+			if err := st.RegisterExecutor(context.Background(), store.RegisterParams{Address: "http://x", Protocol: "http",
+				Tasks: []string{"hb.pull"}, Boot: "b1", Now: start}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		sleep(25 * time.Second) // the last heartbeat that landed is 25 s old: x still gets work
+		if _, err := e.do(Trigger{Target: "hb.pull"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(20 * time.Second) // heartbeat 45 s old, dispatch accepted 20 s ago
+		ins := e.instances(store.InstanceFilter{TaskID: "hb.pull"})
+		mu.Lock()
+		n := dispatches
+		mu.Unlock()
+		if len(ins) != 1 || ins[0].State != axtype.Running || ins[0].Attempt != 1 || n != 1 || lost() != 0 {
+			e.stop()
+			t.Fatalf("20 s after x accepted the dispatch: %+v, %d dispatch(es), %d executor_lost alert(s); want attempt 1 RUNNING on x, not failed over",
+				ins, n, lost())
+		}
+		sleep(20 * time.Second) // 40 s since x was last heard from: lost
+		ins = e.instances(store.InstanceFilter{TaskID: "hb.pull"})
+		e.stop()
+		if len(ins) != 1 || ins[0].State != axtype.Running || ins[0].Attempt != 2 || lost() != 1 {
+			t.Fatalf("40 s after x was last heard from: %+v, %d executor_lost alert(s); want attempt 1 failed over and attempt 2 dispatched", ins, lost())
+		}
+		var reason string
+		for _, h := range e.history("hb.pull") {
+			if h.From == axtype.Running && h.To == axtype.Retrying && reason == "" {
+				reason = h.Reason // the failover (the shutdown gives attempt 2 back after it)
+			}
+		}
+		if !strings.Contains(reason, "executor http://x lost: no heartbeat for 3") {
+			t.Errorf("failover reason %q, want x lost after 30-35 s without a heartbeat or an accepted dispatch", reason)
 		}
 	})
 }

@@ -98,7 +98,7 @@ type HTTP struct {
 	callback string // asynchronous form when set: where executors POST results
 	token    string // sent as a bearer token with dispatches and kills, when set
 	waiters  *waiters
-	accepted func(ticket, boot string) // when set: told the boot id of the process that accepted an asynchronous dispatch
+	accepted func(ticket, boot string) // when set: told the boot id (or "") of the process that accepted an asynchronous dispatch
 }
 
 // waiters holds the attempts waiting for their result by callback, by ticket.
@@ -306,7 +306,7 @@ func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, 
 	if err := json.Unmarshal(answer, &ans); err == nil && ans.Result != nil && ans.Result.Ticket == a.Ticket {
 		return reportResult(*ans.Result, start) // a ticket the executor ran already: its earlier result
 	}
-	if h.accepted != nil && ans.Boot != "" {
+	if h.accepted != nil {
 		h.accepted(a.Ticket, ans.Boot)
 	}
 	select {

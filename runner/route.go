@@ -35,6 +35,7 @@ type Routed struct {
 	mu       sync.Mutex
 	next     map[string]int               // round-robin position per task
 	inFlight map[string]map[string]string // executor address → tickets it runs asynchronously → boot id of the process that accepted each
+	heard    map[string]time.Time         // executor address → when it last accepted a dispatch from this process
 }
 
 var _ Executor = (*Routed)(nil)
@@ -63,7 +64,7 @@ func NewRouted(c RoutedConfig) *Routed {
 		c.Now = time.Now
 	}
 	return &Routed{direct: NewHTTP(c.Client, c.URL), client: c.Client, url: c.URL, registry: c.Registry, now: c.Now,
-		silence: c.Silence, next: map[string]int{}, inFlight: map[string]map[string]string{}}
+		silence: c.Silence, next: map[string]int{}, inFlight: map[string]map[string]string{}, heard: map[string]time.Time{}}
 }
 
 // Silence is how long an executor may go without a heartbeat and still get
@@ -75,7 +76,8 @@ const Silence = 30 * time.Second
 // the API and the console.
 func Alive(hb, now time.Time) bool { return now.Sub(hb) <= Silence }
 
-// Live returns the executors of task that heartbeat within the silence window.
+// Live returns the executors of task heard from within the silence window:
+// by heartbeat, or by a dispatch they accepted (LastHeard).
 func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
 	all, err := r.registry(ctx, task)
 	if err != nil {
@@ -84,11 +86,26 @@ func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
 	now := r.now()
 	var live []Endpoint
 	for _, ep := range all {
-		if now.Sub(ep.LastHeartbeat) <= r.silence {
+		if now.Sub(r.LastHeard(ep.Address, ep.LastHeartbeat)) <= r.silence {
 			live = append(live, ep)
 		}
 	}
 	return live, nil
+}
+
+// LastHeard returns when the executor at address was last heard from: its
+// last heartbeat hb (from the registry), or the last dispatch it accepted
+// from this process, whichever is later. An executor that answered a
+// dispatch is not silent, even when its heartbeats did not land (the
+// scheduler's store failed them, say): the engine's sweep must not fail
+// over as lost the attempt it accepted a moment ago.
+func (r *Routed) LastHeard(address string, hb time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.heard[address]; t.After(hb) {
+		return t
+	}
+	return hb
 }
 
 // Failover fails the attempts this process runs asynchronously on the
@@ -178,10 +195,12 @@ func (r *Routed) track(addr, ticket string, on bool) {
 	delete(r.inFlight[addr], ticket)
 }
 
-// booted records the boot id of the executor process that accepted ticket.
+// booted records the boot id of the executor process that accepted ticket,
+// and that the executor was heard from now.
 func (r *Routed) booted(addr, ticket, boot string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.heard[addr] = r.now()
 	if _, ok := r.inFlight[addr][ticket]; ok {
 		r.inFlight[addr][ticket] = boot
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -121,6 +122,12 @@ type checker struct {
 	misfires    []outage // outages whose misfire decisions are still to check
 	lastOutage  outage
 	caps        []capMark // the local running cap, as observed at each check that saw it change
+	// leader is the primary at the last check; leaderChanges are the
+	// checks that saw another one (or none) lead: a task's breaker lives in
+	// the memory of the process that opened it.
+	leader        *node
+	leaderSeen    bool
+	leaderChanges []time.Time
 }
 
 // capMark is a change of the cap on local attempts (max_running) seen at
@@ -241,6 +248,10 @@ func (c *checker) observeCoverage(now time.Time) {
 		}
 	}
 	c.lastPrimary = p
+	if c.leaderSeen && p != c.leader {
+		c.leaderChanges = append(c.leaderChanges, now)
+	}
+	c.leader, c.leaderSeen = p, true
 }
 
 // readHistory replays new history rows: I6 (each row continues the last one
@@ -666,7 +677,7 @@ func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
 				trigger, at.Format(time.RFC3339), in.task, in.describe())
 			continue
 		}
-		if left || c.waitsBehind(in, at.Add(b)) || c.capFull(in, at.Add(b)) {
+		if left || c.waitsBehind(in, at.Add(b)) || c.capFull(in, at.Add(b)) || c.breakerOpen(in.task, at, at.Add(b)) {
 			continue
 		}
 		w.violate(invDueFire, "%s was due at %s; instance %d is still SCHEDULED %s later with nothing to explain it: %s",
@@ -735,6 +746,47 @@ func (c *checker) capFull(in *inst, t time.Time) bool {
 	return n >= limit
 }
 
+// breakerOpen reports whether task's circuit breaker was open at some time
+// in [from, to]. An open breaker cuts the task's dispatch rate to a tenth of
+// its base (R17: 1/s by default), so its due fires, its retries and its
+// re-offers share that rate and a fire waits however long the backlog
+// takes. The breaker is open from a breaker_open alert of the task in the
+// action log until its breaker_closed alert, or until another primary leads
+// (it lives in the memory of the process that opened it).
+func (c *checker) breakerOpen(task string, from, to time.Time) bool {
+	ctx := context.Background()
+	var alerts []store.Action
+	for _, kind := range []string{engine.AlertBreakerOpen, engine.AlertBreakerClosed} {
+		as, err := c.w.st.Actions(ctx, store.LogFilter{TaskID: task, Action: kind, Limit: 1 << 20})
+		if err != nil {
+			return false
+		}
+		alerts = append(alerts, as...)
+	}
+	slices.SortFunc(alerts, func(a, b store.Action) int { return cmp.Compare(a.ID, b.ID) })
+	for i, a := range alerts {
+		if a.Action != engine.AlertBreakerOpen || a.At.After(to) {
+			continue
+		}
+		end := to
+		if i+1 < len(alerts) && alerts[i+1].At.Before(end) {
+			end = alerts[i+1].At
+		}
+		for _, m := range c.leaderChanges {
+			if m.After(a.At) {
+				if m.Before(end) {
+					end = m
+				}
+				break
+			}
+		}
+		if !end.Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
 // waitsBehind reports whether another instance of in's task, of a schedule
 // run, was not over at t while the task's overlap policy is not allow:
 // overlap: wait (and late catch-ups) queue behind it, in fire order.
@@ -791,12 +843,12 @@ func (c *checker) checkRunsEnd(now time.Time) {
 				id, in.task, last.Format(time.RFC3339), c.upstreamStates(in), in.describe())
 		case axtype.Scheduled:
 			got, err := w.st.Instance(context.Background(), id)
-			if err == nil && got.NextFireAt.After(old) || c.waitsBehind(in, now) || c.capFull(in, now) {
+			if err == nil && got.NextFireAt.After(old) || c.waitsBehind(in, now) || c.capFull(in, now) || c.breakerOpen(in.task, now, now) {
 				continue
 			}
 			w.violate(invRunsEnd, "instance %d %s is SCHEDULED since %s (fire %s) and never dispatched: %s", id, in.task, last.Format(time.RFC3339), got.NextFireAt.Format(time.RFC3339), in.describe())
 		case axtype.Retrying:
-			if c.waitsBehind(in, now) || c.capFull(in, now) {
+			if c.waitsBehind(in, now) || c.capFull(in, now) || c.breakerOpen(in.task, now, now) {
 				continue
 			}
 			fallthrough

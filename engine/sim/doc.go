@@ -95,7 +95,8 @@
 //	   while one engine led without faults, has its run, and each root of
 //	   the run left SCHEDULED within a bound (8 s, plus what the dispatch
 //	   rates need), or waits behind the task's previous instance (overlap),
-//	   or a pause was in force; a root skipped by its overlap policy had
+//	   or a pause was in force, or the task's circuit breaker was open (R17:
+//	   its rate cut to a tenth; breaker_open in the action log); a root skipped by its overlap policy had
 //	   another attempt of its task really running at its fire time (or one
 //	   inherited from a previous process). After an outage, the fires
 //	   missed follow the misfire policy exactly: all run when the earliest
@@ -104,7 +105,8 @@
 //	I5 every run ends or names its wait: after the calm, each instance is
 //	   over, or waits on something that can still happen (a manual gate, an
 //	   upstream not over, a cross-pipeline upstream, its task's previous
-//	   instance), or its fire time is ahead.
+//	   instance, a slot under the cap, its task's open breaker), or its fire
+//	   time is ahead.
 //	I6 history replays to state: each instance's history rows start with
 //	   its creation in WAITING or SCHEDULED, continue one another, follow
 //	   the state table (axtype.CanTransition), and end in the instance's
@@ -193,6 +195,31 @@
 //	           takeover with a backlog             by a later batch, once that instance had
 //	                                               started after the fire time
 //
+//	I1         seed 283 of 10,000 on main a1585b4, an SDK executor restarted on its journal   TestRestartDoesNotRunWorkPastItsDeadline
+//	           the first failure, after 283 seeds  ran a ticket it had accepted before it     (runner/executor)
+//	                                               was killed, 21 s past the ticket's
+//	                                               deadline, beside the instance's third
+//	                                               attempt (fixed: work killed or past its
+//	                                               deadline before a worker takes it never
+//	                                               starts; reported failed)
+//
+//	I1         seed 1090 of 10,000 on main a1585b4 a true double run, both succeeding: an     TestAcceptedDispatchCountsAsHeardFrom
+//	           (the second failure, after 1090)    executor's heartbeats failed on a 14 s     (engine/sweep_test.go),
+//	                                               store fault, so the sweep failed over as   TestFailedHeartbeatRetriedSoon
+//	                                               lost (no heartbeat for 33 s) an attempt    (runner/executor)
+//	                                               it had accepted 8 s before, while it ran
+//	                                               (fixed: an accepted dispatch counts as
+//	                                               hearing from the executor; the SDK sends
+//	                                               a failed heartbeat again after 1 s)
+//
+//	I5         seed 3172 of 10,000 on main a1585b4 a rerun of a root that never ran (its run  TestStrandedRerunOfARootIsReleased
+//	           (the fourth failure, after 3172; 2  cancelled before its fire time) brings it  (engine/stranded_root_test.go)
+//	           runs of the seed in 3)              back to WAITING, then releases it; a
+//	                                               store fault failed the release, and the
+//	                                               stranded sweep looked only at instances
+//	                                               with upstreams: the root waited forever
+//	                                               (fixed: the sweep takes roots too)
+//
 // Not bugs of the engine, but checks made exact (seeds 329, 426, 439, 458,
 // 490, 536, 651, 690, 786, 883, 993 of 1000 on the second day): a fire
 // whose run was made ahead and cancelled (or marked) by an operator before
@@ -204,7 +231,15 @@
 // is explained when the cap was full then (as many local instances
 // RUNNING as the cap in force), not by a guessed extra minute. A fire at
 // the very instant a scheduler starts has not passed and is not in the
-// backlog (seed 1032 of 3000).
+// backlog (seed 1032 of 3000). A task whose circuit breaker is open
+// dispatches at a tenth of its base rate (R17), its fires, retries and
+// re-offers alike, so its due fires may wait past the bound however long
+// the backlog takes: I4 and I5 explain a wait while the task's breaker was
+// open (from its breaker_open alert until breaker_closed or another
+// primary), TestSimBreakerCutsTheRate (seed 1771 of 10,000 on main a1585b4,
+// the third failure, after 1771 seeds, in about one run of the seed in six:
+// an HTTP task on @every 2s refused as re-entrant by both executors until
+// its breaker opened and held its fires 9 s).
 //
 // Seeds 205 (I1: one ticket executed by two engines at once after a
 // takeover) and 206 (I4 misfire) of the first day no longer fail on

@@ -11,7 +11,8 @@
 //     five minutes (the scheduler sends that span with the dispatch);
 //   - the same task is refused (409) while it already runs here;
 //   - the work runs under a context with the dispatch deadline, which a kill
-//     request cancels, and receives the ticket as its idempotency key.
+//     request cancels, and receives the ticket as its idempotency key; work
+//     killed or past its deadline before a worker takes it never starts.
 //
 // A dispatch with a callback URL is answered at once (202) and its result is
 // delivered to the callback at least once, retried with backoff until the
@@ -547,12 +548,20 @@ func (x *Executor) run(j *job) {
 	a := runner.Attempt{Pipeline: j.d.Pipeline, Task: j.d.Task, InstanceID: j.d.InstanceID, Ticket: j.d.Ticket,
 		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params}
 	out := runner.NewOutput(runner.MaxReportOutput)
+	// A job killed, or past its deadline, before a worker took it (it
+	// waited in the queue, or across a restart on the state dir) never
+	// starts: the scheduler has already failed that attempt and may be
+	// running its retry.
+	started := j.ctx.Err() == nil
 	err := func() (err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("panic: %v", p)
 			}
 		}()
+		if !started {
+			return nil
+		}
 		if x.jr != nil {
 			// Durable before the work can have any effect: a restart tells
 			// work that never started from work that may have.
@@ -577,6 +586,9 @@ func (x *Executor) run(j *job) {
 		rep.Status, rep.Error = runner.StatusFailed, "deadline exceeded"
 	case err != nil:
 		rep.Status, rep.Error, rep.Permanent = runner.StatusFailed, err.Error(), errors.Is(err, runner.ErrPermanent)
+	}
+	if !started {
+		rep.Error += " before the work started: it never ran"
 	}
 	j.cancel(nil)
 	x.mu.Lock()
@@ -631,8 +643,9 @@ func (x *Executor) Run(ctx context.Context) error {
 		return nil
 	}
 	registered := false
-	// Until registered, try again soon (1 s, doubling up to the heartbeat
-	// interval): the scheduler may simply be starting after the executor.
+	// Until registered, and after a heartbeat that failed, try again soon
+	// (1 s, doubling up to the heartbeat interval): the scheduler may simply
+	// be starting after the executor, or its store failing for a moment.
 	retry := time.Second
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -647,8 +660,9 @@ func (x *Executor) Run(ctx context.Context) error {
 			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks(), "boot": x.boot}
 		}
 		code, err := x.toScheduler(ctx, path, body)
+		failed := err != nil || code/100 == 5
 		switch {
-		case err != nil || code/100 == 5:
+		case failed:
 			x.log.Warn("scheduler_unreachable", "path", path, "code", code, "err", err)
 		case code == http.StatusNotFound && registered: // the scheduler forgot us: register again
 			registered = false
@@ -659,10 +673,15 @@ func (x *Executor) Run(ctx context.Context) error {
 		default:
 			x.log.Error("scheduler_refused", "path", path, "code", code)
 		}
-		if registered {
+		if registered && !failed {
+			retry = time.Second
 			t.Reset(x.cfg.Heartbeat)
 			continue
 		}
+		// A heartbeat the scheduler did not take (unreachable, or it could
+		// not store it) is sent again as soon as a registration would: two
+		// missed in a row at the full interval would leave this executor
+		// silent for 30 s, and its work failed over while it runs.
 		t.Reset(min(retry, x.cfg.Heartbeat))
 		retry = min(retry*2, x.cfg.Heartbeat)
 	}

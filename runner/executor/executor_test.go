@@ -172,7 +172,7 @@ func TestDeadlineAndKillCancelTheContext(t *testing.T) {
 		t.Fatalf("kill: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	if rep := <-s.sched.gotResult; rep.Ticket != "tk-kill" || rep.Error != "killed" {
+	if rep := <-s.sched.gotResult; rep.Ticket != "tk-kill" || !strings.HasPrefix(rep.Error, "killed") { // "killed", or "killed before the work started" when the kill beat the worker
 		t.Errorf("killed result %+v", rep)
 	}
 }
@@ -343,6 +343,60 @@ func TestRegistrationRetriedSoonWhenSchedulerStartsLater(t *testing.T) {
 		defer sched.mu.Unlock()
 		if fmt.Sprint(sched.at) != "[0s 1s 3s]" {
 			t.Errorf("registration attempts at %v, want [0s 1s 3s]: retried after 1 s, then 2 s, then registered", sched.at)
+		}
+	})
+}
+
+// failingHeartbeats answers the heartbeats of a window 503, as a scheduler
+// whose store fails writes does, and records when each came.
+type failingHeartbeats struct {
+	mu       sync.Mutex
+	t0       time.Time
+	from, to time.Duration // heartbeats in [from, to) fail
+	at       []time.Duration
+}
+
+func (s *failingHeartbeats) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	code := 200
+	if strings.HasSuffix(r.URL.Path, "/heartbeat") {
+		d := time.Since(s.t0)
+		s.at = append(s.at, d)
+		if d >= s.from && d < s.to {
+			code = http.StatusServiceUnavailable
+		}
+	}
+	return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// TestFailedHeartbeatRetriedSoon: a heartbeat the scheduler answers 503 (its
+// store failed the write) is sent again after 1 s, then 2 s, not a whole
+// interval later. At the full interval, two failed in a row (a 14 s store
+// fault) and a network cut left the executor 33 s without a recorded
+// heartbeat; the scheduler failed over as lost the attempt it had accepted
+// 8 s before, and ran it again beside it (seed 1090 of the simulator).
+func TestFailedHeartbeatRetriedSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sched := &failingHeartbeats{t0: time.Now(), from: 15 * time.Second, to: 24 * time.Second}
+		x, err := New(Config{Address: "http://127.0.0.1:9999", Scheduler: "http://sched.test", Client: &http.Client{Transport: sched}},
+			map[string]runner.Func{"a": func(context.Context, runner.Attempt) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { x.Run(ctx); close(done) }()
+		time.Sleep(50 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		sched.mu.Lock()
+		defer sched.mu.Unlock()
+		// Registered at 0 s; heartbeats at 10 s, 20 s (refused), 21 s and 23 s
+		// (refused), 27 s (taken), then every 10 s again.
+		if fmt.Sprint(sched.at) != "[10s 20s 21s 23s 27s 37s 47s]" {
+			t.Errorf("heartbeats at %v, want [10s 20s 21s 23s 27s 37s 47s]: a refused one sent again after 1 s, 2 s, 4 s", sched.at)
 		}
 	})
 }

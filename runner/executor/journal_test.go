@@ -198,6 +198,61 @@ func TestRestartReportsInterruptedWorkAndRunsQueuedWork(t *testing.T) {
 	}
 }
 
+// A ticket accepted and queued whose deadline passed before the executor
+// restarted is not run after the restart: its attempt was failed by its
+// timeout and the scheduler may be running the retry elsewhere. It is
+// reported failed, saying it never started (seed 283 of the simulator: an
+// executor restarted on its journal 21 s after a ticket's deadline ran it
+// beside the instance's third attempt, two attempts at once). The same
+// holds for a job whose deadline passes while it waits in the queue.
+func TestRestartDoesNotRunWorkPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sched, ssrv := newFakeScheduler(t)
+	calls := &atomic.Int64{}
+	started := make(chan struct{}, 1)
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	ran := make(chan string, 4)
+	funcs := map[string]runner.Func{
+		"slow":  func(ctx context.Context, _ runner.Attempt) error { started <- struct{}{}; <-block; return nil },
+		"quick": func(_ context.Context, a runner.Attempt) error { ran <- a.Ticket; return nil },
+	}
+	a := startProc(t, dir, ssrv.Client(), calls, funcs, 1) // one worker: quick waits behind slow
+	ds, dq := disp("slow", "tk-slow"), disp("quick", "tk-late")
+	ds.Callback, dq.Callback = ssrv.URL+"/results", ssrv.URL+"/results"
+	dq.Deadline = time.Now().Add(-time.Second) // as when the executor comes back after the deadline
+	if code, body := dispatch(t, a.url, ds); code != 202 {
+		t.Fatalf("dispatch slow: %d %s", code, body)
+	}
+	<-started
+	if code, body := dispatch(t, a.url, dq); code != 202 {
+		t.Fatalf("dispatch quick: %d %s", code, body)
+	}
+	a.stop() // killed while slow runs and quick waits
+
+	startProc(t, dir, ssrv.Client(), calls, funcs, 1)
+	var rep runner.Report
+	for rep.Ticket != "tk-late" {
+		select {
+		case rep = <-sched.gotResult:
+		case <-time.After(10 * time.Second):
+			t.Fatal("after the restart, no result for tk-late")
+		}
+	}
+	if rep.Status != runner.StatusFailed || !strings.Contains(rep.Error, "deadline exceeded before the work started") || rep.Permanent {
+		t.Errorf("tk-late reported %+v, want a failure saying its deadline passed before it started", rep)
+	}
+	select {
+	case tk := <-ran:
+		t.Errorf("%s ran after its deadline", tk)
+	default:
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d executions, want 1 (slow before the kill; tk-late never)", n)
+	}
+}
+
 // A torn last line (the process died inside a write) is skipped; a state
 // dir held by a live executor is refused to a second one.
 func TestJournalTornTailAndExclusiveDir(t *testing.T) {
