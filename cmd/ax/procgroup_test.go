@@ -66,7 +66,7 @@ tasks:
 					}
 					got, _ := st.Procs(context.Background(), []string{ins[0].Ticket})
 					p, ok := got[ins[0].Ticket]
-					if !ok {
+					if !ok || p.Kind != store.ProcGroup { // the scheduler's own record comes first, the group's within 20 ms
 						return false
 					}
 					procs[task], ids[task] = p, ins[0].ID
