@@ -12,11 +12,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/template"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
+	"golang.org/x/sys/unix"
 )
 
 // CommandSpec is the argv of a command task, with the parsed template of each
@@ -91,6 +93,19 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	}
 	pgid := cmd.Process.Pid
 	started(ctx, pgid) // where its group runs, for a scheduler that may inherit it
+	// When the command exits, what it left behind in its group is ended at
+	// once, so that a child holding the output pipe cannot keep the attempt
+	// waiting for the copier (WaitDelay) past the exit, or into its deadline;
+	// and whether the attempt's context had ended by then is noted: exited
+	// before it did, the exit status is the outcome.
+	var endedBeforeExit atomic.Bool
+	exitSeen := make(chan struct{})
+	go func() {
+		defer close(exitSeen)
+		awaitExit(pgid)
+		endedBeforeExit.Store(ctx.Err() != nil)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}()
 	done := make(chan struct{})
 	go func() { // stop the group when ctx ends: SIGTERM, then SIGKILL after the grace
 		select {
@@ -108,8 +123,13 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	}()
 	err = cmd.Wait()
 	close(done)
+	<-exitSeen
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever the task left behind in its group
 	err = exitStatus(cmd, err)
+	judge := ctx
+	if !endedBeforeExit.Load() {
+		judge = context.WithoutCancel(ctx) // it exited by itself before its deadline or a kill
+	}
 	var code *int
 	if err == nil {
 		code = new(int)
@@ -120,7 +140,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 			err = fmt.Errorf("exit status %d%s", ee.ExitCode(), cmp.Or(lastLine(errTail.Bytes()), lastLine(outTail.Bytes())))
 		}
 	}
-	r := finish(ctx, a, start, err)
+	r := finish(judge, a, start, err)
 	r.ExitCode, r.Executor = code, Local()
 	if own {
 		data, _, dropped := out.Take(true)
@@ -130,6 +150,18 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 }
 
 func ptrInt(v int) *int { return &v }
+
+// awaitExit returns when process pid has exited (or cannot be waited for),
+// without reaping it: cmd.Wait still collects its status.
+func awaitExit(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
 
 // exitStatus makes the command's exit status its outcome: when the process
 // exited 0 but its output copier gave up waiting (exec.ErrWaitDelay: a
