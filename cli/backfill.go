@@ -281,13 +281,43 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		fmt.Fprintf(out, "follow it with: ax backfill status %d\n", res.ID)
 		return nil
 	}
+	return followAPI(ctx, out, c, res.ID)
+}
+
+// ResumeBackfillAPI asks the server's API to continue a backfill (the
+// primary applies it) and follows it until it ends, as BackfillAPI does.
+func ResumeBackfillAPI(ctx context.Context, out io.Writer, f BackfillOptions, arg string) error {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return Usage("%q is not a backfill id", arg)
+	}
+	c, err := NewAPIClient(f.API.Server)
+	if err != nil {
+		return err
+	}
+	raw, err := c.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/resume", id), map[string]any{})
+	if err != nil || (f.API.JSON && f.Detach) {
+		return OrThen(err, func() error { return PrintJSON(out, raw) })
+	}
+	var res api.Result
+	_ = json.Unmarshal(raw, &res)
+	fmt.Fprintln(out, res.Result)
+	if f.Detach {
+		fmt.Fprintf(out, "follow it with: ax backfill status %d\n", id)
+		return nil
+	}
+	return followAPI(ctx, out, c, id)
+}
+
+// followAPI prints backfill id's progress from the API until it ends.
+func followAPI(ctx context.Context, out io.Writer, c *api.Client, id int64) error {
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	last := ""
 	for {
 		var v api.BackfillView
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/backfills/%d", res.ID), &v); err != nil {
+		if err := c.Get(ctx, fmt.Sprintf("/api/v1/backfills/%d", id), &v); err != nil {
 			return err
 		}
 		line := Progress(v.Backfill, time.Since(start)) + InstancesLine(v.Instances)
@@ -305,7 +335,7 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		}
 		select {
 		case <-ctx.Done():
-			return Fail(fmt.Errorf("stopped following backfill %d; it goes on on the server (ax backfill status %d, ax backfill cancel %d)", res.ID, res.ID, res.ID))
+			return Fail(fmt.Errorf("stopped following backfill %d; it goes on on the server (ax backfill status %d, ax backfill cancel %d)", id, id, id))
 		case <-tick.C:
 		}
 	}

@@ -69,10 +69,14 @@ func newBackfillResumeCmd() *cobra.Command {
 		Short: "Continue an interrupted backfill without rerunning what succeeded",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !f.Standalone && !viaStore(cmd) {
+				return cli.ResumeBackfillAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0])
+			}
 			return cli.ResumeBackfill(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args[0])
 		},
 	}
 	addRunFlags(cmd.Flags(), &f)
+	addAPIFlags(cmd, &f.API)
 	return cmd
 }
 

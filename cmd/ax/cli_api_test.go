@@ -85,6 +85,11 @@ func TestCLIThroughAPI(t *testing.T) {
 	has(out, "ID", "shop", "done", "2/2")
 	_, errOut = ax(cli.ExitFailed, "backfill", "cancel", "1")
 	has(errOut, "backfill 1 is done already", "(HTTP 409)")
+	// resume talks to the API too (it opened ./ax.db and had no --server).
+	_, errOut = ax(cli.ExitFailed, "backfill", "resume", "1")
+	has(errOut, "(HTTP 409)")
+	_, errOut = ax(cli.ExitFailed, "backfill", "resume", "99")
+	has(errOut, "no backfill 99", "(HTTP 404)")
 
 	// Bad input: a clear message, exit 1, nothing changed.
 	before := e.State()
