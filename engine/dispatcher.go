@@ -249,7 +249,7 @@ func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bo
 		}
 		running, held = b.live[p.task.id].at(due)
 	}
-	switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, running, held, b.claimed[p.task.id]) {
+	switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, running, held, b.claimed[p.task.id], p.state == axtype.Retrying) {
 	case overlapLater:
 		b.waiting = append(b.waiting, id)
 		if b.later.IsZero() || due.Before(b.later) {

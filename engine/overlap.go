@@ -34,7 +34,10 @@ const lateFire = 2 * time.Second
 // fire time against attempts really running then: an instance not due yet
 // is claimed ahead only when nothing else of the task is live, since nobody
 // can know whether the attempt running now still runs at its fire time.
-func overlapDecide(p defs.Overlap, due, now, backlog time.Time, running, held, claimed int) overlapVerdict {
+// A retry (an instance RETRYING: its attempt failed, or was refused or
+// given back) is no fire: its fire was judged when it first went out, so it
+// queues behind a running attempt and is never skipped.
+func overlapDecide(p defs.Overlap, due, now, backlog time.Time, running, held, claimed int, retry bool) overlapVerdict {
 	switch {
 	case p == defs.OverlapAllow:
 		return overlapGo
@@ -44,7 +47,7 @@ func overlapDecide(p defs.Overlap, due, now, backlog time.Time, running, held, c
 		}
 		return overlapGo
 	case running > 0:
-		if p == defs.OverlapWait || now.Sub(due) > lateFire || !due.After(backlog) {
+		if p == defs.OverlapWait || retry || now.Sub(due) > lateFire || !due.After(backlog) {
 			return overlapWait
 		}
 		return overlapSkip

@@ -24,25 +24,29 @@ func TestOverlapDecide(t *testing.T) {
 		backlog                time.Time // when the misfire rule judged the backlog (zero: never)
 		running, held, claimed int
 		want                   overlapVerdict
+		retry                  bool // a RETRYING instance, not a fire
 	}{
-		{"idle, due now", defs.OverlapSkip, now, time.Time{}, 0, 0, 0, overlapGo},
-		{"idle, claimed ahead", defs.OverlapSkip, sec(0.5), time.Time{}, 0, 0, 0, overlapGo},
-		{"next second while this second's attempt is held", defs.OverlapSkip, sec(1), time.Time{}, 0, 1, 0, overlapLater},
-		{"next second while this second's attempt runs", defs.OverlapSkip, sec(1), time.Time{}, 1, 0, 0, overlapLater},
-		{"next second while one goes out in this batch", defs.OverlapSkip, sec(1), time.Time{}, 0, 0, 1, overlapLater},
-		{"wait policy is judged at the fire time too", defs.OverlapWait, sec(1), time.Time{}, 1, 0, 0, overlapLater},
-		{"on time while one runs: skip", defs.OverlapSkip, now, time.Time{}, 1, 0, 0, overlapSkip},
-		{"one second late while one runs: still on time", defs.OverlapSkip, sec(-1), time.Time{}, 1, 0, 0, overlapSkip},
-		{"three seconds late while one runs: queues", defs.OverlapSkip, sec(-3), time.Time{}, 1, 0, 0, overlapWait},
-		{"wait policy queues", defs.OverlapWait, now, time.Time{}, 1, 0, 0, overlapWait},
-		{"catch-up behind one in this batch", defs.OverlapSkip, now, time.Time{}, 0, 0, 1, overlapWait},
-		{"misfire catch-up just due while one runs: queues", defs.OverlapSkip, sec(-1), now, 1, 0, 0, overlapWait},
-		{"misfire catch-up run at the resume while one runs: queues", defs.OverlapSkip, now, now, 1, 0, 0, overlapWait},
-		{"a regular fire after the backlog while one runs: skip", defs.OverlapSkip, now, sec(-0.5), 1, 0, 0, overlapSkip},
-		{"allow ignores running", defs.OverlapAllow, now, time.Time{}, 3, 0, 0, overlapGo},
-		{"allow claims ahead", defs.OverlapAllow, sec(1), time.Time{}, 3, 2, 1, overlapGo},
+		{"idle, due now", defs.OverlapSkip, now, time.Time{}, 0, 0, 0, overlapGo, false},
+		{"idle, claimed ahead", defs.OverlapSkip, sec(0.5), time.Time{}, 0, 0, 0, overlapGo, false},
+		{"next second while this second's attempt is held", defs.OverlapSkip, sec(1), time.Time{}, 0, 1, 0, overlapLater, false},
+		{"next second while this second's attempt runs", defs.OverlapSkip, sec(1), time.Time{}, 1, 0, 0, overlapLater, false},
+		{"next second while one goes out in this batch", defs.OverlapSkip, sec(1), time.Time{}, 0, 0, 1, overlapLater, false},
+		{"wait policy is judged at the fire time too", defs.OverlapWait, sec(1), time.Time{}, 1, 0, 0, overlapLater, false},
+		{"on time while one runs: skip", defs.OverlapSkip, now, time.Time{}, 1, 0, 0, overlapSkip, false},
+		{"one second late while one runs: still on time", defs.OverlapSkip, sec(-1), time.Time{}, 1, 0, 0, overlapSkip, false},
+		{"three seconds late while one runs: queues", defs.OverlapSkip, sec(-3), time.Time{}, 1, 0, 0, overlapWait, false},
+		{"wait policy queues", defs.OverlapWait, now, time.Time{}, 1, 0, 0, overlapWait, false},
+		{"catch-up behind one in this batch", defs.OverlapSkip, now, time.Time{}, 0, 0, 1, overlapWait, false},
+		{"misfire catch-up just due while one runs: queues", defs.OverlapSkip, sec(-1), now, 1, 0, 0, overlapWait, false},
+		{"misfire catch-up run at the resume while one runs: queues", defs.OverlapSkip, now, now, 1, 0, 0, overlapWait, false},
+		{"a regular fire after the backlog while one runs: skip", defs.OverlapSkip, now, sec(-0.5), 1, 0, 0, overlapSkip, false},
+		{"allow ignores running", defs.OverlapAllow, now, time.Time{}, 3, 0, 0, overlapGo, false},
+		{"allow claims ahead", defs.OverlapAllow, sec(1), time.Time{}, 3, 2, 1, overlapGo, false},
+		{"a retry due now while one runs: queues, never skipped", defs.OverlapSkip, now, time.Time{}, 1, 0, 0, overlapWait, true},
+		{"a retry not due yet while one runs: judged at its time", defs.OverlapSkip, sec(1), time.Time{}, 1, 0, 0, overlapLater, true},
+		{"a retry with nothing live: goes", defs.OverlapSkip, now, time.Time{}, 0, 0, 0, overlapGo, true},
 	} {
-		if got := overlapDecide(tc.p, tc.due, now, tc.backlog, tc.running, tc.held, tc.claimed); got != tc.want {
+		if got := overlapDecide(tc.p, tc.due, now, tc.backlog, tc.running, tc.held, tc.claimed, tc.retry); got != tc.want {
 			t.Errorf("%s: overlapDecide = %d, want %d", tc.name, got, tc.want)
 		}
 	}

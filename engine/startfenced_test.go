@@ -47,4 +47,3 @@ func TestFencedStartStandsBy(t *testing.T) {
 		e.stop()
 	})
 }
-
