@@ -102,7 +102,10 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	exitSeen := make(chan struct{})
 	go func() {
 		defer close(exitSeen)
-		awaitExit(pgid)
+		if !awaitExit(pgid) {
+			endedBeforeExit.Store(true) // exit not seen: judged by ctx after the wait, as before
+			return
+		}
 		endedBeforeExit.Store(ctx.Err() != nil)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}()
@@ -151,14 +154,16 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 
 func ptrInt(v int) *int { return &v }
 
-// awaitExit returns when process pid has exited (or cannot be waited for),
-// without reaping it: cmd.Wait still collects its status.
-func awaitExit(pid int) {
+// awaitExit reports, once process pid has exited, that it saw the exit
+// (without reaping it: cmd.Wait still collects its status, and when Wait
+// reaped it first, ECHILD says the same); false when pid cannot be waited
+// for here, so that nothing is ended on a guess.
+func awaitExit(pid int) bool {
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if err != unix.EINTR {
-			return
+			return err == nil || err == unix.ECHILD
 		}
 	}
 }
