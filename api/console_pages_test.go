@@ -183,7 +183,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	var next string
 	err = chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="clean"] td.next`)), shoot("pipeline"))
 	if err == nil {
-		next, err = chromedp.Run(ctx, chromedp.Text(css(`tr[data-task="clean"] td.next`)))
+		next, err = chromedp.Run(ctx, textNow(css(`tr[data-task="clean"] td.next`)))
 	}
 	if err != nil {
 		t.Fatalf("pipeline page: %v (script errors: %v)", err, scriptErrors())
@@ -223,7 +223,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("forms: %v (script errors: %v)", err, scriptErrors())
 	}
-	if got, err := chromedp.Run(ctx, chromedp.Text(css(`#f-trigger .result`))); err != nil || !strings.Contains(got, "2026-02-30T02:00:00") {
+	if got, err := chromedp.Run(ctx, textNow(css(`#f-trigger .result`))); err != nil || !strings.Contains(got, "2026-02-30T02:00:00") {
 		t.Errorf("run now with a bad date shows %q, want the API's error naming it (%v)", got, err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#f-trigger input[name="at"]').value = ""`)); err != nil {
@@ -250,7 +250,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Fatalf("forms: %v (script errors: %v)", err, scriptErrors())
 	}
 	for form, want := range map[string]string{"#f-limits": "global", "#f-trigger": `did you mean "clean"`, "#f-backfill": "2026-13-01", "#f-group": `no group "etll" (did you mean "etl"?)`} {
-		got, err := chromedp.Run(ctx, chromedp.Text(css(form+" .result")))
+		got, err := chromedp.Run(ctx, textNow(css(form+" .result")))
 		if err != nil || !strings.Contains(got, want) {
 			t.Errorf("%s shows %q, want the API's error naming %s (%v)", form, got, want, err)
 		}
@@ -348,7 +348,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	})
 	if bs, err := e.St.Backfills(context.Background(), 0); err != nil || len(bs) != 1 || bs[0].TotalRuns != 1 {
 		t.Errorf("backfills after the form: %+v %v; want one of one run", bs, err)
-	} else if got, _ := chromedp.Run(ctx, chromedp.Text(css(`#f-backfill .result`))); !strings.HasPrefix(got, fmt.Sprintf("backfill %d started: 1 run(s) of sync → clean", bs[0].ID)) {
+	} else if got, _ := chromedp.Run(ctx, textNow(css(`#f-backfill .result`))); !strings.HasPrefix(got, fmt.Sprintf("backfill %d started: 1 run(s) of sync → clean", bs[0].ID)) {
 		t.Errorf("the backfill form says %q once started", got)
 	}
 	if code, body := e.Call("GET", "/api/v1/limits", ""); code != 200 || !strings.Contains(body, `"global": 50`) {
@@ -388,7 +388,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		}
 		// The action log in each pipeline's zone too.
 		for pl, off := range map[string]string{"shop": " +08:00", "pager": " +00:00"} {
-			if at, err := chromedp.Run(ctx, chromedp.Text(css(fmt.Sprintf(`#actions tr[data-pipeline=%q] td.at`, pl)))); err != nil || !strings.HasSuffix(at, off) {
+			if at, err := chromedp.Run(ctx, textNow(css(fmt.Sprintf(`#actions tr[data-pipeline=%q] td.at`, pl)))); err != nil || !strings.HasSuffix(at, off) {
 				t.Errorf("action log: an action of %s at %q, want it in the pipeline's zone (%s) (%v)", pl, at, off, err)
 			}
 		}
@@ -410,7 +410,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Fatalf("forms without the token: %v (script errors: %v)", err, scriptErrors())
 	}
 	for _, form := range []string{"#f-group", "#f-trigger"} {
-		if got, err := chromedp.Run(ctx, chromedp.Text(css(form+" .result"))); err != nil || !strings.Contains(got, "missing or wrong bearer token") {
+		if got, err := chromedp.Run(ctx, textNow(css(form+" .result"))); err != nil || !strings.Contains(got, "missing or wrong bearer token") {
 			t.Errorf("%s without the token shows %q, want the API's refusal (%v)", form, got, err)
 		}
 	}
@@ -434,7 +434,7 @@ func TestConsolePagesInBrowser(t *testing.T) {
 	var box string
 	err = chromedp.Do(ctx, chromedp.Navigate(refused.Srv.URL+"/#/"), chromedp.WaitVisible(css(`#reload[data-ok="false"]`)), shoot("reload-refused"))
 	if err == nil {
-		box, err = chromedp.Run(ctx, chromedp.Text(css(`#reload`)))
+		box, err = chromedp.Run(ctx, textNow(css(`#reload`)))
 	}
 	if err != nil {
 		t.Fatalf("refused reload: %v (script errors: %v)", err, scriptErrors())
@@ -500,7 +500,7 @@ tasks:
 	err := chromedp.Do(wctx, chromedp.Navigate(e.Srv.URL+"/#/p/shop"), chromedp.WaitVisible(css(`button[data-log]`)),
 		click(css(`tr[data-task="talk"] button[data-log]`)), chromedp.WaitVisible(css(`#logview`)))
 	if err == nil {
-		text, err = chromedp.Run(ctx, chromedp.Text(css(`#logview pre`)))
+		text, err = chromedp.Run(ctx, textNow(css(`#logview pre`)))
 	}
 	if err != nil {
 		html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("log").outerHTML + document.getElementById("banner").outerHTML`))

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,19 @@ func chromium(t *testing.T) string {
 
 // browser starts headless chromium and records every script error and
 // console error the page shows; it accepts confirmation dialogs.
+// textNow reads the visible text of the first element sel matches, in one
+// turn of the page's script. chromedp.Text finds the node in one call and
+// reads it in another: when the console's 3-second redraw replaces the
+// page between the two, it reads a detached node, which shows no text, and
+// returns "" (CI once saw a next fire of "" that way). In one turn the
+// element read is the one in the page.
+func textNow(sel chromedp.CSS) chromedp.Action[string] {
+	q, _ := json.Marshal(string(sel))
+	return chromedp.Evaluate[string](`(() => { const el = document.querySelector(` + string(q) + `);
+  if (!el) throw new Error("no element matches " + ` + string(q) + `);
+  return el.innerText; })()`)
+}
+
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -136,7 +150,7 @@ func TestConsolePauseInBrowser(t *testing.T) {
 	}
 	var state string
 	if err == nil {
-		state, err = chromedp.Run(ctx, chromedp.Text(css(`tr[data-task="sync"] td.state`)))
+		state, err = chromedp.Run(ctx, textNow(css(`tr[data-task="sync"] td.state`)))
 	}
 	var shot []byte
 	if err == nil {
@@ -200,7 +214,7 @@ tasks:
 		chromedp.WaitVisible(css(`tr[data-task="approve"] button[data-op="approve"]`)),
 	)
 	if err == nil {
-		label, err = chromedp.Run(ctx, chromedp.Text(css(`tr[data-task="approve"] td.state`)))
+		label, err = chromedp.Run(ctx, textNow(css(`tr[data-task="approve"] td.state`)))
 	}
 	if err == nil {
 		err = chromedp.Do(ctx,
