@@ -42,6 +42,10 @@ type Commands struct {
 	// MaxOutput bounds the output kept when the attempt's context carries no
 	// Output (see WithOutput); the tail is kept. Zero means 64 KiB.
 	MaxOutput int
+	// Nice raises the nice value of every command by this much (at most
+	// to 19), so that the commands yield the CPU to the scheduler under
+	// contention (see spawner). Zero starts them at the scheduler's own.
+	Nice int
 }
 
 var _ Executor = (*Commands)(nil)
@@ -49,6 +53,14 @@ var _ Executor = (*Commands)(nil)
 // NewCommands returns an executor for commands; spec gives an attempt's argv.
 func NewCommands(spec func(Attempt) (CommandSpec, error)) *Commands {
 	return &Commands{spec: spec}
+}
+
+// start starts cmd, from a thread of lowered priority when c.Nice asks.
+func (c *Commands) start(cmd *exec.Cmd) error {
+	if c.Nice <= 0 {
+		return cmd.Start()
+	}
+	return spawnStart(cmd, c.Nice)
 }
 
 // Execute renders the argv, runs it under the attempt's deadline and ctx, and
@@ -88,7 +100,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = grace
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := c.start(cmd); err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start)}, nil
 	}
 	pgid := cmd.Process.Pid

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var logical = time.Date(2026, 3, 1, 2, 0, 0, 0, time.FixedZone("CST", 8*3600))
@@ -215,5 +217,37 @@ func TestKillLeavesNoChildBehind(t *testing.T) {
 				_ = syscall.Kill(child, syscall.SIGKILL)
 			}
 		})
+	}
+}
+
+// TestCommandNice: with Nice n a command runs n above the process's nice
+// value (at most 19), started from threads of its own: the process's own
+// nice value does not change, and the threads live on, so that a command
+// (killed by Pdeathsig when the thread that forked it ends) outlives its
+// start. Without Nice it runs at the process's own.
+func TestCommandNice(t *testing.T) {
+	t.Parallel()
+	own, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := 20 - own
+	niceOf := func(nice int) string {
+		t.Helper()
+		c := commands("sh", "-c", "sleep 0.2; cut -d' ' -f19 /proc/$$/stat")
+		c.Nice = nice
+		r, err := c.Execute(context.Background(), attempt("t"))
+		if err != nil || r.Status != StatusSuccess {
+			t.Fatalf("nice %d: %+v %v", nice, r, err)
+		}
+		return strings.TrimSpace(string(r.Output))
+	}
+	for _, c := range []struct{ nice, want int }{{0, base}, {5, min(19, base+5)}, {19, 19}, {5, min(19, base+5)}} {
+		if got := niceOf(c.nice); got != strconv.Itoa(c.want) {
+			t.Errorf("Nice %d: the command ran at nice %s, want %d", c.nice, got, c.want)
+		}
+	}
+	if now, _ := unix.Getpriority(unix.PRIO_PROCESS, 0); now != own {
+		t.Errorf("the process's nice value changed: %d, was %d", 20-now, base)
 	}
 }

@@ -35,12 +35,19 @@ func AlertVia(e **engine.Engine) func(engine.Alert) {
 // them (or called at their own URL when none is), each looking its task up
 // in the pipelines in force.
 func Executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
-	return ExecutorsOf(func() *dag.Graph { return g }, st, alert)
+	return ExecutorsOf(func() *dag.Graph { return g }, st, alert, DefaultCommandNice)
 }
 
+// DefaultCommandNice is how much commands' nice value is raised above the
+// scheduler's (ax server --command-nice): under a burst the commands yield
+// the CPU to the scheduler's lease renewal, API and dispatch; on a machine
+// with CPU to spare they run as fast as at the scheduler's own.
+const DefaultCommandNice = 10
+
 // ExecutorsOf is executors for pipelines that a reload may replace: graph
-// returns the ones in force.
-func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
+// returns the ones in force. Commands start nice above the scheduler (see
+// runner.Commands.Nice).
+func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert), nice int) (engine.Executors, error) {
 	funcs := runner.NewFunctions(func(a runner.Attempt) string {
 		if t := graph().Task(a.Pipeline + "." + a.Task); t != nil {
 			return t.Executor.Function
@@ -61,6 +68,7 @@ func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 		}
 		return spec, nil
 	})
+	commands.Nice = nice
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	web := runner.NewRouted(runner.RoutedConfig{Client: client,
 		URL: func(a runner.Attempt) (string, error) {

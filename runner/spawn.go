@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"os/exec"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// A spawner starts commands from threads of their own whose nice value is
+// raised by a fixed amount: a child inherits the nice value of the thread
+// that forks it, so the commands (and the fork's cost in this process) yield
+// the CPU to the scheduler's own threads under contention, and run as fast
+// as before on an idle machine. A burst of 10,000 commands otherwise keeps
+// both cores of a small host busy with their start-up, and the scheduler's
+// lease renewal and API wait behind them.
+//
+// The threads live as long as the process, one set per nice value, shared
+// by every Commands: a command started with Pdeathsig is killed when the
+// thread that forked it ends, not only when the process does.
+type spawner struct {
+	reqs chan spawnReq // nil: no thread could lower itself; start as is
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// spawnThreads is how many threads fork commands: a fork holds its thread
+// only until the child has called exec (vfork), well under a millisecond.
+const spawnThreads = 4
+
+var (
+	spawnMu  sync.Mutex
+	spawners = map[int]*spawner{}
+)
+
+// spawnStart starts cmd from a thread whose nice value is the process's
+// own plus nice (cmd.Start there). The threads are made on first use.
+func spawnStart(cmd *exec.Cmd, nice int) error {
+	spawnMu.Lock()
+	s := spawners[nice]
+	if s == nil {
+		s = newSpawner(nice)
+		spawners[nice] = s
+	}
+	spawnMu.Unlock()
+	if s.reqs == nil {
+		return cmd.Start() // the nice value could not be set here
+	}
+	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
+	s.reqs <- r
+	return <-r.done
+}
+
+func newSpawner(nice int) *spawner {
+	reqs := make(chan spawnReq)
+	ok := make(chan bool, spawnThreads)
+	for range spawnThreads {
+		go func() {
+			runtime.LockOSThread() // for good: the thread ends with the process
+			if lowerThread(nice) != nil {
+				ok <- false
+				return
+			}
+			ok <- true
+			for r := range reqs {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	}
+	up := 0
+	for range spawnThreads {
+		if <-ok {
+			up++
+		}
+	}
+	if up == 0 {
+		return &spawner{}
+	}
+	return &spawner{reqs: reqs}
+}
+
+// lowerThread raises the calling thread's nice value by n (at most to 19).
+func lowerThread(n int) error {
+	tid := unix.Gettid()
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		return err
+	}
+	// The system call returns 20 - nice (1 … 40), as glibc documents.
+	return unix.Setpriority(unix.PRIO_PROCESS, tid, min(19, 20-prio+n))
+}
