@@ -7,7 +7,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -44,6 +43,9 @@ type row struct {
 	BaselineU string  `json:"baseline_unit"`
 	RatioV    float64 `json:"ratio"`
 	Skipped   string  `json:"skipped,omitempty"`
+	// Missed: the test (Test rows) printed its figures and then failed on
+	// its targets; the figures stand, with what it said.
+	Missed string `json:"missed,omitempty"`
 }
 
 var rows = []row{
@@ -110,7 +112,8 @@ func run(w io.Writer, jsonPath string) error {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "running %s …\n", r.Name)
-		lines, err := bench(r.Pkg, r.Bench, r.BenchTime, r.Timeout, r.Test)
+		lines, missed, err := bench(r.Pkg, r.Bench, r.BenchTime, r.Timeout, r.Test)
+		r.Missed = missed
 		if err == nil {
 			err = hasLines(lines, r.Pkg, r.Sub, r.BaseSub)
 		}
@@ -142,7 +145,11 @@ func run(w io.Writer, jsonPath string) error {
 		if r.BaselineU != "" {
 			base = fmt.Sprintf("%.4g %s", r.BaselineV, r.BaselineU)
 		}
-		fmt.Fprintf(tw, "%s\t%.4g %s\t%s\t%.3g\t%s\n", r.Name, r.FigureV, r.FigureU, base, r.RatioV, r.Target)
+		target := r.Target
+		if r.Missed != "" {
+			target = "MISSED " + target + ": " + r.Missed
+		}
+		fmt.Fprintf(tw, "%s\t%.4g %s\t%s\t%.3g\t%s\n", r.Name, r.FigureV, r.FigureU, base, r.RatioV, target)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -154,16 +161,27 @@ func run(w io.Writer, jsonPath string) error {
 	return os.WriteFile(jsonPath, b, 0o644)
 }
 
-// benchCache holds each go test run's result lines, so that rows read from
-// one run (row 7's four lines) run it once.
-var benchCache = map[string]map[string]map[string]float64{}
+// benchCache holds each go test run's result lines (and, for a test that
+// failed on its targets, what it said), so that rows read from one run
+// (row 7's four lines) run it once.
+var (
+	benchCache  = map[string]map[string]map[string]float64{}
+	missedCache = map[string]string{}
+)
+
+// targetMiss matches what a test says when a figure misses its target
+// (burst_test.go: "API p99 … during the burst, want < 100ms").
+var targetMiss = regexp.MustCompile(`^\s+\S+_test\.go:\d+: (.*\bwant\b.*)$`)
 
 // bench runs one benchmark (or, with test, one test under AX_BENCH=1) and
 // returns the metrics of each result line, by name without "Benchmark".
-func bench(pkg, pattern, benchtime, timeout string, test bool) (map[string]map[string]float64, error) {
+// A test that printed its lines and then failed is not an error: its
+// figures stand (the burst's lines carry its duplicates, false outcomes and
+// leader changes too), and missed says what it failed on.
+func bench(pkg, pattern, benchtime, timeout string, test bool) (lines map[string]map[string]float64, missed string, err error) {
 	key := pkg + " " + pattern + " " + benchtime
 	if lines, ok := benchCache[key]; ok {
-		return lines, nil
+		return lines, missedCache[key], nil
 	}
 	args := []string{"test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-count", "1", pkg}
 	if timeout != "" {
@@ -176,13 +194,28 @@ func bench(pkg, pattern, benchtime, timeout string, test bool) (map[string]map[s
 	cmd.Env = append(os.Environ(), "AX_BENCH=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go test %s %s: %v: %s", pkg, pattern, err, lastLines(stdout.String()+stderr.String()))
+	runErr := cmd.Run()
+	lines, missed, err = parseRun(stdout.String(), stderr.String(), runErr, test)
+	if err != nil {
+		return nil, "", fmt.Errorf("go test %s %s: %w", pkg, pattern, err)
 	}
-	lines := map[string]map[string]float64{}
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		m := benchLine.FindStringSubmatch(sc.Text())
+	benchCache[key], missedCache[key] = lines, missed
+	return lines, missed, nil
+}
+
+// parseRun reads the result lines of one go test run (stdout), whose
+// command ended with runErr. A benchmark run that failed is an error; so is
+// a test run that failed before it printed a line. A test run that printed
+// its lines and then failed keeps its figures, and missed says why it
+// failed: its "want" lines (a target missed), else its last lines.
+func parseRun(stdout, stderr string, runErr error, test bool) (lines map[string]map[string]float64, missed string, err error) {
+	lines = map[string]map[string]float64{}
+	var misses []string
+	for _, l := range strings.Split(stdout, "\n") {
+		if m := targetMiss.FindStringSubmatch(l); m != nil {
+			misses = append(misses, m[1])
+		}
+		m := benchLine.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
@@ -196,11 +229,17 @@ func bench(pkg, pattern, benchtime, timeout string, test bool) (map[string]map[s
 		}
 		lines[m[1]] = metrics
 	}
-	if len(lines) == 0 && strings.Contains(stdout.String(), "SKIP") {
-		return nil, fmt.Errorf("skipped by the benchmark: %s", lastLines(stdout.String()))
+	switch {
+	case runErr != nil && (!test || len(lines) == 0):
+		return nil, "", fmt.Errorf("%v: %s", runErr, lastLines(stdout+stderr))
+	case runErr != nil && len(misses) > 0:
+		missed = strings.Join(misses, "; ")
+	case runErr != nil:
+		missed = "the test failed: " + lastLines(stdout)
+	case len(lines) == 0 && strings.Contains(stdout, "SKIP"):
+		return nil, "", fmt.Errorf("skipped by the benchmark: %s", lastLines(stdout))
 	}
-	benchCache[key] = lines
-	return lines, nil
+	return lines, missed, nil
 }
 
 // hasLines checks that the runs gave the lines a row reads (a sub-benchmark
