@@ -581,12 +581,21 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 	if err != nil {
 		return "", false, err
 	}
-	var in *axtype.Instance
+	var in, approved *axtype.Instance
 	for i := range waiting {
 		if waiting[i].ApprovedBy == "" {
 			in = &waiting[i]
 			break
 		}
+		if approved == nil {
+			approved = &waiting[i]
+		}
+	}
+	if in == nil && approved != nil {
+		// Approved already, waiting for its upstreams: a second approval
+		// changes nothing (it must not start a run of the gate alone, which
+		// would run at once, ahead of the upstreams).
+		return e.alreadyApproved(ctx, t, approved, now)
 	}
 	if in == nil {
 		return "", false, nil
@@ -618,11 +627,29 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 	if len(rel) == 1 && rel[0].p.To == axtype.Failed {
 		return what + ": it cannot run: " + rel[0].p.Reason, true, nil
 	}
+	return what + e.waitsFor(ctx, rs, t, now), true, nil
+}
+
+// alreadyApproved answers an approval of manual task t whose instance in
+// is approved already and waits for its upstreams.
+func (e *Engine) alreadyApproved(ctx context.Context, t *taskInfo, in *axtype.Instance, now time.Time) (string, bool, error) {
+	rs, err := e.runs.get(ctx, in.RunID)
+	if err != nil {
+		return "", false, err
+	}
+	loc := e.g.Pipeline(t.def.Pipeline).Location
+	what := fmt.Sprintf("%s for %s (run %d, instance %d) is already approved by %s", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID, in.ApprovedBy)
+	return what + e.waitsFor(ctx, rs, t, now) + "; nothing changed", true, nil
+}
+
+// waitsFor says what the approved gate t of run rs waits for, by the
+// readiness rule: ": it runs when its upstreams have succeeded (…)".
+func (e *Engine) waitsFor(ctx context.Context, rs *runState, t *taskInfo, now time.Time) string {
 	vs, _ := e.verdicts(ctx, rs, []*taskInfo{t}, now)
 	if len(vs) == 1 {
-		return what + ": it runs when its upstreams have succeeded (" + vs[0].reason + ")", true, nil
+		return ": it runs when its upstreams have succeeded (" + vs[0].reason + ")"
 	}
-	return what, true, nil
+	return ""
 }
 
 // encodeParams checks and encodes a trigger's --param values.

@@ -129,6 +129,54 @@ tasks:
 	})
 }
 
+// Outside finding F12: a second approval of a gate already approved and
+// waiting for its upstream found no instance awaiting approval and started
+// a run of the gate alone, which ran at once, ahead of the upstream. The
+// second approval is answered "already approved" and changes nothing.
+func TestSecondApprovalStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"g.build": func(context.Context, runner.Attempt) error { time.Sleep(10 * time.Second); return nil },
+		}
+		e := setup(t, Config{}, fns, `pipeline: g
+timezone: UTC
+schedule: "@every 1h"
+defaults: {function: record}
+tasks:
+  - {name: build}
+  - {name: approve, depends_on: [build], manual: true}
+`)
+		sleep(time.Hour + 2*time.Second) // build runs until +1h10s
+		if _, err := e.do(Trigger{Target: "g.approve"}, By{Actor: "operator:ann"}); err != nil {
+			t.Error(err)
+		}
+		before := e.instances(store.InstanceFilter{Pipeline: "g"})
+		msg, err := e.do(Trigger{Target: "g.approve"}, By{Actor: "operator:bob"})
+		if err != nil || !strings.Contains(msg, "already approved by operator:ann") || !strings.Contains(msg, "runs when its upstreams have succeeded") {
+			t.Errorf("second approval: %q, %v; want it answered as already approved", msg, err)
+		}
+		if after := e.instances(store.InstanceFilter{Pipeline: "g"}); len(after) != len(before) {
+			t.Errorf("the second approval made instances: %d, were %d", len(after), len(before))
+		}
+		// Approved, at a logical time given, is the same answer.
+		gate := e.instances(store.InstanceFilter{TaskID: "g.approve"})
+		if len(gate) != 1 {
+			t.Errorf("gate instances %+v, want one", gate)
+		} else if msg, err := e.do(Trigger{Target: "g.approve", At: gate[0].LogicalTime}, By{Actor: "operator:bob"}); err != nil || !strings.Contains(msg, "already approved") {
+			t.Errorf("second approval at %s: %q, %v", gate[0].LogicalTime, msg, err)
+		}
+		sleep(15 * time.Second)
+		e.stop()
+		if got := e.callsOf("g.approve", start); len(got) != 1 || got[0] != time.Hour+10*time.Second {
+			t.Errorf("approve ran at %v, want once at 1h0m10s, when build succeeded", got)
+		}
+		if in := e.instances(store.InstanceFilter{TaskID: "g.approve"}); len(in) != 1 || in[0].ApprovedBy != "operator:ann" {
+			t.Errorf("gate instances %+v, want one, approved by operator:ann", in)
+		}
+	})
+}
+
 // Defect 2: triggering a manual task with no waiting instance made a run in
 // which it waited for approval again.
 func TestTriggerIsTheApproval(t *testing.T) {
