@@ -77,6 +77,19 @@ func (in *inst) stateAt(t time.Time) (axtype.State, bool) {
 
 func (in *inst) state() axtype.State { return in.rows[len(in.rows)-1].to }
 
+// startedBy reports whether an attempt of in started at or before t.
+func (in *inst) startedBy(t time.Time) bool {
+	for _, r := range in.rows {
+		if r.at.After(t) {
+			return false
+		}
+		if r.to == axtype.Running {
+			return true
+		}
+	}
+	return false
+}
+
 // firstSuccess returns the first →SUCCESS at or before t.
 func (in *inst) succeededBy(t time.Time) bool {
 	for _, r := range in.rows {
@@ -990,8 +1003,9 @@ func (c *checker) checkMisfires(now time.Time) {
 // backlog returns the fires of an outage that make up its backlog
 // (docs/schedules.md): those without a run when the last engine went down,
 // and those whose run was made ahead and had not started. A fire whose run
-// an operator already ended before the outage (cancel, mark) is not
-// missed: it was decided while a scheduler ran. exact is false when a run
+// an operator already ended before the outage (cancel, mark), or started
+// ahead of its fire (a rerun), is not missed: it was decided while a
+// scheduler ran. exact is false when a run
 // made ahead was ended in part (one root over, another not), where the
 // engine counts the fire for one task and not the other.
 func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []fire, exact bool) {
@@ -1009,7 +1023,9 @@ func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []f
 			}
 			switch s, existed := in.stateAt(down); {
 			case !existed:
-			case s.Terminal():
+			case s.Terminal() || in.startedBy(down):
+				// ended, or started (an operator's rerun ran it ahead of its
+				// fire, seeds 6244 and 6767): decided while a scheduler ran
 				over++
 			default:
 				live++

@@ -334,6 +334,7 @@ func (w *world) run() Report {
 		}
 		w.settle()
 		w.reap()
+		w.notePauses()
 		w.chk.check(false)
 	}
 	if len(w.viol) == 0 {
@@ -684,6 +685,7 @@ func (w *world) jump() {
 
 // outage crashes every engine, lets d pass and starts a new process.
 func (w *world) outage(d time.Duration) {
+	w.notePauses() // a queued pause may have been applied since the last look (seed 5612)
 	for _, n := range w.live() {
 		n.freeze()
 		close(n.dead)
