@@ -320,20 +320,20 @@ func TestSimBreakerCutsTheRate(t *testing.T) {
 		steps: advanceBy(12, 10*time.Second), behave: map[string]behaviour{"p0.flaky": bFail}})
 }
 
-// TestSimCheckerKnowsQueuedPausesAndReruns: three seeds of 5001–7000 that
+// TestSimCheckerKnowsQueuedPausesAndReruns: four seeds of 5001–9000 that
 // the checker failed on I4 (misfire) where the engine was right. Seed
 // 5612: a pause queued through the store was applied after the driver last
 // looked at the pauses and before every engine went down, so the checker
 // missed that a pause held the fire (the engine keeps a PAUSED instance
-// out of the misfire backlog, as docs/schedules.md says). Seeds 6244 and
-// 6767: an operator cancelled a run made ahead and reran its instance,
-// which started before the outage, ahead of its fire; the checker counted
-// that fire as missed, then as run against "skip". Each fails without the
+// out of the misfire backlog, as docs/schedules.md says). Seeds 6244, 6767
+// and 8317 (fire_all): an operator cancelled a run made ahead and reran
+// its instance, which started before the outage, ahead of its fire; the
+// checker counted that fire as missed, then as run. Each fails without the
 // checker's fixes (notePauses at every step and outage; backlog counts a
 // started instance as decided).
 func TestSimCheckerKnowsQueuedPausesAndReruns(t *testing.T) {
 	t.Parallel()
-	for _, seed := range []int64{5612, 6244, 6767} {
+	for _, seed := range []int64{5612, 6244, 6767, 8317} {
 		fail(t, Run(t, seed, Options{Restrict: today}))
 	}
 }
