@@ -39,10 +39,11 @@ func Executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.
 }
 
 // DefaultCommandNice is how much commands' nice value is raised above the
-// scheduler's (ax server --command-nice): under a burst the commands yield
-// the CPU to the scheduler's lease renewal, API and dispatch; on a machine
-// with CPU to spare they run as fast as at the scheduler's own.
-const DefaultCommandNice = 10
+// scheduler's by default (ax server --command-nice): not at all. Raised,
+// commands yield the CPU to the scheduler under contention, but also to
+// every other process of the host, and a command's timeout is wall time:
+// on a busy machine a niced command timed out where it had not.
+const DefaultCommandNice = 0
 
 // ExecutorsOf is executors for pipelines that a reload may replace: graph
 // returns the ones in force. Commands start nice above the scheduler (see
