@@ -32,7 +32,7 @@ func backfillPipeline(t *testing.T, failOn string) (dir, record string) {
 	src := fmt.Sprintf(`pipeline: daily
 timezone: UTC
 schedule: "0 2 * * *"
-defaults: {timeout: 3s}
+defaults: {timeout: 10s}
 tasks:
   - {name: sync, command: %s}
   - {name: clean, depends_on: [sync], command: %s}
