@@ -1,20 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
 
 // TestServerMetricsTaskLabelsFlag: ax server --metrics-task-labels=false
-// serves the per-task series by pipeline alone. Its Go runtime has twice
-// as many Go processors as CPUs (serverProcs), as its
-// go_sched_gomaxprocs_threads says.
+// serves the per-task series by pipeline alone.
 func TestServerMetricsTaskLabelsFlag(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -37,13 +32,6 @@ func TestServerMetricsTaskLabelsFlag(t *testing.T) {
 		if strings.HasPrefix(l, "ax_task_") && strings.Contains(l, "task=") {
 			t.Errorf("a per-task series with a task label under --metrics-task-labels=false: %s", l)
 		}
-	}
-	procs := fmt.Sprintf("\ngo_sched_gomaxprocs_threads %d\n", 2*runtime.NumCPU())
-	if os.Getenv("GOMAXPROCS") != "" {
-		procs = "\ngo_sched_gomaxprocs_threads " + os.Getenv("GOMAXPROCS") + "\n"
-	}
-	if !strings.Contains(text, procs) {
-		t.Errorf("want %q in /metrics", strings.TrimSpace(procs))
 	}
 	for _, want := range []string{`ax_task_duration_seconds_count{pipeline="p"}`, `ax_task_queue_wait_seconds_count{pipeline="p"}`} {
 		if !strings.Contains(text, want) {

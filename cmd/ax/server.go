@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -97,19 +96,6 @@ the store's lease.`,
 	return cmd
 }
 
-// serverProcs is the GOMAXPROCS of ax server on cpus CPUs (Go's default):
-// twice as many Go processors. When the commands it starts (or anything
-// else) keep every CPU busy, the OS deschedules the threads that hold the
-// Go processors for whole time slices, and the goroutines queued on them
-// (the API's handlers, the lease keeper, the loop) wait with them. During
-// the 10,000-command burst on 2 CPUs (SQLite) a request that reads nothing
-// (/healthz) waited 417 ms (p99) with 2 processors; the status call 31 ms
-// with 4 and 12 ms with 8, the worst renewal 55 and 33 ms late; the burst
-// drained in 1.60 and 1.76 times the fork floor, against 1.42 with 2: the
-// scheduler's share of the CPUs comes first. A GOMAXPROCS in the
-// environment is taken as it is.
-func serverProcs(cpus int) int { return 2 * cpus }
-
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -129,9 +115,6 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
-	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(serverProcs(runtime.GOMAXPROCS(0)))
 	}
 	var routes []alertroute.Route // checked before anything starts
 	for _, spec := range f.webhooks {
