@@ -97,14 +97,13 @@ func TestFailedUpstreamFailsDiamondInOneTransaction(t *testing.T) {
 	})
 }
 
-// Defect 1: a released gate started at once while its upstream still ran.
-func TestReleasedGateWaitsForRunningUpstream(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		fns := map[string]func(context.Context, runner.Attempt) error{
-			"g.build": func(context.Context, runner.Attempt) error { time.Sleep(10 * time.Second); return nil },
-		}
-		e := setup(t, Config{}, fns, `pipeline: g
+// gateBehindBuild is a pipeline firing every hour whose manual gate approve
+// waits for build, which takes 10 s.
+func gateBehindBuild(t *testing.T) *env {
+	fns := map[string]func(context.Context, runner.Attempt) error{
+		"g.build": func(context.Context, runner.Attempt) error { time.Sleep(10 * time.Second); return nil },
+	}
+	return setup(t, Config{}, fns, `pipeline: g
 timezone: UTC
 schedule: "@every 1h"
 defaults: {function: record}
@@ -112,6 +111,13 @@ tasks:
   - {name: build}
   - {name: approve, depends_on: [build], manual: true}
 `)
+}
+
+// Defect 1: a released gate started at once while its upstream still ran.
+func TestReleasedGateWaitsForRunningUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := gateBehindBuild(t)
 		sleep(time.Hour + 2*time.Second) // build runs until +1h10s
 		msg, err := e.do(Trigger{Target: "g.approve"}, By{Actor: "operator:ann", Reason: "looks good"})
 		if err != nil {
@@ -136,17 +142,7 @@ tasks:
 func TestSecondApprovalStartsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		fns := map[string]func(context.Context, runner.Attempt) error{
-			"g.build": func(context.Context, runner.Attempt) error { time.Sleep(10 * time.Second); return nil },
-		}
-		e := setup(t, Config{}, fns, `pipeline: g
-timezone: UTC
-schedule: "@every 1h"
-defaults: {function: record}
-tasks:
-  - {name: build}
-  - {name: approve, depends_on: [build], manual: true}
-`)
+		e := gateBehindBuild(t)
 		sleep(time.Hour + 2*time.Second) // build runs until +1h10s
 		if _, err := e.do(Trigger{Target: "g.approve"}, By{Actor: "operator:ann"}); err != nil {
 			t.Error(err)

@@ -43,8 +43,9 @@ type Commands struct {
 	// Output (see WithOutput); the tail is kept. Zero means 64 KiB.
 	MaxOutput int
 	// Nice raises the nice value of every command by this much (at most
-	// to 19), so that the commands yield the CPU to the scheduler under
-	// contention (see spawner). Zero starts them at the scheduler's own.
+	// to 19): under contention the commands yield the CPU to the scheduler
+	// and to every other process (see spawner). Zero starts them at the
+	// scheduler's own.
 	Nice int
 }
 

@@ -9,12 +9,11 @@ import (
 )
 
 // A spawner starts commands from threads of their own whose nice value is
-// raised by a fixed amount: a child inherits the nice value of the thread
-// that forks it, so the commands (and the fork's cost in this process) yield
-// the CPU to the scheduler's own threads under contention, and run as fast
-// as before on an idle machine. A burst of 10,000 commands otherwise keeps
-// both cores of a small host busy with their start-up, and the scheduler's
-// lease renewal and API wait behind them.
+// raised by a fixed amount (Commands.Nice): a child inherits the nice value
+// of the thread that forks it. Niced commands yield the CPU under
+// contention to the scheduler and to every other process of the host, and
+// run as fast as before on an idle machine. (In the 10,000-command burst it
+// did not by itself keep the API under its target; see docs/performance.md.)
 //
 // The threads live as long as the process, one set per nice value, shared
 // by every Commands: a command started with Pdeathsig is killed when the

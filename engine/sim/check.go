@@ -77,26 +77,13 @@ func (in *inst) stateAt(t time.Time) (axtype.State, bool) {
 
 func (in *inst) state() axtype.State { return in.rows[len(in.rows)-1].to }
 
-// startedBy reports whether an attempt of in started at or before t.
-func (in *inst) startedBy(t time.Time) bool {
+// reachedBy reports whether in moved to state s at or before t.
+func (in *inst) reachedBy(s axtype.State, t time.Time) bool {
 	for _, r := range in.rows {
 		if r.at.After(t) {
 			return false
 		}
-		if r.to == axtype.Running {
-			return true
-		}
-	}
-	return false
-}
-
-// firstSuccess returns the first →SUCCESS at or before t.
-func (in *inst) succeededBy(t time.Time) bool {
-	for _, r := range in.rows {
-		if r.at.After(t) {
-			return false
-		}
-		if r.to == axtype.Success {
+		if r.to == s {
 			return true
 		}
 	}
@@ -483,7 +470,7 @@ func (c *checker) upstreamsBefore(e *execution) {
 			if !ok {
 				continue // outside the run (a trigger of a task in the middle): satisfied
 			}
-			if !c.insts[ui].succeededBy(start) {
+			if !c.insts[ui].reachedBy(axtype.Success, start) {
 				w.violate(invUpstream, "%s started before its upstream %s (instance %d) succeeded: %s; upstream %s",
 					e, uid, ui, in.describe(), c.insts[ui].describe())
 			}
@@ -504,7 +491,7 @@ func (c *checker) upstreamsBefore(e *execution) {
 				best = ui
 			}
 		}
-		if best == nil || !best.succeededBy(start) {
+		if best == nil || !best.reachedBy(axtype.Success, start) {
 			desc := "none exists"
 			if best != nil {
 				desc = best.describe()
@@ -1023,7 +1010,7 @@ func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []f
 			}
 			switch s, existed := in.stateAt(down); {
 			case !existed:
-			case s.Terminal() || in.startedBy(down):
+			case s.Terminal() || in.reachedBy(axtype.Running, down):
 				// ended, or started (an operator's rerun ran it ahead of its
 				// fire, seeds 6244 and 6767): decided while a scheduler ran
 				over++
