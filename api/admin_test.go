@@ -214,6 +214,9 @@ func TestAPIEndpoints(t *testing.T) {
 	ok("POST", fmt.Sprintf("/api/v1/runs/%d/rerun", running[0].ID), "", "rerun")
 	e.WaitState("shop.slow", axtype.Running)
 	ok("POST", "/api/v1/pipelines/shop/tasks/slow/kill", "", "kill sent to 1 instance(s)")
+	// The kill lands asynchronously; wait for it so that the dry run's
+	// before/after comparison below sees no other change.
+	e.WaitState("shop.slow", axtype.Killed)
 	// Pause and resume a task, the pipeline and the group.
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/pause", `{"reason": "maintenance"}`, "paused task shop.sync")
 	ok("POST", "/api/v1/pipelines/shop/tasks/sync/resume", "", "resumed task shop.sync")
