@@ -56,8 +56,11 @@ func NewCommands(spec func(Attempt) (CommandSpec, error)) *Commands {
 	return &Commands{spec: spec}
 }
 
-// start starts cmd, from a thread of lowered priority when c.Nice asks.
+// start starts cmd, from a thread of lowered priority when c.Nice asks,
+// through the fork gate (see forkGate).
 func (c *Commands) start(cmd *exec.Cmd) error {
+	forks.enter()
+	defer forks.leave()
 	if c.Nice <= 0 {
 		return cmd.Start()
 	}

@@ -92,3 +92,55 @@ func lowerThread(n int) error {
 	// The system call returns 20 - nice (1 … 40), as glibc documents.
 	return unix.Setpriority(unix.PRIO_PROCESS, tid, min(19, 20-prio+n))
 }
+
+// A forkGate bounds the commands being started at once to one fewer than
+// the Go processors (GOMAXPROCS, read at each start; at least one). Go forks
+// with vfork, and the forking goroutine keeps its processor until the child
+// has called exec: when the host's CPUs are busy (a burst of commands) the
+// child may wait many milliseconds for a CPU to get there, and with every
+// processor held that way nothing else of the scheduler runs, not its lease
+// renewal, not the API. One processor left free keeps them running; the
+// starts wait here instead.
+type forkGate struct {
+	mu      sync.Mutex
+	cond    sync.Cond
+	running int
+	waiting int
+	limit   func() int // how many may fork at once
+}
+
+// forks is the gate every command start goes through.
+var forks = newForkGate(func() int { return max(1, runtime.GOMAXPROCS(0)-1) })
+
+func newForkGate(limit func() int) *forkGate {
+	g := &forkGate{limit: limit}
+	g.cond.L = &g.mu
+	return g
+}
+
+// enter waits for a free place and takes it.
+func (g *forkGate) enter() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.waiting++
+	for g.running >= g.limit() {
+		g.cond.Wait()
+	}
+	g.waiting--
+	g.running++
+}
+
+// leave gives a place back.
+func (g *forkGate) leave() {
+	g.mu.Lock()
+	g.running--
+	g.mu.Unlock()
+	g.cond.Signal()
+}
+
+// counts is how many are forking and how many wait, for tests.
+func (g *forkGate) counts() (running, waiting int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running, g.waiting
+}
