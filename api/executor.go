@@ -161,9 +161,10 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 
 // Serve serves h on ln until ctx ends, behind the door: JSON mutations,
 // no foreign Origin, no foreign Host on a loopback listener, timeouts and
-// connection caps (see package door).
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string) error {
-	srv := door.NewServer(door.Config{Listen: listen}, h)
+// connection caps (see package door). hosts are the further names the
+// server is reached by (the host of its advertised URL).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, hosts ...string) error {
+	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -105,5 +106,51 @@ func TestSIGTERMGivesRunningCommandsBack(t *testing.T) {
 	}
 	if got.State != axtype.Retrying || got.Attempt != 0 || !strings.Contains(got.Error, "interrupted by shutdown") {
 		t.Errorf("after SIGTERM: %s attempt %d %q; want RETRYING, attempt 0, interrupted by shutdown", got.State, got.Attempt, got.Error)
+	}
+}
+
+// TestAdvertisedHostIsServed: on a loopback listener the door refuses a
+// Host that is not a name of the server (DNS rebinding), but the host of
+// --advertise-url is one: executors and browsers call the server by it.
+// Other names are still refused, and so is a page of another origin.
+func TestAdvertisedHostIsServed(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	advertised := "ax.internal:" + port
+	target := "sqlite:" + filepath.Join(t.TempDir(), "ax.db")
+	startServer(t, target, "../../examples", "--listen", addr, "--advertise-url", "http://"+advertised)
+	call := func(method, host, origin string) (int, string) {
+		req, err := http.NewRequest(method, "http://"+addr+"/api/v1/status", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, func() bool { code, _ := call("GET", addr, ""); return code == 200 })
+	for _, tc := range []struct {
+		host, origin string
+		code         int
+		want         string
+	}{
+		{advertised, "", 200, `"role"`},
+		{advertised, "http://" + advertised, 200, `"role"`},
+		{"ax.internal", "", 200, `"role"`},
+		{"evil.example:" + port, "", 403, "refused against DNS rebinding"},
+		{advertised, "http://evil.example", 403, "Origin"},
+	} {
+		if code, body := call("GET", tc.host, tc.origin); code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("Host %s, Origin %q: %d %s; want %d with %q", tc.host, tc.origin, code, body, tc.code, tc.want)
+		}
 	}
 }

@@ -232,7 +232,13 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)
-		go func() { apiErr <- api.Serve(apiCtx, ln, mux, f.listen) }()
+		// Executors and browsers call the advertised URL: its host is a
+		// name of this server for the door's Host and Origin rules.
+		var hosts []string
+		if u, err := url.Parse(self); err == nil && u.Host != "" {
+			hosts = append(hosts, u.Host)
+		}
+		go func() { apiErr <- api.Serve(apiCtx, ln, mux, f.listen, hosts...) }()
 		go announcePrimary(apiCtx, st, eng, self, log)
 		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
