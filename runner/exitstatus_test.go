@@ -67,3 +67,26 @@ func TestCommandExitZeroWithHeldPipeEndsAtItsExit(t *testing.T) {
 		}
 	}
 }
+
+// A child that left the command's process group (setsid) is not ended
+// with it and holds the output pipe past the exit: the output copier then
+// gives up after the grace (exec.ErrWaitDelay), and the exit status 0 is
+// still the outcome, not "WaitDelay expired".
+func TestCommandExitZeroWithPipeHeldOutsideItsGroupIsSuccess(t *testing.T) {
+	t.Parallel()
+	c := commands("sh", "-c", "setsid -f sleep 3; echo done; exit 0")
+	c.Grace = 100 * time.Millisecond
+	r, err := c.Execute(context.Background(), attempt("t-held-setsid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusSuccess || r.Error != "" {
+		t.Fatalf("exit 0 with the pipe held outside its group: status %s, error %q; want success", r.Status, r.Error)
+	}
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("exit code %v, want 0", r.ExitCode)
+	}
+	if !strings.Contains(string(r.Output), "done") {
+		t.Errorf("output %q lost the line written before the exit", r.Output)
+	}
+}
