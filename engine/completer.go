@@ -32,6 +32,9 @@ type completer struct {
 	// the loop takes them in (drainResults) into unapplied.
 	results   chan outcome
 	unapplied []outcome
+	// abandoned is closed when a shutdown stops waiting for the attempts
+	// still running (Engine.abandon): their results are dropped.
+	abandoned chan struct{}
 	// inboxSeen are the inbox tickets handed over, until their result is
 	// recorded (the entry is closed then).
 	inboxSeen map[string]bool

@@ -455,7 +455,7 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 				return // given back by the loop (giveBack)
 			}
 			if err != nil {
-				e.results <- outcome{instance: id, res: notStarted(ctx, a, err)}
+				e.report(outcome{instance: id, res: notStarted(ctx, a, err)})
 				return
 			}
 			at.Deadline = begun.Add(t.Timeout)
@@ -486,6 +486,6 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		res = safeResult(res)
 		logs := e.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
 			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
-		e.results <- outcome{instance: id, res: res, logs: logs}
+		e.report(outcome{instance: id, res: res, logs: logs})
 	}()
 }

@@ -132,7 +132,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, resolver: resolver{runs: newRunCache(st)},
-		completer: completer{results: make(chan outcome, 4096), watch: newWatch()}, reqs: make(chan request),
+		completer: completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{})}, reqs: make(chan request),
 		backfiller: backfiller{backfills: map[int64]*bfState{}},
 		reloadSig:  make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
@@ -661,15 +661,20 @@ func (d *dispatcher) interrupt(cancelExec context.CancelCauseFunc, cause error) 
 	cancelExec(cause)
 }
 
+// abandonAfter is how long a shutdown waits, once it has cancelled the
+// attempts still running after the grace, for them to return.
+const abandonAfter = 5 * time.Second
+
 // collect waits for every attempt goroutine to end while taking in their
 // results, so that none ever blocks on a full results channel (shutdown
 // with 10,000 attempts in flight returns). With deadline set, when its
-// channel fires, expire is called once (cancelling what still runs).
-// Results are recorded as they come, in the same batches as the loop's.
+// channel fires, expire is called once (cancelling what still runs), and
+// abandonAfter later collect stops waiting (see abandon). Results are
+// recorded as they come, in the same batches as the loop's.
 func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 	done := make(chan struct{})
-	go func() { e.execWG.Wait(); close(done) }() // ends when the attempts end; collect waits for it
-	var dl <-chan time.Time
+	go func() { e.execWG.Wait(); close(done) }() // ends when the attempts end
+	var dl, giveUp <-chan time.Time
 	if deadline != nil {
 		dl = deadline()
 	}
@@ -692,7 +697,45 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			for _, f := range expire {
 				f()
 			}
+			t := time.NewTimer(abandonAfter)
+			defer t.Stop()
+			giveUp = t.C
+		case <-giveUp:
+			e.drainResults()
+			e.abandon()
+			return
 		}
+	}
+}
+
+// abandon stops waiting for the attempts whose goroutines have not
+// returned abandonAfter after their cancellation: a function that ignores
+// its context cannot be stopped, and the shutdown must return. They are
+// left RUNNING, not given back: they may still be working in this process
+// until it exits, and a retry elsewhere meanwhile would run them twice.
+// The next primary judges them by the scheduler process recorded with
+// them (gone: unknown outcome, then the retry policy; R27). What their
+// goroutines send later is dropped.
+func (e *Engine) abandon() {
+	close(e.abandoned)
+	pending := map[int64]bool{}
+	for _, o := range e.unapplied {
+		pending[o.instance] = true
+	}
+	for _, id := range e.running.ids() {
+		if a := e.running.get(id); !a.orphan && a.cancel != nil && !pending[id] {
+			e.log.Warn("attempt_abandoned", "task", a.task.id, "instance", id, "ticket", a.ticket,
+				"why", fmt.Sprintf("still running %s after its cancellation; left RUNNING for the next primary", abandonAfter))
+		}
+	}
+}
+
+// report hands an attempt's outcome to the loop from its goroutine, or
+// drops it once a shutdown has abandoned the attempts still running.
+func (e *Engine) report(o outcome) {
+	select {
+	case e.results <- o:
+	case <-e.abandoned:
 	}
 }
 

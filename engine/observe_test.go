@@ -108,8 +108,9 @@ func TestTimeoutMetricAndTaskFailedAlert(t *testing.T) {
 		var mu sync.Mutex
 		var alerts []Alert
 		sink := func(a Alert) { mu.Lock(); alerts = append(alerts, a); mu.Unlock() }
+		release := make(chan struct{})
 		hang := map[string]func(context.Context, runner.Attempt) error{"m.a": func(ctx context.Context, _ runner.Attempt) error {
-			time.Sleep(time.Hour) // ignores its context: only the scheduler's timeout ends it
+			<-release // ignores its context: only the scheduler's timeout ends it
 			return nil
 		}}
 		e := setup(t, Config{OnAlert: sink, Grace: time.Millisecond}, hang, `pipeline: m
@@ -123,7 +124,9 @@ tasks:
 		}
 		sleep(5 * time.Second)
 		e.cancel()
-		<-e.done
+		<-e.done       // the shutdown stops waiting for the function (abandonAfter)
+		close(release) // and it returns: its result is dropped
+		synctest.Wait()
 		if got := testutil.ToFloat64(e.eng.m.timeouts); got != 1 {
 			t.Errorf("ax_timeouts_total = %v, want 1", got)
 		}

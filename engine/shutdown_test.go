@@ -116,3 +116,37 @@ func TestRetryHistoryKeepsEachAttemptsError(t *testing.T) {
 		}
 	})
 }
+
+// A function that ignores its cancellation cannot be stopped; shutdown
+// returns abandonAfter after cancelling it instead of waiting for it, and
+// leaves it RUNNING (not given back: it still works in this process, and a
+// retry elsewhere would run it twice) for the next primary to judge by its
+// recorded process. What it returns later is dropped.
+func TestShutdownReturnsWhenAFunctionIgnoresItsCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		deaf := map[string]func(context.Context, runner.Attempt) error{"r.a": func(context.Context, runner.Attempt) error {
+			<-release // ignores ctx
+			return nil
+		}}
+		e := setup(t, Config{Grace: time.Second}, deaf, "pipeline: r\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(time.Hour + time.Second)
+		if got := e.eng.Stats().Running; got != 1 {
+			t.Fatalf("running %d, want 1", got)
+		}
+		began := time.Now()
+		e.stop()
+		if took, want := time.Since(began), time.Second+abandonAfter; took > want {
+			t.Errorf("shutdown took %s with a function ignoring its cancellation, want at most %s (grace + abandonAfter)", took, want)
+		}
+		ins := e.instances(store.InstanceFilter{TaskID: "r.a"})
+		if len(ins) != 1 || ins[0].State != axtype.Running || ins[0].Attempt != 1 {
+			t.Fatalf("after shutdown: %+v; want the one instance still RUNNING at attempt 1", ins)
+		}
+		close(release) // it returns now: its result is dropped, nothing is recorded
+		synctest.Wait()
+		if again := e.instances(store.InstanceFilter{TaskID: "r.a"}); again[0].State != axtype.Running || again[0].Version != ins[0].Version {
+			t.Errorf("the abandoned attempt's late result changed the instance: %+v", again[0])
+		}
+	})
+}
