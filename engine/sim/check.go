@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ const (
 	invFence        = "I7 no fenced write lands"
 	invBadVerb      = "I8 bad verbs change nothing"
 	invMisfire      = "I4 every due fire dispatched or explained (misfire)"
+	invCaps         = "I9 caps hold"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -227,6 +229,7 @@ func (c *checker) check(final bool) {
 	c.readHistory()
 	c.checkExecutions()
 	c.observeCap(now)
+	c.checkCaps()
 	c.compareState(final)
 	c.checkFires(now, final)
 	c.checkMisfires(now)
@@ -723,27 +726,68 @@ func tighter(a, b int) int {
 	return a
 }
 
-// capFull reports whether in's task is local and the cap on local
-// attempts was full at t: as many local instances RUNNING (the engine's
-// own and those it inherited, which it counts until they end) as the cap.
-// Under a cap a due fire waits for a slot however long that takes.
+// capFull reports whether a cap held in back at t: its task's
+// max_running or its group's cap, each as full as it is (instances
+// RUNNING), or, for a local task, the cap on local attempts (the engine's
+// own and those it inherited, which it counts until they end). Under a
+// cap a due fire waits for a slot however long that takes.
 func (c *checker) capFull(in *inst, t time.Time) bool {
-	if c.w.g.Task(in.task).Executor.Kind == defs.ExecHTTP {
+	task := c.w.g.Task(in.task)
+	if task.MaxRunning > 0 && c.countRunning(t, func(o *defs.Task) bool { return o == task }) >= task.MaxRunning {
+		return true // the task's own max_running
+	}
+	if g := c.w.spec.groupCaps[task.Group]; g > 0 && c.countRunning(t, func(o *defs.Task) bool { return o.Group == task.Group }) >= g {
+		return true // its group's cap
+	}
+	if task.Executor.Kind == defs.ExecHTTP {
 		return false
 	}
-	limit, n := c.capAt(t), 0
+	limit := c.capAt(t)
 	if limit == 0 {
 		return false // lifted: no cap holds anything back
 	}
+	return c.countRunning(t, func(o *defs.Task) bool { return o.Executor.Kind != defs.ExecHTTP }) >= limit
+}
+
+// countRunning counts the instances RUNNING at t of the tasks that match.
+func (c *checker) countRunning(t time.Time, match func(*defs.Task) bool) int {
+	n := 0
 	for _, o := range c.insts {
-		if c.w.g.Task(o.task) == nil || c.w.g.Task(o.task).Executor.Kind == defs.ExecHTTP {
-			continue
-		}
-		if s, ok := o.stateAt(t); ok && s == axtype.Running {
-			n++
+		if task := c.w.g.Task(o.task); task != nil && match(task) {
+			if s, ok := o.stateAt(t); ok && s == axtype.Running {
+				n++
+			}
 		}
 	}
-	return n >= limit
+	return n
+}
+
+// checkCaps checks I9: never more instances of a task, or of a group,
+// recorded RUNNING at once than its cap (the task's max_running, from its
+// file or its pipeline's defaults; the group's configured cap). The
+// global cap on local attempts is not checked here: the dispatcher records
+// attempts beyond it that wait on the server to start.
+func (c *checker) checkCaps() {
+	byTask, byGroup := map[string]int{}, map[string]int{}
+	for _, in := range c.insts {
+		task := c.w.g.Task(in.task)
+		if task == nil || len(in.rows) == 0 || in.state() != axtype.Running {
+			continue
+		}
+		byTask[task.ID()]++
+		byGroup[task.Group]++
+	}
+	for _, id := range slices.Sorted(maps.Keys(byTask)) {
+		if limit := c.w.g.Task(id).MaxRunning; limit > 0 && byTask[id] > limit {
+			c.w.violate(invCaps, "task %s has %d instances RUNNING, over its max_running %d", id, byTask[id], limit)
+		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
+		if limit := c.w.spec.groupCaps[g]; limit > 0 && byGroup[g] > limit {
+			c.w.violate(invCaps, "group %s has %d instances RUNNING, over its cap %d", g, byGroup[g], limit)
+		}
+	}
+	c.w.tally[invCaps]++
 }
 
 // breakerOpen reports whether task's circuit breaker was open at some time

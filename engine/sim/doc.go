@@ -19,6 +19,10 @@
 //   - every misfire (fire_once, skip, fire_all) and overlap (skip, wait,
 //     allow) policy, retries, timeouts (3–30 s), groups, a global and per
 //     group dispatch rate now and then, a standby engine now and then;
+//   - in one seed in three, concurrency caps (drawCaps, from a source of
+//     its own so that the rest of a seed's world stays as it was): a
+//     max_running of 1–2 on a task in four, of 1–3 in a pipeline's
+//     defaults now and then, and a configured cap of 1–4 on a group;
 //   - a start shortly before one of the zone's DST changes in 2026–2027.
 //
 // Pipelines whose schedules would create over 2,500 instances an hour are
@@ -117,6 +121,11 @@
 //	I8 bad verbs change nothing: each bad operator request is refused with
 //	   an error, and no pause, setting or history row by the operator
 //	   appears.
+//	I9 caps hold: never more instances of a task recorded RUNNING at once
+//	   than its max_running (from its file or its pipeline's defaults), nor
+//	   of a group than the group's cap (R45). The cap on local attempts is
+//	   not checked this way: the dispatcher records attempts beyond it that
+//	   wait on the server for a slot (I4 and I5 explain a wait by it).
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
 // guard, the failover of a restarted or silent executor and the give-back
@@ -253,8 +262,8 @@
 //
 // The synchronous form of the HTTP protocol (no callback), the scheduler's
 // own executor endpoints (they live in package main: the world serves a
-// stand-in that writes the same rows), executor tokens refused, backfills, per-task and per-group max_running (the global cap
-// is set by the limits verb), `delay:`, live clock jumps of a running engine (a stall is the nearest),
+// stand-in that writes the same rows), executor tokens refused, backfills, group caps changed at run time (they are
+// configured; the limits verb changes the global cap), `delay:`, live clock jumps of a running engine (a stall is the nearest),
 // store errors on reads, and cron forms beyond the ones above (day, month
 // and weekday fields, Quartz L/W/#).
 package sim

@@ -41,6 +41,9 @@ type genTask struct {
 	misfire  string
 	overlap  string
 	http     bool // an HTTP task: its late and duplicate results come through the inbox
+	// maxRunning is the task's own max_running (0: none; the pipeline's
+	// defaults may still give one).
+	maxRunning int
 }
 
 // genPipeline is one generated pipeline file.
@@ -52,6 +55,8 @@ type genPipeline struct {
 	misfire  string
 	overlap  string
 	tasks    []*genTask
+	// maxRunning is the max_running of the pipeline's defaults (0: none).
+	maxRunning int
 }
 
 // spec is everything the generator decided for a seed.
@@ -61,6 +66,9 @@ type spec struct {
 	rate      float64   // the engine's global dispatch rate; 0 is unlimited
 	groups    map[string]float64
 	standby   bool // a second engine waits as standby from the start
+	// groupCaps are the engines' configured caps on the attempts of a
+	// group running at once (Config.GroupMaxRunning); see drawCaps.
+	groupCaps map[string]int
 }
 
 var (
@@ -174,6 +182,30 @@ func generate(r *rand.Rand, restrict restrictions) *spec {
 	return s
 }
 
+// drawCaps gives some seeds concurrency caps (R45): a max_running on a
+// few tasks, in a pipeline's defaults, and on a group in the engines'
+// configuration. It draws from a source of its own (r, from the seed), so
+// the worlds generate draws stay those of the seeds recorded before caps
+// were drawn, but for the caps.
+func drawCaps(r *rand.Rand, s *spec) {
+	if r.IntN(3) != 0 {
+		return
+	}
+	for _, p := range s.pipelines {
+		if r.IntN(4) == 0 {
+			p.maxRunning = 1 + r.IntN(3)
+		}
+		for _, t := range p.tasks {
+			if r.IntN(4) == 0 {
+				t.maxRunning = 1 + r.IntN(2)
+			}
+		}
+	}
+	if r.IntN(2) == 0 {
+		s.groupCaps = map[string]int{pick(r, groups): 1 + r.IntN(4)}
+	}
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -211,6 +243,9 @@ func (p *genPipeline) yaml() string {
 		fmt.Fprintf(&b, "schedule: %q\n", p.schedule.text)
 	}
 	fmt.Fprintf(&b, "misfire: %s\noverlap: %s\n", p.misfire, p.overlap)
+	if p.maxRunning > 0 {
+		fmt.Fprintf(&b, "defaults:\n  max_running: %d\n", p.maxRunning)
+	}
 	b.WriteString("tasks:\n")
 	for _, t := range p.tasks {
 		exec := "function: sim"
@@ -235,6 +270,9 @@ func (p *genPipeline) yaml() string {
 		}
 		if t.group != "" {
 			fmt.Fprintf(&b, "    group: %s\n", t.group)
+		}
+		if t.maxRunning > 0 {
+			fmt.Fprintf(&b, "    max_running: %d\n", t.maxRunning)
 		}
 	}
 	return b.String()

@@ -31,6 +31,9 @@ type Options struct {
 	Restrict Restrictions
 	// Logger receives the engines' logs. Nil discards them.
 	Logger *slog.Logger
+	// NoCaps draws no concurrency caps (drawCaps): the worlds of seeds
+	// recorded before caps were drawn.
+	NoCaps bool
 
 	// scenario, when set, replaces the generated world and the random
 	// steps with a hand-built one (the regression cases).
@@ -243,6 +246,7 @@ type world struct {
 	sdkDir string
 	over   chan struct{} // closed at the end: the work of killed processes returns
 	xrng   *rand.Rand    // the executors' faults, apart from the driver's draws
+	capRng *rand.Rand    // the concurrency caps (drawCaps), apart from the generator's draws
 }
 
 // Run simulates one seed inside a synctest bubble and returns its report.
@@ -259,7 +263,8 @@ func Run(t *testing.T, seed int64, opts Options) Report {
 	synctest.Test(t, func(t *testing.T) {
 		w := &world{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0xa11ce)), opts: opts, tally: map[string]int{}, notes: map[string]int{},
 			restrict: restrictions{noManual: opts.Restrict.NoManual, noRefuse: opts.Restrict.NoRefuse},
-			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)), over: make(chan struct{})}
+			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)),
+			capRng: rand.New(rand.NewPCG(uint64(seed), 0xca95)), over: make(chan struct{})}
 		w.ex.n = map[int64]int{}
 		w.tmpl = tmpl
 		rep = w.run()
@@ -292,6 +297,9 @@ func (w *world) run() Report {
 			w.spec = &spec{pipelines: sc.pipelines, start: sc.start}
 		} else {
 			w.spec = generate(w.rng, w.restrict)
+			if !w.opts.NoCaps {
+				drawCaps(w.capRng, w.spec)
+			}
 		}
 		files, err = w.compile()
 		if err == nil && w.opts.scenario == nil && w.perHour() > instancesPerHour {
@@ -464,7 +472,7 @@ func (w *world) start() *node {
 	w.seq++
 	n := &node{name: fmt.Sprintf("e%d", w.seq), done: make(chan error, 1), dead: make(chan struct{})}
 	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, MaxRunning: simMaxRunning, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
-		DispatchRate: w.spec.rate, GroupRates: w.spec.groups, Grace: 3 * time.Second}
+		DispatchRate: w.spec.rate, GroupRates: w.spec.groups, GroupMaxRunning: w.spec.groupCaps, Grace: 3 * time.Second}
 	x := &simExec{w: w, node: n}
 	execs := engine.Executors{defs.ExecFunction: x, defs.ExecHTTP: x}
 	if w.sdkDir != "" {
