@@ -99,8 +99,13 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, err := url.Parse(req.Address)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		apiError(w, http.StatusBadRequest, "address %q is not a URL such as http://10.0.0.5:9090", req.Address)
+	if err != nil {
+		// Not echoed: it may carry credentials, and the parse error quotes it whole.
+		apiError(w, http.StatusBadRequest, "address is not a URL such as http://10.0.0.5:9090 (not repeated here: it may carry credentials)")
+		return
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		apiError(w, http.StatusBadRequest, "address %q is not a URL such as http://10.0.0.5:9090", u.Redacted())
 		return
 	}
 	if u.User != nil {

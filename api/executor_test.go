@@ -58,12 +58,18 @@ func TestExecutorAPI(t *testing.T) {
 		{"/api/v1/executors/register", `{"address":"http://h:1"}`, "names no tasks"},
 		{"/api/v1/executors/register", `{"address":"http://ops:s3cret@h:1","tasks":["sync_orders"]}`, "carries credentials: register the address alone"},
 		{"/api/v1/executors/register", `{"address":"http://h:1/?token=abc","tasks":["sync_orders"]}`, "has a query or fragment"},
+		// A bad address with credentials is refused without repeating them.
+		{"/api/v1/executors/register", `{"address":"ftp://ops:s3cret@h:1","tasks":["sync_orders"]}`, `address "ftp://ops:xxxxx@h:1" is not a URL`},
+		{"/api/v1/executors/register", `{"address":"http://ops:s3cret@h:1:2:3/%zz","tasks":["sync_orders"]}`, "not repeated here: it may carry credentials"},
 		{"/api/v1/executors/heartbeat", `{}`, "malformed heartbeat"},
 		{"/api/v1/executors/heartbeat", `{"address":"http://nobody:1"}`, "is not registered: register first"},
 	} {
 		code, out := post(tc.path, tc.body)
 		if code/100 != 4 || !strings.Contains(out, tc.want) {
 			t.Errorf("%s %s: %d %s, want 4xx %q", tc.path, tc.body, code, out, tc.want)
+		}
+		if strings.Contains(out, "s3cret") {
+			t.Errorf("%s %s: the answer repeats the credentials: %s", tc.path, tc.body, out)
 		}
 	}
 	if exs, _ := st.Executors(context.Background(), ""); len(exs) != 1 {
