@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,14 +76,15 @@ func TestSIGTERMGivesRunningCommandsBack(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fire := time.Now().Add(4 * time.Second).Truncate(time.Second)
-	src := fmt.Sprintf("pipeline: slow\ntimezone: UTC\nschedule: \"%d %d %d %d %d *\"\ntasks:\n  - {name: sleep, command: [\"sleep\", \"60\"], timeout: 5m, retry: {count: 2, interval: 1s}}\n",
-		fire.UTC().Second(), fire.UTC().Minute(), fire.UTC().Hour(), fire.UTC().Day(), int(fire.UTC().Month()))
+	pidFile := filepath.Join(dir, "pid")
+	src := fmt.Sprintf("pipeline: slow\ntimezone: UTC\nschedule: \"%d %d %d %d %d *\"\ntasks:\n  - {name: sleep, command: [\"sh\", \"-c\", \"echo $$ > %s; exec sleep 60\"], timeout: 5m, retry: {count: 2, interval: 1s}}\n",
+		fire.UTC().Second(), fire.UTC().Minute(), fire.UTC().Hour(), fire.UTC().Day(), int(fire.UTC().Month()), pidFile)
 	if err := os.WriteFile(filepath.Join(dir, "slow.yaml"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	target := "sqlite:" + filepath.Join(t.TempDir(), "ax.db")
 	st := openStore(t, target)
-	srv := startServer(t, target, dir, "--shutdown-grace", "1s")
+	srv := startServer(t, target, dir, "--shutdown-grace", "3s")
 	ctx := context.Background()
 	var in axtype.Instance
 	waitForWithin(t, 30*time.Second, func() bool {
@@ -92,13 +95,37 @@ func TestSIGTERMGivesRunningCommandsBack(t *testing.T) {
 		}
 		return false
 	})
+	b, err := os.ReadFile(pidFile)
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || perr != nil {
+		t.Fatalf("the command's pid: %q %v %v", b, err, perr)
+	}
 	start := time.Now()
 	_ = srv.cmd.Process.Signal(syscall.SIGTERM)
-	if err := srv.cmd.Wait(); err != nil {
+	exited := make(chan error, 1)
+	go func() { exited <- srv.cmd.Wait() }()
+	// The lease is released at once, while the command still has its
+	// grace: a standby would take over now, not at the end of the grace.
+	for released := false; !released; {
+		select {
+		case err := <-exited:
+			t.Fatalf("the server exited (%v) %s after SIGTERM without releasing its lease first: %+v", err, time.Since(start), lease(t, st))
+		case <-time.After(20 * time.Millisecond):
+			released = !lease(t, st).ExpiresAt.After(time.Now())
+		}
+	}
+	if err := <-exited; err != nil {
 		t.Errorf("server exit: %v", err)
 	}
 	if took := time.Since(start); took > 15*time.Second {
-		t.Errorf("shutdown took %s with a 1 s grace", took)
+		t.Errorf("shutdown took %s with a 3 s grace", took)
+	}
+	// The command was stopped, not left running with nobody tracking it
+	// (once the server is gone, init reaps what it had not).
+	for deadline := time.Now().Add(5 * time.Second); !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command (pid %d) still exists 5 s after the shutdown", pid)
+		}
 	}
 	got, err := st.Instance(ctx, in.ID)
 	if err != nil {
