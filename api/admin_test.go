@@ -382,3 +382,21 @@ func TestExecutorToken(t *testing.T) {
 		t.Errorf("register with the executor token: %d %s", code, body)
 	}
 }
+
+// TestReadyzFailsWhenTheStoreFileIsDeleted: a store file deleted under a
+// running server makes /readyz answer 503 naming the file, so that a load
+// balancer or supervisor stops sending work to it.
+func TestReadyzFailsWhenTheStoreFileIsDeleted(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apitest.Opts{})
+	if code, body := e.Call("GET", "/readyz", ""); code != 200 {
+		t.Fatalf("readyz before: %d %s", code, body)
+	}
+	if err := os.Remove(e.Path); err != nil {
+		t.Fatal(err)
+	}
+	code, body := e.Call("GET", "/readyz", "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "deleted") || !strings.Contains(body, `"ready": false`) {
+		t.Errorf("readyz with the store file deleted: %d %s; want 503 saying it was deleted", code, body)
+	}
+}
