@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -144,4 +145,51 @@ func TestExplainRemovedRunningTask(t *testing.T) {
 			t.Errorf("explain of a task that never existed: %v", err)
 		}
 	})
+}
+
+// A task removed by a live reload while its attempt runs here is still
+// tracked the same way: the attempt, cut off at its deadline, is not
+// retried (its task is gone); a second one, removed the same way, can be
+// killed.
+func TestRemovedByReloadWhileRunning(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "times out", true: "killed"}[kill], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				hang := map[string]func(context.Context, runner.Attempt) error{"p.b": func(ctx context.Context, _ runner.Attempt) error {
+					<-ctx.Done()
+					return context.Cause(ctx)
+				}}
+				e := setup(t, Config{}, hang, withB)
+				defer e.stop()
+				sleep(2*time.Minute + time.Second) // the first fire: b runs, and hangs
+				ins := e.instances(store.InstanceFilter{TaskID: "p.b", States: []axtype.State{axtype.Running}})
+				if len(ins) != 1 {
+					t.Fatalf("p.b running: %+v", ins)
+				}
+				in := ins[0]
+				if _, err := e.eng.Reload(compile(t, withoutB)); err != nil {
+					t.Fatalf("reload: %v", err)
+				}
+				sleep(time.Second)
+				if got := e.eng.Stats().Running; got != 1 {
+					t.Errorf("running after the reload: %d, want the removed task's attempt tracked", got)
+				}
+				want := axtype.Failed
+				if kill {
+					want = axtype.Killed
+					if _, err := e.do(Kill{Instance: in.ID}); err != nil {
+						t.Fatalf("kill: %v", err)
+					}
+				}
+				sleep(35 * time.Second) // past its 30 s timeout
+				got, err := e.st.Instance(context.Background(), in.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.State != want || got.Attempt != 1 {
+					t.Errorf("removed task's instance: %s attempt %d %q; want %s at attempt 1, not retried", got.State, got.Attempt, got.Error, want)
+				}
+			})
+		})
+	}
 }
