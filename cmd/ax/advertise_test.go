@@ -11,7 +11,7 @@ import (
 
 // TestServerAdvertiseURL: a --listen on every address needs --advertise-url
 // (executors would be given an address they cannot call back), and a bad
-// one is refused, as are out-of-range --breaker-* and --command-nice flags; nothing is started
+// one is refused, as are out-of-range --breaker-*, --command-nice and --max-running flags; nothing is started
 // and no store is created.
 func TestServerAdvertiseURL(t *testing.T) {
 	t.Parallel()
@@ -29,6 +29,8 @@ func TestServerAdvertiseURL(t *testing.T) {
 		{"breaker ratio", []string{"--listen", "", "--breaker-ratio", "1"}, "--breaker-ratio 1: use a failure ratio above 0 and below 1"},
 		{"command nice below", []string{"--listen", "", "--command-nice", "-1"}, "--command-nice -1: give 0 (the server's own) to 19"},
 		{"command nice above", []string{"--listen", "", "--command-nice", "20"}, "--command-nice 20: give 0 (the server's own) to 19"},
+		{"max running below", []string{"--listen", "", "--max-running", "-2"}, "--max-running -2: give 0 (unlimited) to 1000000"},
+		{"max running above", []string{"--listen", "", "--max-running", "2000000"}, "--max-running 2000000: give 0 (unlimited) to 1000000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -73,6 +73,16 @@ func TestCLIThroughAPI(t *testing.T) {
 	has(out, "global: 25 per second", "group etl: 4 per second", "(from the primary)")
 	_, errOut = ax(cli.ExitUsage, "limits", "--group", "etl")
 	has(errOut, `--group "etl": write NAME=RATE`)
+	// Concurrency caps from the command line: changed at run time, shown
+	// by ax limits, bad values refused with nothing changed.
+	out, _ = ax(cli.ExitOK, "limits", "--max-running", "7", "--group-max-running", "etl=3")
+	has(out, "limits now")
+	out, _ = ax(cli.ExitOK, "limits")
+	has(out, "at most 7 local attempts at once", "group etl: 4 per second, at most 3 at once")
+	_, errOut = ax(cli.ExitFailed, "limits", "--max-running", "-1")
+	has(errOut, "max_running -1: give a number of attempts from 0 (unlimited) to 1000000")
+	out, _ = ax(cli.ExitOK, "limits")
+	has(out, "at most 7 local attempts at once")
 
 	out, _ = ax(cli.ExitOK, "executors")
 	has(out, "(no executor has registered)")
