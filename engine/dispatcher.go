@@ -99,16 +99,30 @@ func (d *dispatcher) armHeld(now time.Time) {
 // order in the queue, goes out in the next turn), so that operator
 // requests, results and timers are served between batches of a burst.
 func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
-	began := now
+	left, err := withinBudget(now, e.cfg.TurnBudget, e.cfg.Now, func(now time.Time) (bool, error) {
+		return e.dispatchBatch(ctx, now)
+	})
+	if left {
+		e.soon() // the next turn goes on with it
+	}
+	return err
+}
+
+// withinBudget is the rule of a turn's budget: it calls step (with the
+// time) until step reports nothing more to do or fails, or until budget
+// has passed since began, reading the clock after each step; left reports
+// that it stopped on the budget with work still to do. One step always
+// runs, so a turn makes progress however slow the store.
+func withinBudget(began time.Time, budget time.Duration, clock func() time.Time, step func(time.Time) (bool, error)) (left bool, err error) {
+	now := began
 	for {
-		more, err := e.dispatchBatch(ctx, now)
+		more, err := step(now)
 		if err != nil || !more {
-			return err
+			return false, err
 		}
-		now = e.cfg.Now()
-		if now.Sub(began) >= e.cfg.TurnBudget {
-			e.soon()
-			return nil
+		now = clock()
+		if now.Sub(began) >= budget {
+			return true, nil
 		}
 	}
 }
