@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/dag"
@@ -23,12 +24,64 @@ import (
 // executorAPI serves the endpoints executors call: registration and
 // heartbeats (R21). Registration is idempotent on (task, address).
 type executorAPI struct {
-	st      *store.Store
-	g       *dag.Graph
-	graphOf func() *dag.Graph        // the pipelines in force, when they can be reloaded (else g)
-	deliver func(runner.Report) bool // to the attempt waiting for it in this process
-	self    string                   // this server's URL, recorded with the results it receives
-	token   string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
+	st       *store.Store
+	g        *dag.Graph
+	graphOf  func() *dag.Graph        // the pipelines in force, when they can be reloaded (else g)
+	deliver  func(runner.Report) bool // to the attempt waiting for it in this process
+	self     string                   // this server's URL, recorded with the results it receives
+	token    string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
+	refusals refusalLog               // how many refusals each client address had recorded lately
+	clock    func() time.Time         // nil: time.Now
+}
+
+func (a *executorAPI) now() time.Time {
+	if a.clock != nil {
+		return a.clock()
+	}
+	return time.Now()
+}
+
+// refusalsPerMinute bounds the refusals recorded in the action log for one
+// client address a minute: refused results and heartbeats are recorded
+// (their reasons matter to an operator), but a client sending junk must
+// not fill the log; past the bound it is still refused, with the reason,
+// and not recorded.
+const refusalsPerMinute = 20
+
+// refusalLog counts the refusals recorded per client address, a minute at
+// a time. Safe for concurrent use.
+type refusalLog struct {
+	mu     sync.Mutex
+	minute int64
+	counts map[string]int
+}
+
+// take reports whether a refusal of the client at remote (host:port) may
+// be recorded now, and counts it.
+func (l *refusalLog) take(remote string, now time.Time) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := now.Unix() / 60; m != l.minute || l.counts == nil {
+		l.minute, l.counts = m, map[string]int{}
+	}
+	l.counts[host]++
+	return l.counts[host] <= refusalsPerMinute
+}
+
+// recordRefusal appends act to the action log unless its client is past
+// its bound; it returns what to add to the answer's reason.
+func (a *executorAPI) recordRefusal(r *http.Request, act store.Action) string {
+	if !a.refusals.take(r.RemoteAddr, act.At) {
+		return fmt.Sprintf(" (not recorded: more than %d refusals a minute from this address)", refusalsPerMinute)
+	}
+	if err := a.st.AppendAction(r.Context(), act); err != nil {
+		return " (not recorded: " + err.Error() + ")"
+	}
+	return ""
 }
 
 func (a *executorAPI) routes(mux *http.ServeMux) {
@@ -130,7 +183,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: time.Now()}); err != nil {
+	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: a.now()}); err != nil {
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}
@@ -146,16 +199,14 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "malformed heartbeat: want {\"address\": \"…\"}")
 		return
 	}
-	now := time.Now()
+	now := a.now()
 	err := a.st.Heartbeat(r.Context(), req.Address, now)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// Recorded (the SDK registers again at once, so this is rare) and
 		// refused: nothing is changed in the registry.
 		msg := fmt.Sprintf("executor %s is not registered: register first", req.Address)
-		if err := a.st.AppendAction(r.Context(), store.Action{At: now, Actor: "executor:" + r.RemoteAddr, Action: "refused_heartbeat", Reason: msg}); err != nil {
-			msg += " (not recorded: " + err.Error() + ")"
-		}
+		msg += a.recordRefusal(r, store.Action{At: now, Actor: "executor:" + r.RemoteAddr, Action: "refused_heartbeat", Reason: msg})
 		apiError(w, http.StatusNotFound, "%s", msg)
 	case err != nil:
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
@@ -187,16 +238,15 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, 
 // answer: 200 means durably received, and the primary applies it once; a
 // server that cannot store it answers 503 so that the executor retries. A
 // malformed report (400), an oversized output (413), an unknown ticket (404)
-// or a ticket of another instance (409) is recorded in the action log,
-// refused with the reason, and nothing is applied.
+// or a ticket of another instance (409) is recorded in the action log (up
+// to refusalsPerMinute per client address), refused with the reason, and
+// nothing is applied.
 func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
-	ctx, now := r.Context(), time.Now()
+	ctx, now := r.Context(), a.now()
 	actor := "executor:" + r.RemoteAddr
 	refuse := func(code int, action, ticket string, format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
-		if err := a.st.AppendAction(ctx, store.Action{At: now, Actor: actor, Action: action, Ticket: ticket, Reason: msg}); err != nil {
-			msg += " (not recorded: " + err.Error() + ")"
-		}
+		msg += a.recordRefusal(r, store.Action{At: now, Actor: actor, Action: action, Ticket: ticket, Reason: msg})
 		apiError(w, code, "%s", msg)
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20+1024))

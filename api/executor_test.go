@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -86,3 +87,56 @@ func TestExecutorAPI(t *testing.T) {
 // TestServerRoutesToRegisteredExecutor: a task whose own URL is dead runs on
 // the SDK executor registered for it, the two sharing AX_EXECUTOR_TOKEN for
 // registration, heartbeats, dispatches and results.
+
+// Refused results and heartbeats are recorded in the action log, but at
+// most refusalsPerMinute a minute per client address: a client sending
+// junk is still refused with the reason, and cannot fill the log; another
+// address is recorded as before.
+func TestRefusalsRecordedUpToABoundPerAddress(t *testing.T) {
+	t.Parallel()
+	st := storetest.SQLite(t)
+	g, errs, err := dag.Load([]string{"../examples"}, defs.Options{}, dag.Options{DispatchRate: -1})
+	if err != nil || g == nil {
+		t.Fatal(err, errs)
+	}
+	mux := http.NewServeMux()
+	at := time.Date(2026, 12, 6, 5, 0, 10, 0, time.UTC) // one minute's window throughout
+	(&executorAPI{st: st, g: g, clock: func() time.Time { return at }}).routes(mux)
+	call := func(remote, path, body string) (int, string) {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	const n = 30
+	for i := range n {
+		path, body, code := "/api/v1/results", fmt.Sprintf(`{"ticket":"junk-%d","status":"success"}`, i), 404
+		if i%2 == 1 {
+			path, body, code = "/api/v1/executors/heartbeat", `{"address":"http://nobody:1"}`, 404
+		}
+		got, out := call(fmt.Sprintf("192.0.2.7:%d", 1000+i), path, body)
+		if got != code || !strings.Contains(out, "register first") && !strings.Contains(out, "is unknown") {
+			t.Fatalf("refusal %d: %d %s", i, got, out)
+		}
+		if recorded := !strings.Contains(out, "not recorded: more than 20 refusals a minute from this address"); recorded != (i < 20) {
+			t.Errorf("refusal %d (from the same address): recorded %v, want %v: %s", i, recorded, i < 20, out)
+		}
+	}
+	if got, out := call("192.0.2.8:1000", "/api/v1/results", `{"ticket":"other","status":"success"}`); got != 404 || strings.Contains(out, "not recorded") {
+		t.Errorf("another address: %d %s, want 404 recorded", got, out)
+	}
+	acts, err := st.Actions(context.Background(), store.LogFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != 21 {
+		t.Errorf("%d refusals recorded, want 20 from 192.0.2.7 and 1 from 192.0.2.8", len(acts))
+	}
+	// The next minute, the same address is recorded again.
+	at = at.Add(time.Minute)
+	if got, out := call("192.0.2.7:2000", "/api/v1/results", `{"ticket":"later","status":"success"}`); got != 404 || strings.Contains(out, "not recorded") {
+		t.Errorf("the next minute: %d %s, want 404 recorded", got, out)
+	}
+}
