@@ -837,24 +837,31 @@ func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instance, 
 	return last, nil
 }
 
-// rerunOne runs again an instance that ran: FAILED → RUNNING at once,
-// KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
+// rerunOne runs again an instance that ran: FAILED → RUNNING at once when
+// its task's caps leave room (the pool's rule), else, as KILLED always,
+// WAITING → SCHEDULED into the queue, where it waits for a slot; SUCCESS
+// → SCHEDULED.
 func (e *Engine) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
-	if in.State == axtype.Failed {
-		p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: e.tasks[in.TaskID], runID: in.RunID, logical: in.LogicalTime, manual: true}
-		return e.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
+	reason := "rerun"
+	if t := e.tasks[in.TaskID]; in.State == axtype.Failed && t != nil {
+		why := e.pool.full(t)
+		if why == "" {
+			p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: t, runID: in.RunID, logical: in.LogicalTime, manual: true}
+			return e.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
+		}
+		reason = "rerun: waits for a slot: " + why
 	}
 	from, v := in.State, in.Version
-	if from == axtype.Killed {
-		nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: axtype.Killed, To: axtype.Waiting,
-			Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
+	if from == axtype.Killed || from == axtype.Failed {
+		nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Waiting,
+			Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: reason})
 		if err != nil {
 			return err
 		}
 		from, v = axtype.Waiting, nv
 	}
 	nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Scheduled,
-		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "rerun"})
+		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: reason})
 	if err != nil {
 		return err
 	}

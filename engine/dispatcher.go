@@ -263,7 +263,10 @@ func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bo
 		}
 		running, held = b.live[p.task.id].at(due)
 	}
-	switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, running, held, b.claimed[p.task.id], p.state == axtype.Retrying) {
+	// A retry, or an operator's rerun of an instance that ran (attempt > 0
+	// while SCHEDULED), is not a fire: it waits behind a running attempt.
+	notAFire := p.state == axtype.Retrying || p.attempt > 0
+	switch overlapDecide(p.task.def.Overlap, due, now, p.task.backlog, running, held, b.claimed[p.task.id], notAFire) {
 	case overlapLater:
 		b.waiting = append(b.waiting, id)
 		if b.later.IsZero() || due.Before(b.later) {

@@ -36,7 +36,8 @@ const lateFire = 2 * time.Second
 // can know whether the attempt running now still runs at its fire time.
 // A retry (an instance RETRYING: its attempt failed, or was refused or
 // given back) is no fire: its fire was judged when it first went out, so it
-// queues behind a running attempt and is never skipped.
+// queues behind a running attempt and is never skipped; nor is an
+// operator's rerun of an instance that ran (the caller says both).
 func overlapDecide(p defs.Overlap, due, now, backlog time.Time, running, held, claimed int, retry bool) overlapVerdict {
 	switch {
 	case p == defs.OverlapAllow:
