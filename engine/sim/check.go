@@ -79,6 +79,21 @@ func (in *inst) stateAt(t time.Time) (axtype.State, bool) {
 
 func (in *inst) state() axtype.State { return in.rows[len(in.rows)-1].to }
 
+// lastInto returns the id of the last history row that moved in to state s
+// at or before t (0: none).
+func (in *inst) lastInto(s axtype.State, t time.Time) int64 {
+	var id int64
+	for _, r := range in.rows {
+		if r.at.After(t) {
+			break
+		}
+		if r.to == s {
+			id = r.id
+		}
+	}
+	return id
+}
+
 // reachedBy reports whether in moved to state s at or before t.
 func (in *inst) reachedBy(s axtype.State, t time.Time) bool {
 	for _, r := range in.rows {
@@ -106,6 +121,7 @@ type checker struct {
 	insts     map[int64]*inst
 	runs      map[int64]map[string]int64 // run → task → instance
 	runKey    map[string]int64           // trigger|kind|logical ms → run
+	backfills map[int64]bool             // the runs of backfills
 	byTask    map[string][]int64         // task → instances, in id order
 	execSeen  int                        // executions checked for I3 so far
 	byTicket  map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
@@ -142,7 +158,7 @@ type capMark struct {
 }
 
 func newChecker(w *world) *checker {
-	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{},
+	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{}, backfills: map[int64]bool{},
 		byTask: map[string][]int64{}, byTicket: map[string][]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
 }
 
@@ -300,6 +316,7 @@ func (c *checker) apply(h store.HistoryRow) {
 			w.stats.Runs++
 			if run, err := w.st.Run(context.Background(), h.RunID); err == nil {
 				c.runKey[runKey(run.Trigger, run.Kind, run.LogicalTime)] = run.ID
+				c.backfills[run.ID] = run.Kind == axtype.RunBackfill
 			} else {
 				w.violate(invReplay, "run %d has history but cannot be read: %v", h.RunID, err)
 			}
@@ -479,11 +496,17 @@ func (c *checker) upstreamsBefore(e *execution) {
 			}
 			continue
 		}
-		// cross-pipeline: the latest instance of u at or before this logical time
+		if c.backfills[in.run] {
+			continue // a backfill's selection is its pipeline's: upstreams elsewhere count as done (docs/commands.md)
+		}
+		// cross-pipeline: the latest instance of u at or before this logical
+		// time that existed when the engine released this one (by history
+		// order: one created at the same instant, after the release, did not)
+		released := in.lastInto(axtype.Scheduled, start)
 		var best *inst
 		for _, id := range c.byTask[uid] {
 			ui := c.insts[id]
-			if ui.created.After(start) {
+			if ui.created.After(start) || len(ui.rows) > 0 && released > 0 && ui.rows[0].id > released {
 				continue
 			}
 			lt := c.logicalOf(ui)
@@ -768,23 +791,31 @@ func (c *checker) countRunning(t time.Time, match func(*defs.Task) bool) int {
 // global cap on local attempts is not checked here: the dispatcher records
 // attempts beyond it that wait on the server to start.
 func (c *checker) checkCaps() {
-	byTask, byGroup := map[string]int{}, map[string]int{}
-	for _, in := range c.insts {
+	byTask, byGroup := map[string][]*inst{}, map[string][]*inst{}
+	for _, id := range slices.Sorted(maps.Keys(c.insts)) {
+		in := c.insts[id]
 		task := c.w.g.Task(in.task)
 		if task == nil || len(in.rows) == 0 || in.state() != axtype.Running {
 			continue
 		}
-		byTask[task.ID()]++
-		byGroup[task.Group]++
+		byTask[task.ID()] = append(byTask[task.ID()], in)
+		byGroup[task.Group] = append(byGroup[task.Group], in)
+	}
+	describe := func(ins []*inst) string {
+		var b strings.Builder
+		for _, in := range ins {
+			b.WriteString("\n      " + in.describe())
+		}
+		return b.String()
 	}
 	for _, id := range slices.Sorted(maps.Keys(byTask)) {
-		if limit := c.w.g.Task(id).MaxRunning; limit > 0 && byTask[id] > limit {
-			c.w.violate(invCaps, "task %s has %d instances RUNNING, over its max_running %d", id, byTask[id], limit)
+		if limit := c.w.g.Task(id).MaxRunning; limit > 0 && len(byTask[id]) > limit {
+			c.w.violate(invCaps, "task %s has %d instances RUNNING, over its max_running %d:%s", id, len(byTask[id]), limit, describe(byTask[id]))
 		}
 	}
 	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
-		if limit := c.w.spec.groupCaps[g]; limit > 0 && byGroup[g] > limit {
-			c.w.violate(invCaps, "group %s has %d instances RUNNING, over its cap %d", g, byGroup[g], limit)
+		if limit := c.w.spec.groupCaps[g]; limit > 0 && len(byGroup[g]) > limit {
+			c.w.violate(invCaps, "group %s has %d instances RUNNING, over its cap %d:%s", g, len(byGroup[g]), limit, describe(byGroup[g]))
 		}
 	}
 	c.w.tally[invCaps]++

@@ -74,7 +74,13 @@
 // mark of a running or succeeded instance or to a state that is no outcome,
 // cancel of an unknown run, an unknown instance, a negative rate, an
 // unknown group; a valid request to an engine that is not the primary;
-// writes straight to the store under a lease epoch no longer current). Then comes a
+// writes straight to the store under a lease epoch no longer current). One
+// step in twenty (drawn from a source of its own, backfillStep) stores a
+// backfill of a pipeline over the last 30 minutes to 4 hours (up to its 8
+// latest logical times, a selection now and then, 1–3 active runs, each
+// rerun mode, stop on failure and approval of gates now and then), as
+// `ax backfill --store` and the API do, or cancels one in progress, or
+// resumes a cancelled one, through the engine. Then comes a
 // calm: faults end, pauses are lifted, and time runs for the longest
 // attempt chain any task can take, before the final checks.
 //
@@ -221,6 +227,13 @@
 //	                                               hearing from the executor; the SDK sends
 //	                                               a failed heartbeat again after 1 s)
 //
+//	I9         seed 110 of 400, the first run with  the rerun of a FAILED instance started at   TestRerunOfAFailedInstanceRespectsTheTaskCap
+//	           caps and backfills drawn; in about  once (FAILED → RUNNING) outside the queue,  (engine/rerun_cap_test.go)
+//	           1 run of the seed in 8, beside      past its task's max_running (4 RUNNING,
+//	           other seeds                         cap 3); queued instead when a cap is full,
+//	                                               it was then skipped as an overlap (a rerun
+//	                                               is no fire; fixed)
+//
 //	I5         seed 3172 of 10,000 on main a1585b4 a rerun of a root that never ran (its run  TestStrandedRerunOfARootIsReleased
 //	           (the fourth failure, after 3172; 2  cancelled before its fire time) brings it  (engine/stranded_root_test.go)
 //	           runs of the seed in 3)              back to WAITING, then releases it; a
@@ -250,6 +263,14 @@
 // an HTTP task on @every 2s refused as re-entrant by both executors until
 // its breaker opened and held its fires 9 s).
 //
+// With backfills drawn, two more checks were made exact: in a backfill run
+// an upstream in another pipeline is outside the selection and counts as
+// done (docs/commands.md), so I3 does not look for it; and I3 judges a
+// cross-pipeline upstream by the instances that existed when the engine
+// released the downstream one, by history order (seed 40: a backfill
+// created the upstream's instance of an earlier logical time at the very
+// instant, just after the release).
+//
 // Seeds 205 (I1: one ticket executed by two engines at once after a
 // takeover) and 206 (I4 misfire) of the first day no longer fail on
 // today's engine.
@@ -262,7 +283,7 @@
 //
 // The synchronous form of the HTTP protocol (no callback), the scheduler's
 // own executor endpoints (they live in package main: the world serves a
-// stand-in that writes the same rows), executor tokens refused, backfills, group caps changed at run time (they are
+// stand-in that writes the same rows), executor tokens refused, group caps changed at run time (they are
 // configured; the limits verb changes the global cap), `delay:`, live clock jumps of a running engine (a stall is the nearest),
 // store errors on reads, and cron forms beyond the ones above (day, month
 // and weekday fields, Quartz L/W/#).

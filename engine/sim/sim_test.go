@@ -86,9 +86,9 @@ func TestSim(t *testing.T) {
 	elapsed := time.Since(start)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d seeds in %s: %.1f seeds/s; %d failed %v\n", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), failed)
-	fmt.Fprintf(&b, "simulated %s; %d runs, %d instances, %d executions, %d transitions; %d crashes, %d stalls, %d takeovers, %d store faults, %d clock jumps, %d verbs (%d bad); HTTP executors: %d crashes, %d silences\n",
+	fmt.Fprintf(&b, "simulated %s; %d runs, %d instances, %d executions, %d transitions; %d crashes, %d stalls, %d takeovers, %d store faults, %d clock jumps, %d verbs (%d bad), %d backfills; HTTP executors: %d crashes, %d silences\n",
 		stats.Simulated.Round(time.Minute), stats.Runs, stats.Instances, stats.Executions, stats.Transitions, stats.Crashes, stats.Stalls,
-		stats.Takeovers, stats.Faults, stats.Jumps, stats.Verbs, stats.BadVerbs, stats.ExecutorCrashes, stats.ExecutorSilences)
+		stats.Takeovers, stats.Faults, stats.Jumps, stats.Verbs, stats.BadVerbs, stats.Backfills, stats.ExecutorCrashes, stats.ExecutorSilences)
 	b.WriteString("invariant checks:\n")
 	for _, k := range slices.Sorted(maps.Keys(tally)) {
 		fmt.Fprintf(&b, "  %-45s %d\n", k, tally[k])
@@ -334,7 +334,7 @@ func TestSimBreakerCutsTheRate(t *testing.T) {
 func TestSimCheckerKnowsQueuedPausesAndReruns(t *testing.T) {
 	t.Parallel()
 	for _, seed := range []int64{5612, 6244, 6767, 8317} {
-		fail(t, Run(t, seed, Options{Restrict: today, NoCaps: true})) // their worlds before caps were drawn
+		fail(t, Run(t, seed, Options{Restrict: today, Classic: true})) // their worlds before caps and backfills were drawn
 	}
 }
 

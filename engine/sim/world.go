@@ -31,9 +31,9 @@ type Options struct {
 	Restrict Restrictions
 	// Logger receives the engines' logs. Nil discards them.
 	Logger *slog.Logger
-	// NoCaps draws no concurrency caps (drawCaps): the worlds of seeds
-	// recorded before caps were drawn.
-	NoCaps bool
+	// Classic draws neither concurrency caps (drawCaps) nor backfills
+	// (backfillStep): the worlds of seeds recorded before they were.
+	Classic bool
 
 	// scenario, when set, replaces the generated world and the random
 	// steps with a hand-built one (the regression cases).
@@ -111,6 +111,7 @@ type Stats struct {
 	Pipelines, Tasks, Runs, Instances, Executions, Transitions int
 	Crashes, Stalls, Takeovers, Faults, Verbs, BadVerbs, Jumps int
 	ExecutorCrashes, ExecutorSilences                          int // of SDK executor processes
+	Backfills                                                  int // created (backfillStep)
 	Simulated                                                  time.Duration
 }
 
@@ -129,6 +130,7 @@ func (s *Stats) add(o Stats) {
 	s.BadVerbs += o.BadVerbs
 	s.Jumps += o.Jumps
 	s.ExecutorCrashes += o.ExecutorCrashes
+	s.Backfills += o.Backfills
 	s.ExecutorSilences += o.ExecutorSilences
 	s.Simulated += o.Simulated
 }
@@ -247,6 +249,7 @@ type world struct {
 	over   chan struct{} // closed at the end: the work of killed processes returns
 	xrng   *rand.Rand    // the executors' faults, apart from the driver's draws
 	capRng *rand.Rand    // the concurrency caps (drawCaps), apart from the generator's draws
+	bfRng  *rand.Rand    // the backfill steps (backfillStep), apart from the driver's draws
 }
 
 // Run simulates one seed inside a synctest bubble and returns its report.
@@ -264,7 +267,7 @@ func Run(t *testing.T, seed int64, opts Options) Report {
 		w := &world{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0xa11ce)), opts: opts, tally: map[string]int{}, notes: map[string]int{},
 			restrict: restrictions{noManual: opts.Restrict.NoManual, noRefuse: opts.Restrict.NoRefuse},
 			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)),
-			capRng: rand.New(rand.NewPCG(uint64(seed), 0xca95)), over: make(chan struct{})}
+			capRng: rand.New(rand.NewPCG(uint64(seed), 0xca95)), bfRng: rand.New(rand.NewPCG(uint64(seed), 0xbf)), over: make(chan struct{})}
 		w.ex.n = map[int64]int{}
 		w.tmpl = tmpl
 		rep = w.run()
@@ -297,7 +300,7 @@ func (w *world) run() Report {
 			w.spec = &spec{pipelines: sc.pipelines, start: sc.start}
 		} else {
 			w.spec = generate(w.rng, w.restrict)
-			if !w.opts.NoCaps {
+			if !w.opts.Classic {
 				drawCaps(w.capRng, w.spec)
 			}
 		}
@@ -583,6 +586,10 @@ func (w *world) scripted(s step) {
 
 // act takes one random driver step.
 func (w *world) act() {
+	if !w.opts.Classic && w.bfRng.IntN(20) == 0 {
+		w.backfillStep() // drawn apart, so that a seed without one draws as before
+		return
+	}
 	r := w.rng
 	switch v := r.IntN(100); {
 	case v < 55:
@@ -613,6 +620,67 @@ func (w *world) act() {
 	default:
 		w.badVerb()
 	}
+}
+
+// backfillStep stores a backfill of a pipeline over the last hours, as
+// `ax backfill --store` and the API do, for the primary to run; or cancels
+// one in progress, or resumes a cancelled one, through the engine.
+func (w *world) backfillStep() {
+	r, ctx := w.bfRng, context.Background()
+	bfs, err := w.st.Backfills(ctx, 0)
+	if err != nil {
+		w.logf("backfill: %v", err)
+		return
+	}
+	var active, cancelled []int64
+	for _, b := range bfs {
+		switch b.State {
+		case engine.BackfillPending, engine.BackfillRunning:
+			active = append(active, b.ID)
+		case engine.BackfillCancelled:
+			cancelled = append(cancelled, b.ID)
+		}
+	}
+	if p := w.primary(); p != nil && (len(active) > 0 && r.IntN(4) == 0 || len(cancelled) > 0 && r.IntN(4) == 0) {
+		var op engine.Request
+		if len(active) > 0 {
+			op = engine.CancelBackfill{Backfill: pick(r, active)}
+		} else {
+			op = engine.ResumeBackfill{Backfill: pick(r, cancelled)}
+		}
+		msg, err := w.do(p, op, engine.By{Actor: "sim", Reason: "random backfill verb"})
+		w.logf("backfill verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
+		w.settle()
+		return
+	}
+	pls := w.g.Pipelines()
+	pl := pls[r.IntN(len(pls))]
+	tasks := pl.Tasks
+	if len(tasks) > 30 {
+		w.logf("backfill: %s has %d tasks, too many for a seed's budget", pl.Name, len(tasks))
+		return
+	}
+	now := time.Now()
+	params := engine.BackfillParams{Pipeline: pl.Name, From: now.Add(-time.Duration(30+r.IntN(210)) * time.Minute), To: now.Add(-time.Minute),
+		MaxActiveRuns: 1 + r.IntN(3), Rerun: pick(r, []string{engine.RerunNone, engine.RerunFailed, engine.RerunAll}),
+		StopOnFailure: r.IntN(4) == 0, ApproveManual: r.IntN(2) == 0}
+	if r.IntN(2) == 0 {
+		params.Select = pick(r, []string{"", "+"}) + pick(r, tasks).Name + pick(r, []string{"", "+"})
+	}
+	spec, err := engine.PlanBackfill(w.g, params)
+	if err != nil {
+		w.logf("backfill of %s: %v", pl.Name, err)
+		return
+	}
+	if len(spec.Times) > 8 {
+		spec.Times = spec.Times[len(spec.Times)-8:] // the latest 8: a seed's budget
+	}
+	id, err := engine.CreateBackfill(ctx, w.st, spec, "sim-cli", now)
+	if err == nil {
+		w.stats.Backfills++
+	}
+	w.logf("backfill %d of %s select %q, %d times, max active %d, rerun %s, stop on failure %v, approve manual %v: err=%v",
+		id, pl.Name, params.Select, len(spec.Times), spec.MaxActiveRuns, spec.Rerun, spec.StopOnFailure, spec.ApproveManual, err)
 }
 
 // crash freezes the primary for good, as kill -9: its attempts die with it,
