@@ -40,9 +40,11 @@
 // over HTTP inside the bubble (sdk.go, memnet.go): two executor processes,
 // http://x1 and http://x2, serve it, register with the scheduler and
 // heartbeat every 10 s; each engine dispatches through runner.Routed in
-// the asynchronous form; results go to the scheduler's results endpoint
-// (served by the world as the server's would: into the inbox, unknown
-// tickets refused), and the SDK's ticket cache answers repeated dispatches
+// the asynchronous form, where results go to the scheduler's results
+// endpoint (served by the world as the server's would: into the inbox,
+// unknown tickets refused), or, in one world in three (drawn apart, with
+// the caps), in the synchronous form, where the result is the dispatch's
+// answer and a scheduler that hangs up stops the work; the SDK's ticket cache answers repeated dispatches
 // and the status queries of a scheduler that took over (R43). The network
 // is net.Pipe pairs made in the bubble, so a blocked read is durably
 // blocked. There a lost result is lost on the way one to three times (the
@@ -281,7 +283,7 @@
 //
 // # Not generated (yet)
 //
-// The synchronous form of the HTTP protocol (no callback), the scheduler's
+// The scheduler's
 // own executor endpoints (they live in package main: the world serves a
 // stand-in that writes the same rows), executor tokens refused, group caps changed at run time (they are
 // configured; the limits verb changes the global cap), `delay:`, live clock jumps of a running engine (a stall is the nearest),

@@ -182,9 +182,11 @@ func (w *world) httpTasks() map[string][]string {
 }
 
 // routed is an engine's HTTP executor: runner.Routed on the memnet, routing
-// by the registry in the store, asynchronous (results by callback).
+// by the registry in the store, asynchronous (results by callback), or in
+// the synchronous form (the result in the dispatch's answer) in the worlds
+// drawn so (w.syncHTTP).
 func (w *world) routed(n *node) *runner.Routed {
-	return runner.NewRouted(runner.RoutedConfig{
+	r := runner.NewRouted(runner.RoutedConfig{
 		Client: w.net.client(n.name),
 		URL:    func(runner.Attempt) (string, error) { return "http://" + sdkHosts[0] + "/dispatch", nil },
 		Registry: func(ctx context.Context, task string) ([]runner.Endpoint, error) {
@@ -199,7 +201,11 @@ func (w *world) routed(n *node) *runner.Routed {
 			return eps, nil
 		},
 		Now: n.now,
-	}).WithToken(simToken).WithCallback(schedulerURL + "/api/v1/results")
+	}).WithToken(simToken)
+	if w.syncHTTP {
+		return r
+	}
+	return r.WithCallback(schedulerURL + "/api/v1/results")
 }
 
 // startHTTP brings up the HTTP side when the world has HTTP tasks: the
@@ -219,6 +225,9 @@ func (w *world) startHTTP() {
 	ln := w.net.listen("ax")
 	w.wg.Add(1)
 	go func() { defer w.wg.Done(); _ = srv.Serve(ln) }()
+	if w.syncHTTP {
+		w.logf("HTTP tasks dispatched in the synchronous form (no callback)")
+	}
 	for _, h := range sdkHosts {
 		w.startSDK(h, w.xrng.IntN(2) == 0)
 	}

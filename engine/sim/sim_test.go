@@ -86,9 +86,9 @@ func TestSim(t *testing.T) {
 	elapsed := time.Since(start)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d seeds in %s: %.1f seeds/s; %d failed %v\n", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), len(failed), failed)
-	fmt.Fprintf(&b, "simulated %s; %d runs, %d instances, %d executions, %d transitions; %d crashes, %d stalls, %d takeovers, %d store faults, %d clock jumps, %d verbs (%d bad), %d backfills; HTTP executors: %d crashes, %d silences\n",
+	fmt.Fprintf(&b, "simulated %s; %d runs, %d instances, %d executions, %d transitions; %d crashes, %d stalls, %d takeovers, %d store faults, %d clock jumps, %d verbs (%d bad), %d backfills; HTTP executors: %d executions (%d in the synchronous form), %d crashes, %d silences\n",
 		stats.Simulated.Round(time.Minute), stats.Runs, stats.Instances, stats.Executions, stats.Transitions, stats.Crashes, stats.Stalls,
-		stats.Takeovers, stats.Faults, stats.Jumps, stats.Verbs, stats.BadVerbs, stats.Backfills, stats.ExecutorCrashes, stats.ExecutorSilences)
+		stats.Takeovers, stats.Faults, stats.Jumps, stats.Verbs, stats.BadVerbs, stats.Backfills, stats.HTTPExecutions, stats.SyncExecutions, stats.ExecutorCrashes, stats.ExecutorSilences)
 	b.WriteString("invariant checks:\n")
 	for _, k := range slices.Sorted(maps.Keys(tally)) {
 		fmt.Fprintf(&b, "  %-45s %d\n", k, tally[k])

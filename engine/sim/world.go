@@ -112,6 +112,7 @@ type Stats struct {
 	Crashes, Stalls, Takeovers, Faults, Verbs, BadVerbs, Jumps int
 	ExecutorCrashes, ExecutorSilences                          int // of SDK executor processes
 	Backfills                                                  int // created (backfillStep)
+	HTTPExecutions, SyncExecutions                             int // attempts run by SDK executors; of them, in synchronous-form worlds
 	Simulated                                                  time.Duration
 }
 
@@ -131,6 +132,8 @@ func (s *Stats) add(o Stats) {
 	s.Jumps += o.Jumps
 	s.ExecutorCrashes += o.ExecutorCrashes
 	s.Backfills += o.Backfills
+	s.HTTPExecutions += o.HTTPExecutions
+	s.SyncExecutions += o.SyncExecutions
 	s.ExecutorSilences += o.ExecutorSilences
 	s.Simulated += o.Simulated
 }
@@ -246,10 +249,13 @@ type world struct {
 	dead   []*sdkProc          // processes killed, waited for at the end
 	sdkSeq int
 	sdkDir string
-	over   chan struct{} // closed at the end: the work of killed processes returns
-	xrng   *rand.Rand    // the executors' faults, apart from the driver's draws
-	capRng *rand.Rand    // the concurrency caps (drawCaps), apart from the generator's draws
-	bfRng  *rand.Rand    // the backfill steps (backfillStep), apart from the driver's draws
+	// syncHTTP: the engines dispatch HTTP tasks in the synchronous form
+	// (no callback), in one world in three (drawn apart from the rest).
+	syncHTTP bool
+	over     chan struct{} // closed at the end: the work of killed processes returns
+	xrng     *rand.Rand    // the executors' faults, apart from the driver's draws
+	capRng   *rand.Rand    // the concurrency caps (drawCaps), apart from the generator's draws
+	bfRng    *rand.Rand    // the backfill steps (backfillStep), apart from the driver's draws
 }
 
 // Run simulates one seed inside a synctest bubble and returns its report.
@@ -302,6 +308,7 @@ func (w *world) run() Report {
 			w.spec = generate(w.rng, w.restrict)
 			if !w.opts.Classic {
 				drawCaps(w.capRng, w.spec)
+				w.syncHTTP = w.capRng.IntN(3) == 0
 			}
 		}
 		files, err = w.compile()
@@ -359,6 +366,14 @@ func (w *world) run() Report {
 
 func (w *world) report(files []string) Report {
 	w.stats.Executions = len(w.ex.list)
+	for _, e := range w.ex.list {
+		if strings.HasPrefix(e.node, "x") { // an SDK executor process (x1#3), not an engine
+			w.stats.HTTPExecutions++
+			if w.syncHTTP {
+				w.stats.SyncExecutions++
+			}
+		}
+	}
 	return Report{Seed: w.seed, Steps: w.step, Violations: w.viol, Tally: w.tally, Notes: w.notes, Trace: w.trace, Stats: w.stats,
 		Spec: strings.Join(files, "---\n")}
 }
