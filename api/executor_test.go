@@ -16,15 +16,23 @@ import (
 	"github.com/ax-sched/ax/store/storetest"
 )
 
-func TestExecutorAPI(t *testing.T) {
-	t.Parallel()
+// executorAPIOn serves the executor endpoints for the example pipelines
+// on a new SQLite store, with clock (nil: time.Now).
+func executorAPIOn(t *testing.T, clock func() time.Time) (*http.ServeMux, *store.Store) {
+	t.Helper()
 	st := storetest.SQLite(t)
 	g, errs, err := dag.Load([]string{"../examples"}, defs.Options{}, dag.Options{DispatchRate: -1})
 	if err != nil || g == nil {
 		t.Fatal(err, errs)
 	}
 	mux := http.NewServeMux()
-	(&executorAPI{st: st, g: g}).routes(mux)
+	(&executorAPI{st: st, g: g, clock: clock}).routes(mux)
+	return mux, st
+}
+
+func TestExecutorAPI(t *testing.T) {
+	t.Parallel()
+	mux, st := executorAPIOn(t, nil)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	post := func(path, body string) (int, string) {
@@ -94,14 +102,8 @@ func TestExecutorAPI(t *testing.T) {
 // address is recorded as before.
 func TestRefusalsRecordedUpToABoundPerAddress(t *testing.T) {
 	t.Parallel()
-	st := storetest.SQLite(t)
-	g, errs, err := dag.Load([]string{"../examples"}, defs.Options{}, dag.Options{DispatchRate: -1})
-	if err != nil || g == nil {
-		t.Fatal(err, errs)
-	}
-	mux := http.NewServeMux()
 	at := time.Date(2026, 12, 6, 5, 0, 10, 0, time.UTC) // one minute's window throughout
-	(&executorAPI{st: st, g: g, clock: func() time.Time { return at }}).routes(mux)
+	mux, st := executorAPIOn(t, func() time.Time { return at })
 	call := func(remote, path, body string) (int, string) {
 		req := httptest.NewRequest("POST", path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
