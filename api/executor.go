@@ -166,7 +166,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "address %s carries credentials: register the address alone (http://host:port); the scheduler authenticates with AX_EXECUTOR_TOKEN", u.Redacted())
 		return
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(req.Address, "#") {
 		apiError(w, http.StatusBadRequest, "address %q has a query or fragment: register the base URL alone (http://host:port[/path])", u.Redacted())
 		return
 	}

@@ -67,6 +67,8 @@ func TestExecutorAPI(t *testing.T) {
 		{"/api/v1/executors/register", `{"address":"http://h:1"}`, "names no tasks"},
 		{"/api/v1/executors/register", `{"address":"http://ops:s3cret@h:1","tasks":["sync_orders"]}`, "carries credentials: register the address alone"},
 		{"/api/v1/executors/register", `{"address":"http://h:1/?token=abc","tasks":["sync_orders"]}`, "has a query or fragment"},
+		{"/api/v1/executors/register", `{"address":"http://h:1/?","tasks":["sync_orders"]}`, "has a query or fragment"},
+		{"/api/v1/executors/register", `{"address":"http://h:1/#","tasks":["sync_orders"]}`, "has a query or fragment"},
 		// A bad address with credentials is refused without repeating them.
 		{"/api/v1/executors/register", `{"address":"ftp://ops:s3cret@h:1","tasks":["sync_orders"]}`, `address "ftp://ops:xxxxx@h:1" is not a URL`},
 		{"/api/v1/executors/register", `{"address":"http://ops:s3cret@h:1:2:3/%zz","tasks":["sync_orders"]}`, "not repeated here: it may carry credentials"},
