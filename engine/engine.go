@@ -675,6 +675,7 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 	done := make(chan struct{})
 	go func() { e.execWG.Wait(); close(done) }() // ends when the attempts end
 	var dl, giveUp <-chan time.Time
+	waits := 0
 	if deadline != nil {
 		dl = deadline()
 	}
@@ -702,14 +703,53 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			giveUp = t.C
 		case <-giveUp:
 			e.drainResults()
+			if waits++; e.stillStopping() && waits < 4 {
+				// A command is killed (SIGKILL after its grace) and an HTTP
+				// call ends with its context: their results are coming.
+				t := time.NewTimer(abandonAfter)
+				defer t.Stop()
+				giveUp = t.C
+				continue
+			}
 			e.abandon()
 			return
 		}
 	}
 }
 
+// stillRunning lists the attempts still running here after their
+// cancellation whose result has not come.
+func (e *Engine) stillRunning() []int64 {
+	pending := map[int64]bool{}
+	for _, o := range e.unapplied {
+		pending[o.instance] = true
+	}
+	var out []int64
+	for _, id := range e.running.ids() {
+		if a := e.running.get(id); !a.orphan && a.cancel != nil && !pending[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// stillStopping reports whether an attempt other than a function still
+// runs here after its cancellation: a command, which its runner kills
+// (SIGTERM, then SIGKILL after its grace), or an HTTP call, which ends
+// with its context. Their results are worth waiting for; a function that
+// ignores its context is not.
+func (e *Engine) stillStopping() bool {
+	for _, id := range e.stillRunning() {
+		if e.running.get(id).task.def.Executor.Kind != defs.ExecFunction {
+			return true
+		}
+	}
+	return false
+}
+
 // abandon stops waiting for the attempts whose goroutines have not
-// returned abandonAfter after their cancellation: a function that ignores
+// returned abandonAfter after their cancellation (a command or an HTTP
+// call up to three times as long, see collect): a function that ignores
 // its context cannot be stopped, and the shutdown must return. They are
 // left RUNNING, not given back: they may still be working in this process
 // until it exits, and a retry elsewhere meanwhile would run them twice.
@@ -718,15 +758,10 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 // goroutines send later is dropped.
 func (e *Engine) abandon() {
 	close(e.abandoned)
-	pending := map[int64]bool{}
-	for _, o := range e.unapplied {
-		pending[o.instance] = true
-	}
-	for _, id := range e.running.ids() {
-		if a := e.running.get(id); !a.orphan && a.cancel != nil && !pending[id] {
-			e.log.Warn("attempt_abandoned", "task", a.task.id, "instance", id, "ticket", a.ticket,
-				"why", fmt.Sprintf("still running %s after its cancellation; left RUNNING for the next primary", abandonAfter))
-		}
+	for _, id := range e.stillRunning() {
+		a := e.running.get(id)
+		e.log.Warn("attempt_abandoned", "task", a.task.id, "instance", id, "ticket", a.ticket,
+			"why", "still running after its cancellation; left RUNNING for the next primary")
 	}
 }
 
