@@ -360,11 +360,22 @@ func (a *attempt) begin() bool {
 		return true
 	}
 	at := a.begun.Load()
-	if at == 0 {
-		return false
+	if at <= 0 {
+		return false // waiting for a slot, or withdrawn
 	}
 	a.queued, a.deadline = false, time.Unix(0, at).Add(a.task.def.Timeout)
 	return true
+}
+
+// errWithdrawn is why an attempt in the start queue did not start: the
+// loop withdrew it (its task was removed) and recorded its end itself.
+var errWithdrawn = errors.New("engine: withdrawn from the start queue")
+
+// withdraw takes back an attempt waiting in the start queue before its
+// goroutine starts it, and reports whether it did: after it, the attempt
+// never starts (slot gives errWithdrawn).
+func (a *attempt) withdraw() bool {
+	return a.queued && a.begun.CompareAndSwap(0, -1)
 }
 
 // errLeaseNotHeld is why an attempt in the start queue did not start: the
@@ -379,6 +390,9 @@ var errLeaseNotHeld = errors.New("engine: the lease is not safely held")
 // put a in the start queue (pool.enqueue) when it handed it out.
 func (e *Engine) slot(ctx context.Context, a *attempt) (time.Time, error) {
 	if err := e.pool.wait(ctx, a.slot); err != nil {
+		if a.begun.Load() < 0 {
+			return time.Time{}, errWithdrawn // cancelled by withdraw: recorded by the loop
+		}
 		return time.Time{}, err
 	}
 	for {
@@ -386,7 +400,10 @@ func (e *Engine) slot(ctx context.Context, a *attempt) (time.Time, error) {
 		// again keeps what this process recorded (see reconcile).
 		if e.Primary() {
 			now := e.cfg.Now()
-			a.begun.Store(now.UnixNano())
+			if !a.begun.CompareAndSwap(0, now.UnixNano()) {
+				e.pool.release()
+				return time.Time{}, errWithdrawn // the loop took it back first (withdraw)
+			}
 			return now, nil
 		}
 		t := time.NewTimer(50 * time.Millisecond)
@@ -451,8 +468,8 @@ func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 		}
 		if local {
 			begun, err := e.slot(ctx, a)
-			if errors.Is(err, errStartQueueShut) {
-				return // given back by the loop (giveBack)
+			if errors.Is(err, errStartQueueShut) || errors.Is(err, errWithdrawn) {
+				return // given back (giveBack) or withdrawn (withdraw) by the loop
 			}
 			if err != nil {
 				e.report(outcome{instance: id, res: notStarted(ctx, a, err)})

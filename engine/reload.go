@@ -12,6 +12,7 @@ import (
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -308,6 +309,11 @@ func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, no
 	}
 }
 
+// The same holds for the local attempts of removed tasks waiting in the
+// start queue for a slot: withdrawn before their goroutine starts them
+// (attempt.withdraw), they never start; RUNNING → FAILED with the reason,
+// the attempt not counted. If that cannot be recorded, they end through
+// the results path instead (failed, not started).
 func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskInfo, now time.Time) {
 	var params []store.TransitionParams
 	for _, id := range sortedIDs(e.held) {
@@ -319,22 +325,48 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
 			Set: store.Changes{EndedAt: &now, Error: &msg}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
 	}
+	var withdrawn []int64
+	for _, id := range e.running.ids() {
+		a := e.running.get(id)
+		if e.held[id] != nil || tasks[a.task.id] != nil || !a.withdraw() {
+			continue
+		}
+		msg, att := "not started: its task was removed from the pipeline files by a reload while it waited for a slot", a.attempt-1
+		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
+			Set: store.Changes{EndedAt: &now, Error: &msg, Attempt: &att}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+		withdrawn = append(withdrawn, id)
+	}
 	if len(params) == 0 {
 		return
+	}
+	// Withdrawn already, so they never start: if their end cannot be
+	// recorded here, they end as results instead.
+	endAsResult := func(id int64) {
+		if slices.Contains(withdrawn, id) {
+			e.gather(outcome{instance: id, res: runner.Result{Ticket: e.running.get(id).ticket, Status: runner.StatusFailed,
+				Error: "not started: its task was removed while it waited for a slot"}})
+		}
 	}
 	res, err := e.w().TransitionBatch(ctx, params)
 	if err != nil {
 		e.log.Warn("reload_unclaim_failed", "instances", len(params), "err", err)
+		for _, id := range withdrawn {
+			endAsResult(id)
+		}
 		return
 	}
 	for i, r := range res {
 		id := params[i].InstanceID
 		if r.Err != nil {
+			endAsResult(id)
 			continue
 		}
-		a := e.held[id]
-		a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
-		delete(e.held, id)
+		if a := e.held[id]; a != nil {
+			a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
+			delete(e.held, id)
+		} else {
+			e.running.get(id).cancel(errors.New("engine: task removed while it waited for a slot"))
+		}
 		e.untrack(id)
 		e.runs.dropRunOf(id)
 	}

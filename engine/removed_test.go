@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -192,4 +193,52 @@ func TestRemovedByReloadWhileRunning(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A task removed by a live reload while its attempt waits in the start
+// queue for a slot under --max-running (recorded RUNNING, not started):
+// the attempt never starts, and ends FAILED with the reason, the attempt
+// not counted. Before, it started once a slot freed and failed "unknown
+// task" (outside finding: counted, and a task_failed alert).
+func TestRemovedByReloadWhileInTheStartQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var ranB atomic.Int32
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"q.keep": func(ctx context.Context, _ runner.Attempt) error {
+				select { // holds the one slot
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			},
+			"q.gone": func(context.Context, runner.Attempt) error { ranB.Add(1); return nil },
+		}
+		const both = "pipeline: q\ntimezone: UTC\nschedule: \"0 * * * *\"\ntasks:\n  - {name: keep, function: record, priority: 1}\n  - {name: gone, function: record, priority: 5, retry: {count: 2, interval: 1s}}\n"
+		const keepOnly = "pipeline: q\ntimezone: UTC\nschedule: \"0 * * * *\"\ntasks:\n  - {name: keep, function: record, priority: 1}\n"
+		e := setup(t, Config{MaxRunning: 1}, fns, both)
+		defer e.stop()
+		sleep(time.Hour + time.Second) // both fire; keep holds the slot, gone waits in the start queue
+		gone := e.instances(store.InstanceFilter{TaskID: "q.gone"})
+		if len(gone) != 1 || gone[0].State != axtype.Running {
+			t.Fatalf("q.gone: %+v; want RUNNING, waiting in the start queue", gone)
+		}
+		if _, err := e.eng.Reload(compile(t, keepOnly)); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+		sleep(time.Second)
+		close(release) // the slot frees
+		sleep(time.Minute)
+		got, err := e.st.Instance(context.Background(), gone[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != axtype.Failed || got.Attempt != 0 || !strings.Contains(got.Error, "removed from the pipeline files by a reload while it waited for a slot") {
+			t.Errorf("q.gone after the reload: %s attempt %d %q; want FAILED, attempt 0, not started because its task was removed", got.State, got.Attempt, got.Error)
+		}
+		if n := ranB.Load(); n != 0 {
+			t.Errorf("q.gone ran %d time(s) after its task was removed", n)
+		}
+	})
 }
