@@ -88,10 +88,22 @@ func Guard(c Config, h http.Handler) http.Handler {
 	// An origin is scheme, host and port: a page of this server comes from
 	// the address it was called by, or the listen address or a configured
 	// name, port included. Another port on loopback is another site (a dev
-	// server, a notebook).
+	// server, a notebook). The listener speaks plain HTTP, so a page of it
+	// is http:// (https:// only over TLS); a configured name may sit behind
+	// a proxy that ends TLS, so either scheme is its own.
 	origins := map[string]bool{}
-	for _, n := range append([]string{c.Listen}, c.Hosts...) {
+	for _, n := range c.Hosts {
 		origins[strings.ToLower(n)] = n != ""
+	}
+	sameOrigin := func(u *url.URL, r *http.Request) bool {
+		if origins[strings.ToLower(u.Host)] {
+			return u.Scheme == "http" || u.Scheme == "https"
+		}
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		return u.Scheme == scheme && (strings.EqualFold(u.Host, r.Host) || strings.EqualFold(u.Host, c.Listen))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if loopback && !ok(r.Host) {
@@ -100,7 +112,7 @@ func Guard(c Config, h http.Handler) http.Handler {
 		}
 		if o := r.Header.Get("Origin"); o != "" {
 			u, err := url.Parse(o)
-			if err != nil || u.Host == "" || (!strings.EqualFold(u.Host, r.Host) && !origins[strings.ToLower(u.Host)]) {
+			if err != nil || u.Host == "" || !sameOrigin(u, r) {
 				refuse(w, http.StatusForbidden, "Origin %q is foreign: a page of another site cannot call this server; open the console at http://%s/", o, r.Host)
 				return
 			}

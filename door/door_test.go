@@ -36,6 +36,10 @@ func TestGuard(t *testing.T) {
 		{"null origin", "POST", "127.0.0.1:8080", "null", "application/json", 403, "is foreign"},
 		{"same origin by localhost", "POST", "localhost:8080", "http://localhost:8080", "application/json", 200, ""},
 		{"origin of the advertised name", "POST", "ax.internal:8443", "https://ax.internal:8443", "application/json", 200, ""},
+		{"origin of the advertised name over http", "POST", "ax.internal:8443", "http://ax.internal:8443", "application/json", 200, ""},
+		// The listener speaks plain HTTP: an https page on its address is not one of its pages.
+		{"https origin on the listen address", "POST", "127.0.0.1:8080", "https://127.0.0.1:8080", "application/json", 403, `Origin "https://127.0.0.1:8080" is foreign`},
+		{"another scheme on localhost", "POST", "localhost:8080", "ftp://localhost:8080", "application/json", 403, "is foreign"},
 		// Another port is another origin: a page of another local service
 		// (a dev server, a notebook) is foreign. Any loopback origin passed.
 		{"another loopback port", "POST", "127.0.0.1:8080", "http://127.0.0.1:3000", "application/json", 403, `Origin "http://127.0.0.1:3000" is foreign`},
