@@ -148,7 +148,7 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		Boot     string   `json:"boot"` // the executor process's id: a new one means it restarted
 	}
 	if err := runner.DecodeStrict(r, &req, 1<<20); err != nil {
-		apiError(w, http.StatusBadRequest, "malformed registration: %v", err)
+		apiError(w, badBody(err), "malformed registration: %v", err)
 		return
 	}
 	u, err := url.Parse(req.Address)
@@ -196,7 +196,11 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 		Address string `json:"address"`
 	}
 	if err := runner.DecodeStrict(r, &req, 1<<20); err != nil || req.Address == "" {
-		apiError(w, http.StatusBadRequest, "malformed heartbeat: want {\"address\": \"…\"}")
+		why := "no address"
+		if err != nil {
+			why = err.Error()
+		}
+		apiError(w, badBody(err), "malformed heartbeat (%s): want {\"address\": \"…\"}", why)
 		return
 	}
 	now := a.now()
@@ -213,6 +217,16 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// badBody is the status for a request body that could not be read: 413
+// when it was over the endpoint's limit, 400 otherwise.
+func badBody(err error) int {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
 }
 
 // Serve serves h on ln until ctx ends, behind the door: JSON mutations,
@@ -255,7 +269,7 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		rep, err = runner.ParseReport(data)
 	}
 	if err != nil {
-		refuse(http.StatusBadRequest, "malformed_result", "", "%v", err)
+		refuse(badBody(err), "malformed_result", "", "%v", err)
 		return
 	}
 	if n := len(rep.Output) + len(rep.Log); n > runner.MaxReportOutput {

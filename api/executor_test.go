@@ -144,3 +144,19 @@ func TestRefusalsRecordedUpToABoundPerAddress(t *testing.T) {
 		t.Errorf("the next minute: %d %s, want 404 recorded", got, out)
 	}
 }
+
+// A body over an executor endpoint's limit is 413, not 400, on every one.
+func TestExecutorEndpointsRefuseOversizedBodies(t *testing.T) {
+	t.Parallel()
+	mux, _ := executorAPIOn(t, nil)
+	big := `{"address":"http://h:1","pad":"` + strings.Repeat("x", 2<<20) + `"}`
+	for _, path := range []string{"/api/v1/executors/register", "/api/v1/executors/heartbeat", "/api/v1/results"} {
+		req := httptest.NewRequest("POST", path, strings.NewReader(big))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "too large") {
+			t.Errorf("%s with a 2 MiB body: %d %s; want 413 saying it is too large", path, rec.Code, rec.Body)
+		}
+	}
+}
