@@ -52,12 +52,16 @@ func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	settings, err := e.st.Settings(ctx) // the fires earlier misfire decisions judged (judgedSetting)
+	if err != nil {
+		return fmt.Errorf("engine: read settings: %w", err)
+	}
 	var params []store.TransitionParams
 	for _, t := range e.trigs {
 		if e.cfg.NoSchedules {
 			break
 		}
-		if params, err = e.judgeTriggerBacklog(ctx, t, late, params, now); err != nil {
+		if params, err = e.judgeTriggerBacklog(ctx, t, late, settings, params, now); err != nil {
 			return err
 		}
 	}
@@ -86,9 +90,9 @@ type backlog struct {
 // late holds the runs made ahead that never started, per task (the ones of
 // t's tasks are taken out of it); the skipped ones are appended to params
 // to be recorded; the fires to run are created.
-func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]axtype.Instance, params []store.TransitionParams,
-	now time.Time) ([]store.TransitionParams, error) {
-	if err := e.resumeTrigger(ctx, t, now); err != nil {
+func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]axtype.Instance, settings map[string]string,
+	params []store.TransitionParams, now time.Time) ([]store.TransitionParams, error) {
+	if err := e.resumeTrigger(ctx, t, settings, now); err != nil {
 		return params, err
 	}
 	b := t.newFires(now, max(e.cfg.MisfireLimit, 1))
@@ -130,6 +134,8 @@ func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[s
 		run = b.tail // not a misfire (the backlog is within the threshold): every fire runs late
 	} else if err := e.logMisfire(ctx, t, b, nOld, skip, now); err != nil {
 		return params, err
+	} else if err := e.w().SetSetting(ctx, judgedSetting+t.name, b.newest.UTC().Format(time.RFC3339Nano), now); err != nil {
+		return params, err // the next start would judge these fires again (seed 7915)
 	}
 	for _, at := range run {
 		if err := e.createRun(ctx, t, at, now); err != nil {
@@ -142,9 +148,29 @@ func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[s
 	return params, nil
 }
 
+// judgedSetting, followed by a trigger's name, is the setting that keeps
+// the newest fire a misfire decision judged for it: the fires it skipped
+// have no run, and must not be judged again as missed at the next start
+// (simulator seed 7915: a 36-hour outage skipped, then a fire 1.6 s late
+// after a second outage was taken for part of the same 36-hour backlog).
+const judgedSetting = "misfire_judged/"
+
 // resumeTrigger sets where trigger t's fires resume: after its last run's
-// fire, or, for a trigger that never ran, from when its schedule came to be.
-func (e *Engine) resumeTrigger(ctx context.Context, t *trigger, now time.Time) error {
+// fire or the newest fire a misfire decision judged, whichever is later,
+// or, for a trigger that never ran, from when its schedule came to be.
+func (e *Engine) resumeTrigger(ctx context.Context, t *trigger, settings map[string]string, now time.Time) error {
+	if err := e.resumeFromRuns(ctx, t, now); err != nil {
+		return err
+	}
+	judged, err := time.Parse(time.RFC3339Nano, settings[judgedSetting+t.name])
+	if err == nil && (t.next.IsZero() || !judged.Before(t.next)) {
+		t.setUntil(judged)
+	}
+	return nil
+}
+
+// resumeFromRuns sets where t's fires resume from its runs alone.
+func (e *Engine) resumeFromRuns(ctx context.Context, t *trigger, now time.Time) error {
 	last, err := e.st.LastRun(ctx, t.name, axtype.RunSchedule)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
