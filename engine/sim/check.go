@@ -127,6 +127,7 @@ type checker struct {
 	byTicket  map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
 	execByIns map[int64][]*execution
 	execByTsk map[string][]*execution
+	execAll   []*execution // every execution, in start order, for I9
 
 	// coverage: spans in which one engine was primary throughout, and no
 	// fault hit the store, per the checks that observed it.
@@ -139,7 +140,8 @@ type checker struct {
 	pausedSince time.Time
 	misfires    []outage // outages whose misfire decisions are still to check
 	lastOutage  outage
-	caps        []capMark // the local running cap, as observed at each check that saw it change
+	caps        map[string][]capMark // the caps on running attempts (localCap, groups), as observed at each check that saw one change
+	capSeen     int                  // executions checked for I9 so far
 	// leader is the primary at the last check; leaderChanges are the
 	// checks that saw another one (or none) lead: a task's breaker lives in
 	// the memory of the process that opened it.
@@ -148,7 +150,7 @@ type checker struct {
 	leaderChanges []time.Time
 }
 
-// capMark is a change of the cap on local attempts (max_running) seen at
+// capMark is a change of a cap on running attempts seen at
 // check at; it was applied somewhere in (since, at] (a queued limits
 // request is applied whenever the primary reads the queue), so both
 // values count in that span.
@@ -244,7 +246,7 @@ func (c *checker) check(final bool) {
 	c.observeCoverage(now)
 	c.readHistory()
 	c.checkExecutions()
-	c.observeCap(now)
+	c.observeCaps(now)
 	c.checkCaps()
 	c.compareState(final)
 	c.checkFires(now, final)
@@ -403,6 +405,7 @@ func (c *checker) checkExecutions() {
 		c.byTicket[e.ticket] = append(c.byTicket[e.ticket], e)
 		c.execByIns[e.instance] = append(c.execByIns[e.instance], e)
 		c.execByTsk[e.task] = append(c.execByTsk[e.task], e)
+		c.execAll = append(c.execAll, e)
 		c.upstreamsBefore(e)
 		fresh = append(fresh, e.instance)
 	}
@@ -711,32 +714,85 @@ func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
 	}
 }
 
-// observeCap records the cap on local attempts in force: the stored
-// limits' max_running (0: lifted), or the configured cap when none is
-// stored.
-func (c *checker) observeCap(now time.Time) {
+// localCap is the key of the cap on local attempts among the checker's caps;
+// a group's cap is under the group's name.
+const localCap = ""
+
+// observeCaps records the caps in force: the stored limits' max_running and
+// group caps (0: lifted), or the configured ones when none are stored. A
+// stored value names every group cap in force (a group it leaves out is
+// lifted).
+func (c *checker) observeCaps(now time.Time) {
 	l, ok, err := engine.StoredLimits(context.Background(), c.w.st)
-	v := simMaxRunning
-	if err == nil && ok {
-		v = l.MaxRunning
+	if err != nil {
+		return // a store fault: seen at the next check
 	}
-	if n := len(c.caps); n == 0 || c.caps[n-1].value != v {
-		c.caps = append(c.caps, capMark{since: c.lastCheck, at: now, value: v})
+	vals := map[string]int{localCap: simMaxRunning}
+	maps.Copy(vals, c.w.spec.groupCaps)
+	if ok {
+		vals[localCap] = l.MaxRunning
+		if l.GroupMaxRunning != nil {
+			for g := range c.w.spec.groupCaps {
+				vals[g] = 0
+			}
+			maps.Copy(vals, l.GroupMaxRunning)
+		}
+	}
+	for key := range c.caps {
+		if _, ok := vals[key]; !ok {
+			vals[key] = 0
+		}
+	}
+	if c.caps == nil {
+		c.caps = map[string][]capMark{}
+	}
+	for key, v := range vals {
+		if ms := c.caps[key]; len(ms) == 0 || ms[len(ms)-1].value != v {
+			c.caps[key] = append(ms, capMark{since: c.lastCheck, at: now, value: v})
+		}
 	}
 }
 
-// capAt returns the cap on local attempts in force at t: the lowest of
-// the values that may have been in force then.
-func (c *checker) capAt(t time.Time) int {
+// capsAt returns the values the cap key may have had at t: one, or the old
+// and the new one when t falls between the checks that saw it change. Before
+// the first check the configured cap holds.
+func (c *checker) capsAt(key string, t time.Time) []int {
 	v := simMaxRunning
-	for i, m := range c.caps {
+	if key != localCap {
+		v = c.w.spec.groupCaps[key]
+	}
+	for _, m := range c.caps[key] {
 		switch {
-		case !m.since.After(t) && !m.at.Before(t) && i > 0:
-			return tighter(c.caps[i-1].value, m.value) // changed around t
+		case !m.since.After(t) && !m.at.Before(t):
+			return []int{v, m.value} // changed around t
 		case m.at.After(t):
-			return v
+			return []int{v}
 		}
 		v = m.value
+	}
+	return []int{v}
+}
+
+// capAt returns the tightest value cap key may have had at t, for
+// explaining a wait.
+func (c *checker) capAt(key string, t time.Time) int {
+	vs := c.capsAt(key, t)
+	v := vs[0]
+	for _, x := range vs[1:] {
+		v = tighter(v, x)
+	}
+	return v
+}
+
+// looseCapAt returns the loosest value cap key may have had at t (0: none),
+// for judging a start.
+func (c *checker) looseCapAt(key string, t time.Time) int {
+	v := -1
+	for _, x := range c.capsAt(key, t) {
+		if x == 0 {
+			return 0
+		}
+		v = max(v, x)
 	}
 	return v
 }
@@ -759,13 +815,13 @@ func (c *checker) capFull(in *inst, t time.Time) bool {
 	if task.MaxRunning > 0 && c.countRunning(t, func(o *defs.Task) bool { return o == task }) >= task.MaxRunning {
 		return true // the task's own max_running
 	}
-	if g := c.w.spec.groupCaps[task.Group]; g > 0 && c.countRunning(t, func(o *defs.Task) bool { return o.Group == task.Group }) >= g {
+	if g := c.capAt(task.Group, t); g > 0 && c.countRunning(t, func(o *defs.Task) bool { return o.Group == task.Group }) >= g {
 		return true // its group's cap
 	}
 	if task.Executor.Kind == defs.ExecHTTP {
 		return false
 	}
-	limit := c.capAt(t)
+	limit := c.capAt(localCap, t)
 	if limit == 0 {
 		return false // lifted: no cap holds anything back
 	}
@@ -785,40 +841,75 @@ func (c *checker) countRunning(t time.Time, match func(*defs.Task) bool) int {
 	return n
 }
 
-// checkCaps checks I9: never more instances of a task, or of a group,
-// recorded RUNNING at once than its cap (the task's max_running, from its
-// file or its pipeline's defaults; the group's configured cap). The
-// global cap on local attempts is not checked here: the dispatcher records
-// attempts beyond it that wait on the server to start.
+// checkCaps checks I9 on the executions that started since the last
+// check: none starts while as many executions of its task as its
+// max_running (from its file or its pipeline's defaults), or of its group
+// as the group's cap in force, are running. An execution runs from its
+// start until its executor ends it, or until the scheduler may count it as
+// ended (seenEnd): the engine frees the slot when the executor returns,
+// before the result is recorded, so instances recorded RUNNING may outnumber
+// the cap for a moment while executions never do. A cap lowered at run time
+// stops nothing that runs; the start of one more is what it refuses. The
+// cap on local attempts is not checked here: it is per server, and a
+// stalled primary's attempts run on beside its successor's.
 func (c *checker) checkCaps() {
-	byTask, byGroup := map[string][]*inst{}, map[string][]*inst{}
-	for _, id := range slices.Sorted(maps.Keys(c.insts)) {
-		in := c.insts[id]
-		task := c.w.g.Task(in.task)
-		if task == nil || len(in.rows) == 0 || in.state() != axtype.Running {
+	w := c.w
+	w.ex.mu.Lock() // the ends of running executions are written under it
+	defer w.ex.mu.Unlock()
+	fresh := c.execAll[c.capSeen:]
+	c.capSeen = len(c.execAll)
+	for _, e := range fresh {
+		task := w.g.Task(e.task)
+		if task == nil {
 			continue
 		}
-		byTask[task.ID()] = append(byTask[task.ID()], in)
-		byGroup[task.Group] = append(byGroup[task.Group], in)
-	}
-	describe := func(ins []*inst) string {
-		var b strings.Builder
-		for _, in := range ins {
-			b.WriteString("\n      " + in.describe())
+		if limit := task.MaxRunning; limit > 0 {
+			if others := c.runningAtStart(e, func(o *defs.Task) bool { return o == task }); len(others) >= limit {
+				w.violate(invCaps, "task %s: %s started while %d ran, at its max_running %d:%s", e.task, e, len(others), limit, describeExecs(others))
+			}
 		}
-		return b.String()
-	}
-	for _, id := range slices.Sorted(maps.Keys(byTask)) {
-		if limit := c.w.g.Task(id).MaxRunning; limit > 0 && len(byTask[id]) > limit {
-			c.w.violate(invCaps, "task %s has %d instances RUNNING, over its max_running %d:%s", id, len(byTask[id]), limit, describe(byTask[id]))
+		if limit := c.looseCapAt(task.Group, e.start); limit > 0 {
+			if others := c.runningAtStart(e, func(o *defs.Task) bool { return o.Group == task.Group }); len(others) >= limit {
+				w.violate(invCaps, "group %s: %s started while %d of the group ran, at its cap %d:%s", task.Group, e, len(others), limit, describeExecs(others))
+			}
 		}
+		w.tally[invCaps]++
 	}
-	for _, g := range slices.Sorted(maps.Keys(byGroup)) {
-		if limit := c.w.spec.groupCaps[g]; limit > 0 && len(byGroup[g]) > limit {
-			c.w.violate(invCaps, "group %s has %d instances RUNNING, over its cap %d:%s", g, len(byGroup[g]), limit, describe(byGroup[g]))
+}
+
+// runningAtStart returns the executions of the tasks that match running
+// when e started, e left out: started before it and not ended before it
+// started, by the order of starts and ends (many fall on one instant), or
+// counted as ended sooner by the scheduler (seenEnd). Ends and starts in
+// one instant in two processes have no order: the scheduler counts a
+// remote attempt as ended at its deadline while the executor ends it at
+// the same deadline, in whichever order the goroutines run.
+func (c *checker) runningAtStart(e *execution, match func(*defs.Task) bool) []*execution {
+	var out []*execution
+	for _, o := range c.execAll {
+		if o.seq >= e.seq || (o.endSeq != 0 && o.endSeq < e.seq) {
+			continue
 		}
+		if o.node != e.node && !o.end.IsZero() && !o.end.After(e.start) {
+			continue
+		}
+		if task := c.w.g.Task(o.task); task == nil || !match(task) {
+			continue
+		}
+		if s := c.seenEnd(o); !s.to.IsZero() && !s.to.Equal(o.end) && !s.to.After(e.start) {
+			continue // the scheduler counted it as ended (an executor silent past runner.Silence)
+		}
+		out = append(out, o)
 	}
-	c.w.tally[invCaps]++
+	return out
+}
+
+func describeExecs(es []*execution) string {
+	var b strings.Builder
+	for _, e := range es {
+		b.WriteString("\n      " + e.String())
+	}
+	return b.String()
 }
 
 // breakerOpen reports whether task's circuit breaker was open at some time

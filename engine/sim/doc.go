@@ -41,8 +41,9 @@
 // http://x1 and http://x2, serve it, register with the scheduler and
 // heartbeat every 10 s; each engine dispatches through runner.Routed in
 // the asynchronous form, where results go to the scheduler's results
-// endpoint (served by the world as the server's would: into the inbox,
-// unknown tickets refused), or, in one world in three (drawn apart, with
+// endpoint (package api's executor endpoints, served in the bubble with
+// the executor token required: registration, heartbeats, results into the
+// inbox, unknown tickets refused), or, in one world in three (drawn apart, with
 // the caps), in the synchronous form, where the result is the dispatch's
 // answer and a scheduler that hangs up stops the work; the SDK's ticket cache answers repeated dispatches
 // and the status queries of a scheduler that took over (R43). The network
@@ -59,6 +60,11 @@
 // longer than runner.Silence (the sweep declares it lost and fails its
 // attempts over). While every scheduler is down its endpoints are
 // unreachable; through an outage of over an hour the executors go down too.
+// In one world in three (drawn apart) a third process, http://x9, runs the
+// SDK with a token the scheduler no longer takes (a revoked executor): it
+// tries to register every 10 s, and after one step in four (drawn apart)
+// it forges a success for an HTTP attempt that runs, with its revoked
+// token or none (I8).
 //
 // The driver (world.go) then takes 60 steps, each one of: let time pass
 // (50 ms–3 s, now and then up to 95 s); crash the primary (its clock
@@ -70,7 +76,7 @@
 // 0.1, 0.3 or 1 (store.SetFault: rolled back at commit); crash every engine
 // and jump the clock 2–60 minutes, or once per seed 20–50 hours across a
 // DST day, then restart; a valid operator request (pause, resume, trigger,
-// kill, rerun, mark, cancel, limits of rate and of running attempts), one in
+// kill, rerun, mark, cancel, limits of rate, of running attempts and of a group's running attempts), one in
 // four queued through the store as `ax … --store` does; or a bad one
 // (unknown task, pipeline or scope, an unknown verb through the queue (the engine takes only its sealed set of request types), kill of an instance that is not running, rerun of one that is not over,
 // mark of a running or succeeded instance or to a state that is no outcome,
@@ -128,12 +134,18 @@
 //	   no engine wrote after a newer epoch took over.
 //	I8 bad verbs change nothing: each bad operator request is refused with
 //	   an error, and no pause, setting or history row by the operator
-//	   appears.
-//	I9 caps hold: never more instances of a task recorded RUNNING at once
-//	   than its max_running (from its file or its pipeline's defaults), nor
-//	   of a group than the group's cap (R45). The cap on local attempts is
-//	   not checked this way: the dispatcher records attempts beyond it that
-//	   wait on the server for a slot (I4 and I5 explain a wait by it).
+//	   appears; the revoked executor is never in the registry, and each
+//	   result it forges is refused (401) and never lands in the inbox.
+//	I9 caps hold: no execution starts while as many executions of its
+//	   task as its max_running (from its file or its pipeline's defaults)
+//	   are running, nor of its group as the group's cap in force (R45; the
+//	   limits verb changes group caps at run time, and a lowered cap stops
+//	   nothing that runs). Executions are counted as the executors saw
+//	   them, not as instances recorded RUNNING: the engine frees a slot when
+//	   the executor returns, a moment before the result is recorded. The
+//	   cap on local attempts is not checked this way: it is per server, and
+//	   a stalled primary's attempts run on beside its successor's (I4 and
+//	   I5 explain a wait by it).
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
 // guard, the failover of a restarted or silent executor and the give-back
@@ -230,11 +242,11 @@
 //	                                               a failed heartbeat again after 1 s)
 //
 //	I9         seed 110 of 400, the first run with  the rerun of a FAILED instance started at   TestRerunOfAFailedInstanceRespectsTheTaskCap
-//	           caps and backfills drawn; in about  once (FAILED → RUNNING) outside the queue,  (engine/rerun_cap_test.go)
-//	           1 run of the seed in 8, beside      past its task's max_running (4 RUNNING,
-//	           other seeds                         cap 3); queued instead when a cap is full,
-//	                                               it was then skipped as an overlap (a rerun
-//	                                               is no fire; fixed)
+//	           caps and backfills drawn; in about  once (FAILED → RUNNING) outside the queue,  (engine/rerun_cap_test.go),
+//	           1 run of the seed in 8, beside      past its task's max_running (4 RUNNING,     TestSimCapsCountExecutions
+//	           other seeds. In today's worlds     cap 3); queued instead when a cap is full,
+//	           seed 252 (of 201–800, 2.6 min;     it was then skipped as an overlap (a rerun
+//	           3 runs of 3) finds it               is no fire; fixed)
 //
 //	I5         seed 3172 of 10,000 on main a1585b4 a rerun of a root that never ran (its run  TestStrandedRerunOfARootIsReleased
 //	           (the fourth failure, after 3172; 2  cancelled before its fire time) brings it  (engine/stranded_root_test.go)
@@ -283,10 +295,9 @@
 //
 // # Not generated (yet)
 //
-// The scheduler's
-// own executor endpoints (they live in package main: the world serves a
-// stand-in that writes the same rows), executor tokens refused, group caps changed at run time (they are
-// configured; the limits verb changes the global cap), `delay:`, live clock jumps of a running engine (a stall is the nearest),
+// `delay:`, live clock jumps of a running engine (a stall is the nearest),
 // store errors on reads, and cron forms beyond the ones above (day, month
-// and weekday fields, Quartz L/W/#).
+// and weekday fields, Quartz L/W/#). The admin API is not called: operator
+// requests reach the engine as the API's handlers hand them over
+// (Engine.Do), or through the store's queue.
 package sim

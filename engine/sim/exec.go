@@ -40,6 +40,9 @@ type execution struct {
 	end      time.Time // zero while it runs
 	what     behaviour
 	success  bool // it returned (or reported) success
+	// seq and endSeq order its start and end among all starts and ends:
+	// in the bubble many happen at one instant, one after another.
+	seq, endSeq uint64
 }
 
 // executions is the world's record of every attempt executors saw; the
@@ -48,6 +51,7 @@ type executions struct {
 	mu   sync.Mutex
 	list []*execution
 	n    map[int64]int // attempts seen per instance, for deterministic behaviour
+	seq  uint64        // the last start or end
 }
 
 // simExec is the in-process executor of one engine: a runner.Executor that
@@ -81,11 +85,14 @@ func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a
 	rec := &execution{node: who, instance: a.InstanceID, task: a.Pipeline + "." + a.Task, logical: a.LogicalTime.UTC(),
 		ticket: a.Ticket, start: start, what: b}
 	w.ex.mu.Lock()
+	w.ex.seq++
+	rec.seq = w.ex.seq
 	w.ex.list = append(w.ex.list, rec)
 	w.ex.mu.Unlock()
 	finish := func(ok bool) {
 		w.ex.mu.Lock()
-		rec.end, rec.success = time.Now(), ok
+		w.ex.seq++
+		rec.end, rec.success, rec.endSeq = time.Now(), ok, w.ex.seq
 		w.ex.mu.Unlock()
 	}
 	if !a.Deadline.IsZero() {

@@ -10,14 +10,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
-	"github.com/ax-sched/ax/store"
 )
 
 // The HTTP side of the world: HTTP tasks run on executors of the real SDK
@@ -25,9 +28,8 @@ import (
 // http://x2, which register with the scheduler and heartbeat; the engines
 // dispatch to them through runner.Routed in the asynchronous form, and
 // results come back to the scheduler's results endpoint, all over the
-// world's memnet. The scheduler's executor endpoints live in package main,
-// so the world serves its own (server below): what they do with the store,
-// nothing more.
+// world's memnet. The scheduler's endpoints are package api's (server
+// below).
 
 // simToken is the secret the engines and the executors share: the SDK
 // answers status queries only to a caller that shows it (the memnet has no
@@ -51,16 +53,29 @@ type sdkProc struct {
 	done    sync.WaitGroup
 }
 
+// rogueHost is the address of an executor whose token was revoked (one
+// world in three, drawn apart): it sends a token the scheduler no longer
+// takes, so it never registers, never runs a dispatch, and a result it
+// forges never lands (I8).
+const rogueHost = "x9"
+
+// revokedToken is the rogue executor's token.
+const revokedToken = "revoked-token"
+
 // startSDK starts a process of the executor at host; with a journal, on the
 // state directory its earlier processes used.
 func (w *world) startSDK(host string, journal bool) {
+	token := simToken
+	if host == rogueHost {
+		token = revokedToken
+	}
 	w.sdkSeq++
 	p := &sdkProc{host: host, name: fmt.Sprintf("%s#%d", host, w.sdkSeq), journal: journal, dead: make(chan struct{})}
 	funcs := map[string]runner.Func{}
 	for name := range w.httpTasks() {
 		funcs[name] = func(ctx context.Context, a runner.Attempt) error { return p.work(ctx, w, a) }
 	}
-	cfg := executor.Config{Address: "http://" + host, Scheduler: schedulerURL, Core: 8, Max: 8, Queue: 64, Token: simToken,
+	cfg := executor.Config{Address: "http://" + host, Scheduler: schedulerURL, Core: 8, Max: 8, Queue: 64, Token: token,
 		Client: &http.Client{Transport: &lossy{w: w, next: w.net.client(host).Transport}}}
 	if journal {
 		cfg.StateDir = filepath.Join(w.sdkDir, host)
@@ -158,6 +173,7 @@ func (w *world) sdkOutage(d time.Duration, pass func()) {
 		for _, h := range sdkHosts {
 			w.killSDK(h)
 		}
+		w.killSDK(rogueHost)
 	}
 	w.net.setCut("ax", true)
 	pass()
@@ -165,6 +181,9 @@ func (w *world) sdkOutage(d time.Duration, pass func()) {
 	if long {
 		for _, h := range sdkHosts {
 			w.startSDK(h, w.xrng.IntN(2) == 0)
+		}
+		if w.rogue {
+			w.startSDK(rogueHost, false)
 		}
 	}
 }
@@ -231,6 +250,10 @@ func (w *world) startHTTP() {
 	for _, h := range sdkHosts {
 		w.startSDK(h, w.xrng.IntN(2) == 0)
 	}
+	if !w.opts.Classic && w.tokRng.IntN(3) == 0 {
+		w.rogue = true
+		w.startSDK(rogueHost, false)
+	}
 }
 
 // stopHTTP ends the executors and closes the network, after the engines.
@@ -241,6 +264,7 @@ func (w *world) stopHTTP() {
 	for _, h := range sdkHosts {
 		w.killSDK(h)
 	}
+	w.killSDK(rogueHost)
 	close(w.over)
 	for _, p := range w.dead {
 		p.done.Wait()
@@ -248,80 +272,61 @@ func (w *world) stopHTTP() {
 	w.net.closeAll()
 }
 
-// server is the scheduler's executor endpoints as the world serves them:
-// registrations and heartbeats into the registry, results into the inbox,
-// by the rules of the server's (unknown ticket 404, store error 503 so that
-// the executor retries).
+// server is the scheduler's HTTP surface, package api's (the executor
+// endpoints are what the world's executors call: registration, heartbeats,
+// results into the inbox), with no engine in its process: the engines read
+// the inbox as the primary of a server farm does.
 func (w *world) server() http.Handler {
-	byName := w.httpTasks()
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/executors/register", func(rw http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Address  string   `json:"address"`
-			Protocol string   `json:"protocol"`
-			Tasks    []string `json:"tasks"`
-			Boot     string   `json:"boot"`
+	return api.Handler(api.Config{Store: w.st, Graph: w.g, ExecToken: simToken, Self: schedulerURL, Gather: prometheus.NewRegistry()})
+}
+
+// rogueProbe runs, in the worlds with a revoked executor, after a step (one
+// in four, drawn apart): the revoked executor must not be in the registry,
+// and a success it forges for an attempt that runs, with its revoked token
+// or none, must be refused (401) and not land in the inbox (I8).
+func (w *world) rogueProbe() {
+	if !w.rogue || w.tokRng.IntN(4) != 0 {
+		return
+	}
+	ctx := context.Background()
+	addr := "http://" + rogueHost
+	for _, ids := range w.httpTasks() {
+		for _, id := range ids {
+			exs, err := w.st.Executors(ctx, id)
+			if err != nil {
+				return // a store fault: probed again later
+			}
+			for _, x := range exs {
+				if x.Address == addr {
+					w.violate(invBadVerb, "executor %s, whose token was revoked, is registered for %s", addr, id)
+				}
+			}
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var ids []string
-		for _, name := range req.Tasks {
-			ids = append(ids, byName[name]...)
-		}
-		slices.Sort(ids)
-		err := w.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: time.Now()})
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		rw.WriteHeader(http.StatusOK)
-	})
-	mux.HandleFunc("POST /api/v1/executors/heartbeat", func(rw http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Address string `json:"address"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		}
-		switch err := w.st.Heartbeat(r.Context(), req.Address, time.Now()); {
-		case errors.Is(err, store.ErrNotFound):
-			http.Error(rw, err.Error(), http.StatusNotFound)
-		case err != nil:
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-		default:
-			rw.WriteHeader(http.StatusNoContent)
-		}
-	})
-	mux.HandleFunc("POST /api/v1/results", func(rw http.ResponseWriter, r *http.Request) {
-		data, err := io.ReadAll(r.Body)
-		var rep runner.Report
-		if err == nil {
-			rep, err = runner.ParseReport(data)
-		}
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		}
-		in, err := w.st.InstanceByTicket(r.Context(), rep.Ticket)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			http.Error(rw, err.Error(), http.StatusNotFound)
-			return
-		case err != nil:
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		if _, err := w.st.ReceiveResult(r.Context(), store.InboxEntry{Ticket: rep.Ticket, InstanceID: in.ID, Report: string(data),
-			ReceivedBy: "ax", ReceivedAt: time.Now()}); err != nil {
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		rw.WriteHeader(http.StatusOK)
-	})
-	return mux
+	}
+	in, ok := w.randomInstanceOf(w.tokRng, func(t *defs.Task) bool { return t.Executor.Kind == defs.ExecHTTP }, axtype.Running)
+	if !ok || in.Ticket == "" {
+		return
+	}
+	body, _ := json.Marshal(runner.Report{Ticket: in.Ticket, InstanceID: in.ID, Status: runner.StatusSuccess, Output: "forged by " + rogueHost})
+	req, _ := http.NewRequest(http.MethodPost, schedulerURL+"/api/v1/results", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if w.tokRng.IntN(2) == 0 {
+		req.Header.Set("Authorization", "Bearer "+revokedToken)
+	}
+	resp, err := w.net.client(rogueHost).Do(req)
+	if err != nil {
+		return // the scheduler's address is cut off (an outage)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	w.stats.Forged++
+	w.logf("forged result for instance %d ticket %s: %d", in.ID, in.Ticket, resp.StatusCode)
+	if resp.StatusCode != http.StatusUnauthorized {
+		w.violate(invBadVerb, "a result forged without the executor token for instance %d was answered %d, not 401", in.ID, resp.StatusCode)
+	}
+	if e, err := w.st.InboxEntryOf(ctx, in.Ticket); err == nil && strings.Contains(e.Report, "forged by") {
+		w.violate(invBadVerb, "a result forged without the executor token landed in the inbox for instance %d: %s", in.ID, e.Report)
+	}
 }
 
 // lossy is an executor's side of the network: results it posts take a

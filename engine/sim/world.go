@@ -113,6 +113,7 @@ type Stats struct {
 	ExecutorCrashes, ExecutorSilences                          int // of SDK executor processes
 	Backfills                                                  int // created (backfillStep)
 	HTTPExecutions, SyncExecutions                             int // attempts run by SDK executors; of them, in synchronous-form worlds
+	Forged                                                     int // results forged by a revoked executor (rogueProbe)
 	Simulated                                                  time.Duration
 }
 
@@ -135,6 +136,7 @@ func (s *Stats) add(o Stats) {
 	s.HTTPExecutions += o.HTTPExecutions
 	s.SyncExecutions += o.SyncExecutions
 	s.ExecutorSilences += o.ExecutorSilences
+	s.Forged += o.Forged
 	s.Simulated += o.Simulated
 }
 
@@ -256,6 +258,8 @@ type world struct {
 	xrng     *rand.Rand    // the executors' faults, apart from the driver's draws
 	capRng   *rand.Rand    // the concurrency caps (drawCaps), apart from the generator's draws
 	bfRng    *rand.Rand    // the backfill steps (backfillStep), apart from the driver's draws
+	tokRng   *rand.Rand    // the revoked executor and its probes (rogueProbe), apart from the rest
+	rogue    bool          // the world has an executor whose token was revoked
 }
 
 // Run simulates one seed inside a synctest bubble and returns its report.
@@ -273,7 +277,8 @@ func Run(t *testing.T, seed int64, opts Options) Report {
 		w := &world{t: t, seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0xa11ce)), opts: opts, tally: map[string]int{}, notes: map[string]int{},
 			restrict: restrictions{noManual: opts.Restrict.NoManual, noRefuse: opts.Restrict.NoRefuse},
 			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)),
-			capRng: rand.New(rand.NewPCG(uint64(seed), 0xca95)), bfRng: rand.New(rand.NewPCG(uint64(seed), 0xbf)), over: make(chan struct{})}
+			capRng: rand.New(rand.NewPCG(uint64(seed), 0xca95)), bfRng: rand.New(rand.NewPCG(uint64(seed), 0xbf)),
+			tokRng: rand.New(rand.NewPCG(uint64(seed), 0x70c)), over: make(chan struct{})}
 		w.ex.n = map[int64]int{}
 		w.tmpl = tmpl
 		rep = w.run()
@@ -349,6 +354,7 @@ func (w *world) run() Report {
 		} else {
 			w.act()
 			w.sdkFault()
+			w.rogueProbe()
 		}
 		w.settle()
 		w.reap()
@@ -891,9 +897,43 @@ func (w *world) randomInstance(states ...axtype.State) (axtype.Instance, bool) {
 	return ins[w.rng.IntN(len(ins))], true
 }
 
+// randomInstanceOf picks, with r, an instance in one of states of a task
+// that match.
+func (w *world) randomInstanceOf(r *rand.Rand, match func(*defs.Task) bool, states ...axtype.State) (axtype.Instance, bool) {
+	ins, err := w.st.Instances(context.Background(), store.InstanceFilter{States: states, Limit: 200})
+	if err != nil {
+		return axtype.Instance{}, false
+	}
+	ins = slices.DeleteFunc(ins, func(in axtype.Instance) bool { t := w.g.Task(in.TaskID); return t == nil || !match(t) })
+	if len(ins) == 0 {
+		return axtype.Instance{}, false
+	}
+	slices.SortFunc(ins, func(a, b axtype.Instance) int { return int(a.ID - b.ID) })
+	return ins[r.IntN(len(ins))], true
+}
+
 func (w *world) randomTask() *defs.Task {
 	ts := w.g.Order()
 	return ts[w.rng.IntN(len(ts))]
+}
+
+// capGroup picks, one limits verb in two, the group whose cap it sets at
+// run time, from the caps' own source (a Classic world never does): the
+// group with a configured cap or any group of a task.
+func (w *world) capGroup() (string, bool) {
+	if w.opts.Classic || w.capRng.IntN(2) == 0 {
+		return "", false
+	}
+	var groups []string
+	for _, t := range w.g.Order() {
+		groups = append(groups, t.Group)
+	}
+	for g := range w.spec.groupCaps {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	return pick(w.capRng, groups), true
 }
 
 // verb sends a valid operator request to the primary.
@@ -922,6 +962,10 @@ func (w *world) verb() {
 		}
 		op = engine.Cancel{Run: in.RunID}
 	case 10:
+		if g, ok := w.capGroup(); ok { // a group's cap, in the worlds that draw caps
+			op = engine.SetLimits{GroupMaxRunning: map[string]int{g: pick(w.capRng, []int{0, 1, 2, 4})}}
+			break
+		}
 		m := pick(r, []int{0, 2, 8})
 		op = engine.SetLimits{MaxRunning: &m}
 	case 0:
