@@ -169,6 +169,7 @@ func BenchmarkFireToDispatch(b *testing.B) {
 	d := slices.Clone(lat.d)
 	slices.Sort(d)
 	pct := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	b.ReportMetric(float64(d[0].Milliseconds()), "min-ms")
 	b.ReportMetric(float64(pct(0.5).Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(pct(0.99).Milliseconds()), "p99-ms")
 	b.ReportMetric(float64(d[len(d)-1].Milliseconds()), "max-ms")

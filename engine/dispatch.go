@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"maps"
 	"slices"
 	"strings"
@@ -69,6 +70,9 @@ type attempt struct {
 	// proc, for an orphan command attempt, is where its process group was
 	// recorded to run (see checkGroups); nil when none was recorded.
 	proc *runner.Process
+	// queueWait is its task's series of ax_task_queue_wait_seconds, found
+	// on the loop (queueWaitOf) for its goroutine to observe.
+	queueWait prometheus.Observer
 }
 
 // outcome is a result from an executor, for an instance.
@@ -439,6 +443,7 @@ func notStarted(ctx context.Context, a *attempt, err error) runner.Result {
 func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
 	t := a.task.def
 	local := isLocal(t)
+	a.queueWait = e.queueWaitOf(a.task)
 	if gate == nil && !local {
 		e.started(a, e.cfg.Now())
 	}

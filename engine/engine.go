@@ -53,6 +53,8 @@ type taskInfo struct {
 	// removed: no longer in the pipeline files; a stand-in, from the stored
 	// definition, for an instance that was running when it was removed.
 	removed bool
+	// queueWait is its series of ax_task_queue_wait_seconds (queueWaitOf).
+	queueWait prometheus.Observer
 }
 
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
