@@ -285,6 +285,14 @@
 // created the upstream's instance of an earlier logical time at the very
 // instant, just after the release).
 //
+// I9 counts executions, not instances recorded RUNNING (seed 7801, one
+// run in five: the slot is free when the executor returns, before the
+// result is recorded), ordered by a sequence of starts and ends rather
+// than by time (seed 790: an execution that ended in the instant it
+// started), with no order across processes in one instant (seed 67, one
+// run in 12: an HTTP attempt's deadline ended it on the executor and in
+// the scheduler at once); TestSimCapsCountExecutions.
+//
 // Seeds 205 (I1: one ticket executed by two engines at once after a
 // takeover) and 206 (I4 misfire) of the first day no longer fail on
 // today's engine.
