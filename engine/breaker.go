@@ -13,19 +13,7 @@ import (
 // breakerChanged cuts (or restores) the task's dispatch rate and records the
 // breaker opening or closing as an alert in the action log and the log (R17).
 func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time.Time) {
-	if ch.Open {
-		base := e.cfg.BreakerBaseRate
-		if t := e.tasks[ch.Task]; t != nil {
-			if r := e.bucket.Limits().Groups[t.def.Group]; r > 0 {
-				base = r
-			} else if g := e.bucket.Limits().Global; g > 0 {
-				base = g
-			}
-		}
-		e.tripped.SetGroup(ch.Task, base*e.brk.Config().Factor, now)
-	} else {
-		e.tripped.SetGroup(ch.Task, 0, now)
-	}
+	e.cutRate(ch.Task, now)
 	kind := AlertBreakerClosed
 	if ch.Open {
 		kind = AlertBreakerOpen
@@ -55,5 +43,35 @@ func (d *dispatcher) tuneBreakers(g *dag.Graph) {
 			continue
 		}
 		d.brk.SetTask(t.ID(), want)
+	}
+}
+
+// cutRate puts in force the dispatch rate task's breaker calls for: while
+// it is open, its factor (a tenth) of the task's base rate (its group's
+// rate, else the global rate, else Config.BreakerBaseRate); while closed,
+// none of its own.
+func (e *Engine) cutRate(task string, now time.Time) {
+	f := e.brk.Factor(task)
+	if f >= 1 {
+		e.tripped.SetGroup(task, 0, now)
+		return
+	}
+	base := e.cfg.BreakerBaseRate
+	if t := e.tasks[task]; t != nil {
+		if r := e.bucket.Limits().Groups[t.def.Group]; r > 0 {
+			base = r
+		} else if g := e.bucket.Limits().Global; g > 0 {
+			base = g
+		}
+	}
+	e.tripped.SetGroup(task, base*f, now)
+}
+
+// cutRates puts in force the rates of every task's breaker: at the start
+// of a term, whose dispatcher starts with none (the breakers outlive the
+// term), and after the limits changed (the base of a cut rate).
+func (e *Engine) cutRates(now time.Time) {
+	for id := range e.tasks {
+		e.cutRate(id, now)
 	}
 }

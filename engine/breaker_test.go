@@ -87,3 +87,66 @@ tasks:
 		}
 	})
 }
+
+// TestBreakerRateCutOutlivesARetakenLease: a task whose breaker is open
+// dispatches at a tenth of its base rate (R17), and still does after its
+// process lost the lease to another and took it back (a new term). The
+// breakers are kept across terms, but a new term's dispatcher started with
+// no reduced rates: the open breaker's task ran at full rate, and, failing
+// on, never closed its breaker nor cut its rate again.
+func TestBreakerRateCutOutlivesARetakenLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
+		e := setup(t, Config{BreakerBaseRate: 1}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
+timezone: UTC
+schedule: "@every 1s"
+overlap: allow
+tasks:
+  - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.5}}
+`)
+		sleep(20 * time.Second)
+		if f := e.eng.brk.Factor("br.hot"); f >= 1 {
+			t.Fatalf("br.hot's breaker factor %v after 20 failing fires: the test needs it open", f)
+		}
+		starts := func(from, to time.Time) int {
+			hs, err := e.st.History(context.Background(), store.LogFilter{TaskID: "br.hot", Limit: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, h := range hs {
+				if h.To == axtype.Running && !h.At.Before(from) && h.At.Before(to) {
+					n++
+				}
+			}
+			return n
+		}
+		t0 := time.Now()
+		sleep(time.Minute)
+		before := starts(t0, time.Now())
+		// Another process takes the lease for 20 s; then this one takes it
+		// again, for a new term.
+		if _, err := e.st.DB().Exec("UPDATE leases SET holder = 'intruder', epoch = 999, expires_at = ? WHERE name = ?",
+			time.Now().Add(20*time.Second).UnixMilli(), store.LeaseName); err != nil {
+			t.Fatal(err)
+		}
+		sleep(45 * time.Second)
+		if l, _ := e.st.GetLease(context.Background(), ""); l.Epoch <= 999 || l.Holder == "intruder" {
+			t.Fatalf("lease %+v: the test needs it taken back", l)
+		}
+		if f := e.eng.brk.Factor("br.hot"); f >= 1 {
+			t.Fatalf("br.hot's breaker closed (factor %v): the test needs it open across the retake", f)
+		}
+		t1 := time.Now()
+		sleep(time.Minute)
+		after := starts(t1, time.Now())
+		e.stop()
+		// 0.1 a second for a minute, and the bucket's burst of one
+		if before > 8 || after > 8 {
+			t.Errorf("br.hot started %d attempts in the minute before the retake and %d in the minute after; want at most 8 each (a tenth of 1/s, breaker open)", before, after)
+		}
+		if before == 0 || after == 0 {
+			t.Errorf("br.hot started %d and %d attempts: throttled, not stopped", before, after)
+		}
+	})
+}

@@ -976,6 +976,7 @@ func (e *Engine) setLimits(ctx context.Context, r SetLimits, now time.Time) (str
 		e.bucket.SetGroup(g, r, now)
 	}
 	e.pool.set(r.MaxRunning, r.GroupMaxRunning)
+	e.cutRates(now)
 	l := e.limits()
 	b, _ := json.Marshal(storedForm(l))
 	if err := e.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
@@ -1077,6 +1078,7 @@ func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
 		e.applyLimits(s.over(e.limits()), now)
 		e.log.Info("limits_from_store", "limits", describeLimits(e.limits()))
 	}
+	e.cutRates(now)
 	e.publishLimits(e.limits())
 	return nil
 }
