@@ -142,12 +142,19 @@ type checker struct {
 	lastOutage  outage
 	caps        map[string][]capMark // the caps on running attempts (localCap, groups), as observed at each check that saw one change
 	capSeen     int                  // executions checked for I9 so far
-	// leader is the primary at the last check; leaderChanges are the
+	// leader is the primary at the last check; leaders are the
 	// checks that saw another one (or none) lead: a task's breaker lives in
 	// the memory of the process that opened it.
-	leader        *node
-	leaderSeen    bool
-	leaderChanges []time.Time
+	leader     *node
+	leaderSeen bool
+	leaders    []leaderMark
+}
+
+// leaderMark is a check that saw n (nil: none) lead where the check
+// before saw another, or the first check.
+type leaderMark struct {
+	at time.Time
+	n  *node
 }
 
 // capMark is a change of a cap on running attempts seen at
@@ -269,8 +276,8 @@ func (c *checker) observeCoverage(now time.Time) {
 		}
 	}
 	c.lastPrimary = p
-	if c.leaderSeen && p != c.leader {
-		c.leaderChanges = append(c.leaderChanges, now)
+	if !c.leaderSeen || p != c.leader {
+		c.leaders = append(c.leaders, leaderMark{at: now, n: p})
 	}
 	c.leader, c.leaderSeen = p, true
 }
@@ -917,8 +924,10 @@ func describeExecs(es []*execution) string {
 // its base (R17: 1/s by default), so its due fires, its retries and its
 // re-offers share that rate and a fire waits however long the backlog
 // takes. The breaker is open from a breaker_open alert of the task in the
-// action log until its breaker_closed alert, or until another primary leads
-// (it lives in the memory of the process that opened it).
+// action log until its next alert (breaker_closed), in force while the
+// process that opened it leads: it lives in that process's memory, which
+// keeps it across its terms (a stall past the lease, then the lease taken
+// back).
 func (c *checker) breakerOpen(task string, from, to time.Time) bool {
 	ctx := context.Background()
 	var alerts []store.Action
@@ -938,19 +947,55 @@ func (c *checker) breakerOpen(task string, from, to time.Time) bool {
 		if i+1 < len(alerts) && alerts[i+1].At.Before(end) {
 			end = alerts[i+1].At
 		}
-		for _, m := range c.leaderChanges {
-			if m.After(a.At) {
-				if m.Before(end) {
-					end = m
-				}
-				break
+		for _, s := range c.leading(c.leaderAt(a.At), a.At, end) {
+			if !s.to.Before(from) && !s.from.After(to) {
+				return true
 			}
-		}
-		if !end.Before(from) {
-			return true
 		}
 	}
 	return false
+}
+
+// leaderAt returns the primary the checks saw lead at t, or, when they saw
+// none then, the next they saw (an alert is written by a primary).
+func (c *checker) leaderAt(t time.Time) *node {
+	var n *node
+	for _, m := range c.leaders {
+		if m.at.After(t) && n != nil {
+			break
+		}
+		n = m.n
+	}
+	return n
+}
+
+// leading returns the spans of [from, to] in which n may have led, by the
+// checks: from a check that saw another lead back to the check before it
+// (the change came between them) while n came back.
+func (c *checker) leading(n *node, from, to time.Time) []span {
+	var out []span
+	start, in := from, true
+	prev := from
+	for _, m := range c.leaders {
+		if !m.at.After(from) {
+			continue
+		}
+		if m.at.After(to) {
+			break
+		}
+		switch {
+		case in && m.n != n:
+			out = append(out, span{start, m.at})
+			in = false
+		case !in && m.n == n:
+			start, in = prev, true
+		}
+		prev = m.at
+	}
+	if in {
+		out = append(out, span{start, to})
+	}
+	return out
 }
 
 // waitsBehind reports whether another instance of in's task, of a schedule
