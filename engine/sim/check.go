@@ -791,11 +791,18 @@ func (c *checker) capAt(key string, t time.Time) int {
 	return v
 }
 
-// looseCapAt returns the loosest value cap key may have had at t (0: none),
-// for judging a start.
-func (c *checker) looseCapAt(key string, t time.Time) int {
+// looseCapOver returns the loosest value cap key may have had at some
+// time in [from, to] (0: none), for judging a start: from the attempt's
+// admission to its start.
+func (c *checker) looseCapOver(key string, from, to time.Time) int {
+	vs := c.capsAt(key, from)
+	for _, m := range c.caps[key] {
+		if !m.since.After(to) && !m.at.Before(from) {
+			vs = append(vs, m.value)
+		}
+	}
 	v := -1
-	for _, x := range c.capsAt(key, t) {
+	for _, x := range vs {
 		if x == 0 {
 			return 0
 		}
@@ -851,7 +858,9 @@ func (c *checker) countRunning(t time.Time, match func(*defs.Task) bool) int {
 // checkCaps checks I9 on the executions that started since the last
 // check: none starts while as many executions of its task as its
 // max_running (from its file or its pipeline's defaults), or of its group
-// as the group's cap in force, are running. An execution runs from its
+// as the group's cap (the loosest in force from the attempt's admission to
+// its start: the caps are judged when an attempt is recorded RUNNING), are
+// running. An execution runs from its
 // start until its executor ends it, or until the scheduler may count it as
 // ended (seenEnd): the engine frees the slot when the executor returns,
 // before the result is recorded, so instances recorded RUNNING may outnumber
@@ -875,13 +884,29 @@ func (c *checker) checkCaps() {
 				w.violate(invCaps, "task %s: %s started while %d ran, at its max_running %d:%s", e.task, e, len(others), limit, describeExecs(others))
 			}
 		}
-		if limit := c.looseCapAt(task.Group, e.start); limit > 0 {
+		if limit := c.looseCapOver(task.Group, c.admitted(e), e.start); limit > 0 {
 			if others := c.runningAtStart(e, func(o *defs.Task) bool { return o.Group == task.Group }); len(others) >= limit {
 				w.violate(invCaps, "group %s: %s started while %d of the group ran, at its cap %d:%s", task.Group, e, len(others), limit, describeExecs(others))
 			}
 		}
 		w.tally[invCaps]++
 	}
+}
+
+// admitted returns when e's attempt was recorded RUNNING (its ticket's
+// RUNNING row: at its dispatch, or its claim ahead of its fire time), or
+// its start when the history does not show it. A local attempt recorded
+// beyond the server's free slots waits in the start queue; the caps were
+// judged when it was recorded (docs/operating.md).
+func (c *checker) admitted(e *execution) time.Time {
+	if in := c.insts[e.instance]; in != nil {
+		for _, r := range in.rows {
+			if r.to == axtype.Running && r.ticket == e.ticket && !r.at.After(e.start) {
+				return r.at
+			}
+		}
+	}
+	return e.start
 }
 
 // runningAtStart returns the executions of the tasks that match running

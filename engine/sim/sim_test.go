@@ -388,10 +388,13 @@ func TestSimMisfireSkipIsRemembered(t *testing.T) {
 // fix is reverted, 3 runs of 3. Seed 67 (one run in about 12): an HTTP
 // attempt timed out and the next of its group started in the instant the
 // executor ended it, in goroutine order; across processes an instant has
-// no order.
+// no order. Seed 3209 (10,000 seeds of d619b4f): a group cap lowered
+// through the store's queue while 16 of the group ran; attempts recorded
+// RUNNING before it, waiting in the start queue, started after it, as
+// docs/operating.md says (the caps are judged when an attempt is recorded).
 func TestSimCapsCountExecutions(t *testing.T) {
 	t.Parallel()
-	for _, seed := range []int64{7801, 790, 252, 67} {
+	for _, seed := range []int64{7801, 790, 252, 67, 3209} {
 		fail(t, Run(t, seed, Options{Restrict: today}))
 	}
 }
