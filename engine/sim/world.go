@@ -917,6 +917,16 @@ func (w *world) randomTask() *defs.Task {
 	return ts[w.rng.IntN(len(ts))]
 }
 
+// capsVerb is a limits request on running attempts: a group's cap (in the
+// worlds that draw caps, one in two), else the server's.
+func (w *world) capsVerb() engine.Request {
+	if g, ok := w.capGroup(); ok {
+		return engine.SetLimits{GroupMaxRunning: map[string]int{g: pick(w.capRng, []int{0, 1, 2, 4})}}
+	}
+	m := pick(w.rng, []int{0, 2, 8})
+	return engine.SetLimits{MaxRunning: &m}
+}
+
 // capGroup picks, one limits verb in two, the group whose cap it sets at
 // run time, from the caps' own source (a Classic world never does): the
 // group with a configured cap or any group of a task.
@@ -962,12 +972,7 @@ func (w *world) verb() {
 		}
 		op = engine.Cancel{Run: in.RunID}
 	case 10:
-		if g, ok := w.capGroup(); ok { // a group's cap, in the worlds that draw caps
-			op = engine.SetLimits{GroupMaxRunning: map[string]int{g: pick(w.capRng, []int{0, 1, 2, 4})}}
-			break
-		}
-		m := pick(r, []int{0, 2, 8})
-		op = engine.SetLimits{MaxRunning: &m}
+		op = w.capsVerb()
 	case 0:
 		t := w.randomTask()
 		pause := engine.Pause{Scope: store.ScopeTask, Target: t.ID()}
