@@ -67,11 +67,14 @@ func (e *Engine) cutRate(task string, now time.Time) {
 	e.tripped.SetGroup(task, base*f, now)
 }
 
-// cutRates puts in force the rates of every task's breaker: at the start
-// of a term, whose dispatcher starts with none (the breakers outlive the
-// term), and after the limits changed (the base of a cut rate).
+// cutRates puts in force the cut rates of the tasks whose breaker is open:
+// at the start of a term, whose dispatcher starts with none (the breakers
+// outlive the term), and after the limits changed (the base of a cut
+// rate). A closed breaker has no rate of its own to restore.
 func (e *Engine) cutRates(now time.Time) {
 	for id := range e.tasks {
-		e.cutRate(id, now)
+		if e.brk.Factor(id) < 1 {
+			e.cutRate(id, now)
+		}
 	}
 }

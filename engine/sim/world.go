@@ -889,12 +889,7 @@ func (w *world) do(n *node, op engine.Request, by engine.By) (string, error) {
 
 // randomInstance returns a random instance in one of states, if any.
 func (w *world) randomInstance(states ...axtype.State) (axtype.Instance, bool) {
-	ins, err := w.st.Instances(context.Background(), store.InstanceFilter{States: states, Limit: 200})
-	if err != nil || len(ins) == 0 {
-		return axtype.Instance{}, false
-	}
-	slices.SortFunc(ins, func(a, b axtype.Instance) int { return int(a.ID - b.ID) })
-	return ins[w.rng.IntN(len(ins))], true
+	return w.randomInstanceOf(w.rng, func(*defs.Task) bool { return true }, states...)
 }
 
 // randomInstanceOf picks, with r, an instance in one of states of a task
