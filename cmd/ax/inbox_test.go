@@ -68,6 +68,7 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
 	b := startServer(t, target, dir, "--holder", "b", "--listen", pb)
 	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
+	waitPrimary(t, pa)
 
 	for _, task := range []string{"inbox.work", "inbox.other"} {
 		if code, out, errOut := runAx(t, "trigger", task, "--server", "http://"+pa); code != cli.ExitOK {

@@ -258,6 +258,7 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 	go x.Run(ctx)
 	st := openStore(t, db)
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "routed.pull"); return len(exs) == 1 })
+	waitPrimary(t, apiAddr)
 	server := "http://" + apiAddr
 	if code, out, errOut := runAx(t, "trigger", "routed.pull", "--server", server); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
@@ -294,6 +295,7 @@ func TestStandbyServesLogsOfThePrimary(t *testing.T) {
 	waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
 	b := startServer(t, target, dir, "--holder", "b", "--listen", pb)
 	waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
+	waitPrimary(t, pa)
 	if code, out, errOut := runAx(t, "trigger", "ha.talk", "--server", "http://"+pa); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}
@@ -330,15 +332,7 @@ func TestCrashKeepsTheOutputWritten(t *testing.T) {
 	pa := freeAddr(t)
 	a := startServer(t, db, dir, "--holder", "a", "--listen", pa)
 	st := openStore(t, db)
-	waitFor(t, func() bool {
-		resp, err := http.Get("http://" + pa + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		l, err := st.GetLease(context.Background(), "")
-		return err == nil && l.Holder == "a"
-	})
+	waitPrimary(t, pa)
 	if code, out, errOut := runAx(t, "trigger", "crash.talk", "--server", "http://"+pa); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}

@@ -90,6 +90,7 @@ func TestExecutorRestartBetweenDispatchAndResult(t *testing.T) {
 		return ctx.Err()
 	}, answered)
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "rs.job"); return len(exs) == 1 })
+	waitPrimary(t, api)
 	if code, out, errOut := runAx(t, "trigger", "rs.job", "--server", "http://"+api); code != cli.ExitOK {
 		t.Fatalf("trigger: %d %s %s", code, out, errOut)
 	}

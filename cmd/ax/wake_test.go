@@ -48,6 +48,14 @@ func roleSays(addr string) (status, ready, metric string) {
 	return status, ready, metric
 }
 
+// waitPrimary waits until the server at addr says in /readyz that it is the
+// primary. Holding the lease in the store is not enough: until it has loaded
+// its term, a new primary answers writes as a standby (503, "retry shortly").
+func waitPrimary(t testing.TB, addr string) {
+	t.Helper()
+	waitFor(t, func() bool { _, ready, _ := roleSays(addr); return ready == "primary" })
+}
+
 // TestHAStalledPrimaryReportsStandbyOnWaking: a primary SIGSTOPped past its
 // lease while the other server takes over says standby — in /api/v1/status,
 // /readyz and ax_leader — within one renewal period (TTL/3 = 1 s) of
