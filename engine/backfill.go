@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,14 +155,46 @@ type bfState struct {
 // when the store was last polled for new and resumed ones, and whether
 // results came in since they last stepped. Its rule, due: step as soon as
 // results came in while some are active, and poll the store every second.
-// It creates runs only through newRunWith (trigger.go), so that a
-// backfill's runs are runs like any other; it must not record results nor
+// It creates runs only through its host's newRunWith (trigger.go), so that
+// a backfill's runs are runs like any other, and learns that a run is over
+// from the resolver's rule (runFinished); it must not record results nor
 // start attempts. The loop goroutine owns it.
 type backfiller struct {
 	backfills map[int64]*bfState
 	bfChecked time.Time
 	bfDirty   bool // results were applied since the backfills last stepped
+
+	host  backfillHost
+	st    backfillReader
+	log   *slog.Logger
+	gauge *prometheus.GaugeVec // ax_backfill_runs, by backfill and state
+	g     *dag.Graph           // the graph in force (setGraph)
+	tasks map[string]*taskInfo
 }
+
+// backfillHost is what the backfiller asks of the other components: the
+// planner creates its runs, the resolver says when a run is over, the
+// leadership fences its writes, and the loop takes another turn.
+type backfillHost interface {
+	newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error)
+	runFinished(ctx context.Context, runID int64) (done bool, failedTasks []string, err error)
+	w() *store.Fence
+	soon()
+}
+
+// backfillReader is what the backfiller reads from the store.
+type backfillReader interface {
+	Backfills(ctx context.Context, id int64) ([]store.Backfill, error)
+	BackfillRuns(ctx context.Context, backfill int64) ([]axtype.Run, error)
+	Instances(ctx context.Context, f store.InstanceFilter) ([]axtype.Instance, error)
+}
+
+func newBackfiller(host backfillHost, st backfillReader, log *slog.Logger, gauge *prometheus.GaugeVec) backfiller {
+	return backfiller{backfills: map[int64]*bfState{}, host: host, st: st, log: log, gauge: gauge}
+}
+
+// setGraph puts g in force: the pipelines and tasks a backfill may name.
+func (b *backfiller) setGraph(g *dag.Graph, tasks map[string]*taskInfo) { b.g, b.tasks = g, tasks }
 
 // newTerm forgets the backfills of an earlier term: the store is read again.
 func (b *backfiller) newTerm() { b.backfills = map[int64]*bfState{} }
@@ -189,52 +222,52 @@ func (b *backfiller) due(now time.Time) (step, poll bool) {
 	return true, poll
 }
 
-// driveBackfills starts the runs that backfills may have in flight and
-// records progress: it picks up new and resumed backfills from the store.
-func (e *Engine) driveBackfills(ctx context.Context, now time.Time, poll bool) error {
+// drive starts the runs that backfills may have in flight and records
+// progress: with poll, it picks up new and resumed backfills from the
+// store, and drops the ones cancelled.
+func (b *backfiller) drive(ctx context.Context, now time.Time, poll bool) error {
 	var recs []store.Backfill
 	if poll {
 		var err error
-		if recs, err = e.st.Backfills(ctx, 0); err != nil {
+		if recs, err = b.st.Backfills(ctx, 0); err != nil {
 			return err
 		}
 	}
 	for _, r := range recs {
-		b := e.backfiller.backfills[r.ID]
+		bf := b.backfills[r.ID]
 		switch {
-		case b == nil && (r.State == BackfillPending || r.State == BackfillRunning):
+		case bf == nil && (r.State == BackfillPending || r.State == BackfillRunning):
 			var err error
-			if b, err = e.resumeBackfill(ctx, r); err != nil {
+			if bf, err = b.resume(ctx, r); err != nil {
 				r.State, r.Error = BackfillFailed, err.Error()
-				if uerr := e.w().UpdateBackfill(ctx, r, now); uerr != nil {
+				if uerr := b.host.w().UpdateBackfill(ctx, r, now); uerr != nil {
 					return uerr
 				}
 				continue
 			}
-			e.backfiller.backfills[r.ID] = b
-		case b != nil && r.State == BackfillCancelled:
-			delete(e.backfiller.backfills, r.ID)
-			e.forgetBackfill(r.ID)
-			continue
+			b.backfills[r.ID] = bf
+		case bf != nil && r.State == BackfillCancelled:
+			delete(b.backfills, r.ID)
+			b.forget(r.ID)
 		}
 	}
-	for _, id := range sortedIDs(e.backfiller.backfills) {
-		if err := e.stepBackfill(ctx, e.backfiller.backfills[id], now); err != nil {
+	for _, id := range sortedIDs(b.backfills) {
+		if err := b.step(ctx, b.backfills[id], now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// resumeBackfill rebuilds a backfill's progress from the runs it created
-// (their dedup keys make creating one twice impossible).
-func (e *Engine) resumeBackfill(ctx context.Context, r store.Backfill) (*bfState, error) {
-	spec, err := e.backfillSpec(r)
+// resume rebuilds a backfill's progress from the runs it created (their
+// dedup keys make creating one twice impossible).
+func (b *backfiller) resume(ctx context.Context, r store.Backfill) (*bfState, error) {
+	spec, err := b.spec(r)
 	if err != nil {
 		return nil, err
 	}
-	b := &bfState{rec: r, spec: spec, active: map[int64]time.Time{}, created: map[int64]bool{}}
-	runs, err := e.st.BackfillRuns(ctx, r.ID)
+	bf := &bfState{rec: r, spec: spec, active: map[int64]time.Time{}, created: map[int64]bool{}}
+	runs, err := b.st.BackfillRuns(ctx, r.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -242,108 +275,117 @@ func (e *Engine) resumeBackfill(ctx context.Context, r store.Backfill) (*bfState
 	for _, run := range runs {
 		created[run.LogicalTime.UnixMilli()] = run.ID
 	}
-	b.rec.DoneRuns, b.rec.FailedRuns, b.rec.TotalRuns = 0, 0, len(b.spec.Times)
+	bf.rec.DoneRuns, bf.rec.FailedRuns, bf.rec.TotalRuns = 0, 0, len(bf.spec.Times)
 	// Every run created before is adopted (finished ones are counted by the
 	// first step); the others start in order. Created runs need not be a
 	// prefix: a logical time with nothing to do creates none.
-	for _, at := range b.spec.Times {
+	for _, at := range bf.spec.Times {
 		if id, ok := created[at.UnixMilli()]; ok {
-			b.active[id] = at
-			b.created[at.UnixMilli()] = true
+			bf.active[id] = at
+			bf.created[at.UnixMilli()] = true
 		}
 	}
-	b.rec.State = BackfillRunning
-	e.log.Info("backfill_resumed", "backfill", r.ID, "pipeline", b.spec.Pipeline, "runs", len(b.spec.Times), "created", len(created))
-	return b, nil
+	bf.rec.State = BackfillRunning
+	b.log.Info("backfill_resumed", "backfill", r.ID, "pipeline", bf.spec.Pipeline, "runs", len(bf.spec.Times), "created", len(created))
+	return bf, nil
 }
 
-// backfillSpec reads a backfill's stored spec and checks that its pipeline
-// and tasks are still defined.
-func (e *Engine) backfillSpec(r store.Backfill) (BackfillSpec, error) {
+// spec reads a backfill's stored spec and checks that its pipeline and
+// tasks are still defined.
+func (b *backfiller) spec(r store.Backfill) (BackfillSpec, error) {
 	var spec BackfillSpec
 	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
 		return spec, fmt.Errorf("backfill %d: bad spec: %v", r.ID, err)
 	}
-	if e.g.Pipeline(spec.Pipeline) == nil {
+	if b.g.Pipeline(spec.Pipeline) == nil {
 		return spec, fmt.Errorf("backfill %d: pipeline %s is no longer defined", r.ID, spec.Pipeline)
 	}
 	for _, n := range spec.Tasks {
-		if e.tasks[spec.Pipeline+"."+n] == nil {
+		if b.tasks[spec.Pipeline+"."+n] == nil {
 			return spec, fmt.Errorf("backfill %d: task %s.%s is no longer defined", r.ID, spec.Pipeline, n)
 		}
 	}
 	return spec, nil
 }
 
-// stepBackfill counts finished runs and starts new ones up to MaxActiveRuns.
-func (e *Engine) stepBackfill(ctx context.Context, b *bfState, now time.Time) error {
-	changed := false
-	for _, id := range sortedIDs(b.active) {
-		done, failedTasks, err := e.runFinished(ctx, id)
-		if err != nil {
-			return err
-		}
-		if !done {
-			continue
-		}
-		changed = true
-		at := b.active[id]
-		delete(b.active, id)
-		b.rec.DoneRuns++
-		if len(failedTasks) > 0 {
-			b.rec.FailedRuns++
-			b.failed = append(b.failed, fmt.Sprintf("%s: %s", at.In(e.g.Pipeline(b.spec.Pipeline).Location).Format(time.RFC3339), strings.Join(failedTasks, ", ")))
-			if b.spec.StopOnFailure {
-				b.stop = true
-			}
-		}
+// step counts finished runs and starts new ones up to MaxActiveRuns.
+func (b *backfiller) step(ctx context.Context, bf *bfState, now time.Time) error {
+	changed, err := b.countFinished(ctx, bf)
+	if err != nil {
+		return err
 	}
-	for !b.stop && len(b.active) < b.spec.MaxActiveRuns && b.next < len(b.spec.Times) {
-		at := b.spec.Times[b.next]
-		b.next++
-		if b.created[at.UnixMilli()] {
+	for !bf.stop && len(bf.active) < bf.spec.MaxActiveRuns && bf.next < len(bf.spec.Times) {
+		at := bf.spec.Times[bf.next]
+		bf.next++
+		if bf.created[at.UnixMilli()] {
 			continue // adopted at resume: in active already
 		}
 		changed = true
-		names, err := e.backfillTasks(ctx, b.spec, at)
+		names, err := b.tasksToRun(ctx, bf.spec, at)
 		if err != nil {
 			return err
 		}
 		if len(names) == 0 { // everything succeeded before: nothing to do
-			b.rec.DoneRuns++
+			bf.rec.DoneRuns++
 			continue
 		}
-		rs, err := e.newRunWith(ctx, b.runSpec(names, at), now)
+		rs, err := b.host.newRunWith(ctx, bf.runSpec(names, at), now)
 		if errors.Is(err, store.ErrDuplicate) {
-			// Created since resumeBackfill read the runs: this view is out of
+			// Created since resume read the runs: this view is out of
 			// date. The next poll rebuilds it from the store.
-			e.log.Warn("backfill_reloaded", "backfill", b.rec.ID, "logical_time", at.Format(time.RFC3339))
-			delete(e.backfiller.backfills, b.rec.ID)
+			b.log.Warn("backfill_reloaded", "backfill", bf.rec.ID, "logical_time", at.Format(time.RFC3339))
+			delete(b.backfills, bf.rec.ID)
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		b.active[rs.id] = at
+		bf.active[rs.id] = at
 	}
-	finished := len(b.active) == 0 && (b.stop || b.next >= len(b.spec.Times))
+	finished := len(bf.active) == 0 && (bf.stop || bf.next >= len(bf.spec.Times))
 	if !changed && !finished {
 		return nil
 	}
 	if finished {
-		b.rec.State = BackfillDone
-		if b.stop {
-			b.rec.State = BackfillFailed
+		bf.rec.State = BackfillDone
+		if bf.stop {
+			bf.rec.State = BackfillFailed
 		}
-		delete(e.backfiller.backfills, b.rec.ID)
-		e.log.Info("backfill_finished", "backfill", b.rec.ID, "state", b.rec.State, "runs", b.rec.DoneRuns, "failed", b.rec.FailedRuns)
+		delete(b.backfills, bf.rec.ID)
+		b.log.Info("backfill_finished", "backfill", bf.rec.ID, "state", bf.rec.State, "runs", bf.rec.DoneRuns, "failed", bf.rec.FailedRuns)
 	}
-	b.rec.Error = ""
-	if len(b.failed) > 0 {
-		b.rec.Error = "failed runs: " + strings.Join(b.failed, "; ")
+	bf.rec.Error = ""
+	if len(bf.failed) > 0 {
+		bf.rec.Error = "failed runs: " + strings.Join(bf.failed, "; ")
 	}
-	e.publishBackfill(b, finished)
-	return e.w().UpdateBackfill(ctx, b.rec, now)
+	b.publish(bf, finished)
+	return b.host.w().UpdateBackfill(ctx, bf.rec, now)
+}
+
+// countFinished counts the runs of bf that are over, with the failed ones
+// (which stop it under StopOnFailure); it reports whether any was.
+func (b *backfiller) countFinished(ctx context.Context, bf *bfState) (changed bool, err error) {
+	for _, id := range sortedIDs(bf.active) {
+		done, failedTasks, err := b.host.runFinished(ctx, id)
+		if err != nil {
+			return changed, err
+		}
+		if !done {
+			continue
+		}
+		changed = true
+		at := bf.active[id]
+		delete(bf.active, id)
+		bf.rec.DoneRuns++
+		if len(failedTasks) > 0 {
+			bf.rec.FailedRuns++
+			bf.failed = append(bf.failed, fmt.Sprintf("%s: %s", at.In(b.g.Pipeline(bf.spec.Pipeline).Location).Format(time.RFC3339), strings.Join(failedTasks, ", ")))
+			if bf.spec.StopOnFailure {
+				bf.stop = true
+			}
+		}
+	}
+	return changed, nil
 }
 
 // runSpec is the run of backfill b at logical time at, of tasks names
@@ -361,30 +403,30 @@ func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
 	return spec
 }
 
-// publishBackfill sets ax_backfill_runs for an active backfill, or drops
-// its series once it finished.
-func (e *Engine) publishBackfill(b *bfState, finished bool) {
+// publish sets ax_backfill_runs for an active backfill, or drops its
+// series once it finished.
+func (b *backfiller) publish(bf *bfState, finished bool) {
 	if finished {
-		e.forgetBackfill(b.rec.ID)
+		b.forget(bf.rec.ID)
 		return
 	}
-	bid := strconv.FormatInt(b.rec.ID, 10)
-	e.m.backfillRuns.WithLabelValues(bid, "done").Set(float64(b.rec.DoneRuns))
-	e.m.backfillRuns.WithLabelValues(bid, "failed").Set(float64(b.rec.FailedRuns))
-	e.m.backfillRuns.WithLabelValues(bid, "total").Set(float64(b.rec.TotalRuns))
+	bid := strconv.FormatInt(bf.rec.ID, 10)
+	b.gauge.WithLabelValues(bid, "done").Set(float64(bf.rec.DoneRuns))
+	b.gauge.WithLabelValues(bid, "failed").Set(float64(bf.rec.FailedRuns))
+	b.gauge.WithLabelValues(bid, "total").Set(float64(bf.rec.TotalRuns))
 }
 
-// forgetBackfill drops the series of a backfill that ended (done, failed or
+// forget drops the series of a backfill that ended (done, failed or
 // cancelled): only active backfills have them, so backfill ids, which grow
 // for ever, are not an unbounded label.
-func (e *Engine) forgetBackfill(id int64) {
-	e.m.backfillRuns.DeletePartialMatch(prometheus.Labels{"backfill": strconv.FormatInt(id, 10)})
+func (b *backfiller) forget(id int64) {
+	b.gauge.DeletePartialMatch(prometheus.Labels{"backfill": strconv.FormatInt(id, 10)})
 }
 
-// cancelBackfill stops a backfill from starting more runs; the runs in
-// flight finish. A finished backfill cannot be cancelled.
-func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, now time.Time) (string, error) {
-	bs, err := e.st.Backfills(ctx, r.Backfill)
+// cancel stops a backfill from starting more runs; the runs in flight
+// finish. A finished backfill cannot be cancelled.
+func (b *backfiller) cancel(ctx context.Context, r CancelBackfill, by By, now time.Time) (string, error) {
+	bs, err := b.st.Backfills(ctx, r.Backfill)
 	if err != nil {
 		return "", err
 	}
@@ -392,35 +434,35 @@ func (e *Engine) cancelBackfill(ctx context.Context, r CancelBackfill, by By, no
 		return "", fmt.Errorf("no backfill %d", r.Backfill)
 	}
 	rec := bs[0]
-	if b := e.backfiller.backfills[r.Backfill]; b != nil {
-		rec = b.rec
+	if bf := b.backfills[r.Backfill]; bf != nil {
+		rec = bf.rec
 	}
 	switch rec.State {
 	case BackfillDone, BackfillFailed, BackfillCancelled:
 		return "", fmt.Errorf("backfill %d is %s already", rec.ID, rec.State)
 	}
 	active := 0
-	if b := e.backfiller.backfills[r.Backfill]; b != nil {
-		active = len(b.active)
-		delete(e.backfiller.backfills, r.Backfill)
+	if bf := b.backfills[r.Backfill]; bf != nil {
+		active = len(bf.active)
+		delete(b.backfills, r.Backfill)
 	}
-	e.forgetBackfill(r.Backfill)
+	b.forget(r.Backfill)
 	rec.State = BackfillCancelled
 	rec.Error = strings.TrimSpace(rec.Error + " cancelled by " + by.Actor)
-	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {
+	if err := b.host.w().UpdateBackfill(ctx, rec, now); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("backfill %d cancelled at %d/%d runs; %d run(s) in flight finish", rec.ID, rec.DoneRuns, rec.TotalRuns, active), nil
 }
 
-// continueBackfill continues a backfill an operator cancelled, that stopped
+// resumeCancelled continues a backfill an operator cancelled, that stopped
 // on a failure, or whose process died: it goes back to pending, under this
 // engine's epoch, and the next poll of the backfills adopts the runs it
-// created and starts the rest (resumeBackfill). One that this engine drives
+// created and starts the rest (resume). One that this engine drives
 // already, or that waits to be picked up, is left as it is; a done one,
 // or one whose pipeline or tasks are gone, is refused with nothing changed.
-func (e *Engine) continueBackfill(ctx context.Context, r ResumeBackfill, now time.Time) (string, error) {
-	bs, err := e.st.Backfills(ctx, r.Backfill)
+func (b *backfiller) resumeCancelled(ctx context.Context, r ResumeBackfill, now time.Time) (string, error) {
+	bs, err := b.st.Backfills(ctx, r.Backfill)
 	if err != nil {
 		return "", err
 	}
@@ -428,8 +470,8 @@ func (e *Engine) continueBackfill(ctx context.Context, r ResumeBackfill, now tim
 		return "", fmt.Errorf("no backfill %d (ax backfill list shows them)", r.Backfill)
 	}
 	rec := bs[0]
-	if b := e.backfiller.backfills[rec.ID]; b != nil {
-		return fmt.Sprintf("backfill %d runs already (%d/%d runs)", rec.ID, b.rec.DoneRuns, b.rec.TotalRuns), nil
+	if bf := b.backfills[rec.ID]; bf != nil {
+		return fmt.Sprintf("backfill %d runs already (%d/%d runs)", rec.ID, bf.rec.DoneRuns, bf.rec.TotalRuns), nil
 	}
 	switch rec.State {
 	case BackfillDone:
@@ -437,26 +479,26 @@ func (e *Engine) continueBackfill(ctx context.Context, r ResumeBackfill, now tim
 	case BackfillPending, BackfillRunning:
 		return fmt.Sprintf("backfill %d is queued already: the scheduler continues it", rec.ID), nil
 	}
-	if _, err := e.backfillSpec(rec); err != nil { // what cannot resume is refused now, not failed later
+	if _, err := b.spec(rec); err != nil { // what cannot resume is refused now, not failed later
 		return "", err
 	}
 	was := rec.State
 	rec.State = BackfillPending
-	if err := e.w().UpdateBackfill(ctx, rec, now); err != nil {
+	if err := b.host.w().UpdateBackfill(ctx, rec, now); err != nil {
 		return "", err
 	}
-	e.backfiller.pollNext() // picked up at the next turn
-	e.soon()
+	b.pollNext() // picked up at the next turn
+	b.host.soon()
 	return fmt.Sprintf("backfill %d resumed (was %s at %d/%d runs)", rec.ID, was, rec.DoneRuns, rec.TotalRuns), nil
 }
 
-// backfillTasks returns the selected tasks to run for logical time at under
+// tasksToRun returns the selected tasks to run for logical time at under
 // the spec's rerun policy, in dependency order: none fills gaps only
 // (an instance in any state is left alone), failed also reruns failed and
 // killed ones, all reruns succeeded ones too. One that is waiting or running
 // elsewhere (the live schedule) is never started beside it.
-func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.Time) ([]string, error) {
-	all, err := e.st.Instances(ctx, store.InstanceFilter{Pipeline: spec.Pipeline, LogicalFrom: at, LogicalTo: at, Limit: 1 << 20})
+func (b *backfiller) tasksToRun(ctx context.Context, spec BackfillSpec, at time.Time) ([]string, error) {
+	all, err := b.st.Instances(ctx, store.InstanceFilter{Pipeline: spec.Pipeline, LogicalFrom: at, LogicalTo: at, Limit: 1 << 20})
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +517,7 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 				failed = true
 			case axtype.Waiting:
 				// Blocked for good behind a failure in a finished run: as failed.
-				done, _, err := e.runFinished(ctx, in.RunID)
+				done, _, err := b.host.runFinished(ctx, in.RunID)
 				if err != nil {
 					return nil, err
 				}
@@ -499,48 +541,6 @@ func (e *Engine) backfillTasks(ctx context.Context, spec BackfillSpec, at time.T
 		}
 	}
 	return out, nil
-}
-
-// runFinished reports whether a run is over (every instance ended: R40)
-// and names the tasks that failed or were killed when they ran. A run
-// stopped at a manual gate nobody approved is not over: it is not done.
-func (e *Engine) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
-	if rs := e.runs.cached(runID); rs != nil { // the cache knows when something is still in flight
-		for _, ref := range rs.inst {
-			switch ref.state {
-			case axtype.Scheduled, axtype.Running, axtype.Retrying, axtype.Paused:
-				return false, nil, nil
-			}
-		}
-	}
-	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: runID, Limit: 1 << 20})
-	if err != nil {
-		return false, nil, err
-	}
-	if !StatusOf(ins, e.isManual).Over {
-		return false, nil, nil
-	}
-	ended := map[string]bool{}
-	for _, in := range ins {
-		if (in.State == axtype.Failed || in.State == axtype.Killed) && !neverRan(in) {
-			ended[in.TaskID] = true
-		}
-	}
-	var failed []string
-	if len(ended) > 0 {
-		for _, t := range e.g.Order() { // upstreams first
-			if ended[t.ID()] {
-				failed = append(failed, t.Name)
-			}
-		}
-	}
-	return true, failed, nil
-}
-
-// isManual reports whether a task is a manual gate.
-func (e *Engine) isManual(task string) bool {
-	t := e.tasks[task]
-	return t != nil && t.def.Manual
 }
 
 // CreateBackfill stores a backfill of spec for the primary scheduler to run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -255,6 +256,89 @@ func TestBackfillerDue(t *testing.T) {
 			}
 			if !step && b.bfDirty != tc.b.bfDirty {
 				t.Errorf("dirty changed without a step")
+			}
+		})
+	}
+}
+
+// fakeBackfillHost and fakeBackfillReader stand in for the other
+// components and the store: the backfiller's rules are tested on their own.
+type fakeBackfillHost struct {
+	over    map[int64][]string // run id → failed tasks, for runs that are over
+	created []newRunSpec
+	woken   int
+}
+
+func (h *fakeBackfillHost) newRunWith(_ context.Context, spec newRunSpec, _ time.Time) (*runState, error) {
+	h.created = append(h.created, spec)
+	return &runState{id: int64(100 + len(h.created)), logical: spec.at}, nil
+}
+
+func (h *fakeBackfillHost) runFinished(_ context.Context, id int64) (bool, []string, error) {
+	failed, ok := h.over[id]
+	return ok, failed, nil
+}
+
+func (h *fakeBackfillHost) w() *store.Fence { return nil }
+func (h *fakeBackfillHost) soon()           { h.woken++ }
+
+type fakeBackfillReader struct{ ins []axtype.Instance }
+
+func (r fakeBackfillReader) Backfills(context.Context, int64) ([]store.Backfill, error) {
+	return nil, nil
+}
+func (r fakeBackfillReader) BackfillRuns(context.Context, int64) ([]axtype.Run, error) {
+	return nil, nil
+}
+func (r fakeBackfillReader) Instances(context.Context, store.InstanceFilter) ([]axtype.Instance, error) {
+	return r.ins, nil
+}
+
+// TestBackfillerTasksToRun is the rerun policy's table: which selected
+// tasks a backfill runs at a logical time, given the instances there
+// already. A WAITING one counts as failed when its run is over (blocked
+// behind a failure for good) and as active when its run goes on; an active
+// one is never run beside itself, under any policy.
+func TestBackfillerTasksToRun(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC)
+	in := func(task string, s axtype.State, run int64) axtype.Instance {
+		return axtype.Instance{TaskID: "daily." + task, State: s, RunID: run, LogicalTime: at}
+	}
+	const overRun, liveRun = 1, 2
+	have := []axtype.Instance{
+		in("sync", axtype.Success, overRun),
+		in("clean", axtype.Failed, overRun),
+		in("enrich", axtype.Killed, overRun),
+		in("report", axtype.Waiting, overRun), // behind the failure, for good
+		in("audit", axtype.Running, liveRun),
+	}
+	gated := append(have[:4:4], in("audit", axtype.Waiting, liveRun)) // its run goes on
+	all := []string{"sync", "clean", "enrich", "report", "audit", "fresh"}
+	for _, tc := range []struct {
+		name  string
+		rerun string
+		have  []axtype.Instance
+		tasks []string
+		want  []string
+	}{
+		{name: "nothing there: every task", rerun: RerunNone, tasks: all, want: all},
+		{name: "none fills gaps only", rerun: RerunNone, have: have, tasks: all, want: []string{"fresh"}},
+		{name: "failed reruns failed, killed and blocked ones", rerun: RerunFailed, have: have, tasks: all, want: []string{"clean", "enrich", "report", "fresh"}},
+		{name: "all reruns succeeded ones too, never a running one", rerun: RerunAll, have: have, tasks: all, want: []string{"sync", "clean", "enrich", "report", "fresh"}},
+		{name: "waiting in a run that goes on is active", rerun: RerunAll, have: gated, tasks: []string{"audit", "report"}, want: []string{"report"}},
+		{name: "the selection only, in its order", rerun: RerunFailed, have: have, tasks: []string{"report", "sync"}, want: []string{"report"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			host := &fakeBackfillHost{over: map[int64][]string{overRun: {"clean"}}}
+			b := newBackfiller(host, fakeBackfillReader{ins: tc.have}, slog.New(slog.DiscardHandler), nil)
+			got, err := b.tasksToRun(context.Background(), BackfillSpec{Pipeline: "daily", Tasks: tc.tasks, Rerun: tc.rerun}, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("tasksToRun = %v; want %v", got, tc.want)
 			}
 		})
 	}

@@ -135,13 +135,13 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
 		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, resolver: resolver{runs: newRunCache(st)},
 		completer: completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{})}, reqs: make(chan request),
-		backfiller: backfiller{backfills: map[int64]*bfState{}},
-		reloadSig:  make(chan struct{}, 1)}
+		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
 	// no longer safely held, even while the loop is busy or was stopped.
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
+	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
@@ -160,6 +160,7 @@ func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*tri
 	e.hasHTTP = hasHTTPTasks(tasks)
 	e.dispatcher.tuneBreakers(g)
 	e.resolver.setGraph(g, tasks)
+	e.backfiller.setGraph(g, tasks)
 	e.cur.Store(g)
 }
 
@@ -555,7 +556,7 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 		}
 	}
 	if step, poll := e.backfiller.due(now); step {
-		if err := e.driveBackfills(ctx, now, poll); err != nil {
+		if err := e.backfiller.drive(ctx, now, poll); err != nil {
 			return err
 		}
 	}

@@ -209,11 +209,11 @@ func (r SetLimits) apply(ctx context.Context, e *Engine, _ By, now time.Time) (s
 }
 
 func (r CancelBackfill) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.cancelBackfill(ctx, r, by, now)
+	return e.backfiller.cancel(ctx, r, by, now)
 }
 
 func (r ResumeBackfill) apply(ctx context.Context, e *Engine, _ By, now time.Time) (string, error) {
-	return e.continueBackfill(ctx, r, now)
+	return e.backfiller.resumeCancelled(ctx, r, now)
 }
 
 // EncodeRequest returns the queued form of req made by by: its verb and a

@@ -30,7 +30,8 @@ type resolver struct {
 	// limited are the tasks whose waits can fail by time: an upstream in
 	// another pipeline, or a wait_timeout.
 	limited      []string
-	nextDeadline time.Time // the earliest wait deadline seen: the limited waits are swept then
+	nextDeadline time.Time    // the earliest wait deadline seen: the limited waits are swept then
+	order        []*defs.Task // every task, upstreams first
 }
 
 // setGraph gives settle the shape of every pipeline of g (its tasks
@@ -47,12 +48,50 @@ func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
 		}
 		r.nodes[id] = n
 	}
-	r.limited = nil
-	for _, t := range g.Order() {
+	r.limited, r.order = nil, g.Order()
+	for _, t := range r.order {
 		if ti := tasks[t.ID()]; len(ti.cross) > 0 || t.WaitTimeout > 0 {
 			r.limited = append(r.limited, ti.id)
 		}
 	}
+}
+
+// isManual reports whether a task is a manual gate.
+func (r *resolver) isManual(task string) bool { return r.nodes[task].manual }
+
+// runFinished reports whether a run is over (every instance ended: R40,
+// StatusOf's rule) and names the tasks that failed or were killed when they
+// ran, upstreams first. A run stopped at a manual gate nobody approved is
+// not over: it is not done.
+func (r *resolver) runFinished(ctx context.Context, runID int64) (bool, []string, error) {
+	if rs := r.runs.cached(runID); rs != nil { // the cache knows when something is still in flight
+		for _, ref := range rs.inst {
+			switch ref.state {
+			case axtype.Scheduled, axtype.Running, axtype.Retrying, axtype.Paused:
+				return false, nil, nil
+			}
+		}
+	}
+	ins, err := r.runs.src.Instances(ctx, store.InstanceFilter{RunID: runID, Limit: 1 << 20})
+	if err != nil {
+		return false, nil, err
+	}
+	if !StatusOf(ins, r.isManual).Over {
+		return false, nil, nil
+	}
+	ended := map[string]bool{}
+	for _, in := range ins {
+		if (in.State == axtype.Failed || in.State == axtype.Killed) && !neverRan(in) {
+			ended[in.TaskID] = true
+		}
+	}
+	var failed []string
+	for _, t := range r.order {
+		if ended[t.ID()] {
+			failed = append(failed, t.Name)
+		}
+	}
+	return true, failed, nil
 }
 
 // crossViews returns the upstreams in other pipelines of task d for run rs:
