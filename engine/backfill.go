@@ -178,7 +178,7 @@ type backfiller struct {
 type backfillHost interface {
 	newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error)
 	runFinished(ctx context.Context, runID int64) (done bool, failedTasks []string, err error)
-	w() *store.Fence
+	w() *store.Fence // the leadership's fence
 	soon()
 }
 

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -46,6 +48,59 @@ type completer struct {
 	// about and process groups being checked, which turn into results, and
 	// the alerts raised once. Kept across terms.
 	watch *watch
+
+	cfg  Config
+	host completerHost
+	// res is the resolver, whose rules decide what a recorded outcome
+	// settles; attempts are the attempts in flight and breakers the tasks'
+	// breakers (both the dispatcher's), which results end and feed.
+	res      *resolver
+	attempts *inflight
+	breakers *breaker.Breaker
+	st       instanceReader
+	log      *slog.Logger
+	logs     *logWriter // task output, recorded with the results
+	m        *metrics
+	tasks    map[string]*taskInfo // the tasks of the graph in force (setGraph)
+}
+
+// completerHost is what the completer asks of the other components.
+type completerHost interface {
+	fenced
+	batchSize() int                                               // the dispatcher's batch of writes
+	soon()                                                        // another turn of the loop
+	untrack(id int64)                                             // the attempt leaves the dispatcher's caps
+	enqueue(ctx context.Context, in axtype.Instance)              // the planner's wheel, for a retry or a release
+	resolved(ctx context.Context, o outcome, now time.Time) error // an inherited attempt's outcome (orphan.go)
+	breakerChanged(ctx context.Context, ch breaker.Change, now time.Time)
+	resultsIn()         // the backfiller steps at the next turn
+	countApplied(n int) // Stats.Applied
+	emit(ev Event)
+	notify(a Alert)
+	observeEnd(a *attempt, status string, now time.Time)
+}
+
+// instanceReader reads instances from the store.
+type instanceReader interface {
+	Instances(ctx context.Context, f store.InstanceFilter) ([]axtype.Instance, error)
+}
+
+// completerDeps is what a completer is made of: the engine's config, its
+// host, and the components and services it works with.
+type completerDeps struct {
+	cfg      Config
+	host     completerHost
+	res      *resolver
+	attempts *inflight
+	breakers *breaker.Breaker
+	st       instanceReader
+	logs     *logWriter
+	m        *metrics
+}
+
+func newCompleter(d completerDeps) completer {
+	return completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{}),
+		cfg: d.cfg, host: d.host, res: d.res, attempts: d.attempts, breakers: d.breakers, st: d.st, log: d.cfg.Logger, logs: d.logs, m: d.m}
 }
 
 // reset forgets what an earlier term gathered: a new term reads the store.
@@ -73,13 +128,13 @@ func (c *completer) drainResults() {
 }
 
 // applyAll records every result gathered so far, a batch at a time.
-func (e *Engine) applyAll(ctx context.Context) error {
-	for len(e.unapplied) > 0 {
-		n := len(e.unapplied)
-		if err := e.applyResults(ctx, e.cfg.Now()); err != nil {
+func (c *completer) applyAll(ctx context.Context) error {
+	for len(c.unapplied) > 0 {
+		n := len(c.unapplied)
+		if err := c.applyResults(ctx, c.cfg.Now()); err != nil {
 			return err
 		}
-		if len(e.unapplied) >= n {
+		if len(c.unapplied) >= n {
 			return nil
 		}
 	}
@@ -88,10 +143,10 @@ func (e *Engine) applyAll(ctx context.Context) error {
 
 // checkTimeouts fails attempts whose deadline passed without a result (the
 // scheduler's layer of R16); the executor's context has the same deadline.
-func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
-	e.checkGroups(now)
-	for _, id := range e.running.ids() {
-		a := e.running.get(id)
+func (c *completer) checkTimeouts(ctx context.Context, now time.Time) error {
+	c.checkGroups(now)
+	for _, id := range c.attempts.ids() {
+		a := c.attempts.get(id)
 		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
 			continue // waiting for a slot (its timeout starts when it starts), or not due
 		}
@@ -103,11 +158,11 @@ func (e *Engine) checkTimeouts(ctx context.Context, now time.Time) error {
 			msg = fmt.Sprintf("unknown outcome: dispatched by a previous scheduler process and no result within %s", a.task.def.Timeout)
 			if a.proc != nil && a.proc.Kill() {
 				msg += fmt.Sprintf("; its process group %d, still running, was killed", a.proc.Pgid)
-				e.log.Warn("orphan_group_killed", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
+				c.log.Warn("orphan_group_killed", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid)
 			}
 			a.proc = nil
 		}
-		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
+		c.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusTimeout, Error: msg}})
 		a.deadline = now.Add(time.Hour) // do not queue it twice while the result waits to be recorded
 	}
 	return nil
@@ -228,17 +283,17 @@ type resultBatch struct {
 // applyResults records the outcomes gathered so far in one transaction:
 // SUCCESS, RETRYING (back through the wheel at its backoff time), FAILED or
 // KILLED; then releases the downstream instances that successes unblock.
-func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
-	if len(e.unapplied) == 0 {
+func (c *completer) applyResults(ctx context.Context, now time.Time) error {
+	if len(c.unapplied) == 0 {
 		return nil
 	}
-	batch := e.unapplied[:min(len(e.unapplied), e.batchSize())]
+	batch := c.unapplied[:min(len(c.unapplied), c.host.batchSize())]
 	// The last output and records of the attempts go in the results'
 	// transaction, whether or not their results apply (a stale result's
 	// attempt ran all the same).
 	logs := gatherLogs(batch)
 	hasLogs := len(logs.Chunks)+len(logs.Trims)+len(logs.Attempts) > 0
-	rb, err := e.judgeResults(ctx, batch, now)
+	rb, err := c.judgeResults(ctx, batch, now)
 	if err != nil {
 		return err
 	}
@@ -246,41 +301,39 @@ func (e *Engine) applyResults(ctx context.Context, now time.Time) error {
 	// commit in one transaction: a success is never recorded without its
 	// release, nor a failure without the failure of what waited on it (R40).
 	var same []release
-	res, relRes, err := e.w().TransitionBatchLogs(ctx, rb.params, logs, e.settleResults(ctx, rb, now, &same))
+	res, relRes, err := c.host.w().TransitionBatchLogs(ctx, rb.params, logs, c.settleResults(ctx, rb, now, &same))
 	if hasLogs {
-		e.logs.wrote(logs, err)
+		c.logs.wrote(logs, err)
 	}
 	if err != nil {
-		e.runs.invalidate() // the cache saw successes that were not recorded: reload on next use
+		c.res.runs.invalidate() // the cache saw successes that were not recorded: reload on next use
 		if hasLogs && !errors.Is(err, store.ErrNotLeader) {
 			// A failure to store output costs the output, never the result:
 			// the next turn records the results alone.
 			for i := range batch {
 				batch[i].logs = nil
 			}
-			e.log.Warn("attempt_output_lost", "attempts", len(logs.Attempts), "err", err)
+			c.log.Warn("attempt_output_lost", "attempts", len(logs.Attempts), "err", err)
 		}
 		return fmt.Errorf("engine: record %d result(s): %w", len(rb.params), err) // kept in unapplied for the next turn
 	}
-	e.unapplied = e.unapplied[len(batch):]
-	if len(e.unapplied) > 0 {
-		e.soon() // the rest in the next turn, after the lease and the API had their turn
+	c.unapplied = c.unapplied[len(batch):]
+	if len(c.unapplied) > 0 {
+		c.host.soon() // the rest in the next turn, after the lease and the API had their turn
 	}
 	var cross []release
 	for i, r := range res {
-		rel, err := e.resultRecorded(ctx, rb, i, r, now)
+		rel, err := c.resultRecorded(ctx, rb, i, r, now)
 		if err != nil {
 			return err
 		}
 		cross = append(cross, rel...)
 	}
-	e.released(ctx, same, relRes)
-	e.closeInbox(ctx, rb.closed, now)
-	e.backfiller.resultsIn()
-	e.statsMu.Lock()
-	e.stats.Applied += int64(len(res))
-	e.statsMu.Unlock()
-	return e.applyReleases(ctx, cross, now)
+	c.released(ctx, same, relRes)
+	c.closeInbox(ctx, rb.closed, now)
+	c.host.resultsIn()
+	c.host.countApplied(len(res))
+	return c.applyReleases(ctx, cross, now)
 }
 
 // gatherLogs joins the output and attempt records that came with a batch of
@@ -300,35 +353,35 @@ func gatherLogs(batch []outcome) store.LogWrite {
 // judgeResults matches each outcome of batch with its running attempt and
 // judges it; a resolution of an inherited ticket is taken in, and a result
 // for a ticket that is no longer current is recorded as stale and ignored.
-func (e *Engine) judgeResults(ctx context.Context, batch []outcome, now time.Time) (resultBatch, error) {
+func (c *completer) judgeResults(ctx context.Context, batch []outcome, now time.Time) (resultBatch, error) {
 	rb := resultBatch{closed: map[string]string{}}
 	for _, o := range batch {
 		if o.resolve != "" {
-			if err := e.resolved(ctx, o, now); err != nil {
+			if err := c.host.resolved(ctx, o, now); err != nil {
 				return rb, err
 			}
 			continue
 		}
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
-			if id, ok := e.running.byTicket(o.res.Ticket); ok {
+			if id, ok := c.attempts.byTicket(o.res.Ticket); ok {
 				o.instance = id
 			}
 		}
-		a := e.running.get(o.instance)
+		a := c.attempts.get(o.instance)
 		if a == nil || a.ticket != o.res.Ticket {
-			if err := e.staleResult(ctx, o, rb.closed, now); err != nil {
+			if err := c.staleResult(ctx, o, rb.closed, now); err != nil {
 				return rb, err
 			}
 			continue
 		}
 		a.begin() // its deadline and duration count from its real start
-		rule := resultRule{now: now, epoch: e.epoch, backoffCap: e.cfg.BackoffCap}
+		rule := resultRule{now: now, epoch: c.host.termEpoch(), backoffCap: c.cfg.BackoffCap}
 		if o.res.Refused && !a.givenBack(o) {
-			rule.refusalLimit = e.refusalLimit(o.instance, a, o.res.Error)
+			rule.refusalLimit = c.refusalLimit(o.instance, a, o.res.Error)
 		}
 		p, m := judgeResult(o, a, rule)
 		if !m.refused {
-			delete(e.watch.refused, o.instance)
+			delete(c.watch.refused, o.instance)
 		}
 		rb.params = append(rb.params, p)
 		rb.meta = append(rb.meta, m)
@@ -339,16 +392,16 @@ func (e *Engine) judgeResults(ctx context.Context, batch []outcome, now time.Tim
 // staleResult records a result for a ticket that is not its instance's
 // current one (a late duplicate, or one the loop gave up on): ignored, but
 // in the action log and the metrics.
-func (e *Engine) staleResult(ctx context.Context, o outcome, closed map[string]string, now time.Time) error {
-	if e.inboxSeen[o.res.Ticket] {
+func (c *completer) staleResult(ctx context.Context, o outcome, closed map[string]string, now time.Time) error {
+	if c.inboxSeen[o.res.Ticket] {
 		closed[o.res.Ticket] = "stale"
 	}
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
+	if err := c.host.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "stale_result", InstanceID: o.instance,
 		Ticket: o.res.Ticket, Reason: "result for a ticket that is not the instance's current one: ignored", Detail: string(o.res.Status)}); err != nil {
 		return err
 	}
-	e.log.Warn("stale_result", "instance", o.instance, "ticket", o.res.Ticket, "status", string(o.res.Status))
-	e.m.staleResults.Inc()
+	c.log.Warn("stale_result", "instance", o.instance, "ticket", o.res.Ticket, "status", string(o.res.Status))
+	c.m.staleResults.Inc()
 	return nil
 }
 
@@ -356,7 +409,7 @@ func (e *Engine) staleResult(ctx context.Context, o outcome, closed map[string]s
 // downstream in the same run that the recorded outcomes settle (R40),
 // decided by settle with the run cache brought up to date. same receives
 // them, for released.
-func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
+func (c *completer) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
 	return func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		*same = (*same)[:0]
 		seen := map[int64]bool{}
@@ -365,11 +418,11 @@ func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Tim
 			if r.Err != nil || !ends(m.to) {
 				continue
 			}
-			rs, err := e.runs.get(ctx, m.a.runID)
+			rs, err := c.res.runs.get(ctx, m.a.runID)
 			if err != nil {
 				return nil, err
 			}
-			if err := e.settleRecorded(ctx, rs, m.a.task, rb.params[i], r, now, seen, same); err != nil {
+			if err := c.res.settleRecorded(ctx, rs, m.a.task, rb.params[i], r, now, seen, same); err != nil {
 				return nil, err
 			}
 		}
@@ -381,25 +434,25 @@ func (e *Engine) settleResults(ctx context.Context, rb resultBatch, now time.Tim
 // outcome r): the attempt is forgotten, the metrics, alerts and breaker
 // learn of it, a retry goes back into the wheel; it returns what the
 // outcome settles in other pipelines, which read it from the store.
-func (e *Engine) resultRecorded(ctx context.Context, rb resultBatch, i int, r store.BatchResult, now time.Time) ([]release, error) {
+func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r store.BatchResult, now time.Time) ([]release, error) {
 	m, p := rb.meta[i], rb.params[i]
-	if e.inboxSeen[m.a.ticket] || m.a.task.def.Executor.Kind == defs.ExecHTTP {
+	if c.inboxSeen[m.a.ticket] || m.a.task.def.Executor.Kind == defs.ExecHTTP {
 		rb.closed[m.a.ticket] = "applied"
 		if r.Err != nil {
 			rb.closed[m.a.ticket] = "stale"
 		}
 	}
-	e.untrack(m.id)
-	e.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
+	c.host.untrack(m.id)
+	c.host.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
 		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
 	if r.Err != nil {
-		e.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
-		e.runs.dropRunOf(m.id)
+		c.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
+		c.res.runs.dropRunOf(m.id)
 		return nil, nil
 	}
-	e.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
-	e.observeResult(ctx, m, p.Reason, now)
-	rs, err := e.runs.get(ctx, m.a.runID)
+	c.log.Info("result_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "state", string(m.to))
+	c.observeResult(ctx, m, p.Reason, now)
+	rs, err := c.res.runs.get(ctx, m.a.runID)
 	if err != nil {
 		return nil, err
 	}
@@ -409,34 +462,34 @@ func (e *Engine) resultRecorded(ctx context.Context, rb resultBatch, i int, r st
 		if m.refused {
 			att--
 		}
-		e.enqueue(ctx, axtype.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: axtype.Retrying, Version: r.Version,
+		c.host.enqueue(ctx, axtype.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: axtype.Retrying, Version: r.Version,
 			NextFireAt: *p.Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
 	}
 	if len(m.a.task.crossDown) == 0 || !ends(m.to) {
 		return nil, nil
 	}
 	// Another pipeline's instances read this outcome from the store: after the commit.
-	return e.releaseCross(ctx, m.a.task.crossDown, now)
+	return c.res.releaseCross(ctx, m.a.task.crossDown, now)
 }
 
 // observeResult tells the metrics, the alerts and the task's breaker of a
 // recorded result (reason: its transition's).
-func (e *Engine) observeResult(ctx context.Context, m judged, reason string, now time.Time) {
-	e.m.results.WithLabelValues(m.status).Inc()
-	e.observeEnd(m.a, m.status, now)
+func (c *completer) observeResult(ctx context.Context, m judged, reason string, now time.Time) {
+	c.m.results.WithLabelValues(m.status).Inc()
+	c.host.observeEnd(m.a, m.status, now)
 	if m.status == string(runner.StatusTimeout) {
-		e.m.timeouts.Inc()
+		c.m.timeouts.Inc()
 	}
 	switch {
 	case m.to == axtype.Retrying && !m.refused:
-		e.m.retries.Inc()
+		c.m.retries.Inc()
 	case m.to == axtype.Failed:
-		e.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Instance: m.id, Ticket: m.a.ticket,
+		c.host.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Instance: m.id, Ticket: m.a.ticket,
 			Message: reason})
 	}
 	if (m.to == axtype.Success || m.to == axtype.Failed) && !m.refused {
-		if ch, changed := e.brk.Record(m.a.task.id, m.to == axtype.Success, now); changed {
-			e.breakerChanged(ctx, ch, now)
+		if ch, changed := c.breakers.Record(m.a.task.id, m.to == axtype.Success, now); changed {
+			c.host.breakerChanged(ctx, ch, now)
 		}
 	}
 }
@@ -451,7 +504,7 @@ type release struct {
 // applyReleases records the transitions of WAITING instances that
 // releasable decided (→ SCHEDULED, → PAUSED, → FAILED) and puts the
 // scheduled ones into the wheel.
-func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time) error {
+func (c *completer) applyReleases(ctx context.Context, rel []release, now time.Time) error {
 	if len(rel) == 0 {
 		return nil
 	}
@@ -459,45 +512,45 @@ func (e *Engine) applyReleases(ctx context.Context, rel []release, now time.Time
 	for i, r := range rel {
 		params[i] = r.p
 	}
-	res, err := e.w().TransitionBatch(ctx, params)
+	res, err := c.host.w().TransitionBatch(ctx, params)
 	if err != nil {
-		e.runs.invalidate() // the cache may be ahead of the store: reload on next use
-		e.stranded = true   // the successes are recorded: find what they release again
+		c.res.runs.invalidate() // the cache may be ahead of the store: reload on next use
+		c.stranded = true       // the successes are recorded: find what they release again
 		return fmt.Errorf("engine: release %d downstream instance(s): %w", len(rel), err)
 	}
-	e.released(ctx, rel, res)
+	c.released(ctx, rel, res)
 	// Instances failed without running fail what waits on them in other pipelines.
 	var failed []*taskInfo
 	for i, r := range res {
 		if r.Err == nil && rel[i].p.To == axtype.Failed {
-			if ti := e.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
+			if ti := c.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
 				failed = append(failed, ti)
 			}
 		}
 	}
-	return e.crossAfter(ctx, failed, now)
+	return c.crossAfter(ctx, failed, now)
 }
 
 // released takes the recorded outcome of releases: the cache follows, and
 // scheduled instances go into the wheel.
-func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchResult) {
+func (c *completer) released(ctx context.Context, rel []release, res []store.BatchResult) {
 	for i, r := range res {
 		if r.Err != nil {
 			if errors.Is(r.Err, store.ErrConflict) {
-				e.runs.dropRunOf(rel[i].p.InstanceID)
+				c.res.runs.dropRunOf(rel[i].p.InstanceID)
 			}
 			continue
 		}
 		in := rel[i].in
 		in.State, in.Version = rel[i].p.To, r.Version
-		e.runs.setState(in.RunID, in.TaskID, in.State, r.Version)
+		c.res.runs.setState(in.RunID, in.TaskID, in.State, r.Version)
 		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}
-		e.enqueue(ctx, in)
-		e.log.Debug("released", "task", in.TaskID, "run", in.RunID, "fire_at", in.NextFireAt.Format(time.RFC3339))
+		c.host.enqueue(ctx, in)
+		c.log.Debug("released", "task", in.TaskID, "run", in.RunID, "fire_at", in.NextFireAt.Format(time.RFC3339))
 	}
-	e.runs.forgetAllDone()
+	c.res.runs.forgetAllDone()
 }
 
 // releaseStranded releases the WAITING instances whose upstreams in their
@@ -505,8 +558,8 @@ func (e *Engine) released(ctx context.Context, rel []release, res []store.BatchR
 // two transactions: a process killed between them, or a store error on the
 // second, leaves a downstream waiting for an event that has happened
 // already. It runs at start and after a failed release.
-func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
-	waiting, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Waiting}, Limit: 1 << 20})
+func (c *completer) releaseStranded(ctx context.Context, now time.Time) error {
+	waiting, err := c.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Waiting}, Limit: 1 << 20})
 	if err != nil {
 		return fmt.Errorf("engine: find stranded instances: %w", err)
 	}
@@ -515,29 +568,77 @@ func (e *Engine) releaseStranded(ctx context.Context, now time.Time) error {
 		// A run whose logical time is ahead has nothing succeeded yet. A
 		// root waits only when a rerun brought it back (it never ran) and
 		// its release failed: nothing else will release it.
-		if ti := e.tasks[in.TaskID]; ti != nil && (len(ti.up) == 0 || !in.LogicalTime.After(now)) {
+		if ti := c.tasks[in.TaskID]; ti != nil && (len(ti.up) == 0 || !in.LogicalTime.After(now)) {
 			byRun[in.RunID] = append(byRun[in.RunID], ti)
 		}
 	}
 	var rel []release
 	for _, id := range sortedIDs(byRun) {
-		rs, err := e.runs.get(ctx, id)
+		rs, err := c.res.runs.get(ctx, id)
 		if err != nil {
 			return err
 		}
-		r, err := e.releasable(ctx, rs, byRun[id], now)
+		r, err := c.res.releasable(ctx, rs, byRun[id], now)
 		if err != nil {
 			return err
 		}
 		rel = append(rel, r...)
 	}
 	if len(rel) > 0 {
-		e.log.Warn("stranded_released", "instances", len(rel))
-		e.m.strandReleased.Add(float64(len(rel)))
+		c.log.Warn("stranded_released", "instances", len(rel))
+		c.m.strandReleased.Add(float64(len(rel)))
 	}
-	if err := e.applyReleases(ctx, rel, now); err != nil {
+	if err := c.applyReleases(ctx, rel, now); err != nil {
 		return err
 	}
-	e.stranded = false
+	c.stranded = false
 	return nil
+}
+
+// crossAfter settles, after their commit, the instances of other pipelines
+// that wait on the tasks of ended instances.
+func (c *completer) crossAfter(ctx context.Context, ended []*taskInfo, now time.Time) error {
+	var tasks []*taskInfo
+	seen := map[string]bool{}
+	for _, t := range ended {
+		for _, d := range t.crossDown {
+			if !seen[d.id] {
+				seen[d.id] = true
+				tasks = append(tasks, d)
+			}
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	rel, err := c.res.releaseCross(ctx, tasks, now)
+	if err != nil {
+		return err
+	}
+	return c.applyReleases(ctx, rel, now)
+}
+
+// releaseCrossWaiting re-checks the waiting instances of every task with an
+// upstream in another pipeline or a wait limit: that upstream may have
+// succeeded (or failed) before this run existed, or the limit passed. It
+// runs at every top-up and when the earliest wait deadline comes.
+func (c *completer) releaseCrossWaiting(ctx context.Context, now time.Time) error {
+	var tasks []*taskInfo
+	for _, id := range c.res.limited {
+		tasks = append(tasks, c.tasks[id])
+	}
+	c.res.nextDeadline = time.Time{}
+	rel, err := c.res.releaseCross(ctx, tasks, now)
+	if err != nil {
+		return err
+	}
+	return c.applyReleases(ctx, rel, now)
+}
+
+// deadlineDue sweeps the limited waits when the earliest deadline came.
+func (c *completer) deadlineDue(ctx context.Context, now time.Time) error {
+	if c.res.nextDeadline.IsZero() || now.Before(c.res.nextDeadline) {
+		return nil
+	}
+	return c.releaseCrossWaiting(ctx, now)
 }

@@ -60,6 +60,9 @@ func (d *dispatcher) newTerm(cfg Config, now time.Time) {
 	d.pool = newPool(Pools{MaxRunning: cfg.MaxRunning, GroupMaxRunning: cfg.GroupMaxRunning}, cfg.Now)
 }
 
+// inFlight reports whether the attempt of instance id is in flight.
+func (d *dispatcher) inFlight(id int64) bool { return d.running.get(id) != nil }
+
 // soon asks for another turn as soon as the loop has served what else waits.
 func (d *dispatcher) soon() {
 	select {

@@ -110,6 +110,25 @@ type Engine struct {
 	tm  *taskMetrics // per pipeline and task (taskmetrics.go)
 }
 
+// The engine is the one host of its components: each declares what it asks
+// of the others (backfill.go, planner.go, …), and the engine answers.
+var (
+	_ plannerHost   = (*Engine)(nil)
+	_ resolverHost  = (*Engine)(nil)
+	_ completerHost = (*Engine)(nil)
+	_ backfillHost  = (*Engine)(nil)
+)
+
+// resultsIn tells the backfiller that results were recorded.
+func (e *Engine) resultsIn() { e.backfiller.resultsIn() }
+
+// countApplied counts n results recorded, for Stats.
+func (e *Engine) countApplied(n int) {
+	e.statsMu.Lock()
+	e.stats.Applied += int64(n)
+	e.statsMu.Unlock()
+}
+
 // Stats is a snapshot of the loop, for status pages and tests.
 type Stats struct {
 	Epoch      int64 `json:"epoch"`
@@ -133,16 +152,19 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		planner: planner{pending: map[int64]*pend{}}, dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, resolver: resolver{runs: newRunCache(st)},
-		completer: completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{})}, reqs: make(chan request),
+		dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, reqs: make(chan request),
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
 	// no longer safely held, even while the loop is busy or was stopped.
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
+	e.resolver = newResolver(e, st, &e.paused)
+	e.planner = newPlanner(cfg, e, st, &e.resolver.runs, &e.dispatcher.queue)
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
+	e.completer = newCompleter(completerDeps{cfg: cfg, host: e, res: &e.resolver, attempts: &e.dispatcher.running, breakers: e.dispatcher.brk,
+		st: st, logs: e.logs, m: e.m})
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
@@ -156,11 +178,13 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 // setGraph puts g in force, with its resolved tasks and triggers, and what
 // the loop derives from them. Only the loop calls it (and New).
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
-	e.g, e.tasks, e.trigs = g, tasks, trigs
+	e.g, e.tasks = g, tasks
+	e.planner.setGraph(tasks, trigs)
 	e.hasHTTP = hasHTTPTasks(tasks)
 	e.dispatcher.tuneBreakers(g)
 	e.resolver.setGraph(g, tasks)
 	e.backfiller.setGraph(g, tasks)
+	e.completer.tasks = tasks
 	e.cur.Store(g)
 }
 

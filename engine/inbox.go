@@ -134,15 +134,15 @@ func safeResult(r runner.Result) runner.Result {
 // closeInbox closes the inbox entries of recorded results: outcomes by
 // ticket ("applied", "stale"). A failure leaves them open: the next read
 // finds their tickets no longer current and records them as stale.
-func (e *Engine) closeInbox(ctx context.Context, outcomes map[string]string, now time.Time) {
+func (c *completer) closeInbox(ctx context.Context, outcomes map[string]string, now time.Time) {
 	if len(outcomes) == 0 {
 		return
 	}
-	if err := e.w().MarkResultsApplied(ctx, outcomes, now); err != nil {
-		e.log.Warn("inbox_not_closed", "results", len(outcomes), "err", err)
+	if err := c.host.w().MarkResultsApplied(ctx, outcomes, now); err != nil {
+		c.log.Warn("inbox_not_closed", "results", len(outcomes), "err", err)
 	}
 	for t := range outcomes {
-		delete(e.inboxSeen, t)
+		delete(c.inboxSeen, t)
 	}
 }
 

@@ -255,6 +255,21 @@ type leadership struct {
 	restart bool
 }
 
+// fenced is what every component that writes asks of the leadership: the
+// fence of the term, through which its writes go, and the term's epoch,
+// which the transitions it records carry.
+type fenced interface {
+	w() *store.Fence
+	termEpoch() int64
+}
+
+// termEpoch is the epoch of the term: every write of the term is fenced by it.
+func (s *leadership) termEpoch() int64 { return s.epoch }
+
+// renewAhead renews the lease before a long write, so that the write does
+// not outlast it.
+func (s *leadership) renewAhead(ctx context.Context) { s.lease.Load().renewAhead(ctx) }
+
 // begin starts a term under lease l, kept by k, writing through fence.
 func (s *leadership) begin(l store.Lease, k *keeper, fence *store.Fence, now time.Time) {
 	s.epoch, s.termStart = l.Epoch, now

@@ -209,21 +209,21 @@ func (e *Engine) inheritProcs(procs map[string]store.ProcRecord, now time.Time) 
 // keeps the attempt to its timeout (checkTimeouts), which kills the group;
 // one recorded on another host, boot or PID namespace cannot be judged from
 // here and times out as before.
-func (e *Engine) checkGroups(now time.Time) {
-	if now.Sub(e.watch.groupsAt) < groupCheckEvery {
+func (c *completer) checkGroups(now time.Time) {
+	if now.Sub(c.watch.groupsAt) < groupCheckEvery {
 		return
 	}
-	e.watch.groupsAt = now
+	c.watch.groupsAt = now
 	var (
 		ids   []int64
 		procs []runner.Process
 	)
-	for _, id := range sortedIDs(e.watch.groups) {
-		if a := e.running.get(id); a == nil || a != e.watch.groups[id] || a.proc == nil {
-			delete(e.watch.groups, id) // ended, or timed out
+	for _, id := range sortedIDs(c.watch.groups) {
+		if a := c.attempts.get(id); a == nil || a != c.watch.groups[id] || a.proc == nil {
+			delete(c.watch.groups, id) // ended, or timed out
 			continue
 		}
-		ids, procs = append(ids, id), append(procs, *e.watch.groups[id].proc)
+		ids, procs = append(ids, id), append(procs, *c.watch.groups[id].proc)
 	}
 	if len(ids) == 0 {
 		return
@@ -232,14 +232,14 @@ func (e *Engine) checkGroups(now time.Time) {
 		if st != runner.GroupGone {
 			continue
 		}
-		a := e.running.get(ids[i])
+		a := c.attempts.get(ids[i])
 		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
 		if a.proc.Server {
 			msg = fmt.Sprintf("unknown outcome: the scheduler process that ran it (%s) is gone", a.proc)
 		}
-		e.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid, "process", a.proc.String())
-		e.gather(outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
+		c.log.Warn("orphan_group_gone", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "pgid", a.proc.Pgid, "process", a.proc.String())
+		c.gather(outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
 		a.proc, a.deadline = nil, now.Add(time.Hour) // not queued twice while the result waits to be recorded
-		delete(e.watch.groups, ids[i])
+		delete(c.watch.groups, ids[i])
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
@@ -32,6 +33,47 @@ type planner struct {
 	wheel       *wheel.Wheel
 	pending     map[int64]*pend // instances waiting in the wheel or the queue
 	loadedUntil time.Time       // the wheel holds every instance due up to here
+
+	cfg   Config
+	host  plannerHost
+	st    plannerReader
+	log   *slog.Logger
+	tasks map[string]*taskInfo // the tasks of the graph in force (setGraph)
+	// cache is the resolver's run cache, told of the runs created here;
+	// queued is the dispatcher's queue, into which what is due goes at once.
+	cache  *runCache
+	queued *queue.Queue[int64]
+}
+
+// plannerHost is what the planner asks of the other components: the
+// leadership's fence and epoch for its writes (and renewing the lease ahead
+// of a long one), the operator requests' transitionAll to record misfire
+// skips with what they settle, the alerts, and whether an attempt is in
+// flight (the dispatcher's).
+type plannerHost interface {
+	fenced
+	renewAhead(ctx context.Context)
+	transitionAll(ctx context.Context, params []store.TransitionParams) (int, error)
+	notify(a Alert)
+	inFlight(id int64) bool
+}
+
+// plannerReader is what the planner reads from the store.
+type plannerReader interface {
+	Settings(ctx context.Context) (map[string]string, error)
+	LastRun(ctx context.Context, trigger string, kind axtype.RunKind) (axtype.Run, error)
+	PipelineChangedAt(ctx context.Context, name string) (time.Time, error)
+	Actions(ctx context.Context, f store.LogFilter) ([]store.Action, error)
+	DueInstances(ctx context.Context, p store.DueParams) ([]axtype.Instance, error)
+}
+
+func newPlanner(cfg Config, host plannerHost, st plannerReader, runs *runCache, q *queue.Queue[int64]) planner {
+	return planner{pending: map[int64]*pend{}, cfg: cfg, host: host, st: st, log: cfg.Logger, cache: runs, queued: q}
+}
+
+// setGraph puts the tasks and triggers of a graph in force.
+func (pl *planner) setGraph(tasks map[string]*taskInfo, trigs []*trigger) {
+	pl.tasks, pl.trigs = tasks, trigs
 }
 
 // newTerm empties the wheel for a term that loads it from the store.
@@ -53,38 +95,38 @@ func (pl *planner) due(until time.Time, q *queue.Queue[int64]) {
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
 // time is inside the window; later ones are loaded by a top-up.
-func (e *Engine) enqueue(ctx context.Context, in axtype.Instance) {
-	ti := e.tasks[in.TaskID]
+func (pl *planner) enqueue(ctx context.Context, in axtype.Instance) {
+	ti := pl.tasks[in.TaskID]
 	if ti == nil {
 		return // a task removed from the files: its instances stay as they are
 	}
-	if p := e.pending[in.ID]; p != nil && p.version == in.Version {
+	if p := pl.pending[in.ID]; p != nil && p.version == in.Version {
 		return // loaded already
 	}
 	at := in.NextFireAt.UnixMilli()
-	if !in.NextFireAt.After(e.cfg.Now()) {
-		e.queue.Push(ti.def.Priority, at, in.ID) // due: no need to wait for a tick
-	} else if !e.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
+	if !in.NextFireAt.After(pl.cfg.Now()) {
+		pl.queued.Push(ti.def.Priority, at, in.ID) // due: no need to wait for a tick
+	} else if !pl.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
 		return
 	}
-	e.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
-		logical: in.LogicalTime, attempt: in.Attempt, kind: e.runs.kindOf(ctx, in.RunID)}
-	e.pending[in.ID].manual = e.pending[in.ID].kind == axtype.RunManual
+	pl.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
+		logical: in.LogicalTime, attempt: in.Attempt, kind: pl.cache.kindOf(ctx, in.RunID)}
+	pl.pending[in.ID].manual = pl.pending[in.ID].kind == axtype.RunManual
 }
 
 // load puts every instance due up to now + Window into the wheel (R11).
-func (e *Engine) load(ctx context.Context, now time.Time) error {
-	until := now.Add(e.cfg.Window)
-	due, err := e.st.DueInstances(ctx, store.DueParams{Until: until})
+func (pl *planner) load(ctx context.Context, now time.Time) error {
+	until := now.Add(pl.cfg.Window)
+	due, err := pl.st.DueInstances(ctx, store.DueParams{Until: until})
 	if err != nil {
 		return fmt.Errorf("engine: load the window: %w", err)
 	}
 	for _, in := range due {
-		if e.running.get(in.ID) == nil {
-			e.enqueue(ctx, in)
+		if !pl.host.inFlight(in.ID) {
+			pl.enqueue(ctx, in)
 		}
 	}
-	e.loadedUntil = until
-	e.log.Debug("window_loaded", "until", until.Format(time.RFC3339), "due", len(due), "wheel", e.wheel.Len())
+	pl.loadedUntil = until
+	pl.log.Debug("window_loaded", "until", until.Format(time.RFC3339), "due", len(due), "wheel", pl.wheel.Len())
 	return nil
 }

@@ -25,8 +25,12 @@ import (
 // completer, the dispatcher and the operator requests record what it
 // returns, in their own transactions.
 type resolver struct {
-	runs  runCache              // the runs read from the store (runcache.go)
-	nodes map[string]settleNode // the graph as the readiness rule sees it
+	host   resolverHost
+	st     resolverReader
+	paused pauseCover            // the pauses in force (the operator requests')
+	tasks  map[string]*taskInfo  // the tasks of the graph in force (setGraph)
+	runs   runCache              // the runs read from the store (runcache.go)
+	nodes  map[string]settleNode // the graph as the readiness rule sees it
 	// limited are the tasks whose waits can fail by time: an upstream in
 	// another pipeline, or a wait_timeout.
 	limited      []string
@@ -34,9 +38,32 @@ type resolver struct {
 	order        []*defs.Task // every task, upstreams first
 }
 
+// resolverHost is what the resolver asks of the other components: the
+// epoch of the term, which the transitions it returns carry.
+type resolverHost interface {
+	termEpoch() int64
+}
+
+// resolverReader is what the resolver reads from the store, beyond the run
+// cache: other pipelines' instances, and instances by id.
+type resolverReader interface {
+	Instances(ctx context.Context, f store.InstanceFilter) ([]axtype.Instance, error)
+	Instance(ctx context.Context, id int64) (axtype.Instance, error)
+}
+
+// pauseCover says whether a pause covers a task, and which (pauses.by).
+type pauseCover interface {
+	by(t *taskInfo) (why string, paused bool)
+}
+
+func newResolver(host resolverHost, st *store.Store, paused pauseCover) resolver {
+	return resolver{host: host, st: st, paused: paused, runs: newRunCache(st)}
+}
+
 // setGraph gives settle the shape of every pipeline of g (its tasks
 // resolved), and finds the tasks whose waits can fail by time.
 func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
+	r.tasks = tasks
 	r.nodes = make(map[string]settleNode, len(tasks))
 	for id, ti := range tasks {
 		n := settleNode{manual: ti.def.Manual, limit: ti.def.WaitTimeout, hasCross: len(ti.cross) > 0}
@@ -97,13 +124,13 @@ func (r *resolver) runFinished(ctx context.Context, runID int64) (bool, []string
 // crossViews returns the upstreams in other pipelines of task d for run rs:
 // each the other pipeline's instance of the same logical time, or the latest
 // before it. In a backfill run they are outside the selection: satisfied.
-func (e *Engine) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]upstreamView, error) {
-	if len(d.cross) == 0 || e.runs.kindOf(ctx, rs.id) == axtype.RunBackfill {
+func (r *resolver) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]upstreamView, error) {
+	if len(d.cross) == 0 || r.runs.kindOf(ctx, rs.id) == axtype.RunBackfill {
 		return nil, nil
 	}
 	out := make([]upstreamView, 0, len(d.cross))
 	for _, u := range d.cross {
-		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: rs.logical, ByLogicalTime: true, Limit: 1})
+		ins, err := r.st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: rs.logical, ByLogicalTime: true, Limit: 1})
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +145,7 @@ func (e *Engine) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]u
 
 // verdicts applies settle to the candidates of run rs, and remembers the
 // earliest wait deadline so that the loop wakes for it.
-func (e *Engine) verdicts(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]settled, error) {
+func (r *resolver) verdicts(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]settled, error) {
 	if len(candidates) == 0 {
 		return nil, nil
 	}
@@ -133,15 +160,15 @@ func (e *Engine) verdicts(ctx context.Context, rs *runState, candidates []*taskI
 	for i, c := range candidates {
 		ids[i] = c.id
 	}
-	out, err := settle(run, e.nodes, ids, rs.since, now, defs.DefaultCrossWait, func(task string) ([]upstreamView, error) {
-		return e.crossViews(ctx, e.tasks[task], rs)
+	out, err := settle(run, r.nodes, ids, rs.since, now, defs.DefaultCrossWait, func(task string) ([]upstreamView, error) {
+		return r.crossViews(ctx, r.tasks[task], rs)
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range out {
-		if s.verdict == verdictWait && !s.deadline.IsZero() && (e.nextDeadline.IsZero() || s.deadline.Before(e.nextDeadline)) {
-			e.nextDeadline = s.deadline
+		if s.verdict == verdictWait && !s.deadline.IsZero() && (r.nextDeadline.IsZero() || s.deadline.Before(r.nextDeadline)) {
+			r.nextDeadline = s.deadline
 		}
 	}
 	return out, nil
@@ -151,24 +178,24 @@ func (e *Engine) verdicts(ctx context.Context, rs *runState, candidates []*taskI
 // now: WAITING → SCHEDULED (or PAUSED, under a pause) for those that are
 // ready, WAITING → FAILED for those that can no longer run, and transitively
 // for the downstream of those (R14, R40).
-func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
-	vs, err := e.verdicts(ctx, rs, candidates, now)
+func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
+	vs, err := r.verdicts(ctx, rs, candidates, now)
 	if err != nil {
 		return nil, err
 	}
 	var out []release
 	for _, v := range vs {
-		ref, d := rs.inst[v.task], e.tasks[v.task]
+		ref, d := rs.inst[v.task], r.tasks[v.task]
 		in := axtype.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical}
 		switch v.verdict {
 		case verdictFail:
-			out = append(out, release{failWaiting(ref, d, v.reason, e.epoch, now, Actor), in})
+			out = append(out, release{failWaiting(ref, d, v.reason, r.host.termEpoch(), now, Actor), in})
 		case verdictReady:
 			at := now.Add(d.def.Delay)
 			in.NextFireAt = at
-			if why, paused := e.paused.by(d); paused && e.runs.kindOf(ctx, rs.id) != axtype.RunManual {
+			if why, paused := r.paused.by(d); paused && r.runs.kindOf(ctx, rs.id) != axtype.RunManual {
 				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,
-					Set: store.Changes{NextFireAt: &at}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
+					Set: store.Changes{NextFireAt: &at}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 				continue
 			}
 			why := "upstreams succeeded"
@@ -176,7 +203,7 @@ func (e *Engine) releasable(ctx context.Context, rs *runState, candidates []*tas
 				why = "upstreams succeeded; gate approved"
 			}
 			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Scheduled,
-				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: why}, in})
+				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: why}, in})
 		}
 	}
 	return out, nil
@@ -194,19 +221,19 @@ func failWaiting(ref *instRef, d *taskInfo, reason string, epoch int64, now time
 
 // releaseCross checks the waiting instances of tasks that wait on another
 // pipeline (or have a wait limit): released, failed, or still waiting.
-func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]release, error) {
+func (r *resolver) releaseCross(ctx context.Context, tasks []*taskInfo, now time.Time) ([]release, error) {
 	var out []release
 	for _, d := range tasks {
-		waiting, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []axtype.State{axtype.Waiting}, Limit: 1000})
+		waiting, err := r.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []axtype.State{axtype.Waiting}, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}
 		for _, w := range waiting {
-			rs, err := e.runs.get(ctx, w.RunID)
+			rs, err := r.runs.get(ctx, w.RunID)
 			if err != nil {
 				return nil, err
 			}
-			rel, err := e.releasable(ctx, rs, []*taskInfo{d}, now)
+			rel, err := r.releasable(ctx, rs, []*taskInfo{d}, now)
 			if err != nil {
 				return nil, err
 			}
@@ -216,57 +243,32 @@ func (e *Engine) releaseCross(ctx context.Context, tasks []*taskInfo, now time.T
 	return out, nil
 }
 
-// releaseCrossWaiting re-checks the waiting instances of every task with an
-// upstream in another pipeline or a wait limit: that upstream may have
-// succeeded (or failed) before this run existed, or the limit passed. It
-// runs at every top-up and when the earliest wait deadline comes.
-func (e *Engine) releaseCrossWaiting(ctx context.Context, now time.Time) error {
-	var tasks []*taskInfo
-	for _, id := range e.limited {
-		tasks = append(tasks, e.tasks[id])
-	}
-	e.nextDeadline = time.Time{}
-	rel, err := e.releaseCross(ctx, tasks, now)
-	if err != nil {
-		return err
-	}
-	return e.applyReleases(ctx, rel, now)
-}
-
-// deadlineDue sweeps the limited waits when the earliest deadline came.
-func (e *Engine) deadlineDue(ctx context.Context, now time.Time) error {
-	if e.nextDeadline.IsZero() || now.Before(e.nextDeadline) {
-		return nil
-	}
-	return e.releaseCrossWaiting(ctx, now)
-}
-
 // settleAfter returns a then for store.TransitionBatchThen: in the same
 // transaction as params, the downstream that their outcomes settle
 // (released by a success, failed by a failure, kill or skip). out receives
 // what then returned, for released.
-func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParams, now time.Time, out *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
+func (r *resolver) settleAfter(ctx context.Context, params []store.TransitionParams, now time.Time, out *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
 	return func(res []store.BatchResult) ([]store.TransitionParams, error) {
 		*out = (*out)[:0]
 		seen := map[int64]bool{}
-		for i, r := range res {
+		for i, br := range res {
 			p := params[i]
-			if r.Err != nil || !ends(p.To) {
+			if br.Err != nil || !ends(p.To) {
 				continue
 			}
-			in, err := e.st.Instance(ctx, p.InstanceID)
+			in, err := r.st.Instance(ctx, p.InstanceID)
 			if err != nil {
 				return nil, err
 			}
-			ti := e.tasks[in.TaskID]
+			ti := r.tasks[in.TaskID]
 			if ti == nil || len(ti.down) == 0 {
 				continue
 			}
-			rs, err := e.runs.get(ctx, in.RunID)
+			rs, err := r.runs.get(ctx, in.RunID)
 			if err != nil {
 				return nil, err
 			}
-			if err := e.settleRecorded(ctx, rs, ti, p, r, now, seen, out); err != nil {
+			if err := r.settleRecorded(ctx, rs, ti, p, br, now, seen, out); err != nil {
 				return nil, err
 			}
 		}
@@ -278,11 +280,11 @@ func (e *Engine) settleAfter(ctx context.Context, params []store.TransitionParam
 // with the transition p just recorded (r), and adds to out, once each (seen),
 // the downstream in the same run that its outcome settles. The one home of
 // that step for results (settleResults) and operator verbs (settleAfter).
-func (e *Engine) settleRecorded(ctx context.Context, rs *runState, ti *taskInfo, p store.TransitionParams, r store.BatchResult, now time.Time, seen map[int64]bool, out *[]release) error {
-	if ref := rs.set(ti.id, p.To, r.Version); ref != nil && p.Set.Error != nil {
+func (r *resolver) settleRecorded(ctx context.Context, rs *runState, ti *taskInfo, p store.TransitionParams, br store.BatchResult, now time.Time, seen map[int64]bool, out *[]release) error {
+	if ref := rs.set(ti.id, p.To, br.Version); ref != nil && p.Set.Error != nil {
 		ref.err = *p.Set.Error
 	}
-	rel, err := e.releasable(ctx, rs, ti.down, now)
+	rel, err := r.releasable(ctx, rs, ti.down, now)
 	if err != nil {
 		return err
 	}
@@ -302,29 +304,6 @@ func releaseParams(rel []release) []store.TransitionParams {
 		ps[i] = x.p
 	}
 	return ps
-}
-
-// crossAfter settles, after their commit, the instances of other pipelines
-// that wait on the tasks of ended instances.
-func (e *Engine) crossAfter(ctx context.Context, ended []*taskInfo, now time.Time) error {
-	var tasks []*taskInfo
-	seen := map[string]bool{}
-	for _, t := range ended {
-		for _, d := range t.crossDown {
-			if !seen[d.id] {
-				seen[d.id] = true
-				tasks = append(tasks, d)
-			}
-		}
-	}
-	if len(tasks) == 0 {
-		return nil
-	}
-	rel, err := e.releaseCross(ctx, tasks, now)
-	if err != nil {
-		return err
-	}
-	return e.applyReleases(ctx, rel, now)
 }
 
 // neverRan reports whether a FAILED instance failed without running because

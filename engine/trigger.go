@@ -47,32 +47,32 @@ func newTrigger(tr *dag.Trigger, g *dag.Graph) *trigger {
 // action log; every skipped instance gets a history row naming the policy.
 // A trigger that never ran has its backlog from when its schedule came to be
 // (scheduledSince), so an outage before its first run misfires as any other.
-func (e *Engine) initTriggers(ctx context.Context, now time.Time) error {
-	late, order, err := e.lateInstances(ctx, now)
+func (pl *planner) initTriggers(ctx context.Context, now time.Time) error {
+	late, order, err := pl.lateInstances(ctx, now)
 	if err != nil {
 		return err
 	}
-	settings, err := e.st.Settings(ctx) // the fires earlier misfire decisions judged (judgedSetting)
+	settings, err := pl.st.Settings(ctx) // the fires earlier misfire decisions judged (judgedSetting)
 	if err != nil {
 		return fmt.Errorf("engine: read settings: %w", err)
 	}
 	var params []store.TransitionParams
-	for _, t := range e.trigs {
-		if e.cfg.NoSchedules {
+	for _, t := range pl.trigs {
+		if pl.cfg.NoSchedules {
 			break
 		}
-		if params, err = e.judgeTriggerBacklog(ctx, t, late, settings, params, now); err != nil {
+		if params, err = pl.judgeTriggerBacklog(ctx, t, late, settings, params, now); err != nil {
 			return err
 		}
 	}
 	// Runs made ahead whose schedule is gone (or not run here): each task's
 	// backlog on its own.
 	for _, id := range order {
-		if params, err = e.judgeTaskBacklog(ctx, id, late[id], params, now); err != nil {
+		if params, err = pl.judgeTaskBacklog(ctx, id, late[id], params, now); err != nil {
 			return err
 		}
 	}
-	_, err = e.transitionAll(ctx, params)
+	_, err = pl.host.transitionAll(ctx, params)
 	return err
 }
 
@@ -90,12 +90,12 @@ type backlog struct {
 // late holds the runs made ahead that never started, per task (the ones of
 // t's tasks are taken out of it); the skipped ones are appended to params
 // to be recorded; the fires to run are created.
-func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]axtype.Instance, settings map[string]string,
+func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]axtype.Instance, settings map[string]string,
 	params []store.TransitionParams, now time.Time) ([]store.TransitionParams, error) {
-	if err := e.resumeTrigger(ctx, t, settings, now); err != nil {
+	if err := pl.resumeTrigger(ctx, t, settings, now); err != nil {
 		return params, err
 	}
-	b := t.newFires(now, max(e.cfg.MisfireLimit, 1))
+	b := t.newFires(now, max(pl.cfg.MisfireLimit, 1))
 	nOld := 0
 	for _, name := range t.tr.Tasks {
 		list := late[t.tr.Pipeline+"."+name]
@@ -114,10 +114,10 @@ func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[s
 	if b.n == 0 {
 		return params, nil
 	}
-	skip, missed := misfireSplit(t.misfire, b.n, b.first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+	skip, missed := misfireSplit(t.misfire, b.n, b.first, now, pl.cfg.MisfireAfter, pl.cfg.MisfireLimit)
 	for _, name := range t.tr.Tasks {
 		id := t.tr.Pipeline + "." + name
-		if ti := e.tasks[id]; ti != nil {
+		if ti := pl.tasks[id]; ti != nil {
 			ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
 		}
 		list := late[id]
@@ -125,20 +125,20 @@ func (e *Engine) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[s
 		if len(list) == 0 || !missed {
 			continue
 		}
-		ti := e.tasks[id]
-		s, _ := misfireSplit(ti.def.Misfire, b.nNew+len(list), b.first, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
-		params = skipLate(params, ti, list[:min(s, len(list))], e.epoch, now)
+		ti := pl.tasks[id]
+		s, _ := misfireSplit(ti.def.Misfire, b.nNew+len(list), b.first, now, pl.cfg.MisfireAfter, pl.cfg.MisfireLimit)
+		params = skipLate(params, ti, list[:min(s, len(list))], pl.host.termEpoch(), now)
 	}
 	run := b.tail[max(0, len(b.tail)-(b.n-skip)):]
 	if !missed {
 		run = b.tail // not a misfire (the backlog is within the threshold): every fire runs late
-	} else if err := e.logMisfire(ctx, t, b, nOld, skip, now); err != nil {
+	} else if err := pl.logMisfire(ctx, t, b, nOld, skip, now); err != nil {
 		return params, err
-	} else if err := e.w().SetSetting(ctx, judgedSetting+t.name, b.newest.UTC().Format(time.RFC3339Nano), now); err != nil {
+	} else if err := pl.host.w().SetSetting(ctx, judgedSetting+t.name, b.newest.UTC().Format(time.RFC3339Nano), now); err != nil {
 		return params, err // the next start would judge these fires again (seed 7915)
 	}
 	for _, at := range run {
-		if err := e.createRun(ctx, t, at, now); err != nil {
+		if err := pl.createRun(ctx, t, at, now); err != nil {
 			return params, err
 		}
 	}
@@ -158,8 +158,8 @@ const judgedSetting = "misfire_judged/"
 // resumeTrigger sets where trigger t's fires resume: after its last run's
 // fire or the newest fire a misfire decision judged, whichever is later,
 // or, for a trigger that never ran, from when its schedule came to be.
-func (e *Engine) resumeTrigger(ctx context.Context, t *trigger, settings map[string]string, now time.Time) error {
-	if err := e.resumeFromRuns(ctx, t, now); err != nil {
+func (pl *planner) resumeTrigger(ctx context.Context, t *trigger, settings map[string]string, now time.Time) error {
+	if err := pl.resumeFromRuns(ctx, t, now); err != nil {
 		return err
 	}
 	judged, err := time.Parse(time.RFC3339Nano, settings[judgedSetting+t.name])
@@ -170,11 +170,11 @@ func (e *Engine) resumeTrigger(ctx context.Context, t *trigger, settings map[str
 }
 
 // resumeFromRuns sets where t's fires resume from its runs alone.
-func (e *Engine) resumeFromRuns(ctx context.Context, t *trigger, now time.Time) error {
-	last, err := e.st.LastRun(ctx, t.name, axtype.RunSchedule)
+func (pl *planner) resumeFromRuns(ctx context.Context, t *trigger, now time.Time) error {
+	last, err := pl.st.LastRun(ctx, t.name, axtype.RunSchedule)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		since, err := e.scheduledSince(ctx, t, now)
+		since, err := pl.scheduledSince(ctx, t, now)
 		if err != nil {
 			return err
 		}
@@ -208,43 +208,43 @@ func (t *trigger) newFires(now time.Time, keep int) backlog {
 
 // logMisfire records one misfire decision over trigger t's backlog: the
 // action log, an alert when fires are skipped, and a log line.
-func (e *Engine) logMisfire(ctx context.Context, t *trigger, b backlog, nOld, skip int, now time.Time) error {
+func (pl *planner) logMisfire(ctx context.Context, t *trigger, b backlog, nOld, skip int, now time.Time) error {
 	detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran (%d without a run, %d made ahead); policy %s runs %d (the latest), skips %d",
 		b.n, b.first.Format(time.RFC3339), b.newest.Format(time.RFC3339), b.nNew, nOld, t.misfire, b.n-skip, skip)
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
+	if err := pl.host.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: t.tr.Pipeline,
 		TaskID: taskOf(t), Reason: string(t.misfire), Detail: detail}); err != nil {
 		return err
 	}
 	if skip > 0 {
-		e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: t.tr.Pipeline, Task: taskOf(t), Message: detail})
+		pl.host.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: t.tr.Pipeline, Task: taskOf(t), Message: detail})
 	}
-	e.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", b.n, "first", b.first.Format(time.RFC3339),
+	pl.log.Warn("misfire", "trigger", t.name, "policy", string(t.misfire), "missed", b.n, "first", b.first.Format(time.RFC3339),
 		"last", b.newest.Format(time.RFC3339), "run", b.n-skip, "skipped", skip)
 	return nil
 }
 
 // judgeTaskBacklog applies the misfire rule to the runs made ahead of task
 // id (list, in fire order) whose schedule is gone or not run here.
-func (e *Engine) judgeTaskBacklog(ctx context.Context, id string, list []axtype.Instance, params []store.TransitionParams,
+func (pl *planner) judgeTaskBacklog(ctx context.Context, id string, list []axtype.Instance, params []store.TransitionParams,
 	now time.Time) ([]store.TransitionParams, error) {
 	if len(list) == 0 {
 		return params, nil
 	}
-	ti := e.tasks[id]
+	ti := pl.tasks[id]
 	ti.backlog = now
-	skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+	skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, pl.cfg.MisfireAfter, pl.cfg.MisfireLimit)
 	if !missed {
 		return params, nil
 	}
-	params = skipLate(params, ti, list[:skip], e.epoch, now)
+	params = skipLate(params, ti, list[:skip], pl.host.termEpoch(), now)
 	detail := fmt.Sprintf("%d missed fire(s) from %s to %s while no scheduler ran; policy %s runs %d (the latest), skips %d",
 		len(list), list[0].NextFireAt.Format(time.RFC3339), list[len(list)-1].NextFireAt.Format(time.RFC3339), ti.def.Misfire, len(list)-skip, skip)
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
+	if err := pl.host.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", Pipeline: ti.def.Pipeline, TaskID: id,
 		Reason: string(ti.def.Misfire), Detail: detail}); err != nil {
 		return params, err
 	}
 	if skip > 0 {
-		e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
+		pl.host.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: id, Message: detail})
 	}
 	return params, nil
 }
@@ -267,15 +267,15 @@ func skipLate(params []store.TransitionParams, ti *taskInfo, list []axtype.Insta
 // does), or the last misfire decision logged for it, whichever is later —
 // the fires before such a decision were judged already (skip creates no
 // run). It is now for a pipeline not stored yet.
-func (e *Engine) scheduledSince(ctx context.Context, t *trigger, now time.Time) (time.Time, error) {
-	since, err := e.st.PipelineChangedAt(ctx, t.tr.Pipeline)
+func (pl *planner) scheduledSince(ctx context.Context, t *trigger, now time.Time) (time.Time, error) {
+	since, err := pl.st.PipelineChangedAt(ctx, t.tr.Pipeline)
 	if errors.Is(err, store.ErrNotFound) {
 		return now, nil
 	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("engine: when schedule %s was defined: %w", t.name, err)
 	}
-	acts, err := e.st.Actions(ctx, store.LogFilter{Pipeline: t.tr.Pipeline, TaskID: taskOf(t), Action: "misfire", Newest: true, Limit: 50})
+	acts, err := pl.st.Actions(ctx, store.LogFilter{Pipeline: t.tr.Pipeline, TaskID: taskOf(t), Action: "misfire", Newest: true, Limit: 50})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("engine: last misfire of %s: %w", t.name, err)
 	}
@@ -296,16 +296,16 @@ func (e *Engine) scheduledSince(ctx context.Context, t *trigger, now time.Time) 
 // lateInstances returns, per task in fire-time order, the instances of
 // schedule runs that fell due before now and never started: SCHEDULED ones,
 // and RETRYING ones at attempt 0 (claimed ahead, given back at a stop).
-func (e *Engine) lateInstances(ctx context.Context, now time.Time) (map[string][]axtype.Instance, []string, error) {
-	due, err := e.st.DueInstances(ctx, store.DueParams{Until: now})
+func (pl *planner) lateInstances(ctx context.Context, now time.Time) (map[string][]axtype.Instance, []string, error) {
+	due, err := pl.st.DueInstances(ctx, store.DueParams{Until: now})
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: misfires: %w", err)
 	}
 	late := map[string][]axtype.Instance{}
 	var order []string
 	for _, in := range due {
-		if !in.NextFireAt.Before(now) || e.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Attempt > 0) ||
-			e.runs.kindOf(ctx, in.RunID) != axtype.RunSchedule {
+		if !in.NextFireAt.Before(now) || pl.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Attempt > 0) ||
+			pl.cache.kindOf(ctx, in.RunID) != axtype.RunSchedule {
 			continue
 		}
 		if _, ok := late[in.TaskID]; !ok {
@@ -324,14 +324,14 @@ func taskOf(t *trigger) string {
 }
 
 // createWindow creates the runs of every fire up to now + Window.
-func (e *Engine) createWindow(ctx context.Context, now time.Time) error {
-	if e.cfg.NoSchedules {
+func (pl *planner) createWindow(ctx context.Context, now time.Time) error {
+	if pl.cfg.NoSchedules {
 		return nil
 	}
-	horizon := now.Add(e.cfg.Window)
-	for _, t := range e.trigs {
+	horizon := now.Add(pl.cfg.Window)
+	for _, t := range pl.trigs {
 		for at := t.next; !at.IsZero() && !at.After(horizon); at = t.next {
-			if err := e.createRun(ctx, t, at, now); err != nil {
+			if err := pl.createRun(ctx, t, at, now); err != nil {
 				return err
 			}
 			t.setUntil(at)
@@ -343,8 +343,8 @@ func (e *Engine) createWindow(ctx context.Context, now time.Time) error {
 // createRun creates the run of trigger t for logical time at: roots are
 // SCHEDULED for at plus their delay, the others WAITING. A run that exists
 // already (this or another scheduler made it) is not an error.
-func (e *Engine) createRun(ctx context.Context, t *trigger, at, now time.Time) error {
-	_, err := e.newRun(ctx, t.tr.Pipeline, t.name, axtype.RunSchedule, t.tr.Tasks, at, now)
+func (pl *planner) createRun(ctx context.Context, t *trigger, at, now time.Time) error {
+	_, err := pl.newRun(ctx, t.tr.Pipeline, t.name, axtype.RunSchedule, t.tr.Tasks, at, now)
 	if errors.Is(err, store.ErrDuplicate) {
 		return nil
 	}
@@ -352,15 +352,15 @@ func (e *Engine) createRun(ctx context.Context, t *trigger, at, now time.Time) e
 }
 
 // newRun creates a run of the named tasks of pipeline for logical time at.
-func (e *Engine) newRun(ctx context.Context, pipeline, trig string, kind axtype.RunKind, names []string, at, now time.Time) (*runState, error) {
-	return e.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at}, now)
+func (pl *planner) newRun(ctx context.Context, pipeline, trig string, kind axtype.RunKind, names []string, at, now time.Time) (*runState, error) {
+	return pl.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at}, now)
 }
 
 // newRunKeyed is newRun with a dedup key and the backfill it belongs to.
 // In a backfill run, upstreams in other pipelines count as satisfied, like
 // every task outside the selection.
-func (e *Engine) newRunKeyed(ctx context.Context, pipeline, trig string, kind axtype.RunKind, names []string, at, now time.Time, key string, backfill int64) (*runState, error) {
-	return e.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at, key: key, backfill: backfill}, now)
+func (pl *planner) newRunKeyed(ctx context.Context, pipeline, trig string, kind axtype.RunKind, names []string, at, now time.Time, key string, backfill int64) (*runState, error) {
+	return pl.newRunWith(ctx, newRunSpec{pipeline: pipeline, trig: trig, kind: kind, names: names, at: at, key: key, backfill: backfill}, now)
 }
 
 // newRunSpec describes a run to create.
@@ -382,14 +382,14 @@ type newRunSpec struct {
 // newRunWith creates the run of spec. Each instance starts as the readiness
 // rule (ready.go) says for a run nothing of which ran yet: SCHEDULED for at
 // plus its delay when nothing holds it, WAITING with the reason otherwise.
-func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error) {
+func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error) {
 	in := make(map[string]bool, len(spec.names))
 	for _, n := range spec.names {
 		in[n] = true
 	}
 	news := make([]store.NewInstance, 0, len(spec.names))
 	for _, n := range spec.names {
-		ti := e.tasks[spec.pipeline+"."+n]
+		ti := pl.tasks[spec.pipeline+"."+n]
 		ni := store.NewInstance{TaskID: ti.id, Group: ti.def.Group, Priority: ti.def.Priority, State: axtype.Waiting}
 		g := gateView{manual: ti.def.Manual, logical: spec.at, limit: ti.def.WaitTimeout, crossLimit: defs.DefaultCrossWait}
 		if now.After(g.logical) {
@@ -422,20 +422,20 @@ func (e *Engine) newRunWith(ctx context.Context, spec newRunSpec, now time.Time)
 		news = append(news, ni)
 	}
 	if len(news) >= longWrite {
-		e.lease.Load().renewAhead(ctx)
+		pl.host.renewAhead(ctx)
 	}
-	run, insts, err := e.w().CreateRun(ctx, store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
-		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: e.epoch, Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params})
+	run, insts, err := pl.host.w().CreateRun(ctx, store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
+		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: pl.host.termEpoch(), Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params})
 	if err != nil {
 		return nil, err
 	}
 	rs := newRunState(run.ID, run.LogicalTime, insts)
-	e.runs.created(rs, spec.kind, spec.params)
+	pl.cache.created(rs, spec.kind, spec.params)
 	for _, inst := range insts {
 		if inst.State == axtype.Scheduled {
-			e.enqueue(ctx, inst)
+			pl.enqueue(ctx, inst)
 		}
 	}
-	e.log.Debug("run_created", "pipeline", spec.pipeline, "trigger", spec.trig, "run", run.ID, "logical_time", spec.at.Format(time.RFC3339), "instances", len(insts))
+	pl.log.Debug("run_created", "pipeline", spec.pipeline, "trigger", spec.trig, "run", run.ID, "logical_time", spec.at.Format(time.RFC3339), "instances", len(insts))
 	return rs, nil
 }
