@@ -50,31 +50,31 @@ func (d *dispatcher) tuneBreakers(g *dag.Graph) {
 // it is open, its factor (a tenth) of the task's base rate (its group's
 // rate, else the global rate, else Config.BreakerBaseRate); while closed,
 // none of its own.
-func (e *Engine) cutRate(task string, now time.Time) {
-	f := e.brk.Factor(task)
+func (d *dispatcher) cutRate(task string, now time.Time) {
+	f := d.brk.Factor(task)
 	if f >= 1 {
-		e.tripped.SetGroup(task, 0, now)
+		d.tripped.SetGroup(task, 0, now)
 		return
 	}
-	base := e.cfg.BreakerBaseRate
-	if t := e.tasks[task]; t != nil {
-		if r := e.bucket.Limits().Groups[t.def.Group]; r > 0 {
+	base := d.cfg.BreakerBaseRate
+	if t := d.tasks[task]; t != nil {
+		if r := d.bucket.Limits().Groups[t.def.Group]; r > 0 {
 			base = r
-		} else if g := e.bucket.Limits().Global; g > 0 {
+		} else if g := d.bucket.Limits().Global; g > 0 {
 			base = g
 		}
 	}
-	e.tripped.SetGroup(task, base*f, now)
+	d.tripped.SetGroup(task, base*f, now)
 }
 
 // cutRates puts in force the cut rates of the tasks whose breaker is open:
 // at the start of a term, whose dispatcher starts with none (the breakers
 // outlive the term), and after the limits changed (the base of a cut
 // rate). A closed breaker has no rate of its own to restore.
-func (e *Engine) cutRates(now time.Time) {
-	for id := range e.tasks {
-		if e.brk.Factor(id) < 1 {
-			e.cutRate(id, now)
+func (d *dispatcher) cutRates(now time.Time) {
+	for id := range d.tasks {
+		if d.brk.Factor(id) < 1 {
+			d.cutRate(id, now)
 		}
 	}
 }

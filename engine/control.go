@@ -922,7 +922,7 @@ type Limits struct {
 
 // checkLimits refuses what no limit can be: a negative, non-finite or absurd
 // rate or cap, or an unknown group. Nothing is applied when one is refused.
-func (e *Engine) checkLimits(r SetLimits) error {
+func (d *dispatcher) checkLimits(r SetLimits) error {
 	if r.Global == nil && len(r.Groups) == 0 && r.MaxRunning == nil && len(r.GroupMaxRunning) == 0 {
 		return errors.New("limits: give global, groups, max_running or group_max_running")
 	}
@@ -937,7 +937,7 @@ func (e *Engine) checkLimits(r SetLimits) error {
 	}
 	groups := map[string]bool{}
 	var names []string
-	for _, t := range e.tasks {
+	for _, t := range d.tasks {
 		if !groups[t.def.Group] {
 			groups[t.def.Group] = true
 			names = append(names, t.def.Group)
@@ -965,25 +965,25 @@ func (e *Engine) checkLimits(r SetLimits) error {
 // setLimits changes the token bucket's rates (R13) and the concurrency caps
 // (R45), without a restart, and stores them. Bad values and unknown groups
 // are refused and change nothing.
-func (e *Engine) setLimits(ctx context.Context, r SetLimits, now time.Time) (string, error) {
-	if err := e.checkLimits(r); err != nil {
+func (d *dispatcher) setLimits(ctx context.Context, r SetLimits, now time.Time) (string, error) {
+	if err := d.checkLimits(r); err != nil {
 		return "", err
 	}
 	if r.Global != nil {
-		e.bucket.SetGlobal(*r.Global, now)
+		d.bucket.SetGlobal(*r.Global, now)
 	}
 	for g, r := range r.Groups {
-		e.bucket.SetGroup(g, r, now)
+		d.bucket.SetGroup(g, r, now)
 	}
-	e.pool.set(r.MaxRunning, r.GroupMaxRunning)
-	e.cutRates(now)
-	l := e.limits()
+	d.pool.set(r.MaxRunning, r.GroupMaxRunning)
+	d.cutRates(now)
+	l := d.limits()
 	b, _ := json.Marshal(storedForm(l))
-	if err := e.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
+	if err := d.host.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
 		return "", fmt.Errorf("limits: applied but not stored (a restart would lose them): %w", err)
 	}
-	e.publishLimits(l)
-	e.soon() // a raised cap lets waiting work out at once
+	d.host.publishLimits(l)
+	d.soon() // a raised cap lets waiting work out at once
 	return "limits now " + describeLimits(l), nil
 }
 
@@ -1037,7 +1037,12 @@ func (s storedLimits) over(configured Limits) Limits {
 	return l
 }
 
-func readStoredLimits(ctx context.Context, st *store.Store) (s storedLimits, ok bool, err error) {
+// settingsReader reads the store's settings.
+type settingsReader interface {
+	Settings(ctx context.Context) (map[string]string, error)
+}
+
+func readStoredLimits(ctx context.Context, st settingsReader) (s storedLimits, ok bool, err error) {
 	set, err := st.Settings(ctx)
 	if err != nil {
 		return storedLimits{}, false, fmt.Errorf("engine: read stored limits: %w", err)
@@ -1067,19 +1072,19 @@ func StoredLimits(ctx context.Context, st *store.Store) (l Limits, ok bool, err 
 // loadLimits applies the limits stored by an earlier setLimits, if any:
 // they win over the configured ones, a lifted one included. Unreadable ones
 // are logged and ignored.
-func (e *Engine) loadLimits(ctx context.Context, now time.Time) error {
-	s, ok, err := readStoredLimits(ctx, e.st)
+func (d *dispatcher) loadLimits(ctx context.Context, now time.Time) error {
+	s, ok, err := readStoredLimits(ctx, d.settings)
 	switch {
 	case errors.Is(err, ErrBadStoredLimits):
-		e.log.Warn("stored_limits_ignored", "err", err.Error())
+		d.log.Warn("stored_limits_ignored", "err", err.Error())
 	case err != nil:
 		return err
 	case ok:
-		e.applyLimits(s.over(e.limits()), now)
-		e.log.Info("limits_from_store", "limits", describeLimits(e.limits()))
+		d.applyLimits(s.over(d.limits()), now)
+		d.log.Info("limits_from_store", "limits", describeLimits(d.limits()))
 	}
-	e.cutRates(now)
-	e.publishLimits(e.limits())
+	d.cutRates(now)
+	d.host.publishLimits(d.limits())
 	return nil
 }
 
@@ -1108,6 +1113,7 @@ func (d *dispatcher) applyLimits(l Limits, now time.Time) {
 	d.pool.set(&l.MaxRunning, caps)
 }
 
+// publishLimits puts the limits in force in Stats.
 func (e *Engine) publishLimits(l Limits) {
 	e.statsMu.Lock()
 	e.stats.Limits = l

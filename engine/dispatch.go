@@ -221,15 +221,15 @@ func parseDue(detail string) (time.Time, bool) {
 // were handed out (recordHandOut): a primary that takes over finds the
 // claim of an attempt that never started still held, and gives it back
 // (neverStarted) rather than leaving it to the unknown-outcome rule.
-func (e *Engine) startHeld(ctx context.Context, now time.Time) {
-	if len(e.gates) == 0 || now.Before(e.handOutRetry) || !e.leader(now) {
+func (d *dispatcher) startHeld(ctx context.Context, now time.Time) {
+	if len(d.gates) == 0 || now.Before(d.handOutRetry) || !d.host.leader(now) {
 		return
 	}
 	opened := map[int64]chan struct{}{}
-	for due, g := range e.gates {
+	for due, g := range d.gates {
 		if due <= now.UnixMilli() {
 			opened[due] = g // every attempt held for this fire time starts at once
-			delete(e.gates, due)
+			delete(d.gates, due)
 		}
 	}
 	if len(opened) == 0 {
@@ -237,14 +237,14 @@ func (e *Engine) startHeld(ctx context.Context, now time.Time) {
 	}
 	var starting []*attempt
 	var ids []int64
-	for _, id := range sortedIDs(e.held) {
-		if a := e.held[id]; !a.due.After(now) {
-			delete(e.held, id)
+	for _, id := range sortedIDs(d.held) {
+		if a := d.held[id]; !a.due.After(now) {
+			delete(d.held, id)
 			a.held = false
 			starting, ids = append(starting, a), append(ids, id)
 		}
 	}
-	if !e.recordHandOut(ctx, starting, ids, opened, now) {
+	if !d.recordHandOut(ctx, starting, ids, opened, now) {
 		return
 	}
 	// Into the start queue in dispatch order (priority, fire time), before
@@ -259,15 +259,15 @@ func (e *Engine) startHeld(ctx context.Context, now time.Time) {
 	for _, i := range order {
 		a := starting[i]
 		if isLocal(a.task.def) {
-			a.slot = e.pool.enqueue(a.task.def.Priority, a.due.UnixMilli(), ids[i])
+			a.slot = d.pool.enqueue(a.task.def.Priority, a.due.UnixMilli(), ids[i])
 		} else {
-			e.started(a, now) // a local one starts in its goroutine, when it has a slot
+			d.started(a, now) // a local one starts in its goroutine, when it has a slot
 		}
 	}
 	for _, g := range opened {
 		close(g)
 	}
-	e.armHeld(e.cfg.Now())
+	d.armHeld(d.cfg.Now())
 }
 
 // handOutRetry is how long after a hand-out that could not be recorded
@@ -282,7 +282,7 @@ const handOutRetry = 250 * time.Millisecond
 // are held again behind their gates (opened), tried again after
 // handOutRetry, and, if this process never records it, the next primary
 // finds them claimed and not handed out and gives them back.
-func (e *Engine) recordHandOut(ctx context.Context, starting []*attempt, ids []int64, opened map[int64]chan struct{}, now time.Time) bool {
+func (d *dispatcher) recordHandOut(ctx context.Context, starting []*attempt, ids []int64, opened map[int64]chan struct{}, now time.Time) bool {
 	var epochs []int64
 	var upto time.Time
 	for _, a := range starting {
@@ -293,18 +293,18 @@ func (e *Engine) recordHandOut(ctx context.Context, starting []*attempt, ids []i
 			upto = a.due
 		}
 	}
-	err := e.w().HandOut(ctx, epochs, upto, now)
+	err := d.host.w().HandOut(ctx, epochs, upto, now)
 	if err == nil {
 		return true
 	}
 	for i, a := range starting {
 		a.held = true
-		e.held[ids[i]] = a
+		d.held[ids[i]] = a
 	}
-	maps.Copy(e.gates, opened)
-	e.handOutRetry = now.Add(handOutRetry)
-	e.heldWake.Reset(handOutRetry)
-	e.log.Warn("hand_out_not_recorded", "attempts", len(starting), "err", err, "retry_in", handOutRetry.String())
+	maps.Copy(d.gates, opened)
+	d.handOutRetry = now.Add(handOutRetry)
+	d.heldWake.Reset(handOutRetry)
+	d.log.Warn("hand_out_not_recorded", "attempts", len(starting), "err", err, "retry_in", handOutRetry.String())
 	return false
 }
 
@@ -351,10 +351,10 @@ func (e *Engine) giveBack(ctx context.Context, now time.Time) {
 // started records that an attempt went to its executor. Local attempts
 // start in their own goroutines (see execute), so it is safe for
 // concurrent use.
-func (e *Engine) started(a *attempt, now time.Time) {
-	e.observeStart(a, now)
-	e.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
-	e.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
+func (d *dispatcher) started(a *attempt, now time.Time) {
+	d.host.observeStart(a, now)
+	d.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
+	d.host.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
 }
 
 // begin takes in, on the loop, the start of a local attempt: from then on
@@ -393,8 +393,8 @@ var errLeaseNotHeld = errors.New("engine: the lease is not safely held")
 // (the next primary sees a RUNNING instance it did not start and lets it
 // time out, never running it twice). It returns when it started. The loop
 // put a in the start queue (pool.enqueue) when it handed it out.
-func (e *Engine) slot(ctx context.Context, a *attempt) (time.Time, error) {
-	if err := e.pool.wait(ctx, a.slot); err != nil {
+func (d *dispatcher) slot(ctx context.Context, a *attempt) (time.Time, error) {
+	if err := d.pool.wait(ctx, a.slot); err != nil {
 		if a.begun.Load() < 0 {
 			return time.Time{}, errWithdrawn // cancelled by withdraw: recorded by the loop
 		}
@@ -403,10 +403,10 @@ func (e *Engine) slot(ctx context.Context, a *attempt) (time.Time, error) {
 	for {
 		// Held under whichever epoch is current: a lease the keeper took
 		// again keeps what this process recorded (see reconcile).
-		if e.Primary() {
-			now := e.cfg.Now()
+		if d.host.Primary() {
+			now := d.cfg.Now()
 			if !a.begun.CompareAndSwap(0, now.UnixNano()) {
-				e.pool.release()
+				d.pool.release()
 				return time.Time{}, errWithdrawn // the loop took it back first (withdraw)
 			}
 			return now, nil
@@ -415,7 +415,7 @@ func (e *Engine) slot(ctx context.Context, a *attempt) (time.Time, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			e.pool.release()
+			d.pool.release()
 			return time.Time{}, context.Cause(ctx)
 		case <-t.C:
 		}
@@ -441,74 +441,74 @@ func notStarted(ctx context.Context, a *attempt, err error) runner.Result {
 // attempts a batch at a time, beyond the cap, so that each starts the
 // moment a slot frees, with no store round trip between one attempt's end
 // and the next one's start. Its deadline counts from that start.
-func (e *Engine) execute(id int64, a *attempt, gate <-chan struct{}) {
+func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 	t := a.task.def
 	local := isLocal(t)
-	a.queueWait = e.queueWaitOf(a.task)
+	a.queueWait = d.host.queueWaitOf(a.task)
 	if gate == nil && !local {
-		e.started(a, e.cfg.Now())
+		d.started(a, d.cfg.Now())
 	}
 	a.queued, a.begun = local, new(atomic.Int64)
 	if local && gate == nil {
-		a.slot = e.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
+		a.slot = d.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
 	}
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
-		LogicalTime: a.logical.In(e.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: e.runs.paramsOf(a.runID, t.Params),
-		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, e.cfg.BackoffCap) + 5*time.Minute}
-	ctx, cancel := context.WithCancelCause(e.execCtx)
+		LogicalTime: a.logical.In(d.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.res.runs.paramsOf(a.runID, t.Params),
+		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
+	ctx, cancel := context.WithCancelCause(d.execCtx)
 	a.cancel = cancel
-	fence, runID := e.w(), a.runID
-	e.execWG.Add(1)
+	fence, runID := d.host.w(), a.runID
+	d.execWG.Add(1)
 	go func() {
-		defer e.execWG.Done()
+		defer d.execWG.Done()
 		defer cancel(nil)
 		if gate != nil {
 			select {
 			case <-gate: // startHeld put a local one in the start queue
 			case <-ctx.Done():
 				if a.slot != nil {
-					e.pool.cancel(a.slot)
+					d.pool.cancel(a.slot)
 				}
 				return
 			}
 		}
 		if local {
-			begun, err := e.slot(ctx, a)
+			begun, err := d.slot(ctx, a)
 			if errors.Is(err, errStartQueueShut) || errors.Is(err, errWithdrawn) {
 				return // given back (giveBack) or withdrawn (withdraw) by the loop
 			}
 			if err != nil {
-				e.report(outcome{instance: id, res: notStarted(ctx, a, err)})
+				d.host.report(outcome{instance: id, res: notStarted(ctx, a, err)})
 				return
 			}
 			at.Deadline = begun.Add(t.Timeout)
-			e.started(a, begun)
+			d.started(a, begun)
 		}
-		out := e.logs.start(id, a.attempt, fence)
-		started := e.cfg.Now()
+		out := d.logs.start(id, a.attempt, fence)
+		started := d.cfg.Now()
 		xctx := runner.WithOutput(ctx, out.out)
 		if t.Executor.Kind == defs.ExecCommand { // where its process group runs, for a primary that may inherit it
 			xctx = runner.WithStarted(xctx, func(p runner.Process) {
 				out.setProc(store.ProcRecord{Ticket: a.ticket, InstanceID: id, RunID: runID, Host: p.Host, Boot: p.Boot, PidNS: p.PidNS,
-					Pgid: p.Pgid, Start: p.Start, At: e.cfg.Now()})
+					Pgid: p.Pgid, Start: p.Start, At: d.cfg.Now()})
 			})
 		}
-		res, err := e.execs[t.Executor.Kind].Execute(xctx, at)
+		res, err := d.execs[t.Executor.Kind].Execute(xctx, at)
 		// The slot is free for the next attempt in the start queue at once,
 		// and for the next turn's dispatch (its result, coming next, wakes
 		// the loop): a turn in between must still see this attempt running,
 		// for the overlap rule, which it does until the result is applied.
 		if local {
-			e.pool.release()
+			d.pool.release()
 		}
-		e.free(a)
+		d.free(a)
 		if err != nil {
 			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
 		}
 		res.Ticket = a.ticket
 		res = safeResult(res)
-		logs := e.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
-			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: e.cfg.Now()})
-		e.report(outcome{instance: id, res: res, logs: logs})
+		logs := d.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
+			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now()})
+		d.host.report(outcome{instance: id, res: res, logs: logs})
 	}()
 }

@@ -3,9 +3,14 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
@@ -47,6 +52,64 @@ type dispatcher struct {
 	// handOutRetry: the hand-out of the held attempts whose gates opened
 	// could not be recorded; startHeld tries again from then on.
 	handOutRetry time.Time
+
+	// The workers: the executors, the context of the term's attempts, and
+	// the goroutines running them, which a shutdown waits for.
+	execs   Executors
+	execCtx context.Context
+	execWG  sync.WaitGroup
+
+	cfg  Config
+	host dispatcherHost
+	// planned is the planner, whose pending instances the queue holds; res
+	// the resolver, which settles what a skip fails, and whose run cache
+	// follows the starts.
+	planned  *planner
+	res      *resolver
+	paused   pauseCover // the pauses in force (the operator requests')
+	g        *dag.Graph // the graph in force (setGraph)
+	tasks    map[string]*taskInfo
+	dialect  string         // the store's: the size of a batch
+	settings settingsReader // where the limits set at run time are stored
+	log      *slog.Logger
+	logs     *logWriter // task output, written by the attempts
+	m        *metrics
+}
+
+// dispatcherHost is what the dispatcher asks of the other components.
+// Primary, report, observeStart, emit and queueWaitOf are called from
+// the attempts' goroutines as well: they are safe for concurrent use.
+type dispatcherHost interface {
+	fenced
+	leader(now time.Time) bool // the lease safely held, judged on the loop
+	Primary() bool             // the same, from an attempt's goroutine
+	released(ctx context.Context, rel []release, res []store.BatchResult)
+	report(o outcome)
+	countDispatched(n int) // Stats.Dispatched
+	queueWaitOf(t *taskInfo) prometheus.Observer
+	observeStart(a *attempt, now time.Time)
+	emit(ev Event)
+	publishLimits(l Limits) // Stats.Limits
+}
+
+// dispatcherDeps is what a dispatcher is made of, beyond its own state.
+type dispatcherDeps struct {
+	cfg     Config
+	host    dispatcherHost
+	planned *planner
+	res     *resolver
+	paused  pauseCover
+	execs   Executors
+	dialect string
+	st      settingsReader
+	logs    *logWriter
+	m       *metrics
+}
+
+// wire gives the dispatcher what it works with.
+func (d *dispatcher) wire(x dispatcherDeps) {
+	d.cfg, d.host, d.planned, d.res, d.paused, d.execs, d.dialect, d.settings, d.log, d.logs, d.m =
+		x.cfg, x.host, x.planned, x.res, x.paused, x.execs, x.dialect, x.st, x.cfg.Logger, x.logs, x.m
 }
 
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
@@ -101,12 +164,12 @@ func (d *dispatcher) armHeld(now time.Time) {
 // A turn's dispatch stops after TurnBudget (the rest, still in priority
 // order in the queue, goes out in the next turn), so that operator
 // requests, results and timers are served between batches of a burst.
-func (e *Engine) dispatch(ctx context.Context, now time.Time) error {
-	left, err := withinBudget(now, e.cfg.TurnBudget, e.cfg.Now, func(now time.Time) (bool, error) {
-		return e.dispatchBatch(ctx, now)
+func (d *dispatcher) dispatch(ctx context.Context, now time.Time) error {
+	left, err := withinBudget(now, d.cfg.TurnBudget, d.cfg.Now, func(now time.Time) (bool, error) {
+		return d.dispatchBatch(ctx, now)
 	})
 	if left {
-		e.soon() // the next turn goes on with it
+		d.soon() // the next turn goes on with it
 	}
 	return err
 }
@@ -137,8 +200,8 @@ func withinBudget(began time.Time, budget time.Duration, clock func() time.Time,
 // loaded MariaDB, a renewal waited as long, and the lease renewal must
 // never be late by a third of its TTL (1 s at --lease-ttl 3s) whatever the
 // load; a quarter of that keeps its wait to tens of milliseconds.
-func (e *Engine) batchSize() int {
-	if e.st.Dialect() == "mysql" {
+func (d *dispatcher) batchSize() int {
+	if d.dialect == "mysql" {
 		return 250
 	}
 	return 1000
@@ -161,66 +224,64 @@ type batchPlan struct {
 
 // dispatchBatch records and starts one batch; more reports whether the queue
 // still holds instances that have tokens.
-func (e *Engine) dispatchBatch(ctx context.Context, now time.Time) (more bool, err error) {
-	size := e.batchSize()
+func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more bool, err error) {
+	size := d.batchSize()
 	b := &batchPlan{claimed: map[string]int{}}
-	for e.queue.Len() > 0 && len(b.params) < size {
-		it, _ := e.queue.Pop()
-		if p := e.pending[it.Value]; p != nil && e.plan(b, it.Value, p, now) {
+	for d.queue.Len() > 0 && len(b.params) < size {
+		it, _ := d.queue.Pop()
+		if p := d.planned.pending[it.Value]; p != nil && d.plan(b, it.Value, p, now) {
 			break
 		}
 	}
-	e.requeue(b, now)
+	d.requeue(b, now)
 	if len(b.params) == 0 {
 		return false, nil
 	}
 	// A skip (overlap) fails what waited on it in its run, in the same transaction.
 	var settled []release
 	// Where each start is handed out, or that it is held, recorded with it (claimRecords).
-	res, relRes, err := e.w().TransitionBatchLogs(ctx, b.params, store.LogWrite{Procs: e.claimRecords(b, now)}, e.settleAfter(ctx, b.params, now, &settled))
+	res, relRes, err := d.host.w().TransitionBatchLogs(ctx, b.params, store.LogWrite{Procs: d.claimRecords(b, now)}, d.res.settleAfter(ctx, b.params, now, &settled))
 	for _, t := range b.reserved {
-		e.pool.remove(t) // the recorded ones are counted by track below
+		d.pool.remove(t) // the recorded ones are counted by track below
 	}
 	if err != nil {
-		e.runs.invalidate()
+		d.res.runs.invalidate()
 		// Nothing was recorded, so nothing runs: put them back for the next try.
-		e.pushBack(b.picked)
+		d.pushBack(b.picked)
 		return false, fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(b.params), err)
 	}
 	dispatched := 0
 	for i, r := range res {
-		if e.handOut(b, i, r, now) {
+		if d.handOut(b, i, r, now) {
 			dispatched++
 		}
 	}
 	if len(settled) > 0 {
-		e.released(ctx, settled, relRes)
+		d.host.released(ctx, settled, relRes)
 	}
-	e.statsMu.Lock()
-	e.stats.Dispatched += int64(dispatched)
-	e.statsMu.Unlock()
-	e.m.dispatches.Add(float64(dispatched))
-	e.armHeld(e.cfg.Now())
+	d.host.countDispatched(dispatched)
+	d.m.dispatches.Add(float64(dispatched))
+	d.armHeld(d.cfg.Now())
 	return len(b.params) == size && b.wait == 0 && len(b.waiting) == 0 && len(b.capped) == 0, nil
 }
 
 // plan judges queued instance id for batch b: paused, held back by its
 // overlap policy, a cap or a bucket, or dispatched. It reports whether the
 // batch should stop taking from the queue (too many held back at once).
-func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
+func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
 	if !p.manual {
-		if why, paused := e.paused.by(p.task); paused {
+		if why, paused := d.paused.by(p.task); paused {
 			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
-				Epoch: e.epoch, Now: now, Actor: Actor, Reason: "due while " + why})
+				Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: "due while " + why})
 			b.picked = append(b.picked, id)
 			return false
 		}
 		// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
-		if p.kind == axtype.RunSchedule && e.overlapHolds(b, id, p, now) {
+		if p.kind == axtype.RunSchedule && d.overlapHolds(b, id, p, now) {
 			return false
 		}
 	}
-	if why := e.pool.full(p.task); why != "" {
+	if why := d.pool.full(p.task); why != "" {
 		// Over a concurrency cap: it waits in the queue, in priority order,
 		// until an attempt ends; its deadline starts when it starts.
 		p.capped = why
@@ -228,11 +289,11 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 		return len(b.capped) > 1000
 	}
 	ok, w := true, time.Duration(0)
-	if e.brk.Factor(p.task.id) < 1 { // breaker open: the task's own, reduced rate first
-		ok, w = e.tripped.Take(p.task.id, now)
+	if d.brk.Factor(p.task.id) < 1 { // breaker open: the task's own, reduced rate first
+		ok, w = d.tripped.Take(p.task.id, now)
 	}
 	if ok {
-		ok, w = e.bucket.Take(p.task.def.Group, now)
+		ok, w = d.bucket.Take(p.task.def.Group, now)
 	}
 	if !ok {
 		p.throttled = true
@@ -243,9 +304,9 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 		return len(b.deferred) > 1000
 	}
 	p.capped = ""
-	e.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
+	d.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
 	b.reserved = append(b.reserved, p.task)
-	b.params = append(b.params, startTransition(id, p, e.epoch, now))
+	b.params = append(b.params, startTransition(id, p, d.host.termEpoch(), now))
 	b.picked = append(b.picked, id)
 	if p.kind == axtype.RunSchedule {
 		b.claimed[p.task.id]++
@@ -257,12 +318,12 @@ func (e *Engine) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool
 // instance id at its fire time: it reports whether the instance is held
 // back (to judge later, or queued behind the running one) or skipped,
 // rather than dispatched.
-func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bool {
+func (d *dispatcher) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bool {
 	due := time.UnixMilli(p.at)
 	running, held := 0, 0
-	if e.running.live(p.task.id) > 0 {
+	if d.running.live(p.task.id) > 0 {
 		if b.live == nil {
-			b.live = e.liveByTask()
+			b.live = d.liveByTask()
 		}
 		running, held = b.live[p.task.id].at(due)
 	}
@@ -280,7 +341,7 @@ func (e *Engine) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time) bo
 	case overlapSkip:
 		b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Failed,
 			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: the previous instance was still running (overlap: skip)")},
-			Epoch: e.epoch, Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
+			Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: "skipped by overlap policy skip: previous instance still running",
 			Action: &store.Action{Actor: Actor, Action: "overlap_skip", TaskID: p.task.id, Reason: "previous instance still running"}})
 		b.picked = append(b.picked, id)
 	default:
@@ -313,13 +374,13 @@ func startTransition(id int64, p *pend, epoch int64, now time.Time) store.Transi
 // before it starts), and, for a local attempt started now, the process it
 // lives in (a function) or is killed with (a command, until its group is
 // recorded).
-func (e *Engine) claimRecords(b *batchPlan, now time.Time) []store.ProcRecord {
+func (d *dispatcher) claimRecords(b *batchPlan, now time.Time) []store.ProcRecord {
 	var out []store.ProcRecord
 	for i, p := range b.params {
 		if p.To != axtype.Running || p.Set.StartedAt == nil || p.Set.Ticket == nil {
 			continue
 		}
-		pd := e.pending[b.picked[i]]
+		pd := d.planned.pending[b.picked[i]]
 		kind := store.ProcServer
 		switch {
 		case p.Set.StartedAt.After(now):
@@ -329,89 +390,89 @@ func (e *Engine) claimRecords(b *batchPlan, now time.Time) []store.ProcRecord {
 		}
 		self := runner.Self()
 		out = append(out, store.ProcRecord{Ticket: *p.Set.Ticket, InstanceID: p.InstanceID, RunID: pd.runID, Host: self.Host, Boot: self.Boot,
-			PidNS: self.PidNS, Pgid: self.Pgid, Start: self.Start, At: now, Kind: kind, Epoch: e.epoch})
+			PidNS: self.PidNS, Pgid: self.Pgid, Start: self.Start, At: now, Kind: kind, Epoch: d.host.termEpoch()})
 	}
 	return out
 }
 
 // pushBack puts instances back into the queue, in their priority order.
-func (e *Engine) pushBack(ids []int64) {
+func (d *dispatcher) pushBack(ids []int64) {
 	for _, id := range ids {
-		p := e.pending[id]
-		e.queue.Push(p.task.def.Priority, p.at, id)
+		p := d.planned.pending[id]
+		d.queue.Push(p.task.def.Priority, p.at, id)
 	}
 }
 
 // requeue puts back what batch b held back, and arms the loop's wake for
 // the next token or the next fire time the overlap rule judges.
-func (e *Engine) requeue(b *batchPlan, now time.Time) {
-	e.pushBack(b.waiting) // overlap: wait — behind the running instance
-	e.pushBack(b.deferred)
-	e.m.bufferDepth.Set(float64(len(b.deferred)))
+func (d *dispatcher) requeue(b *batchPlan, now time.Time) {
+	d.pushBack(b.waiting) // overlap: wait — behind the running instance
+	d.pushBack(b.deferred)
+	d.m.bufferDepth.Set(float64(len(b.deferred)))
 	if b.wait > 0 {
 		// Wake for a handful of tokens rather than each one, so that a rate
 		// limit still dispatches in batches (100/s: ten per transaction).
 		b.wait = max(b.wait, 100*time.Millisecond)
-		e.wake.Reset(b.wait)
-		e.logBuffer(now)
+		d.wake.Reset(b.wait)
+		d.logBuffer(now)
 	}
 	if !b.later.IsZero() && (b.wait == 0 || b.later.Sub(now) < b.wait) {
-		e.wake.Reset(b.later.Sub(now)) // judge the overlap at the fire time
+		d.wake.Reset(b.later.Sub(now)) // judge the overlap at the fire time
 	}
-	e.pushBack(b.capped)
-	e.m.poolWaiting.Set(float64(len(b.capped)))
+	d.pushBack(b.capped)
+	d.m.poolWaiting.Set(float64(len(b.capped)))
 }
 
 // handOut takes the recorded outcome r of transition i of batch b: a
 // recorded start is tracked and handed to its executor (at once, or at its
 // fire time when claimed ahead); it reports whether one was.
-func (e *Engine) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time) bool {
+func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time) bool {
 	id := b.picked[i]
-	p := e.pending[id]
-	delete(e.pending, id)
+	p := d.planned.pending[id]
+	delete(d.planned.pending, id)
 	if r.Err != nil {
 		// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
-		e.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
-		e.runs.dropRunOf(id) // its cached state is stale: read the run again when needed
+		d.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
+		d.res.runs.dropRunOf(id) // its cached state is stale: read the run again when needed
 		return false
 	}
 	if to := b.params[i].To; to != axtype.Running {
-		e.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", b.params[i].Reason)
-		e.runs.dropRunOf(id)
+		d.log.Info("not_dispatched", "task", p.task.id, "run", p.runID, "instance", id, "state", string(to), "reason", b.params[i].Reason)
+		d.res.runs.dropRunOf(id)
 		return false
 	}
 	started := *b.params[i].Set.StartedAt
 	a := &attempt{ticket: *b.params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
 		attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
-	e.track(id, a)
-	e.runs.setState(p.runID, p.task.id, axtype.Running, r.Version)
+	d.track(id, a)
+	d.res.runs.setState(p.runID, p.task.id, axtype.Running, r.Version)
 	if p.throttled {
-		e.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
+		d.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
 	}
 	if started.After(now) {
-		a.held, a.claimEpoch = true, e.epoch
-		e.held[id] = a
-		e.execute(id, a, e.gate(a.due))
+		a.held, a.claimEpoch = true, d.host.termEpoch()
+		d.held[id] = a
+		d.execute(id, a, d.gate(a.due))
 		return true
 	}
-	e.execute(id, a, nil)
+	d.execute(id, a, nil)
 	return true
 }
 
 // logBuffer reports, at most every 5 s, how many due instances wait for
 // tokens and how long the oldest has waited (R13: visible, never dropped).
-func (e *Engine) logBuffer(now time.Time) {
-	if now.Before(e.bufferLogged.Add(5 * time.Second)) {
+func (d *dispatcher) logBuffer(now time.Time) {
+	if now.Before(d.bufferLogged.Add(5 * time.Second)) {
 		return
 	}
-	e.bufferLogged = now
+	d.bufferLogged = now
 	oldest := now
-	for _, p := range e.pending {
+	for _, p := range d.planned.pending {
 		if t := time.UnixMilli(p.at); t.Before(oldest) {
 			oldest = t
 		}
 	}
-	e.log.Info("rate_limited", "buffer_depth", e.queue.Len(), "oldest_wait", now.Sub(oldest).Round(time.Millisecond).String(),
-		"global_rate", e.bucket.Limits().Global)
+	d.log.Info("rate_limited", "buffer_depth", d.queue.Len(), "oldest_wait", now.Sub(oldest).Round(time.Millisecond).String(),
+		"global_rate", d.bucket.Limits().Global)
 }

@@ -78,7 +78,6 @@ type Engine struct {
 	backfiller backfiller // backfills in progress (backfill.go)
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int
-	execCtx    context.Context
 	reqs       chan request
 	paused     pauses // in force (control.go)
 	opsPolled  time.Time
@@ -87,8 +86,7 @@ type Engine struct {
 	// next polls, never applied again.
 	opsApplied  map[int64]opOutcome
 	inboxPolled time.Time
-	hasHTTP     bool // some task runs on HTTP executors: read the results inbox
-	execWG      sync.WaitGroup
+	hasHTTP     bool                 // some task runs on HTTP executors: read the results inbox
 	gone        map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m           *metrics
 	logs        *logWriter // task output (R41)
@@ -113,14 +111,22 @@ type Engine struct {
 // The engine is the one host of its components: each declares what it asks
 // of the others (backfill.go, planner.go, …), and the engine answers.
 var (
-	_ plannerHost   = (*Engine)(nil)
-	_ resolverHost  = (*Engine)(nil)
-	_ completerHost = (*Engine)(nil)
-	_ backfillHost  = (*Engine)(nil)
+	_ plannerHost    = (*Engine)(nil)
+	_ resolverHost   = (*Engine)(nil)
+	_ completerHost  = (*Engine)(nil)
+	_ dispatcherHost = (*Engine)(nil)
+	_ backfillHost   = (*Engine)(nil)
 )
 
 // resultsIn tells the backfiller that results were recorded.
 func (e *Engine) resultsIn() { e.backfiller.resultsIn() }
+
+// countDispatched counts n attempts dispatched, for Stats.
+func (e *Engine) countDispatched(n int) {
+	e.statsMu.Lock()
+	e.stats.Dispatched += int64(n)
+	e.statsMu.Unlock()
+}
 
 // countApplied counts n results recorded, for Stats.
 func (e *Engine) countApplied(n int) {
@@ -163,6 +169,8 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.planner = newPlanner(cfg, e, st, &e.resolver.runs, &e.dispatcher.queue)
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
+	e.dispatcher.wire(dispatcherDeps{cfg: cfg, host: e, planned: &e.planner, res: &e.resolver, paused: &e.paused, execs: execs,
+		dialect: st.Dialect(), st: st, logs: e.logs, m: e.m})
 	e.completer = newCompleter(completerDeps{cfg: cfg, host: e, res: &e.resolver, attempts: &e.dispatcher.running, breakers: e.dispatcher.brk,
 		st: st, logs: e.logs, m: e.m})
 	e.rm = newRetainMetrics(cfg.Registerer)
@@ -182,6 +190,7 @@ func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*tri
 	e.planner.setGraph(tasks, trigs)
 	e.hasHTTP = hasHTTPTasks(tasks)
 	e.dispatcher.tuneBreakers(g)
+	e.dispatcher.g, e.dispatcher.tasks = g, tasks
 	e.resolver.setGraph(g, tasks)
 	e.backfiller.setGraph(g, tasks)
 	e.completer.tasks = tasks
@@ -794,10 +803,10 @@ func (e *Engine) abandon() {
 
 // report hands an attempt's outcome to the loop from its goroutine, or
 // drops it once a shutdown has abandoned the attempts still running.
-func (e *Engine) report(o outcome) {
+func (c *completer) report(o outcome) {
 	select {
-	case e.results <- o:
-	case <-e.abandoned:
+	case c.results <- o:
+	case <-c.abandoned:
 	}
 }
 
