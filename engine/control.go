@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/store"
@@ -54,20 +56,75 @@ func (e *Engine) Do(ctx context.Context, r Request, by By) (string, error) {
 	}
 }
 
+// operator applies operator requests on the loop: the sealed set of
+// request.go, from Do or queued in the store (pollOps, each once), and the
+// pauses in force (pauses), whose coverage rule is store.PauseSet.Covering.
+// A verb acts across the other components — it pauses what the planner
+// queued, kills what the dispatcher runs, approves what the resolver
+// releases, records through the completer — so it holds them, and asks
+// the host only for the fence and the alerts. A refused request changes
+// nothing and writes nothing. The loop goroutine owns it.
+type operator struct {
+	pauses pauses
+	// opsApplied are queued requests applied whose outcome is not
+	// recorded yet (the store failed as it was written): recorded on the
+	// next polls, never applied again.
+	opsApplied map[int64]opOutcome
+	opsPolled  time.Time
+
+	cfg   Config
+	host  operatorHost
+	pl    *planner
+	res   *resolver
+	disp  *dispatcher
+	done  *completer
+	bf    *backfiller
+	st    *store.Store
+	log   *slog.Logger
+	g     *dag.Graph // the graph in force (setGraph)
+	tasks map[string]*taskInfo
+}
+
+// operatorHost is what the operator asks of the engine beyond the
+// components it holds: the leadership's fence and epoch, and the alerts.
+type operatorHost interface {
+	fenced
+	notify(a Alert)
+}
+
+// operatorDeps is what an operator works with.
+type operatorDeps struct {
+	cfg  Config
+	host operatorHost
+	pl   *planner
+	res  *resolver
+	disp *dispatcher
+	done *completer
+	bf   *backfiller
+	st   *store.Store
+}
+
+func newOperator(d operatorDeps) operator {
+	return operator{cfg: d.cfg, host: d.host, pl: d.pl, res: d.res, disp: d.disp, done: d.done, bf: d.bf, st: d.st, log: d.cfg.Logger}
+}
+
+// setGraph puts the graph in force, with its resolved tasks.
+func (op *operator) setGraph(g *dag.Graph, tasks map[string]*taskInfo) { op.g, op.tasks = g, tasks }
+
 // pollOps applies the requests the CLI queued in the store, each once. It
 // claims a request (fenced) before applying it: one its author withdrew
 // first is not applied, and one claimed is never applied again, not when
 // its outcome fails to be recorded (recordOps retries that).
-func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
-	if err := e.recordOps(ctx, now); err != nil {
+func (op *operator) pollOps(ctx context.Context, now time.Time) error {
+	if err := op.recordOps(ctx, now); err != nil {
 		return err
 	}
-	ops, err := e.st.PendingOps(ctx, 50)
+	ops, err := op.st.PendingOps(ctx, 50)
 	if err != nil {
 		return err
 	}
 	for _, o := range ops {
-		if err := e.w().ClaimOp(ctx, o.ID); errors.Is(err, store.ErrConflict) {
+		if err := op.host.w().ClaimOp(ctx, o.ID); errors.Is(err, store.ErrConflict) {
 			continue // withdrawn by its author meanwhile
 		} else if err != nil {
 			return err
@@ -75,15 +132,15 @@ func (e *Engine) pollOps(ctx context.Context, now time.Time) error {
 		req, opErr := DecodeRequest(o.Kind, []byte(o.Args))
 		msg := ""
 		if opErr == nil {
-			msg, opErr = e.apply(ctx, req, By{Actor: cmp.Or(o.Actor, "operator"), Reason: o.Reason}, now)
+			msg, opErr = op.apply(ctx, req, By{Actor: cmp.Or(o.Actor, "operator"), Reason: o.Reason}, now)
 		} else {
 			opErr = fmt.Errorf("request %d: %w", o.ID, opErr)
 		}
-		if e.opsApplied == nil {
-			e.opsApplied = map[int64]opOutcome{}
+		if op.opsApplied == nil {
+			op.opsApplied = map[int64]opOutcome{}
 		}
-		e.opsApplied[o.ID] = opOutcome{msg: msg, err: opErr}
-		if err := e.recordOps(ctx, now); err != nil {
+		op.opsApplied[o.ID] = opOutcome{msg: msg, err: opErr}
+		if err := op.recordOps(ctx, now); err != nil {
 			return err
 		}
 	}
@@ -98,27 +155,27 @@ type opOutcome struct {
 
 // recordOps writes the outcomes of the requests applied that are not
 // recorded yet.
-func (e *Engine) recordOps(ctx context.Context, now time.Time) error {
-	for id, out := range e.opsApplied {
-		if err := e.w().FinishOp(ctx, id, out.msg, out.err, now); err != nil && !errors.Is(err, store.ErrConflict) {
+func (op *operator) recordOps(ctx context.Context, now time.Time) error {
+	for id, out := range op.opsApplied {
+		if err := op.host.w().FinishOp(ctx, id, out.msg, out.err, now); err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
-		delete(e.opsApplied, id)
+		delete(op.opsApplied, id)
 	}
 	return nil
 }
 
 // apply does one request: a refused one changes nothing and writes
 // nothing (not even an action row); an applied one is in the action log.
-func (e *Engine) apply(ctx context.Context, req Request, by By, now time.Time) (string, error) {
+func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time) (string, error) {
 	by.Actor = cmp.Or(by.Actor, "operator")
-	msg, err := req.apply(ctx, e, by, now)
+	msg, err := req.apply(ctx, op, by, now)
 	if err != nil {
 		return "", err
 	}
 	_, detail, _ := EncodeRequest(req, by)
 	task, instance := req.subject()
-	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: by.Actor, Action: req.Verb(), Pipeline: e.pipelineOf(req, task), TaskID: task,
+	if err := op.host.w().AppendAction(ctx, store.Action{At: now, Actor: by.Actor, Action: req.Verb(), Pipeline: op.pipelineOf(req, task), TaskID: task,
 		InstanceID: instance, Reason: by.Reason, Detail: msg + " " + string(detail)}); err != nil {
 		return "", err
 	}
@@ -128,9 +185,9 @@ func (e *Engine) apply(ctx context.Context, req Request, by By, now time.Time) (
 // pipelineOf names the pipeline an applied request concerns, for the
 // action log's pipeline filter: its task's, or the pipeline it paused,
 // resumed or triggered ("" for what spans pipelines: a group, limits).
-func (e *Engine) pipelineOf(req Request, task string) string {
+func (op *operator) pipelineOf(req Request, task string) string {
 	if task != "" {
-		if ti := e.tasks[task]; ti != nil {
+		if ti := op.tasks[task]; ti != nil {
 			return ti.def.Pipeline
 		}
 		p, _, _ := strings.Cut(task, ".")
@@ -152,22 +209,22 @@ func (e *Engine) pipelineOf(req Request, task string) string {
 }
 
 // resolveTask returns the task with the given id, or an error with a suggestion.
-func (e *Engine) resolveTask(id string) (*taskInfo, error) {
-	if t := e.tasks[id]; t != nil {
+func (op *operator) resolveTask(id string) (*taskInfo, error) {
+	if t := op.tasks[id]; t != nil {
 		return t, nil
 	}
-	ids := make([]string, 0, len(e.tasks))
-	for k := range e.tasks {
+	ids := make([]string, 0, len(op.tasks))
+	for k := range op.tasks {
 		ids = append(ids, k)
 	}
 	return nil, fmt.Errorf("no task %q%s; write pipeline.task", id, defs.DidYouMean(id, ids))
 }
 
 // inScope returns the tasks a pause scope covers, or an error naming an unknown target.
-func (e *Engine) inScope(scope store.PauseScope, name string) ([]*taskInfo, error) {
+func (op *operator) inScope(scope store.PauseScope, name string) ([]*taskInfo, error) {
 	var out, all []*taskInfo
 	var names []string
-	for _, t := range e.tasks {
+	for _, t := range op.tasks {
 		all = append(all, t)
 		switch scope {
 		case store.ScopeTask:
@@ -227,44 +284,44 @@ func pauseText(p store.Pause, stamp func(time.Time) string) string {
 	return why
 }
 
-func (e *Engine) loadPauses(ctx context.Context) error {
-	ps, err := e.st.Pauses(ctx)
+func (op *operator) loadPauses(ctx context.Context) error {
+	ps, err := op.st.Pauses(ctx)
 	if err != nil {
 		return err
 	}
-	e.paused = pauses{store.NewPauseSet(ps)}
+	op.pauses = pauses{store.NewPauseSet(ps)}
 	return nil
 }
 
 // pause records the pause (it survives restarts) and moves the scope's
 // SCHEDULED and RETRYING instances to PAUSED; running ones finish (R18).
-func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (string, error) {
-	tasks, err := e.inScope(r.Scope, r.Target)
+func (op *operator) pause(ctx context.Context, r Pause, by By, now time.Time) (string, error) {
+	tasks, err := op.inScope(r.Scope, r.Target)
 	if err != nil {
 		return "", err
 	}
-	if p, ok := e.paused.Get(r.Scope, r.Target); ok {
+	if p, ok := op.pauses.Get(r.Scope, r.Target); ok {
 		return "", fmt.Errorf("%s %s is paused already (by %s at %s)", r.Scope, r.Target, p.Actor, p.At.Format(time.RFC3339))
 	}
 	p := store.Pause{Scope: r.Scope, Name: r.Target, Actor: by.Actor, Reason: by.Reason, At: now}
-	if err := e.w().SetPause(ctx, p); err != nil {
+	if err := op.host.w().SetPause(ctx, p); err != nil {
 		return "", err
 	}
-	e.paused.Add(p)
+	op.pauses.Add(p)
 	var params []store.TransitionParams
 	running := 0
 	for _, t := range tasks {
-		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Scheduled, axtype.Retrying}, Limit: 1 << 20})
+		insts, err := op.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Scheduled, axtype.Retrying}, Limit: 1 << 20})
 		if err != nil {
 			return "", err
 		}
 		for _, in := range insts {
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Paused,
-				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "paused: " + cmp.Or(by.Reason, "operator")})
+				Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: "paused: " + cmp.Or(by.Reason, "operator")})
 		}
-		running += e.running.live(t.id)
+		running += op.disp.running.live(t.id)
 	}
-	n, err := e.transitionAll(ctx, params)
+	n, err := op.transitionAll(ctx, params)
 	if err != nil {
 		return "", err
 	}
@@ -273,16 +330,16 @@ func (e *Engine) pause(ctx context.Context, r Pause, by By, now time.Time) (stri
 
 // transitionAll applies params in one batch, keeps the run cache in step and
 // returns how many succeeded.
-func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionParams) (int, error) {
+func (op *operator) transitionAll(ctx context.Context, params []store.TransitionParams) (int, error) {
 	if len(params) == 0 {
 		return 0, nil
 	}
 	// What the outcomes settle downstream (a skip fails what waited on it)
 	// commits with them.
 	var settled []release
-	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, e.cfg.Now(), &settled))
+	res, relRes, err := op.host.w().TransitionBatchThen(ctx, params, op.res.settleAfter(ctx, params, op.cfg.Now(), &settled))
 	if err != nil {
-		e.runs.invalidate()
+		op.res.runs.invalidate()
 		return 0, err
 	}
 	n := 0
@@ -293,50 +350,50 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 		}
 		n++
 		id := params[i].InstanceID
-		delete(e.pending, id) // a stale wheel or queue entry would fail its CAS anyway
-		e.runs.dropRunOf(id)
+		delete(op.pl.pending, id) // a stale wheel or queue entry would fail its CAS anyway
+		op.res.runs.dropRunOf(id)
 		if to := params[i].To; to == axtype.Failed || to == axtype.Killed || to == axtype.Success {
-			if in, err := e.st.Instance(ctx, id); err == nil && e.tasks[in.TaskID] != nil {
-				ended = append(ended, e.tasks[in.TaskID])
+			if in, err := op.st.Instance(ctx, id); err == nil && op.tasks[in.TaskID] != nil {
+				ended = append(ended, op.tasks[in.TaskID])
 			}
 		}
 	}
 	if len(settled) > 0 {
-		e.released(ctx, settled, relRes)
+		op.done.released(ctx, settled, relRes)
 	}
-	return n, e.crossAfter(ctx, ended, e.cfg.Now())
+	return n, op.done.crossAfter(ctx, ended, op.cfg.Now())
 }
 
 // resume lifts a pause. Instances of the scope that no other pause covers go
 // PAUSED → WAITING, then to SCHEDULED when their upstreams are done; those
 // whose fire time passed meanwhile follow the task's misfire policy (R20).
-func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (string, error) {
-	tasks, err := e.inScope(r.Scope, r.Target)
+func (op *operator) resume(ctx context.Context, r Resume, by By, now time.Time) (string, error) {
+	tasks, err := op.inScope(r.Scope, r.Target)
 	if err != nil {
 		return "", err
 	}
-	if _, ok := e.paused.Get(r.Scope, r.Target); !ok {
+	if _, ok := op.pauses.Get(r.Scope, r.Target); !ok {
 		return "", fmt.Errorf("%s %s is not paused", r.Scope, r.Target)
 	}
-	if err := e.w().ClearPause(ctx, r.Scope, r.Target); err != nil {
+	if err := op.host.w().ClearPause(ctx, r.Scope, r.Target); err != nil {
 		return "", err
 	}
-	e.paused.Remove(r.Scope, r.Target)
+	op.pauses.Remove(r.Scope, r.Target)
 	var woken []axtype.Instance
 	for _, t := range tasks {
-		if _, still := e.paused.of(t); still {
+		if _, still := op.pauses.of(t); still {
 			continue
 		}
-		insts, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Paused}, Limit: 1 << 20, ByLogicalTime: true, Ascending: true})
+		insts, err := op.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Paused}, Limit: 1 << 20, ByLogicalTime: true, Ascending: true})
 		if err != nil {
 			return "", err
 		}
 		var params []store.TransitionParams
 		for _, in := range insts {
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Paused, To: axtype.Waiting,
-				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: "resumed"})
+				Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: "resumed"})
 		}
-		res, err := e.w().TransitionBatch(ctx, params)
+		res, err := op.host.w().TransitionBatch(ctx, params)
 		if err != nil {
 			return "", err
 		}
@@ -345,11 +402,11 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 				in := insts[i]
 				in.State, in.Version = axtype.Waiting, r.Version
 				woken = append(woken, in)
-				e.runs.dropRunOf(in.ID)
+				op.res.runs.dropRunOf(in.ID)
 			}
 		}
 	}
-	scheduled, skipped, err := e.scheduleWoken(ctx, woken, now, "resume")
+	scheduled, skipped, err := op.scheduleWoken(ctx, woken, now, "resume")
 	if err != nil {
 		return "", err
 	}
@@ -363,34 +420,34 @@ func (e *Engine) resume(ctx context.Context, r Resume, by By, now time.Time) (st
 // earliest is more than MisfireAfter late (fire_once keeps the latest, skip
 // none, fire_all up to MisfireLimit; the others fail with the reason
 // "skipped by misfire policy"), otherwise each runs late.
-func (e *Engine) scheduleWoken(ctx context.Context, insts []axtype.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
-	byTask, order, params, err := e.wokenReady(ctx, insts, now)
+func (op *operator) scheduleWoken(ctx context.Context, insts []axtype.Instance, now time.Time, why string) (scheduled, skipped int, err error) {
+	byTask, order, params, err := op.wokenReady(ctx, insts, now)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, id := range order {
 		var sc, sk int
-		if params, sc, sk, err = e.scheduleTaskWoken(ctx, e.tasks[id], byTask[id], params, now, why); err != nil {
+		if params, sc, sk, err = op.scheduleTaskWoken(ctx, op.tasks[id], byTask[id], params, now, why); err != nil {
 			return 0, 0, err
 		}
 		scheduled, skipped = scheduled+sc, skipped+sk
 	}
 	var settled []release
-	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
+	res, relRes, err := op.host.w().TransitionBatchThen(ctx, params, op.res.settleAfter(ctx, params, now, &settled))
 	if err != nil {
-		e.runs.invalidate()
+		op.res.runs.invalidate()
 		return 0, 0, err
 	}
-	e.released(ctx, settled, relRes)
+	op.done.released(ctx, settled, relRes)
 	for i, r := range res {
 		if r.Err == nil && params[i].To == axtype.Scheduled {
-			in, err := e.st.Instance(ctx, params[i].InstanceID)
+			in, err := op.st.Instance(ctx, params[i].InstanceID)
 			if err != nil {
 				return 0, 0, err
 			}
 			if in.State == axtype.Scheduled {
-				e.runs.dropRunOf(in.ID)
-				e.enqueue(ctx, in)
+				op.res.runs.dropRunOf(in.ID)
+				op.pl.enqueue(ctx, in)
 			}
 		}
 	}
@@ -401,20 +458,20 @@ func (e *Engine) scheduleWoken(ctx context.Context, insts []axtype.Instance, now
 // that may run, per task (order: the tasks in first-seen order), and the
 // failures of those woken into a run whose upstream failed meanwhile; the
 // ones still waiting are left out.
-func (e *Engine) wokenReady(ctx context.Context, insts []axtype.Instance, now time.Time) (byTask map[string][]axtype.Instance, order []string,
+func (op *operator) wokenReady(ctx context.Context, insts []axtype.Instance, now time.Time) (byTask map[string][]axtype.Instance, order []string,
 	failing []store.TransitionParams, err error) {
 	byTask = map[string][]axtype.Instance{}
 	for _, in := range insts {
-		ti := e.tasks[in.TaskID]
+		ti := op.tasks[in.TaskID]
 		if ti == nil {
 			continue
 		}
-		rs, err := e.runs.get(ctx, in.RunID)
+		rs, err := op.res.runs.get(ctx, in.RunID)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		rs.set(ti.id, axtype.Waiting, in.Version)
-		vs, err := e.verdicts(ctx, rs, []*taskInfo{ti}, now)
+		vs, err := op.res.verdicts(ctx, rs, []*taskInfo{ti}, now)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -422,7 +479,7 @@ func (e *Engine) wokenReady(ctx context.Context, insts []axtype.Instance, now ti
 			continue
 		}
 		if vs[0].verdict == verdictFail {
-			failing = append(failing, failWaiting(rs.inst[ti.id], ti, vs[0].reason, e.epoch, now, Actor))
+			failing = append(failing, failWaiting(rs.inst[ti.id], ti, vs[0].reason, op.host.termEpoch(), now, Actor))
 			continue
 		}
 		if _, ok := byTask[in.TaskID]; !ok {
@@ -437,7 +494,7 @@ func (e *Engine) wokenReady(ctx context.Context, insts []axtype.Instance, now ti
 // instances (list): the ones whose fire time passed are its backlog, judged
 // by misfireSplit (kept ones run now, the others fail as skipped, in the
 // action log); the others wait for their fire time.
-func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axtype.Instance, params []store.TransitionParams, now time.Time,
+func (op *operator) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axtype.Instance, params []store.TransitionParams, now time.Time,
 	why string) (_ []store.TransitionParams, scheduled, skipped int, err error) {
 	var late, onTime []axtype.Instance
 	for _, in := range list {
@@ -451,7 +508,7 @@ func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axt
 	keep := len(late)
 	if len(late) > 0 {
 		ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
-		skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, e.cfg.MisfireAfter, e.cfg.MisfireLimit)
+		skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, op.cfg.MisfireAfter, op.cfg.MisfireLimit)
 		if !missed { // a short backlog: each runs late, at its fire time
 			onTime, late = append(late, onTime...), nil
 		}
@@ -459,29 +516,29 @@ func (e *Engine) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axt
 	}
 	for i, in := range late {
 		if i >= len(late)-keep {
-			params = append(params, schedule(in, now, e.epoch, now, fmt.Sprintf("%s: misfire %s runs it late", why, ti.def.Misfire)))
+			params = append(params, schedule(in, now, op.host.termEpoch(), now, fmt.Sprintf("%s: misfire %s runs it late", why, ti.def.Misfire)))
 			scheduled++
 			continue
 		}
-		params = append(params, schedule(in, now, e.epoch, now, why), store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1,
+		params = append(params, schedule(in, now, op.host.termEpoch(), now, why), store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1,
 			From: axtype.Scheduled, To: axtype.Failed,
 			Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
-			Epoch: e.epoch, Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
+			Epoch: op.host.termEpoch(), Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
 				ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
 		skipped++
 	}
 	if len(late) > 0 {
 		detail := fmt.Sprintf("%d fire(s) missed during %s; %d run late, %d skipped", len(late), why, keep, len(late)-keep)
-		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: ti.id, Reason: string(ti.def.Misfire),
+		if err := op.host.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "misfire", TaskID: ti.id, Reason: string(ti.def.Misfire),
 			Detail: detail}); err != nil {
 			return params, 0, 0, err
 		}
 		if keep < len(late) {
-			e.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: ti.id, Message: detail})
+			op.host.notify(Alert{Kind: AlertMisfire, At: now, Pipeline: ti.def.Pipeline, Task: ti.id, Message: detail})
 		}
 	}
 	for _, in := range onTime {
-		params = append(params, schedule(in, fireOf(in, ti), e.epoch, now, why))
+		params = append(params, schedule(in, fireOf(in, ti), op.host.termEpoch(), now, why))
 		scheduled++
 	}
 	return params, scheduled, skipped, nil
@@ -511,7 +568,7 @@ func schedule(in axtype.Instance, at time.Time, epoch int64, now time.Time, why 
 // approves the gate's oldest instance awaiting approval (the one at At,
 // when given), which then runs once its upstreams have succeeded; with none
 // waiting, the new run's gate starts approved and runs at once.
-func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (string, error) {
+func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time) (string, error) {
 	at := now
 	if !r.At.IsZero() {
 		at = r.At
@@ -521,10 +578,10 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 		return "", err
 	}
 	if !strings.Contains(r.Target, ".") {
-		p := e.g.Pipeline(r.Target)
+		p := op.g.Pipeline(r.Target)
 		if p == nil {
 			var names []string
-			for _, q := range e.g.Pipelines() {
+			for _, q := range op.g.Pipelines() {
 				names = append(names, q.Name)
 			}
 			return "", fmt.Errorf("no pipeline %q%s; give PIPELINE or PIPELINE.TASK", r.Target, defs.DidYouMean(r.Target, names))
@@ -532,7 +589,7 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 		if r.Downstream {
 			return "", fmt.Errorf("--downstream applies to a task; a pipeline trigger runs every task of %s", p.Name)
 		}
-		rs, err := e.newRunWith(ctx, newRunSpec{pipeline: p.Name, trig: p.Name, kind: axtype.RunManual, names: p.TaskNames(), at: at,
+		rs, err := op.pl.newRunWith(ctx, newRunSpec{pipeline: p.Name, trig: p.Name, kind: axtype.RunManual, names: p.TaskNames(), at: at,
 			actor: by.Actor, params: params}, now)
 		if err != nil {
 			return "", err
@@ -540,20 +597,20 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 		return fmt.Sprintf("run %d started for pipeline %s (%d task(s)) at logical time %s", rs.id, p.Name, len(p.Tasks),
 			at.In(p.Location).Format(time.RFC3339)), nil
 	}
-	t, err := e.resolveTask(r.Target)
+	t, err := op.resolveTask(r.Target)
 	if err != nil {
 		return "", err
 	}
-	loc := e.g.Pipeline(t.def.Pipeline).Location
+	loc := op.g.Pipeline(t.def.Pipeline).Location
 	if t.def.Manual && !r.Downstream && len(r.Params) == 0 {
-		msg, ok, err := e.approve(ctx, t, r, by, now)
+		msg, ok, err := op.approve(ctx, t, r, by, now)
 		if ok || err != nil {
 			return msg, err
 		}
 	}
 	names := []string{t.def.Name}
 	if r.Downstream {
-		sel, err := e.g.Select(t.def.Pipeline, t.def.Name+"+")
+		sel, err := op.g.Select(t.def.Pipeline, t.def.Name+"+")
 		if err != nil {
 			return "", err
 		}
@@ -562,7 +619,7 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 			names = append(names, s.Name)
 		}
 	}
-	rs, err := e.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: axtype.RunManual, names: names, at: at,
+	rs, err := op.pl.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: axtype.RunManual, names: names, at: at,
 		approvedBy: by.Actor, approve: map[string]bool{t.def.Name: true}, actor: by.Actor, params: params}, now)
 	if err != nil {
 		return "", err
@@ -572,12 +629,12 @@ func (e *Engine) trigger(ctx context.Context, r Trigger, by By, now time.Time) (
 
 // approve releases the gate of manual task t's oldest instance awaiting
 // approval (or the one at op.At); ok is false when none waits.
-func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now time.Time) (string, bool, error) {
+func (op *operator) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now time.Time) (string, bool, error) {
 	f := store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Waiting}, ByLogicalTime: true, Ascending: true, Limit: 1000}
 	if !r.At.IsZero() {
 		f.LogicalFrom, f.LogicalTo = r.At, r.At
 	}
-	waiting, err := e.st.Instances(ctx, f)
+	waiting, err := op.st.Instances(ctx, f)
 	if err != nil {
 		return "", false, err
 	}
@@ -595,31 +652,31 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 		// Approved already, waiting for its upstreams: a second approval
 		// changes nothing (it must not start a run of the gate alone, which
 		// would run at once, ahead of the upstreams).
-		return e.alreadyApproved(ctx, t, approved, now)
+		return op.alreadyApproved(ctx, t, approved, now)
 	}
 	if in == nil {
 		return "", false, nil
 	}
-	v, err := e.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: by.Actor, Reason: by.Reason, Epoch: e.epoch, Now: now})
+	v, err := op.host.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: by.Actor, Reason: by.Reason, Epoch: op.host.termEpoch(), Now: now})
 	if err != nil {
 		return "", false, err
 	}
-	e.runs.dropRunOf(in.ID)
-	rs, err := e.runs.get(ctx, in.RunID)
+	op.res.runs.dropRunOf(in.ID)
+	rs, err := op.res.runs.get(ctx, in.RunID)
 	if err != nil {
 		return "", false, err
 	}
 	if ref := rs.inst[t.id]; ref != nil {
 		ref.version, ref.approved = v, true
 	}
-	rel, err := e.releasable(ctx, rs, []*taskInfo{t}, now)
+	rel, err := op.res.releasable(ctx, rs, []*taskInfo{t}, now)
 	if err != nil {
 		return "", false, err
 	}
-	if err := e.applyReleases(ctx, rel, now); err != nil {
+	if err := op.done.applyReleases(ctx, rel, now); err != nil {
 		return "", false, err
 	}
-	loc := e.g.Pipeline(t.def.Pipeline).Location
+	loc := op.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
 	if len(rel) == 1 && rel[0].p.To == axtype.Scheduled {
 		return what + ": it runs now", true, nil
@@ -627,25 +684,25 @@ func (e *Engine) approve(ctx context.Context, t *taskInfo, r Trigger, by By, now
 	if len(rel) == 1 && rel[0].p.To == axtype.Failed {
 		return what + ": it cannot run: " + rel[0].p.Reason, true, nil
 	}
-	return what + e.waitsFor(ctx, rs, t, now), true, nil
+	return what + op.waitsFor(ctx, rs, t, now), true, nil
 }
 
 // alreadyApproved answers an approval of manual task t whose instance in
 // is approved already and waits for its upstreams.
-func (e *Engine) alreadyApproved(ctx context.Context, t *taskInfo, in *axtype.Instance, now time.Time) (string, bool, error) {
-	rs, err := e.runs.get(ctx, in.RunID)
+func (op *operator) alreadyApproved(ctx context.Context, t *taskInfo, in *axtype.Instance, now time.Time) (string, bool, error) {
+	rs, err := op.res.runs.get(ctx, in.RunID)
 	if err != nil {
 		return "", false, err
 	}
-	loc := e.g.Pipeline(t.def.Pipeline).Location
+	loc := op.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("%s for %s (run %d, instance %d) is already approved by %s", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID, in.ApprovedBy)
-	return what + e.waitsFor(ctx, rs, t, now) + "; nothing changed", true, nil
+	return what + op.waitsFor(ctx, rs, t, now) + "; nothing changed", true, nil
 }
 
 // waitsFor says what the approved gate t of run rs waits for, by the
 // readiness rule: ": it runs when its upstreams have succeeded (…)".
-func (e *Engine) waitsFor(ctx context.Context, rs *runState, t *taskInfo, now time.Time) string {
-	vs, _ := e.verdicts(ctx, rs, []*taskInfo{t}, now)
+func (op *operator) waitsFor(ctx context.Context, rs *runState, t *taskInfo, now time.Time) string {
+	vs, _ := op.res.verdicts(ctx, rs, []*taskInfo{t}, now)
 	if len(vs) == 1 {
 		return ": it runs when its upstreams have succeeded (" + vs[0].reason + ")"
 	}
@@ -668,10 +725,10 @@ func encodeParams(p map[string]string) (string, error) {
 
 // kill cancels running instances on their executors (R18): the task's, or
 // the one given. The instance ends KILLED when its executor has stopped.
-func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string, error) {
+func (op *operator) kill(ctx context.Context, r Kill, by By, now time.Time) (string, error) {
 	var ids []int64
 	if r.Instance != 0 {
-		in, err := e.st.Instance(ctx, r.Instance)
+		in, err := op.st.Instance(ctx, r.Instance)
 		if err != nil {
 			return "", err
 		}
@@ -680,12 +737,12 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 		}
 		ids = []int64{in.ID}
 	} else {
-		t, err := e.resolveTask(r.Target)
+		t, err := op.resolveTask(r.Target)
 		if err != nil {
 			return "", err
 		}
-		for _, id := range e.running.ids() {
-			if e.running.get(id).task == t {
+		for _, id := range op.disp.running.ids() {
+			if op.disp.running.get(id).task == t {
 				ids = append(ids, id)
 			}
 		}
@@ -694,12 +751,12 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 		}
 	}
 	for _, id := range ids {
-		if e.running.get(id) == nil {
+		if op.disp.running.get(id) == nil {
 			return "", fmt.Errorf("instance %d is RUNNING but not known to this scheduler: wait for its timeout", id)
 		}
 	}
 	for _, id := range ids {
-		e.killAttempt(id, "killed by "+by.Actor)
+		op.killAttempt(id, "killed by "+by.Actor)
 	}
 	return fmt.Sprintf("kill sent to %d instance(s): %v", len(ids), ids), nil
 }
@@ -708,12 +765,12 @@ func (e *Engine) kill(ctx context.Context, r Kill, by By, now time.Time) (string
 // (FAILED, KILLED or SUCCESS), or every FAILED and KILLED instance of a run:
 // FAILED → RUNNING at once, KILLED → WAITING → SCHEDULED, SUCCESS → SCHEDULED.
 // Its downstream instances follow when it succeeds.
-func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (string, error) {
-	insts, err := e.rerunTargets(ctx, r)
+func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (string, error) {
+	insts, err := op.rerunTargets(ctx, r)
 	if err != nil {
 		return "", err
 	}
-	if err := e.checkUpstreamsRerun(ctx, insts); err != nil {
+	if err := op.checkUpstreamsRerun(ctx, insts); err != nil {
 		return "", err
 	}
 	var (
@@ -721,28 +778,28 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 		again       []axtype.Instance // rerun or brought back: their downstream come back too
 	)
 	for _, in := range insts {
-		if e.tasks[in.TaskID] == nil {
+		if op.tasks[in.TaskID] == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
-		e.runs.dropRunOf(in.ID)
+		op.res.runs.dropRunOf(in.ID)
 		again = append(again, in)
 		if in.Attempt == 0 {
 			// Ended without running (its upstream failed, its wait limit
 			// passed, or an operator marked it or cancelled its run): it comes
 			// back to WAITING, and the readiness rule (bringBack settles it)
 			// runs it when its upstreams succeed, never before them.
-			if err := e.bringBackOne(ctx, in, by.Actor, now); err != nil {
+			if err := op.bringBackOne(ctx, in, by.Actor, now); err != nil {
 				return "", err
 			}
 			back = append(back, strconv.FormatInt(in.ID, 10))
 			continue
 		}
-		if err := e.rerunOne(ctx, in, by, now); err != nil {
+		if err := op.rerunOne(ctx, in, by, now); err != nil {
 			return "", err
 		}
 		rerun = append(rerun, strconv.FormatInt(in.ID, 10))
 	}
-	n, err := e.bringBack(ctx, again, by.Actor, now)
+	n, err := op.bringBack(ctx, again, by.Actor, now)
 	if err != nil {
 		return "", err
 	}
@@ -763,13 +820,13 @@ func (e *Engine) rerun(ctx context.Context, r Rerun, by By, now time.Time) (stri
 // that never ran while an upstream of it in its run is still FAILED or
 // KILLED and not rerun with it: the readiness rule would fail it again at
 // once. The refusal names the upstream to rerun first.
-func (e *Engine) checkUpstreamsRerun(ctx context.Context, insts []axtype.Instance) error {
+func (op *operator) checkUpstreamsRerun(ctx context.Context, insts []axtype.Instance) error {
 	rerun := map[int64]bool{}
 	for _, in := range insts {
 		rerun[in.ID] = true
 	}
 	for _, in := range insts {
-		t := e.tasks[in.TaskID]
+		t := op.tasks[in.TaskID]
 		if in.Attempt != 0 || t == nil || len(t.up) == 0 {
 			continue
 		}
@@ -777,7 +834,7 @@ func (e *Engine) checkUpstreamsRerun(ctx context.Context, insts []axtype.Instanc
 		for _, u := range t.up {
 			up[u.id] = true
 		}
-		run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20, Ascending: true})
+		run, err := op.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20, Ascending: true})
 		if err != nil {
 			return err
 		}
@@ -794,10 +851,10 @@ func (e *Engine) checkUpstreamsRerun(ctx context.Context, insts []axtype.Instanc
 // rerunTargets returns the instances a rerun names, each FAILED, KILLED
 // or SUCCESS: the one instance, a run's FAILED and KILLED ones, or a task's
 // latest FAILED or KILLED one.
-func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instance, error) {
+func (op *operator) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instance, error) {
 	switch {
 	case r.Instance != 0:
-		in, err := e.st.Instance(ctx, r.Instance)
+		in, err := op.st.Instance(ctx, r.Instance)
 		if err != nil {
 			return nil, err
 		}
@@ -806,10 +863,10 @@ func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instance, 
 		}
 		return []axtype.Instance{in}, nil
 	case r.Run != 0:
-		if _, err := e.st.Run(ctx, r.Run); err != nil {
+		if _, err := op.st.Run(ctx, r.Run); err != nil {
 			return nil, err
 		}
-		all, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, States: []axtype.State{axtype.Failed, axtype.Killed}, Limit: 1 << 20, Ascending: true})
+		all, err := op.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, States: []axtype.State{axtype.Failed, axtype.Killed}, Limit: 1 << 20, Ascending: true})
 		if err != nil {
 			return nil, err
 		}
@@ -818,16 +875,16 @@ func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instance, 
 		}
 		return all, nil
 	}
-	t, err := e.resolveTask(r.Target)
+	t, err := op.resolveTask(r.Target)
 	if err != nil {
 		return nil, err
 	}
-	last, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Failed, axtype.Killed}, Limit: 1})
+	last, err := op.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, States: []axtype.State{axtype.Failed, axtype.Killed}, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
 	if len(last) == 0 {
-		latest, _ := e.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, Limit: 1})
+		latest, _ := op.st.Instances(ctx, store.InstanceFilter{TaskID: t.id, Limit: 1})
 		state := "none"
 		if len(latest) == 1 {
 			state = string(latest[0].State)
@@ -841,49 +898,49 @@ func (e *Engine) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instance, 
 // its task's caps leave room (the pool's rule), else, as KILLED always,
 // WAITING → SCHEDULED into the queue, where it waits for a slot; SUCCESS
 // → SCHEDULED.
-func (e *Engine) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
+func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
 	reason := "rerun"
-	if t := e.tasks[in.TaskID]; in.State == axtype.Failed && t != nil {
-		why := e.pool.full(t)
+	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil {
+		why := op.disp.pool.full(t)
 		if why == "" {
 			p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: t, runID: in.RunID, logical: in.LogicalTime, manual: true}
-			return e.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
+			return op.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
 		}
 		reason = "rerun: waits for a slot: " + why
 	}
 	from, v := in.State, in.Version
 	if from == axtype.Killed || from == axtype.Failed {
-		nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Waiting,
-			Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: reason})
+		nv, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Waiting,
+			Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
 		if err != nil {
 			return err
 		}
 		from, v = axtype.Waiting, nv
 	}
-	nv, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Scheduled,
-		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: reason})
+	nv, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Scheduled,
+		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
 	if err != nil {
 		return err
 	}
 	in.State, in.Version, in.NextFireAt = axtype.Scheduled, nv, now
-	e.enqueue(ctx, in)
+	op.pl.enqueue(ctx, in)
 	return nil
 }
 
 // startNow dispatches one instance at once, outside the queue: the manual
 // rerun of a FAILED instance, which the table moves straight to RUNNING.
-func (e *Engine) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
+func (op *operator) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
 	ticket, att := newTicket(), 1
-	v, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
+	v, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
 		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(executorOf(p.task.def))},
-		Epoch: e.epoch, Now: now, Actor: Actor, Reason: why,
+		Epoch: op.host.termEpoch(), Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", TaskID: p.task.id, Ticket: ticket, Reason: why}})
 	if err != nil {
 		return err
 	}
 	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
-	e.track(id, a)
-	e.execute(id, a, nil)
+	op.disp.track(id, a)
+	op.disp.execute(id, a, nil)
 	return nil
 }
 

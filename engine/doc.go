@@ -4,39 +4,50 @@
 // # One owner, several components
 //
 // One goroutine, the loop of [Engine.Run], owns all scheduling state. The
-// state is split into components, each a type in a file of its own that
-// says what it owns and what it must not do; [Engine] composes them, and
-// the loop is the only goroutine that touches any of them (no locks on the
-// hot path):
+// state is split into components, each a type in a file of its own whose
+// methods carry its rules, and which says what it owns and what it must
+// not do. Each declares, where it is used, the small interface of what it
+// asks of the others (plannerHost, resolverHost, dispatcherHost,
+// completerHost, operatorHost, backfillHost; fenced is the leadership's
+// part they share) and of the store (plannerReader, resolverReader, …);
+// [Engine] composes them, answers those interfaces, and runs the loop. The
+// loop is the only goroutine that touches any of them (no locks on the hot
+// path):
 //
 //   - leadership (lease.go): the term as primary — its epoch, the keeper
 //     that renews the lease on a timer and goroutine of its own, the fence
 //     through which every write of the term goes (R44), and what is known
 //     of the term before (who held it, when it ended).
 //   - planner (planner.go, trigger.go, misfire.go): the triggers, runs
-//     created ahead for every fire inside the window, the misfire rule for
-//     fires that passed unrun, and the time wheel of instances due soon.
+//     created ahead for every fire inside the window (newRunWith, the one
+//     way to create a run), the misfire rule for fires that passed unrun,
+//     and the time wheel of instances due soon.
 //   - resolver (ready.go, settle.go, runcache.go): readiness and failure
 //     propagation, one pure rule (decide, settle) of a run's instances;
-//     settle.go reads what it needs and turns its verdicts into
-//     transitions. It owns the run cache (runCache), the store's runs as
-//     the rule reads them, which everyone else reaches through its methods.
+//     settle.go reads what it needs and turns its verdicts into the
+//     transitions others record. It owns the run cache (runCache), the
+//     store's runs as the rule reads them, and says when a run is over
+//     (runFinished, StatusOf's rule).
 //   - dispatcher (dispatcher.go, dispatch.go, inflight.go, overlap.go,
-//     pool.go, breaker.go): the priority queue of due instances, the
-//     attempts in flight (inflight), the overlap policy judged at the fire
-//     time, rate limits and the breakers that cut a task's rate,
-//     concurrency caps, claims ahead of the fire time, and the hand-out of
-//     recorded starts to executors.
+//     pool.go, breaker.go, the limits of control.go): the priority queue
+//     of due instances, the attempts in flight (inflight), the overlap
+//     policy judged at the fire time, rate limits and the breakers that cut
+//     a task's rate, concurrency caps, claims ahead of the fire time, and
+//     the hand-out of recorded starts to executors (execute).
 //   - completer (completer.go, sweep.go, orphan.go, inbox.go): results,
 //     retries, timeouts and give-backs (one pure rule, judgeResult),
 //     recorded with the downstream they settle, and the releases of what
 //     waited on them. Every outcome comes in through gather; what the
 //     executor sweep remembers (refusals, inherited attempts) is its own.
-//   - operator requests (request.go, control.go, settleop.go): a sealed
-//     set of typed requests applied on the loop, and the pauses in force
-//     (pauses), whose coverage rule is store.PauseSet.Covering.
+//   - operator (request.go, control.go, settleop.go): a sealed set of typed
+//     requests, each applied by the operator on the loop, and the pauses in
+//     force (pauses), whose coverage rule is store.PauseSet.Covering.
 //   - backfiller (backfill.go): runs of past logical times, a few at a time,
 //     stepped as results come in and the store polled every second.
+//
+// What stays on [Engine] is the loop and its lifecycle (Run, the term's
+// start and end, a turn), the public API (Do, Explain, Reload, Report,
+// Stats), and what spans every component: alerts, live reload, retention.
 //
 // How an instance flows through them:
 //

@@ -70,21 +70,16 @@ type Engine struct {
 	tasks map[string]*taskInfo
 
 	// Owned by the loop.
-	planner               // triggers, wheel, window (planner.go)
-	resolver              // readiness and failure propagation (settle.go, ready.go)
-	leadership            // epoch, lease, fence of the term (lease.go)
-	dispatcher            // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer             // results, retries, timeouts, releases (completer.go)
-	backfiller backfiller // backfills in progress (backfill.go)
-	retryAt    time.Time  // after a store error: when to try again
-	failures   int
-	reqs       chan request
-	paused     pauses // in force (control.go)
-	opsPolled  time.Time
-	// opsApplied are queued requests applied whose outcome is not
-	// recorded yet (the store failed as it was written): recorded on the
-	// next polls, never applied again.
-	opsApplied  map[int64]opOutcome
+	planner                // triggers, wheel, window (planner.go)
+	resolver               // readiness and failure propagation (settle.go, ready.go)
+	leadership             // epoch, lease, fence of the term (lease.go)
+	dispatcher             // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer              // results, retries, timeouts, releases (completer.go)
+	operator               // operator requests and the pauses in force (control.go)
+	backfiller  backfiller // backfills in progress (backfill.go)
+	retryAt     time.Time  // after a store error: when to try again
+	failures    int
+	reqs        chan request
 	inboxPolled time.Time
 	hasHTTP     bool                 // some task runs on HTTP executors: read the results inbox
 	gone        map[string]*taskInfo // stand-ins of removed tasks with a running instance
@@ -115,6 +110,7 @@ var (
 	_ resolverHost   = (*Engine)(nil)
 	_ completerHost  = (*Engine)(nil)
 	_ dispatcherHost = (*Engine)(nil)
+	_ operatorHost   = (*Engine)(nil)
 	_ backfillHost   = (*Engine)(nil)
 )
 
@@ -165,14 +161,16 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	// no longer safely held, even while the loop is busy or was stopped.
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
-	e.resolver = newResolver(e, st, &e.paused)
+	e.resolver = newResolver(e, st, &e.operator.pauses)
 	e.planner = newPlanner(cfg, e, st, &e.resolver.runs, &e.dispatcher.queue)
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
-	e.dispatcher.wire(dispatcherDeps{cfg: cfg, host: e, planned: &e.planner, res: &e.resolver, paused: &e.paused, execs: execs,
+	e.dispatcher.wire(dispatcherDeps{cfg: cfg, host: e, planned: &e.planner, res: &e.resolver, paused: &e.operator.pauses, execs: execs,
 		dialect: st.Dialect(), st: st, logs: e.logs, m: e.m})
 	e.completer = newCompleter(completerDeps{cfg: cfg, host: e, res: &e.resolver, attempts: &e.dispatcher.running, breakers: e.dispatcher.brk,
 		st: st, logs: e.logs, m: e.m})
+	e.operator = newOperator(operatorDeps{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
+		bf: &e.backfiller, st: st})
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
@@ -194,6 +192,7 @@ func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*tri
 	e.resolver.setGraph(g, tasks)
 	e.backfiller.setGraph(g, tasks)
 	e.completer.tasks = tasks
+	e.operator.setGraph(g, tasks)
 	e.cur.Store(g)
 }
 

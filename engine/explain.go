@@ -92,7 +92,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
 		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
-		v.pause, v.isPaused = e.paused.of(t)
+		v.pause, v.isPaused = e.pauses.of(t)
 	}, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:

@@ -30,7 +30,7 @@ type Request interface {
 	Verb() string
 	// subject is the task and instance the action log files it under.
 	subject() (task string, instance int64)
-	apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error)
+	apply(ctx context.Context, op *operator, by By, now time.Time) (string, error)
 }
 
 // By says who made a request and why: the action log's actor and reason.
@@ -176,44 +176,44 @@ func scopedTask(scope store.PauseScope, target string) string {
 	return ""
 }
 
-func (r Pause) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.pause(ctx, r, by, now)
+func (r Pause) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.pause(ctx, r, by, now)
 }
 
-func (r Resume) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.resume(ctx, r, by, now)
+func (r Resume) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.resume(ctx, r, by, now)
 }
 
-func (r Trigger) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.trigger(ctx, r, by, now)
+func (r Trigger) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.trigger(ctx, r, by, now)
 }
 
-func (r Kill) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.kill(ctx, r, by, now)
+func (r Kill) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.kill(ctx, r, by, now)
 }
 
-func (r Rerun) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.rerun(ctx, r, by, now)
+func (r Rerun) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.rerun(ctx, r, by, now)
 }
 
-func (r Mark) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.mark(ctx, r, by, now)
+func (r Mark) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.mark(ctx, r, by, now)
 }
 
-func (r Cancel) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.cancel(ctx, r, by, now)
+func (r Cancel) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.cancel(ctx, r, by, now)
 }
 
-func (r SetLimits) apply(ctx context.Context, e *Engine, _ By, now time.Time) (string, error) {
-	return e.setLimits(ctx, r, now)
+func (r SetLimits) apply(ctx context.Context, op *operator, _ By, now time.Time) (string, error) {
+	return op.disp.setLimits(ctx, r, now)
 }
 
-func (r CancelBackfill) apply(ctx context.Context, e *Engine, by By, now time.Time) (string, error) {
-	return e.backfiller.cancel(ctx, r, by, now)
+func (r CancelBackfill) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.bf.cancel(ctx, r, by, now)
 }
 
-func (r ResumeBackfill) apply(ctx context.Context, e *Engine, _ By, now time.Time) (string, error) {
-	return e.backfiller.resumeCancelled(ctx, r, now)
+func (r ResumeBackfill) apply(ctx context.Context, op *operator, _ By, now time.Time) (string, error) {
+	return op.bf.resumeCancelled(ctx, r, now)
 }
 
 // EncodeRequest returns the queued form of req made by by: its verb and a

@@ -315,14 +315,14 @@ func neverRan(in axtype.Instance) bool {
 
 // bringBackOne moves one instance that never ran (FAILED, KILLED, or
 // marked SUCCESS) back to WAITING.
-func (e *Engine) bringBackOne(ctx context.Context, in axtype.Instance, actor string, now time.Time) error {
-	_, err := e.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Waiting,
+func (op *operator) bringBackOne(ctx context.Context, in axtype.Instance, actor string, now time.Time) error {
+	_, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Waiting,
 		Set:   store.Changes{Error: ptr(""), EndedAt: &time.Time{}, Reason: ptr("waiting for its upstreams again (rerun)")},
-		Epoch: e.epoch, Now: now, Actor: actor, Reason: "rerun: it never ran (" + cmpOr(in.Error, string(in.State)) + ")"})
+		Epoch: op.host.termEpoch(), Now: now, Actor: actor, Reason: "rerun: it never ran (" + cmpOr(in.Error, string(in.State)) + ")"})
 	if err != nil {
 		return err
 	}
-	e.runs.dropRunOf(in.ID)
+	op.res.runs.dropRunOf(in.ID)
 	return nil
 }
 
@@ -331,7 +331,7 @@ func (e *Engine) bringBackOne(ctx context.Context, in axtype.Instance, actor str
 // transitively, and in other pipelines' runs whose failure names them. Then
 // it settles them: those whose upstreams are done already are released. It
 // returns how many came back.
-func (e *Engine) bringBack(ctx context.Context, from []axtype.Instance, actor string, now time.Time) (int, error) {
+func (op *operator) bringBack(ctx context.Context, from []axtype.Instance, actor string, now time.Time) (int, error) {
 	var back []axtype.Instance
 	seen := map[int64]bool{}
 	for _, in := range from {
@@ -342,7 +342,7 @@ func (e *Engine) bringBack(ctx context.Context, from []axtype.Instance, actor st
 		if r, ok := runs[id]; ok {
 			return r, nil
 		}
-		ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: id, Limit: 1 << 20})
+		ins, err := op.st.Instances(ctx, store.InstanceFilter{RunID: id, Limit: 1 << 20})
 		if err != nil {
 			return nil, err
 		}
@@ -357,7 +357,7 @@ func (e *Engine) bringBack(ctx context.Context, from []axtype.Instance, actor st
 	for len(work) > 0 {
 		in := work[0]
 		work = work[1:]
-		ti := e.tasks[in.TaskID]
+		ti := op.tasks[in.TaskID]
 		if ti == nil {
 			continue
 		}
@@ -372,7 +372,7 @@ func (e *Engine) bringBack(ctx context.Context, from []axtype.Instance, actor st
 			}
 		}
 		for _, d := range ti.crossDown {
-			failed, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []axtype.State{axtype.Failed}, LogicalFrom: in.LogicalTime, Limit: 1000})
+			failed, err := op.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []axtype.State{axtype.Failed}, LogicalFrom: in.LogicalTime, Limit: 1000})
 			if err != nil {
 				return 0, err
 			}
@@ -384,38 +384,38 @@ func (e *Engine) bringBack(ctx context.Context, from []axtype.Instance, actor st
 		}
 		for _, x := range next {
 			seen[x.ID] = true
-			if err := e.bringBackOne(ctx, x, actor, now); err != nil {
+			if err := op.bringBackOne(ctx, x, actor, now); err != nil {
 				return 0, err
 			}
 			back = append(back, x)
 			work = append(work, x)
 		}
 	}
-	return len(back), e.settleBack(ctx, append(slices.Clone(from), back...), now)
+	return len(back), op.settleBack(ctx, append(slices.Clone(from), back...), now)
 }
 
 // settleBack settles instances that came back to WAITING (and those a
 // rerun brought back directly): those whose upstreams are done already are
 // released.
-func (e *Engine) settleBack(ctx context.Context, ins []axtype.Instance, now time.Time) error {
+func (op *operator) settleBack(ctx context.Context, ins []axtype.Instance, now time.Time) error {
 	byRun := map[int64][]*taskInfo{}
 	for _, x := range ins {
-		if ti := e.tasks[x.TaskID]; ti != nil {
+		if ti := op.tasks[x.TaskID]; ti != nil {
 			byRun[x.RunID] = append(byRun[x.RunID], ti)
 		}
 	}
 	var rel []release
 	for _, id := range sortedIDs(byRun) {
-		e.runs.drop(id)
-		rs, err := e.runs.get(ctx, id)
+		op.res.runs.drop(id)
+		rs, err := op.res.runs.get(ctx, id)
 		if err != nil {
 			return err
 		}
-		r, err := e.releasable(ctx, rs, byRun[id], now)
+		r, err := op.res.releasable(ctx, rs, byRun[id], now)
 		if err != nil {
 			return err
 		}
 		rel = append(rel, r...)
 	}
-	return e.applyReleases(ctx, rel, now)
+	return op.done.applyReleases(ctx, rel, now)
 }

@@ -44,22 +44,22 @@ func markable(in axtype.Instance, to axtype.State) error {
 
 // markTarget finds the instance a mark names: by id, or a task in a run, or
 // a task at a logical time.
-func (e *Engine) markTarget(ctx context.Context, r Mark) (axtype.Instance, error) {
+func (op *operator) markTarget(ctx context.Context, r Mark) (axtype.Instance, error) {
 	if r.Instance != 0 {
-		in, err := e.st.Instance(ctx, r.Instance)
+		in, err := op.st.Instance(ctx, r.Instance)
 		if errors.Is(err, store.ErrNotFound) {
 			return in, fmt.Errorf("%w: no instance %d", ErrBadOp, r.Instance)
 		}
 		return in, err
 	}
-	t, err := e.resolveTask(r.Target)
+	t, err := op.resolveTask(r.Target)
 	if err != nil {
 		return axtype.Instance{}, fmt.Errorf("%w: %v", ErrBadOp, err)
 	}
 	f := store.InstanceFilter{TaskID: t.id, Limit: 2}
 	switch {
 	case r.Run != 0:
-		if _, err := e.st.Run(ctx, r.Run); err != nil {
+		if _, err := op.st.Run(ctx, r.Run); err != nil {
 			return axtype.Instance{}, fmt.Errorf("%w: no run %d", ErrBadOp, r.Run)
 		}
 		f.RunID = r.Run
@@ -68,7 +68,7 @@ func (e *Engine) markTarget(ctx context.Context, r Mark) (axtype.Instance, error
 	default:
 		return axtype.Instance{}, fmt.Errorf("%w: say which instance of %s: --run RUN, --at TIME, or an instance id", ErrBadOp, t.id)
 	}
-	ins, err := e.st.Instances(ctx, f)
+	ins, err := op.st.Instances(ctx, f)
 	if err != nil {
 		return axtype.Instance{}, err
 	}
@@ -86,8 +86,8 @@ func (e *Engine) markTarget(ctx context.Context, r Mark) (axtype.Instance, error
 // mark sets the outcome of a waiting, failed or killed instance: success
 // releases its downstream (and brings back what failed without running
 // behind it), failed fails its waiting downstream (R40).
-func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string, error) {
-	in, err := e.markTarget(ctx, r)
+func (op *operator) mark(ctx context.Context, r Mark, by By, now time.Time) (string, error) {
+	in, err := op.markTarget(ctx, r)
 	if err != nil {
 		return "", err
 	}
@@ -95,7 +95,7 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 	if err := markable(in, to); err != nil {
 		return "", err
 	}
-	if e.tasks[in.TaskID] == nil {
+	if op.tasks[in.TaskID] == nil {
 		return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 	}
 	why := fmt.Sprintf("marked %s by %s", strings.ToLower(string(to)), by.Actor)
@@ -106,17 +106,17 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 	if to == axtype.Failed {
 		errText = why
 	}
-	e.runs.dropRunOf(in.ID)
+	op.res.runs.dropRunOf(in.ID)
 	params := []store.TransitionParams{{InstanceID: in.ID, Version: in.Version, From: in.State, To: to,
 		Set:   store.Changes{Error: &errText, EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
-		Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: why}}
-	if _, err := e.recordSettled(ctx, params, now); err != nil {
+		Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: why}}
+	if _, err := op.recordSettled(ctx, params, now); err != nil {
 		return "", err
 	}
 	msg := fmt.Sprintf("instance %d of %s (run %d) %s", in.ID, in.TaskID, in.RunID, why)
 	if to == axtype.Success {
 		in.State = axtype.Success
-		n, err := e.bringBack(ctx, []axtype.Instance{in}, by.Actor, now)
+		n, err := op.bringBack(ctx, []axtype.Instance{in}, by.Actor, now)
 		if err != nil {
 			return "", err
 		}
@@ -129,11 +129,11 @@ func (e *Engine) mark(ctx context.Context, r Mark, by By, now time.Time) (string
 
 // recordSettled records params with the downstream they settle in the same
 // transaction (and other pipelines' right after), keeping the cache in step.
-func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionParams, now time.Time) ([]store.BatchResult, error) {
+func (op *operator) recordSettled(ctx context.Context, params []store.TransitionParams, now time.Time) ([]store.BatchResult, error) {
 	var settled []release
-	res, relRes, err := e.w().TransitionBatchThen(ctx, params, e.settleAfter(ctx, params, now, &settled))
+	res, relRes, err := op.host.w().TransitionBatchThen(ctx, params, op.res.settleAfter(ctx, params, now, &settled))
 	if err != nil {
-		e.runs.invalidate()
+		op.res.runs.invalidate()
 		return nil, err
 	}
 	var ended []*taskInfo
@@ -144,32 +144,32 @@ func (e *Engine) recordSettled(ctx context.Context, params []store.TransitionPar
 			}
 			continue
 		}
-		delete(e.pending, params[i].InstanceID)
-		e.runs.dropRunOf(params[i].InstanceID)
-		if in, err := e.st.Instance(ctx, params[i].InstanceID); err == nil && e.tasks[in.TaskID] != nil {
-			ended = append(ended, e.tasks[in.TaskID])
+		delete(op.pl.pending, params[i].InstanceID)
+		op.res.runs.dropRunOf(params[i].InstanceID)
+		if in, err := op.st.Instance(ctx, params[i].InstanceID); err == nil && op.tasks[in.TaskID] != nil {
+			ended = append(ended, op.tasks[in.TaskID])
 		}
 	}
 	if len(settled) > 0 {
-		e.released(ctx, settled, relRes)
+		op.done.released(ctx, settled, relRes)
 	}
-	return res, e.crossAfter(ctx, ended, now)
+	return res, op.done.crossAfter(ctx, ended, now)
 }
 
 // cancel ends every unfinished instance of a run: running ones are killed
 // (they end KILLED when their executor has stopped them), the others fail
 // as cancelled; the run is then over.
-func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (string, error) {
+func (op *operator) cancel(ctx context.Context, r Cancel, by By, now time.Time) (string, error) {
 	if r.Run == 0 {
 		return "", fmt.Errorf("%w: cancel needs a run id", ErrBadOp)
 	}
-	if _, err := e.st.Run(ctx, r.Run); err != nil {
+	if _, err := op.st.Run(ctx, r.Run); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return "", fmt.Errorf("%w: no run %d", ErrBadOp, r.Run)
 		}
 		return "", err
 	}
-	ins, err := e.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, Limit: 1 << 20, Ascending: true})
+	ins, err := op.st.Instances(ctx, store.InstanceFilter{RunID: r.Run, Limit: 1 << 20, Ascending: true})
 	if err != nil {
 		return "", err
 	}
@@ -186,21 +186,21 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 		case axtype.Waiting, axtype.Scheduled, axtype.Retrying, axtype.Paused:
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
 				Set:   store.Changes{Error: ptr(why), EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
-				Epoch: e.epoch, Now: now, Actor: by.Actor, Reason: why})
+				Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: why})
 		case axtype.Running:
 			kill = append(kill, in.ID)
 		}
 	}
 	if len(params)+len(kill) == 0 {
-		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", r.Run, StatusOf(ins, e.isManual).State)
+		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", r.Run, StatusOf(ins, op.res.isManual).State)
 	}
 	for _, id := range kill {
-		if e.running.get(id) == nil {
+		if op.disp.running.get(id) == nil {
 			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, r.Run)
 		}
 	}
-	e.runs.drop(r.Run)
-	res, err := e.recordSettled(ctx, params, now)
+	op.res.runs.drop(r.Run)
+	res, err := op.recordSettled(ctx, params, now)
 	if err != nil {
 		return "", err
 	}
@@ -211,7 +211,7 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 		}
 	}
 	for _, id := range kill {
-		e.killAttempt(id, "cancelled by "+by.Actor)
+		op.killAttempt(id, "cancelled by "+by.Actor)
 	}
 	msg := fmt.Sprintf("run %d cancelled: %d instance(s) failed as cancelled", r.Run, failed)
 	if len(kill) > 0 {
@@ -228,20 +228,20 @@ func (e *Engine) cancel(ctx context.Context, r Cancel, by By, now time.Time) (st
 }
 
 // killAttempt stops one running attempt as kill does.
-func (e *Engine) killAttempt(id int64, by string) {
-	a := e.running.get(id)
+func (op *operator) killAttempt(id int64, by string) {
+	a := op.disp.running.get(id)
 	switch {
 	case a == nil:
 	case a.held:
-		delete(e.held, id)
+		delete(op.disp.held, id)
 		a.held = false
 		a.cancel(runner.ErrKilled)
-		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+		op.done.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
 			Error: cmp.Or(by, "killed") + " before its fire time: it never started"}})
 	case a.cancel != nil:
 		a.cancel(runner.ErrKilled)
 	default:
-		e.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
+		op.done.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
 			Error: by + "; its executor ran in a previous scheduler process and may still be running"}})
 	}
 }
