@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
@@ -267,6 +270,7 @@ type fakeBackfillHost struct {
 	over    map[int64][]string // run id → failed tasks, for runs that are over
 	created []newRunSpec
 	woken   int
+	fence   *store.Fence
 }
 
 func (h *fakeBackfillHost) newRunWith(_ context.Context, spec newRunSpec, _ time.Time) (*runState, error) {
@@ -279,7 +283,7 @@ func (h *fakeBackfillHost) runFinished(_ context.Context, id int64) (bool, []str
 	return ok, failed, nil
 }
 
-func (h *fakeBackfillHost) w() *store.Fence { return nil }
+func (h *fakeBackfillHost) w() *store.Fence { return h.fence }
 func (h *fakeBackfillHost) soon()           { h.woken++ }
 
 type fakeBackfillReader struct{ ins []axtype.Instance }
@@ -341,5 +345,70 @@ func TestBackfillerTasksToRun(t *testing.T) {
 				t.Errorf("tasksToRun = %v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestBackfillerStep drives one backfill through the backfiller alone: at
+// most MaxActiveRuns runs at once, the next started as one finishes, and,
+// under StopOnFailure, none after a failed run; it ends FAILED, naming the
+// failed run, once the runs in flight are over. Its progress is stored.
+func TestBackfillerStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "ax.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	day := func(d int) time.Time { return time.Date(2026, 3, d, 1, 30, 0, 0, time.UTC) } // 02:30 in Berlin
+	spec := BackfillSpec{Pipeline: "daily", Tasks: []string{"sync", "clean"}, Times: []time.Time{day(1), day(2), day(3), day(4)},
+		MaxActiveRuns: 2, StopOnFailure: true}
+	id, err := CreateBackfill(ctx, st, spec, "ann", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := compileOne(t, layered)
+	tasks, _ := buildTasks(g)
+	l, err := st.AcquireLease(ctx, store.LeaseParams{Holder: "test", TTL: time.Hour, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &fakeBackfillHost{over: map[int64][]string{}, fence: st.Fence(l.Epoch)}
+	gauge := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runs"}, []string{"backfill", "state"})
+	b := newBackfiller(host, st, slog.New(slog.DiscardHandler), gauge)
+	b.setGraph(g, tasks)
+	bf := &bfState{rec: store.Backfill{ID: id, Pipeline: "daily", State: BackfillRunning, TotalRuns: 4, Actor: "ann"}, spec: spec,
+		active: map[int64]time.Time{}, created: map[int64]bool{}}
+	b.backfills[id] = bf
+	step := func(wantCreated, wantDone, wantFailed int, wantState string) {
+		t.Helper()
+		if err := b.step(ctx, bf, now); err != nil {
+			t.Fatal(err)
+		}
+		if len(host.created) != wantCreated || bf.rec.DoneRuns != wantDone || bf.rec.FailedRuns != wantFailed || bf.rec.State != wantState {
+			t.Fatalf("after a step: %d runs created, %d done, %d failed, %s; want %d, %d, %d, %s",
+				len(host.created), bf.rec.DoneRuns, bf.rec.FailedRuns, bf.rec.State, wantCreated, wantDone, wantFailed, wantState)
+		}
+		stored, err := st.Backfills(ctx, id)
+		if err != nil || len(stored) != 1 || stored[0].DoneRuns != wantDone || stored[0].State != wantState {
+			t.Fatalf("stored %+v (%v); want %d done, %s", stored, err, wantDone, wantState)
+		}
+	}
+	step(2, 0, 0, BackfillRunning) // two at once, no more
+	if host.created[0].at != day(1) || host.created[1].at != day(2) || host.created[0].key != fmt.Sprintf("backfill/%d/%d", id, day(1).UnixMilli()) {
+		t.Fatalf("runs created: %+v", host.created)
+	}
+	host.over[101] = nil
+	step(3, 1, 0, BackfillRunning) // one over: the third starts
+	host.over[102] = []string{"clean"}
+	step(3, 2, 1, BackfillRunning) // a failure: nothing more starts, the third runs on
+	host.over[103] = nil
+	step(3, 3, 1, BackfillFailed) // over: failed, the fourth never ran
+	if b.backfills[id] != nil {
+		t.Error("a finished backfill is still driven")
+	}
+	if want := "failed runs: 2026-03-02T02:30:00+01:00: clean"; bf.rec.Error != want {
+		t.Errorf("error %q; want %q", bf.rec.Error, want)
 	}
 }

@@ -52,55 +52,62 @@ type completer struct {
 	cfg  Config
 	host completerHost
 	// res is the resolver, whose rules decide what a recorded outcome
-	// settles; attempts are the attempts in flight and breakers the tasks'
-	// breakers (both the dispatcher's), which results end and feed.
-	res      *resolver
-	attempts *inflight
-	breakers *breaker.Breaker
-	st       instanceReader
-	log      *slog.Logger
-	logs     *logWriter // task output, recorded with the results
-	m        *metrics
-	tasks    map[string]*taskInfo // the tasks of the graph in force (setGraph)
+	// settles; disp the dispatcher, whose attempts in flight results end,
+	// whose breakers they feed, and whose workers ask executors about
+	// inherited attempts (and dispatch one again that none knows).
+	res     *resolver
+	disp    *dispatcher
+	st      completerStore
+	log     *slog.Logger
+	logs    *logWriter // task output, recorded with the results
+	m       *metrics
+	tasks   map[string]*taskInfo // the tasks of the graph in force (setGraph)
+	hasHTTP bool                 // some task runs on HTTP executors: read the results inbox, sweep the executors
+	// inboxPolled is when the results inbox was last read.
+	inboxPolled time.Time
 }
 
 // completerHost is what the completer asks of the other components.
 type completerHost interface {
 	fenced
-	batchSize() int                                               // the dispatcher's batch of writes
-	soon()                                                        // another turn of the loop
-	untrack(id int64)                                             // the attempt leaves the dispatcher's caps
-	enqueue(ctx context.Context, in axtype.Instance)              // the planner's wheel, for a retry or a release
-	resolved(ctx context.Context, o outcome, now time.Time) error // an inherited attempt's outcome (orphan.go)
+	batchSize() int                                  // the dispatcher's batch of writes
+	soon()                                           // another turn of the loop
+	untrack(id int64)                                // the attempt leaves the dispatcher's caps
+	enqueue(ctx context.Context, in axtype.Instance) // the planner's wheel, for a retry or a release
 	breakerChanged(ctx context.Context, ch breaker.Change, now time.Time)
 	resultsIn()         // the backfiller steps at the next turn
 	countApplied(n int) // Stats.Applied
 	emit(ev Event)
 	notify(a Alert)
+	Alert(ctx context.Context, a Alert)
 	observeEnd(a *attempt, status string, now time.Time)
 }
 
-// instanceReader reads instances from the store.
-type instanceReader interface {
+// completerStore is what the completer reads from the store, and the
+// results it leaves in the inbox for the next primary (leaveResults:
+// unfenced, as an executor's result is received).
+type completerStore interface {
 	Instances(ctx context.Context, f store.InstanceFilter) ([]axtype.Instance, error)
+	Executors(ctx context.Context, task string) ([]store.Executor, error)
+	PendingResults(ctx context.Context, limit int) ([]store.InboxEntry, error)
+	ReceiveResult(ctx context.Context, e store.InboxEntry) (bool, error)
 }
 
 // completerDeps is what a completer is made of: the engine's config, its
 // host, and the components and services it works with.
 type completerDeps struct {
-	cfg      Config
-	host     completerHost
-	res      *resolver
-	attempts *inflight
-	breakers *breaker.Breaker
-	st       instanceReader
-	logs     *logWriter
-	m        *metrics
+	cfg  Config
+	host completerHost
+	res  *resolver
+	disp *dispatcher
+	st   completerStore
+	logs *logWriter
+	m    *metrics
 }
 
 func newCompleter(d completerDeps) completer {
 	return completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{}),
-		cfg: d.cfg, host: d.host, res: d.res, attempts: d.attempts, breakers: d.breakers, st: d.st, log: d.cfg.Logger, logs: d.logs, m: d.m}
+		cfg: d.cfg, host: d.host, res: d.res, disp: d.disp, st: d.st, log: d.cfg.Logger, logs: d.logs, m: d.m}
 }
 
 // reset forgets what an earlier term gathered: a new term reads the store.
@@ -145,8 +152,8 @@ func (c *completer) applyAll(ctx context.Context) error {
 // scheduler's layer of R16); the executor's context has the same deadline.
 func (c *completer) checkTimeouts(ctx context.Context, now time.Time) error {
 	c.checkGroups(now)
-	for _, id := range c.attempts.ids() {
-		a := c.attempts.get(id)
+	for _, id := range c.disp.running.ids() {
+		a := c.disp.running.get(id)
 		if !a.begin() || now.Before(a.deadline.Add(time.Second)) {
 			continue // waiting for a slot (its timeout starts when it starts), or not due
 		}
@@ -357,17 +364,17 @@ func (c *completer) judgeResults(ctx context.Context, batch []outcome, now time.
 	rb := resultBatch{closed: map[string]string{}}
 	for _, o := range batch {
 		if o.resolve != "" {
-			if err := c.host.resolved(ctx, o, now); err != nil {
+			if err := c.resolved(ctx, o, now); err != nil {
 				return rb, err
 			}
 			continue
 		}
 		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
-			if id, ok := c.attempts.byTicket(o.res.Ticket); ok {
+			if id, ok := c.disp.running.byTicket(o.res.Ticket); ok {
 				o.instance = id
 			}
 		}
-		a := c.attempts.get(o.instance)
+		a := c.disp.running.get(o.instance)
 		if a == nil || a.ticket != o.res.Ticket {
 			if err := c.staleResult(ctx, o, rb.closed, now); err != nil {
 				return rb, err
@@ -488,7 +495,7 @@ func (c *completer) observeResult(ctx context.Context, m judged, reason string, 
 			Message: reason})
 	}
 	if (m.to == axtype.Success || m.to == axtype.Failed) && !m.refused {
-		if ch, changed := c.breakers.Record(m.a.task.id, m.to == axtype.Success, now); changed {
+		if ch, changed := c.disp.brk.Record(m.a.task.id, m.to == axtype.Success, now); changed {
 			c.host.breakerChanged(ctx, ch, now)
 		}
 	}

@@ -70,23 +70,21 @@ type Engine struct {
 	tasks map[string]*taskInfo
 
 	// Owned by the loop.
-	planner                // triggers, wheel, window (planner.go)
-	resolver               // readiness and failure propagation (settle.go, ready.go)
-	leadership             // epoch, lease, fence of the term (lease.go)
-	dispatcher             // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer              // results, retries, timeouts, releases (completer.go)
-	operator               // operator requests and the pauses in force (control.go)
-	backfiller  backfiller // backfills in progress (backfill.go)
-	retryAt     time.Time  // after a store error: when to try again
-	failures    int
-	reqs        chan request
-	inboxPolled time.Time
-	hasHTTP     bool                 // some task runs on HTTP executors: read the results inbox
-	gone        map[string]*taskInfo // stand-ins of removed tasks with a running instance
-	m           *metrics
-	logs        *logWriter // task output (R41)
-	rm          retainMetrics
-	pruneMu     sync.Mutex // one retention pass at a time
+	planner               // triggers, wheel, window (planner.go)
+	resolver              // readiness and failure propagation (settle.go, ready.go)
+	leadership            // epoch, lease, fence of the term (lease.go)
+	dispatcher            // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer             // results, retries, timeouts, releases (completer.go)
+	operator              // operator requests and the pauses in force (control.go)
+	backfiller backfiller // backfills in progress (backfill.go)
+	retryAt    time.Time  // after a store error: when to try again
+	failures   int
+	reqs       chan request
+	gone       map[string]*taskInfo // stand-ins of removed tasks with a running instance
+	m          *metrics
+	logs       *logWriter // task output (R41)
+	rm         retainMetrics
+	pruneMu    sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -167,7 +165,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.logs = newLogWriter(cfg)
 	e.dispatcher.wire(dispatcherDeps{cfg: cfg, host: e, planned: &e.planner, res: &e.resolver, paused: &e.operator.pauses, execs: execs,
 		dialect: st.Dialect(), st: st, logs: e.logs, m: e.m})
-	e.completer = newCompleter(completerDeps{cfg: cfg, host: e, res: &e.resolver, attempts: &e.dispatcher.running, breakers: e.dispatcher.brk,
+	e.completer = newCompleter(completerDeps{cfg: cfg, host: e, res: &e.resolver, disp: &e.dispatcher,
 		st: st, logs: e.logs, m: e.m})
 	e.operator = newOperator(operatorDeps{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
 		bf: &e.backfiller, st: st})
@@ -186,7 +184,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
 	e.g, e.tasks = g, tasks
 	e.planner.setGraph(tasks, trigs)
-	e.hasHTTP = hasHTTPTasks(tasks)
+	e.completer.hasHTTP = hasHTTPTasks(tasks)
 	e.dispatcher.tuneBreakers(g)
 	e.dispatcher.g, e.dispatcher.tasks = g, tasks
 	e.resolver.setGraph(g, tasks)

@@ -28,46 +28,46 @@ const inboxPoll = 200 * time.Millisecond
 // waiting for it (which may have it already); any other one is applied by
 // ticket: once when the ticket is current (an inherited attempt), recorded
 // as stale otherwise. Entries are closed after their result is recorded.
-func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
-	if now.Sub(e.inboxPolled) < inboxPoll {
+func (c *completer) pollInbox(ctx context.Context, now time.Time) error {
+	if now.Sub(c.inboxPolled) < inboxPoll {
 		return nil
 	}
-	e.inboxPolled = now
-	if !e.readsInbox() {
+	c.inboxPolled = now
+	if !c.readsInbox() {
 		return nil
 	}
-	entries, err := e.st.PendingResults(ctx, 500)
+	entries, err := c.st.PendingResults(ctx, 500)
 	if err != nil {
 		return fmt.Errorf("engine: read the results inbox: %w", err)
 	}
-	e.m.inboxDepth.Set(float64(len(entries)))
+	c.m.inboxDepth.Set(float64(len(entries)))
 	var byTicket map[string]int64
 	for _, en := range entries {
-		if e.inboxSeen[en.Ticket] {
+		if c.inboxSeen[en.Ticket] {
 			continue // handed over already: closed once its result is recorded
 		}
-		e.inboxSeen[en.Ticket] = true
+		c.inboxSeen[en.Ticket] = true
 		rep, err := runner.ParseReport([]byte(en.Report))
 		if err != nil { // checked when received: only a damaged row gets here
-			e.log.Error("inbox_entry_unreadable", "ticket", en.Ticket, "err", err)
+			c.log.Error("inbox_entry_unreadable", "ticket", en.Ticket, "err", err)
 			rep = runner.Report{Ticket: en.Ticket, Status: runner.StatusFailed, Error: "result unreadable in the inbox: " + err.Error()}
 		}
 		if byTicket == nil {
-			byTicket = make(map[string]int64, e.running.len())
-			for id, a := range e.running.all() {
+			byTicket = make(map[string]int64, c.disp.running.len())
+			for id, a := range c.disp.running.all() {
 				byTicket[a.ticket] = id
 			}
 		}
 		id := byTicket[en.Ticket]
-		if a := e.running.get(id); a != nil && !a.orphan {
+		if a := c.disp.running.get(id); a != nil && !a.orphan {
 			// Its goroutine waits for the result by callback here; when the
 			// result reached this server it has it already.
-			if d, ok := e.execs[a.task.def.Executor.Kind].(Deliverer); ok {
+			if d, ok := c.disp.execs[a.task.def.Executor.Kind].(Deliverer); ok {
 				d.Deliver(rep)
 			}
 			continue
 		}
-		e.gather(outcome{instance: id, res: reportResult(rep)})
+		c.gather(outcome{instance: id, res: reportResult(rep)})
 	}
 	return nil
 }
@@ -75,11 +75,11 @@ func (e *Engine) pollInbox(ctx context.Context, now time.Time) error {
 // readsInbox reports whether results may come through the inbox: those of
 // HTTP tasks, and those of attempts a previous primary left running here,
 // which it leaves in the inbox when its lease went (leaveResults).
-func (e *Engine) readsInbox() bool {
-	if e.hasHTTP {
+func (c *completer) readsInbox() bool {
+	if c.hasHTTP {
 		return true
 	}
-	for _, a := range e.running.all() {
+	for _, a := range c.disp.running.all() {
 		if a.orphan {
 			return true
 		}
@@ -95,9 +95,9 @@ func (e *Engine) readsInbox() bool {
 // unknown outcome and run again (R43). Only results of attempts that ended
 // on their own are left; a timeout, a kill, an interruption or a refusal is
 // for the primary to judge, and a give-back never started.
-func (e *Engine) leaveResults(ctx context.Context, now time.Time) {
-	for _, o := range e.unapplied {
-		a := e.running.get(o.instance)
+func (c *completer) leaveResults(ctx context.Context, now time.Time) {
+	for _, o := range c.unapplied {
+		a := c.disp.running.get(o.instance)
 		if a == nil || a.givenBack(o) || o.resolve != "" || o.notStarted != "" || o.res.Refused || o.res.Ticket != a.ticket ||
 			(o.res.Status != runner.StatusSuccess && o.res.Status != runner.StatusFailed) {
 			continue
@@ -106,15 +106,15 @@ func (e *Engine) leaveResults(ctx context.Context, now time.Time) {
 			Error: o.res.Error, Permanent: o.res.Permanent, InstanceID: o.instance}
 		data, err := json.Marshal(rep)
 		if err == nil {
-			_, err = e.st.ReceiveResult(ctx, store.InboxEntry{Ticket: rep.Ticket, InstanceID: o.instance, Report: string(data), ReceivedBy: e.cfg.Holder, ReceivedAt: now})
+			_, err = c.st.ReceiveResult(ctx, store.InboxEntry{Ticket: rep.Ticket, InstanceID: o.instance, Report: string(data), ReceivedBy: c.cfg.Holder, ReceivedAt: now})
 		}
 		if err != nil {
-			e.log.Error("result_lost", "instance", o.instance, "ticket", rep.Ticket, "status", rep.Status, "err", err)
+			c.log.Error("result_lost", "instance", o.instance, "ticket", rep.Ticket, "status", rep.Status, "err", err)
 			continue
 		}
-		e.log.Warn("result_left_in_inbox", "instance", o.instance, "ticket", rep.Ticket, "status", rep.Status)
+		c.log.Warn("result_left_in_inbox", "instance", o.instance, "ticket", rep.Ticket, "status", rep.Status)
 	}
-	e.unapplied = nil
+	c.unapplied = nil
 }
 
 // reportResult converts an executor's report into a result.

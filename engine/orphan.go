@@ -37,8 +37,8 @@ const statusTimeout = 5 * time.Second
 // anywhere and is dispatched again with the same ticket, which the SDK's
 // de-duplication makes safe. An executor that does not answer leaves the
 // ticket to the next sweep, and in the end to the unknown-outcome rule of R27.
-func (e *Engine) resolveOrphans(exs []store.Executor) {
-	asker, ok := e.execs[defs.ExecHTTP].(StatusAsker)
+func (c *completer) resolveOrphans(exs []store.Executor) {
+	asker, ok := c.disp.execs[defs.ExecHTTP].(StatusAsker)
 	if !ok {
 		return
 	}
@@ -55,12 +55,12 @@ func (e *Engine) resolveOrphans(exs []store.Executor) {
 	}
 	var asks []ask
 	perExec := map[string][]string{} // address → tickets
-	for _, id := range e.running.ids() {
-		a := e.running.get(id)
-		if !a.orphan || a.task.def.Executor.Kind != defs.ExecHTTP || e.watch.asking[id] || len(serving[a.task.id]) == 0 {
+	for _, id := range c.disp.running.ids() {
+		a := c.disp.running.get(id)
+		if !a.orphan || a.task.def.Executor.Kind != defs.ExecHTTP || c.watch.asking[id] || len(serving[a.task.id]) == 0 {
 			continue
 		}
-		e.watch.asking[id] = true
+		c.watch.asking[id] = true
 		asks = append(asks, ask{id: id, ticket: a.ticket, execs: serving[a.task.id]})
 		for _, addr := range serving[a.task.id] {
 			perExec[addr] = append(perExec[addr], a.ticket)
@@ -69,17 +69,17 @@ func (e *Engine) resolveOrphans(exs []store.Executor) {
 	if len(asks) == 0 {
 		return
 	}
-	ctx, results := e.execCtx, e.results
-	e.execWG.Add(1)
+	ctx, results := c.disp.execCtx, c.results
+	c.disp.execWG.Add(1)
 	go func() {
-		defer e.execWG.Done()
+		defer c.disp.execWG.Done()
 		answers := map[string]map[string]runner.TicketStatus{} // address → ticket → status
 		for _, addr := range slices.Sorted(mapKeys(perExec)) {
 			qctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			ans, err := asker.Status(qctx, addr, perExec[addr])
 			cancel()
 			if err != nil {
-				e.log.Warn("status_query_failed", "executor", addr, "tickets", len(perExec[addr]), "err", err)
+				c.log.Warn("status_query_failed", "executor", addr, "tickets", len(perExec[addr]), "err", err)
 				continue
 			}
 			answers[addr] = ans.Tickets
@@ -113,33 +113,33 @@ func (e *Engine) resolveOrphans(exs []store.Executor) {
 
 // resolved takes the loop's side of a resolution: o.resolve says what the
 // executors answered about an inherited ticket that has no result yet.
-func (e *Engine) resolved(ctx context.Context, o outcome, now time.Time) error {
-	delete(e.watch.asking, o.instance)
-	a := e.running.get(o.instance)
+func (c *completer) resolved(ctx context.Context, o outcome, now time.Time) error {
+	delete(c.watch.asking, o.instance)
+	a := c.disp.running.get(o.instance)
 	if a == nil || a.ticket != o.res.Ticket || !a.orphan {
 		return nil // its result came meanwhile
 	}
 	switch o.resolve {
 	case resolveRunning:
-		e.log.Info("inherited_ticket_running", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "executor", o.res.Error)
+		c.log.Info("inherited_ticket_running", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "executor", o.res.Error)
 	case resolveUnanswered:
-		e.log.Info("inherited_ticket_unresolved", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
+		c.log.Info("inherited_ticket_unresolved", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
 	case resolveUnknown:
-		if e.resultQueued(o.instance, a.ticket) {
+		if c.resultQueued(o.instance, a.ticket) {
 			// Its timeout (the unknown-outcome rule) is queued already: it is
 			// retried under a new ticket, and dispatching this one again would
 			// run it beside that retry (seed 132 of the simulator).
 			return nil
 		}
 		why := "inherited in RUNNING and unknown to every executor of the task: it never started; dispatched again with the same ticket"
-		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "redispatch", Pipeline: a.task.def.Pipeline,
+		if err := c.host.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "redispatch", Pipeline: a.task.def.Pipeline,
 			TaskID: a.task.id, InstanceID: o.instance, Ticket: a.ticket, Reason: why}); err != nil {
 			return err
 		}
-		e.log.Warn("inherited_ticket_redispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
+		c.log.Warn("inherited_ticket_redispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
 		a.orphan = false
 		a.deadline = now.Add(a.task.def.Timeout)
-		e.execute(o.instance, a, nil)
+		c.disp.execute(o.instance, a, nil)
 	}
 	return nil
 }
@@ -178,8 +178,8 @@ const groupCheckEvery = time.Second
 // it started, see claimRecords). An attempt with no record (a store
 // written before version 11, or one on another host) keeps the
 // unknown-outcome rule of R27: it fails at its timeout.
-func (e *Engine) inheritProcs(procs map[string]store.ProcRecord, now time.Time) {
-	for id, a := range e.running.all() {
+func (c *completer) inheritProcs(procs map[string]store.ProcRecord, now time.Time) {
+	for id, a := range c.disp.running.all() {
 		r, ok := procs[a.ticket]
 		if !ok || !a.orphan || !isLocal(a.task.def) {
 			continue
@@ -191,11 +191,11 @@ func (e *Engine) inheritProcs(procs map[string]store.ProcRecord, now time.Time) 
 		// scheduler process that claimed it, which it names.
 		a.proc = &runner.Process{Host: r.Host, Boot: r.Boot, PidNS: r.PidNS, Pgid: r.Pgid, Start: r.Start, Server: r.Kind != store.ProcGroup}
 		if a.proc.Local() {
-			e.watch.groups[id] = a
+			c.watch.groups[id] = a
 		}
 	}
-	e.watch.groupsAt = time.Time{}
-	e.checkGroups(now)
+	c.watch.groupsAt = time.Time{}
+	c.checkGroups(now)
 }
 
 // checkGroups fails, at once, each inherited command attempt whose process
@@ -219,7 +219,7 @@ func (c *completer) checkGroups(now time.Time) {
 		procs []runner.Process
 	)
 	for _, id := range sortedIDs(c.watch.groups) {
-		if a := c.attempts.get(id); a == nil || a != c.watch.groups[id] || a.proc == nil {
+		if a := c.disp.running.get(id); a == nil || a != c.watch.groups[id] || a.proc == nil {
 			delete(c.watch.groups, id) // ended, or timed out
 			continue
 		}
@@ -232,7 +232,7 @@ func (c *completer) checkGroups(now time.Time) {
 		if st != runner.GroupGone {
 			continue
 		}
-		a := c.attempts.get(ids[i])
+		a := c.disp.running.get(ids[i])
 		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
 		if a.proc.Server {
 			msg = fmt.Sprintf("unknown outcome: the scheduler process that ran it (%s) is gone", a.proc)

@@ -37,8 +37,8 @@ type hearer interface {
 // lastHeard returns when the registered executor x was last heard from:
 // its last heartbeat, or a later dispatch it accepted. The sweep, the
 // explanation and routing (runner.Routed.Live) judge liveness by it.
-func (e *Engine) lastHeard(x store.Executor) time.Time {
-	if h, ok := e.execs[defs.ExecHTTP].(hearer); ok {
+func (c *completer) lastHeard(x store.Executor) time.Time {
+	if h, ok := c.disp.execs[defs.ExecHTTP].(hearer); ok {
 		return h.LastHeard(x.Address, x.LastHeartbeat)
 	}
 	return x.LastHeartbeat
@@ -76,20 +76,20 @@ func newWatch() *watch {
 // executor that registered again with a new boot id (restarted: that work
 // is gone); and it alerts no_executor once per task with due work that no
 // live executor takes.
-func (e *Engine) sweep(ctx context.Context, now time.Time) error {
-	w := e.watch
-	if !e.hasHTTP || now.Sub(w.at) < sweepEvery {
+func (c *completer) sweep(ctx context.Context, now time.Time) error {
+	w := c.watch
+	if !c.hasHTTP || now.Sub(w.at) < sweepEvery {
 		return nil
 	}
 	w.at = now
-	exs, err := e.st.Executors(ctx, "")
+	exs, err := c.st.Executors(ctx, "")
 	if err != nil {
 		return fmt.Errorf("engine: sweep the executor registry: %w", err)
 	}
-	fo, _ := e.execs[defs.ExecHTTP].(Failoverer)
+	fo, _ := c.disp.execs[defs.ExecHTTP].(Failoverer)
 	live, registered := map[string]int{}, map[string]int{}
 	for _, x := range exs {
-		heard := e.lastHeard(x)
+		heard := c.lastHeard(x)
 		alive := runner.Alive(heard, now)
 		for _, t := range x.Tasks {
 			registered[t]++
@@ -100,7 +100,7 @@ func (e *Engine) sweep(ctx context.Context, now time.Time) error {
 		if alive && x.Boot != "" && fo != nil {
 			// Attempts accepted by an earlier process at this address are gone with it.
 			if n := fo.Failover(x.Address, x.Boot, fmt.Sprintf("executor %s restarted (registered again as %s): the attempt it ran is gone", x.Address, x.Boot)); n > 0 {
-				e.log.Warn("executor_restarted", "executor", x.Address, "boot", x.Boot, "attempts_failed_over", n)
+				c.log.Warn("executor_restarted", "executor", x.Address, "boot", x.Boot, "attempts_failed_over", n)
 			}
 		}
 		if alive {
@@ -116,17 +116,17 @@ func (e *Engine) sweep(ctx context.Context, now time.Time) error {
 		if fo != nil {
 			n = fo.Failover(x.Address, "", fmt.Sprintf("executor %s lost: no heartbeat for %s", x.Address, silent))
 		}
-		e.Alert(ctx, Alert{Kind: AlertExecutorLost, At: now,
+		c.host.Alert(ctx, Alert{Kind: AlertExecutorLost, At: now,
 			Message: fmt.Sprintf("executor %s sent no heartbeat for %s: it gets no new work until it does (%d running attempt(s) failed over)", x.Address, silent, n)})
 	}
 
-	e.resolveOrphans(exs)
+	c.resolveOrphans(exs)
 
 	due := map[string]string{} // task → why it has no executor
 	for _, r := range w.refused {
 		due[r.task] = "every executor refused or was unreachable: " + r.last
 	}
-	for _, p := range e.pending {
+	for _, p := range c.disp.planned.pending {
 		if p.task.def.Executor.Kind == defs.ExecHTTP && p.at <= now.UnixMilli() && registered[p.task.id] > 0 {
 			if _, ok := due[p.task.id]; !ok {
 				due[p.task.id] = fmt.Sprintf("none of its %d registered executor(s) sent a heartbeat within %s", registered[p.task.id], runner.Silence)
@@ -148,8 +148,8 @@ func (e *Engine) sweep(ctx context.Context, now time.Time) error {
 			continue
 		}
 		w.noExec[task] = true
-		ti := e.tasks[task]
-		e.Alert(ctx, Alert{Kind: AlertNoExecutor, At: now, Pipeline: ti.def.Pipeline, Task: task,
+		ti := c.tasks[task]
+		c.host.Alert(ctx, Alert{Kind: AlertNoExecutor, At: now, Pipeline: ti.def.Pipeline, Task: task,
 			Message: fmt.Sprintf("task %s has due work and no live executor: %s", task, due[task])})
 	}
 	return nil
