@@ -262,10 +262,11 @@ func TestSimShutdownStopsRemoteWork(t *testing.T) {
 // two runs of one seed give the same trace, line for line.
 func TestSimSameSeedSameTrace(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
+	type seedCase struct {
 		seed    int64
 		classic bool
-	}{
+	}
+	cases := []seedCase{
 		// Classic: the worlds these seeds were chosen in. With caps and
 		// backfills drawn, seed 1 creates instances at one instant whose ids
 		// come in goroutine order (see the package doc), and a verb then
@@ -274,7 +275,13 @@ func TestSimSameSeedSameTrace(t *testing.T) {
 		// With caps, backfills (3 each) and, for 13, the synchronous form:
 		// each replayed the same in 12 runs, 6 of them at once.
 		{2, false}, {3, false}, {13, false},
-	} {
+	}
+	if testing.Short() {
+		// The race pass (-short): one world of each kind; the non-race pass
+		// replays all six.
+		cases = []seedCase{{17, true}, {13, false}}
+	}
+	for _, tc := range cases {
 		seed := tc.seed
 		a := Run(t, seed, Options{Restrict: today, Classic: tc.classic})
 		b := Run(t, seed, Options{Restrict: today, Classic: tc.classic})
@@ -305,7 +312,11 @@ func TestSimSameSeedSameTrace(t *testing.T) {
 // generator change may call for another seed: run make sim).
 func TestSimInheritedTimeoutNotRedispatched(t *testing.T) {
 	t.Parallel()
-	for range 6 {
+	runs := 6
+	if testing.Short() {
+		runs = 1 // the race pass (-short); the non-race pass runs all six
+	}
+	for range runs {
 		rep := Run(t, 132, Options{Restrict: today})
 		fail(t, rep)
 		if len(rep.Violations) > 0 {
@@ -346,7 +357,11 @@ func TestSimBreakerCutsTheRate(t *testing.T) {
 // started instance as decided).
 func TestSimCheckerKnowsQueuedPausesAndReruns(t *testing.T) {
 	t.Parallel()
-	for _, seed := range []int64{5612, 6244, 6767, 8317} {
+	seeds := []int64{5612, 6244, 6767, 8317}
+	if testing.Short() {
+		seeds = seeds[:1] // the race pass (-short); the non-race pass runs all four
+	}
+	for _, seed := range seeds {
 		fail(t, Run(t, seed, Options{Restrict: today, Classic: true})) // their worlds before caps and backfills were drawn
 	}
 }
@@ -394,7 +409,14 @@ func TestSimMisfireSkipIsRemembered(t *testing.T) {
 // docs/operating.md says (the caps are judged when an attempt is recorded).
 func TestSimCapsCountExecutions(t *testing.T) {
 	t.Parallel()
-	for _, seed := range []int64{7801, 790, 252, 67, 3209} {
+	seeds := []int64{7801, 790, 252, 67, 3209}
+	if testing.Short() {
+		// The race pass (-short): seed 252, the one that finds an engine bug
+		// (the others were the checker's false alarms) and the cheapest
+		// (7801 alone takes 20 s under -race); the non-race pass runs all five.
+		seeds = []int64{252}
+	}
+	for _, seed := range seeds {
 		fail(t, Run(t, seed, Options{Restrict: today}))
 	}
 }
