@@ -69,8 +69,7 @@ type dispatcher struct {
 	paused   pauseCover // the pauses in force (the operator requests')
 	g        *dag.Graph // the graph in force (setGraph)
 	tasks    map[string]*taskInfo
-	dialect  string         // the store's: the size of a batch
-	settings settingsReader // where the limits set at run time are stored
+	settings dispatcherStore // the dialect (the size of a batch), the limits set at run time
 	log      *slog.Logger
 	logs     *logWriter // task output, written by the attempts
 	m        *metrics
@@ -92,6 +91,13 @@ type dispatcherHost interface {
 	publishLimits(l Limits) // Stats.Limits
 }
 
+// dispatcherStore is what the dispatcher asks of the store: its dialect
+// (the size of a batch) and the limits set at run time, in its settings.
+type dispatcherStore interface {
+	settingsReader
+	Dialect() string
+}
+
 // dispatcherDeps is what a dispatcher is made of, beyond its own state.
 type dispatcherDeps struct {
 	cfg     Config
@@ -100,16 +106,15 @@ type dispatcherDeps struct {
 	res     *resolver
 	paused  pauseCover
 	execs   Executors
-	dialect string
-	st      settingsReader
+	st      dispatcherStore
 	logs    *logWriter
 	m       *metrics
 }
 
 // wire gives the dispatcher what it works with.
 func (d *dispatcher) wire(x dispatcherDeps) {
-	d.cfg, d.host, d.planned, d.res, d.paused, d.execs, d.dialect, d.settings, d.log, d.logs, d.m =
-		x.cfg, x.host, x.planned, x.res, x.paused, x.execs, x.dialect, x.st, x.cfg.Logger, x.logs, x.m
+	d.cfg, d.host, d.planned, d.res, d.paused, d.execs, d.settings, d.log, d.logs, d.m =
+		x.cfg, x.host, x.planned, x.res, x.paused, x.execs, x.st, x.cfg.Logger, x.logs, x.m
 }
 
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
@@ -201,7 +206,7 @@ func withinBudget(began time.Time, budget time.Duration, clock func() time.Time,
 // never be late by a third of its TTL (1 s at --lease-ttl 3s) whatever the
 // load; a quarter of that keeps its wait to tens of milliseconds.
 func (d *dispatcher) batchSize() int {
-	if d.dialect == "mysql" {
+	if d.settings.Dialect() == "mysql" {
 		return 250
 	}
 	return 1000

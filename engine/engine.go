@@ -164,7 +164,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
 	e.dispatcher.wire(dispatcherDeps{cfg: cfg, host: e, planned: &e.planner, res: &e.resolver, paused: &e.operator.pauses, execs: execs,
-		dialect: st.Dialect(), st: st, logs: e.logs, m: e.m})
+		st: st, logs: e.logs, m: e.m})
 	e.completer = newCompleter(completerDeps{cfg: cfg, host: e, res: &e.resolver, disp: &e.dispatcher,
 		st: st, logs: e.logs, m: e.m})
 	e.operator = newOperator(operatorDeps{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,

@@ -257,3 +257,18 @@ func TestChainRunsInOrderOncePerLogicalTime(t *testing.T) {
 
 // breakerCfg is a breaker that opens after min outcomes above 50 % failures.
 func breakerCfg(min int) breaker.Config { return breaker.Config{MinSamples: min} }
+
+// TestNewReadsNoStore: New only wires the components; nothing reads or
+// writes the store before Run. BenchmarkHeapPerInstance (make bench row 6)
+// builds engines without one, and a component asking the store for its
+// dialect at New broke it.
+func TestNewReadsNoStore(t *testing.T) {
+	t.Parallel()
+	g := compileOne(t, layered)
+	funcs := runner.NewFunctions(func(runner.Attempt) string { return "record" })
+	_ = funcs.Register("record", func(context.Context, runner.Attempt) error { return nil })
+	e, err := New(Config{}, nil, g, Executors{defs.ExecFunction: funcs})
+	if err != nil || e == nil {
+		t.Fatalf("New without a store: %v", err)
+	}
+}
