@@ -27,8 +27,10 @@ import (
 // the downstream they settle in one transaction (R40); checkTimeouts turns
 // silence past a deadline into a result; the releases (applyReleases,
 // releaseStranded) move WAITING instances on when their upstreams are done.
-// It must not start attempts (the dispatcher does) nor decide readiness
-// (ready.go does: the completer records what settle decided).
+// It must not start attempts (the dispatcher does: the one attempt it hands
+// back is an inherited one that no executor knows, to the dispatcher's
+// execute, see resolved) nor decide readiness (ready.go does: the
+// completer records what settle decided).
 type completer struct {
 	// results is where attempts send their results, from their goroutines:
 	// the loop takes them in (drainResults) into unapplied.
@@ -70,9 +72,6 @@ type completer struct {
 // completerHost is what the completer asks of the other components.
 type completerHost interface {
 	fenced
-	batchSize() int                                  // the dispatcher's batch of writes
-	soon()                                           // another turn of the loop
-	untrack(id int64)                                // the attempt leaves the dispatcher's caps
 	enqueue(ctx context.Context, in axtype.Instance) // the planner's wheel, for a retry or a release
 	breakerChanged(ctx context.Context, ch breaker.Change, now time.Time)
 	resultsIn()         // the backfiller steps at the next turn
@@ -120,6 +119,15 @@ func (c *completer) reset() {
 // a result from the inbox or an inherited attempt).
 func (c *completer) gather(o outcome) {
 	c.unapplied = append(c.unapplied, o)
+}
+
+// report hands an attempt's outcome to the loop from its goroutine, or
+// drops it once a shutdown has abandoned the attempts still running.
+func (c *completer) report(o outcome) {
+	select {
+	case c.results <- o:
+	case <-c.abandoned:
+	}
 }
 
 // drainResults takes in every result already waiting on the channel.
@@ -294,7 +302,7 @@ func (c *completer) applyResults(ctx context.Context, now time.Time) error {
 	if len(c.unapplied) == 0 {
 		return nil
 	}
-	batch := c.unapplied[:min(len(c.unapplied), c.host.batchSize())]
+	batch := c.unapplied[:min(len(c.unapplied), c.disp.batchSize())]
 	// The last output and records of the attempts go in the results'
 	// transaction, whether or not their results apply (a stale result's
 	// attempt ran all the same).
@@ -326,7 +334,7 @@ func (c *completer) applyResults(ctx context.Context, now time.Time) error {
 	}
 	c.unapplied = c.unapplied[len(batch):]
 	if len(c.unapplied) > 0 {
-		c.host.soon() // the rest in the next turn, after the lease and the API had their turn
+		c.disp.soon() // the rest in the next turn, after the lease and the API had their turn
 	}
 	var cross []release
 	for i, r := range res {
@@ -369,7 +377,7 @@ func (c *completer) judgeResults(ctx context.Context, batch []outcome, now time.
 			}
 			continue
 		}
-		if o.instance == 0 { // a result that came by ticket alone (Engine.Report)
+		if o.instance == 0 { // a result that came by ticket alone (the inbox: pollInbox)
 			if id, ok := c.disp.running.byTicket(o.res.Ticket); ok {
 				o.instance = id
 			}
@@ -449,7 +457,7 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 			rb.closed[m.a.ticket] = "stale"
 		}
 	}
-	c.host.untrack(m.id)
+	c.disp.untrack(m.id)
 	c.host.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
 		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
 	if r.Err != nil {

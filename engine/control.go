@@ -751,7 +751,7 @@ func (op *operator) kill(ctx context.Context, r Kill, by By, now time.Time) (str
 		}
 	}
 	for _, id := range ids {
-		if op.disp.running.get(id) == nil {
+		if !op.disp.inFlight(id) {
 			return "", fmt.Errorf("instance %d is RUNNING but not known to this scheduler: wait for its timeout", id)
 		}
 	}

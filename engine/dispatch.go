@@ -64,7 +64,7 @@ type attempt struct {
 	queued bool
 	begun  *atomic.Int64
 	slot   *slotWait    // its place in the start queue (local attempts), set by the loop as it hands it out
-	freed  *atomic.Bool // its pool slot was given back (see Engine.free); set by track
+	freed  *atomic.Bool // its pool slot was given back (see dispatcher.free); set by track
 	// interrupted: still running when the shutdown grace ended and cancelled
 	// with errInterrupted; unless it succeeded it is given back, not failed.
 	interrupted bool

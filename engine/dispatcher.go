@@ -24,9 +24,12 @@ import (
 // (global and group rates, and the reduced rates of tasks whose breaker is
 // open) with the per-task breakers (breaker.go), the concurrency caps and
 // start queue (pool), and the attempts claimed ahead of their fire time
-// with the gates that start them. The loop goroutine owns it, but for the
-// pool's start queue, which attempt goroutines wait on under the pool's own
-// lock.
+// with the gates that start them; and the workers: the attempts'
+// goroutines (execute), their context and the wait group a shutdown waits
+// on. The loop goroutine owns it, but for the pool's start queue, which
+// attempt goroutines wait on under the pool's own lock, and the workers'
+// context and wait group, set by the loop at a term's start and safe for
+// concurrent use.
 //
 // Its rules: an instance leaves the queue only when it is not paused, the
 // overlap policy lets it go at its fire time (overlap.go), a cap has room
@@ -76,8 +79,9 @@ type dispatcher struct {
 }
 
 // dispatcherHost is what the dispatcher asks of the other components.
-// Primary, report, observeStart, emit and queueWaitOf are called from
-// the attempts' goroutines as well: they are safe for concurrent use.
+// Primary, report, observeStart and emit are called from the attempts'
+// goroutines as well: they are safe for concurrent use. The others are
+// called on the loop.
 type dispatcherHost interface {
 	fenced
 	leader(now time.Time) bool // the lease safely held, judged on the loop

@@ -8,8 +8,11 @@
 // methods carry its rules, and which says what it owns and what it must
 // not do. Each declares, where it is used, the small interface of what it
 // asks of the others (plannerHost, resolverHost, dispatcherHost,
-// completerHost, operatorHost, backfillHost; fenced is the leadership's
-// part they share) and of the store (plannerReader, resolverReader, …);
+// completerHost, operatorHost, backfillHost; fenced, the leadership's
+// fence and epoch, is the part of those that record) and of the store
+// (plannerReader, resolverReader, …). A component whose work acts on
+// another's state holds that component (the operator holds those its
+// verbs act on; the completer, the dispatcher whose attempts results end).
 // [Engine] composes them, answers those interfaces, and runs the loop. The
 // loop is the only goroutine that touches any of them (no locks on the hot
 // path):
@@ -46,8 +49,8 @@
 //     stepped as results come in and the store polled every second.
 //
 // What stays on [Engine] is the loop and its lifecycle (Run, the term's
-// start and end, a turn), the public API (Do, Explain, Reload, Report,
-// Stats), and what spans every component: alerts, live reload, retention.
+// start and end, a turn), the public API (Do, Explain, Reload, Stats,
+// Alert), and what spans every component: alerts, live reload, retention.
 //
 // How an instance flows through them:
 //

@@ -60,7 +60,9 @@ type taskInfo struct {
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
 // with [Engine.Run]; it is not reusable after Run returns. It composes the
 // components of the package doc (planner, resolver, leadership, dispatcher,
-// completer, backfiller), all owned by the loop goroutine.
+// completer, operator, backfiller), all owned by the loop goroutine, and is
+// the one implementation of the interfaces through which they ask each
+// other (plannerHost, dispatcherHost, …).
 type Engine struct {
 	cfg   Config
 	st    *store.Store
@@ -795,15 +797,6 @@ func (e *Engine) abandon() {
 		a := e.running.get(id)
 		e.log.Warn("attempt_abandoned", "task", a.task.id, "instance", id, "ticket", a.ticket,
 			"why", "still running after its cancellation; left RUNNING for the next primary")
-	}
-}
-
-// report hands an attempt's outcome to the loop from its goroutine, or
-// drops it once a shutdown has abandoned the attempts still running.
-func (c *completer) report(o outcome) {
-	select {
-	case c.results <- o:
-	case <-c.abandoned:
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 // inherited from a previous primary), by instance id, with the count of
 // live attempts (of schedule runs) per task that the overlap rule reads.
 // The dispatcher owns it: an attempt enters it at hand-out or takeover
-// (Engine.track), and leaves it when its result is recorded, it is killed
-// or given back (Engine.untrack), which also keep the pools in step.
+// (dispatcher.track), and leaves it when its result is recorded, it is killed
+// or given back (dispatcher.untrack), which also keep the pools in step.
 //
 // Its rule: the per-task count is the number of live attempts in the set,
 // kept by add and remove alone. It must not judge results nor start

@@ -256,7 +256,7 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) err
 		pds = append(pds, pd)
 	}
 	if len(g.Order()) >= longWrite {
-		e.lease.Load().renewAhead(ctx)
+		e.renewAhead(ctx)
 	}
 	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,7 +196,7 @@ func (op *operator) cancel(ctx context.Context, r Cancel, by By, now time.Time) 
 		return "", fmt.Errorf("run %d is over already (%s): nothing to cancel", r.Run, StatusOf(ins, op.res.isManual).State)
 	}
 	for _, id := range kill {
-		if op.disp.running.get(id) == nil {
+		if !op.disp.inFlight(id) {
 			return "", fmt.Errorf("instance %d of run %d is RUNNING but not known to this scheduler: wait for its timeout, then cancel again", id, r.Run)
 		}
 	}
@@ -244,4 +245,111 @@ func (op *operator) killAttempt(id int64, by string) {
 		op.done.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
 			Error: by + "; its executor ran in a previous scheduler process and may still be running"}})
 	}
+}
+
+// bringBackOne moves one instance that never ran (FAILED, KILLED, or
+// marked SUCCESS) back to WAITING.
+func (op *operator) bringBackOne(ctx context.Context, in axtype.Instance, actor string, now time.Time) error {
+	_, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Waiting,
+		Set:   store.Changes{Error: ptr(""), EndedAt: &time.Time{}, Reason: ptr("waiting for its upstreams again (rerun)")},
+		Epoch: op.host.termEpoch(), Now: now, Actor: actor, Reason: "rerun: it never ran (" + cmpOr(in.Error, string(in.State)) + ")"})
+	if err != nil {
+		return err
+	}
+	op.res.runs.dropRunOf(in.ID)
+	return nil
+}
+
+// bringBack returns to WAITING the instances that failed without running
+// because of those in from: downstream of them in the same run,
+// transitively, and in other pipelines' runs whose failure names them. Then
+// it settles them: those whose upstreams are done already are released. It
+// returns how many came back.
+func (op *operator) bringBack(ctx context.Context, from []axtype.Instance, actor string, now time.Time) (int, error) {
+	var back []axtype.Instance
+	seen := map[int64]bool{}
+	for _, in := range from {
+		seen[in.ID] = true
+	}
+	runs := map[int64]map[string]axtype.Instance{}
+	runOf := func(id int64) (map[string]axtype.Instance, error) {
+		if r, ok := runs[id]; ok {
+			return r, nil
+		}
+		ins, err := op.st.Instances(ctx, store.InstanceFilter{RunID: id, Limit: 1 << 20})
+		if err != nil {
+			return nil, err
+		}
+		r := make(map[string]axtype.Instance, len(ins))
+		for _, x := range ins {
+			r[x.TaskID] = x
+		}
+		runs[id] = r
+		return r, nil
+	}
+	work := slices.Clone(from)
+	for len(work) > 0 {
+		in := work[0]
+		work = work[1:]
+		ti := op.tasks[in.TaskID]
+		if ti == nil {
+			continue
+		}
+		run, err := runOf(in.RunID)
+		if err != nil {
+			return 0, err
+		}
+		var next []axtype.Instance
+		for _, d := range ti.down {
+			if x, ok := run[d.id]; ok && !seen[x.ID] && neverRan(x) {
+				next = append(next, x)
+			}
+		}
+		for _, d := range ti.crossDown {
+			failed, err := op.st.Instances(ctx, store.InstanceFilter{TaskID: d.id, States: []axtype.State{axtype.Failed}, LogicalFrom: in.LogicalTime, Limit: 1000})
+			if err != nil {
+				return 0, err
+			}
+			for _, x := range failed {
+				if !seen[x.ID] && neverRan(x) && strings.Contains(x.Error, "upstream "+in.TaskID+" ") {
+					next = append(next, x)
+				}
+			}
+		}
+		for _, x := range next {
+			seen[x.ID] = true
+			if err := op.bringBackOne(ctx, x, actor, now); err != nil {
+				return 0, err
+			}
+			back = append(back, x)
+			work = append(work, x)
+		}
+	}
+	return len(back), op.settleBack(ctx, append(slices.Clone(from), back...), now)
+}
+
+// settleBack settles instances that came back to WAITING (and those a
+// rerun brought back directly): those whose upstreams are done already are
+// released.
+func (op *operator) settleBack(ctx context.Context, ins []axtype.Instance, now time.Time) error {
+	byRun := map[int64][]*taskInfo{}
+	for _, x := range ins {
+		if ti := op.tasks[x.TaskID]; ti != nil {
+			byRun[x.RunID] = append(byRun[x.RunID], ti)
+		}
+	}
+	var rel []release
+	for _, id := range sortedIDs(byRun) {
+		op.res.runs.drop(id)
+		rs, err := op.res.runs.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		r, err := op.res.releasable(ctx, rs, byRun[id], now)
+		if err != nil {
+			return err
+		}
+		rel = append(rel, r...)
+	}
+	return op.done.applyReleases(ctx, rel, now)
 }
