@@ -48,6 +48,25 @@ func succeeded(t *testing.T, st *store.Store) int {
 	return len(ins)
 }
 
+// settledThroughLastFinished waits, at most d, for a moment when no run of
+// e2e at or before the newest finished one (e2e.finish SUCCESS) is open:
+// the runs checkRuns judges.
+func settledThroughLastFinished(st *store.Store, d time.Duration) bool {
+	ctx := context.Background()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		fin, err := st.Instances(ctx, store.InstanceFilter{TaskID: "e2e.finish", States: []axtype.State{axtype.Success}, ByLogicalTime: true, Limit: 1})
+		if err != nil || len(fin) == 0 {
+			continue
+		}
+		open, err := st.Instances(ctx, store.InstanceFilter{Pipeline: "e2e", LogicalTo: fin[0].LogicalTime, Limit: 1,
+			States: []axtype.State{axtype.Waiting, axtype.Scheduled, axtype.Running, axtype.Retrying}})
+		if err == nil && len(open) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // takeover waits until a holder other than old holds the lease, and returns
 // how long that took.
 func takeover(t *testing.T, st *store.Store, old store.Lease, since time.Time) (store.Lease, time.Duration) {
