@@ -283,6 +283,7 @@ func TestServerCrashAndRestart(t *testing.T) {
 			before, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "e2e.finish", States: []axtype.State{axtype.Success}, Limit: 1 << 20})
 			second := startServer(t, tgt, dir) // waits for the dead holder's lease to expire
 			waitRuns(t, st, len(before)+4)
+			settleRuns(t, st)
 			second.stop(t)
 			checkOnce(t, st, record)
 		})

@@ -48,6 +48,18 @@ func succeeded(t *testing.T, st *store.Store) int {
 	return len(ins)
 }
 
+// settleRuns waits, before the servers stop, until every run of e2e at or
+// before the newest finished one is over: runs end out of order (a claim
+// given back at a takeover runs again after a later run finished), and
+// checkOnce judges every run up to the newest finished one. A run still
+// open after 2 minutes is an error: lost.
+func settleRuns(t *testing.T, st *store.Store) {
+	t.Helper()
+	if !settledThroughLastFinished(st, 2*time.Minute) {
+		t.Error("runs before the newest finished one were still open 2 minutes later")
+	}
+}
+
 // settledThroughLastFinished waits, at most d, for a moment when no run of
 // e2e at or before the newest finished one (e2e.finish SUCCESS) is open:
 // the runs checkRuns judges.
@@ -92,6 +104,7 @@ func TestHAKillPrimary(t *testing.T) {
 	}
 	n := succeeded(t, st)
 	waitRuns(t, st, n+4)
+	settleRuns(t, st)
 	servers[now.Holder].stop(t)
 	checkOnce(t, st, record)
 	// Nothing the killed primary left RUNNING waited for its timeout: an
@@ -148,6 +161,7 @@ func TestHAStalledPrimaryCannotWrite(t *testing.T) {
 	if l := lease(t, st); l.Holder != now.Holder || l.Epoch != now.Epoch {
 		t.Errorf("lease %+v, want still %s at epoch %d", l, now.Holder, now.Epoch)
 	}
+	settleRuns(t, st)
 	for _, s := range servers {
 		s.stop(t)
 	}
@@ -187,6 +201,7 @@ func TestHAMariaDBRestart(t *testing.T) {
 	if l := lease(t, st); time.Now().After(l.ExpiresAt) {
 		t.Errorf("no primary after the restart: %+v", l)
 	}
+	settleRuns(t, st)
 	for _, s := range servers {
 		s.stop(t)
 	}
@@ -230,6 +245,7 @@ func TestChaos(t *testing.T) {
 			_ = victim.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}
+	settleRuns(t, st)
 	for _, s := range servers {
 		s.stop(t)
 	}
@@ -262,6 +278,7 @@ func TestSQLiteSecondServerStandsBy(t *testing.T) {
 	now, took := takeover(t, st, first, time.Now())
 	t.Logf("b took over %s after a stopped", took)
 	waitRuns(t, st, succeeded(t, st)+2)
+	settleRuns(t, st)
 	b.stop(t)
 	if now.Holder != "b" {
 		t.Errorf("lease %+v", now)

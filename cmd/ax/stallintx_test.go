@@ -95,6 +95,7 @@ func TestHAPrimaryStalledInsideWriteTakenOverInTime(t *testing.T) {
 			t.Errorf("after the takeover, history row %d (%s %s → %s) was written at epoch %d, not the primary's %d", r.ID, r.TaskID, r.From, r.To, r.Epoch, now.Epoch)
 		}
 	}
+	settleRuns(t, st)
 	a.stop(t)
 	b.stop(t)
 	checkOnce(t, st, record)
