@@ -92,23 +92,6 @@ type completerStore interface {
 	ReceiveResult(ctx context.Context, e store.InboxEntry) (bool, error)
 }
 
-// completerDeps is what a completer is made of: the engine's config, its
-// host, and the components and services it works with.
-type completerDeps struct {
-	cfg  Config
-	host completerHost
-	res  *resolver
-	disp *dispatcher
-	st   completerStore
-	logs *logWriter
-	m    *metrics
-}
-
-func newCompleter(d completerDeps) completer {
-	return completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{}),
-		cfg: d.cfg, host: d.host, res: d.res, disp: d.disp, st: d.st, log: d.cfg.Logger, logs: d.logs, m: d.m}
-}
-
 // reset forgets what an earlier term gathered: a new term reads the store.
 func (c *completer) reset() {
 	c.unapplied, c.inboxSeen = nil, map[string]bool{}
@@ -587,17 +570,9 @@ func (c *completer) releaseStranded(ctx context.Context, now time.Time) error {
 			byRun[in.RunID] = append(byRun[in.RunID], ti)
 		}
 	}
-	var rel []release
-	for _, id := range sortedIDs(byRun) {
-		rs, err := c.res.runs.get(ctx, id)
-		if err != nil {
-			return err
-		}
-		r, err := c.res.releasable(ctx, rs, byRun[id], now)
-		if err != nil {
-			return err
-		}
-		rel = append(rel, r...)
+	rel, err := c.res.releasableByRun(ctx, byRun, false, now)
+	if err != nil {
+		return err
 	}
 	if len(rel) > 0 {
 		c.log.Warn("stranded_released", "instances", len(rel))

@@ -92,22 +92,6 @@ type operatorHost interface {
 	notify(a Alert)
 }
 
-// operatorDeps is what an operator works with.
-type operatorDeps struct {
-	cfg  Config
-	host operatorHost
-	pl   *planner
-	res  *resolver
-	disp *dispatcher
-	done *completer
-	bf   *backfiller
-	st   *store.Store
-}
-
-func newOperator(d operatorDeps) operator {
-	return operator{cfg: d.cfg, host: d.host, pl: d.pl, res: d.res, disp: d.disp, done: d.done, bf: d.bf, st: d.st, log: d.cfg.Logger}
-}
-
 // setGraph puts the graph in force, with its resolved tasks.
 func (op *operator) setGraph(g *dag.Graph, tasks map[string]*taskInfo) { op.g, op.tasks = g, tasks }
 

@@ -102,25 +102,6 @@ type dispatcherStore interface {
 	Dialect() string
 }
 
-// dispatcherDeps is what a dispatcher is made of, beyond its own state.
-type dispatcherDeps struct {
-	cfg     Config
-	host    dispatcherHost
-	planned *planner
-	res     *resolver
-	paused  pauseCover
-	execs   Executors
-	st      dispatcherStore
-	logs    *logWriter
-	m       *metrics
-}
-
-// wire gives the dispatcher what it works with.
-func (d *dispatcher) wire(x dispatcherDeps) {
-	d.cfg, d.host, d.planned, d.res, d.paused, d.execs, d.settings, d.log, d.logs, d.m =
-		x.cfg, x.host, x.planned, x.res, x.paused, x.execs, x.st, x.cfg.Logger, x.logs, x.m
-}
-
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
 // as primary (the store is read again into it).
 func (d *dispatcher) newTerm(cfg Config, now time.Time) {

@@ -165,12 +165,13 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.planner = newPlanner(cfg, e, st, &e.resolver.runs, &e.dispatcher.queue)
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
-	e.dispatcher.wire(dispatcherDeps{cfg: cfg, host: e, planned: &e.planner, res: &e.resolver, paused: &e.operator.pauses, execs: execs,
-		st: st, logs: e.logs, m: e.m})
-	e.completer = newCompleter(completerDeps{cfg: cfg, host: e, res: &e.resolver, disp: &e.dispatcher,
-		st: st, logs: e.logs, m: e.m})
-	e.operator = newOperator(operatorDeps{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
-		bf: &e.backfiller, st: st})
+	d := &e.dispatcher
+	d.cfg, d.host, d.planned, d.res, d.paused, d.execs, d.settings, d.log, d.logs, d.m =
+		cfg, e, &e.planner, &e.resolver, &e.operator.pauses, execs, st, cfg.Logger, e.logs, e.m
+	e.completer = completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{}),
+		cfg: cfg, host: e, res: &e.resolver, disp: &e.dispatcher, st: st, log: cfg.Logger, logs: e.logs, m: e.m}
+	e.operator = operator{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
+		bf: &e.backfiller, st: st, log: cfg.Logger}
 	e.rm = newRetainMetrics(cfg.Registerer)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {

@@ -208,6 +208,28 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 	return out, nil
 }
 
+// releasableByRun is releasable for the candidates of several runs, in
+// run order; reread drops each run's cached copy first (instances brought
+// back behind the cache's back).
+func (r *resolver) releasableByRun(ctx context.Context, byRun map[int64][]*taskInfo, reread bool, now time.Time) ([]release, error) {
+	var out []release
+	for _, id := range sortedIDs(byRun) {
+		if reread {
+			r.runs.drop(id)
+		}
+		rs, err := r.runs.get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		rel, err := r.releasable(ctx, rs, byRun[id], now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rel...)
+	}
+	return out, nil
+}
+
 // failWaiting is the transition of a WAITING instance that fails without
 // running: an upstream failed, its wait limit passed, or an operator
 // cancelled its run or marked it failed. Its attempt count stays 0.

@@ -338,18 +338,9 @@ func (op *operator) settleBack(ctx context.Context, ins []axtype.Instance, now t
 			byRun[x.RunID] = append(byRun[x.RunID], ti)
 		}
 	}
-	var rel []release
-	for _, id := range sortedIDs(byRun) {
-		op.res.runs.drop(id)
-		rs, err := op.res.runs.get(ctx, id)
-		if err != nil {
-			return err
-		}
-		r, err := op.res.releasable(ctx, rs, byRun[id], now)
-		if err != nil {
-			return err
-		}
-		rel = append(rel, r...)
+	rel, err := op.res.releasableByRun(ctx, byRun, true, now)
+	if err != nil {
+		return err
 	}
 	return op.done.applyReleases(ctx, rel, now)
 }
