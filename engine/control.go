@@ -534,7 +534,7 @@ func fireOf(in axtype.Instance, ti *taskInfo) time.Time {
 	if !in.NextFireAt.IsZero() {
 		return in.NextFireAt
 	}
-	return in.LogicalTime.Add(ti.def.Delay)
+	return releaseAt(in.LogicalTime, time.Time{}, ti.def.Delay)
 }
 
 func schedule(in axtype.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {
@@ -663,6 +663,9 @@ func (op *operator) approve(ctx context.Context, t *taskInfo, r Trigger, by By, 
 	loc := op.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
 	if len(rel) == 1 && rel[0].p.To == axtype.Scheduled {
+		if at := *rel[0].p.Set.NextFireAt; at.After(now) {
+			return what + ": it runs at " + at.In(loc).Format(time.RFC3339), true, nil
+		}
 		return what + ": it runs now", true, nil
 	}
 	if len(rel) == 1 && rel[0].p.To == axtype.Failed {
@@ -878,13 +881,23 @@ func (op *operator) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instanc
 	return last, nil
 }
 
-// rerunOne runs again an instance that ran: FAILED → RUNNING at once when
-// its task's caps leave room (the pool's rule), else, as KILLED always,
-// WAITING → SCHEDULED into the queue, where it waits for a slot; SUCCESS
-// → SCHEDULED.
+// rerunOne runs again an instance that ran, at its release time
+// (releaseAt: now plus its delay, never before its run's fire time plus
+// its delay): FAILED → RUNNING at once when that is now and its task's caps
+// leave room (the pool's rule), else, as KILLED always, WAITING →
+// SCHEDULED into the queue, where it waits for its time and a slot;
+// SUCCESS → SCHEDULED.
 func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
 	reason := "rerun"
-	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil {
+	at := now
+	if t := op.tasks[in.TaskID]; t != nil {
+		rs, err := op.res.runs.get(ctx, in.RunID)
+		if err != nil {
+			return err
+		}
+		at = releaseAt(op.res.runs.fireOf(ctx, rs), now, t.def.Delay)
+	}
+	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
 		why := op.disp.pool.full(t)
 		if why == "" {
 			p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: t, runID: in.RunID, logical: in.LogicalTime, manual: true}
@@ -902,11 +915,11 @@ func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now
 		from, v = axtype.Waiting, nv
 	}
 	nv, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Scheduled,
-		Set: store.Changes{NextFireAt: &now, Error: ptr("")}, Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
+		Set: store.Changes{NextFireAt: &at, Error: ptr("")}, Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
 	if err != nil {
 		return err
 	}
-	in.State, in.Version, in.NextFireAt = axtype.Scheduled, nv, now
+	in.State, in.Version, in.NextFireAt = axtype.Scheduled, nv, at
 	op.pl.enqueue(ctx, in)
 	return nil
 }

@@ -21,6 +21,41 @@ import (
 // a run's candidates and follows failures downstream. Both are pure: the
 // engine feeds them the states it read, and records what they return.
 
+// The release time is the third rule of this file, and its one home:
+// releaseAt, with runFire for the run's fire time. Every path that moves an
+// instance to SCHEDULED computes its time with them: run creation, results
+// and the readiness sweeps (releasable), approvals, marks, reruns, resume
+// and a takeover's release of what a crash left waiting.
+
+// releaseAt is when an instance of a run that fires at fire may start once
+// nothing holds it any more: its delay after the later of the fire time and
+// ready, the moment what held it (its upstreams, an approval, an operator's
+// rerun) let go. So an instance never starts before its run's fire time
+// plus its delay, however early its upstreams succeeded — in another
+// pipeline, or marked by an operator. A zero ready is the fire time itself
+// (a root at its run's creation).
+func releaseAt(fire, ready time.Time, delay time.Duration) time.Time {
+	return later(fire, ready).Add(delay)
+}
+
+// runFire is when a run fires: a schedule's or a backfill's run at its
+// logical time, an operator's run when it was triggered (created), whatever
+// its logical time (--at a time past or ahead).
+func runFire(kind axtype.RunKind, logical, created time.Time) time.Time {
+	if kind == axtype.RunManual {
+		return created
+	}
+	return logical
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // upstreamView is one upstream of a WAITING instance as the rule sees it.
 type upstreamView struct {
 	id    string       // pipeline.task

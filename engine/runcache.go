@@ -47,8 +47,9 @@ type runState struct {
 	// since is when its waits began: its logical time, or its creation when
 	// that came later (a backfill, a trigger --at a past time). Wait limits
 	// count from it.
-	since time.Time
-	inst  map[string]*instRef // by task id
+	since   time.Time
+	created time.Time           // when the run was created (an operator's run fires then)
+	inst    map[string]*instRef // by task id
 }
 
 type instRef struct {
@@ -62,8 +63,9 @@ type instRef struct {
 
 func newRunState(id int64, logical time.Time, insts []axtype.Instance) *runState {
 	rs := &runState{id: id, logical: logical, since: logical, inst: make(map[string]*instRef, len(insts))}
-	if len(insts) > 0 && insts[0].CreatedAt.After(rs.since) {
-		rs.since = insts[0].CreatedAt
+	if len(insts) > 0 {
+		rs.created = insts[0].CreatedAt
+		rs.since = later(rs.since, rs.created)
 	}
 	for _, in := range insts {
 		rs.inst[in.TaskID] = &instRef{id: in.ID, version: in.Version, state: in.State, err: in.Error, approved: in.ApprovedBy != "", attempt: in.Attempt}
@@ -176,6 +178,12 @@ func (c *runCache) kindOf(ctx context.Context, runID int64) axtype.RunKind {
 	}
 	c.kinds[r.ID] = r.Kind
 	return r.Kind
+}
+
+// fireOf returns when run rs fires (runFire: an operator's run when it
+// was created, any other at its logical time).
+func (c *runCache) fireOf(ctx context.Context, rs *runState) time.Time {
+	return runFire(c.kindOf(ctx, rs.id), rs.logical, rs.created)
 }
 
 // rememberParams caches a run's --param values (a JSON object).

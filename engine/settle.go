@@ -190,7 +190,7 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 		case verdictFail:
 			out = append(out, release{failWaiting(ref, d, v.reason, r.host.termEpoch(), now, Actor), in})
 		case verdictReady:
-			at := now.Add(d.def.Delay)
+			at := releaseAt(r.runs.fireOf(ctx, rs), now, d.def.Delay)
 			in.NextFireAt = at
 			if why, paused := r.paused.by(d); paused && r.runs.kindOf(ctx, rs.id) != axtype.RunManual {
 				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,

@@ -49,14 +49,14 @@ tasks:
 		if err == nil {
 			t.Log("the rerun reported no error")
 		}
-		sleep(10 * time.Second)
+		sleep(time.Until(in.LogicalTime) + 10*time.Second) // released, it runs at its fire time (releaseAt)
 		got, gerr := e.st.Instance(context.Background(), in.ID)
 		e.stop()
 		if gerr != nil {
 			t.Fatal(gerr)
 		}
 		if got.State == axtype.Waiting || got.Attempt == 0 {
-			t.Errorf("10 s after its rerun the root is %s (attempt %d), want released and run: nothing it waits on can happen", got.State, got.Attempt)
+			t.Errorf("10 s after its fire time the rerun root is %s (attempt %d), want released and run: nothing it waits on can happen", got.State, got.Attempt)
 		}
 	})
 }

@@ -380,8 +380,9 @@ type newRunSpec struct {
 }
 
 // newRunWith creates the run of spec. Each instance starts as the readiness
-// rule (ready.go) says for a run nothing of which ran yet: SCHEDULED for at
-// plus its delay when nothing holds it, WAITING with the reason otherwise.
+// rule (ready.go) says for a run nothing of which ran yet: SCHEDULED for its
+// release time (releaseAt: the run's fire time plus its delay) when nothing
+// holds it, WAITING with the reason otherwise.
 func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error) {
 	in := make(map[string]bool, len(spec.names))
 	for _, n := range spec.names {
@@ -411,11 +412,8 @@ func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Tim
 		}
 		switch d := decide(g, g.logical); d.verdict {
 		case verdictReady:
-			ni.State, ni.NextFireAt = axtype.Scheduled, spec.at.Add(ti.def.Delay)
-			if spec.kind == axtype.RunManual {
-				// An operator's run starts now, whatever its logical time (--at).
-				ni.NextFireAt = now.Add(ti.def.Delay)
-			}
+			// An operator's run fires now, whatever its logical time (--at).
+			ni.State, ni.NextFireAt = axtype.Scheduled, releaseAt(runFire(spec.kind, spec.at, now), time.Time{}, ti.def.Delay)
 		default:
 			ni.Reason = d.reason
 		}

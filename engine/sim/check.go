@@ -28,6 +28,7 @@ const (
 	invBadVerb      = "I8 bad verbs change nothing"
 	invMisfire      = "I4 every due fire dispatched or explained (misfire)"
 	invCaps         = "I9 caps hold"
+	invFireTime     = "I10 no start before the fire time"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -122,6 +123,7 @@ type checker struct {
 	runs      map[int64]map[string]int64 // run → task → instance
 	runKey    map[string]int64           // trigger|kind|logical ms → run
 	backfills map[int64]bool             // the runs of backfills
+	fireAt    map[int64]time.Time        // run → its fire time: its logical time, or an operator's run's creation
 	byTask    map[string][]int64         // task → instances, in id order
 	execSeen  int                        // executions checked for I3 so far
 	byTicket  map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
@@ -168,7 +170,7 @@ type capMark struct {
 
 func newChecker(w *world) *checker {
 	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{}, backfills: map[int64]bool{},
-		byTask: map[string][]int64{}, byTicket: map[string][]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
+		fireAt: map[int64]time.Time{}, byTask: map[string][]int64{}, byTicket: map[string][]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
 }
 
 func (c *checker) down(n *node, at time.Time) {
@@ -326,6 +328,10 @@ func (c *checker) apply(h store.HistoryRow) {
 			if run, err := w.st.Run(context.Background(), h.RunID); err == nil {
 				c.runKey[runKey(run.Trigger, run.Kind, run.LogicalTime)] = run.ID
 				c.backfills[run.ID] = run.Kind == axtype.RunBackfill
+				c.fireAt[run.ID] = run.LogicalTime
+				if run.Kind == axtype.RunManual {
+					c.fireAt[run.ID] = run.CreatedAt // an operator's run fires when triggered, whatever its --at
+				}
 			} else {
 				w.violate(invReplay, "run %d has history but cannot be read: %v", h.RunID, err)
 			}
@@ -414,6 +420,7 @@ func (c *checker) checkExecutions() {
 		c.execByTsk[e.task] = append(c.execByTsk[e.task], e)
 		c.execAll = append(c.execAll, e)
 		c.upstreamsBefore(e)
+		c.afterFireTime(e)
 		fresh = append(fresh, e.instance)
 	}
 	c.execSeen = len(w.ex.list)
@@ -535,6 +542,27 @@ func (c *checker) upstreamsBefore(e *execution) {
 			w.violate(invUpstream, "%s started before its cross-pipeline upstream %s succeeded for its logical time: %s; upstream: %s",
 				e, uid, in.describe(), desc)
 		}
+	}
+}
+
+// afterFireTime checks I10 for one execution: it started no earlier than
+// its run's fire time plus its task's delay, however early its upstreams
+// succeeded (in another pipeline, or marked by an operator) and whoever
+// released it (a result, an approval, a rerun, a resume, a takeover).
+func (c *checker) afterFireTime(e *execution) {
+	in := c.insts[e.instance]
+	if in == nil {
+		return // I3 reports it
+	}
+	fire, ok := c.fireAt[in.run]
+	task := c.w.g.Task(in.task)
+	if !ok || task == nil {
+		return
+	}
+	c.w.tally[invFireTime]++
+	if due := fire.Add(task.Delay); e.start.Truncate(time.Millisecond).Before(due) {
+		c.w.violate(invFireTime, "%s started %s before its run's fire time %s plus its delay %s: %s",
+			e, due.Sub(e.start).Round(time.Millisecond), fire.Format(time.RFC3339), task.Delay, in.describe())
 	}
 }
 
