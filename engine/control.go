@@ -481,7 +481,13 @@ func (op *operator) wokenReady(ctx context.Context, insts []axtype.Instance, now
 func (op *operator) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axtype.Instance, params []store.TransitionParams, now time.Time,
 	why string) (_ []store.TransitionParams, scheduled, skipped int, err error) {
 	var late, onTime []axtype.Instance
+	since := op.pl.since(op.g.TriggerOf(ti.id))
 	for _, in := range list {
+		if oldPlan(in, since) && op.res.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule {
+			params = append(params, skipOldPlan(in, since, op.host.termEpoch(), now)) // its schedule changed meanwhile
+			skipped++
+			continue
+		}
 		if fireOf(in, ti).Before(now) {
 			late = append(late, in)
 		} else {

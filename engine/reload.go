@@ -33,12 +33,20 @@ func Fingerprint(g *dag.Graph) Fingerprints {
 	}
 	for _, tr := range g.Triggers() {
 		t := newTrigger(tr, g)
-		_, fp.Triggers[t.name] = hashJSON(struct {
-			Spec, Zone, Misfire string
-			Tasks               []string
-		}{tr.Schedule.Spec(), tr.Schedule.Location().String(), string(t.misfire), tr.Tasks})
+		fp.Triggers[t.name] = triggerHash(t)
 	}
 	return fp
+}
+
+// triggerHash is the fingerprint of a schedule: its expression, zone,
+// misfire policy and the tasks it runs. A change of any of them re-plans
+// its fires from the change on (a reload, or a start: planSince).
+func triggerHash(t *trigger) string {
+	_, h := hashJSON(struct {
+		Spec, Zone, Misfire string
+		Tasks               []string
+	}{t.tr.Schedule.Spec(), t.tr.Schedule.Location().String(), string(t.misfire), t.tr.Tasks})
+	return h
 }
 
 // Diff is what a reload changes: tasks added, removed and changed (by id),
@@ -184,15 +192,9 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	for _, n := range d.Replanned {
 		replan[n] = true
 	}
-	var dropped []int64
-	for _, n := range d.Replanned {
-		if !e.cfg.NoSchedules && oldTrigs[n] != nil {
-			ids, err := e.w().DropRunsAhead(ctx, store.DropAheadParams{Trigger: n, After: now})
-			if err != nil {
-				return fmt.Errorf("engine: reload: drop the runs planned ahead for %s: %w", n, err)
-			}
-			dropped = append(dropped, ids...)
-		}
+	dropped, err := e.replan(ctx, d, oldTrigs, trigs, now)
+	if err != nil {
+		return err
 	}
 	detail, _ := json.Marshal(d)
 	if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "reload", Reason: d.String(), Detail: string(detail)}); err != nil {
@@ -227,9 +229,10 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		old := oldTrigs[t.name]
 		switch {
 		case old != nil && !replan[t.name]:
-			t.until, t.next = old.until, old.next
+			t.until, t.next, t.since = old.until, old.next, old.since
 		default: // changed or new: planned from the reload on
 			t.setUntil(now)
+			t.since = now
 		}
 	}
 	for _, id := range d.Removed {
@@ -240,6 +243,38 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	}
 	e.log.Info("pipelines_reloaded", "applied", true, "diff", d.String(), "runs_dropped", len(dropped))
 	return e.createWindow(ctx, now)
+}
+
+// replan drops the runs made ahead (untouched) of the schedules a reload
+// changes or removes, so that fires of the old plan never run, and keeps
+// that each changed or new schedule is in force from now on (planSince).
+// It returns the runs dropped.
+func (e *Engine) replan(ctx context.Context, d Diff, oldTrigs map[string]*trigger, trigs []*trigger, now time.Time) ([]int64, error) {
+	if e.cfg.NoSchedules {
+		return nil, nil
+	}
+	var dropped []int64
+	for _, n := range d.Replanned {
+		if oldTrigs[n] != nil {
+			ids, err := e.w().DropRunsAhead(ctx, store.DropAheadParams{Trigger: n, After: now})
+			if err != nil {
+				return nil, fmt.Errorf("engine: reload: drop the runs planned ahead for %s: %w", n, err)
+			}
+			dropped = append(dropped, ids...)
+		}
+	}
+	plans := map[string]string{}
+	for _, t := range trigs {
+		if slices.Contains(d.Replanned, t.name) {
+			plans[planSetting+t.name] = planValue(t, now)
+		}
+	}
+	if len(plans) > 0 {
+		if err := e.w().SetSettings(ctx, plans, now); err != nil {
+			return nil, fmt.Errorf("engine: reload: keep the schedules' plans: %w", err)
+		}
+	}
+	return dropped, nil
 }
 
 // syncGraph writes the definitions of g to the store.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
@@ -20,6 +21,10 @@ type trigger struct {
 	misfire defs.Misfire
 	until   time.Time // runs exist for every fire at or before this
 	next    time.Time // the schedule's first fire after until (zero: never)
+	// since is when the schedule as defined now came into force: the
+	// start or reload that found it changed (zero: before that was kept).
+	// Runs created before it are fires of an older schedule (oldPlan).
+	since time.Time
 }
 
 // setUntil records that runs exist up to until and computes the next fire
@@ -57,12 +62,18 @@ func (pl *planner) initTriggers(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("engine: read settings: %w", err)
 	}
 	var params []store.TransitionParams
+	changed, plans := planSince(pl.trigs, settings, now)
 	for _, t := range pl.trigs {
 		if pl.cfg.NoSchedules {
 			break
 		}
-		if params, err = pl.judgeTriggerBacklog(ctx, t, late, settings, params, now); err != nil {
+		if params, err = pl.judgeTriggerBacklog(ctx, t, changed[t.name], late, settings, params, now); err != nil {
 			return err
+		}
+	}
+	if len(plans) > 0 && !pl.cfg.NoSchedules {
+		if err := pl.host.w().SetSettings(ctx, plans, now); err != nil {
+			return fmt.Errorf("engine: keep the schedules' plans: %w", err)
 		}
 	}
 	// Runs made ahead whose schedule is gone (or not run here): each task's
@@ -90,8 +101,12 @@ type backlog struct {
 // late holds the runs made ahead that never started, per task (the ones of
 // t's tasks are taken out of it); the skipped ones are appended to params
 // to be recorded; the fires to run are created.
-func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, late map[string][]axtype.Instance, settings map[string]string,
+func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, changed bool, late map[string][]axtype.Instance, settings map[string]string,
 	params []store.TransitionParams, now time.Time) ([]store.TransitionParams, error) {
+	params, err := pl.replanChanged(ctx, t, changed, late, params, now)
+	if err != nil {
+		return params, err
+	}
 	if err := pl.resumeTrigger(ctx, t, settings, now); err != nil {
 		return params, err
 	}
@@ -148,6 +163,116 @@ func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, late map
 	return params, nil
 }
 
+// planSetting, followed by a trigger's name, keeps the fingerprint of its
+// schedule (triggerHash) and since when that schedule is in force: "HASH
+// SINCE", SINCE empty when it was in force before this was kept.
+const planSetting = "schedule_plan/"
+
+// planSince sets since when each trigger's schedule, as defined now, is in
+// force (t.since), from what the store keeps of it (settings), and returns
+// the triggers whose schedule changed since the last start or reload (then
+// in force from now on, as after a reload) and the settings to write. A
+// schedule seen for the first time is taken as in force before (its
+// backlog counts from its runs, or from when its pipeline changed).
+func planSince(trigs []*trigger, settings map[string]string, now time.Time) (changed map[string]bool, write map[string]string) {
+	changed, write = map[string]bool{}, map[string]string{}
+	for _, t := range trigs {
+		stored, ok := settings[planSetting+t.name]
+		hash, at, _ := strings.Cut(stored, " ")
+		switch {
+		case ok && hash == triggerHash(t):
+			t.since, _ = time.Parse(time.RFC3339Nano, at)
+		case !ok:
+			t.since, write[planSetting+t.name] = time.Time{}, planValue(t, time.Time{})
+		default:
+			t.since, write[planSetting+t.name], changed[t.name] = now, planValue(t, now), true
+		}
+	}
+	return changed, write
+}
+
+// planValue is what planSetting keeps of trigger t, in force since since.
+func planValue(t *trigger, since time.Time) string {
+	if since.IsZero() {
+		return triggerHash(t) + " "
+	}
+	return triggerHash(t) + " " + since.UTC().Format(time.RFC3339Nano)
+}
+
+// replanChanged applies a schedule change found at a start (planSince) to
+// trigger t, as a reload does: the runs of the old schedule made ahead and
+// untouched are dropped; and the instances made before the change that fell
+// due while no scheduler ran are taken out of t's backlog (late) and
+// skipped (oldPlan), so that the misfire rule judges the new schedule's
+// fires alone, from the change on (resumeTrigger).
+func (pl *planner) replanChanged(ctx context.Context, t *trigger, changed bool, late map[string][]axtype.Instance,
+	params []store.TransitionParams, now time.Time) ([]store.TransitionParams, error) {
+	if t.since.IsZero() {
+		return params, nil
+	}
+	dropped := 0
+	if changed {
+		ids, err := pl.host.w().DropRunsAhead(ctx, store.DropAheadParams{Trigger: t.name, After: now})
+		if err != nil {
+			return params, fmt.Errorf("engine: drop the runs planned ahead for %s under its old schedule: %w", t.name, err)
+		}
+		for _, id := range ids {
+			pl.cache.forget(id)
+		}
+		dropped = len(ids)
+	}
+	skipped := 0
+	for _, name := range t.tr.Tasks {
+		id := t.tr.Pipeline + "." + name
+		var keep []axtype.Instance
+		for _, in := range late[id] {
+			if oldPlan(in, t.since) {
+				params = append(params, skipOldPlan(in, t.since, pl.host.termEpoch(), now))
+				skipped++
+				continue
+			}
+			keep = append(keep, in)
+		}
+		late[id] = keep
+	}
+	if !changed {
+		return params, nil
+	}
+	pl.log.Info("schedule_replanned", "trigger", t.name, "dropped_runs", dropped, "skipped", skipped)
+	return params, pl.host.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "replan", Pipeline: t.tr.Pipeline, TaskID: taskOf(t),
+		Reason: "schedule changed while no scheduler ran", Detail: fmt.Sprintf("planned from %s on: %d run(s) of the old schedule made ahead dropped, %d of its missed fire(s) not run",
+			now.UTC().Format(time.RFC3339), dropped, skipped)})
+}
+
+// since returns since when schedule tr, as defined now, is in force
+// (trigger.since; zero when unknown, or for no schedule).
+func (pl *planner) since(tr *dag.Trigger) time.Time {
+	if tr == nil {
+		return time.Time{}
+	}
+	for _, t := range pl.trigs {
+		if t.tr == tr || t.name == tr.Name() {
+			return t.since
+		}
+	}
+	return time.Time{}
+}
+
+// oldPlan reports whether instance in, of a schedule run, is a fire of an
+// older schedule than the one in force since since: its run was made
+// before the change. The misfire rule never runs it.
+func oldPlan(in axtype.Instance, since time.Time) bool {
+	return !since.IsZero() && in.CreatedAt.Before(since)
+}
+
+// skipOldPlan is the transition of an instance of an older schedule
+// (oldPlan) that never started: it fails as skipped, with the reason.
+func skipOldPlan(in axtype.Instance, since time.Time, epoch int64, now time.Time) store.TransitionParams {
+	why := "skipped: a fire of the schedule in force before it changed at " + since.UTC().Format(time.RFC3339)
+	return store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
+		Set: store.Changes{NextFireAt: &time.Time{}, Error: ptr(why)}, Epoch: epoch, Now: now, Actor: Actor, Reason: why}
+}
+
 // judgedSetting, followed by a trigger's name, is the setting that keeps
 // the newest fire a misfire decision judged for it: the fires it skipped
 // have no run, and must not be judged again as missed at the next start
@@ -165,6 +290,9 @@ func (pl *planner) resumeTrigger(ctx context.Context, t *trigger, settings map[s
 	judged, err := time.Parse(time.RFC3339Nano, settings[judgedSetting+t.name])
 	if err == nil && (t.next.IsZero() || !judged.Before(t.next)) {
 		t.setUntil(judged)
+	}
+	if t.since.After(t.until) { // a changed schedule's fires count from the change on
+		t.setUntil(t.since)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
@@ -151,6 +153,18 @@ func (f *Fence) ClearPause(ctx context.Context, scope PauseScope, name string) e
 // SetSetting stores a run-time setting (a rate limit, the primary's URL).
 func (f *Fence) SetSetting(ctx context.Context, name, value string, now time.Time) error {
 	return f.tx(ctx, "set setting", func(tx *sql.Tx) error { return f.s.setSetting(ctx, tx, name, value, now) })
+}
+
+// SetSettings writes several settings (name → value) in one transaction.
+func (f *Fence) SetSettings(ctx context.Context, settings map[string]string, now time.Time) error {
+	return f.tx(ctx, "set settings", func(tx *sql.Tx) error {
+		for _, name := range slices.Sorted(maps.Keys(settings)) {
+			if err := f.s.setSetting(ctx, tx, name, settings[name], now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // UpdateBackfill writes a backfill's state and progress; ErrNotFound for an unknown id.

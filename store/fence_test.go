@@ -141,6 +141,9 @@ func fencedCases(x axtype.Instance, bfID, opID int64) []fencedCase {
 		{"HandOut", func(ctx context.Context, f *store.Fence) error {
 			return f.HandOut(ctx, []int64{7}, now, now)
 		}},
+		{"SetSettings", func(ctx context.Context, f *store.Fence) error {
+			return f.SetSettings(ctx, map[string]string{"k": "v", "k2": "v2"}, now)
+		}},
 		{"DropRunsAhead", func(ctx context.Context, f *store.Fence) error {
 			_, err := f.DropRunsAhead(ctx, store.DropAheadParams{Trigger: "a", After: storetest.T0.Add(-time.Hour)})
 			return err

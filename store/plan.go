@@ -19,8 +19,9 @@ type DropAheadParams struct {
 
 // DropRunsAhead deletes, with their instances and history, the runs of
 // p.Trigger created ahead for logical times after p.After in which nothing
-// has started: every instance still WAITING or SCHEDULED. A run in which an
-// attempt was made (claimed ahead, running, paused or ended) is kept. It
+// has started: every instance still WAITING, SCHEDULED or held by a pause
+// (PAUSED) with no attempt made. A run in which an attempt was made
+// (claimed ahead, running, retrying or ended) is kept. It
 // returns the ids of the runs dropped. A reload calls it when a schedule
 // changes or goes away, so that fires of the old plan never run.
 func (f *Fence) DropRunsAhead(ctx context.Context, p DropAheadParams) ([]int64, error) {
@@ -28,7 +29,7 @@ func (f *Fence) DropRunsAhead(ctx context.Context, p DropAheadParams) ([]int64, 
 	err := f.tx(ctx, "drop runs ahead of "+p.Trigger, func(tx *sql.Tx) error {
 		ids = nil
 		started := sq.Select("1").From("instances i").Where("i.run_id = runs.id").
-			Where(sq.NotEq{"i.state": []string{string(axtype.Waiting), string(axtype.Scheduled)}})
+			Where(sq.Or{sq.NotEq{"i.state": []string{string(axtype.Waiting), string(axtype.Scheduled), string(axtype.Paused)}}, sq.Gt{"i.attempt": 0}})
 		q := sq.Select("id").From("runs").Where(sq.Eq{"trigger_name": p.Trigger, "kind": string(axtype.RunSchedule)}).
 			Where(sq.Gt{"logical_time": p.After.UnixMilli()}).Where(sq.Expr("NOT EXISTS (?)", started))
 		if err := f.s.query(ctx, tx, "find runs ahead", q, func(rows *sql.Rows) error {

@@ -10,8 +10,9 @@ import (
 )
 
 // testDropRunsAhead: runs created ahead by a schedule, in which nothing has
-// started, are deleted with their instances and history; runs at or before
-// the cut, runs in which an attempt started, runs of other triggers and
+// started, are deleted with their instances and history (also those a pause
+// holds, PAUSED before any attempt); runs at or before the cut, runs in
+// which an attempt started (a paused retry too), runs of other triggers and
 // manual runs are kept.
 func testDropRunsAhead(t *testing.T, s *store.Store) {
 	Seed(t, s) // run of trigger "a" at T0: kept (not after the cut)
@@ -31,6 +32,18 @@ func testDropRunsAhead(t *testing.T, s *store.Store) {
 	started := mk("a", axtype.RunSchedule, T0.Add(3*time.Minute))
 	other := mk("a.x", axtype.RunSchedule, T0.Add(time.Minute))
 	manual := mk("a", axtype.RunManual, T0.Add(time.Minute))
+	paused := mk("a", axtype.RunSchedule, T0.Add(4*time.Minute))
+	pausedRetry := mk("a", axtype.RunSchedule, T0.Add(5*time.Minute))
+	one := 1
+	for _, p := range []struct {
+		in  axtype.Instance
+		set store.Changes
+	}{{paused[0], store.Changes{}}, {pausedRetry[0], store.Changes{Attempt: &one}}} {
+		if _, err := f.Transition(ctx(), store.TransitionParams{InstanceID: p.in.ID, Version: p.in.Version, From: axtype.Scheduled, To: axtype.Paused,
+			Set: p.set, Now: T0, Actor: "test", Reason: "paused"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tk := "t-claimed"
 	if _, err := f.Transition(ctx(), store.TransitionParams{InstanceID: started[0].ID, Version: started[0].Version, From: axtype.Scheduled, To: axtype.Running,
 		Set: store.Changes{Ticket: &tk}, Now: T0, Actor: "test", Reason: "claimed ahead"}); err != nil {
@@ -45,10 +58,10 @@ func testDropRunsAhead(t *testing.T, s *store.Store) {
 		t.Fatal(err)
 	}
 	slices.Sort(ids)
-	if want := []int64{ahead1[0].RunID, ahead2[0].RunID}; !slices.Equal(ids, want) {
+	if want := []int64{ahead1[0].RunID, ahead2[0].RunID, paused[0].RunID}; !slices.Equal(ids, want) {
 		t.Fatalf("dropped runs %v, want %v", ids, want)
 	}
-	for _, in := range append(ahead1, ahead2...) {
+	for _, in := range slices.Concat(ahead1, ahead2, paused) {
 		if _, err := s.Instance(ctx(), in.ID); err == nil {
 			t.Errorf("instance %d of a dropped run still exists", in.ID)
 		}
@@ -56,14 +69,14 @@ func testDropRunsAhead(t *testing.T, s *store.Store) {
 			t.Errorf("history of dropped instance %d: %d rows, %v", in.ID, len(h), err)
 		}
 	}
-	for _, in := range [][]axtype.Instance{started, other, manual} {
+	for _, in := range [][]axtype.Instance{started, other, manual, pausedRetry} {
 		if _, err := s.Instance(ctx(), in[1].ID); err != nil {
 			t.Errorf("instance %d of run %d (kept) is gone: %v", in[1].ID, in[1].RunID, err)
 		}
 	}
 	runs, err := s.Runs(ctx(), "a", 100)
-	if err != nil || len(runs) != 4 {
-		t.Errorf("runs left = %d, %v; want 4 (T0, started, other trigger, manual)", len(runs), err)
+	if err != nil || len(runs) != 5 {
+		t.Errorf("runs left = %d, %v; want 5 (T0, started, other trigger, manual, paused retry)", len(runs), err)
 	}
 	// Again: nothing more to drop.
 	if ids, err := f.DropRunsAhead(ctx(), store.DropAheadParams{Trigger: "a", After: T0}); err != nil || len(ids) != 0 {
