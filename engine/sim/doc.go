@@ -146,6 +146,12 @@
 //	   cap on local attempts is not checked this way: it is per server, and
 //	   a stalled primary's attempts run on beside its successor's (I4 and
 //	   I5 explain a wait by it).
+//	I10 no start before the fire time: no execution starts before its
+//	   run's fire time plus its task's delay (docs/schedules.md: a
+//	   schedule's or a backfill's run fires at its logical time, an
+//	   operator's run when it was triggered), however early its upstreams
+//	   succeeded (in another pipeline, or marked by an operator) and whoever
+//	   released it (a result, an approval, a rerun, a resume, a takeover).
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
 // guard, the failover of a restarted or silent executor and the give-back
@@ -256,6 +262,15 @@
 //	                                               with upstreams: the root waited forever
 //	                                               (fixed: the sweep takes roots too)
 //
+//	I10        seeds 146, 158, 192, 201, 219, 244, a task whose only upstream is in another   TestSimNoStartBeforeTheFireTime,
+//	           245, 267, 297 (and maybe more) of  pipeline started as soon as that           TestCrossUpstreamDoneEarlyWaitsForTheFireTime
+//	           the first 300, the first time the   pipeline's run succeeded, up to the five   (engine/release_test.go)
+//	           check ran                           minutes its run is made ahead before its
+//	                                               fire time; a root whose run was cancelled
+//	                                               before its fire time and rerun started at
+//	                                               the rerun (fixed: one release time,
+//	                                               releaseAt, for every path)
+//
 // Not bugs of the engine, but checks made exact (seeds 329, 426, 439, 458,
 // 490, 536, 651, 690, 786, 883, 993 of 1000 on the second day): a fire
 // whose run was made ahead and cancelled (or marked) by an operator before
@@ -303,7 +318,8 @@
 //
 // # Not generated (yet)
 //
-// `delay:`, live clock jumps of a running engine (a stall is the nearest),
+// `delay:` (I10 adds a task's delay to the fire time, but no generated
+// task has one), schedules changed between restarts, live clock jumps of a running engine (a stall is the nearest),
 // store errors on reads, and cron forms beyond the ones above (day, month
 // and weekday fields, Quartz L/W/#). The admin API is not called: operator
 // requests reach the engine as the API's handlers hand them over
