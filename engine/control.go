@@ -488,17 +488,20 @@ func (op *operator) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []
 			skipped++
 			continue
 		}
-		if fireOf(in, ti).Before(now) {
+		if in.NextFireAt.IsZero() { // never released: due at its release time
+			in.NextFireAt = releaseAt(runFire(op.res.runs.kindOf(ctx, in.RunID), in.LogicalTime, in.CreatedAt), time.Time{}, ti.def.Delay)
+		}
+		if in.NextFireAt.Before(now) {
 			late = append(late, in)
 		} else {
 			onTime = append(onTime, in)
 		}
 	}
-	slices.SortStableFunc(late, func(a, b axtype.Instance) int { return fireOf(a, ti).Compare(fireOf(b, ti)) })
+	slices.SortStableFunc(late, func(a, b axtype.Instance) int { return a.NextFireAt.Compare(b.NextFireAt) })
 	keep := len(late)
 	if len(late) > 0 {
 		ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
-		skip, missed := misfireSplit(ti.def.Misfire, len(late), fireOf(late[0], ti), now, op.cfg.MisfireAfter, op.cfg.MisfireLimit)
+		skip, missed := misfireSplit(ti.def.Misfire, len(late), late[0].NextFireAt, now, op.cfg.MisfireAfter, op.cfg.MisfireLimit)
 		if !missed { // a short backlog: each runs late, at its fire time
 			onTime, late = append(late, onTime...), nil
 		}
@@ -514,7 +517,7 @@ func (op *operator) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []
 			From: axtype.Scheduled, To: axtype.Failed,
 			Set:   store.Changes{Error: ptr(fmt.Sprintf("skipped by misfire policy %s", ti.def.Misfire)), NextFireAt: &time.Time{}},
 			Epoch: op.host.termEpoch(), Now: now, Actor: Actor, Reason: fmt.Sprintf("skipped by misfire policy %s: fire time %s passed during %s",
-				ti.def.Misfire, fireOf(in, ti).Format(time.RFC3339), why)})
+				ti.def.Misfire, in.NextFireAt.Format(time.RFC3339), why)})
 		skipped++
 	}
 	if len(late) > 0 {
@@ -528,19 +531,10 @@ func (op *operator) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []
 		}
 	}
 	for _, in := range onTime {
-		params = append(params, schedule(in, fireOf(in, ti), op.host.termEpoch(), now, why))
+		params = append(params, schedule(in, in.NextFireAt, op.host.termEpoch(), now, why))
 		scheduled++
 	}
 	return params, scheduled, skipped, nil
-}
-
-// fireOf returns when a waiting instance was due: its recorded fire time, or
-// for an instance that never had one, its logical time plus delay.
-func fireOf(in axtype.Instance, ti *taskInfo) time.Time {
-	if !in.NextFireAt.IsZero() {
-		return in.NextFireAt
-	}
-	return releaseAt(in.LogicalTime, time.Time{}, ti.def.Delay)
 }
 
 func schedule(in axtype.Instance, at time.Time, epoch int64, now time.Time, why string) store.TransitionParams {
