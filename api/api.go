@@ -26,6 +26,9 @@ type Config struct {
 	Engine *engine.Engine // nil: no scheduler in this process (reads only, writes refused)
 	Reload *reload.Watcher
 	Gather prometheus.Gatherer // what /metrics serves
+	// Registerer takes the API's own metrics (ax_results_repeated_total);
+	// nil: they are not registered.
+	Registerer prometheus.Registerer
 	// Token is AX_ADMIN_TOKEN: required on writes (and on reads unless
 	// OpenReads) when set. ExecToken is AX_EXECUTOR_TOKEN, required on the
 	// executor endpoints when set.
@@ -50,7 +53,10 @@ func Handler(cfg Config) http.Handler {
 	if cfg.OpWait == 0 {
 		cfg.OpWait = 15 * time.Second
 	}
-	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver}
+	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter()}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(ex.repeats)
+	}
 	if cfg.Engine != nil {
 		ex.graphOf = cfg.Engine.Graph
 	}

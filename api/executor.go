@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/door"
@@ -31,6 +33,7 @@ type executorAPI struct {
 	self     string                   // this server's URL, recorded with the results it receives
 	token    string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
 	refusals refusalLog               // how many refusals each client address had recorded lately
+	repeats  prometheus.Counter       // results delivered again for a ticket the inbox holds (nil: not counted)
 	clock    func() time.Time         // nil: time.Now
 }
 
@@ -41,11 +44,11 @@ func (a *executorAPI) now() time.Time {
 	return time.Now()
 }
 
-// refusalsPerMinute bounds the refusals recorded in the action log for one
-// client address a minute: refused results and heartbeats are recorded
-// (their reasons matter to an operator), but a client sending junk must
-// not fill the log; past the bound it is still refused, with the reason,
-// and not recorded.
+// refusalsPerMinute bounds the refusals (and results delivered again)
+// recorded in the action log for one client address a minute: refused
+// results and heartbeats are recorded (their reasons matter to an
+// operator), but a client sending junk must not fill the log; past the
+// bound it is still refused, with the reason, and not recorded.
 const refusalsPerMinute = 20
 
 // refusalLog counts the refusals recorded per client address, a minute at
@@ -54,6 +57,13 @@ type refusalLog struct {
 	mu     sync.Mutex
 	minute int64
 	counts map[string]int
+}
+
+// newRepeatsCounter counts results delivered again for a ticket the inbox
+// holds (ax_results_repeated_total).
+func newRepeatsCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "ax_results_repeated_total",
+		Help: "Results delivered again for a ticket received already: answered 200 and ignored; the action log records at most 20 a minute per client address."})
 }
 
 // take reports whether a refusal of the client at remote (host:port) may
@@ -295,9 +305,17 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if dup {
-		// Delivered again (the acknowledgement was lost): recorded, ignored.
-		_ = a.st.AppendAction(ctx, store.Action{At: now, Actor: actor, Action: "stale_result", InstanceID: in.ID, Ticket: rep.Ticket,
-			Reason: "result delivered again for a ticket received already: ignored", Detail: string(rep.Status)})
+		// Delivered again (the acknowledgement was lost, or a client
+		// replays it): counted and ignored; recorded in the action log
+		// within the same per-address bound as refusals, so that a replay
+		// loop cannot flood it.
+		if a.repeats != nil {
+			a.repeats.Inc()
+		}
+		if a.refusals.take(r.RemoteAddr, now) {
+			_ = a.st.AppendAction(ctx, store.Action{At: now, Actor: actor, Action: "stale_result", InstanceID: in.ID, Ticket: rep.Ticket,
+				Reason: "result delivered again for a ticket received already: ignored", Detail: string(rep.Status)})
+		}
 	} else if a.deliver != nil {
 		a.deliver(rep) // the attempt waiting in this process, if any, at once; the primary reads the inbox for the others
 	}

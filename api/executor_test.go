@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
@@ -158,5 +161,46 @@ func TestExecutorEndpointsRefuseOversizedBodies(t *testing.T) {
 		if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "too large") {
 			t.Errorf("%s with a 2 MiB body: %d %s; want 413 saying it is too large", path, rec.Code, rec.Body)
 		}
+	}
+}
+
+// A result delivered again for a ticket the inbox holds is answered 200 and
+// counted, every time; the action log records at most refusalsPerMinute of
+// them a minute per client address, so a client that re-posts a stored
+// result in a loop cannot flood it.
+func TestRepeatedResultsCountedNotLoggedEach(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 6, 5, 0, 10, 0, time.UTC) // one minute's window throughout
+	st := storetest.SQLite(t)
+	x := storetest.Seed(t, st)["a.x"]
+	now := storetest.T0.Add(time.Second)
+	ticket := "tk-repeat"
+	if _, err := st.Transition(context.Background(), store.TransitionParams{InstanceID: x.ID, Version: x.Version, From: axtype.Scheduled, To: axtype.Running,
+		Set: store.Changes{Ticket: &ticket}, Now: now, Actor: "test", Reason: "dispatch"}); err != nil {
+		t.Fatal(err)
+	}
+	a := &executorAPI{st: st, clock: func() time.Time { return at }, repeats: newRepeatsCounter()}
+	mux := http.NewServeMux()
+	a.routes(mux)
+	const n = 100
+	for i := range n + 1 {
+		req := httptest.NewRequest("POST", "/api/v1/results", strings.NewReader(`{"ticket":"tk-repeat","status":"success"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = "127.0.0.1:4000"
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != 200 || (i > 0) != strings.Contains(rec.Body.String(), `"duplicate": true`) {
+			t.Fatalf("delivery %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	acts, err := st.Actions(context.Background(), store.LogFilter{Action: "stale_result", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != refusalsPerMinute {
+		t.Errorf("%d repeated deliveries recorded %d stale_result rows, want %d (the per-address bound)", n, len(acts), refusalsPerMinute)
+	}
+	if got := testutil.ToFloat64(a.repeats); got != n {
+		t.Errorf("ax_results_repeated_total = %v, want %d", got, n)
 	}
 }

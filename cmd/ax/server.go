@@ -227,7 +227,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		// Executors report results asynchronously to this API.
 		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results")
 		execs[defs.ExecHTTP] = web
-		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Token: token, ExecToken: execToken,
+		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Registerer: reg, Token: token, ExecToken: execToken,
 			OpenReads: f.openReads, Self: self, Deliver: web.Deliver, Retain: retain})
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
