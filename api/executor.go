@@ -34,7 +34,9 @@ type executorAPI struct {
 	token    string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
 	refusals refusalLog               // how many refusals each client address had recorded lately
 	repeats  prometheus.Counter       // results delivered again for a ticket the inbox holds (nil: not counted)
-	clock    func() time.Time         // nil: time.Now
+	// whoIs asks the executor at an address for its boot id (its /status).
+	whoIs func(ctx context.Context, address string) (boot string, err error)
+	clock func() time.Time // nil: time.Now
 }
 
 func (a *executorAPI) now() time.Time {
@@ -193,12 +195,55 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: a.now()}); err != nil {
+	now := a.now()
+	if code, why := a.claim(r.Context(), req.Address, req.Boot, now); code != 0 {
+		apiError(w, code, "%s", why)
+		return
+	}
+	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: now}); err != nil {
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(Registered{Registered: ids})
+}
+
+// whoIsTimeout bounds the question a registration asks the executor at
+// the address it claims.
+const whoIsTimeout = 3 * time.Second
+
+// claim decides whether a registration with boot may take address: it may
+// when nobody holds the address, when its holder is that boot already, when
+// the holder has been silent past the exclusion time (runner.Alive), or
+// when the process that answers /status at the address says it is that boot
+// (the executor restarted). Anything else is another process claiming a
+// live executor's address, which would fail that executor's attempts as
+// "restarted" while their work goes on: refused 409 with the reason, and
+// nothing is written. Without whoIs (tests that have no executors to ask),
+// a live holder's address is taken as before.
+func (a *executorAPI) claim(ctx context.Context, address, boot string, now time.Time) (int, string) {
+	exs, err := a.st.Executors(ctx, "")
+	if err != nil {
+		return http.StatusServiceUnavailable, fmt.Sprintf("cannot read the executor registry: %v; register again later", err)
+	}
+	i := slices.IndexFunc(exs, func(x store.Executor) bool { return x.Address == address })
+	if i < 0 || exs[i].Boot == boot || !runner.Alive(exs[i].LastHeartbeat, now) || a.whoIs == nil {
+		return 0, ""
+	}
+	held := exs[i]
+	ask, cancel := context.WithTimeout(ctx, whoIsTimeout)
+	defer cancel()
+	answer, err := a.whoIs(ask, address)
+	switch {
+	case err != nil:
+		return http.StatusConflict, fmt.Sprintf("executor %s (boot %s) is live (heartbeat %s ago) and could not be asked who answers there now (%v): "+
+			"a registration with boot %q is taken once the process at that address answers /status with it, or after %s without a heartbeat",
+			address, held.Boot, now.Sub(held.LastHeartbeat).Round(time.Millisecond), err, boot, runner.Silence)
+	case answer != boot:
+		return http.StatusConflict, fmt.Sprintf("executor %s answers there as boot %s, not %q: another process cannot register a live executor's address; "+
+			"register this executor at its own address", address, answer, boot)
+	}
+	return 0, ""
 }
 
 func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {

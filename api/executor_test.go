@@ -15,6 +15,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -202,5 +203,90 @@ func TestRepeatedResultsCountedNotLoggedEach(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(a.repeats); got != n {
 		t.Errorf("ax_results_repeated_total = %v, want %d", got, n)
+	}
+}
+
+// An address registered by a live executor is claimed by a registration
+// with another boot id only when the process at that address says it is
+// that boot (it restarted), or once the executor has been silent past the
+// exclusion time: a forged boot id, or a registration of another
+// executor's address, is refused 409 and changes nothing.
+func TestRegistrationCannotClaimALiveExecutor(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	st := storetest.SQLite(t)
+	g, errs, err := dag.Load([]string{"../examples"}, defs.Options{}, dag.Options{DispatchRate: -1})
+	if err != nil || g == nil {
+		t.Fatal(err, errs)
+	}
+	answers := map[string]string{} // address → the boot id its /status answers with; missing: no answer
+	asked := 0
+	a := &executorAPI{st: st, g: g, clock: func() time.Time { return at }, whoIs: func(_ context.Context, addr string) (string, error) {
+		asked++
+		if b, ok := answers[addr]; ok {
+			return b, nil
+		}
+		return "", fmt.Errorf("connection refused")
+	}}
+	mux := http.NewServeMux()
+	a.routes(mux)
+	register := func(addr, boot string, tasks ...string) (int, string) {
+		body, _ := json.Marshal(map[string]any{"address": addr, "protocol": "http", "tasks": tasks, "boot": boot})
+		req := httptest.NewRequest("POST", "/api/v1/executors/register", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	registry := func() string {
+		exs, err := st.Executors(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%+v", exs)
+	}
+	const real, other = "http://127.0.0.1:9090", "http://127.0.0.1:9091"
+	answers[real], answers[other] = "boot-1", "boot-9"
+	if code, out := register(real, "boot-1", "sync_orders"); code != 200 {
+		t.Fatalf("first registration: %d %s", code, out)
+	}
+	if code, out := register(real, "boot-1", "sync_orders"); code != 200 || asked != 0 {
+		t.Fatalf("registration again with the same boot: %d %s (asked the executor %d times; want no need)", code, out, asked)
+	}
+	before := registry()
+	for _, tc := range []struct{ name, addr, boot, want string }{
+		{"forged boot id", real, "forged", "answers there as boot boot-1"},
+		{"no boot id", real, "", "answers there as boot boot-1"},
+		{"another executor's address", real, "boot-9", "answers there as boot boot-1"},
+	} {
+		code, out := register(tc.addr, tc.boot, "orders_daily.sync_orders")
+		if code != http.StatusConflict || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %d %s; want 409 saying %q", tc.name, code, out, tc.want)
+		}
+		if got := registry(); got != before {
+			t.Errorf("%s changed the registry:\n%s\nwant\n%s", tc.name, got, before)
+		}
+	}
+	// It restarted: the process at the address answers with the new boot id.
+	answers[real] = "boot-2"
+	if code, out := register(real, "boot-2", "sync_orders"); code != 200 {
+		t.Fatalf("registration after a restart the executor confirms: %d %s", code, out)
+	}
+	// Nobody answers at the address: refused while the executor is live,
+	// taken once it has been silent past the exclusion time.
+	delete(answers, real)
+	before = registry()
+	if code, out := register(real, "boot-3", "sync_orders"); code != http.StatusConflict || !strings.Contains(out, "connection refused") {
+		t.Errorf("unconfirmed claim of a live executor: %d %s; want 409 with the reason", code, out)
+	}
+	if got := registry(); got != before {
+		t.Errorf("the unconfirmed claim changed the registry:\n%s\nwant\n%s", got, before)
+	}
+	at = at.Add(runner.Silence + time.Second)
+	if code, out := register(real, "boot-3", "sync_orders"); code != 200 {
+		t.Errorf("claim of an executor silent past the exclusion time: %d %s", code, out)
+	}
+	if exs, _ := st.Executors(context.Background(), ""); len(exs) != 1 || exs[0].Boot != "boot-3" {
+		t.Errorf("registry %+v, want the one executor at boot-3", exs)
 	}
 }

@@ -37,6 +37,7 @@ func startExecutor(t *testing.T, bin, addr, schedulers, record, state string) *e
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-listen", addr, "-scheduler", schedulers, "-task", "record", "-record", record, "-work", "200ms", "-state", state)
+	cmd.Env = append(os.Environ(), "AX_EXECUTOR_TOKEN="+testExecutorToken) // the servers' on MySQL (startServerBin)
 	cmd.Stdout, cmd.Stderr = log, log
 	executorLogs = append(executorLogs, log.Name())
 	if err := cmd.Start(); err != nil {
