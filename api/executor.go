@@ -275,13 +275,43 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 // badBody is the status for a request body that could not be read: 413
-// when it was over the endpoint's limit, 400 otherwise.
+// when it was over the endpoint's limit, 408 when it did not arrive in
+// time (the door's body deadline), 400 otherwise.
 func badBody(err error) int {
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return http.StatusRequestTimeout
 	}
 	return http.StatusBadRequest
+}
+
+// Kinds of client, each with its share of the server (KindCaps).
+const (
+	KindExecutor = "executor" // registrations, heartbeats and results
+	KindOperator = "operator" // the admin API and the console
+	KindMetrics  = "metrics"  // /metrics, /healthz, /readyz
+)
+
+// KindCaps are the requests each kind of client may have in progress at
+// once on ax server; past its cap a request is refused 503 before its body
+// is read. They add up to less than the door's 256 connections per client
+// address, so that a flood of one kind from an address (all of loopback
+// is one) never closes another kind's connections.
+var KindCaps = map[string]int{KindExecutor: 96, KindOperator: 64, KindMetrics: 16}
+
+// ClientKind says which kind of client sends r, from its method and path.
+func ClientKind(r *http.Request) string {
+	switch p := r.URL.Path; {
+	case r.Method == http.MethodPost && (p == "/api/v1/results" || strings.HasPrefix(p, "/api/v1/executors/")):
+		return KindExecutor
+	case p == "/metrics" || p == "/healthz" || p == "/readyz":
+		return KindMetrics
+	}
+	return KindOperator
 }
 
 // Serve serves h on ln until ctx ends, behind the door: JSON mutations,
@@ -289,7 +319,7 @@ func badBody(err error) int {
 // connection caps (see package door). hosts are the further names the
 // server is reached by (the host of its advertised URL).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, hosts ...string) error {
-	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts}, h)
+	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts, KindOf: ClientKind, KindCaps: KindCaps}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -324,6 +354,10 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		rep, err = runner.ParseReport(data)
 	}
 	if err != nil {
+		if code := badBody(err); code == http.StatusRequestTimeout {
+			apiError(w, code, "the result's body did not arrive in time (%v): send it whole, at once", err) // not a report: nothing recorded
+			return
+		}
 		refuse(badBody(err), "malformed_result", "", "%v", err)
 		return
 	}
