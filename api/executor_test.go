@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +289,31 @@ func TestRegistrationCannotClaimALiveExecutor(t *testing.T) {
 	}
 	if exs, _ := st.Executors(context.Background(), ""); len(exs) != 1 || exs[0].Boot != "boot-3" {
 		t.Errorf("registry %+v, want the one executor at boot-3", exs)
+	}
+}
+
+// timeoutReader fails as a connection's read past its deadline does.
+type timeoutReader struct{}
+
+func (timeoutReader) Read([]byte) (int, error) { return 0, os.ErrDeadlineExceeded }
+
+// A body cut by the door's deadline is answered 408 on every executor
+// endpoint, and nothing is written: it is not a malformed report.
+func TestExecutorEndpointsAnswerACutBody408(t *testing.T) {
+	t.Parallel()
+	mux, st := executorAPIOn(t, nil)
+	for _, path := range []string{"/api/v1/executors/register", "/api/v1/executors/heartbeat", "/api/v1/results"} {
+		req := httptest.NewRequest("POST", path, timeoutReader{})
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != http.StatusRequestTimeout {
+			t.Errorf("%s with a body cut by its deadline: %d %s; want 408", path, rec.Code, rec.Body)
+		}
+	}
+	acts, _ := st.Actions(context.Background(), store.LogFilter{})
+	exs, _ := st.Executors(context.Background(), "")
+	if len(acts) != 0 || len(exs) != 0 {
+		t.Errorf("cut bodies wrote %+v and %+v", acts, exs)
 	}
 }
