@@ -446,6 +446,6 @@ func apiDoc() string {
 	b.WriteString("| GET | `/metrics` | when reads are not open | Prometheus metrics |\n")
 	b.WriteString("| GET | `/readyz` | no | 200 when this process serves: primary, or standby with a reachable store |\n")
 	b.WriteString("| GET | `/healthz` | no | 200 while the process runs |\n")
-	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | no | the executor protocol ([protocol.md](protocol.md)) |\n")
+	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | the executor credential, never the admin token | the executor protocol ([protocol.md](protocol.md)) |\n")
 	return b.String()
 }

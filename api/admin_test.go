@@ -365,14 +365,20 @@ func TestAPIDocMatchesRoutes(t *testing.T) {
 // results need it; without it nothing is registered.
 func TestExecutorToken(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apitest.Opts{ExecToken: "x-tok"})
-	reg := `{"address": "http://127.0.0.1:1", "tasks": []}`
+	e := setupAPI(t, apitest.Opts{ExecToken: "x-tok", Token: "admin-tok"})
+	reg := `{"address": "http://127.0.0.1:1", "tasks": ["sync"]}`
 	for _, path := range []string{"/api/v1/executors/register", "/api/v1/executors/heartbeat", "/api/v1/results"} {
-		code, body := e.CallAs("POST", path, reg, "")
-		if code != 401 || !strings.Contains(body, "AX_EXECUTOR_TOKEN") {
-			t.Errorf("POST %s without the executor token: %d %s", path, code, body)
+		for _, tok := range []string{"", "admin-tok"} { // the admin token is not an executor's
+			code, body := e.CallAs("POST", path, reg, tok)
+			if code != 401 || !strings.Contains(body, "AX_EXECUTOR_TOKEN") {
+				t.Errorf("POST %s with token %q: %d %s, want 401", path, tok, code, body)
+			}
 		}
 	}
+	if acts, _ := e.St.Actions(context.Background(), store.LogFilter{}); len(acts) != 0 {
+		t.Errorf("refused executor requests wrote to the action log: %+v", acts)
+	}
+	reg = `{"address": "http://127.0.0.1:1", "tasks": []}`
 	if exs, _ := e.St.Executors(context.Background(), ""); len(exs) != 0 {
 		t.Fatalf("executors registered without the token: %+v", exs)
 	}

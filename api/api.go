@@ -7,6 +7,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -26,6 +27,9 @@ type Config struct {
 	Engine *engine.Engine // nil: no scheduler in this process (reads only, writes refused)
 	Reload *reload.Watcher
 	Gather prometheus.Gatherer // what /metrics serves
+	// Registerer takes the API's own metrics (ax_results_repeated_total);
+	// nil: they are not registered.
+	Registerer prometheus.Registerer
 	// Token is AX_ADMIN_TOKEN: required on writes (and on reads unless
 	// OpenReads) when set. ExecToken is AX_EXECUTOR_TOKEN, required on the
 	// executor endpoints when set.
@@ -33,6 +37,12 @@ type Config struct {
 	OpenReads        bool
 	// Self is this server's base URL, recorded with the results it receives.
 	Self string
+	// WhoIs asks the executor at an address for its boot id (its /status):
+	// a registration that claims a live executor's address with another
+	// boot id is taken only when the executor answers with that boot id.
+	// Nil: nobody is asked, and such a registration is taken (tests
+	// without executors).
+	WhoIs func(ctx context.Context, address string) (boot string, err error)
 	// Deliver hands a result to the attempt waiting for it in this process.
 	Deliver func(runner.Report) bool
 	Now     func() time.Time // default time.Now
@@ -50,7 +60,10 @@ func Handler(cfg Config) http.Handler {
 	if cfg.OpWait == 0 {
 		cfg.OpWait = 15 * time.Second
 	}
-	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver}
+	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter(), whoIs: cfg.WhoIs}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(ex.repeats)
+	}
 	if cfg.Engine != nil {
 		ex.graphOf = cfg.Engine.Graph
 	}

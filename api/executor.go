@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/door"
@@ -31,7 +33,10 @@ type executorAPI struct {
 	self     string                   // this server's URL, recorded with the results it receives
 	token    string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
 	refusals refusalLog               // how many refusals each client address had recorded lately
-	clock    func() time.Time         // nil: time.Now
+	repeats  prometheus.Counter       // results delivered again for a ticket the inbox holds (nil: not counted)
+	// whoIs asks the executor at an address for its boot id (its /status).
+	whoIs func(ctx context.Context, address string) (boot string, err error)
+	clock func() time.Time // nil: time.Now
 }
 
 func (a *executorAPI) now() time.Time {
@@ -41,11 +46,11 @@ func (a *executorAPI) now() time.Time {
 	return time.Now()
 }
 
-// refusalsPerMinute bounds the refusals recorded in the action log for one
-// client address a minute: refused results and heartbeats are recorded
-// (their reasons matter to an operator), but a client sending junk must
-// not fill the log; past the bound it is still refused, with the reason,
-// and not recorded.
+// refusalsPerMinute bounds the refusals (and results delivered again)
+// recorded in the action log for one client address a minute: refused
+// results and heartbeats are recorded (their reasons matter to an
+// operator), but a client sending junk must not fill the log; past the
+// bound it is still refused, with the reason, and not recorded.
 const refusalsPerMinute = 20
 
 // refusalLog counts the refusals recorded per client address, a minute at
@@ -54,6 +59,13 @@ type refusalLog struct {
 	mu     sync.Mutex
 	minute int64
 	counts map[string]int
+}
+
+// newRepeatsCounter counts results delivered again for a ticket the inbox
+// holds (ax_results_repeated_total).
+func newRepeatsCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "ax_results_repeated_total",
+		Help: "Results delivered again for a ticket received already: answered 200 and ignored; the action log records at most 20 a minute per client address."})
 }
 
 // take reports whether a refusal of the client at remote (host:port) may
@@ -183,12 +195,55 @@ func (a *executorAPI) register(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: a.now()}); err != nil {
+	now := a.now()
+	if code, why := a.claim(r.Context(), req.Address, req.Boot, now); code != 0 {
+		apiError(w, code, "%s", why)
+		return
+	}
+	if err := a.st.RegisterExecutor(r.Context(), store.RegisterParams{Address: req.Address, Protocol: "http", Tasks: ids, Boot: req.Boot, Now: now}); err != nil {
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(Registered{Registered: ids})
+}
+
+// whoIsTimeout bounds the question a registration asks the executor at
+// the address it claims.
+const whoIsTimeout = 3 * time.Second
+
+// claim decides whether a registration with boot may take address: it may
+// when nobody holds the address, when its holder is that boot already, when
+// the holder has been silent past the exclusion time (runner.Alive), or
+// when the process that answers /status at the address says it is that boot
+// (the executor restarted). Anything else is another process claiming a
+// live executor's address, which would fail that executor's attempts as
+// "restarted" while their work goes on: refused 409 with the reason, and
+// nothing is written. Without whoIs (tests that have no executors to ask),
+// a live holder's address is taken as before.
+func (a *executorAPI) claim(ctx context.Context, address, boot string, now time.Time) (int, string) {
+	exs, err := a.st.Executors(ctx, "")
+	if err != nil {
+		return http.StatusServiceUnavailable, fmt.Sprintf("cannot read the executor registry: %v; register again later", err)
+	}
+	i := slices.IndexFunc(exs, func(x store.Executor) bool { return x.Address == address })
+	if i < 0 || exs[i].Boot == boot || !runner.Alive(exs[i].LastHeartbeat, now) || a.whoIs == nil {
+		return 0, ""
+	}
+	held := exs[i]
+	ask, cancel := context.WithTimeout(ctx, whoIsTimeout)
+	defer cancel()
+	answer, err := a.whoIs(ask, address)
+	switch {
+	case err != nil:
+		return http.StatusConflict, fmt.Sprintf("executor %s (boot %s) is live (heartbeat %s ago) and could not be asked who answers there now (%v): "+
+			"a registration with boot %q is taken once the process at that address answers /status with it, or after %s without a heartbeat",
+			address, held.Boot, now.Sub(held.LastHeartbeat).Round(time.Millisecond), err, boot, runner.Silence)
+	case answer != boot:
+		return http.StatusConflict, fmt.Sprintf("executor %s answers there as boot %s, not %q: another process cannot register a live executor's address; "+
+			"register this executor at its own address", address, answer, boot)
+	}
+	return 0, ""
 }
 
 func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -220,13 +275,43 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 // badBody is the status for a request body that could not be read: 413
-// when it was over the endpoint's limit, 400 otherwise.
+// when it was over the endpoint's limit, 408 when it did not arrive in
+// time (the door's body deadline), 400 otherwise.
 func badBody(err error) int {
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return http.StatusRequestTimeout
 	}
 	return http.StatusBadRequest
+}
+
+// Kinds of client, each with its share of the server (KindCaps).
+const (
+	KindExecutor = "executor" // registrations, heartbeats and results
+	KindOperator = "operator" // the admin API and the console
+	KindMetrics  = "metrics"  // /metrics, /healthz, /readyz
+)
+
+// KindCaps are the requests each kind of client may have in progress at
+// once on ax server; past its cap a request is refused 503 before its body
+// is read. They add up to less than the door's 256 connections per client
+// address, so that a flood of one kind from an address (all of loopback
+// is one) never closes another kind's connections.
+var KindCaps = map[string]int{KindExecutor: 96, KindOperator: 64, KindMetrics: 16}
+
+// ClientKind says which kind of client sends r, from its method and path.
+func ClientKind(r *http.Request) string {
+	switch p := r.URL.Path; {
+	case r.Method == http.MethodPost && (p == "/api/v1/results" || strings.HasPrefix(p, "/api/v1/executors/")):
+		return KindExecutor
+	case p == "/metrics" || p == "/healthz" || p == "/readyz":
+		return KindMetrics
+	}
+	return KindOperator
 }
 
 // Serve serves h on ln until ctx ends, behind the door: JSON mutations,
@@ -234,7 +319,7 @@ func badBody(err error) int {
 // connection caps (see package door). hosts are the further names the
 // server is reached by (the host of its advertised URL).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, hosts ...string) error {
-	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts}, h)
+	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts, KindOf: ClientKind, KindCaps: KindCaps}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -269,6 +354,10 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		rep, err = runner.ParseReport(data)
 	}
 	if err != nil {
+		if code := badBody(err); code == http.StatusRequestTimeout {
+			apiError(w, code, "the result's body did not arrive in time (%v): send it whole, at once", err) // not a report: nothing recorded
+			return
+		}
 		refuse(badBody(err), "malformed_result", "", "%v", err)
 		return
 	}
@@ -295,9 +384,17 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if dup {
-		// Delivered again (the acknowledgement was lost): recorded, ignored.
-		_ = a.st.AppendAction(ctx, store.Action{At: now, Actor: actor, Action: "stale_result", InstanceID: in.ID, Ticket: rep.Ticket,
-			Reason: "result delivered again for a ticket received already: ignored", Detail: string(rep.Status)})
+		// Delivered again (the acknowledgement was lost, or a client
+		// replays it): counted and ignored; recorded in the action log
+		// within the same per-address bound as refusals, so that a replay
+		// loop cannot flood it.
+		if a.repeats != nil {
+			a.repeats.Inc()
+		}
+		if a.refusals.take(r.RemoteAddr, now) {
+			_ = a.st.AppendAction(ctx, store.Action{At: now, Actor: actor, Action: "stale_result", InstanceID: in.ID, Ticket: rep.Ticket,
+				Reason: "result delivered again for a ticket received already: ignored", Detail: string(rep.Status)})
+		}
 	} else if a.deliver != nil {
 		a.deliver(rep) // the attempt waiting in this process, if any, at once; the primary reads the inbox for the others
 	}

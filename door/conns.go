@@ -13,24 +13,72 @@ type tracker struct {
 	mu        sync.Mutex
 	max       int
 	perClient int
+	kindCap   func(kind string) int
 	conns     map[net.Conn]*entry
 	byIP      map[string]int
+	inFlight  map[string]int // requests in progress, by kind of client
 }
 
 type entry struct {
-	ip    string
-	state http.ConnState
-	since time.Time // accepted, or last became idle
+	ip      string
+	state   http.ConnState
+	busy    bool      // a request of it is in its handler
+	closing bool      // its request was refused, or left its body unread: it closes after the answer
+	since   time.Time // accepted, or last began or ended a request, or became idle
 }
 
-func newTracker(max, perClient int) *tracker {
-	return &tracker{max: max, perClient: perClient, conns: map[net.Conn]*entry{}, byIP: map[string]int{}}
+func newTracker(max, perClient int, kindCap func(string) int) *tracker {
+	return &tracker{max: max, perClient: perClient, kindCap: kindCap, conns: map[net.Conn]*entry{}, byIP: map[string]int{}, inFlight: map[string]int{}}
+}
+
+// holdsNothing reports whether e may be closed to make room: new without a
+// request yet (http.Server reports a connection active only once its
+// request's headers are read, so one that never finishes them is new),
+// idle between requests, or closing after its answer.
+func (e *entry) holdsNothing() bool {
+	return !e.busy && (e.state == http.StateNew || e.state == http.StateIdle || e.closing)
+}
+
+// begin counts a request of kind on c, unless kind has its cap of requests
+// in progress: then it reports false, and the request is to be refused
+// before its body is read. Requests in handlers are bounded by the sum of
+// the kinds' caps, below the connection caps, so there is always a
+// connection that holds nothing to close for a newcomer: a flood of one
+// kind cannot keep another kind's connections out.
+func (t *tracker) begin(c net.Conn, kind string) (ok bool, limit int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	limit = t.kindCap(kind)
+	if t.inFlight[kind] >= limit {
+		if e := t.conns[c]; e != nil {
+			e.closing = true
+		}
+		return false, limit
+	}
+	t.inFlight[kind]++
+	if e := t.conns[c]; e != nil {
+		e.busy, e.since = true, time.Now()
+	}
+	return true, limit
+}
+
+// end counts the end of a request of kind on c; closing says c closes
+// after its answer (its body was not read to the end).
+func (t *tracker) end(c net.Conn, kind string, closing bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inFlight[kind]--; t.inFlight[kind] <= 0 {
+		delete(t.inFlight, kind)
+	}
+	if e := t.conns[c]; e != nil {
+		e.busy, e.since, e.closing = false, time.Now(), closing
+	}
 }
 
 // admit registers c; over a cap it picks the oldest connection that holds
-// nothing (new without a request yet, or idle between requests) to close,
-// of the same client when that client is over its own cap. When every
-// connection is busy, c itself is closed. It returns what to close.
+// nothing (see holdsNothing) to close, of the same client when that client
+// is over its own cap. When every connection is busy, c itself is closed.
+// It returns what to close.
 func (t *tracker) admit(c net.Conn, ip string) (victim net.Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -42,7 +90,7 @@ func (t *tracker) admit(c net.Conn, ip string) (victim net.Conn) {
 	}
 	var oldest *entry
 	for k, e := range t.conns {
-		if k == c || (e.state != http.StateNew && e.state != http.StateIdle) || (sameClient && e.ip != ip) {
+		if k == c || !e.holdsNothing() || (sameClient && e.ip != ip) {
 			continue
 		}
 		if oldest == nil || e.since.Before(oldest.since) {

@@ -7,22 +7,30 @@
 // simple cross-origin fetch can send; a foreign Origin is refused), refuses
 // requests whose Host is foreign on a loopback listener (DNS rebinding:
 // evil.example resolving to 127.0.0.1), and bounds what idle or trickling
-// clients can hold: server timeouts, and caps on connections, in total and
-// per client address, where a new connection over a cap evicts the oldest
-// connection that has not sent a request (so 5,000 idle connections cost
-// the scheduler nothing and an API call still gets through).
+// clients can hold: server timeouts, a deadline on request bodies, caps on
+// connections, in total and per client address, where a new connection
+// over a cap evicts the oldest connection that holds nothing (new, or idle
+// between requests: so 5,000 idle connections, or connections that never
+// finish their headers, cost the scheduler nothing and an API call still
+// gets through), and caps on the requests in progress of each kind of client
+// (executors, operators, metrics), checked from the request's headers
+// before its body is read, so that a flood of one kind, slow bodies
+// included, never keeps another kind out.
 //
 // It must not know anything about scheduling; it imports only the standard
 // library.
 package door
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,9 +48,34 @@ type Config struct {
 	MaxConns int
 	// MaxConnsPerClient caps open connections per client IP address. Default 256.
 	MaxConnsPerClient int
+	// KindOf sorts requests into kinds of client (executors, operators,
+	// metrics) by their request line and headers, never their body. Nil:
+	// every request is of one kind, "".
+	KindOf func(*http.Request) string
+	// KindCaps caps the requests of each kind in their handlers at once;
+	// a request over its kind's cap is refused 503 (Retry-After: 1,
+	// Connection: close) before its body is read. A kind not listed gets
+	// MaxConnsPerClient/2. The caps must add up to less than
+	// MaxConnsPerClient (and MaxConns), so that a flood of one kind always
+	// leaves connections that hold nothing for the others' newcomers to
+	// displace.
+	KindCaps map[string]int
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
 	// server's. Defaults 5 s, 30 s, 60 s and 60 s.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// BodyTimeout is how long a request's body may take to arrive, from
+	// its headers: a body still unfinished then is cut (the handler reads
+	// an error, answered 408 by ax's endpoints) and its connection closed.
+	// Default 10 s.
+	BodyTimeout time.Duration
+}
+
+// kindCap returns the cap of requests in progress of kind.
+func (c Config) kindCap(kind string) int {
+	if n, ok := c.KindCaps[kind]; ok && n > 0 {
+		return n
+	}
+	return max(c.MaxConnsPerClient/2, 1)
 }
 
 func (c Config) withDefaults() Config {
@@ -63,6 +96,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 60 * time.Second
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 10 * time.Second
 	}
 	return c
 }
@@ -161,18 +197,82 @@ func isLoopbackHost(h string) bool {
 }
 
 // Server is an http.Server behind Guard, with Config's timeouts, whose
-// Serve keeps the connection caps.
+// Serve keeps the connection caps and the caps of each kind of client.
 type Server struct {
 	*http.Server
 	t *tracker
 }
 
+// connKey is the context key of a request's connection (a *conn).
+type connKey struct{}
+
 // NewServer returns the server of h behind Guard.
 func NewServer(c Config, h http.Handler) *Server {
 	c = c.withDefaults()
-	t := newTracker(c.MaxConns, c.MaxConnsPerClient)
-	return &Server{Server: &http.Server{Handler: Guard(c, h), ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout,
-		WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout, ConnState: t.state}, t: t}
+	t := newTracker(c.MaxConns, c.MaxConnsPerClient, c.kindCap)
+	return &Server{Server: &http.Server{Handler: shares(c, t, Guard(c, h)), ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout,
+		WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout, ConnState: t.state,
+		ConnContext: func(ctx context.Context, nc net.Conn) context.Context { return context.WithValue(ctx, connKey{}, nc) }}, t: t}
+}
+
+// shares wraps h with the caps of each kind of client, decided from the
+// request's headers before anything reads its body, and the body's
+// deadline.
+func shares(c Config, t *tracker, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind := ""
+		if c.KindOf != nil {
+			kind = c.KindOf(r)
+		}
+		nc, _ := r.Context().Value(connKey{}).(net.Conn)
+		ok, limit := t.begin(nc, kind)
+		if !ok {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			name := kind
+			if name == "" {
+				name = "all"
+			}
+			refuse(w, http.StatusServiceUnavailable, "%d requests of this kind of client (%s) are in progress, its share of the server: try again in a moment", limit, name)
+			return
+		}
+		unread := false
+		defer func() { t.end(nc, kind, unread) }() // deferred: a handler's panic ends it too
+		if nc == nil || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		b := &timedBody{ReadCloser: r.Body}
+		r.Body = b
+		cut := time.AfterFunc(c.BodyTimeout, func() {
+			if !b.done.Load() {
+				_ = nc.SetReadDeadline(time.Now()) // the handler's next read fails
+			}
+		})
+		h.ServeHTTP(w, r)
+		cut.Stop()
+		if unread = !b.done.Load(); unread {
+			// The handler answered without the body (a refusal before it,
+			// say): http.Server would read what is left of it before the
+			// answer, for as long as the client trickles it. It is not
+			// waited for: the answer goes out now and the connection closes.
+			_ = nc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// timedBody is a request body that says when it has been read to its end.
+type timedBody struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done.Store(true)
+	}
+	return n, err
 }
 
 // Serve serves on ln with the connection caps; see http.Server.Serve.

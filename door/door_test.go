@@ -1,6 +1,7 @@
 package door
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net"
@@ -145,4 +146,160 @@ func TestServerTimeouts(t *testing.T) {
 	if s.ReadHeaderTimeout != 5*time.Second || s.ReadTimeout != 30*time.Second || s.WriteTimeout != 60*time.Second || s.IdleTimeout != 60*time.Second {
 		t.Errorf("timeouts %s %s %s %s", s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout)
 	}
+}
+
+// 10,000 connections that start a request to one endpoint and never finish
+// its headers (slowloris) are displaced like idle ones, oldest first: an
+// API call on a new connection from the same address still gets through,
+// and the server holds no more than its cap. (Caps lowered to keep the
+// test fast.)
+func TestUnfinishedHeadersDoNotShutTheDoor(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(Config{Listen: "127.0.0.1:0", MaxConns: 128, MaxConnsPerClient: 64},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for range 10000 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatalf("after %d connections: %v", len(held), err)
+		}
+		// Written in full by the time the next one dials (loopback), and
+		// read by the server as soon as it accepts: the connection is
+		// then active, and stays in its headers.
+		io.WriteString(c, "POST /api/v1/results HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+		held = append(held, c)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 5 {
+		resp, err := hc.Get("http://" + ln.Addr().String() + "/metrics")
+		if err != nil {
+			t.Fatalf("call %d behind 10,000 unfinished requests: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "ok" {
+			t.Errorf("answer %q", body)
+		}
+	}
+	if n := srv.Conns(); n > 128 {
+		t.Errorf("%d connections held, cap 128", n)
+	}
+}
+
+// Each kind of client has its own cap of requests in progress: over it, a
+// request is refused 503 (Retry-After, Connection: close) before its body
+// is read and without reaching the handler; another kind is served.
+func TestKindCaps(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var reached atomic.Int32
+	srv := NewServer(Config{Listen: "127.0.0.1:0", MaxConnsPerClient: 16, KindCaps: map[string]int{"slow": 2},
+		KindOf: func(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/") }},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			reached.Add(1)
+			if r.URL.Path == "/slow" {
+				<-release
+			}
+			io.WriteString(w, "ok")
+		}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	base := "http://" + ln.Addr().String()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			resp, err := hc.Get(base + "/slow")
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+	}
+	for reached.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	resp, err := hc.Post(base+"/slow", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "2 requests of this kind of client (slow) are in progress") {
+		t.Errorf("a third slow request: %d %v %s; want 503 with Retry-After and the reason", resp.StatusCode, resp.Header, body)
+	}
+	if reached.Load() != 2 {
+		t.Errorf("the refused request reached the handler")
+	}
+	for range 3 {
+		resp, err := hc.Get(base + "/fast")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("another kind while slow is at its cap: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	close(release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A body that does not arrive within BodyTimeout is cut: the handler's
+// read fails, and the client gets its answer at once rather than after
+// the server's ReadTimeout.
+func TestSlowBodyCut(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(Config{Listen: "127.0.0.1:0", BodyTimeout: 100 * time.Millisecond},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.ReadAll(r.Body); err != nil {
+				http.Error(w, "cut: "+err.Error(), http.StatusRequestTimeout)
+				return
+			}
+			io.WriteString(w, "ok")
+		}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	io.WriteString(c, "POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that never ends: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || time.Since(start) > 5*time.Second {
+		t.Errorf("%d after %s; want 408 soon after the 100 ms body deadline", resp.StatusCode, time.Since(start))
+	}
+	// A whole body in time is served.
+	resp, err = http.Post("http://"+ln.Addr().String()+"/x", "application/json", strings.NewReader("{}"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a body in time: %v %v", resp, err)
+	}
+	resp.Body.Close()
 }

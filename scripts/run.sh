@@ -57,7 +57,14 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 
-"$EXECUTOR" -listen "127.0.0.1:$EXECUTOR_PORT" -scheduler "http://127.0.0.1:$PORT" -state "bin/executor-state-$EXECUTOR_PORT" &
+# The executor authenticates with the credential the server made on its
+# first start beside its SQLite store (or AX_EXECUTOR_TOKEN, when set for both).
+token_file=""
+case $STORE in
+  mysql://*) ;;
+  *) token_file="$(dirname "${STORE#sqlite:}")/executor.token" ;;
+esac
+"$EXECUTOR" -listen "127.0.0.1:$EXECUTOR_PORT" -scheduler "http://127.0.0.1:$PORT" -state "bin/executor-state-$EXECUTOR_PORT" -token-file "$token_file" &
 executor=$!
 echo "make run: console http://127.0.0.1:$PORT/ (ax commands: export AX_SERVER=http://127.0.0.1:$PORT), example executor on 127.0.0.1:$EXECUTOR_PORT; Ctrl-C stops both." >&2
 

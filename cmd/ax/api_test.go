@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +79,7 @@ func routedSetup(t *testing.T, schedule string) (db, apiAddr string, st *store.S
 	cancelled, release = make(chan string, 10), make(chan struct{})
 	exsrv := httptest.NewUnstartedServer(nil)
 	x, err := executor.New(executor.Config{Address: "http://" + exsrv.Listener.Addr().String(), Scheduler: "http://" + apiAddr,
-		Heartbeat: 500 * time.Millisecond, Client: http.DefaultClient},
+		Heartbeat: 500 * time.Millisecond, Client: http.DefaultClient, TokenFile: tokenFileOf(db)},
 		map[string]runner.Func{"hold": func(ctx context.Context, a runner.Attempt) error {
 			select {
 			case <-release:
@@ -149,11 +148,13 @@ func TestResultAppliedOnce(t *testing.T) {
 		return len(ins) == 1
 	})
 	again := fmt.Sprintf(`{"ticket":%q,"status":"failed","error":"late duplicate"}`, done.Ticket)
-	resp, err := http.Post("http://"+apiAddr+"/api/v1/results", "application/json", strings.NewReader(again))
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("second delivery: %v %v", resp, err)
+	tok, err := runner.ReadTokenFile(tokenFileOf(db))
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp.Body.Close()
+	if code, body := postResultWith(t, apiAddr, tok, again); code != 200 {
+		t.Fatalf("second delivery: %d %s", code, body)
+	}
 	waitFor(t, func() bool {
 		acts, _ := st.Actions(context.Background(), store.LogFilter{Action: "stale_result"})
 		return len(acts) == 1 && acts[0].Ticket == done.Ticket
@@ -161,10 +162,8 @@ func TestResultAppliedOnce(t *testing.T) {
 	if in, _ := st.Instance(context.Background(), done.ID); in.State != axtype.Success || in.Version != done.Version {
 		t.Errorf("the duplicate changed the instance: %+v", in)
 	}
-	bad, _ := http.Post("http://"+apiAddr+"/api/v1/results", "application/json", strings.NewReader(`{"ticket":"x","status":"maybe"}`))
-	if bad.StatusCode != 400 {
-		t.Errorf("malformed result: %d", bad.StatusCode)
+	if code, _ := postResultWith(t, apiAddr, tok, `{"ticket":"x","status":"maybe"}`); code != 400 {
+		t.Errorf("malformed result: %d", code)
 	}
-	bad.Body.Close()
 	srv.stop(t)
 }

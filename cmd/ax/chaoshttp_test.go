@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func startExecutor(t *testing.T, bin, addr, schedulers, record, state string) *e
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-listen", addr, "-scheduler", schedulers, "-task", "record", "-record", record, "-work", "200ms", "-state", state)
+	cmd.Env = append(os.Environ(), "AX_EXECUTOR_TOKEN="+testExecutorToken) // the servers' on MySQL (startServerBin)
 	cmd.Stdout, cmd.Stderr = log, log
 	executorLogs = append(executorLogs, log.Name())
 	if err := cmd.Start(); err != nil {
@@ -106,6 +108,14 @@ tasks:
 	execs := []*executorProc{startExecutor(t, bin, freeAddr(t), schedulers, record, filepath.Join(dir, "x0")),
 		startExecutor(t, bin, freeAddr(t), schedulers, record, filepath.Join(dir, "x1"))}
 
+	// Hostile neighbours on the host throughout: an impersonator of the
+	// executors and a flood of bodies that never end.
+	var execMu sync.Mutex
+	hostiles := startHostile(t, []string{apis["a"], apis["b"]}, func() []string {
+		execMu.Lock()
+		defer execMu.Unlock()
+		return []string{execs[0].addr, execs[1].addr}
+	}, testExecutorToken)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	var takeovers []time.Duration
 	kills, stalls, execKills, stalledInTx := 0, 0, 0, 0
@@ -118,7 +128,10 @@ tasks:
 			i := rng.IntN(len(execs))
 			_ = execs[i].cmd.Process.Kill()
 			_ = execs[i].cmd.Wait()
-			execs[i] = startExecutor(t, bin, execs[i].addr, schedulers, record, execs[i].state)
+			x := startExecutor(t, bin, execs[i].addr, schedulers, record, execs[i].state)
+			execMu.Lock()
+			execs[i] = x
+			execMu.Unlock()
 		default:
 			old := lease(t, st)
 			victim := servers[old.Holder]
@@ -147,6 +160,7 @@ tasks:
 			}
 		}
 	}
+	hostileDid := hostiles.end(t)
 	// The faults stop: every run due during them ends before the checks.
 	settled := false
 	for deadline := time.Now().Add(2 * time.Minute); !settled && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -209,8 +223,8 @@ tasks:
 	}
 	t.Logf("chaos (HTTP executors) for %s on MariaDB: %d primary kills, %d stalls (%d inside a transaction: taken over by ending its connections), %d executor kills; "+
 		"%d logical times executed, %d true duplicate executions (must be 0), %d executions again after an executor died under the work and its retry ran it by policy (R27; the attempt's error says so), "+
-		"%d unknown outcomes of the HTTP task, %d attempts reported interrupted by a restarted executor (failed, retried); takeover p50 %s, max %s (logical times lost are errors above; none means 0)",
-		dur, kills, stalls, stalledInTx, execKills, runs, len(dups), nRetried, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond))
+		"%d unknown outcomes of the HTTP task, %d attempts reported interrupted by a restarted executor (failed, retried); takeover p50 %s, max %s (logical times lost are errors above; none means 0); hostile neighbours: %s",
+		dur, kills, stalls, stalledInTx, execKills, runs, len(dups), nRetried, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond), hostileDid)
 }
 
 // takeoverWithin waits up to limit for another holder to take the lease

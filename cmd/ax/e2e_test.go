@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,6 +74,14 @@ func startServer(t *testing.T, target, pipelines string, extra ...string) *serve
 	return startServerEnv(t, nil, target, pipelines, extra...)
 }
 
+// tokenFileOf is the executor credential's file of a server on the SQLite
+// store db: beside it, where the server makes it on its first start.
+func tokenFileOf(db string) string { return filepath.Join(filepath.Dir(db), "executor.token") }
+
+// testExecutorToken is the executor credential of the test servers on MySQL,
+// which have no store directory to keep one in (AX_EXECUTOR_TOKEN).
+const testExecutorToken = "ax-test-executor-token"
+
 // startServerEnv is startServer with extra environment variables (KEY=VALUE).
 func startServerEnv(t *testing.T, env []string, target, pipelines string, extra ...string) *server {
 	t.Helper()
@@ -89,6 +98,9 @@ func startServerBin(t *testing.T, bin string, env []string, target, pipelines st
 	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug", "--listen", ""}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	if strings.HasPrefix(target, "mysql://") && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "AX_EXECUTOR_TOKEN=") }) {
+		cmd.Env = append(cmd.Env, "AX_EXECUTOR_TOKEN="+testExecutorToken)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

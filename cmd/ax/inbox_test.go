@@ -38,9 +38,22 @@ func acceptingExecutor(t *testing.T) (url string, dispatched chan runner.Dispatc
 	return srv.URL + "/dispatch", dispatched
 }
 
+// postResult posts a result as an executor does, with the executor
+// credential of the test servers on MySQL.
 func postResult(t *testing.T, addr, body string) (int, string) {
 	t.Helper()
-	resp, err := http.Post("http://"+addr+"/api/v1/results", "application/json", strings.NewReader(body))
+	return postResultWith(t, addr, testExecutorToken, body)
+}
+
+func postResultWith(t *testing.T, addr, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", "http://"+addr+"/api/v1/results", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 	srv := startServer(t, db, dir, "--listen", apiAddr)
 	exsrv := httptest.NewUnstartedServer(nil)
 	address := "http://" + exsrv.Listener.Addr().String()
-	x, err := executor.New(executor.Config{Address: address, Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, Client: http.DefaultClient},
+	x, err := executor.New(executor.Config{Address: address, Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, TokenFile: tokenFileOf(db), Client: http.DefaultClient},
 		map[string]runner.Func{"pull": func(ctx context.Context, a runner.Attempt) error {
 			runner.Logger(ctx).Info("loaded rows", "rows", 42)
 			runner.Logger(ctx).Warn("slow source", "source", "orders\xff")

@@ -19,12 +19,12 @@ import (
 )
 
 // sdkOn runs an SDK executor serving fn as task name on addr, registered
-// with the scheduler at api, until the returned stop is called; answered,
+// with the scheduler at api (authenticated by the token of tokenFile), until the returned stop is called; answered,
 // when not nil, hears of each dispatch answered.
-func sdkOn(t *testing.T, addr, api, name string, fn runner.Func, answered chan struct{}) (stop func()) {
+func sdkOn(t *testing.T, addr, api, tokenFile, name string, fn runner.Func, answered chan struct{}) (stop func()) {
 	t.Helper()
 	x, err := executor.New(executor.Config{Address: "http://" + addr, Scheduler: "http://" + api, Heartbeat: 500 * time.Millisecond,
-		Client: &http.Client{Timeout: 5 * time.Second}}, map[string]runner.Func{name: fn})
+		TokenFile: tokenFile, Client: &http.Client{Timeout: 5 * time.Second}}, map[string]runner.Func{name: fn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestExecutorRestartBetweenDispatchAndResult(t *testing.T) {
 	srv := startServer(t, db, dir, "--listen", api)
 	st := openStore(t, db)
 	started, answered := make(chan string, 10), make(chan struct{}, 10)
-	stop := sdkOn(t, exAddr, api, "job", func(ctx context.Context, a runner.Attempt) error {
+	stop := sdkOn(t, exAddr, api, tokenFileOf(db), "job", func(ctx context.Context, a runner.Attempt) error {
 		started <- a.Ticket
 		<-ctx.Done() // runs until the process goes away
 		return ctx.Err()
@@ -101,8 +101,8 @@ func TestExecutorRestartBetweenDispatchAndResult(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the attempt never started on the executor")
 	}
-	stop()                                                                                              // the executor process ends with the attempt in flight …
-	sdkOn(t, exAddr, api, "job", func(ctx context.Context, a runner.Attempt) error { return nil }, nil) // … and starts again
+	stop()                                                                                                               // the executor process ends with the attempt in flight …
+	sdkOn(t, exAddr, api, tokenFileOf(db), "job", func(ctx context.Context, a runner.Attempt) error { return nil }, nil) // … and starts again
 	var in axtype.Instance
 	waitFor(t, func() bool {
 		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "rs.job"})

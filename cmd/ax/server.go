@@ -32,28 +32,29 @@ import (
 // serverFlags are the flags of ax server (and, later, of the standalone
 // commands that run the same engine).
 type serverFlags struct {
-	store      string
-	pipelines  []string
-	rate       float64
-	logLevel   string
-	logFormat  string
-	holder     string
-	leaseTTL   time.Duration
-	listen     string
-	advertise  string
-	brkWindow  time.Duration
-	brkMin     int
-	brkRatio   float64
-	insecure   bool
-	openReads  bool
-	webhooks   []string
-	watch      time.Duration
-	taskLabels bool
-	grace      time.Duration
-	maxRun     int
-	nice       int
-	retain     string
-	logMax     string
+	store         string
+	pipelines     []string
+	rate          float64
+	logLevel      string
+	logFormat     string
+	holder        string
+	leaseTTL      time.Duration
+	listen        string
+	advertise     string
+	execTokenFile string
+	brkWindow     time.Duration
+	brkMin        int
+	brkRatio      float64
+	insecure      bool
+	openReads     bool
+	webhooks      []string
+	watch         time.Duration
+	taskLabels    bool
+	grace         time.Duration
+	maxRun        int
+	nice          int
+	retain        string
+	logMax        string
 }
 
 func newServerCmd() *cobra.Command {
@@ -84,6 +85,7 @@ the store's lease.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address of the admin API, the web console, /metrics and the executor endpoints (empty: none)")
 	fl.StringVar(&f.advertise, "advertise-url", "", "base URL at which executors reach this server (callbacks, registration), such as http://10.0.0.5:8080; required when --listen has no host (0.0.0.0, ::, :8080); default http://LISTEN")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow a non-loopback --listen without AX_ADMIN_TOKEN (writes then need no token)")
+	fl.StringVar(&f.execTokenFile, "executor-token-file", "", "file of the credential executors authenticate with when AX_EXECUTOR_TOKEN is not set: created with a random token (mode 0600) when missing; default executor.token beside a SQLite store (required, or AX_EXECUTOR_TOKEN, on MySQL)")
 	fl.BoolVar(&f.openReads, "open-reads", false, "serve read-only endpoints (GET, /metrics) without the token when AX_ADMIN_TOKEN is set")
 	fl.BoolVar(&f.taskLabels, "metrics-task-labels", true, "label the per-task metrics (ax_task_*) by task as well as pipeline; false keeps the pipeline only, for very many tasks")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
@@ -138,13 +140,22 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	for _, w := range errs.Warnings() {
 		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
 	}
-	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
+	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), ""
 	var ln net.Listener
 	self, err := advertiseURL(f.listen, f.advertise)
 	if err != nil {
 		return err
 	}
 	if f.listen != "" {
+		// Executors authenticate whatever the listen address: anyone on
+		// the host could otherwise register, heartbeat and post results.
+		tokenFile := f.execTokenFile
+		if tokenFile == "" {
+			tokenFile = defaultExecutorTokenFile(f.store)
+		}
+		if execToken, err = executorToken(os.Getenv("AX_EXECUTOR_TOKEN"), tokenFile, token, f.store); err != nil {
+			return err
+		}
 		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
 			return err
 		}
@@ -225,9 +236,13 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	go rl.Run(ctx, f.watch)
 	if f.listen != "" {
 		// Executors report results asynchronously to this API.
-		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results")
+		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results").WithToken(execToken)
 		execs[defs.ExecHTTP] = web
-		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Token: token, ExecToken: execToken,
+		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Registerer: reg, Token: token, ExecToken: execToken,
+			WhoIs: func(ctx context.Context, address string) (string, error) {
+				ans, err := web.Status(ctx, address, []string{"ax-who-is"})
+				return ans.Boot, err
+			},
 			OpenReads: f.openReads, Self: self, Deliver: web.Deliver, Retain: retain})
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()

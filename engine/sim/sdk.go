@@ -277,7 +277,14 @@ func (w *world) stopHTTP() {
 // results into the inbox), with no engine in its process: the engines read
 // the inbox as the primary of a server farm does.
 func (w *world) server() http.Handler {
-	return api.Handler(api.Config{Store: w.st, Graph: w.g, ExecToken: simToken, Self: schedulerURL, Gather: prometheus.NewRegistry()})
+	// A registration that claims a live executor's address under another
+	// boot id is checked with the process at that address, as ax server does.
+	ask := runner.NewRouted(runner.RoutedConfig{Client: w.net.client("ax")}).WithToken(simToken)
+	whoIs := func(ctx context.Context, address string) (string, error) {
+		ans, err := ask.Status(ctx, address, []string{"ax-who-is"})
+		return ans.Boot, err
+	}
+	return api.Handler(api.Config{Store: w.st, Graph: w.g, ExecToken: simToken, Self: schedulerURL, Gather: prometheus.NewRegistry(), WhoIs: whoIs})
 }
 
 // rogueProbe runs, in the worlds with a revoked executor, after a step (one

@@ -2,7 +2,10 @@
 // HTTP with the executor SDK (runner/executor): the orders_daily pipeline's
 // sync_orders task points at it (http://127.0.0.1:9090/dispatch).
 //
-//	go run ./examples/executor -listen 127.0.0.1:9090
+//	go run ./examples/executor -listen 127.0.0.1:9090 -scheduler http://127.0.0.1:8080 -token-file executor.token
+//
+// It authenticates with ax server's executor credential: AX_EXECUTOR_TOKEN,
+// or the file the server keeps it in (-token-file).
 package main
 
 import (
@@ -39,6 +42,7 @@ func run(ctx context.Context, args []string) error {
 	task := fs.String("task", "sync_orders", "task name to serve")
 	record := fs.String("record", "", "append \"task logical_time ticket\" to this file when the work succeeds (for tests)")
 	work := fs.Duration("work", 300*time.Millisecond, "how long the work takes")
+	tokenFile := fs.String("token-file", "", "file of ax server's executor credential (its --executor-token-file; by default executor.token beside its SQLite store), used when AX_EXECUTOR_TOKEN is not set")
 	state := fs.String("state", "", "directory of this executor's ticket journal, so that a restart forgets no ticket (one per executor; empty: tickets in memory only)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,7 +69,7 @@ func run(ctx context.Context, args []string) error {
 		return errors.Join(err, f.Sync(), f.Close())
 	}
 	x, err := executor.New(executor.Config{Address: "http://" + *listen, Schedulers: scheds, Logger: log, StateDir: *state,
-		Token: os.Getenv("AX_EXECUTOR_TOKEN"), Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{*task: fn})
+		Token: os.Getenv("AX_EXECUTOR_TOKEN"), TokenFile: *tokenFile, Client: &http.Client{Timeout: 10 * time.Second}}, map[string]runner.Func{*task: fn})
 	if err != nil {
 		return err
 	}

@@ -67,8 +67,17 @@ type Config struct {
 	// Token is the secret shared with the scheduler (its AX_EXECUTOR_TOKEN):
 	// sent with registrations, heartbeats and results, only to URLs under
 	// Scheduler (a dispatch's callback elsewhere never sees it), and
-	// required on every dispatch and kill. Empty: none, either way.
+	// required on every dispatch and kill. Empty: none, either way, unless
+	// TokenFile is set.
 	Token string
+	// TokenFile, when Token is empty, is the file that holds the token: ax
+	// server's executor credential (its --executor-token-file, by default
+	// executor.token beside its SQLite store), created by the server on its
+	// first start, readable by its owner only. It is read when first needed
+	// and until it can be: an executor that starts before its server
+	// refuses dispatches (503) and retries its registration until the file
+	// is there.
+	TokenFile string
 	// StateDir, when set, is a directory of this executor's own where it
 	// keeps its ticket journal, so that a restart forgets no ticket: each
 	// ticket is recorded (and synced to disk) when accepted, before its work
@@ -120,6 +129,8 @@ type Executor struct {
 	scheds  []string // Scheduler and Schedulers, without trailing slashes
 	prefer  string   // the scheduler that answered last
 	jr      *journal // the ticket journal of Config.StateDir, or nil
+	tokMu   sync.Mutex
+	tok     string // Config.Token, or Config.TokenFile's once read
 }
 
 type job struct {
@@ -309,10 +320,33 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// token returns the secret shared with the scheduler: Config.Token, or the
+// contents of Config.TokenFile once it can be read ("" when neither is set).
+func (x *Executor) token() (string, error) {
+	if x.cfg.Token != "" || x.cfg.TokenFile == "" {
+		return x.cfg.Token, nil
+	}
+	x.tokMu.Lock()
+	defer x.tokMu.Unlock()
+	if x.tok == "" {
+		tok, err := runner.ReadTokenFile(x.cfg.TokenFile)
+		if err != nil {
+			return "", err
+		}
+		x.tok = tok
+	}
+	return x.tok, nil
+}
+
 // fromScheduler requires the shared token on a request, when one is set.
 func (x *Executor) fromScheduler(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !runner.BearerOK(r, x.cfg.Token) {
+		tok, err := x.token()
+		if err != nil {
+			refuse(w, http.StatusServiceUnavailable, "this executor cannot authenticate its scheduler yet (%v): try later", err)
+			return
+		}
+		if !runner.BearerOK(r, tok) {
 			refuse(w, http.StatusUnauthorized, "missing or wrong bearer token: the scheduler sends its AX_EXECUTOR_TOKEN")
 			return
 		}
@@ -328,7 +362,7 @@ func (x *Executor) fromScheduler(next http.HandlerFunc) http.HandlerFunc {
 // reason; nothing is answered about any ticket.
 func (x *Executor) schedulersOnly(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if x.cfg.Token != "" { // fromScheduler checked it
+		if tok, _ := x.token(); tok != "" { // fromScheduler checked it
 			next(w, r)
 			return
 		}
@@ -793,8 +827,14 @@ func (x *Executor) postRead(ctx context.Context, url string, body any) (int, []b
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Ax-Protocol", fmt.Sprint(runner.ProtocolVersion))
-	if x.cfg.Token != "" && x.isScheduler(url) {
-		req.Header.Set("Authorization", "Bearer "+x.cfg.Token)
+	if x.isScheduler(url) {
+		tok, err := x.token()
+		if err != nil {
+			return 0, nil, err
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	resp, err := x.cfg.Client.Do(req)
 	if err != nil {

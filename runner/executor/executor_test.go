@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -572,4 +574,73 @@ func TestSyncHangUpStopsTheWork(t *testing.T) {
 	if code != 200 || !strings.Contains(string(body), `"status":"failed"`) || !strings.Contains(string(body), "hung up") {
 		t.Errorf("the ticket afterwards: %d %s, want its result: failed, the caller hung up", code, body)
 	}
+}
+
+// TestTokenFile: with Config.TokenFile, the executor refuses dispatches
+// (503, nothing runs) and sends no registration until the file can be read;
+// then it requires its token on dispatches and sends it to the scheduler.
+// A file others may read is never taken.
+func TestTokenFile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "executor.token")
+		capture := &tokenCapture{auth: map[string][]string{}}
+		var ran atomic.Int32
+		x, err := New(Config{Address: "http://127.0.0.1:9999", Scheduler: "http://sched.test", TokenFile: file, Client: &http.Client{Transport: capture}},
+			map[string]runner.Func{"a": func(context.Context, runner.Attempt) error { ran.Add(1); return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { x.Run(ctx); close(done) }()
+		call := func(ticket, auth string) int {
+			d := fmt.Sprintf(`{"version":1,"task":"a","instance_id":1,"ticket":%q,"deadline":"2100-01-01T00:00:00Z"}`, ticket)
+			req := httptest.NewRequest("POST", "http://127.0.0.1:9999/dispatch", strings.NewReader(d))
+			if auth != "" {
+				req.Header.Set("Authorization", "Bearer "+auth)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			x.Handler().ServeHTTP(rec, req)
+			return rec.Code
+		}
+		if code := call("t0", ""); code != http.StatusServiceUnavailable {
+			t.Errorf("dispatch before the token file exists: %d, want 503", code)
+		}
+		if err := os.WriteFile(file, []byte("file-tok\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if code := call("t1", "file-tok"); code != http.StatusServiceUnavailable {
+			t.Errorf("dispatch while the token file is readable by others: %d, want 503", code)
+		}
+		if err := os.Chmod(file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if code := call("t2", "wrong"); code != http.StatusUnauthorized {
+			t.Errorf("dispatch with a wrong token: %d, want 401", code)
+		}
+		if code := call("t3", "file-tok"); code != http.StatusOK {
+			t.Errorf("dispatch with the file's token: %d, want 200", code)
+		}
+		time.Sleep(15 * time.Second) // registration retried, then a heartbeat
+		synctest.Wait()
+		cancel()
+		<-done
+		capture.mu.Lock()
+		defer capture.mu.Unlock()
+		got := capture.auth["sched.test"]
+		if len(got) < 2 {
+			t.Errorf("requests to the scheduler: %q, want a registration and a heartbeat", got)
+		}
+		for _, a := range got {
+			if a != "Bearer file-tok" {
+				t.Errorf("a request to the scheduler carried %q, want the file's token (none is sent before it can be read)", a)
+			}
+		}
+		if ran.Load() != 1 {
+			t.Errorf("%d runs, want 1 (the dispatch with the token)", ran.Load())
+		}
+	})
 }
