@@ -13,7 +13,9 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
+	"github.com/ax-sched/ax/axtype"
 	"gopkg.in/yaml.v3"
 )
 
@@ -64,9 +66,28 @@ func Parse(file string, data []byte, opts Options) (*Pipeline, Errors) {
 		opts.Now = time.Now()
 	}
 	p := &parser{file: file, now: opts.Now}
+	if l := utf8.RuneCountInString(file); l > axtype.MaxFileLen {
+		p.errorf(nil, "", "the file's path is %d characters long: use at most %d (the store keeps it in a column of %d); move the file up", l, axtype.MaxFileLen, axtype.MaxFileLen)
+	}
 	pl := p.parse(data)
+	if pl != nil {
+		p.checkSize(pl)
+	}
 	p.errs.Sort()
 	return pl, p.errs
+}
+
+// checkSize reports a pipeline whose definition, as the store keeps it
+// (JSON), is larger than the store's column.
+func (p *parser) checkSize(pl *Pipeline) {
+	b, err := json.Marshal(pl)
+	if err != nil { // params were checked to marshal; nothing else can fail
+		return
+	}
+	if len(b) > axtype.MaxDefinitionBytes {
+		p.errs = append(p.errs, &Error{Pos: pl.Pos, Pipeline: pl.Name, Severity: SevError,
+			Msg: fmt.Sprintf("the pipeline's definition is %d bytes as JSON: the store keeps at most %d; split it into pipelines, or move large params out of the file", len(b), axtype.MaxDefinitionBytes)})
+	}
 }
 
 type parser struct {
@@ -215,7 +236,20 @@ func (p *parser) name(n *yaml.Node, task, field string) (string, bool) {
 		p.errorf(n, task, "%s %q is not a valid name: use letters, digits, _ and -, starting with a letter or _ (no dots)", field, s)
 		return "", false
 	}
+	if l := utf8.RuneCountInString(s); l > axtype.MaxNameLen {
+		// Still the name: the rest of the file is checked under it.
+		p.errorf(n, task, "%s %q is %d characters long: use at most %d (the store keeps names in columns of %d)",
+			field, abbrev(s), l, axtype.MaxNameLen, axtype.MaxNameLen)
+	}
 	return s, true
+}
+
+// abbrev shortens a long value for a message: its first 20 characters and "…".
+func abbrev(s string) string {
+	if r := []rune(s); len(r) > 20 {
+		return string(r[:20]) + "…"
+	}
+	return s
 }
 
 func (p *parser) integer(n *yaml.Node, task, field string) (int, bool) {
@@ -824,6 +858,10 @@ func (p *parser) executor(f execField, task string) Executor {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.errorf(f.val, task, "http %q is not an executor URL: write http://host:port/path", s)
 			return e
+		}
+		if l := utf8.RuneCountInString(s); l > axtype.MaxURLLen {
+			p.errorf(f.val, task, "http URL is %d characters long: use at most %d (the store keeps the executor's address in a column of %d)",
+				l, axtype.MaxURLLen, axtype.MaxURLLen)
 		}
 		e.URL = s
 	case ExecCommand:
