@@ -24,6 +24,10 @@ type Options struct {
 	// Now is the reference time for checks that look ahead, such as whether a
 	// cron expression can ever fire. Zero means time.Now().
 	Now time.Time
+	// Functions are the names of the functions the binary that will run
+	// the pipelines registers: a `function:` naming another is an error.
+	// Nil means not checked (a program that registers its own).
+	Functions []string
 }
 
 // nameRe is the shape of pipeline, task and group names: no dots, because a
@@ -65,7 +69,7 @@ func Parse(file string, data []byte, opts Options) (*Pipeline, Errors) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
-	p := &parser{file: file, now: opts.Now}
+	p := &parser{file: file, now: opts.Now, funcs: opts.Functions}
 	if l := utf8.RuneCountInString(file); l > axtype.MaxFileLen {
 		p.errorf(nil, "", "the file's path is %d characters long: use at most %d (the store keeps it in a column of %d); move the file up", l, axtype.MaxFileLen, axtype.MaxFileLen)
 	}
@@ -91,10 +95,11 @@ func (p *parser) checkSize(pl *Pipeline) {
 }
 
 type parser struct {
-	file string
-	now  time.Time
-	errs Errors
-	pl   string // pipeline name, once known
+	file  string
+	now   time.Time
+	funcs []string // registered functions; nil: not checked
+	errs  Errors
+	pl    string // pipeline name, once known
 }
 
 func (p *parser) pos(n *yaml.Node) Pos {
@@ -847,6 +852,9 @@ func (p *parser) executor(f execField, task string) Executor {
 		if !functionRe.MatchString(s) {
 			p.errorf(f.val, task, "function %q is not a valid function name: use the name it was registered under, such as build_report", s)
 			return e
+		}
+		if p.funcs != nil && !contains(p.funcs, s) {
+			p.errorf(f.val, task, "function %q is not registered in this ax binary%s; it registers %s", s, didYouMean(s, p.funcs), strings.Join(p.funcs, ", "))
 		}
 		e.Function = s
 	case ExecHTTP:

@@ -303,3 +303,20 @@ func TestParseDefinitionAndPathLimits(t *testing.T) {
 		t.Errorf("got %v", errs)
 	}
 }
+
+// TestParseUnregisteredFunction: with the names the binary registers, a
+// function it does not register is an error, with a suggestion; without
+// them (nil) any well-formed name passes.
+func TestParseUnregisteredFunction(t *testing.T) {
+	t.Parallel()
+	src := "pipeline: p\ntasks:\n  - name: load\n    function: load_to_warehouse\n  - name: ok\n    function: noop\n"
+	funcs := []string{"build_report", "load_warehouse", "noop"}
+	_, errs := Parse("p.yaml", []byte(src), Options{Now: refNow, Functions: funcs})
+	want := `p.yaml:4:15: task "load": function "load_to_warehouse" is not registered in this ax binary (did you mean "load_warehouse"?); it registers build_report, load_warehouse, noop`
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("got %v\nwant %s", errs, want)
+	}
+	if _, errs := Parse("p.yaml", []byte(src), Options{Now: refNow}); len(errs) != 0 {
+		t.Errorf("without Functions: %v", errs)
+	}
+}

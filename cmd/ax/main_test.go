@@ -357,8 +357,8 @@ func TestNextPrintsDSTRule(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "dst.yaml")
 	src := "pipeline: dst\ntimezone: America/New_York\ntasks:\n" +
-		"  - {name: fixed, cron: \"30 2 * * *\", function: f}\n" +
-		"  - {name: sync, cron: \"*/30 * * * *\", function: f}\n"
+		"  - {name: fixed, cron: \"30 2 * * *\", function: noop}\n" +
+		"  - {name: sync, cron: \"*/30 * * * *\", function: noop}\n"
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -383,13 +383,13 @@ func TestValidateReportsEveryBadCron(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "crons.yaml")
 	src := "pipeline: crons\ntimezone: UTC\ntasks:\n" +
-		"  - {name: quartz, cron: \"0 0 12 ? * 2-6\", function: f}\n" +
-		"  - {name: midnight, cron: \"0 24 * * *\", function: f}\n" +
-		"  - {name: hashed, cron: \"H 3 * * *\", function: f}\n" +
-		"  - {name: sixth, cron: \"0 0 * * MON#6\", function: f}\n" +
-		"  - {name: year, cron: \"0 0 12 * * ? 2026\", function: f}\n" +
-		"  - {name: two, cron: \"61 25 * * *\", function: f}\n" +
-		"  - {name: fine, cron: \"0 0 L * FRI-MON\", function: f}\n"
+		"  - {name: quartz, cron: \"0 0 12 ? * 2-6\", function: noop}\n" +
+		"  - {name: midnight, cron: \"0 24 * * *\", function: noop}\n" +
+		"  - {name: hashed, cron: \"H 3 * * *\", function: noop}\n" +
+		"  - {name: sixth, cron: \"0 0 * * MON#6\", function: noop}\n" +
+		"  - {name: year, cron: \"0 0 12 * * ? 2026\", function: noop}\n" +
+		"  - {name: two, cron: \"61 25 * * *\", function: noop}\n" +
+		"  - {name: fine, cron: \"0 0 L * FRI-MON\", function: noop}\n"
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -459,5 +459,40 @@ func TestLimitsRefusesNonFiniteRates(t *testing.T) {
 		if code != cli.ExitUsage || !strings.Contains(errOut, args[0]+" ") || !strings.Contains(errOut, "give a rate per second") {
 			t.Errorf("ax limits %s: exit %d, stderr %q; want a usage error naming %s", strings.Join(args, " "), code, errOut, args[0])
 		}
+	}
+}
+
+// TestValidateKnowsWhatTheServerRuns: ax validate --strict refuses what ax
+// server would refuse to start with: a function this binary does not
+// register, and a name longer than the store's column; a file with neither
+// passes.
+func TestValidateKnowsWhatTheServerRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	fn := write("fn.yaml", "pipeline: fn\ntasks:\n  - name: load\n    function: load_to_warehouse\n")
+	long := write("long.yaml", "pipeline: p"+strings.Repeat("x", 200)+"\ntasks:\n  - name: a\n    function: noop\n")
+	code, out, _ := runAx(t, "validate", "--strict", fn, long)
+	if code != cli.ExitFailed {
+		t.Errorf("exit %d, want %d", code, cli.ExitFailed)
+	}
+	for _, want := range []string{
+		fn + `:4:15: task "load": function "load_to_warehouse" is not registered in this ax binary (did you mean "load_warehouse"?)`,
+		long + `:1:11: pipeline "pxxxxxxxxxxxxxxxxxxx…" is 201 characters long: use at most 128`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	// ax diff refuses it before asking a server (none answers here).
+	code, _, errOut := runAx(t, "diff", "--server", "http://127.0.0.1:1", fn)
+	if code != cli.ExitFailed || !strings.Contains(errOut, `function "load_to_warehouse" is not registered`) {
+		t.Errorf("ax diff: exit %d, want %d and the function named:\n%s", code, cli.ExitFailed, errOut)
 	}
 }
