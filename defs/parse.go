@@ -465,6 +465,9 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		if s, ok := p.str(schedNode, "", "schedule"); ok {
 			pl.ScheduleSpec = s
 			pl.SchedulePos = p.pos(schedNode)
+			if s == ScheduleNone {
+				return p.finish(pl, tasksNode, root, &defaults, nameOK)
+			}
 			sched, err := ParseSchedule(s, pl.Location, p.now)
 			if err != nil {
 				p.errorf(schedNode, "", "schedule %v", err)
@@ -473,7 +476,12 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 			}
 		}
 	}
-	p.tasks(pl, tasksNode, root, &defaults)
+	return p.finish(pl, tasksNode, root, &defaults, nameOK)
+}
+
+// finish reads the tasks of pl and returns it, or nil when it has no name.
+func (p *parser) finish(pl *Pipeline, tasksNode, root *yaml.Node, defaults *rawTask, nameOK bool) *Pipeline {
+	p.tasks(pl, tasksNode, root, defaults)
 	if !nameOK {
 		return nil
 	}

@@ -496,3 +496,23 @@ func TestValidateKnowsWhatTheServerRuns(t *testing.T) {
 		t.Errorf("ax diff: exit %d, want %d and the function named:\n%s", code, cli.ExitFailed, errOut)
 	}
 }
+
+// TestValidateStrictManualOnly: a pipeline an operator triggers (no
+// schedule, or `schedule: none`) passes ax validate --strict, which is what
+// make validate-dag runs in CI.
+func TestValidateStrictManualOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"absent.yaml": "pipeline: absent\ntasks:\n  - {name: a, function: noop}\n  - {name: b, depends_on: [a], function: noop}\n",
+		"none.yaml":   "pipeline: none_given\nschedule: none\ntasks:\n  - {name: a, command: [\"true\"]}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runAx(t, "validate", "--strict", dir)
+	if code != cli.ExitOK || out != "" || !strings.Contains(errOut, "ok: 2 file(s) valid, 0 warning(s)") {
+		t.Errorf("exit %d, want 0 with nothing reported:\n%s%s", code, out, errOut)
+	}
+}
