@@ -232,6 +232,9 @@ func (p *parser) str(n *yaml.Node, task, field string) (string, bool) {
 	return n.Value, true
 }
 
+// name reads a pipeline, task or group name. It returns the string and
+// false when it is not a valid name (the string is "" when it is not one),
+// so that the rest of a file can still be checked under it.
 func (p *parser) name(n *yaml.Node, task, field string) (string, bool) {
 	s, ok := p.str(n, task, field)
 	if !ok {
@@ -239,7 +242,7 @@ func (p *parser) name(n *yaml.Node, task, field string) (string, bool) {
 	}
 	if !nameRe.MatchString(s) {
 		p.errorf(n, task, "%s %q is not a valid name: use letters, digits, _ and -, starting with a letter or _ (no dots)", field, s)
-		return "", false
+		return s, false
 	}
 	if l := utf8.RuneCountInString(s); l > axtype.MaxNameLen {
 		// Still the name: the rest of the file is checked under it.
@@ -367,7 +370,8 @@ func (p *parser) location(n *yaml.Node) (*time.Location, string, bool) {
 // rawTask is a task (or the defaults) as written, with nil meaning "not set".
 type rawTask struct {
 	node      *yaml.Node
-	name      string
+	name      string // "" when it is not a valid name
+	raw       string // the name as written, valid or not
 	group     *string
 	deps      []Dep
 	depsNode  *yaml.Node
@@ -410,7 +414,9 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 	p.each(root, "", "pipeline", pipelineKeys, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "pipeline":
-			pl.Name, nameOK = p.name(v, "", "pipeline")
+			// A bad name is reported; the file is still checked under it.
+			pl.Name, _ = p.name(v, "", "pipeline")
+			nameOK = pl.Name != ""
 			p.pl = pl.Name
 		case "group":
 			if g, ok := p.name(v, "", "group"); ok {
@@ -511,6 +517,7 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		return
 	}
 	raws := make([]rawTask, 0, len(n.Content))
+	var rejected []rawTask // a bad or repeated name: checked, not kept
 	firstLine := map[string]int{}
 	for _, item := range n.Content {
 		item = deref(item)
@@ -520,10 +527,13 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		}
 		rt := p.task(item, false)
 		if rt.name == "" {
+			rt.name = rt.raw
+			rejected = append(rejected, rt)
 			continue
 		}
 		if line, dup := firstLine[rt.name]; dup {
 			p.errorf(item, rt.name, "duplicate task name (first defined at line %d): task names must be unique in a pipeline", line)
+			rejected = append(rejected, rt)
 			continue
 		}
 		firstLine[rt.name] = item.Line
@@ -540,6 +550,11 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		pl.Tasks = append(pl.Tasks, t)
 		pl.byName[t.Name] = t
 	}
+	// Their fields are checked like the others', so that one run reports
+	// every problem of the file.
+	for i := range rejected {
+		p.resolve(pl, &rejected[i], defaults, names, known)
+	}
 }
 
 // task reads one task mapping, or the defaults when isDefaults.
@@ -549,9 +564,11 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 	if !isDefaults {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if n.Content[i].Value == "name" {
-				if s, ok := p.name(deref(n.Content[i+1]), "", "task name"); ok {
+				s, ok := p.name(deref(n.Content[i+1]), "", "task name")
+				if ok {
 					rt.name, label = s, s
 				}
+				rt.raw = s
 			}
 		}
 		if !hasKey(n, "name") {
@@ -800,13 +817,14 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	if rt.cron != nil {
 		if len(rt.deps) > 0 {
 			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
-		} else if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
-			t.Cron = s
+		}
+		if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
 			sched, err := ParseSchedule(s, pl.Location, p.now)
-			if err != nil {
+			switch {
+			case err != nil:
 				p.errorf(rt.cron, t.Name, "cron %v", err)
-			} else {
-				t.Schedule = sched
+			case len(rt.deps) == 0:
+				t.Cron, t.Schedule = s, sched
 			}
 		}
 	}
@@ -814,26 +832,36 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	if len(execs) == 0 {
 		execs = def.execs
 	}
-	switch {
-	case len(execs) == 0:
+	if len(execs) == 0 {
 		p.errorf(rt.node, t.Name, "has no executor: add one of `function:` (a registered Go function), `http:` (an executor URL) or `command:` (an argv list)")
-	case len(execs) == 1:
-		t.Executor = p.executor(execs[0], t.Name)
-		// A template that cannot execute is an error now, not at run time.
-		sched := t.Schedule
-		if sched == nil {
-			sched = pl.Schedule
+	}
+	// Each executor written is checked, also when there are two (an error of
+	// its own): the task keeps the first.
+	for k, ex := range execs {
+		e := p.executor(ex, t.Name)
+		if k == 0 {
+			t.Executor = e
 		}
-		for i, tmpl := range t.Executor.Templates {
-			if tmpl == nil {
-				continue
-			}
-			if why := checkTemplate(tmpl, t, pl, sched); why != "" {
-				p.errorf(deref(execs[0].val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
-			}
-		}
+		p.checkTemplates(t, pl, e, ex)
 	}
 	return t
+}
+
+// checkTemplates reports each command argument of e (read from f) whose
+// template cannot execute: an error now, not at run time.
+func (p *parser) checkTemplates(t *Task, pl *Pipeline, e Executor, f execField) {
+	sched := t.Schedule
+	if sched == nil {
+		sched = pl.Schedule
+	}
+	for i, tmpl := range e.Templates {
+		if tmpl == nil {
+			continue
+		}
+		for _, why := range checkTemplate(tmpl, t, pl, sched) {
+			p.errorf(deref(f.val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
+		}
+	}
 }
 
 // posNode makes a node that carries only a position, for errors at a Dep.
@@ -889,15 +917,14 @@ func (p *parser) executor(f execField, task string) Executor {
 			p.errorf(f.val, task, "command is empty: give the program and its arguments, such as [\"sh\", \"-c\", \"...\"]")
 			return e
 		}
+		// Every argument is checked; Command and Templates stay indexed like
+		// the list, with "" and nil for an argument in error (the file is
+		// invalid then, and never run).
 		for i, a := range f.val.Content {
 			a = deref(a)
 			s, ok := p.str(a, task, "command argument")
-			if !ok {
-				return Executor{Kind: f.kind}
-			}
-			if i == 0 && strings.TrimSpace(s) == "" {
+			if ok && i == 0 && strings.TrimSpace(s) == "" {
 				p.errorf(a, task, "command has an empty program name: the first item is the program to run")
-				return Executor{Kind: f.kind}
 			}
 			e.Command = append(e.Command, s)
 			var tmpl *template.Template
@@ -905,8 +932,8 @@ func (p *parser) executor(f execField, task string) Executor {
 				var err error
 				tmpl, err = template.New(task).Option("missingkey=error").Parse(s)
 				if err != nil {
-					p.errorf(a, task, "command argument %d is not a valid template: %v; templates may use %s", i, err, TemplateHelp)
-					return Executor{Kind: f.kind}
+					p.errorf(a, task, "command argument %d is not a valid template: %v%s; templates may use %s", i, err, parseErrorHint(err), TemplateHelp)
+					tmpl = nil
 				}
 			}
 			e.Templates = append(e.Templates, tmpl)

@@ -1,6 +1,7 @@
 package defs
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -320,3 +321,41 @@ func TestParseUnregisteredFunction(t *testing.T) {
 		t.Errorf("without Functions: %v", errs)
 	}
 }
+
+// TestTemplateProblemsAllNamedWithSuggestions: every unknown field, helper
+// and param of a template is named, with a suggestion, not only the first
+// one its execution meets; templates that can run are not reported.
+func TestTemplateProblemsAllNamedWithSuggestions(t *testing.T) {
+	t.Parallel()
+	arg := func(a string) string {
+		return "pipeline: p\nschedule: \"@daily\"\ntasks:\n  - name: a\n    params: {region: cn, dates: [a, b]}\n    command: [\"sh\", " + strconvQuote(a) + "]\n"
+	}
+	for _, ok := range []string{
+		`{{ .LogicalTime.Prev.Date }} {{ (.LogicalTime.AddDays -1).Compact }} {{ $.Task }} {{ .Params.region }}`,
+		`{{ range .Params.dates }}{{ . }}{{ end }} {{ with .LogicalTime }}{{ .Date }}{{ end }} {{ if .Ticket }}{{ .Pipeline }}{{ end }}`,
+		`{{ .LogicalTime | printf "%s" }} {{ index .Params "region" }} {{ .LogicalTime.Format "2006" }}`,
+	} {
+		if _, errs := parseString(t, arg(ok)); len(errs) != 0 {
+			t.Errorf("%s: %v", ok, errs)
+		}
+	}
+	_, errs := parseString(t, arg(`{{ .LogicalTime.Dat }} {{ .Param.region }} {{ .Params.regin }} {{ if .Tiket }}{{ $.Pipelin }}{{ end }}`))
+	var got []string
+	for _, e := range errs {
+		_, why, _ := strings.Cut(e.Msg, "cannot be expanded: ")
+		why, _, _ = strings.Cut(why, "; templates may use")
+		got = append(got, why)
+	}
+	want := []string{
+		`.LogicalTime has no helper "Dat" (did you mean "Date"?)`,
+		`there is no field "Param" (did you mean "Params"?)`,
+		`there is no field "Pipelin" (did you mean "Pipeline"?)`,
+		`there is no field "Tiket" (did you mean "Ticket"?)`,
+		`uses the param "regin", which the task does not declare (did you mean "region"?): add it under params (a trigger's --param regin=... overrides it)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

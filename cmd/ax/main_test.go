@@ -516,3 +516,78 @@ func TestValidateStrictManualOnly(t *testing.T) {
 		t.Errorf("exit %d, want 0 with nothing reported:\n%s%s", code, out, errOut)
 	}
 }
+
+// TestValidateEveryErrorInOnePass: every error of every file is printed by
+// the first run, so that fixing the printed ones never reveals another: a
+// bad pipeline name does not hide its tasks' errors, a bad task name or a
+// second executor does not hide the task's other fields, one bad command
+// argument does not hide the next, one bad action of an argument does not
+// hide the next, and a cycle does not hide a task reachable from two
+// schedules in another file.
+func TestValidateEveryErrorInOnePass(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.yaml")
+	two := filepath.Join(dir, "two.yaml")
+	src := `pipeline: one.pass
+schedule: "@daily"
+tasks:
+  - name: a
+    depends_on: [b]
+    command: ["echo", "{{ .Bad", "{{ .LogicalTime.Fromat \"x\" }}"]
+  - name: b
+    depends_on: [a]
+    function: noop
+  - name: bad.name
+    depends_on: [nosuch]
+    function: nope_fn
+  - name: c
+    cron: "bad cron"
+    depends_on: [b]
+    function: lod_warehouse
+    command: ["{{ .Tsk }}"]
+  - name: d
+    command: ["sh", "-c", "{{ .Parms.x }} {{ .Params.regoin }} {{ .LogicalTime.AddDay 1 }}"]
+    params: {region: cn}
+`
+	if err := os.WriteFile(one, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(two, []byte("pipeline: two\nschedule: \"@daily\"\ntasks:\n  - {name: x, cron: \"@hourly\", function: noop}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runAx(t, "validate", one, two)
+	if code != cli.ExitFailed {
+		t.Errorf("exit %d, want %d", code, cli.ExitFailed)
+	}
+	for _, want := range [][]string{
+		{one + ":1:11:", `pipeline "one.pass" is not a valid name`},
+		{one + ":4:5:", `task "a": dependency cycle`},
+		{one + ":6:23:", `task "a": command argument 1 is not a valid template`},
+		{one + ":6:34:", `task "a": command argument 2 cannot be expanded`, `"Fromat"`, `did you mean "Format"?`},
+		{one + ":10:11:", `task name "bad.name" is not a valid name`},
+		{one + ":11:18:", `depends_on "nosuch": no such task`},
+		{one + ":12:15:", `function "nope_fn" is not registered`},
+		{one + ":14:11:", `task "c": cron cannot parse "bad cron"`},
+		{one + ":14:11:", `task "c": has both cron and depends_on`},
+		{one + ":16:15:", `task "c": function "lod_warehouse" is not registered`, `did you mean "load_warehouse"?`},
+		{one + ":17:5:", `task "c": has 2 executors`},
+		{one + ":17:15:", `task "c": command argument 0 cannot be expanded`, `"Tsk"`, `did you mean "Task"?`},
+		{one + ":19:27:", `task "d": command argument 2 cannot be expanded`, `"Parms"`, `did you mean "Params"?`},
+		{one + ":19:27:", `task "d": command argument 2 cannot be expanded`, `param "regoin"`, `did you mean "region"?`},
+		{one + ":19:27:", `task "d": command argument 2 cannot be expanded`, `"AddDay"`, `did you mean "AddDays"?`},
+		{two + ":4:5:", `task "x": is reachable from 2 schedules`},
+	} {
+		found := false
+		for line := range strings.SplitSeq(out, "\n") {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(line, w)
+			}
+			found = found || ok
+		}
+		if !found {
+			t.Errorf("no line with all of %q in:\n%s", want, out)
+		}
+	}
+}
