@@ -591,3 +591,26 @@ tasks:
 		}
 	}
 }
+
+// TestCIRunsValidateDag: the project's CI validates its own pipelines the
+// way it tells users to (make validate-dag, warnings fail too), on
+// examples/, before the tests.
+func TestCIRunsValidateDag(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var validate, test int
+	for i, line := range strings.Split(string(data), "\n") {
+		switch strings.TrimSpace(line) {
+		case "make validate-dag PIPELINES=examples":
+			validate = i + 1
+		case "make test":
+			test = i + 1
+		}
+	}
+	if validate == 0 || test == 0 || validate > test {
+		t.Errorf(".ci/run: `make validate-dag PIPELINES=examples` at line %d, `make test` at line %d: want the first before the second", validate, test)
+	}
+}
