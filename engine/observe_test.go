@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -551,5 +554,63 @@ tasks:
 			t.Errorf("verdict %q on instance %+v; want the oldest due instance, held back by the token bucket", x.Verdict, x.Latest)
 		}
 		e.stop()
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for the engine's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAlertLogLine: an alert's log line in JSON has one msg (the event,
+// "alert") and carries the run of the instance it is about, as every line
+// about an instance does.
+func TestAlertLogLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		log := slog.New(slog.NewJSONHandler(&buf, nil))
+		fail := map[string]func(context.Context, runner.Attempt) error{"m.a": func(context.Context, runner.Attempt) error {
+			return errors.New("boom")
+		}}
+		e := setup(t, Config{Logger: log}, fail, "pipeline: m\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n")
+		if _, err := e.do(Trigger{Target: "m.a"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(5 * time.Second)
+		e.cancel()
+		<-e.done
+		found := false
+		for line := range strings.SplitSeq(buf.String(), "\n") {
+			if !strings.Contains(line, `"msg":"alert"`) {
+				continue
+			}
+			found = true
+			if n := strings.Count(line, `"msg":`); n != 1 {
+				t.Errorf("alert line has %d msg keys: %s", n, line)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatal(err)
+			}
+			if run, _ := m["run"].(float64); run < 1 || m["kind"] != AlertTaskFailed || !strings.Contains(fmt.Sprint(m["message"]), "boom") {
+				t.Errorf("alert line lacks its run, kind or message: %s", line)
+			}
+		}
+		if !found {
+			t.Fatalf("no alert line in:\n%s", buf.String())
+		}
 	})
 }

@@ -136,7 +136,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(fmt.Errorf("not starting: %d error(s) in the pipeline files (see ax validate)", len(errs.Fatal())))
 	}
 	for _, w := range errs.Warnings() {
-		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
+		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
 	}
 	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), os.Getenv("AX_EXECUTOR_TOKEN")
 	var ln net.Listener
