@@ -614,3 +614,52 @@ func TestAlertLogLine(t *testing.T) {
 		}
 	})
 }
+
+// TestStoreRecoveredOnlyAfterAWrite: while the database is down (here:
+// closed, so that reads fail too), a turn that writes nothing (the lease
+// lost, nothing to do) does not make the store "recovered".
+func TestStoreRecoveredOnlyAfterAWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		log := slog.New(slog.NewJSONHandler(&buf, nil))
+		e := setup(t, Config{Logger: log}, nil, "pipeline: m\ntimezone: UTC\nschedule: \"@every 1s\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(3 * time.Second)
+		e.st.Close()
+		sleep(120 * time.Second)
+		e.cancel()
+		<-e.done
+		got := buf.String()
+		if !strings.Contains(got, `"msg":"store_error"`) {
+			t.Fatalf("no store_error while the database was closed:\n%s", got)
+		}
+		if strings.Contains(got, `"msg":"store_recovered"`) {
+			t.Errorf("store_recovered logged while the database was closed:\n%s", got)
+		}
+	})
+}
+
+// TestStoreRecoveredWhenAWriteSucceeds: after store errors, a turn logs
+// store_recovered (and forgets the failures) only once a write has
+// committed since the last error.
+func TestStoreRecoveredWhenAWriteSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		e := setup(t, Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}, nil, "pipeline: m\ntimezone: UTC\ntasks:\n  - {name: a, function: record}\n")
+		sleep(time.Second)
+		e.cancel()
+		<-e.done // the loop is over: its turns are the test's now
+		ctx := context.Background()
+		e.eng.failures, e.eng.commitsAtError, e.eng.retryAt = 2, e.st.Commits(), time.Time{}
+		e.eng.turn(ctx, false)
+		if strings.Contains(buf.String(), "store_recovered") || e.eng.failures != 2 {
+			t.Fatalf("a turn that wrote nothing: failures %d, log:\n%s", e.eng.failures, buf.String())
+		}
+		if err := e.st.SetSetting(ctx, "probe", "1", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.eng.turn(ctx, false)
+		if !strings.Contains(buf.String(), `"msg":"store_recovered","after_failures":2`) || e.eng.failures != 0 {
+			t.Errorf("after a write: failures %d, log:\n%s", e.eng.failures, buf.String())
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -66,7 +67,14 @@ type Store struct {
 	afterUpdate func(ctx context.Context, tx *sql.Tx) error
 	// faults, set only by the simulator (SetFault), fails commits on purpose.
 	faults faultHook
+	// commits counts the write transactions committed through this view.
+	commits atomic.Uint64
 }
+
+// Commits returns how many write transactions have committed on s since it
+// was opened (its lease's aside, on MySQL): a write succeeded since a
+// moment when the count has grown.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
 
 // Open opens (and migrates) the store named by target:
 //   - "" or a path, or "sqlite:PATH": an embedded SQLite file (default ax.db);
@@ -374,6 +382,7 @@ func (s *Store) inTxTurn(ctx context.Context, what string, urgent bool, fn func(
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: %s: commit: %w", what, s.d.translate(err))
 	}
+	s.commits.Add(1)
 	s.wstmts.prepareWanted(ctx) // the writer is free again
 	return nil
 }
