@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
@@ -37,6 +38,18 @@ type Options struct {
 	// read or queue work on a scheduler's store, where a mistyped path
 	// must not become a new, empty store.
 	Existing bool
+	// Logger receives the MySQL driver's own messages (a dead connection
+	// dropped, a malformed packet) as warnings, event mysql_driver. Nil
+	// leaves them to the driver's default, standard error.
+	Logger *slog.Logger
+}
+
+// driverLog hands the MySQL driver's messages to a structured logger.
+type driverLog struct{ log *slog.Logger }
+
+// Print logs one message of the driver (its file:line prefix included).
+func (d driverLog) Print(v ...any) {
+	d.log.Warn("mysql_driver", "message", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
 // Store is the persistence of ax on SQLite or MySQL. It is safe for
@@ -229,6 +242,9 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg.ClientFoundRows = true
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
+	}
+	if opts.Logger != nil {
+		cfg.Logger = driverLog{opts.Logger}
 	}
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = 30 * time.Second

@@ -182,7 +182,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil || logMax < 4<<10 {
 		return cli.Usage("--log-max %q: give a size of at least 4KiB, such as 1MiB or 256KiB", f.logMax)
 	}
-	st, err := store.Open(ctx, f.store, store.Options{})
+	st, err := store.Open(ctx, f.store, store.Options{Logger: log})
 	if err != nil {
 		return cli.Fail(err)
 	}
