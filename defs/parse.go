@@ -453,6 +453,7 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		pl.Group = DefaultGroup
 	}
 	if pl.Location == nil {
+		pl.ZoneDefault = !hasKey(root, "timezone")
 		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
 		if loc, err := time.LoadLocation(DefaultTimezone); err == nil {
 			pl.Location = loc

@@ -152,6 +152,9 @@ type Pipeline struct {
 	Pos          Pos            `json:"-"`
 	// SchedulePos is where `schedule:` is written, for errors about it.
 	SchedulePos Pos `json:"-"`
+	// ZoneDefault says the file names no timezone: Timezone is
+	// DefaultTimezone.
+	ZoneDefault bool `json:"-"`
 
 	byName map[string]*Task
 }

@@ -614,3 +614,16 @@ func TestCIRunsValidateDag(t *testing.T) {
 		t.Errorf(".ci/run: `make validate-dag PIPELINES=examples` at line %d, `make test` at line %d: want the first before the second", validate, test)
 	}
 }
+
+// TestValidateNamesTheZones: a valid set of files is summed up with the
+// zone each pipeline schedules in, marking those that name none (and so
+// take the default, Asia/Shanghai).
+func TestValidateNamesTheZones(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := runAx(t, "validate", "../../examples")
+	want := "zones: Asia/Shanghai (billing_daily*, orders_daily), Europe/Berlin (maintenance), UTC (events_hourly); " +
+		"* names no timezone: Asia/Shanghai is the default (write timezone: in the file to change it)\n"
+	if code != cli.ExitOK || !strings.HasSuffix(errOut, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant it to end with:\n%s", code, errOut, want)
+	}
+}

@@ -38,7 +38,7 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 			if err != nil {
 				return err
 			}
-			_, errs, err := dag.Load(files, popts, dag.Options{DispatchRate: rate})
+			g, errs, err := dag.Load(files, popts, dag.Options{DispatchRate: rate})
 			if err != nil {
 				return cli.Usage("%v", err)
 			}
@@ -46,7 +46,11 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 			if format == "json" {
 				err = cli.WriteValidateJSON(out, files, errs)
 			} else {
-				err = cli.WriteValidateText(out, cmd.ErrOrStderr(), files, errs)
+				var pls []*defs.Pipeline
+				if g != nil {
+					pls = g.Pipelines()
+				}
+				err = cli.WriteValidateText(out, cmd.ErrOrStderr(), files, errs, pls)
 			}
 			if err != nil {
 				return err
