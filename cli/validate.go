@@ -4,11 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/ax-sched/ax/defs"
 )
 
-func WriteValidateText(out, errOut io.Writer, files []string, errs defs.Errors) error {
+// WriteValidateText prints every problem to out and a summary to errOut:
+// when the files are valid, with the zone each pipeline schedules in.
+func WriteValidateText(out, errOut io.Writer, files []string, errs defs.Errors, pls []*defs.Pipeline) error {
 	for _, e := range errs {
 		if _, err := fmt.Fprintln(out, e.Error()); err != nil {
 			return err
@@ -17,10 +22,43 @@ func WriteValidateText(out, errOut io.Writer, files []string, errs defs.Errors) 
 	nerr, nwarn := len(errs.Fatal()), len(errs.Warnings())
 	if nerr == 0 {
 		_, err := fmt.Fprintf(errOut, "ok: %d file(s) valid, %d warning(s)\n", len(files), nwarn)
+		if err == nil && len(pls) > 0 {
+			_, err = fmt.Fprintf(errOut, "zones: %s\n", ZonesLine(pls))
+		}
 		return err
 	}
 	_, err := fmt.Fprintf(errOut, "invalid: %d error(s), %d warning(s) in %d file(s)\n", nerr, nwarn, len(files))
 	return err
+}
+
+// ZonesLine names the zone each pipeline schedules in, grouped by zone
+// ("Asia/Shanghai (billing_daily*, orders_daily), UTC (events_hourly)"),
+// marking with * those whose file names none and says what that means.
+func ZonesLine(pls []*defs.Pipeline) string {
+	byZone := map[string][]string{}
+	defaulted := false
+	for _, p := range pls {
+		name := p.Name
+		if p.ZoneDefault {
+			name += "*"
+			defaulted = true
+		}
+		byZone[p.Timezone] = append(byZone[p.Timezone], name)
+	}
+	var parts []string
+	for _, z := range slices.Sorted(maps.Keys(byZone)) {
+		names := byZone[z]
+		slices.Sort(names)
+		if len(names) > 5 {
+			names = append(names[:5:5], fmt.Sprintf("%d more", len(names)-5))
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", z, strings.Join(names, ", ")))
+	}
+	line := strings.Join(parts, ", ")
+	if defaulted {
+		line += fmt.Sprintf("; * names no timezone: %s is the default (write timezone: in the file to change it)", defs.DefaultTimezone)
+	}
+	return line
 }
 
 // ValidateReport is the --format json output of ax validate.

@@ -82,13 +82,13 @@ func Compile(pipelines []*defs.Pipeline, opts Options) (*Graph, defs.Errors) {
 	c := &compiler{opts: opts, g: &Graph{byName: map[string]*defs.Pipeline{}, index: map[string]int{}, external: map[int][]string{}}}
 	c.nodes(pipelines)
 	c.edges()
-	cyclic := c.sort()
-	if !cyclic {
-		c.runSets()
-		c.warnPriority()
-		if opts.DispatchRate > 0 {
-			c.warnCollisions(opts.Now, opts.DispatchRate)
-		}
+	// A cycle does not stop the other checks: the tasks outside it are
+	// judged as usual, so that one run reports every problem.
+	c.sort()
+	c.runSets()
+	c.warnPriority()
+	if opts.DispatchRate > 0 {
+		c.warnCollisions(opts.Now, opts.DispatchRate)
 	}
 	c.errs.Sort()
 	if c.errs.Err() != nil {

@@ -321,3 +321,31 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// TestManualOnlyPipelines: a pipeline without a schedule, or with
+// `schedule: none`, runs when an operator triggers it: valid, no warning. A
+// task that no cron of its pipeline reaches is still worth a warning,
+// unless the pipeline says `schedule: none`.
+func TestManualOnlyPipelines(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, src, warn string
+	}{
+		{"no schedule", "pipeline: m\ntasks:\n  - {name: a, function: f}\n  - {name: b, depends_on: [a], function: f}\n", ""},
+		{"schedule none", "pipeline: m\nschedule: none\ntasks:\n  - {name: a, function: f}\n", ""},
+		{"none beside a cron", "pipeline: m\nschedule: none\ntasks:\n  - {name: a, cron: \"@daily\", function: f}\n  - {name: b, function: f}\n", ""},
+		{"a cron and an unreached task", "pipeline: m\ntasks:\n  - {name: a, cron: \"@daily\", function: f}\n  - {name: b, function: f}\n",
+			`p0.yaml:4:5: warning: task "b": can never run on its own: no schedule reaches it`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, errs := compile(t, Options{}, tc.src)
+			if g == nil {
+				t.Fatalf("not compiled: %v", errs)
+			}
+			if got := errs.Error(); (tc.warn == "" && got != "") || !strings.HasPrefix(got, tc.warn) {
+				t.Errorf("problems:\n%s\nwant: %q", got, tc.warn)
+			}
+		})
+	}
+}

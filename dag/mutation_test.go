@@ -272,7 +272,7 @@ func TestLoadDropsFollowOnWarnings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("a.yaml", "pipeline: a\ntasks:\n  - {name: x, function: f}\n")
+	write("a.yaml", "pipeline: a\ntasks:\n  - {name: x, function: f}\n  - {name: c, cron: \"@daily\", function: f}\n")
 	g, errs, err := Load([]string{dir}, defs.Options{Now: refNow}, Options{Now: refNow})
 	if err != nil || g == nil || len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), filepath.Join(dir, "a.yaml")+`:3:5: warning: task "x": can never run on its own`) {
 		t.Fatalf("one file with a warning: graph %v, errors %v, err %v", g != nil, errs, err)

@@ -14,6 +14,16 @@ import (
 func (c *compiler) runSets() {
 	g := c.g
 	member := make([][]*Trigger, len(g.tasks))
+	// scheduled: pipelines in which a task no schedule reaches is worth a
+	// warning. A pipeline with no schedule at all is manual (an operator
+	// triggers it), and so is one that says `schedule: none`.
+	scheduled := map[string]bool{}
+	for _, p := range g.pipelines {
+		scheduled[p.Name] = p.ScheduleSpec != defs.ScheduleNone && p.ScheduleSpec != ""
+		for _, t := range p.Tasks {
+			scheduled[p.Name] = scheduled[p.Name] || (t.Cron != "" && p.ScheduleSpec != defs.ScheduleNone)
+		}
+	}
 	for _, p := range g.pipelines {
 		if p.Schedule != nil {
 			tr := &Trigger{Pipeline: p.Name, Schedule: p.Schedule, Pos: p.SchedulePos}
@@ -37,8 +47,10 @@ func (c *compiler) runSets() {
 		t := g.tasks[i]
 		switch ms := member[i]; len(ms) {
 		case 0:
-			c.errorf(defs.SevWarning, t.Pos, t.Pipeline, t.Name,
-				"can never run on its own: no schedule reaches it; add a `cron:`, a pipeline `schedule:`, or depend on a scheduled task (an operator can still run it)")
+			if scheduled[t.Pipeline] {
+				c.errorf(defs.SevWarning, t.Pos, t.Pipeline, t.Name,
+					"can never run on its own: no schedule reaches it; add a `cron:`, depend on a scheduled task, or write `schedule: none` if it runs when an operator triggers it")
+			}
 		case 1:
 			ms[0].Tasks = append(ms[0].Tasks, t.Name)
 			ms[0].nodes = append(ms[0].nodes, i)

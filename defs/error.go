@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Severity says whether a problem makes a file invalid.
@@ -108,16 +109,30 @@ func (es Errors) Err() error {
 
 // Suggest returns the candidate closest to word when it is close enough to be
 // a likely typo, and "" otherwise.
+// Of candidates equally close, the one whose length is nearest the word's
+// wins (a swap of two letters keeps the length: "prinft" is "printf", not
+// "print"), then the first by name.
 func Suggest(word string, candidates []string) string {
 	best, bestD := "", -1
 	limit := max(1, len(word)/3)
+	lenGap := func(c string) int { return abs(utf8.RuneCountInString(c) - utf8.RuneCountInString(word)) }
 	for _, c := range candidates {
 		d := editDistance(word, c)
-		if d <= limit && (bestD < 0 || d < bestD || (d == bestD && c < best)) {
+		if d > limit {
+			continue
+		}
+		if bestD < 0 || cmp.Or(cmp.Compare(d, bestD), cmp.Compare(lenGap(c), lenGap(best)), strings.Compare(c, best)) < 0 {
 			best, bestD = c, d
 		}
 	}
 	return best
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // didYouMean renders the suggestion for word as ` (did you mean "x"?)`, or "".

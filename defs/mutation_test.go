@@ -54,8 +54,10 @@ func TestSuggestPrefersTheClosestThenTheFirstByName(t *testing.T) {
 		{"sync", []string{"synk", "sync"}, "sync"},
 		{"sinc", []string{"sync", "sine"}, "sine"}, // one edit each: the first by name
 		{"sinc", []string{"sine", "sync"}, "sine"},
-		{"abcdef", []string{"abcxyz"}, ""},       // 3 edits, limit 2 (6/3)
-		{"abcdef", []string{"abxyef"}, "abxyef"}, // 2 edits, limit 2
+		{"abcdef", []string{"abcxyz"}, ""},                // 3 edits, limit 2 (6/3)
+		{"abcdef", []string{"abxyef"}, "abxyef"},          // 2 edits, limit 2
+		{"prinft", []string{"print", "printf"}, "printf"}, // one edit each: the length kept (a swap)
+		{"prinft", []string{"printf", "print"}, "printf"},
 	} {
 		if got := Suggest(tc.word, tc.cands); got != tc.want {
 			t.Errorf("Suggest(%q, %q) = %q, want %q", tc.word, tc.cands, got, tc.want)
@@ -200,7 +202,7 @@ func TestParseBounds(t *testing.T) {
 		"command: []":                            `command is empty`,
 		"command: [echo, \"{{ .LogicalTime\"]":   `command argument 1 is not a valid template`,
 		"command: [echo, \"{{ .Params.day }}\"]": `command argument 1 cannot be expanded: uses the param "day", which the task does not declare: add it under params (a trigger's --param day=... overrides it)`,
-		"command: [echo, \"{{ .Nope }}\"]":       `command argument 1 cannot be expanded: template:`,
+		"command: [echo, \"{{ .Nope }}\"]":       `command argument 1 cannot be expanded: there is no field "Nope"`,
 		"command: [echo, [x]]":                   `command argument must be a string, not a list`,
 		"function: f, command: [echo]":           `has 2 executors (function at line 3, command at line 3): keep exactly one of function, http, command`,
 		"group: g":                               `has no executor: add one of`,

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
+	"github.com/ax-sched/ax/axtype"
 	"gopkg.in/yaml.v3"
 )
 
@@ -22,6 +24,10 @@ type Options struct {
 	// Now is the reference time for checks that look ahead, such as whether a
 	// cron expression can ever fire. Zero means time.Now().
 	Now time.Time
+	// Functions are the names of the functions the binary that will run
+	// the pipelines registers: a `function:` naming another is an error.
+	// Nil means not checked (a program that registers its own).
+	Functions []string
 }
 
 // nameRe is the shape of pipeline, task and group names: no dots, because a
@@ -63,17 +69,37 @@ func Parse(file string, data []byte, opts Options) (*Pipeline, Errors) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
-	p := &parser{file: file, now: opts.Now}
+	p := &parser{file: file, now: opts.Now, funcs: opts.Functions}
+	if l := utf8.RuneCountInString(file); l > axtype.MaxFileLen {
+		p.errorf(nil, "", "the file's path is %d characters long: use at most %d (the store keeps it in a column of %d); move the file up", l, axtype.MaxFileLen, axtype.MaxFileLen)
+	}
 	pl := p.parse(data)
+	if pl != nil {
+		p.checkSize(pl)
+	}
 	p.errs.Sort()
 	return pl, p.errs
 }
 
+// checkSize reports a pipeline whose definition, as the store keeps it
+// (JSON), is larger than the store's column.
+func (p *parser) checkSize(pl *Pipeline) {
+	b, err := json.Marshal(pl)
+	if err != nil { // params were checked to marshal; nothing else can fail
+		return
+	}
+	if len(b) > axtype.MaxDefinitionBytes {
+		p.errs = append(p.errs, &Error{Pos: pl.Pos, Pipeline: pl.Name, Severity: SevError,
+			Msg: fmt.Sprintf("the pipeline's definition is %d bytes as JSON: the store keeps at most %d; split it into pipelines, or move large params out of the file", len(b), axtype.MaxDefinitionBytes)})
+	}
+}
+
 type parser struct {
-	file string
-	now  time.Time
-	errs Errors
-	pl   string // pipeline name, once known
+	file  string
+	now   time.Time
+	funcs []string // registered functions; nil: not checked
+	errs  Errors
+	pl    string // pipeline name, once known
 }
 
 func (p *parser) pos(n *yaml.Node) Pos {
@@ -206,6 +232,9 @@ func (p *parser) str(n *yaml.Node, task, field string) (string, bool) {
 	return n.Value, true
 }
 
+// name reads a pipeline, task or group name. It returns the string and
+// false when it is not a valid name (the string is "" when it is not one),
+// so that the rest of a file can still be checked under it.
 func (p *parser) name(n *yaml.Node, task, field string) (string, bool) {
 	s, ok := p.str(n, task, field)
 	if !ok {
@@ -213,9 +242,22 @@ func (p *parser) name(n *yaml.Node, task, field string) (string, bool) {
 	}
 	if !nameRe.MatchString(s) {
 		p.errorf(n, task, "%s %q is not a valid name: use letters, digits, _ and -, starting with a letter or _ (no dots)", field, s)
-		return "", false
+		return s, false
+	}
+	if l := utf8.RuneCountInString(s); l > axtype.MaxNameLen {
+		// Still the name: the rest of the file is checked under it.
+		p.errorf(n, task, "%s %q is %d characters long: use at most %d (the store keeps names in columns of %d)",
+			field, abbrev(s), l, axtype.MaxNameLen, axtype.MaxNameLen)
 	}
 	return s, true
+}
+
+// abbrev shortens a long value for a message: its first 20 characters and "…".
+func abbrev(s string) string {
+	if r := []rune(s); len(r) > 20 {
+		return string(r[:20]) + "…"
+	}
+	return s
 }
 
 func (p *parser) integer(n *yaml.Node, task, field string) (int, bool) {
@@ -328,7 +370,8 @@ func (p *parser) location(n *yaml.Node) (*time.Location, string, bool) {
 // rawTask is a task (or the defaults) as written, with nil meaning "not set".
 type rawTask struct {
 	node      *yaml.Node
-	name      string
+	name      string // "" when it is not a valid name
+	raw       string // the name as written, valid or not
 	group     *string
 	deps      []Dep
 	depsNode  *yaml.Node
@@ -371,7 +414,9 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 	p.each(root, "", "pipeline", pipelineKeys, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "pipeline":
-			pl.Name, nameOK = p.name(v, "", "pipeline")
+			// A bad name is reported; the file is still checked under it.
+			pl.Name, _ = p.name(v, "", "pipeline")
+			nameOK = pl.Name != ""
 			p.pl = pl.Name
 		case "group":
 			if g, ok := p.name(v, "", "group"); ok {
@@ -408,6 +453,7 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		pl.Group = DefaultGroup
 	}
 	if pl.Location == nil {
+		pl.ZoneDefault = !hasKey(root, "timezone")
 		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
 		if loc, err := time.LoadLocation(DefaultTimezone); err == nil {
 			pl.Location = loc
@@ -426,6 +472,9 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		if s, ok := p.str(schedNode, "", "schedule"); ok {
 			pl.ScheduleSpec = s
 			pl.SchedulePos = p.pos(schedNode)
+			if s == ScheduleNone {
+				return p.finish(pl, tasksNode, root, &defaults, nameOK)
+			}
 			sched, err := ParseSchedule(s, pl.Location, p.now)
 			if err != nil {
 				p.errorf(schedNode, "", "schedule %v", err)
@@ -434,7 +483,12 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 			}
 		}
 	}
-	p.tasks(pl, tasksNode, root, &defaults)
+	return p.finish(pl, tasksNode, root, &defaults, nameOK)
+}
+
+// finish reads the tasks of pl and returns it, or nil when it has no name.
+func (p *parser) finish(pl *Pipeline, tasksNode, root *yaml.Node, defaults *rawTask, nameOK bool) *Pipeline {
+	p.tasks(pl, tasksNode, root, defaults)
 	if !nameOK {
 		return nil
 	}
@@ -464,6 +518,7 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		return
 	}
 	raws := make([]rawTask, 0, len(n.Content))
+	var rejected []rawTask // a bad or repeated name: checked, not kept
 	firstLine := map[string]int{}
 	for _, item := range n.Content {
 		item = deref(item)
@@ -473,10 +528,13 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		}
 		rt := p.task(item, false)
 		if rt.name == "" {
+			rt.name = rt.raw
+			rejected = append(rejected, rt)
 			continue
 		}
 		if line, dup := firstLine[rt.name]; dup {
 			p.errorf(item, rt.name, "duplicate task name (first defined at line %d): task names must be unique in a pipeline", line)
+			rejected = append(rejected, rt)
 			continue
 		}
 		firstLine[rt.name] = item.Line
@@ -493,6 +551,11 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		pl.Tasks = append(pl.Tasks, t)
 		pl.byName[t.Name] = t
 	}
+	// Their fields are checked like the others', so that one run reports
+	// every problem of the file.
+	for i := range rejected {
+		p.resolve(pl, &rejected[i], defaults, names, known)
+	}
 }
 
 // task reads one task mapping, or the defaults when isDefaults.
@@ -502,9 +565,11 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 	if !isDefaults {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if n.Content[i].Value == "name" {
-				if s, ok := p.name(deref(n.Content[i+1]), "", "task name"); ok {
+				s, ok := p.name(deref(n.Content[i+1]), "", "task name")
+				if ok {
 					rt.name, label = s, s
 				}
+				rt.raw = s
 			}
 		}
 		if !hasKey(n, "name") {
@@ -753,13 +818,14 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	if rt.cron != nil {
 		if len(rt.deps) > 0 {
 			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
-		} else if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
-			t.Cron = s
+		}
+		if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
 			sched, err := ParseSchedule(s, pl.Location, p.now)
-			if err != nil {
+			switch {
+			case err != nil:
 				p.errorf(rt.cron, t.Name, "cron %v", err)
-			} else {
-				t.Schedule = sched
+			case len(rt.deps) == 0:
+				t.Cron, t.Schedule = s, sched
 			}
 		}
 	}
@@ -767,26 +833,36 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	if len(execs) == 0 {
 		execs = def.execs
 	}
-	switch {
-	case len(execs) == 0:
+	if len(execs) == 0 {
 		p.errorf(rt.node, t.Name, "has no executor: add one of `function:` (a registered Go function), `http:` (an executor URL) or `command:` (an argv list)")
-	case len(execs) == 1:
-		t.Executor = p.executor(execs[0], t.Name)
-		// A template that cannot execute is an error now, not at run time.
-		sched := t.Schedule
-		if sched == nil {
-			sched = pl.Schedule
+	}
+	// Each executor written is checked, also when there are two (an error of
+	// its own): the task keeps the first.
+	for k, ex := range execs {
+		e := p.executor(ex, t.Name)
+		if k == 0 {
+			t.Executor = e
 		}
-		for i, tmpl := range t.Executor.Templates {
-			if tmpl == nil {
-				continue
-			}
-			if why := checkTemplate(tmpl, t, pl, sched); why != "" {
-				p.errorf(deref(execs[0].val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
-			}
-		}
+		p.checkTemplates(t, pl, e, ex)
 	}
 	return t
+}
+
+// checkTemplates reports each command argument of e (read from f) whose
+// template cannot execute: an error now, not at run time.
+func (p *parser) checkTemplates(t *Task, pl *Pipeline, e Executor, f execField) {
+	sched := t.Schedule
+	if sched == nil {
+		sched = pl.Schedule
+	}
+	for i, tmpl := range e.Templates {
+		if tmpl == nil {
+			continue
+		}
+		for _, why := range checkTemplate(tmpl, t, pl, sched) {
+			p.errorf(deref(f.val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
+		}
+	}
 }
 
 // posNode makes a node that carries only a position, for errors at a Dep.
@@ -814,6 +890,9 @@ func (p *parser) executor(f execField, task string) Executor {
 			p.errorf(f.val, task, "function %q is not a valid function name: use the name it was registered under, such as build_report", s)
 			return e
 		}
+		if p.funcs != nil && !contains(p.funcs, s) {
+			p.errorf(f.val, task, "function %q is not registered in this ax binary%s; it registers %s", s, didYouMean(s, p.funcs), strings.Join(p.funcs, ", "))
+		}
 		e.Function = s
 	case ExecHTTP:
 		s, ok := p.str(f.val, task, "http")
@@ -825,6 +904,10 @@ func (p *parser) executor(f execField, task string) Executor {
 			p.errorf(f.val, task, "http %q is not an executor URL: write http://host:port/path", s)
 			return e
 		}
+		if l := utf8.RuneCountInString(s); l > axtype.MaxURLLen {
+			p.errorf(f.val, task, "http URL is %d characters long: use at most %d (the store keeps the executor's address in a column of %d)",
+				l, axtype.MaxURLLen, axtype.MaxURLLen)
+		}
 		e.URL = s
 	case ExecCommand:
 		if f.val.Kind != yaml.SequenceNode {
@@ -835,15 +918,14 @@ func (p *parser) executor(f execField, task string) Executor {
 			p.errorf(f.val, task, "command is empty: give the program and its arguments, such as [\"sh\", \"-c\", \"...\"]")
 			return e
 		}
+		// Every argument is checked; Command and Templates stay indexed like
+		// the list, with "" and nil for an argument in error (the file is
+		// invalid then, and never run).
 		for i, a := range f.val.Content {
 			a = deref(a)
 			s, ok := p.str(a, task, "command argument")
-			if !ok {
-				return Executor{Kind: f.kind}
-			}
-			if i == 0 && strings.TrimSpace(s) == "" {
+			if ok && i == 0 && strings.TrimSpace(s) == "" {
 				p.errorf(a, task, "command has an empty program name: the first item is the program to run")
-				return Executor{Kind: f.kind}
 			}
 			e.Command = append(e.Command, s)
 			var tmpl *template.Template
@@ -851,8 +933,8 @@ func (p *parser) executor(f execField, task string) Executor {
 				var err error
 				tmpl, err = template.New(task).Option("missingkey=error").Parse(s)
 				if err != nil {
-					p.errorf(a, task, "command argument %d is not a valid template: %v; templates may use %s", i, err, TemplateHelp)
-					return Executor{Kind: f.kind}
+					p.errorf(a, task, "command argument %d is not a valid template: %v%s; templates may use %s", i, err, parseErrorHint(err), TemplateHelp)
+					tmpl = nil
 				}
 			}
 			e.Templates = append(e.Templates, tmpl)

@@ -1,6 +1,7 @@
 package defs
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,3 +252,110 @@ func TestParseWaitTimeout(t *testing.T) {
 		t.Errorf("errors %q", got)
 	}
 }
+
+// TestParseStoreLimits: a name, group or URL longer than the store's column
+// that keeps it is an error of validation, at its position, not a failure of
+// the server's first write ("Data too long for column 'name'"); the longest
+// that fits is accepted.
+func TestParseStoreLimits(t *testing.T) {
+	t.Parallel()
+	name := func(n int) string { return "p" + strings.Repeat("x", n-1) }
+	url := func(n int) string { return "http://h/" + strings.Repeat("u", n-len("http://h/")) }
+	src := func(pl, task, group, u string) string {
+		return "pipeline: " + pl + "\ngroup: " + group + "\ntasks:\n  - name: " + task + "\n    http: " + u + "\n"
+	}
+	if _, errs := parseString(t, src(name(128), name(128), name(128), url(255))); len(errs) != 0 {
+		t.Fatalf("names of 128 and a URL of 255 characters: %v", errs)
+	}
+	p, errs := parseString(t, src(name(129), name(201), name(130), url(256)))
+	want := []string{
+		`p.yaml:1:11: pipeline "` + name(129)[:20] + `…" is 129 characters long: use at most 128 (the store keeps names in columns of 128)`,
+		`p.yaml:2:8: group "` + name(130)[:20] + `…" is 130 characters long: use at most 128 (the store keeps names in columns of 128)`,
+		`p.yaml:4:11: task name "` + name(201)[:20] + `…" is 201 characters long: use at most 128 (the store keeps names in columns of 128)`,
+		`p.yaml:5:11: task "` + name(201) + `": http URL is 256 characters long: use at most 255 (the store keeps the executor's address in a column of 255)`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(errs), len(want), errs)
+	}
+	for i, w := range want {
+		if errs[i].Error() != w {
+			t.Errorf("problem %d:\n got %s\nwant %s", i, errs[i].Error(), w)
+		}
+	}
+	if p == nil || p.Name != name(129) {
+		t.Errorf("the pipeline is still read (for the checks of the other files): %v", p)
+	}
+}
+
+// TestParseDefinitionAndPathLimits: a pipeline whose definition the store
+// cannot hold (over 16 MiB as JSON) and a file path longer than the store's
+// column are errors of validation.
+func TestParseDefinitionAndPathLimits(t *testing.T) {
+	t.Parallel()
+	big := "pipeline: big\ntasks:\n  - name: a\n    command: [\"true\"]\n    params: {blob: \"" + strings.Repeat("x", 1<<24) + "\"}\n"
+	_, errs := parseString(t, big)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), `p.yaml:1:1: the pipeline's definition is 16777`) ||
+		!strings.Contains(errs[0].Error(), "bytes as JSON: the store keeps at most 16777215") {
+		t.Errorf("got %v", errs)
+	}
+	long := strings.Repeat("d/", 512) + "p.yaml"
+	_, errs = Parse(long, []byte("pipeline: p\ntasks:\n  - name: a\n    command: [\"true\"]\n"), Options{Now: refNow})
+	if len(errs) != 1 || errs[0].Error() != long+":1:1: the file's path is 1030 characters long: use at most 1024 (the store keeps it in a column of 1024); move the file up" {
+		t.Errorf("got %v", errs)
+	}
+}
+
+// TestParseUnregisteredFunction: with the names the binary registers, a
+// function it does not register is an error, with a suggestion; without
+// them (nil) any well-formed name passes.
+func TestParseUnregisteredFunction(t *testing.T) {
+	t.Parallel()
+	src := "pipeline: p\ntasks:\n  - name: load\n    function: load_to_warehouse\n  - name: ok\n    function: noop\n"
+	funcs := []string{"build_report", "load_warehouse", "noop"}
+	_, errs := Parse("p.yaml", []byte(src), Options{Now: refNow, Functions: funcs})
+	want := `p.yaml:4:15: task "load": function "load_to_warehouse" is not registered in this ax binary (did you mean "load_warehouse"?); it registers build_report, load_warehouse, noop`
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("got %v\nwant %s", errs, want)
+	}
+	if _, errs := Parse("p.yaml", []byte(src), Options{Now: refNow}); len(errs) != 0 {
+		t.Errorf("without Functions: %v", errs)
+	}
+}
+
+// TestTemplateProblemsAllNamedWithSuggestions: every unknown field, helper
+// and param of a template is named, with a suggestion, not only the first
+// one its execution meets; templates that can run are not reported.
+func TestTemplateProblemsAllNamedWithSuggestions(t *testing.T) {
+	t.Parallel()
+	arg := func(a string) string {
+		return "pipeline: p\nschedule: \"@daily\"\ntasks:\n  - name: a\n    params: {region: cn, dates: [a, b]}\n    command: [\"sh\", " + strconvQuote(a) + "]\n"
+	}
+	for _, ok := range []string{
+		`{{ .LogicalTime.Prev.Date }} {{ (.LogicalTime.AddDays -1).Compact }} {{ $.Task }} {{ .Params.region }}`,
+		`{{ range .Params.dates }}{{ . }}{{ end }} {{ with .LogicalTime }}{{ .Date }}{{ end }} {{ if .Ticket }}{{ .Pipeline }}{{ end }}`,
+		`{{ .LogicalTime | printf "%s" }} {{ index .Params "region" }} {{ .LogicalTime.Format "2006" }}`,
+	} {
+		if _, errs := parseString(t, arg(ok)); len(errs) != 0 {
+			t.Errorf("%s: %v", ok, errs)
+		}
+	}
+	_, errs := parseString(t, arg(`{{ .LogicalTime.Dat }} {{ .Param.region }} {{ .Params.regin }} {{ if .Tiket }}{{ $.Pipelin }}{{ end }}`))
+	var got []string
+	for _, e := range errs {
+		_, why, _ := strings.Cut(e.Msg, "cannot be expanded: ")
+		why, _, _ = strings.Cut(why, "; templates may use")
+		got = append(got, why)
+	}
+	want := []string{
+		`.LogicalTime has no helper "Dat" (did you mean "Date"?)`,
+		`there is no field "Param" (did you mean "Params"?)`,
+		`there is no field "Pipelin" (did you mean "Pipeline"?)`,
+		`there is no field "Tiket" (did you mean "Ticket"?)`,
+		`uses the param "regin", which the task does not declare (did you mean "region"?): add it under params (a trigger's --param regin=... overrides it)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -20,6 +20,13 @@ const (
 	DefaultCrossWait = 24 * time.Hour
 )
 
+// ScheduleNone is the pipeline `schedule:` that says the pipeline has none
+// on purpose: it runs when an operator triggers it (and from the crons of
+// its tasks, if any), and no task of it is warned about for lacking one.
+// Leaving `schedule:` out means the same, except that a task no cron of the
+// pipeline reaches is warned about.
+const ScheduleNone = "none"
+
 // Misfire says what happens to fire times that passed while nothing ran them (R20).
 type Misfire string
 
@@ -145,6 +152,9 @@ type Pipeline struct {
 	Pos          Pos            `json:"-"`
 	// SchedulePos is where `schedule:` is written, for errors about it.
 	SchedulePos Pos `json:"-"`
+	// ZoneDefault says the file names no timezone: Timezone is
+	// DefaultTimezone.
+	ZoneDefault bool `json:"-"`
 
 	byName map[string]*Task
 }

@@ -2,6 +2,7 @@ package defs
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -118,11 +119,15 @@ func (s *Schedule) Prev(t time.Time) time.Time {
 // TemplateHelp lists what templates may use, for error messages.
 const TemplateHelp = "{{ .LogicalTime }} (with .Format \"20060102\", .Date, .Compact, .AddDays N, .AddHours N, .Prev, .Next, .Unix), {{ .Params.NAME }}, {{ .Task }}, {{ .Pipeline }}, {{ .Ticket }}"
 
-// checkTemplate executes tmpl on sample data, so that a template that
-// cannot execute (an unknown field, a param the task does not declare, a
-// helper called wrongly) is a validation error rather than a failure at run
-// time. It returns the reason, or "".
-func checkTemplate(tmpl *template.Template, t *Task, pl *Pipeline, sched *Schedule) string {
+// checkTemplate names what keeps tmpl from executing: every field, helper
+// and param it cannot resolve (each with a suggestion), or else the error of
+// executing it on sample data (a helper called wrongly), so that a template
+// that cannot execute is a validation error rather than a failure at run
+// time. It returns nil when tmpl executes.
+func checkTemplate(tmpl *template.Template, t *Task, pl *Pipeline, sched *Schedule) []string {
+	if problems := staticProblems(tmpl, t.Params); len(problems) > 0 {
+		return problems
+	}
 	loc := pl.Location
 	if loc == nil {
 		loc = time.UTC
@@ -139,12 +144,17 @@ func checkTemplate(tmpl *template.Template, t *Task, pl *Pipeline, sched *Schedu
 	var b strings.Builder
 	err := tmpl.Execute(&b, data)
 	if err == nil {
-		return ""
+		return nil
 	}
 	msg := err.Error()
 	if i := strings.Index(msg, "map has no entry for key "); i >= 0 && strings.Contains(msg, ".Params.") {
 		key := strings.Trim(msg[i+len("map has no entry for key "):], `"`)
-		return fmt.Sprintf("uses the param %q, which the task does not declare: add it under params (a trigger's --param %s=... overrides it)", key, key)
+		names := make([]string, 0, len(params))
+		for k := range params {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		return []string{undeclaredParam(key, names)}
 	}
-	return msg
+	return []string{msg}
 }

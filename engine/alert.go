@@ -32,6 +32,7 @@ type Alert struct {
 	Pipeline  string    `json:"pipeline,omitempty"`
 	Task      string    `json:"task,omitempty"`  // pipeline.task
 	Group     string    `json:"group,omitempty"` // the task's group, for routing
+	Run       int64     `json:"run_id,omitempty"`
 	Instance  int64     `json:"instance_id,omitempty"`
 	Ticket    string    `json:"ticket,omitempty"`
 	Message   string    `json:"message"`
@@ -69,7 +70,7 @@ func (e *Engine) notify(a Alert) {
 		}
 	}
 	e.m.alerts.WithLabelValues(a.Kind).Inc()
-	e.log.Warn("alert", "kind", a.Kind, "task", a.Task, "instance", a.Instance, "ticket", a.Ticket, "msg", a.Message)
+	e.log.Warn("alert", "kind", a.Kind, "task", a.Task, "run", a.Run, "instance", a.Instance, "ticket", a.Ticket, "message", a.Message)
 	if e.cfg.OnAlert != nil {
 		e.cfg.OnAlert(a)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/bucket"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -152,7 +153,9 @@ func (op *operator) recordOps(ctx context.Context, now time.Time) error {
 // apply does one request: a refused one changes nothing and writes
 // nothing (not even an action row); an applied one is in the action log.
 func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time) (string, error) {
-	by.Actor = cmp.Or(by.Actor, "operator")
+	// Text from outside is escaped once, here, as task output is: every
+	// request (API, queued by the CLI, in process) enters through apply.
+	by.Actor, by.Reason = runner.SafeError(cmp.Or(by.Actor, "operator")), runner.SafeError(by.Reason)
 	msg, err := req.apply(ctx, op, by, now)
 	if err != nil {
 		return "", err

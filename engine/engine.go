@@ -81,12 +81,15 @@ type Engine struct {
 	backfiller backfiller // backfills in progress (backfill.go)
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int
-	reqs       chan request
-	gone       map[string]*taskInfo // stand-ins of removed tasks with a running instance
-	m          *metrics
-	logs       *logWriter // task output (R41)
-	rm         retainMetrics
-	pruneMu    sync.Mutex // one retention pass at a time
+	// commitsAtError is the store's count of committed writes at the
+	// last store error: the store is back once it has grown.
+	commitsAtError uint64
+	reqs           chan request
+	gone           map[string]*taskInfo // stand-ins of removed tasks with a running instance
+	m              *metrics
+	logs           *logWriter // task output (R41)
+	rm             retainMetrics
+	pruneMu        sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -510,6 +513,7 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	}
 	if err != nil {
 		e.failures++
+		e.commitsAtError = e.st.Commits()
 		e.m.storeErrors.Inc()
 		wait := min(time.Duration(1<<min(e.failures, 5))*time.Second, 30*time.Second)
 		e.retryAt = now.Add(wait)
@@ -517,6 +521,9 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		return
 	}
 	if e.failures > 0 {
+		if e.st.Commits() == e.commitsAtError {
+			return // a turn that wrote nothing (a standby's, say) does not show the store back
+		}
 		e.log.Info("store_recovered", "after_failures", e.failures)
 	}
 	e.failures = 0

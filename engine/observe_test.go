@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -551,5 +554,112 @@ tasks:
 			t.Errorf("verdict %q on instance %+v; want the oldest due instance, held back by the token bucket", x.Verdict, x.Latest)
 		}
 		e.stop()
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for the engine's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAlertLogLine: an alert's log line in JSON has one msg (the event,
+// "alert") and carries the run of the instance it is about, as every line
+// about an instance does.
+func TestAlertLogLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		log := slog.New(slog.NewJSONHandler(&buf, nil))
+		fail := map[string]func(context.Context, runner.Attempt) error{"m.a": func(context.Context, runner.Attempt) error {
+			return errors.New("boom")
+		}}
+		e := setup(t, Config{Logger: log}, fail, "pipeline: m\ntimezone: UTC\nschedule: \"0 0 1 6 *\"\ntasks:\n  - {name: a, function: record}\n")
+		if _, err := e.do(Trigger{Target: "m.a"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(5 * time.Second)
+		e.cancel()
+		<-e.done
+		found := false
+		for line := range strings.SplitSeq(buf.String(), "\n") {
+			if !strings.Contains(line, `"msg":"alert"`) {
+				continue
+			}
+			found = true
+			if n := strings.Count(line, `"msg":`); n != 1 {
+				t.Errorf("alert line has %d msg keys: %s", n, line)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatal(err)
+			}
+			if run, _ := m["run"].(float64); run < 1 || m["kind"] != AlertTaskFailed || !strings.Contains(fmt.Sprint(m["message"]), "boom") {
+				t.Errorf("alert line lacks its run, kind or message: %s", line)
+			}
+		}
+		if !found {
+			t.Fatalf("no alert line in:\n%s", buf.String())
+		}
+	})
+}
+
+// TestStoreRecoveredOnlyAfterAWrite: while the database is down (here:
+// closed, so that reads fail too), a turn that writes nothing (the lease
+// lost, nothing to do) does not make the store "recovered".
+func TestStoreRecoveredOnlyAfterAWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		log := slog.New(slog.NewJSONHandler(&buf, nil))
+		e := setup(t, Config{Logger: log}, nil, "pipeline: m\ntimezone: UTC\nschedule: \"@every 1s\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(3 * time.Second)
+		e.st.Close()
+		sleep(120 * time.Second)
+		e.cancel()
+		<-e.done
+		got := buf.String()
+		if !strings.Contains(got, `"msg":"store_error"`) {
+			t.Fatalf("no store_error while the database was closed:\n%s", got)
+		}
+		if strings.Contains(got, `"msg":"store_recovered"`) {
+			t.Errorf("store_recovered logged while the database was closed:\n%s", got)
+		}
+	})
+}
+
+// TestStoreRecoveredWhenAWriteSucceeds: after store errors, a turn logs
+// store_recovered (and forgets the failures) only once a write has
+// committed since the last error.
+func TestStoreRecoveredWhenAWriteSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		e := setup(t, Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}, nil, "pipeline: m\ntimezone: UTC\ntasks:\n  - {name: a, function: record}\n")
+		sleep(time.Second)
+		e.cancel()
+		<-e.done // the loop is over: its turns are the test's now
+		ctx := context.Background()
+		e.eng.failures, e.eng.commitsAtError, e.eng.retryAt = 2, e.st.Commits(), time.Time{}
+		e.eng.turn(ctx, false)
+		if strings.Contains(buf.String(), "store_recovered") || e.eng.failures != 2 {
+			t.Fatalf("a turn that wrote nothing: failures %d, log:\n%s", e.eng.failures, buf.String())
+		}
+		if err := e.st.SetSetting(ctx, "probe", "1", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.eng.turn(ctx, false)
+		if !strings.Contains(buf.String(), `"msg":"store_recovered","after_failures":2`) || e.eng.failures != 0 {
+			t.Errorf("after a write: failures %d, log:\n%s", e.eng.failures, buf.String())
+		}
 	})
 }

@@ -82,7 +82,7 @@ func (r *Watcher) Reload(cause string) Status {
 		}
 	default:
 		for _, w := range errs.Warnings() {
-			r.log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
+			r.log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
 		}
 		d, err := r.eng.Reload(g)
 		if err != nil {

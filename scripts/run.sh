@@ -31,7 +31,11 @@ for p in "$PORT" "$EXECUTOR_PORT"; do
   fi
 done
 
-"$BIN" validate "$PIPELINES"
+# The files, checked as ax server will check them; a valid set is summed up
+# with the zone each pipeline schedules in (the "zones:" line).
+checked=$("$BIN" validate "$PIPELINES" 2>&1) || { printf '%s\n' "$checked" >&2; exit 1; }
+printf '%s\n' "$checked" >&2
+zones=$(printf '%s\n' "$checked" | sed -n 's/^zones: //p')
 
 server=""; executor=""
 stop() {
@@ -67,6 +71,8 @@ esac
 "$EXECUTOR" -listen "127.0.0.1:$EXECUTOR_PORT" -scheduler "http://127.0.0.1:$PORT" -state "bin/executor-state-$EXECUTOR_PORT" -token-file "$token_file" &
 executor=$!
 echo "make run: console http://127.0.0.1:$PORT/ (ax commands: export AX_SERVER=http://127.0.0.1:$PORT), example executor on 127.0.0.1:$EXECUTOR_PORT; Ctrl-C stops both." >&2
+echo "make run: schedules fire in each pipeline's zone: $zones" >&2
+echo "make run: ax and the console print a pipeline's times in its zone (add --utc to ax commands for UTC)." >&2
 
 # Whichever ends first ends the other.
 set +e

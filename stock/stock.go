@@ -49,13 +49,13 @@ const DefaultCommandNice = 0
 // returns the ones in force. Commands start nice above the scheduler (see
 // runner.Commands.Nice).
 func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert), nice int) (engine.Executors, error) {
-	funcs := runner.NewFunctions(func(a runner.Attempt) string {
+	funcs, err := newFunctions(func(a runner.Attempt) string {
 		if t := graph().Task(a.Pipeline + "." + a.Task); t != nil {
 			return t.Executor.Function
 		}
 		return ""
 	})
-	if err := functions.Register(funcs); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	commands := runner.NewCommands(func(a runner.Attempt) (runner.CommandSpec, error) {
@@ -94,6 +94,27 @@ func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
 	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))
 	return engine.Executors{defs.ExecFunction: funcs, defs.ExecCommand: commands, defs.ExecHTTP: web}, nil
+}
+
+// newFunctions is the function executor of the stock binary, with every
+// function it registers.
+func newFunctions(name func(runner.Attempt) string) (*runner.Functions, error) {
+	funcs := runner.NewFunctions(name)
+	if err := functions.Register(funcs); err != nil {
+		return nil, err
+	}
+	return funcs, nil
+}
+
+// FunctionNames returns the names of the functions the stock binary
+// registers, sorted: what a pipeline's `function:` may name, for
+// validation (defs.Options.Functions).
+func FunctionNames() ([]string, error) {
+	funcs, err := newFunctions(func(runner.Attempt) string { return "" })
+	if err != nil {
+		return nil, err
+	}
+	return funcs.Names(), nil
 }
 
 // registryCache keeps each task's executors for ttl, so that routing does

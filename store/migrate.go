@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ax-sched/ax/axtype"
 )
 
 // table is the dialect-neutral declaration of one table.
@@ -26,46 +28,55 @@ type migration struct {
 	extra   func(d dialect) []string
 }
 
+// Widths of the columns that hold what a pipeline file names, from the
+// limits `ax validate` enforces (axtype.MaxNameLen and its neighbours).
+var (
+	strName   = fmt.Sprintf("str%d", axtype.MaxNameLen)
+	strTaskID = fmt.Sprintf("str%d", axtype.MaxTaskIDLen)
+	strFile   = fmt.Sprintf("str%d", axtype.MaxFileLen)
+	strURL    = fmt.Sprintf("str%d", axtype.MaxURLLen)
+)
+
 // SchemaVersion is the newest schema this ax knows.
 const SchemaVersion = 11
 
 var migrations = []migration{{
 	version: 1,
 	tables: []table{
-		{name: "pipelines", cols: [][2]string{{"name", "str128"}, {"file", "str1024"}, {"hash", "str64"}, {"definition", "text"},
+		{name: "pipelines", cols: [][2]string{{"name", strName}, {"file", strFile}, {"hash", "str64"}, {"definition", "text"},
 			{"version", "bigint"}, {"removed", "int"}, {"created_at", "bigint"}, {"updated_at", "bigint"}},
 			primary: []string{"name"}},
-		{name: "tasks", cols: [][2]string{{"id", "str257"}, {"pipeline", "str128"}, {"name", "str128"}, {"group_name", "str128"},
+		{name: "tasks", cols: [][2]string{{"id", strTaskID}, {"pipeline", strName}, {"name", strName}, {"group_name", strName},
 			{"priority", "int"}, {"hash", "str64"}, {"definition", "text"}, {"version", "bigint"}, {"removed", "int"},
 			// next_fire_at: unused since the summary derives it from instances; kept, since v1 is released.
 			{"next_fire_at", "bigint?"}, {"created_at", "bigint"}, {"updated_at", "bigint"}},
 			primary: []string{"id"}, index: [][]string{{"pipeline"}, {"group_name"}}},
-		{name: "runs", cols: [][2]string{{"id", "id"}, {"pipeline", "str128"}, {"trigger_name", "str257"}, {"kind", "str16"},
+		{name: "runs", cols: [][2]string{{"id", "id"}, {"pipeline", strName}, {"trigger_name", strTaskID}, {"kind", "str16"},
 			{"logical_time", "bigint"}, {"dedup_key", "str320?"}, {"backfill_id", "bigint?"}, {"actor", "str128"}, {"created_at", "bigint"}},
 			unique: [][]string{{"dedup_key"}}, index: [][]string{{"pipeline", "logical_time"}, {"trigger_name", "kind", "logical_time"}, {"backfill_id"}}},
-		{name: "instances", cols: [][2]string{{"id", "id"}, {"run_id", "bigint"}, {"task_id", "str257"}, {"pipeline", "str128"},
-			{"group_name", "str128"}, {"state", "str16"}, {"version", "bigint"}, {"ticket", "str64?"}, {"attempt", "int"},
-			{"priority", "int"}, {"logical_time", "bigint"}, {"next_fire_at", "bigint?"}, {"executor", "str255?"},
+		{name: "instances", cols: [][2]string{{"id", "id"}, {"run_id", "bigint"}, {"task_id", strTaskID}, {"pipeline", strName},
+			{"group_name", strName}, {"state", "str16"}, {"version", "bigint"}, {"ticket", "str64?"}, {"attempt", "int"},
+			{"priority", "int"}, {"logical_time", "bigint"}, {"next_fire_at", "bigint?"}, {"executor", strURL + "?"},
 			{"started_at", "bigint?"}, {"ended_at", "bigint?"}, {"error", "text?"}, {"reason", "text?"},
 			{"created_at", "bigint"}, {"updated_at", "bigint"}},
 			unique: [][]string{{"ticket"}, {"run_id", "task_id"}},
 			index:  [][]string{{"state", "next_fire_at"}, {"next_fire_at"}, {"task_id", "id"}, {"task_id", "state"}, {"task_id", "logical_time"}, {"pipeline", "logical_time"}}},
-		{name: "history", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"run_id", "bigint"}, {"task_id", "str257"},
+		{name: "history", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"run_id", "bigint"}, {"task_id", strTaskID},
 			{"ticket", "str64?"}, {"from_state", "str16"}, {"to_state", "str16"}, {"reason", "text"}, {"actor", "str128"},
 			{"epoch", "bigint"}, {"at", "bigint"}},
 			index: [][]string{{"instance_id", "id"}, {"task_id", "id"}}},
 		{name: "actions", cols: [][2]string{{"id", "id"}, {"at", "bigint"}, {"actor", "str128"}, {"action", "str64"},
-			{"pipeline", "str128"}, {"task_id", "str257"}, {"instance_id", "bigint"}, {"ticket", "str64"}, {"reason", "text"}, {"detail", "text"}},
+			{"pipeline", strName}, {"task_id", strTaskID}, {"instance_id", "bigint"}, {"ticket", "str64"}, {"reason", "text"}, {"detail", "text"}},
 			index: [][]string{{"task_id", "id"}, {"instance_id"}, {"at"}}},
 		{name: "executors", cols: [][2]string{{"address", "str255"}, {"protocol", "str16"}, {"registered_at", "bigint"},
 			{"last_heartbeat", "bigint"}}, primary: []string{"address"}},
-		{name: "executor_tasks", cols: [][2]string{{"task_id", "str257"}, {"address", "str255"}, {"registered_at", "bigint"}},
+		{name: "executor_tasks", cols: [][2]string{{"task_id", strTaskID}, {"address", "str255"}, {"registered_at", "bigint"}},
 			primary: []string{"task_id", "address"}, index: [][]string{{"address"}}},
 		{name: "leases", cols: [][2]string{{"name", "str64"}, {"holder", "str255"}, {"epoch", "bigint"},
 			{"expires_at", "bigint"}, {"renewed_at", "bigint"}}, primary: []string{"name"}},
-		{name: "pauses", cols: [][2]string{{"scope", "str16"}, {"name", "str257"}, {"actor", "str128"}, {"reason", "text"}, {"at", "bigint"}},
+		{name: "pauses", cols: [][2]string{{"scope", "str16"}, {"name", strTaskID}, {"actor", "str128"}, {"reason", "text"}, {"at", "bigint"}},
 			primary: []string{"scope", "name"}},
-		{name: "backfills", cols: [][2]string{{"id", "id"}, {"pipeline", "str128"}, {"spec", "text"}, {"state", "str16"},
+		{name: "backfills", cols: [][2]string{{"id", "id"}, {"pipeline", strName}, {"spec", "text"}, {"state", "str16"},
 			{"total_runs", "int"}, {"done_runs", "int"}, {"failed_runs", "int"}, {"actor", "str128"}, {"error", "text"},
 			{"created_at", "bigint"}, {"updated_at", "bigint"}}, index: [][]string{{"state"}}},
 		{name: "settings", cols: [][2]string{{"name", "str128"}, {"value", "text"}, {"updated_at", "bigint"}}, primary: []string{"name"}},
@@ -74,7 +85,7 @@ var migrations = []migration{{
 	// Version 2: operator requests from the CLI, applied by the primary.
 	version: 2,
 	tables: []table{
-		{name: "ops", cols: [][2]string{{"id", "id"}, {"kind", "str16"}, {"target", "str257"}, {"args", "text"}, {"actor", "str128"},
+		{name: "ops", cols: [][2]string{{"id", "id"}, {"kind", "str16"}, {"target", strTaskID}, {"args", "text"}, {"actor", "str128"},
 			{"reason", "text"}, {"state", "str16"}, {"result", "text"}, {"error", "text"}, {"created_at", "bigint"}, {"done_at", "bigint?"}},
 			index: [][]string{{"state", "id"}}},
 	},
@@ -98,7 +109,7 @@ var migrations = []migration{{
 			{"text_bytes", "bigint"}, {"dropped", "bigint"}, {"data", "blob"}, {"at", "bigint"}},
 			unique: [][]string{{"instance_id", "attempt", "seq"}}},
 		{name: "attempts", cols: [][2]string{{"id", "id"}, {"instance_id", "bigint"}, {"attempt", "int"}, {"run_id", "bigint"},
-			{"task_id", "str257"}, {"ticket", "str64"}, {"executor", "str255"}, {"status", "str16"}, {"exit_code", "int?"},
+			{"task_id", strTaskID}, {"ticket", "str64"}, {"executor", strURL}, {"status", "str16"}, {"exit_code", "int?"},
 			{"error", "text"}, {"started_at", "bigint?"}, {"ended_at", "bigint"}, {"log_bytes", "bigint"}, {"log_dropped", "bigint"}},
 			unique: [][]string{{"instance_id", "attempt"}}, index: [][]string{{"task_id", "id"}, {"run_id"}}},
 	},
@@ -125,8 +136,8 @@ var migrations = []migration{{
 	// (R42): outcome counts and the last instance, so summaries survive.
 	version: 6,
 	tables: []table{
-		{name: "task_pruned", cols: [][2]string{{"task_id", "str257"}, {"success", "bigint"}, {"failed", "bigint"}, {"killed", "bigint"},
-			{"last_instance", "bigint"}, {"last_state", "str16"}, {"last_executor", "str255"}, {"last_logical", "bigint"},
+		{name: "task_pruned", cols: [][2]string{{"task_id", strTaskID}, {"success", "bigint"}, {"failed", "bigint"}, {"killed", "bigint"},
+			{"last_instance", "bigint"}, {"last_state", "str16"}, {"last_executor", strURL}, {"last_logical", "bigint"},
 			{"last_started", "bigint"}, {"last_ended", "bigint"}, {"updated_at", "bigint"}}, primary: []string{"task_id"}},
 	},
 }, {
@@ -142,7 +153,7 @@ var migrations = []migration{{
 	// the task's instances (R42: fast at millions of instances).
 	version: 8,
 	tables: []table{
-		{name: "task_outcomes", cols: [][2]string{{"task_id", "str257"}, {"success", "bigint"}, {"failed", "bigint"}}, primary: []string{"task_id"}},
+		{name: "task_outcomes", cols: [][2]string{{"task_id", strTaskID}, {"success", "bigint"}, {"failed", "bigint"}}, primary: []string{"task_id"}},
 	},
 	extra: func(d dialect) []string {
 		return []string{"DELETE FROM task_outcomes", FillOutcomes}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -36,6 +38,18 @@ type Options struct {
 	// read or queue work on a scheduler's store, where a mistyped path
 	// must not become a new, empty store.
 	Existing bool
+	// Logger receives the MySQL driver's own messages (a dead connection
+	// dropped, a malformed packet) as warnings, event mysql_driver. Nil
+	// leaves them to the driver's default, standard error.
+	Logger *slog.Logger
+}
+
+// driverLog hands the MySQL driver's messages to a structured logger.
+type driverLog struct{ log *slog.Logger }
+
+// Print logs one message of the driver (its file:line prefix included).
+func (d driverLog) Print(v ...any) {
+	d.log.Warn("mysql_driver", "message", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
 // Store is the persistence of ax on SQLite or MySQL. It is safe for
@@ -66,7 +80,14 @@ type Store struct {
 	afterUpdate func(ctx context.Context, tx *sql.Tx) error
 	// faults, set only by the simulator (SetFault), fails commits on purpose.
 	faults faultHook
+	// commits counts the write transactions committed through this view.
+	commits atomic.Uint64
 }
+
+// Commits returns how many write transactions have committed on s since it
+// was opened (its lease's aside, on MySQL): a write succeeded since a
+// moment when the count has grown.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
 
 // Open opens (and migrates) the store named by target:
 //   - "" or a path, or "sqlite:PATH": an embedded SQLite file (default ax.db);
@@ -222,6 +243,9 @@ func openMySQL(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if opts.Logger != nil {
+		cfg.Logger = driverLog{opts.Logger}
+	}
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = 30 * time.Second
 	}
@@ -374,6 +398,7 @@ func (s *Store) inTxTurn(ctx context.Context, what string, urgent bool, fn func(
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: %s: commit: %w", what, s.d.translate(err))
 	}
+	s.commits.Add(1)
 	s.wstmts.prepareWanted(ctx) // the writer is free again
 	return nil
 }

@@ -145,3 +145,28 @@ func TestCLIWithoutServerOrToken(t *testing.T) {
 		t.Errorf("pauses: %+v %v", ps, err)
 	}
 }
+
+// TestPauseReasonEscaped: a reason with terminal escape codes is escaped
+// once, when the request is applied, so that ax history and ax explain
+// print \x1b rather than drive the reader's terminal.
+func TestPauseReasonEscaped(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apitest.Opts{})
+	reason := "upgrade \x1b[2J\x1b]0;owned\x07 done"
+	for _, args := range [][]string{
+		{"pause", "shop.sync", "--reason", reason},
+		{"explain", "shop.sync"},
+		{"history", "shop.sync", "-n", "20"},
+	} {
+		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
+		if code != cli.ExitOK {
+			t.Fatalf("ax %s: exit %d\n%s%s", args[0], code, out, errOut)
+		}
+		if strings.ContainsAny(out+errOut, "\x1b\x07") {
+			t.Errorf("ax %s printed raw escape codes: %q", args[0], out)
+		}
+		if args[0] != "pause" && !strings.Contains(out, `upgrade \x1b[2J\x1b]0;owned\x07 done`) {
+			t.Errorf("ax %s: the reason is not shown escaped:\n%s", args[0], out)
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
-	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/reload"
 )
@@ -30,7 +29,11 @@ Invalid files print the messages of ax validate and exit 1: a reload of
 them would keep the running set.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			g, errs, err := dag.Load(args, defs.Options{}, dag.Options{DispatchRate: reload.WarnRate(rate)})
+			popts, err := parseOptions()
+			if err != nil {
+				return err
+			}
+			g, errs, err := dag.Load(args, popts, dag.Options{DispatchRate: reload.WarnRate(rate)})
 			if err != nil {
 				return cli.Usage("%v", err)
 			}

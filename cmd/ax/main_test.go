@@ -357,8 +357,8 @@ func TestNextPrintsDSTRule(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "dst.yaml")
 	src := "pipeline: dst\ntimezone: America/New_York\ntasks:\n" +
-		"  - {name: fixed, cron: \"30 2 * * *\", function: f}\n" +
-		"  - {name: sync, cron: \"*/30 * * * *\", function: f}\n"
+		"  - {name: fixed, cron: \"30 2 * * *\", function: noop}\n" +
+		"  - {name: sync, cron: \"*/30 * * * *\", function: noop}\n"
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -383,13 +383,13 @@ func TestValidateReportsEveryBadCron(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "crons.yaml")
 	src := "pipeline: crons\ntimezone: UTC\ntasks:\n" +
-		"  - {name: quartz, cron: \"0 0 12 ? * 2-6\", function: f}\n" +
-		"  - {name: midnight, cron: \"0 24 * * *\", function: f}\n" +
-		"  - {name: hashed, cron: \"H 3 * * *\", function: f}\n" +
-		"  - {name: sixth, cron: \"0 0 * * MON#6\", function: f}\n" +
-		"  - {name: year, cron: \"0 0 12 * * ? 2026\", function: f}\n" +
-		"  - {name: two, cron: \"61 25 * * *\", function: f}\n" +
-		"  - {name: fine, cron: \"0 0 L * FRI-MON\", function: f}\n"
+		"  - {name: quartz, cron: \"0 0 12 ? * 2-6\", function: noop}\n" +
+		"  - {name: midnight, cron: \"0 24 * * *\", function: noop}\n" +
+		"  - {name: hashed, cron: \"H 3 * * *\", function: noop}\n" +
+		"  - {name: sixth, cron: \"0 0 * * MON#6\", function: noop}\n" +
+		"  - {name: year, cron: \"0 0 12 * * ? 2026\", function: noop}\n" +
+		"  - {name: two, cron: \"61 25 * * *\", function: noop}\n" +
+		"  - {name: fine, cron: \"0 0 L * FRI-MON\", function: noop}\n"
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -459,5 +459,171 @@ func TestLimitsRefusesNonFiniteRates(t *testing.T) {
 		if code != cli.ExitUsage || !strings.Contains(errOut, args[0]+" ") || !strings.Contains(errOut, "give a rate per second") {
 			t.Errorf("ax limits %s: exit %d, stderr %q; want a usage error naming %s", strings.Join(args, " "), code, errOut, args[0])
 		}
+	}
+}
+
+// TestValidateKnowsWhatTheServerRuns: ax validate --strict refuses what ax
+// server would refuse to start with: a function this binary does not
+// register, and a name longer than the store's column; a file with neither
+// passes.
+func TestValidateKnowsWhatTheServerRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	fn := write("fn.yaml", "pipeline: fn\ntasks:\n  - name: load\n    function: load_to_warehouse\n")
+	long := write("long.yaml", "pipeline: p"+strings.Repeat("x", 200)+"\ntasks:\n  - name: a\n    function: noop\n")
+	code, out, _ := runAx(t, "validate", "--strict", fn, long)
+	if code != cli.ExitFailed {
+		t.Errorf("exit %d, want %d", code, cli.ExitFailed)
+	}
+	for _, want := range []string{
+		fn + `:4:15: task "load": function "load_to_warehouse" is not registered in this ax binary (did you mean "load_warehouse"?)`,
+		long + `:1:11: pipeline "pxxxxxxxxxxxxxxxxxxx…" is 201 characters long: use at most 128`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	// ax diff refuses it before asking a server (none answers here).
+	code, _, errOut := runAx(t, "diff", "--server", "http://127.0.0.1:1", fn)
+	if code != cli.ExitFailed || !strings.Contains(errOut, `function "load_to_warehouse" is not registered`) {
+		t.Errorf("ax diff: exit %d, want %d and the function named:\n%s", code, cli.ExitFailed, errOut)
+	}
+}
+
+// TestValidateStrictManualOnly: a pipeline an operator triggers (no
+// schedule, or `schedule: none`) passes ax validate --strict, which is what
+// make validate-dag runs in CI.
+func TestValidateStrictManualOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"absent.yaml": "pipeline: absent\ntasks:\n  - {name: a, function: noop}\n  - {name: b, depends_on: [a], function: noop}\n",
+		"none.yaml":   "pipeline: none_given\nschedule: none\ntasks:\n  - {name: a, command: [\"true\"]}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runAx(t, "validate", "--strict", dir)
+	if code != cli.ExitOK || out != "" || !strings.Contains(errOut, "ok: 2 file(s) valid, 0 warning(s)") {
+		t.Errorf("exit %d, want 0 with nothing reported:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestValidateEveryErrorInOnePass: every error of every file is printed by
+// the first run, so that fixing the printed ones never reveals another: a
+// bad pipeline name does not hide its tasks' errors, a bad task name or a
+// second executor does not hide the task's other fields, one bad command
+// argument does not hide the next, one bad action of an argument does not
+// hide the next, and a cycle does not hide a task reachable from two
+// schedules in another file.
+func TestValidateEveryErrorInOnePass(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.yaml")
+	two := filepath.Join(dir, "two.yaml")
+	src := `pipeline: one.pass
+schedule: "@daily"
+tasks:
+  - name: a
+    depends_on: [b]
+    command: ["echo", "{{ .Bad", "{{ .LogicalTime.Fromat \"x\" }}"]
+  - name: b
+    depends_on: [a]
+    function: noop
+  - name: bad.name
+    depends_on: [nosuch]
+    function: nope_fn
+  - name: c
+    cron: "bad cron"
+    depends_on: [b]
+    function: lod_warehouse
+    command: ["{{ .Tsk }}"]
+  - name: d
+    command: ["sh", "-c", "{{ .Parms.x }} {{ .Params.regoin }} {{ .LogicalTime.AddDay 1 }}"]
+    params: {region: cn}
+`
+	if err := os.WriteFile(one, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(two, []byte("pipeline: two\nschedule: \"@daily\"\ntasks:\n  - {name: x, cron: \"@hourly\", function: noop}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runAx(t, "validate", one, two)
+	if code != cli.ExitFailed {
+		t.Errorf("exit %d, want %d", code, cli.ExitFailed)
+	}
+	for _, want := range [][]string{
+		{one + ":1:11:", `pipeline "one.pass" is not a valid name`},
+		{one + ":4:5:", `task "a": dependency cycle`},
+		{one + ":6:23:", `task "a": command argument 1 is not a valid template`},
+		{one + ":6:34:", `task "a": command argument 2 cannot be expanded`, `"Fromat"`, `did you mean "Format"?`},
+		{one + ":10:11:", `task name "bad.name" is not a valid name`},
+		{one + ":11:18:", `depends_on "nosuch": no such task`},
+		{one + ":12:15:", `function "nope_fn" is not registered`},
+		{one + ":14:11:", `task "c": cron cannot parse "bad cron"`},
+		{one + ":14:11:", `task "c": has both cron and depends_on`},
+		{one + ":16:15:", `task "c": function "lod_warehouse" is not registered`, `did you mean "load_warehouse"?`},
+		{one + ":17:5:", `task "c": has 2 executors`},
+		{one + ":17:15:", `task "c": command argument 0 cannot be expanded`, `"Tsk"`, `did you mean "Task"?`},
+		{one + ":19:27:", `task "d": command argument 2 cannot be expanded`, `"Parms"`, `did you mean "Params"?`},
+		{one + ":19:27:", `task "d": command argument 2 cannot be expanded`, `param "regoin"`, `did you mean "region"?`},
+		{one + ":19:27:", `task "d": command argument 2 cannot be expanded`, `"AddDay"`, `did you mean "AddDays"?`},
+		{two + ":4:5:", `task "x": is reachable from 2 schedules`},
+	} {
+		found := false
+		for line := range strings.SplitSeq(out, "\n") {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(line, w)
+			}
+			found = found || ok
+		}
+		if !found {
+			t.Errorf("no line with all of %q in:\n%s", want, out)
+		}
+	}
+}
+
+// TestCIRunsValidateDag: the project's CI validates its own pipelines the
+// way it tells users to (make validate-dag, warnings fail too), on
+// examples/, before the tests.
+func TestCIRunsValidateDag(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var validate, test int
+	for i, line := range strings.Split(string(data), "\n") {
+		switch strings.TrimSpace(line) {
+		case "make validate-dag PIPELINES=examples":
+			validate = i + 1
+		case "make test":
+			test = i + 1
+		}
+	}
+	if validate == 0 || test == 0 || validate > test {
+		t.Errorf(".ci/run: `make validate-dag PIPELINES=examples` at line %d, `make test` at line %d: want the first before the second", validate, test)
+	}
+}
+
+// TestValidateNamesTheZones: a valid set of files is summed up with the
+// zone each pipeline schedules in, marking those that name none (and so
+// take the default, Asia/Shanghai).
+func TestValidateNamesTheZones(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := runAx(t, "validate", "../../examples")
+	want := "zones: Asia/Shanghai (billing_daily*, orders_daily), Europe/Berlin (maintenance), UTC (events_hourly); " +
+		"* names no timezone: Asia/Shanghai is the default (write timezone: in the file to change it)\n"
+	if code != cli.ExitOK || !strings.HasSuffix(errOut, want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant it to end with:\n%s", code, errOut, want)
 	}
 }

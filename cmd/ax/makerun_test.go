@@ -131,3 +131,40 @@ func TestMakeRunRefusesBusyPorts(t *testing.T) {
 		nothingStarted(t, dir2)
 	})
 }
+
+// TestMakeRunNamesItsZones: make run says, beside the console's address,
+// the zone each pipeline schedules in, and that a file naming none takes
+// the default, Asia/Shanghai.
+func TestMakeRunNamesItsZones(t *testing.T) {
+	t.Parallel()
+	script, err := filepath.Abs("../../scripts/run.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	if port > 64525 {
+		t.Skipf("port %d leaves no room for the executor's", port)
+	}
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "p.yaml"), "pipeline: p\ntimezone: UTC\ntasks:\n  - {name: x, function: noop}\n")
+	write(t, filepath.Join(dir, "q.yaml"), "pipeline: q\ntasks:\n  - {name: x, function: noop}\n")
+	// The executor ends at once: make run stops the server and ends too.
+	write(t, filepath.Join(dir, "executor"), "#!/bin/sh\nexit 0\n")
+	if err := os.Chmod(filepath.Join(dir, "executor"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Env = append(os.Environ(), "BIN="+axBinary, "EXECUTOR="+filepath.Join(dir, "executor"), "STORE="+filepath.Join(dir, "ax.db"),
+		"PIPELINES="+dir, "EXECUTOR_PORT=", fmt.Sprintf("PORT=%d", port))
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	want := "make run: schedules fire in each pipeline's zone: Asia/Shanghai (q*), UTC (p); * names no timezone: Asia/Shanghai is the default (write timezone: in the file to change it)"
+	if err != nil || !strings.Contains(out, "make run: console http://127.0.0.1:") || !strings.Contains(out, want) {
+		t.Errorf("make run: %v, output:\n%s\nwant a line %q", err, out, want)
+	}
+}

@@ -138,7 +138,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(fmt.Errorf("not starting: %d error(s) in the pipeline files (see ax validate)", len(errs.Fatal())))
 	}
 	for _, w := range errs.Warnings() {
-		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "msg", w.Msg)
+		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
 	}
 	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), ""
 	var ln net.Listener
@@ -193,7 +193,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil || logMax < 4<<10 {
 		return cli.Usage("--log-max %q: give a size of at least 4KiB, such as 1MiB or 256KiB", f.logMax)
 	}
-	st, err := store.Open(ctx, f.store, store.Options{})
+	st, err := store.Open(ctx, f.store, store.Options{Logger: log})
 	if err != nil {
 		return cli.Fail(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/stock"
 	"github.com/spf13/cobra"
 )
 
@@ -18,8 +19,9 @@ func newValidateCmd() *cobra.Command {
 		Short: "Check pipeline files (files, or directories searched for *.yaml and *.yml)",
 		Long: `Check pipeline files: YAML syntax, unknown keys, required fields, cron
 expressions, durations, priorities, task names, dependencies and cycles,
-cross-pipeline references (against the other files given), executors and
-schedules. Every problem of every file is reported, as file:line:col.
+cross-pipeline references (against the other files given), executors
+(a function must be one this binary registers), schedules, templates, and
+the lengths the store keeps (names up to 128 characters). Every problem of every file is reported, as file:line:col.
 
 Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 --strict, has a warning), 2 on a usage error.`,
@@ -32,7 +34,11 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 			if err != nil {
 				return cli.Usage("%v", err)
 			}
-			_, errs, err := dag.Load(files, defs.Options{}, dag.Options{DispatchRate: rate})
+			popts, err := parseOptions()
+			if err != nil {
+				return err
+			}
+			g, errs, err := dag.Load(files, popts, dag.Options{DispatchRate: rate})
 			if err != nil {
 				return cli.Usage("%v", err)
 			}
@@ -40,7 +46,11 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 			if format == "json" {
 				err = cli.WriteValidateJSON(out, files, errs)
 			} else {
-				err = cli.WriteValidateText(out, cmd.ErrOrStderr(), files, errs)
+				var pls []*defs.Pipeline
+				if g != nil {
+					pls = g.Pipelines()
+				}
+				err = cli.WriteValidateText(out, cmd.ErrOrStderr(), files, errs, pls)
 			}
 			if err != nil {
 				return err
@@ -55,4 +65,14 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
 	cmd.Flags().IntVar(&rate, "dispatch-rate", dag.DefaultDispatchRate, "dispatch rate (tasks/s) against which fire-time collisions are judged")
 	return cmd
+}
+
+// parseOptions are the options pipeline files are read with by the commands
+// that judge them as ax server would: the functions this binary registers.
+func parseOptions() (defs.Options, error) {
+	names, err := stock.FunctionNames()
+	if err != nil {
+		return defs.Options{}, err
+	}
+	return defs.Options{Functions: names}, nil
 }
