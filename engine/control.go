@@ -894,11 +894,7 @@ func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now
 	reason := "rerun"
 	at := now
 	if t := op.tasks[in.TaskID]; t != nil {
-		rs, err := op.res.runs.get(ctx, in.RunID)
-		if err != nil {
-			return err
-		}
-		at = releaseAt(op.res.runs.fireOf(ctx, rs), now, t.def.Delay)
+		at = releaseAt(runFire(op.res.runs.kindOf(ctx, in.RunID), in.LogicalTime, in.CreatedAt), now, t.def.Delay)
 	}
 	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
 		why := op.disp.pool.full(t)
