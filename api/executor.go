@@ -289,29 +289,31 @@ func badBody(err error) int {
 	return http.StatusBadRequest
 }
 
-// Kinds of client, each with its share of the server (KindCaps).
+// Kinds of client, each with its share of the server (kindCaps).
 const (
-	KindExecutor = "executor" // registrations, heartbeats and results
-	KindOperator = "operator" // the admin API and the console
-	KindMetrics  = "metrics"  // /metrics, /healthz, /readyz
+	kindExecutor = "executor" // registrations, heartbeats and results
+	kindOperator = "operator" // the admin API and the console
+	kindMetrics  = "metrics"  // /metrics, /healthz, /readyz
 )
 
-// KindCaps are the requests each kind of client may have in progress at
+// kindCaps are the requests each kind of client may have in progress at
 // once on ax server; past its cap a request is refused 503 before its body
 // is read. They add up to less than the door's 256 connections per client
 // address, so that a flood of one kind from an address (all of loopback
 // is one) never closes another kind's connections.
-var KindCaps = map[string]int{KindExecutor: 96, KindOperator: 64, KindMetrics: 16}
+func kindCaps() map[string]int {
+	return map[string]int{kindExecutor: 96, kindOperator: 64, kindMetrics: 16}
+}
 
-// ClientKind says which kind of client sends r, from its method and path.
-func ClientKind(r *http.Request) string {
+// clientKind says which kind of client sends r, from its method and path.
+func clientKind(r *http.Request) string {
 	switch p := r.URL.Path; {
 	case r.Method == http.MethodPost && (p == "/api/v1/results" || strings.HasPrefix(p, "/api/v1/executors/")):
-		return KindExecutor
+		return kindExecutor
 	case p == "/metrics" || p == "/healthz" || p == "/readyz":
-		return KindMetrics
+		return kindMetrics
 	}
-	return KindOperator
+	return kindOperator
 }
 
 // Serve serves h on ln until ctx ends, behind the door: JSON mutations,
@@ -319,7 +321,7 @@ func ClientKind(r *http.Request) string {
 // connection caps (see package door). hosts are the further names the
 // server is reached by (the host of its advertised URL).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, hosts ...string) error {
-	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts, KindOf: ClientKind, KindCaps: KindCaps}, h)
+	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts, KindOf: clientKind, KindCaps: kindCaps()}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
