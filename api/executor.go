@@ -31,7 +31,7 @@ type executorAPI struct {
 	graphOf  func() *dag.Graph        // the pipelines in force, when they can be reloaded (else g)
 	deliver  func(runner.Report) bool // to the attempt waiting for it in this process
 	self     string                   // this server's URL, recorded with the results it receives
-	token    string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
+	token    string                   // the executor credential: required on every endpoint here (empty: none, in tests)
 	refusals refusalLog               // how many refusals each client address had recorded lately
 	repeats  prometheus.Counter       // results delivered again for a ticket the inbox holds (nil: not counted)
 	// whoIs asks the executor at an address for its boot id (its /status).
@@ -103,9 +103,10 @@ func (a *executorAPI) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 }
 
-// guard requires the executor token, when one is configured: without it,
-// anyone who reaches the API could register an executor for a task and
-// receive its dispatches.
+// guard requires the executor credential, from the headers, before the
+// handler reads the body: without it, anyone who reaches the API could
+// register an executor for a task and receive its dispatches, or hold
+// connections with bodies that never end.
 func (a *executorAPI) guard(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !runner.BearerOK(r, a.token) {
