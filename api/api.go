@@ -31,8 +31,9 @@ type Config struct {
 	// nil: they are not registered.
 	Registerer prometheus.Registerer
 	// Token is AX_ADMIN_TOKEN: required on writes (and on reads unless
-	// OpenReads) when set. ExecToken is AX_EXECUTOR_TOKEN, required on the
-	// executor endpoints when set.
+	// OpenReads) when set. ExecToken is the executor credential
+	// (AX_EXECUTOR_TOKEN, or the server's token file), required on the
+	// executor endpoints: ax server always sets it; empty asks none (tests).
 	Token, ExecToken string
 	OpenReads        bool
 	// Self is this server's base URL, recorded with the results it receives.

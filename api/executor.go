@@ -31,7 +31,7 @@ type executorAPI struct {
 	graphOf  func() *dag.Graph        // the pipelines in force, when they can be reloaded (else g)
 	deliver  func(runner.Report) bool // to the attempt waiting for it in this process
 	self     string                   // this server's URL, recorded with the results it receives
-	token    string                   // AX_EXECUTOR_TOKEN: required on every endpoint here when set
+	token    string                   // the executor credential: required on every endpoint here (empty: none, in tests)
 	refusals refusalLog               // how many refusals each client address had recorded lately
 	repeats  prometheus.Counter       // results delivered again for a ticket the inbox holds (nil: not counted)
 	// whoIs asks the executor at an address for its boot id (its /status).
@@ -103,9 +103,10 @@ func (a *executorAPI) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 }
 
-// guard requires the executor token, when one is configured: without it,
-// anyone who reaches the API could register an executor for a task and
-// receive its dispatches.
+// guard requires the executor credential, from the headers, before the
+// handler reads the body: without it, anyone who reaches the API could
+// register an executor for a task and receive its dispatches, or hold
+// connections with bodies that never end.
 func (a *executorAPI) guard(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !runner.BearerOK(r, a.token) {
@@ -289,29 +290,31 @@ func badBody(err error) int {
 	return http.StatusBadRequest
 }
 
-// Kinds of client, each with its share of the server (KindCaps).
+// Kinds of client, each with its share of the server (kindCaps).
 const (
-	KindExecutor = "executor" // registrations, heartbeats and results
-	KindOperator = "operator" // the admin API and the console
-	KindMetrics  = "metrics"  // /metrics, /healthz, /readyz
+	kindExecutor = "executor" // registrations, heartbeats and results
+	kindOperator = "operator" // the admin API and the console
+	kindMetrics  = "metrics"  // /metrics, /healthz, /readyz
 )
 
-// KindCaps are the requests each kind of client may have in progress at
+// kindCaps are the requests each kind of client may have in progress at
 // once on ax server; past its cap a request is refused 503 before its body
 // is read. They add up to less than the door's 256 connections per client
 // address, so that a flood of one kind from an address (all of loopback
 // is one) never closes another kind's connections.
-var KindCaps = map[string]int{KindExecutor: 96, KindOperator: 64, KindMetrics: 16}
+func kindCaps() map[string]int {
+	return map[string]int{kindExecutor: 96, kindOperator: 64, kindMetrics: 16}
+}
 
-// ClientKind says which kind of client sends r, from its method and path.
-func ClientKind(r *http.Request) string {
+// clientKind says which kind of client sends r, from its method and path.
+func clientKind(r *http.Request) string {
 	switch p := r.URL.Path; {
 	case r.Method == http.MethodPost && (p == "/api/v1/results" || strings.HasPrefix(p, "/api/v1/executors/")):
-		return KindExecutor
+		return kindExecutor
 	case p == "/metrics" || p == "/healthz" || p == "/readyz":
-		return KindMetrics
+		return kindMetrics
 	}
-	return KindOperator
+	return kindOperator
 }
 
 // Serve serves h on ln until ctx ends, behind the door: JSON mutations,
@@ -319,7 +322,7 @@ func ClientKind(r *http.Request) string {
 // connection caps (see package door). hosts are the further names the
 // server is reached by (the host of its advertised URL).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, hosts ...string) error {
-	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts, KindOf: ClientKind, KindCaps: KindCaps}, h)
+	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts, KindOf: clientKind, KindCaps: kindCaps()}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,4 +112,53 @@ func floodKindOthersServed(t *testing.T, flood string, others map[string]func(st
 		}
 	}
 	t.Logf("flood of %d slow bodies: %d in handlers reading their bodies, %d answered (%d refused 503)", n, inHandler.Load(), answered.Load(), refused.Load())
+}
+
+// readFlag is a request body that records whether anything read it.
+type readFlag struct{ read atomic.Bool }
+
+func (b *readFlag) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return copy(p, "{}"), io.EOF
+}
+
+// Every route that takes a body checks its credential from the headers
+// first: without it (or with the other kind's), the answer is 401 and
+// nothing read the body.
+func TestCredentialsCheckedBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	st := storetest.SQLite(t)
+	h := Handler(Config{Store: st, Graph: apitest.Compile(t, shopPipeline), Gather: prometheus.NewRegistry(), Token: "admin-tok", ExecToken: "x-tok"})
+	fill := strings.NewReplacer("{pipeline}", "shop", "{task}", "sync", "{id}", "1", "{run}", "1", "{group}", "etl")
+	type call struct{ method, wrong string }
+	paths := map[string]call{"/api/v1/executors/register": {"POST", "admin-tok"}, "/api/v1/executors/heartbeat": {"POST", "admin-tok"}, "/api/v1/results": {"POST", "admin-tok"}}
+	for _, rt := range adminRoutes() {
+		if rt.method != "GET" {
+			paths[fill.Replace(rt.path)] = call{rt.method, "x-tok"} // the executor credential is not an operator's
+		}
+	}
+	if len(paths) < 10 {
+		t.Fatalf("%d routes with a body: the route table was not read", len(paths))
+	}
+	for path, c := range paths {
+		for _, tok := range []string{"", c.wrong} {
+			body := &readFlag{}
+			req := httptest.NewRequest(c.method, path, body)
+			if strings.Contains(path, "{") {
+				t.Fatalf("route %s has a parameter the test does not fill", path)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized {
+				t.Errorf("%s %s with token %q: %d %s, want 401", c.method, path, tok, rec.Code, rec.Body)
+			}
+			if body.read.Load() {
+				t.Errorf("%s %s with token %q: the body was read before the credential was checked", c.method, path, tok)
+			}
+		}
+	}
 }

@@ -45,7 +45,7 @@ func executorToken(env, file, admin, target string) (string, error) {
 	tok := env
 	if tok == "" {
 		if file == "" {
-			return "", cli.Usage("store %s: executors need a credential shared by every server of the store: set AX_EXECUTOR_TOKEN, or give --executor-token-file PATH (created with a random token when missing)", target)
+			return "", cli.Usage("a MySQL store has no directory to keep the executor credential in: set AX_EXECUTOR_TOKEN, or give --executor-token-file PATH (created with a random token when missing), the same on every server of the store")
 		}
 		var err error
 		if tok, err = readOrCreateToken(file); err != nil {

@@ -24,10 +24,10 @@ func listenAPI(addr string) (net.Listener, error) {
 	return nil, fmt.Errorf("--listen %s: cannot listen there (use host:port, such as 127.0.0.1:8080): %w", addr, err)
 }
 
-// checkListen refuses a non-loopback listen address without both tokens
-// (the admin token for writes, the executor token for registrations and
-// results), unless insecure says the operator means it.
-func checkListen(addr, token, execToken string, insecure bool) error {
+// checkListen refuses a non-loopback listen address without the admin
+// token (writes would need none), unless insecure says the operator means
+// it. Executors always authenticate (executorToken).
+func checkListen(addr, token string, insecure bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return cli.Usage("--listen %q: give host:port, such as 127.0.0.1:8080", addr)
@@ -42,8 +42,6 @@ func checkListen(addr, token, execToken string, insecure bool) error {
 	case insecure:
 	case token == "":
 		return cli.Usage("--listen %s is not a loopback address: set AX_ADMIN_TOKEN so that writes need a bearer token, or pass --insecure to serve the API to the network without one", addr)
-	case execToken == "":
-		return cli.Usage("--listen %s is not a loopback address: set AX_EXECUTOR_TOKEN too (executors send it to register and report), or pass --insecure", addr)
 	}
 	return nil
 }

@@ -37,23 +37,22 @@ func TestServerBusyPort(t *testing.T) {
 func TestCheckListen(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		addr, token, exec string
-		insecure          bool
-		want              string // "" for allowed
+		addr, token string
+		insecure    bool
+		want        string // "" for allowed
 	}{
-		{"127.0.0.1:8080", "", "", false, ""},
-		{"localhost:8080", "", "", false, ""},
-		{"[::1]:8080", "", "", false, ""},
-		{"0.0.0.0:8080", "", "", false, "not a loopback address: set AX_ADMIN_TOKEN"},
-		{":8080", "", "e", false, "not a loopback address"},
-		{"0.0.0.0:8080", "t", "", false, "set AX_EXECUTOR_TOKEN too"},
-		{"0.0.0.0:8080", "t", "e", false, ""},
-		{"0.0.0.0:8080", "", "", true, ""},
-		{"8080", "", "", false, "give host:port"},
+		{"127.0.0.1:8080", "", false, ""},
+		{"localhost:8080", "", false, ""},
+		{"[::1]:8080", "", false, ""},
+		{"0.0.0.0:8080", "", false, "not a loopback address: set AX_ADMIN_TOKEN"},
+		{":8080", "", false, "not a loopback address"},
+		{"0.0.0.0:8080", "t", false, ""},
+		{"0.0.0.0:8080", "", true, ""},
+		{"8080", "", false, "give host:port"},
 	} {
-		err := checkListen(tc.addr, tc.token, tc.exec, tc.insecure)
+		err := checkListen(tc.addr, tc.token, tc.insecure)
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("checkListen(%q, token %q, executor token %q, insecure %v) = %v, want %q", tc.addr, tc.token, tc.exec, tc.insecure, err, tc.want)
+			t.Errorf("checkListen(%q, token %q, insecure %v) = %v, want %q", tc.addr, tc.token, tc.insecure, err, tc.want)
 		}
 	}
 }

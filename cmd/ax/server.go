@@ -140,23 +140,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	for _, w := range errs.Warnings() {
 		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
 	}
-	token, execToken := os.Getenv("AX_ADMIN_TOKEN"), ""
+	token := os.Getenv("AX_ADMIN_TOKEN")
 	var ln net.Listener
 	self, err := advertiseURL(f.listen, f.advertise)
 	if err != nil {
 		return err
 	}
 	if f.listen != "" {
-		// Executors authenticate whatever the listen address: anyone on
-		// the host could otherwise register, heartbeat and post results.
-		tokenFile := f.execTokenFile
-		if tokenFile == "" {
-			tokenFile = defaultExecutorTokenFile(f.store)
-		}
-		if execToken, err = executorToken(os.Getenv("AX_EXECUTOR_TOKEN"), tokenFile, token, f.store); err != nil {
-			return err
-		}
-		if err := checkListen(f.listen, token, execToken, f.insecure); err != nil {
+		if err := checkListen(f.listen, token, f.insecure); err != nil {
 			return err
 		}
 		// Bound first: a busy port stops the server before it has touched the store.
@@ -199,6 +190,18 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	defer st.Close()
 	storeOpened(st)
+	execToken := ""
+	if f.listen != "" {
+		// Executors authenticate whatever the listen address: anyone on
+		// the host could otherwise register, heartbeat and post results.
+		tokenFile := f.execTokenFile
+		if tokenFile == "" {
+			tokenFile = defaultExecutorTokenFile(f.store)
+		}
+		if execToken, err = executorToken(os.Getenv("AX_EXECUTOR_TOKEN"), tokenFile, token, f.store); err != nil {
+			return err
+		}
+	}
 	var eng *engine.Engine // set below; executors raise alerts through it
 	// The pipelines in force: the engine's, which a reload replaces.
 	graph := func() *dag.Graph {
