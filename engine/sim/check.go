@@ -480,8 +480,8 @@ func (c *checker) seenEnd(e *execution) span {
 }
 
 // upstreamsBefore checks I3 for one execution: every upstream in the same
-// run, and the other pipelines' instance of each cross upstream for the
-// same logical time (or the latest before it), had succeeded by its start.
+// run had succeeded by its start; and I3c (crossMatched) for each upstream
+// in another pipeline.
 func (c *checker) upstreamsBefore(e *execution) {
 	w := c.w
 	in := c.insts[e.instance]
@@ -509,32 +509,7 @@ func (c *checker) upstreamsBefore(e *execution) {
 		if c.backfills[in.run] {
 			continue // a backfill's selection is its pipeline's: upstreams elsewhere count as done (docs/commands.md)
 		}
-		// cross-pipeline: the latest instance of u at or before this logical
-		// time that existed when the engine released this one (by history
-		// order: one created at the same instant, after the release, did not)
-		released := in.lastInto(axtype.Scheduled, start)
-		var best *inst
-		for _, id := range c.byTask[uid] {
-			ui := c.insts[id]
-			if ui.created.After(start) || len(ui.rows) > 0 && released > 0 && ui.rows[0].id > released {
-				continue
-			}
-			lt := c.logicalOf(ui)
-			if lt.After(e.logical) {
-				continue
-			}
-			if best == nil || !lt.Before(c.logicalOf(best)) {
-				best = ui
-			}
-		}
-		if best == nil || !best.reachedBy(axtype.Success, start) {
-			desc := "none exists"
-			if best != nil {
-				desc = best.describe()
-			}
-			w.violate(invUpstream, "%s started before its cross-pipeline upstream %s succeeded for its logical time: %s; upstream: %s",
-				e, uid, in.describe(), desc)
-		}
+		c.crossMatched(e, in, uid, start)
 	}
 }
 
