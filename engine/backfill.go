@@ -42,6 +42,10 @@ type BackfillSpec struct {
 	// (--approve-manual); without it a run stops at its gates until an
 	// operator approves them (ax trigger), and is not done meanwhile.
 	ApproveManual bool `json:"approve_manual,omitempty"`
+	// WaitCross makes its runs wait for their upstreams in other pipelines
+	// (--wait-cross), matched as a scheduled run's are (defs.CrossWindow);
+	// without it they count as done.
+	WaitCross bool `json:"wait_cross,omitempty"`
 }
 
 // BackfillParams are the options of `ax backfill`.
@@ -54,6 +58,7 @@ type BackfillParams struct {
 	Rerun         string // zero means none
 	StopOnFailure bool
 	ApproveManual bool
+	WaitCross     bool
 }
 
 // PlanBackfill returns what a backfill would run: one logical time per fire
@@ -111,7 +116,7 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 		return BackfillSpec{}, fmt.Errorf("the selected tasks of %s are started by no schedule: use ax trigger", p.Pipeline)
 	}
 	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure,
-		ApproveManual: p.ApproveManual}
+		ApproveManual: p.ApproveManual, WaitCross: p.WaitCross}
 	for _, t := range sel {
 		spec.Tasks = append(spec.Tasks, t.Name)
 	}
@@ -392,7 +397,7 @@ func (b *backfiller) countFinished(ctx context.Context, bf *bfState) (changed bo
 // (approved at their gates with --approve-manual).
 func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
 	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: axtype.RunBackfill, names: names, at: at,
-		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
+		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID, waitCross: b.spec.WaitCross}
 	if b.spec.ApproveManual {
 		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
 		spec.approve = map[string]bool{}

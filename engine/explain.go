@@ -34,7 +34,7 @@ type Explanation struct {
 
 // Finding is one check of an explanation.
 type Finding struct {
-	Check  string `json:"check"`  // paused, state, upstream, window, queue, pool, bucket, breaker, executor, retries
+	Check  string `json:"check"`  // paused, state, upstream, cross, window, queue, pool, bucket, breaker, executor, retries
 	Blocks bool   `json:"blocks"` // it keeps the task from running now
 	Detail string `json:"detail"`
 }
@@ -408,6 +408,9 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Ins
 	if len(x) == 0 {
 		return nil
 	}
+	if err := e.explainCross(ctx, t, rs, add); err != nil {
+		return err
+	}
 	d := x[0]
 	switch {
 	case d.verdict == verdictFail:
@@ -430,6 +433,20 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Ins
 		}
 	}
 	return nil
+}
+
+// explainCross names, for each upstream of t in another pipeline, the run
+// it matched for run rs or the window it waits for (crossMatch).
+func (e *Engine) explainCross(ctx context.Context, t *taskInfo, rs *runState, add func(string, bool, string, ...any)) error {
+	xs, err := e.crossViews(ctx, t, rs)
+	for _, v := range xs {
+		detail := v.id + ": " + v.note
+		if v.state != "" {
+			detail += " (" + string(v.state) + ")"
+		}
+		add("cross", v.state != axtype.Success, "%s", detail)
+	}
+	return err
 }
 
 // explainDue explains a SCHEDULED or RETRYING instance: in the window or

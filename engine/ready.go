@@ -24,9 +24,10 @@ import (
 // upstreamView is one upstream of a WAITING instance as the rule sees it.
 type upstreamView struct {
 	id    string       // pipeline.task
-	state axtype.State // "" for a cross-pipeline upstream with no instance at or before the logical time
+	state axtype.State // "" for a cross-pipeline upstream with no instance in its window
 	err   string       // its error, to tell a skip from a failure
 	cross bool         // in another pipeline
+	note  string       // of a cross one: the run it matched, or the window it waits for (crossMatch)
 }
 
 // gateView is what decide needs to know of a WAITING instance.
@@ -89,11 +90,12 @@ func decide(g gateView, now time.Time) decision {
 		names := make([]string, len(pending))
 		for i, u := range pending {
 			names[i] = u.id
-			switch u.state {
-			case "":
-				names[i] += " (no run yet)"
-			case axtype.Waiting:
-			default:
+			switch {
+			case u.state == "":
+				names[i] += " (" + cmpOr(u.note, "no run yet") + ")"
+			case u.note != "":
+				names[i] += " (" + string(u.state) + ", " + u.note + ")"
+			case u.state != axtype.Waiting:
 				names[i] += " (" + string(u.state) + ")"
 			}
 		}

@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/store"
+)
+
+// crossPipelines: billing runs only when triggered; orders.report waits on
+// it by the default rule (its own schedule interval), ledger's tasks by
+// exact, latest and exact a day back.
+var crossPipelines = []string{
+	"pipeline: billing\ntimezone: UTC\ntasks:\n  - {name: load, function: record}\n",
+	"pipeline: orders\ntimezone: UTC\nschedule: \"0 2 * * *\"\ndefaults: {function: record}\ntasks:\n  - {name: report, depends_on: [billing.load]}\n",
+	"pipeline: ledger\ntimezone: UTC\nschedule: \"0 2 * * *\"\ndefaults: {function: record}\ntasks:\n" +
+		"  - {name: ex, depends_on: [{task: billing.load, match: exact}]}\n" +
+		"  - {name: la, depends_on: [{task: billing.load, match: latest}]}\n" +
+		"  - {name: back, depends_on: [{task: billing.load, match: exact, offset: -1d}]}\n",
+}
+
+func utcAt(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// ran lists "task@logical" of the executions recorded, sorted.
+func (e *env) ran() []string {
+	var got []string
+	for _, c := range e.rec.snapshot() {
+		got = append(got, c.task+"@"+c.logical.Format(time.RFC3339))
+	}
+	slices.Sort(got)
+	return got
+}
+
+// TestCrossMatchNeverAnOlderInterval: with billing's only run on 12-05, a
+// run of orders for 12-06 waits (it ran at once on the 12-05 run: "the
+// latest at or before"), its reason and ax explain name the interval it
+// waits for, and a billing run inside it releases it, named as matched.
+// exact waits for the same time, latest takes the older run, and an offset
+// of -1d matches the day before exactly.
+func TestCrossMatchNeverAnOlderInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, crossPipelines...)
+		trigger := func(target, at string) {
+			t.Helper()
+			if _, err := e.do(Trigger{Target: target, At: utcAt(t, at)}); err != nil {
+				t.Fatalf("trigger %s --at %s: %v", target, at, err)
+			}
+			sleep(2 * time.Second)
+		}
+		instance := func(task string) axtype.Instance {
+			t.Helper()
+			ins := e.instances(store.InstanceFilter{TaskID: task})
+			if len(ins) != 1 {
+				t.Fatalf("%s: %d instances, want 1", task, len(ins))
+			}
+			return ins[0]
+		}
+		trigger("billing", "1999-12-05T02:00:00Z")
+		trigger("orders", "1999-12-06T02:00:00Z")
+		trigger("ledger", "1999-12-06T02:00:00Z")
+		sleep(30 * time.Second) // a top-up re-reads the waits on other pipelines
+		want := []string{"billing.load@1999-12-05T02:00:00Z", "ledger.back@1999-12-06T02:00:00Z", "ledger.la@1999-12-06T02:00:00Z"}
+		if got := e.ran(); !slices.Equal(got, want) {
+			t.Errorf("with billing's 12-05 run only, ran\n %v\nwant %v", got, want)
+		}
+		report := instance("orders.report")
+		wantWhy := "waiting for upstream billing.load (waits for a run in (1999-12-05T02:00:00Z, 1999-12-06T02:00:00Z])"
+		if report.State != axtype.Waiting || !strings.HasPrefix(report.Reason, wantWhy) {
+			t.Errorf("orders.report: %s %q, want WAITING %q", report.State, report.Reason, wantWhy)
+		}
+		if ex := instance("ledger.ex"); ex.State != axtype.Waiting || !strings.Contains(ex.Reason, "billing.load (waits for the run of 1999-12-06T02:00:00Z)") {
+			t.Errorf("ledger.ex: %s %q, want it waiting for the run of 12-06 02:00", ex.State, ex.Reason)
+		}
+		x, err := e.eng.ExplainUTC(context.Background(), "orders.report")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := fmt.Sprintf("%+v", x.Findings); !strings.Contains(f, "Check:cross Blocks:true Detail:billing.load: no run yet: waits for a run in (1999-12-05T02:00:00Z, 1999-12-06T02:00:00Z]") {
+			t.Errorf("explain orders.report: %s", f)
+		}
+
+		trigger("billing", "1999-12-06T01:00:00Z") // inside the interval: report runs; exact still waits
+		if got := e.ran(); !slices.Contains(got, "orders.report@1999-12-06T02:00:00Z") || slices.Contains(got, "ledger.ex@1999-12-06T02:00:00Z") {
+			t.Errorf("after billing's 12-06 01:00 run, ran %v; want orders.report and not ledger.ex", got)
+		}
+		trigger("billing", "1999-12-06T02:00:00Z")
+		if got := e.ran(); !slices.Contains(got, "ledger.ex@1999-12-06T02:00:00Z") {
+			t.Errorf("after billing's 12-06 02:00 run, ran %v; want ledger.ex", got)
+		}
+		e.stop()
+		hist := e.history("orders.report")
+		if i := slices.IndexFunc(hist, func(h store.HistoryRow) bool { return h.To == axtype.Scheduled }); i < 0 {
+			t.Errorf("orders.report never released: %+v", hist)
+		}
+	})
+}
