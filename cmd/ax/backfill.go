@@ -151,7 +151,7 @@ one failed, and 3 when the run stopped at manual gates nobody approved
 			return cli.RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve)
 		},
 	}
-	cmd.Flags().StringVar(&at, "at", "", "logical time: a date or date-time in the pipeline's zone (default now)")
+	cmd.Flags().StringVar(&at, "at", "", "logical time: a date-time in the pipeline's zone, or a date: its schedule's fire that day (default now)")
 	cmd.Flags().StringVar(&sel, "select", "", "tasks: task, task+, +task, +task+, group:NAME, comma-separated")
 	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
 	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")
