@@ -46,6 +46,35 @@ type BackfillSpec struct {
 	// (--wait-cross), matched as a scheduled run's are (defs.CrossWindow);
 	// without it they count as done.
 	WaitCross bool `json:"wait_cross,omitempty"`
+	// Waits are, with WaitCross, the runs of other pipelines its runs wait
+	// for, per logical time: what a dry run shows.
+	Waits []CrossWait `json:"waits,omitempty"`
+}
+
+// CrossWait is one upstream in another pipeline that a backfill run waits
+// for: Task's instance at logical time At waits for Upstream's run in Window.
+type CrossWait struct {
+	At       time.Time `json:"at"`
+	Task     string    `json:"task"`
+	Upstream string    `json:"upstream"`
+	Window   string    `json:"window"`
+}
+
+// crossWaits lists what the runs of a backfill of tasks sel at times wait
+// for in other pipelines: each dependency's window (defs.CrossWindow) for
+// the schedule sched whose runs hold them, in loc.
+func crossWaits(sel []*defs.Task, sched *defs.Schedule, loc *time.Location, times []time.Time) []CrossWait {
+	var out []CrossWait
+	for _, at := range times {
+		for _, t := range sel {
+			for _, d := range t.DependsOn {
+				if d.Pipeline != "" {
+					out = append(out, CrossWait{At: at, Task: t.Name, Upstream: d.String(), Window: defs.CrossWindow(d, sched, loc, at).String()})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // BackfillParams are the options of `ax backfill`.
@@ -132,6 +161,9 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 	}
 	if p.Reverse {
 		slices.Reverse(spec.Times)
+	}
+	if p.WaitCross {
+		spec.Waits = crossWaits(sel, sched, pl.Location, spec.Times)
 	}
 	return spec, nil
 }

@@ -107,3 +107,47 @@ func TestCrossMatchNeverAnOlderInterval(t *testing.T) {
 		}
 	})
 }
+
+// TestBackfillWaitCross: a backfill counted other pipelines' tasks as done,
+// with no way to say otherwise. With WaitCross its runs wait for them by
+// the same rule as scheduled runs, and its plan lists what they wait for;
+// without it they still count as done.
+func TestBackfillWaitCross(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, crossPipelines[0], crossPipelines[1])
+		if _, err := e.do(Trigger{Target: "billing", At: utcAt(t, "1999-12-04T02:00:00Z")}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(2 * time.Second)
+		p := BackfillParams{Pipeline: "orders", From: utcAt(t, "1999-12-04T00:00:00Z"), To: utcAt(t, "1999-12-05T23:59:59Z"), MaxActiveRuns: 2, WaitCross: true}
+		spec, err := PlanBackfill(e.eng.g, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWaits := "[{1999-12-04 02:00:00 +0000 UTC report billing.load a run in (1999-12-03T02:00:00Z, 1999-12-04T02:00:00Z]} " +
+			"{1999-12-05 02:00:00 +0000 UTC report billing.load a run in (1999-12-04T02:00:00Z, 1999-12-05T02:00:00Z]}]"
+		if got := fmt.Sprint(spec.Waits); got != wantWaits {
+			t.Errorf("plan waits\n got %s\nwant %s", got, wantWaits)
+		}
+		e.startBackfill(p)
+		sleep(40 * time.Second)
+		want := []string{"billing.load@1999-12-04T02:00:00Z", "orders.report@1999-12-04T02:00:00Z"}
+		if got := e.ran(); !slices.Equal(got, want) {
+			t.Errorf("backfill --wait-cross ran\n %v\nwant %v (12-05 waits: billing has no run in its interval)", got, want)
+		}
+		ins := e.instances(store.InstanceFilter{TaskID: "orders.report", LogicalFrom: utcAt(t, "1999-12-05T02:00:00Z")})
+		if len(ins) != 1 || ins[0].State != axtype.Waiting || !strings.Contains(ins[0].Reason, "billing.load (waits for a run in (1999-12-04T02:00:00Z, 1999-12-05T02:00:00Z])") {
+			t.Errorf("report of 12-05: %+v", ins)
+		}
+		p.WaitCross, p.From, p.To = false, utcAt(t, "1999-12-06T00:00:00Z"), utcAt(t, "1999-12-06T23:59:59Z")
+		if spec, err := PlanBackfill(e.eng.g, p); err != nil || spec.Waits != nil {
+			t.Fatalf("plan without WaitCross: %v, waits %v", err, spec.Waits)
+		}
+		e.startBackfill(p)
+		sleep(40 * time.Second)
+		e.stop()
+		if got := e.ran(); !slices.Contains(got, "orders.report@1999-12-06T02:00:00Z") {
+			t.Errorf("a backfill without WaitCross waited for billing: ran %v", got)
+		}
+	})
+}
