@@ -121,7 +121,7 @@ type checker struct {
 	insts     map[int64]*inst
 	runs      map[int64]map[string]int64 // run → task → instance
 	runKey    map[string]int64           // trigger|kind|logical ms → run
-	backfills map[int64]bool             // the runs of backfills
+	backfills map[int64]bool             // the runs of backfills that count other pipelines' upstreams as done (no --wait-cross)
 	byTask    map[string][]int64         // task → instances, in id order
 	execSeen  int                        // executions checked for I3 so far
 	byTicket  map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
@@ -325,7 +325,7 @@ func (c *checker) apply(h store.HistoryRow) {
 			w.stats.Runs++
 			if run, err := w.st.Run(context.Background(), h.RunID); err == nil {
 				c.runKey[runKey(run.Trigger, run.Kind, run.LogicalTime)] = run.ID
-				c.backfills[run.ID] = run.Kind == axtype.RunBackfill
+				c.backfills[run.ID] = run.Kind == axtype.RunBackfill && !c.waitsCross(run.BackfillID)
 			} else {
 				w.violate(invReplay, "run %d has history but cannot be read: %v", h.RunID, err)
 			}
@@ -507,7 +507,7 @@ func (c *checker) upstreamsBefore(e *execution) {
 			continue
 		}
 		if c.backfills[in.run] {
-			continue // a backfill's selection is its pipeline's: upstreams elsewhere count as done (docs/commands.md)
+			continue // a backfill's selection is its pipeline's: upstreams elsewhere count as done, unless --wait-cross (docs/commands.md)
 		}
 		c.crossMatched(e, in, uid, start)
 	}

@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
 )
 
 // invCrossMatch: a cross-pipeline release matches an upstream run inside
@@ -56,4 +59,15 @@ func (c *checker) crossMatched(e *execution, in *inst, uid string, start time.Ti
 	case !best.reachedBy(axtype.Success, start):
 		w.violate(invCrossMatch, "%s started before its upstream %s in %s succeeded: %s; upstream: %s", e, uid, win, in.describe(), best.describe())
 	}
+}
+
+// waitsCross reports whether backfill id was told to wait for other
+// pipelines' runs (--wait-cross): then its runs are checked as any other.
+func (c *checker) waitsCross(id int64) bool {
+	bs, err := c.w.st.Backfills(context.Background(), id)
+	if err != nil || len(bs) != 1 {
+		return false
+	}
+	var spec engine.BackfillSpec
+	return json.Unmarshal([]byte(bs[0].Spec), &spec) == nil && spec.WaitCross
 }
