@@ -349,3 +349,43 @@ func TestBackfillResumeGoesThroughTheEngine(t *testing.T) {
 	}
 	srv.stop(t)
 }
+
+// TestBackfillDryRunWaitCross: with --wait-cross the dry run lists, per
+// logical time, the run of another pipeline each run would wait for;
+// without it, none (they count as done).
+func TestBackfillDryRunWaitCross(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"billing.yaml": "pipeline: billing\ntimezone: UTC\nschedule: \"0 1 * * *\"\ntasks:\n  - {name: load, command: [\"true\"]}\n",
+		"orders.yaml": "pipeline: orders\ntimezone: UTC\nschedule: \"0 2 * * *\"\ntasks:\n" +
+			"  - {name: report, command: [\"true\"], depends_on: [billing.load, {task: billing.load2, match: exact, offset: -1d}]}\n",
+		"billing2.yaml": "pipeline: billing2\ntimezone: UTC\ntasks:\n  - {name: x, command: [\"true\"]}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// load2 is not a task of billing: the file set is refused, naming it.
+	code, _, errOut := runAx(t, "backfill", "orders", "--from", "2026-03-01", "--to", "2026-03-02", "--pipelines", dir, "--dry-run", "--wait-cross")
+	if code == cli.ExitOK || !strings.Contains(errOut, "load2") {
+		t.Errorf("unknown upstream: exit %d %q", code, errOut)
+	}
+	src := "pipeline: orders\ntimezone: UTC\nschedule: \"0 2 * * *\"\ntasks:\n" +
+		"  - {name: report, command: [\"true\"], depends_on: [billing.load, {task: billing2.x, match: exact, offset: -1d}]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAx(t, "backfill", "orders", "--from", "2026-03-01", "--to", "2026-03-02", "--pipelines", dir, "--dry-run", "--wait-cross")
+	want := "waits for other pipelines (--wait-cross):\n" +
+		"2026-03-01T02:00:00Z  report waits for billing.load: a run in (2026-02-28T02:00:00Z, 2026-03-01T02:00:00Z]\n" +
+		"2026-03-01T02:00:00Z  report waits for billing2.x: the run of 2026-02-28T02:00:00Z\n" +
+		"2026-03-02T02:00:00Z  report waits for billing.load: a run in (2026-03-01T02:00:00Z, 2026-03-02T02:00:00Z]\n" +
+		"2026-03-02T02:00:00Z  report waits for billing2.x: the run of 2026-03-01T02:00:00Z\n"
+	if code != cli.ExitOK || !strings.HasSuffix(out, want) {
+		t.Errorf("dry run --wait-cross: exit %d %s%s\nwant it to end with\n%s", code, out, errOut, want)
+	}
+	if code, out, _ := runAx(t, "backfill", "orders", "--from", "2026-03-01", "--to", "2026-03-02", "--pipelines", dir, "--dry-run"); code != cli.ExitOK || strings.Contains(out, "waits for") {
+		t.Errorf("dry run without --wait-cross: exit %d %s", code, out)
+	}
+}
