@@ -389,3 +389,33 @@ func TestBackfillDryRunWaitCross(t *testing.T) {
 		t.Errorf("dry run without --wait-cross: exit %d %s", code, out)
 	}
 }
+
+// TestBadCrossDependencyRefused: a match on a same-pipeline dependency and
+// an offset that is neither days nor a duration are refused with their
+// file:line:col by ax validate, and ax run of the file writes no store.
+func TestBadCrossDependencyRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	src := "pipeline: p\ntimezone: UTC\ntasks:\n  - {name: a, command: [\"true\"]}\n" +
+		"  - name: b\n    command: [\"true\"]\n    depends_on: [{task: a, match: exact}, {task: q.x, offset: yesterday}]\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAx(t, "validate", file)
+	for _, want := range []string{
+		file + `:7:28: task "b": depends_on "a" is in the same pipeline: match and offset apply to a dependency on another pipeline`,
+		file + `:7:63: task "b": depends_on offset "yesterday" is not a calendar step or a duration`,
+	} {
+		if code == cli.ExitOK || !strings.Contains(out+errOut, want) {
+			t.Errorf("validate: exit %d %s%s\nwant %q", code, out, errOut, want)
+		}
+	}
+	db := filepath.Join(dir, "ax.db")
+	if code, _, _ := runAx(t, "run", file, "--store", db); code == cli.ExitOK {
+		t.Errorf("ax run of the bad file: exit 0")
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("ax run of the bad file wrote a store: %v", err)
+	}
+}
