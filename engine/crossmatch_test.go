@@ -100,11 +100,14 @@ func TestCrossMatchNeverAnOlderInterval(t *testing.T) {
 		if got := e.ran(); !slices.Contains(got, "ledger.ex@1999-12-06T02:00:00Z") {
 			t.Errorf("after billing's 12-06 02:00 run, ran %v; want ledger.ex", got)
 		}
-		e.stop()
-		hist := e.history("orders.report")
-		if i := slices.IndexFunc(hist, func(h store.HistoryRow) bool { return h.To == axtype.Scheduled }); i < 0 {
-			t.Errorf("orders.report never released: %+v", hist)
+		x, err = e.eng.ExplainUTC(context.Background(), "orders.report")
+		if err != nil {
+			t.Fatal(err)
 		}
+		if f := fmt.Sprintf("%+v", x.Findings); !strings.Contains(f, "Check:cross Blocks:false Detail:released on billing.load: matched run 4 of 1999-12-06T01:00:00Z") {
+			t.Errorf("explain orders.report once it ran: %s", f)
+		}
+		e.stop()
 	})
 }
 

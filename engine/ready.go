@@ -55,7 +55,8 @@ func (v verdict) String() string {
 }
 
 // decision is the verdict on one instance, with the reason written to it
-// (the error when it fails, the reason when it waits).
+// (the error when it fails, the reason when it waits; when it is ready, the
+// runs its cross-pipeline upstreams matched, for its history).
 type decision struct {
 	verdict  verdict
 	reason   string
@@ -122,7 +123,20 @@ func decide(g gateView, now time.Time) decision {
 	if g.manual && !g.approved {
 		return decision{verdict: verdictWait, reason: "awaiting approval"}
 	}
-	return decision{verdict: verdictReady}
+	return decision{verdict: verdictReady, reason: matchedNotes(g.ups)}
+}
+
+// matchedNotes names the runs the cross-pipeline upstreams matched
+// ("billing.load: matched run 4 of …"), for the history of a release.
+func matchedNotes(ups []upstreamView) string {
+	var notes []string
+	for _, u := range ups {
+		if u.cross && u.note != "" {
+			notes = append(notes, u.id+": "+u.note)
+		}
+	}
+	slices.Sort(notes)
+	return strings.Join(notes, "; ")
 }
 
 // shortDuration writes 24h, 90m, 1h30m, 45s: without the zero units that

@@ -197,6 +197,9 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 			if d.def.Manual {
 				why = "upstreams succeeded; gate approved"
 			}
+			if v.reason != "" {
+				why += "; " + v.reason // the runs matched in other pipelines
+			}
 			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Scheduled,
 				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: why}, in})
 		}
