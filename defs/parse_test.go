@@ -39,7 +39,7 @@ func TestParseExampleResolvesDefaults(t *testing.T) {
 	if report.Delay != 10*time.Minute || report.Priority != 3 || report.Executor.Function != "build_report" {
 		t.Errorf("report = %+v", report)
 	}
-	if len(report.DependsOn) != 2 || report.DependsOn[1] != (Dep{Pipeline: "billing_daily", Task: "settle", Pos: report.DependsOn[1].Pos}) {
+	if len(report.DependsOn) != 2 || report.DependsOn[1] != (Dep{Pipeline: "billing_daily", Task: "settle", Match: MatchInterval, Pos: report.DependsOn[1].Pos}) {
 		t.Errorf("report depends_on = %+v", report.DependsOn)
 	}
 	approve := p.Task("approve_publish")
