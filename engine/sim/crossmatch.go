@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
@@ -70,4 +72,29 @@ func (c *checker) waitsCross(id int64) bool {
 	}
 	var spec engine.BackfillSpec
 	return json.Unmarshal([]byte(bs[0].Spec), &spec) == nil && spec.WaitCross
+}
+
+// drawMatches writes some cross-pipeline dependencies with a match rule
+// and an offset (defs.CrossWindow), so that I3c judges every rule. It draws
+// from a source of its own, so the generator's draws stay those of the
+// seeds recorded before.
+func drawMatches(r *rand.Rand, s *spec) {
+	for _, p := range s.pipelines {
+		for _, t := range p.tasks {
+			for i, d := range t.deps {
+				if !strings.Contains(d, ".") || r.IntN(2) == 0 {
+					continue
+				}
+				m := pick(r, defs.Matches)
+				switch r.IntN(3) {
+				case 0:
+					t.deps[i] = "{task: " + d + ", match: " + m + "}"
+				case 1:
+					t.deps[i] = "{task: " + d + ", match: " + m + ", offset: " + pick(r, []string{"-1d", "-1h", "-30s", "+1m"}) + "}"
+				default:
+					t.deps[i] = "{task: " + d + ", offset: " + pick(r, []string{"-1d", "-2m", "30s"}) + "}"
+				}
+			}
+		}
+	}
 }

@@ -23,6 +23,9 @@
 //     its own so that the rest of a seed's world stays as it was): a
 //     max_running of 1–2 on a task in four, of 1–3 in a pipeline's
 //     defaults now and then, and a configured cap of 1–4 on a group;
+//   - on half the cross-pipeline dependencies, a match rule (exact,
+//     interval, latest) and an offset (drawMatches, from a source of its
+//     own too);
 //   - a start shortly before one of the zone's DST changes in 2026–2027.
 //
 // Pipelines whose schedules would create over 2,500 instances an hour are
