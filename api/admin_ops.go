@@ -212,6 +212,7 @@ type BackfillRequest struct {
 	Rerun         string `json:"rerun"`
 	StopOnFailure bool   `json:"stop_on_failure"`
 	ApproveManual bool   `json:"approve_manual"`
+	WaitCross     bool   `json:"wait_cross"` // wait for other pipelines' runs (BackfillSpec.WaitCross)
 	DryRun        bool   `json:"dry_run"`
 }
 
@@ -238,7 +239,7 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	}
 	spec, err := engine.PlanBackfill(a.graph(), engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
 		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure,
-		ApproveManual: b.ApproveManual})
+		ApproveManual: b.ApproveManual, WaitCross: b.WaitCross})
 	if err != nil {
 		code := http.StatusBadRequest
 		if p == nil {

@@ -43,7 +43,9 @@ func CheckParams(p map[string]string) error {
 	return nil
 }
 
-func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, isTask bool) (any, error) {
+// triggerOp triggers target, of pipeline p, whose runs sched makes (nil:
+// none): a date alone as at is sched's fire on that date (FireAt).
+func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, sched *defs.Schedule, isTask bool) (any, error) {
 	var b triggerBody
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
@@ -53,7 +55,7 @@ func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, isTa
 		return nil, errf(http.StatusBadRequest, "downstream applies to a task: a pipeline trigger runs every task of %s", p.Name)
 	}
 	if b.At != "" {
-		at, err := ParseAt(b.At, p.Location)
+		at, err := FireAt(b.At, sched, p.Location)
 		if err != nil {
 			return nil, errf(http.StatusBadRequest, "at: %v", err)
 		}
@@ -70,7 +72,7 @@ func (a *admin) taskTrigger(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.triggerOp(r, t.ID(), a.graph().Pipeline(t.Pipeline), true)
+	return a.triggerOp(r, t.ID(), a.graph().Pipeline(t.Pipeline), ScheduleOf(a.graph(), t.ID()), true)
 }
 
 func (a *admin) pipelineTrigger(r *http.Request) (any, error) {
@@ -78,7 +80,7 @@ func (a *admin) pipelineTrigger(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.triggerOp(r, p.Name, p, false)
+	return a.triggerOp(r, p.Name, p, p.Schedule, false)
 }
 
 // MarkState reads success or failed.
@@ -92,7 +94,7 @@ func MarkState(s string) (axtype.State, error) {
 	return "", fmt.Errorf("state %q: give success or failed", s)
 }
 
-func (a *admin) markOp(r *http.Request, op engine.Mark, loc *time.Location) (any, error) {
+func (a *admin) markOp(r *http.Request, op engine.Mark, sched *defs.Schedule, loc *time.Location) (any, error) {
 	var b markBody
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
@@ -122,7 +124,7 @@ func (a *admin) markOp(r *http.Request, op engine.Mark, loc *time.Location) (any
 		op.Run = b.Run
 	}
 	if b.At != "" {
-		at, err := ParseAt(b.At, loc)
+		at, err := FireAt(b.At, sched, loc)
 		if err != nil {
 			return nil, errf(http.StatusBadRequest, "at: %v", err)
 		}
@@ -136,7 +138,7 @@ func (a *admin) taskMark(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.markOp(r, engine.Mark{Target: t.ID()}, a.graph().Pipeline(t.Pipeline).Location)
+	return a.markOp(r, engine.Mark{Target: t.ID()}, ScheduleOf(a.graph(), t.ID()), a.graph().Pipeline(t.Pipeline).Location)
 }
 
 func (a *admin) instanceMark(r *http.Request) (any, error) {
@@ -144,7 +146,7 @@ func (a *admin) instanceMark(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.markOp(r, engine.Mark{Instance: id}, time.UTC)
+	return a.markOp(r, engine.Mark{Instance: id}, nil, time.UTC)
 }
 
 func (a *admin) runCancel(r *http.Request) (any, error) {

@@ -2,7 +2,11 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
 )
 
 // The two ways ax reads a time an operator typed, shared by the API and
@@ -94,4 +98,56 @@ func ParseWhen(s string, loc *time.Location, end bool) (time.Time, error) {
 		return inRange(s, t)
 	}
 	return time.Time{}, fmt.Errorf("%q is not a date (2026-03-01) or a date-time (2026-03-07T23:59:59)", s)
+}
+
+// FireAt reads the logical time of a run an operator names (ax trigger
+// --at, ax run --at, a mark's at): what ParseAt reads, except that a date
+// alone means the schedule's fire on that date in its zone, so that the
+// run is the scheduled run's twin. A date with no fire, or with several, is
+// refused, listing them. sched is the schedule whose runs hold the target;
+// with none (a pipeline only ever triggered) a date is its midnight in loc.
+func FireAt(s string, sched *defs.Schedule, loc *time.Location) (time.Time, error) {
+	day, err := ParseAt(s, loc)
+	if err != nil || sched == nil {
+		return day, err
+	}
+	if _, err := time.Parse(time.DateOnly, s); err != nil {
+		return day, nil // a date-time: taken as given
+	}
+	next := time.Date(day.Year(), day.Month(), day.Day()+1, 0, 0, 0, 0, loc)
+	const most = 1000
+	var fires []time.Time
+	for at := sched.Next(day.Add(-time.Second)); !at.IsZero() && at.Before(next) && len(fires) <= most; at = sched.Next(at) {
+		fires = append(fires, at)
+	}
+	switch {
+	case len(fires) == 1:
+		return inRange(s, fires[0])
+	case len(fires) == 0:
+		hint := "give a date-time, or a date it fires on"
+		if n := sched.Next(next); !n.IsZero() {
+			hint += " (next: " + n.In(sched.Location()).Format(time.DateOnly) + ")"
+		}
+		return time.Time{}, fmt.Errorf("%q: the schedule %q does not fire on that date in %s: %s", s, sched.Spec(), sched.Location(), hint)
+	}
+	shown := make([]string, 0, 4)
+	for _, f := range fires[:min(len(fires), 4)] {
+		shown = append(shown, f.In(sched.Location()).Format("15:04:05"))
+	}
+	count := fmt.Sprint(len(fires))
+	if len(fires) > most {
+		count = fmt.Sprintf("more than %d", most)
+	} else if len(fires) > len(shown) {
+		shown = append(shown, "…")
+	}
+	return time.Time{}, fmt.Errorf("%q: the schedule %q fires %s times that date in %s (%s): give the time, e.g. %s", s, sched.Spec(), count,
+		sched.Location(), strings.Join(shown, ", "), fires[0].In(sched.Location()).Format("2006-01-02T15:04:05"))
+}
+
+// ScheduleOf returns the schedule whose runs hold task id, or nil.
+func ScheduleOf(g *dag.Graph, id string) *defs.Schedule {
+	if tr := g.TriggerOf(id); tr != nil {
+		return tr.Schedule
+	}
+	return nil
 }

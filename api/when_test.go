@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/defs"
 )
 
 // parseAt reads the logical time of a trigger or a mark. A date alone is
@@ -69,5 +71,54 @@ func TestWriteJSONUnencodable(t *testing.T) {
 	if rec.Code != http.StatusInternalServerError || err != nil || !strings.Contains(body.Error, "cannot be written as JSON") ||
 		!strings.Contains(body.Error, "year outside of range [0,9999]") {
 		t.Errorf("unencodable answer: %d %q (%v); want 500 with an error naming why", rec.Code, rec.Body.String(), err)
+	}
+}
+
+// FireAt: a date alone is the schedule's fire on that date, in its zone
+// (it was midnight: a run beside the scheduled one, matching no
+// downstream); a date with no fire or several is refused, listing them; a
+// date-time is taken as given; with no schedule a date is its midnight.
+func TestFireAt(t *testing.T) {
+	t.Parallel()
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := func(spec string, loc *time.Location) *defs.Schedule {
+		s, err := defs.ParseSchedule(spec, loc, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	daily, parisDaily := sched("0 2 * * *", time.UTC), sched("0 2 * * *", paris)
+	for _, tc := range []struct {
+		name  string
+		in    string
+		sched *defs.Schedule
+		loc   *time.Location
+		want  string // RFC 3339, or the error's text
+	}{
+		{"the fire of the date", "2026-12-03", daily, time.UTC, "2026-12-03T02:00:00Z"},
+		{"in the pipeline's zone", "2026-12-03", parisDaily, paris, "2026-12-03T02:00:00+01:00"},
+		{"a date-time as given", "2026-12-03T05:00:00", daily, time.UTC, "2026-12-03T05:00:00Z"},
+		{"no schedule: midnight", "2026-12-03", nil, paris, "2026-12-03T00:00:00+01:00"},
+		{"no fire that date", "2026-12-03", sched("0 2 * * 1", time.UTC), time.UTC,
+			`"2026-12-03": the schedule "0 2 * * 1" does not fire on that date in UTC: give a date-time, or a date it fires on (next: 2026-12-07)`},
+		{"several fires", "2026-12-03", sched("0 0,8,16 * * *", time.UTC), time.UTC,
+			`"2026-12-03": the schedule "0 0,8,16 * * *" fires 3 times that date in UTC (00:00:00, 08:00:00, 16:00:00): give the time, e.g. 2026-12-03T00:00:00`},
+		{"many fires", "2026-12-03", sched("* * * * * *", time.UTC), time.UTC, `fires more than 1000 times that date in UTC (00:00:00, 00:00:01, 00:00:02, 00:00:03)`},
+		{"not a time", "someday", daily, time.UTC, `"someday" is not a logical time`},
+	} {
+		got, err := FireAt(tc.in, tc.sched, tc.loc)
+		_, perr := time.Parse(time.RFC3339, tc.want)
+		switch wantTime := perr == nil; {
+		case wantTime && err != nil:
+			t.Errorf("%s: FireAt(%q): %v, want %s", tc.name, tc.in, err, tc.want)
+		case wantTime && got.Format(time.RFC3339) != tc.want:
+			t.Errorf("%s: FireAt(%q) = %s, want %s", tc.name, tc.in, got.Format(time.RFC3339), tc.want)
+		case !wantTime && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: FireAt(%q) = %s, %v; want an error with %q", tc.name, tc.in, got, err, tc.want)
+		}
 	}
 }

@@ -42,6 +42,7 @@ type BackfillOptions struct {
 	DryRun, Reverse         bool
 	StopOnFailure           bool
 	ApproveManual           bool
+	WaitCross               bool
 	Standalone, Detach      bool
 	MaxActive               int
 	Pipelines               []string
@@ -69,7 +70,7 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 	}
 	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.Select,
 		MaxActiveRuns: f.MaxActive, Reverse: f.Reverse, Rerun: f.Rerun, StopOnFailure: f.StopOnFailure,
-		ApproveManual: f.ApproveManual})
+		ApproveManual: f.ApproveManual, WaitCross: f.WaitCross})
 	if err != nil {
 		return Fail(err)
 	}
@@ -228,6 +229,12 @@ func WritePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error 
 	for _, at := range spec.Times {
 		fmt.Fprintf(w, "%s  %s\n", api.Stamp(at, loc), strings.Join(spec.Tasks, " → "))
 	}
+	if len(spec.Waits) > 0 {
+		fmt.Fprintln(w, "waits for other pipelines (--wait-cross):")
+	}
+	for _, x := range spec.Waits {
+		fmt.Fprintf(w, "%s  %s waits for %s: %s\n", api.Stamp(x.At, loc), x.Task, x.Upstream, x.Window)
+	}
 	return nil
 }
 
@@ -261,7 +268,7 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		return err
 	}
 	req := api.BackfillRequest{Pipeline: pipeline, From: f.From, To: f.To, Select: f.Select, MaxActiveRuns: f.MaxActive, Reverse: f.Reverse,
-		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual}
+		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, WaitCross: f.WaitCross}
 	if f.From == "" || f.To == "" {
 		return Usage("give --from and --to")
 	}

@@ -57,16 +57,19 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		}
 		return Fail(fmt.Errorf("no pipeline %q%s", name, defs.DidYouMean(name, names)))
 	}
-	when := time.Now().Truncate(time.Second)
-	if at != "" {
-		var err error
-		if when, err = api.ParseWhen(at, p.Location, false); err != nil {
-			return Usage("--at: %v", err)
-		}
-	}
 	tasks, err := g.Select(name, sel)
 	if err != nil {
 		return Fail(errors.New(strings.TrimPrefix(err.Error(), "dag: ")))
+	}
+	when := time.Now().Truncate(time.Second)
+	if at != "" {
+		sched := p.Schedule
+		if len(tasks) > 0 {
+			sched = api.ScheduleOf(g, tasks[0].ID())
+		}
+		if when, err = api.FireAt(at, sched, p.Location); err != nil {
+			return Usage("--at: %v", err)
+		}
 	}
 	spec := engine.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: engine.RerunAll,
 		ApproveManual: approve}

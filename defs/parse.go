@@ -43,6 +43,7 @@ var (
 	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params"}
 	retryKeys    = []string{"count", "interval"}
 	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
+	depKeys      = []string{"task", "match", "offset"}
 	// noDefault are task keys that make no sense as a default of every task.
 	noDefault = map[string]string{
 		"name":       "each task needs its own name",
@@ -742,11 +743,18 @@ func (p *parser) deps(v *yaml.Node, task string) []Dep {
 	seen := map[string]bool{}
 	for _, item := range v.Content {
 		item = deref(item)
+		var d Dep
+		var rule *yaml.Node // where match or offset is written
+		if item.Kind == yaml.MappingNode {
+			if item, rule = p.depMapping(item, task, &d); item == nil {
+				continue
+			}
+		}
 		s, ok := p.str(item, task, "depends_on entry")
 		if !ok {
 			continue
 		}
-		d := Dep{Task: s, Pos: p.pos(item)}
+		d.Task, d.Pos = s, p.pos(item)
 		if pipe, name, cross := strings.Cut(s, "."); cross {
 			d.Pipeline, d.Task = pipe, name
 			if !nameRe.MatchString(pipe) || !nameRe.MatchString(name) {
@@ -755,6 +763,9 @@ func (p *parser) deps(v *yaml.Node, task string) []Dep {
 			}
 		} else if !nameRe.MatchString(s) {
 			p.errorf(item, task, "depends_on %q is not a task reference: write `task` or `other_pipeline.task`", s)
+			continue
+		} else if rule != nil {
+			p.errorf(rule, task, "depends_on %q is in the same pipeline: match and offset apply to a dependency on another pipeline (other_pipeline.task); remove them", s)
 			continue
 		}
 		if seen[s] {
@@ -765,6 +776,54 @@ func (p *parser) deps(v *yaml.Node, task string) []Dep {
 		deps = append(deps, d)
 	}
 	return deps
+}
+
+// depMapping reads a depends_on entry written as a mapping, {task:
+// other_pipeline.task, match: exact, offset: -1d}, into d. It returns the
+// task node (nil when the entry is unusable, its errors reported) and the
+// key of its match or offset (nil when it has neither).
+func (p *parser) depMapping(n *yaml.Node, task string, d *Dep) (name, rule *yaml.Node) {
+	bad := false
+	p.each(n, task, "depends_on entry", depKeys, func(key string, k, v *yaml.Node) {
+		if key != "task" && rule == nil {
+			rule = k
+		}
+		switch key {
+		case "task":
+			name = v
+		case "match":
+			s, ok := p.str(v, task, "depends_on match")
+			switch {
+			case !ok:
+				bad = true
+			case !contains(Matches, s):
+				p.errorf(v, task, "depends_on match %q is not a match rule: use %s", s, strings.Join(Matches, ", "))
+				bad = true
+			default:
+				d.Match = Match(s)
+			}
+		case "offset":
+			s, ok := p.str(v, task, "depends_on offset")
+			if !ok {
+				bad = true
+				return
+			}
+			o, err := ParseOffset(s)
+			if err != nil {
+				p.errorf(v, task, "depends_on %v", err)
+				bad = true
+			}
+			d.Offset = o
+		}
+	})
+	if name == nil {
+		p.errorf(n, task, "depends_on entry has no task: write {task: other_pipeline.task, match: interval}")
+		return nil, nil
+	}
+	if bad {
+		return nil, nil
+	}
+	return name, rule
 }
 
 // resolve applies the defaults and the pipeline's settings to rt and checks

@@ -40,7 +40,7 @@ func TestParseExampleResolvesDefaults(t *testing.T) {
 	if report.Delay != 10*time.Minute || report.Priority != 3 || report.Executor.Function != "build_report" {
 		t.Errorf("report = %+v", report)
 	}
-	if len(report.DependsOn) != 2 || report.DependsOn[1] != (Dep{Pipeline: "billing_daily", Task: "settle", Pos: report.DependsOn[1].Pos}) {
+	if len(report.DependsOn) != 2 || report.DependsOn[1] != (Dep{Pipeline: "billing_daily", Task: "settle", Match: MatchInterval, Pos: report.DependsOn[1].Pos}) {
 		t.Errorf("report depends_on = %+v", report.DependsOn)
 	}
 	approve := p.Task("approve_publish")
@@ -359,3 +359,98 @@ func TestTemplateProblemsAllNamedWithSuggestions(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// A depends_on entry may be a mapping that says which run of another
+// pipeline meets it; match and offset on a same-pipeline dependency, an
+// unknown rule and an offset that is neither days nor a duration are
+// refused where they are written.
+func TestParseDependencyMatch(t *testing.T) {
+	t.Parallel()
+	p, errs := parseString(t, `pipeline: p
+tasks:
+  - name: a
+    function: f
+  - name: b
+    function: f
+    depends_on: [a, other.x, {task: billing.load, match: exact, offset: -1d}, {task: billing.fx, offset: -2h}, {task: billing.y, match: latest}]
+`)
+	if errs.Err() != nil {
+		t.Fatal(errs)
+	}
+	got := p.Task("b").DependsOn
+	want := []Dep{{Task: "a"}, {Pipeline: "other", Task: "x"}, {Pipeline: "billing", Task: "load", Match: MatchExact, Offset: Offset{Days: -1}},
+		{Pipeline: "billing", Task: "fx", Offset: Offset{D: -2 * time.Hour}}, {Pipeline: "billing", Task: "y", Match: MatchLatest}}
+	if len(got) != len(want) {
+		t.Fatalf("depends_on = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		got[i].Pos = Pos{}
+		if got[i] != want[i] {
+			t.Errorf("depends_on[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for _, tc := range []struct{ name, dep, want string }{
+		{"match on same pipeline", "{task: a, match: exact}", `p.yaml:7:28: task "b": depends_on "a" is in the same pipeline: match and offset apply to a dependency on another pipeline`},
+		{"offset on same pipeline", "{task: a, offset: -1d}", `p.yaml:7:28: task "b": depends_on "a" is in the same pipeline`},
+		{"unknown rule", "{task: o.x, match: newest}", `p.yaml:7:37: task "b": depends_on match "newest" is not a match rule: use exact, interval, latest`},
+		{"offset not a step", "{task: o.x, offset: yesterday}", `p.yaml:7:38: task "b": depends_on offset "yesterday" is not a calendar step or a duration`},
+		{"offset days and hours", "{task: o.x, offset: 1d2h}", `p.yaml:7:38: task "b": depends_on offset "1d2h" is not a calendar step or a duration`},
+		{"no task", "{match: exact}", `p.yaml:7:18: task "b": depends_on entry has no task`},
+		{"unknown key", "{task: o.x, when: exact}", `p.yaml:7:30: task "b": depends_on entry: unknown key "when"`},
+	} {
+		_, errs := parseString(t, "pipeline: p\ntasks:\n  - name: a\n    function: f\n  - name: b\n    function: f\n    depends_on: ["+tc.dep+"]\n")
+		if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), tc.want) {
+			t.Errorf("%s: errors %v, want one starting %q", tc.name, errs, tc.want)
+		}
+	}
+}
+
+// CrossWindow is the matching rule: the downstream's schedule interval that
+// holds the logical time (never an older one), the same time, or the latest
+// at or before it, each shifted by the offset.
+func TestCrossWindow(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	daily := mustSchedule(t, "0 2 * * *", "UTC")
+	nyDaily := mustSchedule(t, "0 2 * * *", "America/New_York")
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name    string
+		dep     Dep
+		own     *Schedule
+		loc     *time.Location
+		logical string
+		want    string
+	}{
+		{"interval of a fire", Dep{}, daily, time.UTC, "2026-12-06T02:00:00Z", "a run in (2026-12-05T02:00:00Z, 2026-12-06T02:00:00Z]"},
+		{"interval of a manual time", Dep{}, daily, time.UTC, "2026-12-06T00:00:00Z", "a run in (2026-12-05T02:00:00Z, 2026-12-06T02:00:00Z]"},
+		{"interval, offset a day", Dep{Offset: Offset{Days: -1}}, daily, time.UTC, "2026-12-06T02:00:00Z", "a run in (2026-12-04T02:00:00Z, 2026-12-05T02:00:00Z]"},
+		{"no schedule: days", Dep{}, nil, time.UTC, "2026-12-06T10:00:00Z", "a run in (2026-12-06T00:00:00Z, 2026-12-07T00:00:00Z]"},
+		{"no schedule: midnight", Dep{}, nil, time.UTC, "2026-12-06T00:00:00Z", "a run in (2026-12-05T00:00:00Z, 2026-12-06T00:00:00Z]"},
+		{"exact", Dep{Match: MatchExact}, daily, time.UTC, "2026-12-06T02:00:00Z", "the run of 2026-12-06T02:00:00Z"},
+		{"exact, offset hours", Dep{Match: MatchExact, Offset: Offset{D: -2 * time.Hour}}, daily, time.UTC, "2026-12-06T02:00:00Z", "the run of 2026-12-06T00:00:00Z"},
+		{"latest", Dep{Match: MatchLatest}, daily, time.UTC, "2026-12-06T02:00:00Z", "a run at or before 2026-12-06T02:00:00Z"},
+		// a calendar day across the fall-back change is 25 hours: midnight the day before, not 01:00
+		{"calendar day across DST", Dep{Match: MatchExact, Offset: Offset{Days: -1}}, nyDaily, ny, "2026-11-02T05:00:00Z", "the run of 2026-11-01T04:00:00Z"},
+	} {
+		w := CrossWindow(tc.dep, tc.own, tc.loc, at(tc.logical))
+		if got := w.String(); got != tc.want {
+			t.Errorf("%s: window %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	w := CrossWindow(Dep{}, daily, time.UTC, at("2026-12-06T02:00:00Z"))
+	for s, want := range map[string]bool{"2026-12-05T02:00:00Z": false, "2026-12-05T02:00:01Z": true, "2026-12-06T02:00:00Z": true, "2026-12-06T02:00:01Z": false} {
+		if w.Contains(at(s)) != want {
+			t.Errorf("interval %s contains %s: %v, want %v", w, s, !want, want)
+		}
+	}
+}

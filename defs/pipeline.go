@@ -88,11 +88,16 @@ type Breaker struct {
 }
 
 // Dep is one entry of depends_on: a task of the same pipeline (Pipeline == "")
-// or of another one, written `other_pipeline.task`.
+// or of another one, written `other_pipeline.task`, or as a mapping
+// {task: other_pipeline.task, match: exact, offset: -1d} (CrossWindow).
 type Dep struct {
 	Pipeline string `json:"pipeline,omitempty"`
 	Task     string `json:"task"`
-	Pos      Pos    `json:"-"`
+	// Match and Offset say which run of the other pipeline meets it
+	// (CrossWindow); zero: MatchInterval, no offset.
+	Match  Match  `json:"match,omitempty"`
+	Offset Offset `json:"offset,omitzero"`
+	Pos    Pos    `json:"-"`
 }
 
 // String renders d as it is written in a file.

@@ -42,6 +42,39 @@ type BackfillSpec struct {
 	// (--approve-manual); without it a run stops at its gates until an
 	// operator approves them (ax trigger), and is not done meanwhile.
 	ApproveManual bool `json:"approve_manual,omitempty"`
+	// WaitCross makes its runs wait for their upstreams in other pipelines
+	// (--wait-cross), matched as a scheduled run's are (defs.CrossWindow);
+	// without it they count as done.
+	WaitCross bool `json:"wait_cross,omitempty"`
+	// Waits are, with WaitCross, the runs of other pipelines its runs wait
+	// for, per logical time: what a dry run shows.
+	Waits []CrossWait `json:"waits,omitempty"`
+}
+
+// CrossWait is one upstream in another pipeline that a backfill run waits
+// for: Task's instance at logical time At waits for Upstream's run in Window.
+type CrossWait struct {
+	At       time.Time `json:"at"`
+	Task     string    `json:"task"`
+	Upstream string    `json:"upstream"`
+	Window   string    `json:"window"`
+}
+
+// crossWaits lists what the runs of a backfill of tasks sel at times wait
+// for in other pipelines: each dependency's window (defs.CrossWindow) for
+// the schedule sched whose runs hold them, in loc.
+func crossWaits(sel []*defs.Task, sched *defs.Schedule, loc *time.Location, times []time.Time) []CrossWait {
+	var out []CrossWait
+	for _, at := range times {
+		for _, t := range sel {
+			for _, d := range t.DependsOn {
+				if d.Pipeline != "" {
+					out = append(out, CrossWait{At: at, Task: t.Name, Upstream: d.String(), Window: defs.CrossWindow(d, sched, loc, at).String()})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // BackfillParams are the options of `ax backfill`.
@@ -54,6 +87,7 @@ type BackfillParams struct {
 	Rerun         string // zero means none
 	StopOnFailure bool
 	ApproveManual bool
+	WaitCross     bool
 }
 
 // PlanBackfill returns what a backfill would run: one logical time per fire
@@ -111,7 +145,7 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 		return BackfillSpec{}, fmt.Errorf("the selected tasks of %s are started by no schedule: use ax trigger", p.Pipeline)
 	}
 	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure,
-		ApproveManual: p.ApproveManual}
+		ApproveManual: p.ApproveManual, WaitCross: p.WaitCross}
 	for _, t := range sel {
 		spec.Tasks = append(spec.Tasks, t.Name)
 	}
@@ -127,6 +161,9 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 	}
 	if p.Reverse {
 		slices.Reverse(spec.Times)
+	}
+	if p.WaitCross {
+		spec.Waits = crossWaits(sel, sched, pl.Location, spec.Times)
 	}
 	return spec, nil
 }
@@ -392,7 +429,7 @@ func (b *backfiller) countFinished(ctx context.Context, bf *bfState) (changed bo
 // (approved at their gates with --approve-manual).
 func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
 	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: axtype.RunBackfill, names: names, at: at,
-		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID}
+		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID, waitCross: b.spec.WaitCross}
 	if b.spec.ApproveManual {
 		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
 		spec.approve = map[string]bool{}

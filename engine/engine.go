@@ -45,6 +45,12 @@ type taskInfo struct {
 	cross     []*taskInfo // upstreams in other pipelines
 	down      []*taskInfo // downstreams in the same pipeline
 	crossDown []*taskInfo // downstreams in other pipelines
+	// crossDep is the dependency on each of cross (its match rule), own the
+	// schedule whose runs hold the task (nil: none), loc its pipeline's
+	// zone: what crossWindow reads.
+	crossDep []defs.Dep
+	own      *defs.Schedule
+	loc      *time.Location
 	// backlog is when the misfire rule last judged the task's missed fires
 	// (at the start, or at a resume): an instance due then or before that
 	// it chose to run is a catch-up, which the overlap rule queues, never
@@ -234,13 +240,18 @@ func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
 				up.down = append(up.down, ti)
 			} else {
 				ti.cross = append(ti.cross, up)
+				ti.crossDep = append(ti.crossDep, depOn(ti.def, u))
 				up.crossDown = append(up.crossDown, ti)
 			}
 		}
+		ti.loc = g.Pipeline(ti.def.Pipeline).Location
 	}
 	var trigs []*trigger
 	for _, tr := range g.Triggers() {
 		trigs = append(trigs, newTrigger(tr, g))
+		for _, n := range tr.Tasks {
+			tasks[tr.Pipeline+"."+n].own = tr.Schedule
+		}
 	}
 	return tasks, trigs
 }

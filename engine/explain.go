@@ -34,7 +34,7 @@ type Explanation struct {
 
 // Finding is one check of an explanation.
 type Finding struct {
-	Check  string `json:"check"`  // paused, state, upstream, window, queue, pool, bucket, breaker, executor, retries
+	Check  string `json:"check"`  // paused, state, upstream, cross, window, queue, pool, bucket, breaker, executor, retries
 	Blocks bool   `json:"blocks"` // it keeps the task from running now
 	Detail string `json:"detail"`
 }
@@ -160,6 +160,11 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 	e.explainPaused(ctx, t, v, stamp, add)
 	if err := e.explainState(ctx, t, in, v, now, stamp, add); err != nil {
 		return x, err
+	}
+	if in != nil && in.State != axtype.Waiting && len(t.cross) > 0 { // a WAITING one's are named with its wait
+		if err := e.explainReleased(ctx, in, add); err != nil {
+			return x, err
+		}
 	}
 	if v != nil && v.brkOpen {
 		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
@@ -408,6 +413,9 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Ins
 	if len(x) == 0 {
 		return nil
 	}
+	if err := e.explainCross(ctx, t, rs, true, add); err != nil {
+		return err
+	}
 	d := x[0]
 	switch {
 	case d.verdict == verdictFail:
@@ -430,6 +438,36 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Ins
 		}
 	}
 	return nil
+}
+
+// explainReleased names the runs of other pipelines that released in, as
+// its release recorded them (the latest WAITING → SCHEDULED or PAUSED row).
+func (e *Engine) explainReleased(ctx context.Context, in *axtype.Instance, add func(string, bool, string, ...any)) error {
+	rows, err := e.st.History(ctx, store.LogFilter{InstanceID: in.ID, Newest: true, Limit: 1000})
+	for _, h := range rows {
+		if h.From == axtype.Waiting && (h.To == axtype.Scheduled || h.To == axtype.Paused) {
+			if _, matched, ok := strings.Cut(h.Reason, "succeeded; "); ok && strings.Contains(matched, ": matched run ") {
+				add("cross", false, "released on %s", strings.TrimPrefix(matched, "gate approved; "))
+			}
+			break
+		}
+	}
+	return err
+}
+
+// explainCross names, for each upstream of t in another pipeline, the run
+// it matches for run rs or the window it waits for (crossMatch); waiting:
+// one not yet succeeded holds the instance.
+func (e *Engine) explainCross(ctx context.Context, t *taskInfo, rs *runState, waiting bool, add func(string, bool, string, ...any)) error {
+	xs, err := e.crossViews(ctx, t, rs)
+	for _, v := range xs {
+		detail := v.id + ": " + v.note
+		if v.state != "" {
+			detail += " (" + string(v.state) + ")"
+		}
+		add("cross", waiting && v.state != axtype.Success, "%s", detail)
+	}
+	return err
 }
 
 // explainDue explains a SCHEDULED or RETRYING instance: in the window or

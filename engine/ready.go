@@ -59,9 +59,10 @@ func later(a, b time.Time) time.Time {
 // upstreamView is one upstream of a WAITING instance as the rule sees it.
 type upstreamView struct {
 	id    string       // pipeline.task
-	state axtype.State // "" for a cross-pipeline upstream with no instance at or before the logical time
+	state axtype.State // "" for a cross-pipeline upstream with no instance in its window
 	err   string       // its error, to tell a skip from a failure
 	cross bool         // in another pipeline
+	note  string       // of a cross one: the run it matched, or the window it waits for (crossMatch)
 }
 
 // gateView is what decide needs to know of a WAITING instance.
@@ -89,7 +90,8 @@ func (v verdict) String() string {
 }
 
 // decision is the verdict on one instance, with the reason written to it
-// (the error when it fails, the reason when it waits).
+// (the error when it fails, the reason when it waits; when it is ready, the
+// runs its cross-pipeline upstreams matched, for its history).
 type decision struct {
 	verdict  verdict
 	reason   string
@@ -124,11 +126,12 @@ func decide(g gateView, now time.Time) decision {
 		names := make([]string, len(pending))
 		for i, u := range pending {
 			names[i] = u.id
-			switch u.state {
-			case "":
-				names[i] += " (no run yet)"
-			case axtype.Waiting:
-			default:
+			switch {
+			case u.state == "":
+				names[i] += " (" + cmpOr(u.note, "no run yet") + ")"
+			case u.note != "":
+				names[i] += " (" + string(u.state) + ", " + u.note + ")"
+			case u.state != axtype.Waiting:
 				names[i] += " (" + string(u.state) + ")"
 			}
 		}
@@ -155,7 +158,20 @@ func decide(g gateView, now time.Time) decision {
 	if g.manual && !g.approved {
 		return decision{verdict: verdictWait, reason: "awaiting approval"}
 	}
-	return decision{verdict: verdictReady}
+	return decision{verdict: verdictReady, reason: matchedNotes(g.ups)}
+}
+
+// matchedNotes names the runs the cross-pipeline upstreams matched
+// ("billing.load: matched run 4 of …"), for the history of a release.
+func matchedNotes(ups []upstreamView) string {
+	var notes []string
+	for _, u := range ups {
+		if u.cross && u.note != "" {
+			notes = append(notes, u.id+": "+u.note)
+		}
+	}
+	slices.Sort(notes)
+	return strings.Join(notes, "; ")
 }
 
 // shortDuration writes 24h, 90m, 1h30m, 45s: without the zero units that

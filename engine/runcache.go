@@ -26,16 +26,18 @@ type runCache struct {
 	runs   map[int64]*runState
 	kinds  map[int64]axtype.RunKind
 	params map[int64]map[string]any // the --param values of manual runs that have some
+	waits  map[int64]bool           // backfill runs: whether they wait for other pipelines (waitsCross)
 }
 
 // runSource is what the run cache reads from the store.
 type runSource interface {
 	Instances(ctx context.Context, f store.InstanceFilter) ([]axtype.Instance, error)
 	Run(ctx context.Context, id int64) (axtype.Run, error)
+	Backfills(ctx context.Context, id int64) ([]store.Backfill, error)
 }
 
 func newRunCache(src runSource) runCache {
-	return runCache{src: src, runs: map[int64]*runState{}, kinds: map[int64]axtype.RunKind{}, params: map[int64]map[string]any{}}
+	return runCache{src: src, runs: map[int64]*runState{}, kinds: map[int64]axtype.RunKind{}, params: map[int64]map[string]any{}, waits: map[int64]bool{}}
 }
 
 // runState caches the instances of an active run: enough to decide which
@@ -184,6 +186,33 @@ func (c *runCache) kindOf(ctx context.Context, runID int64) axtype.RunKind {
 // was created, any other at its logical time).
 func (c *runCache) fireOf(ctx context.Context, rs *runState) time.Time {
 	return runFire(c.kindOf(ctx, rs.id), rs.logical, rs.created)
+}
+
+// waitsCross reports whether a run waits for its tasks' upstreams in other
+// pipelines: every run does but a backfill's not told to (--wait-cross,
+// BackfillSpec.WaitCross), whose selection counts them as done.
+func (c *runCache) waitsCross(ctx context.Context, runID int64) bool {
+	if c.kindOf(ctx, runID) != axtype.RunBackfill {
+		return true
+	}
+	if w, ok := c.waits[runID]; ok {
+		return w
+	}
+	r, err := c.src.Run(ctx, runID)
+	if err != nil {
+		return false
+	}
+	bs, err := c.src.Backfills(ctx, r.BackfillID)
+	if err != nil || len(bs) != 1 {
+		return false
+	}
+	var spec BackfillSpec
+	_ = json.Unmarshal([]byte(bs[0].Spec), &spec) // written by CreateBackfill
+	if len(c.waits) > 100_000 {
+		clear(c.waits)
+	}
+	c.waits[runID] = spec.WaitCross
+	return spec.WaitCross
 }
 
 // rememberParams caches a run's --param values (a JSON object).

@@ -23,6 +23,10 @@ func (f *fakeRuns) Instances(_ context.Context, fl store.InstanceFilter) ([]axty
 	return f.insts[fl.RunID], nil
 }
 
+func (f *fakeRuns) Backfills(context.Context, int64) ([]store.Backfill, error) {
+	return nil, errors.New("no backfills")
+}
+
 func (f *fakeRuns) Run(_ context.Context, id int64) (axtype.Run, error) {
 	f.reads++
 	r, ok := f.runs[id]

@@ -120,22 +120,18 @@ func (r *resolver) runFinished(ctx context.Context, runID int64) (bool, []string
 	return true, failed, nil
 }
 
-// crossViews returns the upstreams in other pipelines of task d for run rs:
-// each the other pipeline's instance of the same logical time, or the latest
-// before it. In a backfill run they are outside the selection: satisfied.
+// crossViews returns the upstreams in other pipelines of task d for run rs,
+// each as crossMatch finds it. A backfill run not told to wait for them
+// (--wait-cross) counts them as done: it returns none.
 func (r *resolver) crossViews(ctx context.Context, d *taskInfo, rs *runState) ([]upstreamView, error) {
-	if len(d.cross) == 0 || r.runs.kindOf(ctx, rs.id) == axtype.RunBackfill {
+	if len(d.cross) == 0 || !r.runs.waitsCross(ctx, rs.id) {
 		return nil, nil
 	}
 	out := make([]upstreamView, 0, len(d.cross))
-	for _, u := range d.cross {
-		ins, err := r.st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: rs.logical, ByLogicalTime: true, Limit: 1})
+	for i := range d.cross {
+		v, err := crossMatch(ctx, r.st, d, i, rs.logical)
 		if err != nil {
 			return nil, err
-		}
-		v := upstreamView{id: u.id, cross: true}
-		if len(ins) == 1 {
-			v.state, v.err = ins[0].State, ins[0].Error
 		}
 		out = append(out, v)
 	}
@@ -200,6 +196,9 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 			why := "upstreams succeeded"
 			if d.def.Manual {
 				why = "upstreams succeeded; gate approved"
+			}
+			if v.reason != "" {
+				why += "; " + v.reason // the runs matched in other pipelines
 			}
 			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Scheduled,
 				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: why}, in})

@@ -505,6 +505,7 @@ type newRunSpec struct {
 	approve    map[string]bool
 	actor      string
 	params     string // the trigger's --param values, JSON
+	waitCross  bool   // a backfill's runs wait for other pipelines (--wait-cross)
 }
 
 // newRunWith creates the run of spec. Each instance starts as the readiness
@@ -532,10 +533,10 @@ func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Tim
 				g.ups = append(g.ups, upstreamView{id: u.id, state: axtype.Waiting})
 			}
 		}
-		if spec.kind != axtype.RunBackfill {
-			for _, u := range ti.cross {
+		if spec.kind != axtype.RunBackfill || spec.waitCross {
+			for i, u := range ti.cross {
 				// Read when its run is settled; at creation it is pending, never late.
-				g.ups = append(g.ups, upstreamView{id: u.id, state: axtype.Waiting, cross: true})
+				g.ups = append(g.ups, upstreamView{id: u.id, cross: true, note: "waits for " + ti.crossWindow(i, spec.at).String()})
 			}
 		}
 		switch d := decide(g, g.logical); d.verdict {

@@ -47,6 +47,7 @@ succeeded instance again.`,
 	fl.StringVar(&f.Rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
 	fl.BoolVar(&f.StopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
 	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax trigger)")
+	fl.BoolVar(&f.WaitCross, "wait-cross", false, "wait for other pipelines' runs for the same dates, as scheduled runs do (otherwise they count as done)")
 	addRunFlags(fl, &f)
 	addAPIFlags(cmd, &f.API)
 	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd())
@@ -151,7 +152,7 @@ one failed, and 3 when the run stopped at manual gates nobody approved
 			return cli.RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve)
 		},
 	}
-	cmd.Flags().StringVar(&at, "at", "", "logical time: a date or date-time in the pipeline's zone (default now)")
+	cmd.Flags().StringVar(&at, "at", "", "logical time: a date-time in the pipeline's zone, or a date: its schedule's fire that day (default now)")
 	cmd.Flags().StringVar(&sel, "select", "", "tasks: task, task+, +task, +task+, group:NAME, comma-separated")
 	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
 	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")

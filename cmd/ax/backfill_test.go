@@ -349,3 +349,73 @@ func TestBackfillResumeGoesThroughTheEngine(t *testing.T) {
 	}
 	srv.stop(t)
 }
+
+// TestBackfillDryRunWaitCross: with --wait-cross the dry run lists, per
+// logical time, the run of another pipeline each run would wait for;
+// without it, none (they count as done).
+func TestBackfillDryRunWaitCross(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"billing.yaml": "pipeline: billing\ntimezone: UTC\nschedule: \"0 1 * * *\"\ntasks:\n  - {name: load, command: [\"true\"]}\n",
+		"orders.yaml": "pipeline: orders\ntimezone: UTC\nschedule: \"0 2 * * *\"\ntasks:\n" +
+			"  - {name: report, command: [\"true\"], depends_on: [billing.load, {task: billing.load2, match: exact, offset: -1d}]}\n",
+		"billing2.yaml": "pipeline: billing2\ntimezone: UTC\ntasks:\n  - {name: x, command: [\"true\"]}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// load2 is not a task of billing: the file set is refused, naming it.
+	code, _, errOut := runAx(t, "backfill", "orders", "--from", "2026-03-01", "--to", "2026-03-02", "--pipelines", dir, "--dry-run", "--wait-cross")
+	if code == cli.ExitOK || !strings.Contains(errOut, "load2") {
+		t.Errorf("unknown upstream: exit %d %q", code, errOut)
+	}
+	src := "pipeline: orders\ntimezone: UTC\nschedule: \"0 2 * * *\"\ntasks:\n" +
+		"  - {name: report, command: [\"true\"], depends_on: [billing.load, {task: billing2.x, match: exact, offset: -1d}]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "orders.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAx(t, "backfill", "orders", "--from", "2026-03-01", "--to", "2026-03-02", "--pipelines", dir, "--dry-run", "--wait-cross")
+	want := "waits for other pipelines (--wait-cross):\n" +
+		"2026-03-01T02:00:00Z  report waits for billing.load: a run in (2026-02-28T02:00:00Z, 2026-03-01T02:00:00Z]\n" +
+		"2026-03-01T02:00:00Z  report waits for billing2.x: the run of 2026-02-28T02:00:00Z\n" +
+		"2026-03-02T02:00:00Z  report waits for billing.load: a run in (2026-03-01T02:00:00Z, 2026-03-02T02:00:00Z]\n" +
+		"2026-03-02T02:00:00Z  report waits for billing2.x: the run of 2026-03-01T02:00:00Z\n"
+	if code != cli.ExitOK || !strings.HasSuffix(out, want) {
+		t.Errorf("dry run --wait-cross: exit %d %s%s\nwant it to end with\n%s", code, out, errOut, want)
+	}
+	if code, out, _ := runAx(t, "backfill", "orders", "--from", "2026-03-01", "--to", "2026-03-02", "--pipelines", dir, "--dry-run"); code != cli.ExitOK || strings.Contains(out, "waits for") {
+		t.Errorf("dry run without --wait-cross: exit %d %s", code, out)
+	}
+}
+
+// TestBadCrossDependencyRefused: a match on a same-pipeline dependency and
+// an offset that is neither days nor a duration are refused with their
+// file:line:col by ax validate, and ax run of the file writes no store.
+func TestBadCrossDependencyRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	src := "pipeline: p\ntimezone: UTC\ntasks:\n  - {name: a, command: [\"true\"]}\n" +
+		"  - name: b\n    command: [\"true\"]\n    depends_on: [{task: a, match: exact}, {task: q.x, offset: yesterday}]\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAx(t, "validate", file)
+	for _, want := range []string{
+		file + `:7:28: task "b": depends_on "a" is in the same pipeline: match and offset apply to a dependency on another pipeline`,
+		file + `:7:63: task "b": depends_on offset "yesterday" is not a calendar step or a duration`,
+	} {
+		if code == cli.ExitOK || !strings.Contains(out+errOut, want) {
+			t.Errorf("validate: exit %d %s%s\nwant %q", code, out, errOut, want)
+		}
+	}
+	db := filepath.Join(dir, "ax.db")
+	if code, _, _ := runAx(t, "run", file, "--store", db); code == cli.ExitOK {
+		t.Errorf("ax run of the bad file: exit 0")
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("ax run of the bad file wrote a store: %v", err)
+	}
+}

@@ -65,8 +65,10 @@ func newTriggerCmd() *cobra.Command {
 		Short: "Run a task (or a whole pipeline) now, in a run of its own; for a manual task, approve it",
 		Long: `Run a task now, in a manual run of its own beside its periodic instances
 (--downstream: and everything downstream of it), or a whole pipeline.
---at sets the run's logical time (a date or date-time in the pipeline's
-zone, or RFC 3339 with an offset; default now); --param KEY=VALUE
+--at sets the run's logical time (a date-time in the pipeline's zone, or
+RFC 3339 with an offset; default now). A date alone is the schedule's fire
+on that date (refused, listing them, when there are several or none; its
+midnight when nothing schedules the target); --param KEY=VALUE
 (repeatable) is merged over the tasks' params, seen by executors and
 templates, and stored with the run.
 

@@ -122,7 +122,7 @@ type checker struct {
 	insts     map[int64]*inst
 	runs      map[int64]map[string]int64 // run → task → instance
 	runKey    map[string]int64           // trigger|kind|logical ms → run
-	backfills map[int64]bool             // the runs of backfills
+	backfills map[int64]bool             // the runs of backfills that count other pipelines' upstreams as done (no --wait-cross)
 	fireAt    map[int64]time.Time        // run → its fire time: its logical time, or an operator's run's creation
 	byTask    map[string][]int64         // task → instances, in id order
 	execSeen  int                        // executions checked for I3 so far
@@ -327,7 +327,7 @@ func (c *checker) apply(h store.HistoryRow) {
 			w.stats.Runs++
 			if run, err := w.st.Run(context.Background(), h.RunID); err == nil {
 				c.runKey[runKey(run.Trigger, run.Kind, run.LogicalTime)] = run.ID
-				c.backfills[run.ID] = run.Kind == axtype.RunBackfill
+				c.backfills[run.ID] = run.Kind == axtype.RunBackfill && !c.waitsCross(run.BackfillID)
 				c.fireAt[run.ID] = run.LogicalTime
 				if run.Kind == axtype.RunManual {
 					c.fireAt[run.ID] = run.CreatedAt // an operator's run fires when triggered, whatever its --at
@@ -487,8 +487,8 @@ func (c *checker) seenEnd(e *execution) span {
 }
 
 // upstreamsBefore checks I3 for one execution: every upstream in the same
-// run, and the other pipelines' instance of each cross upstream for the
-// same logical time (or the latest before it), had succeeded by its start.
+// run had succeeded by its start; and I3c (crossMatched) for each upstream
+// in another pipeline.
 func (c *checker) upstreamsBefore(e *execution) {
 	w := c.w
 	in := c.insts[e.instance]
@@ -514,34 +514,9 @@ func (c *checker) upstreamsBefore(e *execution) {
 			continue
 		}
 		if c.backfills[in.run] {
-			continue // a backfill's selection is its pipeline's: upstreams elsewhere count as done (docs/commands.md)
+			continue // a backfill's selection is its pipeline's: upstreams elsewhere count as done, unless --wait-cross (docs/commands.md)
 		}
-		// cross-pipeline: the latest instance of u at or before this logical
-		// time that existed when the engine released this one (by history
-		// order: one created at the same instant, after the release, did not)
-		released := in.lastInto(axtype.Scheduled, start)
-		var best *inst
-		for _, id := range c.byTask[uid] {
-			ui := c.insts[id]
-			if ui.created.After(start) || len(ui.rows) > 0 && released > 0 && ui.rows[0].id > released {
-				continue
-			}
-			lt := c.logicalOf(ui)
-			if lt.After(e.logical) {
-				continue
-			}
-			if best == nil || !lt.Before(c.logicalOf(best)) {
-				best = ui
-			}
-		}
-		if best == nil || !best.reachedBy(axtype.Success, start) {
-			desc := "none exists"
-			if best != nil {
-				desc = best.describe()
-			}
-			w.violate(invUpstream, "%s started before its cross-pipeline upstream %s succeeded for its logical time: %s; upstream: %s",
-				e, uid, in.describe(), desc)
-		}
+		c.crossMatched(e, in, uid, start)
 	}
 }
 

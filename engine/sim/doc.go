@@ -23,6 +23,9 @@
 //     its own so that the rest of a seed's world stays as it was): a
 //     max_running of 1–2 on a task in four, of 1–3 in a pipeline's
 //     defaults now and then, and a configured cap of 1–4 on a group;
+//   - on half the cross-pipeline dependencies, a match rule (exact,
+//     interval, latest) and an offset (drawMatches, from a source of its
+//     own too);
 //   - a start shortly before one of the zone's DST changes in 2026–2027.
 //
 // Pipelines whose schedules would create over 2,500 instances an hour are
@@ -104,9 +107,16 @@
 //	   without an operator rerun between, and every SUCCESS the scheduler
 //	   records carries the ticket of an execution that succeeded.
 //	I3 no start before upstreams succeeded: when an execution starts, each
-//	   upstream in its run, and the other pipeline's instance of each
-//	   cross-pipeline upstream for the same logical time (or the latest
-//	   before it), has a recorded SUCCESS.
+//	   upstream in its run has a recorded SUCCESS.
+//	I3c a cross-pipeline release matches its window: when an execution
+//	   starts, for each upstream in another pipeline, the upstream's latest
+//	   instance at or before the end of the dependency's window
+//	   (defs.CrossWindow: by default the downstream's schedule interval that
+//	   holds its logical time) lies inside the window and has a recorded
+//	   SUCCESS. A backfill's runs are checked only with --wait-cross. It
+//	   failed on the engine that took the latest run at or before the logical
+//	   time, however old (seeds 146, 158, 159, 160, 171, 174, 178 of the
+//	   first 200: a run released on the upstream's run of an older interval).
 //	I4 every due fire dispatched or explained: each fire of each schedule,
 //	   computed second by second from the zone data by the DST rules of
 //	   docs/schedules.md (expect.go; not by defs.Schedule), that fell due
@@ -294,7 +304,9 @@
 //
 // With backfills drawn, two more checks were made exact: in a backfill run
 // an upstream in another pipeline is outside the selection and counts as
-// done (docs/commands.md), so I3 does not look for it; and I3 judges a
+// done unless the backfill was told --wait-cross (docs/commands.md), so I3c
+// looks for it only then (the driver's backfills wait with two runs in
+// flight, from a draw made already); and I3c judges a
 // cross-pipeline upstream by the instances that existed when the engine
 // released the downstream one, by history order (seed 40: a backfill
 // created the upstream's instance of an earlier logical time at the very

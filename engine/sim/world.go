@@ -314,6 +314,7 @@ func (w *world) run() Report {
 			if !w.opts.Classic {
 				drawCaps(w.capRng, w.spec)
 				w.syncHTTP = w.capRng.IntN(3) == 0
+				drawMatches(rand.New(rand.NewPCG(uint64(w.seed), 0x3a7c)), w.spec)
 			}
 		}
 		files, err = w.compile()
@@ -685,6 +686,7 @@ func (w *world) backfillStep() {
 	params := engine.BackfillParams{Pipeline: pl.Name, From: now.Add(-time.Duration(30+r.IntN(210)) * time.Minute), To: now.Add(-time.Minute),
 		MaxActiveRuns: 1 + r.IntN(3), Rerun: pick(r, []string{engine.RerunNone, engine.RerunFailed, engine.RerunAll}),
 		StopOnFailure: r.IntN(4) == 0, ApproveManual: r.IntN(2) == 0}
+	params.WaitCross = params.MaxActiveRuns == 2 // from a draw made already: the seeds keep their meaning
 	if r.IntN(2) == 0 {
 		params.Select = pick(r, []string{"", "+"}) + pick(r, tasks).Name + pick(r, []string{"", "+"})
 	}
@@ -700,8 +702,8 @@ func (w *world) backfillStep() {
 	if err == nil {
 		w.stats.Backfills++
 	}
-	w.logf("backfill %d of %s select %q, %d times, max active %d, rerun %s, stop on failure %v, approve manual %v: err=%v",
-		id, pl.Name, params.Select, len(spec.Times), spec.MaxActiveRuns, spec.Rerun, spec.StopOnFailure, spec.ApproveManual, err)
+	w.logf("backfill %d of %s select %q, %d times, max active %d, rerun %s, stop on failure %v, approve manual %v, wait cross %v: err=%v",
+		id, pl.Name, params.Select, len(spec.Times), spec.MaxActiveRuns, spec.Rerun, spec.StopOnFailure, spec.ApproveManual, spec.WaitCross, err)
 }
 
 // crash freezes the primary for good, as kill -9: its attempts die with it,

@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/store"
+)
+
+// Cross-pipeline matching: which run of another pipeline meets a task's
+// dependency on it. The rule is defs.CrossWindow; crossMatch is the
+// engine's one reading of it, used by every release path and by explain.
+
+// depOn returns t's dependency on u, a task of another pipeline.
+func depOn(t, u *defs.Task) defs.Dep {
+	for _, d := range t.DependsOn {
+		if d.Pipeline == u.Pipeline && d.Task == u.Name {
+			return d
+		}
+	}
+	return defs.Dep{Pipeline: u.Pipeline, Task: u.Name}
+}
+
+// crossWindow is the window of d's i-th upstream in another pipeline for a
+// run of d at logical time logical.
+func (d *taskInfo) crossWindow(i int, logical time.Time) defs.Window {
+	return defs.CrossWindow(d.crossDep[i], d.own, d.loc, logical)
+}
+
+// crossMatch returns the view of d's i-th upstream in another pipeline for
+// a run at logical: the upstream's latest instance at or before the
+// window's end when it lies in the window (its state), else none (state
+// "": it waits for a run in the window). note names the run matched, or
+// the window waited for.
+func crossMatch(ctx context.Context, st resolverReader, d *taskInfo, i int, logical time.Time) (upstreamView, error) {
+	u, win := d.cross[i], d.crossWindow(i, logical)
+	ins, err := st.Instances(ctx, store.InstanceFilter{TaskID: u.id, LogicalTo: win.To, ByLogicalTime: true, Limit: 1})
+	if err != nil {
+		return upstreamView{}, err
+	}
+	v := upstreamView{id: u.id, cross: true, note: "no run yet: waits for " + win.String()}
+	if len(ins) == 1 && win.Contains(ins[0].LogicalTime) {
+		v.state, v.err = ins[0].State, ins[0].Error
+		v.note = "matched " + matchedRun(ins[0])
+	}
+	return v, nil
+}
+
+// matchedRun names an upstream instance as explain shows it.
+func matchedRun(in axtype.Instance) string {
+	return "run " + strconv.FormatInt(in.RunID, 10) + " of " + in.LogicalTime.UTC().Format(time.RFC3339)
+}
