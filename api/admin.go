@@ -129,7 +129,7 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/pipelines/{pipeline}/resume", true, "resume the pipeline", scopeOp(store.ScopePipeline, resumeOf)},
 		{"POST", "/api/v1/groups/{group}/pause", true, "pause every task of the group, in every pipeline", scopeOp(store.ScopeGroup, pauseOf)},
 		{"POST", "/api/v1/groups/{group}/resume", true, "resume the group", scopeOp(store.ScopeGroup, resumeOf)},
-		{"GET", "/api/v1/instances", false, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `ran` (true: only instances dispatched at least once), `limit`", (*admin).instances},
+		{"GET", "/api/v1/instances", false, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `ran` (true: only instances dispatched at least once), `order` (`id`, the default, or `started`: the task's latest attempt first, with `task` and without `before`), `limit`", (*admin).instances},
 		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
 		{"POST", "/api/v1/instances/{id}/kill", true, "kill one running instance", instanceOp(func(id int64) engine.Request { return engine.Kill{Instance: id} })},
 		{"POST", "/api/v1/instances/{id}/rerun", true, "rerun one instance (failed, killed or succeeded)", instanceOp(func(id int64) engine.Request { return engine.Rerun{Instance: id} })},

@@ -407,12 +407,21 @@ func (a *admin) explain(r *http.Request) (any, error) {
 }
 
 func (a *admin) instances(r *http.Request) (any, error) {
-	q, err := parseQuery(r, "pipeline", "task", "run", "state", "from", "to", "before", "ran", "limit")
+	q, err := parseQuery(r, "pipeline", "task", "run", "state", "from", "to", "before", "ran", "order", "limit")
 	if err != nil {
 		return nil, err
 	}
 	f := store.InstanceFilter{Pipeline: q.str("pipeline"), TaskID: q.str("task"), RunID: q.int("run", 0, 1, 1<<62), States: q.states("state"),
 		LogicalFrom: q.time("from"), LogicalTo: q.time("to"), BeforeID: q.int("before", 0, 1, 1<<62), Ran: q.bool("ran"), Limit: int(q.int("limit", 100, 1, 1000))}
+	switch o := q.str("order"); {
+	case o == "" || o == "id":
+	case o == "started" && f.TaskID != "" && f.BeforeID == 0:
+		f.ByStarted = true
+	case o == "started":
+		q.errs = append(q.errs, "order=started: give task= and no before= (the latest attempts of one task, newest started first)")
+	default:
+		q.errs = append(q.errs, fmt.Sprintf("order=%q: give id (newest first, the default) or started (newest attempt first, with task=)", o))
+	}
 	if err := a.checkPipelineFilter(r.Context(), q, f.Pipeline); err != nil {
 		return nil, err
 	}

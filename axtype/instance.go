@@ -29,15 +29,22 @@ type Run struct {
 
 // Instance is one task of one run: the unit the state machine moves.
 type Instance struct {
-	ID          int64     `json:"id"`
-	RunID       int64     `json:"run_id"`
-	TaskID      string    `json:"task"` // `pipeline.task`
-	Pipeline    string    `json:"pipeline"`
-	Group       string    `json:"group"`
-	State       State     `json:"state"`
-	Version     int64     `json:"version"`
-	Ticket      string    `json:"ticket,omitempty"`
-	Attempt     int       `json:"attempt"`
+	ID       int64  `json:"id"`
+	RunID    int64  `json:"run_id"`
+	TaskID   string `json:"task"` // `pipeline.task`
+	Pipeline string `json:"pipeline"`
+	Group    string `json:"group"`
+	State    State  `json:"state"`
+	Version  int64  `json:"version"`
+	Ticket   string `json:"ticket,omitempty"`
+	// Attempt is the number of the instance's latest attempt: every
+	// dispatch is one past the one before, so numbers never repeat (0:
+	// never dispatched).
+	Attempt int `json:"attempt"`
+	// Counted is how many of its attempts count against its retries: an
+	// attempt given back at a shutdown or refused by every executor is
+	// not, and a rerun starts again from 0.
+	Counted     int       `json:"counted"`
 	Priority    int       `json:"priority"`
 	LogicalTime time.Time `json:"logical_time"`
 	NextFireAt  time.Time `json:"next_fire_at,omitzero"`

@@ -48,9 +48,10 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 		return err
 	}
 	if instance == 0 {
-		// The newest instance that ran, however many newer ones have not
-		// (scheduled ahead, paused, failed behind an upstream).
-		q := url.Values{"task": {task}, "ran": {"true"}, "limit": {"1"}}
+		// The instance of the task's latest attempt, however many newer
+		// ones have not run (scheduled ahead, paused, failed behind an
+		// upstream), and an older one rerun after a newer one ran.
+		q := url.Values{"task": {task}, "ran": {"true"}, "order": {"started"}, "limit": {"1"}}
 		if run != 0 {
 			q.Set("run", strconv.FormatInt(run, 10))
 		}

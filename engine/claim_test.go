@@ -85,8 +85,8 @@ func TestShutdownGivesBackClaimedAttempts(t *testing.T) {
 		sleep(9*time.Second + 500*time.Millisecond)
 		e.stop()
 		ins := e.instances(store.InstanceFilter{TaskID: "c.a", LogicalTo: start.Add(10 * time.Second)})
-		if len(ins) != 1 || ins[0].State != axtype.Retrying || ins[0].Attempt != 0 || !ins[0].NextFireAt.Equal(start.Add(10*time.Second)) {
-			t.Fatalf("after stopping before the fire time: %+v, want RETRYING at +10s, attempt 0", ins)
+		if len(ins) != 1 || ins[0].State != axtype.Retrying || ins[0].Attempt != 1 || ins[0].Counted != 0 || !ins[0].NextFireAt.Equal(start.Add(10*time.Second)) {
+			t.Fatalf("after stopping before the fire time: %+v, want RETRYING at +10s, attempt 1 not counted", ins)
 		}
 		if n := len(e.rec.snapshot()); n != 0 {
 			t.Fatalf("%d executions by the stopped scheduler", n)
@@ -101,8 +101,8 @@ func TestShutdownGivesBackClaimedAttempts(t *testing.T) {
 		if got != 1 {
 			t.Errorf("the given-back attempt ran %d times after the restart, want once", got)
 		}
-		if in, _ := e.st.Instance(t.Context(), ins[0].ID); in.State != axtype.Success || in.Attempt != 1 {
-			t.Errorf("after the restart: %s attempt %d, want SUCCESS at attempt 1", in.State, in.Attempt)
+		if in, _ := e.st.Instance(t.Context(), ins[0].ID); in.State != axtype.Success || in.Attempt != 2 || in.Counted != 1 {
+			t.Errorf("after the restart: %s attempt %d counted %d, want SUCCESS at attempt 2, 1 counted", in.State, in.Attempt, in.Counted)
 		}
 	})
 }

@@ -41,7 +41,7 @@ tasks:
 		}
 		ticket, att := "claimed-ahead-ticket", 1
 		if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: ins[0].ID, Version: ins[0].Version, From: axtype.Scheduled, To: axtype.Running,
-			Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &fire}, Now: now, Actor: "old", Reason: "claimed ahead"}); err != nil {
+			Set: store.Changes{Ticket: &ticket, Attempt: &att, Counted: &att, StartedAt: &fire}, Now: now, Actor: "old", Reason: "claimed ahead"}); err != nil {
 			t.Fatal(err)
 		}
 		e.restart(Config{}, time.Minute)
@@ -50,8 +50,8 @@ tasks:
 			t.Fatalf("executions %+v, want one, under a fresh ticket, at its fire time %s", calls, fire)
 		}
 		in, _ := e.st.Instance(ctx, ins[0].ID)
-		if in.State != axtype.Success || in.Ticket != calls[0].ticket || in.Attempt != 1 {
-			t.Errorf("instance %+v, want SUCCESS at attempt 1 under the ticket it ran with", in)
+		if in.State != axtype.Success || in.Ticket != calls[0].ticket || in.Attempt != 2 || in.Counted != 1 {
+			t.Errorf("instance %+v, want SUCCESS at attempt 2 (1 counted) under the ticket it ran with", in)
 		}
 		if h, ok := givenBackRow(e, "ca.job", "after the previous primary's lease ended"); !ok || h.Ticket != ticket {
 			t.Errorf("history %+v: want the claimed ticket given back, saying why it never started", e.history("ca.job"))

@@ -212,11 +212,11 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 		// to run again at once (or at its fire time, when claimed ahead),
 		// under whichever scheduler holds the lease next; the attempt is
 		// not counted.
-		att, next := a.attempt-1, now
+		counted, next := a.uncounted(), now
 		if a.due.After(now) {
 			next = a.due
 		}
-		p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
+		p.To, p.Set.NextFireAt, p.Set.Counted = axtype.Retrying, &next, &counted
 		p.Set.Error = ptr(cmp.Or(o.givenBackErr, "interrupted by shutdown"))
 		p.Reason = cmp.Or(o.notStarted, "interrupted by shutdown: given back after the grace period, the attempt not counted")
 		p.Action.Action, p.Action.Reason = "interrupted", p.Reason
@@ -226,11 +226,11 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 		// shortly, the attempt not counted, until the deadline of the attempt
 		// first refused.
 		limit := r.refusalLimit
-		next, att := now.Add(RefusedRetry), a.attempt-1
+		next, counted := now.Add(RefusedRetry), a.uncounted()
 		if next.After(limit) {
 			next = limit
 		}
-		p.To, p.Set.NextFireAt, p.Set.Attempt = axtype.Retrying, &next, &att
+		p.To, p.Set.NextFireAt, p.Set.Counted = axtype.Retrying, &next, &counted
 		p.Reason = "no executor took it, trying again at " + next.Format(time.RFC3339) + " (until " + limit.Format(time.RFC3339) + "): " + o.res.Error
 		p.Action.Action, p.Action.Reason = "refused", o.res.Error
 		return p, judged{id: o.instance, a: a, to: p.To, refused: true, status: "refused"}
@@ -247,14 +247,14 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 		p.To, p.Reason = axtype.Killed, "killed"
 	default:
 		retries := a.task.def.Retry.Count
-		if !o.res.Permanent && a.attempt <= retries {
-			next := now.Add(backoff.Delay(a.attempt, a.task.def.Retry.Interval, r.backoffCap))
+		if !o.res.Permanent && a.counted <= retries {
+			next := now.Add(backoff.Delay(a.counted, a.task.def.Retry.Interval, r.backoffCap))
 			p.To, p.Set.NextFireAt = axtype.Retrying, &next
-			p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.attempt, retries, next.Format(time.RFC3339), o.res.Error)
+			p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.counted, retries, next.Format(time.RFC3339), o.res.Error)
 			p.Action.Action = "retry"
 		} else {
 			p.To = axtype.Failed
-			p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.attempt, o.res.Error)
+			p.Reason = fmt.Sprintf("%s after %d attempt(s): %s", o.res.Status, a.counted, o.res.Error)
 			p.Action.Action = "failed"
 		}
 		if o.res.Status == runner.StatusTimeout {
@@ -456,12 +456,12 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 	}
 	rs.set(m.a.task.id, m.to, r.Version)
 	if m.to == axtype.Retrying {
-		att := m.a.attempt
+		counted := m.a.counted
 		if m.refused {
-			att--
+			counted = m.a.uncounted()
 		}
 		c.host.enqueue(ctx, axtype.Instance{ID: m.id, RunID: m.a.runID, TaskID: m.a.task.id, State: axtype.Retrying, Version: r.Version,
-			NextFireAt: *p.Set.NextFireAt, LogicalTime: m.a.logical, Attempt: att})
+			NextFireAt: *p.Set.NextFireAt, LogicalTime: m.a.logical, Attempt: m.a.attempt, Counted: counted})
 	}
 	if len(m.a.task.crossDown) == 0 || !ends(m.to) {
 		return nil, nil

@@ -773,7 +773,7 @@ func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (s
 		}
 		op.res.runs.dropRunOf(in.ID)
 		again = append(again, in)
-		if in.Attempt == 0 {
+		if in.Counted == 0 {
 			// Ended without running (its upstream failed, its wait limit
 			// passed, or an operator marked it or cancelled its run): it comes
 			// back to WAITING, and the readiness rule (bringBack settles it)
@@ -817,7 +817,7 @@ func (op *operator) checkUpstreamsRerun(ctx context.Context, insts []axtype.Inst
 	}
 	for _, in := range insts {
 		t := op.tasks[in.TaskID]
-		if in.Attempt != 0 || t == nil || len(t.up) == 0 {
+		if in.Counted != 0 || t == nil || len(t.up) == 0 {
 			continue
 		}
 		up := map[string]bool{}
@@ -899,22 +899,23 @@ func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now
 	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
 		why := op.disp.pool.full(t)
 		if why == "" {
-			p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: t, runID: in.RunID, logical: in.LogicalTime, manual: true}
+			p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: t, runID: in.RunID, logical: in.LogicalTime, manual: true,
+				attempt: in.Attempt, counted: rerunCounted}
 			return op.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
 		}
 		reason = "rerun: waits for a slot: " + why
 	}
-	from, v := in.State, in.Version
+	from, v, counted := in.State, in.Version, rerunCounted
 	if from == axtype.Killed || from == axtype.Failed {
 		nv, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Waiting,
-			Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
+			Set: store.Changes{Counted: &counted}, Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
 		if err != nil {
 			return err
 		}
 		from, v = axtype.Waiting, nv
 	}
 	nv, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: axtype.Scheduled,
-		Set: store.Changes{NextFireAt: &at, Error: ptr("")}, Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
+		Set: store.Changes{NextFireAt: &at, Error: ptr(""), Counted: &counted}, Epoch: op.host.termEpoch(), Now: now, Actor: by.Actor, Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -926,15 +927,16 @@ func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now
 // startNow dispatches one instance at once, outside the queue: the manual
 // rerun of a FAILED instance, which the table moves straight to RUNNING.
 func (op *operator) startNow(ctx context.Context, id int64, p *pend, now time.Time, why string) error {
-	ticket, att := newTicket(), 1
+	ticket := newTicket()
+	att, counted := nextAttempt(p.attempt, p.counted)
 	v, err := op.host.w().Transition(ctx, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
-		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(executorOf(p.task.def))},
+		Set:   store.Changes{Ticket: &ticket, Attempt: &att, Counted: &counted, StartedAt: &now, EndedAt: &time.Time{}, Error: ptr(""), Executor: ptr(executorOf(p.task.def))},
 		Epoch: op.host.termEpoch(), Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", TaskID: p.task.id, Ticket: ticket, Reason: why}})
 	if err != nil {
 		return err
 	}
-	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
+	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, counted: counted, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
 	op.disp.track(id, a)
 	op.disp.execute(id, a, nil)
 	return nil

@@ -517,8 +517,8 @@ func TestRefusalIsNotAFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := e.instances(store.InstanceFilter{TaskID: "h.a"})
-		if len(in) != 1 || in[0].State != axtype.Success || in[0].Attempt != 1 {
-			t.Fatalf("instance %+v: want SUCCESS at attempt 1 (refusals do not count)", in)
+		if len(in) != 1 || in[0].State != axtype.Success || in[0].Attempt != 4 || in[0].Counted != 1 {
+			t.Fatalf("instance %+v: want SUCCESS at attempt 4 (each dispatch is an attempt), 1 counted (refusals do not count)", in)
 		}
 		if got := transitionsOf(e, in[0].ID); got != "SCHEDULED>RUNNING>RETRYING>RUNNING>RETRYING>RUNNING>RETRYING>RUNNING>SUCCESS" {
 			t.Errorf("history %s", got)

@@ -32,12 +32,35 @@ type pend struct {
 	task      *taskInfo
 	runID     int64
 	logical   time.Time
-	attempt   int
+	attempt   int            // the number of its last attempt (0: none yet)
+	counted   int            // its attempts counted against its retries
 	manual    bool           // a run-now or rerun: pause and overlap do not hold it back
 	kind      axtype.RunKind // overlap is judged among schedule runs only
 	throttled bool           // held back by the token bucket at least once
 	capped    string         // the concurrency cap that held it back at the last dispatch, if any
 }
+
+// nextAttempt is the one numbering of attempts: every dispatch of an
+// instance (its first, a retry, a dispatch after a give-back or a refusal,
+// an operator's rerun) is a new attempt, numbered one past the instance's
+// last so that no number repeats within an instance and each attempt's
+// output and record are its own, and counted once more against its
+// retries. What is not counted (a give-back, a refusal: uncounted) or
+// starts the count again (a rerun: rerunCounted) changes the count, never
+// the number. A ticket sent again that never reached an executor
+// (resolved, orphan.go) and an attempt a new primary inherits keep their
+// attempt: no new one was dispatched.
+func nextAttempt(last, counted int) (number, nowCounted int) {
+	return last + 1, counted + 1
+}
+
+// rerunCounted is the count of attempts an operator's rerun starts from:
+// a rerun has every retry of its task again.
+const rerunCounted = 0
+
+// uncounted is the instance's count of attempts once a is given back or
+// refused: a does not count against its retries (its number stays used).
+func (a *attempt) uncounted() int { return max(a.counted-1, 0) }
 
 // attempt is a dispatched instance awaiting its result.
 type attempt struct {
@@ -46,7 +69,8 @@ type attempt struct {
 	task     *taskInfo
 	runID    int64
 	logical  time.Time
-	attempt  int
+	attempt  int // its number (nextAttempt): its output and record are keyed by it
+	counted  int // the instance's attempts counted against its retries, this one included
 	deadline time.Time
 	orphan   bool                    // left RUNNING by a previous process: nothing here runs it
 	cancel   context.CancelCauseFunc // stops the attempt on its executor (kill)
@@ -134,7 +158,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			a.version = in.Version // running here already (the lease was retaken)
 			continue
 		}
-		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt,
+		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted,
 			deadline: in.StartedAt.Add(ti.def.Timeout), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
 		rec, found := procs[in.Ticket]
 		if why := e.neverStarted(in, ti, rec, found, handOuts); why != "" {

@@ -343,7 +343,8 @@ func (d *dispatcher) overlapHolds(b *batchPlan, id int64, p *pend, now time.Time
 // startTransition is the SCHEDULED or RETRYING → RUNNING of instance id
 // with a fresh ticket: started now, or, claimed ahead, at its fire time.
 func startTransition(id int64, p *pend, epoch int64, now time.Time) store.TransitionParams {
-	ticket, att, zero := newTicket(), p.attempt+1, time.Time{}
+	ticket, zero := newTicket(), time.Time{}
+	att, counted := nextAttempt(p.attempt, p.counted)
 	why := fmt.Sprintf("dispatch attempt %d", att)
 	started := now
 	if due := time.UnixMilli(p.at); due.After(now) {
@@ -351,7 +352,7 @@ func startTransition(id int64, p *pend, epoch int64, now time.Time) store.Transi
 		why = fmt.Sprintf("dispatch attempt %d, claimed ahead to start at %s", att, due.UTC().Format("15:04:05.000"))
 	}
 	return store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Running,
-		Set:   store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
+		Set:   store.Changes{Ticket: &ticket, Attempt: &att, Counted: &counted, StartedAt: &started, NextFireAt: &zero, Executor: ptr(executorOf(p.task.def)), Error: ptr("")},
 		Epoch: epoch, Now: now, Actor: Actor, Reason: why,
 		Action: &store.Action{Actor: Actor, Action: "dispatch", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Ticket: ticket, Reason: why,
 			Detail: dueDetail(p.at)},
@@ -433,7 +434,7 @@ func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.
 	}
 	started := *b.params[i].Set.StartedAt
 	a := &attempt{ticket: *b.params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-		attempt: p.attempt + 1, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
+		attempt: *b.params[i].Set.Attempt, counted: *b.params[i].Set.Counted, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
 	d.track(id, a)
 	d.res.runs.setState(p.runID, p.task.id, axtype.Running, r.Version)

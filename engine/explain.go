@@ -256,7 +256,7 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *axtype.Insta
 		case strings.HasPrefix(in.Error, "skipped"):
 			add("retries", true, "%s", in.Error)
 		default:
-			add("retries", true, "retries exhausted after %d attempt(s) (retry.count %d): %s", in.Attempt, t.def.Retry.Count, in.Error)
+			add("retries", true, "retries exhausted after %d attempt(s) (retry.count %d): %s", in.Counted, t.def.Retry.Count, in.Error)
 		}
 	case in.State == axtype.Killed:
 		add("state", true, "killed by an operator at %s; ax rerun %s runs it again", stamp(in.EndedAt), id)
@@ -475,7 +475,7 @@ func (e *Engine) explainCross(ctx context.Context, t *taskInfo, rs *runState, wa
 func (e *Engine) explainDue(t *taskInfo, in *axtype.Instance, v *loopView, now time.Time, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
 	what := "scheduled"
 	if in.State == axtype.Retrying {
-		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Attempt, t.def.Retry.Count+1)
+		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Counted, t.def.Retry.Count+1)
 	}
 	if in.NextFireAt.After(now) {
 		if in.NextFireAt.After(now.Add(e.cfg.Window)) {

@@ -79,8 +79,8 @@ tasks:
 			t.Fatalf("executions %+v, want one, of the fire at %s, under a fresh ticket", calls, fire)
 		}
 		in, err := e.st.Instance(ctx, claimed.ID)
-		if err != nil || in.State != axtype.Success || in.Attempt != 1 {
-			t.Errorf("instance %s attempt %d (%v), want SUCCESS at attempt 1 (the attempt given back is not counted)", in.State, in.Attempt, err)
+		if err != nil || in.State != axtype.Success || in.Attempt != 2 || in.Counted != 1 {
+			t.Errorf("instance %s attempt %d counted %d (%v), want SUCCESS at attempt 2, 1 counted (the attempt given back is not)", in.State, in.Attempt, in.Counted, err)
 		}
 		if h, ok := givenBackRow(e, "ho.job", "by a previous primary that stopped before handing it out: it never started"); !ok || h.Ticket != claimed.Ticket {
 			t.Errorf("history %+v: want the claimed ticket given back, saying it never started", e.history("ho.job"))
@@ -274,7 +274,7 @@ tasks:
 			ids[n] = in.ID
 			tk, att, exe := "ticket-"+n, 1, runner.Local()
 			if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running,
-				Set: store.Changes{Ticket: &tk, Attempt: &att, StartedAt: &start, Executor: &exe}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
+				Set: store.Changes{Ticket: &tk, Attempt: &att, Counted: &att, StartedAt: &start, Executor: &exe}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
 				t.Fatal(err)
 			}
 			p := dead

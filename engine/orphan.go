@@ -35,7 +35,8 @@ const statusTimeout = 5 * time.Second
 // asked again at the next sweep, in case its result cannot reach a
 // scheduler); unknown to every executor of the task → it never started
 // anywhere and is dispatched again with the same ticket, which the SDK's
-// de-duplication makes safe. An executor that does not answer leaves the
+// de-duplication makes safe, as the same attempt (nextAttempt: nothing of
+// it reached an executor or the store's output). An executor that does not answer leaves the
 // ticket to the next sweep, and in the end to the unknown-outcome rule of R27.
 func (c *completer) resolveOrphans(exs []store.Executor) {
 	asker, ok := c.disp.execs[defs.ExecHTTP].(StatusAsker)

@@ -100,7 +100,7 @@ tasks:
 				ids[name] = in.ID
 				tk, att := tickets[name], 1
 				if _, err := st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running,
-					Set: store.Changes{Ticket: &tk, Attempt: &att, StartedAt: &start}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
+					Set: store.Changes{Ticket: &tk, Attempt: &att, Counted: &att, StartedAt: &start}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -110,7 +110,7 @@ func (pl *planner) enqueue(ctx context.Context, in axtype.Instance) {
 		return
 	}
 	pl.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
-		logical: in.LogicalTime, attempt: in.Attempt, kind: pl.cache.kindOf(ctx, in.RunID)}
+		logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted, kind: pl.cache.kindOf(ctx, in.RunID)}
 	pl.pending[in.ID].manual = pl.pending[in.ID].kind == axtype.RunManual
 }
 

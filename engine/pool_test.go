@@ -248,8 +248,8 @@ func TestStartQueueExplainKillAndGiveBack(t *testing.T) {
 		}
 		for _, task := range []string{"burst.t00000", "burst.t00002"} {
 			in := e.instances(store.InstanceFilter{TaskID: task})
-			if len(in) != 1 || in[0].State != axtype.Retrying || in[0].Attempt != 0 {
-				t.Errorf("%s after shutdown: %+v; want RETRYING with attempt 0 (given back, not counted)", task, in)
+			if len(in) != 1 || in[0].State != axtype.Retrying || in[0].Attempt != 1 || in[0].Counted != 0 {
+				t.Errorf("%s after shutdown: %+v; want RETRYING after attempt 1, not counted (given back)", task, in)
 				continue
 			}
 			h := e.history(task)

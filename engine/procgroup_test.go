@@ -91,7 +91,7 @@ tasks:
 			ids[n] = in.ID
 			tk, att, exe := "ticket-"+n, 1, runner.Local()
 			if _, err := e.st.Transition(ctx, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running,
-				Set: store.Changes{Ticket: &tk, Attempt: &att, StartedAt: &start, Executor: &exe}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
+				Set: store.Changes{Ticket: &tk, Attempt: &att, Counted: &att, StartedAt: &start, Executor: &exe}, Now: start, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
 				t.Fatal(err)
 			}
 			p := groups[n].proc

@@ -366,9 +366,9 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 		if e.held[id] != nil || tasks[a.task.id] != nil || !a.withdraw() {
 			continue
 		}
-		msg, att := "not started: its task was removed from the pipeline files by a reload while it waited for a slot", a.attempt-1
+		msg, counted := "not started: its task was removed from the pipeline files by a reload while it waited for a slot", a.uncounted()
 		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
-			Set: store.Changes{EndedAt: &now, Error: &msg, Attempt: &att}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+			Set: store.Changes{EndedAt: &now, Error: &msg, Counted: &counted}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
 		withdrawn = append(withdrawn, id)
 	}
 	if len(params) == 0 {

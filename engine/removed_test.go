@@ -30,7 +30,7 @@ func leftRunning(t *testing.T, e *env) axtype.Instance {
 	// Started a second before that process's lease ended: it really ran.
 	ticket, att, now, started := "left-behind", 1, time.Now(), time.Now().Add(-time.Second)
 	v, err := e.st.Transition(context.Background(), store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Running,
-		Set: store.Changes{Ticket: &ticket, Attempt: &att, StartedAt: &started}, Now: now, Actor: "test", Reason: "dispatched by a process that then crashed"})
+		Set: store.Changes{Ticket: &ticket, Attempt: &att, Counted: &att, StartedAt: &started}, Now: now, Actor: "test", Reason: "dispatched by a process that then crashed"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +234,8 @@ func TestRemovedByReloadWhileInTheStartQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != axtype.Failed || got.Attempt != 0 || !strings.Contains(got.Error, "removed from the pipeline files by a reload while it waited for a slot") {
-			t.Errorf("q.gone after the reload: %s attempt %d %q; want FAILED, attempt 0, not started because its task was removed", got.State, got.Attempt, got.Error)
+		if got.State != axtype.Failed || got.Attempt != 1 || got.Counted != 0 || !strings.Contains(got.Error, "removed from the pipeline files by a reload while it waited for a slot") {
+			t.Errorf("q.gone after the reload: %s attempt %d counted %d %q; want FAILED after attempt 1, not counted, not started because its task was removed", got.State, got.Attempt, got.Counted, got.Error)
 		}
 		if n := ranB.Load(); n != 0 {
 			t.Errorf("q.gone ran %d time(s) after its task was removed", n)

@@ -231,7 +231,7 @@ func (r *resolver) releasableByRun(ctx context.Context, byRun map[int64][]*taskI
 
 // failWaiting is the transition of a WAITING instance that fails without
 // running: an upstream failed, its wait limit passed, or an operator
-// cancelled its run or marked it failed. Its attempt count stays 0.
+// cancelled its run or marked it failed. Its count of attempts stays 0.
 func failWaiting(ref *instRef, d *taskInfo, reason string, epoch int64, now time.Time, actor string) store.TransitionParams {
 	return store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Failed,
 		Set:   store.Changes{Error: ptr(reason), EndedAt: &now, NextFireAt: &time.Time{}, Reason: ptr("")},
@@ -330,5 +330,5 @@ func releaseParams(rel []release) []store.TransitionParams {
 // of its upstreams (R40): a rerun brings it back to WAITING instead of
 // running it.
 func neverRan(in axtype.Instance) bool {
-	return in.State == axtype.Failed && in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream ")
+	return in.State == axtype.Failed && in.Counted == 0 && strings.HasPrefix(in.Error, "upstream ")
 }

@@ -56,8 +56,8 @@ func TestShutdownGivesRunningAttemptsBack(t *testing.T) {
 			t.Fatalf("%d instances past SCHEDULED, want 3: %+v", len(ins), ins)
 		}
 		for _, in := range ins {
-			if in.State != axtype.Retrying || in.Attempt != 0 {
-				t.Errorf("%s: %s attempt %d; want RETRYING with attempt 0 (not counted)", in.TaskID, in.State, in.Attempt)
+			if in.State != axtype.Retrying || in.Attempt != 1 || in.Counted != 0 {
+				t.Errorf("%s: %s attempt %d counted %d; want RETRYING after attempt 1, not counted", in.TaskID, in.State, in.Attempt, in.Counted)
 			}
 			h := e.history(in.TaskID)
 			last := h[len(h)-1]

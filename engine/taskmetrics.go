@@ -90,7 +90,7 @@ func fireKind(a *attempt, termStart time.Time) string {
 	switch {
 	case a.kind == axtype.RunBackfill:
 		return "backfill"
-	case a.attempt > 1:
+	case a.counted > 1:
 		return "retry"
 	case a.kind == axtype.RunManual:
 		return "manual"

@@ -136,16 +136,17 @@ func TestFireKind(t *testing.T) {
 		a    attempt
 		want string
 	}{
-		{attempt{kind: axtype.RunSchedule, attempt: 1, due: term.Add(time.Minute)}, "live"},
-		{attempt{kind: axtype.RunSchedule, attempt: 1, due: term}, "live"},
-		{attempt{kind: axtype.RunSchedule, attempt: 1, due: term.Add(-time.Hour)}, "catchup"}, // missed while no scheduler ran
-		{attempt{kind: axtype.RunSchedule, attempt: 2, due: term.Add(time.Minute)}, "retry"},
-		{attempt{kind: axtype.RunManual, attempt: 1, due: term.Add(time.Minute)}, "manual"},
-		{attempt{kind: axtype.RunBackfill, attempt: 1, due: term.AddDate(0, -1, 0)}, "backfill"},
-		{attempt{kind: axtype.RunBackfill, attempt: 3, due: term}, "backfill"},
+		{attempt{kind: axtype.RunSchedule, attempt: 1, counted: 1, due: term.Add(time.Minute)}, "live"},
+		{attempt{kind: axtype.RunSchedule, attempt: 1, counted: 1, due: term}, "live"},
+		{attempt{kind: axtype.RunSchedule, attempt: 1, counted: 1, due: term.Add(-time.Hour)}, "catchup"}, // missed while no scheduler ran
+		{attempt{kind: axtype.RunSchedule, attempt: 2, counted: 2, due: term.Add(time.Minute)}, "retry"},
+		{attempt{kind: axtype.RunSchedule, attempt: 2, counted: 1, due: term.Add(time.Minute)}, "live"}, // after a give-back: not a retry
+		{attempt{kind: axtype.RunManual, attempt: 1, counted: 1, due: term.Add(time.Minute)}, "manual"},
+		{attempt{kind: axtype.RunBackfill, attempt: 1, counted: 1, due: term.AddDate(0, -1, 0)}, "backfill"},
+		{attempt{kind: axtype.RunBackfill, attempt: 3, counted: 3, due: term}, "backfill"},
 	} {
 		if got := fireKind(&tc.a, term); got != tc.want {
-			t.Errorf("fireKind(%s, attempt %d, due %s) = %s, want %s", tc.a.kind, tc.a.attempt, tc.a.due.Sub(term), got, tc.want)
+			t.Errorf("fireKind(%s, attempt %d counted %d, due %s) = %s, want %s", tc.a.kind, tc.a.attempt, tc.a.counted, tc.a.due.Sub(term), got, tc.want)
 		}
 	}
 }

@@ -423,7 +423,7 @@ func (pl *planner) scheduledSince(ctx context.Context, t *trigger, now time.Time
 
 // lateInstances returns, per task in fire-time order, the instances of
 // schedule runs that fell due before now and never started: SCHEDULED ones,
-// and RETRYING ones at attempt 0 (claimed ahead, given back at a stop).
+// and RETRYING ones with no attempt counted (claimed ahead, given back at a stop).
 func (pl *planner) lateInstances(ctx context.Context, now time.Time) (map[string][]axtype.Instance, []string, error) {
 	due, err := pl.st.DueInstances(ctx, store.DueParams{Until: now})
 	if err != nil {
@@ -432,7 +432,7 @@ func (pl *planner) lateInstances(ctx context.Context, now time.Time) (map[string
 	late := map[string][]axtype.Instance{}
 	var order []string
 	for _, in := range due {
-		if !in.NextFireAt.Before(now) || pl.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Attempt > 0) ||
+		if !in.NextFireAt.Before(now) || pl.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Counted > 0) ||
 			pl.cache.kindOf(ctx, in.RunID) != axtype.RunSchedule {
 			continue
 		}

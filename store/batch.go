@@ -132,7 +132,7 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 // shape share an UPDATE.
 func shape(p TransitionParams) string {
 	c := p.Set
-	return fmt.Sprintf("%v%v%v%v%v%v%v%v", c.Ticket != nil, c.Attempt != nil, c.NextFireAt != nil, c.Executor != nil,
+	return fmt.Sprintf("%v%v%v%v%v%v%v%v%v", c.Ticket != nil, c.Attempt != nil, c.Counted != nil, c.NextFireAt != nil, c.Executor != nil,
 		c.StartedAt != nil, c.EndedAt != nil, c.Error != nil, c.Reason != nil)
 }
 
@@ -171,6 +171,9 @@ func (s *Store) updateGroup(ctx context.Context, tx *sql.Tx, ps []TransitionPara
 	}
 	if c.Attempt != nil {
 		caseOf("attempt", func(p TransitionParams) any { return *p.Set.Attempt })
+	}
+	if c.Counted != nil {
+		caseOf("counted", func(p TransitionParams) any { return *p.Set.Counted })
 	}
 	if c.NextFireAt != nil {
 		caseOf("next_fire_at", func(p TransitionParams) any { return ms(*p.Set.NextFireAt) })

@@ -243,7 +243,7 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 	}
 	// The last executor is the last attempt's: the newest instance may not
 	// have run (a scheduled task has one ahead).
-	ran, err := s.Instances(ctx, InstanceFilter{TaskID: id, Ran: true, Limit: 1})
+	ran, err := s.Instances(ctx, InstanceFilter{TaskID: id, Ran: true, ByStarted: true, Limit: 1})
 	if err != nil {
 		return Summary{}, err
 	}

@@ -95,10 +95,10 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, [
 		}
 		const chunk = 500
 		for start := 0; start < len(p.Instances); start += chunk {
-			b := s.sb.Insert("instances").Columns("run_id", "task_id", "pipeline", "group_name", "state", "version", "attempt",
+			b := s.sb.Insert("instances").Columns("run_id", "task_id", "pipeline", "group_name", "state", "version", "attempt", "counted",
 				"priority", "logical_time", "next_fire_at", "reason", "approved_by", "created_at", "updated_at")
 			for _, in := range p.Instances[start:min(start+chunk, len(p.Instances))] {
-				b = b.Values(run.ID, in.TaskID, p.Pipeline, in.Group, string(in.State), 1, 0, in.Priority, p.LogicalTime.UnixMilli(),
+				b = b.Values(run.ID, in.TaskID, p.Pipeline, in.Group, string(in.State), 1, 0, 0, in.Priority, p.LogicalTime.UnixMilli(),
 					ms(in.NextFireAt), nullStr(in.Reason), nullStr(in.ApprovedBy), p.Now.UnixMilli(), p.Now.UnixMilli())
 			}
 			if _, err := s.exec(ctx, tx, "create instances", b); err != nil {
@@ -155,7 +155,8 @@ func (s *Store) checkEpoch(ctx context.Context, tx *sql.Tx, epoch int64) error {
 // clears the column.
 type Changes struct {
 	Ticket     *string
-	Attempt    *int
+	Attempt    *int // the number of the attempt dispatched (nextAttempt in the engine)
+	Counted    *int // attempts counted against the retries
 	NextFireAt *time.Time
 	Executor   *string
 	StartedAt  *time.Time
@@ -347,6 +348,9 @@ func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) 
 	if c.Attempt != nil {
 		up = up.Set("attempt", *c.Attempt)
 	}
+	if c.Counted != nil {
+		up = up.Set("counted", *c.Counted)
+	}
 	if c.NextFireAt != nil {
 		up = up.Set("next_fire_at", ms(*c.NextFireAt))
 	}
@@ -427,7 +431,7 @@ func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams, fe
 
 // instanceCols are the columns of Instance, in scan order.
 var instanceCols = []string{"id", "run_id", "task_id", "pipeline", "group_name", "state", "version", "ticket", "attempt",
-	"priority", "logical_time", "next_fire_at", "executor", "started_at", "ended_at", "error", "reason", "created_at", "updated_at", "approved_by"}
+	"priority", "logical_time", "next_fire_at", "executor", "started_at", "ended_at", "error", "reason", "created_at", "updated_at", "approved_by", "counted"}
 
 func instanceSelect(sb sq.StatementBuilderType) sq.SelectBuilder {
 	return sb.Select(instanceCols...).From("instances")
@@ -443,7 +447,7 @@ func scanInstance(rows *sql.Rows) (axtype.Instance, error) {
 		nextFire, started, ended       sql.NullInt64
 	)
 	err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &in.Group, &state, &in.Version, &ticket, &in.Attempt,
-		&in.Priority, &logical, &nextFire, &executor, &started, &ended, &errText, &why, &created, &updated, &approved)
+		&in.Priority, &logical, &nextFire, &executor, &started, &ended, &errText, &why, &created, &updated, &approved, &in.Counted)
 	if err != nil {
 		return in, err
 	}
@@ -533,6 +537,10 @@ type InstanceFilter struct {
 	// ByLogicalTime orders by logical time (then id) instead of id, newest
 	// first unless Ascending.
 	ByLogicalTime bool
+	// ByStarted orders by the start of the latest attempt (then id), newest
+	// first: a task's latest attempt first, even when an older instance
+	// was rerun after a newer one ran (indexed with TaskID).
+	ByStarted bool
 }
 
 // Instances lists instances matching f.
@@ -571,6 +579,8 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]axtype.Insta
 	}
 	order := []string{"id DESC"}
 	switch {
+	case f.ByStarted:
+		order = []string{"started_at DESC", "id DESC"}
 	case f.ByLogicalTime && f.Ascending:
 		order = []string{"logical_time", "id"}
 	case f.ByLogicalTime:

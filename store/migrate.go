@@ -38,7 +38,7 @@ var (
 )
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 var migrations = []migration{{
 	version: 1,
@@ -197,6 +197,26 @@ var migrations = []migration{{
 		return []string{
 			"ALTER TABLE procs ADD COLUMN kind " + d.typ("str16") + " NULL",
 			"ALTER TABLE procs ADD COLUMN epoch " + d.typ("bigint") + " NULL",
+		}
+	},
+}, {
+	// Version 12: an instance's attempt is the number of its latest
+	// attempt, one past the one before at every dispatch (a give-back and a
+	// rerun included), so that each attempt's output and record have a key
+	// of their own; counted is how many attempts count against its retries
+	// (what attempt was before). The numbers of a store written before are
+	// raised past every attempt that has output or a record. The index
+	// finds a task's latest attempt (ax logs).
+	version: 12,
+	extra: func(d dialect) []string {
+		return []string{
+			"ALTER TABLE instances ADD COLUMN counted " + d.typ("int") + " NOT NULL DEFAULT 0",
+			"UPDATE instances SET counted = attempt",
+			"UPDATE instances SET attempt = (SELECT MAX(a.attempt) FROM attempts a WHERE a.instance_id = instances.id) " +
+				"WHERE attempt < (SELECT MAX(a.attempt) FROM attempts a WHERE a.instance_id = instances.id)",
+			"UPDATE instances SET attempt = (SELECT MAX(c.attempt) FROM log_chunks c WHERE c.instance_id = instances.id) " +
+				"WHERE attempt < (SELECT MAX(c.attempt) FROM log_chunks c WHERE c.instance_id = instances.id)",
+			createIndex(d, "instances", "task_id", "started_at"),
 		}
 	},
 }}

@@ -134,15 +134,15 @@ func TestSIGTERMGivesRunningCommandsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != axtype.Retrying || got.Attempt != 0 || !strings.Contains(got.Error, "interrupted by shutdown") {
-		t.Errorf("after SIGTERM: %s attempt %d %q; want RETRYING, attempt 0, interrupted by shutdown", got.State, got.Attempt, got.Error)
+	if got.State != axtype.Retrying || got.Attempt != 1 || got.Counted != 0 || !strings.Contains(got.Error, "interrupted by shutdown") {
+		t.Errorf("after SIGTERM: %s attempt %d counted %d %q; want RETRYING after attempt 1, not counted, interrupted by shutdown", got.State, got.Attempt, got.Counted, got.Error)
 	}
 	stubborn, err := st.Instances(ctx, store.InstanceFilter{TaskID: "slow.stubborn", Limit: 1})
 	if err != nil || len(stubborn) != 1 {
 		t.Fatalf("slow.stubborn: %+v %v", stubborn, err)
 	}
-	if s := stubborn[0]; s.State != axtype.Retrying || s.Attempt != 0 || !strings.Contains(s.Error, "interrupted by shutdown") {
-		t.Errorf("a command ignoring SIGTERM after SIGTERM: %s attempt %d %q; want RETRYING, attempt 0, interrupted by shutdown", s.State, s.Attempt, s.Error)
+	if s := stubborn[0]; s.State != axtype.Retrying || s.Attempt != 1 || s.Counted != 0 || !strings.Contains(s.Error, "interrupted by shutdown") {
+		t.Errorf("a command ignoring SIGTERM after SIGTERM: %s attempt %d counted %d %q; want RETRYING after attempt 1, not counted, interrupted by shutdown", s.State, s.Attempt, s.Counted, s.Error)
 	}
 }
 

@@ -21,8 +21,9 @@ func newLogsCmd() *cobra.Command {
 with a header: instance, attempt, executor, start, end, exit status. Lines are
 marked by stream; bytes that are not text are shown escaped (\xNN).
 
-The latest attempt of the task's latest instance that ran is shown unless
---run, --instance or --attempt say otherwise. With -f, a running attempt is
+The task's latest attempt (of the instance that started last: a rerun of an
+older instance included) is shown unless --run, --instance or --attempt say
+otherwise. With -f, a running attempt is
 followed live and the command ends when the attempt ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

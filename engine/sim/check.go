@@ -29,6 +29,7 @@ const (
 	invMisfire      = "I4 every due fire dispatched or explained (misfire)"
 	invCaps         = "I9 caps hold"
 	invFireTime     = "I10 no start before the fire time"
+	invAttempts     = "I11 every attempt's output and record are its own, and attempt numbers never repeat"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -262,6 +263,7 @@ func (c *checker) check(final bool) {
 	c.checkMisfires(now)
 	if final {
 		c.checkRunsEnd(now)
+		c.checkAttempts()
 	}
 	c.lastCheck = now
 }
@@ -604,6 +606,83 @@ func (c *checker) compareOne(in *inst, byID map[int64]axtype.Instance) {
 	if got.State != in.state() || got.Version < int64(len(in.rows)) {
 		c.w.violate(invReplay, "instance %d %s is %s at version %d, but its %d history rows replay to %s: %s",
 			in.id, in.task, got.State, got.Version, len(in.rows), in.state(), in.describe())
+	}
+	// Its attempt is its count of dispatches: more only when one came after
+	// the history was read (a newer version).
+	n := len(in.dispatches())
+	c.w.tally[invAttempts]++
+	if got.Attempt < n || got.Version == int64(len(in.rows)) && got.Attempt != n {
+		c.w.violate(invAttempts, "instance %d %s is at attempt %d after %d dispatches (each is one past the last): %s",
+			in.id, in.task, got.Attempt, n, in.describe())
+	}
+}
+
+// dispatches returns the tickets in was dispatched under, in order: the
+// k-th move of its history into RUNNING is its attempt k (a ticket sent
+// again that never reached an executor moves nothing, and stays its
+// attempt).
+func (in *inst) dispatches() []string {
+	var out []string
+	for _, r := range in.rows {
+		if r.to == axtype.Running {
+			out = append(out, r.ticket)
+		}
+	}
+	return out
+}
+
+// checkAttempts checks I11 on every instance dispatched more than once (a
+// single attempt has no other to mix with): the stored record of attempt k
+// is its k-th dispatch's, and so is every line of output stored under k.
+func (c *checker) checkAttempts() {
+	ctx := context.Background()
+	for _, id := range slices.Sorted(maps.Keys(c.insts)) {
+		in := c.insts[id]
+		tickets := in.dispatches()
+		if len(tickets) < 2 {
+			continue
+		}
+		owner := func(k int) string {
+			if k < 1 || k > len(tickets) {
+				return "none (no such dispatch)"
+			}
+			return tickets[k-1]
+		}
+		recs, err := c.w.st.Attempts(ctx, id)
+		if err != nil {
+			c.w.violate("store", "read the attempts of instance %d: %v", id, err)
+			return
+		}
+		for _, r := range recs {
+			c.w.tally[invAttempts]++
+			if r.Ticket != owner(r.Attempt) {
+				c.w.violate(invAttempts, "instance %d %s: the record of attempt %d is ticket %.8s's (%s), but its attempt %d was ticket %.8s: %s",
+					id, in.task, r.Attempt, r.Ticket, r.Status, r.Attempt, owner(r.Attempt), in.describe())
+			}
+		}
+		nums, err := c.w.st.LogAttempts(ctx, id)
+		if err != nil {
+			c.w.violate("store", "read the output of instance %d: %v", id, err)
+			return
+		}
+		for _, k := range nums {
+			chunks, err := c.w.st.LogChunks(ctx, id, k, 0, 0)
+			if err != nil {
+				c.w.violate("store", "read the output of instance %d attempt %d: %v", id, k, err)
+				return
+			}
+			for _, ch := range chunks {
+				lines, _ := runner.DecodeLines(ch.Data)
+				for _, l := range lines {
+					_, t, ok := strings.Cut(string(l.Text), "msg=\""+attemptLine+"\" ticket=")
+					c.w.tally[invAttempts]++
+					if ok && t != owner(k) {
+						c.w.violate(invAttempts, "instance %d %s: the output stored as attempt %d (chunk %d) is ticket %.8s's, but its attempt %d was ticket %.8s: %s",
+							id, in.task, k, ch.Seq, t, k, owner(k), in.describe())
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -162,6 +162,11 @@
 //	   operator's run when it was triggered), however early its upstreams
 //	   succeeded (in another pipeline, or marked by an operator) and whoever
 //	   released it (a result, an approval, a rerun, a resume, a takeover).
+//	I11 every attempt is its own: the k-th move of an instance into
+//	   RUNNING is its attempt k (a retry, a give-back, a refusal and a
+//	   rerun each take the next number; an orphan redispatched under the
+//	   same ticket keeps its number), and the output and attempt record
+//	   stored under k are that dispatch's (docs/output.md).
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
 // guard, the failover of a restarted or silent executor and the give-back

@@ -62,6 +62,9 @@ type simExec struct {
 	node *node
 }
 
+// attemptLine is the message every attempt logs first, with its ticket.
+const attemptLine = "sim attempt"
+
 // errDied is the cause of attempts that die with their engine's process.
 var errDied = errors.New("sim: the scheduler process died")
 
@@ -82,6 +85,9 @@ func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a
 	if b == bRefuse {
 		return runner.Result{Ticket: a.Ticket, Status: runner.StatusFailed, Refused: true, Error: "sim: executor busy"}
 	}
+	// Its output names its ticket: the checker finds whose output each
+	// stored attempt holds (invAttempts).
+	runner.Logger(ctx).Info(attemptLine, "ticket", a.Ticket)
 	rec := &execution{node: who, instance: a.InstanceID, task: a.Pipeline + "." + a.Task, logical: a.LogicalTime.UTC(),
 		ticket: a.Ticket, start: start, what: b}
 	w.ex.mu.Lock()
