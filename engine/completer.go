@@ -377,7 +377,15 @@ func (c *completer) judgeResults(ctx context.Context, batch []outcome, now time.
 		if o.res.Refused && !a.givenBack(o) {
 			rule.refusalLimit = c.refusalLimit(o.instance, a, o.res.Error)
 		}
+		if addr := c.watch.silent[o.res.Ticket]; addr != "" && o.res.Status == runner.StatusTimeout {
+			o.res.Error = fmt.Sprintf("its executor %s is silent (lost) and did not answer for it: judged at its deadline, when the executor stops it too: %s", addr, o.res.Error)
+		}
 		p, m := judgeResult(o, a, rule)
+		if o.silentDone != "" {
+			p.Reason = fmt.Sprintf("resolved by asking its silent executor %s for its /status (same ticket): %s", o.silentDone, p.Reason)
+			p.Action.Reason = p.Reason
+			c.log.Warn("silent_executor_resolved", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "executor", o.silentDone, "status", string(o.res.Status))
+		}
 		if !m.refused {
 			delete(c.watch.refused, o.instance)
 		}

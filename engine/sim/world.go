@@ -314,6 +314,7 @@ func (w *world) run() Report {
 			if !w.opts.Classic {
 				drawCaps(w.capRng, w.spec)
 				w.syncHTTP = w.capRng.IntN(3) == 0
+				drawSlow(rand.New(rand.NewPCG(uint64(w.seed), 0x510e)), w.spec)
 			}
 		}
 		files, err = w.compile()
