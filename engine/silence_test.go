@@ -22,6 +22,7 @@ import (
 type fakeExecutor struct {
 	mu     sync.Mutex
 	cut    bool
+	busy   bool // dispatches refused: 409, the task already runs here
 	status func(ticket string) string // the ticket's answer in a status query, as JSON
 	paths  []string
 	ticket []string // the tickets dispatched, in order
@@ -40,6 +41,9 @@ func (f *fakeExecutor) RoundTrip(r *http.Request) (*http.Response, error) {
 	case strings.HasSuffix(r.URL.Path, "/dispatch"):
 		if f.cut {
 			return nil, fmt.Errorf("dial %s: connection refused", r.URL.Host)
+		}
+		if f.busy {
+			return answer(http.StatusConflict, `{"reason":"task already running here"}`)
 		}
 		_, t, _ := strings.Cut(string(body), `"ticket":"`)
 		t, _, _ = strings.Cut(t, `"`)
@@ -310,6 +314,43 @@ tasks:
 		}
 		if n := len(x.tickets()); n != 1 {
 			t.Errorf("%d dispatch(es), want 1", n)
+		}
+	})
+}
+
+// TestRefusedUntilASubMillisecondLimitEnds: an attempt first refused at an
+// instant that is not a whole millisecond is offered again until its
+// deadline, then counts as failed. Before, its last offer was stored at the
+// millisecond below the limit, refused again at that same instant still
+// before the limit, and offered again at once, for ever (the loop spun at
+// one instant: seed 33 of the simulator).
+func TestRefusedUntilASubMillisecondLimitEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		x := &fakeExecutor{busy: true}
+		start := time.Now()
+		e := setupRoutedCallback(t, Config{Grace: time.Millisecond}, &http.Client{Transport: x}, "http://ax/api/v1/results", `pipeline: r
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: pull, http: "http://x/dispatch", timeout: 12s}
+`, func(st *store.Store) {
+			if err := st.RegisterExecutor(context.Background(), store.RegisterParams{Address: "http://x", Protocol: "http",
+				Tasks: []string{"r.pull"}, Boot: "b1", Now: start.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		time.Sleep(500 * time.Microsecond)
+		if _, err := e.do(Trigger{Target: "r.pull"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(20 * time.Second)
+		e.stop()
+		ins := e.instances(store.InstanceFilter{TaskID: "r.pull"})
+		if len(ins) != 1 || ins[0].State != axtype.Failed || !strings.Contains(ins[0].Error, "no executor took it within its timeout of 12s") {
+			t.Fatalf("instance %+v, want FAILED: no executor took it within its timeout", ins)
+		}
+		if n := x.count("/dispatch"); n > 5 {
+			t.Errorf("%d offers in 12 s, want one every 5 s", n)
 		}
 	})
 }

@@ -254,5 +254,8 @@ func (c *completer) refusalLimit(id int64, a *attempt, why string) time.Time {
 	}
 	r.last = why
 	c.watch.refused[id] = r
-	return r.since.Add(a.task.def.Timeout)
+	// To the millisecond, as the store keeps the next offer's time: a limit
+	// a fraction of a millisecond ahead would be offered again at once,
+	// refused again at the same instant, for ever.
+	return r.since.Add(a.task.def.Timeout).Truncate(time.Millisecond)
 }
