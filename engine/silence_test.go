@@ -22,7 +22,7 @@ import (
 type fakeExecutor struct {
 	mu     sync.Mutex
 	cut    bool
-	busy   bool // dispatches refused: 409, the task already runs here
+	busy   bool                       // dispatches refused: 409, the task already runs here
 	status func(ticket string) string // the ticket's answer in a status query, as JSON
 	paths  []string
 	ticket []string // the tickets dispatched, in order
