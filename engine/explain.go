@@ -276,10 +276,22 @@ func (e *Engine) explainExecutors(ctx context.Context, t *taskInfo, now time.Tim
 	}
 	var live, excluded []string
 	for _, ex := range exs {
-		if silent := now.Sub(e.dispatcher.lastHeard(ex)); silent > ExecutorLiveness {
+		if silent := now.Sub(e.dispatcher.lastHeard(ex)); !runner.Alive(e.dispatcher.lastHeard(ex), now) {
 			excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
 		} else {
 			live = append(live, ex.Address)
+		}
+	}
+	if len(exs) == 0 {
+		all, err := e.st.Executors(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, ex := range all {
+			if runner.ServedBy(t.def.Executor.URL, ex.Address) && !runner.Alive(e.dispatcher.lastHeard(ex), now) {
+				add("executor", true, "no executor registered for it, and %s: nothing is sent there until it is heard from", runner.URLExcluded(t.def.Executor.URL, ex.Address))
+				return nil
+			}
 		}
 	}
 	switch {

@@ -93,11 +93,12 @@ func (d *dispatcher) unrouted(t *taskInfo, now time.Time) string {
 // raised, so that each is raised once, and refusals.
 type watch struct {
 	at      time.Time
-	lost    map[string]bool   // executors alerted as lost, until they heartbeat again
-	silent  map[string]string // tickets running on a lost executor, by ticket: its address (their timeouts say so), until they end or it is heard from
-	noExec  map[string]bool   // tasks alerted for no live executor, until one is live
-	refused map[int64]refusal // instances every executor refused, since when
-	asking  map[int64]bool    // inherited instances whose executors are being asked about their ticket
+	lost    map[string]bool       // executors alerted as lost, until they heartbeat again
+	silent  map[string]string     // tickets running on a lost executor, by ticket: its address (their timeouts say so), until they end or it is heard from
+	kept    map[string]*keptTally // lost executors that ran attempts then, by address: how those were resolved
+	noExec  map[string]bool       // tasks alerted for no live executor, until one is live
+	refused map[int64]refusal     // instances every executor refused, since when
+	asking  map[int64]bool        // inherited instances whose executors are being asked about their ticket
 	// groupsAt is when the process groups of inherited command attempts
 	// were last checked (see checkGroups).
 	groupsAt time.Time
@@ -113,7 +114,7 @@ type refusal struct {
 }
 
 func newWatch() *watch {
-	return &watch{lost: map[string]bool{}, silent: map[string]string{}, noExec: map[string]bool{}, refused: map[int64]refusal{}, asking: map[int64]bool{}, groups: map[int64]*attempt{}}
+	return &watch{lost: map[string]bool{}, silent: map[string]string{}, kept: map[string]*keptTally{}, noExec: map[string]bool{}, refused: map[int64]refusal{}, asking: map[int64]bool{}, groups: map[int64]*attempt{}}
 }
 
 // sweep excludes executors silent for longer than runner.Silence: it alerts
@@ -161,32 +162,10 @@ func (c *completer) sweep(ctx context.Context, now time.Time) error {
 			}
 		}
 		if alive {
-			if w.lost[x.Address] {
-				for t, addr := range w.silent {
-					if addr == x.Address {
-						delete(w.silent, t)
-					}
-				}
-			}
-			delete(w.lost, x.Address)
-			if sw != nil && sw.Unkilled(x.Address) > 0 {
-				kills = append(kills, x.Address)
-			}
+			kills = append(kills, c.heardAgain(ctx, x.Address, sw, now)...)
 			continue
 		}
-		var tickets []string
-		unkilled := 0
-		if sw != nil {
-			tickets, unkilled = sw.InFlight(x.Address), sw.Unkilled(x.Address)
-		}
-		for _, t := range tickets {
-			w.silent[t] = x.Address
-		}
-		ask[x.Address] = tickets
-		if !w.lost[x.Address] {
-			w.lost[x.Address] = true
-			c.host.Alert(ctx, Alert{Kind: AlertExecutorLost, At: now, Message: lostMessage(x.Address, now.Sub(heard), len(tickets), unkilled)})
-		}
+		ask[x.Address] = c.stillSilent(ctx, x.Address, sw, now.Sub(heard), now)
 	}
 	c.askSilent(ask, kills)
 	c.resolveOrphans(exs)
@@ -229,6 +208,101 @@ func (c *completer) alertNoExecutor(ctx context.Context, live, registered map[st
 		c.host.Alert(ctx, Alert{Kind: AlertNoExecutor, At: now, Pipeline: ti.def.Pipeline, Task: task,
 			Message: fmt.Sprintf("task %s has due work and no live executor: %s", task, due[task])})
 	}
+}
+
+// keptTally counts what became of the attempts an executor ran when it
+// was lost (silent past runner.Silence): resolved by its /status, judged
+// at their deadline (how, by ticket), or the rest (their results came by
+// themselves).
+type keptTally struct {
+	n       int
+	tickets []string
+	how     map[string]string // ticket → "status" or "deadline"
+}
+
+// over reports whether every kept attempt has ended (its result recorded).
+func (k *keptTally) over(running *inflight) bool {
+	for _, t := range k.tickets {
+		if _, ok := running.byTicket(t); ok {
+			return false
+		}
+	}
+	return true
+}
+
+// count returns how many of the attempts were resolved in way how.
+func (k *keptTally) count(how string) int {
+	n := 0
+	for _, h := range k.how {
+		if h == how {
+			n++
+		}
+	}
+	return n
+}
+
+// stillSilent takes a lost executor at addr, silent for silent: the
+// tickets it runs, to ask its /status about (returned); executor_lost once,
+// saying what becomes of them; and, once none is left, an alert saying how
+// each was resolved.
+func (c *completer) stillSilent(ctx context.Context, addr string, sw silenceWatcher, silent time.Duration, now time.Time) []string {
+	w := c.watch
+	var tickets []string
+	unkilled := 0
+	if sw != nil {
+		tickets, unkilled = sw.InFlight(addr), sw.Unkilled(addr)
+	}
+	for _, t := range tickets {
+		w.silent[t] = addr
+	}
+	if !w.lost[addr] {
+		w.lost[addr] = true
+		c.host.Alert(ctx, Alert{Kind: AlertExecutorLost, At: now, Message: lostMessage(addr, silent, len(tickets), unkilled)})
+		if len(tickets) > 0 {
+			w.kept[addr] = &keptTally{n: len(tickets), tickets: tickets, how: map[string]string{}}
+		}
+	} else if k := w.kept[addr]; k != nil && k.over(&c.disp.running) {
+		delete(w.kept, addr)
+		c.host.Alert(ctx, Alert{Kind: AlertExecutorLost, At: now, Message: keptMessage(addr, k, false)})
+	}
+	return tickets
+}
+
+// heardAgain takes an executor at addr heard from within runner.Silence:
+// no longer lost (an alert says how the attempts it ran while lost were
+// resolved, and that the rest run on there); it returns addr when kills
+// wait to be sent to it again.
+func (c *completer) heardAgain(ctx context.Context, addr string, sw silenceWatcher, now time.Time) []string {
+	w := c.watch
+	if w.lost[addr] {
+		for t, a := range w.silent {
+			if a == addr {
+				delete(w.silent, t)
+			}
+		}
+		if k := w.kept[addr]; k != nil {
+			delete(w.kept, addr)
+			c.host.Alert(ctx, Alert{Kind: AlertExecutorLost, At: now, Message: keptMessage(addr, k, true)})
+		}
+	}
+	delete(w.lost, addr)
+	if sw != nil && sw.Unkilled(addr) > 0 {
+		return []string{addr}
+	}
+	return nil
+}
+
+// keptMessage says how the attempts a lost executor ran were resolved:
+// once none is left (back false), or when it is heard from again (back).
+func keptMessage(addr string, k *keptTally, back bool) string {
+	status, deadline := k.count("status"), k.count("deadline")
+	rest := k.n - status - deadline
+	if back {
+		return fmt.Sprintf("executor %s is heard from again: of the %d attempt(s) it ran when it fell silent, %d were resolved by asking its /status (same ticket), %d judged at their deadline, %d run on or reported there under their tickets",
+			addr, k.n, status, deadline, rest)
+	}
+	return fmt.Sprintf("executor %s, still silent: its %d attempt(s) kept RUNNING are resolved: %d by asking its /status (same ticket), %d judged at their deadline, %d by a result that reached the scheduler",
+		addr, k.n, status, deadline, rest)
 }
 
 // lostMessage is the executor_lost alert: what the executor gets, and what

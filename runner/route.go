@@ -34,7 +34,6 @@ type Routed struct {
 	url      func(Attempt) (string, error)
 	registry func(ctx context.Context, task string) ([]Endpoint, error)
 	now      func() time.Time
-	silence  time.Duration
 
 	mu       sync.Mutex
 	next     map[string]int               // round-robin position per task
@@ -54,23 +53,17 @@ type RoutedConfig struct {
 	// Registry lists the executors registered for a task id (pipeline.task),
 	// or every registered executor for "".
 	Registry func(ctx context.Context, task string) ([]Endpoint, error)
-	// Silence excludes an executor whose last heartbeat is older; default
-	// Silence (30 s).
-	Silence time.Duration
 	// Now reads the clock; default time.Now.
 	Now func() time.Time
 }
 
 // NewRouted returns a routing HTTP executor.
 func NewRouted(c RoutedConfig) *Routed {
-	if c.Silence == 0 {
-		c.Silence = Silence
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	return &Routed{direct: NewHTTP(c.Client, c.URL), client: c.Client, url: c.URL, registry: c.Registry, now: c.Now,
-		silence: c.Silence, next: map[string]int{}, inFlight: map[string]map[string]string{}, heard: map[string]time.Time{},
+		next: map[string]int{}, inFlight: map[string]map[string]string{}, heard: map[string]time.Time{},
 		unkilled: map[string]map[string]bool{}}
 }
 
@@ -82,23 +75,6 @@ const Silence = 30 * time.Second
 // gets work at now: the one liveness rule of routing, the engine's sweep,
 // the API and the console.
 func Alive(hb, now time.Time) bool { return now.Sub(hb) <= Silence }
-
-// Live returns the executors of task heard from within the silence window:
-// by heartbeat, or by a dispatch they accepted (LastHeard).
-func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
-	all, err := r.registry(ctx, task)
-	if err != nil {
-		return nil, err
-	}
-	now := r.now()
-	var live []Endpoint
-	for _, ep := range all {
-		if !r.excluded(ep, now) {
-			live = append(live, ep)
-		}
-	}
-	return live, nil
-}
 
 // NoLiveExecutor says why work of task goes nowhere: every executor
 // registered for it (addrs) is excluded.
@@ -114,10 +90,10 @@ func URLExcluded(url, addr string) string {
 }
 
 // excluded reports whether ep gets no work at now: not heard from (a
-// heartbeat, or a dispatch it accepted) within the silence window. Routing
+// heartbeat, or a dispatch it accepted) within Silence (Alive). Routing
 // decides every dispatch by it.
 func (r *Routed) excluded(ep Endpoint, now time.Time) bool {
-	return now.Sub(r.LastHeard(ep.Address, ep.LastHeartbeat)) > r.silence
+	return !Alive(r.LastHeard(ep.Address, ep.LastHeartbeat), now)
 }
 
 // ServedBy reports whether url is at the executor address addr.
