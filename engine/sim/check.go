@@ -877,8 +877,8 @@ func (c *checker) countRunning(t time.Time, match func(*defs.Task) bool) int {
 // as the group's cap (the loosest in force from the attempt's admission to
 // its start: the caps are judged when an attempt is recorded RUNNING), are
 // running. An execution runs from its
-// start until its executor ends it, or until the scheduler may count it as
-// ended (seenEnd): the engine frees the slot when the executor returns,
+// start until its executor ends it (on a silent executor too: the
+// scheduler keeps its attempt RUNNING): the engine frees the slot when the executor returns,
 // before the result is recorded, so instances recorded RUNNING may outnumber
 // the cap for a moment while executions never do. A cap lowered at run time
 // stops nothing that runs; the start of one more is what it refuses. The
