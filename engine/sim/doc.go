@@ -267,13 +267,13 @@
 //	I10        seeds 7, 12, 35, 40, 51, 59, 100,   with every registered executor of a task   TestNoDispatchToAnExcludedExecutor
 //	           106, 113, 116, 122, 157, 181, 201,  excluded (one silent, the other killed,     (engine/silence_test.go),
 //	           216, 257, 284, 294 of 300 on main   or both after an outage), routing fell     TestSilentExecutorKeepsItsWork
-//	           515a3da, the first run of the       back to the task's own URL, x1's address:  (runner/route_test.go)
-//	           check                               work went to an excluded executor (fixed:
+//	           515a3da, the first run of the       back to the task's own URL, x1's address:  (runner/route_test.go),
+//	           check                               work went to an excluded executor (fixed:  TestSimSilentIsNotDead
 //	                                               it waits in the queue, sent nowhere)
 //
 //	I1         seeds 10 and 223 of 300 on main     an executor silent past runner.Silence,    TestSilentExecutorAttemptsStayRunning
-//	           515a3da, once executions count to   still running an attempt, was declared     (engine/silence_test.go)
-//	           their end on a silent executor and  lost and the attempt failed over: its
+//	           515a3da, once executions count to   still running an attempt, was declared     (engine/silence_test.go),
+//	           their end on a silent executor and  lost and the attempt failed over: its      TestSimSilentIsNotDead
 //	           long HTTP timeouts are drawn        retry ran on x2 beside it (fixed: silent
 //	                                               is not dead; resolved by its /status or
 //	                                               at its deadline)
