@@ -399,6 +399,7 @@ func (c *completer) judgeSilent(o outcome, a *attempt, rule resultRule) (store.T
 	p, m := judgeResult(o, a, rule)
 	switch {
 	case o.silentDone != "":
+		delete(c.watch.asking, o.instance) // answered: a later attempt of it on a silent executor is asked about again
 		p.Reason = fmt.Sprintf("resolved by asking its silent executor %s for its /status (same ticket): %s", o.silentDone, p.Reason)
 		p.Action.Reason = p.Reason
 		c.log.Warn("silent_executor_resolved", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "executor", o.silentDone, "status", string(o.res.Status))
