@@ -169,7 +169,7 @@ func TestSilentExecutorKeepsItsWork(t *testing.T) {
 		Now: func() time.Time { return *clock.Load() }}).WithCallback("http://127.0.0.1:1/results")
 	done := make(chan runner.Result, 1)
 	go func() { res, _ := r.Execute(context.Background(), attempt("in-flight")); done <- res }()
-	for calls.Load() == 0 {
+	for calls.Load() == 0 || r.LastHeard(a, time.Time{}).IsZero() { // running there, and its acceptance heard
 		time.Sleep(time.Millisecond)
 	}
 	later := now.Add(time.Minute) // a silent for a minute
