@@ -377,7 +377,7 @@ func (c *completer) judgeResults(ctx context.Context, batch []outcome, now time.
 		if o.res.Refused && !a.givenBack(o) {
 			rule.refusalLimit = c.refusalLimit(o.instance, a, o.res.Error)
 		}
-		p, m := judgeResult(o, a, rule)
+		p, m := c.judgeSilent(o, a, rule)
 		if !m.refused {
 			delete(c.watch.refused, o.instance)
 		}
@@ -385,6 +385,33 @@ func (c *completer) judgeResults(ctx context.Context, batch []outcome, now time.
 		rb.meta = append(rb.meta, m)
 	}
 	return rb, nil
+}
+
+// judgeSilent judges a result (judgeResult) and says, for an attempt on a
+// lost executor, how it was resolved: by asking the executor's /status
+// (same ticket), or at its deadline; the executor's alert counts each.
+func (c *completer) judgeSilent(o outcome, a *attempt, rule resultRule) (store.TransitionParams, judged) {
+	addr := c.watch.silent[o.res.Ticket]
+	atDeadline := addr != "" && o.silentDone == "" && o.res.Status == runner.StatusTimeout
+	if atDeadline {
+		o.res.Error = fmt.Sprintf("its executor %s is silent (lost) and did not answer for it: judged at its deadline, when the executor stops it too: %s", addr, o.res.Error)
+	}
+	p, m := judgeResult(o, a, rule)
+	switch {
+	case o.silentDone != "":
+		delete(c.watch.asking, o.instance) // answered: a later attempt of it on a silent executor is asked about again
+		p.Reason = fmt.Sprintf("resolved by asking its silent executor %s for its /status (same ticket): %s", o.silentDone, p.Reason)
+		p.Action.Reason = p.Reason
+		c.log.Warn("silent_executor_resolved", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "executor", o.silentDone, "status", string(o.res.Status))
+		if k := c.watch.kept[o.silentDone]; k != nil {
+			k.how[o.res.Ticket] = "status"
+		}
+	case atDeadline:
+		if k := c.watch.kept[addr]; k != nil {
+			k.how[o.res.Ticket] = "deadline"
+		}
+	}
+	return p, m
 }
 
 // staleResult records a result for a ticket that is not its instance's

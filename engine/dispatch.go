@@ -38,6 +38,7 @@ type pend struct {
 	kind      axtype.RunKind // overlap is judged among schedule runs only
 	throttled bool           // held back by the token bucket at least once
 	capped    string         // the concurrency cap that held it back at the last dispatch, if any
+	unrouted  string         // why no executor could take it at the last dispatch, if so (unrouted)
 }
 
 // nextAttempt is the one numbering of attempts: every dispatch of an
@@ -108,6 +109,9 @@ type outcome struct {
 	// notStarted, for an attempt given back at shutdown before it started
 	// (giveBack), is why: the reason of its RUNNING → RETRYING.
 	notStarted string
+	// silentDone, when set, is the silent executor whose /status gave this
+	// result (askSilent): recorded as such.
+	silentDone string
 	// givenBackErr, when set, is the instance's error for an attempt given
 	// back that was never started (the default: "interrupted by shutdown").
 	givenBackErr string

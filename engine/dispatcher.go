@@ -61,6 +61,8 @@ type dispatcher struct {
 	execs   Executors
 	execCtx context.Context
 	execWG  sync.WaitGroup
+	// routes is the executor registry as the sweep last read it (unrouted).
+	routes []store.Executor
 
 	cfg  Config
 	host dispatcherHost
@@ -205,6 +207,7 @@ type batchPlan struct {
 	deferred []int64                 // held back by a token bucket
 	waiting  []int64                 // held back by the overlap rule
 	capped   []int64                 // held back by a concurrency cap
+	unrouted []int64                 // held back: no executor could take it (unrouted)
 	claimed  map[string]int          // dispatches of this batch, per task, for the overlap check
 	live     map[string]liveAttempts // per task, for the overlap check (built when needed)
 	later    time.Time               // the earliest fire time left to judge at that time
@@ -252,7 +255,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 	d.host.countDispatched(dispatched)
 	d.m.dispatches.Add(float64(dispatched))
 	d.armHeld(d.cfg.Now())
-	return len(b.params) == size && b.wait == 0 && len(b.waiting) == 0 && len(b.capped) == 0, nil
+	return len(b.params) == size && b.wait == 0 && len(b.waiting) == 0 && len(b.capped) == 0 && len(b.unrouted) == 0, nil
 }
 
 // plan judges queued instance id for batch b: paused, held back by its
@@ -271,6 +274,14 @@ func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop 
 			return false
 		}
 	}
+	if why := d.unrouted(p.task, now); why != "" {
+		// Every executor that could take it is excluded: it waits in the
+		// queue, never sent, until one is heard from again.
+		p.unrouted = why
+		b.unrouted = append(b.unrouted, id)
+		return len(b.unrouted) > 1000
+	}
+	p.unrouted = ""
 	if why := d.pool.full(p.task); why != "" {
 		// Over a concurrency cap: it waits in the queue, in priority order,
 		// until an attempt ends; its deadline starts when it starts.
@@ -412,6 +423,7 @@ func (d *dispatcher) requeue(b *batchPlan, now time.Time) {
 	}
 	d.pushBack(b.capped)
 	d.m.poolWaiting.Set(float64(len(b.capped)))
+	d.pushBack(b.unrouted)
 }
 
 // handOut takes the recorded outcome r of transition i of batch b: a

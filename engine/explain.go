@@ -59,6 +59,7 @@ type loopView struct {
 	due         time.Time
 	held        bool
 	capped      string // the concurrency cap holding it back, if any
+	unrouted    string // why no executor can take it now, if so
 	starting    string // recorded RUNNING, waiting in the start queue: the global cap's state
 	queue       int
 	global      float64
@@ -84,7 +85,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	req := request{inspect: func(now time.Time) {
 		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
 		if p := e.pending[id]; p != nil {
-			v.pending, v.due, v.held, v.capped = true, time.UnixMilli(p.at), p.throttled, p.capped
+			v.pending, v.due, v.held, v.capped, v.unrouted = true, time.UnixMilli(p.at), p.throttled, p.capped, p.unrouted
 		}
 		if a := e.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {
 			v.starting = e.pool.state()
@@ -280,10 +281,22 @@ func (e *Engine) explainExecutors(ctx context.Context, t *taskInfo, now time.Tim
 	}
 	var live, excluded []string
 	for _, ex := range exs {
-		if silent := now.Sub(e.lastHeard(ex)); silent > ExecutorLiveness {
+		if silent := now.Sub(e.dispatcher.lastHeard(ex)); !runner.Alive(e.dispatcher.lastHeard(ex), now) {
 			excluded = append(excluded, fmt.Sprintf("%s (no heartbeat for %s)", ex.Address, silent.Round(time.Second)))
 		} else {
 			live = append(live, ex.Address)
+		}
+	}
+	if len(exs) == 0 {
+		all, err := e.st.Executors(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, ex := range all {
+			if runner.ServedBy(t.def.Executor.URL, ex.Address) && !runner.Alive(e.dispatcher.lastHeard(ex), now) {
+				add("executor", true, "no executor registered for it, and %s: nothing is sent there until it is heard from", runner.URLExcluded(t.def.Executor.URL, ex.Address))
+				return nil
+			}
 		}
 	}
 	switch {
@@ -492,6 +505,8 @@ func (e *Engine) explainDue(t *taskInfo, in *axtype.Instance, v *loopView, now t
 	case !v.pending:
 		add("window", true, "%s, due %s ago but not in the wheel: the window failed to load (loaded until %s); see the store_error lines of the log",
 			what, late, stamp(v.loadedUntil))
+	case v.unrouted != "":
+		add("executor", true, "held: %s; due %s ago, it waits in the queue, sent nowhere, until an executor of it is heard from again (a heartbeat); its timeout starts when it starts", v.unrouted, late)
 	case v.capped != "":
 		add("pool", true, "held: %s; due %s ago, it waits in the queue in priority order and its timeout starts when it starts (ax limits changes the caps)", v.capped, late)
 	case v.held:

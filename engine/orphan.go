@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
@@ -24,6 +25,13 @@ const (
 	resolveRunning    = "running"    // an executor runs it: wait for its result
 	resolveUnknown    = "unknown"    // every executor of its task answered and none knows it: it never started
 	resolveUnanswered = "unanswered" // some executor of its task did not answer: ask again at the next sweep
+)
+
+// Resolutions of a ticket running on a silent executor (askSilent).
+const (
+	resolveSilentRunning    = "silent-running"    // the executor answered that it runs it: wait for its result
+	resolveSilentUnknown    = "silent-unknown"    // the executor answered that it does not know it: judged at its deadline
+	resolveSilentUnanswered = "silent-unanswered" // no answer: ask again at the next sweep, judged at its deadline
 )
 
 // statusTimeout bounds one status query.
@@ -112,11 +120,95 @@ func (c *completer) resolveOrphans(exs []store.Executor) {
 	}()
 }
 
+// askSilent asks each executor in ask (lost: silent past runner.Silence)
+// about the tickets this process dispatched to it, off the loop: a ticket
+// done there is resolved by its result, under the same ticket; one it runs,
+// or does not know, or that it does not answer for, stays RUNNING and is
+// asked about again at the next sweep, and judged at its deadline
+// (checkTimeouts) if nothing comes. It never retries one under a new
+// ticket while the executor may still run it. It also sends again the kills
+// that did not reach the executors in kills, heard from again.
+func (c *completer) askSilent(ask map[string][]string, kills []string) {
+	asker, ok := c.disp.execs[defs.ExecHTTP].(StatusAsker)
+	sw, _ := c.disp.execs[defs.ExecHTTP].(silenceWatcher)
+	if !ok || sw == nil {
+		return
+	}
+	ids := map[string]int64{} // ticket → instance
+	perExec := map[string][]string{}
+	for _, addr := range slices.Sorted(mapKeys(ask)) {
+		for _, t := range ask[addr] {
+			id, ok := c.disp.running.byTicket(t)
+			if !ok || c.watch.asking[id] {
+				continue
+			}
+			c.watch.asking[id] = true
+			ids[t] = id
+			perExec[addr] = append(perExec[addr], t)
+		}
+	}
+	if len(perExec) == 0 && len(kills) == 0 {
+		return
+	}
+	ctx, results := c.disp.execCtx, c.results
+	c.disp.execWG.Add(1)
+	go func() {
+		defer c.disp.execWG.Done()
+		for _, addr := range kills {
+			if sent := sw.RetryKills(addr); len(sent) > 0 {
+				c.log.Warn("kill_delivered", "executor", addr, "tickets", sent, "why", "its kill did not reach it while it was silent")
+			}
+		}
+		for _, addr := range slices.Sorted(mapKeys(perExec)) {
+			qctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			ans, err := asker.Status(qctx, addr, perExec[addr])
+			cancel()
+			if err != nil {
+				c.log.Warn("status_query_failed", "executor", addr, "tickets", len(perExec[addr]), "err", err)
+			}
+			for _, t := range perExec[addr] {
+				o := silentOutcome(ids[t], t, addr, ans.Tickets[t], err == nil)
+				select {
+				case results <- o:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+}
+
+// silentOutcome is what a silent executor's answer about ticket (st, when
+// answered) makes of it: its result when done there, else a resolution.
+func silentOutcome(id int64, ticket, addr string, st runner.TicketStatus, answered bool) outcome {
+	o := outcome{instance: id, res: runner.Result{Ticket: ticket, Executor: addr}, resolve: resolveSilentUnanswered}
+	switch {
+	case !answered:
+	case st.State == runner.TicketDone:
+		o = outcome{instance: id, res: reportResult(*st.Result), silentDone: addr}
+		o.res.Executor = addr
+	case st.State == runner.TicketRunning:
+		o.resolve = resolveSilentRunning
+	default:
+		o.resolve = resolveSilentUnknown
+	}
+	return o
+}
+
 // resolved takes the loop's side of a resolution: o.resolve says what the
 // executors answered about an inherited ticket that has no result yet.
 func (c *completer) resolved(ctx context.Context, o outcome, now time.Time) error {
 	delete(c.watch.asking, o.instance)
 	a := c.disp.running.get(o.instance)
+	if strings.HasPrefix(o.resolve, "silent-") {
+		// A ticket on a silent executor: it stays RUNNING (askSilent).
+		if a == nil || a.ticket != o.res.Ticket {
+			return nil
+		}
+		c.log.Info("silent_executor_ticket", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "executor", o.res.Executor,
+			"answer", o.resolve, "deadline", a.deadline.Format(time.RFC3339))
+		return nil
+	}
 	if a == nil || a.ticket != o.res.Ticket || !a.orphan {
 		return nil // its result came meanwhile
 	}

@@ -99,6 +99,7 @@ type HTTP struct {
 	token    string // sent as a bearer token with dispatches and kills, when set
 	waiters  *waiters
 	accepted func(ticket, boot string) // when set: told the boot id (or "") of the process that accepted an asynchronous dispatch
+	unkilled func(ticket string)       // when set: told of a kill that did not reach the executor, to be sent again
 }
 
 // waiters holds the attempts waiting for their result by callback, by ticket.
@@ -214,6 +215,9 @@ func (h *HTTP) send(ctx context.Context, a Attempt, url string) (Result, error) 
 	h.authorize(req)
 	resp, err := h.client.Do(req)
 	if err != nil {
+		if stopsRemote(ctx) {
+			h.stop(url, a.Ticket) // the dispatch may have reached the executor before the hang-up
+		}
 		r := finish(ctx, a, start, fmt.Errorf("dispatch to %s: %w", url, err))
 		var op *net.OpError
 		r.Refused = r.Status == StatusFailed && errors.As(err, &op) && op.Op == "dial" // never reached it: try another
@@ -314,7 +318,7 @@ func (h *HTTP) await(ctx context.Context, a Attempt, url string, answer []byte, 
 		return reportResult(rep, start)
 	case <-ctx.Done():
 		if stopsRemote(ctx) {
-			h.kill(url, a.Ticket)
+			h.stop(url, a.Ticket)
 		}
 		return finish(ctx, a, start, ctx.Err())
 	}
@@ -338,22 +342,38 @@ func reportResult(rep Report, start time.Time) Result {
 	return r
 }
 
-// kill asks the executor to cancel the ticket's work (best effort: the
-// instance ends KILLED either way).
-func (h *HTTP) kill(dispatchURL, ticket string) {
+// stop asks the executor to cancel the ticket's work; a kill that does not
+// reach it is handed to unkilled, when set, to be sent again when the
+// executor is heard from (the instance ends KILLED either way).
+func (h *HTTP) stop(dispatchURL, ticket string) {
+	if err := h.kill(dispatchURL, ticket); err != nil && h.unkilled != nil {
+		h.unkilled(ticket)
+	}
+}
+
+// kill asks the executor to cancel the ticket's work; an error when the
+// request did not reach it (or it could not take it: 5xx). A ticket it does
+// not know (404) has nothing to stop there.
+func (h *HTTP) kill(dispatchURL, ticket string) error {
 	base := strings.TrimSuffix(dispatchURL, "/dispatch")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	body, _ := json.Marshal(map[string]string{"ticket": ticket})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/kill", bytes.NewReader(body))
 	if err != nil {
-		return
+		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	h.authorize(req)
-	if resp, err := h.client.Do(req); err == nil {
-		resp.Body.Close()
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("kill of %s at %s: %w", ticket, base, err)
 	}
+	resp.Body.Close()
+	if resp.StatusCode/100 == 5 {
+		return fmt.Errorf("kill of %s at %s: %s", ticket, base, resp.Status)
+	}
+	return nil
 }
 
 func (h *HTTP) authorize(req *http.Request) {

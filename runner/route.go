@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,23 +20,26 @@ type Endpoint struct {
 }
 
 // Routed runs HTTP tasks on the executors registered for them (R21): round
-// robin among those that sent a heartbeat within Silence, failing over to
-// the next on a refusal (busy, re-entrant: 409, 429, 503) or a connection
-// error. A task no live executor serves is called at its own URL directly.
-// When every executor refuses, the result has Refused set: the scheduler
-// tries again later without counting a failure.
+// robin among those heard from within Silence, failing over to the next on
+// a refusal (busy, re-entrant: 409, 429, 503) or a connection error. A
+// task no executor is registered for is called at its own URL directly.
+// It never sends work to an excluded executor (registered, and not heard
+// from within Silence): a task whose registered executors are all
+// excluded, or whose own URL is an excluded executor's address, is refused
+// without a dispatch. When every executor refuses, the result has Refused
+// set: the scheduler tries again later without counting a failure.
 type Routed struct {
 	direct   *HTTP
 	client   *http.Client
 	url      func(Attempt) (string, error)
 	registry func(ctx context.Context, task string) ([]Endpoint, error)
 	now      func() time.Time
-	silence  time.Duration
 
 	mu       sync.Mutex
 	next     map[string]int               // round-robin position per task
 	inFlight map[string]map[string]string // executor address → tickets it runs asynchronously → boot id of the process that accepted each
 	heard    map[string]time.Time         // executor address → when it last accepted a dispatch from this process
+	unkilled map[string]map[string]bool   // executor address → tickets whose kill did not reach it, to send again (RetryKills)
 }
 
 var _ Executor = (*Routed)(nil)
@@ -46,25 +50,21 @@ type RoutedConfig struct {
 	// URL gives an attempt's own URL (the pipeline's http:), for tasks no
 	// registered executor serves.
 	URL func(Attempt) (string, error)
-	// Registry lists the executors registered for a task id (pipeline.task).
+	// Registry lists the executors registered for a task id (pipeline.task),
+	// or every registered executor for "".
 	Registry func(ctx context.Context, task string) ([]Endpoint, error)
-	// Silence excludes an executor whose last heartbeat is older; default
-	// Silence (30 s).
-	Silence time.Duration
 	// Now reads the clock; default time.Now.
 	Now func() time.Time
 }
 
 // NewRouted returns a routing HTTP executor.
 func NewRouted(c RoutedConfig) *Routed {
-	if c.Silence == 0 {
-		c.Silence = Silence
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
 	return &Routed{direct: NewHTTP(c.Client, c.URL), client: c.Client, url: c.URL, registry: c.Registry, now: c.Now,
-		silence: c.Silence, next: map[string]int{}, inFlight: map[string]map[string]string{}, heard: map[string]time.Time{}}
+		next: map[string]int{}, inFlight: map[string]map[string]string{}, heard: map[string]time.Time{},
+		unkilled: map[string]map[string]bool{}}
 }
 
 // Silence is how long an executor may go without a heartbeat and still get
@@ -76,21 +76,30 @@ const Silence = 30 * time.Second
 // the API and the console.
 func Alive(hb, now time.Time) bool { return now.Sub(hb) <= Silence }
 
-// Live returns the executors of task heard from within the silence window:
-// by heartbeat, or by a dispatch they accepted (LastHeard).
-func (r *Routed) Live(ctx context.Context, task string) ([]Endpoint, error) {
-	all, err := r.registry(ctx, task)
-	if err != nil {
-		return nil, err
-	}
-	now := r.now()
-	var live []Endpoint
-	for _, ep := range all {
-		if now.Sub(r.LastHeard(ep.Address, ep.LastHeartbeat)) <= r.silence {
-			live = append(live, ep)
-		}
-	}
-	return live, nil
+// NoLiveExecutor says why work of task goes nowhere: every executor
+// registered for it (addrs) is excluded.
+func NoLiveExecutor(task string, addrs []string) string {
+	return fmt.Sprintf("no live executor of %s: its %d registered executor(s) (%s) are excluded, not heard from within %s",
+		task, len(addrs), strings.Join(addrs, ", "), Silence)
+}
+
+// URLExcluded says why work sent to a task's own url goes nowhere: it is
+// the address of addr, an excluded executor.
+func URLExcluded(url, addr string) string {
+	return fmt.Sprintf("its URL %s is executor %s, which is excluded: not heard from within %s", url, addr, Silence)
+}
+
+// excluded reports whether ep gets no work at now: not heard from (a
+// heartbeat, or a dispatch it accepted) within Silence (Alive). Routing
+// decides every dispatch by it.
+func (r *Routed) excluded(ep Endpoint, now time.Time) bool {
+	return !Alive(r.LastHeard(ep.Address, ep.LastHeartbeat), now)
+}
+
+// ServedBy reports whether url is at the executor address addr.
+func ServedBy(url, addr string) bool {
+	addr = strings.TrimSuffix(addr, "/")
+	return url == addr || strings.HasPrefix(url, addr+"/")
 }
 
 // LastHeard returns when the executor at address was last heard from: its
@@ -109,16 +118,19 @@ func (r *Routed) LastHeard(address string, hb time.Time) time.Time {
 }
 
 // Failover fails the attempts this process runs asynchronously on the
-// executor at address, with reason as their error, so that they are retried
-// per their policy at once rather than at their deadline: all of them when
-// boot is empty (the executor is lost), else those accepted by a process
-// with another boot id (it restarted: their work is gone). It returns how
-// many it failed.
+// executor at address that were accepted by a process with another boot id
+// than boot (it restarted: their work is gone), with reason as their error,
+// so that they are retried per their policy at once rather than at their
+// deadline. It returns how many it failed. An executor that is only silent
+// is not failed over: its work may still run (see InFlight).
 func (r *Routed) Failover(address, boot, reason string) int {
+	if boot == "" {
+		return 0
+	}
 	r.mu.Lock()
 	var gone []string
 	for ticket, b := range r.inFlight[address] {
-		if boot == "" || (b != "" && b != boot) {
+		if b != "" && b != boot {
 			gone = append(gone, ticket)
 			delete(r.inFlight[address], ticket)
 		}
@@ -131,6 +143,59 @@ func (r *Routed) Failover(address, boot, reason string) int {
 		}
 	}
 	return n
+}
+
+// InFlight returns the tickets this process has dispatched to the executor
+// at address and has no result for yet.
+func (r *Routed) InFlight(address string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.inFlight[address]))
+	for t := range r.inFlight[address] {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Unkilled returns how many kills wait to be sent again to the executor at
+// address: kills of its attempts that did not reach it (silent, cut off).
+func (r *Routed) Unkilled(address string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.unkilled[address])
+}
+
+// RetryKills sends again the kills that did not reach the executor at
+// address, and returns the tickets whose kill it took now.
+func (r *Routed) RetryKills(address string) []string {
+	r.mu.Lock()
+	tickets := make([]string, 0, len(r.unkilled[address]))
+	for t := range r.unkilled[address] {
+		tickets = append(tickets, t)
+	}
+	r.mu.Unlock()
+	slices.Sort(tickets)
+	var sent []string
+	for _, t := range tickets {
+		if r.direct.kill(strings.TrimSuffix(address, "/")+"/dispatch", t) == nil {
+			sent = append(sent, t)
+			r.mu.Lock()
+			delete(r.unkilled[address], t)
+			r.mu.Unlock()
+		}
+	}
+	return sent
+}
+
+// unkill records that the kill of ticket did not reach the executor at address.
+func (r *Routed) unkill(address, ticket string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unkilled[address] == nil {
+		r.unkilled[address] = map[string]bool{}
+	}
+	r.unkilled[address][ticket] = true
 }
 
 // WithToken makes r send token with dispatches and kills (see HTTP.WithToken).
@@ -148,12 +213,24 @@ func (r *Routed) WithCallback(callback string) *Routed {
 // Deliver hands a result that arrived at the callback to its waiting attempt.
 func (r *Routed) Deliver(rep Report) bool { return r.direct.Deliver(rep) }
 
-// Execute sends the attempt to the next live executor of its task.
+// Execute sends the attempt to the next live executor of its task; to its
+// own URL when no executor is registered for it, unless that URL is an
+// excluded executor's. Work an excluded executor would get is refused
+// instead, not sent.
 func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 	task := a.Pipeline + "." + a.Task
-	live, err := r.Live(ctx, task)
-	if err != nil || len(live) == 0 {
-		return r.direct.Execute(ctx, a) // a plain URL: no registry
+	live, why, err := r.route(ctx, task, a)
+	switch {
+	case err != nil:
+		return Result{}, err
+	case why != "":
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Refused: true, Error: why}, nil
+	case len(live) == 0:
+		h := *r.direct
+		if url, err := h.url(a); err == nil {
+			h.unkilled = func(ticket string) { r.unkill(strings.TrimSuffix(url, "/dispatch"), ticket) }
+		}
+		return h.Execute(ctx, a) // a plain URL: no registry
 	}
 	r.mu.Lock()
 	start := r.next[task]
@@ -165,6 +242,7 @@ func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 		h := *r.direct // shares the waiters of asynchronous results
 		h.url = func(Attempt) (string, error) { return strings.TrimSuffix(ep.Address, "/") + "/dispatch", nil }
 		h.accepted = func(ticket, boot string) { r.booted(ep.Address, ticket, boot) }
+		h.unkilled = func(ticket string) { r.unkill(ep.Address, ticket) }
 		r.track(ep.Address, a.Ticket, true)
 		res, err := h.Execute(ctx, a)
 		res.Executor = ep.Address
@@ -180,6 +258,50 @@ func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
 	}
 	return Result{Ticket: a.Ticket, Status: StatusFailed, Refused: true,
 		Error: fmt.Sprintf("every executor of %s refused: %s", task, strings.Join(refusals, "; "))}, nil
+}
+
+// route decides where an attempt of task may go at this moment: the live
+// executors registered for it; none (its own URL) when no executor is
+// registered for it and its URL is no excluded executor's; else why it
+// goes nowhere now.
+func (r *Routed) route(ctx context.Context, task string, a Attempt) ([]Endpoint, string, error) {
+	all, err := r.registry(ctx, task)
+	if err != nil {
+		return nil, "the executor registry cannot be read: " + err.Error(), nil
+	}
+	now := r.now()
+	var live, out []Endpoint
+	for _, ep := range all {
+		if r.excluded(ep, now) {
+			out = append(out, ep)
+		} else {
+			live = append(live, ep)
+		}
+	}
+	if len(live) > 0 {
+		return live, "", nil
+	}
+	if len(out) > 0 {
+		addrs := make([]string, len(out))
+		for i, ep := range out {
+			addrs[i] = ep.Address
+		}
+		return nil, NoLiveExecutor(task, addrs), nil
+	}
+	url, err := r.url(a)
+	if err != nil {
+		return nil, "", err
+	}
+	every, err := r.registry(ctx, "")
+	if err != nil {
+		return nil, "the executor registry cannot be read: " + err.Error(), nil
+	}
+	for _, ep := range every {
+		if ServedBy(url, ep.Address) && r.excluded(ep, now) {
+			return nil, URLExcluded(url, ep.Address), nil
+		}
+	}
+	return nil, "", nil
 }
 
 func (r *Routed) track(addr, ticket string, on bool) {

@@ -148,10 +148,14 @@ func TestPlainURLWithoutRegistry(t *testing.T) {
 	}
 }
 
-// TestInFlightFailsOverWhenExecutorGoesSilent: an asynchronous attempt on an
-// executor that stops heart-beating fails as soon as the engine's sweep
-// notices (to be retried per its policy), instead of waiting for its deadline.
-func TestInFlightFailsOverWhenExecutorGoesSilent(t *testing.T) {
+// TestSilentExecutorKeepsItsWork: an asynchronous attempt on an executor
+// that stops heart-beating is not failed over (silent is not dead: it may
+// still run it); it stays in flight there, for the engine to ask the
+// executor's /status about. No new work goes to the silent executor: not
+// by rotation, and not by the task's own URL when that is its address —
+// the attempt is refused, not sent. Before, Failover failed the attempt at
+// once, and a task whose executors were all silent was sent to its URL.
+func TestSilentExecutorKeepsItsWork(t *testing.T) {
 	t.Parallel()
 	block := make(chan struct{})
 	defer close(block)
@@ -161,25 +165,45 @@ func TestInFlightFailsOverWhenExecutorGoesSilent(t *testing.T) {
 	clock.Store(&now)
 	reg := &registry{eps: []runner.Endpoint{{Address: a, LastHeartbeat: now}}}
 	r := runner.NewRouted(runner.RoutedConfig{Client: http.DefaultClient, Registry: reg.list,
-		URL: func(runner.Attempt) (string, error) { return "http://127.0.0.1:1/never", nil },
+		URL: func(runner.Attempt) (string, error) { return a + "/dispatch", nil },
 		Now: func() time.Time { return *clock.Load() }}).WithCallback("http://127.0.0.1:1/results")
 	done := make(chan runner.Result, 1)
 	go func() { res, _ := r.Execute(context.Background(), attempt("in-flight")); done <- res }()
-	for calls.Load() == 0 {
+	for calls.Load() == 0 || r.LastHeard(a, time.Time{}).IsZero() { // running there, and its acceptance heard
 		time.Sleep(time.Millisecond)
 	}
-	if n := r.Failover("http://elsewhere:1", "", "lost"); n != 0 {
-		t.Errorf("failover of another executor failed %d attempts", n)
+	later := now.Add(time.Minute) // a silent for a minute
+	clock.Store(&later)
+	if n := r.Failover(a, "", "executor lost: no heartbeat for 60s"); n != 0 {
+		t.Errorf("failover of a silent executor failed %d attempts, want 0", n)
 	}
-	if n := r.Failover(a, "", "executor lost: no heartbeat for 31s"); n != 1 {
-		t.Errorf("failover failed %d attempts, want 1", n)
+	if got := r.InFlight(a); len(got) != 1 || got[0] != "in-flight" {
+		t.Errorf("in flight on a: %v, want [in-flight]", got)
 	}
 	select {
 	case res := <-done:
-		if res.Status != runner.StatusFailed || !strings.Contains(res.Error, "lost: no heartbeat for 31s") {
-			t.Errorf("in-flight result %+v", res)
+		t.Errorf("the attempt on the silent executor ended: %+v", res)
+	case <-time.After(100 * time.Millisecond):
+	}
+	res, err := r.Execute(context.Background(), attempt("next"))
+	if err != nil || !res.Refused || !strings.Contains(res.Error, "no live executor of p.clean") || calls.Load() != 1 {
+		t.Errorf("a dispatch while a is silent: %+v %v, %d call(s); want refused, not sent", res, err, calls.Load())
+	}
+	// a registered for another task only: the task's URL is still its address.
+	reg.mu.Lock()
+	reg.eps = nil
+	reg.mu.Unlock()
+	every := func(_ context.Context, task string) ([]runner.Endpoint, error) {
+		if task == "" {
+			return []runner.Endpoint{{Address: a, LastHeartbeat: now}}, nil
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the in-flight attempt still waits")
+		return nil, nil
+	}
+	r2 := runner.NewRouted(runner.RoutedConfig{Client: http.DefaultClient, Registry: every,
+		URL: func(runner.Attempt) (string, error) { return a + "/dispatch", nil },
+		Now: func() time.Time { return *clock.Load() }})
+	res, err = r2.Execute(context.Background(), attempt("by-url"))
+	if err != nil || !res.Refused || !strings.Contains(res.Error, "is executor "+a+", which is excluded") || calls.Load() != 1 {
+		t.Errorf("a dispatch to the task's URL, a's address, while a is silent: %+v %v, %d call(s); want refused, not sent", res, err, calls.Load())
 	}
 }

@@ -241,11 +241,12 @@ func takeoverWithin(st *store.Store, old store.Lease, at time.Time, limit time.D
 // executorDied are the reasons of an attempt's failure that say its
 // executor process died under it: the restarted executor reported the work
 // interrupted (from its journal), or the scheduler failed the attempt over
-// when the executor came back with a new boot id, or went silent.
+// when the executor came back with a new boot id, or judged it at its
+// deadline while the executor was silent (no answer to its /status).
 var executorDied = []string{
 	"interrupted: the executor process ended while this work ran",
 	"restarted (registered again as",
-	"lost: no heartbeat for",
+	"is silent (lost) and did not answer for it",
 }
 
 // repeats reads the executions in record (a line "task logical_time ticket"

@@ -30,6 +30,7 @@ const (
 	invCaps         = "I9 caps hold"
 	invFireTime     = "I10 no start before the fire time"
 	invAttempts     = "I11 every attempt's output and record are its own, and attempt numbers never repeat"
+	invExcluded     = "I12 no dispatch to an excluded executor"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -116,7 +117,7 @@ type span struct{ from, to time.Time }
 // invariants after every step.
 type checker struct {
 	w         *world
-	silences  []silence // executors cut off the network
+	routeSeen int // dispatches checked for I12 so far
 	lastID    int64
 	maxEpoch  int64
 	epochRow  int64
@@ -256,6 +257,7 @@ func (c *checker) check(final bool) {
 	c.observeCoverage(now)
 	c.readHistory()
 	c.checkExecutions()
+	c.checkRouting()
 	c.observeCaps(now)
 	c.checkCaps()
 	c.compareState(final)
@@ -428,15 +430,16 @@ func (c *checker) checkExecutions() {
 	c.execSeen = len(w.ex.list)
 	// Only the instances with a new execution: two executions that did not
 	// overlap when the later one was seen never come to (a running one
-	// counts as running on; its end, and a silence that makes the scheduler
-	// count it as ended sooner, only shorten it).
+	// counts as running on; its end only shortens it). An execution counts
+	// as the executor saw it, to its end: on an executor that fell silent
+	// too, which may still run it.
 	slices.Sort(fresh)
 	for _, id := range slices.Compact(fresh) {
 		list := c.execByIns[id]
 		for i, a := range list {
 			for _, b := range list[i+1:] {
 				w.tally[invSingleFlight]++
-				if overlap(c.seenEnd(a), c.seenEnd(b)) {
+				if overlap(span{a.start, a.end}, span{b.start, b.end}) {
 					w.violate(invSingleFlight, "instance %d: two attempts at once: %s and %s; %s", id, a, b, c.insts[id].describe())
 				}
 			}
@@ -457,35 +460,48 @@ func overlap(a, b span) bool {
 	return a.from.Before(bEnd) && b.from.Before(aEnd)
 }
 
-// silence is a time an executor was cut off the network.
-type silence struct {
-	host     string
-	from, to time.Time
-}
-
-// silent records that the executor at host was cut off from at for d.
-func (c *checker) silent(host string, at time.Time, d time.Duration) {
-	c.silences = append(c.silences, silence{host, at, at.Add(d)})
-}
-
-// seenEnd is an execution as the scheduler can know it: it ends when it
-// ends, or, on an executor cut off the network for longer than
-// runner.Silence while it ran, when the sweep may declare the executor
-// lost and fail the attempt over (docs/protocol.md: the work of a lost
-// executor may still run; the scheduler cannot reach it to stop it).
-func (c *checker) seenEnd(e *execution) span {
-	s := span{e.start, e.end}
-	host, _, _ := strings.Cut(e.node, "#")
-	for _, q := range c.silences {
-		lost := q.from.Add(runner.Silence)
-		if q.host != host || q.to.Sub(q.from) <= runner.Silence || lost.Before(e.start) || (!e.end.IsZero() && e.end.Before(q.from)) {
-			continue
+// checkRouting checks I12 for the dispatches sent since the last check: none
+// goes to an executor excluded at that moment, one that registered and was
+// not heard from within runner.Silence, by a heartbeat or registration the
+// scheduler took, or by a dispatch it accepted from the same engine
+// (docs/protocol.md). A task's own URL is no way around it: a dispatch to
+// it is judged by the executor at that address.
+func (c *checker) checkRouting() {
+	m := c.w.net
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, d := range m.dispatches[c.routeSeen:] {
+		c.w.tally[invExcluded]++
+		hb, registered := lastAtOrBefore(m.heartbeats[d.host], d.at)
+		if !registered {
+			continue // never registered: not excluded, the task's URL is all there is
 		}
-		if s.to.IsZero() || lost.Before(s.to) {
-			s.to = lost
+		heard := hb
+		if t, ok := lastAtOrBefore(m.accepts[d.from+"|"+d.host], d.at); ok && t.After(heard) {
+			heard = t
+		}
+		if d.at.Sub(heard) > runner.Silence {
+			c.w.violate(invExcluded, "%s sent a dispatch to %s at %s, which was last heard from at %s (%s before: excluded)",
+				d.from, d.host, d.at.Format("15:04:05.000"), heard.Format("15:04:05.000"), d.at.Sub(heard))
 		}
 	}
-	return s
+	c.routeSeen = len(m.dispatches)
+}
+
+// lastAtOrBefore returns the latest of ts (in order) at or before t.
+func lastAtOrBefore(ts []time.Time, t time.Time) (time.Time, bool) {
+	var last time.Time
+	ok := false
+	for _, x := range ts {
+		if x.After(t) {
+			break
+		}
+		last, ok = x, true
+	}
+	return last, ok
 }
 
 // upstreamsBefore checks I3 for one execution: every upstream in the same
@@ -943,8 +959,8 @@ func (c *checker) countRunning(t time.Time, match func(*defs.Task) bool) int {
 // as the group's cap (the loosest in force from the attempt's admission to
 // its start: the caps are judged when an attempt is recorded RUNNING), are
 // running. An execution runs from its
-// start until its executor ends it, or until the scheduler may count it as
-// ended (seenEnd): the engine frees the slot when the executor returns,
+// start until its executor ends it (on a silent executor too: the
+// scheduler keeps its attempt RUNNING): the engine frees the slot when the executor returns,
 // before the result is recorded, so instances recorded RUNNING may outnumber
 // the cap for a moment while executions never do. A cap lowered at run time
 // stops nothing that runs; the start of one more is what it refuses. The
@@ -993,8 +1009,7 @@ func (c *checker) admitted(e *execution) time.Time {
 
 // runningAtStart returns the executions of the tasks that match running
 // when e started, e left out: started before it and not ended before it
-// started, by the order of starts and ends (many fall on one instant), or
-// counted as ended sooner by the scheduler (seenEnd). Ends and starts in
+// started, by the order of starts and ends (many fall on one instant). Ends and starts in
 // one instant in two processes have no order: the scheduler counts a
 // remote attempt as ended at its deadline while the executor ends it at
 // the same deadline, in whichever order the goroutines run.
@@ -1009,9 +1024,6 @@ func (c *checker) runningAtStart(e *execution, match func(*defs.Task) bool) []*e
 		}
 		if task := c.w.g.Task(o.task); task == nil || !match(task) {
 			continue
-		}
-		if s := c.seenEnd(o); !s.to.IsZero() && !s.to.Equal(o.end) && !s.to.After(e.start) {
-			continue // the scheduler counted it as ended (an executor silent past runner.Silence)
 		}
 		out = append(out, o)
 	}

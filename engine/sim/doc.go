@@ -17,7 +17,8 @@
 //     minute wildcards `*/N * * * *`, hourly `M * * * *`, fixed daily
 //     `M H * * *` and `S M H * * *` around the hours DST changes at;
 //   - every misfire (fire_once, skip, fire_all) and overlap (skip, wait,
-//     allow) policy, retries, timeouts (3–30 s), groups, a global and per
+//     allow) policy, retries, timeouts (3–30 s; for one HTTP task in three,
+//     drawn apart, 40–120 s with a retry), groups, a global and per
 //     group dispatch rate now and then, a standby engine now and then;
 //   - in one seed in three, concurrency caps (drawCaps, from a source of
 //     its own so that the rest of a seed's world stays as it was): a
@@ -60,8 +61,8 @@
 // ticket journal (same boot id: it resumes what it accepted, reports what
 // it started as interrupted) or without (a new boot id: the scheduler fails
 // over what the old one ran), or it falls silent, cut off the network for
-// longer than runner.Silence (the sweep declares it lost and fails its
-// attempts over). While every scheduler is down its endpoints are
+// longer than runner.Silence (the sweep declares it lost; its attempts stay
+// RUNNING, resolved by its /status or at their deadline). While every scheduler is down its endpoints are
 // unreachable; through an outage of over an hour the executors go down too.
 // In one world in three (drawn apart) a third process, http://x9, runs the
 // SDK with a token the scheduler no longer takes (a revoked executor): it
@@ -167,12 +168,19 @@
 //	   rerun each take the next number; an orphan redispatched under the
 //	   same ticket keeps its number), and the output and attempt record
 //	   stored under k are that dispatch's (docs/output.md).
+//	I12 no dispatch to an excluded executor: no engine sends a dispatch to
+//	   an executor that registered and was not heard from within
+//	   runner.Silence (by a heartbeat or registration the scheduler took,
+//	   or by a dispatch of that engine it accepted), by rotation or by the
+//	   task's own URL (in the worlds, http://x1's address).
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
-// guard, the failover of a restarted or silent executor and the give-back
-// at a shutdown (an attempt on an executor silent past runner.Silence
-// counts as ended when the sweep may declare it lost: docs/protocol.md
-// fails it over while its work may still run); I2 to late, repeated and
+// guard, the failover of a restarted executor, silent executors that come
+// back and finish what they ran (an execution counts as running to its end
+// as the executor saw it, silent or not: silent is not dead, and one
+// HTTP task in three, drawSlow, has a timeout past runner.Silence and now
+// and then works most of it, so a silence can fall inside it) and the
+// give-back at a shutdown; I2 to late, repeated and
 // duplicated results through the results endpoint and the inbox, and to
 // the journal's earlier result for a ticket; I5 to results that never come
 // (an executor killed without a journal) and refusals; I6 and I7 to
@@ -285,6 +293,20 @@
 //	                                               before its fire time and rerun started at
 //	                                               the rerun (fixed: one release time,
 //	                                               releaseAt, for every path)
+//
+//	I12        seeds 7, 12, 35, 40, 51, 59, 100,   with every registered executor of a task   TestNoDispatchToAnExcludedExecutor
+//	           106, 113, 116, 122, 157, 181, 201,  excluded (one silent, the other killed,     (engine/silence_test.go),
+//	           216, 257, 284, 294 of 300 on main   or both after an outage), routing fell     TestSilentExecutorKeepsItsWork
+//	           515a3da, the first run of the       back to the task's own URL, x1's address:  (runner/route_test.go),
+//	           check                               work went to an excluded executor (fixed:  TestSimSilentIsNotDead
+//	                                               it waits in the queue, sent nowhere)
+//
+//	I1         seeds 10 and 223 of 300 on main     an executor silent past runner.Silence,    TestSilentExecutorAttemptsStayRunning
+//	           515a3da, once executions count to   still running an attempt, was declared     (engine/silence_test.go),
+//	           their end on a silent executor and  lost and the attempt failed over: its      TestSimSilentIsNotDead
+//	           long HTTP timeouts are drawn        retry ran on x2 beside it (fixed: silent
+//	                                               is not dead; resolved by its /status or
+//	                                               at its deadline)
 //
 // Not bugs of the engine, but checks made exact (seeds 329, 426, 439, 458,
 // 490, 536, 651, 690, 786, 883, 993 of 1000 on the second day): a fire

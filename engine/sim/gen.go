@@ -206,6 +206,26 @@ func drawCaps(r *rand.Rand, s *spec) {
 	}
 }
 
+// drawSlow gives one HTTP task in three a timeout longer than
+// runner.Silence (40–120 s) and at least one retry, so that an executor
+// that falls silent may still run an attempt when the scheduler stops
+// hearing from it, while a retry could run elsewhere (I1 covers silent
+// executors that come back). It draws from a source of its own (r, from the
+// seed), so the generator's draws stay those of the seeds recorded before.
+func drawSlow(r *rand.Rand, s *spec) {
+	for _, p := range s.pipelines {
+		for _, t := range p.tasks {
+			if !t.http || r.IntN(3) != 0 {
+				continue
+			}
+			t.timeout = time.Duration(40+r.IntN(81)) * time.Second
+			if t.retries == 0 {
+				t.retries, t.interval = 1, time.Second
+			}
+		}
+	}
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
+	"time"
 )
 
 // memnet is the world's network: hosts that listen by name ("ax", "x1"),
@@ -26,6 +28,19 @@ type memnet struct {
 	lost  map[string]int  // by ticket: deliveries of its result still to lose
 	dup   map[string]bool // by ticket: its result arrives twice
 	sends map[string]int  // by ticket: deliveries of its result so far
+
+	// What routing is judged by (I12): the dispatches sent, and when each
+	// executor was last heard from, by a heartbeat or registration the
+	// scheduler took, or by a dispatch it accepted.
+	dispatches []sentDispatch
+	heartbeats map[string][]time.Time // executor host → heartbeats and registrations answered 2xx
+	accepts    map[string][]time.Time // engine|executor host → dispatches it accepted (202)
+}
+
+// sentDispatch is one dispatch an engine sent to an executor host.
+type sentDispatch struct {
+	from, host string
+	at         time.Time
 }
 
 // memConn is one connection: both ends and the hosts they belong to.
@@ -35,7 +50,8 @@ type memConn struct {
 }
 
 func newMemnet() *memnet {
-	return &memnet{hosts: map[string]*memListener{}, cut: map[string]bool{}, lost: map[string]int{}, dup: map[string]bool{}, sends: map[string]int{}}
+	return &memnet{hosts: map[string]*memListener{}, cut: map[string]bool{}, lost: map[string]int{}, dup: map[string]bool{}, sends: map[string]int{},
+		heartbeats: map[string][]time.Time{}, accepts: map[string][]time.Time{}}
 }
 
 // memListener is a net.Listener on one host of a memnet.
@@ -111,8 +127,43 @@ func (m *memnet) client(from string) *http.Client {
 		DialContext:         func(ctx context.Context, _, addr string) (net.Conn, error) { return m.dial(ctx, from, addr) },
 		MaxIdleConnsPerHost: 8,
 	}
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: &recorder{m: m, from: from, base: tr}}
 }
+
+// recorder is the transport of a host's clients: it records the
+// dispatches an engine sends and what makes an executor heard from (I12).
+type recorder struct {
+	m    *memnet
+	from string
+	base *http.Transport
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := req.URL.Hostname()
+	dispatch := strings.HasSuffix(req.URL.Path, "/dispatch")
+	if dispatch {
+		r.m.mu.Lock()
+		r.m.dispatches = append(r.m.dispatches, sentDispatch{from: r.from, host: host, at: time.Now()})
+		r.m.mu.Unlock()
+	}
+	resp, err := r.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	heard := strings.HasSuffix(req.URL.Path, "/executors/heartbeat") || strings.HasSuffix(req.URL.Path, "/executors/register")
+	r.m.mu.Lock()
+	switch {
+	case dispatch && resp.StatusCode == http.StatusAccepted:
+		r.m.accepts[r.from+"|"+host] = append(r.m.accepts[r.from+"|"+host], time.Now())
+	case heard && resp.StatusCode/100 == 2:
+		r.m.heartbeats[r.from] = append(r.m.heartbeats[r.from], time.Now())
+	}
+	r.m.mu.Unlock()
+	return resp, nil
+}
+
+// CloseIdleConnections lets the world close the transport's connections.
+func (r *recorder) CloseIdleConnections() { r.base.CloseIdleConnections() }
 
 // drop closes the connections to and from host (a crash or a cut).
 func (m *memnet) drop(host string) {

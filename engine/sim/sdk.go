@@ -150,7 +150,6 @@ func (w *world) sdkFault() {
 		d := runner.Silence + time.Duration(5000+w.xrng.IntN(30000))*time.Millisecond
 		w.logf("silence executor %s for %s", host, d)
 		w.stats.ExecutorSilences++
-		w.chk.silent(host, time.Now(), d)
 		w.net.setCut(host, true)
 		w.advance(d)
 		w.net.setCut(host, false)

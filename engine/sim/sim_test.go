@@ -441,3 +441,24 @@ func TestSimNoStartBeforeTheFireTime(t *testing.T) {
 		fail(t, Run(t, seed, Options{Restrict: today}))
 	}
 }
+
+// TestSimSilentIsNotDead: seeds that failed on main 515a3da once I1 counted
+// executions to their end on a silent executor and long HTTP timeouts were
+// drawn (drawSlow), and once I12 judged routing. Seeds 10 and 223 (I1): an
+// executor fell silent while it ran a long attempt; the sweep failed the
+// attempt over as lost and its retry ran on the other executor beside it.
+// Seeds 7 and 113 (I12): with every registered executor of a task excluded,
+// routing sent the work to the task's own URL, the excluded executor's
+// address. Each passes once silent is not dead and routing sends nothing to
+// an excluded executor (a generator change may call for other seeds: run
+// make sim).
+func TestSimSilentIsNotDead(t *testing.T) {
+	t.Parallel()
+	seeds := []int64{10, 223, 7, 113}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		fail(t, Run(t, seed, Options{Restrict: today}))
+	}
+}

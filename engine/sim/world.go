@@ -315,6 +315,7 @@ func (w *world) run() Report {
 				drawCaps(w.capRng, w.spec)
 				w.syncHTTP = w.capRng.IntN(3) == 0
 				drawMatches(rand.New(rand.NewPCG(uint64(w.seed), 0x3a7c)), w.spec)
+				drawSlow(rand.New(rand.NewPCG(uint64(w.seed), 0x510e)), w.spec)
 			}
 		}
 		files, err = w.compile()

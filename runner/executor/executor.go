@@ -715,7 +715,7 @@ func (x *Executor) Run(ctx context.Context) error {
 		// A heartbeat the scheduler did not take (unreachable, or it could
 		// not store it) is sent again as soon as a registration would: two
 		// missed in a row at the full interval would leave this executor
-		// silent for 30 s, and its work failed over while it runs.
+		// silent for 30 s, excluded from new work.
 		t.Reset(min(retry, x.cfg.Heartbeat))
 		retry = min(retry*2, x.cfg.Heartbeat)
 	}
