@@ -448,10 +448,14 @@ func untilNextSecond(now time.Time) time.Duration {
 	return now.Truncate(time.Second).Add(time.Second).Sub(now)
 }
 
-// awaitLease takes the lease, waiting while another holder has it.
+// awaitLease takes the lease, waiting while another holder has it. A store
+// that is unavailable (down, out of connections, out of disk) is asked again
+// with backoff, from a renewal period up to the lease's TTL; only a
+// permanent error ends the wait with an error.
 func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
-	logged := false
+	logged, down := false, 0
 	for {
+		wait := e.cfg.LeaseRenew
 		prev, perr := e.st.GetLease(ctx, "")
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
 		switch {
@@ -468,18 +472,23 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 				e.log.Warn("standby", "holder", e.cfg.Holder, "reason", err.Error())
 				logged = true
 			}
-		case errors.Is(err, store.ErrUnavailable):
-			e.log.Warn("lease_unavailable", "err", err)
-		case errors.Is(err, store.ErrConflict):
+		case ctx.Err() != nil:
+			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
+		case store.Classify(err) == store.Unavailable:
+			down++
+			wait = min(e.cfg.LeaseRenew<<min(down-1, 5), e.cfg.LeaseTTL)
+			e.log.Warn("lease_unavailable", "err", err, "failures", down, "retry_in", wait.String())
+		case store.Classify(err) == store.Conflict:
 			// The lease row is locked by a transaction of its holder (a holder
 			// stalled mid-write keeps it locked until it wakes): try again.
 			e.log.Warn("lease_busy", "err", err)
-		case ctx.Err() != nil:
-			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:
 			return store.Lease{}, fmt.Errorf("engine: take the scheduler lease: %w", err)
 		}
-		t := time.NewTimer(e.cfg.LeaseRenew)
+		if !errors.Is(err, store.ErrUnavailable) {
+			down = 0
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
