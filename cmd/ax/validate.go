@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -32,9 +35,9 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 			if err != nil {
 				return cli.Usage("%v", err)
 			}
-			_, errs, err := dag.Load(files, defs.Options{}, dag.Options{DispatchRate: rate})
+			errs, err := loadUntilSignal(cmd.Context(), files, rate)
 			if err != nil {
-				return cli.Usage("%v", err)
+				return err
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
@@ -55,4 +58,28 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on warnings too")
 	cmd.Flags().IntVar(&rate, "dispatch-rate", dag.DefaultDispatchRate, "dispatch rate (tasks/s) against which fire-time collisions are judged")
 	return cmd
+}
+
+// loadUntilSignal loads files as ax validate does, giving up when ctx ends
+// (SIGINT, SIGTERM): no file system call, however slow, keeps the command
+// from stopping.
+func loadUntilSignal(ctx context.Context, files []string, rate int) (defs.Errors, error) {
+	type loaded struct {
+		errs defs.Errors
+		err  error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		_, errs, err := dag.Load(files, defs.Options{}, dag.Options{DispatchRate: rate})
+		done <- loaded{errs, err}
+	}()
+	select {
+	case l := <-done:
+		if l.err != nil {
+			return nil, cli.Usage("%v", l.err)
+		}
+		return l.errs, nil
+	case <-ctx.Done():
+		return nil, cli.Fail(fmt.Errorf("validate: stopped by a signal before the files were read"))
+	}
 }
