@@ -86,7 +86,13 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		return Fail(err)
 	}
 	defer st.Close()
-	id, err := engine.CreateBackfill(ctx, st, spec, Actor(), time.Now())
+	// The lease first: while a server holds it, nothing is written.
+	l, err := holdLease(ctx, st, "run", "ax run needs a store no scheduler runs on; without --store it makes its own, or ask the server: ax trigger")
+	if err != nil {
+		return err
+	}
+	defer releaseLease(st, l) // only if the engine never took it over: a stale epoch releases nothing
+	id, err := engine.CreateBackfillFenced(ctx, st.Fence(l.Epoch), spec, Actor(), time.Now())
 	if err != nil {
 		return Fail(err)
 	}

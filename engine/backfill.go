@@ -545,10 +545,29 @@ func (b *backfiller) tasksToRun(ctx context.Context, spec BackfillSpec, at time.
 
 // CreateBackfill stores a backfill of spec for the primary scheduler to run.
 func CreateBackfill(ctx context.Context, st *store.Store, spec BackfillSpec, actor string, now time.Time) (int64, error) {
-	b, err := json.Marshal(spec)
+	b, err := backfillRecord(spec, actor)
 	if err != nil {
 		return 0, err
 	}
-	return st.CreateBackfill(ctx, store.Backfill{Pipeline: spec.Pipeline, Spec: string(b), State: BackfillPending,
-		TotalRuns: len(spec.Times), Actor: actor}, now)
+	return st.CreateBackfill(ctx, b, now)
+}
+
+// CreateBackfillFenced is CreateBackfill through fence f, for a process that
+// runs the backfill itself under the lease it took (ax run, ax backfill
+// --standalone): the write checks the lease in its own transaction.
+func CreateBackfillFenced(ctx context.Context, f *store.Fence, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+	b, err := backfillRecord(spec, actor)
+	if err != nil {
+		return 0, err
+	}
+	return f.CreateBackfill(ctx, b, now)
+}
+
+// backfillRecord is the stored form of a backfill of spec.
+func backfillRecord(spec BackfillSpec, actor string) (store.Backfill, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return store.Backfill{}, err
+	}
+	return store.Backfill{Pipeline: spec.Pipeline, Spec: string(b), State: BackfillPending, TotalRuns: len(spec.Times), Actor: actor}, nil
 }
