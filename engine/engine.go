@@ -81,6 +81,7 @@ type Engine struct {
 	backfiller backfiller // backfills in progress (backfill.go)
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int
+	faults     writeFaults // why this process cannot write, for /readyz
 	reqs       chan request
 	gone       map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m          *metrics
@@ -318,6 +319,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
 	k := newKeeper(e.st, e.cfg, l, e.m.renewLate)
 	k.alert = e.notify // not recorded in the store: it is the store that is gone
+	k.fault = e.faults.noteLease
 	keepCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keepWG sync.WaitGroup
 	keepWG.Go(func() { k.run(keepCtx) })
@@ -458,6 +460,7 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 		wait := e.cfg.LeaseRenew
 		prev, perr := e.st.GetLease(ctx, "")
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
+		e.faults.noteLease(err, e.cfg.Now())
 		switch {
 		case err == nil:
 			if l.Broke != "" {
@@ -516,6 +519,9 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	}
 	if err == nil {
 		err = e.moveOn(ctx, now)
+	}
+	if ctx.Err() == nil {
+		e.faults.noteTurn(err, now)
 	}
 	if err != nil {
 		e.failures++
