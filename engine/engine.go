@@ -99,6 +99,8 @@ type Engine struct {
 	next      atomic.Pointer[dag.Graph]
 	reloadSig chan struct{}
 	reloadMu  sync.Mutex // one Reload at a time
+	// reloadFailed is the last set the store refused for good (ReloadFailure).
+	reloadFailed atomic.Pointer[reloadFailure]
 
 	sla slaWatch     // owned by the loop (sla.go)
 	tm  *taskMetrics // per pipeline and task (taskmetrics.go)

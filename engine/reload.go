@@ -162,15 +162,51 @@ func (e *Engine) takeNext() {
 	e.log.Info("pipelines_reloaded", "applied", false, "diff", d.String(), "reason", "not primary: taken for the next term")
 }
 
-// applyReload applies a waiting graph as primary: definitions synced,
-// schedules that changed or went away lose their untouched runs ahead, then
-// the set is swapped in memory and the window planned again. A store error
-// leaves the waiting graph in place for the next turn.
+// applyReload applies a waiting graph as primary (applyGraph), then plans
+// the window again. A store that is unavailable, or a lost race, leaves the
+// waiting graph in place for the next turn. A write the store refuses for
+// good (a name longer than its column, say) drops it: the running set
+// stays, the failure is kept for ReloadFailure, and the turn goes on, so
+// that the other pipelines are not held up by a set that can never apply.
 func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	g := e.next.Load()
 	if g == nil {
 		return nil
 	}
+	err := e.applyGraph(ctx, g, now)
+	switch {
+	case err == nil:
+		return e.createWindow(ctx, now)
+	case ctx.Err() != nil, errors.Is(err, store.ErrNotLeader), store.Classify(err) != store.Permanent:
+		return err
+	}
+	e.next.CompareAndSwap(g, nil)
+	e.reloadFailed.Store(&reloadFailure{g: g, err: err})
+	e.log.Error("reload_failed", "err", err, "kept", "the running pipelines")
+	return nil
+}
+
+// reloadFailure is a reloaded set the store refused for good.
+type reloadFailure struct {
+	g   *dag.Graph
+	err error
+}
+
+// ReloadFailure returns why the store refused the set g handed to Reload,
+// which was then dropped (the running set stayed); nil while g waits, once
+// it applied, or when it was not the last set refused. Safe for concurrent
+// use.
+func (e *Engine) ReloadFailure(g *dag.Graph) error {
+	if f := e.reloadFailed.Load(); f != nil && f.g == g {
+		return f.err
+	}
+	return nil
+}
+
+// applyGraph applies g as primary: definitions synced, schedules that
+// changed or went away lose their untouched runs ahead, then the set is
+// swapped in memory. On error nothing is swapped.
+func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) error {
 	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
 	tasks, trigs := buildTasks(g)
 	if err := e.syncGraph(ctx, g, now); err != nil {
@@ -239,7 +275,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		e.m.breakerOpen.DeleteLabelValues(id) // an open breaker of a task gone would alert for ever
 	}
 	e.log.Info("pipelines_reloaded", "applied", true, "diff", d.String(), "runs_dropped", len(dropped))
-	return e.createWindow(ctx, now)
+	return nil
 }
 
 // syncGraph writes the definitions of g to the store.
