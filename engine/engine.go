@@ -843,8 +843,22 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	return e.releaseStranded(ctx, now)
 }
 
+// syncDefinitions writes the definitions in force to the store; the tasks
+// it finds removed (the files changed while no server ran) end as a reload
+// ends them.
 func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
-	return e.syncGraph(ctx, e.g, now)
+	res, err := e.syncGraph(ctx, e.g, now)
+	if err != nil {
+		return err
+	}
+	var tasks []string
+	for _, id := range res.Removed {
+		if strings.Contains(id, ".") { // a task id; the rest are pipelines, whose tasks are named too
+			tasks = append(tasks, id)
+		}
+	}
+	e.endUnstartedOfRemoved(ctx, tasks, "while no server ran", now)
+	return nil
 }
 
 func hashJSON(v any) ([]byte, string) {
