@@ -311,7 +311,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// errLeaseLost ends a term as primary: another process holds the lease.
+// errLeaseLost ends a term as primary and stands the process by again:
+// another process holds the lease, or the term could not start.
 var errLeaseLost = errors.New("engine: the lease is held by another process")
 
 // lead schedules as primary under lease l until ctx ends (nil) or the lease
@@ -672,6 +673,15 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 	if errors.Is(err, store.ErrNotLeader) {
 		e.interrupt(cancelExec, err)
 		return fmt.Errorf("%w: fenced while the term started: %w", errLeaseLost, err)
+	}
+	if c := store.Classify(err); c == store.Unavailable || c == store.Conflict {
+		// The store could not take the start's writes: stand by (the lease
+		// given back if it can be) and ask for it again, with backoff while
+		// the store stays unavailable, rather than end the process.
+		e.log.Warn("term_start_failed", "err", err)
+		e.interrupt(cancelExec, err)
+		k.release(context.Background())
+		return fmt.Errorf("%w: the store could not take the term's start: %w", errLeaseLost, err)
 	}
 	return err
 }

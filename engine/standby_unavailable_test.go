@@ -53,3 +53,33 @@ func TestStandbyOutlastsTooManyConnections(t *testing.T) {
 		e.stop()
 	})
 }
+
+// A term whose start meets an unavailable store (MySQL 1040 while it
+// creates its window) stands by again and takes the lease back once the
+// store answers, instead of ending the process.
+func TestUnavailableStartStandsBy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hits atomic.Int32
+		e := setupOn(t, Config{}, nil, func(st *store.Store) {
+			store.SetFault(st, func(what string) error {
+				if what == "create run" && hits.Add(1) <= 3 {
+					return &mysql.MySQLError{Number: 1040, Message: "Too many connections"}
+				}
+				return nil
+			})
+		}, "pipeline: s\ntimezone: UTC\nschedule: \"@every 1s\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(30 * time.Second)
+		select {
+		case err := <-e.done:
+			t.Fatalf("the engine stopped on an unavailable store in its start: %v", err)
+		default:
+		}
+		if hits.Load() < 3 {
+			t.Fatalf("%d failed creations: the test needs the start's writes to fail", hits.Load())
+		}
+		if !e.eng.Primary() {
+			t.Error("not primary 30 s after the store answered again")
+		}
+		e.stop()
+	})
+}
