@@ -91,7 +91,7 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 		if err != nil {
 			return err
 		}
-		if id, err = engine.CreateBackfillFenced(ctx, st.Fence(l.Epoch), spec, Actor(), time.Now()); err != nil {
+		if id, err = engine.CreateBackfill(ctx, st.Fence(l.Epoch), spec, Actor(), time.Now()); err != nil {
 			releaseLease(st, l)
 			return Fail(err)
 		}
