@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,4 +117,42 @@ func TestStandaloneRefusalsWriteNothing(t *testing.T) {
 		}
 	}
 	srv.stop(t)
+}
+
+// A second ax run on a store another ax run is running on refuses, and
+// writes nothing. Before, both took the lease under the one holder name
+// "run", and each engine would dispatch the other's runs.
+func TestSecondRunOnOneStoreRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release")
+	write(t, filepath.Join(dir, "hold.yaml"), "pipeline: hold\ntimezone: UTC\ntasks:\n  - name: w\n    timeout: 1m\n    command: [\"sh\", \"-c\", \"while [ ! -f "+release+" ]; do sleep 0.05; done\"]\n")
+	db := filepath.Join(dir, "ax.db")
+	first := exec.Command(axBinary, "run", filepath.Join(dir, "hold.yaml"), "--store", db)
+	logf, err := os.Create(filepath.Join(dir, "first.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Stdout, first.Stderr = logf, logf
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
+	printed := func() string { b, _ := os.ReadFile(logf.Name()); return string(b) }
+	waitFor(t, func() bool { return strings.Contains(printed(), "start  hold.w") })
+	before := storeSnapshot(t, db)
+	code, sout, serr := runAx(t, "run", filepath.Join(dir, "hold.yaml"), "--store", db)
+	if code != cli.ExitFailed || !strings.Contains(serr, "lease held") {
+		t.Errorf("second ax run: exit %d, want %d and the lease held\n%s%s", code, cli.ExitFailed, sout, serr)
+	}
+	after := storeSnapshot(t, db)
+	for table, b := range before {
+		if after[table] != b {
+			t.Errorf("the second ax run changed table %s: %s, was %s", table, after[table], b)
+		}
+	}
+	write(t, release, "")
+	if err := first.Wait(); err != nil {
+		t.Errorf("the first ax run: %v\n%s", err, printed())
+	}
 }
