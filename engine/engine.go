@@ -82,12 +82,15 @@ type Engine struct {
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int
 	faults     writeFaults // why this process cannot write, for /readyz
-	reqs       chan request
-	gone       map[string]*taskInfo // stand-ins of removed tasks with a running instance
-	m          *metrics
-	logs       *logWriter // task output (R41)
-	rm         retainMetrics
-	pruneMu    sync.Mutex // one retention pass at a time
+	// failedStarts counts the terms in a row whose start the store could
+	// not take (pauseAfterFailedStart).
+	failedStarts int
+	reqs         chan request
+	gone         map[string]*taskInfo // stand-ins of removed tasks with a running instance
+	m            *metrics
+	logs         *logWriter // task output (R41)
+	rm           retainMetrics
+	pruneMu      sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -308,6 +311,33 @@ func (e *Engine) Run(ctx context.Context) error {
 			return err
 		}
 		e.log.Warn("standby_again", "holder", e.cfg.Holder, "reason", err.Error())
+		if !e.pauseAfterFailedStart(ctx, err) {
+			return nil
+		}
+	}
+}
+
+// errStartUnavailable ends a term whose start the store could not take.
+var errStartUnavailable = errors.New("engine: the store could not take the term's start")
+
+// pauseAfterFailedStart waits, after a term whose start the store could not
+// take (err), before the lease is asked for again: from a renewal period,
+// doubling up to the TTL while starts keep failing, so that a store that
+// takes the lease's writes but not the others' is not asked in a tight
+// loop. Any other end of a term resets it. It returns false when ctx ended.
+func (e *Engine) pauseAfterFailedStart(ctx context.Context, err error) bool {
+	if !errors.Is(err, errStartUnavailable) {
+		e.failedStarts = 0
+		return true
+	}
+	e.failedStarts++
+	t := time.NewTimer(min(e.cfg.LeaseRenew<<min(e.failedStarts-1, 5), e.cfg.LeaseTTL))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -681,7 +711,7 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 		e.log.Warn("term_start_failed", "err", err)
 		e.interrupt(cancelExec, err)
 		k.release(context.Background())
-		return fmt.Errorf("%w: the store could not take the term's start: %w", errLeaseLost, err)
+		return fmt.Errorf("%w: %w: %w", errLeaseLost, errStartUnavailable, err)
 	}
 	return err
 }
