@@ -279,11 +279,19 @@ func (a *admin) primary(ctx context.Context) error {
 }
 
 // readyz is 200 when this process can serve: as the primary, or as a
-// standby whose store answers reads.
+// standby whose store answers reads; and, with a scheduler, when its last
+// write to the store (a renewal or request of the lease, a turn of its
+// loop) succeeded: 503 says why it cannot write, until it writes again.
 func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
 	role := "standby"
 	if a.eng != nil && a.eng.Stats().Leader {
 		role = "primary"
+	}
+	if a.eng != nil {
+		if err := a.eng.WriteFault(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, Ready{Role: role, Error: err.Error()})
+			return
+		}
 	}
 	if err := a.st.Check(); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, Ready{Role: role, Error: err.Error()})
@@ -444,7 +452,7 @@ func apiDoc() string {
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", rt.method, rt.path, tok, rt.doc)
 	}
 	b.WriteString("| GET | `/metrics` | when reads are not open | Prometheus metrics |\n")
-	b.WriteString("| GET | `/readyz` | no | 200 when this process serves: primary, or standby with a reachable store |\n")
+	b.WriteString("| GET | `/readyz` | no | 200 when this process serves: primary, or standby with a reachable store; 503 with the reason while its store cannot be read or written |\n")
 	b.WriteString("| GET | `/healthz` | no | 200 while the process runs |\n")
 	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | the executor credential, never the admin token | the executor protocol ([protocol.md](protocol.md)) |\n")
 	return b.String()

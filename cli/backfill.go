@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -84,12 +85,57 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 		return Fail(err)
 	}
 	defer st.Close()
-	id, err := engine.CreateBackfill(ctx, st, spec, Actor(), time.Now())
-	if err != nil {
+	var id int64
+	if f.Standalone {
+		// The lease first: while a server holds it, nothing is written.
+		l, err := holdLease(ctx, st, "backfill:new:"+strconv.Itoa(os.Getpid()), "drop --standalone to queue the backfill for it")
+		if err != nil {
+			return err
+		}
+		if id, err = engine.CreateBackfill(ctx, st.Fence(l.Epoch), spec, Actor(), time.Now()); err != nil {
+			releaseLease(st, l)
+			return Fail(err)
+		}
+		// Handed on to the backfill's own holder name, so that ax backfill
+		// resume --standalone takes it back at once after this process is
+		// killed.
+		l, err = st.AcquireLease(ctx, store.LeaseParams{Holder: standaloneHolder(id), From: l.Holder, TTL: engine.DefaultLeaseTTL, Now: time.Now()})
+		if err != nil {
+			return Fail(fmt.Errorf("backfill %d stored, but its lease could not be kept: %w; continue it with: ax backfill resume %d --standalone", id, err, id))
+		}
+		defer releaseLease(st, l) // only if the engine never took it over: a stale epoch releases nothing
+	} else if id, err = engine.CreateBackfill(ctx, st, spec, Actor(), time.Now()); err != nil {
 		return Fail(err)
 	}
 	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s)\n", id, pipeline, len(spec.Times), len(spec.Tasks))
 	return FollowBackfill(ctx, out, st, g, id, f)
+}
+
+// standaloneHolder names the lease holder of the engine of ax backfill
+// --standalone and ax backfill resume --standalone for backfill id.
+func standaloneHolder(id int64) string { return "backfill:" + strconv.FormatInt(id, 10) }
+
+// holdLease takes the scheduler lease of st for holder, before the first
+// write of a command that runs its own engine (ax run, ax backfill
+// --standalone): while another scheduler holds it, the command refuses and
+// nothing is written (the lease is taken in a transaction of its own, and
+// every write after it is fenced by its epoch). The engine started next
+// under the same holder takes it over.
+func holdLease(ctx context.Context, st *store.Store, holder, hint string) (store.Lease, error) {
+	l, err := st.AcquireLease(ctx, store.LeaseParams{Holder: holder, TTL: engine.DefaultLeaseTTL, Now: time.Now()})
+	if errors.Is(err, store.ErrLeaseHeld) {
+		return l, Fail(fmt.Errorf("%w; a scheduler runs on %s: %s (nothing was written)", err, st, hint))
+	}
+	if err != nil {
+		return l, Fail(err)
+	}
+	return l, nil
+}
+
+// releaseLease gives back a lease holdLease took, when the command stops
+// before its engine starts.
+func releaseLease(st *store.Store, l store.Lease) {
+	_ = st.ReleaseLease(context.Background(), store.LeaseParams{Holder: l.Holder, Epoch: l.Epoch, Now: time.Now()})
 }
 
 // FollowBackfill runs (standalone) or waits for a backfill, showing
@@ -115,7 +161,8 @@ type standalone struct {
 	done chan error
 }
 
-// StartStandalone starts that engine when on.
+// StartStandalone starts that engine when on, as standaloneHolder(id),
+// whose lease the caller took (holdLease).
 func StartStandalone(ctx context.Context, st *store.Store, g *dag.Graph, id int64, on bool) (*standalone, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	sa := &standalone{on: on, stop: stop, done: make(chan error, 1)}
@@ -128,7 +175,7 @@ func StartStandalone(ctx context.Context, st *store.Store, g *dag.Graph, id int6
 		stop()
 		return nil, Fail(err)
 	}
-	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "backfill:" + strconv.FormatInt(id, 10)}, st, g, execs)
+	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: standaloneHolder(id)}, st, g, execs)
 	if err != nil {
 		stop()
 		return nil, Fail(err)
@@ -474,7 +521,15 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 		return Fail(fmt.Errorf("backfill %d is done already", id))
 	}
 	// The primary applies the resume (fenced, action-logged); with
-	// --standalone that is the engine started here.
+	// --standalone that is the engine started here, under the lease taken
+	// before the request is queued.
+	if f.Standalone {
+		l, err := holdLease(ctx, st, standaloneHolder(id), "drop --standalone to have it resume the backfill")
+		if err != nil {
+			return err
+		}
+		defer releaseLease(st, l) // only if the engine never took it over: a stale epoch releases nothing
+	}
 	sa, err := StartStandalone(ctx, st, g, id, f.Standalone)
 	if err != nil {
 		return err

@@ -89,7 +89,16 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		return Fail(err)
 	}
 	defer st.Close()
-	id, err := engine.CreateBackfill(ctx, st, spec, Actor(), time.Now())
+	// The lease first: while a server holds it, nothing is written.
+	// A holder of its own: a second ax run on the store refuses rather than
+	// take over the lease of the first (and judge its running attempts).
+	holder := fmt.Sprintf("run:%s:%d", hostname(), os.Getpid())
+	l, err := holdLease(ctx, st, holder, "ax run needs a store no scheduler runs on; without --store it makes its own, or ask the server: ax trigger")
+	if err != nil {
+		return err
+	}
+	defer releaseLease(st, l) // only if the engine never took it over: a stale epoch releases nothing
+	id, err := engine.CreateBackfill(ctx, st.Fence(l.Epoch), spec, Actor(), time.Now())
 	if err != nil {
 		return Fail(err)
 	}
@@ -100,7 +109,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	}
 	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, api.Stamp(when, p.Location), len(spec.Tasks))
 	events := make(chan engine.Event, 1024)
-	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: "run", Grace: time.Millisecond,
+	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: holder, Grace: time.Millisecond,
 		OnEvent: func(ev engine.Event) { events <- ev }}, st, g, execs)
 	if err != nil {
 		return Fail(err)
@@ -199,4 +208,12 @@ func PrintEvent(w io.Writer, ev engine.Event) int {
 		return 1
 	}
 	return 0
+}
+
+// hostname names this host in a lease holder.
+func hostname() string {
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "localhost"
 }

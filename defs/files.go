@@ -3,11 +3,13 @@ package defs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // FindFiles expands paths into the pipeline files they name: a file is taken
@@ -80,4 +82,56 @@ func ParseFiles(files []string, opts Options) ([]*Pipeline, Errors) {
 	}
 	errs.Sort()
 	return pls, errs
+}
+
+// MaxFileSize is the largest pipeline file ReadFile reads.
+const MaxFileSize = 16 << 20
+
+// ReadFile reads the pipeline file at path, the one way ax reads one (ax
+// validate, ax server's loading and reloads, ax run): only a regular file
+// (a symlink is followed to one), of at most MaxFileSize bytes. A named
+// pipe, a device (a link to /dev/zero), a socket or a directory is refused
+// at once, without waiting for a writer or reading without end.
+func ReadFile(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a named pipe does not wait for a writer.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): give pipeline files (*.yaml, *.yml) that are plain files", kindOf(info.Mode()))
+	}
+	if info.Size() > MaxFileSize {
+		return nil, fmt.Errorf("larger than 16 MiB (%d bytes): a pipeline file is at most 16 MiB; split it", info.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("larger than 16 MiB: a pipeline file is at most 16 MiB; split it")
+	}
+	return data, nil
+}
+
+// kindOf names a file mode that is not a regular file's.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -55,7 +54,7 @@ var (
 
 // ParseFile reads and parses the pipeline file at path. See [Parse].
 func ParseFile(path string, opts Options) (*Pipeline, Errors) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, Errors{{Pos: Pos{File: path, Line: 1, Col: 1}, Msg: fmt.Sprintf("cannot read file: %v", err), Severity: SevError}}
 	}

@@ -580,12 +580,29 @@ func (b *backfiller) tasksToRun(ctx context.Context, spec BackfillSpec, at time.
 	return out, nil
 }
 
-// CreateBackfill stores a backfill of spec for the primary scheduler to run.
-func CreateBackfill(ctx context.Context, st *store.Store, spec BackfillSpec, actor string, now time.Time) (int64, error) {
-	b, err := json.Marshal(spec)
+// BackfillWriter stores a backfill: a *store.Store, for a backfill queued
+// for the primary scheduler (the API, ax backfill --store), or the
+// *store.Fence of a lease the caller holds, for one it runs itself (ax run,
+// ax backfill --standalone: the write checks the lease in its own
+// transaction).
+type BackfillWriter interface {
+	CreateBackfill(ctx context.Context, b store.Backfill, now time.Time) (int64, error)
+}
+
+// CreateBackfill stores a backfill of spec through w.
+func CreateBackfill(ctx context.Context, w BackfillWriter, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+	b, err := backfillRecord(spec, actor)
 	if err != nil {
 		return 0, err
 	}
-	return st.CreateBackfill(ctx, store.Backfill{Pipeline: spec.Pipeline, Spec: string(b), State: BackfillPending,
-		TotalRuns: len(spec.Times), Actor: actor}, now)
+	return w.CreateBackfill(ctx, b, now)
+}
+
+// backfillRecord is the stored form of a backfill of spec.
+func backfillRecord(spec BackfillSpec, actor string) (store.Backfill, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return store.Backfill{}, err
+	}
+	return store.Backfill{Pipeline: spec.Pipeline, Spec: string(b), State: BackfillPending, TotalRuns: len(spec.Times), Actor: actor}, nil
 }

@@ -123,10 +123,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultLeaseTTL is the lifetime of the leader lease unless
+// Config.LeaseTTL says otherwise.
+const DefaultLeaseTTL = 15 * time.Second
+
 func (c Config) withDefaults() (Config, error) {
 	orDefault(&c.Window, 5*time.Minute)
 	orDefault(&c.TopUp, 30*time.Second)
-	orDefault(&c.LeaseTTL, 15*time.Second)
+	orDefault(&c.LeaseTTL, DefaultLeaseTTL)
 	orDefault(&c.LeaseRenew, 5*time.Second)
 	orDefault(&c.Grace, 30*time.Second)
 	orDefault(&c.MaxRunning, DefaultMaxRunning())

@@ -90,12 +90,16 @@ type Engine struct {
 	// commitsAtError is the store's count of committed writes at the
 	// last store error: the store is back once it has grown.
 	commitsAtError uint64
-	reqs           chan request
-	gone           map[string]*taskInfo // stand-ins of removed tasks with a running instance
-	m              *metrics
-	logs           *logWriter // task output (R41)
-	rm             retainMetrics
-	pruneMu        sync.Mutex // one retention pass at a time
+	faults         writeFaults // why this process cannot write, for /readyz
+	// failedStarts counts the terms in a row whose start the store could
+	// not take (pauseAfterFailedStart).
+	failedStarts int
+	reqs         chan request
+	gone         map[string]*taskInfo // stand-ins of removed tasks with a running instance
+	m            *metrics
+	logs         *logWriter // task output (R41)
+	rm           retainMetrics
+	pruneMu      sync.Mutex // one retention pass at a time
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -107,6 +111,8 @@ type Engine struct {
 	next      atomic.Pointer[dag.Graph]
 	reloadSig chan struct{}
 	reloadMu  sync.Mutex // one Reload at a time
+	// reloadFailed is the last set the store refused for good (ReloadFailure).
+	reloadFailed atomic.Pointer[reloadFailure]
 
 	sla slaWatch     // owned by the loop (sla.go)
 	tm  *taskMetrics // per pipeline and task (taskmetrics.go)
@@ -319,10 +325,38 @@ func (e *Engine) Run(ctx context.Context) error {
 			return err
 		}
 		e.log.Warn("standby_again", "holder", e.cfg.Holder, "reason", err.Error())
+		if !e.pauseAfterFailedStart(ctx, err) {
+			return nil
+		}
 	}
 }
 
-// errLeaseLost ends a term as primary: another process holds the lease.
+// errStartUnavailable ends a term whose start the store could not take.
+var errStartUnavailable = errors.New("engine: the store could not take the term's start")
+
+// pauseAfterFailedStart waits, after a term whose start the store could not
+// take (err), before the lease is asked for again: from a renewal period,
+// doubling up to the TTL while starts keep failing, so that a store that
+// takes the lease's writes but not the others' is not asked in a tight
+// loop. Any other end of a term resets it. It returns false when ctx ended.
+func (e *Engine) pauseAfterFailedStart(ctx context.Context, err error) bool {
+	if !errors.Is(err, errStartUnavailable) {
+		e.failedStarts = 0
+		return true
+	}
+	e.failedStarts++
+	t := time.NewTimer(min(e.cfg.LeaseRenew<<min(e.failedStarts-1, 5), e.cfg.LeaseTTL))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// errLeaseLost ends a term as primary and stands the process by again:
+// another process holds the lease, or the term could not start.
 var errLeaseLost = errors.New("engine: the lease is held by another process")
 
 // lead schedules as primary under lease l until ctx ends (nil) or the lease
@@ -332,6 +366,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	now := e.cfg.Now()
 	k := newKeeper(e.st, e.cfg, l, e.m.renewLate)
 	k.alert = e.notify // not recorded in the store: it is the store that is gone
+	k.fault = e.faults.noteLease
 	keepCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
 	var keepWG sync.WaitGroup
 	keepWG.Go(func() { k.run(keepCtx) })
@@ -462,12 +497,17 @@ func untilNextSecond(now time.Time) time.Duration {
 	return now.Truncate(time.Second).Add(time.Second).Sub(now)
 }
 
-// awaitLease takes the lease, waiting while another holder has it.
+// awaitLease takes the lease, waiting while another holder has it. A store
+// that is unavailable (down, out of connections, out of disk) is asked again
+// with backoff, from a renewal period up to the lease's TTL; only a
+// permanent error ends the wait with an error.
 func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
-	logged := false
+	logged, down := false, 0
 	for {
+		wait := e.cfg.LeaseRenew
 		prev, perr := e.st.GetLease(ctx, "")
 		l, err := e.st.AcquireLease(ctx, store.LeaseParams{Holder: e.cfg.Holder, TTL: e.cfg.LeaseTTL, Now: e.cfg.Now()})
+		e.faults.noteLease(err, e.cfg.Now())
 		switch {
 		case err == nil:
 			if l.Broke != "" {
@@ -482,18 +522,23 @@ func (e *Engine) awaitLease(ctx context.Context) (store.Lease, error) {
 				e.log.Warn("standby", "holder", e.cfg.Holder, "reason", err.Error())
 				logged = true
 			}
-		case errors.Is(err, store.ErrUnavailable):
-			e.log.Warn("lease_unavailable", "err", err)
-		case errors.Is(err, store.ErrConflict):
+		case ctx.Err() != nil:
+			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
+		case store.Classify(err) == store.Unavailable:
+			down++
+			wait = min(e.cfg.LeaseRenew<<min(down-1, 5), e.cfg.LeaseTTL)
+			e.log.Warn("lease_unavailable", "err", err, "failures", down, "retry_in", wait.String())
+		case store.Classify(err) == store.Conflict:
 			// The lease row is locked by a transaction of its holder (a holder
 			// stalled mid-write keeps it locked until it wakes): try again.
 			e.log.Warn("lease_busy", "err", err)
-		case ctx.Err() != nil:
-			return store.Lease{}, nil // stopped while asking: a standby has nothing to give back
 		default:
 			return store.Lease{}, fmt.Errorf("engine: take the scheduler lease: %w", err)
 		}
-		t := time.NewTimer(e.cfg.LeaseRenew)
+		if !errors.Is(err, store.ErrUnavailable) {
+			down = 0
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -521,6 +566,9 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	}
 	if err == nil {
 		err = e.moveOn(ctx, now)
+	}
+	if ctx.Err() == nil {
+		e.faults.noteTurn(err, now)
 	}
 	if err != nil {
 		e.failures++
@@ -673,6 +721,15 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 	if errors.Is(err, store.ErrNotLeader) {
 		e.interrupt(cancelExec, err)
 		return fmt.Errorf("%w: fenced while the term started: %w", errLeaseLost, err)
+	}
+	if c := store.Classify(err); c == store.Unavailable || c == store.Conflict {
+		// The store could not take the start's writes: stand by (the lease
+		// given back if it can be) and ask for it again, with backoff while
+		// the store stays unavailable, rather than end the process.
+		e.log.Warn("term_start_failed", "err", err)
+		e.interrupt(cancelExec, err)
+		k.release(context.Background())
+		return fmt.Errorf("%w: %w: %w", errLeaseLost, errStartUnavailable, err)
 	}
 	return err
 }
@@ -844,8 +901,22 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	return e.releaseStranded(ctx, now)
 }
 
+// syncDefinitions writes the definitions in force to the store; the tasks
+// it finds removed (the files changed while no server ran) end as a reload
+// ends them.
 func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
-	return e.syncGraph(ctx, e.g, now)
+	res, err := e.syncGraph(ctx, e.g, now)
+	if err != nil {
+		return err
+	}
+	var tasks []string
+	for _, id := range res.Removed {
+		if strings.Contains(id, ".") { // a task id; the rest are pipelines, whose tasks are named too
+			tasks = append(tasks, id)
+		}
+	}
+	e.endUnstartedOfRemoved(ctx, tasks, "while no server ran", now)
+	return nil
 }
 
 func hashJSON(v any) ([]byte, string) {

@@ -31,8 +31,9 @@ type keeper struct {
 	epoch    atomic.Int64
 	until    atomic.Int64 // UnixNano of the expiry of the last renewal
 	released atomic.Bool
-	gone     atomic.Bool // the store's file was deleted or replaced: nothing is safe to write
-	alert    func(Alert) // raises an alert (the store file gone), once per loss
+	gone     atomic.Bool            // the store's file was deleted or replaced: nothing is safe to write
+	alert    func(Alert)            // raises an alert (the store file gone), once per loss
+	fault    func(error, time.Time) // notes the outcome of each write on the lease (nil: a success)
 
 	lateMax  atomic.Int64 // the renewal done the latest past its due time so far, ns
 	lateHist prometheus.Histogram
@@ -133,6 +134,7 @@ func (k *keeper) renew(ctx context.Context, now time.Time) error {
 	}
 	epoch := k.epoch.Load()
 	if err := k.st.Check(); err != nil {
+		k.noteFault(err, now)
 		if !k.gone.Swap(true) {
 			k.log.Error("store_file_gone", "err", err)
 			if k.alert != nil {
@@ -145,6 +147,7 @@ func (k *keeper) renew(ctx context.Context, now time.Time) error {
 		k.log.Warn("store_file_back")
 	}
 	l, err := k.st.RenewLease(ctx, store.LeaseParams{Holder: k.holder, Epoch: epoch, TTL: k.ttl, Now: now})
+	k.noteFault(err, now)
 	switch {
 	case errors.Is(err, store.ErrNotLeader):
 		k.log.Warn("lease_lost", "epoch", epoch, "err", err)
@@ -156,6 +159,7 @@ func (k *keeper) renew(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	l, err = k.st.AcquireLease(ctx, store.LeaseParams{Holder: k.holder, TTL: k.ttl, Now: now})
+	k.noteFault(err, now)
 	if errors.Is(err, store.ErrLeaseHeld) {
 		k.log.Error("lease_lost_for_good", "epoch", epoch, "err", err)
 		k.until.Store(0)
@@ -169,6 +173,13 @@ func (k *keeper) renew(ctx context.Context, now time.Time) error {
 	k.set(l)
 	k.send(ctx, leaseEvent{retaken: l})
 	return nil
+}
+
+// noteFault passes the outcome of a write on the lease to fault, if set.
+func (k *keeper) noteFault(err error, now time.Time) {
+	if k.fault != nil {
+		k.fault(err, now)
+	}
 }
 
 // longWrite is how many rows make a write long: before one (a run of that

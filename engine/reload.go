@@ -170,18 +170,54 @@ func (e *Engine) takeNext() {
 	e.log.Info("pipelines_reloaded", "applied", false, "diff", d.String(), "reason", "not primary: taken for the next term")
 }
 
-// applyReload applies a waiting graph as primary: definitions synced,
-// schedules that changed or went away lose their untouched runs ahead, then
-// the set is swapped in memory and the window planned again. A store error
-// leaves the waiting graph in place for the next turn.
+// applyReload applies a waiting graph as primary (applyGraph), then plans
+// the window again. A store that is unavailable, or a lost race, leaves the
+// waiting graph in place for the next turn. A write the store refuses for
+// good (a name longer than its column, say) drops it: the running set
+// stays, the failure is kept for ReloadFailure, and the turn goes on, so
+// that the other pipelines are not held up by a set that can never apply.
 func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	g := e.next.Load()
 	if g == nil {
 		return nil
 	}
+	err := e.applyGraph(ctx, g, now)
+	switch {
+	case err == nil:
+		return e.createWindow(ctx, now)
+	case ctx.Err() != nil, errors.Is(err, store.ErrNotLeader), store.Classify(err) != store.Permanent:
+		return err
+	}
+	e.next.CompareAndSwap(g, nil)
+	e.reloadFailed.Store(&reloadFailure{g: g, err: err})
+	e.log.Error("reload_failed", "err", err, "kept", "the running pipelines")
+	return nil
+}
+
+// reloadFailure is a reloaded set the store refused for good.
+type reloadFailure struct {
+	g   *dag.Graph
+	err error
+}
+
+// ReloadFailure returns why the store refused the set g handed to Reload,
+// which was then dropped (the running set stayed); nil while g waits, once
+// it applied, or when it was not the last set refused. Safe for concurrent
+// use.
+func (e *Engine) ReloadFailure(g *dag.Graph) error {
+	if f := e.reloadFailed.Load(); f != nil && f.g == g {
+		return f.err
+	}
+	return nil
+}
+
+// applyGraph applies g as primary: definitions synced, schedules that
+// changed or went away lose their untouched runs ahead, then the set is
+// swapped in memory. On error nothing is swapped.
+func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) error {
 	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
 	tasks, trigs := buildTasks(g)
-	if err := e.syncGraph(ctx, g, now); err != nil {
+	if _, err := e.syncGraph(ctx, g, now); err != nil {
 		return fmt.Errorf("engine: reload: %w", err)
 	}
 	oldTrigs := map[string]*trigger{}
@@ -223,7 +259,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		}
 	}
 	e.dropHeldOfRemoved(ctx, tasks, now)
-	e.endUnstartedOfRemoved(ctx, d.Removed, now)
+	e.endUnstartedOfRemoved(ctx, d.Removed, "by a reload", now)
 	e.setGraph(g, tasks, trigs)
 	for _, t := range trigs {
 		old := oldTrigs[t.name]
@@ -242,7 +278,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 		e.m.breakerOpen.DeleteLabelValues(id) // an open breaker of a task gone would alert for ever
 	}
 	e.log.Info("pipelines_reloaded", "applied", true, "diff", d.String(), "runs_dropped", len(dropped))
-	return e.createWindow(ctx, now)
+	return nil
 }
 
 // replan drops the runs made ahead (untouched) of the schedules a reload
@@ -277,8 +313,9 @@ func (e *Engine) replan(ctx context.Context, d Diff, oldTrigs map[string]*trigge
 	return dropped, nil
 }
 
-// syncGraph writes the definitions of g to the store.
-func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) error {
+// syncGraph writes the definitions of g to the store and returns what
+// changed there.
+func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) (store.SyncResult, error) {
 	var pds []store.PipelineDef
 	for _, p := range g.Pipelines() {
 		pd := store.PipelineDef{Name: p.Name, File: p.File}
@@ -295,55 +332,18 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) err
 	}
 	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
 	if err != nil {
-		return fmt.Errorf("engine: sync definitions: %w", err)
+		return res, fmt.Errorf("engine: sync definitions: %w", err)
 	}
 	if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
 		e.log.Info("definitions_synced", "added", res.Added, "changed", res.Changed, "removed", res.Removed)
 	}
-	return nil
+	return res, nil
 }
 
 // dropHeldOfRemoved ends the attempts of removed tasks that were claimed
 // ahead but have not started (their fire time is still to come): they never
 // start; RUNNING → FAILED with the reason. A store error leaves them to
 // start at their fire time, as claimed.
-// endUnstartedOfRemoved fails the instances of tasks removed by a reload
-// that had not started (waiting, scheduled, retrying, paused) in the runs
-// that stay, the manual ones and those in which something started: nothing
-// would ever move them again, so their runs would never end, and a task of
-// the same name added back later would pick up their stale retries. Their
-// running ones end under a stand-in (see standIn).
-func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, now time.Time) {
-	const msg = "not run: its task was removed from the pipeline files by a reload"
-	var params []store.TransitionParams
-	for _, id := range removed {
-		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, Limit: 1 << 20,
-			States: []axtype.State{axtype.Waiting, axtype.Scheduled, axtype.Retrying, axtype.Paused}})
-		if err != nil {
-			e.log.Warn("reload_end_unstarted_failed", "task", id, "err", err)
-			continue
-		}
-		for _, in := range ins {
-			m := msg
-			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
-				Set: store.Changes{EndedAt: &now, Error: &m}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
-		}
-	}
-	if len(params) == 0 {
-		return
-	}
-	res, err := e.w().TransitionBatch(ctx, params)
-	if err != nil {
-		e.log.Warn("reload_end_unstarted_failed", "instances", len(params), "err", err)
-		return
-	}
-	for i, r := range res {
-		if r.Err == nil {
-			e.runs.dropRunOf(params[i].InstanceID)
-		}
-	}
-}
-
 // The same holds for the local attempts of removed tasks waiting in the
 // start queue for a slot: withdrawn before their goroutine starts them
 // (attempt.withdraw), they never start; RUNNING → FAILED with the reason,

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/axtype"
 
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/store"
@@ -60,4 +63,44 @@ func standIn(id string, def defs.Task) *taskInfo {
 		def.Timeout = defs.DefaultTimeout
 	}
 	return &taskInfo{def: &def, id: id, removed: true}
+}
+
+// endUnstartedOfRemoved fails the instances of the removed tasks that had
+// not started (waiting, scheduled, retrying, paused) in the runs that stay,
+// the manual ones and those in which something started: nothing would ever
+// move them again, so their runs would never end, and a task of the same
+// name added back later would pick up their stale retries. Their running
+// ones end under a stand-in (see standIn). It is the one rule for a task
+// gone from the files, whether a live reload removed it (how: "by a
+// reload") or the files changed while no server ran (found at the start of
+// a term, whose definitions sync names it removed).
+func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, how string, now time.Time) {
+	msg := "not run: its task was removed from the pipeline files " + how
+	var params []store.TransitionParams
+	for _, id := range removed {
+		ins, err := e.st.Instances(ctx, store.InstanceFilter{TaskID: id, Limit: 1 << 20,
+			States: []axtype.State{axtype.Waiting, axtype.Scheduled, axtype.Retrying, axtype.Paused}})
+		if err != nil {
+			e.log.Warn("reload_end_unstarted_failed", "task", id, "err", err)
+			continue
+		}
+		for _, in := range ins {
+			m := msg
+			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
+				Set: store.Changes{EndedAt: &now, Error: &m}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+		}
+	}
+	if len(params) == 0 {
+		return
+	}
+	res, err := e.w().TransitionBatch(ctx, params)
+	if err != nil {
+		e.log.Warn("reload_end_unstarted_failed", "instances", len(params), "err", err)
+		return
+	}
+	for i, r := range res {
+		if r.Err == nil {
+			e.runs.dropRunOf(params[i].InstanceID)
+		}
+	}
 }

@@ -38,9 +38,10 @@ type Watcher struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu   sync.Mutex
-	last *Status // nil before the first reload
-	sum  string  // fingerprint of the files last loaded
+	mu     sync.Mutex
+	last   *Status    // nil before the first reload
+	handed *dag.Graph // the set the last reload handed to the engine
+	sum    string     // fingerprint of the files last loaded
 }
 
 // Status is the outcome of the last reload, for GET /api/v1/reload.
@@ -60,11 +61,23 @@ func New(paths []string, sum string, rate float64, eng *engine.Engine, log *slog
 	return &Watcher{paths: paths, sum: sum, rate: rate, eng: eng, log: log, now: time.Now}
 }
 
-// Last returns the last reload's outcome, or nil.
+// Last returns the last reload's outcome, or nil. A set the engine took
+// but the store then refused for good (engine.ReloadFailure) is reported
+// as failed: not OK, with the store's error; the running set stayed.
 func (r *Watcher) Last() *Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.last
+	if r.last == nil || !r.last.OK || r.handed == nil {
+		return r.last
+	}
+	err := r.eng.ReloadFailure(r.handed)
+	if err == nil {
+		return r.last
+	}
+	st := *r.last
+	st.OK, st.Errors = false, []string{err.Error()}
+	st.Summary = "not applied, the store refused it: the running pipelines stay as they are"
+	return &st
 }
 
 // Reload loads and validates the files and, when they are valid, hands
@@ -72,6 +85,7 @@ func (r *Watcher) Last() *Status {
 func (r *Watcher) Reload(cause string) Status {
 	sum := FilesSum(r.paths)
 	st := Status{At: r.now().UTC(), Cause: cause}
+	var handed *dag.Graph
 	g, errs, err := dag.Load(r.paths, defs.Options{}, dag.Options{DispatchRate: WarnRate(r.rate)})
 	switch {
 	case err != nil:
@@ -89,7 +103,7 @@ func (r *Watcher) Reload(cause string) Status {
 			st.Errors = []string{err.Error()}
 			break
 		}
-		st.OK, st.Diff = true, d
+		st.OK, st.Diff, handed = true, d, g
 	}
 	if st.OK {
 		st.Summary = st.Diff.String()
@@ -101,7 +115,7 @@ func (r *Watcher) Reload(cause string) Status {
 		}
 	}
 	r.mu.Lock()
-	r.last, r.sum = &st, sum
+	r.last, r.sum, r.handed = &st, sum, handed
 	r.mu.Unlock()
 	return st
 }
@@ -183,18 +197,13 @@ func FilesSum(paths []string) string {
 	}
 	slices.Sort(files)
 	for _, f := range files {
-		fh, err := os.Open(f)
+		data, err := defs.ReadFile(f) // a named pipe or a device is not waited on nor read without end
 		if err != nil {
 			unreadable(f, err)
 			continue
 		}
 		io.WriteString(h, f+"\x00")
-		_, err = io.Copy(h, fh)
-		fh.Close()
-		if err != nil {
-			unreadable(f, err)
-			continue
-		}
+		h.Write(data)
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))

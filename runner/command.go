@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -95,7 +96,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	// The last line of stderr (or of stdout when stderr is empty) goes into the error.
 	errTail, outTail := &tail{max: 4 << 10}, &tail{max: 4 << 10}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env(a)...)
+	cmd.Env = append(inherited(os.Environ()), env(a)...)
 	// Two writers into one Output: lines keep their stream and the order in
 	// which they arrived.
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(out.Writer(StreamStdout), outTail), io.MultiWriter(out.Writer(StreamStderr), errTail)
@@ -217,6 +218,26 @@ func render(spec CommandSpec, a Attempt) ([]string, error) {
 		argv[i] = b.String()
 	}
 	return argv, nil
+}
+
+// inheritedNames are the variables of the server's environment a command
+// starts with, besides every LC_* (see inherited).
+var inheritedNames = []string{"PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL"}
+
+// inherited keeps of environ (the server's environment) only what a command
+// needs to find programs, files and its locale: inheritedNames and LC_*. The
+// server's credentials (AX_ADMIN_TOKEN, AX_EXECUTOR_TOKEN, a database
+// password, a cloud key) and every other AX_* variable stay with the server;
+// the attempt's own AX_* variables come from env.
+func inherited(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "LC_") || slices.Contains(inheritedNames, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // env returns the attempt as environment variables: AX_TASK, AX_PIPELINE,

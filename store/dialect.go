@@ -1,18 +1,6 @@
 package store
 
-import (
-	"context"
-	"database/sql/driver"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"strings"
-
-	"github.com/go-sql-driver/mysql"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-)
+import "strings"
 
 // dialect holds every difference between SQLite and MySQL that the store
 // needs: DDL types, upsert and insert-ignore syntax, locking reads, and the
@@ -115,49 +103,8 @@ func (d dialect) forUpdate() string {
 	return " FOR UPDATE"
 }
 
-// translate maps a driver error to the store's sentinels, keeping the
-// driver's text for people. Context errors pass through unchanged.
-func (d dialect) translate(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() {
-		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			return fmt.Errorf("%w: %v", ErrDuplicate, err)
-		case sqlite3.SQLITE_NOTADB:
-			return fmt.Errorf("%w: %v: the file is not an ax store (or is corrupted)", ErrSchema, err)
-		}
-		if se.Code()&0xff == sqlite3.SQLITE_BUSY {
-			return fmt.Errorf("%w: %v: another process holds the write lock", ErrUnavailable, err)
-		}
-		if c := se.Code() & 0xff; c == sqlite3.SQLITE_CORRUPT || c == sqlite3.SQLITE_IOERR || c == sqlite3.SQLITE_CANTOPEN {
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		return err
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1062: // ER_DUP_ENTRY
-			return fmt.Errorf("%w: %v", ErrDuplicate, err)
-		case 1213, 1205: // deadlock, lock wait timeout: the race was lost
-			return fmt.Errorf("%w: %v", ErrConflict, err)
-		case 1927, 1053, 2006, 2013: // connection killed, server shutdown, gone away, lost
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		case 1146: // no such table
-			return fmt.Errorf("%w: %v: the database has no ax schema (it is created at start)", ErrSchema, err)
-		}
-		return err
-	}
-	var ne net.Error
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused") {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return err
-}
+// translate maps a driver error to the store's sentinels (see translate).
+func (d dialect) translate(err error) error { return translate(err) }
 
 // lockShared is the suffix of a read that must block a concurrent writer of
 // the row until this transaction ends: the lease check of a fenced write.

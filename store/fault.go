@@ -15,9 +15,11 @@ type faultHook struct{ p atomic.Pointer[FaultFunc] }
 
 // SetFault installs f on s, the seam of the deterministic simulator
 // (engine/sim): when f returns an error, the transaction is rolled back and
-// the write fails with ErrUnavailable, as when the database breaks between
-// the last statement and the commit. Nothing is half-written. nil removes
-// the hook. Production code never sets it.
+// the write fails as when the database breaks between the last statement
+// and the commit: a driver error f returns (a *mysql.MySQLError, say) is
+// classified as the store classifies real ones (see Classify), and any
+// other error fails the write with ErrUnavailable. Nothing is half-written.
+// nil removes the hook. Production code never sets it.
 func SetFault(s *Store, f FaultFunc) {
 	if f == nil {
 		s.faults.p.Store(nil)
@@ -33,6 +35,9 @@ func (s *Store) fault(what string) error {
 		return nil
 	}
 	if err := (*f)(what); err != nil {
+		if isDriverError(err) {
+			return fmt.Errorf("store: %s: commit: %w", what, translate(err))
+		}
 		return fmt.Errorf("store: %s: commit: %w: %w", what, ErrUnavailable, err)
 	}
 	return nil

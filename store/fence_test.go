@@ -33,7 +33,7 @@ var storeMethods = map[string]string{
 	"Heartbeat":        "unfenced: executors heartbeat to any server",
 	"ReceiveResult":    "unfenced: any server stores a result in the inbox before acknowledging it (R43)",
 	"EnqueueOp":        "unfenced: an operator request, queued at any server for the primary",
-	"CreateBackfill":   "unfenced: an operator request, queued at any server for the primary",
+	"CreateBackfill":   "unfenced: an operator request, queued at any server for the primary; fenced on *store.Fence for a process that runs it under the lease it holds",
 	"WithdrawOp":       "unfenced: its author fails its own request still pending; one the primary claimed is left to it",
 	// The primary's writes: unfenced here for operator tools and tests, fenced on *store.Fence.
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
@@ -123,6 +123,10 @@ func fencedCases(x axtype.Instance, bfID, opID int64) []fencedCase {
 		}},
 		{"UpdateBackfill", func(ctx context.Context, f *store.Fence) error {
 			return f.UpdateBackfill(ctx, store.Backfill{ID: bfID, State: "done", TotalRuns: 1, DoneRuns: 1}, now)
+		}},
+		{"CreateBackfill", func(ctx context.Context, f *store.Fence) error {
+			_, err := f.CreateBackfill(ctx, store.Backfill{Pipeline: "a", State: "pending", TotalRuns: 1, Actor: "test"}, now)
+			return err
 		}},
 		{"AppendAction", func(ctx context.Context, f *store.Fence) error {
 			return f.AppendAction(ctx, store.Action{At: now, Actor: "test", Action: "fenced"})

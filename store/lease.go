@@ -29,11 +29,15 @@ type Lease struct {
 
 // LeaseParams asks for, renews or releases a lease.
 type LeaseParams struct {
-	Name   string        // zero means LeaseName
-	Holder string        // a unique id of the process, such as host:pid:random
-	Epoch  int64         // for renew and release: the epoch held
-	TTL    time.Duration // for acquire and renew
-	Now    time.Time
+	Name   string // zero means LeaseName
+	Holder string // a unique id of the process, such as host:pid:random
+	// From, for AcquireLease: a holder whose unexpired lease Holder takes
+	// as its own (a process handing its lease on to a name it learnt only
+	// after taking it).
+	From  string
+	Epoch int64         // for renew and release: the epoch held
+	TTL   time.Duration // for acquire and renew
+	Now   time.Time
 }
 
 // AcquireLease grants the lease to p.Holder with a new epoch when nobody
@@ -80,7 +84,7 @@ func (s *Store) acquireLease(ctx context.Context, name string, p LeaseParams) (L
 			return s.setFence(ctx, tx, name, l)
 		case err != nil:
 			return err
-		case cur.Holder != p.Holder && cur.ExpiresAt.After(p.Now):
+		case cur.Holder != p.Holder && (p.From == "" || cur.Holder != p.From) && cur.ExpiresAt.After(p.Now):
 			return fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, cur.Holder, cur.Epoch, cur.ExpiresAt.Format(time.RFC3339Nano))
 		}
 		b := s.sb.Update("leases").Set("holder", p.Holder).Set("epoch", cur.Epoch+1).Set("expires_at", exp).Set("renewed_at", now).

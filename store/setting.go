@@ -117,20 +117,35 @@ type Backfill struct {
 // CreateBackfill stores a new backfill and returns its id.
 func (s *Store) CreateBackfill(ctx context.Context, b Backfill, now time.Time) (int64, error) {
 	var id int64
-	err := s.inTx(ctx, "create backfill", func(tx *sql.Tx) error {
-		q, args, err := s.sb.Insert("backfills").Columns("pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at").
-			Values(b.Pipeline, b.Spec, b.State, b.TotalRuns, b.DoneRuns, b.FailedRuns, b.Actor, b.Error, now.UnixMilli(), now.UnixMilli()).ToSql()
-		if err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("store: create backfill: %w", s.d.translate(err))
-		}
-		id, err = res.LastInsertId()
+	err := s.inTx(ctx, "create backfill", func(tx *sql.Tx) (err error) {
+		id, err = s.createBackfill(ctx, tx, b, now)
 		return err
 	})
 	return id, err
+}
+
+// CreateBackfill stores a new backfill, in the transaction that checks the
+// fence's epoch: a process that does not hold the lease writes nothing.
+func (f *Fence) CreateBackfill(ctx context.Context, b Backfill, now time.Time) (int64, error) {
+	var id int64
+	err := f.tx(ctx, "create backfill", func(tx *sql.Tx) (err error) {
+		id, err = f.s.createBackfill(ctx, tx, b, now)
+		return err
+	})
+	return id, err
+}
+
+func (s *Store) createBackfill(ctx context.Context, tx *sql.Tx, b Backfill, now time.Time) (int64, error) {
+	q, args, err := s.sb.Insert("backfills").Columns("pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at").
+		Values(b.Pipeline, b.Spec, b.State, b.TotalRuns, b.DoneRuns, b.FailedRuns, b.Actor, b.Error, now.UnixMilli(), now.UnixMilli()).ToSql()
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("store: create backfill: %w", s.d.translate(err))
+	}
+	return res.LastInsertId()
 }
 
 // UpdateBackfill writes a backfill's state and progress; ErrNotFound for an unknown id.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -38,9 +41,9 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 			if err != nil {
 				return err
 			}
-			g, errs, err := dag.Load(files, popts, dag.Options{DispatchRate: rate})
+			g, errs, err := loadUntilSignal(cmd.Context(), files, popts, rate)
 			if err != nil {
-				return cli.Usage("%v", err)
+				return err
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
@@ -75,4 +78,29 @@ func parseOptions() (defs.Options, error) {
 		return defs.Options{}, err
 	}
 	return defs.Options{Functions: names}, nil
+}
+
+// loadUntilSignal loads files as ax validate does, giving up when ctx ends
+// (SIGINT, SIGTERM): no file system call, however slow, keeps the command
+// from stopping.
+func loadUntilSignal(ctx context.Context, files []string, popts defs.Options, rate int) (*dag.Graph, defs.Errors, error) {
+	type loaded struct {
+		g    *dag.Graph
+		errs defs.Errors
+		err  error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		g, errs, err := dag.Load(files, popts, dag.Options{DispatchRate: rate})
+		done <- loaded{g, errs, err}
+	}()
+	select {
+	case l := <-done:
+		if l.err != nil {
+			return nil, nil, cli.Usage("%v", l.err)
+		}
+		return l.g, l.errs, nil
+	case <-ctx.Done():
+		return nil, nil, cli.Fail(fmt.Errorf("validate: stopped by a signal before the files were read"))
+	}
 }
