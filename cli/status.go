@@ -47,16 +47,15 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		}
 		names = only
 	}
-	gates := map[string]bool{}
+	stored := map[string]*defs.Task{}
 	for _, t := range tasks {
-		var d struct {
-			Manual bool `json:"manual"`
-		}
-		if json.Unmarshal(t.Definition, &d) == nil && d.Manual {
-			gates[t.ID] = true
+		var d defs.Task
+		if json.Unmarshal(t.Definition, &d) == nil {
+			d.Name, d.Pipeline = strings.TrimPrefix(t.ID, t.Pipeline+"."), t.Pipeline
+			stored[t.ID] = &d
 		}
 	}
-	manual := func(task string) bool { return gates[task] }
+	def := func(task string) *defs.Task { return stored[task] }
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
 		runs, err := api.RecentRuns(ctx, st, p, time.Now(), limit)
@@ -73,22 +72,33 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		}
 		var views []api.RunView
 		for _, r := range runs {
-			views = append(views, api.Summarize(r, insOf[r.ID], manual))
+			v, err := api.Summarize(ctx, st, def, r, insOf[r.ID], time.Now())
+			if err != nil {
+				return err
+			}
+			views = append(views, v)
 		}
 		loc, err := zs.Of(p)
 		if err != nil {
 			return err
 		}
-		WriteRuns(&b, views, limit, loc)
+		failure, err := api.RecentFailure(ctx, st, def, p, time.Now())
+		if err != nil {
+			return err
+		}
+		WriteRuns(&b, views, failure, limit, loc)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
 }
 
-// WriteRuns prints up to limit runs with their instance counts, leaving out
-// those created ahead (inside the window) that nothing happened in yet.
-func WriteRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Location) {
+// WriteRuns prints up to limit runs (newest first by when they happened:
+// api.RecentRuns) with their instance counts, leaving out those created
+// ahead (inside the window) that nothing happened in yet; then failure, a
+// recent run that ended failed (api.RecentFailure), unless it was shown.
+func WriteRuns(b *strings.Builder, runs []api.RunView, failure *api.RunView, limit int, loc *time.Location) {
 	shown := 0
+	failureShown := false
 	for _, r := range runs {
 		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
 			continue // created ahead, inside the window: not news
@@ -99,14 +109,40 @@ func WriteRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Loca
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}
 		}
-		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, api.Stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  run %-6d %-8s %s%s  %s\n", r.ID, r.Kind, api.Stamp(r.LogicalTime, loc), triggered(r.Run, loc), strings.Join(parts, ", "))
 		writeWaits(b, r, loc)
+		writeFailures(b, r)
+		failureShown = failureShown || (failure != nil && failure.ID == r.ID)
 		if shown++; shown >= limit {
 			break
 		}
 	}
 	if shown == 0 {
 		b.WriteString("  no runs yet\n")
+	}
+	if failure != nil && !failureShown {
+		fmt.Fprintf(b, "  recent failure: run %d %s%s\n", failure.ID, api.Stamp(failure.LogicalTime, loc), triggered(failure.Run, loc))
+		writeFailures(b, *failure)
+	}
+}
+
+// triggered says when a run was created for a logical time already past
+// (a trigger or a backfill of an older date): when it happened.
+func triggered(r axtype.Run, loc *time.Location) string {
+	if !api.Happened(r).After(r.LogicalTime) {
+		return ""
+	}
+	return " (triggered " + api.Stamp(r.CreatedAt, loc) + ")"
+}
+
+// writeFailures names, for a run that ended failed, the failures that ended
+// it (not those of their downstream) and their errors.
+func writeFailures(b *strings.Builder, r api.RunView) {
+	if !r.Over {
+		return
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(b, "      %s %s: %s\n", f.Task, f.State, f.Error)
 	}
 }
 
