@@ -191,6 +191,30 @@ func TestConsoleHomeShowsRecentFailureInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+
+	// The failed run's page names what ended it.
+	var ended string
+	err = chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/#/r/%d", e.Srv.URL, failed["rp.report"].RunID)), chromedp.WaitVisible(css(`#failures`)))
+	if err == nil {
+		ended, err = chromedp.Run(ctx, textNow(css(`#failures`)))
+	}
+	if err != nil || !strings.Contains(ended, "rp.report") || !strings.Contains(ended, "exit status 2") || strings.Contains(ended, "rp.publish") {
+		t.Errorf("failed run page: %q (%v), want rp.report and exit status 2 alone", ended, err)
+	}
+
+	// A run still going: its page says what publish waits on now, not what
+	// was written when the run was created.
+	going := makeRun(t, e.St, at.Add(-24*time.Hour), at.Add(48*time.Hour))
+	moveTo(t, e.St, going["rp.report"], "", axtype.Running, axtype.Success)
+	moveTo(t, e.St, going["rp.load"], "", axtype.Running)
+	var notOver string
+	err = chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/#/r/%d", e.Srv.URL, going["rp.report"].RunID)), chromedp.WaitVisible(css(`#notover`)))
+	if err == nil {
+		notOver, err = chromedp.Run(ctx, textNow(css(`#notover`)))
+	}
+	if err != nil || !strings.Contains(notOver, "rp.publish is WAITING: waiting for upstream rp.load (RUNNING)") {
+		t.Errorf("run page, why it is not over: %q (%v), want publish waiting for upstream rp.load (RUNNING)", notOver, err)
+	}
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}
