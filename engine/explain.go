@@ -454,10 +454,11 @@ func (e *Engine) explainDue(t *taskInfo, in *axtype.Instance, v *loopView, now t
 		if explainDelay(t, in, now, stamp, add) {
 			return
 		}
+		// Its fire time is still to come: that is what holds it now.
 		if in.NextFireAt.After(now.Add(e.cfg.Window)) {
-			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, stamp(in.NextFireAt), e.cfg.Window)
+			add("window", true, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, stamp(in.NextFireAt), e.cfg.Window)
 		} else {
-			add("window", false, "%s for %s, in the wheel", what, stamp(in.NextFireAt))
+			add("window", true, "%s for %s, in the wheel", what, stamp(in.NextFireAt))
 		}
 		return
 	}

@@ -23,13 +23,18 @@ tasks:
   - {name: extract, function: record}
   - {name: report, depends_on: [extract], delay: 10m, function: record}
 `)
-		sleep(time.Hour + 2*time.Minute) // the 1h run went out; extract succeeded, report waits for its delay
 		ctx := context.Background()
+		sleep(58 * time.Minute) // the 1h run is created ahead: extract waits for its fire time
+		x, err := e.eng.ExplainUTC(ctx, "od.extract")
+		if want := "scheduled for " + start.Add(time.Hour).UTC().Format(time.RFC3339) + ", in the wheel"; err != nil || x.Verdict != want {
+			t.Errorf("explain extract before its fire time: verdict %q (%v), want %q", x.Verdict, err, want)
+		}
+		sleep(4 * time.Minute) // the 1h run went out; extract succeeded, report waits for its delay
 		rep := e.instances(store.InstanceFilter{TaskID: "od.report", States: []axtype.State{axtype.Scheduled}, Ascending: true, Limit: 1})
 		if len(rep) != 1 || !rep[0].NextFireAt.Equal(start.Add(time.Hour+10*time.Minute)) {
 			t.Fatalf("report: %+v; want SCHEDULED for +1h10m", rep)
 		}
-		x, err := e.eng.ExplainUTC(ctx, "od.report")
+		x, err = e.eng.ExplainUTC(ctx, "od.report")
 		if err != nil {
 			t.Fatal(err)
 		}
