@@ -64,9 +64,24 @@ func (a *admin) checkTaskFilter(ctx context.Context, q *query, id string) error 
 		return err
 	}
 	if len(ts) == 0 {
-		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", id))
+		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task%s", id, a.suggestTask(id)))
 	}
 	return nil
+}
+
+// suggestTask is what to tell of an unknown task id: the tasks of its
+// pipeline it is close to, or how to write one.
+func (a *admin) suggestTask(id string) string {
+	p, _, ok := strings.Cut(id, ".")
+	pl := a.graph().Pipeline(p)
+	if !ok || pl == nil {
+		return " (write pipeline.task)"
+	}
+	ids := make([]string, len(pl.Tasks))
+	for i, t := range pl.Tasks {
+		ids[i] = t.ID()
+	}
+	return defs.DidYouMean(id, ids)
 }
 
 // checkPipelineFilter is checkTaskFilter for a pipeline= filter.

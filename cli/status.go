@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -176,15 +177,93 @@ func writeWaits(b *strings.Builder, r api.RunView, loc *time.Location) {
 
 // Status prints the scheduler's lease, and pipelines with their latest
 // runs and instance states, from the API or, viaStore, from the store at
-// target; only, when given, names the one pipeline to show.
+// target; only, when given, names the one pipeline to show, or a task
+// (PIPELINE.TASK): its pipeline, then the task's latest instances.
 func Status(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, only []string, limit int) error {
+	task := ""
+	if len(only) == 1 && strings.Contains(only[0], ".") {
+		p, _, err := SplitTask(only[0])
+		if err != nil {
+			return err
+		}
+		task, only = only[0], []string{p}
+	}
 	if !viaStore {
-		return StatusAPI(ctx, w, af, only, limit)
+		if err := StatusAPI(ctx, w, af, only, limit); err != nil || task == "" || af.JSON {
+			return err
+		}
+		return taskStatusAPI(ctx, w, af, task, limit)
 	}
 	st, err := store.Open(ctx, target, store.Options{Existing: true})
 	if err != nil {
 		return Fail(err)
 	}
 	defer st.Close()
-	return WriteStatus(ctx, w, st, only, limit, api.StoreZones(ctx, st, af.UTC))
+	zs := api.StoreZones(ctx, st, af.UTC)
+	if err := WriteStatus(ctx, w, st, only, limit, zs); err != nil || task == "" {
+		return err
+	}
+	ts, err := st.Tasks(ctx, store.TaskFilter{ID: task})
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		return Fail(fmt.Errorf("no task %q in the store", task))
+	}
+	ins, err := st.Instances(ctx, store.InstanceFilter{TaskID: task, Limit: limit})
+	if err != nil {
+		return err
+	}
+	loc, err := zs.Of(only[0])
+	if err != nil {
+		return err
+	}
+	return writeTaskInstances(w, task, ins, loc)
+}
+
+// taskStatusAPI prints a task's latest instances from the API (which
+// refuses an unknown task with a suggestion).
+func taskStatusAPI(ctx context.Context, w io.Writer, af APIOptions, task string, limit int) error {
+	c, err := NewAPIClient(af.Server)
+	if err != nil {
+		return err
+	}
+	var ins []axtype.Instance
+	if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?task=%s&limit=%d", url.QueryEscape(task), limit), &ins); err != nil {
+		return err
+	}
+	p, _, _ := SplitTask(task)
+	var pl struct {
+		Timezone string `json:"timezone"`
+	}
+	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p), &pl); err != nil {
+		return err
+	}
+	loc, err := api.PipelineZone(pl.Timezone, af.UTC)
+	if err != nil {
+		return err
+	}
+	return writeTaskInstances(w, task, ins, loc)
+}
+
+// writeTaskInstances prints a task's latest instances, newest first: run,
+// logical time, state, attempts and error.
+func writeTaskInstances(w io.Writer, task string, ins []axtype.Instance, loc *time.Location) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\ntask %s\n", task)
+	for _, in := range ins {
+		fmt.Fprintf(&b, "  instance %-6d run %-6d %s  %s", in.ID, in.RunID, api.Stamp(in.LogicalTime, loc), in.State)
+		if in.Attempt > 0 {
+			fmt.Fprintf(&b, " (attempt %d)", in.Attempt)
+		}
+		if in.Error != "" {
+			b.WriteString(": " + in.Error)
+		}
+		b.WriteString("\n")
+	}
+	if len(ins) == 0 {
+		b.WriteString("  no instance yet\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

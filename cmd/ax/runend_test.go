@@ -180,4 +180,22 @@ func TestStatusNamesFailuresByWhenRunsHappened(t *testing.T) {
 	if want := fmt.Sprintf("  recent failure: run %d 2026-03-01T02:00:00Z", failed); !strings.Contains(out, want) || !strings.Contains(out, "shop.report FAILED: ") {
 		t.Errorf("ax status -n 1: no %q with shop.report's error in\n%s", want, out)
 	}
+
+	// ax status PIPELINE.TASK (the command ax logs suggests for a task
+	// with no log) shows the pipeline and the task's latest instances.
+	code, out, errOut = runAx(t, "status", "shop.report", "--server", e.Srv.URL)
+	if code != 0 || !strings.Contains(out, "pipeline shop (3 tasks)") || !strings.Contains(out, "\ntask shop.report\n") ||
+		!strings.Contains(out, fmt.Sprintf("run %-6d 2026-03-01T02:00:00Z  FAILED (attempt 1): exit status 3: disk full", failed)) {
+		t.Errorf("ax status shop.report: exit %d\n%s%s", code, out, errOut)
+	}
+	// The same from the store: the failure that ended the run, and the task.
+	code, out, errOut = runAx(t, "status", "shop.report", "--store", e.Path)
+	if code != 0 || !strings.Contains(out, "      shop.report FAILED: exit status 3: disk full") ||
+		!strings.Contains(out, fmt.Sprintf("run %-6d 2026-03-01T02:00:00Z  FAILED (attempt 1)", failed)) {
+		t.Errorf("ax status shop.report --store: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = runAx(t, "status", "shop.reprot", "--server", e.Srv.URL)
+	if code == 0 || !strings.Contains(errOut, `"shop.report"`) {
+		t.Errorf("ax status shop.reprot: exit %d, want a refusal suggesting shop.report\n%s", code, errOut)
+	}
 }
