@@ -360,7 +360,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 // the runs created ahead (inside the window) in which something already
 // moved, then the newest limit runs whose logical time has come, by when
 // they happened (Happened): a run triggered now for an older date comes
-// first. Three indexed reads, whatever the store holds.
+// first. At most three indexed reads, whatever the store holds.
 func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]axtype.Run, error) {
 	ahead, err := st.RunsMovedAhead(ctx, pipeline, now)
 	if err != nil {
@@ -370,11 +370,16 @@ func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.
 	if err != nil {
 		return nil, err
 	}
-	byCreation, err := st.RunsCreated(ctx, pipeline, now, limit)
-	if err != nil {
-		return nil, err
-	}
+	// A run not among the newest by logical time has an older logical time
+	// than the last of them: it is among the newest by when it happened only
+	// if it was created after that.
 	past := byLogical
+	var byCreation []axtype.Run
+	if len(byLogical) == limit {
+		if byCreation, err = st.RunsCreated(ctx, pipeline, byLogical[limit-1].LogicalTime, now, limit); err != nil {
+			return nil, err
+		}
+	}
 	for _, r := range byCreation {
 		if !slices.ContainsFunc(past, func(p axtype.Run) bool { return p.ID == r.ID }) {
 			past = append(past, r)
