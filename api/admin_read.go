@@ -424,6 +424,12 @@ func (a *admin) run(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A waiting instance's reason is what it waits on now, as the run says.
+	for i := range ins {
+		if ins[i].State == axtype.Waiting {
+			ins[i].Reason = v.Waiting[ins[i].TaskID]
+		}
+	}
 	return RunDetail{Run: v, Instances: ins}, nil
 }
 

@@ -81,9 +81,14 @@ func TestRunsAPIWaitingReasonIsLive(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("run: %d %s", code, body)
 	}
-	got := decodeJSON[RunDetail](t, body).Run.Waiting["rp.publish"]
-	if want := "waiting for upstream rp.load (RUNNING)"; got != want {
+	d := decodeJSON[RunDetail](t, body)
+	if got, want := d.Run.Waiting["rp.publish"], "waiting for upstream rp.load (RUNNING)"; got != want {
 		t.Errorf("run detail: publish waits on %q, want %q", got, want)
+	}
+	for _, in := range d.Instances {
+		if in.TaskID == "rp.publish" && in.Reason != "waiting for upstream rp.load (RUNNING)" {
+			t.Errorf("run detail: instance publish has reason %q, want the run's judgement", in.Reason)
+		}
 	}
 	code, body = e.Call("GET", "/api/v1/pipelines/rp/runs?recent=true&limit=1", "")
 	if code != 200 {
