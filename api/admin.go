@@ -64,9 +64,24 @@ func (a *admin) checkTaskFilter(ctx context.Context, q *query, id string) error 
 		return err
 	}
 	if len(ts) == 0 {
-		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task (write pipeline.task)", id))
+		q.errs = append(q.errs, fmt.Sprintf("task=%q: no such task%s", id, a.suggestTask(id)))
 	}
 	return nil
+}
+
+// suggestTask is what to tell of an unknown task id: the tasks of its
+// pipeline it is close to, or how to write one.
+func (a *admin) suggestTask(id string) string {
+	p, _, ok := strings.Cut(id, ".")
+	pl := a.graph().Pipeline(p)
+	if !ok || pl == nil {
+		return " (write pipeline.task)"
+	}
+	ids := make([]string, len(pl.Tasks))
+	for i, t := range pl.Tasks {
+		ids[i] = t.ID()
+	}
+	return defs.DidYouMean(id, ids)
 }
 
 // checkPipelineFilter is checkTaskFilter for a pipeline= filter.
@@ -112,9 +127,9 @@ func errf(code int, format string, args ...any) error {
 func adminRoutes() []route {
 	return []route{
 		{"GET", "/api/v1/status", false, "the lease holder, this process's role, loop counters and limits", (*admin).status},
-		{"GET", "/api/v1/pipelines", false, "pipelines with their latest run's instance states", (*admin).pipelines},
+		{"GET", "/api/v1/pipelines", false, "pipelines with the run that happened last (its instance states) and `recent_failure`: the newest failed run of the last five, with the failures that ended it", (*admin).pipelines},
 		{"GET", "/api/v1/pipelines/{pipeline}", false, "one pipeline: tasks with their latest instance, graph edges, layers, latest run", (*admin).pipeline},
-		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
+		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over (`waiting`: judged now, from live state) and, when it ended failed, the `failures` that ended it with their errors; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, by when runs happened, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
 		{"GET", "/api/v1/runs/{run}", false, "one run with its instances", (*admin).run},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a); the findings give times in the pipeline's zone, `utc` (true) in UTC", (*admin).explain},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,45 +51,52 @@ type RunView struct {
 	Over     bool              `json:"over"`
 	Awaiting []string          `json:"awaiting,omitempty"`
 	Waiting  map[string]string `json:"waiting,omitempty"`
+	// Failures are the failures that ended the run, with their errors:
+	// those not caused by an upstream of the run failing.
+	Failures []engine.Failure `json:"failures,omitempty"`
 }
 
-// Summarize sums up a run; manual reports whether a task is a manual gate.
-// Whether it is over, and what holds it, is engine.StatusOf's rule.
-func Summarize(run axtype.Run, ins []axtype.Instance, manual func(string) bool) RunView {
+// Summarize sums up a run at now; def returns the definition of a task in
+// force (nil when none). Whether it is over, and what holds it, is
+// engine.StatusWith's rule, and what each waiting instance waits on is
+// judged now (engine.WaitReasons), never the reason stored at creation.
+func Summarize(ctx context.Context, st *store.Store, def engine.TaskDefs, run axtype.Run, ins []axtype.Instance, now time.Time) (RunView, error) {
 	v := RunView{Run: run, Counts: map[axtype.State]int{}}
 	for _, in := range ins {
 		v.Counts[in.State]++
 	}
-	st := engine.StatusOf(ins, manual)
-	v.Over, v.Awaiting, v.Waiting = st.Over, st.Awaiting, st.Waiting
+	waits, err := engine.WaitReasons(ctx, st, def, run.Kind, ins, now)
+	if err != nil {
+		return v, err
+	}
+	s := engine.StatusWith(ins, func(task string) bool { t := def.Task(task); return t != nil && t.Manual }, waits)
+	v.Over, v.Awaiting, v.Waiting, v.Failures = s.Over, s.Awaiting, s.Waiting, s.Roots
 	c := v.Counts
 	switch {
 	case c[axtype.Running]+c[axtype.Retrying] > 0 || (c[axtype.Scheduled] > 0 && c[axtype.Success]+c[axtype.Failed] > 0):
 		v.State = "running"
-	case st.Over && len(st.Failed) > 0:
+	case s.Over && len(s.Failed) > 0:
 		v.State = "failed"
-	case st.Over:
+	case s.Over:
 		v.State = "success"
-	case st.State == engine.RunAwaiting:
+	case s.State == engine.RunAwaiting:
 		v.State = engine.RunAwaiting
 	default:
 		v.State = "waiting"
 	}
-	return v
+	return v, nil
 }
 
-// manualOf reports whether a task of g is a manual gate.
-func manualOf(g *dag.Graph) func(string) bool {
-	return func(task string) bool {
-		t := g.Task(task)
-		return t != nil && t.Manual
-	}
+// summarize is Summarize with the graph in force.
+func (a *admin) summarize(ctx context.Context, run axtype.Run, ins []axtype.Instance) (RunView, error) {
+	return Summarize(ctx, a.st, a.graph(), run, ins, a.now())
 }
 
-// latestRun is the pipeline's newest run whose logical time has come (runs
-// created ahead, inside the window, are not news), with its instances.
+// latestRun is the pipeline's run that happened last (RecentRuns' order:
+// runs created ahead, inside the window, are not news until something
+// moves in them), with its instances.
 func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axtype.Instance, error) {
-	runs, err := a.st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: a.now(), Limit: 1})
+	runs, err := RecentRuns(ctx, a.st, pipeline, a.now(), 1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,10 +105,43 @@ func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axt
 		if err != nil {
 			return nil, nil, err
 		}
-		v := Summarize(run, ins, manualOf(a.graph()))
-		return &v, ins, nil
+		v, err := a.summarize(ctx, run, ins)
+		return &v, ins, err
 	}
 	return nil, nil, nil
+}
+
+// RecentFailureRuns is how many of a pipeline's latest runs the home page
+// and ax status look through for a failure.
+const RecentFailureRuns = 5
+
+// RecentFailure returns the newest of the RecentFailureRuns runs of a
+// pipeline that happened last which ended failed (nil when none did), so
+// that a pipeline whose latest run succeeded after a failure does not look
+// all well. def returns the definition of a task in force.
+func RecentFailure(ctx context.Context, st *store.Store, def engine.TaskDefs, pipeline string, now time.Time) (*RunView, error) {
+	runs, err := RecentRuns(ctx, st, pipeline, now, RecentFailureRuns)
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	ids := make([]int64, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	insOf, err := st.InstancesOfRuns(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		v, err := Summarize(ctx, st, def, r, insOf[r.ID], now)
+		if err != nil {
+			return nil, err
+		}
+		if v.State == "failed" {
+			return &v, nil
+		}
+	}
+	return nil, nil
 }
 
 func (a *admin) pausedScopes(ctx context.Context) (store.PauseSet, error) {
@@ -132,6 +173,9 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
 		it.Paused = pausedByPipeline(paused, p.Name)
 		if it.Latest, _, err = a.latestRun(r.Context(), p.Name); err != nil {
+			return nil, err
+		}
+		if it.RecentFailure, err = RecentFailure(r.Context(), a.st, a.graph(), p.Name, a.now()); err != nil {
 			return nil, err
 		}
 		out = append(out, it)
@@ -297,7 +341,10 @@ func (a *admin) runs(r *http.Request) (any, error) {
 			return nil, err
 		}
 		for _, run := range page {
-			v := Summarize(run, insOf[run.ID], manualOf(a.graph()))
+			v, err := a.summarize(r.Context(), run, insOf[run.ID])
+			if err != nil {
+				return nil, err
+			}
 			if state != "" && v.State != state {
 				continue
 			}
@@ -310,20 +357,51 @@ func (a *admin) runs(r *http.Request) (any, error) {
 }
 
 // RecentRuns is the first page of a pipeline's runs as ax status shows it:
-// the newest limit runs whose logical time has come, after the runs created
-// ahead (inside the window) in which something already moved. Two indexed
-// reads, whatever the store holds.
+// the runs created ahead (inside the window) in which something already
+// moved, then the newest limit runs whose logical time has come, by when
+// they happened (Happened): a run triggered now for an older date comes
+// first. At most three indexed reads, whatever the store holds.
 func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]axtype.Run, error) {
 	ahead, err := st.RunsMovedAhead(ctx, pipeline, now)
 	if err != nil {
 		return nil, err
 	}
-	past, err := st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: now, Limit: limit})
+	byLogical, err := st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: now, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
+	// A run not among the newest by logical time has an older logical time
+	// than the last of them: it is among the newest by when it happened only
+	// if it was created after that.
+	past := byLogical
+	var byCreation []axtype.Run
+	if len(byLogical) == limit {
+		if byCreation, err = st.RunsCreated(ctx, pipeline, byLogical[limit-1].LogicalTime, now, limit); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range byCreation {
+		if !slices.ContainsFunc(past, func(p axtype.Run) bool { return p.ID == r.ID }) {
+			past = append(past, r)
+		}
+	}
+	slices.SortFunc(past, func(x, y axtype.Run) int {
+		if c := Happened(y).Compare(Happened(x)); c != 0 {
+			return c
+		}
+		return cmp.Compare(y.ID, x.ID)
+	})
 	all := append(ahead, past...)
 	return all[:min(len(all), limit)], nil
+}
+
+// Happened is when a run happened: its logical time, or when it was created
+// if that is later (a run triggered for a past date).
+func Happened(r axtype.Run) time.Time {
+	if r.CreatedAt.After(r.LogicalTime) {
+		return r.CreatedAt
+	}
+	return r.LogicalTime
 }
 
 func (a *admin) run(r *http.Request) (any, error) {
@@ -342,7 +420,17 @@ func (a *admin) run(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return RunDetail{Run: Summarize(run, ins, manualOf(a.graph())), Instances: ins}, nil
+	v, err := a.summarize(r.Context(), run, ins)
+	if err != nil {
+		return nil, err
+	}
+	// A waiting instance's reason is what it waits on now, as the run says.
+	for i := range ins {
+		if ins[i].State == axtype.Waiting {
+			ins[i].Reason = v.Waiting[ins[i].TaskID]
+		}
+	}
+	return RunDetail{Run: v, Instances: ins}, nil
 }
 
 func (a *admin) task(r *http.Request) (any, error) {

@@ -55,6 +55,9 @@ type PipelineItem struct {
 	Tasks    int          `json:"tasks"`
 	Paused   *store.Pause `json:"paused,omitempty"`
 	Latest   *RunView     `json:"latest_run,omitempty"`
+	// RecentFailure is the newest of its last few runs that ended failed
+	// (RecentFailureRuns), with the failures that ended it.
+	RecentFailure *RunView `json:"recent_failure,omitempty"`
 }
 
 // Pipeline is the answer of GET /api/v1/pipelines/{pipeline}.

@@ -149,7 +149,7 @@ func StatusAPI(ctx context.Context, w io.Writer, f APIOptions, only []string, li
 			return err
 		}
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
-		WriteRuns(&b, rs, limit, loc)
+		WriteRuns(&b, rs, p.RecentFailure, limit, loc)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err

@@ -146,7 +146,11 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		if err != nil {
 			continue
 		}
-		status := engine.StatusOf(ins, func(task string) bool { t := g.Task(task); return t != nil && t.Manual })
+		waits, err := engine.WaitReasons(ctx, st, g, runs[0].Kind, ins, time.Now())
+		if err != nil {
+			continue
+		}
+		status := engine.StatusWith(ins, func(task string) bool { t := g.Task(task); return t != nil && t.Manual }, waits)
 		if status.State != engine.RunAwaiting && bs[0].State != engine.BackfillDone && bs[0].State != engine.BackfillFailed {
 			continue
 		}

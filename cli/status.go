@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -47,16 +49,15 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		}
 		names = only
 	}
-	gates := map[string]bool{}
+	stored := map[string]*defs.Task{}
 	for _, t := range tasks {
-		var d struct {
-			Manual bool `json:"manual"`
-		}
-		if json.Unmarshal(t.Definition, &d) == nil && d.Manual {
-			gates[t.ID] = true
+		var d defs.Task
+		if json.Unmarshal(t.Definition, &d) == nil {
+			d.Name, d.Pipeline = strings.TrimPrefix(t.ID, t.Pipeline+"."), t.Pipeline
+			stored[t.ID] = &d
 		}
 	}
-	manual := func(task string) bool { return gates[task] }
+	def := engine.DefFunc(func(task string) *defs.Task { return stored[task] })
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
 		runs, err := api.RecentRuns(ctx, st, p, time.Now(), limit)
@@ -73,22 +74,33 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		}
 		var views []api.RunView
 		for _, r := range runs {
-			views = append(views, api.Summarize(r, insOf[r.ID], manual))
+			v, err := api.Summarize(ctx, st, def, r, insOf[r.ID], time.Now())
+			if err != nil {
+				return err
+			}
+			views = append(views, v)
 		}
 		loc, err := zs.Of(p)
 		if err != nil {
 			return err
 		}
-		WriteRuns(&b, views, limit, loc)
+		failure, err := api.RecentFailure(ctx, st, def, p, time.Now())
+		if err != nil {
+			return err
+		}
+		WriteRuns(&b, views, failure, limit, loc)
 	}
 	_, err = io.WriteString(w, b.String())
 	return err
 }
 
-// WriteRuns prints up to limit runs with their instance counts, leaving out
-// those created ahead (inside the window) that nothing happened in yet.
-func WriteRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Location) {
+// WriteRuns prints up to limit runs (newest first by when they happened:
+// api.RecentRuns) with their instance counts, leaving out those created
+// ahead (inside the window) that nothing happened in yet; then failure, a
+// recent run that ended failed (api.RecentFailure), unless it was shown.
+func WriteRuns(b *strings.Builder, runs []api.RunView, failure *api.RunView, limit int, loc *time.Location) {
 	shown := 0
+	failureShown := false
 	for _, r := range runs {
 		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
 			continue // created ahead, inside the window: not news
@@ -99,14 +111,40 @@ func WriteRuns(b *strings.Builder, runs []api.RunView, limit int, loc *time.Loca
 				parts = append(parts, fmt.Sprintf("%s %d", s, n))
 			}
 		}
-		fmt.Fprintf(b, "  run %-6d %-8s %s  %s\n", r.ID, r.Kind, api.Stamp(r.LogicalTime, loc), strings.Join(parts, ", "))
+		fmt.Fprintf(b, "  run %-6d %-8s %s%s  %s\n", r.ID, r.Kind, api.Stamp(r.LogicalTime, loc), triggered(r.Run, loc), strings.Join(parts, ", "))
 		writeWaits(b, r, loc)
+		writeFailures(b, r)
+		failureShown = failureShown || (failure != nil && failure.ID == r.ID)
 		if shown++; shown >= limit {
 			break
 		}
 	}
 	if shown == 0 {
 		b.WriteString("  no runs yet\n")
+	}
+	if failure != nil && !failureShown {
+		fmt.Fprintf(b, "  recent failure: run %d %s%s\n", failure.ID, api.Stamp(failure.LogicalTime, loc), triggered(failure.Run, loc))
+		writeFailures(b, *failure)
+	}
+}
+
+// triggered says when a run was created for a logical time already past
+// (a trigger or a backfill of an older date): when it happened.
+func triggered(r axtype.Run, loc *time.Location) string {
+	if !api.Happened(r).After(r.LogicalTime) {
+		return ""
+	}
+	return " (triggered " + api.Stamp(r.CreatedAt, loc) + ")"
+}
+
+// writeFailures names, for a run that ended failed, the failures that ended
+// it (not those of their downstream) and their errors.
+func writeFailures(b *strings.Builder, r api.RunView) {
+	if !r.Over {
+		return
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(b, "      %s %s: %s\n", f.Task, f.State, f.Error)
 	}
 }
 
@@ -140,15 +178,93 @@ func writeWaits(b *strings.Builder, r api.RunView, loc *time.Location) {
 
 // Status prints the scheduler's lease, and pipelines with their latest
 // runs and instance states, from the API or, viaStore, from the store at
-// target; only, when given, names the one pipeline to show.
+// target; only, when given, names the one pipeline to show, or a task
+// (PIPELINE.TASK): its pipeline, then the task's latest instances.
 func Status(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, only []string, limit int) error {
+	task := ""
+	if len(only) == 1 && strings.Contains(only[0], ".") {
+		p, _, err := SplitTask(only[0])
+		if err != nil {
+			return err
+		}
+		task, only = only[0], []string{p}
+	}
 	if !viaStore {
-		return StatusAPI(ctx, w, af, only, limit)
+		if err := StatusAPI(ctx, w, af, only, limit); err != nil || task == "" || af.JSON {
+			return err
+		}
+		return taskStatusAPI(ctx, w, af, task, limit)
 	}
 	st, err := store.Open(ctx, target, store.Options{Existing: true})
 	if err != nil {
 		return Fail(err)
 	}
 	defer st.Close()
-	return WriteStatus(ctx, w, st, only, limit, api.StoreZones(ctx, st, af.UTC))
+	zs := api.StoreZones(ctx, st, af.UTC)
+	if err := WriteStatus(ctx, w, st, only, limit, zs); err != nil || task == "" {
+		return err
+	}
+	ts, err := st.Tasks(ctx, store.TaskFilter{ID: task})
+	if err != nil {
+		return err
+	}
+	if len(ts) == 0 {
+		return Fail(fmt.Errorf("no task %q in the store", task))
+	}
+	ins, err := st.Instances(ctx, store.InstanceFilter{TaskID: task, Limit: limit})
+	if err != nil {
+		return err
+	}
+	loc, err := zs.Of(only[0])
+	if err != nil {
+		return err
+	}
+	return writeTaskInstances(w, task, ins, loc)
+}
+
+// taskStatusAPI prints a task's latest instances from the API (which
+// refuses an unknown task with a suggestion).
+func taskStatusAPI(ctx context.Context, w io.Writer, af APIOptions, task string, limit int) error {
+	c, err := NewAPIClient(af.Server)
+	if err != nil {
+		return err
+	}
+	var ins []axtype.Instance
+	if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?task=%s&limit=%d", url.QueryEscape(task), limit), &ins); err != nil {
+		return err
+	}
+	p, _, _ := SplitTask(task)
+	var pl struct {
+		Timezone string `json:"timezone"`
+	}
+	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p), &pl); err != nil {
+		return err
+	}
+	loc, err := api.PipelineZone(pl.Timezone, af.UTC)
+	if err != nil {
+		return err
+	}
+	return writeTaskInstances(w, task, ins, loc)
+}
+
+// writeTaskInstances prints a task's latest instances, newest first: run,
+// logical time, state, attempts and error.
+func writeTaskInstances(w io.Writer, task string, ins []axtype.Instance, loc *time.Location) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\ntask %s\n", task)
+	for _, in := range ins {
+		fmt.Fprintf(&b, "  instance %-6d run %-6d %s  %s", in.ID, in.RunID, api.Stamp(in.LogicalTime, loc), in.State)
+		if in.Attempt > 0 {
+			fmt.Fprintf(&b, " (attempt %d)", in.Attempt)
+		}
+		if in.Error != "" {
+			b.WriteString(": " + in.Error)
+		}
+		b.WriteString("\n")
+	}
+	if len(ins) == 0 {
+		b.WriteString("  no instance yet\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -34,7 +34,7 @@ type Explanation struct {
 
 // Finding is one check of an explanation.
 type Finding struct {
-	Check  string `json:"check"`  // paused, state, upstream, cross, window, queue, pool, bucket, breaker, executor, retries
+	Check  string `json:"check"`  // paused, state, upstream, cross, delay, window, queue, pool, bucket, breaker, executor, retries
 	Blocks bool   `json:"blocks"` // it keeps the task from running now
 	Detail string `json:"detail"`
 }
@@ -413,20 +413,18 @@ func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Ins
 	if err != nil {
 		return err
 	}
-	rs := newRunState(in.RunID, in.LogicalTime, run)
-	full := make(map[string]instView, len(run))
-	for _, r := range run {
-		full[r.TaskID] = instView{state: r.State, err: r.Error, approved: r.ApprovedBy != ""}
+	r, err := e.st.Run(ctx, in.RunID)
+	if err != nil {
+		return err
 	}
-	x, err := settle(func(id string) (instView, bool) { v, ok := full[id]; return v, ok }, e.nodes, []string{t.id}, rs.since, e.cfg.Now(), defs.DefaultCrossWait,
-		func(task string) ([]upstreamView, error) { return e.crossViews(ctx, e.tasks[task], rs) })
+	x, err := judgeWaiting(ctx, e.st, e.Graph(), r.Kind, run, []string{t.id}, e.cfg.Now())
 	if err != nil {
 		return err
 	}
 	if len(x) == 0 {
 		return nil
 	}
-	if err := e.explainCross(ctx, t, rs, true, add); err != nil {
+	if err := e.explainCross(ctx, t, newRunState(in.RunID, in.LogicalTime, run), true, add); err != nil {
 		return err
 	}
 	d := x[0]
@@ -483,6 +481,19 @@ func (e *Engine) explainCross(ctx context.Context, t *taskInfo, rs *runState, wa
 	return err
 }
 
+// explainDelay names the task's delay when it is what holds a SCHEDULED
+// instance back: its fire time has come and the delay has not yet passed
+// (an instance released by its upstreams waits for it too). It reports
+// whether it did.
+func explainDelay(t *taskInfo, in *axtype.Instance, now time.Time, stamp func(time.Time) string, add func(string, bool, string, ...any)) bool {
+	d := t.def.Delay
+	if d <= 0 || in.State != axtype.Scheduled || in.NextFireAt.Add(-d).After(now) {
+		return false
+	}
+	add("delay", true, "delay %s: releases at %s", shortDuration(d), stamp(in.NextFireAt))
+	return true
+}
+
 // explainDue explains a SCHEDULED or RETRYING instance: in the window or
 // not, due in the queue, held by the token bucket.
 func (e *Engine) explainDue(t *taskInfo, in *axtype.Instance, v *loopView, now time.Time, stamp func(time.Time) string, add func(string, bool, string, ...any)) {
@@ -491,10 +502,14 @@ func (e *Engine) explainDue(t *taskInfo, in *axtype.Instance, v *loopView, now t
 		what = fmt.Sprintf("retrying (attempt %d of %d failed)", in.Counted, t.def.Retry.Count+1)
 	}
 	if in.NextFireAt.After(now) {
+		if explainDelay(t, in, now, stamp, add) {
+			return
+		}
+		// Its fire time is still to come: that is what holds it now.
 		if in.NextFireAt.After(now.Add(e.cfg.Window)) {
-			add("window", false, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, stamp(in.NextFireAt), e.cfg.Window)
+			add("window", true, "%s for %s, beyond the %s wheel window: it is loaded by the top-up before then", what, stamp(in.NextFireAt), e.cfg.Window)
 		} else {
-			add("window", false, "%s for %s, in the wheel", what, stamp(in.NextFireAt))
+			add("window", true, "%s for %s, in the wheel", what, stamp(in.NextFireAt))
 		}
 		return
 	}

@@ -286,6 +286,10 @@ type RunStatus struct {
 	// Waiting says, per WAITING instance, what it waits on.
 	Waiting map[string]string `json:"waiting,omitempty"`
 	Failed  []string          `json:"failed,omitempty"`
+	// Roots are the failures that ended the run, in task order: the
+	// instances that failed, were killed or timed out waiting, not because
+	// an upstream of the run failed.
+	Roots []Failure `json:"roots,omitempty"`
 }
 
 // Run states of RunStatus.
@@ -300,8 +304,15 @@ const (
 
 // StatusOf sums up a run from its instances: whether it is over, and if not,
 // why not. manual reports whether a task is a manual gate. An instance that
-// never ran is never counted as a success.
+// never ran is never counted as a success. It says what waiting instances
+// wait on only as "waiting": StatusWith names it.
 func StatusOf(ins []axtype.Instance, manual func(task string) bool) RunStatus {
+	return StatusWith(ins, manual, nil)
+}
+
+// StatusWith is StatusOf with what each waiting instance waits on, by task
+// (WaitReasons: judged now, from live state).
+func StatusWith(ins []axtype.Instance, manual func(task string) bool, waits map[string]string) RunStatus {
 	s := RunStatus{Over: true}
 	active, paused, waiting := false, false, false
 	for _, in := range ins {
@@ -309,12 +320,15 @@ func StatusOf(ins []axtype.Instance, manual func(task string) bool) RunStatus {
 		case axtype.Success:
 		case axtype.Failed, axtype.Killed:
 			s.Failed = append(s.Failed, in.TaskID)
+			if !propagated(in.Pipeline, in.Error) {
+				s.Roots = append(s.Roots, Failure{Task: in.TaskID, State: string(in.State), Error: cmpOr(in.Error, strings.ToLower(string(in.State)))})
+			}
 		case axtype.Waiting:
 			s.Over = false
 			if s.Waiting == nil {
 				s.Waiting = map[string]string{}
 			}
-			why := cmpOr(in.Reason, "waiting")
+			why := cmpOr(waits[in.TaskID], "waiting")
 			if manual != nil && manual(in.TaskID) && in.ApprovedBy == "" {
 				s.Awaiting = append(s.Awaiting, in.TaskID)
 				if strings.HasPrefix(why, "waiting for upstream") {
@@ -334,6 +348,7 @@ func StatusOf(ins []axtype.Instance, manual func(task string) bool) RunStatus {
 	}
 	slices.Sort(s.Awaiting)
 	slices.Sort(s.Failed)
+	slices.SortFunc(s.Roots, func(a, b Failure) int { return strings.Compare(a.Task, b.Task) })
 	switch {
 	case active:
 		s.State = RunRunning

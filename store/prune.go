@@ -397,6 +397,20 @@ func (s *Store) RunsPage(ctx context.Context, f RunFilter) ([]axtype.Run, error)
 	return s.runs(ctx, b.OrderBy("logical_time DESC", "id DESC").Limit(uint64(f.Limit)))
 }
 
+// RunsCreated returns the newest limit runs of a pipeline by creation
+// (newest id first) created after after whose logical time is at or before
+// to: a run triggered for an older date is among them however old its
+// logical time. The created_at index bounds the read to the runs created
+// since after.
+func (s *Store) RunsCreated(ctx context.Context, pipeline string, after, to time.Time, limit int) ([]axtype.Run, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"pipeline": pipeline}).
+		Where(sq.Gt{"created_at": after.UnixMilli()}).Where(sq.LtOrEq{"logical_time": to.UnixMilli()}).
+		OrderBy("id DESC").Limit(uint64(limit)))
+}
+
 // RunsMovedAhead returns the runs of a pipeline whose logical time is after
 // now (created ahead, inside the window) in which an instance has moved past
 // waiting (one ran, ended or was triggered early), newest logical time first:

@@ -110,9 +110,10 @@ func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
 		return code == 200 && len(runs) == 1 && runs[0].State == "awaiting approval"
 	})
 	r := runs[0]
-	if r.Over || fmt.Sprint(r.Awaiting) != "[shop.approve]" || r.Waiting["shop.approve"] != "awaiting approval; waiting for upstream shop.sync" ||
+	// What each waits on is judged now: sync succeeded, so no one waits for it.
+	if r.Over || fmt.Sprint(r.Awaiting) != "[shop.approve]" || r.Waiting["shop.approve"] != "awaiting approval" ||
 		!strings.HasPrefix(r.Waiting["shop.publish"], "waiting for upstream shop.approve") ||
-		!strings.Contains(r.Waiting["shop.report"], "other.settle") || !strings.Contains(r.Waiting["shop.report"], "(fails at ") {
+		!strings.HasPrefix(r.Waiting["shop.report"], "waiting for upstream other.settle (no run yet) (fails at ") {
 		t.Errorf("run view %+v", r)
 	}
 	code, out, errOut := runAx(t, "status", "shop", "--server", e.Srv.URL)
@@ -125,5 +126,76 @@ func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("ax status: exit %d, no %q in\n%s%s", code, want, out, errOut)
 		}
+	}
+}
+
+// failingShop fails its report unless triggered with ok=yes.
+const failingShop = `pipeline: shop
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: sync, function: noop}
+  - {name: report, depends_on: [sync], params: {ok: "no"}, retry: {count: 0}, command: ["sh", "-c", "test '{{ .Params.ok }}' = yes || { echo disk full; exit 3; }"]}
+  - {name: publish, depends_on: [report], function: noop}
+`
+
+// ax status names the failure that ended a failed run (report and its
+// error, not publish behind it), lists runs by when they happened (a run
+// just triggered for an older date first, with -n 1 too) and, when the
+// runs shown succeeded, still shows the recent failure.
+func TestStatusNamesFailuresByWhenRunsHappened(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apitest.Opts{Pipeline: failingShop})
+	trigger := func(at, ok string) int64 {
+		t.Helper()
+		code, body := e.Call("POST", "/api/v1/pipelines/shop/trigger", fmt.Sprintf(`{"at": %q, "params": {"ok": %q}}`, at, ok))
+		if code != 200 {
+			t.Fatalf("trigger: %d %s", code, body)
+		}
+		var run api.RunView
+		waitFor(t, func() bool {
+			_, body = e.Call("GET", "/api/v1/pipelines/shop/runs?recent=true&limit=1", "")
+			runs := apitest.DecodeJSON[[]api.RunView](t, body)
+			if len(runs) == 1 && runs[0].Over && runs[0].LogicalTime.Format("2006-01-02T15:04:05") == at {
+				run = runs[0]
+				return true
+			}
+			return false
+		})
+		return run.ID
+	}
+	failed := trigger("2026-03-01T02:00:00", "no")
+	code, out, errOut := runAx(t, "status", "shop", "--server", e.Srv.URL, "-n", "1")
+	want := fmt.Sprintf("  run %-6d manual   2026-03-01T02:00:00Z", failed)
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "      shop.report FAILED: ") || !strings.Contains(out, "disk full") ||
+		strings.Contains(out, "shop.publish FAILED") {
+		t.Errorf("ax status after a failed run: exit %d, want %q and shop.report FAILED with its error (not publish) in\n%s%s", code, want, out, errOut)
+	}
+	older := trigger("2026-01-01T02:00:00", "yes") // triggered last, for an older date
+	code, out, errOut = runAx(t, "status", "shop", "--server", e.Srv.URL, "-n", "1")
+	want = fmt.Sprintf("  run %-6d manual   2026-01-01T02:00:00Z", older)
+	if code != 0 || !strings.Contains(out, want) || strings.Contains(out, fmt.Sprintf("  run %-6d", failed)) {
+		t.Errorf("ax status -n 1: exit %d, want run %d alone in\n%s%s", code, older, out, errOut)
+	}
+	if want := fmt.Sprintf("  recent failure: run %d 2026-03-01T02:00:00Z", failed); !strings.Contains(out, want) || !strings.Contains(out, "shop.report FAILED: ") {
+		t.Errorf("ax status -n 1: no %q with shop.report's error in\n%s", want, out)
+	}
+
+	// ax status PIPELINE.TASK (the command ax logs suggests for a task
+	// with no log) shows the pipeline and the task's latest instances.
+	code, out, errOut = runAx(t, "status", "shop.report", "--server", e.Srv.URL)
+	if code != 0 || !strings.Contains(out, "pipeline shop (3 tasks)") || !strings.Contains(out, "\ntask shop.report\n") ||
+		!strings.Contains(out, fmt.Sprintf("run %-6d 2026-03-01T02:00:00Z  FAILED (attempt 1): exit status 3: disk full", failed)) {
+		t.Errorf("ax status shop.report: exit %d\n%s%s", code, out, errOut)
+	}
+	// The same from the store: the failure that ended the run, and the task.
+	code, out, errOut = runAx(t, "status", "shop.report", "--store", e.Path)
+	if code != 0 || !strings.Contains(out, "      shop.report FAILED: exit status 3: disk full") ||
+		!strings.Contains(out, fmt.Sprintf("run %-6d 2026-03-01T02:00:00Z  FAILED (attempt 1)", failed)) {
+		t.Errorf("ax status shop.report --store: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = runAx(t, "status", "shop.reprot", "--server", e.Srv.URL)
+	if code == 0 || !strings.Contains(errOut, `"shop.report"`) {
+		t.Errorf("ax status shop.reprot: exit %d, want a refusal suggesting shop.report\n%s", code, errOut)
 	}
 }

@@ -304,8 +304,8 @@ func newStatusCmd() *cobra.Command {
 		af     cli.APIOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "status [PIPELINE]",
-		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states",
+		Use:   "status [PIPELINE | PIPELINE.TASK]",
+		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states (for PIPELINE.TASK, also the task's latest instances)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cli.Status(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args, limit)
