@@ -91,6 +91,13 @@ func TestCrossMatchNeverAnOlderInterval(t *testing.T) {
 		if f := fmt.Sprintf("%+v", x.Findings); !strings.Contains(f, "Check:cross Blocks:true Detail:billing.load: no run yet: waits for a run in (1999-12-05T02:00:00Z, 1999-12-06T02:00:00Z]") {
 			t.Errorf("explain orders.report: %s", f)
 		}
+		// ax status and the runs API judge the wait now, by the same window
+		// (the run's schedule interval in its zone), not a day's midnight.
+		waits, err := WaitReasons(context.Background(), e.st, e.eng.Graph(), axtype.RunManual,
+			e.instances(store.InstanceFilter{RunID: report.RunID}), time.Now())
+		if wantNow := "waiting for upstream billing.load (no run yet: waits for a run in (1999-12-05T02:00:00Z, 1999-12-06T02:00:00Z])"; err != nil || !strings.HasPrefix(waits["orders.report"], wantNow) {
+			t.Errorf("waiting reason of orders.report judged now: %q (%v), want %q", waits["orders.report"], err, wantNow)
+		}
 
 		trigger("billing", "1999-12-06T01:00:00Z") // inside the interval: report runs; exact still waits
 		if got := e.ran(); !slices.Contains(got, "orders.report@1999-12-06T02:00:00Z") || slices.Contains(got, "ledger.ex@1999-12-06T02:00:00Z") {
