@@ -96,20 +96,22 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, [
 		}
 	}
 	chunk := cmp.Or(max(p.Chunk, 0), DefaultCreateChunk)
-	run, err := s.createRunRow(ctx, p, chunk)
+	run, insts, err := s.createRunRow(ctx, p, chunk)
 	if err != nil {
 		return axtype.Run{}, nil, err
 	}
 	for start := chunk; start < len(p.Instances); start += chunk {
 		part, last := p.Instances[start:min(start+chunk, len(p.Instances))], start+chunk >= len(p.Instances)
 		err := s.inTxFenced(ctx, "create run instances", p.Epoch, func(tx *sql.Tx) error {
-			if err := s.insertInstances(ctx, tx, run.ID, p, part); err != nil {
+			written, err := s.insertInstances(ctx, tx, run.ID, p, part)
+			if err != nil {
 				return err
 			}
+			insts = append(insts, written...)
 			if !last {
 				return nil
 			}
-			_, err := s.exec(ctx, tx, "finish run creation", s.sb.Delete("settings").Where(sq.Eq{"name": CreatingSetting + strconv.FormatInt(run.ID, 10)}))
+			_, err = s.exec(ctx, tx, "finish run creation", s.sb.Delete("settings").Where(sq.Eq{"name": CreatingSetting + strconv.FormatInt(run.ID, 10)}))
 			return err
 		})
 		if err != nil {
@@ -119,23 +121,20 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, [
 			return axtype.Run{}, nil, err
 		}
 	}
-	insts, err := s.instances(ctx, s.read, instanceSelect(s.sb).Where(sq.Eq{"run_id": run.ID}).OrderBy("id"))
-	if err != nil {
-		return axtype.Run{}, nil, fmt.Errorf("store: run %d created, reading its instances failed: %w", run.ID, err)
-	}
 	return run, insts, nil
 }
 
 // createRunRow writes, in one fenced transaction, the run row of p, its
 // first chunk of instances and, when more follow, the mark that the run is
 // unfinished.
-func (s *Store) createRunRow(ctx context.Context, p CreateRunParams, chunk int) (axtype.Run, error) {
+func (s *Store) createRunRow(ctx context.Context, p CreateRunParams, chunk int) (axtype.Run, []axtype.Instance, error) {
 	key := p.DedupKey
 	if key == "" && p.Kind == axtype.RunSchedule {
 		key = "schedule/" + p.Trigger + "/" + strconv.FormatInt(p.LogicalTime.UnixMilli(), 10)
 	}
 	run := axtype.Run{Pipeline: p.Pipeline, Trigger: p.Trigger, Kind: p.Kind, LogicalTime: p.LogicalTime.UTC().Truncate(time.Millisecond),
 		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond), Params: p.Params}
+	var insts []axtype.Instance
 	err := s.inTxFenced(ctx, "create run", p.Epoch, func(tx *sql.Tx) error {
 		q, args, err := s.sb.Insert("runs").
 			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at", "params").
@@ -155,19 +154,20 @@ func (s *Store) createRunRow(ctx context.Context, p CreateRunParams, chunk int) 
 				return err
 			}
 		}
-		return s.insertInstances(ctx, tx, run.ID, p, p.Instances[:min(chunk, len(p.Instances))])
+		insts, err = s.insertInstances(ctx, tx, run.ID, p, p.Instances[:min(chunk, len(p.Instances))])
+		return err
 	})
-	return run, err
+	return run, insts, err
 }
 
 // insertInstances writes list, instances of run id, and their first
-// history rows in tx.
-func (s *Store) insertInstances(ctx context.Context, tx *sql.Tx, id int64, p CreateRunParams, list []NewInstance) error {
+// history rows in tx, and returns them as written.
+func (s *Store) insertInstances(ctx context.Context, tx *sql.Tx, id int64, p CreateRunParams, list []NewInstance) ([]axtype.Instance, error) {
 	// Ids grow: the rows written here are those of the run above the
 	// largest id before them.
 	var before int64
 	if err := s.queryRowTx(ctx, tx, "SELECT COALESCE(MAX(id), 0) FROM instances").Scan(&before); err != nil {
-		return fmt.Errorf("store: create instances: %w", s.d.translate(err))
+		return nil, fmt.Errorf("store: create instances: %w", s.d.translate(err))
 	}
 	const batch = 500 // rows per statement
 	for start := 0; start < len(list); start += batch {
@@ -178,14 +178,16 @@ func (s *Store) insertInstances(ctx context.Context, tx *sql.Tx, id int64, p Cre
 				ms(in.NextFireAt), nullStr(in.Reason), nullStr(in.ApprovedBy), p.Now.UnixMilli(), p.Now.UnixMilli())
 		}
 		if _, err := s.exec(ctx, tx, "create instances", b); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	hist := sq.Expr("INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) "+
 		"SELECT id, run_id, task_id, ticket, '', state, ?, ?, ?, ? FROM instances WHERE run_id = ? AND id > ?",
 		"created by "+string(p.Kind)+" run", p.Actor, p.Epoch, p.Now.UnixMilli(), id, before)
-	_, err := s.exec(ctx, tx, "record created instances", hist)
-	return err
+	if _, err := s.exec(ctx, tx, "record created instances", hist); err != nil {
+		return nil, err
+	}
+	return s.instances(ctx, tx, instanceSelect(s.sb).Where(sq.Eq{"run_id": id}).Where(sq.Gt{"id": before}).OrderBy("id"))
 }
 
 // UnfinishedRuns returns the ids of the runs whose creation has not
