@@ -237,12 +237,19 @@ func (a *admin) serve(rt route) http.HandlerFunc {
 		if c, ok := v.(created); ok {
 			code, v = http.StatusCreated, c.v
 		}
+		if c, ok := v.(accepted); ok {
+			code, v = http.StatusAccepted, c.v
+		}
 		writeJSON(w, code, v)
 	})
 }
 
 // created marks a handler's answer as 201 Created.
 type created struct{ v any }
+
+// accepted marks a handler's answer as 202 Accepted: the request is being
+// applied, and was not finished when the answer was sent.
+type accepted struct{ v any }
 
 // writeJSON answers v as JSON with code. What cannot be encoded (a time
 // past year 9999 in the store) is a 500 naming why, not a 200 with an

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,8 +42,14 @@ func (a *admin) do(r *http.Request, op engine.Request, by ...engine.By) (any, er
 	defer cancel()
 	msg, err := a.eng.Do(ctx, op, who)
 	if err != nil {
+		var acc *engine.AcceptedError
+		if errors.As(err, &acc) {
+			return accepted{Result{Request: acc.Request, Result: fmt.Sprintf("%s accepted as request %d and still being applied after %s: "+
+				"the action log lists it once applied (GET /api/v1/actions?action=%s&newest=true, its detail ending \"(request %d)\"; ax status shows the run it creates)",
+				op.Verb(), acc.Request, a.opWait, op.Verb(), acc.Request)}}, nil
+		}
 		if ctx.Err() != nil {
-			return nil, errf(http.StatusServiceUnavailable, "%s: the scheduler did not answer within %s; nothing was applied", op.Verb(), a.opWait)
+			return nil, errf(http.StatusServiceUnavailable, "%s: the scheduler did not take the request within %s; nothing was applied", op.Verb(), a.opWait)
 		}
 		if errors.Is(err, engine.ErrBadOp) {
 			return nil, errf(http.StatusBadRequest, "%s: %v", op.Verb(), strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))

@@ -113,6 +113,9 @@ type LimitsView struct {
 // Result is the answer of an operator's write: what the scheduler did.
 type Result struct {
 	Result string `json:"result"`
+	// Request, in a 202 answer, is the id of the request still being
+	// applied, which its action log row names.
+	Request int64 `json:"request,omitempty"`
 }
 
 // BackfillPlan is the answer of POST /api/v1/backfills: the plan, and the

@@ -12,12 +12,16 @@ import (
 
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
 )
 
 // Config tunes an Engine. A zero field means its documented default.
 type Config struct {
 	// Window is how far ahead runs are created and the wheel is loaded. Default 5 m.
 	Window time.Duration
+	// CreateChunk is how many instances of a run one store transaction
+	// writes at most (store.CreateRun). Default store.DefaultCreateChunk.
+	CreateChunk int
 	// TopUp is how often the window is created and loaded again. Default 30 s.
 	TopUp time.Duration
 	// DispatchRate is the global limit in dispatches per second. Zero means unlimited.
@@ -129,6 +133,7 @@ const DefaultLeaseTTL = 15 * time.Second
 
 func (c Config) withDefaults() (Config, error) {
 	orDefault(&c.Window, 5*time.Minute)
+	orDefault(&c.CreateChunk, store.DefaultCreateChunk)
 	orDefault(&c.TopUp, 30*time.Second)
 	orDefault(&c.LeaseTTL, DefaultLeaseTTL)
 	orDefault(&c.LeaseRenew, 5*time.Second)

@@ -24,6 +24,7 @@ import (
 type request struct {
 	req     Request
 	by      By
+	gaveUp  context.Context     // the caller's: done when it stopped waiting for the reply
 	inspect func(now time.Time) // when set: read the loop's state (Explain) instead of applying op
 	reply   chan opReply
 }
@@ -35,7 +36,11 @@ type opReply struct {
 
 // Do applies an operator request in the engine's loop and returns what it
 // did. Bad requests (an unknown task, an instance in the wrong state) fail
-// with an error that says why and change nothing.
+// with an error that says why and change nothing. When ctx ends before the
+// loop took the request, nothing was applied (ctx's error); when it ends
+// after, the request is applied or refused all the same and Do returns an
+// *AcceptedError (ErrAccepted) naming the request's id, which the action
+// log's row of the request carries once applied.
 func (e *Engine) Do(ctx context.Context, r Request, by By) (string, error) {
 	if r == nil {
 		return "", fmt.Errorf("%w: no request", ErrBadOp)
@@ -43,7 +48,8 @@ func (e *Engine) Do(ctx context.Context, r Request, by By) (string, error) {
 	if !e.Primary() {
 		return "", fmt.Errorf("%w: the lease is not safely held here", errNotPrimary)
 	}
-	req := request{req: r, by: by, reply: make(chan opReply, 1)}
+	by.Request = e.reqSeq.Add(1)
+	req := request{req: r, by: by, gaveUp: ctx, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
 	case <-ctx.Done():
@@ -53,9 +59,29 @@ func (e *Engine) Do(ctx context.Context, r Request, by By) (string, error) {
 	case r := <-req.reply:
 		return r.msg, r.err
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", &AcceptedError{Request: by.Request, Verb: r.Verb(), Cause: ctx.Err()}
 	}
 }
+
+// ErrAccepted is what Do returns (as an *AcceptedError) when its caller
+// stopped waiting after the loop took the request: it is being applied.
+var ErrAccepted = errors.New("accepted: still being applied")
+
+// AcceptedError says that request Request (of verb Verb) was taken by the
+// loop and is still being applied when the caller stopped waiting (Cause).
+// Once applied, the action log has it, its detail ending "(request N)";
+// a refusal is in the server's log (request_refused).
+type AcceptedError struct {
+	Request int64
+	Verb    string
+	Cause   error
+}
+
+func (e *AcceptedError) Error() string {
+	return fmt.Sprintf("%s: request %d %v (%v)", e.Verb, e.Request, ErrAccepted, e.Cause)
+}
+
+func (e *AcceptedError) Is(target error) bool { return target == ErrAccepted }
 
 // operator applies operator requests on the loop: the sealed set of
 // request.go, from Do or queued in the store (pollOps, each once), and the
@@ -161,6 +187,9 @@ func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time
 		return "", err
 	}
 	_, detail, _ := EncodeRequest(req, by)
+	if by.Request != 0 {
+		detail = fmt.Appendf(detail, " (request %d)", by.Request)
+	}
 	task, instance := req.subject()
 	if err := op.host.w().AppendAction(ctx, store.Action{At: now, Actor: by.Actor, Action: req.Verb(), Pipeline: op.pipelineOf(req, task), TaskID: task,
 		InstanceID: instance, Reason: by.Reason, Detail: msg + " " + string(detail)}); err != nil {

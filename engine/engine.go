@@ -95,6 +95,7 @@ type Engine struct {
 	// not take (pauseAfterFailedStart).
 	failedStarts int
 	reqs         chan request
+	reqSeq       atomic.Int64         // the last id Do gave a request
 	gone         map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m            *metrics
 	logs         *logWriter // task output (R41)
@@ -488,6 +489,15 @@ func (e *Engine) serve(ctx context.Context, req request) bool {
 	} else {
 		r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
 	}
+	if req.gaveUp != nil && req.gaveUp.Err() != nil {
+		// Its caller answered "accepted" (ErrAccepted): what came of it is
+		// in the action log (applied) or here (refused).
+		if r.err != nil {
+			e.log.Warn("request_refused", "request", req.by.Request, "verb", req.req.Verb(), "err", r.err)
+		} else {
+			e.log.Info("request_applied", "request", req.by.Request, "verb", req.req.Verb(), "result", r.msg)
+		}
+	}
 	req.reply <- r
 	return true
 }
@@ -561,6 +571,9 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		return
 	}
 	err := e.finishRetake(ctx, now)
+	if err == nil {
+		err = e.dropLeftUnfinished(ctx, now)
+	}
 	if err == nil {
 		err = e.takeIn(ctx, now, topUp)
 	}
@@ -880,6 +893,9 @@ func (e *Engine) abandon() {
 // applies misfire policies, creates the first window, loads the wheel and
 // releases what a previous process left stranded.
 func (e *Engine) start(ctx context.Context, now time.Time) error {
+	if err := e.dropUnfinishedRuns(ctx, now); err != nil {
+		return err
+	}
 	if err := e.syncDefinitions(ctx, now); err != nil {
 		return err
 	}
@@ -899,6 +915,49 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 		return err
 	}
 	return e.releaseStranded(ctx, now)
+}
+
+// dropUnfinishedRuns deletes the runs whose creation a previous term (of
+// this process or another) left unfinished (store.CreatingSetting), before
+// anything of the store is loaded: nothing of such a run ran, since it is
+// dispatched only once whole, so it is dropped as if never created — a
+// schedule run is then created again by its trigger, a manual one is not
+// (the action log says so).
+func (e *Engine) dropUnfinishedRuns(ctx context.Context, now time.Time) error {
+	ids, err := e.st.UnfinishedRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: read unfinished runs: %w", err)
+	}
+	for _, id := range ids {
+		run, rerr := e.st.Run(ctx, id)
+		if err := e.w().DropUnfinishedRun(ctx, id, e.cfg.CreateChunk); err != nil {
+			return fmt.Errorf("engine: drop run %d, whose creation did not finish: %w", id, err)
+		}
+		detail := fmt.Sprintf("run %d dropped: its creation did not finish (the scheduler stopped or failed while writing its instances); nothing of it ran", id)
+		if rerr == nil {
+			detail += fmt.Sprintf("; it was a %s run of %s at logical time %s made by %s", run.Kind, run.Pipeline, run.LogicalTime.Format(time.RFC3339), run.Actor)
+		}
+		if err := e.w().AppendAction(ctx, store.Action{At: now, Actor: Actor, Action: "run_dropped", Pipeline: run.Pipeline, Detail: detail}); err != nil {
+			return err
+		}
+		e.log.Warn("unfinished_run_dropped", "run", id)
+	}
+	return nil
+}
+
+// dropLeftUnfinished drops, before anything else of a turn reads the
+// store, the part written of a run whose creation failed in this term (the
+// store could not drop it at once); until it succeeds no turn goes on, so
+// nothing of such a run is ever loaded.
+func (e *Engine) dropLeftUnfinished(ctx context.Context, now time.Time) error {
+	if !e.planner.unfinished {
+		return nil
+	}
+	if err := e.dropUnfinishedRuns(ctx, now); err != nil {
+		return err
+	}
+	e.planner.unfinished = false
+	return nil
 }
 
 // syncDefinitions writes the definitions in force to the store; the tasks

@@ -43,6 +43,10 @@ type planner struct {
 	// queued is the dispatcher's queue, into which what is due goes at once.
 	cache  *runCache
 	queued *queue.Queue[int64]
+	// unfinished: a run's creation failed part way, and its part written
+	// may be left in the store (store.CreatingSetting): dropped before
+	// anything else of the next turns (dropLeftUnfinished).
+	unfinished bool
 }
 
 // plannerHost is what the planner asks of the other components: the

@@ -38,6 +38,9 @@ type Request interface {
 type By struct {
 	Actor  string `json:"actor,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Request is the id Engine.Do gives the request, which its action log
+	// row names (0: a request queued in the store, known by its row's id).
+	Request int64 `json:"-"`
 }
 
 // The verbs, as Request.Verb returns them and the queue stores them.

@@ -552,8 +552,9 @@ func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Tim
 		pl.host.renewAhead(ctx)
 	}
 	run, insts, err := pl.host.w().CreateRun(ctx, store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
-		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: pl.host.termEpoch(), Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params})
+		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: pl.host.termEpoch(), Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params, Chunk: pl.cfg.CreateChunk})
 	if err != nil {
+		pl.unfinished = pl.unfinished || len(news) > pl.cfg.CreateChunk
 		return nil, err
 	}
 	rs := newRunState(run.ID, run.LogicalTime, insts)

@@ -194,3 +194,11 @@ func (f *Fence) Approve(ctx context.Context, p ApproveParams) (int64, error) {
 	p.Epoch = f.epoch
 	return f.s.Approve(ctx, p)
 }
+
+// DropUnfinishedRun is Store.DropUnfinishedRun at the fence's epoch.
+func (f *Fence) DropUnfinishedRun(ctx context.Context, id int64, chunk int) error {
+	if f.epoch <= 0 {
+		return fmt.Errorf("store: drop unfinished run: %w (no epoch held)", ErrNotLeader)
+	}
+	return f.s.DropUnfinishedRun(ctx, id, f.epoch, chunk)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ var storeMethods = map[string]string{
 	"CreateBackfill":   "unfenced: an operator request, queued at any server for the primary; fenced on *store.Fence for a process that runs it under the lease it holds",
 	"WithdrawOp":       "unfenced: its author fails its own request still pending; one the primary claimed is left to it",
 	// The primary's writes: unfenced here for operator tools and tests, fenced on *store.Fence.
-	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced",
+	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced", "DropUnfinishedRun": "fenced", "UnfinishedRuns": "read",
 	"SyncDefinitions": "fenced", "ClaimOp": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
 	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
 	"LogChunks": "read", "Attempts": "read", "Procs": "read", "HandOuts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read", "RunsCreated": "read", "BackfillsPage": "read", "LatestInstances": "read", "NextFires": "read", "Outcomes": "read", "InstancesOfRuns": "read",
@@ -102,6 +103,9 @@ func fencedCases(x axtype.Instance, bfID, opID int64) []fencedCase {
 			_, _, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: now, Now: now,
 				Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: now}}})
 			return err
+		}},
+		{"DropUnfinishedRun", func(ctx context.Context, f *store.Fence) error {
+			return f.DropUnfinishedRun(ctx, x.RunID, 0) // marked unfinished below
 		}},
 		{"Approve", func(ctx context.Context, f *store.Fence) error {
 			// Seed creates a.x, then a.y (WAITING, version 1) in the same run.
@@ -245,6 +249,11 @@ func TestFencedWritesRefuseStaleEpoch(t *testing.T) {
 					}
 					cs := fencedCases(x, bf, op)
 					i := slices.IndexFunc(cs, func(k fencedCase) bool { return k.name == c.name })
+					if c.name == "DropUnfinishedRun" {
+						if err := s.SetSetting(ctx, store.CreatingSetting+strconv.FormatInt(x.RunID, 10), "1", storetest.T0); err != nil {
+							t.Fatal(err)
+						}
+					}
 					before := snapshot(t, s)
 					for _, epoch := range []int64{old.Epoch, 0, cur.Epoch + 1} {
 						if err := cs[i].write(ctx, s.Fence(epoch)); !errors.Is(err, store.ErrNotLeader) {

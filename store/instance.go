@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -41,7 +43,7 @@ type NewInstance struct {
 	ApprovedBy string // a manual gate approved when its run is created (a trigger of it)
 }
 
-// CreateRunParams creates a run and its instances in one transaction.
+// CreateRunParams creates a run and its instances.
 type CreateRunParams struct {
 	Pipeline    string
 	Trigger     string
@@ -58,11 +60,32 @@ type CreateRunParams struct {
 	Instances  []NewInstance
 	Epoch      int64 // the caller's lease epoch; 0 writes unfenced (operator tools)
 	Now        time.Time
+	// Chunk is how many instances one transaction writes at most (0:
+	// DefaultCreateChunk).
+	Chunk int
 }
 
+// DefaultCreateChunk is how many instances (and their first history rows)
+// one transaction of CreateRun writes at most: a few thousand rows, which
+// SQLite commits in well under a second on a loaded machine, so that no
+// write holds the store past the lease's renewal margin.
+const DefaultCreateChunk = 2000
+
+// CreatingSetting, followed by a run's id, is the setting that marks a run
+// whose instances are still being written: set with the run row when the
+// run takes more than one transaction, removed by the transaction that
+// writes its last instances. A run so marked is unfinished: nothing of it
+// is dispatched, and the next term drops it (DropUnfinishedRun).
+const CreatingSetting = "run_creating/"
+
 // CreateRun writes a run and its instances, and a history row for each
-// instance's first state. It fails with ErrDuplicate when the run's dedup key
-// exists (the run was created already) and ErrNotLeader when Epoch is stale.
+// instance's first state, in transactions of at most Chunk instances, each
+// fenced. A run of more than Chunk instances is marked unfinished
+// (CreatingSetting) by its first transaction and made whole by its last;
+// when a later transaction fails, the part written is dropped (or, when
+// that fails too, left marked for the next term to drop). It fails with
+// ErrDuplicate when the run's dedup key exists (the run was created
+// already) and ErrNotLeader when Epoch is stale.
 func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, []axtype.Instance, error) {
 	if p.Kind == "" || p.Pipeline == "" || p.Trigger == "" || len(p.Instances) == 0 || p.LogicalTime.IsZero() {
 		return axtype.Run{}, nil, fmt.Errorf("store: create run: pipeline, trigger, kind, logical time and instances are required")
@@ -72,6 +95,39 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, [
 			return axtype.Run{}, nil, fmt.Errorf("store: create run: instance of %s starts in %s: %w (WAITING or SCHEDULED only)", in.TaskID, in.State, ErrIllegalTransition)
 		}
 	}
+	chunk := cmp.Or(max(p.Chunk, 0), DefaultCreateChunk)
+	run, insts, err := s.createRunRow(ctx, p, chunk)
+	if err != nil {
+		return axtype.Run{}, nil, err
+	}
+	for start := chunk; start < len(p.Instances); start += chunk {
+		part, last := p.Instances[start:min(start+chunk, len(p.Instances))], start+chunk >= len(p.Instances)
+		err := s.inTxFenced(ctx, "create run instances", p.Epoch, func(tx *sql.Tx) error {
+			written, err := s.insertInstances(ctx, tx, run.ID, p, part)
+			if err != nil {
+				return err
+			}
+			insts = append(insts, written...)
+			if !last {
+				return nil
+			}
+			_, err = s.exec(ctx, tx, "finish run creation", s.sb.Delete("settings").Where(sq.Eq{"name": CreatingSetting + strconv.FormatInt(run.ID, 10)}))
+			return err
+		})
+		if err != nil {
+			if derr := s.DropUnfinishedRun(ctx, run.ID, p.Epoch, chunk); derr != nil {
+				err = errors.Join(err, fmt.Errorf("store: run %d left unfinished (the next term drops it): %w", run.ID, derr))
+			}
+			return axtype.Run{}, nil, err
+		}
+	}
+	return run, insts, nil
+}
+
+// createRunRow writes, in one fenced transaction, the run row of p, its
+// first chunk of instances and, when more follow, the mark that the run is
+// unfinished.
+func (s *Store) createRunRow(ctx context.Context, p CreateRunParams, chunk int) (axtype.Run, []axtype.Instance, error) {
 	key := p.DedupKey
 	if key == "" && p.Kind == axtype.RunSchedule {
 		key = "schedule/" + p.Trigger + "/" + strconv.FormatInt(p.LogicalTime.UnixMilli(), 10)
@@ -93,31 +149,114 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, [
 		if run.ID, err = res.LastInsertId(); err != nil {
 			return fmt.Errorf("store: create run: %w", s.d.translate(err))
 		}
-		const chunk = 500
-		for start := 0; start < len(p.Instances); start += chunk {
-			b := s.sb.Insert("instances").Columns("run_id", "task_id", "pipeline", "group_name", "state", "version", "attempt", "counted",
-				"priority", "logical_time", "next_fire_at", "reason", "approved_by", "created_at", "updated_at")
-			for _, in := range p.Instances[start:min(start+chunk, len(p.Instances))] {
-				b = b.Values(run.ID, in.TaskID, p.Pipeline, in.Group, string(in.State), 1, 0, 0, in.Priority, p.LogicalTime.UnixMilli(),
-					ms(in.NextFireAt), nullStr(in.Reason), nullStr(in.ApprovedBy), p.Now.UnixMilli(), p.Now.UnixMilli())
-			}
-			if _, err := s.exec(ctx, tx, "create instances", b); err != nil {
+		if len(p.Instances) > chunk {
+			if err := s.setSetting(ctx, tx, CreatingSetting+strconv.FormatInt(run.ID, 10), strconv.Itoa(len(p.Instances)), p.Now); err != nil {
 				return err
 			}
 		}
-		hist := sq.Expr("INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) "+
-			"SELECT id, run_id, task_id, ticket, '', state, ?, ?, ?, ? FROM instances WHERE run_id = ?",
-			"created by "+string(p.Kind)+" run", p.Actor, p.Epoch, p.Now.UnixMilli(), run.ID)
-		if _, err := s.exec(ctx, tx, "record created instances", hist); err != nil {
-			return err
-		}
-		insts, err = s.instances(ctx, tx, instanceSelect(s.sb).Where(sq.Eq{"run_id": run.ID}).OrderBy("id"))
+		insts, err = s.insertInstances(ctx, tx, run.ID, p, p.Instances[:min(chunk, len(p.Instances))])
 		return err
 	})
-	if err != nil {
-		return axtype.Run{}, nil, err
+	return run, insts, err
+}
+
+// insertInstances writes list, instances of run id, and their first
+// history rows in tx, and returns them as written.
+func (s *Store) insertInstances(ctx context.Context, tx *sql.Tx, id int64, p CreateRunParams, list []NewInstance) ([]axtype.Instance, error) {
+	// Ids grow: the rows written here are those of the run above the
+	// largest id before them.
+	var before int64
+	if err := s.queryRowTx(ctx, tx, "SELECT COALESCE(MAX(id), 0) FROM instances").Scan(&before); err != nil {
+		return nil, fmt.Errorf("store: create instances: %w", s.d.translate(err))
 	}
-	return run, insts, nil
+	const batch = 500 // rows per statement
+	for start := 0; start < len(list); start += batch {
+		b := s.sb.Insert("instances").Columns("run_id", "task_id", "pipeline", "group_name", "state", "version", "attempt", "counted",
+			"priority", "logical_time", "next_fire_at", "reason", "approved_by", "created_at", "updated_at")
+		for _, in := range list[start:min(start+batch, len(list))] {
+			b = b.Values(id, in.TaskID, p.Pipeline, in.Group, string(in.State), 1, 0, 0, in.Priority, p.LogicalTime.UnixMilli(),
+				ms(in.NextFireAt), nullStr(in.Reason), nullStr(in.ApprovedBy), p.Now.UnixMilli(), p.Now.UnixMilli())
+		}
+		if _, err := s.exec(ctx, tx, "create instances", b); err != nil {
+			return nil, err
+		}
+	}
+	hist := sq.Expr("INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) "+
+		"SELECT id, run_id, task_id, ticket, '', state, ?, ?, ?, ? FROM instances WHERE run_id = ? AND id > ?",
+		"created by "+string(p.Kind)+" run", p.Actor, p.Epoch, p.Now.UnixMilli(), id, before)
+	if _, err := s.exec(ctx, tx, "record created instances", hist); err != nil {
+		return nil, err
+	}
+	return s.instances(ctx, tx, instanceSelect(s.sb).Where(sq.Eq{"run_id": id}).Where(sq.Gt{"id": before}).OrderBy("id"))
+}
+
+// UnfinishedRuns returns the ids of the runs whose creation has not
+// finished (CreatingSetting): being written now by the primary, or left
+// by a primary that stopped or failed while it wrote them.
+func (s *Store) UnfinishedRuns(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	err := s.query(ctx, s.read, "read unfinished runs", s.sb.Select("name").From("settings").Where(sq.Like{"name": CreatingSetting + "%"}),
+		func(rows *sql.Rows) error {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				return err
+			}
+			if id, err := strconv.ParseInt(strings.TrimPrefix(name, CreatingSetting), 10, 64); err == nil {
+				ids = append(ids, id)
+			}
+			return nil
+		})
+	return ids, err
+}
+
+// DropUnfinishedRun deletes run id, whose creation did not finish, with
+// its instances and their history, in fenced transactions of at most chunk
+// instances (0: DefaultCreateChunk); the run row and its mark go last, so
+// that a drop interrupted is resumed by the next. Nothing of such a run
+// ran: it was never whole. A run that is not marked unfinished is refused
+// (ErrConflict) and left as it is.
+func (s *Store) DropUnfinishedRun(ctx context.Context, id, epoch int64, chunk int) error {
+	chunk = cmp.Or(max(chunk, 0), DefaultCreateChunk)
+	mark := CreatingSetting + strconv.FormatInt(id, 10)
+	for done := false; !done; {
+		err := s.inTxFenced(ctx, "drop unfinished run", epoch, func(tx *sql.Tx) error {
+			var n int
+			if err := s.queryRowTx(ctx, tx, "SELECT COUNT(*) FROM settings WHERE name = ?", mark).Scan(&n); err != nil {
+				return fmt.Errorf("store: drop unfinished run %d: %w", id, s.d.translate(err))
+			}
+			if n == 0 {
+				return fmt.Errorf("store: drop run %d: %w (its creation finished: it is a run like any other)", id, ErrConflict)
+			}
+			var ids []int64
+			err := s.query(ctx, tx, "read unfinished instances", s.sb.Select("id").From("instances").Where(sq.Eq{"run_id": id}).OrderBy("id").Limit(uint64(chunk)),
+				func(rows *sql.Rows) error {
+					var i int64
+					err := rows.Scan(&i)
+					ids = append(ids, i)
+					return err
+				})
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				done = true
+				if _, err := s.exec(ctx, tx, "drop unfinished run", s.sb.Delete("runs").Where(sq.Eq{"id": id})); err != nil {
+					return err
+				}
+				_, err := s.exec(ctx, tx, "drop unfinished run", s.sb.Delete("settings").Where(sq.Eq{"name": mark}))
+				return err
+			}
+			if _, err := s.exec(ctx, tx, "drop unfinished history", s.sb.Delete("history").Where(sq.Eq{"instance_id": ids})); err != nil {
+				return err
+			}
+			_, err = s.exec(ctx, tx, "drop unfinished instances", s.sb.Delete("instances").Where(sq.Eq{"id": ids}))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func nullID(id int64) any {

@@ -27,6 +27,7 @@ func Run(t *testing.T, open Opener) {
 		{"SyncDefinitions", testSync},
 		{"PipelineChangedAt", testPipelineChangedAt},
 		{"CreateRunIsIdempotentPerLogicalTime", testCreateRun},
+		{"CreateRunInChunks", testCreateRunInChunks},
 		{"TransitionWritesStateAndHistory", testTransition},
 		{"TransitionErrorsAreDistinct", testTransitionErrors},
 		{"RaceExactlyOneWinner", testRace},
@@ -139,6 +140,39 @@ func testSync(t *testing.T, s *store.Store) {
 	}
 	if _, err := s.PipelineDefinition(ctx(), "nosuch"); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `pipeline "nosuch"`) {
 		t.Errorf("PipelineDefinition of an unknown pipeline: %v, want ErrNotFound naming it", err)
+	}
+}
+
+// testCreateRunInChunks: a run of more instances than a chunk is written
+// whole, each instance with its one creation history row, in instance
+// order, and is not left marked unfinished; a second run of the same
+// schedule fire is refused before any instance is written.
+func testCreateRunInChunks(t *testing.T, s *store.Store) {
+	var news []store.NewInstance
+	for i := range 10 {
+		news = append(news, store.NewInstance{TaskID: fmt.Sprintf("a.t%d", i), State: axtype.Scheduled, NextFireAt: T0})
+	}
+	p := store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: T0, Now: T0, Instances: news, Chunk: 3}
+	run, ins, err := s.CreateRun(ctx(), p)
+	if err != nil || len(ins) != 10 {
+		t.Fatalf("create run of 10 in chunks of 3: %v, %d instances", err, len(ins))
+	}
+	for i, in := range ins {
+		if in.TaskID != news[i].TaskID || in.RunID != run.ID {
+			t.Errorf("instance %d = %s of run %d, want %s of run %d", i, in.TaskID, in.RunID, news[i].TaskID, run.ID)
+		}
+		if h, _ := s.History(ctx(), store.LogFilter{InstanceID: in.ID}); len(h) != 1 || h[0].From != "" || h[0].To != axtype.Scheduled {
+			t.Errorf("creation history of %s = %+v, want one row to SCHEDULED", in.TaskID, h)
+		}
+	}
+	if ids, err := s.UnfinishedRuns(ctx()); err != nil || len(ids) != 0 {
+		t.Errorf("unfinished runs after a whole creation: %v (%v), want none", ids, err)
+	}
+	if _, _, err := s.CreateRun(ctx(), p); !errors.Is(err, store.ErrDuplicate) {
+		t.Errorf("the same fire again: %v, want ErrDuplicate", err)
+	}
+	if all, _ := s.Instances(ctx(), store.InstanceFilter{Pipeline: "a", Limit: 100}); len(all) != 10 {
+		t.Errorf("%d instances after the duplicate, want 10", len(all))
 	}
 }
 
