@@ -33,7 +33,7 @@ type pend struct {
 	runID     int64
 	logical   time.Time
 	attempt   int
-	manual    bool           // a run-now or rerun: pause and overlap do not hold it back
+	manual    bool           // a run-now or rerun: overlap does not hold it back (a pause does)
 	kind      axtype.RunKind // overlap is judged among schedule runs only
 	throttled bool           // held back by the token bucket at least once
 	capped    string         // the concurrency cap that held it back at the last dispatch, if any

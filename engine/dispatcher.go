@@ -259,17 +259,17 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 // overlap policy, a cap or a bucket, or dispatched. It reports whether the
 // batch should stop taking from the queue (too many held back at once).
 func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
-	if !p.manual {
-		if why, paused := d.paused.by(p.task); paused {
-			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
-				Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: "due while " + why})
-			b.picked = append(b.picked, id)
-			return false
-		}
-		// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
-		if p.kind == axtype.RunSchedule && d.overlapHolds(b, id, p, now) {
-			return false
-		}
+	// The pause rule holds whatever made the instance (a fire, a trigger, a
+	// rerun, a backfill, a retry): it waits PAUSED until the resume.
+	if why, paused := d.paused.by(p.task); paused {
+		b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
+			Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: "due while " + why})
+		b.picked = append(b.picked, id)
+		return false
+	}
+	// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
+	if !p.manual && p.kind == axtype.RunSchedule && d.overlapHolds(b, id, p, now) {
+		return false
 	}
 	if why := d.pool.full(p.task); why != "" {
 		// Over a concurrency cap: it waits in the queue, in priority order,
