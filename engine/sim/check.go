@@ -28,6 +28,7 @@ const (
 	invBadVerb      = "I8 bad verbs change nothing"
 	invMisfire      = "I4 every due fire dispatched or explained (misfire)"
 	invCaps         = "I9 caps hold"
+	invPause        = "I10 nothing under a pause starts"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -148,6 +149,7 @@ type checker struct {
 	leader     *node
 	leaderSeen bool
 	leaders    []leaderMark
+	held       pauseLog // I10: the pauses in force by the action log, and the dispatches under them
 }
 
 // leaderMark is a check that saw n (nil: none) lead where the check
@@ -253,6 +255,7 @@ func (c *checker) check(final bool) {
 	c.observeCoverage(now)
 	c.readHistory()
 	c.checkExecutions()
+	c.checkPauseStarts(final)
 	c.observeCaps(now)
 	c.checkCaps()
 	c.compareState(final)

@@ -77,7 +77,10 @@
 // and jump the clock 2–60 minutes, or once per seed 20–50 hours across a
 // DST day, then restart; a valid operator request (pause, resume, trigger,
 // kill, rerun, mark, cancel, limits of rate, of running attempts and of a group's running attempts), one in
-// four queued through the store as `ax … --store` does; or a bad one
+// four queued through the store as `ax … --store` does (while a pause is in
+// force, one trigger or rerun in two, drawn from a source of its own, aims
+// at what the pause covers, one in three of them with Hold; a pause is of
+// a task, a pipeline or, one in three, a group); or a bad one
 // (unknown task, pipeline or scope, an unknown verb through the queue (the engine takes only its sealed set of request types), kill of an instance that is not running, rerun of one that is not over,
 // mark of a running or succeeded instance or to a state that is no outcome,
 // cancel of an unknown run, an unknown instance, a negative rate, an
@@ -146,6 +149,10 @@
 //	   cap on local attempts is not checked this way: it is per server, and
 //	   a stalled primary's attempts run on beside its successor's (I4 and
 //	   I5 explain a wait by it).
+//	I10 nothing under a pause starts: no dispatch of a task is recorded
+//	   while a pause of the task, its group or its pipeline is in force
+//	   (pause and resume by the action log), whoever made the instance: a
+//	   fire, a trigger, an approval, a rerun, a backfill, a retry.
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
 // guard, the failover of a restarted or silent executor and the give-back

@@ -420,3 +420,20 @@ func TestSimCapsCountExecutions(t *testing.T) {
 		fail(t, Run(t, seed, Options{Restrict: today}))
 	}
 }
+
+// TestSimPauseHoldsOperatorWork: I10 (nothing under a pause starts, whoever
+// made it) failed on main 515a3da on seeds 153, 159, 166, 177, 180, 183, 189,
+// 197, 214, 218 and more of 1–300 once the driver aimed triggers and reruns
+// at paused tasks: seed 166 a rerun started at once under its pipeline's
+// pause, 177 and 183 a trigger's run, 218 the retry of a manual run (the
+// dispatcher and the resolver exempted manual runs).
+func TestSimPauseHoldsOperatorWork(t *testing.T) {
+	t.Parallel()
+	seeds := []int64{166, 177, 183, 218}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		fail(t, Run(t, seed, Options{}))
+	}
+}
