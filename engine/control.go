@@ -962,16 +962,18 @@ func (op *operator) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instanc
 func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
 	reason := "rerun"
 	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil {
-		why := op.disp.pool.full(t)
+		// Through the queue, where the pause rule, the caps and the
+		// breaker's cut apply, unless none holds it now.
+		why := "waits for a slot: " + op.disp.pool.full(t)
 		if _, paused := op.pauses.of(t); paused {
-			// Held (Rerun.Hold): through the queue, whose pause rule holds it PAUSED.
-			why = "under a pause"
-		}
-		if why == "" {
+			why = "held under a pause" // Rerun.Hold
+		} else if ok, _ := op.disp.brk.Allow(t.id, now); !ok {
+			why = "waits for its breaker's cut"
+		} else if op.disp.pool.full(t) == "" {
 			p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: t, runID: in.RunID, logical: in.LogicalTime, manual: true}
 			return op.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
 		}
-		reason = "rerun: waits for a slot: " + why
+		reason = "rerun: " + why
 	}
 	from, v := in.State, in.Version
 	if from == axtype.Killed || from == axtype.Failed {
@@ -1003,6 +1005,7 @@ func (op *operator) startNow(ctx context.Context, id int64, p *pend, now time.Ti
 	if err != nil {
 		return err
 	}
+	op.disp.brk.Dispatched(p.task.id, now)
 	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
 	op.disp.track(id, a)
 	op.disp.execute(id, a, nil)
@@ -1098,7 +1101,6 @@ func (d *dispatcher) setLimits(ctx context.Context, r SetLimits, now time.Time) 
 		d.bucket.SetGroup(g, r, now)
 	}
 	d.pool.set(r.MaxRunning, r.GroupMaxRunning)
-	d.cutRates(now)
 	l := d.limits()
 	b, _ := json.Marshal(storedForm(l))
 	if err := d.host.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
@@ -1205,7 +1207,6 @@ func (d *dispatcher) loadLimits(ctx context.Context, now time.Time) error {
 		d.applyLimits(s.over(d.limits()), now)
 		d.log.Info("limits_from_store", "limits", describeLimits(d.limits()))
 	}
-	d.cutRates(now)
 	d.host.publishLimits(d.limits())
 	return nil
 }

@@ -37,6 +37,7 @@ type pend struct {
 	kind      axtype.RunKind // overlap is judged among schedule runs only
 	throttled bool           // held back by the token bucket at least once
 	capped    string         // the concurrency cap that held it back at the last dispatch, if any
+	cut       bool           // held back by its task's open breaker (logged once)
 }
 
 // attempt is a dispatched instance awaiting its result.

@@ -41,7 +41,6 @@ type dispatcher struct {
 	queue   queue.Queue[int64]
 	running inflight // the attempts in flight (inflight.go)
 	bucket  *bucket.Bucket
-	tripped *bucket.Bucket          // per-task buckets of tasks whose breaker is open
 	brk     *breaker.Breaker        // per-task circuit breakers, fed by the completer; kept across terms
 	pool    *pool                   // concurrency caps and what runs against them
 	held    map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
@@ -109,7 +108,6 @@ func (d *dispatcher) newTerm(cfg Config, now time.Time) {
 	d.running = newInflight()
 	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
-	d.tripped = bucket.New(bucket.Limits{}, now)
 	d.pool = newPool(Pools{MaxRunning: cfg.MaxRunning, GroupMaxRunning: cfg.GroupMaxRunning}, cfg.Now)
 }
 
@@ -278,13 +276,10 @@ func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop 
 		b.capped = append(b.capped, id)
 		return len(b.capped) > 1000
 	}
-	ok, w := true, time.Duration(0)
-	if d.brk.Factor(p.task.id) < 1 { // breaker open: the task's own, reduced rate first
-		ok, w = d.tripped.Take(p.task.id, now)
+	if d.breakerHolds(b, id, p, now) {
+		return len(b.deferred) > 1000
 	}
-	if ok {
-		ok, w = d.bucket.Take(p.task.def.Group, now)
-	}
+	ok, w := d.bucket.Take(p.task.def.Group, now)
 	if !ok {
 		p.throttled = true
 		b.deferred = append(b.deferred, id)
@@ -293,8 +288,9 @@ func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop 
 		}
 		return len(b.deferred) > 1000
 	}
-	p.capped = ""
-	d.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
+	p.capped, p.cut = "", false
+	d.brk.Dispatched(p.task.id, now) // what an open breaker allows, and what it will measure its cut against
+	d.pool.add(p.task)               // reserved while the batch is recorded, so the caps hold within it
 	b.reserved = append(b.reserved, p.task)
 	b.params = append(b.params, startTransition(id, p, d.host.termEpoch(), now))
 	b.picked = append(b.picked, id)

@@ -29,6 +29,7 @@ const (
 	invMisfire      = "I4 every due fire dispatched or explained (misfire)"
 	invCaps         = "I9 caps hold"
 	invPause        = "I10 nothing under a pause starts"
+	invBreakerCut   = "I11 an open breaker cuts the task to a tenth"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -150,13 +151,15 @@ type checker struct {
 	leaderSeen bool
 	leaders    []leaderMark
 	held       pauseLog // I10: the pauses in force by the action log, and the dispatches under them
+	cuts       cutLog   // I11: the breaker openings still to judge
 }
 
 // leaderMark is a check that saw n (nil: none) lead where the check
 // before saw another, or the first check.
 type leaderMark struct {
-	at time.Time
-	n  *node
+	at   time.Time
+	n    *node
+	prev time.Time // the check before, which saw another lead (the change came after it)
 }
 
 // capMark is a change of a cap on running attempts seen at
@@ -256,6 +259,7 @@ func (c *checker) check(final bool) {
 	c.readHistory()
 	c.checkExecutions()
 	c.checkPauseStarts(final)
+	c.checkBreakerCuts(now, final)
 	c.observeCaps(now)
 	c.checkCaps()
 	c.compareState(final)
@@ -280,7 +284,7 @@ func (c *checker) observeCoverage(now time.Time) {
 	}
 	c.lastPrimary = p
 	if !c.leaderSeen || p != c.leader {
-		c.leaders = append(c.leaders, leaderMark{at: now, n: p})
+		c.leaders = append(c.leaders, leaderMark{at: now, n: p, prev: c.lastCheck})
 	}
 	c.leader, c.leaderSeen = p, true
 }

@@ -993,11 +993,7 @@ func (w *world) verb() {
 			w.advance(time.Second)
 			return
 		}
-		tr := engine.Trigger{Target: t.ID(), Downstream: r.IntN(2) == 0}
-		if u, hold, ok := w.underPause(); ok && (!u.Manual || !w.opts.Restrict.NoGateRelease) {
-			tr.Target, tr.Hold = u.ID(), hold
-		}
-		op = tr
+		op = w.triggerVerb(t, r.IntN(2) == 0)
 	case 4:
 		in, ok := w.randomInstance(axtype.Running)
 		if !ok {
@@ -1011,14 +1007,7 @@ func (w *world) verb() {
 			w.advance(time.Second)
 			return
 		}
-		rr := engine.Rerun{Instance: in.ID}
-		if _, hold, ok := w.underPause(); ok {
-			paused := func(t *defs.Task) bool { _, ok := w.pausedTask(t); return ok }
-			if in, ok := w.randomInstanceOf(w.pauseRng, paused, axtype.Failed, axtype.Killed); ok {
-				rr.Instance, rr.Hold = in.ID, hold
-			}
-		}
-		op = rr
+		op = w.rerunVerb(in)
 	default:
 		g := float64(pick(r, []int{0, 50, 100, 200}))
 		op = engine.SetLimits{Global: &g}
@@ -1033,6 +1022,29 @@ func (w *world) verb() {
 	w.logf("verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
 	w.settle()
 	w.notePauses()
+}
+
+// triggerVerb is a trigger of task t (with downstream), or of a task a
+// pause covers (underPause).
+func (w *world) triggerVerb(t *defs.Task, downstream bool) engine.Trigger {
+	tr := engine.Trigger{Target: t.ID(), Downstream: downstream}
+	if u, hold, ok := w.underPause(); ok && (!u.Manual || !w.opts.Restrict.NoGateRelease) {
+		tr.Target, tr.Hold = u.ID(), hold
+	}
+	return tr
+}
+
+// rerunVerb is a rerun of instance in, or of a failed or killed instance of
+// a task a pause covers (underPause).
+func (w *world) rerunVerb(in axtype.Instance) engine.Rerun {
+	rr := engine.Rerun{Instance: in.ID}
+	if _, hold, ok := w.underPause(); ok {
+		paused := func(t *defs.Task) bool { _, ok := w.pausedTask(t); return ok }
+		if in, ok := w.randomInstanceOf(w.pauseRng, paused, axtype.Failed, axtype.Killed); ok {
+			rr.Instance, rr.Hold = in.ID, hold
+		}
+	}
+	return rr
 }
 
 // underPause picks, in one of two trigger and rerun verbs while a pause is
