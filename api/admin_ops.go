@@ -235,6 +235,7 @@ type BackfillRequest struct {
 	Rerun         string `json:"rerun"`
 	StopOnFailure bool   `json:"stop_on_failure"`
 	ApproveManual bool   `json:"approve_manual"`
+	Hold          bool   `json:"hold"` // under a pause: start it, what the pause covers held PAUSED (else 409)
 	DryRun        bool   `json:"dry_run"`
 }
 
@@ -261,7 +262,7 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	}
 	spec, err := engine.PlanBackfill(a.graph(), engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
 		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure,
-		ApproveManual: b.ApproveManual})
+		ApproveManual: b.ApproveManual, Hold: b.Hold})
 	if err != nil {
 		code := http.StatusBadRequest
 		if p == nil {
@@ -272,7 +273,11 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	if b.DryRun {
 		return BackfillPlan{Plan: spec}, nil
 	}
-	id, err := engine.CreateBackfill(r.Context(), a.st, spec, actorOf(r), a.now())
+	id, err := engine.CreateBackfill(r.Context(), a.st, a.graph(), spec, actorOf(r), a.now())
+	var pe *engine.PausedError
+	if errors.As(err, &pe) {
+		return nil, errf(http.StatusConflict, "backfill refused: %v", err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,7 @@ type BackfillOptions struct {
 	DryRun, Reverse         bool
 	StopOnFailure           bool
 	ApproveManual           bool
+	Hold                    bool // under a pause: start it, what the pause covers held PAUSED (else refused)
 	Standalone, Detach      bool
 	MaxActive               int
 	Pipelines               []string
@@ -69,7 +70,7 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 	}
 	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.Select,
 		MaxActiveRuns: f.MaxActive, Reverse: f.Reverse, Rerun: f.Rerun, StopOnFailure: f.StopOnFailure,
-		ApproveManual: f.ApproveManual})
+		ApproveManual: f.ApproveManual, Hold: f.Hold})
 	if err != nil {
 		return Fail(err)
 	}
@@ -83,9 +84,9 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 		return Fail(err)
 	}
 	defer st.Close()
-	id, err := engine.CreateBackfill(ctx, st, spec, Actor(), time.Now())
+	id, err := engine.CreateBackfill(ctx, st, g, spec, Actor(), time.Now())
 	if err != nil {
-		return Fail(err)
+		return Fail(fmt.Errorf("backfill refused: %w", err))
 	}
 	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s)\n", id, pipeline, len(spec.Times), len(spec.Tasks))
 	return FollowBackfill(ctx, out, st, g, id, f)
@@ -261,7 +262,7 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		return err
 	}
 	req := api.BackfillRequest{Pipeline: pipeline, From: f.From, To: f.To, Select: f.Select, MaxActiveRuns: f.MaxActive, Reverse: f.Reverse,
-		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual}
+		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, Hold: f.Hold}
 	if f.From == "" || f.To == "" {
 		return Usage("give --from and --to")
 	}

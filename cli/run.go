@@ -86,7 +86,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		return Fail(err)
 	}
 	defer st.Close()
-	id, err := engine.CreateBackfill(ctx, st, spec, Actor(), time.Now())
+	id, err := engine.CreateBackfill(ctx, st, g, spec, Actor(), time.Now())
 	if err != nil {
 		return Fail(err)
 	}

@@ -42,6 +42,10 @@ type BackfillSpec struct {
 	// (--approve-manual); without it a run stops at its gates until an
 	// operator approves them (ax trigger), and is not done meanwhile.
 	ApproveManual bool `json:"approve_manual,omitempty"`
+	// Hold starts it even though a pause covers some of its tasks (--hold):
+	// their instances wait PAUSED until the resume. Without it such a
+	// backfill is refused (PausedError).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // BackfillParams are the options of `ax backfill`.
@@ -54,6 +58,7 @@ type BackfillParams struct {
 	Rerun         string // zero means none
 	StopOnFailure bool
 	ApproveManual bool
+	Hold          bool
 }
 
 // PlanBackfill returns what a backfill would run: one logical time per fire
@@ -111,7 +116,7 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 		return BackfillSpec{}, fmt.Errorf("the selected tasks of %s are started by no schedule: use ax trigger", p.Pipeline)
 	}
 	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure,
-		ApproveManual: p.ApproveManual}
+		ApproveManual: p.ApproveManual, Hold: p.Hold}
 	for _, t := range sel {
 		spec.Tasks = append(spec.Tasks, t.Name)
 	}
@@ -543,8 +548,24 @@ func (b *backfiller) tasksToRun(ctx context.Context, spec BackfillSpec, at time.
 	return out, nil
 }
 
-// CreateBackfill stores a backfill of spec for the primary scheduler to run.
-func CreateBackfill(ctx context.Context, st *store.Store, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+// CreateBackfill stores a backfill of spec, over the tasks of graph g, for
+// the primary scheduler to run. A backfill of tasks a stored pause covers is
+// refused (PausedError) unless spec.Hold; nothing is stored then.
+func CreateBackfill(ctx context.Context, st *store.Store, g *dag.Graph, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+	ps, err := st.Pauses(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("backfill: read the pauses in force: %w", err)
+	}
+	var tasks []*defs.Task
+	for _, n := range spec.Tasks {
+		if t := g.Task(spec.Pipeline + "." + n); t != nil {
+			tasks = append(tasks, t)
+		}
+	}
+	set := store.NewPauseSet(ps)
+	if err := underPause(&set, spec.Hold, tasks...); err != nil {
+		return 0, err
+	}
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return 0, err

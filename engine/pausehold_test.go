@@ -204,3 +204,43 @@ func TestPauseUnknownScopeRefused(t *testing.T) {
 		}
 	})
 }
+
+// A backfill of tasks under a pause is refused and stores nothing; with
+// Hold it is stored and its instances wait PAUSED until the resume.
+func TestPauseRefusesBackfill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, "pipeline: h\ngroup: etl\ntimezone: UTC\nschedule: \"@hourly\"\ntasks:\n  - {name: a, function: record}\n")
+		sleep(3*time.Hour + time.Minute)
+		if _, err := e.do(Pause{Scope: store.ScopeGroup, Target: "etl"}, By{Actor: "operator:ann", Reason: "audit"}); err != nil {
+			t.Fatal(err)
+		}
+		calls := len(e.rec.snapshot())
+		spec, err := PlanBackfill(e.eng.g, BackfillParams{Pipeline: "h", From: start, To: start.Add(3 * time.Hour), Rerun: RerunAll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		id, err := CreateBackfill(ctx, e.st, e.eng.g, spec, "operator:bob", time.Now())
+		var pe *PausedError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "h.a is under a pause (group etl paused by operator:ann") {
+			t.Errorf("backfill under a pause: %d, %v; want it refused", id, err)
+		}
+		if bs, err := e.st.Backfills(ctx, 0); err != nil || len(bs) != 0 {
+			t.Errorf("a refused backfill stored %+v, %v", bs, err)
+		}
+		spec.Hold = true
+		if _, err := CreateBackfill(ctx, e.st, e.eng.g, spec, "operator:bob", time.Now()); err != nil {
+			t.Fatalf("held backfill: %v", err)
+		}
+		sleep(time.Minute)
+		e.stop()
+		if n := len(e.rec.snapshot()); n != calls {
+			t.Errorf("%d execution(s) under the pause", n-calls)
+		}
+		held := e.instances(store.InstanceFilter{TaskID: "h.a", States: []axtype.State{axtype.Paused}, Limit: 100})
+		if len(held) == 0 {
+			t.Errorf("held backfill: no instance PAUSED")
+		}
+	})
+}

@@ -47,6 +47,7 @@ succeeded instance again.`,
 	fl.StringVar(&f.Rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
 	fl.BoolVar(&f.StopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
 	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax trigger)")
+	fl.BoolVar(&f.Hold, "hold", false, "under a pause: start it, with what the pause covers held PAUSED until the resume (without it the backfill is refused)")
 	addRunFlags(fl, &f)
 	addAPIFlags(cmd, &f.API)
 	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd())

@@ -697,7 +697,8 @@ func (w *world) backfillStep() {
 	if len(spec.Times) > 8 {
 		spec.Times = spec.Times[len(spec.Times)-8:] // the latest 8: a seed's budget
 	}
-	id, err := engine.CreateBackfill(ctx, w.st, spec, "sim-cli", now)
+	spec.Hold = w.pauseRng.IntN(2) == 0 // under a pause: refused, or held (I10)
+	id, err := engine.CreateBackfill(ctx, w.st, w.g, spec, "sim-cli", now)
 	if err == nil {
 		w.stats.Backfills++
 	}
