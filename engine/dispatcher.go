@@ -21,8 +21,8 @@ import (
 // dispatcher owns the way from due to running: the priority queue of due
 // instances, the attempts in flight (inflight.go: added at hand-out,
 // removed when the completer records their end), the token buckets
-// (global and group rates, and the reduced rates of tasks whose breaker is
-// open) with the per-task breakers (breaker.go), the concurrency caps and
+// (global and group rates), the per-task breakers and the cut an open one
+// puts on its task's dispatches (breaker.go), the concurrency caps and
 // start queue (pool), and the attempts claimed ahead of their fire time
 // with the gates that start them; and the workers: the attempts'
 // goroutines (execute), their context and the wait group a shutdown waits
@@ -31,8 +31,9 @@ import (
 // context and wait group, set by the loop at a term's start and safe for
 // concurrent use.
 //
-// Its rules: an instance leaves the queue only when it is not paused, the
-// overlap policy lets it go at its fire time (overlap.go), a cap has room
+// Its rules: an instance leaves the queue only when no pause covers its
+// task (whatever made it), the overlap policy lets it go at its fire time
+// (overlap.go), a cap has room, its task's open breaker allows one more
 // and the buckets a token; it is recorded SCHEDULED → RUNNING with a fresh
 // ticket before any executor sees it (dispatchBatch), and handed out
 // afterwards (handOut, execute). It must not judge results (the completer
