@@ -117,7 +117,7 @@
 //	   the run left SCHEDULED within a bound (8 s, plus what the dispatch
 //	   rates need), or waits behind the task's previous instance (overlap),
 //	   or a pause was in force, or the task's circuit breaker was open (R17:
-//	   its rate cut to a tenth; breaker_open in the action log); a root skipped by its overlap policy had
+//	   its dispatches cut to a tenth of its own; breaker_open in the action log); a root skipped by its overlap policy had
 //	   another attempt of its task really running at its fire time (or one
 //	   inherited from a previous process). After an outage, the fires
 //	   missed follow the misfire policy exactly: all run when the earliest
@@ -153,6 +153,11 @@
 //	   while a pause of the task, its group or its pipeline is in force
 //	   (pause and resume by the action log), whoever made the instance: a
 //	   fire, a trigger, an approval, a rerun, a backfill, a retry.
+//	I11 an open breaker cuts the task to a tenth: a task's dispatches in
+//	   the window after its breaker_open alert (up to its next breaker
+//	   alert, and to the last check before another primary was seen lead)
+//	   are at most a tenth, rounded up and at least one, of its dispatches
+//	   in the window before.
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
 // guard, the failover of a restarted or silent executor and the give-back
