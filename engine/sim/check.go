@@ -979,9 +979,13 @@ func (c *checker) breakerOpen(task string, from, to time.Time) bool {
 		if i+1 < len(alerts) && alerts[i+1].At.Before(end) {
 			end = alerts[i+1].At
 		}
-		for _, s := range c.leading(c.leaderAt(a.At), a.At, end) {
-			if !s.to.Before(from) && !s.from.After(to) {
-				return true
+		// The checks see leaders only at checks: an alert between a change
+		// and the next check was written by the leader before or after it.
+		for _, n := range []*node{c.leaderAt(a.At), c.leaderNext(a.At)} {
+			for _, s := range c.leading(n, a.At, end) {
+				if !s.to.Before(from) && !s.from.After(to) {
+					return true
+				}
 			}
 		}
 	}
@@ -999,6 +1003,17 @@ func (c *checker) leaderAt(t time.Time) *node {
 		n = m.n
 	}
 	return n
+}
+
+// leaderNext returns the leader the first check after t that saw a change
+// saw (nil: none).
+func (c *checker) leaderNext(t time.Time) *node {
+	for _, m := range c.leaders {
+		if m.at.After(t) {
+			return m.n
+		}
+	}
+	return nil
 }
 
 // leading returns the spans of [from, to] in which n may have led, by the

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/engine"
@@ -22,7 +23,9 @@ type cutLog struct {
 // (and at least one, so that it can close), of its dispatches in the
 // window before. The window after ends early at the task's next breaker
 // alert (it closed) and at the last check before another primary was seen
-// lead (a breaker lives in the memory of the process that opened it).
+// lead (a breaker lives in the memory of the process that opened it),
+// both left out: in that instant the breaker may be closed, or another
+// primary, started as the opener stopped, dispatch.
 // Dispatches are the dispatch actions, written with the RUNNING rows.
 func (c *checker) checkBreakerCuts(now time.Time, final bool) {
 	l := &c.cuts
@@ -78,18 +81,20 @@ func (c *checker) judgeCut(ctx context.Context, a store.Action, now time.Time, f
 		return false
 	}
 	before, after := 0, 0
+	var seen []string
 	for _, d := range ds {
 		switch {
 		case d.At.After(a.At.Add(-win)) && !d.At.After(a.At):
 			before++
-		case d.At.After(a.At) && !d.At.After(end):
+		case d.At.After(a.At) && d.At.Before(end): // at end itself, another primary or a closed breaker may dispatch
 			after++
+			seen = append(seen, d.At.Format("15:04:05.000")+" "+d.Reason)
 		}
 	}
 	c.w.tally[invBreakerCut]++
 	if allowed := max(1, int(math.Ceil(float64(before)/10-1e-9))); after > allowed {
-		c.w.violate(invBreakerCut, "%s: breaker open at %s after %d dispatches in the %s before; %d dispatches in the %s after, over the cut of %d",
-			a.TaskID, a.At.Format(time.RFC3339Nano), before, win, after, end.Sub(a.At), allowed)
+		c.w.violate(invBreakerCut, "%s: breaker open at %s after %d dispatches in the %s before; %d dispatches in the %s after, over the cut of %d: %s",
+			a.TaskID, a.At.Format(time.RFC3339Nano), before, win, after, end.Sub(a.At), allowed, strings.Join(seen, "; "))
 	}
 	return true
 }
