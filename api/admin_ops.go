@@ -20,6 +20,20 @@ import (
 type opBody struct {
 	Reason     string `json:"reason"`
 	Downstream bool   `json:"downstream"` // trigger only
+	Hold       bool   `json:"hold"`       // rerun only: under a pause, rerun it held PAUSED until the resume (else refused, 409)
+}
+
+// withHold returns op with Hold set, for a rerun; hold on any other
+// operation is a 400.
+func withHold(op engine.Request, hold bool) (engine.Request, error) {
+	if !hold {
+		return op, nil
+	}
+	if r, ok := op.(engine.Rerun); ok {
+		r.Hold = true
+		return r, nil
+	}
+	return nil, errf(http.StatusBadRequest, "hold applies to trigger and rerun only")
 }
 
 // actorOf names who asks: X-Ax-Actor (the CLI sends operator:$USER), else "operator:api".
@@ -31,7 +45,8 @@ func actorOf(r *http.Request) string {
 }
 
 // do applies op in the engine's loop. Refusals (wrong state, nothing to
-// kill) are 409s that changed nothing.
+// kill, work under a pause: engine.PausedError) are 409s that changed
+// nothing.
 func (a *admin) do(r *http.Request, op engine.Request, by ...engine.By) (any, error) {
 	var who engine.By
 	if len(by) > 0 {
@@ -82,7 +97,11 @@ func taskOp(req func(task string) engine.Request) func(*admin, *http.Request) (a
 		if b.Downstream {
 			return nil, errf(http.StatusBadRequest, "downstream applies to trigger only")
 		}
-		return a.do(r, req(t.ID()), engine.By{Reason: b.Reason})
+		op, err := withHold(req(t.ID()), b.Hold)
+		if err != nil {
+			return nil, err
+		}
+		return a.do(r, op, engine.By{Reason: b.Reason})
 	}
 }
 
@@ -109,8 +128,8 @@ func scopeOp(scope store.PauseScope, req func(scope store.PauseScope, name strin
 		if err := decodeBody(r, &b); err != nil {
 			return nil, err
 		}
-		if b.Downstream {
-			return nil, errf(http.StatusBadRequest, "downstream applies to trigger only")
+		if b.Downstream || b.Hold {
+			return nil, errf(http.StatusBadRequest, "downstream and hold apply to trigger (and hold to rerun) only")
 		}
 		return a.do(r, req(scope, name), engine.By{Reason: b.Reason})
 	}
@@ -142,7 +161,11 @@ func instanceOp(req func(id int64) engine.Request) func(*admin, *http.Request) (
 		if err := decodeBody(r, &b); err != nil {
 			return nil, err
 		}
-		return a.do(r, req(id), engine.By{Reason: b.Reason})
+		op, err := withHold(req(id), b.Hold)
+		if err != nil {
+			return nil, err
+		}
+		return a.do(r, op, engine.By{Reason: b.Reason})
 	}
 }
 
@@ -151,7 +174,7 @@ func (a *admin) runRerun(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.do(r, engine.Rerun{Run: id}, engine.By{Reason: b.Reason})
+	return a.do(r, engine.Rerun{Run: id, Hold: b.Hold}, engine.By{Reason: b.Reason})
 }
 
 func (a *admin) setLimits(r *http.Request) (any, error) {
@@ -220,6 +243,7 @@ type BackfillRequest struct {
 	StopOnFailure bool   `json:"stop_on_failure"`
 	ApproveManual bool   `json:"approve_manual"`
 	WaitCross     bool   `json:"wait_cross"` // wait for other pipelines' runs (BackfillSpec.WaitCross)
+	Hold          bool   `json:"hold"`       // under a pause: start it, what the pause covers held PAUSED (else 409)
 	DryRun        bool   `json:"dry_run"`
 }
 
@@ -246,7 +270,7 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	}
 	spec, err := engine.PlanBackfill(a.graph(), engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
 		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure,
-		ApproveManual: b.ApproveManual, WaitCross: b.WaitCross})
+		ApproveManual: b.ApproveManual, WaitCross: b.WaitCross, Hold: b.Hold})
 	if err != nil {
 		code := http.StatusBadRequest
 		if p == nil {
@@ -257,7 +281,11 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	if b.DryRun {
 		return BackfillPlan{Plan: spec}, nil
 	}
-	id, err := engine.CreateBackfill(r.Context(), a.st, spec, actorOf(r), a.now())
+	id, err := engine.CreateBackfill(r.Context(), a.st, a.graph(), spec, actorOf(r), a.now())
+	var pe *engine.PausedError
+	if errors.As(err, &pe) {
+		return nil, errf(http.StatusConflict, "backfill refused: %v", err)
+	}
 	if err != nil {
 		return nil, err
 	}

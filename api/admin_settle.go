@@ -23,6 +23,7 @@ type triggerBody struct {
 	Downstream bool              `json:"downstream"`
 	At         string            `json:"at"`     // logical time, in the pipeline's zone unless it has an offset
 	Params     map[string]string `json:"params"` // merged over the tasks' params
+	Hold       bool              `json:"hold"`   // under a pause: create it held PAUSED until the resume (else refused, 409)
 }
 
 // markBody is the body of a mark.
@@ -50,7 +51,7 @@ func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, sche
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}
-	op := engine.Trigger{Target: target, Downstream: b.Downstream, Params: b.Params}
+	op := engine.Trigger{Target: target, Downstream: b.Downstream, Params: b.Params, Hold: b.Hold}
 	if b.Downstream && !isTask {
 		return nil, errf(http.StatusBadRequest, "downstream applies to a task: a pipeline trigger runs every task of %s", p.Name)
 	}

@@ -44,6 +44,7 @@ type BackfillOptions struct {
 	StopOnFailure           bool
 	ApproveManual           bool
 	WaitCross               bool
+	Hold                    bool // under a pause: start it, what the pause covers held PAUSED (else refused)
 	Standalone, Detach      bool
 	MaxActive               int
 	Pipelines               []string
@@ -71,7 +72,7 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 	}
 	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.Select,
 		MaxActiveRuns: f.MaxActive, Reverse: f.Reverse, Rerun: f.Rerun, StopOnFailure: f.StopOnFailure,
-		ApproveManual: f.ApproveManual, WaitCross: f.WaitCross})
+		ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold})
 	if err != nil {
 		return Fail(err)
 	}
@@ -92,7 +93,7 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 		if err != nil {
 			return err
 		}
-		if id, err = engine.CreateBackfill(ctx, st.Fence(l.Epoch), spec, Actor(), time.Now()); err != nil {
+		if id, err = engine.CreateBackfillFenced(ctx, st, st.Fence(l.Epoch), g, spec, Actor(), time.Now()); err != nil {
 			releaseLease(st, l)
 			return Fail(err)
 		}
@@ -104,8 +105,8 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 			return Fail(fmt.Errorf("backfill %d stored, but its lease could not be kept: %w; continue it with: ax backfill resume %d --standalone", id, err, id))
 		}
 		defer releaseLease(st, l) // only if the engine never took it over: a stale epoch releases nothing
-	} else if id, err = engine.CreateBackfill(ctx, st, spec, Actor(), time.Now()); err != nil {
-		return Fail(err)
+	} else if id, err = engine.CreateBackfill(ctx, st, g, spec, Actor(), time.Now()); err != nil {
+		return Fail(fmt.Errorf("backfill refused: %w", err))
 	}
 	fmt.Fprintf(out, "backfill %d: %s, %d run(s) × %d task(s)\n", id, pipeline, len(spec.Times), len(spec.Tasks))
 	return FollowBackfill(ctx, out, st, g, id, f)
@@ -315,7 +316,7 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		return err
 	}
 	req := api.BackfillRequest{Pipeline: pipeline, From: f.From, To: f.To, Select: f.Select, MaxActiveRuns: f.MaxActive, Reverse: f.Reverse,
-		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, WaitCross: f.WaitCross}
+		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold}
 	if f.From == "" || f.To == "" {
 		return Usage("give --from and --to")
 	}

@@ -66,6 +66,9 @@ func OpRoute(op Op) (string, map[string]any, error) {
 		if len(r.Params) > 0 {
 			body["params"] = r.Params
 		}
+		if r.Hold {
+			body["hold"] = true
+		}
 		if !strings.Contains(r.Target, ".") {
 			return "/api/v1/pipelines/" + esc(r.Target) + "/trigger", body, nil
 		}
@@ -89,6 +92,9 @@ func OpRoute(op Op) (string, map[string]any, error) {
 		}
 		return task(r.Target, r.Verb())
 	case engine.Rerun:
+		if r.Hold {
+			body["hold"] = true
+		}
 		switch {
 		case r.Instance != 0:
 			return fmt.Sprintf("/api/v1/instances/%d/rerun", r.Instance), body, nil

@@ -98,7 +98,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		return err
 	}
 	defer releaseLease(st, l) // only if the engine never took it over: a stale epoch releases nothing
-	id, err := engine.CreateBackfill(ctx, st.Fence(l.Epoch), spec, Actor(), time.Now())
+	id, err := engine.CreateBackfillFenced(ctx, st, st.Fence(l.Epoch), g, spec, Actor(), time.Now())
 	if err != nil {
 		return Fail(err)
 	}

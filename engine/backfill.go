@@ -49,6 +49,10 @@ type BackfillSpec struct {
 	// Waits are, with WaitCross, the runs of other pipelines its runs wait
 	// for, per logical time: what a dry run shows.
 	Waits []CrossWait `json:"waits,omitempty"`
+	// Hold starts it even though a pause covers some of its tasks (--hold):
+	// their instances wait PAUSED until the resume. Without it such a
+	// backfill is refused (PausedError).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // CrossWait is one upstream in another pipeline that a backfill run waits
@@ -88,6 +92,7 @@ type BackfillParams struct {
 	StopOnFailure bool
 	ApproveManual bool
 	WaitCross     bool
+	Hold          bool
 }
 
 // PlanBackfill returns what a backfill would run: one logical time per fire
@@ -145,7 +150,7 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 		return BackfillSpec{}, fmt.Errorf("the selected tasks of %s are started by no schedule: use ax trigger", p.Pipeline)
 	}
 	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure,
-		ApproveManual: p.ApproveManual, WaitCross: p.WaitCross}
+		ApproveManual: p.ApproveManual, WaitCross: p.WaitCross, Hold: p.Hold}
 	for _, t := range sel {
 		spec.Tasks = append(spec.Tasks, t.Name)
 	}
@@ -589,8 +594,31 @@ type BackfillWriter interface {
 	CreateBackfill(ctx context.Context, b store.Backfill, now time.Time) (int64, error)
 }
 
-// CreateBackfill stores a backfill of spec through w.
-func CreateBackfill(ctx context.Context, w BackfillWriter, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+// CreateBackfill stores a backfill of spec, over the tasks of graph g, for
+// the primary scheduler to run (CreateBackfillFenced: for the caller's own
+// lease).
+func CreateBackfill(ctx context.Context, st *store.Store, g *dag.Graph, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+	return CreateBackfillFenced(ctx, st, st, g, spec, actor, now)
+}
+
+// CreateBackfillFenced stores a backfill of spec, over the tasks of graph g,
+// through w. A backfill of tasks a stored pause (read from st) covers is
+// refused (PausedError) unless spec.Hold; nothing is stored then.
+func CreateBackfillFenced(ctx context.Context, st *store.Store, w BackfillWriter, g *dag.Graph, spec BackfillSpec, actor string, now time.Time) (int64, error) {
+	ps, err := st.Pauses(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("backfill: read the pauses in force: %w", err)
+	}
+	var tasks []*defs.Task
+	for _, n := range spec.Tasks {
+		if t := g.Task(spec.Pipeline + "." + n); t != nil {
+			tasks = append(tasks, t)
+		}
+	}
+	set := store.NewPauseSet(ps)
+	if err := underPause(&set, spec.Hold, tasks...); err != nil {
+		return 0, err
+	}
 	b, err := backfillRecord(spec, actor)
 	if err != nil {
 		return 0, err

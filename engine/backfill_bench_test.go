@@ -21,7 +21,7 @@ func runSpec(b *testing.B, g *dag.Graph, execs Executors, spec BackfillSpec) tim
 	b.Helper()
 	st := storetest.SQLite(b)
 	ctx := context.Background()
-	id, err := CreateBackfill(ctx, st, spec, "bench", time.Now())
+	id, err := CreateBackfill(ctx, st, g, spec, "bench", time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

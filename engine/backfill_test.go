@@ -94,7 +94,7 @@ func (e *env) startBackfill(p BackfillParams) int64 {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	id, err := CreateBackfill(context.Background(), e.st, spec, "operator:test", time.Now())
+	id, err := CreateBackfill(context.Background(), e.st, e.eng.g, spec, "operator:test", time.Now())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -364,11 +364,11 @@ func TestBackfillerStep(t *testing.T) {
 	day := func(d int) time.Time { return time.Date(2026, 3, d, 1, 30, 0, 0, time.UTC) } // 02:30 in Berlin
 	spec := BackfillSpec{Pipeline: "daily", Tasks: []string{"sync", "clean"}, Times: []time.Time{day(1), day(2), day(3), day(4)},
 		MaxActiveRuns: 2, StopOnFailure: true}
-	id, err := CreateBackfill(ctx, st, spec, "ann", now)
+	g := compileOne(t, layered)
+	id, err := CreateBackfill(ctx, st, g, spec, "ann", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := compileOne(t, layered)
 	tasks, _ := buildTasks(g)
 	l, err := st.AcquireLease(ctx, store.LeaseParams{Holder: "test", TTL: time.Hour, Now: time.Now()})
 	if err != nil {

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/store"
 	"time"
 
 	"github.com/ax-sched/ax/dag"
@@ -10,10 +12,10 @@ import (
 	"github.com/ax-sched/ax/engine/breaker"
 )
 
-// breakerChanged cuts (or restores) the task's dispatch rate and records the
-// breaker opening or closing as an alert in the action log and the log (R17).
+// breakerChanged records the breaker opening (and the cut it puts on the
+// task's dispatches) or closing as an alert in the action log and the log
+// (R17).
 func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time.Time) {
-	e.cutRate(ch.Task, now)
 	kind := AlertBreakerClosed
 	if ch.Open {
 		kind = AlertBreakerOpen
@@ -23,8 +25,11 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 	if t := e.tasks[ch.Task]; t != nil {
 		pipeline = t.def.Pipeline
 	}
-	e.Alert(ctx, Alert{Kind: kind, At: now, Pipeline: pipeline, Task: ch.Task,
-		Message: fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)})
+	msg := fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)
+	if ch.Open {
+		msg += "; dispatches cut to " + breaker.Cut{Allowed: ch.Allowed, Was: ch.Was, Window: ch.Window}.String()
+	}
+	e.Alert(ctx, Alert{Kind: kind, At: now, Pipeline: pipeline, Task: ch.Task, Message: msg})
 }
 
 // tuneBreakers gives each task whose file sets `breaker:` its own breaker
@@ -46,35 +51,40 @@ func (d *dispatcher) tuneBreakers(g *dag.Graph) {
 	}
 }
 
-// cutRate puts in force the dispatch rate task's breaker calls for: while
-// it is open, its factor (a tenth) of the task's base rate (its group's
-// rate, else the global rate, else Config.BreakerBaseRate); while closed,
-// none of its own.
-func (d *dispatcher) cutRate(task string, now time.Time) {
-	f := d.brk.Factor(task)
-	if f >= 1 {
-		d.tripped.SetGroup(task, 0, now)
-		return
+// breakerHolds applies the cut of p's task's open breaker to queued
+// instance id for batch b: beyond the dispatches it allows per window, a
+// fire of a schedule run whose overlap policy is skip is skipped (failed
+// with the cut's numbers); anything else (overlap wait or allow, a retry,
+// a rerun, a manual or backfill run, a catch-up the misfire rule chose)
+// waits in the queue until the cut allows one more. Each is logged once.
+// It reports whether the instance is held back or skipped.
+func (d *dispatcher) breakerHolds(b *batchPlan, id int64, p *pend, now time.Time) bool {
+	ok, w := d.brk.Allow(p.task.id, now)
+	if ok {
+		return false
 	}
-	base := d.cfg.BreakerBaseRate
-	if t := d.tasks[task]; t != nil {
-		if r := d.bucket.Limits().Groups[t.def.Group]; r > 0 {
-			base = r
-		} else if g := d.bucket.Limits().Global; g > 0 {
-			base = g
-		}
+	c, _ := d.brk.CutOf(p.task.id, now)
+	due := time.UnixMilli(p.at)
+	fire := p.kind == axtype.RunSchedule && !p.manual && p.state == axtype.Scheduled && p.attempt == 0 && due.After(p.task.backlog)
+	if fire && p.task.def.Overlap == defs.OverlapSkip {
+		why := "breaker open: " + c.String() + ", none left until " + c.Next.UTC().Format(time.RFC3339)
+		d.log.Info("breaker_skip", "task", p.task.id, "run", p.runID, "instance", id, "reason", why)
+		b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Failed,
+			Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr("skipped: " + why + " (overlap: skip)")},
+			Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: "skipped by the breaker's cut: " + why,
+			Action: &store.Action{Actor: Actor, Action: "breaker_skip", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Reason: why}})
+		b.picked = append(b.picked, id)
+		return true
 	}
-	d.tripped.SetGroup(task, base*f, now)
-}
-
-// cutRates puts in force the cut rates of the tasks whose breaker is open:
-// at the start of a term, whose dispatcher starts with none (the breakers
-// outlive the term), and after the limits changed (the base of a cut
-// rate). A closed breaker has no rate of its own to restore.
-func (d *dispatcher) cutRates(now time.Time) {
-	for id := range d.tasks {
-		if d.brk.Factor(id) < 1 {
-			d.cutRate(id, now)
-		}
+	if !p.cut {
+		p.cut = true
+		d.log.Info("breaker_wait", "task", p.task.id, "run", p.runID, "instance", id,
+			"reason", "breaker open: "+c.String()+"; it waits until "+now.Add(w).UTC().Format(time.RFC3339))
 	}
+	p.throttled = true
+	b.deferred = append(b.deferred, id)
+	if b.wait == 0 || w < b.wait {
+		b.wait = w
+	}
+	return true
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -89,7 +90,8 @@ tasks:
 }
 
 // TestBreakerRateCutOutlivesARetakenLease: a task whose breaker is open
-// dispatches at a tenth of its base rate (R17), and still does after its
+// dispatches a tenth, rounded up, of what it did in the window before it
+// opened (R17; here 1 a minute), and still does after its
 // process lost the lease to another and took it back (a new term). The
 // breakers are kept across terms, but a new term's dispatcher started with
 // no reduced rates: the open breaker's task ran at full rate, and, failing
@@ -97,7 +99,7 @@ tasks:
 func TestBreakerRateCutOutlivesARetakenLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
-		e := setup(t, Config{BreakerBaseRate: 1}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
 timezone: UTC
 schedule: "@every 1s"
 overlap: allow
@@ -141,12 +143,116 @@ tasks:
 		sleep(time.Minute)
 		after := starts(t1, time.Now())
 		e.stop()
-		// 0.1 a second for a minute, and the bucket's burst of one
-		if before > 8 || after > 8 {
-			t.Errorf("br.hot started %d attempts in the minute before the retake and %d in the minute after; want at most 8 each (a tenth of 1/s, breaker open)", before, after)
+		// 3 dispatches in the minute before it opened: 1 a minute while open
+		if before > 1 || after > 1 {
+			t.Errorf("br.hot started %d attempts in the minute before the retake and %d in the minute after; want at most 1 each (a tenth of 3, rounded up, breaker open)", before, after)
 		}
 		if before == 0 || after == 0 {
 			t.Errorf("br.hot started %d and %d attempts: throttled, not stopped", before, after)
 		}
 	})
+}
+
+// TestBreakerCutsTheTasksOwnRate: an open breaker cuts a task to a tenth
+// (rounded up) of the dispatches it made in the window before it opened,
+// however slowly it fires: a task every 2 s that always fails opened its
+// breaker after 10 dispatches in the window, so it may dispatch once in
+// the next five minutes. Fires beyond the cut follow the overlap policy:
+// skip fails them with the reason, wait keeps them queued. ax explain gives
+// the numbers.
+func TestBreakerCutsTheTasksOwnRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{"brk.bad": fail, "brk.waits": fail}, `pipeline: brk
+timezone: UTC
+schedule: "@every 2s"
+tasks:
+  - {name: bad, function: record}
+  - {name: waits, function: record, overlap: wait}
+`)
+		sleep(time.Minute)
+		x, err := e.eng.Explain(context.Background(), "brk.bad")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := ""
+		for _, f := range x.Findings {
+			if f.Check == "breaker" {
+				found = f.Detail
+			}
+		}
+		if !strings.Contains(found, "breaker open: 1 dispatch(es) allowed per 5m0s, was 10") {
+			t.Errorf("explain's breaker finding %q; want the cut with its numbers", found)
+		}
+		sleep(10 * time.Minute)
+		e.stop()
+		for _, task := range []string{"brk.bad", "brk.waits"} {
+			opened := e.actionsOf(task, AlertBreakerOpen)
+			if len(opened) != 1 {
+				t.Fatalf("%s: %d breaker_open alerts, want 1", task, len(opened))
+			}
+			at := opened[0].At
+			starts := e.dispatchesOf(task)
+			before, after, later := 0, 0, 0
+			for _, s := range starts {
+				switch {
+				case s.After(at.Add(-5*time.Minute)) && !s.After(at):
+					before++
+				case s.After(at) && !s.After(at.Add(5*time.Minute)):
+					after++
+				case s.After(at.Add(5*time.Minute)) && !s.After(at.Add(10*time.Minute)):
+					later++
+				}
+			}
+			if before != 10 || after != 1 || later != 1 {
+				t.Errorf("%s dispatched %d times in the window before its breaker opened, %d and %d in the two windows after; want 10, then 1 and 1 (a tenth, rounded up)",
+					task, before, after, later)
+			}
+		}
+		skipped := e.instances(store.InstanceFilter{TaskID: "brk.bad", States: []axtype.State{axtype.Failed}, Limit: 1 << 20})
+		cut := 0
+		for _, in := range skipped {
+			if strings.Contains(in.Error, "breaker open") {
+				cut++
+			}
+		}
+		if cut < 100 {
+			t.Errorf("brk.bad: %d fires skipped by the cut, want every fire beyond it (overlap: skip)", cut)
+		}
+		due := 0
+		for _, in := range e.instances(store.InstanceFilter{TaskID: "brk.waits", States: []axtype.State{axtype.Scheduled}, Limit: 1 << 20}) {
+			if in.NextFireAt.Before(time.Now().Add(-time.Minute)) {
+				due++
+			}
+		}
+		if n := due; n < 100 {
+			t.Errorf("brk.waits: %d fires queued behind the cut, want every fire beyond it (overlap: wait)", n)
+		}
+	})
+}
+
+// actionsOf returns task's actions of kind, oldest first.
+func (e *env) actionsOf(task, kind string) []store.Action {
+	e.t.Helper()
+	a, err := e.st.Actions(context.Background(), store.LogFilter{TaskID: task, Action: kind, Limit: 1 << 20})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+// dispatchesOf returns when task's attempts were dispatched (moved to RUNNING).
+func (e *env) dispatchesOf(task string) []time.Time {
+	e.t.Helper()
+	hs, err := e.st.History(context.Background(), store.LogFilter{TaskID: task, Limit: 1 << 20})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []time.Time
+	for _, h := range hs {
+		if h.To == axtype.Running {
+			out = append(out, h.At)
+		}
+	}
+	return out
 }

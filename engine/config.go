@@ -75,10 +75,6 @@ type Config struct {
 	MisfireAfter time.Duration
 	// Breaker tunes the per-task circuit breaker.
 	Breaker breaker.Config
-	// BreakerBaseRate is the dispatch rate, per second, that an open breaker
-	// cuts to its fraction when neither the task's group nor the global limit
-	// sets one. Default 10 (an open breaker then allows one a second).
-	BreakerBaseRate float64
 	// NoSchedules keeps the schedules from creating runs: a standalone
 	// engine that only runs backfills or one run (ax backfill --standalone, ax run).
 	NoSchedules bool
@@ -149,7 +145,6 @@ func (c Config) withDefaults() (Config, error) {
 		c.SLACheck = 5 * time.Second
 	}
 	orDefault(&c.MisfireLimit, 100)
-	orDefault(&c.BreakerBaseRate, 10)
 	orDefault(&c.MisfireAfter, DefaultMisfireAfter)
 	orDefault(&c.LogMax, runner.DefaultLogMax)
 	orDefault(&c.LogFlush, time.Second)

@@ -291,6 +291,47 @@ func (p *pauses) by(t *taskInfo) (string, bool) {
 	return pauseText(ps, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), true
 }
 
+// PausedError refuses an operator request that would create or release
+// work a pause covers (a trigger, an approval, a rerun, a backfill):
+// nothing was created or changed. Asked again with Hold, the request
+// creates that work held PAUSED until the resume.
+type PausedError struct {
+	Task  string      // the first task of the request that a pause covers
+	Pause store.Pause // the pause that covers it
+}
+
+func (e *PausedError) Error() string {
+	return fmt.Sprintf("%s is under a pause (%s); nothing was created or released: resume it first (%s), or ask again with --hold (API: \"hold\": true) to create it held PAUSED until the resume",
+		e.Task, pauseText(e.Pause, func(at time.Time) string { return at.UTC().Format(time.RFC3339) }), resumeCommand(e.Pause))
+}
+
+// resumeCommand is the command that lifts pause p.
+func resumeCommand(p store.Pause) string {
+	if p.Scope == store.ScopeGroup {
+		return "ax resume --group " + p.Name
+	}
+	return "ax resume " + p.Name
+}
+
+// underPause is the pause rule for the work an operator creates or
+// releases: none of it starts while a pause covers its task. It returns
+// the PausedError that refuses the request when a pause covers one of
+// tasks, or nil when none does or the request holds (Hold: what a pause
+// covers is created and waits PAUSED until the resume, as the scheduler's
+// own fires, releases and retries do: dispatcher.plan, resolver.releasable).
+// Coverage is store.PauseSet.Covering, the rule the API's views use too.
+func underPause(set *store.PauseSet, hold bool, tasks ...*defs.Task) error {
+	if hold {
+		return nil
+	}
+	for _, t := range tasks {
+		if p, ok := set.Covering(t.ID(), t.Group, t.Pipeline); ok {
+			return &PausedError{Task: t.ID(), Pause: p}
+		}
+	}
+	return nil
+}
+
 // pauseText says who paused what, when (formatted by stamp) and why.
 func pauseText(p store.Pause, stamp func(time.Time) string) string {
 	why := fmt.Sprintf("%s %s paused by %s at %s", p.Scope, p.Name, p.Actor, stamp(p.At))
@@ -605,34 +646,43 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 		if r.Downstream {
 			return "", fmt.Errorf("--downstream applies to a task; a pipeline trigger runs every task of %s", p.Name)
 		}
+		if err := underPause(&op.pauses.PauseSet, r.Hold, p.Tasks...); err != nil {
+			return "", err
+		}
 		rs, err := op.pl.newRunWith(ctx, newRunSpec{pipeline: p.Name, trig: p.Name, kind: axtype.RunManual, names: p.TaskNames(), at: at,
 			actor: by.Actor, params: params}, now)
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("run %d started for pipeline %s (%d task(s)) at logical time %s", rs.id, p.Name, len(p.Tasks),
-			at.In(p.Location).Format(time.RFC3339)), nil
+			at.In(p.Location).Format(time.RFC3339)) + op.heldNote(p.Tasks...), nil
 	}
 	t, err := op.resolveTask(r.Target)
 	if err != nil {
 		return "", err
 	}
 	loc := op.g.Pipeline(t.def.Pipeline).Location
+	if err := underPause(&op.pauses.PauseSet, r.Hold, t.def); err != nil {
+		return "", err
+	}
 	if t.def.Manual && !r.Downstream && len(r.Params) == 0 {
 		msg, ok, err := op.approve(ctx, t, r, by, now)
 		if ok || err != nil {
 			return msg, err
 		}
 	}
-	names := []string{t.def.Name}
+	names, tasks := []string{t.def.Name}, []*defs.Task{t.def}
 	if r.Downstream {
 		sel, err := op.g.Select(t.def.Pipeline, t.def.Name+"+")
 		if err != nil {
 			return "", err
 		}
-		names = names[:0]
+		names, tasks = names[:0], sel
 		for _, s := range sel {
 			names = append(names, s.Name)
+		}
+		if err := underPause(&op.pauses.PauseSet, r.Hold, sel...); err != nil {
+			return "", err
 		}
 	}
 	rs, err := op.pl.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: axtype.RunManual, names: names, at: at,
@@ -640,7 +690,22 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("run %d started for %s (%d task(s)) at logical time %s", rs.id, t.id, len(names), at.In(loc).Format(time.RFC3339)), nil
+	return fmt.Sprintf("run %d started for %s (%d task(s)) at logical time %s", rs.id, t.id, len(names), at.In(loc).Format(time.RFC3339)) + op.heldNote(tasks...), nil
+}
+
+// heldNote tells, for the answer to a request made with Hold, which of
+// tasks a pause covers: they wait PAUSED until the resume.
+func (op *operator) heldNote(tasks ...*defs.Task) string {
+	var held []string
+	for _, t := range tasks {
+		if p, ok := op.pauses.Covering(t.ID(), t.Group, t.Pipeline); ok {
+			held = append(held, fmt.Sprintf("%s (%s %s)", t.ID(), p.Scope, p.Name))
+		}
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return "; held PAUSED until the resume: " + strings.Join(held, ", ")
 }
 
 // approve releases the gate of manual task t's oldest instance awaiting
@@ -699,6 +764,9 @@ func (op *operator) approve(ctx context.Context, t *taskInfo, r Trigger, by By, 
 			return what + ": it runs at " + at.In(loc).Format(time.RFC3339), true, nil
 		}
 		return what + ": it runs now", true, nil
+	}
+	if len(rel) == 1 && rel[0].p.To == axtype.Paused {
+		return what + op.heldNote(t.def), true, nil
 	}
 	if len(rel) == 1 && rel[0].p.To == axtype.Failed {
 		return what + ": it cannot run: " + rel[0].p.Reason, true, nil
@@ -792,6 +860,15 @@ func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (s
 	if err := op.checkUpstreamsRerun(ctx, insts); err != nil {
 		return "", err
 	}
+	var targets []*defs.Task
+	for _, in := range insts {
+		if t := op.tasks[in.TaskID]; t != nil {
+			targets = append(targets, t.def)
+		}
+	}
+	if err := underPause(&op.pauses.PauseSet, r.Hold, targets...); err != nil {
+		return "", err
+	}
 	var (
 		rerun, back []string
 		again       []axtype.Instance // rerun or brought back: their downstream come back too
@@ -832,7 +909,7 @@ func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (s
 	if n > 0 {
 		msg += fmt.Sprintf("; %d downstream instance(s) that never ran wait again", n)
 	}
-	return msg, nil
+	return msg + op.heldNote(targets...), nil
 }
 
 // checkUpstreamsRerun refuses a rerun that would bring back an instance
@@ -926,13 +1003,19 @@ func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now
 		at = releaseAt(runFire(op.res.runs.kindOf(ctx, in.RunID), in.LogicalTime, in.CreatedAt), now, t.def.Delay)
 	}
 	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
-		why := op.disp.pool.full(t)
-		if why == "" {
+		// Through the queue, where the pause rule, the caps and the
+		// breaker's cut apply, unless none holds it now.
+		why := "waits for a slot: " + op.disp.pool.full(t)
+		if _, paused := op.pauses.of(t); paused {
+			why = "held under a pause" // Rerun.Hold
+		} else if ok, _ := op.disp.brk.Allow(t.id, now); !ok {
+			why = "waits for its breaker's cut"
+		} else if op.disp.pool.full(t) == "" {
 			p := &pend{at: now.UnixMilli(), version: in.Version, state: axtype.Failed, task: t, runID: in.RunID, logical: in.LogicalTime, manual: true,
 				attempt: in.Attempt, counted: rerunCounted}
 			return op.startNow(ctx, in.ID, p, now, "rerun by "+by.Actor)
 		}
-		reason = "rerun: waits for a slot: " + why
+		reason = "rerun: " + why
 	}
 	from, v, counted := in.State, in.Version, rerunCounted
 	if from == axtype.Killed || from == axtype.Failed {
@@ -965,6 +1048,7 @@ func (op *operator) startNow(ctx context.Context, id int64, p *pend, now time.Ti
 	if err != nil {
 		return err
 	}
+	op.disp.brk.Dispatched(p.task.id, now)
 	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, counted: counted, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
 	op.disp.track(id, a)
 	op.disp.execute(id, a, nil)
@@ -1060,7 +1144,6 @@ func (d *dispatcher) setLimits(ctx context.Context, r SetLimits, now time.Time) 
 		d.bucket.SetGroup(g, r, now)
 	}
 	d.pool.set(r.MaxRunning, r.GroupMaxRunning)
-	d.cutRates(now)
 	l := d.limits()
 	b, _ := json.Marshal(storedForm(l))
 	if err := d.host.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
@@ -1167,7 +1250,6 @@ func (d *dispatcher) loadLimits(ctx context.Context, now time.Time) error {
 		d.applyLimits(s.over(d.limits()), now)
 		d.log.Info("limits_from_store", "limits", describeLimits(d.limits()))
 	}
-	d.cutRates(now)
 	d.host.publishLimits(d.limits())
 	return nil
 }

@@ -149,9 +149,10 @@ func TestBreakerCutsRateAndRecovers(t *testing.T) {
 		if a := e.actions("breaker_open"); len(a) != 1 || a[0].Reason != "alert" || !strings.Contains(a[0].Detail, "4 of 4 outcomes failed") {
 			t.Fatalf("breaker_open actions %+v", a)
 		}
-		// Open: one tenth of the 10/s base, one a second: 10 runs take about 9 s.
-		if d := burst(10); d < 8*time.Second || d > 10*time.Second {
-			t.Errorf("10 runs with the breaker open took %s, want about 9 s", d)
+		// Open: a tenth, rounded up, of the 4 dispatches it made in the
+		// window before: one per 5 minutes, so 10 runs take 45 minutes.
+		if d := burst(10); d < 44*time.Minute || d > 46*time.Minute {
+			t.Errorf("10 runs with the breaker open took %s, want about 45 m (one per 5 m)", d)
 		}
 		failing = false
 		burst(25) // successes bring the failure rate back to 50 %
@@ -541,7 +542,7 @@ func TestOperatorActionsNamedByPipeline(t *testing.T) {
 			Pause{Scope: store.ScopePipeline, Target: "l"},
 			Resume{Scope: store.ScopePipeline, Target: "l"},
 			Pause{Scope: store.ScopeTask, Target: "l.a"},
-			Trigger{Target: "l"},
+			Trigger{Target: "l", Hold: true}, // under l.a's pause: held
 			Trigger{Target: "m.b"},
 		} {
 			if _, err := e.do(req); err != nil {

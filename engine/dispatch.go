@@ -34,11 +34,12 @@ type pend struct {
 	logical   time.Time
 	attempt   int            // the number of its last attempt (0: none yet)
 	counted   int            // its attempts counted against its retries
-	manual    bool           // a run-now or rerun: pause and overlap do not hold it back
+	manual    bool           // a run-now or rerun: overlap does not hold it back (a pause does)
 	kind      axtype.RunKind // overlap is judged among schedule runs only
 	throttled bool           // held back by the token bucket at least once
 	capped    string         // the concurrency cap that held it back at the last dispatch, if any
 	unrouted  string         // why no executor could take it at the last dispatch, if so (unrouted)
+	cut       bool           // held back by its task's open breaker (logged once)
 }
 
 // nextAttempt is the one numbering of attempts: every dispatch of an

@@ -21,8 +21,8 @@ import (
 // dispatcher owns the way from due to running: the priority queue of due
 // instances, the attempts in flight (inflight.go: added at hand-out,
 // removed when the completer records their end), the token buckets
-// (global and group rates, and the reduced rates of tasks whose breaker is
-// open) with the per-task breakers (breaker.go), the concurrency caps and
+// (global and group rates), the per-task breakers and the cut an open one
+// puts on its task's dispatches (breaker.go), the concurrency caps and
 // start queue (pool), and the attempts claimed ahead of their fire time
 // with the gates that start them; and the workers: the attempts'
 // goroutines (execute), their context and the wait group a shutdown waits
@@ -31,8 +31,9 @@ import (
 // context and wait group, set by the loop at a term's start and safe for
 // concurrent use.
 //
-// Its rules: an instance leaves the queue only when it is not paused, the
-// overlap policy lets it go at its fire time (overlap.go), a cap has room
+// Its rules: an instance leaves the queue only when no pause covers its
+// task (whatever made it), the overlap policy lets it go at its fire time
+// (overlap.go), a cap has room, its task's open breaker allows one more
 // and the buckets a token; it is recorded SCHEDULED → RUNNING with a fresh
 // ticket before any executor sees it (dispatchBatch), and handed out
 // afterwards (handOut, execute). It must not judge results (the completer
@@ -41,7 +42,6 @@ type dispatcher struct {
 	queue   queue.Queue[int64]
 	running inflight // the attempts in flight (inflight.go)
 	bucket  *bucket.Bucket
-	tripped *bucket.Bucket          // per-task buckets of tasks whose breaker is open
 	brk     *breaker.Breaker        // per-task circuit breakers, fed by the completer; kept across terms
 	pool    *pool                   // concurrency caps and what runs against them
 	held    map[int64]*attempt      // claimed ahead, waiting for their fire time (also in running)
@@ -111,7 +111,6 @@ func (d *dispatcher) newTerm(cfg Config, now time.Time) {
 	d.running = newInflight()
 	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
-	d.tripped = bucket.New(bucket.Limits{}, now)
 	d.pool = newPool(Pools{MaxRunning: cfg.MaxRunning, GroupMaxRunning: cfg.GroupMaxRunning}, cfg.Now)
 }
 
@@ -262,17 +261,17 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 // overlap policy, a cap or a bucket, or dispatched. It reports whether the
 // batch should stop taking from the queue (too many held back at once).
 func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop bool) {
-	if !p.manual {
-		if why, paused := d.paused.by(p.task); paused {
-			b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
-				Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: "due while " + why})
-			b.picked = append(b.picked, id)
-			return false
-		}
-		// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
-		if p.kind == axtype.RunSchedule && d.overlapHolds(b, id, p, now) {
-			return false
-		}
+	// The pause rule holds whatever made the instance (a fire, a trigger, a
+	// rerun, a backfill, a retry): it waits PAUSED until the resume.
+	if why, paused := d.paused.by(p.task); paused {
+		b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Paused,
+			Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: "due while " + why})
+		b.picked = append(b.picked, id)
+		return false
+	}
+	// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
+	if !p.manual && p.kind == axtype.RunSchedule && d.overlapHolds(b, id, p, now) {
+		return false
 	}
 	if why := d.unrouted(p.task, now); why != "" {
 		// Every executor that could take it is excluded: it waits in the
@@ -289,13 +288,10 @@ func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop 
 		b.capped = append(b.capped, id)
 		return len(b.capped) > 1000
 	}
-	ok, w := true, time.Duration(0)
-	if d.brk.Factor(p.task.id) < 1 { // breaker open: the task's own, reduced rate first
-		ok, w = d.tripped.Take(p.task.id, now)
+	if d.breakerHolds(b, id, p, now) {
+		return len(b.deferred) > 1000
 	}
-	if ok {
-		ok, w = d.bucket.Take(p.task.def.Group, now)
-	}
+	ok, w := d.bucket.Take(p.task.def.Group, now)
 	if !ok {
 		p.throttled = true
 		b.deferred = append(b.deferred, id)
@@ -304,8 +300,9 @@ func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop 
 		}
 		return len(b.deferred) > 1000
 	}
-	p.capped = ""
-	d.pool.add(p.task) // reserved while the batch is recorded, so the caps hold within it
+	p.capped, p.cut = "", false
+	d.brk.Dispatched(p.task.id, now) // what an open breaker allows, and what it will measure its cut against
+	d.pool.add(p.task)               // reserved while the batch is recorded, so the caps hold within it
 	b.reserved = append(b.reserved, p.task)
 	b.params = append(b.params, startTransition(id, p, d.host.termEpoch(), now))
 	b.picked = append(b.picked, id)

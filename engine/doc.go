@@ -35,7 +35,7 @@
 //     pool.go, breaker.go, the limits of control.go): the priority queue
 //     of due instances, the attempts in flight (inflight), the overlap
 //     policy judged at the fire time, rate limits and the breakers that cut
-//     a task's rate, concurrency caps, claims ahead of the fire time, and
+//     a task's dispatches, concurrency caps, claims ahead of the fire time, and
 //     the hand-out of recorded starts to executors (execute).
 //   - completer (completer.go, sweep.go, orphan.go, inbox.go): results,
 //     retries, timeouts and give-backs (one pure rule, judgeResult),

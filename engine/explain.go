@@ -11,6 +11,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -68,6 +69,7 @@ type loopView struct {
 	brkSince    time.Time
 	brkRate     float64
 	brkTotal    int
+	brkCut      breaker.Cut
 	loadedUntil time.Time
 	pause       store.Pause
 	isPaused    bool
@@ -93,6 +95,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 		l := e.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
 		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
+		v.brkCut, _ = e.brk.CutOf(t.id, now)
 		v.pause, v.isPaused = e.pauses.of(t)
 	}, reply: make(chan opReply, 1)}
 	select {
@@ -168,8 +171,13 @@ func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation,
 		}
 	}
 	if v != nil && v.brkOpen {
-		add("breaker", true, "circuit breaker open since %s: %.0f%% of %d outcomes failed in the window; dispatches are cut to a tenth",
-			stamp(v.brkSince), v.brkRate*100, v.brkTotal)
+		c := v.brkCut
+		next := fmt.Sprintf("%d left now", c.Allowed-c.Made)
+		if !c.Next.IsZero() {
+			next = "the next at " + stamp(c.Next) + "; fires before it wait or are skipped per the overlap policy"
+		}
+		add("breaker", !c.Next.IsZero(), "breaker open: %s (since %s: %.0f%% of %d outcomes failed in the window); %d made in the last %s, %s",
+			c, stamp(v.brkSince), v.brkRate*100, v.brkTotal, c.Made, c.Window, next)
 	}
 	if err := e.explainExecutors(ctx, t, now, add); err != nil {
 		return x, err

@@ -34,7 +34,7 @@ func TestMySQLDispatchTransactionsStaySmall(t *testing.T) {
 	funcs := runner.NewFunctions(func(runner.Attempt) string { return "record" })
 	_ = funcs.Register("record", func(context.Context, runner.Attempt) error { return nil })
 	ctx := context.Background()
-	id, err := CreateBackfill(ctx, st, BackfillSpec{Pipeline: "wide", Tasks: names, Times: []time.Time{time.Now().Truncate(time.Second)}, MaxActiveRuns: 1, Rerun: RerunAll}, "test", time.Now())
+	id, err := CreateBackfill(ctx, st, g, BackfillSpec{Pipeline: "wide", Tasks: names, Times: []time.Time{time.Now().Truncate(time.Second)}, MaxActiveRuns: 1, Rerun: RerunAll}, "test", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

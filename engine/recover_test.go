@@ -129,7 +129,7 @@ func TestBackfillResumeAdoptsEveryCreatedRun(t *testing.T) {
 		if err != nil || len(spec.Times) != 3 {
 			t.Fatalf("plan: %v %v", spec.Times, err)
 		}
-		id, err := CreateBackfill(ctx, e.st, spec, "operator:test", start)
+		id, err := CreateBackfill(ctx, e.st, e.eng.g, spec, "operator:test", start)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,6 +82,9 @@ type Trigger struct {
 	Downstream bool              `json:"downstream,omitempty"`
 	At         time.Time         `json:"at,omitzero"`
 	Params     map[string]string `json:"params,omitempty"`
+	// Hold creates what a pause covers held PAUSED until its resume,
+	// where without it the trigger is refused (PausedError).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // Kill stops a running instance (Instance), or every running instance of
@@ -97,6 +100,9 @@ type Rerun struct {
 	Instance int64  `json:"instance,omitempty"`
 	Run      int64  `json:"run,omitempty"`
 	Target   string `json:"target,omitempty"`
+	// Hold reruns what a pause covers held PAUSED until its resume, where
+	// without it the rerun is refused (PausedError).
+	Hold bool `json:"hold,omitempty"`
 }
 
 // Mark sets the outcome (State: SUCCESS or FAILED) of a waiting, failed or

@@ -188,7 +188,7 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 		case verdictReady:
 			at := releaseAt(r.runs.fireOf(ctx, rs), now, d.def.Delay)
 			in.NextFireAt = at
-			if why, paused := r.paused.by(d); paused && r.runs.kindOf(ctx, rs.id) != axtype.RunManual {
+			if why, paused := r.paused.by(d); paused { // the pause rule: whatever run it belongs to
 				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,
 					Set: store.Changes{NextFireAt: &at}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 				continue

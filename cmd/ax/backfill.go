@@ -48,6 +48,7 @@ succeeded instance again.`,
 	fl.BoolVar(&f.StopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
 	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax trigger)")
 	fl.BoolVar(&f.WaitCross, "wait-cross", false, "wait for other pipelines' runs for the same dates, as scheduled runs do (otherwise they count as done)")
+	fl.BoolVar(&f.Hold, "hold", false, "under a pause: start it, with what the pause covers held PAUSED until the resume (without it the backfill is refused)")
 	addRunFlags(fl, &f)
 	addAPIFlags(cmd, &f.API)
 	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd())

@@ -57,6 +57,7 @@ func newTriggerCmd() *cobra.Command {
 	var (
 		f          cli.OpOptions
 		downstream bool
+		hold       bool
 		at         string
 		params     []string
 	)
@@ -75,10 +76,15 @@ templates, and stored with the run.
 For a manual task (manual: true) the trigger is the approval: it releases
 the gate of its oldest instance awaiting approval (the one at --at, when
 given), which then runs once its upstreams have succeeded; with none
-waiting it runs the task at once.`,
+waiting it runs the task at once.
+
+A trigger (or an approval) of a task under a pause (its own, its group's
+or its pipeline's) is refused with the pause and how to lift it, and
+creates nothing; --hold creates the run anyway with what the pause covers
+held PAUSED until the resume.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			op := engine.Trigger{Target: args[0], Downstream: downstream}
+			op := engine.Trigger{Target: args[0], Downstream: downstream, Hold: hold}
 			if downstream && !strings.Contains(args[0], ".") {
 				return cli.Usage("--downstream applies to a task (PIPELINE.TASK): a pipeline trigger runs every task")
 			}
@@ -100,6 +106,7 @@ waiting it runs the task at once.`,
 	}
 	addOpFlags(cmd, &f)
 	cmd.Flags().BoolVar(&downstream, "downstream", false, "run everything downstream of it too")
+	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause: create the run, with what the pause covers held PAUSED until the resume (without it the trigger is refused)")
 	cmd.Flags().StringVar(&at, "at", "", "logical time of the run, in the pipeline's zone (default now)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "KEY=VALUE merged over the tasks' params (repeatable)")
 	return cmd
@@ -191,13 +198,18 @@ func newRerunCmd() *cobra.Command {
 		f        cli.OpOptions
 		failed   bool
 		instance bool
+		hold     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rerun PIPELINE.TASK | RUN_ID --failed | INSTANCE_ID --instance",
 		Short: "Run again a task's latest failed instance, a run's failed instances, or one instance",
-		Args:  cobra.ExactArgs(1),
+		Long: `Run again a task's latest failed instance, a run's failed instances, or
+one instance. A rerun of a task under a pause is refused with the pause
+and how to lift it, and changes nothing; --hold reruns it held PAUSED
+until the resume.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			op := engine.Rerun{}
+			op := engine.Rerun{Hold: hold}
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			switch {
 			case failed && instance:
@@ -219,6 +231,7 @@ func newRerunCmd() *cobra.Command {
 	addOpFlags(cmd, &f)
 	cmd.Flags().BoolVar(&failed, "failed", false, "rerun the FAILED and KILLED instances of the run RUN_ID")
 	cmd.Flags().BoolVar(&instance, "instance", false, "rerun the instance INSTANCE_ID (FAILED, KILLED or SUCCESS)")
+	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause: rerun it held PAUSED until the resume (without it the rerun is refused)")
 	return cmd
 }
 

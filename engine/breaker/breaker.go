@@ -1,9 +1,12 @@
 // Package breaker is the per-task circuit breaker (R17): when more than a
 // threshold (50 %) of a task's outcomes in a sliding window (five minutes)
 // are failures, with at least a minimum number of outcomes, the breaker
-// opens and the task's dispatch rate drops to a fraction (one tenth); it
-// closes when the failure rate falls back. Record reports each change so
-// that the engine can log it and raise the alert.
+// opens and the task's dispatches drop to a fraction (one tenth, rounded
+// up, at least one) of those it made in the window before it opened: in
+// any window while it is open, no more than that (Allow); it closes when
+// the failure rate falls back. Record reports each change so that the
+// engine can log it and raise the alert; Dispatched counts the task's
+// dispatches, open or closed.
 //
 // Outcomes are counted in ten-second buckets, so a task costs a fixed,
 // small amount of memory however often it runs. When the window holds fewer
@@ -15,6 +18,8 @@
 package breaker
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -24,7 +29,7 @@ type Config struct {
 	Window     time.Duration // sliding window; default 5 m
 	Threshold  float64       // failure ratio above which it opens; default 0.5
 	MinSamples int           // outcomes in the window before it may open; default 10
-	Factor     float64       // dispatch-rate multiplier while open; default 0.1
+	Factor     float64       // the fraction of its dispatches in the window before it opened that a task may make per window while open; default 0.1
 }
 
 func (c Config) withDefaults() Config {
@@ -53,6 +58,9 @@ type Change struct {
 	Total     int     // outcomes in the window
 	Rate      float64 // failure ratio in the window
 	Threshold float64
+	Was       int // opened: the task's dispatches in the window before
+	Allowed   int // opened: the dispatches it may make per window while open
+	Window    time.Duration
 }
 
 // Breaker keeps a window of outcomes per task.
@@ -72,6 +80,15 @@ type window struct {
 	seen    int    // outcomes ever recorded, up to len(last)
 	open    bool
 	since   time.Time
+	// Dispatches, in buckets like the outcomes (dstart, disp), and, while
+	// open, the cut: was, the dispatches in the window before it opened,
+	// allowed per window, and the times of those made since (the last
+	// window's, at most allowed).
+	dstart  []int64
+	disp    []int32
+	was     int
+	allowed int
+	made    []time.Time
 }
 
 // New returns a breaker with cfg (zero fields: defaults).
@@ -118,16 +135,7 @@ func (b *Breaker) Config() Config { return b.cfg }
 func (b *Breaker) Record(task string, ok bool, now time.Time) (Change, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	w := b.tasks[task]
-	if w == nil {
-		cfg, ok := b.own[task]
-		if !ok {
-			cfg = b.cfg
-		}
-		n := max(int(cfg.Window/bucketWidth), 1)
-		w = &window{cfg: cfg, start: make([]int64, n), ok: make([]int32, n), bad: make([]int32, n), last: make([]bool, cfg.MinSamples)}
-		b.tasks[task] = w
-	}
+	w := b.window(task)
 	w.last[w.next] = !ok
 	w.next = (w.next + 1) % len(w.last)
 	w.seen = min(w.seen+1, len(w.last))
@@ -150,12 +158,120 @@ func (b *Breaker) Record(task string, ok bool, now time.Time) (Change, bool) {
 	switch {
 	case !w.open && total >= w.cfg.MinSamples && rate > w.cfg.Threshold:
 		w.open, w.since, ch.Open = true, now, true
+		w.was, w.made = w.dispatches(now), nil
+		// A tenth, rounded up (in integers: 0.1 × 30 is 3, not 4), and at
+		// least one, so that outcomes keep coming and it can close.
+		w.allowed = max(1, int(math.Ceil(float64(w.was)*w.cfg.Factor-1e-9)))
+		ch.Was, ch.Allowed, ch.Window = w.was, w.allowed, w.cfg.Window
 		return ch, true
 	case w.open && rate <= w.cfg.Threshold:
 		w.open = false
 		return ch, true
 	}
 	return Change{}, false
+}
+
+// window returns task's window, made on first use. b.mu is held.
+func (b *Breaker) window(task string) *window {
+	w := b.tasks[task]
+	if w == nil {
+		cfg, ok := b.own[task]
+		if !ok {
+			cfg = b.cfg
+		}
+		n := max(int(cfg.Window/bucketWidth), 1)
+		w = &window{cfg: cfg, start: make([]int64, n), ok: make([]int32, n), bad: make([]int32, n), last: make([]bool, cfg.MinSamples),
+			dstart: make([]int64, n), disp: make([]int32, n)}
+		b.tasks[task] = w
+	}
+	return w
+}
+
+// Dispatched counts one dispatch of task at now: the measure of what an
+// open breaker cuts, and, while open, one of those it allows.
+func (b *Breaker) Dispatched(task string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.window(task)
+	sec := now.Unix() - now.Unix()%int64(bucketWidth/time.Second)
+	i := int(sec/int64(bucketWidth/time.Second)) % len(w.dstart)
+	if w.dstart[i] != sec {
+		w.dstart[i], w.disp[i] = sec, 0
+	}
+	w.disp[i]++
+	if w.open {
+		w.made = append(w.made, now)
+	}
+}
+
+// dispatches counts w's dispatches in the window ending at now, by whole
+// buckets that start inside it: never more than were made in it.
+func (w *window) dispatches(now time.Time) int {
+	oldest, n := now.Add(-w.cfg.Window).Unix(), 0
+	for i, s := range w.dstart {
+		if s > oldest && s <= now.Unix() {
+			n += int(w.disp[i])
+		}
+	}
+	return n
+}
+
+// Allow reports whether task may be dispatched at now: always while its
+// breaker is closed; while open, when it made fewer than the allowed
+// dispatches in the window ending at now. Else wait is how long until one
+// of those leaves the window.
+func (b *Breaker) Allow(task string, now time.Time) (ok bool, wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.tasks[task]
+	if w == nil || !w.open {
+		return true, 0
+	}
+	w.forget(now)
+	if len(w.made) < w.allowed {
+		return true, 0
+	}
+	return false, w.made[0].Add(w.cfg.Window).Sub(now)
+}
+
+// forget drops from made the dispatches that left the window ending at now.
+func (w *window) forget(now time.Time) {
+	i := 0
+	for i < len(w.made) && !w.made[i].After(now.Add(-w.cfg.Window)) {
+		i++
+	}
+	w.made = w.made[i:]
+}
+
+// Cut is the cut of an open breaker: the dispatches allowed per window,
+// those made in the window before it opened, those made in the window
+// ending now and, when none is left, when the next is.
+type Cut struct {
+	Allowed, Was, Made int
+	Window             time.Duration
+	Next               time.Time
+}
+
+// CutOf returns the cut of task's breaker at now; ok is false while it is
+// closed.
+func (b *Breaker) CutOf(task string, now time.Time) (c Cut, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.tasks[task]
+	if w == nil || !w.open {
+		return Cut{}, false
+	}
+	w.forget(now)
+	c = Cut{Allowed: w.allowed, Was: w.was, Made: len(w.made), Window: w.cfg.Window}
+	if len(w.made) >= w.allowed {
+		c.Next = w.made[0].Add(w.cfg.Window)
+	}
+	return c, true
+}
+
+// String says the cut in words: "1 dispatch(es) allowed per 5m0s, was 10".
+func (c Cut) String() string {
+	return fmt.Sprintf("%d dispatch(es) allowed per %s, was %d", c.Allowed, c.Window, c.Was)
 }
 
 // count sums the buckets of w inside the window ending at now; when they

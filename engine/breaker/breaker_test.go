@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -226,5 +227,59 @@ func TestBucketLeavesTheWindow(t *testing.T) {
 	}
 	if open, since, rate, total := b.State("never", t0); open || !since.IsZero() || rate != 0 || total != 0 {
 		t.Errorf("a task with no outcome: %v %s %v %d", open, since, rate, total)
+	}
+}
+
+// TestCutIsATenthOfTheTasksOwnDispatches: an open breaker allows per window
+// a tenth, rounded up and at least one, of the dispatches made in the
+// window before it opened, sliding: one more as soon as one leaves the
+// window.
+func TestCutIsATenthOfTheTasksOwnDispatches(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		before, allow int
+	}{
+		{"thirty make three, not four", 30, 3},
+		{"thirty-one round up to four", 31, 4},
+		{"ten make one", 10, 1},
+		{"none still allow one", 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := New(Config{MinSamples: 1})
+			now := t0
+			for range tc.before {
+				if ok, _ := b.Allow("a.x", now); !ok {
+					t.Fatal("a closed breaker held a dispatch back")
+				}
+				b.Dispatched("a.x", now)
+				now = now.Add(time.Second)
+			}
+			if ch, changed := b.Record("a.x", false, now); !changed || !ch.Open || ch.Was != tc.before || ch.Allowed != tc.allow {
+				t.Fatalf("change %+v (%v); want it open, was %d, allowed %d", ch, changed, tc.before, tc.allow)
+			}
+			made := 0
+			var first time.Time
+			for at := now; at.Before(now.Add(5 * time.Minute)); at = at.Add(time.Second) {
+				if ok, _ := b.Allow("a.x", at); ok {
+					if first.IsZero() {
+						first = at
+					}
+					b.Dispatched("a.x", at)
+					made++
+				}
+			}
+			if made != tc.allow {
+				t.Errorf("%d dispatches allowed in the window after it opened, want %d", made, tc.allow)
+			}
+			c, ok := b.CutOf("a.x", now.Add(5*time.Minute-time.Second))
+			if !ok || c.String() != fmt.Sprintf("%d dispatch(es) allowed per 5m0s, was %d", tc.allow, tc.before) || c.Next != first.Add(5*time.Minute) {
+				t.Errorf("cut %+v %q; want the next at %s", c, c, first.Add(5*time.Minute))
+			}
+			if ok, wait := b.Allow("a.x", first.Add(5*time.Minute)); !ok || wait != 0 {
+				t.Errorf("the first dispatch left the window, yet Allow = %v, %s", ok, wait)
+			}
+		})
 	}
 }

@@ -31,6 +31,8 @@ const (
 	invFireTime     = "I10 no start before the fire time"
 	invAttempts     = "I11 every attempt's output and record are its own, and attempt numbers never repeat"
 	invExcluded     = "I12 no dispatch to an excluded executor"
+	invPause        = "I13 nothing under a pause starts"
+	invBreakerCut   = "I14 an open breaker cuts the task to a tenth"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -152,13 +154,16 @@ type checker struct {
 	leader     *node
 	leaderSeen bool
 	leaders    []leaderMark
+	held       pauseLog // I13: the pauses in force by the action log, and the dispatches under them
+	cuts       cutLog   // I14: the breaker openings still to judge
 }
 
 // leaderMark is a check that saw n (nil: none) lead where the check
 // before saw another, or the first check.
 type leaderMark struct {
-	at time.Time
-	n  *node
+	at   time.Time
+	n    *node
+	prev time.Time // the check before, which saw another lead (the change came after it)
 }
 
 // capMark is a change of a cap on running attempts seen at
@@ -258,6 +263,8 @@ func (c *checker) check(final bool) {
 	c.readHistory()
 	c.checkExecutions()
 	c.checkRouting()
+	c.checkPauseStarts(final)
+	c.checkBreakerCuts(now, final)
 	c.observeCaps(now)
 	c.checkCaps()
 	c.compareState(final)
@@ -283,7 +290,7 @@ func (c *checker) observeCoverage(now time.Time) {
 	}
 	c.lastPrimary = p
 	if !c.leaderSeen || p != c.leader {
-		c.leaders = append(c.leaders, leaderMark{at: now, n: p})
+		c.leaders = append(c.leaders, leaderMark{at: now, n: p, prev: c.lastCheck})
 	}
 	c.leader, c.leaderSeen = p, true
 }
@@ -1066,9 +1073,13 @@ func (c *checker) breakerOpen(task string, from, to time.Time) bool {
 		if i+1 < len(alerts) && alerts[i+1].At.Before(end) {
 			end = alerts[i+1].At
 		}
-		for _, s := range c.leading(c.leaderAt(a.At), a.At, end) {
-			if !s.to.Before(from) && !s.from.After(to) {
-				return true
+		// The checks see leaders only at checks: an alert between a change
+		// and the next check was written by the leader before or after it.
+		for _, n := range []*node{c.leaderAt(a.At), c.leaderNext(a.At)} {
+			for _, s := range c.leading(n, a.At, end) {
+				if !s.to.Before(from) && !s.from.After(to) {
+					return true
+				}
 			}
 		}
 	}
@@ -1086,6 +1097,17 @@ func (c *checker) leaderAt(t time.Time) *node {
 		n = m.n
 	}
 	return n
+}
+
+// leaderNext returns the leader the first check after t that saw a change
+// saw (nil: none).
+func (c *checker) leaderNext(t time.Time) *node {
+	for _, m := range c.leaders {
+		if m.at.After(t) {
+			return m.n
+		}
+	}
+	return nil
 }
 
 // leading returns the spans of [from, to] in which n may have led, by the

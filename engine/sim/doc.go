@@ -81,7 +81,10 @@
 // and jump the clock 2–60 minutes, or once per seed 20–50 hours across a
 // DST day, then restart; a valid operator request (pause, resume, trigger,
 // kill, rerun, mark, cancel, limits of rate, of running attempts and of a group's running attempts), one in
-// four queued through the store as `ax … --store` does; or a bad one
+// four queued through the store as `ax … --store` does (while a pause is in
+// force, one trigger or rerun in two, drawn from a source of its own, aims
+// at what the pause covers, one in three of them with Hold; a pause is of
+// a task, a pipeline or, one in three, a group); or a bad one
 // (unknown task, pipeline or scope, an unknown verb through the queue (the engine takes only its sealed set of request types), kill of an instance that is not running, rerun of one that is not over,
 // mark of a running or succeeded instance or to a state that is no outcome,
 // cancel of an unknown run, an unknown instance, a negative rate, an
@@ -125,7 +128,7 @@
 //	   the run left SCHEDULED within a bound (8 s, plus what the dispatch
 //	   rates need), or waits behind the task's previous instance (overlap),
 //	   or a pause was in force, or the task's circuit breaker was open (R17:
-//	   its rate cut to a tenth; breaker_open in the action log); a root skipped by its overlap policy had
+//	   its dispatches cut to a tenth of its own; breaker_open in the action log); a root skipped by its overlap policy had
 //	   another attempt of its task really running at its fire time (or one
 //	   inherited from a previous process). After an outage, the fires
 //	   missed follow the misfire policy exactly: all run when the earliest
@@ -173,6 +176,15 @@
 //	   runner.Silence (by a heartbeat or registration the scheduler took,
 //	   or by a dispatch of that engine it accepted), by rotation or by the
 //	   task's own URL (in the worlds, http://x1's address).
+//	I13 nothing under a pause starts: no dispatch of a task is recorded
+//	   while a pause of the task, its group or its pipeline is in force
+//	   (pause and resume by the action log), whoever made the instance: a
+//	   fire, a trigger, an approval, a rerun, a backfill, a retry.
+//	I14 an open breaker cuts the task to a tenth: a task's dispatches in
+//	   the window after its breaker_open alert (up to its next breaker
+//	   alert, and to the last check before another primary was seen lead)
+//	   are at most a tenth, rounded up and at least one, of its dispatches
+//	   in the window before.
 //
 // The HTTP executors put I1 to the SDK's dedupe by ticket and re-entrancy
 // guard, the failover of a restarted executor, silent executors that come

@@ -259,6 +259,7 @@ type world struct {
 	capRng   *rand.Rand    // the concurrency caps (drawCaps), apart from the generator's draws
 	bfRng    *rand.Rand    // the backfill steps (backfillStep), apart from the driver's draws
 	tokRng   *rand.Rand    // the revoked executor and its probes (rogueProbe), apart from the rest
+	pauseRng *rand.Rand    // what operators aim at under a pause (underPause), apart from the driver's draws
 	rogue    bool          // the world has an executor whose token was revoked
 }
 
@@ -278,7 +279,7 @@ func Run(t *testing.T, seed int64, opts Options) Report {
 			restrict: restrictions{noManual: opts.Restrict.NoManual, noRefuse: opts.Restrict.NoRefuse},
 			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)),
 			capRng: rand.New(rand.NewPCG(uint64(seed), 0xca95)), bfRng: rand.New(rand.NewPCG(uint64(seed), 0xbf)),
-			tokRng: rand.New(rand.NewPCG(uint64(seed), 0x70c)), over: make(chan struct{})}
+			tokRng: rand.New(rand.NewPCG(uint64(seed), 0x70c)), pauseRng: rand.New(rand.NewPCG(uint64(seed), 0x9a05e)), over: make(chan struct{})}
 		w.ex.n = map[int64]int{}
 		w.tmpl = tmpl
 		rep = w.run()
@@ -699,7 +700,8 @@ func (w *world) backfillStep() {
 	if len(spec.Times) > 8 {
 		spec.Times = spec.Times[len(spec.Times)-8:] // the latest 8: a seed's budget
 	}
-	id, err := engine.CreateBackfill(ctx, w.st, spec, "sim-cli", now)
+	spec.Hold = w.pauseRng.IntN(2) == 0 // under a pause: refused, or held (I13)
+	id, err := engine.CreateBackfill(ctx, w.st, w.g, spec, "sim-cli", now)
 	if err == nil {
 		w.stats.Backfills++
 	}
@@ -977,6 +979,9 @@ func (w *world) verb() {
 		if r.IntN(2) == 0 {
 			pause.Scope, pause.Target = store.ScopePipeline, t.Pipeline
 		}
+		if !w.opts.Classic && w.pauseRng.IntN(3) == 0 {
+			pause.Scope, pause.Target = store.ScopeGroup, t.Group
+		}
 		op = pause
 	case 1:
 		ps, _ := w.st.Pauses(context.Background())
@@ -992,7 +997,7 @@ func (w *world) verb() {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Trigger{Target: t.ID(), Downstream: r.IntN(2) == 0}
+		op = w.triggerVerb(t, r.IntN(2) == 0)
 	case 4:
 		in, ok := w.randomInstance(axtype.Running)
 		if !ok {
@@ -1006,7 +1011,7 @@ func (w *world) verb() {
 			w.advance(time.Second)
 			return
 		}
-		op = engine.Rerun{Instance: in.ID}
+		op = w.rerunVerb(in)
 	default:
 		g := float64(pick(r, []int{0, 50, 100, 200}))
 		op = engine.SetLimits{Global: &g}
@@ -1021,6 +1026,59 @@ func (w *world) verb() {
 	w.logf("verb %s on %s: %q err=%v", opString(op), p.name, msg, err)
 	w.settle()
 	w.notePauses()
+}
+
+// triggerVerb is a trigger of task t (with downstream), or of a task a
+// pause covers (underPause).
+func (w *world) triggerVerb(t *defs.Task, downstream bool) engine.Trigger {
+	tr := engine.Trigger{Target: t.ID(), Downstream: downstream}
+	if u, hold, ok := w.underPause(); ok && (!u.Manual || !w.opts.Restrict.NoGateRelease) {
+		tr.Target, tr.Hold = u.ID(), hold
+	}
+	return tr
+}
+
+// rerunVerb is a rerun of instance in, or of a failed or killed instance of
+// a task a pause covers (underPause).
+func (w *world) rerunVerb(in axtype.Instance) engine.Rerun {
+	rr := engine.Rerun{Instance: in.ID}
+	if _, hold, ok := w.underPause(); ok {
+		paused := func(t *defs.Task) bool { _, ok := w.pausedTask(t); return ok }
+		if in, ok := w.randomInstanceOf(w.pauseRng, paused, axtype.Failed, axtype.Killed); ok {
+			rr.Instance, rr.Hold = in.ID, hold
+		}
+	}
+	return rr
+}
+
+// underPause picks, in one of two trigger and rerun verbs while a pause is
+// in force (never in a Classic world), a task the pause covers to aim at
+// instead, and whether to ask to hold it (one in three): the pause rule
+// must hold what an operator makes, whoever made it (I13).
+func (w *world) underPause() (t *defs.Task, hold, ok bool) {
+	if w.opts.Classic || w.pauseRng.IntN(2) == 0 {
+		return nil, false, false
+	}
+	var covered []*defs.Task
+	for _, t := range w.g.Order() {
+		if _, ok := w.pausedTask(t); ok {
+			covered = append(covered, t)
+		}
+	}
+	if len(covered) == 0 {
+		return nil, false, false
+	}
+	return pick(w.pauseRng, covered), w.pauseRng.IntN(3) == 0, true
+}
+
+// pausedTask returns the stored pause that covers task t, if any.
+func (w *world) pausedTask(t *defs.Task) (store.Pause, bool) {
+	ps, err := w.st.Pauses(context.Background())
+	if err != nil {
+		return store.Pause{}, false
+	}
+	set := store.NewPauseSet(ps)
+	return set.Covering(t.ID(), t.Group, t.Pipeline)
 }
 
 // queueVerb queues op as `ax … --store` does: in the store, for the
