@@ -20,6 +20,22 @@ import (
 // and a digest of its rows (so every version column too), read on a
 // read-only connection. The lease rows are taken without their expiry and
 // renewal times, which the holder's renewals move.
+// commandGroupsRecorded counts the process groups of commands recorded in
+// the SQLite store at path (procs rows of a group, not a server's claim).
+func commandGroupsRecorded(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT count(*) FROM procs WHERE pgid > 0").Scan(&n); err != nil {
+		return 0 // not created yet
+	}
+	return n
+}
+
 func storeSnapshot(t *testing.T, path string) map[string]string {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
@@ -140,6 +156,10 @@ func TestSecondRunOnOneStoreRefuses(t *testing.T) {
 	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
 	printed := func() string { b, _ := os.ReadFile(logf.Name()); return string(b) }
 	waitFor(t, func() bool { return strings.Contains(printed(), "start  hold.w") })
+	// The first run records its command's process group once the command
+	// has started, just after it prints the start: wait for that write, so
+	// that what the snapshots compare is what the second run did.
+	waitFor(t, func() bool { return commandGroupsRecorded(t, db) == 1 })
 	before := storeSnapshot(t, db)
 	code, sout, serr := runAx(t, "run", filepath.Join(dir, "hold.yaml"), "--store", db)
 	if code != cli.ExitFailed || !strings.Contains(serr, "lease held") {

@@ -16,11 +16,13 @@ import (
 )
 
 // TestReloadRefusedByMySQL: on MariaDB, a live reload that adds a pipeline
-// whose name is longer than the store's column (128) is refused by the
-// store: GET /api/v1/reload reports it failed (not ok) with the store's
-// error, the running set stays, and the other pipeline keeps running.
-// Before, the reload reported ok, failed every turn (store_error, backoff)
-// and held up every other pipeline.
+// whose name is longer than the store's column (128) is refused: GET
+// /api/v1/reload reports it failed (not ok) with the reason, the running
+// set stays, and the other pipeline keeps running. Before, the reload
+// reported ok, failed every turn on the store (store_error, backoff) and
+// held up every other pipeline. Validation now knows the store's limits, so
+// the name is refused before any write; a set the store itself refuses is
+// TestReloadRefusedByTheStoreKeepsTheRunningSet's (engine).
 func TestReloadRefusedByMySQL(t *testing.T) {
 	t.Parallel()
 	target := "mysql://" + storetest.MySQLDSN(t)
@@ -46,8 +48,8 @@ func TestReloadRefusedByMySQL(t *testing.T) {
 		view = api.ReloadView{}
 		return json.Unmarshal(raw, &view) == nil && view.Last != nil && (!view.Last.OK || time.Since(view.Last.At) > 3*time.Second)
 	})
-	if view.Last.OK || len(view.Last.Errors) != 1 || !strings.Contains(view.Last.Errors[0], "Data too long") {
-		t.Errorf("reload of a name too long for the store: %+v; want not ok, with the store's error", view.Last)
+	if view.Last.OK || len(view.Last.Errors) != 1 || !strings.Contains(view.Last.Errors[0], "use at most 128 (the store keeps names in columns of 128)") {
+		t.Errorf("reload of a name too long for the store: %+v; want not ok, with the limit named", view.Last)
 	}
 	if _, ok := view.Running.Tasks[long+".z"]; ok {
 		t.Error("the refused pipeline is in the running set")

@@ -93,8 +93,9 @@ tasks:
 `
 
 // ax status (and the runs API) say why a run is not over: the gate that
-// awaits approval, what waits behind it, and a cross-pipeline wait with its
-// deadline.
+// awaits approval, what waits behind it, and a cross-pipeline wait with the
+// window it waits in (the yearly schedule's interval that holds the run's
+// logical time) and its deadline.
 func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
 	t.Parallel()
 	e := setupAPI(t, apitest.Opts{Pipeline: gatedShop, Others: []string{"pipeline: other\ntimezone: UTC\ntasks:\n  - {name: settle, function: noop}\n"}})
@@ -113,7 +114,7 @@ func TestStatusSaysWhyARunIsNotOver(t *testing.T) {
 	// What each waits on is judged now: sync succeeded, so no one waits for it.
 	if r.Over || fmt.Sprint(r.Awaiting) != "[shop.approve]" || r.Waiting["shop.approve"] != "awaiting approval" ||
 		!strings.HasPrefix(r.Waiting["shop.publish"], "waiting for upstream shop.approve") ||
-		!strings.HasPrefix(r.Waiting["shop.report"], "waiting for upstream other.settle (no run yet) (fails at ") {
+		!strings.HasPrefix(r.Waiting["shop.report"], "waiting for upstream other.settle (no run yet: waits for a run in (2026-01-01T00:00:00Z, 2027-01-01T00:00:00Z]) (fails at ") {
 		t.Errorf("run view %+v", r)
 	}
 	code, out, errOut := runAx(t, "status", "shop", "--server", e.Srv.URL)
