@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 )
 
@@ -72,5 +74,31 @@ func TestLogsExitStatusIsTheAttempts(t *testing.T) {
 			}
 		}
 		srv.Close()
+	}
+}
+
+// The command ax logs suggests when there is no log to show runs and shows
+// the task: "ax status PIPELINE.TASK", for a task that never ran and for a
+// run it has no instance that ran in (ax status refused a task name with
+// `no pipeline "shop.talk"` before it took PIPELINE.TASK).
+func TestLogsHintRuns(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/binary/trigger", ""); code != http.StatusOK {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	other := e.WaitState("shop.binary", axtype.Success)
+	hintOf := regexp.MustCompile(`\((ax [^)]*) shows its state\)`)
+	for _, args := range [][]string{{"logs", "shop.talk"}, {"logs", "shop.talk", "--run", fmt.Sprint(other.RunID)}} {
+		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
+		m := hintOf.FindStringSubmatch(errOut)
+		if code != cli.ExitFailed || m == nil {
+			t.Fatalf("ax %s: exit %d, want %d with a hint\n%s%s", strings.Join(args, " "), code, cli.ExitFailed, out, errOut)
+		}
+		hint := strings.Fields(m[1])[1:]
+		code, out, errOut = runAx(t, append(hint, "--server", e.Srv.URL)...)
+		if code != cli.ExitOK || !strings.Contains(out, "shop.talk") {
+			t.Errorf("the hint %q of ax %s: exit %d\n%s%s", m[1], strings.Join(args, " "), code, out, errOut)
+		}
 	}
 }
