@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -10,8 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/cli"
+	"github.com/ax-sched/ax/store"
 )
 
 // hintDirs are the packages whose messages reach the user of ax: what they
@@ -231,5 +238,32 @@ func TestHintsNameRealCommandsAndFlags(t *testing.T) {
 		for _, h := range hints {
 			t.Logf("%s: %s", h.where, h.text)
 		}
+	}
+}
+
+// The refusal of ax mark for an instance that may still run suggests a
+// command that works on it: for a SCHEDULED one it said "kill it first (ax
+// kill ID)", and ax kill refuses what is not RUNNING ("nothing to kill").
+func TestMarkRefusalHintRuns(t *testing.T) {
+	t.Parallel()
+	e, _ := setupLogs(t)
+	at := time.Now().Add(24 * time.Hour) // outside the wheel's window: it stays SCHEDULED
+	run, ins, err := e.St.CreateRun(context.Background(), store.CreateRunParams{Pipeline: "shop", Trigger: "shop.binary", Kind: axtype.RunManual, LogicalTime: at, Now: time.Now(),
+		Instances: []store.NewInstance{{TaskID: "shop.binary", Group: "etl", State: axtype.Scheduled, NextFireAt: at}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprint(ins[0].ID)
+	code, out, errOut := runAx(t, "mark", id, "success", "--server", e.Srv.URL)
+	m := regexp.MustCompile(`\((ax [^)]*)\)`).FindStringSubmatch(errOut)
+	if code != cli.ExitFailed || m == nil {
+		t.Fatalf("ax mark %s success: exit %d, want %d with a hint\n%s%s", id, code, cli.ExitFailed, out, errOut)
+	}
+	code, out, errOut = runAx(t, append(strings.Fields(m[1])[1:], "--server", e.Srv.URL)...)
+	if code != cli.ExitOK {
+		t.Fatalf("the hint %q of ax mark: exit %d\n%s%s", m[1], code, out, errOut)
+	}
+	if got, err := e.St.Instance(context.Background(), ins[0].ID); err != nil || got.State != axtype.Failed {
+		t.Errorf("instance %d of run %d after %q: %+v %v, want it FAILED (cancelled)", ins[0].ID, run.ID, m[1], got.State, err)
 	}
 }
