@@ -13,6 +13,7 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/runner"
 )
 
 // noLogWhy says why task has no instance that ran (in run, when not 0):
@@ -78,29 +79,38 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 	}
 	if !follow {
 		raw, err := c.Call(ctx, http.MethodGet, path+q.Encode(), nil)
-		if err != nil || f.JSON {
-			return OrThen(err, func() error { return PrintJSON(w, raw) })
+		if err != nil {
+			return err
 		}
 		var p api.LogPage
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return err
 		}
+		if f.JSON {
+			return OrThen(PrintJSON(w, raw), func() error { return attemptExit(p.LogHeader) })
+		}
 		writeLogHeader(w, p.LogHeader, loc)
 		for _, l := range p.Lines {
 			writeLogLine(w, l)
 		}
-		return nil
+		return attemptExit(p.LogHeader)
 	}
 	q.Set("follow", "true")
-	ended := false // the header said how the attempt ended: its end event says it again
-	return c.Stream(ctx, path+q.Encode(), func(raw []byte) error {
-		if f.JSON {
-			_, err := w.Write(append(raw, '\n'))
-			return err
-		}
+	var last api.LogHeader // how the attempt stands: the header, then its end
+	ended := false         // the header said how the attempt ended: its end event says it again
+	err = c.Stream(ctx, path+q.Encode(), func(raw []byte) error {
 		var ev api.LogEvent
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			return fmt.Errorf("malformed log stream from the server: %w", err)
+		}
+		if ev.Header != nil {
+			last = *ev.Header
+		} else if ev.End != nil {
+			last = *ev.End
+		}
+		if f.JSON {
+			_, err := w.Write(append(raw, '\n'))
+			return err
 		}
 		switch {
 		case ev.Header != nil:
@@ -113,6 +123,24 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 		}
 		return nil
 	})
+	return OrThen(err, func() error { return attemptExit(last) })
+}
+
+// attemptExit is the exit status of ax logs for the attempt it showed: 0
+// while it runs and when it succeeded, 1 (ExitFailed, nothing more printed:
+// the header says how it ended) when it failed, was killed or timed out.
+// An attempt that ended without a record (its process died) has the
+// outcome of its instance.
+func attemptExit(h api.LogHeader) error {
+	switch h.Status {
+	case string(runner.StatusFailed), string(runner.StatusKilled), string(runner.StatusTimeout):
+		return Failed()
+	case "unknown":
+		if s := axtype.State(h.State); s == axtype.Failed || s == axtype.Killed {
+			return Failed()
+		}
+	}
+	return nil
 }
 
 func writeLogHeader(w io.Writer, h api.LogHeader, loc *time.Location) {

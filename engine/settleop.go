@@ -31,8 +31,10 @@ func markable(in axtype.Instance, to axtype.State) error {
 		return fmt.Errorf("%w: mark %q: give success or failed", ErrBadOp, strings.ToLower(string(to)))
 	case in.State == to:
 		return fmt.Errorf("instance %d of %s is %s already", in.ID, in.TaskID, in.State)
-	case in.State == axtype.Running || in.State == axtype.Retrying || in.State == axtype.Scheduled:
+	case in.State == axtype.Running:
 		return fmt.Errorf("instance %d of %s is %s: it may still run; kill it first (ax kill %d) or let it end", in.ID, in.TaskID, in.State, in.ID)
+	case in.State == axtype.Retrying || in.State == axtype.Scheduled:
+		return fmt.Errorf("instance %d of %s is %s: it may still run; let it end, or cancel its run (ax cancel %d)", in.ID, in.TaskID, in.State, in.RunID)
 	case in.State == axtype.Paused:
 		return fmt.Errorf("instance %d of %s is PAUSED: resume it, or cancel its run (ax cancel %d)", in.ID, in.TaskID, in.RunID)
 	case in.State == axtype.Success:

@@ -24,7 +24,12 @@ marked by stream; bytes that are not text are shown escaped (\xNN).
 The task's latest attempt (of the instance that started last: a rerun of an
 older instance included) is shown unless --run, --instance or --attempt say
 otherwise. With -f, a running attempt is
-followed live and the command ends when the attempt ends.`,
+followed live and the command ends when the attempt ends.
+
+Exit status: 0 when the attempt shown succeeded or is still running; 1 when
+it failed, was killed or timed out (the header says how, nothing is printed
+on stderr), and when there is no log to show or the server cannot be asked
+(an "ax: …" message on stderr says why); 2 for a usage error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if run != 0 && instance != 0 {

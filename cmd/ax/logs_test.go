@@ -111,8 +111,8 @@ func TestLogsFollowShowsLinesLiveAndEnds(t *testing.T) {
 	}
 	select {
 	case code := <-done:
-		if code != cli.ExitOK {
-			t.Errorf("ax logs -f: exit %d\n%s", code, errOut.String())
+		if code != cli.ExitFailed { // the attempt failed (exit status 2)
+			t.Errorf("ax logs -f: exit %d, want %d\n%s", code, cli.ExitFailed, errOut.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("ax logs -f did not end with the attempt")
@@ -149,7 +149,7 @@ func TestLogsOfEachAttemptAndBadRequests(t *testing.T) {
 		return out + errOut
 	}
 	latest := ax(cli.ExitOK, "logs", "shop.flaky")
-	first := ax(cli.ExitOK, "logs", "shop.flaky", "--attempt", "1")
+	first := ax(cli.ExitFailed, "logs", "shop.flaky", "--attempt", "1")
 	for _, c := range []struct{ name, got, want string }{
 		{"latest", latest, "attempt 2 of 2"}, {"latest", latest, "stdout| second"}, {"latest", latest, "success (exit status 0)"},
 		{"first", first, "attempt 1 of 2"}, {"first", first, "stdout| first"}, {"first", first, "stderr| bad"}, {"first", first, "failed (exit status 3)"},
@@ -467,7 +467,7 @@ func TestLogsOfATaskAddedByReload(t *testing.T) {
 		t.Errorf("logs of extra.hi: %d %s", code, body)
 	}
 	code, out, errOut := runAx(t, "logs", "extra.hi", "--server", e.Srv.URL)
-	if code != cli.ExitOK || !strings.Contains(out, fmt.Sprintf("== extra.hi instance %d (run %d), attempt 1 of 1", in.ID, in.RunID)) {
+	if code != cli.ExitFailed || !strings.Contains(out, fmt.Sprintf("== extra.hi instance %d (run %d), attempt 1 of 1", in.ID, in.RunID)) {
 		t.Errorf("ax logs extra.hi: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -46,22 +46,22 @@ tasks:
 	if code, body := e.Call("POST", fmt.Sprintf("/api/v1/instances/%d/rerun", failed.ID), ""); code != http.StatusOK {
 		t.Fatalf("rerun: %d %s", code, body)
 	}
-	ax := func(args ...string) string {
+	ax := func(want int, args ...string) string {
 		t.Helper()
 		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
-		if code != cli.ExitOK {
-			t.Fatalf("ax %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		if code != want {
+			t.Fatalf("ax %s: exit %d, want %d (1: the attempt failed)\n%s%s", strings.Join(args, " "), code, want, out, errOut)
 		}
 		return out + errOut
 	}
 	// Just after the rerun: -f follows the rerun instance, to its end.
-	follow := ax("logs", "shop.again", "-f")
+	follow := ax(cli.ExitOK, "logs", "shop.again", "-f")
 	waitFor(t, func() bool {
 		in, err := e.St.Instance(context.Background(), failed.ID)
 		return err == nil && in.State == axtype.Success
 	})
-	latest := ax("logs", "shop.again")
-	first := ax("logs", "shop.again", "--instance", fmt.Sprint(failed.ID), "--attempt", "1")
+	latest := ax(cli.ExitOK, "logs", "shop.again")
+	first := ax(cli.ExitFailed, "logs", "shop.again", "--instance", fmt.Sprint(failed.ID), "--attempt", "1")
 	header := fmt.Sprintf("== shop.again instance %d (run %d), attempt 2 of 2,", failed.ID, failed.RunID)
 	for _, c := range []struct{ name, got, want string }{
 		{"-f", follow, header}, {"-f", follow, "stdout| second"}, {"-f", follow, "success (exit status 0)"},
@@ -124,15 +124,15 @@ func TestLogsAfterGiveBackShowTheNewAttempt(t *testing.T) {
 		got, err := st.Instance(ctx, in.ID)
 		return err == nil && got.State == axtype.Success
 	})
-	ax := func(args ...string) string {
+	ax := func(want int, args ...string) string {
 		t.Helper()
 		code, out, errOut := runAx(t, append(args, "--server", "http://"+addr)...)
-		if code != cli.ExitOK {
-			t.Fatalf("ax %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		if code != want {
+			t.Fatalf("ax %s: exit %d, want %d (1: the attempt failed)\n%s%s", strings.Join(args, " "), code, want, out, errOut)
 		}
 		return out + errOut
 	}
-	latest, first := ax("logs", "gb.slow"), ax("logs", "gb.slow", "--attempt", "1")
+	latest, first := ax(cli.ExitOK, "logs", "gb.slow"), ax(cli.ExitFailed, "logs", "gb.slow", "--attempt", "1")
 	for _, c := range []struct{ name, got, want string }{
 		{"latest", latest, fmt.Sprintf("instance %d (run %d), attempt 2 of 2,", in.ID, in.RunID)},
 		{"latest", latest, "stdout| second"}, {"latest", latest, "success (exit status 0)"},
