@@ -110,8 +110,6 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browser starts headless chromium and records every script error and
-// console error the page shows; it accepts confirmation dialogs.
 // textNow reads the visible text of the first element sel matches, in one
 // turn of the page's script. chromedp.Text finds the node in one call and
 // reads it in another: when the console's 3-second redraw replaces the
@@ -125,6 +123,8 @@ func textNow(sel chromedp.CSS) chromedp.Action[string] {
   return el.innerText; })()`)
 }
 
+// browser starts headless chromium and records every script error and
+// console error the page shows; it accepts confirmation dialogs.
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -295,12 +295,16 @@ tasks:
 		chromedp.Navigate(e.Srv.URL+"/#/p/shop"),
 		chromedp.WaitVisible(css(`#runs button[data-cancel]`)),
 		click(css(`#runs button[data-cancel]`)),
-		chromedp.WaitVisible(css(`#banner.ok`)),
 	)
 	if err != nil {
 		t.Fatalf("browser: %v (script errors: %v)", err, scriptErrors())
 	}
 	e.WaitState("shop.slow", axtype.Killed)
+	// The banner is green already, from the approval: the cancel's answer is its text.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("banner").textContent.includes("cancelled")`)); err != nil {
+		banner, _ := chromedp.Run(ctx, textNow(css(`#banner`)))
+		t.Fatalf("the banner after the cancel says %q: %v (script errors: %v)", banner, err, scriptErrors())
+	}
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}
