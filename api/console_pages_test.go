@@ -16,6 +16,7 @@ import (
 
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/store"
 )
@@ -361,9 +362,14 @@ func TestConsolePagesInBrowser(t *testing.T) {
 		t.Fatalf("clean of run %d: %+v %v", bad, cleans, err)
 	}
 	cleanBad := cleans[0]
-	// Every run over first (the backfill's too): a page that changes under
-	// the mouse moves its buttons.
+	// The backfill over and every run over first: a page that changes under
+	// the mouse draws its buttons anew (the backfill's run, made after the
+	// form's answer, once colours the graph in the middle of the click).
 	waitFor(t, func() bool {
+		bs, err := e.St.Backfills(context.Background(), 0)
+		if err != nil || len(bs) != 1 || bs[0].State == engine.BackfillPending || bs[0].State == engine.BackfillRunning {
+			return false
+		}
 		ins, err := e.St.Instances(context.Background(), store.InstanceFilter{Pipeline: "shop", Limit: 1000})
 		return err == nil && !slices.ContainsFunc(ins, func(in axtype.Instance) bool { return !in.State.Terminal() })
 	})
