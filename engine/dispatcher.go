@@ -446,7 +446,7 @@ func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.
 		attempt: *b.params[i].Set.Attempt, counted: *b.params[i].Set.Counted, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
 	d.track(id, a)
-	d.res.runs.setState(p.runID, p.task.id, axtype.Running, r.Version)
+	d.res.runs.dispatched(p.runID, p.task.id, r.Version, a.attempt)
 	if p.throttled {
 		d.m.bufferWait.Observe(max(now.Sub(a.due).Seconds(), 0))
 	}

@@ -113,6 +113,17 @@ func (c *runCache) setState(run int64, task string, state axtype.State, version 
 	}
 }
 
+// dispatched records that the instance of task was dispatched as attempt
+// att, now RUNNING at version: a release of it later in the run (a rerun
+// brings it back to WAITING) numbers its next attempt past att.
+func (c *runCache) dispatched(run int64, task string, version int64, att int) {
+	if rs := c.runs[run]; rs != nil {
+		if ref := rs.set(task, axtype.Running, version); ref != nil {
+			ref.attempt = att
+		}
+	}
+}
+
 // set records that the instance of task is now in state at version, and
 // returns it (nil when the run has no instance of task).
 func (rs *runState) set(task string, state axtype.State, version int64) *instRef {

@@ -181,7 +181,9 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 	var out []release
 	for _, v := range vs {
 		ref, d := rs.inst[v.task], r.tasks[v.task]
-		in := axtype.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical}
+		// Its last attempt's number: a released instance that ran before (a
+		// rerun brought it back) numbers its next attempt past it.
+		in := axtype.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical, Attempt: ref.attempt}
 		switch v.verdict {
 		case verdictFail:
 			out = append(out, release{failWaiting(ref, d, v.reason, r.host.termEpoch(), now, Actor), in})

@@ -503,3 +503,21 @@ func TestSimBreakerCutsToATenth(t *testing.T) {
 		fail(t, Run(t, seed, Options{}))
 	}
 }
+
+// TestSimReleasedRerunNumbersPastItsAttempt: I11 on seeds 1260 and 3013 of
+// 1201–3200, the first run of the merged invariants over them. An instance
+// that ran (attempt 1), was rerun, skipped by the misfire policy while no
+// scheduler ran, and rerun again ("it never ran") was released by its
+// upstreams and dispatched as attempt 1 again: a release built the queued
+// instance without its last attempt. The run cache now keeps each
+// instance's last attempt (dispatched) and a release carries it.
+func TestSimReleasedRerunNumbersPastItsAttempt(t *testing.T) {
+	t.Parallel()
+	seeds := []int64{1260, 3013}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	for _, seed := range seeds {
+		fail(t, Run(t, seed, Options{Restrict: today}))
+	}
+}
