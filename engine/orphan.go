@@ -82,17 +82,7 @@ func (c *completer) resolveOrphans(exs []store.Executor) {
 	c.disp.execWG.Add(1)
 	go func() {
 		defer c.disp.execWG.Done()
-		answers := map[string]map[string]runner.TicketStatus{} // address → ticket → status
-		for _, addr := range slices.Sorted(mapKeys(perExec)) {
-			qctx, cancel := context.WithTimeout(ctx, statusTimeout)
-			ans, err := asker.Status(qctx, addr, perExec[addr])
-			cancel()
-			if err != nil {
-				c.log.Warn("status_query_failed", "executor", addr, "tickets", len(perExec[addr]), "err", err)
-				continue
-			}
-			answers[addr] = ans.Tickets
-		}
+		answers := c.askStatuses(ctx, asker, perExec)
 		for _, q := range asks {
 			o := outcome{instance: q.id, res: runner.Result{Ticket: q.ticket}, resolve: resolveUnknown}
 			for _, addr := range q.execs {
@@ -159,15 +149,11 @@ func (c *completer) askSilent(ask map[string][]string, kills []string) {
 				c.log.Warn("kill_delivered", "executor", addr, "tickets", sent, "why", "its kill did not reach it while it was silent")
 			}
 		}
+		answers := c.askStatuses(ctx, asker, perExec)
 		for _, addr := range slices.Sorted(mapKeys(perExec)) {
-			qctx, cancel := context.WithTimeout(ctx, statusTimeout)
-			ans, err := asker.Status(qctx, addr, perExec[addr])
-			cancel()
-			if err != nil {
-				c.log.Warn("status_query_failed", "executor", addr, "tickets", len(perExec[addr]), "err", err)
-			}
+			ans, answered := answers[addr]
 			for _, t := range perExec[addr] {
-				o := silentOutcome(ids[t], t, addr, ans.Tickets[t], err == nil)
+				o := silentOutcome(ids[t], t, addr, ans[t], answered)
 				select {
 				case results <- o:
 				case <-ctx.Done():
@@ -176,6 +162,25 @@ func (c *completer) askSilent(ask map[string][]string, kills []string) {
 			}
 		}
 	}()
+}
+
+// askStatuses asks each executor of perExec (address → tickets), in address
+// order, for the status of its tickets, off the loop; one that does not
+// answer within statusTimeout is logged and left out of the answers
+// (address → ticket → status).
+func (c *completer) askStatuses(ctx context.Context, asker StatusAsker, perExec map[string][]string) map[string]map[string]runner.TicketStatus {
+	answers := map[string]map[string]runner.TicketStatus{}
+	for _, addr := range slices.Sorted(mapKeys(perExec)) {
+		qctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		ans, err := asker.Status(qctx, addr, perExec[addr])
+		cancel()
+		if err != nil {
+			c.log.Warn("status_query_failed", "executor", addr, "tickets", len(perExec[addr]), "err", err)
+			continue
+		}
+		answers[addr] = ans.Tickets
+	}
+	return answers
 }
 
 // silentOutcome is what a silent executor's answer about ticket (st, when
