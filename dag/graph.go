@@ -229,17 +229,25 @@ func (c *compiler) sort() bool {
 	return true
 }
 
-// reportCycles finds the strongly connected components among the nodes Kahn's
-// algorithm could not order and reports one cycle path for each.
+// reportCycles names the cycles among the nodes Kahn's algorithm could not
+// order: github.com/dominikbraun/graph finds the strongly connected
+// components of those nodes, and each component of two or more is reported
+// by one cycle path. A node left over with a component of one is downstream
+// of a cycle, not on one (self loops are refused in defs).
 func (c *compiler) reportCycles(indeg []int) {
 	g := c.g
 	left := make([]bool, len(g.tasks))
 	for i, d := range indeg {
 		left[i] = d > 0
 	}
-	for _, scc := range tarjan(g, left) {
-		if len(scc) < 2 {
-			continue // a node downstream of a cycle, not on one
+	sccs, _ := graph.StronglyConnectedComponents(g.libOf(left)) // fails only on an undirected graph
+	for _, ids := range sccs {
+		if len(ids) < 2 {
+			continue
+		}
+		scc := make([]int, len(ids))
+		for k, id := range ids {
+			scc[k] = g.index[id]
 		}
 		c.reportCycle(scc)
 	}
@@ -300,74 +308,6 @@ func (c *compiler) reportCycle(scc []int) {
 		}
 	}
 	c.errorf(defs.SevError, t.Pos, t.Pipeline, t.Name, "dependency cycle: %s; remove one of these depends_on entries", strings.Join(names, " -> "))
-}
-
-// tarjan returns the strongly connected components of the nodes marked in
-// include, iteratively so that a 10,000-task cycle needs no deep stack.
-func tarjan(g *Graph, include []bool) [][]int {
-	n := len(g.tasks)
-	index := make([]int, n)
-	low := make([]int, n)
-	onStack := make([]bool, n)
-	for i := range index {
-		index[i] = -1
-	}
-	var (
-		stack []int
-		out   [][]int
-		next  int
-	)
-	type frame struct{ v, edge int }
-	for root := range n {
-		if !include[root] || index[root] >= 0 {
-			continue
-		}
-		call := []frame{{root, 0}}
-		index[root], low[root] = next, next
-		next++
-		stack = append(stack, root)
-		onStack[root] = true
-		for len(call) > 0 {
-			f := &call[len(call)-1]
-			if f.edge < len(g.up[f.v]) {
-				w := g.up[f.v][f.edge]
-				f.edge++
-				if !include[w] {
-					continue
-				}
-				if index[w] < 0 {
-					index[w], low[w] = next, next
-					next++
-					stack = append(stack, w)
-					onStack[w] = true
-					call = append(call, frame{w, 0})
-				} else if onStack[w] {
-					low[f.v] = min(low[f.v], index[w])
-				}
-				continue
-			}
-			v := f.v
-			call = call[:len(call)-1]
-			if len(call) > 0 {
-				p := call[len(call)-1].v
-				low[p] = min(low[p], low[v])
-			}
-			if low[v] == index[v] {
-				var scc []int
-				for {
-					w := stack[len(stack)-1]
-					stack = stack[:len(stack)-1]
-					onStack[w] = false
-					scc = append(scc, w)
-					if w == v {
-						break
-					}
-				}
-				out = append(out, scc)
-			}
-		}
-	}
-	return out
 }
 
 // Load finds the pipeline files under paths, parses them and compiles them

@@ -349,3 +349,31 @@ func TestManualOnlyPipelines(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryCycleReportedOnce: each cycle is reported once, by its path from
+// its first task in the file; a task downstream of cycles is not on one.
+func TestEveryCycleReportedOnce(t *testing.T) {
+	t.Parallel()
+	_, errs := compile(t, Options{}, `pipeline: c
+schedule: "@daily"
+tasks:
+  - {name: a, depends_on: [b], function: f}
+  - {name: b, depends_on: [a], function: f}
+  - {name: x, depends_on: [z], function: f}
+  - {name: y, depends_on: [x], function: f}
+  - {name: z, depends_on: [y], function: f}
+  - {name: sink, depends_on: [a, x], function: f}
+`)
+	want := []string{
+		`p0.yaml:4:5: task "a": dependency cycle: a -> b -> a; remove one of these depends_on entries`,
+		`p0.yaml:6:5: task "x": dependency cycle: x -> z -> y -> x; remove one of these depends_on entries`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("errors = %v, want %d", errs, len(want))
+	}
+	for i, e := range errs {
+		if e.Error() != want[i] {
+			t.Errorf("error %d = %s, want %s", i, e.Error(), want[i])
+		}
+	}
+}

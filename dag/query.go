@@ -15,21 +15,30 @@ import (
 // `pipeline.task`, with an edge from each upstream to its downstream, for
 // callers that want the library's general algorithms. It is built on first
 // use: at 10,000 tasks and 20,000 edges the library's per-edge bookkeeping
-// costs about 70 ms, more than all of compilation, and no hot path needs it.
+// costs more than all of compilation, and no hot path needs it.
 func (g *Graph) Lib() graph.Graph[string, *defs.Task] {
-	g.libOnce.Do(func() {
-		lib := graph.New(func(t *defs.Task) string { return t.ID() }, graph.Directed())
-		for _, t := range g.tasks {
+	g.libOnce.Do(func() { g.lib = g.libOf(nil) })
+	return g.lib
+}
+
+// libOf builds the library's graph of the nodes marked in include (every
+// node when include is nil) and the edges between them.
+func (g *Graph) libOf(include []bool) graph.Graph[string, *defs.Task] {
+	in := func(i int) bool { return include == nil || include[i] }
+	lib := graph.New(func(t *defs.Task) string { return t.ID() }, graph.Directed())
+	for i, t := range g.tasks {
+		if in(i) {
 			_ = lib.AddVertex(t) // ids are unique: defs refused duplicates
 		}
-		for i, ups := range g.up {
-			for _, j := range ups {
+	}
+	for i, ups := range g.up {
+		for _, j := range ups {
+			if in(i) && in(j) {
 				_ = lib.AddEdge(g.ids[j], g.ids[i]) // both vertices exist; no duplicate edges
 			}
 		}
-		g.lib = lib
-	})
-	return g.lib
+	}
+	return lib
 }
 
 // Pipelines returns the pipelines, sorted by name.
