@@ -113,76 +113,39 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	return nil, cli.Usage("--log-format %q: use text or json", format)
 }
 
+// runServer checks the flags and the pipeline files, opens the store,
+// assembles the engine with its executors, alert routes, reloader and API,
+// and runs the engine until ctx ends. Every flag is checked before the
+// store is touched, and the API's port is bound before it.
 func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
-	var routes []alertroute.Route // checked before anything starts
-	for _, spec := range f.webhooks {
-		r, err := alertroute.Parse(spec)
-		if err != nil {
-			return cli.Usage("--alert-webhook %v", err)
-		}
-		routes = append(routes, r)
+	routes, err := alertRoutes(f.webhooks) // checked before anything starts
+	if err != nil {
+		return err
 	}
 	filesAtStart := reload.FilesSum(f.pipelines) // before reading them: a change from here on is reloaded
-	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: reload.WarnRate(f.rate)})
+	g, err := loadPipelines(f, stderr, log)
 	if err != nil {
-		return cli.Usage("%v", err)
-	}
-	if g == nil {
-		for _, e := range errs {
-			fmt.Fprintln(stderr, e.Error())
-		}
-		return cli.Fail(fmt.Errorf("not starting: %d error(s) in the pipeline files (see ax validate)", len(errs.Fatal())))
-	}
-	for _, w := range errs.Warnings() {
-		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
+		return err
 	}
 	token := os.Getenv("AX_ADMIN_TOKEN")
-	var ln net.Listener
 	self, err := advertiseURL(f.listen, f.advertise)
 	if err != nil {
 		return err
 	}
-	if f.listen != "" {
-		if err := checkListen(f.listen, token, f.insecure); err != nil {
-			return err
-		}
-		// Bound first: a busy port stops the server before it has touched the store.
-		if ln, err = listenAPI(f.listen); err != nil {
-			return cli.Fail(err)
-		}
+	ln, err := bindAPI(f, token)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
 		defer ln.Close()
 	}
-	if f.maxRun < 0 || f.maxRun > engine.MaxRunningBound {
-		return cli.Usage("--max-running %d: give 0 (unlimited) to %d", f.maxRun, engine.MaxRunningBound)
-	}
-	if f.nice < 0 || f.nice > 19 {
-		return cli.Usage("--command-nice %d: give 0 (the server's own) to 19", f.nice)
-	}
-	if f.grace <= 0 {
-		return cli.Usage("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
-	}
-	if f.leaseTTL < 3*time.Second {
-		return cli.Usage("--lease-ttl %s: use at least 3s", f.leaseTTL)
-	}
-	switch {
-	case f.brkWindow < 10*time.Second:
-		return cli.Usage("--breaker-window %s: use at least 10s (outcomes are counted in 10-second buckets)", f.brkWindow)
-	case f.brkMin < 1 || f.brkMin > 10000:
-		return cli.Usage("--breaker-min-outcomes %d: use 1 to 10000", f.brkMin)
-	case !(f.brkRatio > 0 && f.brkRatio < 1):
-		return cli.Usage("--breaker-ratio %v: use a failure ratio above 0 and below 1, such as 0.5", f.brkRatio)
-	}
-	retain, err := api.ParseRetain(f.retain)
+	lim, err := checkServerLimits(f)
 	if err != nil {
-		return cli.Usage("--retain %v", err)
-	}
-	logMax, err := parseSize(f.logMax)
-	if err != nil || logMax < 4<<10 {
-		return cli.Usage("--log-max %q: give a size of at least 4KiB, such as 1MiB or 256KiB", f.logMax)
+		return err
 	}
 	st, err := store.Open(ctx, f.store, store.Options{Logger: log})
 	if err != nil {
@@ -190,17 +153,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	defer st.Close()
 	storeOpened(st)
-	execToken := ""
-	if f.listen != "" {
-		// Executors authenticate whatever the listen address: anyone on
-		// the host could otherwise register, heartbeat and post results.
-		tokenFile := f.execTokenFile
-		if tokenFile == "" {
-			tokenFile = defaultExecutorTokenFile(f.store)
-		}
-		if execToken, err = executorToken(os.Getenv("AX_EXECUTOR_TOKEN"), tokenFile, token, f.store); err != nil {
-			return err
-		}
+	execToken, err := serverExecutorToken(f, token)
+	if err != nil {
+		return err
 	}
 	var eng *engine.Engine // set below; executors raise alerts through it
 	// The pipelines in force: the engine's, which a reload replaces.
@@ -216,55 +171,200 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewExecutorCollector(st))
-	var sinks []func(engine.Alert)
-	if len(routes) > 0 {
-		hookCtx, stopHook := context.WithCancel(ctx)
-		defer stopHook()
-		send, err := alertroute.Start(hookCtx, routes, log)
-		if err != nil {
-			return cli.Usage("--alert-webhook: %v", err)
-		}
-		sinks = append(sinks, send)
+	hookCtx, stopHook := context.WithCancel(ctx)
+	defer stopHook()
+	onAlert, err := alertSinks(hookCtx, routes, log)
+	if err != nil {
+		return err
 	}
-	eng, err = engine.New(engine.Config{Breaker: breaker.Config{Window: f.brkWindow, MinSamples: f.brkMin, Threshold: f.brkRatio}, DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
-		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, NoTaskLabels: !f.taskLabels, Retain: retain, LogMax: logMax, OnAlert: func(a engine.Alert) {
-			for _, s := range sinks {
-				s(a)
-			}
-		}}, st, g, execs)
+	eng, err = engine.New(engineConfig(f, lim, log, reg, onAlert), st, g, execs)
 	if err != nil {
 		return cli.Fail(err)
 	}
 	rl := reload.New(f.pipelines, filesAtStart, f.rate, eng, log)
 	go rl.Run(ctx, f.watch)
 	if f.listen != "" {
-		// Executors report results asynchronously to this API.
-		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results").WithToken(execToken)
-		execs[defs.ExecHTTP] = web
-		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Registerer: reg, Token: token, ExecToken: execToken,
-			WhoIs: func(ctx context.Context, address string) (string, error) {
-				ans, err := web.Status(ctx, address, []string{"ax-who-is"})
-				return ans.Boot, err
-			},
-			OpenReads: f.openReads, Self: self, Deliver: web.Deliver, Retain: retain})
-		apiCtx, stopAPI := context.WithCancel(ctx)
+		stopAPI := serveAPI(ctx, apiServer{f: f, ln: ln, self: self, token: token, execToken: execToken, lim: lim,
+			st: st, g: g, eng: eng, rl: rl, reg: reg, execs: execs, log: log})
 		defer stopAPI()
-		apiErr := make(chan error, 1)
-		// Executors and browsers call the advertised URL: its host is a
-		// name of this server for the door's Host and Origin rules.
-		var hosts []string
-		if u, err := url.Parse(self); err == nil && u.Host != "" {
-			hosts = append(hosts, u.Host)
-		}
-		go func() { apiErr <- api.Serve(apiCtx, ln, mux, f.listen, hosts...) }()
-		go announcePrimary(apiCtx, st, eng, self, log)
-		log.Info("api_listening", "addr", f.listen, "console", "http://"+f.listen+"/", "token_required", token != "")
 	}
 	log.Info("server_starting", "store", st.String(), "pipelines", len(g.Pipelines()), "tasks", len(g.Order()), "dispatch_rate", f.rate)
 	if err := eng.Run(ctx); err != nil {
 		return cli.Fail(err)
 	}
 	return nil
+}
+
+// alertRoutes parses every --alert-webhook.
+func alertRoutes(specs []string) ([]alertroute.Route, error) {
+	var routes []alertroute.Route
+	for _, spec := range specs {
+		r, err := alertroute.Parse(spec)
+		if err != nil {
+			return nil, cli.Usage("--alert-webhook %v", err)
+		}
+		routes = append(routes, r)
+	}
+	return routes, nil
+}
+
+// loadPipelines loads and compiles the pipeline files; the server does not
+// start on an error in them (printed as ax validate prints it), and logs
+// their warnings.
+func loadPipelines(f serverFlags, stderr io.Writer, log *slog.Logger) (*dag.Graph, error) {
+	g, errs, err := dag.Load(f.pipelines, defs.Options{}, dag.Options{DispatchRate: reload.WarnRate(f.rate)})
+	if err != nil {
+		return nil, cli.Usage("%v", err)
+	}
+	if g == nil {
+		for _, e := range errs {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		return nil, cli.Fail(fmt.Errorf("not starting: %d error(s) in the pipeline files (see ax validate)", len(errs.Fatal())))
+	}
+	for _, w := range errs.Warnings() {
+		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
+	}
+	return g, nil
+}
+
+// bindAPI binds --listen, when given, after checking that a non-loopback
+// address has a token: a busy port stops the server before it has touched
+// the store. Without --listen it returns no listener.
+func bindAPI(f serverFlags, token string) (net.Listener, error) {
+	if f.listen == "" {
+		return nil, nil
+	}
+	if err := checkListen(f.listen, token, f.insecure); err != nil {
+		return nil, err
+	}
+	ln, err := listenAPI(f.listen)
+	if err != nil {
+		return nil, cli.Fail(err)
+	}
+	return ln, nil
+}
+
+// serverLimits are the flags checkServerLimits parsed.
+type serverLimits struct {
+	retain time.Duration
+	logMax int
+}
+
+// checkServerLimits checks the flags that bound the engine (running
+// attempts, nice, grace, lease, breaker, retention, output kept) and
+// returns those it parsed.
+func checkServerLimits(f serverFlags) (serverLimits, error) {
+	if f.maxRun < 0 || f.maxRun > engine.MaxRunningBound {
+		return serverLimits{}, cli.Usage("--max-running %d: give 0 (unlimited) to %d", f.maxRun, engine.MaxRunningBound)
+	}
+	if f.nice < 0 || f.nice > 19 {
+		return serverLimits{}, cli.Usage("--command-nice %d: give 0 (the server's own) to 19", f.nice)
+	}
+	if f.grace <= 0 {
+		return serverLimits{}, cli.Usage("--shutdown-grace %s: use a positive duration such as 30s", f.grace)
+	}
+	if f.leaseTTL < 3*time.Second {
+		return serverLimits{}, cli.Usage("--lease-ttl %s: use at least 3s", f.leaseTTL)
+	}
+	switch {
+	case f.brkWindow < 10*time.Second:
+		return serverLimits{}, cli.Usage("--breaker-window %s: use at least 10s (outcomes are counted in 10-second buckets)", f.brkWindow)
+	case f.brkMin < 1 || f.brkMin > 10000:
+		return serverLimits{}, cli.Usage("--breaker-min-outcomes %d: use 1 to 10000", f.brkMin)
+	case !(f.brkRatio > 0 && f.brkRatio < 1):
+		return serverLimits{}, cli.Usage("--breaker-ratio %v: use a failure ratio above 0 and below 1, such as 0.5", f.brkRatio)
+	}
+	retain, err := api.ParseRetain(f.retain)
+	if err != nil {
+		return serverLimits{}, cli.Usage("--retain %v", err)
+	}
+	logMax, err := parseSize(f.logMax)
+	if err != nil || logMax < 4<<10 {
+		return serverLimits{}, cli.Usage("--log-max %q: give a size of at least 4KiB, such as 1MiB or 256KiB", f.logMax)
+	}
+	return serverLimits{retain: retain, logMax: logMax}, nil
+}
+
+// serverExecutorToken returns the credential executors authenticate with,
+// whatever the listen address (anyone on the host could otherwise register,
+// heartbeat and post results); none without --listen.
+func serverExecutorToken(f serverFlags, adminToken string) (string, error) {
+	if f.listen == "" {
+		return "", nil
+	}
+	tokenFile := f.execTokenFile
+	if tokenFile == "" {
+		tokenFile = defaultExecutorTokenFile(f.store)
+	}
+	return executorToken(os.Getenv("AX_EXECUTOR_TOKEN"), tokenFile, adminToken, f.store)
+}
+
+// alertSinks starts the --alert-webhook routes, which run until ctx ends,
+// and returns what hands each alert to every one of them.
+func alertSinks(ctx context.Context, routes []alertroute.Route, log *slog.Logger) (func(engine.Alert), error) {
+	var sinks []func(engine.Alert)
+	if len(routes) > 0 {
+		send, err := alertroute.Start(ctx, routes, log)
+		if err != nil {
+			return nil, cli.Usage("--alert-webhook: %v", err)
+		}
+		sinks = append(sinks, send)
+	}
+	return func(a engine.Alert) {
+		for _, s := range sinks {
+			s(a)
+		}
+	}, nil
+}
+
+// engineConfig is the engine's configuration from the server's flags.
+func engineConfig(f serverFlags, lim serverLimits, log *slog.Logger, reg *prometheus.Registry, onAlert func(engine.Alert)) engine.Config {
+	return engine.Config{Breaker: breaker.Config{Window: f.brkWindow, MinSamples: f.brkMin, Threshold: f.brkRatio}, DispatchRate: f.rate, Holder: f.holder, Logger: log, LeaseTTL: f.leaseTTL, LeaseRenew: f.leaseTTL / 3,
+		Grace: f.grace, MaxRunning: cmp.Or(f.maxRun, -1), Registerer: reg, NoTaskLabels: !f.taskLabels, Retain: lim.retain, LogMax: lim.logMax, OnAlert: onAlert}
+}
+
+// apiServer is what serveAPI assembles the API from.
+type apiServer struct {
+	f                      serverFlags
+	ln                     net.Listener
+	self, token, execToken string
+	lim                    serverLimits
+	st                     *store.Store
+	g                      *dag.Graph
+	eng                    *engine.Engine
+	rl                     *reload.Watcher
+	reg                    *prometheus.Registry
+	execs                  engine.Executors
+	log                    *slog.Logger
+}
+
+// serveAPI serves the admin API, the console and the executor endpoints on
+// the bound listener, with HTTP tasks' results called back to it, and
+// announces this server's URL while it is the primary; the returned
+// function stops both.
+func serveAPI(ctx context.Context, s apiServer) (stop func()) {
+	// Executors report results asynchronously to this API.
+	web := s.execs[defs.ExecHTTP].(*runner.Routed).WithCallback(s.self + "/api/v1/results").WithToken(s.execToken)
+	s.execs[defs.ExecHTTP] = web
+	mux := api.Handler(api.Config{Store: s.st, Graph: s.g, Engine: s.eng, Reload: s.rl, Gather: s.reg, Registerer: s.reg, Token: s.token, ExecToken: s.execToken,
+		WhoIs: func(ctx context.Context, address string) (string, error) {
+			ans, err := web.Status(ctx, address, []string{"ax-who-is"})
+			return ans.Boot, err
+		},
+		OpenReads: s.f.openReads, Self: s.self, Deliver: web.Deliver, Retain: s.lim.retain})
+	apiCtx, stopAPI := context.WithCancel(ctx)
+	apiErr := make(chan error, 1)
+	// Executors and browsers call the advertised URL: its host is a
+	// name of this server for the door's Host and Origin rules.
+	var hosts []string
+	if u, err := url.Parse(s.self); err == nil && u.Host != "" {
+		hosts = append(hosts, u.Host)
+	}
+	go func() { apiErr <- api.Serve(apiCtx, s.ln, mux, s.f.listen, hosts...) }()
+	go announcePrimary(apiCtx, s.st, s.eng, s.self, s.log)
+	s.log.Info("api_listening", "addr", s.f.listen, "console", "http://"+s.f.listen+"/", "token_required", s.token != "")
+	return stopAPI
 }
 
 // announcePrimary records this server's API URL while it is the primary,
