@@ -164,6 +164,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
 		{"POST", "/api/v1/backfills/{id}/cancel", true, "stop a backfill from starting more runs (those in flight finish)", (*admin).cancelBackfill},
 		{"POST", "/api/v1/backfills/{id}/resume", true, "continue a cancelled, failed or interrupted backfill without rerunning what it ran", (*admin).resumeBackfill},
+		{"POST", "/api/v1/backfills/{id}/approve", true, "approve the manual gates of every run of a backfill in one action: those its runs wait at and those of the runs it has yet to start; 404 for an unknown backfill, 409 for a finished one, one that selects no gate, or under a pause of a gate unless `{\"hold\": true}`", (*admin).approveBackfill},
 	}
 }
 

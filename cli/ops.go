@@ -104,6 +104,11 @@ func OpRoute(op Op) (string, map[string]any, error) {
 		return task(r.Target, r.Verb())
 	case engine.Cancel:
 		return fmt.Sprintf("/api/v1/runs/%d/cancel", r.Run), body, nil
+	case engine.ApproveBackfill:
+		if r.Hold {
+			body["hold"] = true
+		}
+		return fmt.Sprintf("/api/v1/backfills/%d/approve", r.Backfill), body, nil
 	}
 	return "", nil, fmt.Errorf("ax: %s has no API route here", op.Req.Verb())
 }
@@ -238,6 +243,8 @@ func opTarget(req engine.Request) (scope store.PauseScope, target string) {
 	case engine.CancelBackfill:
 		return "", byID("backfill", r.Backfill)
 	case engine.ResumeBackfill:
+		return "", byID("backfill", r.Backfill)
+	case engine.ApproveBackfill:
 		return "", byID("backfill", r.Backfill)
 	}
 	return "", ""

@@ -738,40 +738,47 @@ func (op *operator) approve(ctx context.Context, t *taskInfo, r Trigger, by By, 
 	if in == nil {
 		return "", false, nil
 	}
+	msg, err := op.approveOne(ctx, t, in, by, now)
+	return msg, err == nil, err
+}
+
+// approveOne approves the gate of manual task t's waiting instance in and
+// releases it when its upstreams allow; it says what became of it.
+func (op *operator) approveOne(ctx context.Context, t *taskInfo, in *axtype.Instance, by By, now time.Time) (string, error) {
 	v, err := op.host.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: by.Actor, Reason: by.Reason, Epoch: op.host.termEpoch(), Now: now})
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	op.res.runs.dropRunOf(in.ID)
 	rs, err := op.res.runs.get(ctx, in.RunID)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	if ref := rs.inst[t.id]; ref != nil {
 		ref.version, ref.approved = v, true
 	}
 	rel, err := op.res.releasable(ctx, rs, []*taskInfo{t}, now)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	if err := op.done.applyReleases(ctx, rel, now); err != nil {
-		return "", false, err
+		return "", err
 	}
 	loc := op.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
 	if len(rel) == 1 && rel[0].p.To == axtype.Scheduled {
 		if at := *rel[0].p.Set.NextFireAt; at.After(now) {
-			return what + ": it runs at " + at.In(loc).Format(time.RFC3339), true, nil
+			return what + ": it runs at " + at.In(loc).Format(time.RFC3339), nil
 		}
-		return what + ": it runs now", true, nil
+		return what + ": it runs now", nil
 	}
 	if len(rel) == 1 && rel[0].p.To == axtype.Paused {
-		return what + op.heldNote(t.def), true, nil
+		return what + op.heldNote(t.def), nil
 	}
 	if len(rel) == 1 && rel[0].p.To == axtype.Failed {
-		return what + ": it cannot run: " + rel[0].p.Reason, true, nil
+		return what + ": it cannot run: " + rel[0].p.Reason, nil
 	}
-	return what + op.waitsFor(ctx, rs, t, now), true, nil
+	return what + op.waitsFor(ctx, rs, t, now), nil
 }
 
 // alreadyApproved answers an approval of manual task t whose instance in
