@@ -158,7 +158,7 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
 		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
-		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) and the fingerprints of the pipelines in force, for `ax diff`", (*admin).reloadStatus},
+		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) the fingerprints and schedules of the pipelines in force, for `ax diff`; `task` (repeatable, up to 100): the definitions in force of those tasks, for its field-level changes", (*admin).reloadStatus},
 		{"GET", "/api/v1/backfills", false, "backfills, newest first; `before` (id: the next page), `limit`", (*admin).backfills},
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"approve_manual\", \"wait_cross\", \"hold\", \"dry_run\"}`; under a pause of a selected task 409 unless `hold`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
