@@ -341,7 +341,8 @@ func decodeBody(r *http.Request, v any) error {
 	if err := runner.DecodeStrict(r, v, maxBody); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return errf(http.StatusRequestEntityTooLarge, "request body over %d bytes", maxBody)
+			return errf(http.StatusRequestEntityTooLarge, "request body over %d bytes: a reason holds at most %d characters, a param value %d",
+				maxBody, axtype.MaxReasonLen, axtype.MaxParamLen)
 		}
 		return errf(http.StatusBadRequest, "malformed request body: %v", err)
 	}

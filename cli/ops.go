@@ -163,6 +163,10 @@ func Submit(ctx context.Context, w io.Writer, f OpOptions, op engine.Request) er
 
 // SubmitOp is Submit for an operation with a --at.
 func SubmitOp(ctx context.Context, w io.Writer, f OpOptions, cop Op) error {
+	// Over-long text is refused here, before it is sent or queued.
+	if err := engine.CheckRequest(cop.Req, engine.By{Actor: Actor(), Reason: f.Reason}); err != nil {
+		return Usage("%s", strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
+	}
 	if !f.ViaStore() {
 		return SubmitAPI(ctx, w, f, cop)
 	}

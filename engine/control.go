@@ -179,8 +179,12 @@ func (op *operator) recordOps(ctx context.Context, now time.Time) error {
 // apply does one request: a refused one changes nothing and writes
 // nothing (not even an action row); an applied one is in the action log.
 func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time) (string, error) {
-	// Text from outside is escaped once, here, as task output is: every
-	// request (API, queued by the CLI, in process) enters through apply.
+	// Text from outside is bounded and escaped once, here, as task output
+	// is: every request (API, queued by the CLI, in process) enters
+	// through apply.
+	if err := CheckRequest(req, by); err != nil {
+		return "", err
+	}
 	by.Actor, by.Reason = runner.SafeError(cmp.Or(by.Actor, "operator")), runner.SafeError(by.Reason)
 	msg, err := req.apply(ctx, op, by, now)
 	if err != nil {
@@ -808,10 +812,8 @@ func encodeParams(p map[string]string) (string, error) {
 	if len(p) == 0 {
 		return "", nil
 	}
-	for k := range p {
-		if k == "" || strings.ContainsAny(k, " \t=.{}") {
-			return "", fmt.Errorf("param name %q: use letters, digits, _ and -", k)
-		}
+	if err := CheckParams(p); err != nil {
+		return "", err
 	}
 	b, err := json.Marshal(p)
 	return string(b), err

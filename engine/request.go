@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -240,6 +242,62 @@ func (r ResumeBackfill) apply(ctx context.Context, op *operator, _ By, now time.
 
 func (r ApproveBackfill) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
 	return op.approveBackfill(ctx, r, by, now)
+}
+
+// CheckRequest refuses (ErrBadOp) a request whose text from outside is
+// over its limit (axtype): the reason, the actor, the name it targets, a
+// trigger's params. The operator checks every request it applies, and the
+// CLI checks one before it sends or queues it, so that no such text
+// reaches the store.
+func CheckRequest(req Request, by By) error {
+	errs := []error{axtype.CheckLen("reason", by.Reason, axtype.MaxReasonLen), axtype.CheckLen("actor", by.Actor, axtype.MaxActorLen)}
+	target := ""
+	switch r := req.(type) {
+	case Pause:
+		target = r.Target
+	case Resume:
+		target = r.Target
+	case Trigger:
+		target = r.Target
+		errs = append(errs, CheckParams(r.Params))
+	case Kill:
+		target = r.Target
+	case Rerun:
+		target = r.Target
+	case Mark:
+		target = r.Target
+	}
+	errs = append(errs, axtype.CheckLen("target", target, axtype.MaxTaskIDLen))
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadOp, err)
+		}
+	}
+	return nil
+}
+
+// CheckParams refuses a trigger's params that templates and executors
+// cannot use (a name with a space, '=', '.', '{' or '}') or that are over
+// their limits: count, name, value, the whole as JSON.
+func CheckParams(p map[string]string) error {
+	if len(p) > axtype.MaxParams {
+		return fmt.Errorf("%d params; give at most %d", len(p), axtype.MaxParams)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		if k == "" || strings.ContainsAny(k, " \t=.{}") {
+			return fmt.Errorf("param name %q: use letters, digits, _ and -", k)
+		}
+		if err := axtype.CheckLen("param name", k, axtype.MaxNameLen); err != nil {
+			return err
+		}
+		if err := axtype.CheckLen(fmt.Sprintf("param %q", k), p[k], axtype.MaxParamLen); err != nil {
+			return err
+		}
+	}
+	if b, _ := json.Marshal(p); len(b) > axtype.MaxParamsBytes {
+		return fmt.Errorf("params are %d bytes as JSON; give at most %d", len(b), axtype.MaxParamsBytes)
+	}
+	return nil
 }
 
 // EncodeRequest returns the queued form of req made by by: its verb and a
