@@ -153,3 +153,36 @@ func TestBackfillApprove(t *testing.T) {
 		t.Error("a refused approval changed the store")
 	}
 }
+
+// TestBackfillApproveHold: under a pause of the gate, --hold approves the
+// gates anyway; they wait PAUSED until the resume, then run.
+func TestBackfillApproveHold(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t, apitest.Opts{Pipeline: gateBackfillPipeline})
+	ctx := context.Background()
+	ax := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runAx(t, append(args, "--server", e.Srv.URL)...)
+		if code != want {
+			t.Fatalf("ax %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out
+	}
+	count := func(task string, state axtype.State) int {
+		ins, err := e.St.Instances(ctx, store.InstanceFilter{TaskID: task, States: []axtype.State{state}, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ins)
+	}
+	ax(cli.ExitOK, "backfill", "gated", "--from", "2020-01-01", "--to", "2021-12-31", "--max-active-runs", "2", "--detach")
+	waitFor(t, func() bool { return count("gated.sync", axtype.Success) == 2 && count("gated.approve", axtype.Waiting) == 2 })
+	ax(cli.ExitOK, "pause", "gated.approve")
+	out := ax(cli.ExitOK, "backfill", "approve", "1", "--hold")
+	if !strings.Contains(out, "2 instance(s) waiting at them now") || !strings.Contains(out, "held PAUSED until the resume: gated.approve (task gated.approve)") {
+		t.Errorf("approve --hold: %s", out)
+	}
+	waitFor(t, func() bool { return count("gated.approve", axtype.Paused) == 2 })
+	ax(cli.ExitOK, "resume", "gated.approve")
+	waitFor(t, func() bool { return count("gated.approve", axtype.Success) == 2 })
+}
