@@ -176,7 +176,9 @@ func TestBackfillApproveHold(t *testing.T) {
 		return len(ins)
 	}
 	ax(cli.ExitOK, "backfill", "gated", "--from", "2020-01-01", "--to", "2021-12-31", "--max-active-runs", "2", "--detach")
-	waitFor(t, func() bool { return count("gated.sync", axtype.Success) == 2 && count("gated.approve", axtype.Waiting) == 2 })
+	waitFor(t, func() bool {
+		return count("gated.sync", axtype.Success) == 2 && count("gated.approve", axtype.Waiting) == 2
+	})
 	ax(cli.ExitOK, "pause", "gated.approve")
 	out := ax(cli.ExitOK, "backfill", "approve", "1", "--hold")
 	if !strings.Contains(out, "2 instance(s) waiting at them now") || !strings.Contains(out, "held PAUSED until the resume: gated.approve (task gated.approve)") {
