@@ -190,7 +190,11 @@ func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time
 	if err != nil {
 		return "", err
 	}
+	// The request's fields (params, targets) are data, kept as given; the
+	// action log's copy of them is text shown to readers, so it is escaped
+	// (JSON leaves C1 controls such as U+009B, a CSI, as they are).
 	_, detail, _ := EncodeRequest(req, by)
+	detail = []byte(runner.SafeError(string(detail)))
 	if by.Request != 0 {
 		detail = fmt.Appendf(detail, " (request %d)", by.Request)
 	}

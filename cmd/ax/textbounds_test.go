@@ -74,4 +74,16 @@ func TestRequestTextBounded(t *testing.T) {
 	if code != cli.ExitOK || strings.Contains(out, "\x1b") || !strings.Contains(out, `\x1b[2J\x1b[2J`) {
 		t.Errorf("explain after a pause with escape codes: exit %d\n%.500s", code, out)
 	}
+	// A param is data, passed to the task as given; what the action log
+	// shows of it is escaped (C1 controls too, which JSON leaves raw).
+	if code, out, errOut := runAx(t, "resume", "shop.sync", "--server", e.Srv.URL); code != cli.ExitOK {
+		t.Fatalf("resume: exit %d %s%s", code, out, errOut)
+	}
+	if code, out, errOut := runAx(t, "trigger", "shop.clean", "--param", "day=a\x1b[2J\u009b2Jb", "--server", e.Srv.URL); code != cli.ExitOK {
+		t.Fatalf("trigger with an escape code in a param: exit %d %s%s", code, out, errOut)
+	}
+	code, out, _ = runAx(t, "history", "shop.clean", "--server", e.Srv.URL)
+	if code != cli.ExitOK || strings.ContainsAny(out, "\x1b\u009b") || !strings.Contains(out, `a\u001b[2J\xc2\x9b2Jb`) {
+		t.Errorf("history of a trigger with escape codes in a param: exit %d\n%s", code, out)
+	}
 }
