@@ -42,9 +42,6 @@ func TestBackfillDryRunPlansFromServer(t *testing.T) {
 	if code != cli.ExitOK || !strings.Contains(out, "gates: approve, approved up front in every run (--approve-manual)") {
 		t.Errorf("dry run --approve-manual: exit %d\n%s", code, out)
 	}
-	if bs, err := e.St.Backfills(context.Background(), 0); err != nil || len(bs) != 0 {
-		t.Errorf("a dry run stored backfills: %+v %v", bs, err)
-	}
 	// Bad input: a typo answered by the server's names; a store without
 	// files to plan from.
 	code, _, errOut = runAx(t, "backfill", "gatd", "--from", "2020-01-01", "--to", "2020-12-31", "--dry-run", "--server", e.Srv.URL)
@@ -54,6 +51,9 @@ func TestBackfillDryRunPlansFromServer(t *testing.T) {
 	code, _, errOut = runAx(t, "backfill", "gated", "--from", "2020-01-01", "--to", "2020-12-31", "--dry-run", "--store", e.Path)
 	if code != cli.ExitUsage || !strings.Contains(errOut, "name them with --pipelines") {
 		t.Errorf("dry run --store without --pipelines: exit %d, %s", code, errOut)
+	}
+	if bs, err := e.St.Backfills(context.Background(), 0); err != nil || len(bs) != 0 {
+		t.Errorf("a dry run stored backfills: %+v %v", bs, err)
 	}
 }
 
@@ -98,12 +98,16 @@ func TestBackfillApprove(t *testing.T) {
 		}
 		return bs[0].Spec
 	}
-	beforeSpec := spec()
+	before, beforeSpec := e.State(), spec()
 	_, errOut := ax(cli.ExitFailed, "backfill", "approve", "99")
 	if !strings.Contains(errOut, "no backfill 99") || !strings.Contains(errOut, "HTTP 404") {
 		t.Errorf("unknown backfill: %s", errOut)
 	}
 	ax(cli.ExitUsage, "backfill", "approve", "one")
+	ax(cli.ExitUsage, "backfill", "approve", "0")
+	if e.State() != before || spec() != beforeSpec {
+		t.Errorf("a refused approval changed the store:\n%s\n%s", before, e.State())
+	}
 	ax(cli.ExitOK, "pause", "gated")
 	paused := e.State()
 	_, errOut = ax(cli.ExitFailed, "backfill", "approve", "1", "--reason", "sign-off")
