@@ -158,12 +158,13 @@ func adminRoutes() []route {
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
 		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
-		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) and the fingerprints of the pipelines in force, for `ax diff`", (*admin).reloadStatus},
+		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) the fingerprints and schedules of the pipelines in force, for `ax diff`; `task` (repeatable, up to 100): the definitions in force of those tasks, for its field-level changes", (*admin).reloadStatus},
 		{"GET", "/api/v1/backfills", false, "backfills, newest first; `before` (id: the next page), `limit`", (*admin).backfills},
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"approve_manual\", \"wait_cross\", \"hold\", \"dry_run\"}`; under a pause of a selected task 409 unless `hold`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
 		{"POST", "/api/v1/backfills/{id}/cancel", true, "stop a backfill from starting more runs (those in flight finish)", (*admin).cancelBackfill},
 		{"POST", "/api/v1/backfills/{id}/resume", true, "continue a cancelled, failed or interrupted backfill without rerunning what it ran", (*admin).resumeBackfill},
+		{"POST", "/api/v1/backfills/{id}/approve", true, "approve the manual gates of every run of a backfill in one action: those its runs wait at and those of the runs it has yet to start; 404 for an unknown backfill, 409 for a finished one, one that selects no gate, or under a pause of a gate unless `{\"hold\": true}`", (*admin).approveBackfill},
 	}
 }
 
@@ -340,7 +341,8 @@ func decodeBody(r *http.Request, v any) error {
 	if err := runner.DecodeStrict(r, v, maxBody); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return errf(http.StatusRequestEntityTooLarge, "request body over %d bytes", maxBody)
+			return errf(http.StatusRequestEntityTooLarge, "request body over %d bytes: a reason holds at most %d characters, a param value %d",
+				maxBody, axtype.MaxReasonLen, axtype.MaxParamLen)
 		}
 		return errf(http.StatusBadRequest, "malformed request body: %v", err)
 	}

@@ -231,6 +231,23 @@ func (a *admin) resumeBackfill(r *http.Request) (any, error) {
 	return a.do(r, engine.ResumeBackfill{Backfill: b.ID})
 }
 
+// approveBackfill approves the gates of every run of the backfill of the
+// path, in one request: engine.ApproveBackfill.
+func (a *admin) approveBackfill(r *http.Request) (any, error) {
+	b, err := a.backfillOf(r)
+	if err != nil {
+		return nil, err
+	}
+	var body opBody
+	if err := decodeBody(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Downstream {
+		return nil, errf(http.StatusBadRequest, "downstream applies to trigger only")
+	}
+	return a.do(r, engine.ApproveBackfill{Backfill: b.ID, Hold: body.Hold}, engine.By{Reason: body.Reason})
+}
+
 // BackfillRequest is the body of POST /api/v1/backfills.
 type BackfillRequest struct {
 	Pipeline      string `json:"pipeline"`

@@ -34,16 +34,6 @@ type markBody struct {
 	Reason string `json:"reason"`
 }
 
-// CheckParams refuses param names that templates and executors cannot use.
-func CheckParams(p map[string]string) error {
-	for k := range p {
-		if k == "" || strings.ContainsAny(k, " \t=.{}") {
-			return fmt.Errorf("param name %q: use letters, digits, _ and -", k)
-		}
-	}
-	return nil
-}
-
 // triggerOp triggers target, of pipeline p, whose runs sched makes (nil:
 // none): a date alone as at is sched's fire on that date (FireAt).
 func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, sched *defs.Schedule, isTask bool) (any, error) {
@@ -62,7 +52,7 @@ func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, sche
 		}
 		op.At = at
 	}
-	if err := CheckParams(b.Params); err != nil {
+	if err := engine.CheckParams(b.Params); err != nil {
 		return nil, errf(http.StatusBadRequest, "params: %v", err)
 	}
 	return a.do(r, op, engine.By{Reason: b.Reason})

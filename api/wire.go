@@ -129,6 +129,11 @@ type BackfillPlan struct {
 type ReloadView struct {
 	Last    *reload.Status      `json:"last"` // nil: no reload yet
 	Running engine.Fingerprints `json:"running"`
+	// Schedules are the schedules in force, by trigger name.
+	Schedules map[string]engine.ScheduleDef `json:"schedules,omitempty"`
+	// Definitions are the definitions in force of the tasks the request
+	// named (`task`), for ax diff's field-level changes.
+	Definitions map[string]*defs.Task `json:"definitions,omitempty"`
 }
 
 // Registered is the answer of POST /api/v1/executors/register.

@@ -145,8 +145,8 @@ func TestWireTypesRoundTrip(t *testing.T) {
 		bs, err := e.St.Backfills(ctx, plan.ID)
 		return err == nil && len(bs) == 1 && bs[0].State != engine.BackfillPending && bs[0].State != engine.BackfillRunning
 	})
-	// Done: resume and cancel are refused (409), with the message of an ErrorBody.
-	for _, verb := range []string{"resume", "cancel"} {
+	// Done: resume, cancel and approve are refused (409), with the message of an ErrorBody.
+	for _, verb := range []string{"resume", "cancel", "approve"} {
 		_, err := c.Call(ctx, "POST", post("/api/v1/backfills/{id}/"+verb, fmt.Sprintf("/api/v1/backfills/%d/%s", plan.ID, verb)), struct{}{})
 		if se := (*StatusError)(nil); !errors.As(err, &se) || se.Code != http.StatusConflict || !strings.Contains(se.Msg, "done") {
 			t.Errorf("%s of a done backfill: %v", verb, err)

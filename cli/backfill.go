@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -252,7 +253,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 func InstancesLine(p store.Progress) string {
 	s := fmt.Sprintf("; instances %d/%d", p.Ended, p.Total)
 	if p.Awaiting > 0 {
-		s += fmt.Sprintf(", %d awaiting approval (ax trigger the gate, or --approve-manual)", p.Awaiting)
+		s += fmt.Sprintf(", %d awaiting approval (ax trigger the gate, ax backfill approve ID for every run, or --approve-manual)", p.Awaiting)
 	}
 	return s
 }
@@ -272,10 +273,26 @@ func Progress(b store.Backfill, elapsed time.Duration) string {
 		b.FailedRuns, elapsed.Round(time.Second), eta)
 }
 
+// WritePlan prints what a backfill would run: each logical time with the
+// selected tasks in order, the manual gates marked "(gate)" and said how
+// they get approved, and the waits on other pipelines.
 func WritePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error {
 	fmt.Fprintf(w, "plan: %s, %d run(s) × %d task(s), rerun %s, max %d active\n", spec.Pipeline, len(spec.Times), len(spec.Tasks), spec.Rerun, spec.MaxActiveRuns)
+	tasks := make([]string, len(spec.Tasks))
+	for i, n := range spec.Tasks {
+		tasks[i] = n
+		if slices.Contains(spec.Gates, n) {
+			tasks[i] += " (gate)"
+		}
+	}
 	for _, at := range spec.Times {
-		fmt.Fprintf(w, "%s  %s\n", api.Stamp(at, loc), strings.Join(spec.Tasks, " → "))
+		fmt.Fprintf(w, "%s  %s\n", api.Stamp(at, loc), strings.Join(tasks, " → "))
+	}
+	switch {
+	case len(spec.Gates) > 0 && spec.ApproveManual:
+		fmt.Fprintf(w, "gates: %s, approved up front in every run (--approve-manual)\n", strings.Join(spec.Gates, ", "))
+	case len(spec.Gates) > 0:
+		fmt.Fprintf(w, "gates: %s; every run waits at them for approval: approve them all at once with ax backfill approve ID once it started, or start it with --approve-manual\n", strings.Join(spec.Gates, ", "))
 	}
 	if len(spec.Waits) > 0 {
 		fmt.Fprintln(w, "waits for other pipelines (--wait-cross):")
@@ -309,7 +326,8 @@ func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, store.
 }
 
 // BackfillAPI starts a backfill through the server's API and follows it
-// until it ends.
+// until it ends; with DryRun it prints the plan the server makes from its
+// own pipelines and changes nothing.
 func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f BackfillOptions) error {
 	c, err := NewAPIClient(f.API.Server)
 	if err != nil {
@@ -320,6 +338,7 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 	if f.From == "" || f.To == "" {
 		return Usage("give --from and --to")
 	}
+	req.DryRun = f.DryRun
 	raw, err := c.Call(ctx, http.MethodPost, "/api/v1/backfills", req)
 	if err != nil {
 		return err
@@ -327,6 +346,17 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 	var res api.BackfillPlan
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return err
+	}
+	if f.DryRun {
+		if f.API.JSON {
+			return PrintJSON(out, raw)
+		}
+		loc, err := api.APIZones(ctx, c, f.API.UTC).Of(pipeline)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "from the pipelines of %s\n", c.Base())
+		return WritePlan(out, res.Plan, loc)
 	}
 	if f.API.JSON && f.Detach {
 		return PrintJSON(out, raw)

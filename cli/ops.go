@@ -104,6 +104,11 @@ func OpRoute(op Op) (string, map[string]any, error) {
 		return task(r.Target, r.Verb())
 	case engine.Cancel:
 		return fmt.Sprintf("/api/v1/runs/%d/cancel", r.Run), body, nil
+	case engine.ApproveBackfill:
+		if r.Hold {
+			body["hold"] = true
+		}
+		return fmt.Sprintf("/api/v1/backfills/%d/approve", r.Backfill), body, nil
 	}
 	return "", nil, fmt.Errorf("ax: %s has no API route here", op.Req.Verb())
 }
@@ -158,6 +163,10 @@ func Submit(ctx context.Context, w io.Writer, f OpOptions, op engine.Request) er
 
 // SubmitOp is Submit for an operation with a --at.
 func SubmitOp(ctx context.Context, w io.Writer, f OpOptions, cop Op) error {
+	// Over-long text is refused here, before it is sent or queued.
+	if err := engine.CheckRequest(cop.Req, engine.By{Actor: Actor(), Reason: f.Reason}); err != nil {
+		return Usage("%s", strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
+	}
 	if !f.ViaStore() {
 		return SubmitAPI(ctx, w, f, cop)
 	}
@@ -238,6 +247,8 @@ func opTarget(req engine.Request) (scope store.PauseScope, target string) {
 	case engine.CancelBackfill:
 		return "", byID("backfill", r.Backfill)
 	case engine.ResumeBackfill:
+		return "", byID("backfill", r.Backfill)
+	case engine.ApproveBackfill:
 		return "", byID("backfill", r.Backfill)
 	}
 	return "", ""

@@ -319,18 +319,11 @@ func Load(paths []string, popts defs.Options, opts Options) (*Graph, defs.Errors
 		return nil, nil, err
 	}
 	pls, errs := defs.ParseFiles(files, popts)
+	// Every error and warning of every file, those of files with errors
+	// too: the compiler itself holds back what an error makes unknowable
+	// (what a schedule that did not parse reaches).
 	g, cerrs := Compile(pls, opts)
-	// A file that did not parse cleanly yields follow-on warnings (a schedule
-	// that failed to parse leaves its tasks unscheduled): keep its errors only.
-	broken := map[string]bool{}
-	for _, e := range errs.Fatal() {
-		broken[e.File] = true
-	}
-	for _, e := range cerrs {
-		if e.Severity == defs.SevError || !broken[e.File] {
-			errs = append(errs, e)
-		}
-	}
+	errs = append(errs, cerrs...)
 	errs.Sort()
 	if errs.Err() != nil {
 		return nil, errs, nil

@@ -16,13 +16,15 @@ func (c *compiler) runSets() {
 	member := make([][]*Trigger, len(g.tasks))
 	// scheduled: pipelines in which a task no schedule reaches is worth a
 	// warning. A pipeline with no schedule at all is manual (an operator
-	// triggers it), and so is one that says `schedule: none`.
+	// triggers it), and so is one that says `schedule: none`; in one whose
+	// schedule or cron did not parse (an error), what they reach is unknown.
 	scheduled := map[string]bool{}
 	for _, p := range g.pipelines {
 		scheduled[p.Name] = p.ScheduleSpec != defs.ScheduleNone && p.ScheduleSpec != ""
 		for _, t := range p.Tasks {
 			scheduled[p.Name] = scheduled[p.Name] || (t.Cron != "" && p.ScheduleSpec != defs.ScheduleNone)
 		}
+		scheduled[p.Name] = scheduled[p.Name] && !p.ScheduleBroken
 	}
 	for _, p := range g.pipelines {
 		if p.Schedule != nil {
@@ -70,7 +72,7 @@ func (c *compiler) runSets() {
 		for _, i := range tr.nodes {
 			t := g.tasks[i]
 			for k, j := range g.up[i] {
-				if g.tasks[j].Pipeline == t.Pipeline && len(member[j]) == 0 {
+				if g.tasks[j].Pipeline == t.Pipeline && len(member[j]) == 0 && !g.byName[t.Pipeline].ScheduleBroken {
 					c.errorf(defs.SevWarning, t.DependsOn[k].Pos, t.Pipeline, t.Name,
 						"can never run: it waits for %q, which the runs of %s do not include", g.tasks[j].Name, describe(tr))
 				}

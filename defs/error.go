@@ -117,6 +117,9 @@ func Suggest(word string, candidates []string) string {
 	limit := max(1, len(word)/3)
 	lenGap := func(c string) int { return abs(utf8.RuneCountInString(c) - utf8.RuneCountInString(word)) }
 	for _, c := range candidates {
+		if lenGap(c) > limit { // the distance is at least the gap: no need to measure it
+			continue
+		}
 		d := editDistance(word, c)
 		if d > limit {
 			continue

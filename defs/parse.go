@@ -478,6 +478,7 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 			sched, err := ParseSchedule(s, pl.Location, p.now)
 			if err != nil {
 				p.errorf(schedNode, "", "schedule %v", err)
+				pl.ScheduleBroken = true
 			} else {
 				pl.Schedule = sched
 			}
@@ -882,6 +883,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 			switch {
 			case err != nil:
 				p.errorf(rt.cron, t.Name, "cron %v", err)
+				pl.ScheduleBroken = true
 			case len(rt.deps) == 0:
 				t.Cron, t.Schedule = s, sched
 			}

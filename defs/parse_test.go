@@ -173,6 +173,21 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
+// A name from outside (a request's target, a URL's path) may be a
+// megabyte long: judging it against the names there are measures no edit
+// distance that cannot be close enough, so it costs no memory per letter.
+func TestSuggestBoundsLongWords(t *testing.T) { // not parallel: AllocsPerRun
+	word := strings.Repeat("s", 1<<20)
+	allocs := testing.AllocsPerRun(1, func() {
+		if got := Suggest(word, []string{"sync", "clean", strings.Repeat("s", 30)}); got != "" {
+			t.Errorf("Suggest(1 MB) = %q", got)
+		}
+	})
+	if allocs > 10 {
+		t.Errorf("Suggest of a 1 MB word made %.0f allocations", allocs)
+	}
+}
+
 // FuzzParse feeds arbitrary bytes to the parser: it must never panic, and
 // every problem it reports must carry a position.
 func FuzzParse(f *testing.F) {

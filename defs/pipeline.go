@@ -160,6 +160,9 @@ type Pipeline struct {
 	// ZoneDefault says the file names no timezone: Timezone is
 	// DefaultTimezone.
 	ZoneDefault bool `json:"-"`
+	// ScheduleBroken says a `schedule:` or `cron:` of the file did not
+	// parse (an error says so): which tasks its schedules reach is unknown.
+	ScheduleBroken bool `json:"-"`
 
 	byName map[string]*Task
 }

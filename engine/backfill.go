@@ -53,6 +53,13 @@ type BackfillSpec struct {
 	// their instances wait PAUSED until the resume. Without it such a
 	// backfill is refused (PausedError).
 	Hold bool `json:"hold,omitempty"`
+	// Gates are the manual tasks of the selection: each run waits at them
+	// until they are approved (up front with ApproveManual, or for every
+	// run at once with ApproveBackfill).
+	Gates []string `json:"gates,omitempty"`
+	// ApprovedBy names who approved the gates of every run after the
+	// backfill started (ApproveBackfill); empty with --approve-manual.
+	ApprovedBy string `json:"approved_by,omitempty"`
 }
 
 // CrossWait is one upstream in another pipeline that a backfill run waits
@@ -153,6 +160,9 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 		ApproveManual: p.ApproveManual, WaitCross: p.WaitCross, Hold: p.Hold}
 	for _, t := range sel {
 		spec.Tasks = append(spec.Tasks, t.Name)
+		if t.Manual {
+			spec.Gates = append(spec.Gates, t.Name)
+		}
 	}
 	// Next is strictly after its argument: start just before From.
 	for at := sched.Next(p.From.Add(-time.Nanosecond)); !at.IsZero() && !at.After(p.To); at = sched.Next(at) {
@@ -437,6 +447,9 @@ func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
 		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID, waitCross: b.spec.WaitCross}
 	if b.spec.ApproveManual {
 		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
+		if b.spec.ApprovedBy != "" {
+			spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (approved by " + b.spec.ApprovedBy + ")"
+		}
 		spec.approve = map[string]bool{}
 		for _, n := range names {
 			spec.approve[n] = true
@@ -633,4 +646,97 @@ func backfillRecord(spec BackfillSpec, actor string) (store.Backfill, error) {
 		return store.Backfill{}, err
 	}
 	return store.Backfill{Pipeline: spec.Pipeline, Spec: string(b), State: BackfillPending, TotalRuns: len(spec.Times), Actor: actor}, nil
+}
+
+// approveBackfill approves the manual gates of every run of a backfill in
+// one request: the gates its runs wait at now are approved (and released
+// when their upstreams allow), and the runs it has yet to start are created
+// approved. It is refused, with nothing changed, for an unknown or
+// finished backfill, one that selects no gate, and, unless r.Hold, when a
+// pause covers a gate (the pause rule of an approval, underPause).
+func (op *operator) approveBackfill(ctx context.Context, r ApproveBackfill, by By, now time.Time) (string, error) {
+	bs, err := op.st.Backfills(ctx, r.Backfill)
+	if err != nil {
+		return "", err
+	}
+	if len(bs) == 0 {
+		return "", fmt.Errorf("no backfill %d (ax backfill list shows them)", r.Backfill)
+	}
+	rec := bs[0]
+	active := op.bf.backfills[rec.ID]
+	if active != nil {
+		rec = active.rec
+	}
+	switch rec.State {
+	case BackfillDone, BackfillFailed, BackfillCancelled:
+		return "", fmt.Errorf("backfill %d is %s: it starts no more runs, so there is nothing to approve for it (approve a run's gate with ax trigger PIPELINE.TASK --at TIME)", rec.ID, rec.State)
+	}
+	spec, err := op.bf.spec(rec)
+	if err != nil {
+		return "", err
+	}
+	var gates []*taskInfo
+	var defsOf []*defs.Task
+	for _, n := range spec.Tasks {
+		if t := op.tasks[spec.Pipeline+"."+n]; t != nil && t.def.Manual {
+			gates, defsOf = append(gates, t), append(defsOf, t.def)
+		}
+	}
+	if len(gates) == 0 {
+		return "", fmt.Errorf("backfill %d selects no manual task of %s: it has no gate to approve", rec.ID, spec.Pipeline)
+	}
+	if err := underPause(&op.pauses.PauseSet, r.Hold, defsOf...); err != nil {
+		return "", err
+	}
+	names := make([]string, len(gates))
+	for i, t := range gates {
+		names[i] = t.id
+	}
+	// The runs it creates from now on are created approved.
+	later := ""
+	if !spec.ApproveManual {
+		spec.ApproveManual, spec.ApprovedBy = true, by.Actor
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			return "", err
+		}
+		rec.Spec = string(raw)
+		if err := op.host.w().UpdateBackfill(ctx, rec, now); err != nil {
+			return "", err
+		}
+		if active != nil {
+			active.rec.Spec, active.spec.ApproveManual, active.spec.ApprovedBy = rec.Spec, true, by.Actor
+			later = fmt.Sprintf("; its %d run(s) yet to start are created approved", len(spec.Times)-active.next)
+		} else {
+			later = "; the runs it has yet to start are created approved"
+		}
+	}
+	// The gates its runs wait at now.
+	runs, err := op.st.BackfillRuns(ctx, rec.ID)
+	if err != nil {
+		return "", err
+	}
+	approved := 0
+	for _, run := range runs {
+		for _, t := range gates {
+			waiting, err := op.st.Instances(ctx, store.InstanceFilter{RunID: run.ID, TaskID: t.id, States: []axtype.State{axtype.Waiting}, Limit: 10})
+			if err != nil {
+				return "", err
+			}
+			for i := range waiting {
+				if waiting[i].ApprovedBy != "" {
+					continue
+				}
+				if _, err := op.approveOne(ctx, t, &waiting[i], by, now); err != nil {
+					return "", err
+				}
+				approved++
+			}
+		}
+	}
+	if approved == 0 && later == "" {
+		return fmt.Sprintf("backfill %d: its gates (%s) are approved already; nothing changed", rec.ID, strings.Join(names, ", ")), nil
+	}
+	return fmt.Sprintf("approved the gates (%s) of backfill %d: %d instance(s) waiting at them now%s", strings.Join(names, ", "), rec.ID, approved, later) +
+		op.heldNote(defsOf...), nil
 }

@@ -179,14 +179,22 @@ func (op *operator) recordOps(ctx context.Context, now time.Time) error {
 // apply does one request: a refused one changes nothing and writes
 // nothing (not even an action row); an applied one is in the action log.
 func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time) (string, error) {
-	// Text from outside is escaped once, here, as task output is: every
-	// request (API, queued by the CLI, in process) enters through apply.
+	// Text from outside is bounded and escaped once, here, as task output
+	// is: every request (API, queued by the CLI, in process) enters
+	// through apply.
+	if err := CheckRequest(req, by); err != nil {
+		return "", err
+	}
 	by.Actor, by.Reason = runner.SafeError(cmp.Or(by.Actor, "operator")), runner.SafeError(by.Reason)
 	msg, err := req.apply(ctx, op, by, now)
 	if err != nil {
 		return "", err
 	}
+	// The request's fields (params, targets) are data, kept as given; the
+	// action log's copy of them is text shown to readers, so it is escaped
+	// (JSON leaves C1 controls such as U+009B, a CSI, as they are).
 	_, detail, _ := EncodeRequest(req, by)
+	detail = []byte(runner.SafeError(string(detail)))
 	if by.Request != 0 {
 		detail = fmt.Appendf(detail, " (request %d)", by.Request)
 	}
@@ -738,40 +746,47 @@ func (op *operator) approve(ctx context.Context, t *taskInfo, r Trigger, by By, 
 	if in == nil {
 		return "", false, nil
 	}
+	msg, err := op.approveOne(ctx, t, in, by, now)
+	return msg, err == nil, err
+}
+
+// approveOne approves the gate of manual task t's waiting instance in and
+// releases it when its upstreams allow; it says what became of it.
+func (op *operator) approveOne(ctx context.Context, t *taskInfo, in *axtype.Instance, by By, now time.Time) (string, error) {
 	v, err := op.host.w().Approve(ctx, store.ApproveParams{InstanceID: in.ID, Version: in.Version, Actor: by.Actor, Reason: by.Reason, Epoch: op.host.termEpoch(), Now: now})
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	op.res.runs.dropRunOf(in.ID)
 	rs, err := op.res.runs.get(ctx, in.RunID)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	if ref := rs.inst[t.id]; ref != nil {
 		ref.version, ref.approved = v, true
 	}
 	rel, err := op.res.releasable(ctx, rs, []*taskInfo{t}, now)
 	if err != nil {
-		return "", false, err
+		return "", err
 	}
 	if err := op.done.applyReleases(ctx, rel, now); err != nil {
-		return "", false, err
+		return "", err
 	}
 	loc := op.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
 	if len(rel) == 1 && rel[0].p.To == axtype.Scheduled {
 		if at := *rel[0].p.Set.NextFireAt; at.After(now) {
-			return what + ": it runs at " + at.In(loc).Format(time.RFC3339), true, nil
+			return what + ": it runs at " + at.In(loc).Format(time.RFC3339), nil
 		}
-		return what + ": it runs now", true, nil
+		return what + ": it runs now", nil
 	}
 	if len(rel) == 1 && rel[0].p.To == axtype.Paused {
-		return what + op.heldNote(t.def), true, nil
+		return what + op.heldNote(t.def), nil
 	}
 	if len(rel) == 1 && rel[0].p.To == axtype.Failed {
-		return what + ": it cannot run: " + rel[0].p.Reason, true, nil
+		return what + ": it cannot run: " + rel[0].p.Reason, nil
 	}
-	return what + op.waitsFor(ctx, rs, t, now), true, nil
+	return what + op.waitsFor(ctx, rs, t, now), nil
 }
 
 // alreadyApproved answers an approval of manual task t whose instance in
@@ -801,10 +816,8 @@ func encodeParams(p map[string]string) (string, error) {
 	if len(p) == 0 {
 		return "", nil
 	}
-	for k := range p {
-		if k == "" || strings.ContainsAny(k, " \t=.{}") {
-			return "", fmt.Errorf("param name %q: use letters, digits, _ and -", k)
-		}
+	if err := CheckParams(p); err != nil {
+		return "", err
 	}
 	b, err := json.Marshal(p)
 	return string(b), err

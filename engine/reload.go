@@ -39,14 +39,40 @@ func Fingerprint(g *dag.Graph) Fingerprints {
 }
 
 // triggerHash is the fingerprint of a schedule: its expression, zone,
-// misfire policy and the tasks it runs. A change of any of them re-plans
-// its fires from the change on (a reload, or a start: planSince).
+// misfire policy (scheduleDefOf) and the tasks it runs. A change of any of
+// them re-plans its fires from the change on (a reload, or a start:
+// planSince).
 func triggerHash(t *trigger) string {
+	d := scheduleDefOf(t)
 	_, h := hashJSON(struct {
 		Spec, Zone, Misfire string
 		Tasks               []string
-	}{t.tr.Schedule.Spec(), t.tr.Schedule.Location().String(), string(t.misfire), t.tr.Tasks})
+	}{d.Schedule, d.Timezone, d.Misfire, t.tr.Tasks})
 	return h
+}
+
+// ScheduleDef is what a schedule's fingerprint covers besides the tasks it
+// runs: its expression, zone and misfire policy, which ax diff compares
+// field by field.
+type ScheduleDef struct {
+	Schedule string `json:"schedule"`
+	Timezone string `json:"timezone"`
+	Misfire  string `json:"misfire"`
+}
+
+func scheduleDefOf(t *trigger) ScheduleDef {
+	return ScheduleDef{Schedule: t.tr.Schedule.Spec(), Timezone: t.tr.Schedule.Location().String(), Misfire: string(t.misfire)}
+}
+
+// Schedules returns the ScheduleDef of every schedule of g, by trigger name
+// (the pipeline's name, or `pipeline.task` for a task's own cron).
+func Schedules(g *dag.Graph) map[string]ScheduleDef {
+	out := map[string]ScheduleDef{}
+	for _, tr := range g.Triggers() {
+		t := newTrigger(tr, g)
+		out[t.name] = scheduleDefOf(t)
+	}
+	return out
 }
 
 // Diff is what a reload changes: tasks added, removed and changed (by id),
@@ -57,6 +83,9 @@ type Diff struct {
 	Removed   []string `json:"removed,omitempty"`
 	Changed   []string `json:"changed,omitempty"`
 	Replanned []string `json:"replanned,omitempty"`
+	// Changes are the fields that changed, of the tasks of Changed and the
+	// schedules of Replanned, when their old definitions are known.
+	Changes []Change `json:"changes,omitempty"`
 }
 
 // DiffOf compares two sets of fingerprints.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +26,7 @@ import (
 // DecodeRequest).
 
 // Request is an operator request: Pause, Resume, Trigger, Kill, Rerun, Mark,
-// Cancel, SetLimits, CancelBackfill or ResumeBackfill. Engine.Do applies it.
+// Cancel, SetLimits, CancelBackfill, ResumeBackfill or ApproveBackfill. Engine.Do applies it.
 type Request interface {
 	// Verb is the request's name in the action log and the queue.
 	Verb() string
@@ -45,20 +47,21 @@ type By struct {
 
 // The verbs, as Request.Verb returns them and the queue stores them.
 const (
-	OpPause          = "pause"
-	OpResume         = "resume"
-	OpTrigger        = "trigger"
-	OpKill           = "kill"
-	OpRerun          = "rerun"
-	OpLimits         = "limits"
-	OpCancelBackfill = "cancel_backfill"
-	OpResumeBackfill = "resume_backfill"
-	OpMark           = "mark"
-	OpCancel         = "cancel"
+	OpPause           = "pause"
+	OpResume          = "resume"
+	OpTrigger         = "trigger"
+	OpKill            = "kill"
+	OpRerun           = "rerun"
+	OpLimits          = "limits"
+	OpCancelBackfill  = "cancel_backfill"
+	OpResumeBackfill  = "resume_backfill"
+	OpApproveBackfill = "approve_backfill"
+	OpMark            = "mark"
+	OpCancel          = "cancel"
 )
 
 // verbs lists the verbs for the error about an unknown one.
-const verbs = "pause, resume, trigger, kill, rerun, mark, cancel, limits, cancel_backfill or resume_backfill"
+const verbs = "pause, resume, trigger, kill, rerun, mark, cancel, limits, cancel_backfill, resume_backfill or approve_backfill"
 
 // Pause holds a task, group or pipeline (Scope, Target): its due instances
 // wait PAUSED, running ones finish.
@@ -141,7 +144,17 @@ type ResumeBackfill struct {
 	Backfill int64 `json:"backfill,omitempty"`
 }
 
+// ApproveBackfill approves the manual gates of every run of a backfill:
+// those its runs wait at and those of the runs it has yet to start. Hold
+// approves them under a pause, held PAUSED until the resume, where without
+// it the approval is refused (PausedError).
+type ApproveBackfill struct {
+	Backfill int64 `json:"backfill,omitempty"`
+	Hold     bool  `json:"hold,omitempty"`
+}
+
 var (
+	_ Request = ApproveBackfill{}
 	_ Request = Pause{}
 	_ Request = Resume{}
 	_ Request = Trigger{}
@@ -154,27 +167,29 @@ var (
 	_ Request = ResumeBackfill{}
 )
 
-func (Pause) Verb() string          { return OpPause }
-func (Resume) Verb() string         { return OpResume }
-func (Trigger) Verb() string        { return OpTrigger }
-func (Kill) Verb() string           { return OpKill }
-func (Rerun) Verb() string          { return OpRerun }
-func (Mark) Verb() string           { return OpMark }
-func (Cancel) Verb() string         { return OpCancel }
-func (SetLimits) Verb() string      { return OpLimits }
-func (CancelBackfill) Verb() string { return OpCancelBackfill }
-func (ResumeBackfill) Verb() string { return OpResumeBackfill }
+func (Pause) Verb() string           { return OpPause }
+func (Resume) Verb() string          { return OpResume }
+func (Trigger) Verb() string         { return OpTrigger }
+func (Kill) Verb() string            { return OpKill }
+func (Rerun) Verb() string           { return OpRerun }
+func (Mark) Verb() string            { return OpMark }
+func (Cancel) Verb() string          { return OpCancel }
+func (SetLimits) Verb() string       { return OpLimits }
+func (CancelBackfill) Verb() string  { return OpCancelBackfill }
+func (ResumeBackfill) Verb() string  { return OpResumeBackfill }
+func (ApproveBackfill) Verb() string { return OpApproveBackfill }
 
-func (r Pause) subject() (string, int64)        { return scopedTask(r.Scope, r.Target), 0 }
-func (r Resume) subject() (string, int64)       { return scopedTask(r.Scope, r.Target), 0 }
-func (r Trigger) subject() (string, int64)      { return scopedTask("", r.Target), 0 }
-func (r Kill) subject() (string, int64)         { return scopedTask("", r.Target), r.Instance }
-func (r Rerun) subject() (string, int64)        { return scopedTask("", r.Target), r.Instance }
-func (r Mark) subject() (string, int64)         { return scopedTask("", r.Target), r.Instance }
-func (Cancel) subject() (string, int64)         { return "", 0 }
-func (SetLimits) subject() (string, int64)      { return "", 0 }
-func (CancelBackfill) subject() (string, int64) { return "", 0 }
-func (ResumeBackfill) subject() (string, int64) { return "", 0 }
+func (r Pause) subject() (string, int64)         { return scopedTask(r.Scope, r.Target), 0 }
+func (r Resume) subject() (string, int64)        { return scopedTask(r.Scope, r.Target), 0 }
+func (r Trigger) subject() (string, int64)       { return scopedTask("", r.Target), 0 }
+func (r Kill) subject() (string, int64)          { return scopedTask("", r.Target), r.Instance }
+func (r Rerun) subject() (string, int64)         { return scopedTask("", r.Target), r.Instance }
+func (r Mark) subject() (string, int64)          { return scopedTask("", r.Target), r.Instance }
+func (Cancel) subject() (string, int64)          { return "", 0 }
+func (SetLimits) subject() (string, int64)       { return "", 0 }
+func (CancelBackfill) subject() (string, int64)  { return "", 0 }
+func (ResumeBackfill) subject() (string, int64)  { return "", 0 }
+func (ApproveBackfill) subject() (string, int64) { return "", 0 }
 
 // scopedTask returns target when it names a task: the task scope, or no
 // scope and a `pipeline.task` name.
@@ -223,6 +238,66 @@ func (r CancelBackfill) apply(ctx context.Context, op *operator, by By, now time
 
 func (r ResumeBackfill) apply(ctx context.Context, op *operator, _ By, now time.Time) (string, error) {
 	return op.bf.resumeCancelled(ctx, r, now)
+}
+
+func (r ApproveBackfill) apply(ctx context.Context, op *operator, by By, now time.Time) (string, error) {
+	return op.approveBackfill(ctx, r, by, now)
+}
+
+// CheckRequest refuses (ErrBadOp) a request whose text from outside is
+// over its limit (axtype): the reason, the actor, the name it targets, a
+// trigger's params. The operator checks every request it applies, and the
+// CLI checks one before it sends or queues it, so that no such text
+// reaches the store.
+func CheckRequest(req Request, by By) error {
+	errs := []error{axtype.CheckLen("reason", by.Reason, axtype.MaxReasonLen), axtype.CheckLen("actor", by.Actor, axtype.MaxActorLen)}
+	target := ""
+	switch r := req.(type) {
+	case Pause:
+		target = r.Target
+	case Resume:
+		target = r.Target
+	case Trigger:
+		target = r.Target
+		errs = append(errs, CheckParams(r.Params))
+	case Kill:
+		target = r.Target
+	case Rerun:
+		target = r.Target
+	case Mark:
+		target = r.Target
+	}
+	errs = append(errs, axtype.CheckLen("target", target, axtype.MaxTaskIDLen))
+	for _, err := range errs {
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadOp, err)
+		}
+	}
+	return nil
+}
+
+// CheckParams refuses a trigger's params that templates and executors
+// cannot use (a name with a space, '=', '.', '{' or '}') or that are over
+// their limits: count, name, value, the whole as JSON.
+func CheckParams(p map[string]string) error {
+	if len(p) > axtype.MaxParams {
+		return fmt.Errorf("%d params; give at most %d", len(p), axtype.MaxParams)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		if k == "" || strings.ContainsAny(k, " \t=.{}") {
+			return fmt.Errorf("param name %q: use letters, digits, _ and -", k)
+		}
+		if err := axtype.CheckLen("param name", k, axtype.MaxNameLen); err != nil {
+			return err
+		}
+		if err := axtype.CheckLen(fmt.Sprintf("param %q", k), p[k], axtype.MaxParamLen); err != nil {
+			return err
+		}
+	}
+	if b, _ := json.Marshal(p); len(b) > axtype.MaxParamsBytes {
+		return fmt.Errorf("params are %d bytes as JSON; give at most %d", len(b), axtype.MaxParamsBytes)
+	}
+	return nil
 }
 
 // EncodeRequest returns the queued form of req made by by: its verb and a
@@ -275,6 +350,8 @@ func DecodeRequest(verb string, args []byte) (Request, error) {
 		req = decodeAs[CancelBackfill](args)
 	case OpResumeBackfill:
 		req = decodeAs[ResumeBackfill](args)
+	case OpApproveBackfill:
+		req = decodeAs[ApproveBackfill](args)
 	default:
 		return nil, fmt.Errorf("unknown operation %q: use %s", verb, verbs)
 	}

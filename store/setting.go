@@ -148,7 +148,8 @@ func (s *Store) createBackfill(ctx context.Context, tx *sql.Tx, b Backfill, now 
 	return res.LastInsertId()
 }
 
-// UpdateBackfill writes a backfill's state and progress; ErrNotFound for an unknown id.
+// UpdateBackfill writes a backfill's state and progress, and its spec
+// when b carries one; ErrNotFound for an unknown id.
 func (s *Store) UpdateBackfill(ctx context.Context, b Backfill, now time.Time) error {
 	return s.inTx(ctx, "update backfill", func(tx *sql.Tx) error { return s.updateBackfill(ctx, tx, b, now) })
 }
@@ -156,6 +157,9 @@ func (s *Store) UpdateBackfill(ctx context.Context, b Backfill, now time.Time) e
 func (s *Store) updateBackfill(ctx context.Context, tx *sql.Tx, b Backfill, now time.Time) error {
 	u := s.sb.Update("backfills").Set("state", b.State).Set("total_runs", b.TotalRuns).Set("done_runs", b.DoneRuns).
 		Set("failed_runs", b.FailedRuns).Set("error", b.Error).Set("updated_at", now.UnixMilli()).Where(sq.Eq{"id": b.ID})
+	if b.Spec != "" { // a backfill's parameters change only by ApproveBackfill
+		u = u.Set("spec", b.Spec)
+	}
 	n, err := s.exec(ctx, tx, "update backfill", u)
 	if err == nil && n == 0 {
 		return notFound("backfill", fmt.Sprint(b.ID))

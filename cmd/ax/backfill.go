@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,15 +24,20 @@ pipeline's time zone), each task receiving its logical time, in dependency
 order. Tasks outside the selection count as done.
 
 By default it goes to a running ax server's API (--server, AX_SERVER),
-which plans it from its own pipeline files; --dry-run prints the plan from
-the local files (--pipelines) and needs no server; with --store it is written into
+which plans it from its own pipeline files; --dry-run prints the plan the
+server would make, its manual gates marked, and changes nothing (with
+--pipelines, the plan from those files, without a server); with --store it is written into
 that store for the server on it to pick up; --standalone runs it here, on an
 engine of its own, and exits when done. Either way it resumes where it
 stopped after an interruption (ax backfill resume ID), without running any
 succeeded instance again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !f.Standalone && !f.DryRun && !viaStore(cmd) {
+			local := cmd.Flags().Changed("pipelines")
+			if f.DryRun && !local && (f.Standalone || viaStore(cmd)) {
+				return cli.Usage("--dry-run with --store or --standalone plans from pipeline files: name them with --pipelines (without these flags it plans from the server's)")
+			}
+			if !f.Standalone && !viaStore(cmd) && !(f.DryRun && local) {
 				return cli.BackfillAPI(cmd.Context(), cmd.OutOrStdout(), args[0], f)
 			}
 			return cli.RunBackfill(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
@@ -46,12 +52,12 @@ succeeded instance again.`,
 	fl.BoolVar(&f.Reverse, "reverse", false, "newest logical time first")
 	fl.StringVar(&f.Rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
 	fl.BoolVar(&f.StopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
-	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax trigger)")
+	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax backfill approve ID or ax trigger)")
 	fl.BoolVar(&f.WaitCross, "wait-cross", false, "wait for other pipelines' runs for the same dates, as scheduled runs do (otherwise they count as done)")
 	fl.BoolVar(&f.Hold, "hold", false, "under a pause: start it, with what the pause covers held PAUSED until the resume (without it the backfill is refused)")
 	addRunFlags(fl, &f)
 	addAPIFlags(cmd, &f.API)
-	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd())
+	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd(), newBackfillApproveCmd())
 	return cmd
 }
 
@@ -129,6 +135,34 @@ func newBackfillCancelCmd() *cobra.Command {
 		},
 	}
 	addAPIFlags(cmd, &af)
+	return cmd
+}
+
+func newBackfillApproveCmd() *cobra.Command {
+	var (
+		f    cli.OpOptions
+		hold bool
+	)
+	cmd := &cobra.Command{
+		Use:   "approve ID",
+		Short: "Approve the manual gates of every run of a backfill, those to come included",
+		Long: `Approve, in one action, the manual gates of every run of a backfill: the
+gates its runs wait at now are approved (each then runs once its upstreams
+have succeeded), and the runs it has yet to start are created approved.
+Refused, with nothing changed, for an unknown or finished backfill, one
+that selects no manual task, and under a pause of a gate unless --hold
+(the approved gates then wait PAUSED until the resume).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return cli.Usage("%q is not a backfill id (ax backfill list shows them)", args[0])
+			}
+			return cli.Submit(cmd.Context(), cmd.OutOrStdout(), f, engine.ApproveBackfill{Backfill: id, Hold: hold})
+		},
+	}
+	addOpFlags(cmd, &f)
+	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause of a gate: approve it, held PAUSED until the resume (without it the approval is refused)")
 	return cmd
 }
 

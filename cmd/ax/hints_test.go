@@ -226,6 +226,8 @@ func TestHintsNameRealCommandsAndFlags(t *testing.T) {
 		"ax status %s shows its state)",
 		"ax backfill resume %d --standalone",
 		"ax kill %d) or let it end",
+		"ax backfill approve ID once it started, or start it with --approve-manual\n",
+		"ax trigger PIPELINE.TASK --at TIME)",
 	} {
 		if !seen[want] {
 			t.Errorf("the scan did not find the hint %q", want)

@@ -98,7 +98,7 @@ held PAUSED until the resume.`,
 				}
 				op.Params[k] = v
 			}
-			if err := api.CheckParams(op.Params); err != nil {
+			if err := engine.CheckParams(op.Params); err != nil {
 				return cli.Usage("--param: %v", err)
 			}
 			return cli.SubmitOp(cmd.Context(), cmd.OutOrStdout(), f, cli.Op{Req: op, AtText: at})

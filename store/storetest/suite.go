@@ -636,6 +636,14 @@ func testMisc(t *testing.T, s *store.Store) {
 	if len(bf) != 1 || bf[0].DoneRuns != 3 || bf[0].FailedRuns != 1 || bf[0].Spec != `{"from":"2026-03-01"}` {
 		t.Errorf("backfill = %+v", bf)
 	}
+	// A spec given is written (an approval of its gates changes it); an
+	// empty one keeps the stored spec, as above.
+	if err := s.UpdateBackfill(ctx(), store.Backfill{ID: id, Spec: `{"approve_manual":true}`, State: "running", TotalRuns: 7, DoneRuns: 3}, T0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if bf, _ := s.Backfills(ctx(), id); len(bf) != 1 || bf[0].Spec != `{"approve_manual":true}` {
+		t.Errorf("backfill after a spec update = %+v", bf)
+	}
 	if err := s.UpdateBackfill(ctx(), store.Backfill{ID: id + 100}, T0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("update of unknown backfill: %v", err)
 	}
