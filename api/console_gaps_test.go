@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/axtype"
@@ -344,6 +348,10 @@ func TestConsoleBackfillsActionsAndLegendInBrowser(t *testing.T) {
 		}
 		return s
 	}
+	// A server without a token: the header offers no sign-in.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("signinlink").hidden`)); err != nil {
+		t.Errorf("the header offers a sign-in on a server without a token: %v", err)
+	}
 	if r := text(row + " td.range"); !strings.Contains(r, "2024-01-01 00:00:00 +08:00") || !strings.Contains(r, "2025-01-01") {
 		t.Errorf("the backfill's range shows %q, want from 2024-01-01 to 2025-01-01 in the pipeline's zone", r)
 	}
@@ -471,6 +479,111 @@ func TestConsoleBackfillApproveInBrowser(t *testing.T) {
 	})
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/"), chromedp.Navigate(e.Srv.URL+"/#/backfills"), chromedp.WaitVisible(css(`#backfills`)), shot.take("backfill-approved")); err != nil {
 		t.Fatal(err)
+	}
+	if errs := scriptErrors(); len(errs) > 0 {
+		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestConsoleGiveBackLogInBrowser: a command running when its server stops
+// is given back and the next server runs it as attempt 2. The task row's
+// Log shows attempt 2 with its own output and end; attempt 1, by its own
+// address, keeps the interrupted output; neither holds the other's lines.
+func TestConsoleGiveBackLogInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx, scriptErrors := browser(t)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "mark")
+	g := apitest.Compile(t, fmt.Sprintf(`pipeline: shop
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: slow, command: ["sh", "-c", "if [ -e %s ]; then echo second; exit 0; fi; touch %s; echo first; exec sleep 60"], timeout: 5m}
+`, mark, mark))
+	st := openStore(t, filepath.Join(t.TempDir(), "ax.db"))
+	bg := context.Background()
+	serve := func(holder string) (*httptest.Server, func()) {
+		t.Helper()
+		ex, err := apitest.Executors(g, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		eng, err := engine.New(engine.Config{Holder: holder, Registerer: reg, Grace: time.Millisecond}, st, g, ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ectx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() { done <- eng.Run(ectx) }()
+		srv := httptest.NewServer(Handler(Config{Store: st, Graph: g, Engine: eng, Gather: reg, OpWait: 10 * time.Second}))
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				srv.Close()
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("engine %s: %v", holder, err)
+				}
+			})
+		}
+		t.Cleanup(stop)
+		waitFor(t, func() bool { return eng.Stats().Leader })
+		return srv, stop
+	}
+	first, stopFirst := serve("first")
+	resp, err := http.Post(first.URL+"/api/v1/pipelines/shop/tasks/slow/trigger", "application/json", strings.NewReader("{}"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("trigger: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	var in axtype.Instance
+	waitFor(t, func() bool { // running, its first line stored
+		ins, err := st.Instances(bg, store.InstanceFilter{TaskID: "shop.slow", States: []axtype.State{axtype.Running}, Limit: 1})
+		if err != nil || len(ins) != 1 {
+			return false
+		}
+		in = ins[0]
+		chunks, err := st.LogChunks(bg, in.ID, in.Attempt, 0, 0)
+		return err == nil && len(chunks) > 0
+	})
+	stopFirst() // gives the running attempt back
+	second, _ := serve("second")
+	waitFor(t, func() bool {
+		got, err := st.Instance(bg, in.ID)
+		return err == nil && got.State == axtype.Success
+	})
+	if got, _ := st.Instance(bg, in.ID); got.Attempt != 2 {
+		t.Fatalf("instance %d after the give-back: attempt %d, want 2", in.ID, got.Attempt)
+	}
+
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	shot := newShots(t)
+	read := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, textNow(css(sel)))
+		if err != nil {
+			t.Fatalf("%s: %v (script errors: %v)", sel, err, scriptErrors())
+		}
+		return s
+	}
+	latest := fmt.Sprintf(`#logview[data-instance="%d"][data-attempt="2"]`, in.ID)
+	err = chromedp.Do(ctx, chromedp.Navigate(second.URL+"/#/p/shop"), chromedp.WaitVisible(css(`tr[data-task="slow"] button[data-log]`)),
+		click(css(`tr[data-task="slow"] button[data-log]`)), chromedp.WaitVisible(css(latest)), shot.take("log-giveback"))
+	if err != nil {
+		t.Fatalf("the task's log: %v (script errors: %v)", err, scriptErrors())
+	}
+	if text, end := read("#logview pre"), read("#logview .end"); !strings.Contains(text, "stdout| second") || strings.Contains(text, "first") ||
+		strings.Contains(read("#logview"), "truncated") || end != "success (exit status 0)" {
+		t.Errorf("attempt 2 after the give-back ended %q and shows\n%s", end, text)
+	}
+	err = chromedp.Do(ctx, click(css(`#logview a[data-attempt="1"]`)), chromedp.WaitVisible(css(fmt.Sprintf(`#logview[data-instance="%d"][data-attempt="1"]`, in.ID))),
+		chromedp.Reload(), chromedp.WaitVisible(css(fmt.Sprintf(`#logview[data-instance="%d"][data-attempt="1"]`, in.ID))), shot.take("log-givenback-attempt"))
+	if err != nil {
+		t.Fatalf("attempt 1's log: %v (script errors: %v)", err, scriptErrors())
+	}
+	if text := read("#logview pre"); !strings.Contains(text, "stdout| first") || strings.Contains(text, "second") {
+		t.Errorf("the given-back attempt 1 shows\n%s", text)
 	}
 	if errs := scriptErrors(); len(errs) > 0 {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
