@@ -279,8 +279,14 @@ func TestConsoleSignInInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a refused kept token: %v (script errors: %v)", err, scriptErrors())
 	}
+	// The reason stays through the next redraws (each meets a 401 again, now without a token).
+	for range 2 {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`render().then(() => true)`, chromedp.EvalAwaitPromise)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if note, err := chromedp.Run(ctx, textNow(css(`#signin .note`))); err != nil || !strings.Contains(note, "kept in this browser was refused") {
-		t.Errorf("the sign-in form after a kept token was refused says %q (%v)", note, err)
+		t.Errorf("the sign-in form after a kept token was refused, and two redraws, says %q (%v)", note, err)
 	}
 	if k := kept(); k != "(none)" {
 		t.Errorf("a refused kept token is still kept: %q", k)
