@@ -229,7 +229,7 @@ func TestConsoleSignInInBrowser(t *testing.T) {
 		return s
 	}
 	before := operatorState(t, e)
-	err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/"), chromedp.WaitVisible(css(`#signin input[name="token"]`)))
+	err := chromedp.Do(ctx, chromedp.Navigate(e.Srv.URL+"/#/"), chromedp.WaitVisible(css(`#signin input[name="token"]`)), chromedp.WaitVisible(css(`#needsignin`)))
 	if err != nil {
 		t.Fatalf("sign-in form: %v (script errors: %v)", err, scriptErrors())
 	}
