@@ -91,7 +91,11 @@ func (a *admin) checkPipelineFilter(ctx context.Context, q *query, name string) 
 	}
 	_, err := a.st.PipelineDefinition(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline", name))
+		var names []string
+		for _, p := range a.graph().Pipelines() {
+			names = append(names, p.Name)
+		}
+		q.errs = append(q.errs, fmt.Sprintf("pipeline=%q: no such pipeline%s", name, defs.DidYouMean(name, names)))
 		return nil
 	}
 	return err
@@ -126,12 +130,13 @@ func errf(code int, format string, args ...any) error {
 // routes lists every admin endpoint, in the order the docs show them.
 func adminRoutes() []route {
 	return []route{
+		{"GET", "/api/v1/auth", false, "check the bearer token sent, even where reads are open, and change nothing: 200 `{\"token\": \"accepted\"}` (or `\"not needed\"` when the server has none), 401 when it is missing or wrong (the console's sign-in)", (*admin).auth},
 		{"GET", "/api/v1/status", false, "the lease holder, this process's role, loop counters and limits", (*admin).status},
 		{"GET", "/api/v1/pipelines", false, "pipelines with the run that happened last (its instance states) and `recent_failure`: the newest failed run of the last five, with the failures that ended it", (*admin).pipelines},
 		{"GET", "/api/v1/pipelines/{pipeline}", false, "one pipeline: tasks with their latest instance, graph edges, layers, latest run", (*admin).pipeline},
 		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over (`waiting`: judged now, from live state) and, when it ended failed, the `failures` that ended it with their errors; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, by when runs happened, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
 		{"GET", "/api/v1/runs/{run}", false, "one run with its instances", (*admin).run},
-		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
+		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, `runs` (what its executor runs as the file says it: `command` with its templates, `url` or `function`), `last_attempt` (the record of its attempt that ended last: executor, `argv` as rendered for it, status), summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a); the findings give times in the pipeline's zone, `utc` (true) in UTC", (*admin).explain},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/pause", true, "pause the task; body `{\"reason\"}`", taskOp(func(t string) engine.Request { return engine.Pause{Scope: store.ScopeTask, Target: t} })},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/resume", true, "resume the task (misfire policy for missed fires)", taskOp(func(t string) engine.Request { return engine.Resume{Scope: store.ScopeTask, Target: t} })},
@@ -145,21 +150,21 @@ func adminRoutes() []route {
 		{"POST", "/api/v1/groups/{group}/pause", true, "pause every task of the group, in every pipeline", scopeOp(store.ScopeGroup, pauseOf)},
 		{"POST", "/api/v1/groups/{group}/resume", true, "resume the group", scopeOp(store.ScopeGroup, resumeOf)},
 		{"GET", "/api/v1/instances", false, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `ran` (true: only instances dispatched at least once), `order` (`id`, the default, or `started`: the task's latest attempt first, with `task` and without `before`), `limit`", (*admin).instances},
-		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
+		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, the command as rendered for it (`argv`), start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
 		{"POST", "/api/v1/instances/{id}/kill", true, "kill one running instance", instanceOp(func(id int64) engine.Request { return engine.Kill{Instance: id} })},
 		{"POST", "/api/v1/instances/{id}/rerun", true, "rerun one instance (failed, killed or succeeded); under a pause 409 unless `{\"hold\": true}`", instanceOp(func(id int64) engine.Request { return engine.Rerun{Instance: id} })},
 		{"POST", "/api/v1/instances/{id}/mark", true, "set the outcome of one waiting, failed or killed instance: `{\"state\": \"success\"|\"failed\", \"reason\"}`", (*admin).instanceMark},
 		{"POST", "/api/v1/runs/{run}/rerun", true, "rerun a run's failed and killed instances (those that never ran wait for their upstreams again)", (*admin).runRerun},
 		{"POST", "/api/v1/runs/{run}/cancel", true, "end every unfinished instance of a run: running ones are killed, the others fail as cancelled", (*admin).runCancel},
 		{"GET", "/api/v1/history", false, "state transitions; `task`, `instance`, `after`/`before` (id), `newest`, `limit`", (*admin).history},
-		{"GET", "/api/v1/actions", false, "the action log; `task`, `pipeline`, `action`, `after`/`before` (id), `newest`, `limit`", (*admin).actions},
+		{"GET", "/api/v1/actions", false, "the action log; `task`, `pipeline`, `action` (its kind: pause, trigger, dispatch…), `actor` (exactly, such as operator:api), `by` (`operator`: every actor's but the scheduler's; `scheduler`: the scheduler's own rows), `after`/`before` (id), `newest`, `limit`; a malformed or unknown value is a 400 naming the parameter", (*admin).actions},
 		{"GET", "/api/v1/prune", false, "what retention would delete now (dry run): runs, instances, history, actions, output; `retain` (such as 30d; default the server's --retain)", (*admin).pruneDry},
 		{"POST", "/api/v1/prune", true, "run a retention pass now (the server's --retain)", (*admin).pruneNow},
 		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
 		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
 		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
 		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) the fingerprints and schedules of the pipelines in force, for `ax diff`; `task` (repeatable, up to 100): the definitions in force of those tasks, for its field-level changes", (*admin).reloadStatus},
-		{"GET", "/api/v1/backfills", false, "backfills, newest first; `before` (id: the next page), `limit`", (*admin).backfills},
+		{"GET", "/api/v1/backfills", false, "backfills, newest first, each with its spec (range `from`/`to`, `select` and the tasks it selects), state, progress (`instances.awaiting`: gates nobody approved) and its first 50 `runs` (id, logical time); `before` (id: the next page), `limit`", (*admin).backfills},
 		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"approve_manual\", \"wait_cross\", \"hold\", \"dry_run\"}`; under a pause of a selected task 409 unless `hold`", (*admin).startBackfill},
 		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
 		{"POST", "/api/v1/backfills/{id}/cancel", true, "stop a backfill from starting more runs (those in flight finish)", (*admin).cancelBackfill},

@@ -8,17 +8,37 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
 // The admin API's reads: from the store, so that a standby answers them.
+
+// auth answers whether the request's bearer token is the admin token: the
+// console signs in with it before it keeps a token. The guard lets every
+// read through when reads are open, so it checks again here.
+func (a *admin) auth(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	if a.token == "" {
+		return Auth{Token: "not needed"}, nil
+	}
+	if !runner.BearerOK(r, a.token) {
+		return nil, errf(http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer $AX_ADMIN_TOKEN")
+	}
+	return Auth{Token: "accepted"}, nil
+}
 
 func (a *admin) status(r *http.Request) (any, error) {
 	if _, err := parseQuery(r); err != nil {
@@ -452,7 +472,13 @@ func (a *admin) task(r *http.Request) (any, error) {
 	if sum.Last != nil {
 		v.Latest, v.State = sum.Last, sum.Last.State
 	}
-	out := TaskDetail{Task: v, Summary: sum, NextFires: []time.Time{}, LastFires: []engine.Fire{}}
+	out := TaskDetail{Task: v, Summary: sum, NextFires: []time.Time{}, LastFires: []engine.Fire{}, Runs: t.Executor}
+	switch last, err := a.st.LatestAttempt(ctx, t.ID()); {
+	case err == nil:
+		out.LastAttempt = &last
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
 	if a.eng != nil {
 		x, err := a.eng.Explain(ctx, t.ID())
 		if err != nil {
@@ -555,12 +581,37 @@ func (a *admin) history(r *http.Request) (any, error) {
 	return h, err
 }
 
+// actionsBy are the values of the action log's by= filter: whose rows.
+var actionsBy = []string{"operator", "scheduler"}
+
 func (a *admin) actions(r *http.Request) (any, error) {
-	f, q, err := a.logFilter(r, "pipeline", "action")
+	f, q, err := a.logFilter(r, "pipeline", "action", "actor", "by")
 	if err != nil {
 		return nil, err
 	}
-	f.Pipeline, f.Action = q.str("pipeline"), q.str("action")
+	f.Pipeline, f.Action, f.Actor = q.str("pipeline"), q.str("action"), q.str("actor")
+	if err := a.checkPipelineFilter(r.Context(), q, f.Pipeline); err != nil {
+		return nil, err
+	}
+	if f.Action != "" && !actionKind.MatchString(f.Action) {
+		q.errs = append(q.errs, fmt.Sprintf("action=%q: an action is a word of lowercase letters and underscores (pause, trigger, breaker_open)", f.Action))
+	}
+	if f.Actor != "" && (len(f.Actor) > 128 || strings.ContainsFunc(f.Actor, unicode.IsControl)) {
+		q.errs = append(q.errs, fmt.Sprintf("actor=%.40q: an actor is at most 128 printable characters (operator:api, cli:ann)", f.Actor))
+	}
+	// The scheduler writes its rows as engine.Actor; everyone else is an operator.
+	switch by := q.str("by"); by {
+	case "":
+	case "operator":
+		f.NotActor = engine.Actor
+	case "scheduler":
+		if f.Actor != "" && f.Actor != engine.Actor {
+			q.errs = append(q.errs, fmt.Sprintf("by=scheduler with actor=%q: the scheduler's rows are all of actor %q", f.Actor, engine.Actor))
+		}
+		f.Actor = engine.Actor
+	default:
+		q.errs = append(q.errs, fmt.Sprintf("by=%q: give %s%s", by, strings.Join(actionsBy, " or "), defs.DidYouMean(by, actionsBy)))
+	}
 	if err := q.err(); err != nil {
 		return nil, err
 	}
@@ -570,6 +621,9 @@ func (a *admin) actions(r *http.Request) (any, error) {
 	}
 	return acts, err
 }
+
+// actionKind is the form of an action's name.
+var actionKind = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
 
 func (a *admin) executors(r *http.Request) (any, error) {
 	if _, err := parseQuery(r); err != nil {
@@ -611,12 +665,31 @@ type BackfillView struct {
 	store.Backfill
 	Spec      json.RawMessage `json:"spec"`
 	Instances store.Progress  `json:"instances"`
+	// Runs are the first backfillRunsShown runs it created (earliest
+	// logical time first), for links; total_runs says how many it plans.
+	Runs []BackfillRun `json:"runs"`
 }
 
+// BackfillRun is one run of a backfill, as its listing links to it.
+type BackfillRun struct {
+	ID          int64     `json:"id"`
+	LogicalTime time.Time `json:"logical_time"`
+}
+
+// backfillRunsShown bounds the runs listed with each backfill.
+const backfillRunsShown = 50
+
 func (a *admin) viewBackfill(ctx context.Context, b store.Backfill) (BackfillView, error) {
-	v := BackfillView{Backfill: b, Spec: json.RawMessage(b.Spec)}
+	v := BackfillView{Backfill: b, Spec: json.RawMessage(b.Spec), Runs: []BackfillRun{}}
 	var err error
 	v.Instances, err = a.st.BackfillProgress(ctx, b.ID, ManualTasks(a.graph(), b.Pipeline))
+	if err != nil {
+		return v, err
+	}
+	runs, err := a.st.BackfillRunsFirst(ctx, b.ID, backfillRunsShown)
+	for _, r := range runs {
+		v.Runs = append(v.Runs, BackfillRun{ID: r.ID, LogicalTime: r.LogicalTime})
+	}
 	return v, err
 }
 

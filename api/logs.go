@@ -34,6 +34,7 @@ type LogHeader struct {
 	State     string    `json:"state"`    // the instance's state now
 	Running   bool      `json:"running"`  // this attempt is still running
 	Executor  string    `json:"executor,omitempty"`
+	Argv      []string  `json:"argv,omitempty"` // a command task's command as this attempt ran it (from its record)
 	StartedAt time.Time `json:"started_at,omitzero"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 	Status    string    `json:"status,omitempty"` // success, failed, timeout, killed; empty while running or unknown
@@ -109,7 +110,7 @@ func (a *admin) header(ctx context.Context, t logTarget) (LogHeader, error) {
 	}
 	for _, r := range recs {
 		if r.Attempt == t.attempt {
-			h.Executor, h.StartedAt, h.EndedAt, h.Status, h.ExitCode, h.Error = r.Executor, r.StartedAt, r.EndedAt, r.Status, r.ExitCode, r.Error
+			h.Executor, h.Argv, h.StartedAt, h.EndedAt, h.Status, h.ExitCode, h.Error = r.Executor, r.Argv, r.StartedAt, r.EndedAt, r.Status, r.ExitCode, r.Error
 			h.Bytes, h.Dropped = r.LogBytes, r.LogDropped
 			return h, nil
 		}

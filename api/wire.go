@@ -94,6 +94,19 @@ type TaskDetail struct {
 	NextFires []time.Time   `json:"next_fires"`
 	Summary   store.Summary `json:"summary"`
 	Task      TaskView      `json:"task"`
+	// Runs is what the task's executor runs, as its file says it, templates
+	// unrendered.
+	Runs defs.Executor `json:"runs"`
+	// LastAttempt is the record of the task's attempt that ended last: its
+	// executor, its command with the templates rendered, how it ended. Nil
+	// before any has ended.
+	LastAttempt *store.AttemptRecord `json:"last_attempt,omitempty"`
+}
+
+// Auth is the answer of GET /api/v1/auth: "accepted", or "not needed"
+// when the server has no admin token.
+type Auth struct {
+	Token string `json:"token"`
 }
 
 // ExecutorView is a registered executor, and why it gets no work when it

@@ -93,6 +93,9 @@ func TestWireTypesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if a := roundTrip[Auth](t, c, "GET", get("/api/v1/auth", "/api/v1/auth"), nil); a.Token != "not needed" {
+		t.Errorf("auth on a server without a token: %+v", a)
+	}
 	st := roundTrip[Status](t, c, "GET", get("/api/v1/status", "/api/v1/status"), nil)
 	if st.Role != "primary" || st.Lease == nil || st.Loop == nil {
 		t.Errorf("status %+v", st)

@@ -537,7 +537,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 		res.Ticket = a.ticket
 		res = safeResult(res)
 		logs := d.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
-			Executor: res.Executor, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now()})
+			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now()})
 		d.host.report(outcome{instance: id, res: res, logs: logs})
 	}()
 }

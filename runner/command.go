@@ -106,7 +106,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	cmd.WaitDelay = grace
 	start := time.Now()
 	if err := c.start(cmd); err != nil {
-		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start)}, nil
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start), Argv: argv}, nil
 	}
 	pgid := cmd.Process.Pid
 	started(ctx, pgid) // where its group runs, for a scheduler that may inherit it
@@ -161,7 +161,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 		}
 	}
 	r := finish(judge, a, start, err)
-	r.ExitCode, r.Executor = code, Local()
+	r.ExitCode, r.Executor, r.Argv = code, Local(), argv
 	if own {
 		data, _, dropped := out.Take(true)
 		r.Log, r.LogDropped, r.Output = bytes.Clone(data), dropped, Plain(data)

@@ -53,6 +53,9 @@ type Result struct {
 	// Executor names what ran the attempt: "local:HOST" for in-process and
 	// command tasks, the executor's URL for HTTP tasks.
 	Executor string
+	// Argv is the command a command task ran, its templates rendered for
+	// this attempt; nil for other executors and when rendering failed.
+	Argv []string
 }
 
 // Local returns the executor name of attempts that run inside the

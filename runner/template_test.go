@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"testing"
 	"text/template"
 	"time"
@@ -46,5 +47,31 @@ func TestTemplateDateHelpers(t *testing.T) {
 	tmpl := template.Must(template.New("t").Parse("{{ .LogicalTime.Prev }}"))
 	if _, err := render(CommandSpec{Argv: []string{"echo", "x"}, Templates: []*template.Template{nil, tmpl}}, a); err == nil {
 		t.Error("Prev without a schedule: no error")
+	}
+}
+
+// TestCommandResultKeepsRenderedArgv: a command's result carries the argv
+// it ran, templates rendered, whether it exits 0 or not; a start failure
+// carries it too.
+func TestCommandResultKeepsRenderedArgv(t *testing.T) {
+	t.Parallel()
+	a := Attempt{Pipeline: "p", Task: "t", Ticket: "tk", LogicalTime: time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC), Params: map[string]any{"code": "3"}}
+	for _, tc := range []struct {
+		argv []string
+		want []string
+	}{
+		{[]string{"sh", "-c", "exit {{ .Params.code }}", "{{ .LogicalTime.Date }}"}, []string{"sh", "-c", "exit 3", "2026-03-01"}},
+		{[]string{"true", "{{ .Task }}"}, []string{"true", "t"}},
+		{[]string{"/nonexistent/ax-{{ .Task }}"}, []string{"/nonexistent/ax-t"}},
+	} {
+		tmpls := make([]*template.Template, len(tc.argv))
+		for i, s := range tc.argv {
+			tmpls[i] = template.Must(template.New("t").Option("missingkey=error").Parse(s))
+		}
+		c := NewCommands(func(Attempt) (CommandSpec, error) { return CommandSpec{Argv: tc.argv, Templates: tmpls}, nil })
+		res, err := c.Execute(t.Context(), a)
+		if err != nil || !slices.Equal(res.Argv, tc.want) {
+			t.Errorf("%q ran as %q (%v, %s); want %q", tc.argv, res.Argv, err, res.Error, tc.want)
+		}
 	}
 }

@@ -46,6 +46,8 @@ type LogFilter struct {
 	InstanceID int64
 	Pipeline   string // actions only
 	Action     string // actions only
+	Actor      string // actions only: this actor's
+	NotActor   string // actions only: every actor's but this one's
 	AfterID    int64  // paging: only ids above this
 	BeforeID   int64  // paging newest first: only ids below this
 	Newest     bool   // newest first (the latest Limit rows); default oldest first
@@ -124,6 +126,12 @@ func (s *Store) Actions(ctx context.Context, f LogFilter) ([]Action, error) {
 	}
 	if f.Action != "" {
 		b = b.Where(sq.Eq{"action": f.Action})
+	}
+	if f.Actor != "" {
+		b = b.Where(sq.Eq{"actor": f.Actor})
+	}
+	if f.NotActor != "" {
+		b = b.Where(sq.NotEq{"actor": f.NotActor})
 	}
 	var out []Action
 	err := s.query(ctx, s.read, "read actions", f.page(b), func(rows *sql.Rows) error {

@@ -791,6 +791,12 @@ func (s *Store) BackfillRuns(ctx context.Context, backfill int64) ([]axtype.Run,
 	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"backfill_id": backfill}).OrderBy("logical_time", "id"))
 }
 
+// BackfillRunsFirst returns at most limit of the runs a backfill created,
+// the earliest logical times first.
+func (s *Store) BackfillRunsFirst(ctx context.Context, backfill int64, limit int) ([]axtype.Run, error) {
+	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"backfill_id": backfill}).OrderBy("logical_time", "id").Limit(uint64(max(limit, 1))))
+}
+
 // Progress counts a backfill's instances.
 type Progress struct {
 	Ended    int `json:"ended"`    // SUCCESS, FAILED or KILLED

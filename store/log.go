@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
@@ -44,6 +45,7 @@ type AttemptRecord struct {
 	TaskID     string    `json:"task"`
 	Ticket     string    `json:"ticket"`
 	Executor   string    `json:"executor"`
+	Argv       []string  `json:"argv,omitempty"`      // a command task's command as this attempt ran it, templates rendered
 	Status     string    `json:"status"`              // the runner's status: success, failed, killed, timeout
 	ExitCode   *int      `json:"exit_code,omitempty"` // a command's exit status
 	Error      string    `json:"error,omitempty"`
@@ -125,8 +127,7 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 				return err
 			}
 		}
-		cols := []string{"instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
-			"started_at", "ended_at", "log_bytes", "log_dropped"}
+		cols := attemptCols
 		// Attempt records, many per statement; a record written again (the
 		// same attempt number after a refused dispatch) replaces the first.
 		for start := 0; start < len(p.Attempts); start += 100 {
@@ -136,8 +137,16 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 				if a.ExitCode != nil {
 					code = *a.ExitCode
 				}
+				var argv any
+				if a.Argv != nil {
+					j, err := json.Marshal(a.Argv)
+					if err != nil {
+						return fmt.Errorf("record attempt %d of instance %d: %w", a.Attempt, a.InstanceID, err)
+					}
+					argv = string(j)
+				}
 				b = b.Values(a.InstanceID, a.Attempt, a.RunID, a.TaskID, a.Ticket, a.Executor, a.Status,
-					code, a.Error, ms(a.StartedAt), a.EndedAt.UnixMilli(), a.LogBytes, a.LogDropped)
+					code, a.Error, ms(a.StartedAt), a.EndedAt.UnixMilli(), a.LogBytes, a.LogDropped, argv)
 			}
 			if _, err := s.exec(ctx, tx, "record attempts", b.Suffix(s.d.upsert([]string{"instance_id", "attempt"}, cols[2:]))); err != nil {
 				return err
@@ -176,30 +185,64 @@ func (s *Store) LogChunks(ctx context.Context, instanceID int64, attempt, after,
 	return out, err
 }
 
+// attemptCols are the columns scanAttempt reads, in its order.
+var attemptCols = []string{"instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
+	"started_at", "ended_at", "log_bytes", "log_dropped", "argv"}
+
+// scanAttempt reads one row of attemptCols.
+func scanAttempt(r *sql.Rows) (AttemptRecord, error) {
+	var (
+		a       AttemptRecord
+		code    sql.NullInt64
+		started sql.NullInt64
+		ended   int64
+		argv    sql.NullString
+	)
+	if err := r.Scan(&a.InstanceID, &a.Attempt, &a.RunID, &a.TaskID, &a.Ticket, &a.Executor, &a.Status, &code, &a.Error,
+		&started, &ended, &a.LogBytes, &a.LogDropped, &argv); err != nil {
+		return a, err
+	}
+	if code.Valid {
+		c := int(code.Int64)
+		a.ExitCode = &c
+	}
+	if argv.Valid && argv.String != "" {
+		if err := json.Unmarshal([]byte(argv.String), &a.Argv); err != nil {
+			return a, fmt.Errorf("attempt %d of instance %d: its recorded command is damaged: %w", a.Attempt, a.InstanceID, err)
+		}
+	}
+	a.StartedAt, a.EndedAt = fromMS(started), time.UnixMilli(ended).UTC()
+	return a, nil
+}
+
 // Attempts returns the recorded attempts of an instance, in order.
 func (s *Store) Attempts(ctx context.Context, instanceID int64) ([]AttemptRecord, error) {
-	b := s.sb.Select("instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
-		"started_at", "ended_at", "log_bytes", "log_dropped").From("attempts").Where(sq.Eq{"instance_id": instanceID}).OrderBy("attempt")
+	b := s.sb.Select(attemptCols...).From("attempts").Where(sq.Eq{"instance_id": instanceID}).OrderBy("attempt")
 	var out []AttemptRecord
 	err := s.query(ctx, s.read, "read attempts", b, func(r *sql.Rows) error {
-		var (
-			a       AttemptRecord
-			code    sql.NullInt64
-			started sql.NullInt64
-			ended   int64
-		)
-		if err := r.Scan(&a.InstanceID, &a.Attempt, &a.RunID, &a.TaskID, &a.Ticket, &a.Executor, &a.Status, &code, &a.Error,
-			&started, &ended, &a.LogBytes, &a.LogDropped); err != nil {
-			return err
-		}
-		if code.Valid {
-			c := int(code.Int64)
-			a.ExitCode = &c
-		}
-		a.StartedAt, a.EndedAt = fromMS(started), time.UnixMilli(ended).UTC()
+		a, err := scanAttempt(r)
 		out = append(out, a)
-		return nil
+		return err
 	})
+	return out, err
+}
+
+// LatestAttempt returns the record of the task's attempt recorded last (a
+// record is written when its attempt ends), or ErrNotFound when none is.
+func (s *Store) LatestAttempt(ctx context.Context, taskID string) (AttemptRecord, error) {
+	b := s.sb.Select(attemptCols...).From("attempts").Where(sq.Eq{"task_id": taskID}).OrderBy("id DESC").Limit(1)
+	var (
+		out   AttemptRecord
+		found bool
+	)
+	err := s.query(ctx, s.read, "read latest attempt", b, func(r *sql.Rows) error {
+		a, err := scanAttempt(r)
+		out, found = a, true
+		return err
+	})
+	if err == nil && !found {
+		err = ErrNotFound
+	}
 	return out, err
 }
 

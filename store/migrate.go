@@ -38,7 +38,7 @@ var (
 )
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 var migrations = []migration{{
 	version: 1,
@@ -218,6 +218,14 @@ var migrations = []migration{{
 				"WHERE attempt < (SELECT MAX(c.attempt) FROM log_chunks c WHERE c.instance_id = instances.id)",
 			createIndex(d, "instances", "task_id", "started_at"),
 		}
+	},
+}, {
+	// Version 13: an attempt's record keeps the command it ran, its
+	// templates rendered (JSON; NULL for other executors and for records
+	// written before).
+	version: 13,
+	extra: func(d dialect) []string {
+		return []string{"ALTER TABLE attempts ADD COLUMN argv " + d.typ("text") + " NULL"}
 	},
 }}
 

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,8 +39,11 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	}
 	// Trim the first chunk, and record the attempt twice (the second wins).
 	code := 3
+	if _, err := s.LatestAttempt(ctx(), "a.x"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("latest attempt before any is recorded: %v, want ErrNotFound", err)
+	}
 	rec := store.AttemptRecord{InstanceID: in.ID, Attempt: 1, RunID: in.RunID, TaskID: "a.x", Ticket: "t1", Executor: "local:h",
-		Status: "failed", ExitCode: &code, Error: "exit status 3", StartedAt: T0, EndedAt: T0.Add(2 * time.Second), LogBytes: int64(len(big)), LogDropped: 3}
+		Argv: []string{"sh", "-c", "echo 'a \"b\"' ünï"}, Status: "failed", ExitCode: &code, Error: "exit status 3", StartedAt: T0, EndedAt: T0.Add(2 * time.Second), LogBytes: int64(len(big)), LogDropped: 3}
 	if err := f.WriteLogs(ctx(), store.LogWrite{Trims: []store.LogTrim{{InstanceID: in.ID, Attempt: 1, BeforeSeq: 2}},
 		Attempts: []store.AttemptRecord{rec, rec}}); err != nil {
 		t.Fatal(err)
@@ -51,6 +55,16 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	if err != nil || len(as) != 1 || as[0].ExitCode == nil || *as[0].ExitCode != 3 || as[0].Executor != "local:h" || !as[0].StartedAt.Equal(T0) || as[0].LogDropped != 3 {
 		t.Fatalf("attempts = %+v %v", as, err)
 	}
+	if !slices.Equal(as[0].Argv, rec.Argv) {
+		t.Errorf("the attempt's recorded command = %q, want %q", as[0].Argv, rec.Argv)
+	}
+	rec2 := store.AttemptRecord{InstanceID: in.ID, Attempt: 2, RunID: in.RunID, TaskID: "a.x", Ticket: "t2", Executor: "http://x/dispatch", Status: "success", EndedAt: T0.Add(3 * time.Second)}
+	if err := f.WriteLogs(ctx(), store.LogWrite{Attempts: []store.AttemptRecord{rec2}}); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := s.LatestAttempt(ctx(), "a.x"); err != nil || last.Attempt != 2 || last.Argv != nil || last.Executor != rec2.Executor {
+		t.Errorf("latest attempt of a.x = %+v %v; want attempt 2, no command", last, err)
+	}
 	// A stale epoch: nothing of the write lands.
 	err = s.Fence(l.Epoch+7).WriteLogs(ctx(), store.LogWrite{Chunks: []store.LogChunk{{InstanceID: in.ID, Attempt: 3, Seq: 1, Data: []byte("late"), At: T0}},
 		Attempts: []store.AttemptRecord{{InstanceID: in.ID, Attempt: 3, EndedAt: T0}}})
@@ -60,7 +74,7 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	if got, _ := s.LogChunks(ctx(), in.ID, 3, 0, 0); len(got) != 0 {
 		t.Errorf("a fenced write left %d chunks", len(got))
 	}
-	if as, _ := s.Attempts(ctx(), in.ID); len(as) != 1 {
+	if as, _ := s.Attempts(ctx(), in.ID); len(as) != 2 {
 		t.Errorf("a fenced write left an attempt: %+v", as)
 	}
 }

@@ -529,6 +529,16 @@ func testLogs(t *testing.T, s *store.Store) {
 	if len(older) != 3 || older[0].ID >= newest[1].ID || !older[2].At.Equal(T0) {
 		t.Errorf("older than %d = %+v", newest[1].ID, older)
 	}
+	// By actor: one actor's, or everyone's but one.
+	if err := s.AppendAction(ctx(), store.Action{At: T0.Add(5 * time.Second), Actor: "scheduler", Action: "dispatch", Pipeline: "a", TaskID: "a.t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Actions(ctx(), store.LogFilter{Actor: "scheduler"}); err != nil || len(got) != 1 || got[0].Action != "dispatch" {
+		t.Errorf("the scheduler's actions = %+v %v, want its dispatch", got, err)
+	}
+	if got, err := s.Actions(ctx(), store.LogFilter{NotActor: "scheduler", TaskID: "a.t1"}); err != nil || len(got) != 2 || got[0].Actor != "operator:ann" || got[1].Actor != "operator:ann" {
+		t.Errorf("actions on a.t1 of every actor but the scheduler = %+v %v, want ann's two", got, err)
+	}
 }
 
 func testExecutors(t *testing.T, s *store.Store) {
