@@ -51,6 +51,25 @@ type AttemptRecord struct {
 	EndedAt    time.Time `json:"ended_at"`
 	LogBytes   int64     `json:"log_bytes"`   // output kept
 	LogDropped int64     `json:"log_dropped"` // output dropped over the limit
+	// Where an attempt run by the scheduler itself (a function or a
+	// command) ran, read from its ProcRecord; empty for an HTTP task's and
+	// for one recorded before version 11. Attempts fills them in; they are
+	// not written with the record.
+	Host   string `json:"host,omitempty"`
+	BootID string `json:"boot_id,omitempty"` // the host's boot: a reboot ends every process of it
+	Pgid   int    `json:"pgid,omitempty"`    // a command's process group
+	Pid    int    `json:"pid,omitempty"`     // the scheduler process that ran it, until its group was recorded (a function's for good)
+}
+
+// SetProcess fills in a's Host, BootID and Pgid or Pid from p, the
+// process recorded with its ticket (a claim ahead records none yet).
+func (a *AttemptRecord) SetProcess(p ProcRecord) {
+	switch p.Kind {
+	case ProcGroup:
+		a.Host, a.BootID, a.Pgid = p.Host, p.Boot, p.Pgid
+	case ProcServer:
+		a.Host, a.BootID, a.Pid = p.Host, p.Boot, p.Pgid
+	}
 }
 
 // LogWrite is one transaction of output: new chunks, trims, the records
@@ -178,18 +197,22 @@ func (s *Store) LogChunks(ctx context.Context, instanceID int64, attempt, after,
 
 // Attempts returns the recorded attempts of an instance, in order.
 func (s *Store) Attempts(ctx context.Context, instanceID int64) ([]AttemptRecord, error) {
-	b := s.sb.Select("instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
-		"started_at", "ended_at", "log_bytes", "log_dropped").From("attempts").Where(sq.Eq{"instance_id": instanceID}).OrderBy("attempt")
+	b := s.sb.Select("a.instance_id", "a.attempt", "a.run_id", "a.task_id", "a.ticket", "a.executor", "a.status", "a.exit_code", "a.error",
+		"a.started_at", "a.ended_at", "a.log_bytes", "a.log_dropped", "p.host", "p.boot", "p.pgid", "p.kind").
+		From("attempts a").LeftJoin("procs p ON p.ticket = a.ticket").Where(sq.Eq{"a.instance_id": instanceID}).OrderBy("a.attempt")
 	var out []AttemptRecord
 	err := s.query(ctx, s.read, "read attempts", b, func(r *sql.Rows) error {
 		var (
-			a       AttemptRecord
-			code    sql.NullInt64
-			started sql.NullInt64
-			ended   int64
+			a          AttemptRecord
+			code       sql.NullInt64
+			started    sql.NullInt64
+			ended      int64
+			host, boot sql.NullString
+			pgid       sql.NullInt64
+			kind       sql.NullString
 		)
 		if err := r.Scan(&a.InstanceID, &a.Attempt, &a.RunID, &a.TaskID, &a.Ticket, &a.Executor, &a.Status, &code, &a.Error,
-			&started, &ended, &a.LogBytes, &a.LogDropped); err != nil {
+			&started, &ended, &a.LogBytes, &a.LogDropped, &host, &boot, &pgid, &kind); err != nil {
 			return err
 		}
 		if code.Valid {
@@ -197,6 +220,9 @@ func (s *Store) Attempts(ctx context.Context, instanceID int64) ([]AttemptRecord
 			a.ExitCode = &c
 		}
 		a.StartedAt, a.EndedAt = fromMS(started), time.UnixMilli(ended).UTC()
+		if host.Valid {
+			a.SetProcess(ProcRecord{Host: host.String, Boot: boot.String, Pgid: int(pgid.Int64), Kind: kind.String})
+		}
 		out = append(out, a)
 		return nil
 	})

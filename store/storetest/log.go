@@ -41,7 +41,8 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	rec := store.AttemptRecord{InstanceID: in.ID, Attempt: 1, RunID: in.RunID, TaskID: "a.x", Ticket: "t1", Executor: "local:h",
 		Status: "failed", ExitCode: &code, Error: "exit status 3", StartedAt: T0, EndedAt: T0.Add(2 * time.Second), LogBytes: int64(len(big)), LogDropped: 3}
 	if err := f.WriteLogs(ctx(), store.LogWrite{Trims: []store.LogTrim{{InstanceID: in.ID, Attempt: 1, BeforeSeq: 2}},
-		Attempts: []store.AttemptRecord{rec, rec}}); err != nil {
+		Attempts: []store.AttemptRecord{rec, rec},
+		Procs:    []store.ProcRecord{{Ticket: "t1", InstanceID: in.ID, RunID: in.RunID, Host: "h", Boot: "boot-1", PidNS: "pid:[1]", Pgid: 4242, Start: 7, At: T0}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.LogChunks(ctx(), in.ID, 1, 0, 0); len(got) != 1 || got[0].Seq != 2 {
@@ -50,6 +51,10 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	as, err := s.Attempts(ctx(), in.ID)
 	if err != nil || len(as) != 1 || as[0].ExitCode == nil || *as[0].ExitCode != 3 || as[0].Executor != "local:h" || !as[0].StartedAt.Equal(T0) || as[0].LogDropped != 3 {
 		t.Fatalf("attempts = %+v %v", as, err)
+	}
+	// The record carries where the command ran: its process group's.
+	if a := as[0]; a.Host != "h" || a.BootID != "boot-1" || a.Pgid != 4242 || a.Pid != 0 {
+		t.Errorf("attempt's process: host %q, boot %q, pgid %d, pid %d; want h, boot-1, 4242, 0", a.Host, a.BootID, a.Pgid, a.Pid)
 	}
 	// A stale epoch: nothing of the write lands.
 	err = s.Fence(l.Epoch+7).WriteLogs(ctx(), store.LogWrite{Chunks: []store.LogChunk{{InstanceID: in.ID, Attempt: 3, Seq: 1, Data: []byte("late"), At: T0}},
