@@ -134,6 +134,10 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 			for _, r := range rows[start:min(start+16, len(rows))] {
 				b = b.Values(r...)
 			}
+			// A chunk written again (its first write's outcome unknown, or
+			// left in the inbox by a primary that lost its lease) replaces
+			// the first: the same bytes.
+			b = b.Suffix(s.d.upsert([]string{"instance_id", "attempt", "seq"}, []string{"text_bytes", "dropped", "data", "at"}))
 			if _, err := s.exec(ctx, tx, "write output chunks", b); err != nil {
 				return err
 			}

@@ -26,6 +26,14 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	if err := f.WriteLogs(ctx(), w); err != nil {
 		t.Fatal(err)
 	}
+	// A chunk written again (a retried write whose first outcome was not
+	// known) replaces the first, with the same bytes; nothing fails.
+	if err := f.WriteLogs(ctx(), store.LogWrite{Chunks: w.Chunks[2:]}); err != nil {
+		t.Fatalf("the same chunk written again: %v", err)
+	}
+	if again, _ := s.LogChunks(ctx(), in.ID, 2, 0, 0); len(again) != 1 || string(again[0].Data) != "x" {
+		t.Errorf("attempt 2 after its chunk was written again: %+v, want the one chunk", again)
+	}
 	got, err := s.LogChunks(ctx(), in.ID, 1, 0, 0)
 	if err != nil || len(got) != 2 || !bytes.Equal(got[0].Data, binary) || !bytes.Equal(got[1].Data, big) || !got[1].At.Equal(T0.Add(time.Second)) {
 		t.Fatalf("attempt 1 chunks = %d %v", len(got), err)
