@@ -719,13 +719,10 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 
 // finishRetake redoes the start of a term whose lease was taken again when
 // that start failed (retaken): the window and the running set were emptied
-// and not rebuilt, so until it succeeds nothing else of a turn runs. A
-// failed start used to be left to the next top-up, which only tops up the
-// window: a retake whose start met one failed write (a database under
-// load) left the primary idle for good. That matches how
-// TestHABogusLeaseEpoch failed 4 times under a 10M-row MariaDB load beside
-// it (idle after lease_retaken); the failing write there was not seen, only
-// this path reproduced (TestRetakenTermStartsAgainAfterAFailedStart).
+// and not rebuilt, so until it succeeds nothing else of a turn runs. The
+// window's top-up is no substitute: it only tops up a window, and a retake
+// whose start met one failed write (a database under load) would leave the
+// primary idle for good.
 func (e *Engine) finishRetake(ctx context.Context, now time.Time) error {
 	if !e.restart {
 		return nil
