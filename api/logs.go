@@ -26,15 +26,23 @@ type LogLine struct {
 
 // LogHeader says which attempt a log is and how it ended.
 type LogHeader struct {
-	Instance  int64     `json:"instance"`
-	Task      string    `json:"task"`
-	Run       int64     `json:"run"`
-	Attempt   int       `json:"attempt"`
-	Attempts  int       `json:"attempts"` // how many the instance has had
-	State     string    `json:"state"`    // the instance's state now
-	Running   bool      `json:"running"`  // this attempt is still running
-	Executor  string    `json:"executor,omitempty"`
-	Argv      []string  `json:"argv,omitempty"` // a command task's command as this attempt ran it (from its record)
+	Instance int64    `json:"instance"`
+	Task     string   `json:"task"`
+	Run      int64    `json:"run"`
+	Attempt  int      `json:"attempt"`
+	Attempts int      `json:"attempts"` // how many the instance has had
+	State    string   `json:"state"`    // the instance's state now
+	Running  bool     `json:"running"`  // this attempt is still running
+	Executor string   `json:"executor,omitempty"`
+	Argv     []string `json:"argv,omitempty"` // a command task's command as this attempt ran it (from its record)
+	// Where an attempt the scheduler ran itself runs or ran: the host, its
+	// boot id, and the command's process group (Pgid) or, for a function
+	// and for a command whose group is not recorded yet, the scheduler's
+	// process (Pid). Empty for HTTP tasks.
+	Host      string    `json:"host,omitempty"`
+	BootID    string    `json:"boot_id,omitempty"`
+	Pgid      int       `json:"pgid,omitempty"`
+	Pid       int       `json:"pid,omitempty"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
 	Status    string    `json:"status,omitempty"` // success, failed, timeout, killed; empty while running or unknown
@@ -112,11 +120,21 @@ func (a *admin) header(ctx context.Context, t logTarget) (LogHeader, error) {
 		if r.Attempt == t.attempt {
 			h.Executor, h.Argv, h.StartedAt, h.EndedAt, h.Status, h.ExitCode, h.Error = r.Executor, r.Argv, r.StartedAt, r.EndedAt, r.Status, r.ExitCode, r.Error
 			h.Bytes, h.Dropped = r.LogBytes, r.LogDropped
+			h.Host, h.BootID, h.Pgid, h.Pid = r.Host, r.BootID, r.Pgid, r.Pid
 			return h, nil
 		}
 	}
 	if in.Attempt == t.attempt {
 		h.Executor, h.StartedAt, h.EndedAt, h.Error = in.Executor, in.StartedAt, in.EndedAt, in.Error
+		if in.Ticket != "" {
+			procs, err := a.st.Procs(ctx, []string{in.Ticket})
+			if err != nil {
+				return h, err
+			}
+			var r store.AttemptRecord
+			r.SetProcess(procs[in.Ticket])
+			h.Host, h.BootID, h.Pgid, h.Pid = r.Host, r.BootID, r.Pgid, r.Pid
+		}
 		if !h.Running {
 			h.Status = "unknown" // ended without a record: its process died (the instance says how it ended)
 		}

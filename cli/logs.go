@@ -144,7 +144,7 @@ func attemptExit(h api.LogHeader) error {
 }
 
 func writeLogHeader(w io.Writer, h api.LogHeader, loc *time.Location) {
-	fmt.Fprintf(w, "== %s instance %d (run %d), attempt %d of %d, executor %s\n", h.Task, h.Instance, h.Run, h.Attempt, h.Attempts, orDash(h.Executor))
+	fmt.Fprintf(w, "== %s instance %d (run %d), attempt %d of %d, executor %s%s\n", h.Task, h.Instance, h.Run, h.Attempt, h.Attempts, orDash(h.Executor), processText(h))
 	fmt.Fprintf(w, "== started %s", api.Stamp(h.StartedAt, loc))
 	if h.Running {
 		fmt.Fprintf(w, ", running\n")
@@ -154,6 +154,19 @@ func writeLogHeader(w io.Writer, h api.LogHeader, loc *time.Location) {
 	if h.Dropped > 0 {
 		fmt.Fprintf(w, "== truncated: the first %d bytes of output were dropped (over the limit); the last %d are kept\n", h.Dropped, h.Bytes)
 	}
+}
+
+// processText says where a local attempt runs or ran: " (pgid N, boot
+// ID)" for a command's process group, " (pid N, boot ID)" for the
+// scheduler process that ran it; empty when nothing is recorded.
+func processText(h api.LogHeader) string {
+	switch {
+	case h.Pgid > 0:
+		return fmt.Sprintf(" (pgid %d on %s, boot %s)", h.Pgid, h.Host, h.BootID)
+	case h.Pid > 0:
+		return fmt.Sprintf(" (pid %d on %s, boot %s)", h.Pid, h.Host, h.BootID)
+	}
+	return ""
 }
 
 func endText(h api.LogHeader, loc *time.Location) string {

@@ -323,6 +323,7 @@ func (d *dispatcher) recordHandOut(ctx context.Context, starting []*attempt, ids
 		}
 	}
 	err := d.host.w().HandOut(ctx, epochs, upto, now)
+	d.handOutErr = err
 	if err == nil {
 		return true
 	}

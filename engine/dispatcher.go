@@ -55,6 +55,10 @@ type dispatcher struct {
 	// handOutRetry: the hand-out of the held attempts whose gates opened
 	// could not be recorded; startHeld tries again from then on.
 	handOutRetry time.Time
+	// handOutErr is why the last hand-out could not be recorded, nil once
+	// one is: a turn that ran without an error of its own still failed to
+	// write (see Engine.turn).
+	handOutErr error
 
 	// The workers: the executors, the context of the term's attempts, and
 	// the goroutines running them, which a shutdown waits for.
@@ -110,6 +114,7 @@ func (d *dispatcher) newTerm(cfg Config, now time.Time) {
 	d.queue = queue.Queue[int64]{}
 	d.running = newInflight()
 	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
+	d.handOutErr = nil
 	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
 	d.pool = newPool(Pools{MaxRunning: cfg.MaxRunning, GroupMaxRunning: cfg.GroupMaxRunning}, cfg.Now)
 }

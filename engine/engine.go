@@ -86,7 +86,10 @@ type Engine struct {
 	operator              // operator requests and the pauses in force (control.go)
 	backfiller backfiller // backfills in progress (backfill.go)
 	retryAt    time.Time  // after a store error: when to try again
-	failures   int
+	failures   int        // turns in a row that stopped on a store error
+	// stepDown is set by a turn when the primary should give up its lease
+	// (stepDownDue); the loop then ends the term.
+	stepDown error
 	// commitsAtError is the store's count of committed writes at the
 	// last store error: the store is back once it has grown.
 	commitsAtError uint64
@@ -346,7 +349,11 @@ func (e *Engine) pauseAfterFailedStart(ctx context.Context, err error) bool {
 		return true
 	}
 	e.failedStarts++
-	t := time.NewTimer(min(e.cfg.LeaseRenew<<min(e.failedStarts-1, 5), e.cfg.LeaseTTL))
+	wait := min(e.cfg.LeaseRenew<<min(e.failedStarts-1, 5), e.cfg.LeaseTTL)
+	if errors.Is(err, errGaveUpLease) {
+		wait = e.cfg.LeaseTTL // a standby, asking every renewal period, comes first
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -433,6 +440,9 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 	defer e.heldWake.Stop()
 	e.turn(ctx, false)
 	for {
+		if e.stepDown != nil {
+			return e.giveUpLease(k, cancelExec)
+		}
 		select {
 		case <-ctx.Done():
 			return e.shutdown(cancelExec, k)
@@ -443,13 +453,7 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 			e.turn(ctx, true)
 		case ev := <-k.events:
 			if ev.err != nil {
-				// Fenced: no longer ours to record. What ended before is left for
-				// the primary; what is cancelled now is its to judge.
-				e.drainResults()
-				e.leaveResults(context.Background(), e.cfg.Now())
-				e.interrupt(cancelExec, ev.err)
-				e.collect(nil)
-				e.leaveResults(context.Background(), e.cfg.Now())
+				e.leaveTerm(cancelExec, ev.err)
 				return ev.err
 			}
 			e.retaken(ctx, ev.retaken)
@@ -471,6 +475,18 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 			}
 		}
 	}
+}
+
+// leaveTerm ends a term whose results this process can no longer record
+// (its lease is lost, or it gives the lease up): what ended before is left
+// in the inbox for the next primary; what is cancelled now, with cause, is
+// the next primary's to judge.
+func (e *Engine) leaveTerm(cancelExec context.CancelCauseFunc, cause error) {
+	e.drainResults()
+	e.leaveResults(context.Background(), e.cfg.Now())
+	e.interrupt(cancelExec, cause)
+	e.collect(nil)
+	e.leaveResults(context.Background(), e.cfg.Now())
 }
 
 // serve answers an operator request on the loop: an inspection at once,
@@ -581,7 +597,14 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 		err = e.moveOn(ctx, now)
 	}
 	if ctx.Err() == nil {
-		e.faults.noteTurn(err, now)
+		werr := err
+		if werr == nil {
+			werr = e.handOutErr // no error of the turn's own, but its hand-out was not written
+		}
+		e.faults.noteTurn(werr, now)
+		if f := e.faults.turn.Load(); f != nil && e.leader(now) && stepDownDue(f, now, e.cfg.LeaseTTL) {
+			e.stepDown = f.err
+		}
 	}
 	if err != nil {
 		e.failures++
@@ -696,13 +719,10 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 
 // finishRetake redoes the start of a term whose lease was taken again when
 // that start failed (retaken): the window and the running set were emptied
-// and not rebuilt, so until it succeeds nothing else of a turn runs. A
-// failed start used to be left to the next top-up, which only tops up the
-// window: a retake whose start met one failed write (a database under
-// load) left the primary idle for good. That matches how
-// TestHABogusLeaseEpoch failed 4 times under a 10M-row MariaDB load beside
-// it (idle after lease_retaken); the failing write there was not seen, only
-// this path reproduced (TestRetakenTermStartsAgainAfterAFailedStart).
+// and not rebuilt, so until it succeeds nothing else of a turn runs. The
+// window's top-up is no substitute: it only tops up a window, and a retake
+// whose start met one failed write (a database under load) would leave the
+// primary idle for good.
 func (e *Engine) finishRetake(ctx context.Context, now time.Time) error {
 	if !e.restart {
 		return nil

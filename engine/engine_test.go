@@ -57,6 +57,7 @@ func (r *recorder) snapshot() []call {
 type env struct {
 	t      *testing.T
 	st     *store.Store
+	path   string // the store's SQLite file
 	eng    *Engine
 	rec    *recorder
 	cancel context.CancelFunc
@@ -86,7 +87,8 @@ func setupOn(t *testing.T, cfg Config, fns map[string]func(context.Context, runn
 	if errs.Err() != nil {
 		t.Fatalf("compile: %v", errs)
 	}
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "ax.db"), store.Options{})
+	path := filepath.Join(t.TempDir(), "ax.db")
+	st, err := store.Open(context.Background(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func setupOn(t *testing.T, cfg Config, fns map[string]func(context.Context, runn
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &env{t: t, st: st, eng: eng, rec: rec, cancel: cancel, done: make(chan error, 1)}
+	e := &env{t: t, st: st, path: path, eng: eng, rec: rec, cancel: cancel, done: make(chan error, 1)}
 	go func() { e.done <- eng.Run(ctx) }()
 	synctest.Wait()
 	return e
@@ -149,8 +151,15 @@ func (e *env) restart(cfg Config, d time.Duration) *Engine {
 // as after a restart of the process; the function it returns stops it.
 func (e *env) takeOver(cfg Config) (*Engine, func()) {
 	e.t.Helper()
+	return e.takeOverOn(cfg, e.st)
+}
+
+// takeOverOn is takeOver on st: another handle of e's store file, as a
+// second process has.
+func (e *env) takeOverOn(cfg Config, st *store.Store) (*Engine, func()) {
+	e.t.Helper()
 	cfg.Holder = "test-2"
-	again, err := New(cfg, e.st, e.eng.g, e.eng.execs)
+	again, err := New(cfg, st, e.eng.g, e.eng.execs)
 	if err != nil {
 		e.t.Fatal(err)
 	}

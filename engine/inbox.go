@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
@@ -47,7 +49,7 @@ func (c *completer) pollInbox(ctx context.Context, now time.Time) error {
 			continue // handed over already: closed once its result is recorded
 		}
 		c.inboxSeen[en.Ticket] = true
-		rep, err := runner.ParseReport([]byte(en.Report))
+		rep, logs, err := parseInboxReport(en.Report)
 		if err != nil { // checked when received: only a damaged row gets here
 			c.log.Error("inbox_entry_unreadable", "ticket", en.Ticket, "err", err)
 			rep = runner.Report{Ticket: en.Ticket, Status: runner.StatusFailed, Error: "result unreadable in the inbox: " + err.Error()}
@@ -67,9 +69,63 @@ func (c *completer) pollInbox(ctx context.Context, now time.Time) error {
 			}
 			continue
 		}
-		c.gather(outcome{instance: id, res: reportResult(rep)})
+		c.gather(outcome{instance: id, res: reportResult(rep), logs: logs})
 	}
 	return nil
+}
+
+// leftReport is what a scheduler leaves in the inbox for the next primary
+// (leaveResults): the attempt's report, and its last output and record,
+// which the next primary writes with the result. Only a scheduler writes
+// one: an executor's report is parsed strictly when received
+// (runner.ParseReport), so one carrying Left never gets in.
+type leftReport struct {
+	runner.Report
+	Left *store.LogWrite `json:"left_by_scheduler,omitempty"`
+}
+
+// maxLeft bounds the output a left report carries, in bytes of chunks:
+// beyond it the oldest chunks are dropped, and counted as such.
+const maxLeft = 4 << 20
+
+// parseInboxReport reads an inbox entry: a scheduler's left report (with
+// the attempt's output and record), or an executor's report.
+func parseInboxReport(text string) (runner.Report, *store.LogWrite, error) {
+	if strings.Contains(text, `"left_by_scheduler"`) {
+		var lr leftReport
+		if err := json.Unmarshal([]byte(text), &lr); err == nil && lr.Left != nil && lr.Ticket != "" {
+			return lr.Report, lr.Left, nil
+		}
+	}
+	rep, err := runner.ParseReport([]byte(text))
+	return rep, nil, err
+}
+
+// leftLogs is the output and record of o to leave with its result: at most
+// maxLeft bytes of chunks, the newest, those dropped counted in the record.
+func leftLogs(o outcome) *store.LogWrite {
+	if o.logs == nil {
+		return nil
+	}
+	w := *o.logs
+	size := 0
+	for _, c := range w.Chunks {
+		size += len(c.Data)
+	}
+	var dropped int64
+	for size > maxLeft && len(w.Chunks) > 0 {
+		size -= len(w.Chunks[0].Data)
+		dropped += w.Chunks[0].Text
+		w.Chunks = w.Chunks[1:]
+	}
+	if dropped > 0 {
+		w.Attempts = slices.Clone(w.Attempts)
+		for i := range w.Attempts {
+			w.Attempts[i].LogDropped += dropped
+			w.Attempts[i].LogBytes -= dropped
+		}
+	}
+	return &w
 }
 
 // readsInbox reports whether results may come through the inbox: those of
@@ -92,7 +148,9 @@ func (c *completer) readsInbox() bool {
 // standby took over during the grace period, or it stalled past its TTL),
 // as an executor's result sent to a standby is stored: the primary applies
 // each once by ticket, instead of letting a finished attempt time out as an
-// unknown outcome and run again (R43). Only results of attempts that ended
+// unknown outcome and run again (R43). Each carries the attempt's output
+// not stored yet and its record (exit status, times, executor), which the
+// primary writes with the result (leftReport). Only results of attempts that ended
 // on their own are left; a timeout, a kill, an interruption or a refusal is
 // for the primary to judge, and a give-back never started.
 func (c *completer) leaveResults(ctx context.Context, now time.Time) {
@@ -102,8 +160,8 @@ func (c *completer) leaveResults(ctx context.Context, now time.Time) {
 			(o.res.Status != runner.StatusSuccess && o.res.Status != runner.StatusFailed) {
 			continue
 		}
-		rep := runner.Report{Ticket: o.res.Ticket, Status: o.res.Status, DurationMS: o.res.Duration.Milliseconds(),
-			Error: o.res.Error, Permanent: o.res.Permanent, InstanceID: o.instance}
+		rep := leftReport{Report: runner.Report{Ticket: o.res.Ticket, Status: o.res.Status, DurationMS: o.res.Duration.Milliseconds(),
+			Error: o.res.Error, Permanent: o.res.Permanent, InstanceID: o.instance}, Left: leftLogs(o)}
 		data, err := json.Marshal(rep)
 		if err == nil {
 			_, err = c.st.ReceiveResult(ctx, store.InboxEntry{Ticket: rep.Ticket, InstanceID: o.instance, Report: string(data), ReceivedBy: c.cfg.Holder, ReceivedAt: now})

@@ -57,7 +57,11 @@ type liveLog struct {
 	storedText int64 // text bytes kept in the store (what the header's bytes say)
 	storedSize int64 // their records' size, held to the limit
 	trimmed    int64 // bytes deleted from the store by trims
-	lost       int64 // bytes whose write failed
+	// retry holds the chunks whose write failed (the store unavailable, or
+	// the lease lost): written again with the next flush, or with the
+	// attempt's result, which a primary that lost its lease leaves in the
+	// inbox for the next one (leaveResults). Those the limit trims away go.
+	retry []store.LogChunk
 }
 
 type storedChunk struct {
@@ -78,7 +82,7 @@ func newLogWriter(cfg Config) *logWriter {
 		m: logMetrics{
 			bytes:  f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_bytes_total", Help: "Bytes of task output written to the store."}),
 			writes: f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_writes_total", Help: "Transactions that wrote task output and attempt records."}),
-			errors: f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_errors_total", Help: "Writes of task output that failed (that output is lost, and counted as dropped)."}),
+			errors: f.NewCounter(prometheus.CounterOpts{Name: "ax_task_output_errors_total", Help: "Writes of task output that failed (that output is written again with the next one, or with the attempt's result)."}),
 		}}
 }
 
@@ -172,7 +176,7 @@ func (w *logWriter) end(l *liveLog, res runner.Result, rec store.AttemptRecord) 
 	defer w.flushMu.Unlock()
 	w.take(l, true, w.now(), p)
 	_, _, dropped := l.out.Take(true)
-	rec.LogBytes, rec.LogDropped = l.storedText, dropped+l.trimmed+l.lost
+	rec.LogBytes, rec.LogDropped = l.storedText, dropped+l.trimmed
 	p.Attempts = append(p.Attempts, rec)
 	return p
 }
@@ -184,6 +188,14 @@ func (w *logWriter) take(l *liveLog, final bool, now time.Time, p *store.LogWrit
 		// An attempt that ended needs none: its result says what happened.
 		p.Procs = append(p.Procs, *rec)
 		l.procStored = true
+	}
+	if len(l.retry) > 0 {
+		for _, c := range l.retry {
+			if len(l.stored) > 0 && c.Seq >= l.stored[0].seq {
+				p.Chunks = append(p.Chunks, c)
+			}
+		}
+		l.retry = nil
 	}
 	data, text, dropped := l.out.Take(final)
 	if len(data) == 0 {
@@ -209,7 +221,7 @@ func (w *logWriter) take(l *liveLog, final bool, now time.Time, p *store.LogWrit
 	if trim > 0 {
 		p.Trims = append(p.Trims, store.LogTrim{InstanceID: l.instance, Attempt: l.attempt, BeforeSeq: trim})
 	}
-	p.Chunks[len(p.Chunks)-1].Dropped = dropped + l.trimmed + l.lost
+	p.Chunks[len(p.Chunks)-1].Dropped = dropped + l.trimmed
 }
 
 // wrote counts a transaction that wrote p (or failed to).
@@ -289,16 +301,16 @@ func (w *logWriter) flush(ctx context.Context) {
 		}
 		for _, l := range live {
 			if rec := l.proc.Load(); rec != nil && l.fence == f && unwritten[rec.Ticket] {
-				l.procStored = false // written again at the next flush (chunks are not: their bytes are counted lost)
+				l.procStored = false // written again at the next flush, as its chunks are
 			}
 		}
-		for _, c := range p.Chunks {
-			for _, l := range live {
-				if l.instance == c.InstanceID && l.attempt == c.Attempt && l.seq == c.Seq {
-					l.lost += c.Text
-					l.storedText -= c.Text
-					l.storedSize -= int64(len(c.Data))
-					l.stored = l.stored[:len(l.stored)-1]
+		for _, l := range live {
+			if l.fence != f {
+				continue
+			}
+			for _, c := range p.Chunks { // written again with the next take
+				if l.instance == c.InstanceID && l.attempt == c.Attempt {
+					l.retry = append(l.retry, c)
 				}
 			}
 		}

@@ -430,3 +430,54 @@ tasks:
 		}
 	})
 }
+
+// Output whose write fails while the attempt runs (the store unavailable
+// for a moment, or the lease lost) is written again with the next flush or
+// with the result: every line is stored and none counted dropped. Before,
+// the chunks of a failed flush were lost and counted as dropped.
+func TestFailedFlushIsWrittenAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{
+			"c.steps": func(ctx context.Context, a runner.Attempt) error {
+				log := runner.Logger(ctx)
+				for i := range 4 {
+					log.Info("step", "n", i)
+					time.Sleep(2 * time.Second)
+				}
+				return nil
+			},
+		}, `pipeline: c
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: steps, function: record, timeout: 1h}
+`)
+		c := countTx(e.st)
+		c.fail = func(what string) error {
+			if what == "write task output" && c.n[what] <= 2 { // the first two flushes (c.mu held)
+				return errDiskFull
+			}
+			return nil
+		}
+		if _, err := e.do(Trigger{Target: "c.steps"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(12 * time.Second)
+		ins := e.instances(store.InstanceFilter{TaskID: "c.steps"})
+		if len(ins) != 1 || ins[0].State != axtype.Success {
+			t.Fatalf("instances %+v, want one SUCCESS", ins)
+		}
+		if n := c.get("write task output"); n < 3 {
+			t.Fatalf("%d flushes, want the two that fail and more: the test needs a failed flush", n)
+		}
+		got := attemptLines(t, e.st, ins[0].ID, 1)
+		if len(got) != 4 {
+			t.Errorf("stored output %q, want the four steps", got)
+		}
+		as, err := e.st.Attempts(context.Background(), ins[0].ID)
+		if err != nil || len(as) != 1 || as[0].LogDropped != 0 {
+			t.Errorf("attempt records %+v (%v), want one with nothing dropped", as, err)
+		}
+		e.stop()
+	})
+}

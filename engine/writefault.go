@@ -23,6 +23,7 @@ type writeFaults struct {
 type writeFault struct {
 	err   error
 	since time.Time
+	turns int // writes of this kind that failed in a row
 }
 
 // note records the outcome of a write of one kind (p): err nil clears it.
@@ -35,11 +36,11 @@ func (f *writeFaults) note(p *atomic.Pointer[writeFault], err error, now time.Ti
 	case errors.Is(err, store.ErrLeaseHeld), errors.Is(err, store.ErrNotLeader),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 	default:
-		since := now
+		f := &writeFault{err: err, since: now, turns: 1}
 		if old := p.Load(); old != nil {
-			since = old.since
+			f.since, f.turns = old.since, old.turns+1
 		}
-		p.Store(&writeFault{err: err, since: since})
+		p.Store(f)
 	}
 }
 
@@ -58,4 +59,42 @@ func (e *Engine) WriteFault() error {
 		}
 	}
 	return nil
+}
+
+// stepDownTurns is how many turns in a row must fail to write, over at
+// least a lease TTL, before a primary gives up its lease (stepDownDue).
+const stepDownTurns = 3
+
+// stepDownDue is the rule by which a primary that still renews its lease
+// but whose turns cannot write (f, the turns' fault) gives the lease up, so
+// that a standby whose writes succeed takes over: the store is unavailable
+// to it (a full disk, a read-only file, connections refused to this
+// process), stepDownTurns turns in a row failed to write, and the first of
+// them at least ttl ago. A brief failure does not hand the lease over; an
+// error the store reads as permanent, or a conflict, does not count, since
+// another primary would meet it too.
+func stepDownDue(f *writeFault, now time.Time, ttl time.Duration) bool {
+	return store.Classify(f.err) == store.Unavailable && f.turns >= stepDownTurns && now.Sub(f.since) >= ttl
+}
+
+// errGaveUpLease ends a term whose primary gave its lease up (giveUpLease).
+var errGaveUpLease = errors.New("engine: gave the lease up")
+
+// giveUpLease ends a term whose turns could not write (stepDownDue):
+// attempts still running here are cancelled and, like the results of those
+// that ended, left to the next primary through the inbox (leaveTerm); the
+// lease is released, and the process stands by and asks for it again only
+// after a lease TTL (errGaveUpLease), so that a standby takes it first.
+// WriteFault keeps the turns' error, so /readyz answers 503 with it until
+// a turn of a later term writes; that term counts its own failed turns.
+func (e *Engine) giveUpLease(k *keeper, cancelExec context.CancelCauseFunc) error {
+	cause, f := e.stepDown, e.faults.turn.Load()
+	e.log.Error("lease_given_up", "epoch", e.epoch, "failed_turns", f.turns,
+		"since", f.since.UTC().Format(time.RFC3339), "err", cause)
+	e.stepDown, e.failures, e.retryAt = nil, 0, time.Time{}
+	e.faults.turn.Store(&writeFault{err: f.err, since: f.since})
+	e.leaveTerm(cancelExec, fmt.Errorf("engine: the primary gave up its lease: its writes fail: %w", cause))
+	k.release(context.Background())
+	return fmt.Errorf("%w: %w: %w: %d turns in a row could not write since %s: %w", errLeaseLost, errStartUnavailable, errGaveUpLease,
+		f.turns, f.since.UTC().Format(time.RFC3339), cause)
 }

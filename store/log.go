@@ -53,6 +53,25 @@ type AttemptRecord struct {
 	EndedAt    time.Time `json:"ended_at"`
 	LogBytes   int64     `json:"log_bytes"`   // output kept
 	LogDropped int64     `json:"log_dropped"` // output dropped over the limit
+	// Where an attempt run by the scheduler itself (a function or a
+	// command) ran, read from its ProcRecord; empty for an HTTP task's and
+	// for one recorded before version 11. Attempts fills them in; they are
+	// not written with the record.
+	Host   string `json:"host,omitempty"`
+	BootID string `json:"boot_id,omitempty"` // the host's boot: a reboot ends every process of it
+	Pgid   int    `json:"pgid,omitempty"`    // a command's process group
+	Pid    int    `json:"pid,omitempty"`     // the scheduler process that ran it, until its group was recorded (a function's for good)
+}
+
+// SetProcess fills in a's Host, BootID and Pgid or Pid from p, the
+// process recorded with its ticket (a claim ahead records none yet).
+func (a *AttemptRecord) SetProcess(p ProcRecord) {
+	switch p.Kind {
+	case ProcGroup:
+		a.Host, a.BootID, a.Pgid = p.Host, p.Boot, p.Pgid
+	case ProcServer:
+		a.Host, a.BootID, a.Pid = p.Host, p.Boot, p.Pgid
+	}
 }
 
 // LogWrite is one transaction of output: new chunks, trims, the records
@@ -117,6 +136,10 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 			for _, r := range rows[start:min(start+16, len(rows))] {
 				b = b.Values(r...)
 			}
+			// A chunk written again (its first write's outcome unknown, or
+			// left in the inbox by a primary that lost its lease) replaces
+			// the first: the same bytes.
+			b = b.Suffix(s.d.upsert([]string{"instance_id", "attempt", "seq"}, []string{"text_bytes", "dropped", "data", "at"}))
 			if _, err := s.exec(ctx, tx, "write output chunks", b); err != nil {
 				return err
 			}
@@ -127,7 +150,7 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 				return err
 			}
 		}
-		cols := attemptCols
+		cols := attemptRecordCols
 		// Attempt records, many per statement; a record written again (the
 		// same attempt number after a refused dispatch) replaces the first.
 		for start := 0; start < len(p.Attempts); start += 100 {
@@ -185,9 +208,27 @@ func (s *Store) LogChunks(ctx context.Context, instanceID int64, attempt, after,
 	return out, err
 }
 
-// attemptCols are the columns scanAttempt reads, in its order.
-var attemptCols = []string{"instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
+// attemptRecordCols are the columns of an attempt's record, in the order
+// WriteLogs writes them.
+var attemptRecordCols = []string{"instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
 	"started_at", "ended_at", "log_bytes", "log_dropped", "argv"}
+
+// attemptCols are the columns scanAttempt reads, in its order: the record's,
+// then where its process ran (attemptsFrom).
+var attemptCols = append(prefixed("a.", attemptRecordCols), "p.host", "p.boot", "p.pgid", "p.kind")
+
+// prefixed returns cols each with the table alias p before it.
+func prefixed(p string, cols []string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = p + c
+	}
+	return out
+}
+
+// attemptsFrom is the table scanAttempt reads: each attempt with the
+// process record of its ticket, when the scheduler ran it itself.
+const attemptsFrom = "attempts a LEFT JOIN procs p ON p.ticket = a.ticket"
 
 // scanAttempt reads one row of attemptCols.
 func scanAttempt(r *sql.Rows) (AttemptRecord, error) {
@@ -197,10 +238,17 @@ func scanAttempt(r *sql.Rows) (AttemptRecord, error) {
 		started sql.NullInt64
 		ended   int64
 		argv    sql.NullString
+		host    sql.NullString
+		boot    sql.NullString
+		pgid    sql.NullInt64
+		kind    sql.NullString
 	)
 	if err := r.Scan(&a.InstanceID, &a.Attempt, &a.RunID, &a.TaskID, &a.Ticket, &a.Executor, &a.Status, &code, &a.Error,
-		&started, &ended, &a.LogBytes, &a.LogDropped, &argv); err != nil {
+		&started, &ended, &a.LogBytes, &a.LogDropped, &argv, &host, &boot, &pgid, &kind); err != nil {
 		return a, err
+	}
+	if host.Valid {
+		a.SetProcess(ProcRecord{Host: host.String, Boot: boot.String, Pgid: int(pgid.Int64), Kind: kind.String})
 	}
 	if code.Valid {
 		c := int(code.Int64)
@@ -217,7 +265,7 @@ func scanAttempt(r *sql.Rows) (AttemptRecord, error) {
 
 // Attempts returns the recorded attempts of an instance, in order.
 func (s *Store) Attempts(ctx context.Context, instanceID int64) ([]AttemptRecord, error) {
-	b := s.sb.Select(attemptCols...).From("attempts").Where(sq.Eq{"instance_id": instanceID}).OrderBy("attempt")
+	b := s.sb.Select(attemptCols...).From(attemptsFrom).Where(sq.Eq{"a.instance_id": instanceID}).OrderBy("a.attempt")
 	var out []AttemptRecord
 	err := s.query(ctx, s.read, "read attempts", b, func(r *sql.Rows) error {
 		a, err := scanAttempt(r)
@@ -230,7 +278,7 @@ func (s *Store) Attempts(ctx context.Context, instanceID int64) ([]AttemptRecord
 // LatestAttempt returns the record of the task's attempt recorded last (a
 // record is written when its attempt ends), or ErrNotFound when none is.
 func (s *Store) LatestAttempt(ctx context.Context, taskID string) (AttemptRecord, error) {
-	b := s.sb.Select(attemptCols...).From("attempts").Where(sq.Eq{"task_id": taskID}).OrderBy("id DESC").Limit(1)
+	b := s.sb.Select(attemptCols...).From(attemptsFrom).Where(sq.Eq{"a.task_id": taskID}).OrderBy("a.id DESC").Limit(1)
 	var (
 		out   AttemptRecord
 		found bool

@@ -3,28 +3,55 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/ax-sched/ax/store"
 )
 
-// A binary built with -tags axfault (for tests only, never shipped) stops
-// itself with SIGSTOP inside a fenced write transaction (the creation of a
-// run, which checks the epoch under the lease row's lock), after its
-// statements ran and before it commits, once the file named by
-// AX_FAULT_STOP_IN_TX exists (the file is removed first): a primary stalled
-// mid-write, holding the lease row's lock, at a moment the test chooses.
+// A binary built with -tags axfault (for tests only, never shipped) fails
+// or stalls its store's write transactions when a test asks, through its
+// environment:
+//
+//   - AX_FAULT_STOP_IN_TX=FILE: it stops itself with SIGSTOP inside a fenced
+//     write transaction (the creation of a run, which checks the epoch under
+//     the lease row's lock), after its statements ran and before it commits,
+//     once FILE exists (the file is removed first): a primary stalled
+//     mid-write, holding the lease row's lock, at a moment the test chooses.
+//   - AX_FAULT_FAIL_WRITES=FILE: while FILE exists, every write transaction
+//     fails before its commit (rolled back) with the error AX_FAULT_ERROR
+//     names: "1040" (MySQL's too many connections, the driver's own error)
+//     or "full" (the default: SQLite's disk-full text). With
+//     AX_FAULT_SPARE_LEASE=1 the lease's own writes (acquire, renew,
+//     release) still succeed: a primary that renews its lease and cannot
+//     write anything else.
+//
+// The driver is imported here, and only here outside store, to fail with
+// its own error value as the database would.
 func init() {
 	storeOpened = func(st *store.Store) {
-		trigger := os.Getenv("AX_FAULT_STOP_IN_TX")
-		if trigger == "" {
+		stop, fail := os.Getenv("AX_FAULT_STOP_IN_TX"), os.Getenv("AX_FAULT_FAIL_WRITES")
+		if stop == "" && fail == "" {
 			return
 		}
+		var failWith error = errors.New("database or disk is full (13)")
+		if os.Getenv("AX_FAULT_ERROR") == "1040" {
+			failWith = &mysql.MySQLError{Number: 1040, Message: "Too many connections"}
+		}
+		spareLease := os.Getenv("AX_FAULT_SPARE_LEASE") == "1"
 		store.SetFault(st, func(what string) error {
-			if what == "create run" && os.Remove(trigger) == nil {
+			if fail != "" && !(spareLease && strings.HasSuffix(what, " lease")) {
+				if _, err := os.Stat(fail); err == nil {
+					return failWith
+				}
+			}
+			if stop != "" && what == "create run" && os.Remove(stop) == nil {
 				// To this thread, so that it stops on its way back from the
 				// call (a signal to the process may be taken by another thread
 				// while this one goes on to commit); the sleep covers a late stop.

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
@@ -116,6 +118,9 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 			fmt.Sprintf("ticket %s belongs to instance %d, not to instance %d", other.Ticket, other.InstanceID, work.InstanceID)},
 		{"oversized output", fmt.Sprintf(`{"ticket":%q,"status":"success","output":%q}`, work.Ticket, big), 413, "more than 65536: send the tail"},
 		{"malformed", `{"ticket":"x","status":"maybe"}`, 400, "want success or failed"},
+		// What a scheduler leaves in the inbox (the output and record of an
+		// attempt it ran) never comes from an executor.
+		{"a scheduler's hand-over", fmt.Sprintf(`{"ticket":%q,"status":"success","left_by_scheduler":{"Chunks":[]}}`, work.Ticket), 400, `unknown field`},
 	} {
 		if code, body := postResult(t, pb, tc.body); code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("%s: %d %s, want %d %q", tc.name, code, body, tc.code, tc.want)
@@ -160,4 +165,92 @@ func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	}
 	b.stop(t)
 	a.stop(t)
+}
+
+// TestLateOutputOfAnOldPrimaryReachesTheNewOne: primary a runs a command
+// that prints a line, then waits for the test's word; a is stopped
+// (SIGTERM, a 20 s grace) and standby b takes over while the command still
+// runs. The command then prints a second line and exits 0 during a's grace:
+// a can no longer record it (b holds the lease) and leaves the result, with
+// the output not stored yet and the attempt's record, in the inbox; b
+// applies them. ax logs on b shows both lines and the exit status, and the
+// command ran once. Before, b recorded the result but the output written
+// after the takeover and the attempt's record were lost (the header said
+// "unknown", the second line was missing).
+func TestLateOutputOfAnOldPrimaryReachesTheNewOne(t *testing.T) {
+	t.Parallel()
+	for name, target := range e2eTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tgt := target(t)
+			dir := t.TempDir()
+			record, goOn := filepath.Join(dir, "ran.txt"), filepath.Join(dir, "go-on")
+			src := fmt.Sprintf(`pipeline: late
+timezone: UTC
+schedule: "@every 1h"
+tasks:
+  - name: work
+    timeout: 1m
+    command: ["sh", "-c", "echo ran >> %s; echo first line; i=0; while [ ! -e %s ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo second line"]
+`, record, goOn)
+			if err := os.WriteFile(filepath.Join(dir, "late.yaml"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			st := openStore(t, tgt)
+			pa, pb := freeAddr(t), freeAddr(t)
+			a := startServer(t, tgt, dir, "--holder", "a", "--listen", pa, "--shutdown-grace", "20s")
+			waitFor(t, func() bool { l, err := st.GetLease(context.Background(), ""); return err == nil && l.Holder == "a" })
+			waitPrimary(t, pa)
+			b := startServer(t, tgt, dir, "--holder", "b", "--listen", pb)
+			waitFor(t, func() bool { out, _ := os.ReadFile(b.log.Name()); return strings.Contains(string(out), "msg=standby") })
+			if code, out, errOut := runAx(t, "trigger", "late.work", "--server", "http://"+pa); code != cli.ExitOK {
+				t.Fatalf("trigger: %d %s %s", code, out, errOut)
+			}
+			ctx := context.Background()
+			var in axtype.Instance
+			waitFor(t, func() bool { // running, its first line stored
+				ins, _ := st.Instances(ctx, store.InstanceFilter{TaskID: "late.work", States: []axtype.State{axtype.Running}})
+				if len(ins) != 1 {
+					return false
+				}
+				in = ins[0]
+				cs, _ := st.LogChunks(ctx, in.ID, 1, 0, 0)
+				return len(cs) > 0
+			})
+			old := lease(t, st)
+			if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			takeover(t, st, old, time.Now())
+			if now, _ := st.Instance(ctx, in.ID); now.State != axtype.Running {
+				t.Fatalf("the instance is %s when b takes over, want RUNNING (the command waits for the test)", now.State)
+			}
+			if err := os.WriteFile(goOn, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.cmd.Wait(); err != nil {
+				t.Errorf("a's exit: %v", err)
+			}
+			waitFor(t, func() bool { now, _ := st.Instance(ctx, in.ID); return now.State != axtype.Running })
+			if now, _ := st.Instance(ctx, in.ID); now.State != axtype.Success {
+				t.Errorf("the instance is %s %q, want SUCCESS", now.State, now.Error)
+			}
+			code, out, errOut := runAx(t, "logs", "late.work", "--server", "http://"+pb)
+			for _, want := range []string{"stdout| first line", "stdout| second line", "success (exit status 0)"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("ax logs on b: want %q in\n%s%s", want, out, errOut)
+				}
+			}
+			if code != cli.ExitOK {
+				t.Errorf("ax logs exit %d", code)
+			}
+			if out, _ := os.ReadFile(a.log.Name()); !strings.Contains(string(out), "result_left_in_inbox") {
+				t.Error("a did not leave the result in the inbox: the test did not reach the case it is about")
+			}
+			b.stop(t)
+			if ran, _ := os.ReadFile(record); strings.Count(string(ran), "ran") != 1 {
+				t.Errorf("the command ran %d times, want once", strings.Count(string(ran), "ran"))
+			}
+		})
+	}
 }

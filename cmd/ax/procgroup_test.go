@@ -23,8 +23,9 @@ import (
 // group itself. A second server on the same store takes over and fails the
 // attempt whose group is gone within a second or two of taking the lease,
 // saying so, while the one whose group still runs stays RUNNING (it keeps
-// the unknown-outcome rule until its timeout). Before, both stayed RUNNING
-// for their 10-minute timeout.
+// the unknown-outcome rule until its timeout); ax logs names the group,
+// host and boot of each. Before, both stayed RUNNING for their 10-minute
+// timeout.
 func TestTakeoverChecksCommandGroups(t *testing.T) {
 	t.Parallel()
 	if w := runner.Where(); w.Boot == "" || w.PidNS == "" {
@@ -113,6 +114,14 @@ tasks:
 			// found held's group alive, and left it to its timeout.
 			if in := instance("held"); in.State != axtype.Running || strings.Contains(in.Error, "unknown outcome") {
 				t.Errorf("held (its group alive): %s %q, want RUNNING until its timeout", in.State, in.Error)
+			}
+			// ax logs says where each attempt runs or ran: its group, host and boot.
+			for _, task := range []string{"freed", "held"} {
+				_, out, errOut := runAx(t, "logs", "og."+task, "--server", "http://"+apiB)
+				p := procs[task]
+				if want := fmt.Sprintf("executor local:%s (pgid %d on %s, boot %s)", p.Host, p.Pgid, p.Host, p.Boot); !strings.Contains(out, want) {
+					t.Errorf("ax logs og.%s: want %q in\n%s%s", task, want, out, errOut)
+				}
 			}
 		})
 	}

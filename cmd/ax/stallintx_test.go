@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,10 +35,7 @@ func stopped(pid int) bool {
 func TestHAPrimaryStalledInsideWriteTakenOverInTime(t *testing.T) {
 	t.Parallel()
 	target := "mysql://" + storetest.MySQLDSN(t)
-	bin := filepath.Join(t.TempDir(), "ax-fault")
-	if out, err := exec.Command("go", "build", "-tags", "axfault", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build ax with the fault hook: %v\n%s", err, out)
-	}
+	bin := faultBinary(t)
 	dir, record := e2ePipeline(t)
 	st := openStore(t, target)
 	trigger := filepath.Join(t.TempDir(), "stop-in-tx")

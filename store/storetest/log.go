@@ -27,6 +27,14 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	if err := f.WriteLogs(ctx(), w); err != nil {
 		t.Fatal(err)
 	}
+	// A chunk written again (a retried write whose first outcome was not
+	// known) replaces the first, with the same bytes; nothing fails.
+	if err := f.WriteLogs(ctx(), store.LogWrite{Chunks: w.Chunks[2:]}); err != nil {
+		t.Fatalf("the same chunk written again: %v", err)
+	}
+	if again, _ := s.LogChunks(ctx(), in.ID, 2, 0, 0); len(again) != 1 || string(again[0].Data) != "x" {
+		t.Errorf("attempt 2 after its chunk was written again: %+v, want the one chunk", again)
+	}
 	got, err := s.LogChunks(ctx(), in.ID, 1, 0, 0)
 	if err != nil || len(got) != 2 || !bytes.Equal(got[0].Data, binary) || !bytes.Equal(got[1].Data, big) || !got[1].At.Equal(T0.Add(time.Second)) {
 		t.Fatalf("attempt 1 chunks = %d %v", len(got), err)
@@ -45,7 +53,8 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	rec := store.AttemptRecord{InstanceID: in.ID, Attempt: 1, RunID: in.RunID, TaskID: "a.x", Ticket: "t1", Executor: "local:h",
 		Argv: []string{"sh", "-c", "echo 'a \"b\"' ünï"}, Status: "failed", ExitCode: &code, Error: "exit status 3", StartedAt: T0, EndedAt: T0.Add(2 * time.Second), LogBytes: int64(len(big)), LogDropped: 3}
 	if err := f.WriteLogs(ctx(), store.LogWrite{Trims: []store.LogTrim{{InstanceID: in.ID, Attempt: 1, BeforeSeq: 2}},
-		Attempts: []store.AttemptRecord{rec, rec}}); err != nil {
+		Attempts: []store.AttemptRecord{rec, rec},
+		Procs:    []store.ProcRecord{{Ticket: "t1", InstanceID: in.ID, RunID: in.RunID, Host: "h", Boot: "boot-1", PidNS: "pid:[1]", Pgid: 4242, Start: 7, At: T0}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.LogChunks(ctx(), in.ID, 1, 0, 0); len(got) != 1 || got[0].Seq != 2 {
@@ -64,6 +73,10 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	}
 	if last, err := s.LatestAttempt(ctx(), "a.x"); err != nil || last.Attempt != 2 || last.Argv != nil || last.Executor != rec2.Executor {
 		t.Errorf("latest attempt of a.x = %+v %v; want attempt 2, no command", last, err)
+	}
+	// The record carries where the command ran: its process group's.
+	if a := as[0]; a.Host != "h" || a.BootID != "boot-1" || a.Pgid != 4242 || a.Pid != 0 {
+		t.Errorf("attempt's process: host %q, boot %q, pgid %d, pid %d; want h, boot-1, 4242, 0", a.Host, a.BootID, a.Pgid, a.Pid)
 	}
 	// A stale epoch: nothing of the write lands.
 	err = s.Fence(l.Epoch+7).WriteLogs(ctx(), store.LogWrite{Chunks: []store.LogChunk{{InstanceID: in.ID, Attempt: 3, Seq: 1, Data: []byte("late"), At: T0}},
