@@ -140,6 +140,32 @@ func figureOf(r row, lines map[string]map[string]float64) (float64, error) {
 	return v, nil
 }
 
+// normOf is a row's figure divided by the baseline its benchmark measured
+// in the same run (the fork/exec floor, the raw transaction rate), which a
+// swing in the machine's load moves less than the figure; ok is false for
+// a row without a measured baseline.
+func normOf(r row, lines map[string]map[string]float64) (float64, bool) {
+	if r.Baseline == "" {
+		return 0, false
+	}
+	fig, err := figureOf(r, lines)
+	if err != nil {
+		return 0, false
+	}
+	sub := r.Sub
+	if r.BaseSub != "" {
+		if hasLines(lines, r.Pkg, r.BaseSub) != nil {
+			return 0, false
+		}
+		sub = r.BaseSub
+	}
+	base, ok := lines[sub][r.Baseline]
+	if !ok || base == 0 {
+		return 0, false
+	}
+	return fig / base, true
+}
+
 // higherIsBetter: a figure in a unit per second is a rate; every other
 // figure (a time, a size, a p99) costs more as it grows.
 func higherIsBetter(unit string) bool { return strings.HasSuffix(unit, "/s") }
@@ -173,6 +199,9 @@ func median(vs []float64) float64 {
 type side struct {
 	Values []float64 `json:"values"`
 	Median float64   `json:"median"`
+	// Norms: normOf per round, when the row has a measured baseline.
+	Norms      []float64 `json:"norms,omitempty"`
+	NormMedian float64   `json:"norm_median,omitempty"`
 	// Missing: the side has no such figure (a row new in this change);
 	// Failed: its run failed, with what it said.
 	Missing string `json:"missing,omitempty"`
@@ -181,17 +210,20 @@ type side struct {
 
 // result is one row of the comparison.
 type result struct {
-	Name     string  `json:"name"`
-	Unit     string  `json:"unit"`
-	Base     side    `json:"base"`
-	New      side    `json:"new"`
-	Ratio    float64 `json:"ratio,omitempty"` // new/base of the medians
-	Cost     float64 `json:"cost,omitempty"`  // costRatio of the medians
-	Flagged  bool    `json:"flagged,omitempty"`
-	Skipped  string  `json:"skipped,omitempty"`
-	Rounds   int     `json:"rounds"`
-	BaseRev  string  `json:"-"`
-	flagOver float64
+	Name  string  `json:"name"`
+	Unit  string  `json:"unit"`
+	Base  side    `json:"base"`
+	New   side    `json:"new"`
+	Ratio float64 `json:"ratio,omitempty"` // new/base of the medians
+	Cost  float64 `json:"cost,omitempty"`  // costRatio of the medians
+	// NormRatio and NormCost: the same of the normOf medians.
+	NormRatio float64 `json:"norm_ratio,omitempty"`
+	NormCost  float64 `json:"norm_cost,omitempty"`
+	Flagged   bool    `json:"flagged,omitempty"`
+	Skipped   string  `json:"skipped,omitempty"`
+	Rounds    int     `json:"rounds"`
+	BaseRev   string  `json:"-"`
+	flagOver  float64
 }
 
 // add records one run's outcome for a row on one side.
@@ -209,7 +241,11 @@ func (s *side) add(v float64, err error) {
 // settle computes the medians, the ratio and the flag from the figures.
 func (r *result) settle(flagOver float64) {
 	r.Base.Median, r.New.Median = median(r.Base.Values), median(r.New.Values)
+	r.Base.NormMedian, r.New.NormMedian = median(r.Base.Norms), median(r.New.Norms)
 	r.flagOver = flagOver
+	if c, ok := costRatio(r.Base.NormMedian, r.New.NormMedian, r.Unit); ok {
+		r.NormRatio, r.NormCost = r.New.NormMedian/r.Base.NormMedian, c
+	}
 	if len(r.Base.Values) == 0 || len(r.New.Values) == 0 || r.Base.Median == 0 {
 		return
 	}
@@ -233,6 +269,8 @@ func (r result) verdict() string {
 		return "base failed: " + r.Base.Failed
 	case r.Cost == 0:
 		return "-"
+	case r.Flagged && r.NormCost != 0 && r.NormCost <= r.flagOver:
+		return fmt.Sprintf("COSTS %.0f %% MORE (over %.2f), but not against its baseline: rerun with more ROUNDS", (r.Cost-1)*100, r.flagOver)
 	case r.Flagged:
 		return fmt.Sprintf("COSTS %.0f %% MORE (over %.2f)", (r.Cost-1)*100, r.flagOver)
 	case r.Cost < 1/r.flagOver:
@@ -244,19 +282,22 @@ func (r result) verdict() string {
 // render prints the comparison table.
 func render(w io.Writer, rs []result) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROW\tBASE\tNEW\tNEW/BASE\tVERDICT")
+	fmt.Fprintln(tw, "ROW\tBASE (RANGE)\tNEW (RANGE)\tNEW/BASE\tNORMALIZED\tVERDICT")
 	for _, r := range rs {
 		fig := func(s side) string {
 			if len(s.Values) == 0 {
 				return "-"
 			}
-			return fmt.Sprintf("%.4g %s", s.Median, r.Unit)
+			return fmt.Sprintf("%.4g %s (%.4g–%.4g)", s.Median, r.Unit, slices.Min(s.Values), slices.Max(s.Values))
 		}
-		ratio := "-"
+		ratio, norm := "-", "-"
 		if r.Ratio != 0 {
 			ratio = fmt.Sprintf("%.3f", r.Ratio)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, fig(r.Base), fig(r.New), ratio, r.verdict())
+		if r.NormRatio != 0 {
+			norm = fmt.Sprintf("%.3f", r.NormRatio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, fig(r.Base), fig(r.New), ratio, norm, r.verdict())
 	}
 	return tw.Flush()
 }
@@ -434,7 +475,11 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 						s.pick(&results[i]).add(0, runErr)
 						continue
 					}
-					s.pick(&results[i]).add(figureOf(cfg.Rows[i], lines))
+					sd := s.pick(&results[i])
+					sd.add(figureOf(cfg.Rows[i], lines))
+					if v, ok := normOf(cfg.Rows[i], lines); ok {
+						sd.Norms = append(sd.Norms, v)
+					}
 				}
 			}
 		}
@@ -443,7 +488,7 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 		results[i].settle(cfg.FlagOver)
 	}
 
-	fmt.Fprintf(cfg.Out, "ax benchmarks, %s: base %s (%s) against %s, %d alternating rounds, medians; NEW/BASE over 1 costs more for times and sizes, less for rates (…/s), and a row is flagged when it costs more than %.2f×\n",
+	fmt.Fprintf(cfg.Out, "ax benchmarks, %s: base %s (%s) against %s, %d alternating rounds, medians; NEW/BASE over 1 costs more for times and sizes, less for rates (…/s), and a row is flagged when it costs more than %.2f×; NORMALIZED is NEW/BASE of each side's figure ÷ the baseline it measured in the same run, which a swing in load moves less\n",
 		time.Now().Format(time.RFC3339), short(commit), why, newDesc, cfg.Rounds, cfg.FlagOver)
 	if err := render(cfg.Out, results); err != nil {
 		return err

@@ -85,6 +85,30 @@ func TestFigureOf(t *testing.T) {
 	if v, err := figureOf(r, lines); err != nil || v != 1.32 {
 		t.Errorf("figure %v, %v; want 1.32", v, err)
 	}
+	r.Baseline = "floor-s"
+	if v, ok := normOf(r, lines); !ok || !near(v, 1.32/0.67) {
+		t.Errorf("normOf %v, %v; want 1.32/0.67", v, ok)
+	}
+	cron, _, err := parseRun("BenchmarkCron/ax 1 136 B/task\nBenchmarkCron/robfig 1 186 B/task\n", "", nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := normOf(row{Pkg: "./engine", Sub: "Cron/ax", BaseSub: "Cron/robfig", Figure: "B/task", Baseline: "B/task"}, cron); !ok || !near(v, 136.0/186) {
+		t.Errorf("normOf with BaseSub %v, %v; want 136/186", v, ok)
+	}
+	for _, r := range []row{
+		{Pkg: "./engine", Sub: "RunCommands/chain", Figure: "ax-s"},                      // no baseline
+		{Pkg: "./engine", Sub: "RunCommands/chain", Figure: "ax-s", Baseline: "other-s"}, // not measured
+		{Pkg: "./engine", Sub: "Cron/ax", BaseSub: "Cron/gocron", Figure: "B/task", Baseline: "B/task"},
+	} {
+		in := lines
+		if r.BaseSub != "" {
+			in = cron
+		}
+		if v, ok := normOf(r, in); ok {
+			t.Errorf("normOf %+v = %v, want none", r, v)
+		}
+	}
 	for _, r := range []row{
 		{Pkg: "./engine", Sub: "RunCommands/fanout", Figure: "ax-s"},
 		{Pkg: "./engine", Sub: "RunCommands/chain", Figure: "p99-ms"},
@@ -192,8 +216,9 @@ func TestSelectRows(t *testing.T) {
 
 // fakeRepo makes a git repository holding a tiny module whose ./engine
 // benchmark reports fixed figures (base), tagged v0.1, and then changes
-// its working tree (new): the cost figure grows 25 %, the rate falls 20 %,
-// and a benchmark the base lacks appears.
+// its working tree (new): the cost figure grows 25 % and so does its
+// baseline (a loaded machine), the rate falls 20 %, and a benchmark the
+// base lacks appears.
 func fakeRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -224,6 +249,7 @@ func BenchmarkFake(b *testing.B) {
 	for range b.N {
 	}
 	b.ReportMetric(100, "fake-ms")
+	b.ReportMetric(50, "floor-ms")
 	b.ReportMetric(50, "fake/s")
 }
 `)
@@ -239,6 +265,7 @@ func BenchmarkFake(b *testing.B) {
 	for range b.N {
 	}
 	b.ReportMetric(125, "fake-ms")
+	b.ReportMetric(62.5, "floor-ms")
 	b.ReportMetric(40, "fake/s")
 }
 
@@ -252,7 +279,7 @@ func BenchmarkExtra(b *testing.B) {
 }
 
 var fakeRows = []row{
-	{Name: "fake cost", Pkg: "./engine", Bench: "Fake", Sub: "Fake", Figure: "fake-ms", BenchTime: "1x"},
+	{Name: "fake cost", Pkg: "./engine", Bench: "Fake", Sub: "Fake", Figure: "fake-ms", Baseline: "floor-ms", BenchTime: "1x"},
 	{Name: "fake rate", Pkg: "./engine", Bench: "Fake", Sub: "Fake", Figure: "fake/s", BenchTime: "1x"},
 	{Name: "extra", Pkg: "./engine", Bench: "Extra", Sub: "Extra", Figure: "extra-ms", BenchTime: "1x"},
 }
@@ -276,9 +303,9 @@ func TestCompare(t *testing.T) {
 	for _, want := range []string{
 		"(the newest tag, v0.1) against HEAD ",
 		"with uncommitted changes, 2 alternating rounds",
-		"fake cost  100 fake-ms  125 fake-ms  1.250     COSTS 25 % MORE (over 1.10)",
-		"fake rate  50 fake/s    40 fake/s    0.800     COSTS 25 % MORE (over 1.10)",
-		"extra      -            7 extra-ms   -         new (not in the base)",
+		"fake cost  100 fake-ms (100–100)  125 fake-ms (125–125)  1.250     1.000       COSTS 25 % MORE (over 1.10), but not against its baseline: rerun with more ROUNDS",
+		"fake rate  50 fake/s (50–50)      40 fake/s (40–40)      0.800     -           COSTS 25 % MORE (over 1.10)",
+		"extra      -                      7 extra-ms (7–7)       -         -           new (not in the base)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
