@@ -256,7 +256,9 @@ func (r *result) settle(flagOver float64) {
 	}
 }
 
-// verdict is the last column: what to make of the row.
+// verdict is the last column: what to make of the row. When the figure
+// and NORMALIZED say different things, it says both: one of them is the
+// machine's load, and more rounds tell which.
 func (r result) verdict() string {
 	switch {
 	case r.Skipped != "":
@@ -269,12 +271,26 @@ func (r result) verdict() string {
 		return "base failed: " + r.Base.Failed
 	case r.Cost == 0:
 		return "-"
-	case r.Flagged && r.NormCost != 0 && r.NormCost <= r.flagOver:
-		return fmt.Sprintf("COSTS %.0f %% MORE (over %.2f), but not against its baseline: rerun with more ROUNDS", (r.Cost-1)*100, r.flagOver)
-	case r.Flagged:
-		return fmt.Sprintf("COSTS %.0f %% MORE (over %.2f)", (r.Cost-1)*100, r.flagOver)
-	case r.Cost < 1/r.flagOver:
-		return fmt.Sprintf("%.0f %% cheaper", (1-r.Cost)*100)
+	}
+	v := judge(r.Cost, r.flagOver)
+	if r.Flagged {
+		v = fmt.Sprintf("COSTS %.0f %% MORE (over %.2f)", (r.Cost-1)*100, r.flagOver)
+	}
+	if r.NormCost != 0 {
+		if n := judge(r.NormCost, r.flagOver); n != judge(r.Cost, r.flagOver) {
+			v += "; against its baseline " + n + ": rerun with more ROUNDS"
+		}
+	}
+	return v
+}
+
+// judge names a cost ratio: over flagOver, under its inverse, or between.
+func judge(cost, flagOver float64) string {
+	switch {
+	case cost > flagOver:
+		return fmt.Sprintf("%.0f %% more", (cost-1)*100)
+	case cost < 1/flagOver:
+		return fmt.Sprintf("%.0f %% cheaper", (1-cost)*100)
 	}
 	return "within noise"
 }

@@ -125,20 +125,24 @@ func TestFigureOf(t *testing.T) {
 func TestSettle(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name            string
-		unit            string
-		base, new       []float64
-		baseErr         error
-		ratio, cost     float64
-		flagged         bool
-		verdictContains string
+		name           string
+		unit           string
+		base, new      []float64
+		baseErr        error
+		baseNorm, norm []float64 // normOf per round, when the row has a baseline
+		ratio, cost    float64
+		flagged        bool
+		verdict        string
 	}{
-		{"slower time", "ax-s", []float64{1.0, 1.2, 1.1}, []float64{1.3, 1.21, 1.2}, nil, 1.1, 1.1, false, "within noise"},
-		{"a time 20 % over", "ax-s", []float64{1.0, 0.9, 1.1}, []float64{1.2, 5, 1.1}, nil, 1.2, 1.2, true, "COSTS 20 % MORE"},
-		{"a rate down 20 %", "inst/s", []float64{1000, 1000}, []float64{800, 800}, nil, 0.8, 1.25, true, "COSTS 25 % MORE"},
-		{"a rate up", "inst/s", []float64{1000}, []float64{2000}, nil, 2, 0.5, false, "50 % cheaper"},
-		{"new row", "ax-s", nil, []float64{1}, errNoFigure, 0, 0, false, "new (not in the base)"},
-		{"base failed", "ax-s", nil, []float64{1}, errors.New("exit status 2"), 0, 0, false, "base failed: exit status 2"},
+		{"slower time", "ax-s", []float64{1.0, 1.2, 1.1}, []float64{1.3, 1.21, 1.2}, nil, nil, nil, 1.1, 1.1, false, "within noise"},
+		{"a time 20 % over", "ax-s", []float64{1.0, 0.9, 1.1}, []float64{1.2, 5, 1.1}, nil, nil, nil, 1.2, 1.2, true, "COSTS 20 % MORE (over 1.15)"},
+		{"a rate down 20 %", "inst/s", []float64{1000, 1000}, []float64{800, 800}, nil, nil, nil, 0.8, 1.25, true, "COSTS 25 % MORE"},
+		{"a rate up", "inst/s", []float64{1000}, []float64{2000}, nil, nil, nil, 2, 0.5, false, "50 % cheaper"},
+		{"over, and over its baseline too", "ax-s", []float64{1}, []float64{1.2}, nil, []float64{2}, []float64{2.4}, 1.2, 1.2, true, "COSTS 20 % MORE (over 1.15)$"},
+		{"over, not over its baseline", "ax-s", []float64{1}, []float64{1.2}, nil, []float64{2}, []float64{2}, 1.2, 1.2, true, "COSTS 20 % MORE (over 1.15); against its baseline within noise: rerun with more ROUNDS$"},
+		{"cheaper, over its baseline", "ax-s", []float64{1}, []float64{0.8}, nil, []float64{1}, []float64{1.3}, 0.8, 0.8, false, "^20 % cheaper; against its baseline 30 % more: rerun with more ROUNDS$"},
+		{"new row", "ax-s", nil, []float64{1}, errNoFigure, nil, nil, 0, 0, false, "new (not in the base)"},
+		{"base failed", "ax-s", nil, []float64{1}, errors.New("exit status 2"), nil, nil, 0, 0, false, "base failed: exit status 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,15 +156,25 @@ func TestSettle(t *testing.T) {
 			for _, v := range tt.new {
 				r.New.add(v, nil)
 			}
+			r.Base.Norms, r.New.Norms = tt.baseNorm, tt.norm
 			r.settle(1.15)
 			if !near(r.Ratio, tt.ratio) || !near(r.Cost, tt.cost) || r.Flagged != tt.flagged {
 				t.Errorf("ratio %v cost %v flagged %v; want %v %v %v", r.Ratio, r.Cost, r.Flagged, tt.ratio, tt.cost, tt.flagged)
 			}
-			if v := r.verdict(); !strings.Contains(v, tt.verdictContains) {
-				t.Errorf("verdict %q, want it to contain %q", v, tt.verdictContains)
+			if v := r.verdict(); !verdictMatches(v, tt.verdict) {
+				t.Errorf("verdict %q, want %q (^ and $: at its start, its end)", v, tt.verdict)
 			}
 		})
 	}
+}
+
+// verdictMatches: v contains want, at its start if want begins with ^ and
+// at its end if want ends with $.
+func verdictMatches(v, want string) bool {
+	w := strings.TrimSuffix(strings.TrimPrefix(want, "^"), "$")
+	return strings.Contains(v, w) &&
+		(!strings.HasPrefix(want, "^") || strings.HasPrefix(v, w)) &&
+		(!strings.HasSuffix(want, "$") || strings.HasSuffix(v, w))
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
@@ -303,7 +317,7 @@ func TestCompare(t *testing.T) {
 	for _, want := range []string{
 		"(the newest tag, v0.1) against HEAD ",
 		"with uncommitted changes, 2 alternating rounds",
-		"fake cost  100 fake-ms (100–100)  125 fake-ms (125–125)  1.250     1.000       COSTS 25 % MORE (over 1.10), but not against its baseline: rerun with more ROUNDS",
+		"fake cost  100 fake-ms (100–100)  125 fake-ms (125–125)  1.250     1.000       COSTS 25 % MORE (over 1.10); against its baseline within noise: rerun with more ROUNDS",
 		"fake rate  50 fake/s (50–50)      40 fake/s (40–40)      0.800     -           COSTS 25 % MORE (over 1.10)",
 		"extra      -                      7 extra-ms (7–7)       -         -           new (not in the base)",
 	} {
