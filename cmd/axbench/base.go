@@ -432,14 +432,16 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 		return err
 	}
 	src := filepath.Join(tmp, "src")
+	added := false
 	defer func() {
 		// Not ctx: it is cancelled on Ctrl-C, and the checkout goes then too.
 		cleanup, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, rmErr := git(cleanup, cfg.Dir, "worktree", "remove", "--force", src); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
-			fmt.Fprintln(cfg.Log, "axbench:", rmErr)
+		if added {
+			if _, rmErr := git(cleanup, cfg.Dir, "worktree", "remove", "--force", src); rmErr != nil {
+				fmt.Fprintf(cfg.Log, "axbench: %v (git worktree prune forgets it once its directory is gone)\n", rmErr)
+			}
 		}
-		_, _ = git(cleanup, cfg.Dir, "worktree", "prune")
 		if rmErr := os.RemoveAll(tmp); rmErr != nil && err == nil {
 			err = rmErr
 		}
@@ -447,6 +449,7 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 	if _, err := git(ctx, cfg.Dir, "worktree", "add", "--detach", src, commit); err != nil {
 		return fmt.Errorf("check the base out: %w", err)
 	}
+	added = true
 
 	groups := groupRows(cfg.Rows)
 	var pkgs []string
