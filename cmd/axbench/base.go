@@ -551,9 +551,13 @@ func selectRows(all []row, pattern string) ([]row, error) {
 	}
 	var out []row
 	for _, r := range all {
-		if keep(r) {
-			out = append(out, r)
+		if !keep(r) {
+			continue
 		}
+		if r.KeptStore {
+			return nil, fmt.Errorf("-rows %q selects %q, whose generated store is kept between runs and would be shared by the base and the working tree; leave it out", pattern, r.Name)
+		}
+		out = append(out, r)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("-rows %q matches no row; the rows are named as make bench prints them, e.g. -rows '^4 '", pattern)

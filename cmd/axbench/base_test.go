@@ -207,6 +207,7 @@ func TestSelectRows(t *testing.T) {
 		{Name: "6 wheel", Pkg: "./engine/wheel"},
 		{Name: "7 cron", Pkg: "./engine", Test: true},
 		{Name: "12 pruning", Pkg: "./engine", Long: true},
+		{Name: "11 reads", Pkg: "./store", KeptStore: true},
 	}
 	names := func(rs []row) (n []string) {
 		for _, r := range rs {
@@ -219,6 +220,9 @@ func TestSelectRows(t *testing.T) {
 	}
 	if got, err := selectRows(all, "^(1|7|12) "); err != nil || !slices.Equal(names(got), []string{"1 dag", "7 cron", "12 pruning"}) {
 		t.Errorf("-rows '^(1|7|12) ': %v, %v", names(got), err)
+	}
+	if got, err := selectRows(all, "^1"); err == nil || !strings.Contains(err.Error(), `"11 reads", whose generated store is kept`) || got != nil {
+		t.Errorf("a kept store's row: %v, %v; want it refused", names(got), err)
 	}
 	if _, err := selectRows(all, "("); err == nil || !strings.Contains(err.Error(), "-rows") {
 		t.Errorf("a bad regexp: %v", err)
