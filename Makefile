@@ -4,7 +4,7 @@ BIN       ?= bin/ax
 PIPELINES ?= examples
 FUZZTIME  ?= 30s
 
-.PHONY: all build run quickstart test vet validate-dag bench fuzz chaos sim clean
+.PHONY: all build run quickstart test vet validate-dag bench bench-base fuzz chaos sim clean
 
 all: build
 
@@ -47,8 +47,26 @@ validate-dag: build
 
 # One table of figures, each against a baseline measured in the same run
 # (and bench.json); MySQL rows run when AX_TEST_MYSQL_DSN is set.
+# With BASE=<rev> it guards against regression instead: the tests of <rev>
+# (checked out into a temporary git worktree, removed after, on Ctrl-C too)
+# and of the working tree run the engine's rows alternately, ROUNDS rounds,
+# and each row prints both medians, new/base, and a flag when the change
+# costs more than 10 %; FAIL_OVER=1.10 makes that exit 1, ROWS=<regexp>
+# picks rows by name (bench-base.json). `make bench-base` is BASE=auto: the
+# newest tag, else the merge base with origin/main, else with main.
+BASE      ?=
+ROUNDS    ?= 3
+ROWS      ?=
+FAIL_OVER ?= 0
 bench:
+ifeq ($(BASE),)
 	$(GO) run ./cmd/axbench -json bench.json
+else
+	$(GO) run ./cmd/axbench -base '$(BASE)' -rounds $(ROUNDS) -rows '$(ROWS)' -fail-over $(FAIL_OVER) -json bench-base.json
+endif
+
+bench-base:
+	$(MAKE) bench BASE='$(or $(BASE),auto)'
 
 # Random kills and stalls of the primary of two servers on MySQL, for
 # $(CHAOS); prints executions, duplicates, missed logical times, takeover times.

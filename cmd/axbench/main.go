@@ -4,19 +4,28 @@
 // Rows that cannot be measured here (MySQL without AX_TEST_MYSQL_DSN) are
 // listed as skipped with the reason; no figure is ever reported that was
 // not measured in this run.
+//
+// With -base REV it compares instead: it builds the tests of REV (checked
+// out into a temporary git worktree) and of the working tree, runs the
+// selected rows on both alternately for -rounds rounds, and prints each
+// row's median figure on both sides with the ratio new/base, flagging a row
+// that costs more than -flag-over times the base (base.go).
 package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -36,6 +45,8 @@ type row struct {
 	Target    string `json:"target,omitempty"`
 	BenchTime string `json:"-"`
 	Timeout   string `json:"-"` // go test -timeout, when the default 10 m is short (a generator)
+	Long      bool   `json:"-"` // minutes a run: the base mode runs it only when -rows names it
+	KeptStore bool   `json:"-"` // its generated store is kept between runs: not for the base mode, whose two sides would share it
 
 	FigureV   float64 `json:"figure"`
 	FigureU   string  `json:"figure_unit"`
@@ -68,10 +79,10 @@ var rows = []row{
 	{Name: "10 task output: cost per attempt (ms), 1,000 x 16 KiB stored, SQLite, vs no output", Pkg: "./engine", Bench: "TaskOutput/sqlite", Sub: "TaskOutput/sqlite", Figure: "ms/attempt", Baseline: "plain-ms/attempt", Ratio: "x-plain", BenchTime: "3x"},
 	{Name: "10 task output: stored MB/s, SQLite (the same run)", Pkg: "./engine", Bench: "TaskOutput/sqlite", Sub: "TaskOutput/sqlite", Figure: "MB/s", Ratio: "x-plain", BenchTime: "3x"},
 	{Name: "10 task output: cost per attempt (ms), 1,000 x 16 KiB stored, MySQL, vs no output", Pkg: "./engine", Bench: "TaskOutput/mysql", Sub: "TaskOutput/mysql", Figure: "ms/attempt", Baseline: "plain-ms/attempt", Ratio: "x-plain", BenchTime: "3x"},
-	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), SQLite, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/sqlite", Sub: "ScaleReads/sqlite", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m"},
-	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), MySQL, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/mysql", Sub: "ScaleReads/mysql", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m"},
-	{Name: "12 fire->start p99 (ms), 100 tasks/s, while pruning 1M history rows, SQLite, vs no pruning (median of 5 alternating rounds)", Pkg: "./engine", Bench: "DispatchWhilePruning/sqlite", Sub: "DispatchWhilePruning/sqlite", Figure: "p99-ms", Baseline: "plain-p99-ms", Ratio: "x-plain", Target: "<= 1.1 (not delayed)", BenchTime: "1x"},
-	{Name: "12 the same, MySQL", Pkg: "./engine", Bench: "DispatchWhilePruning/mysql", Sub: "DispatchWhilePruning/mysql", Figure: "p99-ms", Baseline: "plain-p99-ms", Ratio: "x-plain", Target: "<= 1.1 (not delayed)", BenchTime: "1x"},
+	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), SQLite, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/sqlite", Sub: "ScaleReads/sqlite", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m", KeptStore: true},
+	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), MySQL, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/mysql", Sub: "ScaleReads/mysql", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m", KeptStore: true},
+	{Name: "12 fire->start p99 (ms), 100 tasks/s, while pruning 1M history rows, SQLite, vs no pruning (median of 5 alternating rounds)", Pkg: "./engine", Bench: "DispatchWhilePruning/sqlite", Sub: "DispatchWhilePruning/sqlite", Figure: "p99-ms", Baseline: "plain-p99-ms", Ratio: "x-plain", Target: "<= 1.1 (not delayed)", BenchTime: "1x", Long: true},
+	{Name: "12 the same, MySQL", Pkg: "./engine", Bench: "DispatchWhilePruning/mysql", Sub: "DispatchWhilePruning/mysql", Figure: "p99-ms", Baseline: "plain-p99-ms", Ratio: "x-plain", Target: "<= 1.1 (not delayed)", BenchTime: "1x", Long: true},
 	{Name: "13 graph library vs ours, 10,000 tasks: build the graph (us)", Pkg: "./dag", Bench: graphLibBench, Sub: "GraphLibrary/tasks-10000/build", Figure: "lib-us", Baseline: "ours-us", Ratio: "x-ours", Target: "library where <= 5x and output unchanged", BenchTime: "3x"},
 	{Name: "13 the same: downstream closure of the first task, as --select's task+ (us)", Pkg: "./dag", Bench: graphLibBench, Sub: "GraphLibrary/tasks-10000/reach", Figure: "lib-us", Baseline: "ours-us", Ratio: "x-ours", Target: "ours: over 5x, per request in the engine's loop", BenchTime: "3x"},
 	{Name: "13 the same: DOT of the pipeline (us)", Pkg: "./dag", Bench: graphLibBench, Sub: "GraphLibrary/tasks-10000/dot", Figure: "lib-us", Baseline: "ours-us", Ratio: "x-ours", Target: "ours: the library's DOT is not ax graph's output", BenchTime: "3x"},
@@ -103,21 +114,58 @@ const graphLibBench = "GraphLibrary/tasks-10000$/(build|reach|dot|cycles)$"
 var benchLine = regexp.MustCompile(`^Benchmark(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
 
 func main() {
-	out := flag.String("json", "bench.json", "write the table here as JSON too")
+	out := flag.String("json", "bench.json", "write the table here as JSON too (with -base: bench-base.json unless given)")
+	base := flag.String("base", "", "compare with this revision instead (\"auto\": the newest tag, else the merge base with origin/main, else with main): both run the rows alternately")
+	rounds := flag.Int("rounds", 3, "with -base: the rounds of base then new; each side's figure is the median of its rounds")
+	rowsRE := flag.String("rows", "", "with -base: the rows whose name matches this regexp (default: the engine's benchmarks)")
+	flagOver := flag.Float64("flag-over", 1.10, "with -base: flag a row that costs more than this times the base")
+	failOver := flag.Float64("fail-over", 0, "with -base: exit 1 when a row costs more than this times the base (0: never)")
 	flag.Parse()
-	if err := run(os.Stdout, *out); err != nil {
+	var err error
+	if *base == "" {
+		err = run(os.Stdout, *out)
+	} else {
+		jsonSet := false
+		flag.Visit(func(f *flag.Flag) { jsonSet = jsonSet || f.Name == "json" })
+		if !jsonSet {
+			*out = "bench-base.json"
+		}
+		err = runCompare(*base, *rowsRE, *out, *rounds, *flagOver, *failOver)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "axbench:", err)
 		os.Exit(1)
 	}
 }
 
+func runCompare(base, rowsRE, jsonPath string, rounds int, flagOver, failOver float64) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	selected, err := selectRows(rows, rowsRE)
+	if err != nil {
+		return err
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	return compare(ctx, compareConfig{Dir: dir, Base: base, Rounds: rounds, Rows: selected,
+		FlagOver: flagOver, FailOver: failOver, JSON: jsonPath, Out: os.Stdout, Log: os.Stderr})
+}
+
+// skipReason says why a row cannot be measured here, or "".
+func skipReason(r row) string {
+	if strings.Contains(r.Sub, "mysql") && os.Getenv("AX_TEST_MYSQL_DSN") == "" {
+		return "no MySQL: set AX_TEST_MYSQL_DSN"
+	}
+	return ""
+}
+
 func run(w io.Writer, jsonPath string) error {
 	fmt.Fprintf(w, "ax benchmarks, %s, each figure against a baseline measured in the same run\n", time.Now().Format(time.RFC3339))
-	mysql := os.Getenv("AX_TEST_MYSQL_DSN") != ""
 	for i := range rows {
 		r := &rows[i]
-		if strings.Contains(r.Sub, "mysql") && !mysql {
-			r.Skipped = "no MySQL: set AX_TEST_MYSQL_DSN"
+		if r.Skipped = skipReason(*r); r.Skipped != "" {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "running %s …\n", r.Name)
