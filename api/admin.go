@@ -127,10 +127,10 @@ func errf(code int, format string, args ...any) error {
 func adminRoutes() []route {
 	return []route{
 		{"GET", "/api/v1/status", false, "the lease holder, this process's role, loop counters and limits", (*admin).status},
-		{"GET", "/api/v1/pipelines", false, "pipelines with the run that happened last (its instance states) and `recent_failure`: the newest failed run of the last five, with the failures that ended it", (*admin).pipelines},
-		{"GET", "/api/v1/pipelines/{pipeline}", false, "one pipeline: tasks with their latest instance, graph edges, layers, latest run", (*admin).pipeline},
+		{"GET", "/api/v1/pipelines", false, "pipelines with the run that happened last (its instance states) and `recent_failure`: the newest failed run of the last five, with the failures that ended it; `name` (one pipeline)", (*admin).pipelines},
+		{"GET", "/api/v1/pipelines/{pipeline}", false, "one pipeline with a page of its tasks (file order), each with its latest instance, the edges into them, their layers, the latest run, `task_count` and `next_page`; `task` (names starting with it), `page` (the `next_page` of the previous answer), `limit` (200 by default, at most 1000), `summary` (true: the pipeline without tasks, edges or layers)", (*admin).pipeline},
 		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over (`waiting`: judged now, from live state) and, when it ended failed, the `failures` that ended it with their errors; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, by when runs happened, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
-		{"GET", "/api/v1/runs/{run}", false, "one run with its instances", (*admin).run},
+		{"GET", "/api/v1/runs/{run}", false, "one run with a page of its instances (by task) and `next_page`; `state` (repeatable), `page` (the `next_page` of the previous answer), `limit` (200 by default, at most 1000)", (*admin).run},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
 		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a); the findings give times in the pipeline's zone, `utc` (true) in UTC", (*admin).explain},
 		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/pause", true, "pause the task; body `{\"reason\"}`", taskOp(func(t string) engine.Request { return engine.Pause{Scope: store.ScopeTask, Target: t} })},

@@ -337,11 +337,7 @@ func StatusWith(ins []axtype.Instance, manual func(task string) bool, waits map[
 			why := cmpOr(waits[in.TaskID], "waiting")
 			if manual != nil && manual(in.TaskID) && in.ApprovedBy == "" {
 				s.Awaiting = append(s.Awaiting, in.TaskID)
-				if strings.HasPrefix(why, "waiting for upstream") {
-					why = "awaiting approval; " + why
-				} else {
-					why = "awaiting approval"
-				}
+				why = AwaitingReason(why)
 			} else {
 				waiting = true
 			}
@@ -370,6 +366,15 @@ func StatusWith(ins []axtype.Instance, manual func(task string) bool, waits map[
 		s.State = RunSuccess
 	}
 	return s
+}
+
+// AwaitingReason is what a manual gate not yet approved waits on, given
+// what its instance waits on otherwise (why).
+func AwaitingReason(why string) string {
+	if strings.HasPrefix(why, "waiting for upstream") {
+		return "awaiting approval; " + why
+	}
+	return "awaiting approval"
 }
 
 func cmpOr(s, def string) string {
