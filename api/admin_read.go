@@ -123,10 +123,11 @@ func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axt
 		return nil, nil, err
 	}
 	for _, run := range runs {
-		ins, err := a.st.RunStates(ctx, run.ID)
+		insOf, err := a.st.RunStates(ctx, []int64{run.ID})
 		if err != nil {
 			return nil, nil, err
 		}
+		ins := insOf[run.ID]
 		v, err := a.summarize(ctx, run, ins)
 		return &v, ins, err
 	}
@@ -164,11 +165,11 @@ func RecentFailure(ctx context.Context, st *store.Store, def engine.TaskDefs, pi
 		if !ended || c[axtype.Failed]+c[axtype.Killed] == 0 {
 			continue
 		}
-		ins, err := st.RunStates(ctx, r.ID)
+		insOf, err := st.RunStates(ctx, []int64{r.ID})
 		if err != nil {
 			return nil, err
 		}
-		v, err := Summarize(ctx, st, def, r, ins, now)
+		v, err := Summarize(ctx, st, def, r, insOf[r.ID], now)
 		if err != nil || v.State == "failed" {
 			return &v, err
 		}
@@ -418,7 +419,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 		for i, run := range page {
 			ids[i] = run.ID
 		}
-		insOf, err := a.st.InstancesOfRuns(r.Context(), ids)
+		insOf, err := a.st.RunStates(r.Context(), ids)
 		if err != nil {
 			return nil, err
 		}
@@ -508,10 +509,11 @@ func (a *admin) run(r *http.Request) (any, error) {
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	all, err := a.st.RunStates(r.Context(), id)
+	allOf, err := a.st.RunStates(r.Context(), []int64{id})
 	if err != nil {
 		return nil, err
 	}
+	all := allOf[id]
 	v, err := a.summarize(r.Context(), run, all)
 	if err != nil {
 		return nil, err

@@ -2,8 +2,12 @@ package api
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,4 +129,27 @@ func BenchmarkBigPipelineReads(b *testing.B) {
 	b.ReportMetric(allMS, "all-pages-ms")
 	b.ReportMetric(allMB, "all-pages-MB")
 	b.ReportMetric(worstMB/allMB, "MB-ratio")
+}
+
+// TestZoneOfReadsTheSummary: the CLI learns a pipeline's zone (ax
+// history, logs, explain) from a few kilobytes, not from the pipeline of
+// 3,000 tasks (2.7 MB) it used to read.
+func TestZoneOfReadsTheSummary(t *testing.T) {
+	t.Parallel()
+	e := setupBig(t, 3000, 0)
+	var read atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, body := e.Call(r.Method, r.URL.RequestURI(), "")
+		read.Add(int64(len(body)))
+		w.WriteHeader(code)
+		io.WriteString(w, body)
+	}))
+	defer proxy.Close()
+	loc, err := ZoneOf(t.Context(), NewClient(proxy.URL, "", "operator:test"), "big", false)
+	if err != nil || loc.String() != "Asia/Shanghai" {
+		t.Fatalf("zone of big: %v, %v; want Asia/Shanghai", loc, err)
+	}
+	if n := read.Load(); n > 64<<10 {
+		t.Errorf("the zone took %d bytes to learn, want at most %d", n, 64<<10)
+	}
 }

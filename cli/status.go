@@ -68,7 +68,7 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		for i, r := range runs {
 			ids[i] = r.ID
 		}
-		insOf, err := st.InstancesOfRuns(ctx, ids)
+		insOf, err := st.RunStates(ctx, ids)
 		if err != nil {
 			return err
 		}

@@ -812,8 +812,9 @@ func testRunsPaged(t *testing.T, s *store.Store) {
 		t.Errorf("instances of runs 1, %d and 999: %+v, %v; want run 1's three (a.x, a.y, a.z) and run %d's one", r6, insOf, err, r6)
 	}
 	// What a run's summary reads: the same instances, their states and errors.
-	states, err := s.RunStates(ctx(), 1)
-	if err != nil || len(states) != len(insOf[1]) {
+	statesOf, err := s.RunStates(ctx(), []int64{1, r6, 999})
+	states := statesOf[1]
+	if err != nil || len(statesOf) != 2 || len(statesOf[r6]) != 1 || len(states) != len(insOf[1]) {
 		t.Fatalf("states of run 1: %+v, %v; want %d", states, err, len(insOf[1]))
 	}
 	for i, in := range insOf[1] {
