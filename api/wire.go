@@ -63,7 +63,7 @@ type PipelineItem struct {
 // Pipeline is the answer of GET /api/v1/pipelines/{pipeline}: the
 // pipeline with one page of its tasks (in file order), the edges into
 // them and their layers; NextPage, when set, reads the next page. Its
-// summary (summary=true) lists no tasks.
+// summary (summary=true) lists no tasks and no latest run.
 type Pipeline struct {
 	Edges    []Edge       `json:"edges"`
 	File     string       `json:"file"`
