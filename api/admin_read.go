@@ -194,11 +194,14 @@ func pausedBy(paused store.PauseSet, t *defs.Task) *store.Pause {
 }
 
 func (a *admin) pipelines(r *http.Request) (any, error) {
-	q, err := parseQuery(r, "name")
+	q, err := parseQuery(r, "name", "summary")
 	if err != nil {
 		return nil, err
 	}
-	name := q.str("name")
+	name, summary := q.str("name"), q.bool("summary")
+	if err := q.err(); err != nil {
+		return nil, err
+	}
 	paused, err := a.pausedScopes(r.Context())
 	if err != nil {
 		return nil, err
@@ -210,6 +213,10 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 		}
 		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
 		it.Paused = pausedByPipeline(paused, p.Name)
+		if summary {
+			out = append(out, it)
+			continue
+		}
 		if it.Latest, _, err = a.latestRun(r.Context(), p.Name); err != nil {
 			return nil, err
 		}

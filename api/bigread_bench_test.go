@@ -31,6 +31,7 @@ func bigPipeline(name string, n int) string {
 // run and task pages.
 var bigReads = []string{
 	"/api/v1/pipelines",
+	"/api/v1/pipelines?summary=true",
 	"/api/v1/pipelines?name=big",
 	"/api/v1/pipelines/big?summary=true",
 	"/api/v1/pipelines/big",

@@ -111,9 +111,22 @@ func TestPipelineSummaryHasNoTasks(t *testing.T) {
 		t.Fatalf("%d %s", code, body)
 	}
 	p := decodeJSON[Pipeline](t, body)
-	if p.Timezone != "Asia/Shanghai" || p.TaskCount != 2 || len(p.Tasks)+len(p.Edges)+len(p.Layers) != 0 {
-		t.Errorf("summary: zone %q, task_count %d, %d tasks, %d edges, %d layers; want Asia/Shanghai, 2, and none listed",
-			p.Timezone, p.TaskCount, len(p.Tasks), len(p.Edges), len(p.Layers))
+	if p.Timezone != "Asia/Shanghai" || p.TaskCount != 2 || len(p.Tasks)+len(p.Edges)+len(p.Layers) != 0 || p.Latest != nil {
+		t.Errorf("summary: zone %q, task_count %d, %d tasks, %d edges, %d layers, latest run %v; want Asia/Shanghai, 2, and none listed",
+			p.Timezone, p.TaskCount, len(p.Tasks), len(p.Edges), len(p.Layers), p.Latest)
+	}
+	// The list's summary names the pipelines without their runs.
+	if code, body := e.Call("POST", "/api/v1/pipelines/shop/tasks/sync/trigger", ""); code != 200 {
+		t.Fatalf("trigger: %d %s", code, body)
+	}
+	e.WaitState("shop.sync", "SUCCESS")
+	_, body = e.Call("GET", "/api/v1/pipelines?summary=true", "")
+	if ps := decodeJSON[[]PipelineItem](t, body); len(ps) != 1 || ps[0].Timezone != "Asia/Shanghai" || ps[0].Tasks != 2 || ps[0].Latest != nil {
+		t.Errorf("pipelines' summary: %s, want shop in Asia/Shanghai with 2 tasks and no run", body)
+	}
+	_, body = e.Call("GET", "/api/v1/pipelines", "")
+	if ps := decodeJSON[[]PipelineItem](t, body); len(ps) != 1 || ps[0].Latest == nil {
+		t.Errorf("pipelines: %s, want shop with its latest run", body)
 	}
 }
 
@@ -153,6 +166,7 @@ func TestPageBadInput(t *testing.T) {
 		{"token of another state filter", "/api/v1/runs/1?state=success&page=" + run1Page, "the token belongs to another query"},
 		{"summary with a page size", "/api/v1/pipelines/shop?summary=true&limit=5", "summary=true lists no tasks"},
 		{"unknown state", "/api/v1/runs/1?state=done", `state="done": not a state`},
+		{"summary not a boolean", "/api/v1/pipelines?summary=maybe", `summary="maybe": give true or false`},
 		{"unknown parameter", "/api/v1/runs/1?pgae=x", `unknown query parameter "pgae" (did you mean "page"?)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
