@@ -63,7 +63,7 @@ func setupBig(t testing.TB, n, other int) *apitest.Env {
 // TestBigPipelineReadsAreBounded: with a run of a pipeline of 3,000
 // tasks, no read the CLI or the console makes answers more than 1 MB
 // (a page of tasks or instances and the run's summary), where the whole
-// pipeline and the whole run were 2.9 and 1.3 MB.
+// pipeline and the whole run were 2.8 and 1.4 MB.
 func TestBigPipelineReadsAreBounded(t *testing.T) {
 	t.Parallel()
 	const n, most = 3000, 1 << 20
