@@ -74,7 +74,19 @@ type RunView struct {
 	// Failures are the failures that ended the run, with their errors:
 	// those not caused by an upstream of the run failing.
 	Failures []engine.Failure `json:"failures,omitempty"`
+	// Waiting, Awaiting and Failures name at most RunListed tasks each
+	// (the first waiting ones in the order the run created them, the first
+	// gates and failures by task id); the counts say how many there are.
+	WaitingCount  int `json:"waiting_count,omitempty"`
+	AwaitingCount int `json:"awaiting_count,omitempty"`
+	FailureCount  int `json:"failure_count,omitempty"`
 }
+
+// RunListed is how many tasks a RunView names in each of Waiting,
+// Awaiting and Failures, so that a run of 100,000 tasks reads in a few
+// kilobytes: a run's page of instances (GET /api/v1/runs/{run}) lists
+// them all.
+const RunListed = 100
 
 // Summarize sums up a run at now; def returns the definition of a task in
 // force (nil when none). Whether it is over, and what holds it, is
@@ -85,12 +97,21 @@ func Summarize(ctx context.Context, st *store.Store, def engine.TaskDefs, run ax
 	for _, in := range ins {
 		v.Counts[in.State]++
 	}
-	waits, err := engine.WaitReasons(ctx, st, def, run.Kind, ins, now)
+	waits, err := engine.FirstWaitReasons(ctx, st, def, run.Kind, ins, RunListed, now)
 	if err != nil {
 		return v, err
 	}
 	s := engine.StatusWith(ins, func(task string) bool { t := def.Task(task); return t != nil && t.Manual }, waits)
 	v.Over, v.Awaiting, v.Waiting, v.Failures = s.Over, s.Awaiting, s.Waiting, s.Roots
+	v.WaitingCount, v.AwaitingCount, v.FailureCount = len(s.Waiting), len(s.Awaiting), len(s.Roots)
+	if len(v.Waiting) > RunListed {
+		v.Waiting = make(map[string]string, RunListed)
+		for task := range waits {
+			v.Waiting[task] = s.Waiting[task]
+		}
+	}
+	v.Awaiting = v.Awaiting[:min(len(v.Awaiting), RunListed)]
+	v.Failures = v.Failures[:min(len(v.Failures), RunListed)]
 	c := v.Counts
 	switch {
 	case c[axtype.Running]+c[axtype.Retrying] > 0 || (c[axtype.Scheduled] > 0 && c[axtype.Success]+c[axtype.Failed] > 0):
@@ -121,10 +142,11 @@ func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axt
 		return nil, nil, err
 	}
 	for _, run := range runs {
-		ins, err := a.st.Instances(ctx, store.InstanceFilter{RunID: run.ID, Limit: 1 << 20, Ascending: true})
+		insOf, err := a.st.RunStates(ctx, []int64{run.ID})
 		if err != nil {
 			return nil, nil, err
 		}
+		ins := insOf[run.ID]
 		v, err := a.summarize(ctx, run, ins)
 		return &v, ins, err
 	}
@@ -148,17 +170,27 @@ func RecentFailure(ctx context.Context, st *store.Store, def engine.TaskDefs, pi
 	for i, r := range runs {
 		ids[i] = r.ID
 	}
-	insOf, err := st.InstancesOfRuns(ctx, ids)
+	// Only a run whose every instance ended, some failed or killed, ended
+	// failed: the counts say which, and only that one is read.
+	counts, err := st.RunStateCounts(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range runs {
-		v, err := Summarize(ctx, st, def, r, insOf[r.ID], now)
+		c, ended := counts[r.ID], true
+		for state, n := range c {
+			ended = ended && (n == 0 || state.Terminal())
+		}
+		if !ended || c[axtype.Failed]+c[axtype.Killed] == 0 {
+			continue
+		}
+		insOf, err := st.RunStates(ctx, []int64{r.ID})
 		if err != nil {
 			return nil, err
 		}
-		if v.State == "failed" {
-			return &v, nil
+		v, err := Summarize(ctx, st, def, r, insOf[r.ID], now)
+		if err != nil || v.State == "failed" {
+			return &v, err
 		}
 	}
 	return nil, nil
@@ -181,7 +213,12 @@ func pausedBy(paused store.PauseSet, t *defs.Task) *store.Pause {
 }
 
 func (a *admin) pipelines(r *http.Request) (any, error) {
-	if _, err := parseQuery(r); err != nil {
+	q, err := parseQuery(r, "name", "summary")
+	if err != nil {
+		return nil, err
+	}
+	name, summary := q.str("name"), q.bool("summary")
+	if err := q.err(); err != nil {
 		return nil, err
 	}
 	paused, err := a.pausedScopes(r.Context())
@@ -190,8 +227,15 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 	}
 	out := []PipelineItem{}
 	for _, p := range a.graph().Pipelines() {
+		if name != "" && p.Name != name {
+			continue
+		}
 		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
 		it.Paused = pausedByPipeline(paused, p.Name)
+		if summary {
+			out = append(out, it)
+			continue
+		}
 		if it.Latest, _, err = a.latestRun(r.Context(), p.Name); err != nil {
 			return nil, err
 		}
@@ -242,19 +286,60 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	q, err := parseQuery(r, "summary", "task", "page", "limit")
+	if err != nil {
+		return nil, err
+	}
+	summary, prefix := q.bool("summary"), q.str("task")
+	limit, cursor := q.page(pageScope("pipeline "+p.Name, q, "task"))
+	if summary && (prefix != "" || q.str("page") != "" || q.str("limit") != "") {
+		q.errs = append(q.errs, "summary=true lists no tasks: leave out task, page and limit")
+	}
+	if err := q.err(); err != nil {
+		return nil, err
+	}
+	// The page: the tasks named with the prefix, in file order, after the
+	// one the previous page ended at.
+	var page []*defs.Task
+	next := ""
+	if !summary {
+		started := cursor == ""
+		if !started && p.Task(cursor) == nil {
+			return nil, errf(http.StatusBadRequest, "page: task %q, where the previous page ended, is no longer in pipeline %s (a reload removed it); leave page out to start again", cursor, p.Name)
+		}
+		for _, t := range p.Tasks {
+			switch {
+			case !started:
+				started = t.Name == cursor
+				continue
+			case !strings.HasPrefix(t.Name, prefix):
+				continue
+			case len(page) == limit:
+				next = pageToken(pageScope("pipeline "+p.Name, q, "task"), page[len(page)-1].Name)
+			}
+			if next != "" {
+				break
+			}
+			page = append(page, t)
+		}
+	}
 	ctx := r.Context()
 	paused, err := a.pausedScopes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	latest, _, err := a.latestRun(ctx, p.Name)
-	if err != nil {
-		return nil, err
+	// The summary reads nothing that grows with the pipeline: not even its
+	// latest run, whose summary reads every instance of it.
+	var latest *RunView
+	if !summary {
+		if latest, _, err = a.latestRun(ctx, p.Name); err != nil {
+			return nil, err
+		}
 	}
 	// Two reads for all the tasks, not a summary per task: a task's
 	// summary counts its outcomes, which grow with its history.
-	ids := make([]string, len(p.Tasks))
-	for i, t := range p.Tasks {
+	ids := make([]string, len(page))
+	for i, t := range page {
 		ids[i] = t.ID()
 	}
 	latestOf, err := a.st.LatestInstances(ctx, ids)
@@ -265,8 +350,8 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tasks []TaskView
-	for _, t := range p.Tasks {
+	tasks := []TaskView{}
+	for _, t := range page {
 		v := viewTask(t)
 		v.Paused = pausedBy(paused, t)
 		if in, ok := latestOf[t.ID()]; ok {
@@ -283,22 +368,30 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		tasks = append(tasks, v)
 	}
 	edges := []Edge{}
-	for _, t := range p.Tasks {
+	inPage := make(map[string]bool, len(page))
+	for _, t := range page {
+		inPage[t.Name] = true
 		for _, d := range t.DependsOn {
 			edges = append(edges, Edge{From: d.String(), To: t.Name})
 		}
 	}
-	var layers [][]string
-	for _, l := range a.graph().Layers(p.Name) {
-		var names []string
-		for _, t := range l {
-			names = append(names, t.Name)
+	layers := [][]string{}
+	if len(page) > 0 {
+		for _, l := range a.graph().Layers(p.Name) {
+			var names []string
+			for _, t := range l {
+				if inPage[t.Name] {
+					names = append(names, t.Name)
+				}
+			}
+			if len(names) > 0 {
+				layers = append(layers, names)
+			}
 		}
-		layers = append(layers, names)
 	}
 	return Pipeline{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec,
 		Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
-		Layers: layers, Latest: latest}, nil
+		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), NextPage: next}, nil
 }
 
 func pausedByPipeline(paused store.PauseSet, name string) *store.Pause {
@@ -356,7 +449,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 		for i, run := range page {
 			ids[i] = run.ID
 		}
-		insOf, err := a.st.InstancesOfRuns(r.Context(), ids)
+		insOf, err := a.st.RunStates(r.Context(), ids)
 		if err != nil {
 			return nil, err
 		}
@@ -436,21 +529,56 @@ func (a *admin) run(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ins, err := a.st.Instances(r.Context(), store.InstanceFilter{RunID: id, Limit: 1 << 20, Ascending: true})
+	q, err := parseQuery(r, "state", "page", "limit")
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.summarize(r.Context(), run, ins)
+	scope := pageScope(fmt.Sprintf("run %d", id), q, "state")
+	limit, cursor := q.page(scope)
+	states := q.states("state")
+	if err := q.err(); err != nil {
+		return nil, err
+	}
+	allOf, err := a.st.RunStates(r.Context(), []int64{id})
 	if err != nil {
 		return nil, err
 	}
-	// A waiting instance's reason is what it waits on now, as the run says.
-	for i := range ins {
-		if ins[i].State == axtype.Waiting {
-			ins[i].Reason = v.Waiting[ins[i].TaskID]
+	all := allOf[id]
+	v, err := a.summarize(r.Context(), run, all)
+	if err != nil {
+		return nil, err
+	}
+	// The page, by task (the store's index of a run's instances), one more
+	// than asked to know whether another page follows.
+	ins, err := a.st.Instances(r.Context(), store.InstanceFilter{RunID: id, States: states, ByTask: true, AfterTask: cursor, Limit: limit + 1})
+	if err != nil {
+		return nil, err
+	}
+	out := RunDetail{Run: v, Instances: ins[:min(len(ins), limit)]}
+	if len(ins) > limit {
+		out.NextPage = pageToken(scope, ins[limit-1].TaskID)
+	}
+	// A waiting instance's reason is what it waits on now, judged for the
+	// page's waiting instances.
+	var waiting []string
+	for _, in := range out.Instances {
+		if in.State == axtype.Waiting {
+			waiting = append(waiting, in.TaskID)
 		}
 	}
-	return RunDetail{Run: v, Instances: ins}, nil
+	waits, err := engine.WaitReasonsOf(r.Context(), a.st, a.graph(), run.Kind, all, waiting, a.now())
+	if err != nil {
+		return nil, err
+	}
+	for i := range out.Instances {
+		if in := &out.Instances[i]; in.State == axtype.Waiting {
+			in.Reason = cmp.Or(waits[in.TaskID], "waiting")
+			if t := a.graph().Task(in.TaskID); t != nil && t.Manual && in.ApprovedBy == "" {
+				in.Reason = engine.AwaitingReason(in.Reason)
+			}
+		}
+	}
+	return out, nil
 }
 
 func (a *admin) task(r *http.Request) (any, error) {

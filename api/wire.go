@@ -60,20 +60,26 @@ type PipelineItem struct {
 	RecentFailure *RunView `json:"recent_failure,omitempty"`
 }
 
-// Pipeline is the answer of GET /api/v1/pipelines/{pipeline}.
+// Pipeline is the answer of GET /api/v1/pipelines/{pipeline}: the
+// pipeline with one page of its tasks (in file order), the edges into
+// them and their layers; NextPage, when set, reads the next page. Its
+// summary (summary=true) lists no tasks and no latest run.
 type Pipeline struct {
 	Edges    []Edge       `json:"edges"`
 	File     string       `json:"file"`
 	Group    string       `json:"group"`
 	Latest   *RunView     `json:"latest_run"`
-	Layers   [][]string   `json:"layers"` // task names, each layer after the ones it depends on
+	Layers   [][]string   `json:"layers"` // the page's task names, each layer after the ones it depends on
 	Misfire  defs.Misfire `json:"misfire"`
 	Name     string       `json:"name"`
+	NextPage string       `json:"next_page,omitempty"`
 	Overlap  defs.Overlap `json:"overlap"`
 	Paused   *store.Pause `json:"paused"`
 	Schedule string       `json:"schedule"`
-	Tasks    []TaskView   `json:"tasks"`
-	Timezone string       `json:"timezone"`
+	// TaskCount is how many tasks the pipeline has, all pages together.
+	TaskCount int        `json:"task_count"`
+	Tasks     []TaskView `json:"tasks"`
+	Timezone  string     `json:"timezone"`
 }
 
 // Edge is a dependency of a pipeline's graph: To depends on From.
@@ -82,9 +88,11 @@ type Edge struct {
 	To   string `json:"to"`
 }
 
-// RunDetail is the answer of GET /api/v1/runs/{run}.
+// RunDetail is the answer of GET /api/v1/runs/{run}: the run and one
+// page of its instances, by task; NextPage, when set, reads the next.
 type RunDetail struct {
 	Instances []axtype.Instance `json:"instances"`
+	NextPage  string            `json:"next_page,omitempty"`
 	Run       RunView           `json:"run"`
 }
 

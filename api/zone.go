@@ -82,7 +82,7 @@ func (z *Zones) Of(pipeline string) (*time.Location, error) {
 func APIZones(ctx context.Context, c *Client, utc bool) *Zones {
 	return &Zones{utc: utc, name: func(pipeline string) (string, error) {
 		var p Pipeline
-		err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline), &p)
+		err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline)+"?summary=true", &p)
 		if IsNotFound(err) {
 			return "", nil
 		}

@@ -99,20 +99,17 @@ func StatusAPI(ctx context.Context, w io.Writer, f APIOptions, only []string, li
 		return err
 	}
 	var pipelines []api.PipelineItem
-	if err := c.Get(ctx, "/api/v1/pipelines", &pipelines); err != nil {
-		return err
-	}
+	list := "/api/v1/pipelines"
 	if len(only) == 1 {
-		found := false
-		for _, p := range pipelines {
-			found = found || p.Name == only[0]
+		// One pipeline: its summary says whether it exists (the API
+		// answers with a suggestion), and the list is read for it alone.
+		if _, err := c.Call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(only[0])+"?summary=true", nil); err != nil {
+			return err
 		}
-		if !found {
-			// The API answers with a suggestion.
-			if _, err := c.Call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(only[0]), nil); err != nil {
-				return err
-			}
-		}
+		list += "?name=" + url.QueryEscape(only[0])
+	}
+	if err := c.Get(ctx, list, &pipelines); err != nil {
+		return err
 	}
 	type runs = []api.RunView
 	all := map[string]runs{}

@@ -68,7 +68,7 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		for i, r := range runs {
 			ids[i] = r.ID
 		}
-		insOf, err := st.InstancesOfRuns(ctx, ids)
+		insOf, err := st.RunStates(ctx, ids)
 		if err != nil {
 			return err
 		}
@@ -146,6 +146,9 @@ func writeFailures(b *strings.Builder, r api.RunView) {
 	for _, f := range r.Failures {
 		fmt.Fprintf(b, "      %s %s: %s\n", f.Task, f.State, f.Error)
 	}
+	if more := r.FailureCount - len(r.Failures); more > 0 {
+		fmt.Fprintf(b, "      … and %d more failures\n", more)
+	}
 }
 
 // writeWaits says, for a run that is not over, why: each waiting instance
@@ -170,6 +173,9 @@ func writeWaits(b *strings.Builder, r api.RunView, loc *time.Location) {
 	})
 	for _, t := range tasks {
 		fmt.Fprintf(b, "      %s: %s\n", t, r.Waiting[t])
+	}
+	if more := r.WaitingCount - len(r.Waiting); more > 0 {
+		fmt.Fprintf(b, "      … and %d more waiting\n", more)
 	}
 	if len(r.Awaiting) > 0 {
 		fmt.Fprintf(b, "      approve with: ax trigger %s --at %s\n", r.Awaiting[0], api.Stamp(r.LogicalTime, loc))
@@ -237,7 +243,7 @@ func taskStatusAPI(ctx context.Context, w io.Writer, af APIOptions, task string,
 	var pl struct {
 		Timezone string `json:"timezone"`
 	}
-	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p), &pl); err != nil {
+	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"?summary=true", &pl); err != nil {
 		return err
 	}
 	loc, err := api.PipelineZone(pl.Timezone, af.UTC)

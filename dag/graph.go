@@ -41,6 +41,7 @@ type Graph struct {
 	order     []int   // global topological order
 	rank      []int   // node index → position in order
 	triggers  []*Trigger
+	triggerOf []*Trigger       // node index → the trigger whose run set holds it (nil: none)
 	external  map[int][]string // node index → upstreams outside the compiled set
 
 	libOnce sync.Once

@@ -54,14 +54,8 @@ func (g *Graph) Triggers() []*Trigger { return g.triggers }
 // global id `pipeline.task`, or nil when none does (it runs only when an
 // operator runs it). Validation makes it at most one.
 func (g *Graph) TriggerOf(id string) *Trigger {
-	t := g.Task(id)
-	if t == nil {
-		return nil
-	}
-	for _, tr := range g.triggers {
-		if tr.Pipeline == t.Pipeline && slices.Contains(tr.Tasks, t.Name) {
-			return tr
-		}
+	if i, ok := g.index[id]; ok && i < len(g.triggerOf) {
+		return g.triggerOf[i]
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 func (c *compiler) runSets() {
 	g := c.g
 	member := make([][]*Trigger, len(g.tasks))
+	g.triggerOf = make([]*Trigger, len(g.tasks))
 	// scheduled: pipelines in which a task no schedule reaches is worth a
 	// warning. A pipeline with no schedule at all is manual (an operator
 	// triggers it), and so is one that says `schedule: none`; in one whose
@@ -56,6 +57,7 @@ func (c *compiler) runSets() {
 		case 1:
 			ms[0].Tasks = append(ms[0].Tasks, t.Name)
 			ms[0].nodes = append(ms[0].nodes, i)
+			g.triggerOf[i] = ms[0]
 		default:
 			names := make([]string, len(ms))
 			for k, m := range ms {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -417,10 +418,14 @@ func (e *Engine) NextScheduled(id string) time.Time {
 // explainWaiting names what a WAITING instance waits for, by the
 // readiness rule itself (ready.go), with the deadline of its wait limit.
 func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Instance, stamp func(time.Time) string, add func(string, bool, string, ...any)) error {
-	run, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1 << 20})
+	// What the judgement reads of the run's instances, newest first as the
+	// scheduler's run cache holds them.
+	runOf, err := e.st.RunStates(ctx, []int64{in.RunID})
 	if err != nil {
 		return err
 	}
+	run := runOf[in.RunID]
+	slices.Reverse(run)
 	r, err := e.st.Run(ctx, in.RunID)
 	if err != nil {
 		return err

@@ -235,6 +235,7 @@ func settle(run func(task string) (instView, bool), nodes map[string]settleNode,
 	// replaced. Those that fail or become ready leave WAITING in state, so
 	// each is judged once more at most per failed upstream.
 	var out []settled
+	at := make(map[string]int, len(candidates)) // task → its verdict's index in out
 	work := slices.Clone(candidates)
 	for len(work) > 0 {
 		id := work[0]
@@ -262,7 +263,11 @@ func settle(run func(task string) (instView, bool), nodes map[string]settleNode,
 			g.ups = append(g.ups, xs...)
 			d = decide(g, now)
 		}
-		out = slices.DeleteFunc(out, func(s settled) bool { return s.task == id })
+		// The earlier verdict is dropped (its slot emptied, compacted at the
+		// end) and the new one goes last, in one step whatever the run's size.
+		if k, ok := at[id]; ok {
+			out[k].task = ""
+		}
 		switch d.verdict {
 		case verdictFail:
 			state[id] = instView{state: axtype.Failed, err: d.reason}
@@ -270,9 +275,10 @@ func settle(run func(task string) (instView, bool), nodes map[string]settleNode,
 		case verdictReady:
 			state[id] = instView{state: axtype.Scheduled}
 		}
+		at[id] = len(out)
 		out = append(out, settled{task: id, decision: d})
 	}
-	return out, nil
+	return slices.DeleteFunc(out, func(s settled) bool { return s.task == "" }), nil
 }
 
 // RunStatus is what a run's instances say of it as a whole.
@@ -331,11 +337,7 @@ func StatusWith(ins []axtype.Instance, manual func(task string) bool, waits map[
 			why := cmpOr(waits[in.TaskID], "waiting")
 			if manual != nil && manual(in.TaskID) && in.ApprovedBy == "" {
 				s.Awaiting = append(s.Awaiting, in.TaskID)
-				if strings.HasPrefix(why, "waiting for upstream") {
-					why = "awaiting approval; " + why
-				} else {
-					why = "awaiting approval"
-				}
+				why = AwaitingReason(why)
 			} else {
 				waiting = true
 			}
@@ -364,6 +366,15 @@ func StatusWith(ins []axtype.Instance, manual func(task string) bool, waits map[
 		s.State = RunSuccess
 	}
 	return s
+}
+
+// AwaitingReason is what a manual gate not yet approved waits on, given
+// what its instance waits on otherwise (why).
+func AwaitingReason(why string) string {
+	if strings.HasPrefix(why, "waiting for upstream") {
+		return "awaiting approval; " + why
+	}
+	return "awaiting approval"
 }
 
 func cmpOr(s, def string) string {

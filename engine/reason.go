@@ -101,13 +101,30 @@ func waitText(d decision) string {
 // is no longer defined: such an instance is left out).
 func WaitReasons(ctx context.Context, st *store.Store, td TaskDefs, kind axtype.RunKind, ins []axtype.Instance,
 	now time.Time) (map[string]string, error) {
+	return FirstWaitReasons(ctx, st, td, kind, ins, len(ins), now)
+}
+
+// FirstWaitReasons is WaitReasons for the first most WAITING instances of
+// ins, in their order. A run's instances are created upstreams first, so
+// in id order the first few waiting ones hold every waiting upstream of
+// the run they depend on: their verdicts are those of the whole run's,
+// in time that does not grow with the run.
+func FirstWaitReasons(ctx context.Context, st *store.Store, td TaskDefs, kind axtype.RunKind, ins []axtype.Instance,
+	most int, now time.Time) (map[string]string, error) {
 	var waiting []string
 	for _, in := range ins {
-		if in.State == axtype.Waiting {
+		if in.State == axtype.Waiting && len(waiting) < most {
 			waiting = append(waiting, in.TaskID)
 		}
 	}
-	judged, err := judgeWaiting(ctx, st, td, kind, ins, waiting, now)
+	return WaitReasonsOf(ctx, st, td, kind, ins, waiting, now)
+}
+
+// WaitReasonsOf is WaitReasons for the WAITING instances of tasks only (a
+// page of a run's instances); ins are all the run's instances.
+func WaitReasonsOf(ctx context.Context, st *store.Store, td TaskDefs, kind axtype.RunKind, ins []axtype.Instance,
+	tasks []string, now time.Time) (map[string]string, error) {
+	judged, err := judgeWaiting(ctx, st, td, kind, ins, tasks, now)
 	if err != nil {
 		return nil, err
 	}

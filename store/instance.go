@@ -680,6 +680,11 @@ type InstanceFilter struct {
 	// first: a task's latest attempt first, even when an older instance
 	// was rerun after a newer one ran (indexed with TaskID).
 	ByStarted bool
+	// ByTask orders a run's instances by task id (indexed with RunID: a
+	// run has one instance per task); AfterTask pages on: only tasks after
+	// it.
+	ByTask    bool
+	AfterTask string
 }
 
 // Instances lists instances matching f.
@@ -713,6 +718,9 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]axtype.Insta
 	if f.Ran {
 		b = b.Where(sq.Gt{"attempt": 0})
 	}
+	if f.AfterTask != "" {
+		b = b.Where(sq.Gt{"task_id": f.AfterTask})
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
@@ -720,6 +728,8 @@ func (s *Store) Instances(ctx context.Context, f InstanceFilter) ([]axtype.Insta
 	switch {
 	case f.ByStarted:
 		order = []string{"started_at DESC", "id DESC"}
+	case f.ByTask:
+		order = []string{"task_id"}
 	case f.ByLogicalTime && f.Ascending:
 		order = []string{"logical_time", "id"}
 	case f.ByLogicalTime:
@@ -847,6 +857,68 @@ func (s *Store) InstancesOfRuns(ctx context.Context, runs []int64) (map[int64][]
 		}
 		for _, in := range ins {
 			out[in.RunID] = append(out[in.RunID], in)
+		}
+	}
+	return out, nil
+}
+
+// RunStates returns what a run's summary reads of each instance of each
+// of runs, by run, oldest first: id, run, task, pipeline, state, version,
+// attempt, logical time, error, approval and creation; the other fields
+// are zero. It reads half the columns of InstancesOfRuns, in one read of
+// the (run_id, task_id) key per 400 runs, for the summaries of runs of
+// many tasks.
+func (s *Store) RunStates(ctx context.Context, runs []int64) (map[int64][]axtype.Instance, error) {
+	out := make(map[int64][]axtype.Instance, len(runs))
+	for start := 0; start < len(runs); start += batchRows {
+		b := s.sb.Select("id", "run_id", "task_id", "pipeline", "state", "version", "attempt", "logical_time", "error", "approved_by", "created_at").
+			From("instances").Where(sq.Eq{"run_id": runs[start:min(start+batchRows, len(runs))]}).OrderBy("id")
+		err := s.query(ctx, s.read, "read the states of runs' instances", b, func(rows *sql.Rows) error {
+			var (
+				in                axtype.Instance
+				state             string
+				errText, approved sql.NullString
+				logical, created  int64
+			)
+			if err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &state, &in.Version, &in.Attempt, &logical, &errText, &approved, &created); err != nil {
+				return err
+			}
+			in.State, in.Error, in.ApprovedBy = axtype.State(state), errText.String, approved.String
+			in.LogicalTime, in.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
+			out[in.RunID] = append(out[in.RunID], in)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// RunStateCounts counts the instances of each of runs by state: one
+// grouped read, whatever the runs' sizes.
+func (s *Store) RunStateCounts(ctx context.Context, runs []int64) (map[int64]map[axtype.State]int, error) {
+	out := make(map[int64]map[axtype.State]int, len(runs))
+	for start := 0; start < len(runs); start += batchRows {
+		b := s.sb.Select("run_id", "state", "COUNT(*)").From("instances").
+			Where(sq.Eq{"run_id": runs[start:min(start+batchRows, len(runs))]}).GroupBy("run_id", "state")
+		err := s.query(ctx, s.read, "count the instances of runs", b, func(rows *sql.Rows) error {
+			var (
+				run   int64
+				state string
+				n     int
+			)
+			if err := rows.Scan(&run, &state, &n); err != nil {
+				return err
+			}
+			if out[run] == nil {
+				out[run] = map[axtype.State]int{}
+			}
+			out[run][axtype.State(state)] = n
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

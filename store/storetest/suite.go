@@ -829,6 +829,44 @@ func testRunsPaged(t *testing.T, s *store.Store) {
 		insOf[1][0].TaskID != "a.x" || insOf[1][2].TaskID != "a.z" {
 		t.Errorf("instances of runs 1, %d and 999: %+v, %v; want run 1's three (a.x, a.y, a.z) and run %d's one", r6, insOf, err, r6)
 	}
+	// What a run's summary reads: the same instances, their states and errors.
+	statesOf, err := s.RunStates(ctx(), []int64{1, r6, 999})
+	states := statesOf[1]
+	if err != nil || len(statesOf) != 2 || len(statesOf[r6]) != 1 || len(states) != len(insOf[1]) {
+		t.Fatalf("states of run 1: %+v, %v; want %d", states, err, len(insOf[1]))
+	}
+	for i, in := range insOf[1] {
+		if got := states[i]; got.ID != in.ID || got.RunID != 1 || got.TaskID != in.TaskID || got.State != in.State || got.Error != in.Error ||
+			got.Version != in.Version || !got.LogicalTime.Equal(in.LogicalTime) || !got.CreatedAt.Equal(in.CreatedAt) || got.ApprovedBy != in.ApprovedBy {
+			t.Errorf("state %d of run 1: %+v, want that of %+v", i, got, in)
+		}
+	}
+	counts, err := s.RunStateCounts(ctx(), []int64{1, r6, 999})
+	wantCounts := map[axtype.State]int{}
+	for _, in := range insOf[1] {
+		wantCounts[in.State]++
+	}
+	if err != nil || len(counts) != 2 || fmt.Sprint(counts[1]) != fmt.Sprint(wantCounts) || counts[r6][insOf[r6][0].State] != 1 {
+		t.Errorf("state counts of runs 1, %d and 999: %v, %v; want run 1's %v and run %d's one", r6, counts, err, wantCounts, r6)
+	}
+	// A run's instances by task, a page at a time.
+	var byTask []string
+	for after := ""; ; {
+		page, err := s.Instances(ctx(), store.InstanceFilter{RunID: 1, ByTask: true, AfterTask: after, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range page {
+			byTask = append(byTask, in.TaskID)
+		}
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].TaskID
+	}
+	if fmt.Sprint(byTask) != "[a.x a.y a.z]" {
+		t.Errorf("run 1 by task, pages of 2: %v, want [a.x a.y a.z]", byTask)
+	}
 }
 
 // testBackfillsPaged: backfills page by id, newest first, limit bounded.
