@@ -675,13 +675,7 @@ func (op *operator) approveBackfill(ctx context.Context, r ApproveBackfill, by B
 	if err != nil {
 		return "", err
 	}
-	var gates []*taskInfo
-	var defsOf []*defs.Task
-	for _, n := range spec.Tasks {
-		if t := op.tasks[spec.Pipeline+"."+n]; t != nil && t.def.Manual {
-			gates, defsOf = append(gates, t), append(defsOf, t.def)
-		}
-	}
+	gates, defsOf := op.backfillGates(spec)
 	if len(gates) == 0 {
 		return "", fmt.Errorf("backfill %d selects no manual task of %s: it has no gate to approve", rec.ID, spec.Pipeline)
 	}
@@ -711,32 +705,52 @@ func (op *operator) approveBackfill(ctx context.Context, r ApproveBackfill, by B
 			later = "; the runs it has yet to start are created approved"
 		}
 	}
-	// The gates its runs wait at now.
-	runs, err := op.st.BackfillRuns(ctx, rec.ID)
+	approved, err := op.approveWaitingGates(ctx, rec.ID, gates, by, now)
 	if err != nil {
 		return "", err
-	}
-	approved := 0
-	for _, run := range runs {
-		for _, t := range gates {
-			waiting, err := op.st.Instances(ctx, store.InstanceFilter{RunID: run.ID, TaskID: t.id, States: []axtype.State{axtype.Waiting}, Limit: 10})
-			if err != nil {
-				return "", err
-			}
-			for i := range waiting {
-				if waiting[i].ApprovedBy != "" {
-					continue
-				}
-				if _, err := op.approveOne(ctx, t, &waiting[i], by, now); err != nil {
-					return "", err
-				}
-				approved++
-			}
-		}
 	}
 	if approved == 0 && later == "" {
 		return fmt.Sprintf("backfill %d: its gates (%s) are approved already; nothing changed", rec.ID, strings.Join(names, ", ")), nil
 	}
 	return fmt.Sprintf("approved the gates (%s) of backfill %d: %d instance(s) waiting at them now%s", strings.Join(names, ", "), rec.ID, approved, later) +
 		op.heldNote(defsOf...), nil
+}
+
+// backfillGates returns the manual tasks a backfill's spec selects, and
+// their definitions.
+func (op *operator) backfillGates(spec BackfillSpec) (gates []*taskInfo, defsOf []*defs.Task) {
+	for _, n := range spec.Tasks {
+		if t := op.tasks[spec.Pipeline+"."+n]; t != nil && t.def.Manual {
+			gates, defsOf = append(gates, t), append(defsOf, t.def)
+		}
+	}
+	return gates, defsOf
+}
+
+// approveWaitingGates approves the gates the backfill's runs wait at now
+// and returns how many instances it approved.
+func (op *operator) approveWaitingGates(ctx context.Context, backfill int64, gates []*taskInfo, by By, now time.Time) (int, error) {
+	runs, err := op.st.BackfillRuns(ctx, backfill)
+	if err != nil {
+		return 0, err
+	}
+	approved := 0
+	for _, run := range runs {
+		for _, t := range gates {
+			waiting, err := op.st.Instances(ctx, store.InstanceFilter{RunID: run.ID, TaskID: t.id, States: []axtype.State{axtype.Waiting}, Limit: 10})
+			if err != nil {
+				return approved, err
+			}
+			for i := range waiting {
+				if waiting[i].ApprovedBy != "" {
+					continue
+				}
+				if _, err := op.approveOne(ctx, t, &waiting[i], by, now); err != nil {
+					return approved, err
+				}
+				approved++
+			}
+		}
+	}
+	return approved, nil
 }

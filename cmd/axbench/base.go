@@ -401,32 +401,10 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 	if cfg.FlagOver <= 0 {
 		cfg.FlagOver = 1.10
 	}
-	baseRev, why := cfg.Base, "given"
-	if baseRev == autoBase {
-		if baseRev, why, err = defaultBase(ctx, cfg.Dir); err != nil {
-			return err
-		}
-	}
-	commit, err := git(ctx, cfg.Dir, "rev-parse", "--verify", "--quiet", baseRev+"^{commit}")
-	if err != nil {
-		return fmt.Errorf("base %q is not a commit of %s; give a tag, branch or hash (make bench BASE=<rev>): %w", baseRev, cfg.Dir, err)
-	}
-	head, err := git(ctx, cfg.Dir, "rev-parse", "HEAD")
+	commit, why, newDesc, err := sides(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	dirty, err := git(ctx, cfg.Dir, "status", "--porcelain", "--untracked-files=no")
-	if err != nil {
-		return err
-	}
-	newDesc := "HEAD " + short(head)
-	if dirty != "" {
-		newDesc += " with uncommitted changes"
-	}
-	if commit == head && dirty == "" {
-		fmt.Fprintf(cfg.Log, "axbench: the base %s is HEAD and the tree is clean: both sides are the same code, the ratios show the noise\n", short(commit))
-	}
-
 	tmp, err := os.MkdirTemp(cfg.TempRoot, "axbench-base-")
 	if err != nil {
 		return err
@@ -469,7 +447,47 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 			return e
 		}
 	}
+	results, err := alternate(ctx, cfg, groups, baseBins, newBins)
+	if err != nil {
+		return err
+	}
+	return report(cfg, commit, why, newDesc, results)
+}
 
+// sides resolves the base to a commit (and why it is the base) and
+// describes the working tree it is measured against.
+func sides(ctx context.Context, cfg compareConfig) (commit, why, newDesc string, err error) {
+	baseRev, why := cfg.Base, "given"
+	if baseRev == autoBase {
+		if baseRev, why, err = defaultBase(ctx, cfg.Dir); err != nil {
+			return "", "", "", err
+		}
+	}
+	commit, err = git(ctx, cfg.Dir, "rev-parse", "--verify", "--quiet", baseRev+"^{commit}")
+	if err != nil {
+		return "", "", "", fmt.Errorf("base %q is not a commit of %s; give a tag, branch or hash (make bench BASE=<rev>): %w", baseRev, cfg.Dir, err)
+	}
+	head, err := git(ctx, cfg.Dir, "rev-parse", "HEAD")
+	if err != nil {
+		return "", "", "", err
+	}
+	dirty, err := git(ctx, cfg.Dir, "status", "--porcelain", "--untracked-files=no")
+	if err != nil {
+		return "", "", "", err
+	}
+	newDesc = "HEAD " + short(head)
+	if dirty != "" {
+		newDesc += " with uncommitted changes"
+	}
+	if commit == head && dirty == "" {
+		fmt.Fprintf(cfg.Log, "axbench: the base %s is HEAD and the tree is clean: both sides are the same code, the ratios show the noise\n", short(commit))
+	}
+	return commit, why, newDesc, nil
+}
+
+// alternate runs every group on the base and then on the working tree,
+// once a round, and settles each row's figures.
+func alternate(ctx context.Context, cfg compareConfig, groups []group, baseBins, newBins binaries) ([]result, error) {
 	results := make([]result, len(cfg.Rows))
 	for i, r := range cfg.Rows {
 		results[i] = result{Name: r.Name, Unit: r.Figure, Skipped: skipReason(r), Rounds: cfg.Rounds}
@@ -487,7 +505,7 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 				fmt.Fprintf(cfg.Log, "round %d/%d, %s: %s %s …\n", round, cfg.Rounds, s.name, g.Pkg, g.Pattern)
 				lines, runErr := runGroup(ctx, s.bins, g)
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
 				for _, i := range g.Rows {
 					if runErr != nil {
@@ -506,7 +524,12 @@ func compare(ctx context.Context, cfg compareConfig) (err error) {
 	for i := range results {
 		results[i].settle(cfg.FlagOver)
 	}
+	return results, nil
+}
 
+// report prints the table, writes the JSON when asked, and fails when a
+// row costs more than cfg.FailOver.
+func report(cfg compareConfig, commit, why, newDesc string, results []result) error {
 	fmt.Fprintf(cfg.Out, "ax benchmarks, %s: base %s (%s) against %s, %d alternating rounds, medians; NEW/BASE over 1 costs more for times and sizes, less for rates (…/s), and a row is flagged when it costs more than %.2f×; NORMALIZED is NEW/BASE of each side's figure ÷ the baseline it measured in the same run, which a swing in load moves less\n",
 		time.Now().Format(time.RFC3339), short(commit), why, newDesc, cfg.Rounds, cfg.FlagOver)
 	if err := render(cfg.Out, results); err != nil {
