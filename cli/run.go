@@ -20,7 +20,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool) error {
+func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool, secretsDir string) error {
 	var (
 		g    *dag.Graph
 		name = what
@@ -102,8 +102,12 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return Fail(err)
 	}
+	secrets, err := OpenSecrets(secretsDir)
+	if err != nil {
+		return err
+	}
 	var eng *engine.Engine
-	execs, err := stock.Executors(g, st, stock.AlertVia(&eng))
+	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), secrets)
 	if err != nil {
 		return Fail(err)
 	}

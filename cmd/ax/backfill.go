@@ -62,6 +62,7 @@ func addRunFlags(fl *pflag.FlagSet, f *cli.BackfillOptions) {
 	fl.StringSliceVar(&f.Pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
 	fl.StringVar(&f.Store, "store", store.DefaultPath, "use this store instead of the server's API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	fl.DurationVar(&f.Wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
+	addSecretsFlag(fl, &f.SecretsDir)
 }
 
 func newBackfillResumeCmd() *cobra.Command {
@@ -135,6 +136,7 @@ func newBackfillCancelCmd() *cobra.Command {
 func newRunCmd() *cobra.Command {
 	var (
 		at, sel, target string
+		secretsDir      string
 		pipelines       []string
 		approve         bool
 	)
@@ -150,7 +152,7 @@ one failed, and 3 when the run stopped at manual gates nobody approved
 (--approve-manual approves them up front); Ctrl-C kills the running tasks.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve)
+			return cli.RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve, secretsDir)
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "logical time: a date-time in the pipeline's zone, or a date: its schedule's fire that day (default now)")
@@ -158,5 +160,6 @@ one failed, and 3 when the run stopped at manual gates nobody approved
 	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
 	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")
 	cmd.Flags().BoolVar(&approve, "approve-manual", false, "approve the manual gates up front (otherwise the run stops at them and exits 3)")
+	addSecretsFlag(cmd.Flags(), &secretsDir)
 	return cmd
 }

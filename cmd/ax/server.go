@@ -24,7 +24,6 @@ import (
 	"github.com/ax-sched/ax/engine/alertroute"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/reload"
-	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
 )
@@ -55,6 +54,7 @@ type serverFlags struct {
 	nice          int
 	retain        string
 	logMax        string
+	secretsDir    string
 }
 
 func newServerCmd() *cobra.Command {
@@ -94,6 +94,7 @@ the store's lease.`,
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
+	addSecretsFlag(fl, &f.secretsDir)
 	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -140,6 +141,16 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	for _, w := range errs.Warnings() {
 		log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
 	}
+	secrets, err := cli.OpenSecrets(f.secretsDir)
+	if err != nil {
+		return err
+	}
+	warnSecrets := func(g *dag.Graph) {
+		for _, u := range stock.Unresolved(ctx, g, secrets) {
+			log.Warn("secret_unresolved", "task", u.Task, "err", u.Err)
+		}
+	}
+	warnSecrets(g)
 	token := os.Getenv("AX_ADMIN_TOKEN")
 	var ln net.Listener
 	self, err := advertiseURL(f.listen, f.advertise)
@@ -210,7 +221,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		return g
 	}
-	execs, err := stock.ExecutorsOf(graph, st, stock.AlertVia(&eng), f.nice)
+	execs, err := stock.ExecutorsOf(graph, st, stock.AlertVia(&eng), f.nice, secrets)
 	if err != nil {
 		return cli.Fail(err)
 	}
@@ -236,11 +247,13 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(err)
 	}
 	rl := reload.New(f.pipelines, filesAtStart, f.rate, eng, log)
+	rl.Loaded = warnSecrets
 	go rl.Run(ctx, f.watch)
 	if f.listen != "" {
 		// Executors report results asynchronously to this API.
-		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results").WithToken(execToken)
-		execs[defs.ExecHTTP] = web
+		routed, replace := stock.Routed(execs)
+		web := routed.WithCallback(self + "/api/v1/results").WithToken(execToken)
+		replace(web)
 		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Registerer: reg, Token: token, ExecToken: execToken,
 			WhoIs: func(ctx context.Context, address string) (string, error) {
 				ans, err := web.Status(ctx, address, []string{"ax-who-is"})

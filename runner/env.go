@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ax-sched/ax/defs"
+)
+
+// EnvSpec is what an attempt's environment is made of: its task's `env:`
+// as written, and the schedule that fires the task (for the templates'
+// .LogicalTime.Prev and .Next; nil when none does).
+type EnvSpec struct {
+	Vars     []defs.EnvVar
+	Schedule *defs.Schedule
+}
+
+// WithEnv is an executor that gives each attempt its environment before
+// inner runs it: the task's env with its templates rendered and its
+// secrets resolved, at dispatch, into Attempt.Env. The secrets' values are
+// given to the attempt's Output (see WithOutput) to mask, and masked in the
+// error it reports. An env that cannot be made (a missing secret, a
+// template that fails) fails the attempt, naming the variable and the
+// secret, without running it; the attempt is retried per its policy, so a
+// secret added meanwhile is found.
+type WithEnv struct {
+	inner   Executor
+	spec    func(Attempt) (EnvSpec, error)
+	secrets Secrets
+}
+
+var _ Executor = (*WithEnv)(nil)
+
+// NewWithEnv returns inner behind the environment of spec, with secrets
+// resolved by secrets.
+func NewWithEnv(inner Executor, spec func(Attempt) (EnvSpec, error), secrets Secrets) *WithEnv {
+	return &WithEnv{inner: inner, spec: spec, secrets: secrets}
+}
+
+// Inner returns the executor it wraps.
+func (w *WithEnv) Inner() Executor { return w.inner }
+
+// With returns a copy of w around inner.
+func (w *WithEnv) With(inner Executor) *WithEnv {
+	c := *w
+	c.inner = inner
+	return &c
+}
+
+// Execute resolves the attempt's env and runs it on the inner executor.
+func (w *WithEnv) Execute(ctx context.Context, a Attempt) (Result, error) {
+	spec, err := w.spec(a)
+	if err != nil {
+		return Result{}, err
+	}
+	out := OutputFrom(ctx)
+	env, secrets, err := ResolveEnv(ctx, spec, a, w.secrets)
+	if out == nil { // masks at least the error text
+		out = NewOutput(0)
+	}
+	out.Mask(secrets...)
+	if err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: out.MaskString(err.Error()), Executor: Local()}, nil
+	}
+	a.Env = env
+	for _, v := range spec.Vars {
+		if v.Secret != nil {
+			a.SecretEnv = append(a.SecretEnv, v.Name)
+		}
+	}
+	res, err := w.inner.Execute(ctx, a)
+	if err != nil {
+		return res, errors.New(out.MaskString(err.Error()))
+	}
+	res.Error = out.MaskString(res.Error)
+	return res, nil
+}
+
+// ResolveEnv renders the env of spec for a and resolves its secrets: the
+// variables by name, and the values of the secrets among them (to mask).
+func ResolveEnv(ctx context.Context, spec EnvSpec, a Attempt, secrets Secrets) (env map[string]string, secretValues []string, err error) {
+	if len(spec.Vars) == 0 {
+		return nil, nil, nil
+	}
+	env = make(map[string]string, len(spec.Vars))
+	data := templateData(a, spec.Schedule)
+	for _, v := range spec.Vars {
+		switch {
+		case v.Secret != nil:
+			val, err := secrets.Resolve(ctx, *v.Secret)
+			if err != nil {
+				return nil, secretValues, fmt.Errorf("env %s: %w", v.Name, err)
+			}
+			env[v.Name] = val
+			secretValues = append(secretValues, val)
+		case v.Template != nil:
+			var b strings.Builder
+			if err := v.Template.Execute(&b, data); err != nil {
+				return nil, secretValues, fmt.Errorf("env %s %q: %v", v.Name, v.Value, err)
+			}
+			env[v.Name] = b.String()
+		default:
+			env[v.Name] = v.Value
+		}
+	}
+	return env, secretValues, nil
+}
+
+// templateData is what the templates of attempt a see (a command's
+// arguments and working directory, its env's values).
+func templateData(a Attempt, sched *defs.Schedule) defs.TemplateData {
+	data := defs.TemplateData{LogicalTime: defs.NewMoment(a.LogicalTime, nil, sched), Params: a.Params, Task: a.Task, Pipeline: a.Pipeline, Ticket: a.Ticket}
+	if data.Params == nil {
+		data.Params = map[string]any{}
+	}
+	return data
+}
+
+// SecretValues returns the values of the variables of a.Env that hold a
+// secret (a.SecretEnv): what to mask.
+func (a Attempt) SecretValues() []string {
+	out := make([]string, 0, len(a.SecretEnv))
+	for _, name := range a.SecretEnv {
+		out = append(out, a.Env[name])
+	}
+	return out
+}
