@@ -8,6 +8,9 @@ BIN=${BIN:-bin/ax}
 EXECUTOR=${EXECUTOR:-bin/example-executor}
 STORE=${STORE:-ax.db}
 PIPELINES=${PIPELINES:-examples}
+# The example pipelines' secrets (one file each): orders_daily.clean_orders
+# takes warehouse_password from there.
+SECRETS_DIR=${SECRETS_DIR:-examples/secrets}
 PORT=${PORT:-8080}
 
 case $PORT in
@@ -47,7 +50,7 @@ stop() {
 trap stop EXIT
 trap 'stop; exit 130' INT TERM
 
-"$BIN" server --store "$STORE" --pipelines "$PIPELINES" --listen "127.0.0.1:$PORT" &
+"$BIN" server --store "$STORE" --pipelines "$PIPELINES" --secrets-dir "$SECRETS_DIR" --listen "127.0.0.1:$PORT" &
 server=$!
 # Wait until the server listens, or has given up (its own message says why).
 for _ in $(seq 1 300); do
