@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/store"
+)
+
+// The secrets of TestTaskEnvSecretsEndToEnd: one in a file of
+// --secrets-dir, one in the server's environment.
+const (
+	fileSecret = "pw-7f3a9c-from-a-file"
+	envSecret  = "tok-51be0d-from-the-env"
+)
+
+// envPipeline writes the pipeline of TestTaskEnvSecretsEndToEnd and its
+// secrets directory: load sees its env, secrets and working directory and
+// writes them to record (outside the store); fail prints a secret and
+// fails with it in its error text; missing takes a secret that is not
+// there and must not run.
+func envPipeline(t *testing.T) (dir, secrets, record string) {
+	t.Helper()
+	dir, secrets = t.TempDir(), t.TempDir()
+	record = filepath.Join(t.TempDir(), "record.txt")
+	if err := os.Mkdir(filepath.Join(dir, "jobs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secrets, "db_password"), []byte(fileSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := fmt.Sprintf(`pipeline: vault
+timezone: UTC
+schedule: none
+env: {REGION: cn-north}
+defaults: {timeout: 30s}
+tasks:
+  - name: load
+    working_dir: jobs
+    command: ["sh", "-c", "printf 'dir=%%s region=%%s day=%%s pw=%%s token=%%s\n' \"$(pwd)\" \"$REGION\" \"$DAY\" \"$DB_PASSWORD\" \"$API_TOKEN\" > %s; echo connecting with $DB_PASSWORD and $API_TOKEN"]
+    env:
+      DAY: "{{ .LogicalTime.Date }}"
+      DB_PASSWORD: {secret: db_password}
+      API_TOKEN: {secret: "env:TEST_API_TOKEN"}
+  - name: fail
+    depends_on: [load]
+    command: ["sh", "-c", "echo login as etl:$DB_PASSWORD refused >&2; exit 3"]
+    env: {DB_PASSWORD: {secret: db_password}}
+  - name: missing
+    command: ["touch", "ran"]
+    env: {KEY: {secret: no_such_secret}}
+`, record)
+	if err := os.WriteFile(filepath.Join(dir, "vault.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, secrets, record
+}
+
+// axCmd runs the ax binary with args and returns its exit status and output.
+func axCmd(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	out, err := exec.Command(axBinary, args...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// A task's env, secrets and working directory end to end, on the real
+// binary and each store: the command sees them; the secrets' values are
+// masked (***) in ax logs, the API's output endpoint and the error text,
+// and appear nowhere in the store's bytes (its action log included), the
+// API's answers, /metrics or the server's log. A missing secret fails its
+// attempt naming it, runs nothing, and the server warned of it at start.
+func TestTaskEnvSecretsEndToEnd(t *testing.T) {
+	t.Parallel()
+	for name, target := range e2eTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tgt := target(t)
+			dir, secrets, record := envPipeline(t)
+			addr := freeAddr(t)
+			srv := startServerEnv(t, []string{"TEST_API_TOKEN=" + envSecret}, tgt, dir, "--listen", addr, "--secrets-dir", secrets)
+			st := openStore(t, tgt)
+			waitPrimary(t, addr)
+			server := "http://" + addr
+			for _, task := range []string{"vault.load", "vault.missing"} {
+				args := []string{"trigger", task, "--server", server}
+				if task == "vault.load" {
+					args = append(args, "--downstream")
+				}
+				if code, out := axCmd(t, args...); code != 0 {
+					t.Fatalf("ax %s: exit %d\n%s", strings.Join(args, " "), code, out)
+				}
+			}
+			ended := map[string]axtype.Instance{}
+			waitFor(t, func() bool {
+				for _, task := range []string{"vault.load", "vault.fail", "vault.missing"} {
+					ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: task})
+					if len(ins) != 1 || !ins[0].State.Terminal() {
+						return false
+					}
+					ended[task] = ins[0]
+				}
+				return true
+			})
+			if s := ended["vault.load"].State; s != axtype.Success {
+				t.Errorf("vault.load %s: %s", s, ended["vault.load"].Error)
+			}
+			// The command's env and working directory.
+			data, err := os.ReadFile(record)
+			if err != nil {
+				t.Fatalf("vault.load did not write its record: %v", err)
+			}
+			jobs, _ := filepath.EvalSymlinks(filepath.Join(dir, "jobs"))
+			want := fmt.Sprintf("dir=%s region=cn-north day=%s pw=%s token=%s\n", jobs, ended["vault.load"].LogicalTime.UTC().Format("2006-01-02"), fileSecret, envSecret)
+			if string(data) != want {
+				t.Errorf("the command saw:\n%swant:\n%s", data, want)
+			}
+			// The error texts: masked, and naming the missing secret.
+			if in := ended["vault.fail"]; in.State != axtype.Failed || !strings.Contains(in.Error, "login as etl:*** refused") {
+				t.Errorf("vault.fail %s %q, want failed with the secret masked", in.State, in.Error)
+			}
+			if in := ended["vault.missing"]; in.State != axtype.Failed || !strings.Contains(in.Error, "env KEY: secret no_such_secret: no file "+filepath.Join(secrets, "no_such_secret")) {
+				t.Errorf("vault.missing %s %q, want failed naming the secret", in.State, in.Error)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "ran")); !os.IsNotExist(err) {
+				t.Errorf("vault.missing ran its command (%v)", err)
+			}
+			// ax logs, and every API answer read here.
+			code, logs := axCmd(t, "logs", "vault.load", "--server", server)
+			if code != 0 || !strings.Contains(logs, "connecting with *** and ***") {
+				t.Errorf("ax logs vault.load: exit %d\n%s", code, logs)
+			}
+			code, failLogs := axCmd(t, "logs", "vault.fail", "--server", server)
+			if code != 1 || !strings.Contains(failLogs, "login as etl:*** refused") {
+				t.Errorf("ax logs vault.fail: exit %d\n%s", code, failLogs)
+			}
+			var answers bytes.Buffer
+			answers.WriteString(logs + failLogs)
+			get := func(path string) string {
+				resp, err := http.Get(server + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				answers.Write(body)
+				return string(body)
+			}
+			if body := get(fmt.Sprintf("/api/v1/instances/%d/logs", ended["vault.load"].ID)); !strings.Contains(body, "connecting with *** and ***") {
+				t.Errorf("the API's output of vault.load: %s", body)
+			}
+			get(fmt.Sprintf("/api/v1/instances/%d/logs", ended["vault.fail"].ID))
+			for _, path := range []string{"/api/v1/instances", "/api/v1/history", "/api/v1/actions", "/api/v1/pipelines/vault", "/api/v1/pipelines/vault/runs",
+				"/api/v1/pipelines/vault/tasks/load", "/api/v1/pipelines/vault/tasks/fail/explain", "/metrics"} {
+				get(path)
+			}
+			srv.stop(t)
+			serverLog, _ := os.ReadFile(srv.log.Name())
+			if !bytes.Contains(serverLog, []byte("msg=secret_unresolved task=vault.missing")) || !bytes.Contains(serverLog, []byte("no_such_secret")) {
+				t.Errorf("the server did not warn at start of the secret it cannot resolve:\n%s", serverLog)
+			}
+			for what, b := range map[string][]byte{"the API's answers and /metrics": answers.Bytes(), "the server's log": serverLog, "the store": storeBytes(t, tgt)} {
+				for _, secret := range []string{fileSecret, envSecret} {
+					if bytes.Contains(b, []byte(secret)) {
+						t.Errorf("%s hold the secret %q", what, secret)
+					}
+				}
+			}
+		})
+	}
+}
+
+// storeBytes returns everything the store at target holds: the bytes of a
+// SQLite file (with its WAL), or every row of every table of a MySQL database.
+func storeBytes(t *testing.T, target string) []byte {
+	t.Helper()
+	dsn, ok := strings.CutPrefix(target, "mysql://")
+	if !ok {
+		var all []byte
+		files, _ := filepath.Glob(target + "*")
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+		}
+		return checkHoldsOutput(t, all)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tables, err := db.Query("SHOW TABLES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tables.Next() {
+		var n string
+		if err := tables.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	tables.Close()
+	var all bytes.Buffer
+	for _, n := range names {
+		rows, err := db.Query("SELECT * FROM `" + n + "`")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vals {
+				all.Write(v)
+				all.WriteByte(0)
+			}
+		}
+		rows.Close()
+	}
+	return checkHoldsOutput(t, all.Bytes())
+}
+
+// checkHoldsOutput checks that the store's bytes hold vault.load's masked
+// output as written, so that looking for a secret in them means something.
+func checkHoldsOutput(t *testing.T, b []byte) []byte {
+	t.Helper()
+	if !bytes.Contains(b, []byte("connecting with *** and ***")) {
+		t.Error("the store's bytes do not hold vault.load's masked output as written")
+	}
+	return b
+}
