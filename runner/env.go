@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -126,4 +127,32 @@ func (a Attempt) SecretValues() []string {
 		out = append(out, a.Env[name])
 	}
 	return out
+}
+
+// MaskReport returns rep with each of values replaced by *** in its error,
+// its plain output and every line of its log, as an attempt's Output masks
+// them: for a report whose attempt's Output is not at hand (one posted to
+// a server's results inbox), before it is stored.
+func MaskReport(rep Report, values ...string) Report {
+	o := NewOutput(4 * MaxReportOutput) // never drops: masking shortens, or lengthens a secret of one or two bytes
+	o.Mask(values...)
+	rep.Error = o.MaskString(rep.Error)
+	rep.Output = o.MaskString(rep.Output)
+	if len(rep.Log) == 0 {
+		return rep
+	}
+	lines, err := DecodeLines(rep.Log)
+	if err != nil {
+		return rep // refused as malformed where it is read; nothing of it is shown
+	}
+	for _, ln := range lines {
+		w := o.Writer(ln.Stream)
+		w.Write(ln.Text)
+		if !ln.Cont {
+			w.Write([]byte{'\n'})
+		}
+	}
+	data, _, _ := o.Take(true)
+	rep.Log = bytes.Clone(data)
+	return rep
 }

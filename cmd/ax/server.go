@@ -259,7 +259,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 				ans, err := web.Status(ctx, address, []string{"ax-who-is"})
 				return ans.Boot, err
 			},
-			OpenReads: f.openReads, Self: self, Deliver: web.Deliver, Retain: retain})
+			OpenReads: f.openReads, Self: self, Deliver: web.Deliver, Retain: retain, Secrets: secrets})
 		apiCtx, stopAPI := context.WithCancel(ctx)
 		defer stopAPI()
 		apiErr := make(chan error, 1)

@@ -185,9 +185,21 @@ func TestTaskEnvSecretsEndToEnd(t *testing.T) {
 	}
 }
 
-// storeBytes returns everything the store at target holds: the bytes of a
-// SQLite file (with its WAL), or every row of every table of a MySQL database.
+// storeBytes returns storeBytesOf(target), checked to hold vault.load's
+// masked output as written, so that looking for a secret in them means
+// something.
 func storeBytes(t *testing.T, target string) []byte {
+	t.Helper()
+	b := storeBytesOf(t, target)
+	if !bytes.Contains(b, []byte("connecting with *** and ***")) {
+		t.Error("the store's bytes do not hold vault.load's masked output as written")
+	}
+	return b
+}
+
+// storeBytesOf returns everything the store at target holds: the bytes of a
+// SQLite file (with its WAL), or every row of every table of a MySQL database.
+func storeBytesOf(t *testing.T, target string) []byte {
 	t.Helper()
 	dsn, ok := strings.CutPrefix(target, "mysql://")
 	if !ok {
@@ -200,7 +212,7 @@ func storeBytes(t *testing.T, target string) []byte {
 			}
 			all = append(all, b...)
 		}
-		return checkHoldsOutput(t, all)
+		return all
 	}
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
@@ -243,15 +255,72 @@ func storeBytes(t *testing.T, target string) []byte {
 		}
 		rows.Close()
 	}
-	return checkHoldsOutput(t, all.Bytes())
+	return all.Bytes()
 }
 
-// checkHoldsOutput checks that the store's bytes hold vault.load's masked
-// output as written, so that looking for a secret in them means something.
-func checkHoldsOutput(t *testing.T, b []byte) []byte {
-	t.Helper()
-	if !bytes.Contains(b, []byte("connecting with *** and ***")) {
-		t.Error("the store's bytes do not hold vault.load's masked output as written")
+// An HTTP task's dispatch carries its env, with secret_env naming the
+// secret variables; a result posted by an executor that did not mask them
+// (one not built on the SDK) has them masked before the server stores it:
+// in the inbox, the instance's error and the attempt's output alike.
+func TestForeignExecutorResultIsMasked(t *testing.T) {
+	t.Parallel()
+	for name, target := range e2eTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tgt := target(t)
+			url, dispatched := acceptingExecutor(t)
+			dir, secrets := t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(secrets, "db_password"), []byte(fileSecret), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			src := fmt.Sprintf("pipeline: remote\ntimezone: UTC\nschedule: none\ntasks:\n  - name: pull\n    http: %q\n    timeout: 10m\n    env: {REGION: cn, DB_PASSWORD: {secret: db_password}}\n", url)
+			if err := os.WriteFile(filepath.Join(dir, "remote.yaml"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			addr := freeAddr(t)
+			srv := startServer(t, tgt, dir, "--listen", addr, "--secrets-dir", secrets)
+			st := openStore(t, tgt)
+			waitPrimary(t, addr)
+			if code, out := axCmd(t, "trigger", "remote.pull", "--server", "http://"+addr); code != 0 {
+				t.Fatalf("trigger: exit %d\n%s", code, out)
+			}
+			d := <-dispatched
+			if d.Env["REGION"] != "cn" || d.Env["DB_PASSWORD"] != fileSecret || len(d.SecretEnv) != 1 || d.SecretEnv[0] != "DB_PASSWORD" {
+				t.Errorf("dispatch env %v, secret_env %v", d.Env, d.SecretEnv)
+			}
+			token := testExecutorToken
+			if !strings.HasPrefix(tgt, "mysql://") {
+				b, err := os.ReadFile(tokenFileOf(tgt))
+				if err != nil {
+					t.Fatal(err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			body := fmt.Sprintf(`{"ticket":%q,"status":"failed","error":"login with %s refused","output":"connecting with %s\n","instance_id":%d}`,
+				d.Ticket, fileSecret, fileSecret, d.InstanceID)
+			if code, out := postResultWith(t, addr, token, body); code != http.StatusOK {
+				t.Fatalf("result: %d %s", code, out)
+			}
+			var in axtype.Instance
+			waitFor(t, func() bool {
+				ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "remote.pull"})
+				if len(ins) == 1 && ins[0].State.Terminal() {
+					in = ins[0]
+					return true
+				}
+				return false
+			})
+			if in.State != axtype.Failed || in.Error != "login with *** refused" {
+				t.Errorf("instance %s %q, want failed with the secret masked", in.State, in.Error)
+			}
+			code, logs := axCmd(t, "logs", "remote.pull", "--server", "http://"+addr)
+			if code != 1 || !strings.Contains(logs, "connecting with ***") {
+				t.Errorf("ax logs: exit %d\n%s", code, logs)
+			}
+			srv.stop(t)
+			if all := storeBytesOf(t, tgt); bytes.Contains(all, []byte(fileSecret)) || !bytes.Contains(all, []byte("login with *** refused")) {
+				t.Errorf("the store holds the secret, or not the masked error (%d bytes)", len(all))
+			}
+		})
 	}
-	return b
 }
