@@ -48,8 +48,11 @@ type executorAPI struct {
 // be resolved now cannot have been given to the attempt unless it was
 // removed since: it is not masked.
 func (a *executorAPI) masked(ctx context.Context, task string, rep runner.Report, data []byte) []byte {
+	if a.secrets == nil || a.graph() == nil {
+		return data
+	}
 	t := a.graph().Task(task)
-	if a.secrets == nil || t == nil || len(t.Secrets()) == 0 {
+	if t == nil || len(t.Secrets()) == 0 {
 		return data
 	}
 	var values []string
