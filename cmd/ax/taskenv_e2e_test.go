@@ -324,3 +324,35 @@ func TestForeignExecutorResultIsMasked(t *testing.T) {
 		})
 	}
 }
+
+// A reload that brings a reference to a secret the server cannot resolve
+// is taken (the secret may be added before the task runs) with a warning
+// naming the task and the secret; a secret the server can resolve gets none.
+func TestReloadWarnsOfUnresolvedSecrets(t *testing.T) {
+	t.Parallel()
+	dir, secrets := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "present"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "later.yaml")
+	src := "pipeline: later\ntimezone: UTC\nschedule: none\ntasks:\n  - {name: a, command: [\"true\"], env: {P: {secret: present}}}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, filepath.Join(t.TempDir(), "ax.db"), dir, "--secrets-dir", secrets, "--watch", "200ms")
+	logHas := func(s string) bool { b, _ := os.ReadFile(srv.log.Name()); return strings.Contains(string(b), s) }
+	waitFor(t, func() bool { return logHas("msg=server_starting") })
+	src += "  - {name: b, command: [\"true\"], env: {K: {secret: added_later}}}\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return logHas("msg=reload ") })
+	srv.stop(t)
+	if !logHas("msg=secret_unresolved task=later.b") || !logHas("secret added_later: no file " + filepath.Join(secrets, "added_later")) {
+		b, _ := os.ReadFile(srv.log.Name())
+		t.Errorf("no warning of the reload's unresolved secret:\n%s", b)
+	}
+	if logHas("task=later.a") {
+		t.Error("a warning for a secret the server resolves")
+	}
+}
