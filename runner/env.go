@@ -18,7 +18,7 @@ type EnvSpec struct {
 	Schedule *defs.Schedule
 }
 
-// WithEnv is an executor that gives each attempt its environment before
+// EnvExecutor is an executor that gives each attempt its environment before
 // inner runs it: the task's env with its templates rendered and its
 // secrets resolved, at dispatch, into Attempt.Env. The secrets' values are
 // given to the attempt's Output (see WithOutput) to mask, and masked in the
@@ -26,32 +26,32 @@ type EnvSpec struct {
 // template that fails) fails the attempt, naming the variable and the
 // secret, without running it; the attempt is retried per its policy, so a
 // secret added meanwhile is found.
-type WithEnv struct {
+type EnvExecutor struct {
 	inner   Executor
 	spec    func(Attempt) (EnvSpec, error)
 	secrets Secrets
 }
 
-var _ Executor = (*WithEnv)(nil)
+var _ Executor = (*EnvExecutor)(nil)
 
-// NewWithEnv returns inner behind the environment of spec, with secrets
+// NewEnvExecutor returns inner behind the environment of spec, with secrets
 // resolved by secrets.
-func NewWithEnv(inner Executor, spec func(Attempt) (EnvSpec, error), secrets Secrets) *WithEnv {
-	return &WithEnv{inner: inner, spec: spec, secrets: secrets}
+func NewEnvExecutor(inner Executor, spec func(Attempt) (EnvSpec, error), secrets Secrets) *EnvExecutor {
+	return &EnvExecutor{inner: inner, spec: spec, secrets: secrets}
 }
 
 // Inner returns the executor it wraps.
-func (w *WithEnv) Inner() Executor { return w.inner }
+func (w *EnvExecutor) Inner() Executor { return w.inner }
 
 // With returns a copy of w around inner.
-func (w *WithEnv) With(inner Executor) *WithEnv {
+func (w *EnvExecutor) With(inner Executor) *EnvExecutor {
 	c := *w
 	c.inner = inner
 	return &c
 }
 
 // Execute resolves the attempt's env and runs it on the inner executor.
-func (w *WithEnv) Execute(ctx context.Context, a Attempt) (Result, error) {
+func (w *EnvExecutor) Execute(ctx context.Context, a Attempt) (Result, error) {
 	spec, err := w.spec(a)
 	if err != nil {
 		return Result{}, err

@@ -51,7 +51,7 @@ func TestCommandEnvSecretAndWorkingDir(t *testing.T) {
 	cmd := script(`echo "dir=$(pwd) day=$DAY region=$REGION"; [ "$DB_PASSWORD" = "`+testSecret+`" ] && echo secret-ok; echo "pw=$DB_PASSWORD"; echo "bad $DB_PASSWORD" >&2; exit 4`, "scripts", base)
 	out := NewOutput(0)
 	ctx := WithOutput(context.Background(), out)
-	r, err := NewWithEnv(cmd, func(Attempt) (EnvSpec, error) { return spec, nil }, secrets).Execute(ctx, attempt("tk-env1"))
+	r, err := NewEnvExecutor(cmd, func(Attempt) (EnvSpec, error) { return spec, nil }, secrets).Execute(ctx, attempt("tk-env1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestEnvFailuresRunNothing(t *testing.T) {
 			cmd := NewCommands(func(Attempt) (CommandSpec, error) {
 				return CommandSpec{Argv: []string{"touch", marker}, Templates: make([]*template.Template, 2), Dir: tc.dir, DirTemplate: dirTmpl, BaseDir: base}, nil
 			})
-			r, err := NewWithEnv(cmd, func(Attempt) (EnvSpec, error) { return tc.spec, nil }, tc.secrets).Execute(context.Background(), attempt("tk-fail"))
+			r, err := NewEnvExecutor(cmd, func(Attempt) (EnvSpec, error) { return tc.spec, nil }, tc.secrets).Execute(context.Background(), attempt("tk-fail"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestFunctionGetsEnv(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewWithEnv(f, func(Attempt) (EnvSpec, error) { return spec, nil }, secrets).Execute(context.Background(), attempt("tk-f"))
+	r, err := NewEnvExecutor(f, func(Attempt) (EnvSpec, error) { return spec, nil }, secrets).Execute(context.Background(), attempt("tk-f"))
 	if err != nil {
 		t.Fatal(err)
 	}
