@@ -25,11 +25,11 @@ type EnvSpec struct {
 // error it reports. An env that cannot be made (a missing secret, a
 // template that fails) fails the attempt, naming the variable and the
 // secret, without running it; the attempt is retried per its policy, so a
-// secret added meanwhile is found.
+// secret added meanwhile is found. (Routed does the same itself, see
+// Routed.WithEnv: the engine asks it for capabilities a wrapper would hide.)
 type EnvExecutor struct {
-	inner   Executor
-	spec    func(Attempt) (EnvSpec, error)
-	secrets Secrets
+	inner Executor
+	env   envSource
 }
 
 var _ Executor = (*EnvExecutor)(nil)
@@ -37,27 +37,30 @@ var _ Executor = (*EnvExecutor)(nil)
 // NewEnvExecutor returns inner behind the environment of spec, with secrets
 // resolved by secrets.
 func NewEnvExecutor(inner Executor, spec func(Attempt) (EnvSpec, error), secrets Secrets) *EnvExecutor {
-	return &EnvExecutor{inner: inner, spec: spec, secrets: secrets}
-}
-
-// Inner returns the executor it wraps.
-func (w *EnvExecutor) Inner() Executor { return w.inner }
-
-// With returns a copy of w around inner.
-func (w *EnvExecutor) With(inner Executor) *EnvExecutor {
-	c := *w
-	c.inner = inner
-	return &c
+	return &EnvExecutor{inner: inner, env: envSource{spec: spec, secrets: secrets}}
 }
 
 // Execute resolves the attempt's env and runs it on the inner executor.
 func (w *EnvExecutor) Execute(ctx context.Context, a Attempt) (Result, error) {
-	spec, err := w.spec(a)
+	return w.env.run(ctx, a, w.inner.Execute)
+}
+
+// envSource makes attempts' environments: the one rule of EnvExecutor and
+// Routed.WithEnv.
+type envSource struct {
+	spec    func(Attempt) (EnvSpec, error)
+	secrets Secrets
+}
+
+// run gives a its env and runs it with next, masking the env's secrets in
+// the attempt's Output and in the error it returns.
+func (s envSource) run(ctx context.Context, a Attempt, next func(context.Context, Attempt) (Result, error)) (Result, error) {
+	spec, err := s.spec(a)
 	if err != nil {
 		return Result{}, err
 	}
 	out := OutputFrom(ctx)
-	env, secrets, err := ResolveEnv(ctx, spec, a, w.secrets)
+	env, secrets, err := ResolveEnv(ctx, spec, a, s.secrets)
 	if out == nil { // masks at least the error text
 		out = NewOutput(0)
 	}
@@ -71,7 +74,7 @@ func (w *EnvExecutor) Execute(ctx context.Context, a Attempt) (Result, error) {
 			a.SecretEnv = append(a.SecretEnv, v.Name)
 		}
 	}
-	res, err := w.inner.Execute(ctx, a)
+	res, err := next(ctx, a)
 	if err != nil {
 		return res, errors.New(out.MaskString(err.Error()))
 	}

@@ -50,7 +50,7 @@ const DefaultCommandNice = 0
 // ExecutorsOf is executors for pipelines that a reload may replace: graph
 // returns the ones in force. Commands start nice above the scheduler (see
 // runner.Commands.Nice). Each executor gives its attempts their task's env
-// (runner.EnvExecutor), its secrets resolved by secrets.
+// (runner.EnvExecutor, Routed.WithEnv), its secrets resolved by secrets.
 func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert), nice int, secrets runner.Secrets) (engine.Executors, error) {
 	funcs, err := newFunctions(func(a runner.Attempt) string {
 		if t := graph().Task(a.Pipeline + "." + a.Task); t != nil {
@@ -107,8 +107,10 @@ func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 		}
 		return runner.EnvSpec{Vars: t.Env, Schedule: scheduleOf(graph(), t)}, nil
 	}
+	// The HTTP executor resolves env itself: the engine asks it for
+	// capabilities (Deliver, Status, …) that a wrapper would hide.
 	return engine.Executors{defs.ExecFunction: runner.NewEnvExecutor(funcs, env, secrets), defs.ExecCommand: runner.NewEnvExecutor(commands, env, secrets),
-		defs.ExecHTTP: runner.NewEnvExecutor(web, env, secrets)}, nil
+		defs.ExecHTTP: web.WithEnv(env, secrets)}, nil
 }
 
 // scheduleOf is the schedule that fires t (for its templates' .Prev and
@@ -118,13 +120,6 @@ func scheduleOf(g *dag.Graph, t *defs.Task) *defs.Schedule {
 		return tr.Schedule
 	}
 	return nil
-}
-
-// Routed returns the HTTP executor of execs (built by ExecutorsOf), to be
-// configured, and a function that puts a configured one in its place.
-func Routed(execs engine.Executors) (web *runner.Routed, replace func(*runner.Routed)) {
-	w := execs[defs.ExecHTTP].(*runner.EnvExecutor)
-	return w.Inner().(*runner.Routed), func(r *runner.Routed) { execs[defs.ExecHTTP] = w.With(r) }
 }
 
 // Unresolved returns why each secret the tasks of g refer to cannot be

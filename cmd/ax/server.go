@@ -24,6 +24,7 @@ import (
 	"github.com/ax-sched/ax/engine/alertroute"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/reload"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
 )
@@ -251,9 +252,8 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	go rl.Run(ctx, f.watch)
 	if f.listen != "" {
 		// Executors report results asynchronously to this API.
-		routed, replace := stock.Routed(execs)
-		web := routed.WithCallback(self + "/api/v1/results").WithToken(execToken)
-		replace(web)
+		web := execs[defs.ExecHTTP].(*runner.Routed).WithCallback(self + "/api/v1/results").WithToken(execToken)
+		execs[defs.ExecHTTP] = web
 		mux := api.Handler(api.Config{Store: st, Graph: g, Engine: eng, Reload: rl, Gather: reg, Registerer: reg, Token: token, ExecToken: execToken,
 			WhoIs: func(ctx context.Context, address string) (string, error) {
 				ans, err := web.Status(ctx, address, []string{"ax-who-is"})

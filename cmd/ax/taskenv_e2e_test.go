@@ -348,7 +348,7 @@ func TestReloadWarnsOfUnresolvedSecrets(t *testing.T) {
 	}
 	waitFor(t, func() bool { return logHas("msg=reload ") })
 	srv.stop(t)
-	if !logHas("msg=secret_unresolved task=later.b") || !logHas("secret added_later: no file " + filepath.Join(secrets, "added_later")) {
+	if !logHas("msg=secret_unresolved task=later.b") || !logHas("secret added_later: no file "+filepath.Join(secrets, "added_later")) {
 		b, _ := os.ReadFile(srv.log.Name())
 		t.Errorf("no warning of the reload's unresolved secret:\n%s", b)
 	}
