@@ -25,6 +25,10 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		g    *dag.Graph
 		name = what
 	)
+	secrets, err := OpenSecrets(secretsDir) // before anything is created
+	if err != nil {
+		return err
+	}
 	info, err := os.Stat(what)
 	if err != nil && (strings.HasSuffix(what, ".yaml") || strings.HasSuffix(what, ".yml") || strings.ContainsRune(what, os.PathSeparator)) {
 		return Usage("%s: no such pipeline file: give a file that exists, or the name of a pipeline under --pipelines", what)
@@ -101,10 +105,6 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	id, err := engine.CreateBackfillFenced(ctx, st, st.Fence(l.Epoch), g, spec, Actor(), time.Now())
 	if err != nil {
 		return Fail(err)
-	}
-	secrets, err := OpenSecrets(secretsDir)
-	if err != nil {
-		return err
 	}
 	var eng *engine.Engine
 	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), secrets)

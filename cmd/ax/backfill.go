@@ -31,6 +31,9 @@ stopped after an interruption (ax backfill resume ID), without running any
 succeeded instance again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
 			if !f.Standalone && !f.DryRun && !viaStore(cmd) {
 				return cli.BackfillAPI(cmd.Context(), cmd.OutOrStdout(), args[0], f)
 			}
@@ -72,6 +75,9 @@ func newBackfillResumeCmd() *cobra.Command {
 		Short: "Continue an interrupted backfill without rerunning what succeeded",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
 			if !f.Standalone && !viaStore(cmd) {
 				return cli.ResumeBackfillAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0])
 			}

@@ -356,3 +356,32 @@ func TestReloadWarnsOfUnresolvedSecrets(t *testing.T) {
 		t.Error("a warning for a secret the server resolves")
 	}
 }
+
+// A --secrets-dir that is not a directory is refused before anything is
+// created: by ax server (no store), ax run (no store, no run) and a
+// standalone backfill (no backfill); a backfill without --standalone has no
+// engine here to give it to, and is refused too.
+func TestBadSecretsDirRefused(t *testing.T) {
+	t.Parallel()
+	dir, _, _ := envPipeline(t)
+	missing := filepath.Join(t.TempDir(), "no-secrets")
+	db := filepath.Join(t.TempDir(), "ax.db")
+	file := filepath.Join(dir, "vault.yaml")
+	for _, args := range [][]string{
+		{"server", "--store", db, "--pipelines", dir, "--listen", "", "--secrets-dir", missing},
+		{"run", file, "--store", db, "--select", "missing", "--secrets-dir", missing},
+		{"backfill", "vault", "--from", "2026-01-01", "--to", "2026-01-01", "--pipelines", dir, "--store", db, "--standalone", "--secrets-dir", missing},
+		{"backfill", "vault", "--from", "2026-01-01", "--to", "2026-01-01", "--pipelines", dir, "--store", db, "--secrets-dir", dir},
+	} {
+		code, out := axCmd(t, args...)
+		if code != 2 || !strings.Contains(out, "--secrets-dir") {
+			t.Errorf("ax %s: exit %d, want 2 naming --secrets-dir\n%s", strings.Join(args, " "), code, out)
+		}
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Fatalf("ax %s created the store (%v)", strings.Join(args, " "), err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); !os.IsNotExist(err) {
+		t.Errorf("a task ran (%v)", err)
+	}
+}
