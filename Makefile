@@ -2,7 +2,6 @@
 GO        ?= go
 BIN       ?= bin/ax
 PIPELINES ?= examples
-SECRETS_DIR ?= examples/secrets
 FUZZTIME  ?= 30s
 
 .PHONY: all build run quickstart test vet validate-dag bench fuzz chaos sim clean

@@ -67,7 +67,7 @@ func ParseSecretRef(s string) (SecretRef, error) {
 		prov, name = SecretFile, s
 	}
 	if !slices.Contains(SecretProviders, prov) {
-		return SecretRef{}, fmt.Errorf("secret %q names the provider %q, which ax does not have%s: use NAME (a file of --secrets-dir) or env:NAME (the server's environment)",
+		return SecretRef{}, fmt.Errorf("secret %q names the provider %q, which is not one%s: use NAME (a file of --secrets-dir) or env:NAME (the server's environment)",
 			s, prov, didYouMean(prov, SecretProviders))
 	}
 	switch {

@@ -53,7 +53,7 @@ func (s Secrets) Resolve(ctx context.Context, ref defs.SecretRef) (string, error
 		if ref.Provider == defs.SecretFile {
 			return "", missingf("secret %s: no --secrets-dir was given: give the directory that holds the secrets' files", ref.Name)
 		}
-		return "", missingf("secret %s: ax has no provider %q here", ref, ref.Provider)
+		return "", missingf("secret %s: no provider %q is configured here", ref, ref.Provider)
 	}
 	v, err := p.Secret(ctx, ref.Name)
 	if err != nil {
