@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -175,5 +176,29 @@ func TestOutputMask(t *testing.T) {
 	}
 	if s := o.MaskString("x password1 y"); s != "x *** y" {
 		t.Errorf("MaskString: %q", s)
+	}
+}
+
+// MaskReport masks a report's error, plain output and every line of its
+// log, keeping each line's stream and continuation.
+func TestMaskReport(t *testing.T) {
+	t.Parallel()
+	src := NewOutput(0)
+	src.Writer(StreamLog).Write([]byte("token=" + testSecret + " ok\n"))
+	src.Writer(StreamStderr).Write([]byte("half " + testSecret))
+	log, _, _ := src.Take(true)
+	rep := MaskReport(Report{Ticket: "t", Status: StatusFailed, Error: "bad " + testSecret, Output: testSecret + "\n", Log: bytes.Clone(log)}, testSecret)
+	if rep.Error != "bad ***" || rep.Output != "***\n" {
+		t.Errorf("error %q, output %q", rep.Error, rep.Output)
+	}
+	lines, err := DecodeLines(rep.Log)
+	if err != nil || len(lines) != 2 {
+		t.Fatalf("log %q: %v", rep.Log, err)
+	}
+	if l := lines[0]; l.Stream != StreamLog || string(l.Text) != "token=*** ok" || l.Cont {
+		t.Errorf("line 1: %+v", l)
+	}
+	if l := lines[1]; l.Stream != StreamStderr || string(l.Text) != "half ***" {
+		t.Errorf("line 2: %+v", l)
 	}
 }
