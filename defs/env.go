@@ -57,6 +57,10 @@ var EnvNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // plain file name, so that a reference never reaches outside the directory.
 var secretFileRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
+// MaxEnvEntry bounds one variable, NAME=VALUE, in bytes: Linux refuses to
+// start a program with a longer one (E2BIG).
+const MaxEnvEntry = 128<<10 - 1
+
 // ReservedEnvPrefix starts the names of the variables ax sets itself.
 const ReservedEnvPrefix = "AX_"
 
@@ -130,6 +134,14 @@ func (p *parser) env(n *yaml.Node, task string) map[string]EnvVar {
 			ev.Secret = &ref
 		case v.Kind == yaml.ScalarNode && v.Tag != "!!null":
 			ev.Value = v.Value
+			if strings.ContainsRune(ev.Value, 0) {
+				p.errorf(v, task, "env %s holds a NUL byte, which no environment variable can hold: remove it", name)
+				continue
+			}
+			if n := len(name) + 1 + len(ev.Value); n > MaxEnvEntry {
+				p.errorf(v, task, "env %s is %d bytes long with its name: a variable may hold at most %d (the kernel's limit); pass large data in a file", name, n, MaxEnvEntry)
+				continue
+			}
 			if strings.Contains(ev.Value, "{{") {
 				tmpl, err := template.New(name).Option("missingkey=error").Parse(ev.Value)
 				if err != nil {

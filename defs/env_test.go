@@ -78,3 +78,25 @@ tasks:
 		t.Errorf("the stored definition does not hold the reference: %s", def)
 	}
 }
+
+// A variable longer than the kernel lets a program start with is refused
+// at validation, not found at exec time (E2BIG); one at the limit is taken.
+func TestEnvEntryLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n    int
+		fail bool
+	}{{MaxEnvEntry - len("BIG="), false}, {MaxEnvEntry - len("BIG=") + 1, true}} {
+		src := "pipeline: p\ntimezone: UTC\ntasks:\n  - name: a\n    command: [\"true\"]\n    env: {BIG: " + strings.Repeat("x", tc.n) + "}\n"
+		p, errs := parseString(t, src)
+		if got := errs.Err() != nil; got != tc.fail {
+			t.Errorf("a value of %d bytes: refused %v, want %v (%v)", tc.n, got, tc.fail, errs)
+		}
+		if tc.fail && (!strings.Contains(errs.Error(), "p.yaml:6:16: ") || !strings.Contains(errs.Error(), "env BIG is 131072 bytes long with its name: a variable may hold at most 131071")) {
+			t.Errorf("error %v", errs)
+		}
+		if !tc.fail && len(p.Task("a").Env[0].Value) != tc.n {
+			t.Errorf("the value kept is %d bytes", len(p.Task("a").Env[0].Value))
+		}
+	}
+}
