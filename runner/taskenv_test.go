@@ -87,6 +87,12 @@ func TestEnvFailuresRunNothing(t *testing.T) {
 	secrets, spec := envSetup(t)
 	base := t.TempDir()
 	marker := filepath.Join(base, "ran")
+	if err := os.WriteFile(filepath.Join(base, "afile"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(string(secrets[defs.SecretFile].(SecretDir)), "adir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	missingSecret := spec
 	missingSecret.Vars = append([]defs.EnvVar{{Name: "API_KEY", Secret: &defs.SecretRef{Provider: defs.SecretFile, Name: "api_key"}}}, spec.Vars...)
 	for _, tc := range []struct {
@@ -101,6 +107,9 @@ func TestEnvFailuresRunNothing(t *testing.T) {
 		{"missing env secret", EnvSpec{Vars: []defs.EnvVar{{Name: "K", Secret: &defs.SecretRef{Provider: defs.SecretEnv, Name: "AX_TEST_NO_SUCH_VARIABLE"}}}}, secrets, "",
 			"env K: secret env:AX_TEST_NO_SUCH_VARIABLE: the server's environment has no AX_TEST_NO_SUCH_VARIABLE"},
 		{"missing working dir", spec, secrets, "nowhere/{{ .Task }}", "working directory " + filepath.Join(base, "nowhere/clean") + " does not exist"},
+		{"working dir is a file", spec, secrets, "afile", "working directory " + filepath.Join(base, "afile") + " is not a directory"},
+		{"secret is a directory", EnvSpec{Vars: []defs.EnvVar{{Name: "K", Secret: &defs.SecretRef{Provider: defs.SecretFile, Name: "adir"}}}}, secrets, "",
+			"env K: secret adir: " + filepath.Join(string(secrets[defs.SecretFile].(SecretDir)), "adir") + " cannot be read: is a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dirTmpl := template.Must(template.New("").Parse(tc.dir))
