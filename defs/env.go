@@ -47,11 +47,11 @@ const (
 	SecretEnv = "env"
 )
 
-// SecretProviders are the providers a reference may name.
-var SecretProviders = []string{SecretFile, SecretEnv}
+// secretProviders are the providers a reference may name.
+var secretProviders = []string{SecretFile, SecretEnv}
 
-// EnvNameRe is the shape of an environment variable's name.
-var EnvNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envNameRe is the shape of an environment variable's name.
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // secretFileRe is the shape of a secret's name in the secrets directory: a
 // plain file name, so that a reference never reaches outside the directory.
@@ -70,14 +70,14 @@ func ParseSecretRef(s string) (SecretRef, error) {
 	if !ok {
 		prov, name = SecretFile, s
 	}
-	if !slices.Contains(SecretProviders, prov) {
+	if !slices.Contains(secretProviders, prov) {
 		return SecretRef{}, fmt.Errorf("secret %q names the provider %q, which is not one%s: use NAME (a file of --secrets-dir) or env:NAME (the server's environment)",
-			s, prov, didYouMean(prov, SecretProviders))
+			s, prov, didYouMean(prov, secretProviders))
 	}
 	switch {
 	case prov == SecretFile && !secretFileRe.MatchString(name):
 		return SecretRef{}, fmt.Errorf("secret %q is not a secret's name: use the name of a file of --secrets-dir (letters, digits, _, . and -, not starting with a dot)", s)
-	case prov == SecretEnv && !EnvNameRe.MatchString(name):
+	case prov == SecretEnv && !envNameRe.MatchString(name):
 		return SecretRef{}, fmt.Errorf("secret %q is not a variable of the server's environment: write env:NAME with NAME of letters, digits and _", s)
 	}
 	return SecretRef{Provider: prov, Name: name}, nil
@@ -117,7 +117,7 @@ func (p *parser) env(n *yaml.Node, task string) map[string]EnvVar {
 		}
 		seen[name] = k.Line
 		switch {
-		case !EnvNameRe.MatchString(name):
+		case !envNameRe.MatchString(name):
 			p.errorf(k, task, "env: %q is not a valid variable name: use letters, digits and _, not starting with a digit (such as DB_HOST)", name)
 			continue
 		case strings.HasPrefix(strings.ToUpper(name), ReservedEnvPrefix):
