@@ -18,7 +18,7 @@ build:
 PORT ?= 8080
 run: build
 	$(GO) build -o bin/example-executor ./examples/executor
-	BIN=$(BIN) PIPELINES=$(PIPELINES) PORT=$(PORT) scripts/run.sh
+	BIN=$(BIN) PIPELINES=$(PIPELINES) PORT=$(PORT) SECRETS_DIR=$(SECRETS_DIR) scripts/run.sh
 
 vet:
 	$(GO) vet ./...

@@ -46,6 +46,10 @@ type Config struct {
 	WhoIs func(ctx context.Context, address string) (boot string, err error)
 	// Deliver hands a result to the attempt waiting for it in this process.
 	Deliver func(runner.Report) bool
+	// Secrets resolve the secrets of the tasks whose results executors
+	// post: masked (***) in each report before the inbox stores it. Nil:
+	// reports are stored as sent.
+	Secrets runner.Secrets
 	Now     func() time.Time // default time.Now
 	OpWait  time.Duration    // how long a write waits for the engine loop (default 15 s)
 	Retain  time.Duration    // the server's --retain, for dry runs (0: keeps everything)
@@ -61,7 +65,7 @@ func Handler(cfg Config) http.Handler {
 	if cfg.OpWait == 0 {
 		cfg.OpWait = 15 * time.Second
 	}
-	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter(), whoIs: cfg.WhoIs}
+	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter(), whoIs: cfg.WhoIs, secrets: cfg.Secrets}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(ex.repeats)
 	}

@@ -37,6 +37,35 @@ type executorAPI struct {
 	// whoIs asks the executor at an address for its boot id (its /status).
 	whoIs func(ctx context.Context, address string) (boot string, err error)
 	clock func() time.Time // nil: time.Now
+	// secrets resolve the secrets of a result's task, masked in the
+	// report before it is stored (nil: not masked here).
+	secrets runner.Secrets
+}
+
+// masked returns the report of an attempt of task, as data, with the
+// values of the task's secrets masked: an executor that did not mask them
+// (one not built on the SDK) leaves none in the inbox. A secret that cannot
+// be resolved now cannot have been given to the attempt unless it was
+// removed since: it is not masked.
+func (a *executorAPI) masked(ctx context.Context, task string, rep runner.Report, data []byte) []byte {
+	if a.secrets == nil || a.graph() == nil {
+		return data
+	}
+	t := a.graph().Task(task)
+	if t == nil || len(t.Secrets()) == 0 {
+		return data
+	}
+	var values []string
+	for _, ref := range t.Secrets() {
+		if v, err := a.secrets.Resolve(ctx, ref); err == nil {
+			values = append(values, v)
+		}
+	}
+	out, err := json.Marshal(runner.MaskReport(rep, values...))
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 func (a *executorAPI) now() time.Time {
@@ -381,6 +410,7 @@ func (a *executorAPI) result(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusConflict, "refused_result", rep.Ticket, "ticket %s belongs to instance %d, not to instance %d", rep.Ticket, in.ID, rep.InstanceID)
 		return
 	}
+	data = a.masked(ctx, in.TaskID, rep, data)
 	dup, err := a.st.ReceiveResult(ctx, store.InboxEntry{Ticket: rep.Ticket, InstanceID: in.ID, Report: string(data), ReceivedBy: a.self, ReceivedAt: now})
 	if err != nil {
 		apiError(w, http.StatusServiceUnavailable, "cannot store the result of ticket %s: %v; deliver it again later", rep.Ticket, err)

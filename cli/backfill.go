@@ -52,6 +52,7 @@ type BackfillOptions struct {
 	Store                   string
 	Wait                    time.Duration
 	API                     APIOptions
+	SecretsDir              string // --secrets-dir of the standalone engine's tasks
 }
 
 func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f BackfillOptions) error {
@@ -147,7 +148,7 @@ func FollowBackfill(ctx context.Context, out io.Writer, st *store.Store, g *dag.
 		fmt.Fprintf(out, "queued for the scheduler on %s; follow it with: ax backfill status %d\n", st, id)
 		return nil
 	}
-	sa, err := StartStandalone(ctx, st, g, id, f.Standalone)
+	sa, err := StartStandalone(ctx, st, g, id, f.Standalone, f.SecretsDir)
 	if err != nil {
 		return err
 	}
@@ -165,14 +166,19 @@ type standalone struct {
 
 // StartStandalone starts that engine when on, as standaloneHolder(id),
 // whose lease the caller took (holdLease).
-func StartStandalone(ctx context.Context, st *store.Store, g *dag.Graph, id int64, on bool) (*standalone, error) {
+func StartStandalone(ctx context.Context, st *store.Store, g *dag.Graph, id int64, on bool, secretsDir string) (*standalone, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	sa := &standalone{on: on, stop: stop, done: make(chan error, 1)}
 	if !on {
 		return sa, nil
 	}
+	secrets, err := OpenSecrets(secretsDir)
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	var eng *engine.Engine
-	execs, err := stock.Executors(g, st, stock.AlertVia(&eng))
+	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), secrets)
 	if err != nil {
 		stop()
 		return nil, Fail(err)
@@ -561,7 +567,7 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 		}
 		defer releaseLease(st, l) // only if the engine never took it over: a stale epoch releases nothing
 	}
-	sa, err := StartStandalone(ctx, st, g, id, f.Standalone)
+	sa, err := StartStandalone(ctx, st, g, id, f.Standalone, f.SecretsDir)
 	if err != nil {
 		return err
 	}

@@ -20,11 +20,15 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool) error {
+func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool, secretsDir string) error {
 	var (
 		g    *dag.Graph
 		name = what
 	)
+	secrets, err := OpenSecrets(secretsDir) // before anything is created
+	if err != nil {
+		return err
+	}
 	info, err := os.Stat(what)
 	if err != nil && (strings.HasSuffix(what, ".yaml") || strings.HasSuffix(what, ".yml") || strings.ContainsRune(what, os.PathSeparator)) {
 		return Usage("%s: no such pipeline file: give a file that exists, or the name of a pipeline under --pipelines", what)
@@ -103,7 +107,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		return Fail(err)
 	}
 	var eng *engine.Engine
-	execs, err := stock.Executors(g, st, stock.AlertVia(&eng))
+	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), secrets)
 	if err != nil {
 		return Fail(err)
 	}

@@ -38,8 +38,8 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 
 // Keys of each mapping of the format, in the order they are documented.
 var (
-	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params"}
+	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "env", "defaults", "tasks"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir"}
 	retryKeys    = []string{"count", "interval"}
 	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
 	depKeys      = []string{"task", "match", "offset"}
@@ -393,6 +393,8 @@ type rawTask struct {
 	execs     []execField
 	params    map[string]any
 	hasParams bool
+	env       map[string]EnvVar
+	workDir   *yaml.Node
 }
 
 type execField struct {
@@ -407,6 +409,7 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 	pl := &Pipeline{Pos: p.pos(root), File: p.file, byName: map[string]*Task{}}
 	var (
 		defaults  rawTask
+		plEnv     map[string]EnvVar
 		tasksNode *yaml.Node
 		schedNode *yaml.Node
 		nameOK    bool
@@ -436,6 +439,8 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 			if o, ok := p.overlap(v, ""); ok {
 				pl.Overlap = o
 			}
+		case "env":
+			plEnv = p.env(v, "")
 		case "defaults":
 			if v.Kind != yaml.MappingNode {
 				p.errorf(v, "", "defaults must be a mapping of task fields, not a %s", kindName(v))
@@ -452,6 +457,7 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 	if pl.Group == "" {
 		pl.Group = DefaultGroup
 	}
+	pl.env = plEnv
 	if pl.Location == nil {
 		pl.ZoneDefault = !hasKey(root, "timezone")
 		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
@@ -657,6 +663,16 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 				return
 			}
 			rt.params, rt.hasParams = m, true
+		case "env":
+			rt.env = p.env(v, label)
+		case "working_dir":
+			if s, ok := p.str(v, label, "working_dir"); ok {
+				if strings.TrimSpace(s) == "" {
+					p.errorf(v, label, "working_dir is empty: leave it out to run in the directory of the pipeline file, or give a directory")
+					return
+				}
+				rt.workDir = v
+			}
 		}
 	})
 	if len(rt.execs) > 1 {
@@ -862,6 +878,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 			t.Params[k] = v
 		}
 	}
+	t.Env = mergeEnv(pl.env, def.env, rt.env)
 	for _, d := range rt.deps {
 		switch {
 		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
@@ -905,24 +922,73 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		}
 		p.checkTemplates(t, pl, e, ex)
 	}
+	p.workingDir(pl, t, rt, def)
+	p.checkEnvTemplates(t, pl)
 	return t
 }
 
 // checkTemplates reports each command argument of e (read from f) whose
 // template cannot execute: an error now, not at run time.
 func (p *parser) checkTemplates(t *Task, pl *Pipeline, e Executor, f execField) {
-	sched := t.Schedule
-	if sched == nil {
-		sched = pl.Schedule
-	}
 	for i, tmpl := range e.Templates {
 		if tmpl == nil {
 			continue
 		}
-		for _, why := range checkTemplate(tmpl, t, pl, sched) {
+		for _, why := range checkTemplate(tmpl, t, pl, templateSchedule(t, pl)) {
 			p.errorf(deref(f.val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
 		}
 	}
+}
+
+// templateSchedule is the schedule a task's templates are checked with:
+// its own cron's, or else its pipeline's.
+func templateSchedule(t *Task, pl *Pipeline) *Schedule {
+	if t.Schedule != nil {
+		return t.Schedule
+	}
+	return pl.Schedule
+}
+
+// checkEnvTemplates reports each env value of t whose template cannot
+// execute.
+func (p *parser) checkEnvTemplates(t *Task, pl *Pipeline) {
+	for _, v := range t.Env {
+		if v.Template == nil {
+			continue
+		}
+		for _, why := range checkTemplate(v.Template, t, pl, templateSchedule(t, pl)) {
+			p.errorf(posNode(v.Pos), t.Name, "env %s cannot be expanded: %s; templates may use %s", v.Name, why, TemplateHelp)
+		}
+	}
+}
+
+// workingDir sets t's working_dir from the task or the defaults: a task of
+// another kind than command that sets its own is an error (a default
+// applies to the command tasks only).
+func (p *parser) workingDir(pl *Pipeline, t *Task, rt, def *rawTask) {
+	n := rt.workDir
+	if n == nil {
+		if def.workDir == nil || t.Executor.Kind != ExecCommand {
+			return
+		}
+		n = def.workDir
+	} else if t.Executor.Kind != "" && t.Executor.Kind != ExecCommand {
+		p.errorf(n, t.Name, "working_dir applies to command tasks, and this one is a %s task: remove it", t.Executor.Kind)
+		return
+	}
+	t.WorkingDir = n.Value
+	if !strings.Contains(n.Value, "{{") {
+		return
+	}
+	tmpl, err := template.New(t.Name).Option("missingkey=error").Parse(n.Value)
+	if err != nil {
+		p.errorf(n, t.Name, "working_dir is not a valid template: %v%s; templates may use %s", err, parseErrorHint(err), TemplateHelp)
+		return
+	}
+	for _, why := range checkTemplate(tmpl, t, pl, templateSchedule(t, pl)) {
+		p.errorf(n, t.Name, "working_dir cannot be expanded: %s; templates may use %s", why, TemplateHelp)
+	}
+	t.WorkingDirTemplate = tmpl
 }
 
 // posNode makes a node that carries only a position, for errors at a Dep.

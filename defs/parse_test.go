@@ -48,8 +48,9 @@ func TestParseExampleResolvesDefaults(t *testing.T) {
 		t.Errorf("approve_publish = %+v (retry.count overridden, interval from defaults)", approve)
 	}
 	clean := p.Task("clean_orders")
-	if clean.Executor.Kind != ExecCommand || len(clean.Executor.Templates) != 3 || clean.Executor.Templates[2] == nil || clean.Executor.Templates[0] != nil {
-		t.Errorf("clean_orders executor = %+v", clean.Executor)
+	if clean.Executor.Kind != ExecCommand || len(clean.Executor.Command) != 1 || clean.WorkingDir != "scripts" || len(clean.Env) != 4 ||
+		clean.Env[0].Name != "ORDERS_DAY" || clean.Env[0].Template == nil || clean.Env[3].Secret == nil {
+		t.Errorf("clean_orders executor = %+v, working_dir %q, env %+v", clean.Executor, clean.WorkingDir, clean.Env)
 	}
 }
 

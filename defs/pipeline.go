@@ -136,7 +136,16 @@ type Task struct {
 	Overlap  Overlap        `json:"overlap"`
 	Executor Executor       `json:"executor"`
 	Params   map[string]any `json:"params,omitempty"`
-	Pos      Pos            `json:"-"`
+	// Env is the task's environment as written (the pipeline's, the
+	// defaults' and its own, the task's winning), sorted by name: rendered
+	// and its secrets resolved at dispatch.
+	Env []EnvVar `json:"env,omitempty"`
+	// WorkingDir is where a command task runs, as written (it may hold
+	// templates); "" runs it in the directory of its pipeline's file.
+	WorkingDir string `json:"working_dir,omitempty"`
+	// WorkingDirTemplate is the parsed WorkingDir when it holds templates.
+	WorkingDirTemplate *template.Template `json:"-"`
+	Pos                Pos                `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.
@@ -165,6 +174,7 @@ type Pipeline struct {
 	ScheduleBroken bool `json:"-"`
 
 	byName map[string]*Task
+	env    map[string]EnvVar // the pipeline-level env, merged into each task's
 }
 
 // Task returns the task called name, or nil.

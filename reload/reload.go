@@ -37,6 +37,10 @@ type Watcher struct {
 	eng   *engine.Engine
 	log   *slog.Logger
 	now   func() time.Time
+	// Loaded, when set, is given each valid set of pipelines a reload
+	// loads, before the engine takes it (the server warns there of the
+	// secrets it cannot resolve).
+	Loaded func(*dag.Graph)
 
 	mu     sync.Mutex
 	last   *Status    // nil before the first reload
@@ -97,6 +101,9 @@ func (r *Watcher) Reload(cause string) Status {
 	default:
 		for _, w := range errs.Warnings() {
 			r.log.Warn("pipeline_warning", "at", w.Pos.String(), "task", w.Task, "message", w.Msg)
+		}
+		if r.Loaded != nil {
+			r.Loaded(g)
 		}
 		d, err := r.eng.Reload(g)
 		if err != nil {

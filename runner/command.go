@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -30,6 +31,13 @@ type CommandSpec struct {
 	// Schedule fires the task (for .LogicalTime.Prev and .Next); nil when
 	// none does.
 	Schedule *defs.Schedule
+	// Dir is the task's working_dir as written ("": BaseDir), DirTemplate
+	// its parsed template when it has one; a relative one is taken from
+	// BaseDir, the directory of the pipeline's file. "" everywhere runs the
+	// command in the scheduler's own directory.
+	Dir         string
+	DirTemplate *template.Template
+	BaseDir     string
 }
 
 // Commands runs command tasks, each in a process group of its own so that a
@@ -79,6 +87,10 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Permanent: true}, nil
 	}
+	dir, err := workingDir(spec, a)
+	if err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Executor: Local()}, nil
+	}
 	if !a.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
@@ -96,7 +108,8 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	// The last line of stderr (or of stdout when stderr is empty) goes into the error.
 	errTail, outTail := &tail{max: 4 << 10}, &tail{max: 4 << 10}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(inherited(os.Environ()), env(a)...)
+	cmd.Env = append(append(inherited(os.Environ()), taskEnv(a)...), env(a)...)
+	cmd.Dir = dir
 	// Two writers into one Output: lines keep their stream and the order in
 	// which they arrived.
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(out.Writer(StreamStdout), outTail), io.MultiWriter(out.Writer(StreamStderr), errTail)
@@ -201,10 +214,7 @@ func render(spec CommandSpec, a Attempt) ([]string, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("runner: empty command")
 	}
-	data := defs.TemplateData{LogicalTime: defs.NewMoment(a.LogicalTime, nil, spec.Schedule), Params: a.Params, Task: a.Task, Pipeline: a.Pipeline, Ticket: a.Ticket}
-	if data.Params == nil {
-		data.Params = map[string]any{}
-	}
+	data := templateData(a, spec.Schedule)
 	argv := make([]string, len(spec.Argv))
 	for i, arg := range spec.Argv {
 		if i >= len(spec.Templates) || spec.Templates[i] == nil {
@@ -218,6 +228,48 @@ func render(spec CommandSpec, a Attempt) ([]string, error) {
 		argv[i] = b.String()
 	}
 	return argv, nil
+}
+
+// workingDir renders the working directory of spec for a and checks that
+// it is a directory: an error names its path.
+func workingDir(spec CommandSpec, a Attempt) (string, error) {
+	dir := spec.Dir
+	if spec.DirTemplate != nil {
+		var b strings.Builder
+		if err := spec.DirTemplate.Execute(&b, templateData(a, spec.Schedule)); err != nil {
+			return "", fmt.Errorf("working_dir %q: %v", spec.Dir, err)
+		}
+		dir = b.String()
+	}
+	switch {
+	case dir == "":
+		dir = spec.BaseDir
+	case !filepath.IsAbs(dir) && spec.BaseDir != "":
+		dir = filepath.Join(spec.BaseDir, dir)
+	}
+	if dir == "" {
+		return "", nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("working directory %s does not exist: create it, or fix the task's working_dir", dir)
+	case err != nil:
+		return "", fmt.Errorf("working directory %s cannot be used: %v", dir, pathless(err))
+	case !fi.IsDir():
+		return "", fmt.Errorf("working directory %s is not a directory: fix the task's working_dir", dir)
+	}
+	return dir, nil
+}
+
+// taskEnv is the attempt's own env (Attempt.Env) as variables, sorted.
+func taskEnv(a Attempt) []string {
+	out := make([]string, 0, len(a.Env))
+	for k, v := range a.Env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // inheritedNames are the variables of the server's environment a command

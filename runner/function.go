@@ -11,7 +11,8 @@ import (
 
 // Func is a task implemented in Go. It must stop when ctx is done, and use
 // a.Ticket as the idempotency key of whatever it changes. What it logs
-// through Logger(ctx) is kept as the attempt's output.
+// through Logger(ctx) is kept as the attempt's output (a secret of a.Env
+// shows there as ***). a.Env is the task's `env:`, its secrets resolved.
 type Func func(ctx context.Context, a Attempt) error
 
 // Functions runs registered Go functions by name. It is safe for concurrent use.

@@ -29,6 +29,13 @@ type Dispatch struct {
 	LogicalTime time.Time      `json:"logical_time"`
 	Deadline    time.Time      `json:"deadline"`
 	Params      map[string]any `json:"params,omitempty"`
+	// Env is the task's environment (its `env:`, rendered, with its
+	// secrets' values): the executor gives it to the work, never logs it.
+	Env map[string]string `json:"env,omitempty"`
+	// SecretEnv names the variables of Env that hold a secret: the
+	// executor masks their values (***) in the output and the error it
+	// reports, as the scheduler does.
+	SecretEnv []string `json:"secret_env,omitempty"`
 	// Callback, when set, asks for the asynchronous form: answer 202 at once
 	// and POST the Report there (at least once) when the work ends.
 	Callback string `json:"callback,omitempty"`
@@ -195,7 +202,7 @@ func (h *HTTP) send(ctx context.Context, a Attempt, url string) (Result, error) 
 		defer cancel()
 	}
 	body, err := json.Marshal(Dispatch{Version: ProtocolVersion, Pipeline: a.Pipeline, Task: a.Task, InstanceID: a.InstanceID,
-		Ticket: a.Ticket, LogicalTime: a.LogicalTime, Deadline: a.Deadline, Params: a.Params, Callback: h.callback,
+		Ticket: a.Ticket, LogicalTime: a.LogicalTime, Deadline: a.Deadline, Params: a.Params, Env: a.Env, SecretEnv: a.SecretEnv, Callback: h.callback,
 		TicketTTLMS: a.TicketTTL.Milliseconds()})
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: "encode dispatch: " + err.Error(), Permanent: true}, nil

@@ -1,12 +1,14 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +68,7 @@ type Output struct {
 	dropped int64 // text bytes written but never taken (over the limit)
 	written int64 // text bytes written in all
 	out     []byte
+	secrets [][]byte // values replaced by *** in every line (see Mask)
 }
 
 // recHeader is the size of a record's header.
@@ -156,8 +159,50 @@ func (o *Output) putPartial(s Stream, cont bool) {
 	o.partial[s] = o.partial[s][:0]
 }
 
+// Masked is what replaces a secret's value in output and error texts.
+const Masked = "***"
+
+// Mask makes o replace each of values with *** in every line written from
+// now on and in what MaskString returns: the secrets an attempt was given
+// never reach the store, `ax logs` or the API in its output or its error.
+// A value is masked within a line (and within a record, for a line longer
+// than a record); empty values are ignored.
+func (o *Output) Mask(values ...string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, v := range values {
+		if v != "" {
+			o.secrets = append(o.secrets, []byte(v))
+		}
+	}
+	// The longest first, so that a secret holding another is masked whole.
+	slices.SortFunc(o.secrets, func(a, b []byte) int { return len(b) - len(a) })
+}
+
+// MaskString returns s with the values given to Mask replaced by ***: an
+// attempt's error text before it is stored, logged or shown.
+func (o *Output) MaskString(s string) string {
+	if o == nil {
+		return s
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return string(o.mask([]byte(s)))
+}
+
+// mask replaces the secrets in p; the caller holds mu.
+func (o *Output) mask(p []byte) []byte {
+	for _, v := range o.secrets {
+		if bytes.Contains(p, v) {
+			p = bytes.ReplaceAll(p, v, []byte(Masked))
+		}
+	}
+	return p
+}
+
 // put appends one record, dropping the oldest ones to make room.
 func (o *Output) put(s Stream, cont bool, text []byte) {
+	text = o.mask(text)
 	need := recHeader + len(text)
 	for o.used+need > o.max {
 		o.dropOldest()

@@ -40,6 +40,7 @@ type Routed struct {
 	inFlight map[string]map[string]string // executor address → tickets it runs asynchronously → boot id of the process that accepted each
 	heard    map[string]time.Time         // executor address → when it last accepted a dispatch from this process
 	unkilled map[string]map[string]bool   // executor address → tickets whose kill did not reach it, to send again (RetryKills)
+	env      *envSource                   // gives attempts their env (WithEnv); nil: none
 }
 
 var _ Executor = (*Routed)(nil)
@@ -210,6 +211,14 @@ func (r *Routed) WithCallback(callback string) *Routed {
 	return r
 }
 
+// WithEnv makes r give each attempt its task's env, as EnvExecutor does
+// (rendered, secrets resolved by secrets, masked in what is reported), in
+// the dispatch's env and secret_env.
+func (r *Routed) WithEnv(spec func(Attempt) (EnvSpec, error), secrets Secrets) *Routed {
+	r.env = &envSource{spec: spec, secrets: secrets}
+	return r
+}
+
 // Deliver hands a result that arrived at the callback to its waiting attempt.
 func (r *Routed) Deliver(rep Report) bool { return r.direct.Deliver(rep) }
 
@@ -218,6 +227,14 @@ func (r *Routed) Deliver(rep Report) bool { return r.direct.Deliver(rep) }
 // excluded executor's. Work an excluded executor would get is refused
 // instead, not sent.
 func (r *Routed) Execute(ctx context.Context, a Attempt) (Result, error) {
+	if r.env != nil {
+		return r.env.run(ctx, a, r.send)
+	}
+	return r.send(ctx, a)
+}
+
+// send is Execute once the attempt has its env.
+func (r *Routed) send(ctx context.Context, a Attempt) (Result, error) {
 	task := a.Pipeline + "." + a.Task
 	live, why, err := r.route(ctx, task, a)
 	switch {

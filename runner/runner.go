@@ -17,6 +17,13 @@ type Attempt struct {
 	LogicalTime time.Time
 	Deadline    time.Time
 	Params      map[string]any
+	// Env is the task's environment, rendered and with its secrets'
+	// values: a command's variables, an HTTP dispatch's env, a function's
+	// to read. It is never stored nor logged.
+	Env map[string]string
+	// SecretEnv names the variables of Env that hold a secret, sorted:
+	// whoever reports the attempt's output and error masks their values.
+	SecretEnv []string
 	// TicketTTL is how long an executor should remember the ticket's result:
 	// the task's longest retry span plus five minutes (R23).
 	TicketTTL time.Duration

@@ -8,6 +8,13 @@ BIN=${BIN:-bin/ax}
 EXECUTOR=${EXECUTOR:-bin/example-executor}
 STORE=${STORE:-ax.db}
 PIPELINES=${PIPELINES:-examples}
+# The directory of the pipelines' secrets (one file each), for
+# --secrets-dir: SECRETS_DIR, else examples/secrets when it is there
+# (orders_daily.clean_orders takes warehouse_password from it).
+SECRETS_DIR=${SECRETS_DIR:-}
+if [ -z "$SECRETS_DIR" ] && [ -d examples/secrets ]; then SECRETS_DIR=examples/secrets; fi
+secrets_flag=()
+[ -n "$SECRETS_DIR" ] && secrets_flag=(--secrets-dir "$SECRETS_DIR")
 PORT=${PORT:-8080}
 
 case $PORT in
@@ -47,7 +54,7 @@ stop() {
 trap stop EXIT
 trap 'stop; exit 130' INT TERM
 
-"$BIN" server --store "$STORE" --pipelines "$PIPELINES" --listen "127.0.0.1:$PORT" &
+"$BIN" server --store "$STORE" --pipelines "$PIPELINES" "${secrets_flag[@]}" --listen "127.0.0.1:$PORT" &
 server=$!
 # Wait until the server listens, or has given up (its own message says why).
 for _ in $(seq 1 300); do

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -34,8 +35,9 @@ func AlertVia(e **engine.Engine) func(engine.Alert) {
 // commands, and HTTP tasks routed among the executors registered in st for
 // them (or called at their own URL when none is), each looking its task up
 // in the pipelines in force.
-func Executors(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
-	return ExecutorsOf(func() *dag.Graph { return g }, st, alert, DefaultCommandNice)
+// Secrets resolve the tasks' `{secret: …}` references (runner.NewSecrets).
+func Executors(g *dag.Graph, st *store.Store, alert func(engine.Alert), secrets runner.Secrets) (engine.Executors, error) {
+	return ExecutorsOf(func() *dag.Graph { return g }, st, alert, DefaultCommandNice, secrets)
 }
 
 // DefaultCommandNice is how much commands' nice value is raised above the
@@ -47,8 +49,9 @@ const DefaultCommandNice = 0
 
 // ExecutorsOf is executors for pipelines that a reload may replace: graph
 // returns the ones in force. Commands start nice above the scheduler (see
-// runner.Commands.Nice).
-func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert), nice int) (engine.Executors, error) {
+// runner.Commands.Nice). Each executor gives its attempts their task's env
+// (runner.EnvExecutor, Routed.WithEnv), its secrets resolved by secrets.
+func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Alert), nice int, secrets runner.Secrets) (engine.Executors, error) {
 	funcs, err := newFunctions(func(a runner.Attempt) string {
 		if t := graph().Task(a.Pipeline + "." + a.Task); t != nil {
 			return t.Executor.Function
@@ -63,9 +66,13 @@ func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 		if t == nil {
 			return runner.CommandSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
 		}
-		spec := runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates}
-		if tr := graph().TriggerOf(t.ID()); tr != nil {
-			spec.Schedule = tr.Schedule
+		spec := runner.CommandSpec{Argv: t.Executor.Command, Templates: t.Executor.Templates, Schedule: scheduleOf(graph(), t),
+			Dir: t.WorkingDir, DirTemplate: t.WorkingDirTemplate}
+		if pl := graph().Pipeline(t.Pipeline); pl != nil && pl.File != "" {
+			// Absolute, so that the server's directory never matters.
+			if base, err := filepath.Abs(filepath.Dir(pl.File)); err == nil {
+				spec.BaseDir = base
+			}
 		}
 		return spec, nil
 	})
@@ -93,7 +100,44 @@ func ExecutorsOf(graph func() *dag.Graph, st *store.Store, alert func(engine.Ale
 	})
 	// Executors that share AX_EXECUTOR_TOKEN with the scheduler refuse dispatches without it.
 	web = web.WithToken(os.Getenv("AX_EXECUTOR_TOKEN"))
-	return engine.Executors{defs.ExecFunction: funcs, defs.ExecCommand: commands, defs.ExecHTTP: web}, nil
+	env := func(a runner.Attempt) (runner.EnvSpec, error) {
+		t := graph().Task(a.Pipeline + "." + a.Task)
+		if t == nil {
+			return runner.EnvSpec{}, fmt.Errorf("unknown task %s.%s", a.Pipeline, a.Task)
+		}
+		return runner.EnvSpec{Vars: t.Env, Schedule: scheduleOf(graph(), t)}, nil
+	}
+	// The HTTP executor resolves env itself: the engine asks it for
+	// capabilities (Deliver, Status, …) that a wrapper would hide.
+	return engine.Executors{defs.ExecFunction: runner.NewEnvExecutor(funcs, env, secrets), defs.ExecCommand: runner.NewEnvExecutor(commands, env, secrets),
+		defs.ExecHTTP: web.WithEnv(env, secrets)}, nil
+}
+
+// scheduleOf is the schedule that fires t (for its templates' .Prev and
+// .Next), or nil.
+func scheduleOf(g *dag.Graph, t *defs.Task) *defs.Schedule {
+	if tr := g.TriggerOf(t.ID()); tr != nil {
+		return tr.Schedule
+	}
+	return nil
+}
+
+// Unresolved returns why each secret the tasks of g refer to cannot be
+// resolved now, with the task: what the server warns of at start and reload.
+func Unresolved(ctx context.Context, g *dag.Graph, secrets runner.Secrets) []UnresolvedSecret {
+	var out []UnresolvedSecret
+	for _, t := range g.Order() {
+		for _, err := range secrets.Unresolved(ctx, t.Secrets()) {
+			out = append(out, UnresolvedSecret{Task: t.ID(), Err: err})
+		}
+	}
+	return out
+}
+
+// UnresolvedSecret is a task's secret that cannot be resolved, and why.
+type UnresolvedSecret struct {
+	Task string
+	Err  error
 }
 
 // newFunctions is the function executor of the stock binary, with every

@@ -33,6 +33,9 @@ stopped after an interruption (ax backfill resume ID), without running any
 succeeded instance again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
 			local := cmd.Flags().Changed("pipelines")
 			if f.DryRun && !local && (f.Standalone || viaStore(cmd)) {
 				return cli.Usage("--dry-run with --store or --standalone plans from pipeline files: name them with --pipelines (without these flags it plans from the server's)")
@@ -68,6 +71,7 @@ func addRunFlags(fl *pflag.FlagSet, f *cli.BackfillOptions) {
 	fl.StringSliceVar(&f.Pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
 	fl.StringVar(&f.Store, "store", store.DefaultPath, "use this store instead of the server's API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	fl.DurationVar(&f.Wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
+	addSecretsFlag(fl, &f.SecretsDir)
 }
 
 func newBackfillResumeCmd() *cobra.Command {
@@ -77,6 +81,9 @@ func newBackfillResumeCmd() *cobra.Command {
 		Short: "Continue an interrupted backfill without rerunning what succeeded",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
 			if !f.Standalone && !viaStore(cmd) {
 				return cli.ResumeBackfillAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0])
 			}
@@ -169,6 +176,7 @@ that selects no manual task, and under a pause of a gate unless --hold
 func newRunCmd() *cobra.Command {
 	var (
 		at, sel, target string
+		secretsDir      string
 		pipelines       []string
 		approve         bool
 	)
@@ -184,7 +192,7 @@ one failed, and 3 when the run stopped at manual gates nobody approved
 (--approve-manual approves them up front); Ctrl-C kills the running tasks.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve)
+			return cli.RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve, secretsDir)
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "logical time: a date-time in the pipeline's zone, or a date: its schedule's fire that day (default now)")
@@ -192,5 +200,6 @@ one failed, and 3 when the run stopped at manual gates nobody approved
 	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
 	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")
 	cmd.Flags().BoolVar(&approve, "approve-manual", false, "approve the manual gates up front (otherwise the run stops at them and exits 3)")
+	addSecretsFlag(cmd.Flags(), &secretsDir)
 	return cmd
 }

@@ -55,6 +55,7 @@ type serverFlags struct {
 	nice          int
 	retain        string
 	logMax        string
+	secretsDir    string
 }
 
 func newServerCmd() *cobra.Command {
@@ -94,6 +95,7 @@ the store's lease.`,
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
+	addSecretsFlag(fl, &f.secretsDir)
 	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -131,6 +133,11 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	secrets, warnSecrets, err := serverSecrets(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	warnSecrets(g)
 	token := os.Getenv("AX_ADMIN_TOKEN")
 	self, err := advertiseURL(f.listen, f.advertise)
 	if err != nil {
@@ -165,7 +172,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		}
 		return g
 	}
-	execs, err := stock.ExecutorsOf(graph, st, stock.AlertVia(&eng), f.nice)
+	execs, err := stock.ExecutorsOf(graph, st, stock.AlertVia(&eng), f.nice, secrets)
 	if err != nil {
 		return cli.Fail(err)
 	}
@@ -182,9 +189,10 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(err)
 	}
 	rl := reload.New(f.pipelines, filesAtStart, f.rate, eng, log)
+	rl.Loaded = warnSecrets
 	go rl.Run(ctx, f.watch)
 	if f.listen != "" {
-		stopAPI := serveAPI(ctx, apiServer{f: f, ln: ln, self: self, token: token, execToken: execToken, lim: lim,
+		stopAPI := serveAPI(ctx, apiServer{f: f, ln: ln, self: self, token: token, execToken: execToken, lim: lim, secrets: secrets,
 			st: st, g: g, eng: eng, rl: rl, reg: reg, execs: execs, log: log})
 		defer stopAPI()
 	}
@@ -193,6 +201,22 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(err)
 	}
 	return nil
+}
+
+// serverSecrets opens --secrets-dir and returns, with the provider, the
+// check that logs every secret the pipelines name and it cannot resolve
+// (at start and after each reload).
+func serverSecrets(ctx context.Context, f serverFlags, log *slog.Logger) (runner.Secrets, func(*dag.Graph), error) {
+	secrets, err := cli.OpenSecrets(f.secretsDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	warn := func(g *dag.Graph) {
+		for _, u := range stock.Unresolved(ctx, g, secrets) {
+			log.Warn("secret_unresolved", "task", u.Task, "err", u.Err)
+		}
+	}
+	return secrets, warn, nil
 }
 
 // alertRoutes parses every --alert-webhook.
@@ -337,6 +361,7 @@ type apiServer struct {
 	reg                    *prometheus.Registry
 	execs                  engine.Executors
 	log                    *slog.Logger
+	secrets                runner.Secrets
 }
 
 // serveAPI serves the admin API, the console and the executor endpoints on
@@ -352,7 +377,7 @@ func serveAPI(ctx context.Context, s apiServer) (stop func()) {
 			ans, err := web.Status(ctx, address, []string{"ax-who-is"})
 			return ans.Boot, err
 		},
-		OpenReads: s.f.openReads, Self: s.self, Deliver: web.Deliver, Retain: s.lim.retain})
+		OpenReads: s.f.openReads, Self: s.self, Deliver: web.Deliver, Retain: s.lim.retain, Secrets: s.secrets})
 	apiCtx, stopAPI := context.WithCancel(ctx)
 	apiErr := make(chan error, 1)
 	// Executors and browsers call the advertised URL: its host is a

@@ -580,8 +580,9 @@ func (x *Executor) work() {
 func (x *Executor) run(j *job) {
 	start := x.cfg.Now()
 	a := runner.Attempt{Pipeline: j.d.Pipeline, Task: j.d.Task, InstanceID: j.d.InstanceID, Ticket: j.d.Ticket,
-		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params}
+		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params, Env: j.d.Env, SecretEnv: j.d.SecretEnv}
 	out := runner.NewOutput(runner.MaxReportOutput)
+	out.Mask(a.SecretValues()...) // the task's secrets never leave in its report
 	// A job killed, or past its deadline, before a worker took it (it
 	// waited in the queue, or across a restart on the state dir) never
 	// starts: the scheduler has already failed that attempt and may be
@@ -624,6 +625,7 @@ func (x *Executor) run(j *job) {
 	if !started {
 		rep.Error += " before the work started: it never ran"
 	}
+	rep.Error = out.MaskString(rep.Error)
 	j.cancel(nil)
 	x.mu.Lock()
 	j.report = rep

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Cleans one day of orders. ax runs it from this directory (the task's
+# working_dir) with its env: ORDERS_DAY, SOURCE, WAREHOUSE_DSN and
+# WAREHOUSE_PASSWORD (a secret, read from --secrets-dir; ax masks it as ***
+# in what this prints).
+set -eu
+: "${WAREHOUSE_PASSWORD:?the secret warehouse_password was not given}"
+echo "cleaning orders of $ORDERS_DAY from $SOURCE into $WAREHOUSE_DSN (run from $(pwd))"
+echo "connected as etl with password $WAREHOUSE_PASSWORD"
