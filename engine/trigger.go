@@ -11,6 +11,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -25,6 +26,9 @@ type trigger struct {
 	// start or reload that found it changed (zero: before that was kept).
 	// Runs created before it are fires of an older schedule (oldPlan).
 	since time.Time
+	// ahead holds the fires after now whose runs this process created
+	// ahead, in order (what counts against the bounds: createAhead).
+	ahead []time.Time
 }
 
 // setUntil records that runs exist up to until and computes the next fire
@@ -451,21 +455,135 @@ func taskOf(t *trigger) string {
 	return t.tr.Pipeline + "." + t.tr.Task
 }
 
-// createWindow creates the runs of every fire up to now + Window.
+// createWindow is a top-up: it plans the runs of every fire up to now +
+// Window (the planned horizon) and creates as many of them as the bounds of
+// work ahead allow (createAhead).
 func (pl *planner) createWindow(ctx context.Context, now time.Time) error {
-	if pl.cfg.NoSchedules {
+	pl.horizon = now.Add(pl.cfg.Window)
+	return pl.createAhead(ctx, now)
+}
+
+// createBehind goes on, between top-ups, with the runs the last top-up
+// planned but left uncreated: stopped at a turn's budget, or at a bound
+// that the fires passed since have freed.
+func (pl *planner) createBehind(ctx context.Context, now time.Time) error {
+	if !pl.behind && (pl.refillAt.IsZero() || now.Before(pl.refillAt)) {
 		return nil
 	}
-	horizon := now.Add(pl.cfg.Window)
+	return pl.createAhead(ctx, now)
+}
+
+// createAhead creates the runs of the fires up to the planned horizon,
+// earliest fire first across the triggers, within the bounds of work
+// ahead; it is the one place that decides how far ahead runs exist. The
+// bounds: a trigger has runs for at most AheadPerSchedule fires after now
+// and all of them together for at most AheadTotal, so that a schedule set
+// of thousands of second-level schedules does not create a window of
+// millions of runs before the first start; and one call creates runs for
+// at most a turn's budget (TurnBudget), so that neither the loop nor the
+// store's writer is held longer. What is left is created by the next turns
+// (createBehind), as the fires pass and free the bounds: every fire still
+// gets its run before it is due, earliest first, and none twice (the
+// store's run key).
+func (pl *planner) createAhead(ctx context.Context, now time.Time) error {
+	pl.behind, pl.refillAt = false, time.Time{}
+	if pl.cfg.NoSchedules || len(pl.trigs) == 0 {
+		return nil
+	}
+	total := 0
 	for _, t := range pl.trigs {
-		for at := t.next; !at.IsZero() && !at.After(horizon); at = t.next {
-			if err := pl.createRun(ctx, t, at, now); err != nil {
-				return err
-			}
-			t.setUntil(at)
+		t.ahead = passed(t.ahead, now)
+		total += len(t.ahead)
+	}
+	// The triggers by next fire; the same time in the graph's order.
+	var order queue.Queue[*trigger]
+	due := func(t *trigger) {
+		if !t.next.IsZero() && !t.next.After(pl.horizon) {
+			order.Push(0, t.next.UnixMilli(), t)
 		}
 	}
+	for _, t := range pl.trigs {
+		due(t)
+	}
+	bounded := false
+	left, err := withinBudget(now, pl.cfg.TurnBudget, pl.cfg.Now, func(time.Time) (bool, error) {
+		for {
+			it, ok := order.Pop()
+			if !ok {
+				return false, nil
+			}
+			t := it.Value
+			if total >= pl.cfg.AheadTotal {
+				bounded = true
+				return false, nil
+			}
+			if len(t.ahead) >= pl.cfg.AheadPerSchedule {
+				bounded = true
+				continue // this trigger is at its own bound: the others go on
+			}
+			at := t.next
+			if err := pl.createRun(ctx, t, at, now); err != nil {
+				return false, err
+			}
+			t.setUntil(at)
+			if at.After(now) {
+				t.ahead = append(t.ahead, at)
+				total++
+			}
+			due(t)
+			return order.Len() > 0, nil
+		}
+	})
+	if err != nil {
+		pl.behind = true // the next turn the store allows goes on from here
+		return err
+	}
+	if left {
+		pl.behind = true
+		pl.host.soon()
+	}
+	if bounded {
+		pl.refillAt = pl.firstAhead()
+		pl.logBounded(total)
+	}
 	return nil
+}
+
+// passed drops from fires (in order) the ones at or before now.
+func passed(fires []time.Time, now time.Time) []time.Time {
+	n := 0
+	for n < len(fires) && !fires[n].After(now) {
+		n++
+	}
+	if n == 0 {
+		return fires
+	}
+	return append(fires[:0], fires[n:]...)
+}
+
+// firstAhead returns the earliest fire whose run was created ahead: when it
+// passes, the bounds have room again.
+func (pl *planner) firstAhead() time.Time {
+	var first time.Time
+	for _, t := range pl.trigs {
+		if len(t.ahead) > 0 && (first.IsZero() || t.ahead[0].Before(first)) {
+			first = t.ahead[0]
+		}
+	}
+	return first
+}
+
+// logBounded says once per schedule set that its window holds more fires
+// than runs are created ahead for: the rest are created as fires pass.
+func (pl *planner) logBounded(total int) {
+	if pl.boundLogged {
+		return
+	}
+	pl.boundLogged = true
+	pl.log.Warn("window_bounded", "schedules", len(pl.trigs), "ahead", total, "ahead_per_schedule", pl.cfg.AheadPerSchedule,
+		"ahead_total", pl.cfg.AheadTotal, "window", pl.cfg.Window.String(),
+		"why", "the schedules fire more often within the window than runs are created ahead for (Config.AheadPerSchedule, AheadTotal); "+
+			"the rest are created as their fires pass, earliest first, and every fire still runs once")
 }
 
 // createRun creates the run of trigger t for logical time at: roots are
