@@ -68,8 +68,9 @@ func (c *countingLog) count() int {
 // of simulated time (writeCost). The 5-minute window would be 300,000 runs; the runs made
 // before the first attempt starts are bounded by AheadTotal plus one fire
 // of each task, the first attempt starts within 2 s of the start,
-// one window_bounded line says why, and every fire of the first seconds
-// runs once, none twice. AheadTotal is 3,000 rather than the default
+// one window_bounded line says why, the runs are written in batches (a
+// tenth as many commits as runs at most), and every fire of the first
+// seconds runs once, none twice. AheadTotal is 3,000 rather than the default
 // 20,000 to keep the test's real writes to a few seconds; the rule is the
 // same. The race pass (-short) runs a fifth of it: 200 tasks, 600 ahead.
 func TestEverySecondAtScaleDispatchesAtOnce(t *testing.T) {
@@ -83,7 +84,7 @@ func TestEverySecondAtScaleDispatchesAtOnce(t *testing.T) {
 		logs := &countingLog{msg: "window_bounded"}
 		var mu sync.Mutex
 		var firstAt time.Time
-		runsAtFirst := -1
+		runsAtFirst, commitsAtFirst := -1, uint64(0)
 		cfg := Config{AheadTotal: total, Logger: slog.New(logs), OnEvent: func(ev Event) {
 			if ev.Kind != "started" {
 				return
@@ -93,7 +94,7 @@ func TestEverySecondAtScaleDispatchesAtOnce(t *testing.T) {
 			if runsAtFirst >= 0 {
 				return
 			}
-			firstAt = time.Now()
+			firstAt, commitsAtFirst = time.Now(), st.Commits()
 			runs, err := st.Runs(context.Background(), "big", 1<<30)
 			if err != nil {
 				t.Errorf("count the runs: %v", err)
@@ -113,7 +114,10 @@ func TestEverySecondAtScaleDispatchesAtOnce(t *testing.T) {
 		if bound := total + n; runsAtFirst > bound {
 			t.Errorf("%d runs existed when the first attempt started, want at most %d (AheadTotal + one fire of each task)", runsAtFirst, bound)
 		}
-		t.Logf("first start %s after the start, %d runs then", firstAt.Sub(start), runsAtFirst)
+		t.Logf("first start %s after the start, %d runs and %d commits then", firstAt.Sub(start), runsAtFirst, commitsAtFirst)
+		if want := uint64(runsAtFirst / 10); commitsAtFirst > want {
+			t.Errorf("%d store commits for the %d runs made before the first start, want at most %d: runs ahead are written in batches", commitsAtFirst, runsAtFirst, want)
+		}
 		if late := firstAt.Sub(start); late > 2*time.Second {
 			t.Errorf("the first attempt started %s after the start want within 2 s", late)
 		}

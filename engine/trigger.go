@@ -481,7 +481,7 @@ func (pl *planner) createBehind(ctx context.Context, now time.Time) error {
 // of thousands of second-level schedules does not create a window of
 // millions of runs before the first start; and one call creates runs for
 // at most a turn's budget (TurnBudget), so that neither the loop nor the
-// store's writer is held longer. What is left is created by the next turns
+// store's writer is held longer, up to aheadBatch runs a transaction. What is left is created by the next turns
 // (createBehind), as the fires pass and free the bounds: every fire still
 // gets its run before it is due, earliest first, and none twice (the
 // store's run key).
@@ -495,44 +495,60 @@ func (pl *planner) createAhead(ctx context.Context, now time.Time) error {
 		t.ahead = passed(t.ahead, now)
 		total += len(t.ahead)
 	}
-	// The triggers by next fire; the same time in the graph's order.
-	var order queue.Queue[*trigger]
-	due := func(t *trigger) {
-		if !t.next.IsZero() && !t.next.After(pl.horizon) {
-			order.Push(0, t.next.UnixMilli(), t)
+	// The fires to create, by time; the same time in the graph's order.
+	var order queue.Queue[aheadFire]
+	due := func(t *trigger, at time.Time) {
+		if !at.IsZero() && !at.After(pl.horizon) {
+			order.Push(0, at.UnixMilli(), aheadFire{t, at})
 		}
 	}
 	for _, t := range pl.trigs {
-		due(t)
+		due(t, t.next)
 	}
 	bounded := false
 	left, err := withinBudget(now, pl.cfg.TurnBudget, pl.cfg.Now, func(time.Time) (bool, error) {
-		for {
-			it, ok := order.Pop()
+		var batch []aheadFire
+		size, inBatch := 0, map[*trigger]int{}
+		for len(batch) < aheadBatch {
+			it, ok := order.Peek()
 			if !ok {
-				return false, nil
+				break
 			}
-			t := it.Value
-			if total >= pl.cfg.AheadTotal {
+			f := it.Value
+			if total+len(batch) >= pl.cfg.AheadTotal {
 				bounded = true
-				return false, nil
+				order = queue.Queue[aheadFire]{} // nothing more this time
+				break
 			}
-			if len(t.ahead) >= pl.cfg.AheadPerSchedule {
+			if len(f.t.ahead)+inBatch[f.t] >= pl.cfg.AheadPerSchedule {
 				bounded = true
-				continue // this trigger is at its own bound: the others go on
+				order.Pop() // this trigger is at its own bound: the others go on
+				continue
 			}
-			at := t.next
-			if err := pl.createRun(ctx, t, at, now); err != nil {
-				return false, err
+			if n := len(f.t.tr.Tasks); n > pl.cfg.CreateChunk || (len(batch) > 0 && size+n > pl.cfg.CreateChunk) {
+				if len(batch) == 0 { // a run of more than one chunk: alone (createRun)
+					order.Pop()
+					if err := pl.createRun(ctx, f.t, f.at, now); err != nil {
+						return false, err
+					}
+					total += pl.created(f, now)
+					due(f.t, f.t.next)
+				}
+				break
 			}
-			t.setUntil(at)
-			if at.After(now) {
-				t.ahead = append(t.ahead, at)
-				total++
-			}
-			due(t)
-			return order.Len() > 0, nil
+			order.Pop()
+			batch = append(batch, f)
+			size += len(f.t.tr.Tasks)
+			inBatch[f.t]++
+			due(f.t, f.t.tr.Schedule.Next(f.at))
 		}
+		if err := pl.createBatch(ctx, batch, now); err != nil {
+			return false, err
+		}
+		for _, f := range batch {
+			total += pl.created(f, now)
+		}
+		return order.Len() > 0, nil
 	})
 	if err != nil {
 		pl.behind = true // the next turn the store allows goes on from here
@@ -545,6 +561,60 @@ func (pl *planner) createAhead(ctx context.Context, now time.Time) error {
 	if bounded {
 		pl.refillAt = pl.firstAhead()
 		pl.logBounded(total)
+	}
+	return nil
+}
+
+// aheadBatch is the most runs one transaction creates ahead (and at
+// most CreateChunk instances in all): a commit per batch instead of a
+// commit per run.
+const aheadBatch = 100
+
+// aheadFire is a fire of trigger t whose run is to be created.
+type aheadFire struct {
+	t  *trigger
+	at time.Time
+}
+
+// created records that the run of fire f exists: runs exist up to f.at,
+// and it counts ahead when still to come. It returns how many runs that
+// adds ahead (0 or 1).
+func (pl *planner) created(f aheadFire, now time.Time) int {
+	f.t.setUntil(f.at)
+	if !f.at.After(now) {
+		return 0
+	}
+	f.t.ahead = append(f.t.ahead, f.at)
+	return 1
+}
+
+// createBatch creates the runs of fires in one store transaction; a run
+// that exists already (this or another scheduler made it) is skipped.
+func (pl *planner) createBatch(ctx context.Context, fires []aheadFire, now time.Time) error {
+	if len(fires) == 0 {
+		return nil
+	}
+	specs := make([]newRunSpec, len(fires))
+	ps := make([]store.CreateRunParams, len(fires))
+	for i, f := range fires {
+		specs[i] = newRunSpec{pipeline: f.t.tr.Pipeline, trig: f.t.name, kind: axtype.RunSchedule, names: f.t.tr.Tasks, at: f.at}
+		ps[i] = pl.runParams(specs[i], now)
+	}
+	size := 0
+	for _, p := range ps {
+		size += len(p.Instances)
+	}
+	if size >= longWrite {
+		pl.host.renewAhead(ctx)
+	}
+	runs, insts, err := pl.host.w().CreateRuns(ctx, ps)
+	if err != nil {
+		return err
+	}
+	for i, run := range runs {
+		if run.ID != 0 {
+			pl.keepCreated(ctx, specs[i], run, insts[i])
+		}
 	}
 	return nil
 }
@@ -631,6 +701,20 @@ type newRunSpec struct {
 // release time (releaseAt: the run's fire time plus its delay) when nothing
 // holds it, WAITING with the reason otherwise.
 func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error) {
+	p := pl.runParams(spec, now)
+	if len(p.Instances) >= longWrite {
+		pl.host.renewAhead(ctx)
+	}
+	run, insts, err := pl.host.w().CreateRun(ctx, p)
+	if err != nil {
+		pl.unfinished = pl.unfinished || len(p.Instances) > pl.cfg.CreateChunk
+		return nil, err
+	}
+	return pl.keepCreated(ctx, spec, run, insts), nil
+}
+
+// runParams is what the store is asked to write for the run of spec.
+func (pl *planner) runParams(spec newRunSpec, now time.Time) store.CreateRunParams {
 	in := make(map[string]bool, len(spec.names))
 	for _, n := range spec.names {
 		in[n] = true
@@ -666,15 +750,13 @@ func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Tim
 		}
 		news = append(news, ni)
 	}
-	if len(news) >= longWrite {
-		pl.host.renewAhead(ctx)
-	}
-	run, insts, err := pl.host.w().CreateRun(ctx, store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
-		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: pl.host.termEpoch(), Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params, Chunk: pl.cfg.CreateChunk})
-	if err != nil {
-		pl.unfinished = pl.unfinished || len(news) > pl.cfg.CreateChunk
-		return nil, err
-	}
+	return store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
+		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: pl.host.termEpoch(), Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params, Chunk: pl.cfg.CreateChunk}
+}
+
+// keepCreated takes in a run the store created for spec: the run cache
+// knows it, and its SCHEDULED instances go to the wheel.
+func (pl *planner) keepCreated(ctx context.Context, spec newRunSpec, run axtype.Run, insts []axtype.Instance) *runState {
 	rs := newRunState(run.ID, run.LogicalTime, insts)
 	pl.cache.created(rs, spec.kind, spec.params)
 	for _, inst := range insts {
@@ -683,5 +765,5 @@ func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Tim
 		}
 	}
 	pl.log.Debug("run_created", "pipeline", spec.pipeline, "trigger", spec.trig, "run", run.ID, "logical_time", spec.at.Format(time.RFC3339), "instances", len(insts))
-	return rs, nil
+	return rs
 }
