@@ -19,6 +19,15 @@ import (
 type Config struct {
 	// Window is how far ahead runs are created and the wheel is loaded. Default 5 m.
 	Window time.Duration
+	// AheadPerSchedule bounds the fires of one schedule whose runs are
+	// created ahead of now (within Window). Default 300: the whole default
+	// window of an every-second schedule. At least 2.
+	AheadPerSchedule int
+	// AheadTotal bounds the runs created ahead of now over all schedules
+	// together; beyond it the runs are created as fires pass, earliest
+	// first, and one window_bounded line is logged. Default
+	// DefaultAheadTotal. At least AheadPerSchedule.
+	AheadTotal int
 	// CreateChunk is how many instances of a run one store transaction
 	// writes at most (store.CreateRun). Default store.DefaultCreateChunk.
 	CreateChunk int
@@ -123,6 +132,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultAheadTotal is how many runs are created ahead of now over all
+// schedules unless Config.AheadTotal says otherwise: 1,000 every-second
+// schedules get 20 s of runs ahead, and the store and the loop's memory
+// hold about as many runs as 20,000 fires, whatever the schedule set.
+const DefaultAheadTotal = 20_000
+
 // DefaultLeaseTTL is the lifetime of the leader lease unless
 // Config.LeaseTTL says otherwise.
 const DefaultLeaseTTL = 15 * time.Second
@@ -130,6 +145,8 @@ const DefaultLeaseTTL = 15 * time.Second
 func (c Config) withDefaults() (Config, error) {
 	orDefault(&c.Window, 5*time.Minute)
 	orDefault(&c.CreateChunk, store.DefaultCreateChunk)
+	orDefault(&c.AheadPerSchedule, 300)
+	orDefault(&c.AheadTotal, DefaultAheadTotal)
 	orDefault(&c.TopUp, 30*time.Second)
 	orDefault(&c.LeaseTTL, DefaultLeaseTTL)
 	orDefault(&c.LeaseRenew, 5*time.Second)
@@ -182,6 +199,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Window < 10*time.Second:
 		return fmt.Errorf("engine: config: Window %s is below 10 s", c.Window)
+	case c.AheadPerSchedule < 2 || c.AheadTotal < c.AheadPerSchedule:
+		return fmt.Errorf("engine: config: AheadPerSchedule %d must be at least 2 and AheadTotal %d at least AheadPerSchedule", c.AheadPerSchedule, c.AheadTotal)
 	case c.TopUp <= 0 || c.TopUp > c.Window:
 		return fmt.Errorf("engine: config: TopUp %s must be positive and at most Window %s", c.TopUp, c.Window)
 	case c.LeaseRenew <= 0 || c.LeaseRenew*2 > c.LeaseTTL:

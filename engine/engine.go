@@ -644,6 +644,10 @@ func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
 		if err := e.releaseCrossWaiting(ctx, now); err != nil {
 			return err
 		}
+	} else if e.leader(now) {
+		if err := e.createBehind(ctx, now); err != nil {
+			return err
+		}
 	}
 	if e.leader(now) {
 		if err := e.pollInbox(ctx, now); err != nil {

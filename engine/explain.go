@@ -247,7 +247,8 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *axtype.Insta
 		if e.g.TriggerOf(id) == nil {
 			add("state", true, "no instance yet, and no schedule starts it: it runs only when an operator runs it (ax trigger %s)", id)
 		} else {
-			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window", e.cfg.Window)
+			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window and the runs made ahead are under their bounds (%d per schedule, %d in all)",
+				e.cfg.Window, e.cfg.AheadPerSchedule, e.cfg.AheadTotal)
 		}
 	case in.State == axtype.Waiting:
 		return e.explainWaiting(ctx, t, in, stamp, add)

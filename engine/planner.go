@@ -19,7 +19,8 @@ import (
 // owns it.
 //
 // Its rules, each with one home: runs are created ahead for every fire
-// inside the window (createWindow, trigger.go), and the store's run key
+// inside the window, as far as the bounds of work ahead allow (createAhead,
+// trigger.go), and the store's run key
 // makes each (trigger, logical time) exist once; the misfire rule judges the
 // fires that passed while no scheduler ran (initTriggers, misfire.go); the
 // wheel is loaded from the store at start and topped up (load), and an
@@ -33,6 +34,15 @@ type planner struct {
 	wheel       *wheel.Wheel
 	pending     map[int64]*pend // instances waiting in the wheel or the queue
 	loadedUntil time.Time       // the wheel holds every instance due up to here
+	// horizon is up to where the last top-up planned runs (now + Window);
+	// behind says the last creation stopped at the turn's budget, refillAt
+	// when a fire created ahead passes and frees a bound that stopped it
+	// (zero: none did); boundLogged that the window_bounded line was logged
+	// for the schedule set in force (createAhead).
+	horizon     time.Time
+	behind      bool
+	refillAt    time.Time
+	boundLogged bool
 
 	cfg   Config
 	host  plannerHost
@@ -60,6 +70,7 @@ type plannerHost interface {
 	transitionAll(ctx context.Context, params []store.TransitionParams) (int, error)
 	notify(a Alert)
 	inFlight(id int64) bool
+	soon()
 }
 
 // plannerReader is what the planner reads from the store.
@@ -78,6 +89,7 @@ func newPlanner(cfg Config, host plannerHost, st plannerReader, runs *runCache, 
 // setGraph puts the tasks and triggers of a graph in force.
 func (pl *planner) setGraph(tasks map[string]*taskInfo, trigs []*trigger) {
 	pl.tasks, pl.trigs = tasks, trigs
+	pl.boundLogged = false
 }
 
 // newTerm empties the wheel for a term that loads it from the store.

@@ -294,7 +294,7 @@ func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) er
 		old := oldTrigs[t.name]
 		switch {
 		case old != nil && !replan[t.name]:
-			t.until, t.next, t.since = old.until, old.next, old.since
+			t.until, t.next, t.since, t.ahead = old.until, old.next, old.since, old.ahead
 		default: // changed or new: planned from the reload on
 			t.setUntil(now)
 			t.since = now

@@ -21,9 +21,17 @@ import (
 // the run is dropped and read again on next use: dropRunOf, invalidate);
 // a run leaves the cache once nothing of it is in flight (forgetDone). It
 // must not write to the store, nor decide anything: it only remembers.
+//
+// Every operation the loop does on a dispatch, a result or a skip costs
+// O(1) in the number of cached runs (O(size of the run) where it walks
+// one): owner finds the run of an instance without a scan, and idle holds
+// the runs whose last in-flight instance ended since forgetAllDone last ran,
+// so that it looks at those alone.
 type runCache struct {
 	src    runSource
 	runs   map[int64]*runState
+	owner  map[int64]int64     // instance id → the id of its cached run
+	idle   map[int64]*runState // cached runs that may have nothing in flight: forgetAllDone's to look at
 	kinds  map[int64]axtype.RunKind
 	params map[int64]map[string]any // the --param values of manual runs that have some
 	waits  map[int64]bool           // backfill runs: whether they wait for other pipelines (waitsCross)
@@ -37,7 +45,7 @@ type runSource interface {
 }
 
 func newRunCache(src runSource) runCache {
-	return runCache{src: src, runs: map[int64]*runState{}, kinds: map[int64]axtype.RunKind{}, params: map[int64]map[string]any{}, waits: map[int64]bool{}}
+	return runCache{src: src, runs: map[int64]*runState{}, owner: map[int64]int64{}, idle: map[int64]*runState{}, kinds: map[int64]axtype.RunKind{}, params: map[int64]map[string]any{}, waits: map[int64]bool{}}
 }
 
 // runState caches the instances of an active run: enough to decide which
@@ -52,6 +60,17 @@ type runState struct {
 	since   time.Time
 	created time.Time           // when the run was created (an operator's run fires then)
 	inst    map[string]*instRef // by task id
+	// live counts its instances in flight (inFlightState); idle is the
+	// cache's set that set adds the run to when live drops to zero (nil
+	// while the run is not cached).
+	live int
+	idle map[int64]*runState
+}
+
+// inFlightState reports whether an instance in state still holds its run
+// in the cache: scheduled, running or retrying.
+func inFlightState(s axtype.State) bool {
+	return s == axtype.Scheduled || s == axtype.Running || s == axtype.Retrying
 }
 
 type instRef struct {
@@ -88,8 +107,24 @@ func (c *runCache) get(ctx context.Context, id int64) (*runState, error) {
 		return nil, fmt.Errorf("engine: run %d has no instances", id)
 	}
 	rs := newRunState(id, insts[0].LogicalTime, insts)
-	c.runs[id] = rs
+	c.put(rs)
 	return rs, nil
+}
+
+// put caches rs, in place of any earlier state of its run.
+func (c *runCache) put(rs *runState) {
+	c.drop(rs.id)
+	c.runs[rs.id] = rs
+	rs.live, rs.idle = 0, c.idle
+	for _, ref := range rs.inst {
+		c.owner[ref.id] = rs.id
+		if inFlightState(ref.state) {
+			rs.live++
+		}
+	}
+	if rs.live == 0 {
+		c.idle[rs.id] = rs
+	}
 }
 
 // cached returns the cached state of a run, or nil: never read from the store.
@@ -98,7 +133,7 @@ func (c *runCache) cached(id int64) *runState { return c.runs[id] }
 // created caches a run just created, of kind, with its --param values
 // (a JSON object, for a manual run).
 func (c *runCache) created(rs *runState, kind axtype.RunKind, params string) {
-	c.runs[rs.id] = rs
+	c.put(rs)
 	c.kinds[rs.id] = kind
 	if kind == axtype.RunManual {
 		c.rememberParams(rs.id, params)
@@ -128,53 +163,79 @@ func (c *runCache) dispatched(run int64, task string, version int64, att int) {
 // returns it (nil when the run has no instance of task).
 func (rs *runState) set(task string, state axtype.State, version int64) *instRef {
 	ref := rs.inst[task]
-	if ref != nil {
-		ref.state, ref.version = state, version
+	if ref == nil {
+		return nil
+	}
+	was := inFlightState(ref.state)
+	ref.state, ref.version = state, version
+	switch now := inFlightState(state); {
+	case was && !now:
+		rs.live--
+		if rs.live == 0 && rs.idle != nil {
+			rs.idle[rs.id] = rs
+		}
+	case !was && now:
+		rs.live++
 	}
 	return ref
 }
 
 // drop forgets the instances of run: they are read again on next use.
-func (c *runCache) drop(run int64) { delete(c.runs, run) }
+func (c *runCache) drop(run int64) {
+	rs := c.runs[run]
+	if rs == nil {
+		return
+	}
+	delete(c.runs, run)
+	delete(c.idle, run)
+	rs.idle = nil
+	for _, ref := range rs.inst {
+		if c.owner[ref.id] == run {
+			delete(c.owner, ref.id)
+		}
+	}
+}
 
 // forget forgets all of run, its kind too (a run that no longer exists).
 func (c *runCache) forget(run int64) {
-	delete(c.runs, run)
+	c.drop(run)
 	delete(c.kinds, run)
 }
 
 // invalidate forgets the instances of every run: after a failed write the
 // cache may be ahead of the store, and a new term reads the store again.
-func (c *runCache) invalidate() { clear(c.runs) }
+func (c *runCache) invalidate() {
+	for _, rs := range c.runs {
+		rs.idle = nil
+	}
+	clear(c.runs)
+	clear(c.owner)
+	clear(c.idle)
+}
 
 // dropRunOf forgets the run that holds instance: its cached state is stale.
 func (c *runCache) dropRunOf(instance int64) {
-	for id, rs := range c.runs {
-		for _, ref := range rs.inst {
-			if ref.id == instance {
-				delete(c.runs, id)
-				return
-			}
-		}
+	if run, ok := c.owner[instance]; ok {
+		c.drop(run)
 	}
 }
 
 // forgetDone drops a run from the cache once nothing of it is in flight
 // (scheduled, running or retrying); it is reloaded if an operator moves it.
 func (c *runCache) forgetDone(rs *runState) {
-	for _, r := range rs.inst {
-		if r.state == axtype.Scheduled || r.state == axtype.Running || r.state == axtype.Retrying {
-			return
-		}
+	if rs.live == 0 && c.runs[rs.id] == rs {
+		c.drop(rs.id)
 	}
-	delete(c.runs, rs.id)
 }
 
-// forgetAllDone drops every cached run with nothing in flight.
+// forgetAllDone drops every cached run with nothing in flight: the runs
+// whose last instance in flight ended since it last ran (idle), so that
+// its cost follows what changed, not what is cached.
 func (c *runCache) forgetAllDone() {
-	for _, rs := range c.runs {
+	for _, rs := range c.idle {
 		c.forgetDone(rs)
 	}
+	clear(c.idle)
 }
 
 // kindOf returns the kind of a run (cached; schedule when unknown).

@@ -11,6 +11,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -25,6 +26,9 @@ type trigger struct {
 	// start or reload that found it changed (zero: before that was kept).
 	// Runs created before it are fires of an older schedule (oldPlan).
 	since time.Time
+	// ahead holds the fires after now whose runs this process created
+	// ahead, in order (what counts against the bounds: createAhead).
+	ahead []time.Time
 }
 
 // setUntil records that runs exist up to until and computes the next fire
@@ -451,21 +455,205 @@ func taskOf(t *trigger) string {
 	return t.tr.Pipeline + "." + t.tr.Task
 }
 
-// createWindow creates the runs of every fire up to now + Window.
+// createWindow is a top-up: it plans the runs of every fire up to now +
+// Window (the planned horizon) and creates as many of them as the bounds of
+// work ahead allow (createAhead).
 func (pl *planner) createWindow(ctx context.Context, now time.Time) error {
-	if pl.cfg.NoSchedules {
+	pl.horizon = now.Add(pl.cfg.Window)
+	return pl.createAhead(ctx, now)
+}
+
+// createBehind goes on, between top-ups, with the runs the last top-up
+// planned but left uncreated: stopped at a turn's budget, or at a bound
+// that the fires passed since have freed.
+func (pl *planner) createBehind(ctx context.Context, now time.Time) error {
+	if !pl.behind && (pl.refillAt.IsZero() || now.Before(pl.refillAt)) {
 		return nil
 	}
-	horizon := now.Add(pl.cfg.Window)
+	return pl.createAhead(ctx, now)
+}
+
+// createAhead creates the runs of the fires up to the planned horizon,
+// earliest fire first across the triggers, within the bounds of work
+// ahead; it is the one place that decides how far ahead runs exist. The
+// bounds: a trigger has runs for at most AheadPerSchedule fires after now
+// and all of them together for at most AheadTotal, so that a schedule set
+// of thousands of second-level schedules does not create a window of
+// millions of runs before the first start; and one call creates runs for
+// at most a turn's budget (TurnBudget), so that neither the loop nor the
+// store's writer is held longer, up to aheadBatch runs a transaction. What is left is created by the next turns
+// (createBehind), as the fires pass and free the bounds: every fire still
+// gets its run before it is due, earliest first, and none twice (the
+// store's run key).
+func (pl *planner) createAhead(ctx context.Context, now time.Time) error {
+	pl.behind, pl.refillAt = false, time.Time{}
+	if pl.cfg.NoSchedules || len(pl.trigs) == 0 {
+		return nil
+	}
+	total := 0
 	for _, t := range pl.trigs {
-		for at := t.next; !at.IsZero() && !at.After(horizon); at = t.next {
-			if err := pl.createRun(ctx, t, at, now); err != nil {
-				return err
+		t.ahead = passed(t.ahead, now)
+		total += len(t.ahead)
+	}
+	// The fires to create, by time; the same time in the graph's order.
+	var order queue.Queue[aheadFire]
+	due := func(t *trigger, at time.Time) {
+		if !at.IsZero() && !at.After(pl.horizon) {
+			order.Push(0, at.UnixMilli(), aheadFire{t, at})
+		}
+	}
+	for _, t := range pl.trigs {
+		due(t, t.next)
+	}
+	bounded := false
+	left, err := withinBudget(now, pl.cfg.TurnBudget, pl.cfg.Now, func(time.Time) (bool, error) {
+		var batch []aheadFire
+		size, inBatch := 0, map[*trigger]int{}
+		for len(batch) < aheadBatch {
+			it, ok := order.Peek()
+			if !ok {
+				break
 			}
-			t.setUntil(at)
+			f := it.Value
+			if total+len(batch) >= pl.cfg.AheadTotal {
+				bounded = true
+				order = queue.Queue[aheadFire]{} // nothing more this time
+				break
+			}
+			if len(f.t.ahead)+inBatch[f.t] >= pl.cfg.AheadPerSchedule {
+				bounded = true
+				order.Pop() // this trigger is at its own bound: the others go on
+				continue
+			}
+			if n := len(f.t.tr.Tasks); n > pl.cfg.CreateChunk || (len(batch) > 0 && size+n > pl.cfg.CreateChunk) {
+				if len(batch) == 0 { // a run of more than one chunk: alone (createRun)
+					order.Pop()
+					if err := pl.createRun(ctx, f.t, f.at, now); err != nil {
+						return false, err
+					}
+					total += pl.created(f, now)
+					due(f.t, f.t.next)
+				}
+				break
+			}
+			order.Pop()
+			batch = append(batch, f)
+			size += len(f.t.tr.Tasks)
+			inBatch[f.t]++
+			due(f.t, f.t.tr.Schedule.Next(f.at))
+		}
+		if err := pl.createBatch(ctx, batch, now); err != nil {
+			return false, err
+		}
+		for _, f := range batch {
+			total += pl.created(f, now)
+		}
+		return order.Len() > 0, nil
+	})
+	if err != nil {
+		pl.behind = true // the next turn the store allows goes on from here
+		return err
+	}
+	if left {
+		pl.behind = true
+		pl.host.soon()
+	}
+	if bounded {
+		pl.refillAt = pl.firstAhead()
+		pl.logBounded(total)
+	}
+	return nil
+}
+
+// aheadBatch is the most runs one transaction creates ahead (and at
+// most CreateChunk instances in all): a commit per batch instead of a
+// commit per run.
+const aheadBatch = 100
+
+// aheadFire is a fire of trigger t whose run is to be created.
+type aheadFire struct {
+	t  *trigger
+	at time.Time
+}
+
+// created records that the run of fire f exists: runs exist up to f.at,
+// and it counts ahead when still to come. It returns how many runs that
+// adds ahead (0 or 1).
+func (pl *planner) created(f aheadFire, now time.Time) int {
+	f.t.setUntil(f.at)
+	if !f.at.After(now) {
+		return 0
+	}
+	f.t.ahead = append(f.t.ahead, f.at)
+	return 1
+}
+
+// createBatch creates the runs of fires in one store transaction; a run
+// that exists already (this or another scheduler made it) is skipped.
+func (pl *planner) createBatch(ctx context.Context, fires []aheadFire, now time.Time) error {
+	if len(fires) == 0 {
+		return nil
+	}
+	specs := make([]newRunSpec, len(fires))
+	ps := make([]store.CreateRunParams, len(fires))
+	for i, f := range fires {
+		specs[i] = newRunSpec{pipeline: f.t.tr.Pipeline, trig: f.t.name, kind: axtype.RunSchedule, names: f.t.tr.Tasks, at: f.at}
+		ps[i] = pl.runParams(specs[i], now)
+	}
+	size := 0
+	for _, p := range ps {
+		size += len(p.Instances)
+	}
+	if size >= longWrite {
+		pl.host.renewAhead(ctx)
+	}
+	runs, insts, err := pl.host.w().CreateRuns(ctx, ps)
+	if err != nil {
+		return err
+	}
+	for i, run := range runs {
+		if run.ID != 0 {
+			pl.keepCreated(ctx, specs[i], run, insts[i])
 		}
 	}
 	return nil
+}
+
+// passed drops from fires (in order) the ones at or before now.
+func passed(fires []time.Time, now time.Time) []time.Time {
+	n := 0
+	for n < len(fires) && !fires[n].After(now) {
+		n++
+	}
+	if n == 0 {
+		return fires
+	}
+	return append(fires[:0], fires[n:]...)
+}
+
+// firstAhead returns the earliest fire whose run was created ahead: when it
+// passes, the bounds have room again.
+func (pl *planner) firstAhead() time.Time {
+	var first time.Time
+	for _, t := range pl.trigs {
+		if len(t.ahead) > 0 && (first.IsZero() || t.ahead[0].Before(first)) {
+			first = t.ahead[0]
+		}
+	}
+	return first
+}
+
+// logBounded says once per schedule set that its window holds more fires
+// than runs are created ahead for: the rest are created as fires pass.
+func (pl *planner) logBounded(total int) {
+	if pl.boundLogged {
+		return
+	}
+	pl.boundLogged = true
+	pl.log.Warn("window_bounded", "schedules", len(pl.trigs), "ahead", total, "ahead_per_schedule", pl.cfg.AheadPerSchedule,
+		"ahead_total", pl.cfg.AheadTotal, "window", pl.cfg.Window.String(),
+		"why", "the schedules fire more often within the window than runs are created ahead for (Config.AheadPerSchedule, AheadTotal); "+
+			"the rest are created as their fires pass, earliest first, and every fire still runs once")
 }
 
 // createRun creates the run of trigger t for logical time at: roots are
@@ -513,6 +701,20 @@ type newRunSpec struct {
 // release time (releaseAt: the run's fire time plus its delay) when nothing
 // holds it, WAITING with the reason otherwise.
 func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Time) (*runState, error) {
+	p := pl.runParams(spec, now)
+	if len(p.Instances) >= longWrite {
+		pl.host.renewAhead(ctx)
+	}
+	run, insts, err := pl.host.w().CreateRun(ctx, p)
+	if err != nil {
+		pl.unfinished = pl.unfinished || len(p.Instances) > pl.cfg.CreateChunk
+		return nil, err
+	}
+	return pl.keepCreated(ctx, spec, run, insts), nil
+}
+
+// runParams is what the store is asked to write for the run of spec.
+func (pl *planner) runParams(spec newRunSpec, now time.Time) store.CreateRunParams {
 	in := make(map[string]bool, len(spec.names))
 	for _, n := range spec.names {
 		in[n] = true
@@ -548,15 +750,13 @@ func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Tim
 		}
 		news = append(news, ni)
 	}
-	if len(news) >= longWrite {
-		pl.host.renewAhead(ctx)
-	}
-	run, insts, err := pl.host.w().CreateRun(ctx, store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
-		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: pl.host.termEpoch(), Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params, Chunk: pl.cfg.CreateChunk})
-	if err != nil {
-		pl.unfinished = pl.unfinished || len(news) > pl.cfg.CreateChunk
-		return nil, err
-	}
+	return store.CreateRunParams{Pipeline: spec.pipeline, Trigger: spec.trig, Kind: spec.kind, LogicalTime: spec.at,
+		Actor: cmp.Or(spec.actor, Actor), Instances: news, Epoch: pl.host.termEpoch(), Now: now, DedupKey: spec.key, BackfillID: spec.backfill, Params: spec.params, Chunk: pl.cfg.CreateChunk}
+}
+
+// keepCreated takes in a run the store created for spec: the run cache
+// knows it, and its SCHEDULED instances go to the wheel.
+func (pl *planner) keepCreated(ctx context.Context, spec newRunSpec, run axtype.Run, insts []axtype.Instance) *runState {
 	rs := newRunState(run.ID, run.LogicalTime, insts)
 	pl.cache.created(rs, spec.kind, spec.params)
 	for _, inst := range insts {
@@ -565,5 +765,5 @@ func (pl *planner) newRunWith(ctx context.Context, spec newRunSpec, now time.Tim
 		}
 	}
 	pl.log.Debug("run_created", "pipeline", spec.pipeline, "trigger", spec.trig, "run", run.ID, "logical_time", spec.at.Format(time.RFC3339), "instances", len(insts))
-	return rs, nil
+	return rs
 }

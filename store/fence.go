@@ -115,6 +115,18 @@ func (f *Fence) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, [
 	return f.s.CreateRun(ctx, p)
 }
 
+// CreateRuns is Store.CreateRuns at the fence's epoch.
+func (f *Fence) CreateRuns(ctx context.Context, ps []CreateRunParams) ([]axtype.Run, [][]axtype.Instance, error) {
+	if f.epoch <= 0 {
+		return nil, nil, fmt.Errorf("store: create runs: %w (no epoch held)", ErrNotLeader)
+	}
+	ps = slices.Clone(ps)
+	for i := range ps {
+		ps[i].Epoch = f.epoch
+	}
+	return f.s.CreateRuns(ctx, ps)
+}
+
 // SyncDefinitions is Store.SyncDefinitions at the fence's epoch.
 func (f *Fence) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, error) {
 	if f.epoch <= 0 {

@@ -37,7 +37,7 @@ var storeMethods = map[string]string{
 	"CreateBackfill":   "unfenced: an operator request, queued at any server for the primary; fenced on *store.Fence for a process that runs it under the lease it holds",
 	"WithdrawOp":       "unfenced: its author fails its own request still pending; one the primary claimed is left to it",
 	// The primary's writes: unfenced here for operator tools and tests, fenced on *store.Fence.
-	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced", "DropUnfinishedRun": "fenced", "UnfinishedRuns": "read",
+	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced", "CreateRuns": "fenced", "DropUnfinishedRun": "fenced", "UnfinishedRuns": "read",
 	"SyncDefinitions": "fenced", "ClaimOp": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
 	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
 	"LogChunks": "read", "Attempts": "read", "LatestAttempt": "read", "Procs": "read", "HandOuts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read", "RunsCreated": "read", "BackfillsPage": "read", "LatestInstances": "read", "NextFires": "read", "Outcomes": "read", "InstancesOfRuns": "read", "RunStates": "read", "RunStateCounts": "read",
@@ -102,6 +102,11 @@ func fencedCases(x axtype.Instance, bfID, opID int64) []fencedCase {
 		{"CreateRun", func(ctx context.Context, f *store.Fence) error {
 			_, _, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: now, Now: now,
 				Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: now}}})
+			return err
+		}},
+		{"CreateRuns", func(ctx context.Context, f *store.Fence) error {
+			_, _, err := f.CreateRuns(ctx, []store.CreateRunParams{{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: now.Add(time.Second), Now: now,
+				Instances: []store.NewInstance{{TaskID: "a.x", State: axtype.Scheduled, NextFireAt: now}}}})
 			return err
 		}},
 		{"DropUnfinishedRun", func(ctx context.Context, f *store.Fence) error {

@@ -87,13 +87,8 @@ const CreatingSetting = "run_creating/"
 // ErrDuplicate when the run's dedup key exists (the run was created
 // already) and ErrNotLeader when Epoch is stale.
 func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, []axtype.Instance, error) {
-	if p.Kind == "" || p.Pipeline == "" || p.Trigger == "" || len(p.Instances) == 0 || p.LogicalTime.IsZero() {
-		return axtype.Run{}, nil, fmt.Errorf("store: create run: pipeline, trigger, kind, logical time and instances are required")
-	}
-	for _, in := range p.Instances {
-		if in.State != axtype.Waiting && in.State != axtype.Scheduled {
-			return axtype.Run{}, nil, fmt.Errorf("store: create run: instance of %s starts in %s: %w (WAITING or SCHEDULED only)", in.TaskID, in.State, ErrIllegalTransition)
-		}
+	if err := p.check(); err != nil {
+		return axtype.Run{}, nil, err
 	}
 	chunk := cmp.Or(max(p.Chunk, 0), DefaultCreateChunk)
 	run, insts, err := s.createRunRow(ctx, p, chunk)
@@ -124,18 +119,96 @@ func (s *Store) CreateRun(ctx context.Context, p CreateRunParams) (axtype.Run, [
 	return run, insts, nil
 }
 
+// check refuses a run no store can create.
+func (p CreateRunParams) check() error {
+	if p.Kind == "" || p.Pipeline == "" || p.Trigger == "" || len(p.Instances) == 0 || p.LogicalTime.IsZero() {
+		return fmt.Errorf("store: create run: pipeline, trigger, kind, logical time and instances are required")
+	}
+	for _, in := range p.Instances {
+		if in.State != axtype.Waiting && in.State != axtype.Scheduled {
+			return fmt.Errorf("store: create run: instance of %s starts in %s: %w (WAITING or SCHEDULED only)", in.TaskID, in.State, ErrIllegalTransition)
+		}
+	}
+	return nil
+}
+
+// dedupKey is the key that makes p's run exist once (CreateRunParams.DedupKey).
+func (p CreateRunParams) dedupKey() string {
+	if p.DedupKey == "" && p.Kind == axtype.RunSchedule {
+		return "schedule/" + p.Trigger + "/" + strconv.FormatInt(p.LogicalTime.UnixMilli(), 10)
+	}
+	return p.DedupKey
+}
+
+// CreateRuns writes many small runs in one fenced transaction, as CreateRun
+// writes one: the runs a schedule makes ahead, a batch at a time rather
+// than a commit each. Every run must fit in one chunk (at most Chunk
+// instances) and carry the same Epoch. A run whose dedup key exists already
+// (this or another scheduler made it) is skipped: its Run is zero and its
+// instances nil. Any other failure writes nothing of the batch. Its
+// transaction is a "create run" to the fault seam (SetFault), as CreateRun's
+// first is.
+func (s *Store) CreateRuns(ctx context.Context, ps []CreateRunParams) ([]axtype.Run, [][]axtype.Instance, error) {
+	for _, p := range ps {
+		if err := p.check(); err != nil {
+			return nil, nil, err
+		}
+		if chunk := cmp.Or(max(p.Chunk, 0), DefaultCreateChunk); len(p.Instances) > chunk {
+			return nil, nil, fmt.Errorf("store: create runs: the run of %s at %s has %d instances, more than one transaction writes (%d): create it alone (CreateRun)",
+				p.Trigger, p.LogicalTime.UTC().Format(time.RFC3339), len(p.Instances), chunk)
+		}
+		if p.Epoch != ps[0].Epoch {
+			return nil, nil, fmt.Errorf("store: create runs: epochs %d and %d in one batch: a batch is written under one lease term", ps[0].Epoch, p.Epoch)
+		}
+	}
+	if len(ps) == 0 {
+		return nil, nil, nil
+	}
+	runs, insts := make([]axtype.Run, len(ps)), make([][]axtype.Instance, len(ps))
+	err := s.inTxFenced(ctx, "create run", ps[0].Epoch, func(tx *sql.Tx) error {
+		for i, p := range ps {
+			if key := p.dedupKey(); key != "" {
+				var n int
+				if err := s.queryRowTx(ctx, tx, "SELECT COUNT(*) FROM runs WHERE dedup_key = ?", key).Scan(&n); err != nil {
+					return fmt.Errorf("store: create runs: %w", s.d.translate(err))
+				}
+				if n > 0 {
+					continue // made already
+				}
+			}
+			run, in, err := s.insertRun(ctx, tx, p, len(p.Instances))
+			if err != nil {
+				return err
+			}
+			runs[i], insts[i] = run, in
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return runs, insts, nil
+}
+
 // createRunRow writes, in one fenced transaction, the run row of p, its
 // first chunk of instances and, when more follow, the mark that the run is
 // unfinished.
-func (s *Store) createRunRow(ctx context.Context, p CreateRunParams, chunk int) (axtype.Run, []axtype.Instance, error) {
-	key := p.DedupKey
-	if key == "" && p.Kind == axtype.RunSchedule {
-		key = "schedule/" + p.Trigger + "/" + strconv.FormatInt(p.LogicalTime.UnixMilli(), 10)
-	}
+func (s *Store) createRunRow(ctx context.Context, p CreateRunParams, chunk int) (run axtype.Run, insts []axtype.Instance, err error) {
+	err = s.inTxFenced(ctx, "create run", p.Epoch, func(tx *sql.Tx) error {
+		run, insts, err = s.insertRun(ctx, tx, p, chunk)
+		return err
+	})
+	return run, insts, err
+}
+
+// insertRun writes in tx the run row of p, its first chunk of instances
+// and, when more follow, the mark that the run is unfinished.
+func (s *Store) insertRun(ctx context.Context, tx *sql.Tx, p CreateRunParams, chunk int) (axtype.Run, []axtype.Instance, error) {
+	key := p.dedupKey()
 	run := axtype.Run{Pipeline: p.Pipeline, Trigger: p.Trigger, Kind: p.Kind, LogicalTime: p.LogicalTime.UTC().Truncate(time.Millisecond),
 		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond), Params: p.Params}
 	var insts []axtype.Instance
-	err := s.inTxFenced(ctx, "create run", p.Epoch, func(tx *sql.Tx) error {
+	err := func() error {
 		q, args, err := s.sb.Insert("runs").
 			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at", "params").
 			Values(p.Pipeline, p.Trigger, string(p.Kind), p.LogicalTime.UnixMilli(), nullStr(key), nullID(p.BackfillID), p.Actor, p.Now.UnixMilli(), nullStr(p.Params)).ToSql()
@@ -156,7 +229,7 @@ func (s *Store) createRunRow(ctx context.Context, p CreateRunParams, chunk int) 
 		}
 		insts, err = s.insertInstances(ctx, tx, run.ID, p, p.Instances[:min(chunk, len(p.Instances))])
 		return err
-	})
+	}()
 	return run, insts, err
 }
 

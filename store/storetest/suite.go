@@ -28,6 +28,7 @@ func Run(t *testing.T, open Opener) {
 		{"PipelineChangedAt", testPipelineChangedAt},
 		{"CreateRunIsIdempotentPerLogicalTime", testCreateRun},
 		{"CreateRunInChunks", testCreateRunInChunks},
+		{"CreateRunsInOneTransaction", testCreateRuns},
 		{"TransitionWritesStateAndHistory", testTransition},
 		{"TransitionErrorsAreDistinct", testTransitionErrors},
 		{"RaceExactlyOneWinner", testRace},
@@ -173,6 +174,69 @@ func testCreateRunInChunks(t *testing.T, s *store.Store) {
 	}
 	if all, _ := s.Instances(ctx(), store.InstanceFilter{Pipeline: "a", Limit: 100}); len(all) != 10 {
 		t.Errorf("%d instances after the duplicate, want 10", len(all))
+	}
+}
+
+func testCreateRuns(t *testing.T, s *store.Store) {
+	fire := func(i int, state axtype.State) store.CreateRunParams {
+		at := T0.Add(time.Duration(i) * time.Second)
+		return store.CreateRunParams{Pipeline: "a", Trigger: "a", Kind: axtype.RunSchedule, LogicalTime: at, Now: T0, Actor: "test",
+			Instances: []store.NewInstance{{TaskID: "a.x", State: state, NextFireAt: at}, {TaskID: "a.y", State: axtype.Waiting, Reason: "waiting for a.x"}}}
+	}
+	if _, _, err := s.CreateRun(ctx(), fire(1, axtype.Scheduled)); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		all, err := s.Instances(ctx(), store.InstanceFilter{Pipeline: "a", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(all)
+	}
+	// Refused whole, nothing written: a bad run in the batch, a run over one
+	// chunk, two epochs.
+	big := fire(5, axtype.Scheduled)
+	big.Chunk = 1
+	other := fire(6, axtype.Scheduled)
+	other.Epoch = 7
+	for _, c := range []struct {
+		name  string
+		batch []store.CreateRunParams
+		want  string
+	}{
+		{"an instance created RUNNING", []store.CreateRunParams{fire(2, axtype.Scheduled), fire(3, axtype.Running)}, "WAITING or SCHEDULED only"},
+		{"a run over one chunk", []store.CreateRunParams{fire(4, axtype.Scheduled), big}, "create it alone (CreateRun)"},
+		{"two epochs", []store.CreateRunParams{fire(4, axtype.Scheduled), other}, "epochs 0 and 7 in one batch"},
+	} {
+		if _, _, err := s.CreateRuns(ctx(), c.batch); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+		if n := count(); n != 2 {
+			t.Fatalf("%s: %d instances after the refused batch, want the 2 from before", c.name, n)
+		}
+	}
+	// The fire made already is skipped; the others are written, with
+	// their creation history.
+	runs, insts, err := s.CreateRuns(ctx(), []store.CreateRunParams{fire(1, axtype.Scheduled), fire(2, axtype.Scheduled), fire(3, axtype.Scheduled)})
+	if err != nil || len(runs) != 3 || len(insts) != 3 {
+		t.Fatalf("create runs: %v, %d runs, %d instance lists", err, len(runs), len(insts))
+	}
+	if runs[0].ID != 0 || insts[0] != nil {
+		t.Errorf("the fire made already: run %+v, %d instances; want skipped", runs[0], len(insts[0]))
+	}
+	for i := 1; i < 3; i++ {
+		at := T0.Add(time.Duration(i+1) * time.Second)
+		if runs[i].ID == 0 || !runs[i].LogicalTime.Equal(at) || len(insts[i]) != 2 || insts[i][0].RunID != runs[i].ID ||
+			insts[i][0].State != axtype.Scheduled || !insts[i][0].NextFireAt.Equal(at) || insts[i][1].Reason != "waiting for a.x" {
+			t.Fatalf("run %d: %+v with %+v", i, runs[i], insts[i])
+		}
+		if h, _ := s.History(ctx(), store.LogFilter{InstanceID: insts[i][1].ID}); len(h) != 1 || h[0].From != "" || h[0].To != axtype.Waiting {
+			t.Errorf("creation history of run %d's a.y = %+v, want one row to WAITING", i, h)
+		}
+	}
+	if n := count(); n != 6 {
+		t.Errorf("%d instances, want 6 (3 runs of 2)", n)
 	}
 }
 
