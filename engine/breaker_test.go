@@ -256,3 +256,74 @@ func (e *env) dispatchesOf(task string) []time.Time {
 	}
 	return out
 }
+
+// TestBreakerCutMeasuresDispatchesMade: the cut of an open breaker is a
+// tenth of the dispatches the task made in the window before, not of those
+// planned: a dispatch whose transaction failed (the database away for
+// every other commit) was counted all the same, and the task was allowed
+// more than a tenth of what it made (the simulator's seed 1279: 15
+// dispatches after 139, against a cut of 14).
+func TestBreakerCutMeasuresDispatchesMade(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex
+			opened []Alert
+		)
+		sink := func(a Alert) {
+			if a.Kind == AlertBreakerOpen {
+				mu.Lock()
+				opened = append(opened, a)
+				mu.Unlock()
+			}
+		}
+		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
+		e := setup(t, Config{OnAlert: sink}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
+timezone: UTC
+schedule: "@every 1s"
+overlap: allow
+tasks:
+  - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 40, ratio: 0.5}}
+`)
+		var n sync.Mutex
+		commits := 0
+		store.SetFault(e.st, func(what string) error {
+			n.Lock()
+			defer n.Unlock()
+			if what != "transition batch" {
+				return nil
+			}
+			commits++
+			if commits%2 == 0 {
+				return errors.New("the database is away")
+			}
+			return nil
+		})
+		sleep(2 * time.Minute)
+		mu.Lock()
+		if len(opened) == 0 {
+			mu.Unlock()
+			t.Fatal("br.hot's breaker never opened: the test needs it open")
+		}
+		at := opened[0].At
+		mu.Unlock()
+		store.SetFault(e.st, nil)
+		cut, ok := e.eng.brk.CutOf("br.hot", time.Now())
+		e.stop()
+		if !ok {
+			t.Fatal("br.hot's breaker closed again: the test needs it open")
+		}
+		acts, err := e.st.Actions(context.Background(), store.LogFilter{TaskID: "br.hot", Action: "dispatch", Limit: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		made := 0
+		for _, a := range acts {
+			if a.At.After(at.Add(-time.Minute)) && !a.At.After(at) {
+				made++
+			}
+		}
+		if made == 0 || cut.Was > made {
+			t.Errorf("breaker open at %s measured %d dispatches in the minute before; %d were made (recorded)", at.Format("15:04:05"), cut.Was, made)
+		}
+	})
+}

@@ -6,7 +6,8 @@
 // any window while it is open, no more than that (Allow); it closes when
 // the failure rate falls back. Record reports each change so that the
 // engine can log it and raise the alert; Dispatched counts the task's
-// dispatches, open or closed.
+// dispatches, open or closed, and Undispatched takes back one that was not
+// made after all.
 //
 // Outcomes are counted in ten-second buckets, so a task costs a fixed,
 // small amount of memory however often it runs. When the window holds fewer
@@ -201,6 +202,31 @@ func (b *Breaker) Dispatched(task string, now time.Time) {
 	w.disp[i]++
 	if w.open {
 		w.made = append(w.made, now)
+	}
+}
+
+// Undispatched takes back the dispatch of task counted at at (Dispatched)
+// that was not made after all: its transaction failed, or the store
+// refused its start. The cut is measured against the dispatches made, so
+// one that was only planned counts neither in the window before a breaker
+// opens nor among those an open breaker allows.
+func (b *Breaker) Undispatched(task string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.tasks[task]
+	if w == nil {
+		return
+	}
+	sec := at.Unix() - at.Unix()%int64(bucketWidth/time.Second)
+	i := int(sec/int64(bucketWidth/time.Second)) % len(w.dstart)
+	if w.dstart[i] == sec && w.disp[i] > 0 {
+		w.disp[i]--
+	}
+	for j := len(w.made) - 1; j >= 0; j-- {
+		if w.made[j].Equal(at) {
+			w.made = append(w.made[:j], w.made[j+1:]...)
+			break
+		}
 	}
 }
 
