@@ -19,8 +19,9 @@ import (
 type Config struct {
 	// Window is how far ahead runs are created and the wheel is loaded. Default 5 m.
 	Window time.Duration
-	// CreateChunk is how many instances of a run one store transaction
-	// writes at most (store.CreateRun). Default store.DefaultCreateChunk.
+	// CreateChunk is how many instances of a run (store.CreateRun), or
+	// definitions of a reload (store.SyncDefinitions), one store
+	// transaction writes at most. Default store.DefaultCreateChunk.
 	CreateChunk int
 	// TopUp is how often the window is created and loaded again. Default 30 s.
 	TopUp time.Duration
