@@ -443,6 +443,32 @@ func (s *Store) PipelineChangedAt(ctx context.Context, name string) (time.Time, 
 	return at, nil
 }
 
+// PipelineAddedAt returns when a pipeline was first stored: what it
+// defined then exists since then (each schedule's later changes are the
+// engine's to keep). ErrNotFound when no such pipeline is stored.
+func (s *Store) PipelineAddedAt(ctx context.Context, name string) (time.Time, error) {
+	var (
+		at    time.Time
+		found bool
+	)
+	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select("created_at").From("pipelines").Where(sq.Eq{"name": name}),
+		func(rows *sql.Rows) error {
+			var ms int64
+			if err := rows.Scan(&ms); err != nil {
+				return err
+			}
+			at, found = time.UnixMilli(ms).UTC(), true
+			return nil
+		})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !found {
+		return time.Time{}, notFound("pipeline", name)
+	}
+	return at, nil
+}
+
 // PipelineDefinition returns the stored definition (JSON) of a pipeline as
 // last synced, removed ones included: what a reader of the store alone
 // knows of it, such as its time zone. ErrNotFound when no such pipeline

@@ -731,8 +731,16 @@ func testPipelineChangedAt(t *testing.T, s *store.Store) {
 	q := func(hash string) store.PipelineDef {
 		return store.PipelineDef{Name: "q", File: "q.yaml", Hash: hash, Definition: []byte(`{}`)}
 	}
+	if _, err := s.PipelineAddedAt(ctx(), "q"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("PipelineAddedAt of an unknown pipeline: %v, want ErrNotFound", err)
+	}
 	sync(T0, q("1"))
 	check(T0)
+	defer func() {
+		if got, err := s.PipelineAddedAt(ctx(), "q"); err != nil || !got.Equal(T0) {
+			t.Errorf("PipelineAddedAt(q) after its changes = %v, %v; want %v, when it was first stored", got, err, T0)
+		}
+	}()
 	sync(T0.Add(time.Hour), q("1")) // unchanged
 	check(T0)
 	sync(T0.Add(2*time.Hour), q("2")) // changed
