@@ -34,6 +34,7 @@ func Run(t *testing.T, open Opener) {
 		{"RaceExactlyOneWinner", testRace},
 		{"FencingStaleEpochCannotWrite", testFencing},
 		{"BatchTransitions", testBatch},
+		{"BatchMovesAnInstanceTwiceInOrder", testBatchTwiceInOrder},
 		{"BatchThenCommitsBothOrNeither", testBatchThen},
 		{"DueInstancesInFireOrder", testDue},
 		{"HistoryAndActions", testLogs},
@@ -1107,5 +1108,42 @@ func testSyncInChunks(t *testing.T, s *store.Store) {
 	}
 	if got := stored(); got != "a0000:2:false a0001:2:false a0002:2:false a0003:2:false a0004:1:true a0005:1:true a0006:1:true a0007:1:true a0008:1:true a0009:1:true b0000:2:false b0001:2:false b0002:2:false " {
 		t.Errorf("stored after the syncs: %s", got)
+	}
+}
+
+// testBatchTwiceInOrder: a batch that moves one instance twice (a resume
+// schedules a late instance, then the misfire rule skips it) leaves it as
+// the later transition does, at the version after both, whatever the
+// transitions of other instances before them: an earlier transition of
+// the later one's shape (here a.x, failed with an error) made the batch
+// write the later one first, and the instance ended SCHEDULED with a
+// history that says FAILED.
+func testBatchTwiceInOrder(t *testing.T, s *store.Store) {
+	ins := Seed(t, s)
+	x, y, z := ins["a.x"], ins["a.y"], ins["a.z"]
+	now := T0.Add(time.Minute)
+	zero, empty, skipped := time.Time{}, "", "skipped by misfire policy fire_all"
+	ps := []store.TransitionParams{
+		{InstanceID: x.ID, Version: x.Version, From: axtype.Scheduled, To: axtype.Failed, Set: store.Changes{NextFireAt: &zero, Error: ptr("a fire of the old schedule")}, Now: now, Actor: "scheduler", Reason: "old plan"},
+	}
+	for _, in := range []axtype.Instance{y, z} {
+		ps = append(ps,
+			store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Waiting, To: axtype.Scheduled, Set: store.Changes{NextFireAt: &now, Reason: &empty}, Now: now, Actor: "scheduler", Reason: "resume"},
+			store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1, From: axtype.Scheduled, To: axtype.Failed, Set: store.Changes{NextFireAt: &zero, Error: &skipped}, Now: now, Actor: "scheduler", Reason: "skip"})
+	}
+	res, err := s.TransitionBatch(ctx(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("transition %d: %v", i, r.Err)
+		}
+	}
+	for _, in := range []axtype.Instance{y, z} {
+		got, err := s.Instance(ctx(), in.ID)
+		if err != nil || got.State != axtype.Failed || got.Version != in.Version+2 || got.Error != skipped {
+			t.Errorf("%s after SCHEDULED then FAILED in one batch: %s at version %d (%q), %v; want FAILED at version %d", in.TaskID, got.State, got.Version, got.Error, err, in.Version+2)
+		}
 	}
 }
