@@ -21,6 +21,8 @@ package breaker
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -62,6 +64,7 @@ type Change struct {
 	Was       int // opened: the task's dispatches in the window before
 	Allowed   int // opened: the dispatches it may make per window while open
 	Window    time.Duration
+	Kept      bool // open since before: said again (Opened), not a change
 }
 
 // Breaker keeps a window of outcomes per task.
@@ -267,6 +270,29 @@ func (w *window) forget(now time.Time) {
 		i++
 	}
 	w.made = w.made[i:]
+}
+
+// Opened returns the breakers open at now, in task order, as the changes
+// that opened them (Kept set, the counts those of the window at now): what
+// a process that leads again says of the breakers it kept.
+func (b *Breaker) Opened(now time.Time) []Change {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Change
+	for task, w := range b.tasks {
+		if !w.open {
+			continue
+		}
+		failures, total := b.count(w, now)
+		rate := 0.0
+		if total > 0 {
+			rate = float64(failures) / float64(total)
+		}
+		out = append(out, Change{Task: task, Open: true, Kept: true, Failures: failures, Total: total, Rate: rate, Threshold: w.cfg.Threshold,
+			Was: w.was, Allowed: w.allowed, Window: w.cfg.Window})
+	}
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Task, b.Task) })
+	return out
 }
 
 // Cut is the cut of an open breaker: the dispatches allowed per window,
