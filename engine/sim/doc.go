@@ -381,8 +381,12 @@
 // that moved an instance twice wrote the moves out of order
 // (TestSimBatchMovesTwiceInOrder); and the checker's own rules for them
 // on seeds 6, 11, 29, 62, 205 and 294 (TestSimScheduleChangesAndDelays).
-// I15 was shown to fail (seed 165) on an engine that does not skip the old
-// schedule's fires at a start.
+// I4 on seed 1260 (flaky, as a retake of the lease is): a process that led
+// again kept its open breaker while the action log's last word was another
+// primary's breaker_closed (it now says its kept breakers again; I14 does
+// not judge such a repeat, which opened before). I15 was shown to fail
+// (seed 165) on an engine that does not skip the old schedule's fires at a
+// start.
 //
 // Seeds 205 (I1: one ticket executed by two engines at once after a
 // takeover) and 206 (I4 misfire) of the first day no longer fail on
