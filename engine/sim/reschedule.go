@@ -90,15 +90,21 @@ func (w *world) reschedule() {
 	// a live change not in the instant a start judges its backlog
 	settled := time.Now().After(w.chk.lastOutage.up.Add(5 * time.Second))
 	if r.IntN(2) == 0 && len(live) > 0 && w.primary() != nil && settled {
-		now := time.Now()
+		p := w.primary()
 		for _, n := range live {
 			if _, err := n.eng.Reload(w.g); err != nil {
 				w.violate("setup", "reload of %s on %s: %v", name, n.name, err)
 			}
 		}
 		w.settle()
-		w.changes[name] = append(w.changes[name], schedChange{at: now, old: old, form: form})
-		w.logf("reload: %s's schedule %q → %q", name, old.text, form.text)
+		// The primary applies it between two turns: at once, or, when its
+		// loop waits (a store error's backoff), later. The change is in
+		// force from when it was applied, seen within 100 ms.
+		for i := 0; i < 100 && p.alive() && p.eng.Graph() != w.g; i++ {
+			w.advance(100 * time.Millisecond)
+		}
+		w.changes[name] = append(w.changes[name], schedChange{at: time.Now(), old: old, form: form})
+		w.logf("reload: %s's schedule %q → %q (applied: %v)", name, old.text, form.text, p.eng.Graph() == w.g)
 		return
 	}
 	d := time.Duration(2+r.IntN(29)) * time.Minute
@@ -162,9 +168,10 @@ func (w *world) changedAtUp(trigger string, o outage) *schedChange {
 // no scheduler ran in outage o (found by the start that ended it): the new
 // schedule is in force from that start on, so none of its fires in the
 // outage is missed (none gets a run), and the old schedule's fires that
-// fell due in it never run: none gets a run at the start, and those made
-// ahead do not start (they are skipped). A fire just before the crash, or
-// claimed ahead of it, may have started, and is left out.
+// fell due in it (released: the fire time plus its task's delay) never
+// run: none gets a run at the start, and those made ahead do not start
+// (they are skipped). A fire just before the crash, or claimed ahead of
+// it, may have started, and is left out.
 func (c *checker) checkChangedOutage(trigger string, ch *schedChange, o outage) {
 	w := c.w
 	loc := w.locOf(trigger)
@@ -177,7 +184,23 @@ func (c *checker) checkChangedOutage(trigger string, ch *schedChange, o outage) 
 				trigger, ch.form.text, o.down.Format(time.RFC3339), o.up.Format(time.RFC3339), f.at.Format(time.RFC3339), runID)
 		}
 	}
+	// a fire falls due at its release, the fire time plus its task's
+	// delay: one released after the start is the old schedule's fire
+	// before the change, not one missed while no scheduler ran
+	var delay time.Duration
+	for _, tr := range w.g.Triggers() {
+		if tr.Name() == trigger {
+			for _, name := range tr.Tasks {
+				if t := w.g.Task(tr.Pipeline + "." + name); t != nil {
+					delay = max(delay, t.Delay)
+				}
+			}
+		}
+	}
 	for _, f := range old {
+		if !f.at.Add(delay).Before(o.up.Add(-2 * time.Second)) {
+			continue
+		}
 		w.tally[invChanged]++
 		runID, ok := c.runKey[runKey(trigger, axtype.RunSchedule, f.at)]
 		if !ok || c.forgetIfDropped(runID) {
