@@ -582,3 +582,13 @@ func TestSimChangedScheduleRules(t *testing.T) {
 		fail(t, Run(t, seed, Options{Restrict: today}))
 	}
 }
+
+// TestSimDelayedFireAtTheStart: I4 (misfire) on seed 5865 of 5601–6400
+// failed on the checker: a fire 12 s before a start, whose task's delay
+// releases it after the start, falls due when a scheduler runs, so the
+// engine runs it on time beside the misfire rule's one catch-up; the
+// check now leaves such fires out of the backlog.
+func TestSimDelayedFireAtTheStart(t *testing.T) {
+	t.Parallel()
+	fail(t, Run(t, 5865, Options{Restrict: today}))
+}
