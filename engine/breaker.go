@@ -29,6 +29,9 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 	if ch.Open {
 		msg += "; dispatches cut to " + breaker.Cut{Allowed: ch.Allowed, Was: ch.Was, Window: ch.Window}.String()
 	}
+	if ch.Kept {
+		msg = "open since this process's last term as primary (kept in its memory): " + msg
+	}
 	e.Alert(ctx, Alert{Kind: kind, At: now, Pipeline: pipeline, Task: ch.Task, Message: msg})
 }
 

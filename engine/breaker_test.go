@@ -256,3 +256,129 @@ func (e *env) dispatchesOf(task string) []time.Time {
 	}
 	return out
 }
+
+// TestBreakerCutMeasuresDispatchesMade: the cut of an open breaker is a
+// tenth of the dispatches the task made in the window before, not of those
+// planned: a dispatch whose transaction failed (the database away for
+// every other commit) was counted all the same, and the task was allowed
+// more than a tenth of what it made (the simulator's seed 1279: 15
+// dispatches after 139, against a cut of 14).
+func TestBreakerCutMeasuresDispatchesMade(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu     sync.Mutex
+			opened []Alert
+		)
+		sink := func(a Alert) {
+			if a.Kind == AlertBreakerOpen {
+				mu.Lock()
+				opened = append(opened, a)
+				mu.Unlock()
+			}
+		}
+		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
+		e := setup(t, Config{OnAlert: sink}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
+timezone: UTC
+schedule: "@every 1s"
+overlap: allow
+tasks:
+  - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 40, ratio: 0.5}}
+`)
+		var n sync.Mutex
+		commits := 0
+		store.SetFault(e.st, func(what string) error {
+			n.Lock()
+			defer n.Unlock()
+			if what != "transition batch" {
+				return nil
+			}
+			commits++
+			if commits%2 == 0 {
+				return errors.New("the database is away")
+			}
+			return nil
+		})
+		sleep(2 * time.Minute)
+		mu.Lock()
+		if len(opened) == 0 {
+			mu.Unlock()
+			t.Fatal("br.hot's breaker never opened: the test needs it open")
+		}
+		at := opened[0].At
+		mu.Unlock()
+		store.SetFault(e.st, nil)
+		cut, ok := e.eng.brk.CutOf("br.hot", time.Now())
+		e.stop()
+		if !ok {
+			t.Fatal("br.hot's breaker closed again: the test needs it open")
+		}
+		acts, err := e.st.Actions(context.Background(), store.LogFilter{TaskID: "br.hot", Action: "dispatch", Limit: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		made := 0
+		for _, a := range acts {
+			if a.At.After(at.Add(-time.Minute)) && !a.At.After(at) {
+				made++
+			}
+		}
+		if made == 0 || cut.Was > made {
+			t.Errorf("breaker open at %s measured %d dispatches in the minute before; %d were made (recorded)", at.Format("15:04:05"), cut.Was, made)
+		}
+	})
+}
+
+// TestBreakerKeptAcrossTermsIsSaidAgain: a process that leads again keeps
+// its open breakers (they live in its memory), and says so in the action
+// log at the start of its new term: the log's last word on the task is the
+// cut in force. Another primary may have opened and closed its own
+// breaker for the task meanwhile; the log then said closed while the
+// returning process cut the task (the simulator's seed 1260, I4: fires
+// held by a cut the checks could not see).
+func TestBreakerKeptAcrossTermsIsSaidAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
+		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
+timezone: UTC
+schedule: "@every 1s"
+overlap: allow
+tasks:
+  - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.5}}
+`)
+		sleep(20 * time.Second)
+		if f := e.eng.brk.Factor("br.hot"); f >= 1 {
+			t.Fatalf("br.hot's breaker factor %v after 20 failing fires: the test needs it open", f)
+		}
+		// Another process takes the lease for 20 s, and writes that the
+		// task's breaker closed; then this one takes it again.
+		if _, err := e.st.DB().Exec("UPDATE leases SET holder = 'intruder', epoch = 999, expires_at = ? WHERE name = ?",
+			time.Now().Add(20*time.Second).UnixMilli(), store.LeaseName); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.AppendAction(context.Background(), store.Action{At: time.Now(), Actor: Actor, Action: AlertBreakerClosed, Pipeline: "br", TaskID: "br.hot",
+			Reason: "the intruder's own breaker closed"}); err != nil {
+			t.Fatal(err)
+		}
+		sleep(45 * time.Second)
+		e.stop()
+		if l, _ := e.st.GetLease(context.Background(), ""); l.Epoch <= 999 {
+			t.Fatalf("lease %+v: the test needs it taken back", l)
+		}
+		var last store.Action
+		for _, kind := range []string{AlertBreakerOpen, AlertBreakerClosed} {
+			as, err := e.st.Actions(context.Background(), store.LogFilter{TaskID: "br.hot", Action: kind, Limit: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range as {
+				if a.ID > last.ID {
+					last = a
+				}
+			}
+		}
+		if last.Action != AlertBreakerOpen || !strings.Contains(last.Reason+last.Detail, "last term") {
+			t.Errorf("the action log's last word on br.hot's breaker after the retake is %s (%q %q); want breaker_open, said again by the returning process",
+				last.Action, last.Reason, last.Detail)
+		}
+	})
+}

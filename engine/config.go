@@ -28,8 +28,9 @@ type Config struct {
 	// first, and one window_bounded line is logged. Default
 	// DefaultAheadTotal. At least AheadPerSchedule.
 	AheadTotal int
-	// CreateChunk is how many instances of a run one store transaction
-	// writes at most (store.CreateRun). Default store.DefaultCreateChunk.
+	// CreateChunk is how many instances of a run (store.CreateRun), or
+	// definitions of a reload (store.SyncDefinitions), one store
+	// transaction writes at most. Default store.DefaultCreateChunk.
 	CreateChunk int
 	// TopUp is how often the window is created and loaded again. Default 30 s.
 	TopUp time.Duration

@@ -244,9 +244,11 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 	if err != nil {
 		d.res.runs.invalidate()
 		// Nothing was recorded, so nothing runs: put them back for the next try.
+		d.undoStarts(b, nil, now)
 		d.pushBack(b.picked)
 		return false, fmt.Errorf("engine: record dispatch of %d instance(s): %w", len(b.params), err)
 	}
+	d.undoStarts(b, res, now)
 	dispatched := 0
 	for i, r := range res {
 		if d.handOut(b, i, r, now) {
@@ -260,6 +262,17 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 	d.m.dispatches.Add(float64(dispatched))
 	d.armHeld(d.cfg.Now())
 	return len(b.params) == size && b.wait == 0 && len(b.waiting) == 0 && len(b.capped) == 0 && len(b.unrouted) == 0, nil
+}
+
+// undoStarts takes back from the breakers the starts of batch b that were
+// counted when planned (Dispatched) and not recorded: all of them when the
+// batch failed (res nil), else those the store refused.
+func (d *dispatcher) undoStarts(b *batchPlan, res []store.BatchResult, now time.Time) {
+	for i, p := range b.params {
+		if p.To == axtype.Running && (res == nil || res[i].Err != nil) {
+			d.brk.Undispatched(d.planned.pending[b.picked[i]].task.id, now)
+		}
+	}
 }
 
 // plan judges queued instance id for batch b: paused, held back by its

@@ -389,6 +389,12 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	if from, changed := e.handover(e.cfg.Holder); changed {
 		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, from)})
 	}
+	// Its breakers live in its memory: one it kept open from an earlier
+	// term is said again, so that the action log's last word on the task
+	// is what cuts it now (another primary may have closed its own since).
+	for _, ch := range e.brk.Opened(now) {
+		e.breakerChanged(ctx, ch, now)
+	}
 	e.newTerm(now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.execCtx = execCtx

@@ -77,7 +77,7 @@ type plannerHost interface {
 type plannerReader interface {
 	Settings(ctx context.Context) (map[string]string, error)
 	LastRun(ctx context.Context, trigger string, kind axtype.RunKind) (axtype.Run, error)
-	PipelineChangedAt(ctx context.Context, name string) (time.Time, error)
+	PipelineAddedAt(ctx context.Context, name string) (time.Time, error)
 	Actions(ctx context.Context, f store.LogFilter) ([]store.Action, error)
 	DueInstances(ctx context.Context, p store.DueParams) ([]axtype.Instance, error)
 }

@@ -203,8 +203,9 @@ func (e *Engine) takeNext() {
 // the window again. A store that is unavailable, or a lost race, leaves the
 // waiting graph in place for the next turn. A write the store refuses for
 // good (a name longer than its column, say) drops it: the running set
-// stays, the failure is kept for ReloadFailure, and the turn goes on, so
-// that the other pipelines are not held up by a set that can never apply.
+// stays (its definitions written back to the store), the failure is kept
+// for ReloadFailure, and the turn goes on, so that the other pipelines are
+// not held up by a set that can never apply.
 func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	g := e.next.Load()
 	if g == nil {
@@ -220,6 +221,12 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	e.next.CompareAndSwap(g, nil)
 	e.reloadFailed.Store(&reloadFailure{g: g, err: err})
 	e.log.Error("reload_failed", "err", err, "kept", "the running pipelines")
+	// The sync writes in chunks: what it wrote of the refused set before
+	// the refusal is written back to the running one, so that the stored
+	// definitions are those in force (else the next sync does it).
+	if _, err := e.syncGraph(ctx, e.g, now); err != nil {
+		e.log.Error("reload_failed", "err", err, "kept", "the refused set's definitions written before the refusal, until the next sync")
+	}
 	return nil
 }
 
@@ -359,7 +366,7 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) (st
 	if len(g.Order()) >= longWrite {
 		e.renewAhead(ctx)
 	}
-	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now})
+	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now, Chunk: e.cfg.CreateChunk})
 	if err != nil {
 		return res, fmt.Errorf("engine: sync definitions: %w", err)
 	}

@@ -29,7 +29,7 @@ tasks:
 // stops it.
 func (e *env) startOn(h string, srcs ...string) func() {
 	e.t.Helper()
-	eng, err := New(Config{Holder: h}, e.st, compile(e.t, srcs...), e.eng.execs)
+	eng, err := New(Config{Holder: h, Logger: e.eng.cfg.Logger}, e.st, compile(e.t, srcs...), e.eng.execs)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -123,6 +123,69 @@ func TestScheduleChangedByReloadWhilePaused(t *testing.T) {
 		}
 		if got := strings.Join(after, " "); got != "1m0s@1m0s" {
 			t.Errorf("after the reload to daily at 00:01 and the resume, ran %q (logical@start), want 1m0s@1m0s: no fire of the old schedule", got)
+		}
+	})
+}
+
+// twoCrons is pipeline m with two task schedules under fire_once: a daily
+// at 01:00 (which has not fired yet) and b on form bForm.
+func twoCrons(bForm string) string {
+	return fmt.Sprintf(`pipeline: m
+timezone: UTC
+misfire: fire_once
+defaults: {function: record}
+tasks:
+  - {name: a, cron: "0 0 1 * * *"}
+  - {name: b, cron: %q}
+`, bForm)
+}
+
+// TestScheduleChangeMovesOnlyItsTrigger: a schedule changed while no
+// scheduler ran is in force from the restart on, and the other schedules
+// of its pipeline keep theirs. m.a (daily at 01:00, never fired before the
+// outage) missed its 01:00 fire while down; the restart finds m.b's
+// schedule changed and m.a's not: fire_once runs m.a's 01:00 fire once.
+// The backlog of a schedule that never ran counted from the last change of
+// its pipeline's stored definition, which m.b's change moved to the
+// restart: m.a's fire was lost (the simulator's seed 165, I4).
+func TestScheduleChangeMovesOnlyItsTrigger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now() // midnight
+		e := setup(t, Config{}, nil, twoCrons("0 */10 * * * *"))
+		sleep(30 * time.Minute)
+		e.stop()
+		sleep(time.Hour) // the outage, over m.a's 01:00; m.b now fires every 20 minutes
+		stop := e.startOn("test-2", twoCrons("0 */20 * * * *"))
+		sleep(time.Minute)
+		stop()
+		var ran []string
+		for _, c := range e.rec.snapshot() {
+			if c.task == "m.a" {
+				ran = append(ran, fmt.Sprintf("%s@%s", c.logical.Sub(start), c.at.Sub(start)))
+			}
+		}
+		if got := strings.Join(ran, " "); got != "1h0m0s@1h30m0s" {
+			t.Errorf("m.a ran %q, want its 01:00 fire once at the restart (1h0m0s@1h30m0s): its own schedule did not change", got)
+		}
+	})
+}
+
+// TestScheduleAddedWhileDownCountsFromTheStart: a schedule added to the
+// files while no scheduler ran is in force from the start that finds it:
+// its fire in the outage (01:00, before it existed) is not missed.
+func TestScheduleAddedWhileDownCountsFromTheStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := setup(t, Config{}, nil, twoCrons("0 */10 * * * *"))
+		sleep(30 * time.Minute)
+		e.stop()
+		sleep(time.Hour) // the outage, over 01:00; m.c is added, daily at 01:00
+		stop := e.startOn("test-2", twoCrons("0 */10 * * * *")+"  - {name: c, cron: \"0 0 1 * * *\"}\n")
+		sleep(time.Minute)
+		stop()
+		for _, c := range e.rec.snapshot() {
+			if c.task == "m.c" {
+				t.Errorf("m.c, added while no scheduler ran, ran its fire at %s from before it existed", c.logical.Format("15:04"))
+			}
 		}
 	})
 }

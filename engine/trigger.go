@@ -176,16 +176,25 @@ const planSetting = "schedule_plan/"
 // force (t.since), from what the store keeps of it (settings), and returns
 // the triggers whose schedule changed since the last start or reload (then
 // in force from now on, as after a reload) and the settings to write. A
-// schedule seen for the first time is taken as in force before (its
-// backlog counts from its runs, or from when its pipeline changed).
+// schedule seen for the first time is new, in force from now on, when the
+// store keeps the plans of others (it was added to the files while no
+// scheduler ran); when it keeps none (the first start, or the first of a
+// version of ax that keeps them), it is taken as in force before (its
+// backlog counts from its runs, or from when its pipeline was first stored).
 func planSince(trigs []*trigger, settings map[string]string, now time.Time) (changed map[string]bool, write map[string]string) {
 	changed, write = map[string]bool{}, map[string]string{}
+	kept := false
+	for name := range settings {
+		kept = kept || strings.HasPrefix(name, planSetting)
+	}
 	for _, t := range trigs {
 		stored, ok := settings[planSetting+t.name]
 		hash, at, _ := strings.Cut(stored, " ")
 		switch {
 		case ok && hash == triggerHash(t):
 			t.since, _ = time.Parse(time.RFC3339Nano, at)
+		case !ok && kept:
+			t.since, write[planSetting+t.name] = now, planValue(t, now)
 		case !ok:
 			t.since, write[planSetting+t.name] = time.Time{}, planValue(t, time.Time{})
 		default:
@@ -394,13 +403,15 @@ func skipLate(params []store.TransitionParams, ti *taskInfo, list []axtype.Insta
 }
 
 // scheduledSince returns the time after which the fires of a trigger that
-// has no run yet are its backlog: when its pipeline's stored definition last
-// changed (a new or changed schedule is planned from then on, as a reload
-// does), or the last misfire decision logged for it, whichever is later —
-// the fires before such a decision were judged already (skip creates no
-// run). It is now for a pipeline not stored yet.
+// has no run yet are its backlog: when its pipeline was first stored, or
+// the last misfire decision logged for it, whichever is later — the fires
+// before such a decision were judged already (skip creates no run). A
+// schedule added or changed since is in force from then on (trigger.since,
+// which resumeTrigger applies after this): a change of another schedule or
+// task of the pipeline moves nothing of this one. It is now for a pipeline
+// not stored yet.
 func (pl *planner) scheduledSince(ctx context.Context, t *trigger, now time.Time) (time.Time, error) {
-	since, err := pl.st.PipelineChangedAt(ctx, t.tr.Pipeline)
+	since, err := pl.st.PipelineAddedAt(ctx, t.tr.Pipeline)
 	if errors.Is(err, store.ErrNotFound) {
 		return now, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
@@ -57,9 +58,14 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 			return err
 		}
 	}
-	// Check each transition; group the eligible ones by the shape of their change.
+	// Check each transition; group the eligible ones by the shape of their
+	// change and by how many transitions of the same instance come before
+	// them in the batch (its nth): every group of the nth goes before any
+	// of the (n+1)th, so that an instance moved twice is written in batch
+	// order, each move by its own statement.
 	groups := map[string][]int{}
 	var order []string
+	nth := map[int64]int{}
 	for i, p := range ps {
 		if out[i].Err != nil {
 			continue
@@ -82,12 +88,14 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 			c.ticket = *p.Set.Ticket
 		}
 		rows[p.InstanceID] = c
-		k := shape(p)
+		k := fmt.Sprintf("%08d %s", nth[p.InstanceID], shape(p))
+		nth[p.InstanceID]++
 		if _, seen := groups[k]; !seen {
 			order = append(order, k)
 		}
 		groups[k] = append(groups[k], i)
 	}
+	slices.SortStableFunc(order, func(a, b string) int { return strings.Compare(a[:8], b[:8]) })
 	for _, k := range order {
 		idx := groups[k]
 		// CASE id WHEN … is evaluated linearly per row: keep its chunks short.

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +39,9 @@ type SyncParams struct {
 	Pipelines []PipelineDef
 	Epoch     int64
 	Now       time.Time
+	// Chunk is how many definitions (pipelines and tasks added, changed
+	// or removed) one transaction writes at most (0: DefaultCreateChunk).
+	Chunk int
 }
 
 // SyncResult names what a sync changed, by pipeline name and task id.
@@ -43,112 +49,246 @@ type SyncResult struct {
 	Added, Changed, Removed []string
 }
 
-// SyncDefinitions makes the stored definitions match p.Pipelines in one
-// transaction: new ones are added at version 1, changed ones (by hash) get
-// the next version, and ones no longer given are marked removed — kept for
-// history, never scheduled. A removed definition that comes back is changed.
+// SyncingSetting is the setting that marks a sync of the definitions
+// that takes more than one transaction and has not finished: its value is
+// the time (Unix milliseconds) the first of them wrote. Set by the first
+// transaction, removed by the last. While it is there, every definition
+// written since that time belongs to a sync still to finish, and the next
+// sync reports it among its own changes.
+const SyncingSetting = "definitions_syncing"
+
+// syncWrite is one definition a sync writes: a row added, changed or
+// marked removed.
+type syncWrite struct {
+	id    string
+	table string // "pipelines" or "tasks"
+	kind  int    // syncAdd, syncChange or syncRemove
+	pd    *PipelineDef
+	td    *TaskDef
+}
+
+const (
+	syncAdd = iota
+	syncChange
+	syncRemove
+)
+
+// storedDef is what a sync reads of a stored definition.
+type storedDef struct {
+	hash      string
+	removed   bool
+	version   int64
+	updatedAt int64
+}
+
+// SyncDefinitions makes the stored definitions match p.Pipelines: new ones
+// are added at version 1, changed ones (by hash) get the next version, and
+// ones no longer given are marked removed — kept for history, never
+// scheduled. A removed definition that comes back is changed.
+//
+// It writes at most p.Chunk definitions per fenced transaction, so that no
+// sync of any size holds the store past the lease's renewal margin. A sync
+// that takes more than one transaction is marked unfinished
+// (SyncingSetting) from its first to its last; when it fails midway, what
+// it wrote stays, and the next sync (which writes what still differs)
+// reports what the unfinished one changed as its own changes, so that no
+// addition or removal goes unreported to the caller that acts on it.
 func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, error) {
-	var res SyncResult
-	err := s.inTxFenced(ctx, "sync definitions", p.Epoch, func(tx *sql.Tx) error {
-		type known struct {
-			hash    string
-			removed bool
-		}
-		load := func(table, key string) (map[string]known, error) {
-			out := map[string]known{}
-			err := s.query(ctx, tx, "read "+table, s.sb.Select(key, "hash", "removed").From(table), func(rows *sql.Rows) error {
-				var (
-					k, h string
-					r    int
-				)
-				if err := rows.Scan(&k, &h, &r); err != nil {
+	chunk := cmp.Or(max(p.Chunk, 0), DefaultCreateChunk)
+	now := p.Now.UnixMilli()
+	var (
+		writes  []syncWrite
+		earlier map[string]int // what an unfinished sync changed, by id: syncAdd, syncChange or syncRemove
+		mark    int64          // the unfinished sync's time; 0: none
+	)
+	for done, first := 0, true; first || done < len(writes); first = false {
+		err := s.inTxFenced(ctx, "sync definitions", p.Epoch, func(tx *sql.Tx) error {
+			if first {
+				var err error
+				if writes, earlier, mark, err = s.planSync(ctx, tx, p); err != nil {
 					return err
 				}
-				out[k] = known{h, r != 0}
-				return nil
-			})
-			return out, err
-		}
-		pipes, err := load("pipelines", "name")
+			}
+			part := writes[done:min(done+chunk, len(writes))]
+			if err := s.applySync(ctx, tx, part, now); err != nil {
+				return err
+			}
+			switch last := done+len(part) >= len(writes); {
+			case last && (mark != 0 || !first):
+				_, err := s.exec(ctx, tx, "finish definitions sync", s.sb.Delete("settings").Where(sq.Eq{"name": SyncingSetting}))
+				return err
+			case !last && first:
+				return s.setSetting(ctx, tx, SyncingSetting, strconv.FormatInt(cmp.Or(mark, now), 10), p.Now)
+			}
+			return nil
+		})
 		if err != nil {
+			return SyncResult{}, err
+		}
+		done += min(chunk, len(writes)-done)
+	}
+	return syncResult(writes, earlier), nil
+}
+
+// planSync reads the stored definitions in tx and returns the writes that
+// make them match p.Pipelines, in order (each pipeline's tasks, then the
+// pipeline; the removals last), with what an unfinished sync changed and
+// its time.
+func (s *Store) planSync(ctx context.Context, tx *sql.Tx, p SyncParams) ([]syncWrite, map[string]int, int64, error) {
+	load := func(table, key string) (map[string]storedDef, error) {
+		out := map[string]storedDef{}
+		err := s.query(ctx, tx, "read "+table, s.sb.Select(key, "hash", "removed", "version", "updated_at").From(table), func(rows *sql.Rows) error {
+			var (
+				k string
+				d storedDef
+				r int
+			)
+			if err := rows.Scan(&k, &d.hash, &r, &d.version, &d.updatedAt); err != nil {
+				return err
+			}
+			d.removed = r != 0
+			out[k] = d
+			return nil
+		})
+		return out, err
+	}
+	pipes, err := load("pipelines", "name")
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	tasks, err := load("tasks", "id")
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var mark int64
+	err = s.query(ctx, tx, "read "+SyncingSetting, s.sb.Select("value").From("settings").Where(sq.Eq{"name": SyncingSetting}), func(rows *sql.Rows) error {
+		var v string
+		if err := rows.Scan(&v); err != nil {
 			return err
 		}
-		tasks, err := load("tasks", "id")
-		if err != nil {
-			return err
-		}
-		now := p.Now.UnixMilli()
-		seenP, seenT := map[string]bool{}, map[string]bool{}
-		var added [][]any // rows of the tasks to add
-		for _, pd := range p.Pipelines {
-			seenP[pd.Name] = true
-			k, ok := pipes[pd.Name]
-			switch {
-			case !ok:
-				res.Added = append(res.Added, pd.Name)
-				b := s.sb.Insert("pipelines").Columns("name", "file", "hash", "definition", "version", "removed", "created_at", "updated_at").
-					Values(pd.Name, pd.File, pd.Hash, string(pd.Definition), 1, 0, now, now)
-				if _, err := s.exec(ctx, tx, "add pipeline "+pd.Name, b); err != nil {
-					return err
-				}
-			case k.hash != pd.Hash || k.removed:
-				res.Changed = append(res.Changed, pd.Name)
-				b := s.sb.Update("pipelines").Set("file", pd.File).Set("hash", pd.Hash).Set("definition", string(pd.Definition)).
-					Set("version", sq.Expr("version + 1")).Set("removed", 0).Set("updated_at", now).Where(sq.Eq{"name": pd.Name})
-				if _, err := s.exec(ctx, tx, "change pipeline "+pd.Name, b); err != nil {
-					return err
-				}
-			}
-			for _, td := range pd.Tasks {
-				seenT[td.ID] = true
-				k, ok := tasks[td.ID]
-				switch {
-				case !ok:
-					res.Added = append(res.Added, td.ID)
-					added = append(added, []any{td.ID, td.Pipeline, td.Name, td.Group, td.Priority, td.Hash, string(td.Definition), 1, 0, now, now})
-				case k.hash != td.Hash || k.removed:
-					res.Changed = append(res.Changed, td.ID)
-					b := s.sb.Update("tasks").Set("group_name", td.Group).Set("priority", td.Priority).Set("hash", td.Hash).
-						Set("definition", string(td.Definition)).Set("version", sq.Expr("version + 1")).Set("removed", 0).
-						Set("updated_at", now).Where(sq.Eq{"id": td.ID})
-					if _, err := s.exec(ctx, tx, "change task "+td.ID, b); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		// New tasks many rows a statement: one statement each made the sync
-		// of 10,000 new tasks hold SQLite's one writer for over a second on a
-		// loaded machine, and a lease renewal waited for it.
-		if err := s.insertMany(ctx, tx, "tasks", []string{"id", "pipeline", "name", "group_name", "priority", "hash", "definition", "version",
-			"removed", "created_at", "updated_at"}, added); err != nil {
-			return err
-		}
-		for name, k := range pipes {
-			if !seenP[name] && !k.removed {
-				res.Removed = append(res.Removed, name)
-				if _, err := s.exec(ctx, tx, "remove pipeline "+name, s.sb.Update("pipelines").Set("removed", 1).Set("updated_at", now).Where(sq.Eq{"name": name})); err != nil {
-					return err
-				}
-			}
-		}
-		for id, k := range tasks {
-			if !seenT[id] && !k.removed {
-				res.Removed = append(res.Removed, id)
-				if _, err := s.exec(ctx, tx, "remove task "+id, s.sb.Update("tasks").Set("removed", 1).Set("updated_at", now).Where(sq.Eq{"id": id})); err != nil {
-					return err
-				}
-			}
-		}
+		mark, _ = strconv.ParseInt(v, 10, 64)
 		return nil
 	})
 	if err != nil {
-		return SyncResult{}, err
+		return nil, nil, 0, err
+	}
+	earlier := map[string]int{}
+	if mark != 0 {
+		for _, m := range []map[string]storedDef{pipes, tasks} {
+			for id, d := range m {
+				switch {
+				case d.updatedAt < mark:
+				case d.removed:
+					earlier[id] = syncRemove
+				case d.version == 1:
+					earlier[id] = syncAdd
+				default:
+					earlier[id] = syncChange
+				}
+			}
+		}
+	}
+	judge := func(stored map[string]storedDef, id, hash string) (int, bool) {
+		d, ok := stored[id]
+		switch {
+		case !ok:
+			return syncAdd, true
+		case d.hash != hash || d.removed:
+			return syncChange, true
+		}
+		return 0, false
+	}
+	var writes []syncWrite
+	seenP, seenT := map[string]bool{}, map[string]bool{}
+	for i := range p.Pipelines {
+		pd := &p.Pipelines[i]
+		seenP[pd.Name] = true
+		for j := range pd.Tasks {
+			td := &pd.Tasks[j]
+			seenT[td.ID] = true
+			if kind, ok := judge(tasks, td.ID, td.Hash); ok {
+				writes = append(writes, syncWrite{id: td.ID, table: "tasks", kind: kind, td: td})
+			}
+		}
+		if kind, ok := judge(pipes, pd.Name, pd.Hash); ok {
+			writes = append(writes, syncWrite{id: pd.Name, table: "pipelines", kind: kind, pd: pd})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(tasks)) {
+		if !seenT[id] && !tasks[id].removed {
+			writes = append(writes, syncWrite{id: id, table: "tasks", kind: syncRemove})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(pipes)) {
+		if !seenP[name] && !pipes[name].removed {
+			writes = append(writes, syncWrite{id: name, table: "pipelines", kind: syncRemove})
+		}
+	}
+	return writes, earlier, mark, nil
+}
+
+// applySync writes part of a sync's writes in tx; the tasks it adds many
+// rows a statement: one statement each made the sync of 10,000 new tasks
+// hold SQLite's one writer for over a second on a loaded machine.
+func (s *Store) applySync(ctx context.Context, tx *sql.Tx, part []syncWrite, now int64) error {
+	var added [][]any
+	for _, w := range part {
+		var b sq.Sqlizer
+		switch {
+		case w.kind == syncRemove:
+			key := "id"
+			if w.table == "pipelines" {
+				key = "name"
+			}
+			b = s.sb.Update(w.table).Set("removed", 1).Set("updated_at", now).Where(sq.Eq{key: w.id})
+		case w.td != nil && w.kind == syncAdd:
+			td := w.td
+			added = append(added, []any{td.ID, td.Pipeline, td.Name, td.Group, td.Priority, td.Hash, string(td.Definition), 1, 0, now, now})
+			continue
+		case w.td != nil:
+			td := w.td
+			b = s.sb.Update("tasks").Set("group_name", td.Group).Set("priority", td.Priority).Set("hash", td.Hash).
+				Set("definition", string(td.Definition)).Set("version", sq.Expr("version + 1")).Set("removed", 0).
+				Set("updated_at", now).Where(sq.Eq{"id": td.ID})
+		case w.kind == syncAdd:
+			pd := w.pd
+			b = s.sb.Insert("pipelines").Columns("name", "file", "hash", "definition", "version", "removed", "created_at", "updated_at").
+				Values(pd.Name, pd.File, pd.Hash, string(pd.Definition), 1, 0, now, now)
+		default:
+			pd := w.pd
+			b = s.sb.Update("pipelines").Set("file", pd.File).Set("hash", pd.Hash).Set("definition", string(pd.Definition)).
+				Set("version", sq.Expr("version + 1")).Set("removed", 0).Set("updated_at", now).Where(sq.Eq{"name": pd.Name})
+		}
+		if _, err := s.exec(ctx, tx, []string{"add", "change", "remove"}[w.kind]+" "+strings.TrimSuffix(w.table, "s")+" "+w.id, b); err != nil {
+			return err
+		}
+	}
+	return s.insertMany(ctx, tx, "tasks", []string{"id", "pipeline", "name", "group_name", "priority", "hash", "definition", "version",
+		"removed", "created_at", "updated_at"}, added)
+}
+
+// syncResult names the changes of writes and, for the ids they do not
+// touch, those of an unfinished sync (earlier), sorted.
+func syncResult(writes []syncWrite, earlier map[string]int) SyncResult {
+	kinds := maps.Clone(earlier)
+	for _, w := range writes {
+		kinds[w.id] = w.kind
+	}
+	var res SyncResult
+	for id, k := range kinds {
+		switch k {
+		case syncAdd:
+			res.Added = append(res.Added, id)
+		case syncChange:
+			res.Changed = append(res.Changed, id)
+		default:
+			res.Removed = append(res.Removed, id)
+		}
 	}
 	slices.Sort(res.Added)
 	slices.Sort(res.Changed)
 	slices.Sort(res.Removed)
-	return res, nil
+	return res
 }
 
 // Task is a stored task definition. Its runtime summary (the article's
@@ -286,6 +426,32 @@ func (s *Store) PipelineChangedAt(ctx context.Context, name string) (time.Time, 
 		found bool
 	)
 	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select("updated_at").From("pipelines").Where(sq.Eq{"name": name}),
+		func(rows *sql.Rows) error {
+			var ms int64
+			if err := rows.Scan(&ms); err != nil {
+				return err
+			}
+			at, found = time.UnixMilli(ms).UTC(), true
+			return nil
+		})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !found {
+		return time.Time{}, notFound("pipeline", name)
+	}
+	return at, nil
+}
+
+// PipelineAddedAt returns when a pipeline was first stored: what it
+// defined then exists since then (each schedule's later changes are the
+// engine's to keep). ErrNotFound when no such pipeline is stored.
+func (s *Store) PipelineAddedAt(ctx context.Context, name string) (time.Time, error) {
+	var (
+		at    time.Time
+		found bool
+	)
+	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select("created_at").From("pipelines").Where(sq.Eq{"name": name}),
 		func(rows *sql.Rows) error {
 			var ms int64
 			if err := rows.Scan(&ms); err != nil {

@@ -6,7 +6,8 @@
 // any window while it is open, no more than that (Allow); it closes when
 // the failure rate falls back. Record reports each change so that the
 // engine can log it and raise the alert; Dispatched counts the task's
-// dispatches, open or closed.
+// dispatches, open or closed, and Undispatched takes back one that was not
+// made after all.
 //
 // Outcomes are counted in ten-second buckets, so a task costs a fixed,
 // small amount of memory however often it runs. When the window holds fewer
@@ -20,6 +21,8 @@ package breaker
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -61,6 +64,7 @@ type Change struct {
 	Was       int // opened: the task's dispatches in the window before
 	Allowed   int // opened: the dispatches it may make per window while open
 	Window    time.Duration
+	Kept      bool // open since before: said again (Opened), not a change
 }
 
 // Breaker keeps a window of outcomes per task.
@@ -204,6 +208,31 @@ func (b *Breaker) Dispatched(task string, now time.Time) {
 	}
 }
 
+// Undispatched takes back the dispatch of task counted at at (Dispatched)
+// that was not made after all: its transaction failed, or the store
+// refused its start. The cut is measured against the dispatches made, so
+// one that was only planned counts neither in the window before a breaker
+// opens nor among those an open breaker allows.
+func (b *Breaker) Undispatched(task string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.tasks[task]
+	if w == nil {
+		return
+	}
+	sec := at.Unix() - at.Unix()%int64(bucketWidth/time.Second)
+	i := int(sec/int64(bucketWidth/time.Second)) % len(w.dstart)
+	if w.dstart[i] == sec && w.disp[i] > 0 {
+		w.disp[i]--
+	}
+	for j := len(w.made) - 1; j >= 0; j-- {
+		if w.made[j].Equal(at) {
+			w.made = append(w.made[:j], w.made[j+1:]...)
+			break
+		}
+	}
+}
+
 // dispatches counts w's dispatches in the window ending at now, by whole
 // buckets that start inside it: never more than were made in it.
 func (w *window) dispatches(now time.Time) int {
@@ -241,6 +270,29 @@ func (w *window) forget(now time.Time) {
 		i++
 	}
 	w.made = w.made[i:]
+}
+
+// Opened returns the breakers open at now, in task order, as the changes
+// that opened them (Kept set, the counts those of the window at now): what
+// a process that leads again says of the breakers it kept.
+func (b *Breaker) Opened(now time.Time) []Change {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Change
+	for task, w := range b.tasks {
+		if !w.open {
+			continue
+		}
+		failures, total := b.count(w, now)
+		rate := 0.0
+		if total > 0 {
+			rate = float64(failures) / float64(total)
+		}
+		out = append(out, Change{Task: task, Open: true, Kept: true, Failures: failures, Total: total, Rate: rate, Threshold: w.cfg.Threshold,
+			Was: w.was, Allowed: w.allowed, Window: w.cfg.Window})
+	}
+	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Task, b.Task) })
+	return out
 }
 
 // Cut is the cut of an open breaker: the dispatches allowed per window,

@@ -283,3 +283,37 @@ func TestCutIsATenthOfTheTasksOwnDispatches(t *testing.T) {
 		})
 	}
 }
+
+// TestUndispatchedIsNotMeasured: a dispatch counted and taken back (its
+// transaction failed) counts neither in the window the cut is measured
+// against nor among the dispatches an open breaker allows.
+func TestUndispatchedIsNotMeasured(t *testing.T) {
+	t.Parallel()
+	b := New(Config{Window: time.Minute, MinSamples: 3})
+	now := t0
+	for i := range 30 { // 30 dispatches planned, every other one taken back: 15 made
+		b.Dispatched("a.x", now)
+		if i%2 == 1 {
+			b.Undispatched("a.x", now)
+		}
+		now = now.Add(time.Second)
+	}
+	b.Undispatched("a.y", now) // a task never dispatched: nothing to take back, nothing changes
+	var ch Change
+	for range 3 {
+		ch, _ = b.Record("a.x", false, now)
+	}
+	if !ch.Open || ch.Was != 15 || ch.Allowed != 2 {
+		t.Fatalf("opened %v after 15 dispatches made (30 planned): was %d, allowed %d; want was 15, allowed 2", ch.Open, ch.Was, ch.Allowed)
+	}
+	b.Dispatched("a.x", now)
+	b.Undispatched("a.x", now)
+	b.Dispatched("a.x", now)
+	if ok, _ := b.Allow("a.x", now); !ok {
+		t.Errorf("one dispatch made of the 2 allowed (one taken back): Allow refused the second")
+	}
+	b.Dispatched("a.x", now)
+	if ok, _ := b.Allow("a.x", now); ok {
+		t.Errorf("2 dispatches made of the 2 allowed: Allow let a third through")
+	}
+}

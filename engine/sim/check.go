@@ -33,6 +33,7 @@ const (
 	invExcluded     = "I12 no dispatch to an excluded executor"
 	invPause        = "I13 nothing under a pause starts"
 	invBreakerCut   = "I14 an open breaker cuts the task to a tenth"
+	invChanged      = "I15 a changed schedule is judged by the new schedule from the change on"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -118,22 +119,24 @@ type span struct{ from, to time.Time }
 // checker holds the replayed store and what the world did, and checks the
 // invariants after every step.
 type checker struct {
-	w         *world
-	routeSeen int // dispatches checked for I12 so far
-	lastID    int64
-	maxEpoch  int64
-	epochRow  int64
-	insts     map[int64]*inst
-	runs      map[int64]map[string]int64 // run → task → instance
-	runKey    map[string]int64           // trigger|kind|logical ms → run
-	backfills map[int64]bool             // the runs of backfills that count other pipelines' upstreams as done (no --wait-cross)
-	fireAt    map[int64]time.Time        // run → its fire time: its logical time, or an operator's run's creation
-	byTask    map[string][]int64         // task → instances, in id order
-	execSeen  int                        // executions checked for I3 so far
-	byTicket  map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
-	execByIns map[int64][]*execution
-	execByTsk map[string][]*execution
-	execAll   []*execution // every execution, in start order, for I9
+	w           *world
+	routeSeen   int // dispatches checked for I12 so far
+	lastID      int64
+	maxEpoch    int64
+	epochRow    int64
+	insts       map[int64]*inst
+	runs        map[int64]map[string]int64 // run → task → instance
+	runKey      map[string]int64           // trigger|kind|logical ms → run
+	backfills   map[int64]bool             // the runs of backfills that count other pipelines' upstreams as done (no --wait-cross)
+	fireAt      map[int64]time.Time        // run → its fire time: its logical time, or an operator's run's creation
+	runTrig     map[int64]string           // schedule run → its trigger
+	changesSeen int                        // schedule changes whose dropped runs were forgotten
+	byTask      map[string][]int64         // task → instances, in id order
+	execSeen    int                        // executions checked for I3 so far
+	byTicket    map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
+	execByIns   map[int64][]*execution
+	execByTsk   map[string][]*execution
+	execAll     []*execution // every execution, in start order, for I9
 
 	// coverage: spans in which one engine was primary throughout, and no
 	// fault hit the store, per the checks that observed it.
@@ -177,7 +180,7 @@ type capMark struct {
 
 func newChecker(w *world) *checker {
 	return &checker{w: w, insts: map[int64]*inst{}, runs: map[int64]map[string]int64{}, runKey: map[string]int64{}, backfills: map[int64]bool{},
-		fireAt: map[int64]time.Time{}, byTask: map[string][]int64{}, byTicket: map[string][]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
+		fireAt: map[int64]time.Time{}, runTrig: map[int64]string{}, byTask: map[string][]int64{}, byTicket: map[string][]*execution{}, execByIns: map[int64][]*execution{}, execByTsk: map[string][]*execution{}, fired: map[string]time.Time{}}
 }
 
 func (c *checker) down(n *node, at time.Time) {
@@ -261,6 +264,7 @@ func (c *checker) check(final bool) {
 	now := time.Now()
 	c.observeCoverage(now)
 	c.readHistory()
+	c.forgetDropped()
 	c.checkExecutions()
 	c.checkRouting()
 	c.checkPauseStarts(final)
@@ -340,6 +344,9 @@ func (c *checker) apply(h store.HistoryRow) {
 				c.runKey[runKey(run.Trigger, run.Kind, run.LogicalTime)] = run.ID
 				c.backfills[run.ID] = run.Kind == axtype.RunBackfill && !c.waitsCross(run.BackfillID)
 				c.fireAt[run.ID] = run.LogicalTime
+				if run.Kind == axtype.RunSchedule {
+					c.runTrig[run.ID] = run.Trigger
+				}
 				if run.Kind == axtype.RunManual {
 					c.fireAt[run.ID] = run.CreatedAt // an operator's run fires when triggered, whatever its --at
 				}
@@ -356,7 +363,7 @@ func (c *checker) apply(h store.HistoryRow) {
 		prev := in.state()
 		switch {
 		case h.From != prev:
-			w.violate(invReplay, "instance %d %s: history row %d moves from %s but the previous row left it %s", h.InstanceID, h.TaskID, h.ID, h.From, prev)
+			w.violate(invReplay, "instance %d %s: history row %d moves from %s but the previous row left it %s (%s): %s", h.InstanceID, h.TaskID, h.ID, h.From, prev, h.Reason, in.describe())
 		case !axtype.CanTransition(h.From, h.To):
 			w.violate(invReplay, "instance %d %s: history row %d moves %s→%s, which the state table forbids", h.InstanceID, h.TaskID, h.ID, h.From, h.To)
 		}
@@ -606,7 +613,9 @@ func (c *checker) compareState(all bool) {
 			byID[g.ID] = g
 		}
 		for _, id := range ids[:n] {
-			c.compareOne(c.insts[id], byID)
+			if in := c.insts[id]; in != nil { // nil: its run was forgotten (dropped) just before
+				c.compareOne(in, byID)
+			}
 		}
 		ids = ids[n:]
 	}
@@ -615,6 +624,10 @@ func (c *checker) compareState(all bool) {
 // compareOne compares one instance with the store's row in byID.
 func (c *checker) compareOne(in *inst, byID map[int64]axtype.Instance) {
 	got, ok := byID[in.id]
+	if !ok && c.dropped(in) && c.gone(in.id) {
+		c.forgetRun(in.run) // a schedule change dropped its run, made ahead and never started
+		return
+	}
 	if !ok { // ids need not be dense: read it alone
 		var err error
 		if got, err = c.w.st.Instance(context.Background(), in.id); err != nil {
@@ -752,11 +765,16 @@ func (c *checker) bound() time.Duration {
 func (c *checker) checkFires(now time.Time, final bool) {
 	w := c.w
 	b := c.bound()
-	until := now.Add(-b)
+	// a fire is judged once its roots' delays have passed too
+	var delay time.Duration
+	for _, t := range w.g.Order() {
+		delay = max(delay, t.Delay)
+	}
+	until := now.Add(-b - delay)
 	for _, tr := range w.g.Triggers() {
 		name := tr.Name()
-		form := w.cronOf(name)
-		if form == nil {
+		forms := w.formsOf(name)
+		if len(forms) == 0 {
 			continue
 		}
 		from := c.fired[name]
@@ -776,12 +794,22 @@ func (c *checker) checkFires(now time.Time, final bool) {
 			if until.Before(hi) {
 				hi = until
 			}
-			if hi.After(lo) {
-				fires = append(fires, expectedFires(*form, loc, w.spec.start, lo, hi)...)
+			if !hi.After(lo) {
+				continue
+			}
+			// each fire by the form in force at it (a changed schedule)
+			for _, form := range forms {
+				for _, f := range expectedFires(*form, loc, w.spec.start, lo, hi) {
+					if w.cronAt(name, f.at) == form && !w.nearChange(name, f.at) {
+						fires = append(fires, f)
+					}
+				}
 			}
 		}
+		slices.SortFunc(fires, func(a, b fire) int { return a.at.Compare(b.at) })
 		for _, f := range fires {
-			if !c.coveredSpan(f.at.Add(-2*time.Second), f.at.Add(b)) || c.pausedDuring(f.at.Add(-5*time.Minute), f.at.Add(b)) {
+			form := w.cronAt(name, f.at)
+			if !c.coveredSpan(f.at.Add(-2*time.Second), f.at.Add(b+delay)) || c.pausedDuring(f.at.Add(-5*time.Minute), f.at.Add(b+delay)) {
 				continue
 			}
 			if f.repeated && w.opts.Restrict.FallBackWildcard && form.wildcard() {
@@ -807,22 +835,30 @@ func (c *checker) checkFire(trigger string, at time.Time, b time.Duration) {
 		if in == nil || !in.createdS {
 			continue
 		}
+		// a root with a delay leaves SCHEDULED no earlier than the fire
+		// time plus its delay
+		due := at.Add(b)
+		if t := w.g.Task(in.task); t != nil {
+			due = due.Add(t.Delay)
+		}
 		left := false
 		for _, r := range in.rows[1:] {
-			if !r.at.After(at.Add(b)) {
+			if !r.at.After(due) {
 				left = true
 			}
 		}
-		if len(in.rows) > 1 && strings.Contains(in.rows[1].reason, "overlap") && !c.runningAt(in, at) && !c.orphanAt(in, at, in.rows[1].epoch) {
+		// the overlap is judged at the release: the fire time plus the delay
+		judged := due.Add(-b)
+		if len(in.rows) > 1 && strings.Contains(in.rows[1].reason, "overlap") && !c.runningAt(in, judged) && !c.orphanAt(in, judged, in.rows[1].epoch) {
 			w.violate(invDueFire, "%s was due at %s and skipped by its overlap policy, but no other attempt of %s ran then: %s",
 				trigger, at.Format(time.RFC3339), in.task, in.describe())
 			continue
 		}
-		if left || c.waitsBehind(in, at.Add(b)) || c.capFull(in, at.Add(b)) || c.breakerOpen(in.task, at, at.Add(b)) {
+		if left || c.waitsBehind(in, due) || c.capFull(in, due) || c.breakerOpen(in.task, at, due) {
 			continue
 		}
 		w.violate(invDueFire, "%s was due at %s; instance %d is still SCHEDULED %s later with nothing to explain it: %s",
-			trigger, at.Format(time.RFC3339), in.id, b, in.describe())
+			trigger, at.Format(time.RFC3339), in.id, due.Sub(at), in.describe())
 	}
 }
 
@@ -1283,7 +1319,11 @@ func (c *checker) checkMisfires(now time.Time) {
 			continue
 		}
 		for _, tr := range w.g.Triggers() {
-			form := w.cronOf(tr.Name())
+			if ch := w.changedAtUp(tr.Name(), o); ch != nil {
+				c.checkChangedOutage(tr.Name(), ch, o)
+				continue
+			}
+			form := w.cronAt(tr.Name(), o.up.Add(-time.Millisecond)) // the start judged the backlog before any reload
 			if form == nil || form.every > 0 || w.rootWaitsAcross(tr.Pipeline, tr.Tasks) {
 				continue // a run whose roots wait on another pipeline is neither started nor a misfire: the rule is silent
 			}
@@ -1295,8 +1335,25 @@ func (c *checker) checkMisfires(now time.Time) {
 			}
 			// a fire at the very instant a scheduler starts has not passed: it
 			// is on time, not part of the backlog (seed 1032 of 3000)
+			// nor is one whose release (the fire time plus its task's delay)
+			// comes at or after the start: it falls due when a scheduler runs
+			// (the roots decide apiece: a fire late for one and on time for
+			// another is judged per task, not checked here)
+			lo, hi := time.Duration(-1), time.Duration(0)
+			for _, name := range tr.Tasks {
+				if t := w.g.Task(tr.Pipeline + "." + name); t != nil {
+					if lo < 0 || t.Delay < lo {
+						lo = t.Delay
+					}
+					hi = max(hi, t.Delay)
+				}
+			}
+			lo = max(lo, 0)
 			due := expectedFires(*form, loc, w.spec.start, o.down.Add(2*time.Second), o.up)
-			if n := len(due); n > 0 && !due[n-1].at.Before(o.up) {
+			if slices.ContainsFunc(due, func(f fire) bool { return f.at.Add(lo).Before(o.up) && !f.at.Add(hi).Before(o.up) }) {
+				continue
+			}
+			for n := len(due); n > 0 && !due[n-1].at.Add(lo).Before(o.up); n = len(due) {
 				due = due[:n-1]
 			}
 			missed, exact := c.backlog(tr.Name(), due, o.down)

@@ -44,6 +44,9 @@ type genTask struct {
 	// maxRunning is the task's own max_running (0: none; the pipeline's
 	// defaults may still give one).
 	maxRunning int
+	// delay is the task's delay: it starts no earlier than its run's fire
+	// time plus it (0: none).
+	delay time.Duration
 }
 
 // genPipeline is one generated pipeline file.
@@ -226,6 +229,21 @@ func drawSlow(r *rand.Rand, s *spec) {
 	}
 }
 
+// drawDelay gives one task in six a `delay:` of 1 to 20 s (under the
+// minute of fires the misfire check leaves out before a crash), so that
+// I10 (no start before the run's fire time plus the delay) is exercised
+// by it. It draws from a source of its own (r, from the seed), so the
+// generator's draws stay those of the seeds recorded before.
+func drawDelay(r *rand.Rand, s *spec) {
+	for _, p := range s.pipelines {
+		for _, t := range p.tasks {
+			if r.IntN(6) == 0 {
+				t.delay = time.Duration(1+r.IntN(20)) * time.Second
+			}
+		}
+	}
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -293,6 +311,9 @@ func (p *genPipeline) yaml() string {
 		}
 		if t.maxRunning > 0 {
 			fmt.Fprintf(&b, "    max_running: %d\n", t.maxRunning)
+		}
+		if t.delay > 0 {
+			fmt.Fprintf(&b, "    delay: %s\n", t.delay)
 		}
 	}
 	return b.String()

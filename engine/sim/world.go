@@ -254,13 +254,15 @@ type world struct {
 	// syncHTTP: the engines dispatch HTTP tasks in the synchronous form
 	// (no callback), in one world in three (drawn apart from the rest).
 	syncHTTP bool
-	over     chan struct{} // closed at the end: the work of killed processes returns
-	xrng     *rand.Rand    // the executors' faults, apart from the driver's draws
-	capRng   *rand.Rand    // the concurrency caps (drawCaps), apart from the generator's draws
-	bfRng    *rand.Rand    // the backfill steps (backfillStep), apart from the driver's draws
-	tokRng   *rand.Rand    // the revoked executor and its probes (rogueProbe), apart from the rest
-	pauseRng *rand.Rand    // what operators aim at under a pause (underPause), apart from the driver's draws
-	rogue    bool          // the world has an executor whose token was revoked
+	over     chan struct{}            // closed at the end: the work of killed processes returns
+	xrng     *rand.Rand               // the executors' faults, apart from the driver's draws
+	capRng   *rand.Rand               // the concurrency caps (drawCaps), apart from the generator's draws
+	bfRng    *rand.Rand               // the backfill steps (backfillStep), apart from the driver's draws
+	tokRng   *rand.Rand               // the revoked executor and its probes (rogueProbe), apart from the rest
+	pauseRng *rand.Rand               // what operators aim at under a pause (underPause), apart from the driver's draws
+	schedRng *rand.Rand               // the schedule changes (reschedule), apart from the driver's draws
+	changes  map[string][]schedChange // by trigger, in order: the changes of its schedule
+	rogue    bool                     // the world has an executor whose token was revoked
 }
 
 // Run simulates one seed inside a synctest bubble and returns its report.
@@ -279,7 +281,8 @@ func Run(t *testing.T, seed int64, opts Options) Report {
 			restrict: restrictions{noManual: opts.Restrict.NoManual, noRefuse: opts.Restrict.NoRefuse},
 			faultRng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), xrng: rand.New(rand.NewPCG(uint64(seed), 0x5d4)),
 			capRng: rand.New(rand.NewPCG(uint64(seed), 0xca95)), bfRng: rand.New(rand.NewPCG(uint64(seed), 0xbf)),
-			tokRng: rand.New(rand.NewPCG(uint64(seed), 0x70c)), pauseRng: rand.New(rand.NewPCG(uint64(seed), 0x9a05e)), over: make(chan struct{})}
+			tokRng: rand.New(rand.NewPCG(uint64(seed), 0x70c)), pauseRng: rand.New(rand.NewPCG(uint64(seed), 0x9a05e)), over: make(chan struct{}),
+			schedRng: rand.New(rand.NewPCG(uint64(seed), 0x5c4e)), changes: map[string][]schedChange{}}
 		w.ex.n = map[int64]int{}
 		w.tmpl = tmpl
 		rep = w.run()
@@ -317,6 +320,7 @@ func (w *world) run() Report {
 				w.syncHTTP = w.capRng.IntN(3) == 0
 				drawMatches(rand.New(rand.NewPCG(uint64(w.seed), 0x3a7c)), w.spec)
 				drawSlow(rand.New(rand.NewPCG(uint64(w.seed), 0x510e)), w.spec)
+				drawDelay(rand.New(rand.NewPCG(uint64(w.seed), 0xde1a)), w.spec)
 			}
 		}
 		files, err = w.compile()
@@ -612,6 +616,10 @@ func (w *world) scripted(s step) {
 func (w *world) act() {
 	if !w.opts.Classic && w.bfRng.IntN(20) == 0 {
 		w.backfillStep() // drawn apart, so that a seed without one draws as before
+		return
+	}
+	if !w.opts.Classic && w.schedRng.IntN(30) == 0 {
+		w.reschedule() // drawn apart, as the backfills
 		return
 	}
 	r := w.rng

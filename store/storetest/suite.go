@@ -25,6 +25,7 @@ func Run(t *testing.T, open Opener) {
 	}{
 		{"SchemaRecorded", testSchema},
 		{"SyncDefinitions", testSync},
+		{"SyncDefinitionsInChunks", testSyncInChunks},
 		{"PipelineChangedAt", testPipelineChangedAt},
 		{"CreateRunIsIdempotentPerLogicalTime", testCreateRun},
 		{"CreateRunInChunks", testCreateRunInChunks},
@@ -34,6 +35,7 @@ func Run(t *testing.T, open Opener) {
 		{"RaceExactlyOneWinner", testRace},
 		{"FencingStaleEpochCannotWrite", testFencing},
 		{"BatchTransitions", testBatch},
+		{"BatchMovesAnInstanceTwiceInOrder", testBatchTwiceInOrder},
 		{"BatchThenCommitsBothOrNeither", testBatchThen},
 		{"DueInstancesInFireOrder", testDue},
 		{"HistoryAndActions", testLogs},
@@ -812,8 +814,16 @@ func testPipelineChangedAt(t *testing.T, s *store.Store) {
 	q := func(hash string) store.PipelineDef {
 		return store.PipelineDef{Name: "q", File: "q.yaml", Hash: hash, Definition: []byte(`{}`)}
 	}
+	if _, err := s.PipelineAddedAt(ctx(), "q"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("PipelineAddedAt of an unknown pipeline: %v, want ErrNotFound", err)
+	}
 	sync(T0, q("1"))
 	check(T0)
+	defer func() {
+		if got, err := s.PipelineAddedAt(ctx(), "q"); err != nil || !got.Equal(T0) {
+			t.Errorf("PipelineAddedAt(q) after its changes = %v, %v; want %v, when it was first stored", got, err, T0)
+		}
+	}()
 	sync(T0.Add(time.Hour), q("1")) // unchanged
 	check(T0)
 	sync(T0.Add(2*time.Hour), q("2")) // changed
@@ -1100,5 +1110,160 @@ func testOutcomeCounts(t *testing.T, s *store.Store) {
 	after, err := s.TaskSummary(ctx(), "a.y")
 	if err != nil || after.SuccessCount != before.SuccessCount || after.FailureCount != before.FailureCount || before.SuccessCount != 10 || before.FailureCount != 2 {
 		t.Errorf("a.y summary before pruning %d/%d, after %d/%d (%v): want 10/2 both times", before.SuccessCount, before.FailureCount, after.SuccessCount, after.FailureCount, err)
+	}
+}
+
+// countTx installs a fault hook on s that counts the "sync definitions"
+// transactions and fails the one numbered failAt (0: none); the count is
+// read with the function it returns. The hook is removed at the end of t.
+func countTx(t *testing.T, s *store.Store, failAt int) func() int {
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	store.SetFault(s, func(what string) error {
+		if what != "sync definitions" {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if n == failAt {
+			return errors.New("the database went away")
+		}
+		return nil
+	})
+	t.Cleanup(func() { store.SetFault(s, nil) })
+	return func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// testSyncInChunks: a sync writes at most a chunk of definitions per
+// transaction (DefaultCreateChunk when not told), so that a reload of any
+// size never holds the store past the lease's renewal margin. One that
+// fails midway leaves what it wrote, and the next sync writes the rest and
+// reports every change from the set before, those of the sync that failed
+// included; then the store is as if the first had not failed.
+func testSyncInChunks(t *testing.T, s *store.Store) {
+	pipe := func(name, hash string, tasks ...string) store.PipelineDef {
+		d := store.PipelineDef{Name: name, File: name + ".yaml", Hash: hash, Definition: []byte(`{}`)}
+		for _, n := range tasks {
+			d.Tasks = append(d.Tasks, store.TaskDef{ID: name + "." + n, Pipeline: name, Name: n, Group: "g", Hash: hash, Definition: []byte(`{}`)})
+		}
+		return d
+	}
+	names := func(pre string, from, to int) []string {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, fmt.Sprintf("%s%04d", pre, i))
+		}
+		return out
+	}
+	// The default chunk: 5,000 new tasks take three transactions.
+	big := pipe("big", "1", names("t", 0, 5000)...)
+	count := countTx(t, s, 0)
+	if r, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: []store.PipelineDef{big}, Now: T0}); err != nil || len(r.Added) != 5001 {
+		t.Fatalf("sync of 5,000 new tasks: %v, %d added", err, len(r.Added))
+	}
+	if n, want := count(), (5001+store.DefaultCreateChunk-1)/store.DefaultCreateChunk; n != want {
+		t.Errorf("sync of 5,000 new tasks in %d transaction(s), want %d of at most %d definitions", n, want, store.DefaultCreateChunk)
+	}
+
+	// p: a0..a9 at hash 1; then at hash 2: a0..a3 changed, a4..a9
+	// removed, b0..b2 added: 14 writes, five transactions of 3.
+	before := pipe("p", "1", names("a", 0, 10)...)
+	if _, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: []store.PipelineDef{big, before}, Now: T0}); err != nil {
+		t.Fatal(err)
+	}
+	after := pipe("p", "2", append(names("a", 0, 4), names("b", 0, 3)...)...)
+	stored := func() string {
+		t.Helper()
+		ts, err := s.Tasks(ctx(), store.TaskFilter{Pipeline: "p", IncludeRemoved: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, x := range ts {
+			fmt.Fprintf(&b, "%s:%s:%v ", x.Name, x.Hash, x.Removed)
+		}
+		return b.String()
+	}
+	was := stored()
+	count = countTx(t, s, 2)
+	at := T0.Add(time.Minute)
+	_, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: []store.PipelineDef{big, after}, Now: at, Chunk: 3})
+	if err == nil || !strings.Contains(err.Error(), "sync definitions") {
+		t.Fatalf("sync failing in its second transaction: %v, want the failure", err)
+	}
+	if n := count(); n != 2 {
+		t.Errorf("the sync went on after its second transaction failed: %d transactions", n)
+	}
+	// The first chunk (p's first tasks in the order given: a0, a1, a2
+	// changed) stays; nothing else changed.
+	want := strings.NewReplacer("a0000:1:", "a0000:2:", "a0001:1:", "a0001:2:", "a0002:1:", "a0002:2:").Replace(was)
+	if got := stored(); got != want {
+		t.Errorf("after the sync failed in its second transaction:\n got %s\nwant %s (its first chunk only)", got, want)
+	}
+	if set, _ := s.Settings(ctx()); set[store.SyncingSetting] == "" {
+		t.Errorf("the sync that failed midway is not marked unfinished")
+	}
+
+	count = countTx(t, s, 0)
+	r, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: []store.PipelineDef{big, after}, Now: at.Add(time.Minute), Chunk: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(r), fmt.Sprint(store.SyncResult{Added: names("p.b", 0, 3), Changed: append([]string{"p"}, names("p.a", 0, 4)...),
+		Removed: names("p.a", 4, 10)}); got != want {
+		t.Errorf("the sync after the one that failed reports %s, want every change from the set before: %s", got, want)
+	}
+	if n := count(); n != 4 { // 11 writes left, in chunks of 3
+		t.Errorf("the rest written in %d transaction(s), want 4", n)
+	}
+	if set, _ := s.Settings(ctx()); set[store.SyncingSetting] != "" {
+		t.Errorf("the finished sync left its mark: %q", set[store.SyncingSetting])
+	}
+	if r, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: []store.PipelineDef{big, after}, Now: at.Add(2 * time.Minute), Chunk: 3}); err != nil ||
+		len(r.Added)+len(r.Changed)+len(r.Removed) != 0 {
+		t.Errorf("the same set again: %v, %v; want no change", r, err)
+	}
+	if got := stored(); got != "a0000:2:false a0001:2:false a0002:2:false a0003:2:false a0004:1:true a0005:1:true a0006:1:true a0007:1:true a0008:1:true a0009:1:true b0000:2:false b0001:2:false b0002:2:false " {
+		t.Errorf("stored after the syncs: %s", got)
+	}
+}
+
+// testBatchTwiceInOrder: a batch that moves one instance twice (a resume
+// schedules a late instance, then the misfire rule skips it) leaves it as
+// the later transition does, at the version after both, whatever the
+// transitions of other instances before them: an earlier transition of
+// the later one's shape (here a.x, failed with an error) made the batch
+// write the later one first, and the instance ended SCHEDULED with a
+// history that says FAILED.
+func testBatchTwiceInOrder(t *testing.T, s *store.Store) {
+	ins := Seed(t, s)
+	x, y, z := ins["a.x"], ins["a.y"], ins["a.z"]
+	now := T0.Add(time.Minute)
+	zero, empty, skipped := time.Time{}, "", "skipped by misfire policy fire_all"
+	ps := []store.TransitionParams{
+		{InstanceID: x.ID, Version: x.Version, From: axtype.Scheduled, To: axtype.Failed, Set: store.Changes{NextFireAt: &zero, Error: ptr("a fire of the old schedule")}, Now: now, Actor: "scheduler", Reason: "old plan"},
+	}
+	for _, in := range []axtype.Instance{y, z} {
+		ps = append(ps,
+			store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Waiting, To: axtype.Scheduled, Set: store.Changes{NextFireAt: &now, Reason: &empty}, Now: now, Actor: "scheduler", Reason: "resume"},
+			store.TransitionParams{InstanceID: in.ID, Version: in.Version + 1, From: axtype.Scheduled, To: axtype.Failed, Set: store.Changes{NextFireAt: &zero, Error: &skipped}, Now: now, Actor: "scheduler", Reason: "skip"})
+	}
+	res, err := s.TransitionBatch(ctx(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("transition %d: %v", i, r.Err)
+		}
+	}
+	for _, in := range []axtype.Instance{y, z} {
+		got, err := s.Instance(ctx(), in.ID)
+		if err != nil || got.State != axtype.Failed || got.Version != in.Version+2 || got.Error != skipped {
+			t.Errorf("%s after SCHEDULED then FAILED in one batch: %s at version %d (%q), %v; want FAILED at version %d", in.TaskID, got.State, got.Version, got.Error, err, in.Version+2)
+		}
 	}
 }
