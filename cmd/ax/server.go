@@ -165,19 +165,11 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return err
 	}
 	var eng *engine.Engine // set below; executors raise alerts through it
-	// The pipelines in force: the engine's, which a reload replaces.
-	graph := func() *dag.Graph {
-		if eng != nil {
-			return eng.Graph()
-		}
-		return g
-	}
-	execs, err := stock.ExecutorsOf(graph, st, stock.AlertVia(&eng), f.nice, secrets)
+	execs, err := serverExecutors(&eng, g, st, f, secrets)
 	if err != nil {
 		return cli.Fail(err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewExecutorCollector(st))
+	reg := metricsRegistry(st)
 	hookCtx, stopHook := context.WithCancel(ctx)
 	defer stopHook()
 	onAlert, err := alertSinks(hookCtx, routes, log)
@@ -201,6 +193,27 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(err)
 	}
 	return nil
+}
+
+// serverExecutors builds the executors tasks run with. They read the
+// pipelines in force: the engine's once *eng is set (a reload replaces
+// them), g before; and they raise alerts through *eng.
+func serverExecutors(eng **engine.Engine, g *dag.Graph, st *store.Store, f serverFlags, secrets runner.Secrets) (engine.Executors, error) {
+	graph := func() *dag.Graph {
+		if *eng != nil {
+			return (*eng).Graph()
+		}
+		return g
+	}
+	return stock.ExecutorsOf(graph, st, stock.AlertVia(eng), f.nice, secrets)
+}
+
+// metricsRegistry is /metrics' registry: the Go runtime's and the
+// process's collectors and the registered executors'.
+func metricsRegistry(st *store.Store) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewExecutorCollector(st))
+	return reg
 }
 
 // serverSecrets opens --secrets-dir and returns, with the provider, the
