@@ -31,6 +31,10 @@ type keeper struct {
 	epoch    atomic.Int64
 	until    atomic.Int64 // UnixNano of the expiry of the last renewal
 	released atomic.Bool
+	// resigned: the primary is giving the lease up (a primary that cannot
+	// write): nothing more is written under it, and what this process
+	// still learns is left to the next primary, as after a lost lease.
+	resigned atomic.Bool
 	gone     atomic.Bool            // the store's file was deleted or replaced: nothing is safe to write
 	alert    func(Alert)            // raises an alert (the store file gone), once per loss
 	fault    func(error, time.Time) // notes the outcome of each write on the lease (nil: a success)
@@ -66,7 +70,7 @@ func (k *keeper) set(l store.Lease) {
 // a renewal must have succeeded within TTL − renewal period, so that work
 // stops before the lease could expire, and the epoch must be the current one.
 func (k *keeper) held(now time.Time, epoch int64) bool {
-	if k == nil || k.released.Load() || k.gone.Load() || epoch != k.epoch.Load() {
+	if k == nil || k.released.Load() || k.resigned.Load() || k.gone.Load() || epoch != k.epoch.Load() {
 		return false
 	}
 	return now.Before(time.Unix(0, k.until.Load()).Add(-k.every))

@@ -93,6 +93,10 @@ func (e *Engine) giveUpLease(k *keeper, cancelExec context.CancelCauseFunc) erro
 		"since", f.since.UTC().Format(time.RFC3339), "err", cause)
 	e.stepDown, e.failures, e.retryAt = nil, 0, time.Time{}
 	e.faults.turn.Store(&writeFault{err: f.err, since: f.since})
+	// As after a lost lease: the term is over before its attempts are
+	// cancelled, so that none of them is judged here as given back (an HTTP
+	// executor may still be running it); the next primary judges them.
+	k.resigned.Store(true)
 	e.leaveTerm(cancelExec, fmt.Errorf("engine: the primary gave up its lease: its writes fail: %w", cause))
 	k.release(context.Background())
 	return fmt.Errorf("%w: %w: %w: %d turns in a row could not write since %s: %w", errLeaseLost, errStartUnavailable, errGaveUpLease,

@@ -592,3 +592,15 @@ func TestSimDelayedFireAtTheStart(t *testing.T) {
 	t.Parallel()
 	fail(t, Run(t, 5865, Options{Restrict: today}))
 }
+
+// TestSimGivenUpLeaseLeavesAttemptsToTheNext: I1 on seed 7801 (make test's
+// cap seeds, once worlds changed schedules): a primary whose writes failed
+// three turns in a row gave its lease up and, still holding it while it
+// cancelled its attempts, recorded an HTTP attempt as given back; the next
+// primary dispatched it again while its executor still ran the first. A
+// primary that gives its lease up now ends its term before cancelling, so
+// the attempts are the next primary's to judge, as after a lost lease.
+func TestSimGivenUpLeaseLeavesAttemptsToTheNext(t *testing.T) {
+	t.Parallel()
+	fail(t, Run(t, 7801, Options{Restrict: today}))
+}
