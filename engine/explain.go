@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -419,14 +418,18 @@ func (e *Engine) NextScheduled(id string) time.Time {
 // explainWaiting names what a WAITING instance waits for, by the
 // readiness rule itself (ready.go), with the deadline of its wait limit.
 func (e *Engine) explainWaiting(ctx context.Context, t *taskInfo, in *axtype.Instance, stamp func(time.Time) string, add func(string, bool, string, ...any)) error {
-	// What the judgement reads of the run's instances, newest first as the
-	// scheduler's run cache holds them.
-	runOf, err := e.st.RunStates(ctx, []int64{in.RunID})
+	// What the judgement reads of the run: the instances of the task and of
+	// its upstreams in the run, after the run's newest instance, first as
+	// the scheduler's run cache holds them (when the run began waiting).
+	newest, err := e.st.Instances(ctx, store.InstanceFilter{RunID: in.RunID, Limit: 1})
 	if err != nil {
 		return err
 	}
-	run := runOf[in.RunID]
-	slices.Reverse(run)
+	run, err := e.st.RunStatesOf(ctx, in.RunID, append([]string{t.id}, runUpstreams(t.def)...))
+	if err != nil {
+		return err
+	}
+	run = append(newest, run...)
 	r, err := e.st.Run(ctx, in.RunID)
 	if err != nil {
 		return err

@@ -67,10 +67,9 @@ func judgeWaiting(ctx context.Context, st *store.Store, td TaskDefs, kind axtype
 				ti.own = tr.Schedule
 			}
 		}
-		n := settleNode{manual: t.Manual, limit: t.WaitTimeout}
+		n := settleNode{manual: t.Manual, limit: t.WaitTimeout, ups: runUpstreams(t)}
 		for _, d := range t.DependsOn {
 			if d.Pipeline == "" || d.Pipeline == t.Pipeline {
-				n.ups = append(n.ups, t.Pipeline+"."+d.Task)
 				continue
 			}
 			up := d.Pipeline + "." + d.Task
@@ -82,6 +81,18 @@ func judgeWaiting(ctx context.Context, st *store.Store, td TaskDefs, kind axtype
 	}
 	return settle(func(id string) (instView, bool) { v, ok := full[id]; return v, ok }, r.nodes, tasks, rs.since, now, defs.DefaultCrossWait,
 		func(task string) ([]upstreamView, error) { return r.crossViews(ctx, r.tasks[task], rs) })
+}
+
+// runUpstreams are the upstreams of t in its own pipeline, so in the same
+// run: what judging an instance of t reads of its run beside it.
+func runUpstreams(t *defs.Task) []string {
+	var ups []string
+	for _, d := range t.DependsOn {
+		if d.Pipeline == "" || d.Pipeline == t.Pipeline {
+			ups = append(ups, t.Pipeline+"."+d.Task)
+		}
+	}
+	return ups
 }
 
 // waitText is what a judged WAITING instance waits on, in words.

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -944,28 +945,52 @@ func (s *Store) InstancesOfRuns(ctx context.Context, runs []int64) (map[int64][]
 func (s *Store) RunStates(ctx context.Context, runs []int64) (map[int64][]axtype.Instance, error) {
 	out := make(map[int64][]axtype.Instance, len(runs))
 	for start := 0; start < len(runs); start += batchRows {
-		b := s.sb.Select("id", "run_id", "task_id", "pipeline", "state", "version", "attempt", "logical_time", "error", "approved_by", "created_at").
-			From("instances").Where(sq.Eq{"run_id": runs[start:min(start+batchRows, len(runs))]}).OrderBy("id")
-		err := s.query(ctx, s.read, "read the states of runs' instances", b, func(rows *sql.Rows) error {
-			var (
-				in                axtype.Instance
-				state             string
-				errText, approved sql.NullString
-				logical, created  int64
-			)
-			if err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &state, &in.Version, &in.Attempt, &logical, &errText, &approved, &created); err != nil {
-				return err
-			}
-			in.State, in.Error, in.ApprovedBy = axtype.State(state), errText.String, approved.String
-			in.LogicalTime, in.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
+		err := s.runStates(ctx, sq.Eq{"run_id": runs[start:min(start+batchRows, len(runs))]}, func(in axtype.Instance) {
 			out[in.RunID] = append(out[in.RunID], in)
-			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// RunStatesOf is RunStates for the instances of tasks only in one run,
+// oldest first: one read of the (run_id, task_id) key per 400 tasks,
+// whatever the run's size.
+func (s *Store) RunStatesOf(ctx context.Context, run int64, tasks []string) ([]axtype.Instance, error) {
+	var out []axtype.Instance
+	for start := 0; start < len(tasks); start += batchRows {
+		err := s.runStates(ctx, sq.Eq{"run_id": run, "task_id": tasks[start:min(start+batchRows, len(tasks))]}, func(in axtype.Instance) {
+			out = append(out, in)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b axtype.Instance) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// runStates reads RunStates' columns of the instances where says, by id.
+func (s *Store) runStates(ctx context.Context, where sq.Eq, each func(axtype.Instance)) error {
+	b := s.sb.Select("id", "run_id", "task_id", "pipeline", "state", "version", "attempt", "logical_time", "error", "approved_by", "created_at").
+		From("instances").Where(where).OrderBy("id")
+	return s.query(ctx, s.read, "read the states of runs' instances", b, func(rows *sql.Rows) error {
+		var (
+			in                axtype.Instance
+			state             string
+			errText, approved sql.NullString
+			logical, created  int64
+		)
+		if err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &state, &in.Version, &in.Attempt, &logical, &errText, &approved, &created); err != nil {
+			return err
+		}
+		in.State, in.Error, in.ApprovedBy = axtype.State(state), errText.String, approved.String
+		in.LogicalTime, in.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
+		each(in)
+		return nil
+	})
 }
 
 // RunStateCounts counts the instances of each of runs by state: one

@@ -63,6 +63,8 @@ type Store struct {
 	wstmts *stmtCache  // statements prepared on db
 	rstmts *stmtCache  // on read (the same cache when read is db)
 	file   os.FileInfo // the SQLite file as opened, to notice it deleted or replaced
+	// rowsRead counts the rows every query has scanned (RowsRead).
+	rowsRead atomic.Int64
 	// leases is the view of the store its lease methods use: on MySQL a pool
 	// of its own, so that renewing the lease never waits for a connection
 	// behind a burst of dispatch, result and output transactions; on SQLite
@@ -442,6 +444,7 @@ func (s *Store) query(ctx context.Context, q querier, what string, b sq.Sqlizer,
 	}
 	defer rows.Close()
 	for rows.Next() {
+		s.rowsRead.Add(1)
 		if err := scan(rows); err != nil {
 			return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
 		}
@@ -451,6 +454,10 @@ func (s *Store) query(ctx context.Context, q querier, what string, b sq.Sqlizer,
 	}
 	return nil
 }
+
+// RowsRead is how many rows the store's queries have scanned since it was
+// opened: what a read costs, counted.
+func (s *Store) RowsRead() int64 { return s.rowsRead.Load() }
 
 // queryPrepared runs text on q with a cached prepared statement when there
 // is one: in a write transaction the writer's, on the read pool the reader's.

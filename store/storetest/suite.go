@@ -915,6 +915,16 @@ func testRunsPaged(t *testing.T, s *store.Store) {
 			t.Errorf("state %d of run 1: %+v, want that of %+v", i, got, in)
 		}
 	}
+	// The states of some tasks of a run: only their rows are read.
+	read0 := s.RowsRead()
+	some, err := s.RunStatesOf(ctx(), 1, []string{"a.z", "a.x", "a.none"})
+	if read := s.RowsRead() - read0; err != nil || len(some) != 2 || read != 2 ||
+		fmt.Sprint(some) != fmt.Sprint([]axtype.Instance{states[0], states[2]}) {
+		t.Errorf("states of a.z, a.x and a.none in run 1: %+v, %v, %d rows read; want those of a.x and a.z, 2 rows", some, err, read)
+	}
+	if none, err := s.RunStatesOf(ctx(), 1, nil); err != nil || len(none) != 0 {
+		t.Errorf("states of no task of run 1: %+v, %v; want none", none, err)
+	}
 	counts, err := s.RunStateCounts(ctx(), []int64{1, r6, 999})
 	wantCounts := map[axtype.State]int{}
 	for _, in := range insOf[1] {
