@@ -141,6 +141,14 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: read where inherited attempts run: %w", err)
 	}
+	ids := make([]int64, 0, len(insts))
+	for _, in := range insts {
+		ids = append(ids, in.ID)
+	}
+	resent, err := e.st.Redispatched(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("engine: read which inherited attempts were dispatched again: %w", err)
+	}
 	var handOuts map[int64]time.Time
 	for _, r := range procs {
 		if r.Kind == store.ProcHeld && handOuts == nil {
@@ -164,7 +172,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			continue
 		}
 		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted,
-			deadline: in.StartedAt.Add(ti.def.Timeout), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
+			deadline: inheritedDeadline(in, ti.def.Timeout, resent), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
 		rec, found := procs[in.Ticket]
 		if why := e.neverStarted(in, ti, rec, found, handOuts); why != "" {
 			// Given back as at a shutdown (giveBack): RETRYING at its fire
@@ -182,6 +190,20 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	}
 	e.inheritProcs(procs, now)
 	return nil
+}
+
+// inheritedDeadline is the deadline of an attempt inherited in RUNNING: its
+// timeout counted from when it was last sent to an executor, which for a
+// ticket a primary dispatched again (resent: ticket → when) is that
+// redispatch, not its first start. The executor runs it under that later
+// deadline; an earlier one would fail it as an unknown outcome and retry it
+// beside itself.
+func inheritedDeadline(in axtype.Instance, timeout time.Duration, resent map[string]time.Time) time.Time {
+	from := in.StartedAt
+	if at, ok := resent[in.Ticket]; ok && at.After(from) {
+		from = at
+	}
+	return from.Add(timeout)
 }
 
 // neverStarted says why an attempt inherited in RUNNING certainly never

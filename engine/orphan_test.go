@@ -161,3 +161,104 @@ tasks:
 		}
 	})
 }
+
+// TestInheritedRedispatchKeepsItsDeadline: a primary that inherited an HTTP
+// ticket unknown to its executor dispatched it again a minute ago, and then
+// died; the ticket runs on the executor under a deadline counted from that
+// redispatch. The next primary counts the timeout from the redispatch too:
+// at the deadline of the first dispatch, nine minutes earlier, the attempt
+// still runs there and is not failed as an unknown outcome (its retry would
+// run beside it); it ends once, with its result.
+func TestInheritedRedispatchKeepsItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			calls []string
+		)
+		release := make(chan struct{})
+		// The old primary is gone: results posted to its callback never arrive.
+		gone := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, fmt.Errorf("connection refused") })}
+		x, err := executor.New(executor.Config{Client: gone}, map[string]runner.Func{"t1": func(ctx context.Context, a runner.Attempt) error {
+			mu.Lock()
+			calls = append(calls, a.Ticket)
+			mu.Unlock()
+			<-release
+			return nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := &http.Client{Transport: handlerTransport{x.Handler()}}
+		exCtx, stopEx := context.WithCancel(context.Background())
+		go x.Run(exCtx)
+		start := time.Now()
+		first, resent := start.Add(-9*time.Minute), start.Add(-time.Minute)
+		const ticket = "ticket-resent"
+		var id int64
+		e := setupRoutedClient(t, Config{Grace: time.Millisecond}, client, `pipeline: inh
+timezone: UTC
+schedule: "0 0 1 6 *"
+tasks:
+  - {name: t1, http: "http://exec-a/dispatch", timeout: 10m, retry: {count: 1, interval: 1s}}
+`, func(st *store.Store) {
+			ctx := context.Background()
+			var def store.PipelineDef
+			def.Name, def.File, def.Hash, def.Definition = "inh", "p.yaml", "old", []byte(`{}`)
+			def.Tasks = append(def.Tasks, store.TaskDef{ID: "inh.t1", Pipeline: "inh", Name: "t1", Group: "default", Priority: 3, Hash: "old", Definition: []byte(`{}`)})
+			if _, err := st.SyncDefinitions(ctx, store.SyncParams{Pipelines: []store.PipelineDef{def}, Now: first}); err != nil {
+				t.Fatal(err)
+			}
+			_, ins, err := st.CreateRun(ctx, store.CreateRunParams{Pipeline: "inh", Trigger: "inh", Kind: axtype.RunManual, LogicalTime: first,
+				Actor: "old", Now: first, Instances: []store.NewInstance{{TaskID: "inh.t1", State: axtype.Scheduled, NextFireAt: first}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id = ins[0].ID
+			tk, att := ticket, 1
+			if _, err := st.Transition(ctx, store.TransitionParams{InstanceID: id, Version: ins[0].Version, From: axtype.Scheduled, To: axtype.Running,
+				Set: store.Changes{Ticket: &tk, Attempt: &att, Counted: &att, StartedAt: &first}, Now: first, Actor: "old", Reason: "dispatched by the old primary"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.AppendAction(ctx, store.Action{At: resent, Actor: Actor, Action: "redispatch", Pipeline: "inh", TaskID: "inh.t1",
+				InstanceID: id, Ticket: ticket, Reason: "unknown to every executor of the task: dispatched again with the same ticket"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.RegisterExecutor(ctx, store.RegisterParams{Address: "http://exec-a", Protocol: "http", Tasks: []string{"inh.t1"}, Boot: "b1", Now: start}); err != nil {
+				t.Fatal(err)
+			}
+			// What the primary that dispatched it again handed out before it died.
+			body := fmt.Sprintf(`{"version":1,"pipeline":"inh","task":"t1","instance_id":%d,"ticket":%q,"callback":"http://old-primary/api/v1/results"}`, id, ticket)
+			req, _ := http.NewRequest("POST", "http://exec-a/dispatch", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil || resp.StatusCode != 202 {
+				t.Fatalf("dispatch by the old primary: %v %v", resp, err)
+			}
+			synctest.Wait()
+		})
+		defer stopEx()
+		state := func() axtype.Instance {
+			in, err := e.st.Instance(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return in
+		}
+		sleep(3 * time.Minute) // past the first dispatch's deadline (start+1m), before the redispatch's (start+9m)
+		if in := state(); in.State != axtype.Running || in.Ticket != ticket || in.Attempt != 1 {
+			t.Errorf("at %s, past the first dispatch's deadline: %+v, want RUNNING attempt 1 with ticket %s (it runs on the executor under the redispatch's deadline)",
+				time.Since(start), in, ticket)
+		}
+		close(release)
+		sleep(10 * time.Second)
+		if in := state(); in.State != axtype.Success || in.Ticket != ticket || strings.Contains(in.Error, "unknown outcome") {
+			t.Errorf("after it ended on the executor: %+v, want SUCCESS with ticket %s", in, ticket)
+		}
+		e.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 1 || calls[0] != ticket {
+			t.Errorf("executions %v, want one of %s", calls, ticket)
+		}
+	})
+}

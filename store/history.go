@@ -148,3 +148,30 @@ func (s *Store) Actions(ctx context.Context, f LogFilter) ([]Action, error) {
 	})
 	return out, err
 }
+
+// Redispatched returns, by ticket, when a primary that inherited it last
+// dispatched it again (the action "redispatch"), for the instances ids; a
+// ticket never dispatched again is absent. The executor runs such a ticket
+// from then, under a deadline counted from then.
+func (s *Store) Redispatched(ctx context.Context, ids []int64) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	for start := 0; start < len(ids); start += 500 {
+		q := s.sb.Select("ticket", "MAX(at)").From("actions").
+			Where(sq.Eq{"action": "redispatch", "instance_id": ids[start:min(start+500, len(ids))]}).GroupBy("ticket")
+		err := s.query(ctx, s.read, "read redispatched tickets", q, func(rows *sql.Rows) error {
+			var (
+				ticket string
+				at     int64
+			)
+			if err := rows.Scan(&ticket, &at); err != nil {
+				return err
+			}
+			out[ticket] = time.UnixMilli(at).UTC()
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -335,6 +335,15 @@
 //	                                               is not dead; resolved by its /status or
 //	                                               at its deadline)
 //
+//	I1         seed 5898 of 5601–6400, with        a primary dispatched again an inherited    TestInheritedRedispatchKeepsItsDeadline
+//	           backfills and schedule changes      HTTP ticket its restarted executor did     (engine/orphan_test.go),
+//	           drawn                               not know, then crashed; the next primary   TestSimRedispatchedTicketKeepsItsDeadline
+//	                                               counted the timeout from the first
+//	                                               dispatch, 36 s earlier, and retried the
+//	                                               instance on x2 while x1 still ran the
+//	                                               ticket (fixed: the timeout counts from
+//	                                               the last recorded redispatch)
+//
 // Not bugs of the engine, but checks made exact (seeds 329, 426, 439, 458,
 // 490, 536, 651, 690, 786, 883, 993 of 1000 on the second day): a fire
 // whose run was made ahead and cancelled (or marked) by an operator before

@@ -604,3 +604,16 @@ func TestSimGivenUpLeaseLeavesAttemptsToTheNext(t *testing.T) {
 	t.Parallel()
 	fail(t, Run(t, 7801, Options{Restrict: today}))
 }
+
+// TestSimRedispatchedTicketKeepsItsDeadline: I1 on seed 5898 of 5601–6400.
+// A primary that took over found an inherited HTTP ticket unknown to its
+// restarted executor and dispatched it again, its timeout counted from then,
+// and crashed; the next primary counted the timeout from the first dispatch,
+// 36 s earlier, failed the ticket as an unknown outcome while the executor
+// still ran it (and said so) and ran the retry on another executor beside
+// it. A new primary now counts an inherited ticket's timeout from its last
+// recorded redispatch.
+func TestSimRedispatchedTicketKeepsItsDeadline(t *testing.T) {
+	t.Parallel()
+	fail(t, Run(t, 5898, Options{Restrict: today}))
+}

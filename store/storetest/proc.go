@@ -72,3 +72,33 @@ func testProcs(t *testing.T, s *store.Store) {
 		t.Errorf("after a stale write: %+v, want only %+v", got, again)
 	}
 }
+
+// testRedispatched: the last redispatch of each ticket of the instances
+// asked about, by ticket; other actions, other instances and tickets never
+// dispatched again are left out.
+func testRedispatched(t *testing.T, s *store.Store) {
+	seeded := Seed(t, s)
+	a, b := seeded["a.x"], seeded["a.y"]
+	for _, act := range []store.Action{
+		{At: T0, Action: "redispatch", InstanceID: a.ID, Ticket: "t-a"},
+		{At: T0.Add(2 * time.Second), Action: "redispatch", InstanceID: a.ID, Ticket: "t-a"},
+		{At: T0.Add(time.Second), Action: "redispatch", InstanceID: a.ID, Ticket: "t-a-old"},
+		{At: T0.Add(5 * time.Second), Action: "result", InstanceID: a.ID, Ticket: "t-a"},
+		{At: T0.Add(3 * time.Second), Action: "redispatch", InstanceID: b.ID, Ticket: "t-b"},
+	} {
+		act.Actor, act.Pipeline, act.TaskID = "scheduler", "a", "a.x"
+		if err := s.AppendAction(ctx(), act); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Redispatched(ctx(), []int64{a.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got["t-a"].Equal(T0.Add(2*time.Second)) || !got["t-a-old"].Equal(T0.Add(time.Second)) {
+		t.Errorf("redispatched of instance %d = %v, want t-a at %s and t-a-old at %s", a.ID, got, T0.Add(2*time.Second), T0.Add(time.Second))
+	}
+	if got, err := s.Redispatched(ctx(), nil); err != nil || len(got) != 0 {
+		t.Errorf("redispatched of no instance = %v, %v; want none", got, err)
+	}
+}

@@ -51,6 +51,7 @@ func Run(t *testing.T, open Opener) {
 		{"LatestInstancesAndNextFires", testLatestAndNext},
 		{"OutcomeCountsKeptByTransitions", testOutcomeCounts},
 		{"CommandProcesses", testProcs},
+		{"RedispatchedTickets", testRedispatched},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
