@@ -164,7 +164,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			continue
 		}
 		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted,
-			deadline: in.StartedAt.Add(ti.def.Timeout), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
+			deadline: e.inheritedDeadline(in, ti.def), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
 		rec, found := procs[in.Ticket]
 		if why := e.neverStarted(in, ti, rec, found, handOuts); why != "" {
 			// Given back as at a shutdown (giveBack): RETRYING at its fire
@@ -182,6 +182,21 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	}
 	e.inheritProcs(procs, now)
 	return nil
+}
+
+// inheritedDeadline is when an attempt inherited in RUNNING times out
+// here, and until then it holds its slots under the caps. A local attempt
+// may have waited in its process's start queue after it was recorded, and
+// its timeout counts from when it started, which is not stored: that
+// process started nothing after its lease ended, so the attempt may run
+// until the end of that lease plus its timeout. When that end is not known,
+// the recorded start is all there is.
+func (e *Engine) inheritedDeadline(in axtype.Instance, t *defs.Task) time.Time {
+	start := in.StartedAt
+	if isLocal(t) && e.prevLeaseEnd.After(start) {
+		start = e.prevLeaseEnd
+	}
+	return start.Add(t.Timeout)
 }
 
 // neverStarted says why an attempt inherited in RUNNING certainly never
