@@ -172,7 +172,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 			continue
 		}
 		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted,
-			deadline: inheritedDeadline(in, ti.def.Timeout, resent), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
+			deadline: e.inheritedDeadline(in, ti.def, resent), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
 		rec, found := procs[in.Ticket]
 		if why := e.neverStarted(in, ti, rec, found, handOuts); why != "" {
 			// Given back as at a shutdown (giveBack): RETRYING at its fire
@@ -192,18 +192,25 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// inheritedDeadline is the deadline of an attempt inherited in RUNNING: its
-// timeout counted from when it was last sent to an executor, which for a
-// ticket a primary dispatched again (resent: ticket → when) is that
-// redispatch, not its first start. The executor runs it under that later
-// deadline; an earlier one would fail it as an unknown outcome and retry it
-// beside itself.
-func inheritedDeadline(in axtype.Instance, timeout time.Duration, resent map[string]time.Time) time.Time {
+// inheritedDeadline is when an attempt inherited in RUNNING times out
+// here; until then it holds its slots under the caps. Its timeout counts
+// from the latest of: its recorded start; the last recorded redispatch of
+// its ticket (resent: ticket → when), since the executor runs it under
+// that later deadline; and, for a local attempt, the end of the previous
+// lease, since it may have waited in its process's start queue after it
+// was recorded (its real start is not stored) and that process started
+// nothing after its lease ended. An earlier deadline would judge it while
+// it may still run, and let a retry or another attempt under its caps run
+// beside it.
+func (e *Engine) inheritedDeadline(in axtype.Instance, t *defs.Task, resent map[string]time.Time) time.Time {
 	from := in.StartedAt
 	if at, ok := resent[in.Ticket]; ok && at.After(from) {
 		from = at
 	}
-	return from.Add(timeout)
+	if isLocal(t) && e.prevLeaseEnd.After(from) {
+		from = e.prevLeaseEnd
+	}
+	return from.Add(t.Timeout)
 }
 
 // neverStarted says why an attempt inherited in RUNNING certainly never

@@ -304,6 +304,14 @@
 //	           seed 252 (of 201–800, 2.6 min;     it was then skipped as an overlap (a rerun
 //	           3 runs of 3) finds it               is no fire; fixed)
 //
+//	I9         seed 6514 of 6401–7200 on integ     a primary that took over timed an          TestInheritedLocalAttemptTimesOutAfterTheOldLease
+//	           47e51b3, once (36 replays alone     inherited local attempt out from its       (engine/inherited_test.go),
+//	           passed: goroutine order in an       recorded start, though it had waited in    TestSimInheritedQueuedAttemptHoldsItsCap
+//	           instant decides it)                 the stalled primary's start queue and
+//	                                               ran on: its group slot went to another
+//	                                               beside it, over the group's cap (fixed:
+//	                                               it times out from the old lease's end)
+//
 //	I5         seed 3172 of 10,000 on main a1585b4 a rerun of a root that never ran (its run  TestStrandedRerunOfARootIsReleased
 //	           (the fourth failure, after 3172; 2  cancelled before its fire time) brings it  (engine/stranded_root_test.go)
 //	           runs of the seed in 3)              back to WAITING, then releases it; a

@@ -617,3 +617,19 @@ func TestSimRedispatchedTicketKeepsItsDeadline(t *testing.T) {
 	t.Parallel()
 	fail(t, Run(t, 5898, Options{Restrict: today}))
 }
+
+// TestSimInheritedQueuedAttemptHoldsItsCap: I9 on seed 6514 (once in an
+// 800-seed run of 6401-7200; the order of goroutines in an instant decides
+// it, and 36 replays alone passed). Primary e5, with a server cap of 2,
+// recorded local attempts of group etl RUNNING that waited in its start
+// queue and started up to two seconds later, their timeouts counting from
+// then; it stalled past its lease, and e6 took over, timed one of them out
+// from its recorded start, freed its slot under the group cap of 4
+// and started two more of the group while e5 still ran one. An inherited
+// local attempt now times out from the old lease's end
+// (engine's TestInheritedLocalAttemptTimesOutAfterTheOldLease fails
+// without it, every time).
+func TestSimInheritedQueuedAttemptHoldsItsCap(t *testing.T) {
+	t.Parallel()
+	fail(t, Run(t, 6514, Options{Restrict: today}))
+}
