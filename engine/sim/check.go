@@ -1354,6 +1354,7 @@ func (c *checker) checkOutageMisfires(tr *dag.Trigger, o outage) {
 	if !ok {
 		return
 	}
+	c.checkOldPlanRun(tr.Name(), due, o)
 	missed, exact := c.backlog(tr.Name(), due, o.down)
 	if len(missed) == 0 || !exact {
 		return
@@ -1437,8 +1438,9 @@ func (c *checker) judgeBacklog(trigger string, missed []fire, up time.Time) {
 // and those whose run was made ahead and had not started. A fire whose run
 // an operator already ended before the outage (cancel, mark), or started
 // ahead of its fire (a rerun), is not missed: it was decided while a
-// scheduler ran. exact is false when a run
-// made ahead was ended in part (one root over, another not), where the
+// scheduler ran; nor is one whose run was made ahead under a schedule
+// changed since (oldPlanRun): the change rule decides it. exact is false
+// when a run made ahead was ended in part (one root over, another not), where the
 // engine counts the fire for one task and not the other.
 func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []fire, exact bool) {
 	for _, f := range fires {
@@ -1446,6 +1448,12 @@ func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []f
 		if !ok {
 			out = append(out, f)
 			continue
+		}
+		switch c.oldPlanRun(trigger, runID, down) {
+		case planOld:
+			continue // the change rule decides it (checkOldPlanRun), not the misfire rule
+		case planUnsure:
+			return nil, false
 		}
 		over, live := 0, 0
 		for _, id := range c.runs[runID] {
