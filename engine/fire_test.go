@@ -316,7 +316,7 @@ func TestMisfireCountsFiresByTheirRelease(t *testing.T) {
 			t.Fatalf("%d executions before the outage, want 1", before)
 		}
 		sleep(10*time.Minute + 25*time.Second) // back at +12m10s
-		e.restart(Config{}, 25*time.Second)     // to +12m35s
+		e.restart(Config{}, 25*time.Second)    // to +12m35s
 		var got []time.Duration
 		for _, c := range e.rec.snapshot()[before:] {
 			got = append(got, c.logical.Sub(start))
