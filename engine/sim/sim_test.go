@@ -616,3 +616,14 @@ func TestSimRunMadeUnderTheOldScheduleAfterAnOutage(t *testing.T) {
 	t.Parallel()
 	fail(t, Run(t, 6672, Options{Restrict: today}))
 }
+
+// TestSimResumeOfANumberedRequest: I13 on seed 5869 failed on the checker:
+// p0.t0, paused at 02:05, was resumed at 02:30:44.667 and ran from then on;
+// the resume's action detail ends with " (request 1)" after the request's
+// JSON, which the check could not decode, so it kept the pause in force and
+// took every later dispatch for one under it. The check now reads the JSON
+// object alone.
+func TestSimResumeOfANumberedRequest(t *testing.T) {
+	t.Parallel()
+	fail(t, Run(t, 5869, Options{Restrict: today}))
+}
