@@ -1449,11 +1449,8 @@ func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []f
 			out = append(out, f)
 			continue
 		}
-		switch c.oldPlanRun(trigger, runID, down) {
-		case planOld:
+		if c.oldPlanRun(trigger, runID, down) {
 			continue // the change rule decides it (checkOldPlanRun), not the misfire rule
-		case planUnsure:
-			return nil, false
 		}
 		over, live := 0, 0
 		for _, id := range c.runs[runID] {
