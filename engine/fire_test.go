@@ -297,3 +297,36 @@ func TestResumeCatchUpsAreNeverOverlapSkipped(t *testing.T) {
 		}
 	})
 }
+
+// TestMisfireCountsFiresByTheirRelease: a fire falls due at its release,
+// the fire time plus its task's delay, whether or not its run was made
+// ahead. A task on "@every 1m" with delay 30s is stopped at +1m45s and
+// started again at +12m10s: the fires +2m … +11m were released while no
+// scheduler ran (fire_once runs the latest, +11m); the fire at +12m is
+// released at +12m30s, after the start, so it is no misfire and runs on
+// time beside the catch-up.
+func TestMisfireCountsFiresByTheirRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		e := setup(t, Config{}, nil, "pipeline: m\ntimezone: UTC\nschedule: \"@every 1m\"\nmisfire: fire_once\ntasks:\n  - {name: a, function: record, delay: 30s}\n")
+		sleep(time.Minute + 45*time.Second) // the fire at +1m runs at +1m30s
+		e.stop()
+		before := len(e.rec.snapshot())
+		if before != 1 {
+			t.Fatalf("%d executions before the outage, want 1", before)
+		}
+		sleep(10*time.Minute + 25*time.Second) // back at +12m10s
+		e.restart(Config{}, 25*time.Second)    // to +12m35s
+		var got []time.Duration
+		for _, c := range e.rec.snapshot()[before:] {
+			got = append(got, c.logical.Sub(start))
+		}
+		if want := "[11m0s 12m0s]"; fmt.Sprint(got) != want {
+			t.Errorf("after the outage ran %v, want %s (the catch-up, then the fire released after the start)", got, want)
+		}
+		acts := e.actions("misfire")
+		if len(acts) != 1 || !strings.Contains(acts[0].Detail, "10 missed fire(s)") {
+			t.Errorf("misfire actions: %+v, want one naming 10 missed fire(s) (+2m … +11m)", acts)
+		}
+	})
+}

@@ -114,7 +114,7 @@ func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, changed 
 	if err := pl.resumeTrigger(ctx, t, settings, now); err != nil {
 		return params, err
 	}
-	b := t.newFires(now, max(pl.cfg.MisfireLimit, 1))
+	b := t.newFires(now, pl.triggerDelay(t), max(pl.cfg.MisfireLimit, 1))
 	nOld := 0
 	for _, name := range t.tr.Tasks {
 		list := late[t.tr.Pipeline+"."+name]
@@ -165,6 +165,18 @@ func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, changed 
 		t.setUntil(b.tail[len(b.tail)-1])
 	}
 	return params, nil
+}
+
+// triggerDelay is the shortest delay of trigger t's tasks: a fire is
+// released, for the first of them, that long after its fire time.
+func (pl *planner) triggerDelay(t *trigger) time.Duration {
+	d := time.Duration(-1)
+	for _, name := range t.tr.Tasks {
+		if ti := pl.tasks[t.tr.Pipeline+"."+name]; ti != nil && (d < 0 || ti.def.Delay < d) {
+			d = ti.def.Delay
+		}
+	}
+	return max(d, 0)
 }
 
 // planSetting, followed by a trigger's name, keeps the fingerprint of its
@@ -328,11 +340,14 @@ func (pl *planner) resumeFromRuns(ctx context.Context, t *trigger, now time.Time
 	return nil
 }
 
-// newFires counts t's fires before now that have no run yet, keeping the
-// latest keep of them.
-func (t *trigger) newFires(now time.Time, keep int) backlog {
+// newFires counts t's fires that have no run yet and fell due before now,
+// keeping the latest keep of them. A fire falls due at its release, the
+// fire time plus delay (as a run made ahead does: its NextFireAt), so a
+// fire released at or after now is not missed: its run is created as any
+// other and starts on time.
+func (t *trigger) newFires(now time.Time, delay time.Duration, keep int) backlog {
 	b := backlog{tail: make([]time.Time, 0, min(keep, 8))}
-	for at := t.next; !at.IsZero() && at.Before(now); at = t.tr.Schedule.Next(at) {
+	for at := t.next; !at.IsZero() && releaseAt(at, time.Time{}, delay).Before(now); at = t.tr.Schedule.Next(at) {
 		if b.nNew == 0 {
 			b.first = at
 		}

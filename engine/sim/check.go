@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/runner"
@@ -1308,92 +1309,128 @@ func (c *checker) upstreamStates(in *inst) string {
 // Outages with a fault, a pause, or a fire just before them (possibly
 // claimed and lost) are left alone.
 func (c *checker) checkMisfires(now time.Time) {
-	w := c.w
 	var later []outage
 	for _, o := range c.misfires {
 		if now.Before(o.up.Add(5 * time.Second)) {
 			later = append(later, o)
 			continue
 		}
-		if o.split || !c.coveredSpan(o.up, o.up.Add(5*time.Second)) && c.faultedDuring(o.up, o.up.Add(5*time.Second)) || c.pausedDuring(o.down, o.up.Add(5*time.Second)) {
+		if c.outageUnjudged(o) {
 			continue
 		}
-		for _, tr := range w.g.Triggers() {
-			if ch := w.changedAtUp(tr.Name(), o); ch != nil {
-				c.checkChangedOutage(tr.Name(), ch, o)
-				continue
-			}
-			form := w.cronAt(tr.Name(), o.up.Add(-time.Millisecond)) // the start judged the backlog before any reload
-			if form == nil || form.every > 0 || w.rootWaitsAcross(tr.Pipeline, tr.Tasks) {
-				continue // a run whose roots wait on another pipeline is neither started nor a misfire: the rule is silent
-			}
-			loc := tr.Schedule.Location()
-			// a fire just before the crash, or claimed ahead of it, may have
-			// started: its outcome is unknown, not a misfire
-			if len(expectedFires(*form, loc, w.spec.start, o.down.Add(-65*time.Second), o.down.Add(2*time.Second))) > 0 {
-				continue
-			}
-			// a fire at the very instant a scheduler starts has not passed: it
-			// is on time, not part of the backlog (seed 1032 of 3000)
-			// nor is one whose release (the fire time plus its task's delay)
-			// comes at or after the start: it falls due when a scheduler runs
-			// (the roots decide apiece: a fire late for one and on time for
-			// another is judged per task, not checked here)
-			lo, hi := time.Duration(-1), time.Duration(0)
-			for _, name := range tr.Tasks {
-				if t := w.g.Task(tr.Pipeline + "." + name); t != nil {
-					if lo < 0 || t.Delay < lo {
-						lo = t.Delay
-					}
-					hi = max(hi, t.Delay)
-				}
-			}
-			lo = max(lo, 0)
-			due := expectedFires(*form, loc, w.spec.start, o.down.Add(2*time.Second), o.up)
-			if slices.ContainsFunc(due, func(f fire) bool { return f.at.Add(lo).Before(o.up) && !f.at.Add(hi).Before(o.up) }) {
-				continue
-			}
-			for n := len(due); n > 0 && !due[n-1].at.Add(lo).Before(o.up); n = len(due) {
-				due = due[:n-1]
-			}
-			missed, exact := c.backlog(tr.Name(), due, o.down)
-			if len(missed) == 0 || !exact {
-				continue
-			}
-			if w.opts.Restrict.FirstFireLost && !c.ranBefore(tr.Name(), o.down) {
-				continue
-			}
-			policy := w.misfireOf(tr.Name())
-			want := len(missed)
-			if o.up.Sub(missed[0].at) > engine.DefaultMisfireAfter {
-				switch policy {
-				case "fire_once":
-					want = 1
-				case "skip":
-					want = 0
-				default:
-					want = min(len(missed), 10)
-				}
-			}
-			var ran []time.Time
-			for _, f := range missed {
-				if c.keptFire(tr.Name(), f.at) {
-					ran = append(ran, f.at)
-				}
-			}
-			w.tally[invMisfire]++
-			ok := len(ran) == want
-			if ok && want > 0 && want < len(missed) {
-				ok = ran[len(ran)-1].Equal(missed[len(missed)-1].at) && ran[0].Equal(missed[len(missed)-want].at)
-			}
-			if !ok {
-				w.violate(invMisfire, "%s (misfire: %s) missed %d fire(s) from %s to %s while no scheduler ran (up again at %s): want %d run, the latest; ran %d: %v",
-					tr.Name(), policy, len(missed), missed[0].at.Format(time.RFC3339), missed[len(missed)-1].at.Format(time.RFC3339),
-					o.up.Format(time.RFC3339), want, len(ran), ran)
-			}
+		for _, tr := range c.w.g.Triggers() {
+			c.checkOutageMisfires(tr, o)
 		}
 	}
 	c.misfires = later
+}
+
+// outageUnjudged reports whether an outage is left alone by I4: one split by
+// a restart, one followed by a fault while no scheduler covered the start,
+// or one under a pause.
+func (c *checker) outageUnjudged(o outage) bool {
+	settled := o.up.Add(5 * time.Second)
+	return o.split || !c.coveredSpan(o.up, settled) && c.faultedDuring(o.up, settled) || c.pausedDuring(o.down, settled)
+}
+
+// checkOutageMisfires judges one trigger's backlog over one outage.
+func (c *checker) checkOutageMisfires(tr *dag.Trigger, o outage) {
+	w := c.w
+	if ch := w.changedAtUp(tr.Name(), o); ch != nil {
+		c.checkChangedOutage(tr.Name(), ch, o)
+		return
+	}
+	form := w.cronAt(tr.Name(), o.up.Add(-time.Millisecond)) // the start judged the backlog before any reload
+	if form == nil || form.every > 0 || w.rootWaitsAcross(tr.Pipeline, tr.Tasks) {
+		return // a run whose roots wait on another pipeline is neither started nor a misfire: the rule is silent
+	}
+	loc := tr.Schedule.Location()
+	// a fire just before the crash, or claimed ahead of it, may have
+	// started: its outcome is unknown, not a misfire
+	if len(expectedFires(*form, loc, w.spec.start, o.down.Add(-65*time.Second), o.down.Add(2*time.Second))) > 0 {
+		return
+	}
+	due, ok := c.releasedBeforeStart(tr, expectedFires(*form, loc, w.spec.start, o.down.Add(2*time.Second), o.up), o.up)
+	if !ok {
+		return
+	}
+	c.checkOldPlanRun(tr.Name(), due, o)
+	missed, exact := c.backlog(tr.Name(), due, o.down)
+	if len(missed) == 0 || !exact {
+		return
+	}
+	if w.opts.Restrict.FirstFireLost && !c.ranBefore(tr.Name(), o.down) {
+		return
+	}
+	c.judgeBacklog(tr.Name(), missed, o.up)
+}
+
+// releasedBeforeStart keeps the fires of an outage whose release (the fire
+// time plus its task's delay) comes before the start at up. A fire at the
+// very instant a scheduler starts has not passed: it is on time, not part of
+// the backlog (seed 1032 of 3000); nor is one released at or after the
+// start: it falls due when a scheduler runs. ok is false when a fire is late
+// for one root and on time for another: the roots decide apiece, judged per
+// task, not here.
+func (c *checker) releasedBeforeStart(tr *dag.Trigger, due []fire, up time.Time) (_ []fire, ok bool) {
+	lo, hi := time.Duration(-1), time.Duration(0)
+	for _, name := range tr.Tasks {
+		if t := c.w.g.Task(tr.Pipeline + "." + name); t != nil {
+			if lo < 0 || t.Delay < lo {
+				lo = t.Delay
+			}
+			hi = max(hi, t.Delay)
+		}
+	}
+	lo = max(lo, 0)
+	if slices.ContainsFunc(due, func(f fire) bool { return f.at.Add(lo).Before(up) && !f.at.Add(hi).Before(up) }) {
+		return nil, false
+	}
+	for n := len(due); n > 0 && !due[n-1].at.Add(lo).Before(up); n = len(due) {
+		due = due[:n-1]
+	}
+	return due, true
+}
+
+// misfireWant is how many of a backlog the policy runs: all when the
+// earliest is at most engine.DefaultMisfireAfter late at up; else one for
+// fire_once, none for skip, up to 10 for fire_all.
+func misfireWant(policy string, missed []fire, up time.Time) int {
+	if up.Sub(missed[0].at) <= engine.DefaultMisfireAfter {
+		return len(missed)
+	}
+	switch policy {
+	case "fire_once":
+		return 1
+	case "skip":
+		return 0
+	default:
+		return min(len(missed), 10)
+	}
+}
+
+// judgeBacklog checks that the fires run of a backlog are as many as the
+// policy wants, and the latest ones.
+func (c *checker) judgeBacklog(trigger string, missed []fire, up time.Time) {
+	w := c.w
+	policy := w.misfireOf(trigger)
+	want := misfireWant(policy, missed, up)
+	var ran []time.Time
+	for _, f := range missed {
+		if c.keptFire(trigger, f.at) {
+			ran = append(ran, f.at)
+		}
+	}
+	w.tally[invMisfire]++
+	ok := len(ran) == want
+	if ok && want > 0 && want < len(missed) {
+		ok = ran[len(ran)-1].Equal(missed[len(missed)-1].at) && ran[0].Equal(missed[len(missed)-want].at)
+	}
+	if !ok {
+		w.violate(invMisfire, "%s (misfire: %s) missed %d fire(s) from %s to %s while no scheduler ran (up again at %s): want %d run, the latest; ran %d: %v",
+			trigger, policy, len(missed), missed[0].at.Format(time.RFC3339), missed[len(missed)-1].at.Format(time.RFC3339),
+			up.Format(time.RFC3339), want, len(ran), ran)
+	}
 }
 
 // backlog returns the fires of an outage that make up its backlog
@@ -1401,8 +1438,9 @@ func (c *checker) checkMisfires(now time.Time) {
 // and those whose run was made ahead and had not started. A fire whose run
 // an operator already ended before the outage (cancel, mark), or started
 // ahead of its fire (a rerun), is not missed: it was decided while a
-// scheduler ran. exact is false when a run
-// made ahead was ended in part (one root over, another not), where the
+// scheduler ran; nor is one whose run was made ahead under a schedule
+// changed since (oldPlanRun): the change rule decides it. exact is false
+// when a run made ahead was ended in part (one root over, another not), where the
 // engine counts the fire for one task and not the other.
 func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []fire, exact bool) {
 	for _, f := range fires {
@@ -1410,6 +1448,9 @@ func (c *checker) backlog(trigger string, fires []fire, down time.Time) (out []f
 		if !ok {
 			out = append(out, f)
 			continue
+		}
+		if c.oldPlanRun(trigger, runID, down) {
+			continue // the change rule decides it (checkOldPlanRun), not the misfire rule
 		}
 		over, live := 0, 0
 		for _, id := range c.runs[runID] {

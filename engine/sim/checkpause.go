@@ -77,8 +77,11 @@ func (c *checker) notePauseAction(a store.Action) {
 			Scope  store.PauseScope `json:"scope"`
 			Target string           `json:"target"`
 		}
+		// the detail is the outcome, the request as JSON, and then, for
+		// a queued or numbered request, " (request N)": the object alone
+		// is read
 		i := strings.IndexByte(a.Detail, '{')
-		if i < 0 || json.Unmarshal([]byte(a.Detail[i:]), &r) != nil {
+		if i < 0 || json.NewDecoder(strings.NewReader(a.Detail[i:])).Decode(&r) != nil {
 			return
 		}
 		k := pauseKey{r.Scope, r.Target}

@@ -191,7 +191,10 @@
 //	   for a change found at a start, none of the new schedule's fires in
 //	   the outage gets a run, and none of the old schedule's that fell due
 //	   in it runs (none gets a run at the start; those made ahead are
-//	   skipped, not started). The runs made ahead that a change drops are
+//	   skipped, not started); a run of the old schedule made ahead that a
+//	   change kept (something in it had moved) and that falls due in a
+//	   later outage is the change rule's, not I4's: its roots do not start.
+//	   The runs made ahead that a change drops are
 //	   forgotten by the replay (I6) when their rows are gone.
 //
 // The world changes schedules (reschedule, one step in thirty, drawn
