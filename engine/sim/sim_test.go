@@ -668,3 +668,14 @@ func TestSimResumeOfANumberedRequest(t *testing.T) {
 	t.Parallel()
 	fail(t, Run(t, 5869, Options{Restrict: today}))
 }
+
+// TestSimBreakerOpenedAsThePrimaryChanges: I14 on seed 5675 (about one run
+// in three; goroutine order in one instant decides it): a stopping primary
+// recorded its last results, opening p0.t4's breaker, in the instant the
+// next took the lease; the checker took the new primary for the opener and
+// counted its dispatches against a breaker it never had. The checker now
+// leaves out a window whose alert falls where the primary changed.
+func TestSimBreakerOpenedAsThePrimaryChanges(t *testing.T) {
+	t.Parallel()
+	fail(t, Run(t, 5675, Options{Restrict: today}))
+}
