@@ -421,37 +421,23 @@ func (s *Store) TaskSummary(ctx context.Context, id string) (Summary, error) {
 // changed (was added, edited or came back after removal): its schedules as
 // defined now exist since then. ErrNotFound when no such pipeline is stored.
 func (s *Store) PipelineChangedAt(ctx context.Context, name string) (time.Time, error) {
-	var (
-		at    time.Time
-		found bool
-	)
-	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select("updated_at").From("pipelines").Where(sq.Eq{"name": name}),
-		func(rows *sql.Rows) error {
-			var ms int64
-			if err := rows.Scan(&ms); err != nil {
-				return err
-			}
-			at, found = time.UnixMilli(ms).UTC(), true
-			return nil
-		})
-	if err != nil {
-		return time.Time{}, err
-	}
-	if !found {
-		return time.Time{}, notFound("pipeline", name)
-	}
-	return at, nil
+	return s.pipelineTime(ctx, name, "updated_at")
 }
 
 // PipelineAddedAt returns when a pipeline was first stored: what it
 // defined then exists since then (each schedule's later changes are the
 // engine's to keep). ErrNotFound when no such pipeline is stored.
 func (s *Store) PipelineAddedAt(ctx context.Context, name string) (time.Time, error) {
+	return s.pipelineTime(ctx, name, "created_at")
+}
+
+// pipelineTime reads one time column of a stored pipeline.
+func (s *Store) pipelineTime(ctx context.Context, name, col string) (time.Time, error) {
 	var (
 		at    time.Time
 		found bool
 	)
-	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select("created_at").From("pipelines").Where(sq.Eq{"name": name}),
+	err := s.query(ctx, s.read, "read pipeline "+name, s.sb.Select(col).From("pipelines").Where(sq.Eq{"name": name}),
 		func(rows *sql.Rows) error {
 			var ms int64
 			if err := rows.Scan(&ms); err != nil {
