@@ -98,18 +98,7 @@ tasks:
 // on, never closed its breaker nor cut its rate again.
 func TestBreakerRateCutOutlivesARetakenLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
-		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
-timezone: UTC
-schedule: "@every 1s"
-overlap: allow
-tasks:
-  - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.5}}
-`)
-		sleep(20 * time.Second)
-		if f := e.eng.brk.Factor("br.hot"); f >= 1 {
-			t.Fatalf("br.hot's breaker factor %v after 20 failing fires: the test needs it open", f)
-		}
+		e := hotBreaker(t)
 		starts := func(from, to time.Time) int {
 			hs, err := e.st.History(context.Background(), store.LogFilter{TaskID: "br.hot", Limit: 1 << 20})
 			if err != nil {
@@ -337,18 +326,7 @@ tasks:
 // held by a cut the checks could not see).
 func TestBreakerKeptAcrossTermsIsSaidAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
-		e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
-timezone: UTC
-schedule: "@every 1s"
-overlap: allow
-tasks:
-  - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.5}}
-`)
-		sleep(20 * time.Second)
-		if f := e.eng.brk.Factor("br.hot"); f >= 1 {
-			t.Fatalf("br.hot's breaker factor %v after 20 failing fires: the test needs it open", f)
-		}
+		e := hotBreaker(t)
 		// Another process takes the lease for 20 s, and writes that the
 		// task's breaker closed; then this one takes it again.
 		if _, err := e.st.DB().Exec("UPDATE leases SET holder = 'intruder', epoch = 999, expires_at = ? WHERE name = ?",
@@ -381,4 +359,23 @@ tasks:
 				last.Action, last.Reason, last.Detail)
 		}
 	})
+}
+
+// hotBreaker starts an engine whose task br.hot fires every second and
+// always fails, and returns it 20 s later with br.hot's breaker open.
+func hotBreaker(t *testing.T) *env {
+	t.Helper()
+	fail := func(context.Context, runner.Attempt) error { return errors.New("always fails") }
+	e := setup(t, Config{}, map[string]func(context.Context, runner.Attempt) error{"br.hot": fail}, `pipeline: br
+timezone: UTC
+schedule: "@every 1s"
+overlap: allow
+tasks:
+  - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.5}}
+`)
+	sleep(20 * time.Second)
+	if f := e.eng.brk.Factor("br.hot"); f >= 1 {
+		t.Fatalf("br.hot's breaker factor %v after 20 failing fires: the test needs it open", f)
+	}
+	return e
 }
