@@ -88,39 +88,69 @@ type RunView struct {
 // them all.
 const RunListed = 100
 
-// Summarize sums up a run at now; def returns the definition of a task in
-// force (nil when none). Whether it is over, and what holds it, is
-// engine.StatusWith's rule, and what each waiting instance waits on is
-// judged now (engine.WaitReasons), never the reason stored at creation.
-func Summarize(ctx context.Context, st *store.Store, def engine.TaskDefs, run axtype.Run, ins []axtype.Instance, now time.Time) (RunView, error) {
+// Summarize sums up a run at now from counts, how many of its instances
+// are in each state (store.RunStateCounts); def returns the definition of
+// a task in force (nil when none). Whether it is over, and what holds it,
+// is engine.RunStateOf's rule, and what each waiting instance waits on is
+// judged now (engine.RunWaitReasons), never the reason stored at
+// creation. It reads the RunListed instances it names, and what judging
+// them needs, whatever the run's size.
+func Summarize(ctx context.Context, st *store.Store, def engine.TaskDefs, run axtype.Run, counts map[axtype.State]int, now time.Time) (RunView, error) {
 	v := RunView{Run: run, Counts: map[axtype.State]int{}}
-	for _, in := range ins {
-		v.Counts[in.State]++
-	}
-	waits, err := engine.FirstWaitReasons(ctx, st, def, run.Kind, ins, RunListed, now)
-	if err != nil {
-		return v, err
-	}
-	s := engine.StatusWith(ins, func(task string) bool { t := def.Task(task); return t != nil && t.Manual }, waits)
-	v.Over, v.Awaiting, v.Waiting, v.Failures = s.Over, s.Awaiting, s.Waiting, s.Roots
-	v.WaitingCount, v.AwaitingCount, v.FailureCount = len(s.Waiting), len(s.Awaiting), len(s.Roots)
-	if len(v.Waiting) > RunListed {
-		v.Waiting = make(map[string]string, RunListed)
-		for task := range waits {
-			v.Waiting[task] = s.Waiting[task]
+	for state, n := range counts {
+		if n > 0 {
+			v.Counts[state] = n
 		}
 	}
-	v.Awaiting = v.Awaiting[:min(len(v.Awaiting), RunListed)]
-	v.Failures = v.Failures[:min(len(v.Failures), RunListed)]
 	c := v.Counts
+	var err error
+	if v.Awaiting, v.AwaitingCount, err = st.AwaitingGates(ctx, run.ID, engine.ManualTasks(def, run.Pipeline), RunListed); err != nil {
+		return v, err
+	}
+	if c[axtype.Waiting] > 0 {
+		first, err := st.Instances(ctx, store.InstanceFilter{RunID: run.ID, States: []axtype.State{axtype.Waiting}, Ascending: true, Limit: RunListed})
+		if err != nil {
+			return v, err
+		}
+		tasks := make([]string, len(first))
+		for i, in := range first {
+			tasks[i] = in.TaskID
+		}
+		waits, err := engine.RunWaitReasons(ctx, st, def, run, tasks, now)
+		if err != nil {
+			return v, err
+		}
+		v.Waiting = make(map[string]string, len(first))
+		for _, in := range first {
+			why := cmp.Or(waits[in.TaskID], "waiting")
+			if t := def.Task(in.TaskID); t != nil && t.Manual && in.ApprovedBy == "" {
+				why = engine.AwaitingReason(why)
+			}
+			v.Waiting[in.TaskID] = why
+		}
+		v.WaitingCount = c[axtype.Waiting]
+	}
+	if c[axtype.Failed]+c[axtype.Killed] > 0 {
+		prefix, suffixes := engine.PropagatedWords(run.Pipeline)
+		roots, n, err := st.RootFailures(ctx, run.ID, prefix, suffixes, RunListed)
+		if err != nil {
+			return v, err
+		}
+		for _, in := range roots {
+			v.Failures = append(v.Failures, engine.FailureOf(in))
+		}
+		v.FailureCount = n
+	}
+	var state string
+	state, v.Over = engine.RunStateOf(engine.RunCounts{States: c, Awaiting: v.AwaitingCount})
 	switch {
 	case c[axtype.Running]+c[axtype.Retrying] > 0 || (c[axtype.Scheduled] > 0 && c[axtype.Success]+c[axtype.Failed] > 0):
 		v.State = "running"
-	case s.Over && len(s.Failed) > 0:
+	case v.Over && c[axtype.Failed]+c[axtype.Killed] > 0:
 		v.State = "failed"
-	case s.Over:
+	case v.Over:
 		v.State = "success"
-	case s.State == engine.RunAwaiting:
+	case state == engine.RunAwaiting:
 		v.State = engine.RunAwaiting
 	default:
 		v.State = "waiting"
@@ -129,28 +159,27 @@ func Summarize(ctx context.Context, st *store.Store, def engine.TaskDefs, run ax
 }
 
 // summarize is Summarize with the graph in force.
-func (a *admin) summarize(ctx context.Context, run axtype.Run, ins []axtype.Instance) (RunView, error) {
-	return Summarize(ctx, a.st, a.graph(), run, ins, a.now())
+func (a *admin) summarize(ctx context.Context, run axtype.Run, counts map[axtype.State]int) (RunView, error) {
+	return Summarize(ctx, a.st, a.graph(), run, counts, a.now())
 }
 
 // latestRun is the pipeline's run that happened last (RecentRuns' order:
 // runs created ahead, inside the window, are not news until something
-// moves in them), with its instances.
-func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, []axtype.Instance, error) {
+// moves in them), summarized.
+func (a *admin) latestRun(ctx context.Context, pipeline string) (*RunView, error) {
 	runs, err := RecentRuns(ctx, a.st, pipeline, a.now(), 1)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, run := range runs {
-		insOf, err := a.st.RunStates(ctx, []int64{run.ID})
+		counts, err := a.st.RunStateCounts(ctx, []int64{run.ID})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		ins := insOf[run.ID]
-		v, err := a.summarize(ctx, run, ins)
-		return &v, ins, err
+		v, err := a.summarize(ctx, run, counts[run.ID])
+		return &v, err
 	}
-	return nil, nil, nil
+	return nil, nil
 }
 
 // RecentFailureRuns is how many of a pipeline's latest runs the home page
@@ -171,7 +200,7 @@ func RecentFailure(ctx context.Context, st *store.Store, def engine.TaskDefs, pi
 		ids[i] = r.ID
 	}
 	// Only a run whose every instance ended, some failed or killed, ended
-	// failed: the counts say which, and only that one is read.
+	// failed: the counts say which, and only that one is summarized.
 	counts, err := st.RunStateCounts(ctx, ids)
 	if err != nil {
 		return nil, err
@@ -184,11 +213,7 @@ func RecentFailure(ctx context.Context, st *store.Store, def engine.TaskDefs, pi
 		if !ended || c[axtype.Failed]+c[axtype.Killed] == 0 {
 			continue
 		}
-		insOf, err := st.RunStates(ctx, []int64{r.ID})
-		if err != nil {
-			return nil, err
-		}
-		v, err := Summarize(ctx, st, def, r, insOf[r.ID], now)
+		v, err := Summarize(ctx, st, def, r, c, now)
 		if err != nil || v.State == "failed" {
 			return &v, err
 		}
@@ -236,7 +261,7 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 			out = append(out, it)
 			continue
 		}
-		if it.Latest, _, err = a.latestRun(r.Context(), p.Name); err != nil {
+		if it.Latest, err = a.latestRun(r.Context(), p.Name); err != nil {
 			return nil, err
 		}
 		if it.RecentFailure, err = RecentFailure(r.Context(), a.st, a.graph(), p.Name, a.now()); err != nil {
@@ -332,7 +357,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	// latest run, whose summary reads every instance of it.
 	var latest *RunView
 	if !summary {
-		if latest, _, err = a.latestRun(ctx, p.Name); err != nil {
+		if latest, err = a.latestRun(ctx, p.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -441,7 +466,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The instances of the runs in one read per page of runs, not one per run.
+	// The counts of the runs in one read per page of runs, not one per run.
 	out := []RunView{}
 	for start := 0; start < len(runs) && len(out) < int(limit); start += int(limit) {
 		page := runs[start:min(start+int(limit), len(runs))]
@@ -449,12 +474,12 @@ func (a *admin) runs(r *http.Request) (any, error) {
 		for i, run := range page {
 			ids[i] = run.ID
 		}
-		insOf, err := a.st.RunStates(r.Context(), ids)
+		counts, err := a.st.RunStateCounts(r.Context(), ids)
 		if err != nil {
 			return nil, err
 		}
 		for _, run := range page {
-			v, err := a.summarize(r.Context(), run, insOf[run.ID])
+			v, err := a.summarize(r.Context(), run, counts[run.ID])
 			if err != nil {
 				return nil, err
 			}
@@ -539,12 +564,11 @@ func (a *admin) run(r *http.Request) (any, error) {
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	allOf, err := a.st.RunStates(r.Context(), []int64{id})
+	counts, err := a.st.RunStateCounts(r.Context(), []int64{id})
 	if err != nil {
 		return nil, err
 	}
-	all := allOf[id]
-	v, err := a.summarize(r.Context(), run, all)
+	v, err := a.summarize(r.Context(), run, counts[id])
 	if err != nil {
 		return nil, err
 	}
@@ -566,7 +590,7 @@ func (a *admin) run(r *http.Request) (any, error) {
 			waiting = append(waiting, in.TaskID)
 		}
 	}
-	waits, err := engine.WaitReasonsOf(r.Context(), a.st, a.graph(), run.Kind, all, waiting, a.now())
+	waits, err := engine.RunWaitReasons(r.Context(), a.st, a.graph(), run, waiting, a.now())
 	if err != nil {
 		return nil, err
 	}

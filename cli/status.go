@@ -57,7 +57,7 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 			stored[t.ID] = &d
 		}
 	}
-	def := engine.DefFunc(func(task string) *defs.Task { return stored[task] })
+	def := engine.DefMap(stored)
 	for _, p := range names {
 		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
 		runs, err := api.RecentRuns(ctx, st, p, time.Now(), limit)
@@ -68,13 +68,13 @@ func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []strin
 		for i, r := range runs {
 			ids[i] = r.ID
 		}
-		insOf, err := st.RunStates(ctx, ids)
+		counts, err := st.RunStateCounts(ctx, ids)
 		if err != nil {
 			return err
 		}
 		var views []api.RunView
 		for _, r := range runs {
-			v, err := api.Summarize(ctx, st, def, r, insOf[r.ID], time.Now())
+			v, err := api.Summarize(ctx, st, def, r, counts[r.ID], time.Now())
 			if err != nil {
 				return err
 			}

@@ -319,18 +319,16 @@ func StatusOf(ins []axtype.Instance, manual func(task string) bool) RunStatus {
 // StatusWith is StatusOf with what each waiting instance waits on, by task
 // (WaitReasons: judged now, from live state).
 func StatusWith(ins []axtype.Instance, manual func(task string) bool, waits map[string]string) RunStatus {
-	s := RunStatus{Over: true}
-	active, paused, waiting := false, false, false
+	s := RunStatus{}
 	for _, in := range ins {
 		switch in.State {
 		case axtype.Success:
 		case axtype.Failed, axtype.Killed:
 			s.Failed = append(s.Failed, in.TaskID)
 			if !propagated(in.Pipeline, in.Error) {
-				s.Roots = append(s.Roots, Failure{Task: in.TaskID, State: string(in.State), Error: cmpOr(in.Error, strings.ToLower(string(in.State)))})
+				s.Roots = append(s.Roots, FailureOf(in))
 			}
 		case axtype.Waiting:
-			s.Over = false
 			if s.Waiting == nil {
 				s.Waiting = map[string]string{}
 			}
@@ -338,34 +336,57 @@ func StatusWith(ins []axtype.Instance, manual func(task string) bool, waits map[
 			if manual != nil && manual(in.TaskID) && in.ApprovedBy == "" {
 				s.Awaiting = append(s.Awaiting, in.TaskID)
 				why = AwaitingReason(why)
-			} else {
-				waiting = true
 			}
 			s.Waiting[in.TaskID] = why
-		case axtype.Paused:
-			s.Over, paused = false, true
-		default:
-			s.Over, active = false, true
 		}
 	}
 	slices.Sort(s.Awaiting)
 	slices.Sort(s.Failed)
 	slices.SortFunc(s.Roots, func(a, b Failure) int { return strings.Compare(a.Task, b.Task) })
-	switch {
-	case active:
-		s.State = RunRunning
-	case paused:
-		s.State = RunPaused
-	case len(s.Awaiting) > 0:
-		s.State = RunAwaiting
-	case waiting:
-		s.State = RunWaiting
-	case len(s.Failed) > 0:
-		s.State = RunFailed
-	default:
-		s.State = RunSuccess
+	counts := RunCounts{States: map[axtype.State]int{}, Awaiting: len(s.Awaiting)}
+	for _, in := range ins {
+		counts.States[in.State]++
 	}
+	s.State, s.Over = RunStateOf(counts)
 	return s
+}
+
+// RunCounts is what a run's state is decided from: how many of its
+// instances are in each state, and how many of its WAITING ones are
+// manual gates not yet approved.
+type RunCounts struct {
+	States   map[axtype.State]int
+	Awaiting int
+}
+
+// RunStateOf is a run's state (one of RunStatus's) and whether it is over
+// (every instance terminal), from its counts: something scheduled, running
+// or retrying runs it; else a paused instance holds it; else a gate
+// awaiting approval; else a waiting instance; else it ended, failed if an
+// instance failed or was killed.
+func RunStateOf(c RunCounts) (state string, over bool) {
+	active := 0
+	for st, n := range c.States {
+		switch st {
+		case axtype.Success, axtype.Failed, axtype.Killed, axtype.Waiting, axtype.Paused:
+		default:
+			active += n
+		}
+	}
+	over = active+c.States[axtype.Waiting]+c.States[axtype.Paused] == 0
+	switch {
+	case active > 0:
+		return RunRunning, over
+	case c.States[axtype.Paused] > 0:
+		return RunPaused, over
+	case c.Awaiting > 0:
+		return RunAwaiting, over
+	case c.States[axtype.Waiting] > c.Awaiting:
+		return RunWaiting, over
+	case c.States[axtype.Failed]+c.States[axtype.Killed] > 0:
+		return RunFailed, over
+	}
+	return RunSuccess, over
 }
 
 // AwaitingReason is what a manual gate not yet approved waits on, given

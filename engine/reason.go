@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,17 +155,93 @@ type Failure struct {
 	Error string `json:"error"`
 }
 
-// propagated reports whether an instance of pipeline failed only because
-// an upstream of the same pipeline (so of the same run) failed, was killed
-// or was skipped: decide's words for it.
+// FailureOf is in, a failed or killed instance, as a Failure.
+func FailureOf(in axtype.Instance) Failure {
+	return Failure{Task: in.TaskID, State: string(in.State), Error: cmpOr(in.Error, strings.ToLower(string(in.State)))}
+}
+
+// PropagatedWords are decide's words for an instance of pipeline that
+// failed only because an upstream of the same pipeline (so of the same
+// run) failed, was killed or was skipped: its error starts with prefix and
+// ends with one of suffixes. The store counts a run's other failures with
+// them (store.RootFailures).
+func PropagatedWords(pipeline string) (prefix string, suffixes []string) {
+	return "upstream " + pipeline + ".", []string{" failed", " was killed", " was skipped"}
+}
+
+// propagated reports whether an instance of pipeline failed with err only
+// because an upstream of its run failed (PropagatedWords).
 func propagated(pipeline, err string) bool {
-	if !strings.HasPrefix(err, "upstream "+pipeline+".") {
+	prefix, suffixes := PropagatedWords(pipeline)
+	if !strings.HasPrefix(err, prefix) {
 		return false
 	}
-	for _, s := range []string{" failed", " was killed", " was skipped"} {
+	for _, s := range suffixes {
 		if strings.HasSuffix(err, s) {
 			return true
 		}
 	}
 	return false
+}
+
+// DefMap is a map of task definitions by id as TaskDefs that can also
+// name a pipeline's manual tasks (ManualTasks).
+type DefMap map[string]*defs.Task
+
+// Task returns m[id].
+func (m DefMap) Task(id string) *defs.Task { return m[id] }
+
+// ManualTasks returns the ids of the manual tasks of pipeline in td, by
+// id, when td can list a pipeline's tasks (a *dag.Graph, a DefMap), else
+// nil.
+func ManualTasks(td TaskDefs, pipeline string) []string {
+	var ids []string
+	switch d := td.(type) {
+	case scheduledDefs:
+		if p := d.Pipeline(pipeline); p != nil {
+			for _, t := range p.Tasks {
+				if t.Manual {
+					ids = append(ids, t.ID())
+				}
+			}
+		}
+	case DefMap:
+		for id, t := range d {
+			if t != nil && t.Manual && t.Pipeline == pipeline {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// RunWaitReasons is WaitReasonsOf for the WAITING instances of tasks in
+// run, reading of the run only what judging them needs: their instances,
+// those of their upstreams in the run, and the run's first instance (when
+// it started waiting), whatever the run's size.
+func RunWaitReasons(ctx context.Context, st *store.Store, td TaskDefs, run axtype.Run, tasks []string,
+	now time.Time) (map[string]string, error) {
+	if len(tasks) == 0 {
+		return map[string]string{}, nil
+	}
+	need := slices.Clone(tasks)
+	for _, id := range tasks {
+		if t := td.Task(id); t != nil {
+			need = append(need, runUpstreams(t)...)
+		}
+	}
+	slices.Sort(need)
+	ins, err := st.RunStatesOf(ctx, run.ID, slices.Compact(need))
+	if err != nil {
+		return nil, err
+	}
+	first, err := st.Instances(ctx, store.InstanceFilter{RunID: run.ID, Ascending: true, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(first) == 1 && (len(ins) == 0 || ins[0].ID != first[0].ID) {
+		ins = append(first, ins...)
+	}
+	return WaitReasonsOf(ctx, st, td, run.Kind, ins, tasks, now)
 }

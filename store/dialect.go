@@ -1,6 +1,10 @@
 package store
 
-import "strings"
+import (
+	"strings"
+
+	sq "github.com/Masterminds/squirrel"
+)
 
 // dialect holds every difference between SQLite and MySQL that the store
 // needs: DDL types, upsert and insert-ignore syntax, locking reads, and the
@@ -113,4 +117,15 @@ func (d dialect) lockShared() string {
 		return ""
 	}
 	return " LOCK IN SHARE MODE"
+}
+
+// matchesCase is the condition that the text expr starts with prefix and
+// ends with suffix, letter case included (LIKE ignores it).
+func (d dialect) matchesCase(expr, prefix, suffix string) sq.Sqlizer {
+	if d == dialectMySQL {
+		esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+		return sq.Expr(expr+" LIKE BINARY ?", esc.Replace(prefix)+"%"+esc.Replace(suffix))
+	}
+	esc := strings.NewReplacer(`[`, `[[]`, `*`, `[*]`, `?`, `[?]`)
+	return sq.Expr(expr+" GLOB ?", esc.Replace(prefix)+"*"+esc.Replace(suffix))
 }

@@ -974,23 +974,32 @@ func (s *Store) RunStatesOf(ctx context.Context, run int64, tasks []string) ([]a
 
 // runStates reads RunStates' columns of the instances where says, by id.
 func (s *Store) runStates(ctx context.Context, where sq.Eq, each func(axtype.Instance)) error {
-	b := s.sb.Select("id", "run_id", "task_id", "pipeline", "state", "version", "attempt", "logical_time", "error", "approved_by", "created_at").
+	b := s.sb.Select(runStateCols...).
 		From("instances").Where(where).OrderBy("id")
 	return s.query(ctx, s.read, "read the states of runs' instances", b, func(rows *sql.Rows) error {
-		var (
-			in                axtype.Instance
-			state             string
-			errText, approved sql.NullString
-			logical, created  int64
-		)
-		if err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &state, &in.Version, &in.Attempt, &logical, &errText, &approved, &created); err != nil {
-			return err
-		}
-		in.State, in.Error, in.ApprovedBy = axtype.State(state), errText.String, approved.String
-		in.LogicalTime, in.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
+		in, err := scanRunState(rows)
 		each(in)
-		return nil
+		return err
 	})
+}
+
+// runStateCols are the columns RunStates reads, in scanRunState's order.
+var runStateCols = []string{"id", "run_id", "task_id", "pipeline", "state", "version", "attempt", "logical_time", "error", "approved_by", "created_at"}
+
+// scanRunState reads a row of runStateCols.
+func scanRunState(rows *sql.Rows) (axtype.Instance, error) {
+	var (
+		in                axtype.Instance
+		state             string
+		errText, approved sql.NullString
+		logical, created  int64
+	)
+	if err := rows.Scan(&in.ID, &in.RunID, &in.TaskID, &in.Pipeline, &state, &in.Version, &in.Attempt, &logical, &errText, &approved, &created); err != nil {
+		return in, err
+	}
+	in.State, in.Error, in.ApprovedBy = axtype.State(state), errText.String, approved.String
+	in.LogicalTime, in.CreatedAt = time.UnixMilli(logical).UTC(), time.UnixMilli(created).UTC()
+	return in, nil
 }
 
 // RunStateCounts counts the instances of each of runs by state: one
@@ -1020,4 +1029,81 @@ func (s *Store) RunStateCounts(ctx context.Context, runs []int64) (map[int64]map
 		}
 	}
 	return out, nil
+}
+
+// AwaitingGates returns the first limit of gates, by task id, among the
+// WAITING instances of run not yet approved whose task is one of the
+// manual tasks, and how many there are: indexed reads of the run, two per
+// 400 manual tasks.
+func (s *Store) AwaitingGates(ctx context.Context, run int64, manual []string, limit int) ([]string, int, error) {
+	if len(manual) == 0 {
+		return nil, 0, nil
+	}
+	// In task order, batch by batch: once limit gates are named, the later
+	// batches are only counted.
+	manual = slices.Sorted(slices.Values(manual))
+	var (
+		tasks []string
+		n     int
+	)
+	for start := 0; start < len(manual); start += batchRows {
+		where := sq.And{sq.Eq{"run_id": run, "state": string(axtype.Waiting), "task_id": manual[start:min(start+batchRows, len(manual))]},
+			sq.Or{sq.Eq{"approved_by": nil}, sq.Eq{"approved_by": ""}}}
+		err := s.query(ctx, s.read, "count a run's gates awaiting approval", s.sb.Select("COUNT(*)").From("instances").Where(where),
+			func(rows *sql.Rows) error {
+				var k int
+				err := rows.Scan(&k)
+				n += k
+				return err
+			})
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(tasks) >= limit {
+			continue
+		}
+		err = s.query(ctx, s.read, "list a run's gates awaiting approval",
+			s.sb.Select("task_id").From("instances").Where(where).OrderBy("task_id").Limit(uint64(limit-len(tasks))),
+			func(rows *sql.Rows) error {
+				var t string
+				err := rows.Scan(&t)
+				tasks = append(tasks, t)
+				return err
+			})
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return tasks, n, nil
+}
+
+// RootFailures returns the first limit, by task id, of the FAILED and
+// KILLED instances of run whose error is not one of the words that say
+// an upstream of the run ended it (an error starting with prefix and
+// ending with one of suffixes, compared case for case), and how many
+// there are: two reads of the run's key, whatever its size.
+func (s *Store) RootFailures(ctx context.Context, run int64, prefix string, suffixes []string, limit int) ([]axtype.Instance, int, error) {
+	var like sq.Or
+	for _, suf := range suffixes {
+		like = append(like, s.d.matchesCase("COALESCE(error, '')", prefix, suf))
+	}
+	where := sq.And{sq.Eq{"run_id": run, "state": []string{string(axtype.Failed), string(axtype.Killed)}}, sq.Expr("NOT (?)", like)}
+	n := 0
+	err := s.query(ctx, s.read, "count the failures that ended a run", s.sb.Select("COUNT(*)").From("instances").Where(where),
+		func(rows *sql.Rows) error { return rows.Scan(&n) })
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []axtype.Instance
+	b := s.sb.Select(runStateCols...).
+		From("instances").Where(where).OrderBy("task_id").Limit(uint64(limit))
+	err = s.query(ctx, s.read, "list the failures that ended a run", b, func(rows *sql.Rows) error {
+		in, err := scanRunState(rows)
+		out = append(out, in)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, n, nil
 }

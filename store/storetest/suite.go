@@ -52,6 +52,7 @@ func Run(t *testing.T, open Opener) {
 		{"OutcomeCountsKeptByTransitions", testOutcomeCounts},
 		{"CommandProcesses", testProcs},
 		{"RedispatchedTickets", testRedispatched},
+		{"GatesAndFailuresOfARun", testGatesAndFailures},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -1275,6 +1276,81 @@ func testBatchTwiceInOrder(t *testing.T, s *store.Store) {
 		got, err := s.Instance(ctx(), in.ID)
 		if err != nil || got.State != axtype.Failed || got.Version != in.Version+2 || got.Error != skipped {
 			t.Errorf("%s after SCHEDULED then FAILED in one batch: %s at version %d (%q), %v; want FAILED at version %d", in.TaskID, got.State, got.Version, got.Error, err, in.Version+2)
+		}
+	}
+}
+
+// testGatesAndFailures: a run's gates awaiting approval and the failures
+// that ended it are counted and listed by task id in the store, the
+// failures with the error words of a failure caused upstream matched
+// letter case included.
+func testGatesAndFailures(t *testing.T, s *store.Store) {
+	tasks := []string{"g1", "g2", "g3", "f1", "f2", "f3", "f4", "f5"}
+	def := store.PipelineDef{Name: "p_q", File: "p.yaml", Hash: "h1", Definition: []byte(`{}`)}
+	var news []store.NewInstance
+	for _, n := range tasks {
+		def.Tasks = append(def.Tasks, store.TaskDef{ID: "p_q." + n, Pipeline: "p_q", Name: n, Group: "g", Hash: "h1", Definition: []byte(`{}`)})
+		ni := store.NewInstance{TaskID: "p_q." + n, Group: "g", State: axtype.Waiting}
+		if n == "g2" {
+			ni.ApprovedBy = "op"
+		}
+		news = append(news, ni)
+	}
+	if _, err := s.SyncDefinitions(ctx(), store.SyncParams{Pipelines: []store.PipelineDef{def}, Now: T0}); err != nil {
+		t.Fatal(err)
+	}
+	run, ins, err := s.CreateRun(ctx(), store.CreateRunParams{Pipeline: "p_q", Trigger: "p_q", Kind: axtype.RunManual, LogicalTime: T0, Actor: "t", Now: T0, Instances: news})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manual := []string{"p_q.g1", "p_q.g2", "p_q.g3"}
+	for _, c := range []struct {
+		manual []string
+		limit  int
+		want   string
+	}{{manual, 1, "[p_q.g1] 2"}, {manual, 10, "[p_q.g1 p_q.g3] 2"}, {nil, 10, "[] 0"}} {
+		got, n, err := s.AwaitingGates(ctx(), run.ID, c.manual, c.limit)
+		if err != nil || fmt.Sprint(got, " ", n) != c.want {
+			t.Errorf("AwaitingGates(%v, %d) = %v %d, %v; want %s", c.manual, c.limit, got, n, err, c.want)
+		}
+	}
+	move := func(in axtype.Instance, errText string, path ...axtype.State) {
+		t.Helper()
+		v, from := in.Version, axtype.Waiting
+		for i, to := range path {
+			p := store.TransitionParams{InstanceID: in.ID, Version: v, From: from, To: to, Now: T0, Actor: "t", Reason: "t"}
+			if i == len(path)-1 && errText != "" {
+				p.Set.Error = &errText
+			}
+			if v, err = s.Transition(ctx(), p); err != nil {
+				t.Fatal(err)
+			}
+			from = to
+		}
+	}
+	byTask := map[string]axtype.Instance{}
+	for _, in := range ins {
+		byTask[in.TaskID] = in
+	}
+	move(byTask["p_q.f1"], "boom", axtype.Failed)
+	move(byTask["p_q.f2"], "upstream p_q.f1 failed", axtype.Failed)
+	move(byTask["p_q.f3"], "Upstream p_q.f1 failed", axtype.Failed)
+	move(byTask["p_q.f4"], "", axtype.Scheduled, axtype.Running, axtype.Killed)
+	move(byTask["p_q.f5"], "upstream p_q.f1 was skipped", axtype.Failed)
+	// "_" in the pipeline's name is a letter, not LIKE's any-letter.
+	move(byTask["p_q.g3"], "upstream pxq.f1 failed", axtype.Failed)
+	words := []string{" failed", " was killed", " was skipped"}
+	for _, c := range []struct {
+		limit int
+		want  string
+	}{{2, "[p_q.f1:FAILED:boom p_q.f3:FAILED:Upstream p_q.f1 failed] 4"}, {10, "[p_q.f1:FAILED:boom p_q.f3:FAILED:Upstream p_q.f1 failed p_q.f4:KILLED: p_q.g3:FAILED:upstream pxq.f1 failed] 4"}} {
+		got, n, err := s.RootFailures(ctx(), run.ID, "upstream p_q.", words, c.limit)
+		var names []string
+		for _, in := range got {
+			names = append(names, in.TaskID+":"+string(in.State)+":"+in.Error)
+		}
+		if err != nil || fmt.Sprint(names, " ", n) != c.want {
+			t.Errorf("RootFailures(limit %d) = %v %d, %v; want %s", c.limit, names, n, err, c.want)
 		}
 	}
 }
