@@ -284,8 +284,11 @@ func CheckParams(p map[string]string) error {
 		return fmt.Errorf("%d params; give at most %d", len(p), axtype.MaxParams)
 	}
 	for _, k := range slices.Sorted(maps.Keys(p)) {
-		if k == "" || strings.ContainsAny(k, " \t=.{}") {
+		if !paramName(k) {
 			return fmt.Errorf("param name %q: use letters, digits, _ and -", k)
+		}
+		if strings.ContainsRune(p[k], 0) {
+			return fmt.Errorf("param %q: its value has a NUL byte, which no command's argument or environment can carry", k)
 		}
 		if err := axtype.CheckLen("param name", k, axtype.MaxNameLen); err != nil {
 			return err
@@ -298,6 +301,20 @@ func CheckParams(p map[string]string) error {
 		return fmt.Errorf("params are %d bytes as JSON; give at most %d", len(b), axtype.MaxParamsBytes)
 	}
 	return nil
+}
+
+// paramName reports whether k is a param's name: ASCII letters, digits, _
+// and -, at least one.
+func paramName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // EncodeRequest returns the queued form of req made by by: its verb and a
