@@ -166,13 +166,23 @@ const Masked = "***"
 // now on and in what MaskString returns: the secrets an attempt was given
 // never reach the store, `ax logs` or the API in its output or its error.
 // A value is masked within a line (and within a record, for a line longer
-// than a record); empty values are ignored.
+// than a record), and each line of a value of several lines on its own;
+// empty values are ignored.
 func (o *Output) Mask(values ...string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, v := range values {
 		if v != "" {
 			o.secrets = append(o.secrets, []byte(v))
+		}
+		// Output is masked a line at a time: a secret of several lines is
+		// masked line by line too (its empty lines are not secrets).
+		if strings.Contains(v, "\n") {
+			for _, line := range strings.Split(v, "\n") {
+				if line = strings.TrimSuffix(line, "\r"); line != "" {
+					o.secrets = append(o.secrets, []byte(line))
+				}
+			}
 		}
 	}
 	// The longest first, so that a secret holding another is masked whole.

@@ -211,3 +211,28 @@ func TestMaskReport(t *testing.T) {
 		t.Errorf("line 2: %+v", l)
 	}
 }
+
+// A secret of several lines (a PEM key) reaches output one line at a
+// time: each of its lines is masked, as is the whole in an error text.
+func TestOutputMasksEachLineOfAMultiLineSecret(t *testing.T) {
+	t.Parallel()
+	o := NewOutput(0)
+	o.Mask("-----BEGIN KEY-----\r\nSECRETPART1\nSECRETPART2\n\n")
+	w := o.Writer(StreamStdout)
+	w.Write([]byte("-----BEGIN KEY-----\nSECRETPART1\nkey SECRETPART2 end\n"))
+	data, _, _ := o.Take(true)
+	lines, err := DecodeLines(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, string(l.Text))
+	}
+	if want := "***|***|key *** end"; strings.Join(got, "|") != want {
+		t.Errorf("lines %q, want %q", strings.Join(got, "|"), want)
+	}
+	if s := o.MaskString("failed: -----BEGIN KEY-----\r\nSECRETPART1\nSECRETPART2\n\n!"); s != "failed: ***!" {
+		t.Errorf("MaskString: %q, want the whole secret masked", s)
+	}
+}
