@@ -184,6 +184,14 @@ func (pl *planner) triggerDelay(t *trigger) time.Duration {
 // SINCE", SINCE empty when it was in force before this was kept.
 const planSetting = "schedule_plan/"
 
+// SchedulerSetting reports whether a stored setting is the scheduler's own
+// bookkeeping (a schedule's plan, how far its backlog was judged, a
+// definition sync under way), written as it runs rather than by an
+// operator's request.
+func SchedulerSetting(name string) bool {
+	return strings.HasPrefix(name, planSetting) || strings.HasPrefix(name, judgedSetting) || name == store.SyncingSetting
+}
+
 // planSince sets since when each trigger's schedule, as defined now, is in
 // force (t.since), from what the store keeps of it (settings), and returns
 // the triggers whose schedule changed since the last start or reload (then

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -259,6 +260,9 @@ func (e *Env) State() string {
 		fmt.Fprintf(&b, "p:%s/%s ", p.Scope, p.Name)
 	}
 	set, _ := e.St.Settings(ctx)
+	// The scheduler's own settings (a schedule's plan…) are written as it
+	// runs, like its own action rows: an operator's are compared.
+	maps.DeleteFunc(set, func(name, _ string) bool { return engine.SchedulerSetting(name) })
 	fmt.Fprintf(&b, "settings:%v ", set)
 	bs, _ := e.St.Backfills(ctx, 0)
 	for _, bf := range bs {
