@@ -171,15 +171,7 @@ func TestOutputMask(t *testing.T) {
 	for _, p := range []string{"my pas", "sword1 and pa", "ss\nno secret here\n"} {
 		w.Write([]byte(p))
 	}
-	data, _, _ := o.Take(true)
-	lines, err := DecodeLines(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range lines {
-		got = append(got, string(l.Text))
-	}
+	got := takenLines(t, o)
 	if want := "my *** and ***|no secret here"; strings.Join(got, "|") != want {
 		t.Errorf("lines %q, want %q", strings.Join(got, "|"), want)
 	}
@@ -220,6 +212,18 @@ func TestOutputMasksEachLineOfAMultiLineSecret(t *testing.T) {
 	o.Mask("-----BEGIN KEY-----\r\nSECRETPART1\nSECRETPART2\n\n")
 	w := o.Writer(StreamStdout)
 	w.Write([]byte("-----BEGIN KEY-----\nSECRETPART1\nkey SECRETPART2 end\n"))
+	got := takenLines(t, o)
+	if want := "***|***|key *** end"; strings.Join(got, "|") != want {
+		t.Errorf("lines %q, want %q", strings.Join(got, "|"), want)
+	}
+	if s := o.MaskString("failed: -----BEGIN KEY-----\r\nSECRETPART1\nSECRETPART2\n\n!"); s != "failed: ***!" {
+		t.Errorf("MaskString: %q, want the whole secret masked", s)
+	}
+}
+
+// takenLines takes o's output and returns the text of each line.
+func takenLines(t *testing.T, o *Output) []string {
+	t.Helper()
 	data, _, _ := o.Take(true)
 	lines, err := DecodeLines(data)
 	if err != nil {
@@ -229,10 +233,5 @@ func TestOutputMasksEachLineOfAMultiLineSecret(t *testing.T) {
 	for _, l := range lines {
 		got = append(got, string(l.Text))
 	}
-	if want := "***|***|key *** end"; strings.Join(got, "|") != want {
-		t.Errorf("lines %q, want %q", strings.Join(got, "|"), want)
-	}
-	if s := o.MaskString("failed: -----BEGIN KEY-----\r\nSECRETPART1\nSECRETPART2\n\n!"); s != "failed: ***!" {
-		t.Errorf("MaskString: %q, want the whole secret masked", s)
-	}
+	return got
 }
