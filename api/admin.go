@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ax-sched/ax/access"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -33,8 +34,8 @@ type admin struct {
 	eng       *engine.Engine  // nil: no scheduler in this process (reads only)
 	reload    *reload.Watcher // nil: the pipelines are never reloaded
 	gather    prometheus.Gatherer
-	token     string // AX_ADMIN_TOKEN: required on writes (and reads unless openReads) when set
-	openReads bool
+	auth      authConfig
+	openReads bool // reads need no sign-in
 	now       func() time.Time
 	opWait    time.Duration // how long a write waits for the engine loop
 	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
@@ -108,7 +109,10 @@ const maxBody = 64 << 10
 // control and the API reference docs/api.md (see TestAPIDocMatchesRoutes).
 type route struct {
 	method, path string
-	write        bool // changes state: needs the token; refused on a standby
+	write        bool // changes state: refused on a standby
+	// role is the least role that may call the route (access.None: anyone,
+	// signed in or not); a write also checks the user's scope.
+	role access.Role
 	doc          string
 	h            func(*admin, *http.Request) (any, error)
 }
@@ -130,46 +134,48 @@ func errf(code int, format string, args ...any) error {
 // routes lists every admin endpoint, in the order the docs show them.
 func adminRoutes() []route {
 	return []route{
-		{"GET", "/api/v1/auth", false, "check the bearer token sent, even where reads are open, and change nothing: 200 `{\"token\": \"accepted\"}` (or `\"not needed\"` when the server has none), 401 when it is missing or wrong (the console's sign-in)", (*admin).auth},
-		{"GET", "/api/v1/status", false, "the lease holder, this process's role, loop counters and limits", (*admin).status},
-		{"GET", "/api/v1/pipelines", false, "pipelines with the run that happened last (its instance states) and `recent_failure`: the newest failed run of the last five, with the failures that ended it; `name` (one pipeline), `summary` (true: without their runs, in constant time)", (*admin).pipelines},
-		{"GET", "/api/v1/pipelines/{pipeline}", false, "one pipeline with a page of its tasks (file order), each with its latest instance, the edges into them, their layers, the latest run, `task_count` and `next_page`; `task` (names starting with it), `page` (the `next_page` of the previous answer), `limit` (200 by default, at most 1000), `summary` (true: the pipeline without tasks, edges, layers or latest run, in constant time)", (*admin).pipeline},
-		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, "runs, newest logical time first, each with what holds it when it is not over (`waiting`: judged now, from live state) and, when it ended failed, the `failures` that ended it with their errors; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, by when runs happened, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
-		{"GET", "/api/v1/runs/{run}", false, "one run with a page of its instances (by task) and `next_page`; `state` (repeatable), `page` (the `next_page` of the previous answer), `limit` (200 by default, at most 1000)", (*admin).run},
-		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, "one task: definition, `runs` (what its executor runs as the file says it: `command` with its templates, `url` or `function`), `last_attempt` (the record of its attempt that ended last: executor, `argv` as rendered for it, status), summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
-		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, "why the task is not running, or ran late (R31a); the findings give times in the pipeline's zone, `utc` (true) in UTC", (*admin).explain},
-		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/pause", true, "pause the task; body `{\"reason\"}`", taskOp(func(t string) engine.Request { return engine.Pause{Scope: store.ScopeTask, Target: t} })},
-		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/resume", true, "resume the task (misfire policy for missed fires)", taskOp(func(t string) engine.Request { return engine.Resume{Scope: store.ScopeTask, Target: t} })},
-		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", true, "run now, in a manual run of its own (for a manual task: approve its oldest waiting instance, or run it when none waits; one already approved and waiting for its upstreams is left as it is); body `{\"downstream\": true, \"at\": \"2026-03-01T02:00:00\", \"params\": {\"k\": \"v\"}, \"hold\": true, \"reason\"}`, all optional (`at`: logical time in the pipeline's zone); under a pause 409, nothing created, unless `hold` (created held PAUSED until the resume)", (*admin).taskTrigger},
-		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/mark", true, "set the outcome of a waiting, failed or killed instance: `{\"state\": \"success\"|\"failed\", \"run\": RUN | \"at\": TIME, \"reason\"}`; success releases its downstream, failed fails it", (*admin).taskMark},
-		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/kill", true, "kill the task's running instances", taskOp(func(t string) engine.Request { return engine.Kill{Target: t} })},
-		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/rerun", true, "rerun the task's latest failed or killed instance; under a pause 409, nothing changed, unless `{\"hold\": true}` (held PAUSED until the resume)", taskOp(func(t string) engine.Request { return engine.Rerun{Target: t} })},
-		{"POST", "/api/v1/pipelines/{pipeline}/trigger", true, "run the whole pipeline now: `{\"at\", \"params\", \"hold\", \"reason\"}`, all optional; under a pause of any of its tasks 409, nothing created, unless `hold`", (*admin).pipelineTrigger},
-		{"POST", "/api/v1/pipelines/{pipeline}/pause", true, "pause every task of the pipeline", scopeOp(store.ScopePipeline, pauseOf)},
-		{"POST", "/api/v1/pipelines/{pipeline}/resume", true, "resume the pipeline", scopeOp(store.ScopePipeline, resumeOf)},
-		{"POST", "/api/v1/groups/{group}/pause", true, "pause every task of the group, in every pipeline", scopeOp(store.ScopeGroup, pauseOf)},
-		{"POST", "/api/v1/groups/{group}/resume", true, "resume the group", scopeOp(store.ScopeGroup, resumeOf)},
-		{"GET", "/api/v1/instances", false, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `ran` (true: only instances dispatched at least once), `order` (`id`, the default, or `started`: the task's latest attempt first, with `task` and without `before`), `limit`", (*admin).instances},
-		{"GET", "/api/v1/instances/{id}/logs", false, "the output of one attempt (the latest by default) with its header (executor, the command as rendered for it (`argv`), start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
-		{"POST", "/api/v1/instances/{id}/kill", true, "kill one running instance", instanceOp(func(id int64) engine.Request { return engine.Kill{Instance: id} })},
-		{"POST", "/api/v1/instances/{id}/rerun", true, "rerun one instance (failed, killed or succeeded); under a pause 409 unless `{\"hold\": true}`", instanceOp(func(id int64) engine.Request { return engine.Rerun{Instance: id} })},
-		{"POST", "/api/v1/instances/{id}/mark", true, "set the outcome of one waiting, failed or killed instance: `{\"state\": \"success\"|\"failed\", \"reason\"}`", (*admin).instanceMark},
-		{"POST", "/api/v1/runs/{run}/rerun", true, "rerun a run's failed and killed instances (those that never ran wait for their upstreams again)", (*admin).runRerun},
-		{"POST", "/api/v1/runs/{run}/cancel", true, "end every unfinished instance of a run: running ones are killed, the others fail as cancelled", (*admin).runCancel},
-		{"GET", "/api/v1/history", false, "state transitions; `task`, `instance`, `after`/`before` (id), `newest`, `limit`", (*admin).history},
-		{"GET", "/api/v1/actions", false, "the action log; `task`, `pipeline`, `action` (its kind: pause, trigger, dispatch…), `actor` (exactly, such as operator:api), `by` (`operator`: every actor's but the scheduler's; `scheduler`: the scheduler's own rows), `after`/`before` (id), `newest`, `limit`; a malformed or unknown value is a 400 naming the parameter", (*admin).actions},
-		{"GET", "/api/v1/prune", false, "what retention would delete now (dry run): runs, instances, history, actions, output; `retain` (such as 30d; default the server's --retain)", (*admin).pruneDry},
-		{"POST", "/api/v1/prune", true, "run a retention pass now (the server's --retain)", (*admin).pruneNow},
-		{"GET", "/api/v1/executors", false, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
-		{"GET", "/api/v1/limits", false, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
-		{"PUT", "/api/v1/limits", true, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
-		{"GET", "/api/v1/reload", false, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) the fingerprints and schedules of the pipelines in force, for `ax diff`; `task` (repeatable, up to 100): the definitions in force of those tasks, for its field-level changes", (*admin).reloadStatus},
-		{"GET", "/api/v1/backfills", false, "backfills, newest first, each with its spec (range `from`/`to`, `select` and the tasks it selects), state, progress (`instances.awaiting`: gates nobody approved) and its first 50 `runs` (id, logical time); `before` (id: the next page), `limit`", (*admin).backfills},
-		{"POST", "/api/v1/backfills", true, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"approve_manual\", \"wait_cross\", \"hold\", \"dry_run\"}`; under a pause of a selected task 409 unless `hold`", (*admin).startBackfill},
-		{"GET", "/api/v1/backfills/{id}", false, "one backfill with its progress", (*admin).backfill},
-		{"POST", "/api/v1/backfills/{id}/cancel", true, "stop a backfill from starting more runs (those in flight finish)", (*admin).cancelBackfill},
-		{"POST", "/api/v1/backfills/{id}/resume", true, "continue a cancelled, failed or interrupted backfill without rerunning what it ran", (*admin).resumeBackfill},
-		{"POST", "/api/v1/backfills/{id}/approve", true, "approve the manual gates of every run of a backfill in one action: those its runs wait at and those of the runs it has yet to start; 404 for an unknown backfill, 409 for a finished one, one that selects no gate, or under a pause of a gate unless `{\"hold\": true}`", (*admin).approveBackfill},
+		{"GET", "/api/v1/session", false, access.None, "who is signed in: `user`, `role`, `groups` and `pipelines` (the scope of their actions), `how` (token, session, proxy), `expires_at`; `needed` (false: the server asks nobody to sign in); 401 naming why a session cookie or token sent is refused (expired, signed by another server, signed out, user removed)", (*admin).session},
+		{"POST", "/api/v1/session", false, access.None, "sign in: `{\"name\", \"token\"}` (a users file entry, or `admin` with AX_ADMIN_TOKEN); sets the session cookie `ax_session` (HttpOnly, SameSite=Strict, expiring); 401 for a wrong name or token, nothing set", (*admin).signIn},
+		{"DELETE", "/api/v1/session", false, access.None, "sign out: the session of the cookie sent is ended (refused from now on) and the cookie cleared", (*admin).signOut},
+		{"GET", "/api/v1/status", false, access.Viewer, "the lease holder, this process's role, loop counters and limits", (*admin).status},
+		{"GET", "/api/v1/pipelines", false, access.Viewer, "pipelines with the run that happened last (its instance states) and `recent_failure`: the newest failed run of the last five, with the failures that ended it; `name` (one pipeline), `summary` (true: without their runs, in constant time)", (*admin).pipelines},
+		{"GET", "/api/v1/pipelines/{pipeline}", false, access.Viewer, "one pipeline with a page of its tasks (file order), each with its latest instance, the edges into them, their layers, the latest run, `task_count` and `next_page`; `task` (names starting with it), `page` (the `next_page` of the previous answer), `limit` (200 by default, at most 1000), `summary` (true: the pipeline without tasks, edges, layers or latest run, in constant time)", (*admin).pipeline},
+		{"GET", "/api/v1/pipelines/{pipeline}/runs", false, access.Viewer, "runs, newest logical time first, each with what holds it when it is not over (`waiting`: judged now, from live state) and, when it ended failed, the `failures` that ended it with their errors; `state` (waiting, running, awaiting approval, success, failed), `from`, `to` (logical time), `before` (the id of the last run of the previous page: keyset paging), `recent` (true: the first page as `ax status` shows it, by when runs happened, leaving out runs created ahead that nothing happened in yet), `limit`", (*admin).runs},
+		{"GET", "/api/v1/runs/{run}", false, access.Viewer, "one run with a page of its instances (by task) and `next_page`; `state` (repeatable), `page` (the `next_page` of the previous answer), `limit` (200 by default, at most 1000)", (*admin).run},
+		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}", false, access.Viewer, "one task: definition, `runs` (what its executor runs as the file says it: `command` with its templates, `url` or `function`), `last_attempt` (the record of its attempt that ended last: executor, `argv` as rendered for it, status), summary, latest instance, next ten fires, last ten dispatches (due vs actual)", (*admin).task},
+		{"GET", "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", false, access.Viewer, "why the task is not running, or ran late (R31a); the findings give times in the pipeline's zone, `utc` (true) in UTC", (*admin).explain},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/pause", true, access.Operator, "pause the task; body `{\"reason\"}`", taskOp(func(t string) engine.Request { return engine.Pause{Scope: store.ScopeTask, Target: t} })},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/resume", true, access.Operator, "resume the task (misfire policy for missed fires)", taskOp(func(t string) engine.Request { return engine.Resume{Scope: store.ScopeTask, Target: t} })},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/trigger", true, access.Operator, "run now, in a manual run of its own (for a manual task: approve its oldest waiting instance, or run it when none waits; one already approved and waiting for its upstreams is left as it is); body `{\"downstream\": true, \"at\": \"2026-03-01T02:00:00\", \"params\": {\"k\": \"v\"}, \"hold\": true, \"reason\"}`, all optional (`at`: logical time in the pipeline's zone); under a pause 409, nothing created, unless `hold` (created held PAUSED until the resume)", (*admin).taskTrigger},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/mark", true, access.Operator, "set the outcome of a waiting, failed or killed instance: `{\"state\": \"success\"|\"failed\", \"run\": RUN | \"at\": TIME, \"reason\"}`; success releases its downstream, failed fails it", (*admin).taskMark},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/kill", true, access.Operator, "kill the task's running instances", taskOp(func(t string) engine.Request { return engine.Kill{Target: t} })},
+		{"POST", "/api/v1/pipelines/{pipeline}/tasks/{task}/rerun", true, access.Operator, "rerun the task's latest failed or killed instance; under a pause 409, nothing changed, unless `{\"hold\": true}` (held PAUSED until the resume)", taskOp(func(t string) engine.Request { return engine.Rerun{Target: t} })},
+		{"POST", "/api/v1/pipelines/{pipeline}/trigger", true, access.Operator, "run the whole pipeline now: `{\"at\", \"params\", \"hold\", \"reason\"}`, all optional; under a pause of any of its tasks 409, nothing created, unless `hold`", (*admin).pipelineTrigger},
+		{"POST", "/api/v1/pipelines/{pipeline}/pause", true, access.Operator, "pause every task of the pipeline", scopeOp(store.ScopePipeline, pauseOf)},
+		{"POST", "/api/v1/pipelines/{pipeline}/resume", true, access.Operator, "resume the pipeline", scopeOp(store.ScopePipeline, resumeOf)},
+		{"POST", "/api/v1/groups/{group}/pause", true, access.Operator, "pause every task of the group, in every pipeline", scopeOp(store.ScopeGroup, pauseOf)},
+		{"POST", "/api/v1/groups/{group}/resume", true, access.Operator, "resume the group", scopeOp(store.ScopeGroup, resumeOf)},
+		{"GET", "/api/v1/instances", false, access.Viewer, "instances, newest first; `pipeline`, `task`, `run`, `state` (repeatable), `from`, `to`, `before` (id), `ran` (true: only instances dispatched at least once), `order` (`id`, the default, or `started`: the task's latest attempt first, with `task` and without `before`), `limit`", (*admin).instances},
+		{"GET", "/api/v1/instances/{id}/logs", false, access.Viewer, "the output of one attempt (the latest by default) with its header (executor, the command as rendered for it (`argv`), start, end, exit status); `attempt`, `task` (must be the instance's), `after` (chunk seq), `follow` (true: NDJSON stream until the attempt ends)", (*admin).logs},
+		{"POST", "/api/v1/instances/{id}/kill", true, access.Operator, "kill one running instance", instanceOp(func(id int64) engine.Request { return engine.Kill{Instance: id} })},
+		{"POST", "/api/v1/instances/{id}/rerun", true, access.Operator, "rerun one instance (failed, killed or succeeded); under a pause 409 unless `{\"hold\": true}`", instanceOp(func(id int64) engine.Request { return engine.Rerun{Instance: id} })},
+		{"POST", "/api/v1/instances/{id}/mark", true, access.Operator, "set the outcome of one waiting, failed or killed instance: `{\"state\": \"success\"|\"failed\", \"reason\"}`", (*admin).instanceMark},
+		{"POST", "/api/v1/runs/{run}/rerun", true, access.Operator, "rerun a run's failed and killed instances (those that never ran wait for their upstreams again)", (*admin).runRerun},
+		{"POST", "/api/v1/runs/{run}/cancel", true, access.Operator, "end every unfinished instance of a run: running ones are killed, the others fail as cancelled", (*admin).runCancel},
+		{"GET", "/api/v1/history", false, access.Viewer, "state transitions; `task`, `instance`, `after`/`before` (id), `newest`, `limit`", (*admin).history},
+		{"GET", "/api/v1/actions", false, access.Viewer, "the action log; `task`, `pipeline`, `action` (its kind: pause, trigger, dispatch…), `actor` (exactly, such as operator:api), `by` (`operator`: every actor's but the scheduler's; `scheduler`: the scheduler's own rows), `after`/`before` (id), `newest`, `limit`; a malformed or unknown value is a 400 naming the parameter", (*admin).actions},
+		{"GET", "/api/v1/prune", false, access.Admin, "what retention would delete now (dry run): runs, instances, history, actions, output; `retain` (such as 30d; default the server's --retain)", (*admin).pruneDry},
+		{"POST", "/api/v1/prune", true, access.Admin, "run a retention pass now (the server's --retain)", (*admin).pruneNow},
+		{"GET", "/api/v1/executors", false, access.Admin, "registered executors: address, tasks, last heartbeat, excluded and why", (*admin).executors},
+		{"GET", "/api/v1/limits", false, access.Viewer, "dispatch limits in force (per second; 0 is unlimited)", (*admin).limits},
+		{"PUT", "/api/v1/limits", true, access.Admin, "change limits at run time: dispatch rates `{\"global\": 50, \"groups\": {\"etl\": 10}}` (per second, 0 to 1000000) and concurrency caps `{\"max_running\": 32, \"group_max_running\": {\"etl\": 10}}` (0 to 1000000); 0 lifts one; stored, so they survive restarts", (*admin).setLimits},
+		{"GET", "/api/v1/reload", false, access.Viewer, "the last reload of the pipeline files (when, why, what changed, or the errors that kept the running set) the fingerprints and schedules of the pipelines in force, for `ax diff`; `task` (repeatable, up to 100): the definitions in force of those tasks, for its field-level changes", (*admin).reloadStatus},
+		{"GET", "/api/v1/backfills", false, access.Viewer, "backfills, newest first, each with its spec (range `from`/`to`, `select` and the tasks it selects), state, progress (`instances.awaiting`: gates nobody approved) and its first 50 `runs` (id, logical time); `before` (id: the next page), `limit`", (*admin).backfills},
+		{"POST", "/api/v1/backfills", true, access.Operator, "start a backfill: `{\"pipeline\", \"from\", \"to\", \"select\", \"max_active_runs\", \"reverse\", \"rerun\", \"stop_on_failure\", \"approve_manual\", \"wait_cross\", \"hold\", \"dry_run\"}`; under a pause of a selected task 409 unless `hold`", (*admin).startBackfill},
+		{"GET", "/api/v1/backfills/{id}", false, access.Viewer, "one backfill with its progress", (*admin).backfill},
+		{"POST", "/api/v1/backfills/{id}/cancel", true, access.Operator, "stop a backfill from starting more runs (those in flight finish)", (*admin).cancelBackfill},
+		{"POST", "/api/v1/backfills/{id}/resume", true, access.Operator, "continue a cancelled, failed or interrupted backfill without rerunning what it ran", (*admin).resumeBackfill},
+		{"POST", "/api/v1/backfills/{id}/approve", true, access.Admin, "approve the manual gates of every run of a backfill in one action: those its runs wait at and those of the runs it has yet to start; 404 for an unknown backfill, 409 for a finished one, one that selects no gate, or under a pause of a gate unless `{\"hold\": true}`", (*admin).approveBackfill},
 	}
 }
 
@@ -189,12 +195,12 @@ func (a *admin) register(mux *http.ServeMux) {
 		mux.HandleFunc(rt.method+" "+rt.path, a.serve(rt))
 	}
 	metrics := promhttp.HandlerFor(a.gather, promhttp.HandlerOpts{})
-	mux.Handle("GET /metrics", a.guard(false, metrics.ServeHTTP))
+	mux.Handle("GET /metrics", a.guard(route{method: "GET", path: "/metrics", role: access.Viewer}, metrics.ServeHTTP))
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		// A path served under another method is a 405, with the methods it takes.
 		var allow []string
-		for _, m := range []string{"GET", "POST", "PUT"} {
+		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
 			probe := r.Clone(r.Context())
 			probe.Method = m
 			if _, pattern := mux.Handler(probe); pattern != "/api/" && pattern != "" {
@@ -210,12 +216,15 @@ func (a *admin) register(mux *http.ServeMux) {
 	})
 }
 
-// guard checks the bearer token: always for writes, for reads unless they are open.
-func (a *admin) guard(write bool, next http.HandlerFunc) http.HandlerFunc {
+// guard lets through the requests the caller of may make: see authorize.
+func (a *admin) guard(rt route, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if (write || !a.openReads) && !runner.BearerOK(r, a.token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
-			apiError(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer $AX_ADMIN_TOKEN")
+		r, err := a.authorize(rt, r)
+		if err != nil {
+			if ae, ok := err.(*apiErr); ok && ae.code == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+			}
+			writeErr(w, err)
 			return
 		}
 		next(w, r)
@@ -223,7 +232,7 @@ func (a *admin) guard(write bool, next http.HandlerFunc) http.HandlerFunc {
 }
 
 func (a *admin) serve(rt route) http.HandlerFunc {
-	return a.guard(rt.write, func(w http.ResponseWriter, r *http.Request) {
+	return a.guard(rt, func(w http.ResponseWriter, r *http.Request) {
 		if rt.write {
 			if err := a.primary(r.Context()); err != nil {
 				writeErr(w, err)
@@ -240,6 +249,10 @@ func (a *admin) serve(rt route) http.HandlerFunc {
 			return
 		}
 		code := http.StatusOK
+		if c, ok := v.(withCookie); ok {
+			http.SetCookie(w, c.c)
+			v = c.v
+		}
 		if c, ok := v.(created); ok {
 			code, v = http.StatusCreated, c.v
 		}
@@ -472,15 +485,20 @@ func (a *admin) taskOf(r *http.Request) (*defs.Task, error) {
 // apiDoc renders the route table as the API reference, docs/api.md.
 func apiDoc() string {
 	var b strings.Builder
-	b.WriteString("| method | path | needs the token | what it does |\n| --- | --- | --- | --- |\n")
+	b.WriteString("| method | path | least role | what it does |\n| --- | --- | --- | --- |\n")
 	for _, rt := range adminRoutes() {
-		tok := "when reads are not open"
-		if rt.write {
-			tok = "yes (refused on a standby)"
+		role := rt.role.String()
+		switch {
+		case rt.role == access.None:
+			role = "none"
+		case rt.role == access.Viewer:
+			role = "viewer (none when reads are open)"
+		case rt.write:
+			role += ", in scope (refused on a standby)"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", rt.method, rt.path, tok, rt.doc)
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", rt.method, rt.path, role, rt.doc)
 	}
-	b.WriteString("| GET | `/metrics` | when reads are not open | Prometheus metrics |\n")
+	b.WriteString("| GET | `/metrics` | viewer (none when reads are open) | Prometheus metrics |\n")
 	b.WriteString("| GET | `/readyz` | no | 200 when this process serves: primary, or standby with a reachable store; 503 with the reason while its store cannot be read or written |\n")
 	b.WriteString("| GET | `/healthz` | no | 200 while the process runs |\n")
 	b.WriteString("| POST | `/api/v1/executors/register`, `/api/v1/executors/heartbeat`, `/api/v1/results` | the executor credential, never the admin token | the executor protocol ([protocol.md](protocol.md)) |\n")

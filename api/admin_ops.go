@@ -36,8 +36,13 @@ func withHold(op engine.Request, hold bool) (engine.Request, error) {
 	return nil, errf(http.StatusBadRequest, "hold applies to trigger and rerun only")
 }
 
-// actorOf names who asks: X-Ax-Actor (the CLI sends operator:$USER), else "operator:api".
+// actorOf names who asks: the authenticated user (see authorize); on a
+// server that asks nobody to sign in, X-Ax-Actor (the CLI sends
+// operator:$USER), else "operator:api".
 func actorOf(r *http.Request) string {
+	if a, ok := r.Context().Value(actorKey{}).(string); ok {
+		return a
+	}
 	if a := strings.TrimSpace(r.Header.Get("X-Ax-Actor")); a != "" && len(a) <= 128 {
 		return a
 	}

@@ -9,10 +9,12 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/access"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/reload"
@@ -30,12 +32,23 @@ type Config struct {
 	// Registerer takes the API's own metrics (ax_results_repeated_total);
 	// nil: they are not registered.
 	Registerer prometheus.Registerer
-	// Token is AX_ADMIN_TOKEN: required on writes (and on reads unless
-	// OpenReads) when set. ExecToken is the executor credential
+	// Token is AX_ADMIN_TOKEN: the user "admin", with the admin role. With
+	// a token, a users file or a trusted proxy every request needs a user
+	// (reads none when OpenReads) whose role the route table asks. ExecToken is the executor credential
 	// (AX_EXECUTOR_TOKEN, or the server's token file), required on the
 	// executor endpoints: ax server always sets it; empty asks none (tests).
 	Token, ExecToken string
 	OpenReads        bool
+	// Users returns the users file in force (it is reloaded); nil: none.
+	Users func() *access.Users
+	// Sessions signs the console's session cookies; nil: a key of its own,
+	// made at start, and sessions of 12 hours.
+	Sessions *access.Sessions
+	// ProxyHeader, when set, names the header in which a trusted proxy
+	// (one at an address of ProxyFrom) names the user; from anywhere else
+	// the header is refused.
+	ProxyHeader string
+	ProxyFrom   []netip.Prefix
 	// Self is this server's base URL, recorded with the results it receives.
 	Self string
 	// WhoIs asks the executor at an address for its boot id (its /status):
@@ -72,7 +85,11 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Engine != nil {
 		ex.graphOf = cfg.Engine.Graph
 	}
-	adm := &admin{st: cfg.Store, g: cfg.Graph, eng: cfg.Engine, reload: cfg.Reload, gather: cfg.Gather, token: cfg.Token,
+	if cfg.Sessions == nil {
+		cfg.Sessions = access.NewSessions(nil, 0)
+	}
+	auth := authConfig{token: cfg.Token, users: cfg.Users, sessions: cfg.Sessions, proxyHeader: cfg.ProxyHeader, proxyFrom: cfg.ProxyFrom}
+	adm := &admin{st: cfg.Store, g: cfg.Graph, eng: cfg.Engine, reload: cfg.Reload, gather: cfg.Gather, auth: auth,
 		openReads: cfg.OpenReads, now: cfg.Now, opWait: cfg.OpWait, retain: cfg.Retain, pruneBudget: cfg.PruneBudget}
 	return adm.handler(ex)
 }

@@ -76,23 +76,23 @@ func TestActionsFilterByActorAndKind(t *testing.T) {
 	}
 }
 
-// TestAuthChecksTheToken: GET /api/v1/auth accepts the admin token and
-// refuses a wrong or missing one even where reads are open; a server
-// without a token says none is needed.
-func TestAuthChecksTheToken(t *testing.T) {
+// TestSessionChecksTheToken: GET /api/v1/session names the user of the
+// admin token and refuses a wrong one even where reads are open; without
+// a token it names nobody; a server asking nobody says so.
+func TestSessionChecksTheToken(t *testing.T) {
 	t.Parallel()
 	e := setupAPI(t, apitest.Opts{Token: "t0ken", OpenReads: true})
 	for _, c := range []struct {
 		token string
 		code  int
 		want  string
-	}{{"t0ken", 200, `"accepted"`}, {"wrong", 401, "missing or wrong bearer token"}, {"", 401, "missing or wrong bearer token"}} {
-		if code, body := e.CallAs("GET", "/api/v1/auth", "", c.token); code != c.code || !strings.Contains(body, c.want) {
+	}{{"t0ken", 200, `"user": "admin"`}, {"wrong", 401, "wrong bearer token"}, {"", 200, `"needed": true`}} {
+		if code, body := e.CallAs("GET", "/api/v1/session", "", c.token); code != c.code || !strings.Contains(body, c.want) {
 			t.Errorf("token %q: %d %s; want %d %s", c.token, code, body, c.code, c.want)
 		}
 	}
 	open := setupAPI(t, apitest.Opts{})
-	if code, body := open.CallAs("GET", "/api/v1/auth", "", "anything"); code != 200 || !strings.Contains(body, `"not needed"`) {
+	if code, body := open.CallAs("GET", "/api/v1/session", "", ""); code != 200 || !strings.Contains(body, `"needed": false`) {
 		t.Errorf("a server without a token: %d %s", code, body)
 	}
 }

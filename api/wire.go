@@ -111,12 +111,6 @@ type TaskDetail struct {
 	LastAttempt *store.AttemptRecord `json:"last_attempt,omitempty"`
 }
 
-// Auth is the answer of GET /api/v1/auth: "accepted", or "not needed"
-// when the server has no admin token.
-type Auth struct {
-	Token string `json:"token"`
-}
-
 // ExecutorView is a registered executor, and why it gets no work when it
 // gets none.
 type ExecutorView struct {

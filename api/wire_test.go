@@ -93,8 +93,8 @@ func TestWireTypesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if a := roundTrip[Auth](t, c, "GET", get("/api/v1/auth", "/api/v1/auth"), nil); a.Token != "not needed" {
-		t.Errorf("auth on a server without a token: %+v", a)
+	if a := roundTrip[Session](t, c, "GET", get("/api/v1/session", "/api/v1/session"), nil); a.Needed || a.User != "" {
+		t.Errorf("session on a server without a token: %+v", a)
 	}
 	st := roundTrip[Status](t, c, "GET", get("/api/v1/status", "/api/v1/status"), nil)
 	if st.Role != "primary" || st.Lease == nil || st.Loop == nil {
@@ -205,7 +205,8 @@ func TestWireTypesRoundTrip(t *testing.T) {
 		t.Errorf("readyz: %d %s", code, raw)
 	}
 	for _, rt := range adminRoutes() {
-		if !seen[rt.method+" "+rt.path] {
+		// Signing in and out needs a server that asks for it: TestSessionCookie.
+		if !seen[rt.method+" "+rt.path] && !(rt.path == "/api/v1/session" && rt.method != "GET") {
 			t.Errorf("%s %s: no round trip of its answer here", rt.method, rt.path)
 		}
 	}

@@ -1,0 +1,223 @@
+package access
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	aliceHash = HashToken("alice-token")
+	bobHash   = HashToken("bob-token")
+)
+
+func TestParseGood(t *testing.T) {
+	t.Parallel()
+	src := "users:\n" +
+		"  - {name: alice, role: operator, groups: [etl], token: " + aliceHash + "}\n" +
+		"  - {name: bob, role: viewer, token: " + bobHash + "}\n"
+	us, err := Parse("users.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := us.Names(); !slices.Equal(got, []string{"alice", "bob"}) {
+		t.Errorf("names %v", got)
+	}
+	if u := us.Authenticate("alice-token"); u == nil || u.Name != "alice" || u.Role != Operator || !slices.Equal(u.Groups, []string{"etl"}) {
+		t.Errorf("alice's token: %+v", u)
+	}
+	if u := us.Authenticate(aliceHash); u != nil {
+		t.Errorf("the hash itself authenticates as %s", u.Name)
+	}
+	if u := us.Authenticate("nope"); u != nil {
+		t.Errorf("a wrong token authenticates as %s", u.Name)
+	}
+}
+
+// TestParseRefusesBadFiles: every bad users file is refused with a message
+// naming the file, the line and what to write.
+func TestParseRefusesBadFiles(t *testing.T) {
+	t.Parallel()
+	known := func(kind, name string) (bool, []string) {
+		names := map[string][]string{"group": {"etl", "sales"}, "pipeline": {"shop"}}[kind]
+		return slices.Contains(names, name), names
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"duplicate name", "users:\n  - {name: alice, role: viewer, token: " + aliceHash + "}\n  - {name: alice, role: admin, token: " + bobHash + "}\n",
+			`users.yaml:3:5: user "alice" is named twice (first at line 2): give each user one entry`},
+		{"unknown role", "users:\n  - {name: alice, role: superuser, token: " + aliceHash + "}\n",
+			`users.yaml:2:25: user "alice": unknown role "superuser": use viewer, operator, admin`},
+		{"unknown group", "users:\n  - {name: alice, role: operator, groups: [elt], token: " + aliceHash + "}\n",
+			`users.yaml:2:43: user "alice": no group "elt" in the pipelines (did you mean "etl"?)`},
+		{"unknown pipeline", "users:\n  - {name: alice, role: operator, pipelines: [shoop], token: " + aliceHash + "}\n",
+			`user "alice": no pipeline "shoop" in the pipelines (did you mean "shop"?)`},
+		{"unknown scope key", "users:\n  - {name: alice, role: operator, teams: [etl], token: " + aliceHash + "}\n",
+			`users.yaml:2:5: unknown key teams: a user has name, role, groups, pipelines, act_for and token`},
+		{"clear-text token", "users:\n  - {name: alice, role: viewer, token: hunter2}\n",
+			`users.yaml:2:40: user "alice": token is a token in clear text: write its hash, sha256: and 64 lowercase hex digits (ax users add writes one; a clear-text token is never kept)`},
+		{"short hash", "users:\n  - {name: alice, role: viewer, token: sha256:abc}\n", `token is a malformed hash`},
+		{"no token", "users:\n  - {name: alice, role: viewer}\n", `user "alice": token is a malformed hash`},
+		{"reserved name", "users:\n  - {name: scheduler, role: viewer, token: " + aliceHash + "}\n", `user name "scheduler" is the scheduler's own`},
+		{"bad name", "users:\n  - {name: 'a b', role: viewer, token: " + aliceHash + "}\n", `user name "a b": use 1 to 64 letters`},
+		{"other key", "people: []\n", `users.yaml:1:1: unknown key "people": the file has one key, users`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			us, err := Parse("users.yaml", []byte(c.src), known)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, %v; want an error containing\n%s", us, err, c.want)
+			}
+		})
+	}
+}
+
+// TestFileReloadKeepsUsersOnBadContent: a bad users file leaves the users
+// in force as they were, and a good one replaces them.
+func TestFileReloadKeepsUsersOnBadContent(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "users.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("users:\n  - {name: alice, role: operator, token: " + aliceHash + "}\n")
+	var logs bytes.Buffer
+	f, err := Open(path, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("users:\n  - {name: alice, role: operator, token: alice-token}\n")
+	if err := f.Reload(); err == nil || !strings.Contains(err.Error(), "clear text") {
+		t.Fatalf("reload of a clear-text token: %v", err)
+	}
+	if u := f.Users().Authenticate("alice-token"); u == nil || u.Role != Operator {
+		t.Errorf("after a refused reload alice is %+v", u)
+	}
+	if !strings.Contains(logs.String(), "users_reload_refused") {
+		t.Errorf("the refusal is not logged: %s", logs.String())
+	}
+	write("users:\n  - {name: bob, role: viewer, token: " + bobHash + "}\n")
+	if err := f.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if f.Users().Lookup("alice") != nil || f.Users().Lookup("bob") == nil {
+		t.Errorf("after a good reload: %v", f.Users().Names())
+	}
+}
+
+// TestAddWritesTheHashOnly: ax users add's token authenticates, and the
+// file keeps only its hash; a second add of the name changes nothing.
+func TestAddWritesTheHashOnly(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "users.yaml")
+	tok, err := Add(path, User{Name: "alice", Role: Operator, Groups: []string{"etl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if strings.Contains(string(data), tok) || !strings.Contains(string(data), HashToken(tok)) {
+		t.Fatalf("the file keeps the token, or not its hash:\n%s", data)
+	}
+	f, err := Open(path, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := f.Users().Authenticate(tok); u == nil || u.Name != "alice" || !slices.Equal(u.Groups, []string{"etl"}) {
+		t.Errorf("the new token authenticates as %+v", u)
+	}
+	if _, err := Add(path, User{Name: "alice", Role: Admin}); err == nil || !strings.Contains(err.Error(), `user "alice" is there already`) {
+		t.Errorf("a second add: %v", err)
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, data) {
+		t.Errorf("a refused add changed the file:\n%s", again)
+	}
+}
+
+func TestAllow(t *testing.T) {
+	t.Parallel()
+	etl := &User{Name: "alice", Role: Operator, Groups: []string{"etl"}}
+	for _, c := range []struct {
+		name string
+		u    *User
+		need Role
+		t    Target
+		want string // "" allowed
+	}{
+		{"viewer pauses", &User{Name: "v", Role: Viewer}, Operator, Target{Pipeline: "shop", Group: "etl"}, "v (viewer) may not pause: that needs the operator role"},
+		{"in group", etl, Operator, Target{Pipeline: "shop", Group: "etl"}, ""},
+		{"other group", etl, Operator, Target{Pipeline: "shop", Group: "sales"},
+			"alice (operator of group etl) may not pause on pipeline shop, group sales: that needs a scope naming pipeline shop or group sales"},
+		{"pipeline all in group", etl, Operator, Target{Pipeline: "shop", Groups: []string{"etl"}}, ""},
+		{"pipeline partly out", etl, Operator, Target{Pipeline: "shop", Groups: []string{"etl", "sales"}}, "needs a scope naming pipeline shop (or every group of its tasks: etl, sales)"},
+		{"group pause", etl, Operator, Target{Group: "sales"}, "needs a scope naming group sales"},
+		{"scoped reads", etl, Viewer, Target{}, ""},
+		{"operator sets limits", etl, Admin, Target{}, "alice (operator of group etl) may not pause: that needs the admin role"},
+		{"scoped admin, global", &User{Name: "a", Role: Admin, Pipelines: []string{"shop"}}, Admin, Target{}, "needs an unscoped admin"},
+	} {
+		err := Allow(c.u, c.need, "pause", c.t)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v; want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestSessionRefusals: a cookie of another server, an expired one
+// replayed, one signed out, and one of a removed or changed user are each
+// refused with the reason.
+func TestSessionRefusals(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	alice := &User{Name: "alice", Role: Operator, Hash: aliceHash}
+	users := map[string]*User{"alice": alice}
+	lookup := func(n string) *User { return users[n] }
+	s := NewSessions([]byte("key-one"), time.Hour)
+	val, exp := s.Issue(alice, now)
+	if !exp.Equal(now.Add(time.Hour)) {
+		t.Errorf("expires %v", exp)
+	}
+	if u, err := s.Check(val, lookup, now.Add(59*time.Minute)); err != nil || u != alice {
+		t.Fatalf("a fresh cookie: %v %v", u, err)
+	}
+	other := NewSessions([]byte("key-two"), time.Hour)
+	for _, c := range []struct {
+		name string
+		s    *Sessions
+		val  string
+		at   time.Time
+		want string
+	}{
+		{"another server", other, val, now, "not signed by this server"},
+		{"altered", s, "x" + val, now, "not signed by this server"},
+		{"expired", s, val, now.Add(time.Hour), "the session of alice expired at 2026-12-08T11:00:00Z: sign in again"},
+		{"garbage", s, "garbage", now, "not signed by this server"},
+	} {
+		if u, err := c.s.Check(c.val, lookup, c.at); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v %v; want %q", c.name, u, err, c.want)
+		}
+	}
+	users["alice"] = &User{Name: "alice", Role: Admin, Hash: aliceHash}
+	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "role or scope of alice changed") {
+		t.Errorf("after a role change: %v", err)
+	}
+	delete(users, "alice")
+	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "user alice is no longer in the users file") {
+		t.Errorf("after removal: %v", err)
+	}
+	users["alice"] = alice
+	s.Revoke(val, now)
+	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "ended by signing out") {
+		t.Errorf("after sign-out: %v", err)
+	}
+	if v2, _ := s.Issue(alice, now); v2 == val {
+		t.Error("two sessions share a cookie")
+	}
+}

@@ -1,0 +1,263 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/access"
+)
+
+// Who may call the admin API. With no admin token, no users file and no
+// trusted proxy, nobody signs in and every route is open (a loopback
+// server). Otherwise each request is authenticated (a trusted proxy's
+// header, a bearer token, or the console's session cookie) and the route
+// table's role decides, with the user's scope for a write.
+
+// authConfig is how requests are authenticated.
+type authConfig struct {
+	token       string               // AX_ADMIN_TOKEN: the user "admin" with the admin role
+	users       func() *access.Users // the users file in force; nil: none
+	sessions    *access.Sessions
+	proxyHeader string // the header a trusted proxy names the user in
+	proxyFrom   []netip.Prefix
+}
+
+// AdminName is the user AX_ADMIN_TOKEN signs in as.
+const AdminName = "admin"
+
+// on reports whether requests must be authenticated.
+func (c *authConfig) on() bool { return c.token != "" || c.users != nil || c.proxyHeader != "" }
+
+func (c *authConfig) usersNow() *access.Users {
+	if c.users == nil {
+		return nil
+	}
+	return c.users()
+}
+
+// lookup finds a user by name: the users file's, or the admin token's.
+func (c *authConfig) lookup(name string) *access.User {
+	if u := c.usersNow().Lookup(name); u != nil {
+		return u
+	}
+	if name == AdminName && c.token != "" {
+		return c.adminUser()
+	}
+	return nil
+}
+
+func (c *authConfig) adminUser() *access.User {
+	return &access.User{Name: AdminName, Role: access.Admin, Hash: access.HashToken(c.token)}
+}
+
+// byToken finds the user whose token is token, or nil.
+func (c *authConfig) byToken(token string) *access.User {
+	if u := c.usersNow().Authenticate(token); u != nil {
+		return u
+	}
+	if c.token != "" && access.HashToken(token) == access.HashToken(c.token) {
+		return c.adminUser()
+	}
+	return nil
+}
+
+// caller is who sent a request, and how they proved it.
+type caller struct {
+	user *access.User // nil: nobody signed in
+	how  string       // "token", "session", "proxy"
+	exp  time.Time    // a session's expiry
+}
+
+// authenticate finds who sent r; the error (a 401) says why what was sent
+// is refused. Nothing sent is no error: the route decides.
+func (a *admin) authenticate(r *http.Request) (caller, error) {
+	c := &a.auth
+	if c.proxyHeader != "" {
+		if name := r.Header.Get(c.proxyHeader); name != "" {
+			return c.fromProxy(r, name)
+		}
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if u := c.byToken(tok); ok && u != nil {
+			return caller{user: u, how: "token"}, nil
+		}
+		return caller{}, errf(http.StatusUnauthorized, "wrong bearer token: send Authorization: Bearer TOKEN with a token of the users file (ax users add) or AX_ADMIN_TOKEN")
+	}
+	if ck, err := r.Cookie(access.CookieName); err == nil && c.sessions != nil {
+		u, err := c.sessions.Check(ck.Value, c.lookup, a.now())
+		if err != nil {
+			return caller{}, errf(http.StatusUnauthorized, "%v", err)
+		}
+		ss := caller{user: u, how: "session"}
+		return ss, nil
+	}
+	return caller{}, nil
+}
+
+// fromProxy takes the user a trusted proxy names; the header from anyone
+// else is refused, so a client cannot name itself.
+func (c *authConfig) fromProxy(r *http.Request, name string) (caller, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ip, perr := netip.ParseAddr(host)
+	if err != nil || perr != nil || !slices.ContainsFunc(c.proxyFrom, func(p netip.Prefix) bool { return p.Contains(ip.Unmap()) }) {
+		return caller{}, errf(http.StatusUnauthorized, "%s came from %s, which is not a trusted proxy (--auth-proxy-from %s): only the proxy may name the user",
+			c.proxyHeader, host, prefixes(c.proxyFrom))
+	}
+	u := c.lookup(name)
+	if u == nil {
+		return caller{}, errf(http.StatusForbidden, "the proxy names %q (%s), who is not in the users file: add them with ax users add %s --role ROLE", name, c.proxyHeader, name)
+	}
+	return caller{user: u, how: "proxy"}, nil
+}
+
+func prefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// actorKey carries the actor of an authenticated request to the handlers.
+type actorKey struct{}
+
+// authorize decides whether the caller of r may call rt, and returns r
+// carrying the actor to record. A refusal is a 401 (nobody, or a bad
+// credential) or a 403 naming the role or scope missing.
+func (a *admin) authorize(rt route, r *http.Request) (*http.Request, error) {
+	if !a.auth.on() || rt.role == access.None {
+		return r, nil
+	}
+	who, err := a.authenticate(r)
+	if err != nil {
+		return nil, err
+	}
+	if who.user == nil {
+		if rt.role == access.Viewer && a.openReads {
+			return r, nil
+		}
+		return nil, errf(http.StatusUnauthorized, "sign in first: send Authorization: Bearer TOKEN (a users file token, or AX_ADMIN_TOKEN), or sign in to the console")
+	}
+	what := verbOf(rt)
+	t, err := a.targetOf(rt, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := access.Allow(who.user, rt.role, what, t); err != nil {
+		return nil, errf(http.StatusForbidden, "%v", err)
+	}
+	actor := who.user.Name
+	if p := strings.TrimSpace(r.Header.Get("X-Ax-Actor")); p != "" && p != actor && who.user.ActFor {
+		person := a.auth.usersNow().Lookup(p)
+		if person == nil {
+			return nil, errf(http.StatusForbidden, "%s acts for %q, who is not in the users file: name a user of the file in X-Ax-Actor", who.user.Name, p)
+		}
+		if err := access.Allow(person, rt.role, what, t); err != nil {
+			return nil, errf(http.StatusForbidden, "%s acting for %v", who.user.Name, err)
+		}
+		actor = fmt.Sprintf("%s (via %s)", person.Name, who.user.Name)
+	}
+	return r.WithContext(context.WithValue(r.Context(), actorKey{}, actor)), nil
+}
+
+// verbOf names what a route does, for a refusal: "pause", "read /api/v1/executors".
+func verbOf(rt route) string {
+	if rt.method == "GET" {
+		return "read " + rt.path
+	}
+	last := rt.path[strings.LastIndex(rt.path, "/")+1:]
+	switch {
+	case rt.method == "PUT":
+		return "change " + last
+	case strings.HasPrefix(last, "{"), last == "backfills":
+		return "start a backfill"
+	}
+	return last
+}
+
+// targetOf is what a write acts on, for the scope rule, from its path (and
+// a new backfill's body). Reads act on nothing in particular.
+func (a *admin) targetOf(rt route, r *http.Request) (access.Target, error) {
+	if !rt.write {
+		return access.Target{}, nil
+	}
+	switch {
+	case r.PathValue("task") != "":
+		t, err := a.taskOf(r)
+		if err != nil {
+			return access.Target{}, err
+		}
+		return access.Target{Pipeline: t.Pipeline, Group: t.Group}, nil
+	case r.PathValue("pipeline") != "":
+		return a.pipelineTarget(r.PathValue("pipeline")), nil
+	case r.PathValue("group") != "":
+		return access.Target{Group: r.PathValue("group")}, nil
+	case r.PathValue("run") != "":
+		id, err := pathID(r, "run")
+		if err != nil {
+			return access.Target{}, err
+		}
+		run, err := a.st.Run(r.Context(), id)
+		if err != nil {
+			return access.Target{}, errf(http.StatusNotFound, "no run %d", id)
+		}
+		return a.pipelineTarget(run.Pipeline), nil
+	case strings.HasPrefix(rt.path, "/api/v1/instances/"):
+		id, err := a.pathInstance(r)
+		if err != nil {
+			return access.Target{}, err
+		}
+		in, err := a.st.Instance(r.Context(), id)
+		if err != nil {
+			return access.Target{}, err
+		}
+		return access.Target{Pipeline: in.Pipeline, Group: in.Group}, nil
+	case strings.HasPrefix(rt.path, "/api/v1/backfills/"):
+		b, err := a.backfillOf(r)
+		if err != nil {
+			return access.Target{}, err
+		}
+		return a.pipelineTarget(b.Pipeline), nil
+	case rt.path == "/api/v1/backfills":
+		return a.backfillTarget(r)
+	}
+	return access.Target{}, nil
+}
+
+// pipelineTarget is a pipeline with the groups of its tasks.
+func (a *admin) pipelineTarget(name string) access.Target {
+	t := access.Target{Pipeline: name}
+	if p := a.graph().Pipeline(name); p != nil {
+		for _, task := range p.Tasks {
+			if !slices.Contains(t.Groups, task.Group) {
+				t.Groups = append(t.Groups, task.Group)
+			}
+		}
+	}
+	return t
+}
+
+// backfillTarget reads the pipeline of a new backfill from its body, and
+// puts the body back for the handler.
+func (a *admin) backfillTarget(r *http.Request) (access.Target, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return access.Target{}, errf(http.StatusBadRequest, "malformed request body: %v", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var b struct {
+		Pipeline string `json:"pipeline"`
+	}
+	_ = json.Unmarshal(body, &b) // a bad body is the handler's 400
+	return a.pipelineTarget(b.Pipeline), nil
+}

@@ -1,0 +1,88 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/ax-sched/ax/access"
+)
+
+// Session is who the console is signed in as: GET, POST and DELETE
+// /api/v1/session answer it.
+type Session struct {
+	// Needed is false when the server asks nobody to sign in.
+	Needed bool   `json:"needed"`
+	User   string `json:"user,omitempty"` // empty: nobody signed in
+	Role   string `json:"role,omitempty"` // viewer, operator, admin
+	// Groups and Pipelines scope the user's actions (empty: everything).
+	Groups    []string  `json:"groups,omitempty"`
+	Pipelines []string  `json:"pipelines,omitempty"`
+	How       string    `json:"how,omitempty"` // token, session, proxy
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// OpenReads: reads need no sign-in.
+	OpenReads bool `json:"open_reads,omitempty"`
+}
+
+// withCookie is a handler's answer that sets a cookie.
+type withCookie struct {
+	c *http.Cookie
+	v any
+}
+
+func (a *admin) sessionOf(who caller) Session {
+	s := Session{Needed: a.auth.on(), OpenReads: a.openReads, How: who.how, ExpiresAt: who.exp}
+	if u := who.user; u != nil {
+		s.User, s.Role, s.Groups, s.Pipelines = u.Name, u.Role.String(), u.Groups, u.Pipelines
+	}
+	return s
+}
+
+// session answers who is signed in; a refused credential (an expired or
+// foreign cookie) is a 401 that says why, and clears the cookie.
+func (a *admin) session(r *http.Request) (any, error) {
+	if _, err := parseQuery(r); err != nil {
+		return nil, err
+	}
+	if !a.auth.on() {
+		return a.sessionOf(caller{}), nil
+	}
+	who, err := a.authenticate(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.sessionOf(who), nil
+}
+
+// signIn checks a name and token and sets the session cookie.
+func (a *admin) signIn(r *http.Request) (any, error) {
+	var b struct {
+		Name  string `json:"name"`
+		Token string `json:"token"`
+	}
+	if err := decodeBody(r, &b); err != nil {
+		return nil, err
+	}
+	if !a.auth.on() || a.auth.sessions == nil {
+		return nil, errf(http.StatusBadRequest, "this server asks nobody to sign in (no users file, no AX_ADMIN_TOKEN)")
+	}
+	if b.Name == "" || b.Token == "" {
+		return nil, errf(http.StatusBadRequest, `give {"name": NAME, "token": TOKEN}: both are needed`)
+	}
+	u := a.auth.byToken(b.Token)
+	if u == nil || u.Name != b.Name {
+		return nil, errf(http.StatusUnauthorized, "no user %q with this token: check the name and the token (ax users add prints the token once)", b.Name)
+	}
+	val, exp := a.auth.sessions.Issue(u, a.now())
+	ck := &http.Cookie{Name: access.CookieName, Value: val, Path: "/", Expires: exp, MaxAge: int(a.auth.sessions.TTL() / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	return withCookie{ck, a.sessionOf(caller{user: u, how: "session", exp: exp})}, nil
+}
+
+// signOut ends the session of the cookie sent and clears it.
+func (a *admin) signOut(r *http.Request) (any, error) {
+	if ck, err := r.Cookie(access.CookieName); err == nil && a.auth.sessions != nil {
+		a.auth.sessions.Revoke(ck.Value, a.now())
+	}
+	gone := &http.Cookie{Name: access.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	return withCookie{gone, a.sessionOf(caller{})}, nil
+}
