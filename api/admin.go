@@ -113,8 +113,8 @@ type route struct {
 	// role is the least role that may call the route (access.None: anyone,
 	// signed in or not); a write also checks the user's scope.
 	role access.Role
-	doc          string
-	h            func(*admin, *http.Request) (any, error)
+	doc  string
+	h    func(*admin, *http.Request) (any, error)
 }
 
 // apiErr is an error with its HTTP status.
