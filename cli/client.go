@@ -16,14 +16,14 @@ import (
 const DefaultServer = "http://127.0.0.1:8080"
 
 // NewAPIClient returns a client for server, else $AX_SERVER, else the
-// default, with the token of AX_ADMIN_TOKEN.
+// default, with the token of AX_TOKEN (a users file's), else AX_ADMIN_TOKEN.
 func NewAPIClient(server string) (*api.Client, error) {
 	base := strings.TrimRight(cmp.Or(server, os.Getenv("AX_SERVER"), DefaultServer), "/")
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, Usage("--server %q: give the URL of ax server's API, such as %s", base, DefaultServer)
 	}
-	return api.NewClient(base, os.Getenv("AX_ADMIN_TOKEN"), Actor()), nil
+	return api.NewClient(base, cmp.Or(os.Getenv("AX_TOKEN"), os.Getenv("AX_ADMIN_TOKEN")), Actor()), nil
 }
 
 // APIOptions are the flags of the commands that talk to the API.

@@ -87,6 +87,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		newDiffCmd(),
 		newLogsCmd(),
 		newPruneCmd(),
+		newUsersCmd(),
 	)
 	root.AddCommand(newPauseCmds()...)
 	for _, c := range root.Commands() {

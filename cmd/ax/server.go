@@ -56,6 +56,7 @@ type serverFlags struct {
 	retain        string
 	logMax        string
 	secretsDir    string
+	auth          authFlags
 }
 
 func newServerCmd() *cobra.Command {
@@ -96,6 +97,7 @@ the store's lease.`,
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
 	addSecretsFlag(fl, &f.secretsDir)
+	addAuthFlags(fl, &f.auth)
 	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -139,6 +141,11 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	}
 	warnSecrets(g)
 	token := os.Getenv("AX_ADMIN_TOKEN")
+	var eng *engine.Engine // set below; executors raise alerts through it
+	auth, err := openAuth(f.auth, func() *dag.Graph { return graphInForce(eng, g) }, log)
+	if err != nil {
+		return err
+	}
 	self, err := advertiseURL(f.listen, f.advertise)
 	if err != nil {
 		return err
@@ -164,7 +171,6 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var eng *engine.Engine // set below; executors raise alerts through it
 	execs, err := serverExecutors(&eng, g, st, f, secrets)
 	if err != nil {
 		return cli.Fail(err)
@@ -183,8 +189,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	rl := reload.New(f.pipelines, filesAtStart, f.rate, eng, log)
 	rl.Loaded = warnSecrets
 	go rl.Run(ctx, f.watch)
+	go auth.watch(ctx, f.watch)
 	if f.listen != "" {
-		stopAPI := serveAPI(ctx, apiServer{f: f, ln: ln, self: self, token: token, execToken: execToken, lim: lim, secrets: secrets,
+		stopAPI := serveAPI(ctx, apiServer{f: f, auth: auth, ln: ln, self: self, token: token, execToken: execToken, lim: lim, secrets: secrets,
 			st: st, g: g, eng: eng, rl: rl, reg: reg, execs: execs, log: log})
 		defer stopAPI()
 	}
@@ -272,7 +279,7 @@ func bindAPI(f serverFlags, token string) (net.Listener, error) {
 	if f.listen == "" {
 		return nil, nil
 	}
-	if err := checkListen(f.listen, token, f.insecure); err != nil {
+	if err := checkListen(f.listen, cmp.Or(token, f.auth.users), f.insecure); err != nil { // a users file asks a sign-in as the token does
 		return nil, err
 	}
 	ln, err := listenAPI(f.listen)
@@ -364,6 +371,7 @@ func engineConfig(f serverFlags, lim serverLimits, log *slog.Logger, reg *promet
 // apiServer is what serveAPI assembles the API from.
 type apiServer struct {
 	f                      serverFlags
+	auth                   serverAuth
 	ln                     net.Listener
 	self, token, execToken string
 	lim                    serverLimits
@@ -385,12 +393,14 @@ func serveAPI(ctx context.Context, s apiServer) (stop func()) {
 	// Executors report results asynchronously to this API.
 	web := s.execs[defs.ExecHTTP].(*runner.Routed).WithCallback(s.self + "/api/v1/results").WithToken(s.execToken)
 	s.execs[defs.ExecHTTP] = web
-	mux := api.Handler(api.Config{Store: s.st, Graph: s.g, Engine: s.eng, Reload: s.rl, Gather: s.reg, Registerer: s.reg, Token: s.token, ExecToken: s.execToken,
+	cfg := api.Config{Store: s.st, Graph: s.g, Engine: s.eng, Reload: s.rl, Gather: s.reg, Registerer: s.reg, Token: s.token, ExecToken: s.execToken,
 		WhoIs: func(ctx context.Context, address string) (string, error) {
 			ans, err := web.Status(ctx, address, []string{"ax-who-is"})
 			return ans.Boot, err
 		},
-		OpenReads: s.f.openReads, Self: s.self, Deliver: web.Deliver, Retain: s.lim.retain, Secrets: s.secrets})
+		OpenReads: s.f.openReads, Self: s.self, Deliver: web.Deliver, Retain: s.lim.retain, Secrets: s.secrets}
+	s.auth.config(&cfg, s.f.auth)
+	mux := api.Handler(cfg)
 	apiCtx, stopAPI := context.WithCancel(ctx)
 	apiErr := make(chan error, 1)
 	// Executors and browsers call the advertised URL: its host is a
