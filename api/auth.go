@@ -146,7 +146,7 @@ func (a *admin) authorize(rt route, r *http.Request) (*http.Request, error) {
 		if rt.role == access.Viewer && a.openReads {
 			return r, nil
 		}
-		return nil, errf(http.StatusUnauthorized, "sign in first: send Authorization: Bearer TOKEN (a users file token, or AX_ADMIN_TOKEN), or sign in to the console")
+		return nil, errf(http.StatusUnauthorized, "sign in first: send a bearer token (Authorization: Bearer TOKEN, a users file token or AX_ADMIN_TOKEN), or sign in to the console")
 	}
 	what := verbOf(rt)
 	t, err := a.targetOf(rt, r)

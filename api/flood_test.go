@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ax-sched/ax/access"
 	"github.com/ax-sched/ax/api/apitest"
 	"github.com/ax-sched/ax/store/storetest"
 )
@@ -133,7 +134,7 @@ func TestCredentialsCheckedBeforeTheBody(t *testing.T) {
 	type call struct{ method, wrong string }
 	paths := map[string]call{"/api/v1/executors/register": {"POST", "admin-tok"}, "/api/v1/executors/heartbeat": {"POST", "admin-tok"}, "/api/v1/results": {"POST", "admin-tok"}}
 	for _, rt := range adminRoutes() {
-		if rt.method != "GET" {
+		if rt.method != "GET" && rt.role != access.None { // signing in and out takes no credential
 			paths[fill.Replace(rt.path)] = call{rt.method, "x-tok"} // the executor credential is not an operator's
 		}
 	}
