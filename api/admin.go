@@ -219,10 +219,14 @@ func (a *admin) register(mux *http.ServeMux) {
 // guard lets through the requests the caller of may make: see authorize.
 func (a *admin) guard(rt route, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		in := r
 		r, err := a.authorize(rt, r)
 		if err != nil {
 			if ae, ok := err.(*apiErr); ok && ae.code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+				if _, err := in.Cookie(access.CookieName); err == nil { // a refused session is forgotten
+					http.SetCookie(w, clearedCookie(in))
+				}
 			}
 			writeErr(w, err)
 			return
@@ -252,6 +256,10 @@ func (a *admin) serve(rt route) http.HandlerFunc {
 		if c, ok := v.(withCookie); ok {
 			http.SetCookie(w, c.c)
 			v = c.v
+		}
+		if e, ok := v.(error); ok { // a refusal that sets a cookie
+			writeErr(w, e)
+			return
 		}
 		if c, ok := v.(created); ok {
 			code, v = http.StatusCreated, c.v

@@ -48,6 +48,9 @@ func (a *admin) session(r *http.Request) (any, error) {
 	}
 	who, err := a.authenticate(r)
 	if err != nil {
+		if _, kept := r.Cookie(access.CookieName); kept == nil {
+			return withCookie{clearedCookie(r), err}, nil
+		}
 		return nil, err
 	}
 	return a.sessionOf(who), nil
@@ -83,6 +86,10 @@ func (a *admin) signOut(r *http.Request) (any, error) {
 	if ck, err := r.Cookie(access.CookieName); err == nil && a.auth.sessions != nil {
 		a.auth.sessions.Revoke(ck.Value, a.now())
 	}
-	gone := &http.Cookie{Name: access.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
-	return withCookie{gone, a.sessionOf(caller{})}, nil
+	return withCookie{clearedCookie(r), a.sessionOf(caller{})}, nil
+}
+
+// clearedCookie tells the browser to forget its session cookie.
+func clearedCookie(r *http.Request) *http.Cookie {
+	return &http.Cookie{Name: access.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
 }

@@ -62,8 +62,12 @@ func TestSessionCookie(t *testing.T) {
 	refused := func(env *authEnv, c *http.Cookie, want string) {
 		t.Helper()
 		for _, r := range []struct{ method, path string }{{"GET", "/api/v1/session"}, {"POST", "/api/v1/pipelines/shop/tasks/clean/pause"}} {
-			if code, body, _ := call(env, c, r.method, r.path, ""); code != 401 || !strings.Contains(body, want) {
+			code, body, resp := call(env, c, r.method, r.path, "")
+			if code != 401 || !strings.Contains(body, want) {
 				t.Errorf("%s %s: %d %s; want 401 %q", r.method, r.path, code, body, want)
+			}
+			if cs := resp.Cookies(); len(cs) != 1 || cs[0].Name != access.CookieName || cs[0].MaxAge >= 0 {
+				t.Errorf("%s %s: the refused cookie is not cleared: %v", r.method, r.path, cs)
 			}
 		}
 	}
