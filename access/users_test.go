@@ -221,3 +221,34 @@ func TestSessionRefusals(t *testing.T) {
 		t.Error("two sessions share a cookie")
 	}
 }
+
+// TestFileWatchReloadsOnChange: a tick after the file changed loads it; a
+// SIGHUP-like signal loads it too.
+func TestFileWatchReloadsOnChange(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "users.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("users:\n  - {name: alice, role: operator, token: " + aliceHash + "}\n")
+	f, err := Open(path, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks, hup := make(chan time.Time), make(chan os.Signal)
+	go f.Watch(t.Context(), ticks, hup)
+	write("users:\n  - {name: bob, role: viewer, token: " + bobHash + "}\n")
+	ticks <- time.Now()
+	ticks <- time.Now() // the first tick's reload is done once the loop takes the second
+	if f.Users().Lookup("bob") == nil || f.Users().Lookup("alice") != nil {
+		t.Errorf("after a change and a tick: %v", f.Users().Names())
+	}
+	write("users:\n  - {name: carol, role: admin, token: " + aliceHash + "}\n")
+	hup <- os.Interrupt
+	ticks <- time.Now()
+	if f.Users().Lookup("carol") == nil {
+		t.Errorf("after a change and a signal: %v", f.Users().Names())
+	}
+}
