@@ -127,7 +127,7 @@ func (sa serverAuth) watch(ctx context.Context, interval time.Duration) {
 func newUsersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "users",
-		Short: "Manage the users file of ax server --users",
+		Short: "Manage the users file of ax server --users FILE",
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newUsersAddCmd())
