@@ -290,7 +290,7 @@ func parseEntry(file string, item *yaml.Node, known Known) (*User, error) {
 				continue
 			}
 			if ok, names := known(s.kind, n); !ok {
-				return nil, fmt.Errorf("%s: %s: no %s %q in the pipelines%s", at(field(s.kind+"s")), who, s.kind, n, defs.DidYouMean(n, names))
+				return nil, fmt.Errorf("%s: %s: no %s %q in the pipelines%s", at(field(s.kind+"s")), who, s.kind, n, suggest(n, names))
 			}
 		}
 	}
@@ -314,4 +314,13 @@ func strictDecode(n *yaml.Node, v any) error {
 		return fmt.Errorf("%s", msg)
 	}
 	return nil
+}
+
+// suggest names the closest of names to word, or lists them when none is
+// close and they are few.
+func suggest(word string, names []string) string {
+	if s := defs.DidYouMean(word, names); s != "" || len(names) == 0 || len(names) > 20 {
+		return s
+	}
+	return " (there are " + strings.Join(names, ", ") + ")"
 }

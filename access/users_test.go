@@ -55,6 +55,8 @@ func TestParseRefusesBadFiles(t *testing.T) {
 			`users.yaml:2:25: user "alice": unknown role "superuser": use viewer, operator, admin`},
 		{"unknown group", "users:\n  - {name: alice, role: operator, groups: [elt], token: " + aliceHash + "}\n",
 			`users.yaml:2:43: user "alice": no group "elt" in the pipelines (did you mean "etl"?)`},
+		{"unknown group, none close", "users:\n  - {name: alice, role: operator, groups: [finance], token: " + aliceHash + "}\n",
+			`user "alice": no group "finance" in the pipelines (there are etl, sales)`},
 		{"unknown pipeline", "users:\n  - {name: alice, role: operator, pipelines: [shoop], token: " + aliceHash + "}\n",
 			`user "alice": no pipeline "shoop" in the pipelines (did you mean "shop"?)`},
 		{"unknown scope key", "users:\n  - {name: alice, role: operator, teams: [etl], token: " + aliceHash + "}\n",
