@@ -156,18 +156,36 @@ func (a *admin) authorize(rt route, r *http.Request) (*http.Request, error) {
 	if err := access.Allow(who.user, rt.role, what, t); err != nil {
 		return nil, errf(http.StatusForbidden, "%v", err)
 	}
-	actor := who.user.Name
-	if p := strings.TrimSpace(r.Header.Get("X-Ax-Actor")); p != "" && p != actor && who.user.ActFor {
-		person := a.auth.usersNow().Lookup(p)
-		if person == nil {
-			return nil, errf(http.StatusForbidden, "%s acts for %q, who is not in the users file: name a user of the file in X-Ax-Actor", who.user.Name, p)
-		}
-		if err := access.Allow(person, rt.role, what, t); err != nil {
-			return nil, errf(http.StatusForbidden, "%s acting for %v", who.user.Name, err)
-		}
-		actor = fmt.Sprintf("%s (via %s)", person.Name, who.user.Name)
+	actor, err := a.actFor(who.user, r.Header.Get("X-Ax-Actor"), rt.role, what, t)
+	if err != nil {
+		return nil, err
 	}
 	return r.WithContext(context.WithValue(r.Context(), actorKey{}, actor)), nil
+}
+
+// actFor is the actor to record for u, given the X-Ax-Actor header: u's
+// name, unless u may act for others (act_for) and the header names a user
+// of the file, whose role and scope must allow the request too: then
+// "person (via u)". The CLI's own header, operator:$USER, names $USER;
+// when $USER is no user of the file it is no claim, and u acts alone.
+func (a *admin) actFor(u *access.User, header string, need access.Role, what string, t access.Target) (string, error) {
+	name := strings.TrimSpace(header)
+	cliDefault := strings.HasPrefix(name, "operator:")
+	name = strings.TrimPrefix(name, "operator:")
+	if !u.ActFor || name == "" || name == u.Name {
+		return u.Name, nil
+	}
+	person := a.auth.usersNow().Lookup(name)
+	switch {
+	case person == nil && cliDefault:
+		return u.Name, nil
+	case person == nil:
+		return "", errf(http.StatusForbidden, "%s acts for %q, who is not in the users file: name a user of the file in X-Ax-Actor", u.Name, name)
+	}
+	if err := access.Allow(person, need, what, t); err != nil {
+		return "", errf(http.StatusForbidden, "%s acting for %v", u.Name, err)
+	}
+	return fmt.Sprintf("%s (via %s)", person.Name, u.Name), nil
 }
 
 // verbOf names what a route does, for a refusal: "pause", "read /api/v1/executors".

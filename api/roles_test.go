@@ -201,6 +201,13 @@ func TestActorIsTheAuthenticatedUser(t *testing.T) {
 	if code, body := ae.as("ci", "otto", "POST", "/api/v1/pipelines/shop/tasks/clean/pause", ""); code != 200 {
 		t.Fatalf("ci for otto: %d %s", code, body)
 	}
+	// The CLI's own header: operator:$USER acts for $USER when a user, else names nobody.
+	if code, body := ae.as("ci", "operator:ella", "POST", "/api/v1/pipelines/crm/tasks/load/pause", ""); code != 403 || !strings.Contains(body, "ci acting for ella (operator of group etl) may not pause on pipeline crm") {
+		t.Errorf("ci as the CLI of ella on crm: %d %s", code, body)
+	}
+	if code, body := ae.as("ci", "operator:runner", "POST", "/api/v1/pipelines/crm/tasks/load/pause", ""); code != 200 {
+		t.Errorf("ci as the CLI of a user not in the file: %d %s", code, body)
+	}
 	before := ae.State()
 	for _, c := range []struct{ actor, want string }{
 		{"vera", "ci acting for vera (viewer) may not pause: that needs the operator role"},
@@ -221,8 +228,8 @@ func TestActorIsTheAuthenticatedUser(t *testing.T) {
 	for _, p := range ps {
 		got[p.Name] = p.Actor
 	}
-	if got["shop.sync"] != "otto" || got["shop.clean"] != "otto (via ci)" || len(got) != 2 {
-		t.Errorf("pauses by %v; want shop.sync by otto (not the scheduler) and shop.clean by otto (via ci)", got)
+	if got["shop.sync"] != "otto" || got["shop.clean"] != "otto (via ci)" || got["crm.load"] != "ci" || len(got) != 3 {
+		t.Errorf("pauses by %v; want shop.sync by otto (not the scheduler), shop.clean by otto (via ci), crm.load by ci", got)
 	}
 	acts, err := ae.St.Actions(t.Context(), store.LogFilter{Action: "pause"})
 	if err != nil {
