@@ -109,7 +109,7 @@ func fail(t *testing.T, rep Report) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d violation(s); reproduce with: go test ./engine/sim -run Sim -seed %d\n", rep.Seed, len(rep.Violations), rep.Seed)
+	fmt.Fprintf(&b, "seed %d: %d violation(s); reproduce with: go test ./sim -run Sim -seed %d\n", rep.Seed, len(rep.Violations), rep.Seed)
 	for _, v := range rep.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
