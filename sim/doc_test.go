@@ -50,7 +50,7 @@
 // inbox, unknown tickets refused), or, in one world in three (drawn apart, with
 // the caps), in the synchronous form, where the result is the dispatch's
 // answer and a scheduler that hangs up stops the work; the SDK's ticket cache answers repeated dispatches
-// and the status queries of a scheduler that took over (R43). The network
+// and the status queries of a scheduler that took over. The network
 // is net.Pipe pairs made in the bubble, so a blocked read is durably
 // blocked. There a lost result is lost on the way one to three times (the
 // SDK delivers it again, with backoff), a duplicate arrives twice, and
@@ -127,8 +127,8 @@
 //	   while one engine led without faults, has its run, and each root of
 //	   the run left SCHEDULED within a bound (8 s, plus what the dispatch
 //	   rates need), or waits behind the task's previous instance (overlap),
-//	   or a pause was in force, or the task's circuit breaker was open (R17:
-//	   its dispatches cut to a tenth of its own; breaker_open in the action log); a root skipped by its overlap policy had
+//	   or a pause was in force, or the task's circuit breaker was open (its
+//	   dispatches cut to a tenth of its own; breaker_open in the action log); a root skipped by its overlap policy had
 //	   another attempt of its task really running at its fire time (or one
 //	   inherited from a previous process). After an outage, the fires
 //	   missed follow the misfire policy exactly: all run when the earliest
@@ -152,7 +152,7 @@
 //	   result it forges is refused (401) and never lands in the inbox.
 //	I9 caps hold: no execution starts while as many executions of its
 //	   task as its max_running (from its file or its pipeline's defaults)
-//	   are running, nor of its group as the group's cap in force (R45; the
+//	   are running, nor of its group as the group's cap in force (the
 //	   limits verb changes group caps at run time, and a lowered cap stops
 //	   nothing that runs). Executions are counted as the executors saw
 //	   them, not as instances recorded RUNNING: the engine frees a slot when
