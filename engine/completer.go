@@ -468,8 +468,9 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 		}
 	}
 	c.disp.untrack(m.id)
-	c.host.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
-		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
+	ev := m.a.event("ended", now)
+	ev.State, ev.Error, ev.Duration = m.to, *p.Set.Error, now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))
+	c.host.emit(ev)
 	if r.Err != nil {
 		c.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
 		c.res.runs.dropRunOf(m.id)
@@ -482,6 +483,9 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 		return nil, err
 	}
 	rs.set(m.a.task.id, m.to, r.Version)
+	if over, state := rs.over(); over && ends(m.to) {
+		c.host.emit(Event{Kind: "run_ended", Pipeline: m.a.task.def.Pipeline, Run: rs.id, Logical: rs.logical, State: state, Started: rs.since, At: now})
+	}
 	if m.to == axtype.Retrying {
 		counted := m.a.counted
 		if m.refused {

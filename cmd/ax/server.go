@@ -23,6 +23,7 @@ import (
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/engine/alertroute"
 	"github.com/ax-sched/ax/engine/breaker"
+	"github.com/ax-sched/ax/engine/tracing"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/stock"
@@ -176,7 +177,12 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	eng, err = engine.New(engineConfig(f, lim, log, reg, onAlert), st, g, execs)
+	cfg := engineConfig(f, lim, log, reg, onAlert)
+	cfg.Observer, err = startTracing(ctx, log, &eng)
+	if err != nil {
+		return err
+	}
+	eng, err = engine.New(cfg, st, g, execs)
 	if err != nil {
 		return cli.Fail(err)
 	}
@@ -478,4 +484,29 @@ func advertiseURL(listen, advertise string) (string, error) {
 		return "", cli.Usage("--listen %s listens on every address, so executors cannot be told where to call back: give --advertise-url, such as --advertise-url http://10.0.0.5:%s", listen, port)
 	}
 	return "http://" + listen, nil
+}
+
+// startTracing starts the OpenTelemetry tracer when the OTEL_* variables
+// name an OTLP endpoint (nil, the default: runs are not traced). It links
+// instances to their upstreams' runs through *eng, and is flushed when ctx
+// ends.
+func startTracing(ctx context.Context, log *slog.Logger, eng **engine.Engine) (engine.Observer, error) {
+	if !tracing.Enabled(os.Getenv) {
+		return nil, nil
+	}
+	tr, err := tracing.New(ctx, log, func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error) {
+		return (*eng).UpstreamRuns(ctx, task, logical)
+	})
+	if err != nil {
+		return nil, cli.Usage("%v", err)
+	}
+	log.Info("tracing", "to", cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("traces_not_flushed", "err", err)
+		}
+	})
+	return tr, nil
 }

@@ -1,0 +1,308 @@
+package tracing_test
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/engine/tracing"
+	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/stock"
+	"github.com/ax-sched/ax/store"
+)
+
+// receiver is an OTLP/HTTP traces endpoint: it decodes what the exporter
+// sends with the protocol's own types.
+type receiver struct {
+	mu       sync.Mutex
+	spans    []*tracepb.Span
+	services []string
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+		http.Error(w, "not an OTLP/HTTP protobuf traces request", http.StatusBadRequest)
+		return
+	}
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		body = zr
+	}
+	data, err := io.ReadAll(body)
+	var req coltracepb.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(data, &req)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	rc.mu.Lock()
+	for _, rs := range req.ResourceSpans {
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.Key == "service.name" {
+				rc.services = append(rc.services, kv.Value.GetStringValue())
+			}
+		}
+		for _, ss := range rs.ScopeSpans {
+			rc.spans = append(rc.spans, ss.Spans...)
+		}
+	}
+	rc.mu.Unlock()
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+const upYAML = `pipeline: up
+tasks:
+  - name: extract
+    command: ["true"]
+`
+
+// down: a waits for up.extract, b fails its first attempt, c follows b.
+const downYAML = `pipeline: down
+tasks:
+  - name: a
+    depends_on: [{task: up.extract}]
+    command: ["true"]
+  - name: b
+    depends_on: [a]
+    retry: {count: 2, interval: 1s}
+    command: ["sh", "-c", "echo \"$TRACEPARENT\" >> \"$OUT/traceparents\"; test -f \"$OUT/flag\" || { touch \"$OUT/flag\"; exit 3; }"]
+    env: {OUT: "%s"}
+  - name: c
+    depends_on: [b]
+    command: ["true"]
+`
+
+func TestTraceOfARunWithARetryAndACrossPipelineUpstream(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_SERVICE_NAME", "ax-test")
+	t.Setenv("OTEL_SDK_DISABLED", "")
+	if !tracing.Enabled(os.Getenv) {
+		t.Fatal("an OTLP endpoint is set: tracing should be on")
+	}
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "up.yaml"), upYAML)
+	write(t, filepath.Join(dir, "down.yaml"), strings.Replace(downYAML, "%s", dir, 1))
+	g, errs, err := dag.Load([]string{dir}, defs.Options{}, dag.Options{})
+	if err != nil || g == nil {
+		t.Fatalf("load: %v %v", err, errs)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := store.Open(ctx, filepath.Join(dir, "ax.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var eng *engine.Engine
+	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), runner.NewSecrets(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	tr, err := tracing.New(ctx, log, func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error) {
+		return eng.UpstreamRuns(ctx, task, logical)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err = engine.New(engine.Config{Holder: "trace-test", Grace: time.Millisecond, Observer: tr, Logger: log}, st, g, execs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); !eng.Primary(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine did not take the lease in 10s")
+		}
+	}
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	for _, p := range []string{"up", "down"} {
+		if _, err := eng.Do(ctx, engine.Trigger{Target: p, At: at}, engine.By{Actor: "test"}); err != nil {
+			t.Fatalf("trigger %s: %v", p, err)
+		}
+	}
+	ins := waitFor(t, st, "down.c", axtype.Success)
+	cancel()
+	<-done
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := tr.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	upIns := waitFor(t, st, "up.extract", axtype.Success)
+	checkTrace(t, rc, dir, ins, upIns)
+}
+
+func write(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls the store until task's latest instance is in state, and
+// returns it.
+func waitFor(t *testing.T, st *store.Store, task string, state axtype.State) axtype.Instance {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ins, err := st.Instances(context.Background(), store.InstanceFilter{TaskID: task, Limit: 1})
+		if err == nil && len(ins) == 1 && ins[0].State == state {
+			return ins[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not %s after 30s: %v %v", task, state, ins, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func byName(spans []*tracepb.Span, name string) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, s := range spans {
+		if s.Name == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func one(t *testing.T, spans []*tracepb.Span, name string, parent []byte) *tracepb.Span {
+	t.Helper()
+	var out []*tracepb.Span
+	for _, s := range byName(spans, name) {
+		if string(s.ParentSpanId) == string(parent) {
+			out = append(out, s)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("%d spans %q under %x, want 1 (of %d spans)", len(out), name, parent, len(spans))
+	}
+	return out[0]
+}
+
+func attr(s *tracepb.Span, key string) string {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			if v, ok := kv.Value.Value.(*commonpb.AnyValue_IntValue); ok {
+				return strconv.FormatInt(v.IntValue, 10)
+			}
+			return kv.Value.GetStringValue()
+		}
+	}
+	return ""
+}
+
+// checkTrace checks the spans received, span by span: the run of down
+// (whose last instance is last), its three instances, b's two attempts
+// with their phases, a's link to up's run, and the traceparents b's
+// attempts were handed.
+func checkTrace(t *testing.T, rc *receiver, dir string, last, up axtype.Instance) {
+	t.Helper()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.services) == 0 || slices.ContainsFunc(rc.services, func(s string) bool { return s != "ax-test" }) {
+		t.Errorf("service names %v, want ax-test (OTEL_SERVICE_NAME)", rc.services)
+	}
+	tid := tracing.TraceID("down", last.RunID, last.LogicalTime)
+	var spans []*tracepb.Span
+	for _, s := range rc.spans {
+		if string(s.TraceId) == string(tid[:]) {
+			spans = append(spans, s)
+		}
+	}
+	runSpan := tracing.RunSpan(tid)
+	run := one(t, spans, "run down", nil)
+	if string(run.SpanId) != string(runSpan[:]) || run.Status.GetCode() != tracepb.Status_STATUS_CODE_OK {
+		t.Errorf("run span %x status %v, want %x ok", run.SpanId, run.Status, runSpan)
+	}
+	insts := map[string]*tracepb.Span{}
+	for _, task := range []string{"down.a", "down.b", "down.c"} {
+		insts[task] = one(t, spans, task, run.SpanId)
+		if s := insts[task]; s.StartTimeUnixNano < run.StartTimeUnixNano || s.EndTimeUnixNano > run.EndTimeUnixNano {
+			t.Errorf("%s [%d, %d] outside its run [%d, %d]", task, s.StartTimeUnixNano, s.EndTimeUnixNano, run.StartTimeUnixNano, run.EndTimeUnixNano)
+		}
+	}
+	if got := attr(insts["down.b"], "ax.attempts"); got != "2" {
+		t.Errorf("down.b attempts %q, want 2", got)
+	}
+	// a waited for up's run: its span links to up's run span.
+	utid := tracing.TraceID("up", up.RunID, up.LogicalTime)
+	usid := tracing.RunSpan(utid)
+	if l := insts["down.a"].Links; len(l) != 1 || string(l[0].TraceId) != string(utid[:]) || string(l[0].SpanId) != string(usid[:]) {
+		t.Errorf("down.a links %v, want one to up's run %x/%x", l, utid, usid)
+	}
+	if l := insts["down.c"].Links; len(l) != 0 {
+		t.Errorf("down.c links %v, want none (no upstream in another pipeline)", l)
+	}
+	upRun := one(t, rc.spans, "run up", nil)
+	if string(upRun.TraceId) != string(utid[:]) || string(upRun.SpanId) != string(usid[:]) {
+		t.Errorf("up's run span %x/%x, want %x/%x", upRun.TraceId, upRun.SpanId, utid, usid)
+	}
+	one(t, rc.spans, "up.extract", upRun.SpanId)
+	// b: two attempts, the first RETRYING, each with its phases.
+	var handed []string
+	for n, state := range map[string]string{"attempt 1": "RETRYING", "attempt 2": "SUCCESS"} {
+		a := one(t, spans, n, insts["down.b"].SpanId)
+		if got := attr(a, "ax.state"); got != state {
+			t.Errorf("down.b %s state %q, want %s", n, got, state)
+		}
+		if failed := a.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR; failed != (state == "RETRYING") {
+			t.Errorf("down.b %s status %v: a failed attempt's is an error, a successful one's not", n, a.Status)
+		}
+		for _, phase := range []string{"queue wait", "execution", "result"} {
+			p := one(t, spans, phase, a.SpanId)
+			if p.StartTimeUnixNano < a.StartTimeUnixNano || p.EndTimeUnixNano > a.EndTimeUnixNano {
+				t.Errorf("down.b %s: %s outside the attempt", n, phase)
+			}
+		}
+		if len(a.Events) != 1 || a.Events[0].Name != "dispatch" {
+			t.Errorf("down.b %s events %v, want dispatch", n, a.Events)
+		}
+		handed = append(handed, "00-"+hex.EncodeToString(tid[:])+"-"+hex.EncodeToString(a.SpanId)+"-01")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "traceparents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Fields(string(data))
+	slices.Sort(got)
+	slices.Sort(handed)
+	if !slices.Equal(got, handed) {
+		t.Errorf("TRACEPARENT of b's attempts %q, want their spans %q", got, handed)
+	}
+}
