@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -51,6 +50,9 @@ func Enabled(getenv func(string) string) bool {
 // run at logical matched (engine.Engine.UpstreamRuns).
 type Upstreams func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error)
 
+// maxFirstDue bounds the instances whose first start a tracer remembers.
+const maxFirstDue = 100_000
+
 // Tracer turns engine events into spans. It is an engine.Observer.
 type Tracer struct {
 	tp        *sdktrace.TracerProvider
@@ -60,8 +62,7 @@ type Tracer struct {
 	events    chan engine.Event
 	stop      chan struct{} // closed by Shutdown: the queue is drained and run returns
 	done      chan struct{} // closed when run returned
-	mu        sync.Mutex
-	firstDue  map[int64]time.Time // instance → its first attempt's fire time, as this process saw it
+	firstDue  map[int64]time.Time // instance → its first attempt's fire time, as this process saw it (run's goroutine)
 }
 
 // New returns a tracer that exports with the OTLP/HTTP exporter configured
@@ -141,11 +142,12 @@ func (t *Tracer) run() {
 func (t *Tracer) take(ev engine.Event) {
 	switch ev.Kind {
 	case "started":
-		t.mu.Lock()
+		if len(t.firstDue) >= maxFirstDue {
+			clear(t.firstDue) // ends seen by another primary: their spans start at their last attempt
+		}
 		if _, ok := t.firstDue[ev.Instance]; !ok {
 			t.firstDue[ev.Instance] = ev.Due
 		}
-		t.mu.Unlock()
 	case "ended":
 		t.attempt(ev)
 		if ev.State != axtype.Retrying {
@@ -228,10 +230,8 @@ func (t *Tracer) phase(ctx context.Context, name string, from, to time.Time) {
 // linked to the runs of other pipelines it waited for.
 func (t *Tracer) instance(ev engine.Event) {
 	tid := TraceID(ev.Pipeline, ev.Run, ev.Logical)
-	t.mu.Lock()
 	start, ok := t.firstDue[ev.Instance]
 	delete(t.firstDue, ev.Instance)
-	t.mu.Unlock()
 	if !ok || start.IsZero() {
 		start = earliest(ev.Due, ev.Started, ev.At)
 	}
