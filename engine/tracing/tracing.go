@@ -60,8 +60,8 @@ type Tracer struct {
 	log       *slog.Logger
 	upstreams Upstreams
 	events    chan engine.Event
-	stop      chan struct{} // closed by Shutdown: the queue is drained and run returns
-	done      chan struct{} // closed when run returned
+	stop      chan struct{}       // closed by Shutdown: the queue is drained and run returns
+	done      chan struct{}       // closed when run returned
 	firstDue  map[int64]time.Time // instance → its first attempt's fire time, as this process saw it (run's goroutine)
 }
 

@@ -26,8 +26,8 @@ func TestDispatchTraceParentJoinsTheRunsTrace(t *testing.T) {
 		traceparent, trace, span string
 	}{
 		{good, "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"},
-		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "", ""},         // no flags
-		{"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "", ""},      // an all-zero trace id
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "", ""},          // no flags
+		{"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "", ""},       // an all-zero trace id
 		{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01-extra", "", ""}, // upper case, too many fields
 		{"garbage", "", ""},
 	} {
