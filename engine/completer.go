@@ -513,7 +513,7 @@ func (c *completer) observeResult(ctx context.Context, m judged, reason string, 
 	case m.to == axtype.Retrying && !m.refused:
 		c.m.retries.Inc()
 	case m.to == axtype.Failed:
-		c.host.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Run: m.a.runID, Instance: m.id,
+		c.host.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Instance: m.id,
 			Ticket: m.a.ticket, Message: reason})
 	}
 	if (m.to == axtype.Success || m.to == axtype.Failed) && !m.refused {
