@@ -21,7 +21,6 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/engine/alertroute"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/tracing"
 	"github.com/ax-sched/ax/reload"
@@ -49,6 +48,7 @@ type serverFlags struct {
 	insecure      bool
 	openReads     bool
 	webhooks      []string
+	mail          mailFlags
 	watch         time.Duration
 	taskLabels    bool
 	grace         time.Duration
@@ -97,6 +97,7 @@ the store's lease.`,
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
 	addSecretsFlag(fl, &f.secretsDir)
+	addMailFlags(fl, &f.mail)
 	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -125,7 +126,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	routes, err := alertRoutes(f.webhooks) // checked before anything starts
+	routes, err := alertRoutes(f) // checked before anything starts
 	if err != nil {
 		return err
 	}
@@ -173,7 +174,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	reg := metricsRegistry(st)
 	hookCtx, stopHook := context.WithCancel(ctx)
 	defer stopHook()
-	onAlert, err := alertSinks(hookCtx, routes, log)
+	onAlert, err := alertSinks(hookCtx, routes, secrets, self, log, reg)
 	if err != nil {
 		return err
 	}
@@ -236,19 +237,6 @@ func serverSecrets(ctx context.Context, f serverFlags, log *slog.Logger) (runner
 		}
 	}
 	return secrets, warn, nil
-}
-
-// alertRoutes parses every --alert-webhook.
-func alertRoutes(specs []string) ([]alertroute.Route, error) {
-	var routes []alertroute.Route
-	for _, spec := range specs {
-		r, err := alertroute.Parse(spec)
-		if err != nil {
-			return nil, cli.Usage("--alert-webhook %v", err)
-		}
-		routes = append(routes, r)
-	}
-	return routes, nil
 }
 
 // loadPipelines loads and compiles the pipeline files; the server does not
@@ -341,24 +329,6 @@ func serverExecutorToken(f serverFlags, adminToken string) (string, error) {
 		tokenFile = defaultExecutorTokenFile(f.store)
 	}
 	return executorToken(os.Getenv("AX_EXECUTOR_TOKEN"), tokenFile, adminToken, f.store)
-}
-
-// alertSinks starts the --alert-webhook routes, which run until ctx ends,
-// and returns what hands each alert to every one of them.
-func alertSinks(ctx context.Context, routes []alertroute.Route, log *slog.Logger) (func(engine.Alert), error) {
-	var sinks []func(engine.Alert)
-	if len(routes) > 0 {
-		send, err := alertroute.Start(ctx, routes, log)
-		if err != nil {
-			return nil, cli.Usage("--alert-webhook: %v", err)
-		}
-		sinks = append(sinks, send)
-	}
-	return func(a engine.Alert) {
-		for _, s := range sinks {
-			s(a)
-		}
-	}, nil
 }
 
 // engineConfig is the engine's configuration from the server's flags.
