@@ -483,8 +483,8 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 		return nil, err
 	}
 	rs.set(m.a.task.id, m.to, r.Version)
-	if over, state := rs.over(); over && ends(m.to) {
-		c.host.emit(Event{Kind: "run_ended", Pipeline: m.a.task.def.Pipeline, Run: rs.id, Logical: rs.logical, State: state, Started: rs.since, At: now})
+	if ends(m.to) {
+		c.runEnded(rs, m.a.task.def.Pipeline, now)
 	}
 	if m.to == axtype.Retrying {
 		counted := m.a.counted
@@ -560,6 +560,17 @@ func (c *completer) applyReleases(ctx context.Context, rel []release, now time.T
 	return c.crossAfter(ctx, failed, now)
 }
 
+// runEnded tells of run rs (of pipeline), cached, when every instance of
+// it ended: a run_ended Event.
+func (c *completer) runEnded(rs *runState, pipeline string, now time.Time) {
+	if rs == nil {
+		return
+	}
+	if over, state := rs.over(); over {
+		c.host.emit(Event{Kind: "run_ended", Pipeline: pipeline, Run: rs.id, Logical: rs.logical, State: state, Started: rs.since, At: now})
+	}
+}
+
 // released takes the recorded outcome of releases: the cache follows, and
 // scheduled instances go into the wheel.
 func (c *completer) released(ctx context.Context, rel []release, res []store.BatchResult) {
@@ -573,6 +584,9 @@ func (c *completer) released(ctx context.Context, rel []release, res []store.Bat
 		in := rel[i].in
 		in.State, in.Version = rel[i].p.To, r.Version
 		c.res.runs.setState(in.RunID, in.TaskID, in.State, r.Version)
+		if ti := c.tasks[in.TaskID]; ti != nil && ends(in.State) {
+			c.runEnded(c.res.runs.cached(in.RunID), ti.def.Pipeline, rel[i].p.Now) // its last instance failed without running
+		}
 		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}

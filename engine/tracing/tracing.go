@@ -294,3 +294,6 @@ func earliest(ts ...time.Time) time.Time {
 	}
 	return out
 }
+
+// ForceFlush exports the spans ended so far, within ctx.
+func (t *Tracer) ForceFlush(ctx context.Context) error { return t.tp.ForceFlush(ctx) }

@@ -102,69 +102,131 @@ tasks:
     command: ["true"]
 `
 
-func TestTraceOfARunWithARetryAndACrossPipelineUpstream(t *testing.T) {
+// traced is an engine on the pipelines of dir, traced to an OTLP/HTTP
+// receiver, the primary.
+type traced struct {
+	rc   *receiver
+	st   *store.Store
+	eng  *engine.Engine
+	tr   *tracing.Tracer
+	stop func() // stops the engine and flushes the tracer
+}
+
+func startTraced(t *testing.T, dir string) *traced {
+	t.Helper()
 	rc := &receiver{}
 	srv := httptest.NewServer(rc)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "ax-test")
 	t.Setenv("OTEL_SDK_DISABLED", "")
 	if !tracing.Enabled(os.Getenv) {
 		t.Fatal("an OTLP endpoint is set: tracing should be on")
 	}
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "up.yaml"), upYAML)
-	write(t, filepath.Join(dir, "down.yaml"), strings.Replace(downYAML, "%s", dir, 1))
 	g, errs, err := dag.Load([]string{dir}, defs.Options{}, dag.Options{})
 	if err != nil || g == nil {
 		t.Fatalf("load: %v %v", err, errs)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	st, err := store.Open(ctx, filepath.Join(dir, "ax.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	var eng *engine.Engine
-	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), runner.NewSecrets(""))
+	t.Cleanup(func() { st.Close() })
+	x := &traced{rc: rc, st: st}
+	execs, err := stock.Executors(g, st, stock.AlertVia(&x.eng), runner.NewSecrets(""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	tr, err := tracing.New(ctx, log, func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error) {
-		return eng.UpstreamRuns(ctx, task, logical)
+	x.tr, err = tracing.New(ctx, log, func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error) {
+		return x.eng.UpstreamRuns(ctx, task, logical)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err = engine.New(engine.Config{Holder: "trace-test", Grace: time.Millisecond, Observer: tr, Logger: log}, st, g, execs)
+	x.eng, err = engine.New(engine.Config{Holder: "trace-test", Grace: time.Millisecond, Observer: x.tr, Logger: log}, st, g, execs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); !eng.Primary(); time.Sleep(10 * time.Millisecond) {
+	go func() { done <- x.eng.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); !x.eng.Primary(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the engine did not take the lease in 10s")
 		}
 	}
-	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
-	for _, p := range []string{"up", "down"} {
-		if _, err := eng.Do(ctx, engine.Trigger{Target: p, At: at}, engine.By{Actor: "test"}); err != nil {
+	x.stop = func() {
+		cancel()
+		<-done
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		if err := x.tr.Shutdown(sctx); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	}
+	return x
+}
+
+func (x *traced) trigger(t *testing.T, at time.Time, pipelines ...string) {
+	t.Helper()
+	for _, p := range pipelines {
+		if _, err := x.eng.Do(context.Background(), engine.Trigger{Target: p, At: at}, engine.By{Actor: "test"}); err != nil {
 			t.Fatalf("trigger %s: %v", p, err)
 		}
 	}
-	ins := waitFor(t, st, "down.c", axtype.Success)
-	cancel()
-	<-done
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	if err := tr.Shutdown(sctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
+}
+
+func TestTraceOfARunWithARetryAndACrossPipelineUpstream(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "up.yaml"), upYAML)
+	write(t, filepath.Join(dir, "down.yaml"), strings.Replace(downYAML, "%s", dir, 1))
+	x := startTraced(t, dir)
+	x.trigger(t, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), "up", "down")
+	ins := waitFor(t, x.st, "down.c", axtype.Success)
+	x.stop()
+	upIns := waitFor(t, x.st, "up.extract", axtype.Success)
+	checkTrace(t, x.rc, dir, ins, upIns)
+}
+
+// A run whose last instances fail without running (their upstream failed)
+// still ends its trace: its root span, in error, with no span for them.
+func TestTraceOfARunThatFails(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "f.yaml"), "pipeline: f\ntasks:\n  - {name: x, command: [\"false\"], retry: {count: 0}}\n  - {name: y, depends_on: [x], command: [\"true\"]}\n")
+	x := startTraced(t, dir)
+	x.trigger(t, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), "f")
+	y := waitFor(t, x.st, "f.y", axtype.Failed)
+	tid := tracing.TraceID("f", y.RunID, y.LogicalTime)
+	want := tracing.RunSpan(tid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		x.rc.mu.Lock()
+		var run *tracepb.Span
+		for _, s := range x.rc.spans {
+			if s.Name == "run f" {
+				run = s
+			}
+		}
+		names := []string{}
+		for _, s := range x.rc.spans {
+			names = append(names, s.Name)
+		}
+		x.rc.mu.Unlock()
+		if run != nil {
+			if string(run.SpanId) != string(want[:]) || run.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || slices.Contains(names, "f.y") {
+				t.Errorf("run span %x status %v, spans %v: want %x in error, no span for f.y", run.SpanId, run.Status, names, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run span after 10s: spans %v", names)
+		}
+		x.tr.ForceFlush(context.Background())
+		time.Sleep(20 * time.Millisecond)
 	}
-	upIns := waitFor(t, st, "up.extract", axtype.Success)
-	checkTrace(t, rc, dir, ins, upIns)
+	x.stop()
 }
 
 func write(t *testing.T, path, data string) {
