@@ -1034,8 +1034,8 @@ func sortedIDs[V any](m map[int64]V) []int64 {
 	return ids
 }
 
-// Event is an attempt starting or ending, or a run ending, for
-// Config.OnEvent and Config.Observer.
+// Event is an attempt starting or ending, for Config.OnEvent and
+// Config.Observer, or a run ending, for Config.Observer.
 type Event struct {
 	Kind     string // "started", "ended" or "run_ended"
 	Pipeline string
@@ -1065,8 +1065,10 @@ type Observer interface {
 	TraceParent(ev Event) string
 }
 
+// emit hands ev to the observer and, unless it is a run's end, to OnEvent
+// (which hears of attempts only).
 func (e *Engine) emit(ev Event) {
-	if e.cfg.OnEvent != nil {
+	if e.cfg.OnEvent != nil && ev.Kind != "run_ended" {
 		e.cfg.OnEvent(ev)
 	}
 	if e.cfg.Observer != nil {

@@ -110,6 +110,8 @@ type traced struct {
 	eng  *engine.Engine
 	tr   *tracing.Tracer
 	stop func() // stops the engine and flushes the tracer
+	// kinds are the kinds of Event OnEvent heard of.
+	kinds sync.Map
 }
 
 func startTraced(t *testing.T, dir string) *traced {
@@ -146,7 +148,8 @@ func startTraced(t *testing.T, dir string) *traced {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.eng, err = engine.New(engine.Config{Holder: "trace-test", Grace: time.Millisecond, Observer: x.tr, Logger: log}, st, g, execs)
+	x.eng, err = engine.New(engine.Config{Holder: "trace-test", Grace: time.Millisecond, Observer: x.tr, Logger: log,
+		OnEvent: func(ev engine.Event) { x.kinds.Store(ev.Kind, true) }}, st, g, execs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +230,14 @@ func TestTraceOfARunThatFails(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	x.stop()
+	// OnEvent hears of attempts only (ax run counts the failures it
+	// reports): a run's end goes to the observer alone.
+	x.kinds.Range(func(k, _ any) bool {
+		if k != "started" && k != "ended" {
+			t.Errorf("OnEvent heard of a %q event", k)
+		}
+		return true
+	})
 }
 
 func write(t *testing.T, path, data string) {
