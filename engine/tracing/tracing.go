@@ -78,7 +78,10 @@ func New(ctx context.Context, log *slog.Logger, upstreams Upstreams) (*Tracer, e
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: the resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES): %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}))
+	// Every run is traced whole: a sampler deciding span by span would
+	// leave holes in a run that several processes trace.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}),
+		sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	t := &Tracer{tp: tp, tr: tp.Tracer("github.com/ax-sched/ax/engine"), log: log, upstreams: upstreams,
 		events: make(chan engine.Event, 4096), stop: make(chan struct{}), done: make(chan struct{}), firstDue: map[int64]time.Time{}}
 	go t.run()
