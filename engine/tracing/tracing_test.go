@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -28,6 +31,7 @@ import (
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/engine/tracing"
 	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/runner/executor"
 	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
 )
@@ -378,4 +382,50 @@ func checkTrace(t *testing.T, rc *receiver, dir string, last, up axtype.Instance
 	if !slices.Equal(got, handed) {
 		t.Errorf("TRACEPARENT of b's attempts %q, want their spans %q", got, handed)
 	}
+}
+
+// An HTTP task's executor built on the Go SDK gets its attempt's span as
+// the parent of the function's context: the spans the function starts
+// (with a tracer of its own process) join the run's trace under it.
+func TestTraceJoinedByTheExecutorSDK(t *testing.T) {
+	x, err := executor.New(executor.Config{Client: http.DefaultClient}, map[string]runner.Func{"call": func(ctx context.Context, _ runner.Attempt) error {
+		_, span := otel.GetTracerProvider().Tracer("the task").Start(ctx, "load rows")
+		span.End()
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = x.Run(ctx) }()
+	exec := httptest.NewServer(x.Handler())
+	defer exec.Close()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "h.yaml"), "pipeline: h\ntasks:\n  - {name: call, http: \""+exec.URL+"/dispatch\"}\n")
+	tr := startTraced(t, dir)
+	// The task's process: a tracer provider of its own, to the same receiver.
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	otel.SetTracerProvider(taskTP)
+	defer func() { _ = taskTP.Shutdown(context.Background()) }()
+	tr.trigger(t, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), "h")
+	in := waitFor(t, tr.st, "h.call", axtype.Success)
+	tr.stop()
+	tid := tracing.TraceID("h", in.RunID, in.LogicalTime)
+	tr.rc.mu.Lock()
+	defer tr.rc.mu.Unlock()
+	var spans []*tracepb.Span
+	for _, s := range tr.rc.spans {
+		if string(s.TraceId) == string(tid[:]) {
+			spans = append(spans, s)
+		}
+	}
+	run := one(t, spans, "run h", nil)
+	call := one(t, spans, "h.call", run.SpanId)
+	attempt := one(t, spans, "attempt 1", call.SpanId)
+	one(t, spans, "load rows", attempt.SpanId)
 }
