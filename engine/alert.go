@@ -33,6 +33,7 @@ type Alert struct {
 	Task      string    `json:"task,omitempty"`  // pipeline.task
 	Group     string    `json:"group,omitempty"` // the task's group, for routing
 	Run       int64     `json:"run_id,omitempty"`
+	Logical   time.Time `json:"logical_time,omitzero"` // of its run, when it is of one
 	Instance  int64     `json:"instance_id,omitempty"`
 	Ticket    string    `json:"ticket,omitempty"`
 	Message   string    `json:"message"`

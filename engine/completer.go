@@ -468,8 +468,9 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 		}
 	}
 	c.disp.untrack(m.id)
-	c.host.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
-		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
+	ev := m.a.event("ended", now)
+	ev.State, ev.Error, ev.Duration = m.to, *p.Set.Error, now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))
+	c.host.emit(ev)
 	if r.Err != nil {
 		c.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
 		c.res.runs.dropRunOf(m.id)
@@ -482,6 +483,9 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 		return nil, err
 	}
 	rs.set(m.a.task.id, m.to, r.Version)
+	if ends(m.to) {
+		c.runEnded(rs, m.a.task.def.Pipeline, now)
+	}
 	if m.to == axtype.Retrying {
 		counted := m.a.counted
 		if m.refused {
@@ -509,7 +513,7 @@ func (c *completer) observeResult(ctx context.Context, m judged, reason string, 
 	case m.to == axtype.Retrying && !m.refused:
 		c.m.retries.Inc()
 	case m.to == axtype.Failed:
-		c.host.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Run: m.a.runID, Instance: m.id,
+		c.host.notify(Alert{Kind: AlertTaskFailed, At: now, Pipeline: m.a.task.def.Pipeline, Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Instance: m.id,
 			Ticket: m.a.ticket, Message: reason})
 	}
 	if (m.to == axtype.Success || m.to == axtype.Failed) && !m.refused {
@@ -556,6 +560,17 @@ func (c *completer) applyReleases(ctx context.Context, rel []release, now time.T
 	return c.crossAfter(ctx, failed, now)
 }
 
+// runEnded tells of run rs (of pipeline), cached, when every instance of
+// it ended: a run_ended Event.
+func (c *completer) runEnded(rs *runState, pipeline string, now time.Time) {
+	if rs == nil {
+		return
+	}
+	if over, state := rs.over(); over {
+		c.host.emit(Event{Kind: "run_ended", Pipeline: pipeline, Run: rs.id, Logical: rs.logical, State: state, Started: rs.since, At: now})
+	}
+}
+
 // released takes the recorded outcome of releases: the cache follows, and
 // scheduled instances go into the wheel.
 func (c *completer) released(ctx context.Context, rel []release, res []store.BatchResult) {
@@ -569,6 +584,9 @@ func (c *completer) released(ctx context.Context, rel []release, res []store.Bat
 		in := rel[i].in
 		in.State, in.Version = rel[i].p.To, r.Version
 		c.res.runs.setState(in.RunID, in.TaskID, in.State, r.Version)
+		if ti := c.tasks[in.TaskID]; ti != nil && ends(in.State) {
+			c.runEnded(c.res.runs.cached(in.RunID), ti.def.Pipeline, rel[i].p.Now) // its last instance failed without running
+		}
 		if in.State != axtype.Scheduled {
 			continue // released into a pause
 		}

@@ -95,6 +95,8 @@ type Config struct {
 	// and, for the start of a local attempt, from the attempt's own
 	// goroutine. It must be safe for concurrent use.
 	OnEvent func(Event)
+	// Observer, when set, follows runs (tracing): see [Observer].
+	Observer Observer
 	// OnAlert, when set, receives every alert after it was recorded (a
 	// webhook sink, say). It is called from the loop and from executors'
 	// goroutines and must not block: queue the work.

@@ -45,6 +45,7 @@ func crossMatch(ctx context.Context, st resolverReader, d *taskInfo, i int, logi
 	if len(ins) == 1 && win.Contains(ins[0].LogicalTime) {
 		v.state, v.err = ins[0].State, ins[0].Error
 		v.note = "matched " + matchedRun(ins[0])
+		v.run, v.logical = ins[0].RunID, ins[0].LogicalTime
 	}
 	return v, nil
 }
@@ -52,4 +53,43 @@ func crossMatch(ctx context.Context, st resolverReader, d *taskInfo, i int, logi
 // matchedRun names an upstream instance as explain shows it.
 func matchedRun(in axtype.Instance) string {
 	return "run " + strconv.FormatInt(in.RunID, 10) + " of " + in.LogicalTime.UTC().Format(time.RFC3339)
+}
+
+// RunRef names a run: its pipeline, id and logical time.
+type RunRef struct {
+	Pipeline string
+	Run      int64
+	Logical  time.Time
+}
+
+// UpstreamRuns returns the runs of other pipelines that the instance of
+// task (pipeline.task) in a run at logical matches, by crossMatch's rule,
+// in the pipelines in force: what a trace links an instance to. Safe for
+// concurrent use (it reads the graph in force and the store).
+func (e *Engine) UpstreamRuns(ctx context.Context, task string, logical time.Time) ([]RunRef, error) {
+	g := e.Graph()
+	t := g.Task(task)
+	if t == nil {
+		return nil, nil
+	}
+	d := &taskInfo{id: task, def: t, loc: g.Pipeline(t.Pipeline).Location}
+	if tr := g.TriggerOf(task); tr != nil {
+		d.own = tr.Schedule
+	}
+	var out []RunRef
+	for _, dep := range t.DependsOn {
+		u := g.Task(dep.Pipeline + "." + dep.Task)
+		if dep.Pipeline == "" || dep.Pipeline == t.Pipeline || u == nil {
+			continue
+		}
+		d.cross, d.crossDep = []*taskInfo{{id: u.ID(), def: u}}, []defs.Dep{dep}
+		v, err := crossMatch(ctx, e.st, d, 0, logical)
+		if err != nil {
+			return out, err
+		}
+		if v.run != 0 {
+			out = append(out, RunRef{Pipeline: u.Pipeline, Run: v.run, Logical: v.logical})
+		}
+	}
+	return out, nil
 }

@@ -100,6 +100,17 @@ type attempt struct {
 	// queueWait is its task's series of ax_task_queue_wait_seconds, found
 	// on the loop (queueWaitOf) for its goroutine to observe.
 	queueWait prometheus.Observer
+	instance  int64 // its instance's id, for its events
+}
+
+// event is an Event of a, of kind, at at.
+func (a *attempt) event(kind string, at time.Time) Event {
+	started := a.started
+	if a.begun != nil && a.begun.Load() > 0 {
+		started = time.Unix(0, a.begun.Load())
+	}
+	return Event{Kind: kind, Pipeline: a.task.def.Pipeline, Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket,
+		Instance: a.instance, Attempt: a.attempt, Due: a.due, Started: started, At: at}
 }
 
 // outcome is a result from an executor, for an instance.
@@ -413,7 +424,9 @@ func (e *Engine) giveBack(ctx context.Context, now time.Time) {
 func (d *dispatcher) started(a *attempt, now time.Time) {
 	d.host.observeStart(a, now)
 	d.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
-	d.host.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
+	ev := a.event("started", now)
+	ev.Started = now
+	d.host.emit(ev)
 }
 
 // begin takes in, on the loop, the start of a local attempt: from then on
@@ -504,6 +517,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 	t := a.task.def
 	local := isLocal(t)
 	a.queueWait = d.host.queueWaitOf(a.task)
+	a.instance = id
 	if gate == nil && !local {
 		d.started(a, d.cfg.Now())
 	}
@@ -514,6 +528,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
 		LogicalTime: a.logical.In(d.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.res.runs.paramsOf(a.runID, t.Params),
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
+	at.TraceParent = d.host.traceParent(a.event("started", time.Time{}))
 	ctx, cancel := context.WithCancelCause(d.execCtx)
 	a.cancel = cancel
 	fence, runID := d.host.w(), a.runID

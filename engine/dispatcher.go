@@ -98,6 +98,7 @@ type dispatcherHost interface {
 	queueWaitOf(t *taskInfo) prometheus.Observer
 	observeStart(a *attempt, now time.Time)
 	emit(ev Event)
+	traceParent(ev Event) string
 	publishLimits(l Limits) // Stats.Limits
 }
 

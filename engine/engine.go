@@ -1034,20 +1034,52 @@ func sortedIDs[V any](m map[int64]V) []int64 {
 	return ids
 }
 
-// Event is an attempt starting or ending, for Config.OnEvent.
+// Event is an attempt starting or ending, for Config.OnEvent and
+// Config.Observer, or a run ending, for Config.Observer.
 type Event struct {
-	Kind     string // "started" or "ended"
-	Task     string // pipeline.task
+	Kind     string // "started", "ended" or "run_ended"
+	Pipeline string
+	Task     string // pipeline.task ("" for run_ended)
 	Run      int64
 	Logical  time.Time
 	Ticket   string
-	State    axtype.State // when ended: SUCCESS, FAILED, RETRYING or KILLED
+	Instance int64
+	Attempt  int          // the attempt's number
+	State    axtype.State // when ended: SUCCESS, FAILED, RETRYING or KILLED; run_ended: SUCCESS or FAILED
 	Error    string
-	Duration time.Duration
+	Duration time.Duration // when ended: how long since it started
+	// Due is when the attempt was due (its fire time); Started when it
+	// went to its executor (run_ended: when the run began); At when the
+	// event happened.
+	Due, Started, At time.Time
 }
 
+// Observer follows runs as they go (engine/tracing): it learns of every
+// Event and names the trace context each attempt is handed. Both are called
+// from the loop and from attempts' goroutines: they must be safe for
+// concurrent use and must not block.
+type Observer interface {
+	Observe(Event)
+	// TraceParent is the W3C traceparent handed to the attempt that ev
+	// (a "started" one) starts: "" for none.
+	TraceParent(ev Event) string
+}
+
+// emit hands ev to the observer and, unless it is a run's end, to OnEvent
+// (which hears of attempts only).
 func (e *Engine) emit(ev Event) {
-	if e.cfg.OnEvent != nil {
+	if e.cfg.OnEvent != nil && ev.Kind != "run_ended" {
 		e.cfg.OnEvent(ev)
 	}
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Observe(ev)
+	}
+}
+
+// traceParent is the traceparent the observer hands the attempt ev starts.
+func (e *Engine) traceParent(ev Event) string {
+	if e.cfg.Observer == nil {
+		return ""
+	}
+	return e.cfg.Observer.TraceParent(ev)
 }

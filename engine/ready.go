@@ -63,6 +63,9 @@ type upstreamView struct {
 	err   string       // its error, to tell a skip from a failure
 	cross bool         // in another pipeline
 	note  string       // of a cross one: the run it matched, or the window it waits for (crossMatch)
+	// run and logical are the run a cross one matched (0: none).
+	run     int64
+	logical time.Time
 }
 
 // gateView is what decide needs to know of a WAITING instance.

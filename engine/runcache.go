@@ -180,6 +180,21 @@ func (rs *runState) set(task string, state axtype.State, version int64) *instRef
 	return ref
 }
 
+// over reports whether every instance of the run ended, and how the run
+// ended: SUCCESS when every one succeeded, else FAILED.
+func (rs *runState) over() (bool, axtype.State) {
+	state := axtype.Success
+	for _, ref := range rs.inst {
+		if !ends(ref.state) {
+			return false, ""
+		}
+		if ref.state != axtype.Success {
+			state = axtype.Failed
+		}
+	}
+	return true, state
+}
+
 // drop forgets the instances of run: they are read again on next use.
 func (c *runCache) drop(run int64) {
 	rs := c.runs[run]

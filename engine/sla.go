@@ -84,7 +84,7 @@ func (e *Engine) checkSLA(ctx context.Context, now time.Time) error {
 					in.EndedAt.Sub(in.LogicalTime).Round(time.Millisecond), in.LogicalTime.In(loc).Format(time.RFC3339), ti.def.SLA)
 			}
 			e.sla.alerted[in.ID] = true
-			e.Alert(ctx, Alert{Kind: AlertSLAMissed, At: now, Pipeline: ti.def.Pipeline, Task: id, Run: in.RunID, Instance: in.ID, Ticket: in.Ticket, Message: msg})
+			e.Alert(ctx, Alert{Kind: AlertSLAMissed, At: now, Pipeline: ti.def.Pipeline, Task: id, Run: in.RunID, Logical: in.LogicalTime, Instance: in.ID, Ticket: in.Ticket, Message: msg})
 		}
 		e.sla.until[id] = to
 	}

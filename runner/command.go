@@ -293,8 +293,8 @@ func inherited(environ []string) []string {
 }
 
 // env returns the attempt as environment variables: AX_TASK, AX_PIPELINE,
-// AX_TICKET, AX_INSTANCE, AX_LOGICAL_TIME, AX_DEADLINE and AX_PARAM_<NAME>
-// (upper case) for each scalar param.
+// AX_TICKET, AX_INSTANCE, AX_LOGICAL_TIME, AX_DEADLINE, AX_PARAM_<NAME>
+// (upper case) for each scalar param, and TRACEPARENT when traced.
 func env(a Attempt) []string {
 	out := []string{
 		"AX_TASK=" + a.Task, "AX_PIPELINE=" + a.Pipeline, "AX_TICKET=" + a.Ticket,
@@ -302,6 +302,9 @@ func env(a Attempt) []string {
 	}
 	if !a.Deadline.IsZero() {
 		out = append(out, "AX_DEADLINE="+a.Deadline.UTC().Format(time.RFC3339))
+	}
+	if a.TraceParent != "" {
+		out = append(out, "TRACEPARENT="+a.TraceParent) // the W3C name OpenTelemetry SDKs read
 	}
 	keys := make([]string, 0, len(a.Params))
 	for k := range a.Params {

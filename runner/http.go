@@ -41,6 +41,9 @@ type Dispatch struct {
 	Callback string `json:"callback,omitempty"`
 	// TicketTTLMS is how long to remember the ticket's result, in ms.
 	TicketTTLMS int64 `json:"ticket_ttl_ms,omitempty"`
+	// TraceParent is the W3C traceparent of the attempt's span when the
+	// scheduler traces runs: the executor's spans for it are its children.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Report is an executor's answer: the result of the attempt, for its ticket.
@@ -203,7 +206,7 @@ func (h *HTTP) send(ctx context.Context, a Attempt, url string) (Result, error) 
 	}
 	body, err := json.Marshal(Dispatch{Version: ProtocolVersion, Pipeline: a.Pipeline, Task: a.Task, InstanceID: a.InstanceID,
 		Ticket: a.Ticket, LogicalTime: a.LogicalTime, Deadline: a.Deadline, Params: a.Params, Env: a.Env, SecretEnv: a.SecretEnv, Callback: h.callback,
-		TicketTTLMS: a.TicketTTL.Milliseconds()})
+		TicketTTLMS: a.TicketTTL.Milliseconds(), TraceParent: a.TraceParent})
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: "encode dispatch: " + err.Error(), Permanent: true}, nil
 	}
@@ -219,6 +222,9 @@ func (h *HTTP) send(ctx context.Context, a Attempt, url string) (Result, error) 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Ax-Protocol", fmt.Sprint(ProtocolVersion))
+	if a.TraceParent != "" {
+		req.Header.Set("traceparent", a.TraceParent)
+	}
 	h.authorize(req)
 	resp, err := h.client.Do(req)
 	if err != nil {

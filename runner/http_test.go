@@ -47,6 +47,33 @@ func TestHTTPDispatchAndReport(t *testing.T) {
 	}
 }
 
+// An attempt's traceparent goes in the dispatch's header and field; none
+// goes when the attempt has none (runs not traced).
+func TestHTTPDispatchCarriesTheTraceParent(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, want := range []string{tp, ""} {
+		var header string
+		var got Dispatch
+		h := httpExec(t, func(w http.ResponseWriter, r *http.Request) {
+			header = r.Header.Get("traceparent")
+			if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			fmt.Fprintf(w, `{"ticket":%q,"status":"success"}`, got.Ticket)
+		})
+		a := attempt("tk-t")
+		a.TraceParent = want
+		if r, err := h.Execute(context.Background(), a); err != nil || r.Status != StatusSuccess {
+			t.Fatalf("%+v %v", r, err)
+		}
+		if header != want || got.TraceParent != want {
+			t.Errorf("traceparent header %q, field %q: want %q", header, got.TraceParent, want)
+		}
+	}
+}
+
 // TestHTTPMalformedReports: every bad answer fails the attempt with a clear
 // reason; none is taken for a success.
 func TestHTTPMalformedReports(t *testing.T) {

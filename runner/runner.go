@@ -27,6 +27,10 @@ type Attempt struct {
 	// TicketTTL is how long an executor should remember the ticket's result:
 	// the task's longest retry span plus five minutes.
 	TicketTTL time.Duration
+	// TraceParent is the W3C traceparent of the attempt's span when runs
+	// are traced ("" when not): a command's TRACEPARENT, an HTTP
+	// dispatch's traceparent header and field.
+	TraceParent string
 }
 
 // Status is the outcome of an attempt.

@@ -21,8 +21,8 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/engine/alertroute"
 	"github.com/ax-sched/ax/engine/breaker"
+	"github.com/ax-sched/ax/engine/tracing"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/stock"
@@ -48,6 +48,7 @@ type serverFlags struct {
 	insecure      bool
 	openReads     bool
 	webhooks      []string
+	mail          mailFlags
 	watch         time.Duration
 	taskLabels    bool
 	grace         time.Duration
@@ -98,6 +99,7 @@ the store's lease.`,
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
 	addSecretsFlag(fl, &f.secretsDir)
 	addAuthFlags(fl, &f.auth)
+	addMailFlags(fl, &f.mail)
 	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
 	return cmd
 }
@@ -126,7 +128,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	routes, err := alertRoutes(f.webhooks) // checked before anything starts
+	routes, err := alertRoutes(f) // checked before anything starts
 	if err != nil {
 		return err
 	}
@@ -178,11 +180,16 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	reg := metricsRegistry(st)
 	hookCtx, stopHook := context.WithCancel(ctx)
 	defer stopHook()
-	onAlert, err := alertSinks(hookCtx, routes, log)
+	onAlert, err := alertSinks(hookCtx, routes, secrets, self, log, reg)
 	if err != nil {
 		return err
 	}
-	eng, err = engine.New(engineConfig(f, lim, log, reg, onAlert), st, g, execs)
+	cfg := engineConfig(f, lim, log, reg, onAlert)
+	cfg.Observer, err = startTracing(ctx, log, &eng)
+	if err != nil {
+		return err
+	}
+	eng, err = engine.New(cfg, st, g, execs)
 	if err != nil {
 		return cli.Fail(err)
 	}
@@ -237,19 +244,6 @@ func serverSecrets(ctx context.Context, f serverFlags, log *slog.Logger) (runner
 		}
 	}
 	return secrets, warn, nil
-}
-
-// alertRoutes parses every --alert-webhook.
-func alertRoutes(specs []string) ([]alertroute.Route, error) {
-	var routes []alertroute.Route
-	for _, spec := range specs {
-		r, err := alertroute.Parse(spec)
-		if err != nil {
-			return nil, cli.Usage("--alert-webhook %v", err)
-		}
-		routes = append(routes, r)
-	}
-	return routes, nil
 }
 
 // loadPipelines loads and compiles the pipeline files; the server does not
@@ -342,24 +336,6 @@ func serverExecutorToken(f serverFlags, adminToken string) (string, error) {
 		tokenFile = defaultExecutorTokenFile(f.store)
 	}
 	return executorToken(os.Getenv("AX_EXECUTOR_TOKEN"), tokenFile, adminToken, f.store)
-}
-
-// alertSinks starts the --alert-webhook routes, which run until ctx ends,
-// and returns what hands each alert to every one of them.
-func alertSinks(ctx context.Context, routes []alertroute.Route, log *slog.Logger) (func(engine.Alert), error) {
-	var sinks []func(engine.Alert)
-	if len(routes) > 0 {
-		send, err := alertroute.Start(ctx, routes, log)
-		if err != nil {
-			return nil, cli.Usage("--alert-webhook: %v", err)
-		}
-		sinks = append(sinks, send)
-	}
-	return func(a engine.Alert) {
-		for _, s := range sinks {
-			s(a)
-		}
-	}, nil
 }
 
 // engineConfig is the engine's configuration from the server's flags.
@@ -488,4 +464,29 @@ func advertiseURL(listen, advertise string) (string, error) {
 		return "", cli.Usage("--listen %s listens on every address, so executors cannot be told where to call back: give --advertise-url, such as --advertise-url http://10.0.0.5:%s", listen, port)
 	}
 	return "http://" + listen, nil
+}
+
+// startTracing starts the OpenTelemetry tracer when the OTEL_* variables
+// name an OTLP endpoint (nil, the default: runs are not traced). It links
+// instances to their upstreams' runs through *eng, and is flushed when ctx
+// ends.
+func startTracing(ctx context.Context, log *slog.Logger, eng **engine.Engine) (engine.Observer, error) {
+	if !tracing.Enabled(os.Getenv) {
+		return nil, nil
+	}
+	tr, err := tracing.New(ctx, log, func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error) {
+		return (*eng).UpstreamRuns(ctx, task, logical)
+	})
+	if err != nil {
+		return nil, cli.Usage("%v", err)
+	}
+	log.Info("tracing", "to", cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("traces_not_flushed", "err", err)
+		}
+	})
+	return tr, nil
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/engine/webhook"
 )
@@ -22,10 +21,10 @@ import (
 // the task's group; empty takes all) and where they go, in ax's JSON or
 // as a Slack-compatible message.
 type Route struct {
-	kinds, groups []string
-	url           string
-	slack         bool
-	hook          *webhook.Webhook
+	filter
+	url   string
+	slack bool
+	hook  *webhook.Webhook
 }
 
 // Parse reads one --alert-webhook value: a bare URL (every alert,
@@ -58,11 +57,8 @@ func Parse(spec string) (Route, error) {
 		switch {
 		case ok && k == "kind":
 			r.kinds = splitList(v)
-			for _, kind := range r.kinds {
-				if !slices.Contains(engine.AlertKinds(), kind) {
-					return r, fmt.Errorf("%q: kind %q is not an alert kind: use one of %s%s", spec, kind, strings.Join(engine.AlertKinds(), ", "),
-						defs.DidYouMean(kind, engine.AlertKinds()))
-				}
+			if err := checkKinds(spec, r.kinds); err != nil {
+				return r, err
 			}
 			last = nil
 		case ok && k == "group":
@@ -109,9 +105,15 @@ func splitList(v string) []string {
 	return out
 }
 
+// filter is which alerts a route takes: of its kinds and its tasks'
+// groups (empty: all).
+type filter struct {
+	kinds, groups []string
+}
+
 // takes reports whether the route takes alert a.
-func (r Route) takes(a engine.Alert) bool {
-	return (len(r.kinds) == 0 || slices.Contains(r.kinds, a.Kind)) && (len(r.groups) == 0 || slices.Contains(r.groups, a.Group))
+func (f filter) takes(a engine.Alert) bool {
+	return (len(f.kinds) == 0 || slices.Contains(f.kinds, a.Kind)) && (len(f.groups) == 0 || slices.Contains(f.groups, a.Group))
 }
 
 // payload is what the route POSTs for a.

@@ -16,8 +16,8 @@ func TestParseAlertRoute(t *testing.T) {
 	}{
 		{"bare URL", "http://h/x", Route{url: "http://h/x"}, ""},
 		{"routed", "kind=task_failed|sla_missed,group=etl|bi,url=https://h/x,format=slack",
-			Route{kinds: []string{"task_failed", "sla_missed"}, groups: []string{"etl", "bi"}, url: "https://h/x", slack: true}, ""},
-		{"comma in URL", "url=https://h/x?a=1,2,kind=leader_change", Route{url: "https://h/x?a=1,2", kinds: []string{"leader_change"}}, ""},
+			Route{filter: filter{kinds: []string{"task_failed", "sla_missed"}, groups: []string{"etl", "bi"}}, url: "https://h/x", slack: true}, ""},
+		{"comma in URL", "url=https://h/x?a=1,2,kind=leader_change", Route{url: "https://h/x?a=1,2", filter: filter{kinds: []string{"leader_change"}}}, ""},
 		{"unknown kind", "kind=task_fail,url=http://h/x", Route{}, `kind "task_fail" is not an alert kind: use one of breaker_open`},
 		{"suggestion", "kind=sla_mised,url=http://h/x", Route{}, `(did you mean "sla_missed"?)`},
 		{"no url", "kind=task_failed", Route{}, "no url=: say where to send the alerts"},
@@ -48,7 +48,7 @@ func TestParseAlertRoute(t *testing.T) {
 
 func TestAlertRouteTakes(t *testing.T) {
 	t.Parallel()
-	r := Route{kinds: []string{"task_failed"}, groups: []string{"etl"}}
+	r := Route{filter: filter{kinds: []string{"task_failed"}, groups: []string{"etl"}}}
 	for _, tc := range []struct {
 		a    engine.Alert
 		want bool

@@ -40,6 +40,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/ax-sched/ax/door"
 	"github.com/ax-sched/ax/runner"
 )
@@ -580,7 +582,7 @@ func (x *Executor) work() {
 func (x *Executor) run(j *job) {
 	start := x.cfg.Now()
 	a := runner.Attempt{Pipeline: j.d.Pipeline, Task: j.d.Task, InstanceID: j.d.InstanceID, Ticket: j.d.Ticket,
-		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params, Env: j.d.Env, SecretEnv: j.d.SecretEnv}
+		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params, Env: j.d.Env, SecretEnv: j.d.SecretEnv, TraceParent: j.d.TraceParent}
 	out := runner.NewOutput(runner.MaxReportOutput)
 	out.Mask(a.SecretValues()...) // the task's secrets never leave in its report
 	// A job killed, or past its deadline, before a worker took it (it
@@ -604,7 +606,7 @@ func (x *Executor) run(j *job) {
 				return fmt.Errorf("not started: cannot record its start in the executor's state dir: %w", err)
 			}
 		}
-		return x.funcs[j.d.Task](runner.WithOutput(j.ctx, out), a)
+		return x.funcs[j.d.Task](runner.WithOutput(withTraceParent(j.ctx, j.d.TraceParent), out), a)
 	}()
 	rep := runner.Report{Ticket: j.d.Ticket, Status: runner.StatusSuccess, DurationMS: x.cfg.Now().Sub(start).Milliseconds(), InstanceID: j.d.InstanceID}
 	// What the function logged through runner.Logger(ctx) goes back with
@@ -900,4 +902,14 @@ func (x *Executor) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	x.mu.Unlock()
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// withTraceParent is ctx with the attempt's span (a W3C traceparent) as
+// its remote parent: the spans a function starts from it join the run's
+// trace. A malformed traceparent is ignored: they start a fresh trace.
+func withTraceParent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
 }
