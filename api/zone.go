@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/ax-sched/ax/store"
@@ -81,8 +80,7 @@ func (z *Zones) Of(pipeline string) (*time.Location, error) {
 // in UTC: its times belong to no pipeline in force.
 func APIZones(ctx context.Context, c *Client, utc bool) *Zones {
 	return &Zones{utc: utc, name: func(pipeline string) (string, error) {
-		var p Pipeline
-		err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline)+"?summary=true", &p)
+		p, err := c.PipelineSummary(ctx, pipeline)
 		if IsNotFound(err) {
 			return "", nil
 		}

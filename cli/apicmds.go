@@ -7,8 +7,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
 )
 
 // OrThen returns err if it is set, else the result of then.
@@ -90,25 +87,21 @@ func StatusAPI(ctx context.Context, w io.Writer, f APIOptions, only []string, li
 	if err != nil {
 		return err
 	}
-	var st api.Status
-	raw, err := c.Call(ctx, http.MethodGet, "/api/v1/status", nil)
+	st, raw, err := c.Status(ctx)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return err
-	}
-	var pipelines []api.PipelineItem
-	list := "/api/v1/pipelines"
+	name := ""
 	if len(only) == 1 {
 		// One pipeline: its summary says whether it exists (the API
 		// answers with a suggestion), and the list is read for it alone.
-		if _, err := c.Call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(only[0])+"?summary=true", nil); err != nil {
+		if _, err := c.PipelineSummary(ctx, only[0]); err != nil {
 			return err
 		}
-		list += "?name=" + url.QueryEscape(only[0])
+		name = only[0]
 	}
-	if err := c.Get(ctx, list, &pipelines); err != nil {
+	pipelines, err := c.Pipelines(ctx, name)
+	if err != nil {
 		return err
 	}
 	type runs = []api.RunView
@@ -117,8 +110,8 @@ func StatusAPI(ctx context.Context, w io.Writer, f APIOptions, only []string, li
 		if len(only) == 1 && p.Name != only[0] {
 			continue
 		}
-		var rs runs
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?recent=true&limit=%d", url.PathEscape(p.Name), limit), &rs); err != nil {
+		rs, err := c.RecentRuns(ctx, p.Name, limit)
+		if err != nil {
 			return err
 		}
 		all[p.Name] = rs
@@ -161,13 +154,12 @@ func HistoryAPI(ctx context.Context, w io.Writer, f APIOptions, task string, lim
 	if err != nil {
 		return err
 	}
-	q := fmt.Sprintf("?task=%s&newest=true&limit=%d", url.QueryEscape(task), min(limit, 1000))
-	var hs []store.HistoryRow
-	if err := c.Get(ctx, "/api/v1/history"+q, &hs); err != nil {
+	hs, err := c.History(ctx, task, min(limit, 1000))
+	if err != nil {
 		return err
 	}
-	var acts []store.Action
-	if err := c.Get(ctx, "/api/v1/actions"+q, &acts); err != nil {
+	acts, err := c.Actions(ctx, task, min(limit, 1000))
+	if err != nil {
 		return err
 	}
 	if f.JSON {
@@ -190,13 +182,9 @@ func Executors(ctx context.Context, w io.Writer, f APIOptions) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodGet, "/api/v1/executors", nil)
+	exs, raw, err := c.Executors(ctx)
 	if err != nil || f.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
-	}
-	var exs []api.ExecutorView
-	if err := json.Unmarshal(raw, &exs); err != nil {
-		return err
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ADDRESS\tSTATE\tLAST HEARTBEAT\tTASKS")
@@ -231,13 +219,9 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 	}
 	changed := ch.Global != nil || len(ch.Groups) > 0 || ch.MaxRunning != nil || len(ch.GroupMaxRunning) > 0
 	if !changed {
-		raw, err := c.Call(ctx, http.MethodGet, "/api/v1/limits", nil)
+		l, raw, err := c.Limits(ctx)
 		if err != nil || f.JSON {
 			return OrThen(err, func() error { return PrintJSON(w, raw) })
-		}
-		var l api.LimitsView
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return err
 		}
 		fmt.Fprintf(w, "global: %s, at most %s local attempts at once\n", rate(l.Limits.Global), running(l.Limits.MaxRunning))
 		names := slices.Sorted(maps.Keys(l.Limits.Groups))
@@ -253,15 +237,11 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 		fmt.Fprintf(w, "(from the %s)\n", l.Source)
 		return nil
 	}
-	body := map[string]any{"reason": ch.Reason}
+	body := api.LimitsChange{Reason: ch.Reason, Global: ch.Global, MaxRunning: ch.MaxRunning}
 	if ch.Global != nil {
 		if err := finiteRate("--global", "", *ch.Global); err != nil {
 			return err
 		}
-		body["global"] = *ch.Global
-	}
-	if ch.MaxRunning != nil {
-		body["max_running"] = *ch.MaxRunning
 	}
 	if len(ch.Groups) > 0 {
 		gs := map[string]float64{}
@@ -276,7 +256,7 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 			}
 			gs[name] = r
 		}
-		body["groups"] = gs
+		body.Groups = gs
 	}
 	if len(ch.GroupMaxRunning) > 0 {
 		gs := map[string]int{}
@@ -288,14 +268,12 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 			}
 			gs[name] = n
 		}
-		body["group_max_running"] = gs
+		body.GroupMaxRunning = gs
 	}
-	raw, err := c.Call(ctx, http.MethodPut, "/api/v1/limits", body)
+	res, raw, err := c.SetLimits(ctx, body)
 	if err != nil || f.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
 	}
-	var res api.Result
-	_ = json.Unmarshal(raw, &res)
 	_, err = fmt.Fprintln(w, res.Result)
 	return err
 }
@@ -320,13 +298,9 @@ func Explain(ctx context.Context, w io.Writer, f APIOptions, task string) error 
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t)+"/explain"+map[bool]string{true: "?utc=true"}[f.UTC], nil)
+	x, raw, err := c.Explain(ctx, p, t, f.UTC)
 	if err != nil || f.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
-	}
-	var x engine.Explanation
-	if err := json.Unmarshal(raw, &x); err != nil {
-		return err
 	}
 	loc, err := api.ZoneOf(ctx, c, p, f.UTC)
 	if err != nil {

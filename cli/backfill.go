@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -345,12 +343,8 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		return Usage("give --from and --to")
 	}
 	req.DryRun = f.DryRun
-	raw, err := c.Call(ctx, http.MethodPost, "/api/v1/backfills", req)
+	res, raw, err := c.StartBackfill(ctx, req)
 	if err != nil {
-		return err
-	}
-	var res api.BackfillPlan
-	if err := json.Unmarshal(raw, &res); err != nil {
 		return err
 	}
 	if f.DryRun {
@@ -386,12 +380,10 @@ func ResumeBackfillAPI(ctx context.Context, out io.Writer, f BackfillOptions, ar
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/resume", id), map[string]any{})
+	res, raw, err := c.ResumeBackfill(ctx, id)
 	if err != nil || (f.API.JSON && f.Detach) {
 		return OrThen(err, func() error { return PrintJSON(out, raw) })
 	}
-	var res api.Result
-	_ = json.Unmarshal(raw, &res)
 	fmt.Fprintln(out, res.Result)
 	if f.Detach {
 		fmt.Fprintf(out, "follow it with: ax backfill status %d\n", id)
@@ -407,8 +399,8 @@ func followAPI(ctx context.Context, out io.Writer, c *api.Client, id int64) erro
 	defer tick.Stop()
 	last := ""
 	for {
-		var v api.BackfillView
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/backfills/%d", id), &v); err != nil {
+		v, _, err := c.Backfill(ctx, id)
+		if err != nil {
 			return err
 		}
 		line := Progress(v.Backfill, time.Since(start)) + InstancesLine(v.Instances)
@@ -441,13 +433,9 @@ func BackfillStatusAPI(ctx context.Context, out io.Writer, f APIOptions, arg str
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/backfills/%d", id), nil)
+	v, raw, err := c.Backfill(ctx, id)
 	if err != nil || f.JSON {
 		return OrThen(err, func() error { return PrintJSON(out, raw) })
-	}
-	var v api.BackfillView
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return err
 	}
 	fmt.Fprintln(out, Progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))+InstancesLine(v.Instances))
 	if v.Error != "" {
@@ -487,13 +475,9 @@ func ListBackfills(ctx context.Context, w io.Writer, viaStore bool, target strin
 			return err
 		}
 		zs = api.APIZones(ctx, c, af.UTC)
-		raw, err := c.Call(ctx, http.MethodGet, "/api/v1/backfills", nil)
+		views, raw, err := c.Backfills(ctx)
 		if err != nil || af.JSON {
 			return OrThen(err, func() error { return PrintJSON(w, raw) })
-		}
-		var views []api.BackfillView
-		if err := json.Unmarshal(raw, &views); err != nil {
-			return err
 		}
 		for _, v := range views {
 			bs = append(bs, v.Backfill)
@@ -531,12 +515,10 @@ func CancelBackfill(ctx context.Context, w io.Writer, af APIOptions, arg string)
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/cancel", id), map[string]any{})
+	res, raw, err := c.CancelBackfill(ctx, id)
 	if err != nil || af.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
 	}
-	var res api.Result
-	_ = json.Unmarshal(raw, &res)
 	_, err = fmt.Fprintln(w, res.Result)
 	return err
 }

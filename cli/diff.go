@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -48,8 +47,8 @@ func Diff(ctx context.Context, out, errOut io.Writer, paths []string, popts defs
 	if err != nil {
 		return err
 	}
-	var running api.ReloadView
-	if err := c.Get(ctx, "/api/v1/reload", &running); err != nil {
+	running, err := c.Reload(ctx, nil)
+	if err != nil {
 		return err
 	}
 	old := running.Running
@@ -121,9 +120,8 @@ func onlyPipelines(fp engine.Fingerprints, g *dag.Graph) engine.Fingerprints {
 func fieldChanges(ctx context.Context, c *api.Client, g *dag.Graph, d engine.Diff, schedules map[string]engine.ScheduleDef) ([]engine.Change, error) {
 	var out []engine.Change
 	for ids := range slices.Chunk(d.Changed, api.MaxDefinitions) {
-		q := url.Values{"task": ids}
-		var v api.ReloadView
-		if err := c.Get(ctx, "/api/v1/reload?"+q.Encode(), &v); err != nil {
+		v, err := c.Reload(ctx, ids)
+		if err != nil {
 			return nil, err
 		}
 		for _, id := range ids {

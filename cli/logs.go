@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,15 +18,13 @@ import (
 func noLogWhy(ctx context.Context, c *api.Client, task string, run int64) error {
 	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
 	if run != 0 {
-		var ins []axtype.Instance
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
+		if ins, err := c.Instances(ctx, api.InstanceQuery{Run: run, Limit: 1}); err == nil && len(ins) == 0 {
 			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
 		}
 		return fmt.Errorf("%s has no instance that ran in run %d: no log (ax status %s shows its state)", task, run, task)
 	}
 	p, t, _ := SplitTask(task)
-	var info api.TaskDetail
-	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t), &info); err == nil {
+	if info, err := c.Task(ctx, p, t); err == nil {
 		// No instance that ran is left, yet the summary kept what retention
 		// pruned (every instance, or a last executor only pruned ones had).
 		if s := info.Summary; s.Pruned != nil || s.LastExecutor != "" {
@@ -52,12 +47,8 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 		// The instance of the task's latest attempt, however many newer
 		// ones have not run (scheduled ahead, paused, failed behind an
 		// upstream), and an older one rerun after a newer one ran.
-		q := url.Values{"task": {task}, "ran": {"true"}, "order": {"started"}, "limit": {"1"}}
-		if run != 0 {
-			q.Set("run", strconv.FormatInt(run, 10))
-		}
-		var ins []axtype.Instance
-		if err := c.Get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
+		ins, err := c.Instances(ctx, api.InstanceQuery{Task: task, Run: run, Ran: true, Started: true, Limit: 1})
+		if err != nil {
 			return err
 		}
 		if len(ins) > 0 {
@@ -67,23 +58,14 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 			return Fail(noLogWhy(ctx, c, task, run))
 		}
 	}
-	q := url.Values{"task": {task}}
-	if attempt > 0 {
-		q.Set("attempt", strconv.Itoa(attempt))
-	}
-	path := fmt.Sprintf("/api/v1/instances/%d/logs?", instance)
 	pipeline, _, _ := SplitTask(task)
 	loc, err := api.ZoneOf(ctx, c, pipeline, f.UTC)
 	if err != nil {
 		return err
 	}
 	if !follow {
-		raw, err := c.Call(ctx, http.MethodGet, path+q.Encode(), nil)
+		p, raw, err := c.Logs(ctx, instance, task, attempt)
 		if err != nil {
-			return err
-		}
-		var p api.LogPage
-		if err := json.Unmarshal(raw, &p); err != nil {
 			return err
 		}
 		if f.JSON {
@@ -95,10 +77,9 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 		}
 		return attemptExit(p.LogHeader)
 	}
-	q.Set("follow", "true")
 	var last api.LogHeader // how the attempt stands: the header, then its end
 	ended := false         // the header said how the attempt ended: its end event says it again
-	err = c.Stream(ctx, path+q.Encode(), func(raw []byte) error {
+	err = c.FollowLogs(ctx, instance, task, attempt, func(raw []byte) error {
 		var ev api.LogEvent
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			return fmt.Errorf("malformed log stream from the server: %w", err)

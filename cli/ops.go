@@ -3,12 +3,9 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -34,85 +31,6 @@ type OpOptions struct {
 	ViaStore func() bool
 }
 
-// OpRoute is the API endpoint and body of an operation.
-func OpRoute(op Op) (string, map[string]any, error) {
-	body := map[string]any{"reason": op.Reason}
-	esc := url.PathEscape
-	task := func(target, verb string) (string, map[string]any, error) {
-		p, t, err := SplitTask(target)
-		if err != nil {
-			return "", nil, err
-		}
-		return "/api/v1/pipelines/" + esc(p) + "/tasks/" + esc(t) + "/" + verb, body, nil
-	}
-	pause := func(scope store.PauseScope, target, verb string) (string, map[string]any, error) {
-		switch scope {
-		case store.ScopeGroup:
-			return "/api/v1/groups/" + esc(target) + "/" + verb, body, nil
-		case store.ScopePipeline:
-			return "/api/v1/pipelines/" + esc(target) + "/" + verb, body, nil
-		}
-		return task(target, verb)
-	}
-	switch r := op.Req.(type) {
-	case engine.Pause:
-		return pause(r.Scope, r.Target, r.Verb())
-	case engine.Resume:
-		return pause(r.Scope, r.Target, r.Verb())
-	case engine.Trigger:
-		if op.AtText != "" {
-			body["at"] = op.AtText
-		}
-		if len(r.Params) > 0 {
-			body["params"] = r.Params
-		}
-		if r.Hold {
-			body["hold"] = true
-		}
-		if !strings.Contains(r.Target, ".") {
-			return "/api/v1/pipelines/" + esc(r.Target) + "/trigger", body, nil
-		}
-		body["downstream"] = r.Downstream
-		return task(r.Target, r.Verb())
-	case engine.Mark:
-		body["state"] = strings.ToLower(string(r.State))
-		if r.Instance != 0 {
-			return fmt.Sprintf("/api/v1/instances/%d/mark", r.Instance), body, nil
-		}
-		if r.Run != 0 {
-			body["run"] = r.Run
-		}
-		if op.AtText != "" {
-			body["at"] = op.AtText
-		}
-		return task(r.Target, r.Verb())
-	case engine.Kill:
-		if r.Instance != 0 {
-			return fmt.Sprintf("/api/v1/instances/%d/kill", r.Instance), body, nil
-		}
-		return task(r.Target, r.Verb())
-	case engine.Rerun:
-		if r.Hold {
-			body["hold"] = true
-		}
-		switch {
-		case r.Instance != 0:
-			return fmt.Sprintf("/api/v1/instances/%d/rerun", r.Instance), body, nil
-		case r.Run != 0:
-			return fmt.Sprintf("/api/v1/runs/%d/rerun", r.Run), body, nil
-		}
-		return task(r.Target, r.Verb())
-	case engine.Cancel:
-		return fmt.Sprintf("/api/v1/runs/%d/cancel", r.Run), body, nil
-	case engine.ApproveBackfill:
-		if r.Hold {
-			body["hold"] = true
-		}
-		return fmt.Sprintf("/api/v1/backfills/%d/approve", r.Backfill), body, nil
-	}
-	return "", nil, fmt.Errorf("ax: %s has no API route here", op.Req.Verb())
-}
-
 // Op is an operation as the CLI has it: --at stays as written, for the
 // server to read in the pipeline's zone.
 type Op struct {
@@ -127,21 +45,17 @@ func SubmitAPI(ctx context.Context, w io.Writer, f OpOptions, op Op) error {
 	if err != nil {
 		return err
 	}
-	op.Reason = f.Reason
-	path, body, err := OpRoute(op)
-	if err != nil {
+	res, raw, err := c.Apply(ctx, op.Req, op.AtText, f.Reason)
+	var bad *api.BadTargetError
+	switch {
+	case errors.As(err, &bad):
+		return Usage("%v", err)
+	case err != nil && raw != nil:
+		return Fail(err) // an answer that is not a result
+	case err != nil:
 		return err
-	}
-	raw, err := c.Call(ctx, http.MethodPost, path, body)
-	if err != nil {
-		return err
-	}
-	if f.API.JSON {
+	case f.API.JSON:
 		return PrintJSON(w, raw)
-	}
-	var res api.Result
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return Fail(fmt.Errorf("unexpected answer from %s: %s", path, raw))
 	}
 	_, err = fmt.Fprintln(w, res.Result)
 	return err

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/ax-sched/ax/api"
@@ -19,21 +17,13 @@ func PruneAPI(ctx context.Context, w io.Writer, f APIOptions, dry bool, retain s
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
+	var rep api.PruneReport
 	if dry {
-		q := ""
-		if retain != "" {
-			q = "?" + url.Values{"retain": {retain}}.Encode()
-		}
-		raw, err = c.Call(ctx, http.MethodGet, "/api/v1/prune"+q, nil)
+		rep, err = c.PruneDry(ctx, retain)
 	} else {
-		raw, err = c.Call(ctx, http.MethodPost, "/api/v1/prune", struct{}{})
+		rep, err = c.PruneNow(ctx)
 	}
 	if err != nil {
-		return err
-	}
-	var rep api.PruneReport
-	if err := json.Unmarshal(raw, &rep); err != nil {
 		return err
 	}
 	return WritePrune(w, f.JSON, rep)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -235,15 +234,13 @@ func taskStatusAPI(ctx context.Context, w io.Writer, af APIOptions, task string,
 	if err != nil {
 		return err
 	}
-	var ins []axtype.Instance
-	if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?task=%s&limit=%d", url.QueryEscape(task), limit), &ins); err != nil {
+	ins, err := c.Instances(ctx, api.InstanceQuery{Task: task, Limit: limit})
+	if err != nil {
 		return err
 	}
 	p, _, _ := SplitTask(task)
-	var pl struct {
-		Timezone string `json:"timezone"`
-	}
-	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"?summary=true", &pl); err != nil {
+	pl, err := c.PipelineSummary(ctx, p)
+	if err != nil {
 		return err
 	}
 	loc, err := api.PipelineZone(pl.Timezone, af.UTC)

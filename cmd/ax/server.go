@@ -383,7 +383,7 @@ type apiServer struct {
 // function stops both.
 func serveAPI(ctx context.Context, s apiServer) (stop func()) {
 	// Executors report results asynchronously to this API.
-	web := s.execs[defs.ExecHTTP].(*runner.Routed).WithCallback(s.self + "/api/v1/results").WithToken(s.execToken)
+	web := s.execs[defs.ExecHTTP].(*runner.Routed).WithCallback(s.self + api.ResultsPath).WithToken(s.execToken)
 	s.execs[defs.ExecHTTP] = web
 	mux := api.Handler(api.Config{Store: s.st, Graph: s.g, Engine: s.eng, Reload: s.rl, Gather: s.reg, Registerer: s.reg, Token: s.token, ExecToken: s.execToken,
 		WhoIs: func(ctx context.Context, address string) (string, error) {
