@@ -11,11 +11,11 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// BadTargetError says that a request names its task otherwise than as
-// PIPELINE.TASK.
-type BadTargetError struct{ Target string }
+// UsageError is a request refused before it was sent or queued: the
+// caller named something wrongly (a usage error of the command).
+type UsageError struct{ Msg string }
 
-func (e *BadTargetError) Error() string { return fmt.Sprintf("%q: write PIPELINE.TASK", e.Target) }
+func (e *UsageError) Error() string { return e.Msg }
 
 // Apply sends an operator's request to its route (POST) with reason, and
 // at (a logical time as the operator wrote it, read by the server in the
@@ -34,7 +34,7 @@ func opRoute(req engine.Request, at, reason string) (string, []any, map[string]a
 	task := func(target, verb string) (string, []any, map[string]any, error) {
 		p, t, ok := strings.Cut(target, ".")
 		if !ok || p == "" || t == "" {
-			return "", nil, nil, &BadTargetError{Target: target}
+			return "", nil, nil, &UsageError{Msg: fmt.Sprintf("%q: write PIPELINE.TASK", target)}
 		}
 		return "/api/v1/pipelines/{pipeline}/tasks/{task}/" + verb, []any{p, t}, body, nil
 	}

@@ -129,9 +129,10 @@ func (c *Client) Instances(ctx context.Context, iq InstanceQuery) ([]axtype.Inst
 	return v, err
 }
 
-// newest is the query of a task's newest limit log entries.
+// newest is the query of a task's newest limit log entries (at most the
+// 1000 the API answers at once).
 func newest(task string, limit int) url.Values {
-	return url.Values{"task": {task}, "newest": {"true"}, "limit": {strconv.Itoa(limit)}}
+	return url.Values{"task": {task}, "newest": {"true"}, "limit": {strconv.Itoa(min(limit, 1000))}}
 }
 
 // History is GET /api/v1/history: a task's newest limit transitions,
@@ -237,3 +238,9 @@ func (c *Client) CancelBackfill(ctx context.Context, id int64) (Result, json.Raw
 func (c *Client) ResumeBackfill(ctx context.Context, id int64) (Result, json.RawMessage, error) {
 	return call[Result](ctx, c, http.MethodPost, "/api/v1/backfills/{id}/resume", nil, map[string]any{}, id)
 }
+
+// Where names the server the client calls.
+func (c *Client) Where() string { return c.base }
+
+// Zones reads the pipelines' zones from the API (APIZones).
+func (c *Client) Zones(ctx context.Context, utc bool) *Zones { return APIZones(ctx, c, utc) }

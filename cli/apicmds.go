@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -79,100 +78,6 @@ func WriteExplanation(w io.Writer, x engine.Explanation, loc *time.Location) err
 		fmt.Fprintln(w, "\n(answered by a standby: the queue, token bucket and breaker are the primary's)")
 	}
 	return nil
-}
-
-// StatusAPI prints what WriteStatus prints, from the API.
-func StatusAPI(ctx context.Context, w io.Writer, f APIOptions, only []string, limit int) error {
-	c, err := NewAPIClient(f.Server)
-	if err != nil {
-		return err
-	}
-	st, raw, err := c.Status(ctx)
-	if err != nil {
-		return err
-	}
-	name := ""
-	if len(only) == 1 {
-		// One pipeline: its summary says whether it exists (the API
-		// answers with a suggestion), and the list is read for it alone.
-		if _, err := c.PipelineSummary(ctx, only[0]); err != nil {
-			return err
-		}
-		name = only[0]
-	}
-	pipelines, err := c.Pipelines(ctx, name)
-	if err != nil {
-		return err
-	}
-	type runs = []api.RunView
-	all := map[string]runs{}
-	for _, p := range pipelines {
-		if len(only) == 1 && p.Name != only[0] {
-			continue
-		}
-		rs, err := c.RecentRuns(ctx, p.Name, limit)
-		if err != nil {
-			return err
-		}
-		all[p.Name] = rs
-	}
-	if f.JSON {
-		return json.NewEncoder(w).Encode(map[string]any{"status": json.RawMessage(raw), "runs": all})
-	}
-	var b strings.Builder
-	switch {
-	case st.Lease == nil:
-		b.WriteString("scheduler: never started on this store\n")
-	case st.Lease.Held:
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease held until %s); %s answered as %s\n", st.Lease.Holder, st.Lease.Epoch,
-			api.Stamp(st.Lease.ExpiresAt, time.UTC), c.Base(), st.Role)
-	default:
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", st.Lease.Holder, st.Lease.Epoch, api.Stamp(st.Lease.ExpiresAt, time.UTC))
-	}
-	for _, p := range pipelines {
-		rs, ok := all[p.Name]
-		if !ok {
-			continue
-		}
-		loc, err := api.PipelineZone(p.Timezone, f.UTC)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
-		WriteRuns(&b, rs, p.RecentFailure, limit, loc)
-	}
-	_, err = io.WriteString(w, b.String())
-	return err
-}
-
-// HistoryAPI prints a task's history from the API.
-func HistoryAPI(ctx context.Context, w io.Writer, f APIOptions, task string, limit int) error {
-	if _, _, err := SplitTask(task); err != nil {
-		return err
-	}
-	c, err := NewAPIClient(f.Server)
-	if err != nil {
-		return err
-	}
-	hs, err := c.History(ctx, task, min(limit, 1000))
-	if err != nil {
-		return err
-	}
-	acts, err := c.Actions(ctx, task, min(limit, 1000))
-	if err != nil {
-		return err
-	}
-	if f.JSON {
-		return json.NewEncoder(w).Encode(map[string]any{"history": hs, "actions": acts})
-	}
-	slices.Reverse(hs) // asked newest first; merged oldest first, in id order within a millisecond
-	slices.Reverse(acts)
-	p, _, _ := SplitTask(task)
-	loc, err := api.ZoneOf(ctx, c, p, f.UTC)
-	if err != nil {
-		return err
-	}
-	return printHistory(w, historyLines(hs, acts), limit, loc)
 }
 
 // Executors lists the registered executors: tasks, last heartbeat, and why

@@ -15,6 +15,7 @@ import (
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/direct"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
@@ -424,40 +425,29 @@ func followAPI(ctx context.Context, out io.Writer, c *api.Client, id int64) erro
 	}
 }
 
-func BackfillStatusAPI(ctx context.Context, out io.Writer, f APIOptions, arg string) error {
+// BackfillStatus prints a backfill's progress, from the API or, viaStore,
+// from the store at target.
+func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, arg string) error {
 	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil {
 		return Usage("%q is not a backfill id", arg)
 	}
-	c, err := NewAPIClient(f.Server)
+	s, done, err := Connect(ctx, af, Where{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}
-	v, raw, err := c.Backfill(ctx, id)
-	if err != nil || f.JSON {
-		return OrThen(err, func() error { return PrintJSON(out, raw) })
+	defer done()
+	v, raw, err := s.Backfill(ctx, id)
+	if err != nil || (af.JSON && raw != nil) {
+		return OrThen(asked(err), func() error { return PrintJSON(w, raw) })
 	}
-	fmt.Fprintln(out, Progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))+InstancesLine(v.Instances))
+	line := Progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))
+	if raw != nil {
+		line += InstancesLine(v.Instances) // counted by the server, which knows the manual gates
+	}
+	fmt.Fprintln(w, line)
 	if v.Error != "" {
-		fmt.Fprintln(out, v.Error)
-	}
-	return nil
-}
-
-// BackfillStatus prints a backfill's progress, from the API or, viaStore,
-// from the store at target.
-func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, arg string) error {
-	if !viaStore {
-		return BackfillStatusAPI(ctx, w, af, arg)
-	}
-	st, b, err := OpenBackfill(ctx, target, arg)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	fmt.Fprintln(w, Progress(b, b.UpdatedAt.Sub(b.CreatedAt)))
-	if b.Error != "" {
-		fmt.Fprintln(w, b.Error)
+		fmt.Fprintln(w, v.Error)
 	}
 	return nil
 }
@@ -465,37 +455,19 @@ func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target stri
 // ListBackfills lists backfills, newest first, from the API or, viaStore,
 // from the store at target.
 func ListBackfills(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions) error {
-	var (
-		bs []store.Backfill
-		zs *api.Zones
-	)
-	if !viaStore {
-		c, err := NewAPIClient(af.Server)
-		if err != nil {
-			return err
-		}
-		zs = api.APIZones(ctx, c, af.UTC)
-		views, raw, err := c.Backfills(ctx)
-		if err != nil || af.JSON {
-			return OrThen(err, func() error { return PrintJSON(w, raw) })
-		}
-		for _, v := range views {
-			bs = append(bs, v.Backfill)
-		}
-	} else {
-		st, err := store.Open(ctx, target, store.Options{Existing: true})
-		if err != nil {
-			return Fail(err)
-		}
-		defer st.Close()
-		zs = api.StoreZones(ctx, st, af.UTC)
-		if bs, err = st.Backfills(ctx, 0); err != nil { // newest first
-			return Fail(err)
-		}
+	s, done, err := Connect(ctx, af, Where{ViaStore: viaStore, Store: target})
+	if err != nil {
+		return err
 	}
+	defer done()
+	views, raw, err := s.Backfills(ctx)
+	if err != nil || (af.JSON && raw != nil) {
+		return OrThen(asked(err), func() error { return PrintJSON(w, raw) })
+	}
+	zs := s.Zones(ctx, af.UTC)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATE\tRUNS\tFAILED\tBY\tCREATED")
-	for _, b := range bs {
+	for _, b := range views {
 		loc, err := zs.Of(b.Pipeline)
 		if err != nil {
 			return err
@@ -554,7 +526,7 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 		return err
 	}
 	defer sa.stop()
-	res, err := QueueRequest(ctx, st, engine.ResumeBackfill{Backfill: id}, engine.By{Actor: Actor(), Reason: "ax backfill resume"}, f.Wait)
+	res, err := direct.QueueRequest(ctx, st, engine.ResumeBackfill{Backfill: id}, engine.By{Actor: Actor(), Reason: "ax backfill resume"}, f.Wait)
 	if err != nil {
 		return err
 	}

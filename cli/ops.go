@@ -1,21 +1,15 @@
 package cli
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 // OpOptions are the flags every operation command takes. By default the
@@ -39,28 +33,6 @@ type Op struct {
 	Reason string
 }
 
-// SubmitAPI sends op to the admin API and prints what the scheduler did.
-func SubmitAPI(ctx context.Context, w io.Writer, f OpOptions, op Op) error {
-	c, err := NewAPIClient(f.API.Server)
-	if err != nil {
-		return err
-	}
-	res, raw, err := c.Apply(ctx, op.Req, op.AtText, f.Reason)
-	var bad *api.BadTargetError
-	switch {
-	case errors.As(err, &bad):
-		return Usage("%v", err)
-	case err != nil && raw != nil:
-		return Fail(err) // an answer that is not a result
-	case err != nil:
-		return err
-	case f.API.JSON:
-		return PrintJSON(w, raw)
-	}
-	_, err = fmt.Fprintln(w, res.Result)
-	return err
-}
-
 func Actor() string {
 	if u := os.Getenv("USER"); u != "" {
 		return "operator:" + u
@@ -81,190 +53,28 @@ func SubmitOp(ctx context.Context, w io.Writer, f OpOptions, cop Op) error {
 	if err := engine.CheckRequest(cop.Req, engine.By{Actor: Actor(), Reason: f.Reason}); err != nil {
 		return Usage("%s", strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
 	}
-	if !f.ViaStore() {
-		return SubmitAPI(ctx, w, f, cop)
-	}
-	op := cop.Req
-	if cop.AtText != "" {
-		at, err := time.Parse(time.RFC3339, cop.AtText)
-		if err != nil {
-			return Usage("--at %q: with --store give RFC 3339 with an offset (2026-03-01T02:00:00+08:00); the API reads other forms in the pipeline's zone", cop.AtText)
-		}
-		switch r := op.(type) {
-		case engine.Trigger:
-			r.At, op = at, r
-		case engine.Mark:
-			r.At, op = at, r
-		}
-	}
-	st, err := store.Open(ctx, f.Store, store.Options{Existing: true})
-	if err != nil {
-		return Fail(err)
-	}
-	defer st.Close()
-	if err := CheckTarget(ctx, st, op); err != nil {
-		return Fail(err)
-	}
-	res, err := QueueRequest(ctx, st, op, engine.By{Actor: Actor(), Reason: f.Reason}, f.Wait)
+	s, done, err := Connect(ctx, f.API, Where{ViaStore: f.ViaStore(), Store: f.Store, Wait: f.Wait})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, res)
+	defer done()
+	res, raw, err := s.Apply(ctx, cop.Req, cop.AtText, f.Reason)
+	if err != nil || (f.API.JSON && raw != nil) {
+		return OrThen(asked(err), func() error { return PrintJSON(w, raw) })
+	}
+	_, err = fmt.Fprintln(w, res.Result)
 	return err
 }
 
-// QueueRequest queues req made by by (QueueOp) and waits for its outcome.
-func QueueRequest(ctx context.Context, st *store.Store, req engine.Request, by engine.By, wait time.Duration) (string, error) {
-	verb, args, err := engine.EncodeRequest(req, by)
-	if err != nil {
-		return "", Fail(err)
-	}
-	_, target := opTarget(req)
-	return QueueOp(ctx, st, store.Op{Kind: verb, Target: target, Args: string(args), Actor: by.Actor, Reason: by.Reason}, wait)
-}
-
-// opTarget says what a request acts on: the scope and name of a task,
-// pipeline or group (scope is empty for a run's task or a pipeline to
-// trigger), or else the instance, run or backfill, as the queue shows it.
-func opTarget(req engine.Request) (scope store.PauseScope, target string) {
-	byID := func(what string, id int64) string { return what + " " + strconv.FormatInt(id, 10) }
-	switch r := req.(type) {
-	case engine.Pause:
-		return r.Scope, r.Target
-	case engine.Resume:
-		return r.Scope, r.Target
-	case engine.Trigger:
-		if !strings.Contains(r.Target, ".") {
-			return store.ScopePipeline, r.Target
-		}
-		return store.ScopeTask, r.Target
-	case engine.Kill:
-		if r.Instance != 0 {
-			return "", byID("instance", r.Instance)
-		}
-		return store.ScopeTask, r.Target
-	case engine.Rerun:
-		switch {
-		case r.Instance != 0:
-			return "", byID("instance", r.Instance)
-		case r.Run != 0:
-			return "", byID("run", r.Run)
-		}
-		return store.ScopeTask, r.Target
-	case engine.Mark:
-		if r.Instance != 0 {
-			return "", byID("instance", r.Instance)
-		}
-		return store.ScopeTask, r.Target
-	case engine.Cancel:
-		return "", byID("run", r.Run)
-	case engine.CancelBackfill:
-		return "", byID("backfill", r.Backfill)
-	case engine.ResumeBackfill:
-		return "", byID("backfill", r.Backfill)
-	case engine.ApproveBackfill:
-		return "", byID("backfill", r.Backfill)
-	}
-	return "", ""
-}
-
-// QueueOp queues a request in the store for the primary scheduler to apply
-// (the one way --store reaches the engine: nothing here writes state), and
-// waits for its outcome. A request no scheduler claimed within wait is
-// withdrawn, so that it cannot surprise anyone later; one the scheduler
-// claimed is applied whatever happens, so it is waited for a while longer,
-// and never reported withdrawn.
-func QueueOp(ctx context.Context, st *store.Store, o store.Op, wait time.Duration) (string, error) {
-	id, err := st.EnqueueOp(ctx, o, time.Now())
-	if err != nil {
-		return "", Fail(err)
-	}
-	deadline, claimed := time.Now().Add(wait), false
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		got, err := st.GetOp(ctx, id)
-		if err != nil {
-			return "", Fail(err)
-		}
-		switch got.State {
-		case store.OpDone:
-			return got.Result, nil
-		case store.OpFailed:
-			return "", Fail(fmt.Errorf("%s %s: %s", o.Kind, o.Target, got.Error))
-		}
-		if time.Now().After(deadline) {
-			if claimed {
-				return "", Fail(fmt.Errorf("%s %s: the scheduler took it (request %d) but recorded no outcome within %s: ax history or the action log shows what it did", o.Kind, o.Target, id, 2*wait))
-			}
-			err := st.WithdrawOp(ctx, id, fmt.Sprintf("withdrawn: no scheduler applied it within %s", wait), time.Now())
-			switch {
-			case errors.Is(err, store.ErrConflict): // claimed just now: wait for its outcome
-				deadline, claimed = time.Now().Add(wait), true
-			case err != nil:
-				return "", Fail(fmt.Errorf("%s %s: no scheduler applied it within %s, and withdrawing it failed: %w", o.Kind, o.Target, wait, err))
-			default:
-				return "", Fail(fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", o.Kind, o.Target, wait, st))
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-tick.C:
-		}
-	}
-}
-
-// CheckTarget refuses an unknown task, pipeline or group before anything is
-// queued, with a suggestion.
-func CheckTarget(ctx context.Context, st *store.Store, op engine.Request) error {
-	scope, target := opTarget(op)
-	if scope == "" || target == "" {
-		return nil
-	}
-	return checkName(ctx, st, scope, target)
-}
-
-// checkName refuses an unknown task, pipeline or group (scope, name).
-func checkName(ctx context.Context, st *store.Store, scope store.PauseScope, name string) error {
-	tasks, err := st.Tasks(ctx, store.TaskFilter{})
-	if err != nil {
-		return err
-	}
-	var names []string
-	found := false
-	for _, t := range tasks {
-		var n string
-		switch scope {
-		case store.ScopeGroup:
-			n = t.Group
-		case store.ScopePipeline:
-			n = t.Pipeline
-		default:
-			n = t.ID
-		}
-		names = append(names, n)
-		found = found || n == name
-	}
-	if found {
-		return nil
-	}
-	kind := cmp.Or(string(scope), "task")
-	if len(tasks) == 0 {
-		return fmt.Errorf("no %s %q: the store has no pipelines yet (has ax server run on it?)", kind, name)
-	}
-	return fmt.Errorf("no %s %q%s", kind, name, defs.DidYouMean(name, slices.Compact(names)))
-}
-
 // PauseTarget reads `pipeline.task`, `pipeline` or --group NAME.
-func PauseTarget(args []string, group string) (store.PauseScope, string, error) {
+func PauseTarget(args []string, group string) (axtype.PauseScope, string, error) {
 	switch {
 	case group != "" && len(args) == 0:
-		return store.ScopeGroup, group, nil
+		return axtype.ScopeGroup, group, nil
 	case group == "" && len(args) == 1 && strings.Contains(args[0], "."):
-		return store.ScopeTask, args[0], nil
+		return axtype.ScopeTask, args[0], nil
 	case group == "" && len(args) == 1:
-		return store.ScopePipeline, args[0], nil
+		return axtype.ScopePipeline, args[0], nil
 	}
 	return "", "", Usage("give PIPELINE.TASK, PIPELINE, or --group NAME")
 }

@@ -9,16 +9,6 @@ import (
 	sq "github.com/Masterminds/squirrel"
 )
 
-// PauseScope is what a pause covers (R18).
-type PauseScope string
-
-// Pause scopes.
-const (
-	ScopeTask     PauseScope = "task"     // name is `pipeline.task`
-	ScopeGroup    PauseScope = "group"    // name is the group
-	ScopePipeline PauseScope = "pipeline" // name is the pipeline
-)
-
 // Pause is a stored pause: it survives restarts.
 type Pause struct {
 	Scope  PauseScope `json:"scope"`
