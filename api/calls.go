@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
 )
 
 // The methods below are the typed face of the admin API: one per route of
@@ -90,12 +88,12 @@ func (c *Client) Task(ctx context.Context, pipeline, task string) (TaskDetail, e
 }
 
 // Explain is GET /api/v1/pipelines/{pipeline}/tasks/{task}/explain.
-func (c *Client) Explain(ctx context.Context, pipeline, task string, utc bool) (engine.Explanation, json.RawMessage, error) {
+func (c *Client) Explain(ctx context.Context, pipeline, task string, utc bool) (axtype.Explanation, json.RawMessage, error) {
 	q := url.Values{}
 	if utc {
 		q.Set("utc", "true")
 	}
-	return call[engine.Explanation](ctx, c, http.MethodGet, "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", q, nil, pipeline, task)
+	return call[axtype.Explanation](ctx, c, http.MethodGet, "/api/v1/pipelines/{pipeline}/tasks/{task}/explain", q, nil, pipeline, task)
 }
 
 // InstanceQuery selects instances of GET /api/v1/instances (zero: any).
@@ -137,15 +135,15 @@ func newest(task string, limit int) url.Values {
 
 // History is GET /api/v1/history: a task's newest limit transitions,
 // newest first.
-func (c *Client) History(ctx context.Context, task string, limit int) ([]store.HistoryRow, error) {
-	v, _, err := call[[]store.HistoryRow](ctx, c, http.MethodGet, "/api/v1/history", newest(task, limit), nil)
+func (c *Client) History(ctx context.Context, task string, limit int) ([]axtype.HistoryRow, error) {
+	v, _, err := call[[]axtype.HistoryRow](ctx, c, http.MethodGet, "/api/v1/history", newest(task, limit), nil)
 	return v, err
 }
 
 // Actions is GET /api/v1/actions: a task's newest limit actions, newest
 // first.
-func (c *Client) Actions(ctx context.Context, task string, limit int) ([]store.Action, error) {
-	v, _, err := call[[]store.Action](ctx, c, http.MethodGet, "/api/v1/actions", newest(task, limit), nil)
+func (c *Client) Actions(ctx context.Context, task string, limit int) ([]axtype.Action, error) {
+	v, _, err := call[[]axtype.Action](ctx, c, http.MethodGet, "/api/v1/actions", newest(task, limit), nil)
 	return v, err
 }
 

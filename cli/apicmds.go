@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/engine"
 )
 
@@ -38,7 +39,7 @@ func rate(r float64) string {
 	return strconv.FormatFloat(r, 'g', -1, 64) + " per second"
 }
 
-func WriteExplanation(w io.Writer, x engine.Explanation, loc *time.Location) error {
+func WriteExplanation(w io.Writer, x axtype.Explanation, loc *time.Location) error {
 	fmt.Fprintf(w, "%s: %s\n", x.Task, x.Verdict)
 	if x.Latest != nil {
 		fmt.Fprintf(w, "\nlatest instance %d: %s (run %d, logical time %s, attempt %d)\n", x.Latest.ID, x.Latest.State, x.Latest.RunID,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/direct"
@@ -222,7 +223,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 			continue
 		}
 		b := bs[0]
-		if !f.Standalone && b.State == engine.BackfillPending && time.Since(start) > f.Wait {
+		if !f.Standalone && b.State == axtype.BackfillPending && time.Since(start) > f.Wait {
 			return Fail(fmt.Errorf("no scheduler picked up backfill %d within %s; it stays queued for the next ax server on %s, or run: ax backfill resume %d --standalone", id, f.Wait, st, id))
 		}
 		line := Progress(b, time.Since(start))
@@ -231,11 +232,11 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 		}
 		if tty {
 			fmt.Fprintf(out, "\r%s\x1b[K", line)
-		} else if time.Since(lastLine) >= 5*time.Second || b.State == engine.BackfillDone || b.State == engine.BackfillFailed {
+		} else if time.Since(lastLine) >= 5*time.Second || b.State == axtype.BackfillDone || b.State == axtype.BackfillFailed {
 			fmt.Fprintln(out, line)
 			lastLine = time.Now()
 		}
-		if b.State == engine.BackfillDone || b.State == engine.BackfillFailed || b.State == engine.BackfillCancelled {
+		if b.State == axtype.BackfillDone || b.State == axtype.BackfillFailed || b.State == axtype.BackfillCancelled {
 			if tty {
 				fmt.Fprintln(out)
 			}
@@ -243,7 +244,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 			if f.Standalone {
 				<-engineDone
 			}
-			if b.FailedRuns > 0 || b.State != engine.BackfillDone {
+			if b.FailedRuns > 0 || b.State != axtype.BackfillDone {
 				return Fail(fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", id, b.State, b.FailedRuns, b.TotalRuns, b.Error))
 			}
 			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", id, b.TotalRuns)
@@ -255,7 +256,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 // Progress renders runs done/total, failures, elapsed and ETA.
 // InstancesLine is the instance count of a backfill's Progress line: the
 // gates awaiting approval apart, since they are not done.
-func InstancesLine(p store.Progress) string {
+func InstancesLine(p axtype.Progress) string {
 	s := fmt.Sprintf("; instances %d/%d", p.Ended, p.Total)
 	if p.Awaiting > 0 {
 		s += fmt.Sprintf(", %d awaiting approval (ax trigger the gate, ax backfill approve ID for every run, or --approve-manual)", p.Awaiting)
@@ -263,7 +264,7 @@ func InstancesLine(p store.Progress) string {
 	return s
 }
 
-func Progress(b store.Backfill, elapsed time.Duration) string {
+func Progress(b axtype.Backfill, elapsed time.Duration) string {
 	eta := "?"
 	if b.DoneRuns > 0 && b.DoneRuns < b.TotalRuns {
 		eta = (elapsed / time.Duration(b.DoneRuns) * time.Duration(b.TotalRuns-b.DoneRuns)).Round(time.Second).String()
@@ -281,7 +282,7 @@ func Progress(b store.Backfill, elapsed time.Duration) string {
 // WritePlan prints what a backfill would run: each logical time with the
 // selected tasks in order, the manual gates marked "(gate)" and said how
 // they get approved, and the waits on other pipelines.
-func WritePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error {
+func WritePlan(w io.Writer, spec axtype.BackfillSpec, loc *time.Location) error {
 	fmt.Fprintf(w, "plan: %s, %d run(s) × %d task(s), rerun %s, max %d active\n", spec.Pipeline, len(spec.Times), len(spec.Tasks), spec.Rerun, spec.MaxActiveRuns)
 	tasks := make([]string, len(spec.Tasks))
 	for i, n := range spec.Tasks {
@@ -310,14 +311,14 @@ func WritePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error 
 
 // OpenBackfill opens the store and reads the backfill whose id is arg; the
 // caller closes the store.
-func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, store.Backfill, error) {
+func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, axtype.Backfill, error) {
 	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil {
-		return nil, store.Backfill{}, Usage("%q is not a backfill id", arg)
+		return nil, axtype.Backfill{}, Usage("%q is not a backfill id", arg)
 	}
 	st, err := store.Open(ctx, target, store.Options{Existing: true})
 	if err != nil {
-		return nil, store.Backfill{}, Fail(err)
+		return nil, axtype.Backfill{}, Fail(err)
 	}
 	bs, err := st.Backfills(ctx, id)
 	if err == nil && len(bs) == 0 {
@@ -325,7 +326,7 @@ func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, store.
 	}
 	if err != nil {
 		st.Close()
-		return nil, store.Backfill{}, Fail(err)
+		return nil, axtype.Backfill{}, Fail(err)
 	}
 	return st, bs[0], nil
 }
@@ -410,8 +411,8 @@ func followAPI(ctx context.Context, out io.Writer, c *api.Client, id int64) erro
 			last = line
 		}
 		switch v.State {
-		case engine.BackfillDone, engine.BackfillFailed, engine.BackfillCancelled:
-			if v.FailedRuns > 0 || v.State != engine.BackfillDone {
+		case axtype.BackfillDone, axtype.BackfillFailed, axtype.BackfillCancelled:
+			if v.FailedRuns > 0 || v.State != axtype.BackfillDone {
 				return Fail(fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", v.ID, v.State, v.FailedRuns, v.TotalRuns, v.Error))
 			}
 			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", v.ID, v.TotalRuns)
@@ -508,7 +509,7 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 	}
 	defer st.Close()
 	id := b.ID
-	if b.State == engine.BackfillDone {
+	if b.State == axtype.BackfillDone {
 		return Fail(fmt.Errorf("backfill %d is done already", id))
 	}
 	// The primary applies the resume (fenced, action-logged); with

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 type historyLine struct {
@@ -22,7 +22,7 @@ type historyLine struct {
 }
 
 // historyLines merges transitions and actions, oldest first.
-func historyLines(hs []store.HistoryRow, acts []store.Action) []historyLine {
+func historyLines(hs []axtype.HistoryRow, acts []axtype.Action) []historyLine {
 	var lines []historyLine
 	for _, r := range hs {
 		from := string(r.From)

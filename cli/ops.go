@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/engine"
 )
 
 // OpOptions are the flags every operation command takes. By default the

@@ -75,7 +75,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 			return Usage("--at: %v", err)
 		}
 	}
-	spec := engine.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: engine.RerunAll,
+	spec := axtype.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: axtype.RerunAll,
 		ApproveManual: approve}
 	for _, t := range tasks {
 		spec.Tasks = append(spec.Tasks, t.Name)
@@ -155,7 +155,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 			continue
 		}
 		status := engine.StatusWith(ins, func(task string) bool { t := g.Task(task); return t != nil && t.Manual }, waits)
-		if status.State != engine.RunAwaiting && bs[0].State != engine.BackfillDone && bs[0].State != engine.BackfillFailed {
+		if status.State != engine.RunAwaiting && bs[0].State != axtype.BackfillDone && bs[0].State != axtype.BackfillFailed {
 			continue
 		}
 		stop()
@@ -170,7 +170,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 // RunOutcome reports how `ax run` ended: every task succeeded (exit 0), one
 // failed (1), or it stopped at manual gates nobody approved (3). A task that
 // did not run is never counted as succeeded.
-func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []axtype.Instance, b store.Backfill) error {
+func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []axtype.Instance, b axtype.Backfill) error {
 	succeeded := 0
 	for _, in := range ins {
 		if in.State == axtype.Success {

@@ -10,7 +10,6 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/direct"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
 )
 
 // Scheduler is what the client commands read and ask of the scheduler: a
@@ -26,8 +25,8 @@ type Scheduler interface {
 	Pipelines(ctx context.Context, name string) ([]api.PipelineItem, error)
 	RecentRuns(ctx context.Context, pipeline string, limit int) ([]api.RunView, error)
 	Instances(ctx context.Context, q api.InstanceQuery) ([]axtype.Instance, error)
-	History(ctx context.Context, task string, limit int) ([]store.HistoryRow, error)
-	Actions(ctx context.Context, task string, limit int) ([]store.Action, error)
+	History(ctx context.Context, task string, limit int) ([]axtype.HistoryRow, error)
+	Actions(ctx context.Context, task string, limit int) ([]axtype.Action, error)
 	PruneDry(ctx context.Context, retain string) (api.PruneReport, error)
 	PruneNow(ctx context.Context) (api.PruneReport, error)
 	Backfills(ctx context.Context) ([]api.BackfillView, json.RawMessage, error)

@@ -53,7 +53,9 @@ func (s *Store) Close() error { return s.st.Close() }
 func (s *Store) Where() string { return s.st.String() }
 
 // Zones reads the pipelines' zones from their stored definitions.
-func (s *Store) Zones(ctx context.Context, utc bool) *api.Zones { return api.StoreZones(ctx, s.st, utc) }
+func (s *Store) Zones(ctx context.Context, utc bool) *api.Zones {
+	return api.StoreZones(ctx, s.st, utc)
+}
 
 // Status is the lease of the store (nil when no scheduler ever started on
 // it); no process answers, so it has no role.
@@ -213,7 +215,7 @@ func (s *Store) Instances(ctx context.Context, q api.InstanceQuery) ([]axtype.In
 
 // History is a task's newest limit transitions, newest first; an unknown
 // task is refused with a suggestion.
-func (s *Store) History(ctx context.Context, task string, limit int) ([]store.HistoryRow, error) {
+func (s *Store) History(ctx context.Context, task string, limit int) ([]axtype.HistoryRow, error) {
 	if err := s.checkName(ctx, axtype.ScopeTask, task); err != nil {
 		return nil, err
 	}
@@ -221,7 +223,7 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]store.Hi
 }
 
 // Actions are a task's newest limit actions, newest first.
-func (s *Store) Actions(ctx context.Context, task string, limit int) ([]store.Action, error) {
+func (s *Store) Actions(ctx context.Context, task string, limit int) ([]axtype.Action, error) {
 	return s.st.Actions(ctx, store.LogFilter{TaskID: task, Newest: true, Limit: limit})
 }
 

@@ -88,22 +88,6 @@ func (s *Store) Settings(ctx context.Context) (map[string]string, error) {
 	return out, err
 }
 
-// Backfill is a stored backfill: its parameters and progress, so that an
-// interrupted backfill resumes where it stopped (R29).
-type Backfill struct {
-	ID         int64     `json:"id"`
-	Pipeline   string    `json:"pipeline"`
-	Spec       string    `json:"spec"` // JSON parameters
-	State      string    `json:"state"`
-	TotalRuns  int       `json:"total_runs"`
-	DoneRuns   int       `json:"done_runs"`
-	FailedRuns int       `json:"failed_runs"`
-	Actor      string    `json:"actor"`
-	Error      string    `json:"error,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
-
 // CreateBackfill stores a new backfill and returns its id.
 func (s *Store) CreateBackfill(ctx context.Context, b Backfill, now time.Time) (int64, error) {
 	var id int64

@@ -11,3 +11,10 @@ const (
 	ScopeGroup    = axtype.ScopeGroup
 	ScopePipeline = axtype.ScopePipeline
 )
+
+type (
+	HistoryRow = axtype.HistoryRow
+	Action     = axtype.Action
+	Backfill   = axtype.Backfill
+	Progress   = axtype.Progress
+)

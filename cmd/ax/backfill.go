@@ -7,9 +7,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
+	"github.com/ax-sched/ax/direct"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
 )
 
 func newBackfillCmd() *cobra.Command {
@@ -53,7 +54,7 @@ succeeded instance again.`,
 	fl.BoolVar(&f.DryRun, "dry-run", false, "print the plan and change nothing")
 	fl.IntVar(&f.MaxActive, "max-active-runs", 1, "runs in flight at once")
 	fl.BoolVar(&f.Reverse, "reverse", false, "newest logical time first")
-	fl.StringVar(&f.Rerun, "rerun", engine.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
+	fl.StringVar(&f.Rerun, "rerun", axtype.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
 	fl.BoolVar(&f.StopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
 	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax backfill approve ID or ax trigger)")
 	fl.BoolVar(&f.WaitCross, "wait-cross", false, "wait for other pipelines' runs for the same dates, as scheduled runs do (otherwise they count as done)")
@@ -69,7 +70,7 @@ func addRunFlags(fl *pflag.FlagSet, f *cli.BackfillOptions) {
 	fl.BoolVar(&f.Standalone, "standalone", false, "run it here on an engine of its own instead of the server's")
 	fl.BoolVar(&f.Detach, "detach", false, "queue it for the server and return at once")
 	fl.StringSliceVar(&f.Pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
-	fl.StringVar(&f.Store, "store", store.DefaultPath, "use this store instead of the server's API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.StringVar(&f.Store, "store", direct.DefaultPath, "use this store instead of the server's API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
 	fl.DurationVar(&f.Wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
 	addSecretsFlag(fl, &f.SecretsDir)
 }
@@ -108,7 +109,7 @@ func newBackfillStatusCmd() *cobra.Command {
 			return cli.BackfillStatus(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args[0])
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API")
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API")
 	addAPIFlags(cmd, &af)
 	return cmd
 }
@@ -126,7 +127,7 @@ func newBackfillListCmd() *cobra.Command {
 			return cli.ListBackfills(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af)
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API")
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API")
 	addAPIFlags(cmd, &af)
 	return cmd
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/cli"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/direct"
 )
 
 func newPruneCmd() *cobra.Command {
@@ -35,7 +35,7 @@ would go (through the API, or with --store from a store directly).`,
 	}
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "count what would be deleted; delete nothing")
 	cmd.Flags().StringVar(&retain, "retain", "", "with --dry-run: the period to try (default the server's --retain; with --store 30d)")
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "count from this store instead of calling the API (with --dry-run)")
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "count from this store instead of calling the API (with --dry-run)")
 	addAPIFlags(cmd, &f)
 	return cmd
 }
