@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/direct"
+	"github.com/spf13/cobra"
 )
 
 func WritePrune(w io.Writer, asJSON bool, rep api.PruneReport) error {
@@ -60,4 +62,33 @@ func Prune(ctx context.Context, w io.Writer, viaStore bool, target string, f API
 		return asked(err)
 	}
 	return WritePrune(w, f.JSON, rep)
+}
+
+func NewPruneCmd() *cobra.Command {
+	var (
+		f      APIOptions
+		dry    bool
+		retain string
+		target string
+	)
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete finished runs older than the retention period now (--dry-run: show what would go)",
+		Long: `ax server prunes by itself (--retain, default 30d, every 10 minutes): runs
+whose instances all ended before the horizon go, with their instances,
+history, actions and task output; waiting, running and paused work and the
+runs of unfinished backfills stay; per-task counts survive.
+
+ax prune runs a pass now on the primary; with --dry-run it only counts what
+would go (through the API, or with --store from a store directly).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Prune(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, f, dry, retain)
+		},
+	}
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "count what would be deleted; delete nothing")
+	cmd.Flags().StringVar(&retain, "retain", "", "with --dry-run: the period to try (default the server's --retain; with --store 30d)")
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "count from this store instead of calling the API (with --dry-run)")
+	addAPIFlags(cmd, &f)
+	return cmd
 }

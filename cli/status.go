@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/direct"
+	"github.com/spf13/cobra"
 )
 
 // WriteRuns prints up to limit runs (newest first by when they happened:
@@ -208,4 +209,24 @@ func writeTaskInstances(w io.Writer, task string, ins []axtype.Instance, loc *ti
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func NewStatusCmd() *cobra.Command {
+	var (
+		target string
+		limit  int
+		af     APIOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "status [PIPELINE | PIPELINE.TASK]",
+		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states (for PIPELINE.TASK, also the task's latest instances)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return Status(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args, limit)
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().IntVarP(&limit, "runs", "n", 5, "latest runs per pipeline")
+	addAPIFlags(cmd, &af)
+	return cmd
 }

@@ -22,9 +22,9 @@ import (
 // anything is queued, with a suggestion.
 func (s *Store) Apply(ctx context.Context, req engine.Request, at, reason string) (api.Result, json.RawMessage, error) {
 	if at != "" {
-		t, err := time.Parse(time.RFC3339, at)
+		t, err := ParseAt(at)
 		if err != nil {
-			return api.Result{}, nil, &api.UsageError{Msg: fmt.Sprintf("--at %q: with --store give RFC 3339 with an offset (2026-03-01T02:00:00+08:00); the API reads other forms in the pipeline's zone", at)}
+			return api.Result{}, nil, err
 		}
 		switch r := req.(type) {
 		case engine.Trigger:
@@ -40,6 +40,16 @@ func (s *Store) Apply(ctx context.Context, req engine.Request, at, reason string
 	}
 	res, err := QueueRequest(ctx, s.st, req, engine.By{Actor: s.actor, Reason: reason}, s.wait)
 	return api.Result{Result: res}, nil, err
+}
+
+// ParseAt reads the --at of a request queued in a store: RFC 3339 with an
+// offset, since no pipeline zone is at hand.
+func ParseAt(at string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return t, &api.UsageError{Msg: fmt.Sprintf("--at %q: with --store give RFC 3339 with an offset (2026-03-01T02:00:00+08:00); the API reads other forms in the pipeline's zone", at)}
+	}
+	return t, nil
 }
 
 // QueueRequest queues req made by by (QueueOp) and waits for its outcome.
