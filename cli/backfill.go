@@ -435,7 +435,7 @@ func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target stri
 	if err != nil {
 		return Usage("%q is not a backfill id", arg)
 	}
-	s, done, err := Connect(ctx, af, Where{ViaStore: viaStore, Store: target})
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}
@@ -458,7 +458,7 @@ func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target stri
 // ListBackfills lists backfills, newest first, from the API or, viaStore,
 // from the store at target.
 func ListBackfills(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions) error {
-	s, done, err := Connect(ctx, af, Where{ViaStore: viaStore, Store: target})
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func History(ctx context.Context, w io.Writer, viaStore bool, target string, af 
 	if _, _, err := SplitTask(task); err != nil && !viaStore {
 		return err
 	}
-	s, done, err := Connect(ctx, af, Where{ViaStore: viaStore, Store: target})
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func SubmitOp(ctx context.Context, w io.Writer, f OpOptions, cop Op) error {
 			return asked(err)
 		}
 	}
-	s, done, err := Connect(ctx, f.API, Where{ViaStore: f.ViaStore(), Store: f.Store, Wait: f.Wait})
+	s, done, err := Connect(ctx, f.API, Target{ViaStore: f.ViaStore(), Store: f.Store, Wait: f.Wait})
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func Prune(ctx context.Context, w io.Writer, viaStore bool, target string, f API
 			return Usage("--retain 0 keeps everything: nothing would be pruned; give a period such as 30d to see what it would prune")
 		}
 	}
-	s, done, err := Connect(ctx, f, Where{ViaStore: viaStore, Store: target})
+	s, done, err := Connect(ctx, f, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}

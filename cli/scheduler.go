@@ -39,23 +39,23 @@ var (
 	_ Scheduler = (*direct.Store)(nil)
 )
 
-// Where says how a command reaches the scheduler: the API of Server
+// Target says how a command reaches the scheduler: the API of Server
 // (APIOptions), or the store at Store when ViaStore, whose requests wait
 // up to Wait for its primary.
-type Where struct {
+type Target struct {
 	ViaStore bool
 	Store    string
 	Wait     time.Duration
 }
 
-// Connect returns the scheduler at where (f: the API's flags) and what
+// Connect returns the scheduler at t (f: the API's flags) and what
 // releases it.
-func Connect(ctx context.Context, f APIOptions, where Where) (Scheduler, func(), error) {
-	if !where.ViaStore {
+func Connect(ctx context.Context, f APIOptions, t Target) (Scheduler, func(), error) {
+	if !t.ViaStore {
 		c, err := NewAPIClient(f.Server)
 		return c, func() {}, err
 	}
-	s, err := direct.Open(ctx, where.Store, where.Wait, Actor())
+	s, err := direct.Open(ctx, t.Store, t.Wait, Actor())
 	if err != nil {
 		return nil, nil, Fail(err)
 	}

@@ -116,7 +116,7 @@ func Status(ctx context.Context, w io.Writer, viaStore bool, target string, af A
 		}
 		task, only = only[0], []string{p}
 	}
-	s, done, err := Connect(ctx, af, Where{ViaStore: viaStore, Store: target})
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}
