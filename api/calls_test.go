@@ -121,10 +121,10 @@ func TestApplyRefusesABadTaskAndSendsNothing(t *testing.T) {
 // of the API; the client's methods are the one way to call it. Tests may
 // (they probe the server's HTTP as a foreign client would), and so may the
 // executor SDK (runner/executor: the executor's side of the protocol,
-// which must not pull in the scheduler) and the simulator's executors.
+// which must not pull in the scheduler).
 func TestNoRouteOutsideAPI(t *testing.T) {
 	t.Parallel()
-	skip := map[string]bool{"api": true, filepath.Join("runner", "executor"): true, filepath.Join("engine", "sim"): true}
+	skip := map[string]bool{"api": true, filepath.Join("runner", "executor"): true}
 	var bad []string
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

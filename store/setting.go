@@ -180,7 +180,7 @@ func (s *Store) backfills(ctx context.Context, b sq.SelectBuilder) ([]Backfill, 
 }
 
 // PauseSet is the pauses in force, by what they cover, and the one home of
-// the rule of which pause covers a task (R18): its own, its group's or its
+// the rule of which pause covers a task: its own, its group's or its
 // pipeline's, in that order. The zero value is empty and ready to use; it
 // is not safe for concurrent use.
 type PauseSet struct {
