@@ -34,9 +34,9 @@ type OpOptions struct {
 type Op struct {
 	Req    engine.Request
 	AtText string
-	Reason string
 }
 
+// Actor is who the commands act as, in the action log: operator:$USER.
 func Actor() string {
 	if u := os.Getenv("USER"); u != "" {
 		return "operator:" + u
@@ -44,9 +44,9 @@ func Actor() string {
 	return "operator"
 }
 
-// Submit queues op for the primary scheduler and waits for its outcome. A
-// request no scheduler took within the wait is withdrawn, so that it cannot
-// surprise anyone later.
+// Submit sends op to the scheduler (its API, or with --store queued for
+// the primary on the store, which withdraws a request no scheduler took
+// within the wait) and prints what the scheduler did.
 func Submit(ctx context.Context, w io.Writer, f OpOptions, op engine.Request) error {
 	return SubmitOp(ctx, w, f, Op{Req: op})
 }
