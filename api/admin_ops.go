@@ -183,13 +183,7 @@ func (a *admin) runRerun(r *http.Request) (any, error) {
 }
 
 func (a *admin) setLimits(r *http.Request) (any, error) {
-	var b struct {
-		Global          *float64           `json:"global"`
-		Groups          map[string]float64 `json:"groups"`
-		MaxRunning      *int               `json:"max_running"`
-		GroupMaxRunning map[string]int     `json:"group_max_running"`
-		Reason          string             `json:"reason"`
-	}
+	var b LimitsChange
 	if err := decodeBody(r, &b); err != nil {
 		return nil, err
 	}

@@ -128,7 +128,7 @@ func (a *executorAPI) recordRefusal(r *http.Request, act store.Action) string {
 func (a *executorAPI) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/executors/register", a.guard(a.register))
 	mux.HandleFunc("POST /api/v1/executors/heartbeat", a.guard(a.heartbeat))
-	mux.HandleFunc("POST /api/v1/results", a.guard(a.result))
+	mux.HandleFunc("POST "+ResultsPath, a.guard(a.result))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 }
 

@@ -125,6 +125,16 @@ type LimitsView struct {
 	Source string        `json:"source"` // primary, or the store (on a standby)
 }
 
+// LimitsChange is the body of PUT /api/v1/limits: the limits it changes
+// (nil, empty: not changed; 0 lifts one).
+type LimitsChange struct {
+	Global          *float64           `json:"global,omitempty"`
+	Groups          map[string]float64 `json:"groups,omitempty"`
+	MaxRunning      *int               `json:"max_running,omitempty"`
+	GroupMaxRunning map[string]int     `json:"group_max_running,omitempty"`
+	Reason          string             `json:"reason"`
+}
+
 // Result is the answer of an operator's write: what the scheduler did.
 type Result struct {
 	Result string `json:"result"`

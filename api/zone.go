@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/ax-sched/ax/store"
@@ -81,8 +80,7 @@ func (z *Zones) Of(pipeline string) (*time.Location, error) {
 // in UTC: its times belong to no pipeline in force.
 func APIZones(ctx context.Context, c *Client, utc bool) *Zones {
 	return &Zones{utc: utc, name: func(pipeline string) (string, error) {
-		var p Pipeline
-		err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(pipeline)+"?summary=true", &p)
+		p, err := c.PipelineSummary(ctx, pipeline)
 		if IsNotFound(err) {
 			return "", nil
 		}
@@ -93,19 +91,23 @@ func APIZones(ctx context.Context, c *Client, utc bool) *Zones {
 // StoreZones reads the pipelines' zones from their definitions as the
 // scheduler last synced them into st (removed pipelines included).
 func StoreZones(ctx context.Context, st *store.Store, utc bool) *Zones {
-	return &Zones{utc: utc, name: func(pipeline string) (string, error) {
-		raw, err := st.PipelineDefinition(ctx, pipeline)
-		if err != nil {
-			return "", fmt.Errorf("time zone of pipeline %q: %w", pipeline, err)
-		}
-		var p struct {
-			Timezone string `json:"timezone"`
-		}
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return "", fmt.Errorf("time zone of pipeline %q: its stored definition: %w", pipeline, err)
-		}
-		return p.Timezone, nil
-	}}
+	return &Zones{utc: utc, name: func(pipeline string) (string, error) { return StoredZone(ctx, st, pipeline) }}
+}
+
+// StoredZone is the zone pipeline's definition names, as the scheduler last
+// synced it into st.
+func StoredZone(ctx context.Context, st *store.Store, pipeline string) (string, error) {
+	raw, err := st.PipelineDefinition(ctx, pipeline)
+	if err != nil {
+		return "", fmt.Errorf("time zone of pipeline %q: %w", pipeline, err)
+	}
+	var p struct {
+		Timezone string `json:"timezone"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "", fmt.Errorf("time zone of pipeline %q: its stored definition: %w", pipeline, err)
+	}
+	return p.Timezone, nil
 }
 
 // ZoneOf returns the zone to print pipeline's times in, read from the API.

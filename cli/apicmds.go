@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"math"
-	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +13,9 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
+	"github.com/spf13/cobra"
 )
 
 // OrThen returns err if it is set, else the result of then.
@@ -42,7 +40,7 @@ func rate(r float64) string {
 	return strconv.FormatFloat(r, 'g', -1, 64) + " per second"
 }
 
-func WriteExplanation(w io.Writer, x engine.Explanation, loc *time.Location) error {
+func WriteExplanation(w io.Writer, x axtype.Explanation, loc *time.Location) error {
 	fmt.Fprintf(w, "%s: %s\n", x.Task, x.Verdict)
 	if x.Latest != nil {
 		fmt.Fprintf(w, "\nlatest instance %d: %s (run %d, logical time %s, attempt %d)\n", x.Latest.ID, x.Latest.State, x.Latest.RunID,
@@ -84,105 +82,6 @@ func WriteExplanation(w io.Writer, x engine.Explanation, loc *time.Location) err
 	return nil
 }
 
-// StatusAPI prints what WriteStatus prints, from the API.
-func StatusAPI(ctx context.Context, w io.Writer, f APIOptions, only []string, limit int) error {
-	c, err := NewAPIClient(f.Server)
-	if err != nil {
-		return err
-	}
-	var st api.Status
-	raw, err := c.Call(ctx, http.MethodGet, "/api/v1/status", nil)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return err
-	}
-	var pipelines []api.PipelineItem
-	list := "/api/v1/pipelines"
-	if len(only) == 1 {
-		// One pipeline: its summary says whether it exists (the API
-		// answers with a suggestion), and the list is read for it alone.
-		if _, err := c.Call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(only[0])+"?summary=true", nil); err != nil {
-			return err
-		}
-		list += "?name=" + url.QueryEscape(only[0])
-	}
-	if err := c.Get(ctx, list, &pipelines); err != nil {
-		return err
-	}
-	type runs = []api.RunView
-	all := map[string]runs{}
-	for _, p := range pipelines {
-		if len(only) == 1 && p.Name != only[0] {
-			continue
-		}
-		var rs runs
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/pipelines/%s/runs?recent=true&limit=%d", url.PathEscape(p.Name), limit), &rs); err != nil {
-			return err
-		}
-		all[p.Name] = rs
-	}
-	if f.JSON {
-		return json.NewEncoder(w).Encode(map[string]any{"status": json.RawMessage(raw), "runs": all})
-	}
-	var b strings.Builder
-	switch {
-	case st.Lease == nil:
-		b.WriteString("scheduler: never started on this store\n")
-	case st.Lease.Held:
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease held until %s); %s answered as %s\n", st.Lease.Holder, st.Lease.Epoch,
-			api.Stamp(st.Lease.ExpiresAt, time.UTC), c.Base(), st.Role)
-	default:
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", st.Lease.Holder, st.Lease.Epoch, api.Stamp(st.Lease.ExpiresAt, time.UTC))
-	}
-	for _, p := range pipelines {
-		rs, ok := all[p.Name]
-		if !ok {
-			continue
-		}
-		loc, err := api.PipelineZone(p.Timezone, f.UTC)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
-		WriteRuns(&b, rs, p.RecentFailure, limit, loc)
-	}
-	_, err = io.WriteString(w, b.String())
-	return err
-}
-
-// HistoryAPI prints a task's history from the API.
-func HistoryAPI(ctx context.Context, w io.Writer, f APIOptions, task string, limit int) error {
-	if _, _, err := SplitTask(task); err != nil {
-		return err
-	}
-	c, err := NewAPIClient(f.Server)
-	if err != nil {
-		return err
-	}
-	q := fmt.Sprintf("?task=%s&newest=true&limit=%d", url.QueryEscape(task), min(limit, 1000))
-	var hs []store.HistoryRow
-	if err := c.Get(ctx, "/api/v1/history"+q, &hs); err != nil {
-		return err
-	}
-	var acts []store.Action
-	if err := c.Get(ctx, "/api/v1/actions"+q, &acts); err != nil {
-		return err
-	}
-	if f.JSON {
-		return json.NewEncoder(w).Encode(map[string]any{"history": hs, "actions": acts})
-	}
-	slices.Reverse(hs) // asked newest first; merged oldest first, in id order within a millisecond
-	slices.Reverse(acts)
-	p, _, _ := SplitTask(task)
-	loc, err := api.ZoneOf(ctx, c, p, f.UTC)
-	if err != nil {
-		return err
-	}
-	return printHistory(w, historyLines(hs, acts), limit, loc)
-}
-
 // Executors lists the registered executors: tasks, last heartbeat, and why
 // one gets no work.
 func Executors(ctx context.Context, w io.Writer, f APIOptions) error {
@@ -190,13 +89,9 @@ func Executors(ctx context.Context, w io.Writer, f APIOptions) error {
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodGet, "/api/v1/executors", nil)
+	exs, raw, err := c.Executors(ctx)
 	if err != nil || f.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
-	}
-	var exs []api.ExecutorView
-	if err := json.Unmarshal(raw, &exs); err != nil {
-		return err
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ADDRESS\tSTATE\tLAST HEARTBEAT\tTASKS")
@@ -231,13 +126,9 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 	}
 	changed := ch.Global != nil || len(ch.Groups) > 0 || ch.MaxRunning != nil || len(ch.GroupMaxRunning) > 0
 	if !changed {
-		raw, err := c.Call(ctx, http.MethodGet, "/api/v1/limits", nil)
+		l, raw, err := c.Limits(ctx)
 		if err != nil || f.JSON {
 			return OrThen(err, func() error { return PrintJSON(w, raw) })
-		}
-		var l api.LimitsView
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return err
 		}
 		fmt.Fprintf(w, "global: %s, at most %s local attempts at once\n", rate(l.Limits.Global), running(l.Limits.MaxRunning))
 		names := slices.Sorted(maps.Keys(l.Limits.Groups))
@@ -253,15 +144,11 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 		fmt.Fprintf(w, "(from the %s)\n", l.Source)
 		return nil
 	}
-	body := map[string]any{"reason": ch.Reason}
+	body := api.LimitsChange{Reason: ch.Reason, Global: ch.Global, MaxRunning: ch.MaxRunning}
 	if ch.Global != nil {
 		if err := finiteRate("--global", "", *ch.Global); err != nil {
 			return err
 		}
-		body["global"] = *ch.Global
-	}
-	if ch.MaxRunning != nil {
-		body["max_running"] = *ch.MaxRunning
 	}
 	if len(ch.Groups) > 0 {
 		gs := map[string]float64{}
@@ -276,7 +163,7 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 			}
 			gs[name] = r
 		}
-		body["groups"] = gs
+		body.Groups = gs
 	}
 	if len(ch.GroupMaxRunning) > 0 {
 		gs := map[string]int{}
@@ -288,14 +175,12 @@ func Limits(ctx context.Context, w io.Writer, f APIOptions, ch LimitsChange) err
 			}
 			gs[name] = n
 		}
-		body["group_max_running"] = gs
+		body.GroupMaxRunning = gs
 	}
-	raw, err := c.Call(ctx, http.MethodPut, "/api/v1/limits", body)
+	res, raw, err := c.SetLimits(ctx, body)
 	if err != nil || f.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
 	}
-	var res api.Result
-	_ = json.Unmarshal(raw, &res)
 	_, err = fmt.Fprintln(w, res.Result)
 	return err
 }
@@ -320,17 +205,76 @@ func Explain(ctx context.Context, w io.Writer, f APIOptions, task string) error 
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodGet, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t)+"/explain"+map[bool]string{true: "?utc=true"}[f.UTC], nil)
+	x, raw, err := c.Explain(ctx, p, t, f.UTC)
 	if err != nil || f.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
-	}
-	var x engine.Explanation
-	if err := json.Unmarshal(raw, &x); err != nil {
-		return err
 	}
 	loc, err := api.ZoneOf(ctx, c, p, f.UTC)
 	if err != nil {
 		return err
 	}
 	return WriteExplanation(w, x, loc)
+}
+
+// The commands here talk to a running ax server's admin API.
+
+func NewExecutorsCmd() *cobra.Command {
+	var f APIOptions
+	cmd := &cobra.Command{
+		Use:   "executors",
+		Short: "List registered executors: tasks, last heartbeat, and why one gets no work",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Executors(cmd.Context(), cmd.OutOrStdout(), f)
+		},
+	}
+	addAPIFlags(cmd, &f)
+	return cmd
+}
+
+func NewLimitsCmd() *cobra.Command {
+	var (
+		f          APIOptions
+		global     float64
+		groups     []string
+		maxRunning int
+		groupCaps  []string
+		reason     string
+	)
+	cmd := &cobra.Command{
+		Use:   "limits [--global N] [--group NAME=N ...] [--max-running N] [--group-max-running NAME=N ...]",
+		Short: "Show the dispatch limits and concurrency caps, or change them at run time (0 lifts one)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ch := LimitsChange{Reason: reason, Groups: groups, GroupMaxRunning: groupCaps}
+			if cmd.Flags().Changed("global") {
+				ch.Global = &global
+			}
+			if cmd.Flags().Changed("max-running") {
+				ch.MaxRunning = &maxRunning
+			}
+			return Limits(cmd.Context(), cmd.OutOrStdout(), f, ch)
+		},
+	}
+	addAPIFlags(cmd, &f)
+	cmd.Flags().Float64Var(&global, "global", 0, "global dispatches per second (0: unlimited)")
+	cmd.Flags().StringSliceVar(&groups, "group", nil, "a group's dispatches per second, NAME=RATE (repeatable)")
+	cmd.Flags().IntVar(&maxRunning, "max-running", 0, "local attempts (functions, commands) running at once (0: unlimited)")
+	cmd.Flags().StringSliceVar(&groupCaps, "group-max-running", nil, "a group's attempts running at once, NAME=N (repeatable; 0 lifts it)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the action log")
+	return cmd
+}
+
+func NewExplainCmd() *cobra.Command {
+	var f APIOptions
+	cmd := &cobra.Command{
+		Use:   "explain PIPELINE.TASK",
+		Short: "Say why a task is not running, or why it ran late, from the scheduler's live state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return Explain(cmd.Context(), cmd.OutOrStdout(), f, args[0])
+		},
+	}
+	addAPIFlags(cmd, &f)
+	return cmd
 }

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -15,11 +13,15 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/direct"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
@@ -223,7 +225,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 			continue
 		}
 		b := bs[0]
-		if !f.Standalone && b.State == engine.BackfillPending && time.Since(start) > f.Wait {
+		if !f.Standalone && b.State == axtype.BackfillPending && time.Since(start) > f.Wait {
 			return Fail(fmt.Errorf("no scheduler picked up backfill %d within %s; it stays queued for the next ax server on %s, or run: ax backfill resume %d --standalone", id, f.Wait, st, id))
 		}
 		line := Progress(b, time.Since(start))
@@ -232,11 +234,11 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 		}
 		if tty {
 			fmt.Fprintf(out, "\r%s\x1b[K", line)
-		} else if time.Since(lastLine) >= 5*time.Second || b.State == engine.BackfillDone || b.State == engine.BackfillFailed {
+		} else if time.Since(lastLine) >= 5*time.Second || b.State == axtype.BackfillDone || b.State == axtype.BackfillFailed {
 			fmt.Fprintln(out, line)
 			lastLine = time.Now()
 		}
-		if b.State == engine.BackfillDone || b.State == engine.BackfillFailed || b.State == engine.BackfillCancelled {
+		if b.State == axtype.BackfillDone || b.State == axtype.BackfillFailed || b.State == axtype.BackfillCancelled {
 			if tty {
 				fmt.Fprintln(out)
 			}
@@ -244,7 +246,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 			if f.Standalone {
 				<-engineDone
 			}
-			if b.FailedRuns > 0 || b.State != engine.BackfillDone {
+			if b.FailedRuns > 0 || b.State != axtype.BackfillDone {
 				return Fail(fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", id, b.State, b.FailedRuns, b.TotalRuns, b.Error))
 			}
 			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", id, b.TotalRuns)
@@ -256,7 +258,7 @@ func (sa *standalone) follow(ctx context.Context, out io.Writer, st *store.Store
 // Progress renders runs done/total, failures, elapsed and ETA.
 // InstancesLine is the instance count of a backfill's Progress line: the
 // gates awaiting approval apart, since they are not done.
-func InstancesLine(p store.Progress) string {
+func InstancesLine(p axtype.Progress) string {
 	s := fmt.Sprintf("; instances %d/%d", p.Ended, p.Total)
 	if p.Awaiting > 0 {
 		s += fmt.Sprintf(", %d awaiting approval (ax trigger the gate, ax backfill approve ID for every run, or --approve-manual)", p.Awaiting)
@@ -264,7 +266,7 @@ func InstancesLine(p store.Progress) string {
 	return s
 }
 
-func Progress(b store.Backfill, elapsed time.Duration) string {
+func Progress(b axtype.Backfill, elapsed time.Duration) string {
 	eta := "?"
 	if b.DoneRuns > 0 && b.DoneRuns < b.TotalRuns {
 		eta = (elapsed / time.Duration(b.DoneRuns) * time.Duration(b.TotalRuns-b.DoneRuns)).Round(time.Second).String()
@@ -282,7 +284,7 @@ func Progress(b store.Backfill, elapsed time.Duration) string {
 // WritePlan prints what a backfill would run: each logical time with the
 // selected tasks in order, the manual gates marked "(gate)" and said how
 // they get approved, and the waits on other pipelines.
-func WritePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error {
+func WritePlan(w io.Writer, spec axtype.BackfillSpec, loc *time.Location) error {
 	fmt.Fprintf(w, "plan: %s, %d run(s) × %d task(s), rerun %s, max %d active\n", spec.Pipeline, len(spec.Times), len(spec.Tasks), spec.Rerun, spec.MaxActiveRuns)
 	tasks := make([]string, len(spec.Tasks))
 	for i, n := range spec.Tasks {
@@ -311,14 +313,14 @@ func WritePlan(w io.Writer, spec engine.BackfillSpec, loc *time.Location) error 
 
 // OpenBackfill opens the store and reads the backfill whose id is arg; the
 // caller closes the store.
-func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, store.Backfill, error) {
+func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, axtype.Backfill, error) {
 	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil {
-		return nil, store.Backfill{}, Usage("%q is not a backfill id", arg)
+		return nil, axtype.Backfill{}, Usage("%q is not a backfill id", arg)
 	}
 	st, err := store.Open(ctx, target, store.Options{Existing: true})
 	if err != nil {
-		return nil, store.Backfill{}, Fail(err)
+		return nil, axtype.Backfill{}, Fail(err)
 	}
 	bs, err := st.Backfills(ctx, id)
 	if err == nil && len(bs) == 0 {
@@ -326,7 +328,7 @@ func OpenBackfill(ctx context.Context, target, arg string) (*store.Store, store.
 	}
 	if err != nil {
 		st.Close()
-		return nil, store.Backfill{}, Fail(err)
+		return nil, axtype.Backfill{}, Fail(err)
 	}
 	return st, bs[0], nil
 }
@@ -345,12 +347,8 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		return Usage("give --from and --to")
 	}
 	req.DryRun = f.DryRun
-	raw, err := c.Call(ctx, http.MethodPost, "/api/v1/backfills", req)
+	res, raw, err := c.StartBackfill(ctx, req)
 	if err != nil {
-		return err
-	}
-	var res api.BackfillPlan
-	if err := json.Unmarshal(raw, &res); err != nil {
 		return err
 	}
 	if f.DryRun {
@@ -386,12 +384,10 @@ func ResumeBackfillAPI(ctx context.Context, out io.Writer, f BackfillOptions, ar
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/resume", id), map[string]any{})
+	res, raw, err := c.ResumeBackfill(ctx, id)
 	if err != nil || (f.API.JSON && f.Detach) {
 		return OrThen(err, func() error { return PrintJSON(out, raw) })
 	}
-	var res api.Result
-	_ = json.Unmarshal(raw, &res)
 	fmt.Fprintln(out, res.Result)
 	if f.Detach {
 		fmt.Fprintf(out, "follow it with: ax backfill status %d\n", id)
@@ -407,8 +403,8 @@ func followAPI(ctx context.Context, out io.Writer, c *api.Client, id int64) erro
 	defer tick.Stop()
 	last := ""
 	for {
-		var v api.BackfillView
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/backfills/%d", id), &v); err != nil {
+		v, _, err := c.Backfill(ctx, id)
+		if err != nil {
 			return err
 		}
 		line := Progress(v.Backfill, time.Since(start)) + InstancesLine(v.Instances)
@@ -417,8 +413,8 @@ func followAPI(ctx context.Context, out io.Writer, c *api.Client, id int64) erro
 			last = line
 		}
 		switch v.State {
-		case engine.BackfillDone, engine.BackfillFailed, engine.BackfillCancelled:
-			if v.FailedRuns > 0 || v.State != engine.BackfillDone {
+		case axtype.BackfillDone, axtype.BackfillFailed, axtype.BackfillCancelled:
+			if v.FailedRuns > 0 || v.State != axtype.BackfillDone {
 				return Fail(fmt.Errorf("backfill %d %s: %d of %d run(s) failed; %s", v.ID, v.State, v.FailedRuns, v.TotalRuns, v.Error))
 			}
 			fmt.Fprintf(out, "backfill %d done: %d run(s)\n", v.ID, v.TotalRuns)
@@ -432,44 +428,29 @@ func followAPI(ctx context.Context, out io.Writer, c *api.Client, id int64) erro
 	}
 }
 
-func BackfillStatusAPI(ctx context.Context, out io.Writer, f APIOptions, arg string) error {
+// BackfillStatus prints a backfill's progress, from the API or, viaStore,
+// from the store at target.
+func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, arg string) error {
 	id, err := strconv.ParseInt(arg, 10, 64)
 	if err != nil {
 		return Usage("%q is not a backfill id", arg)
 	}
-	c, err := NewAPIClient(f.Server)
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodGet, fmt.Sprintf("/api/v1/backfills/%d", id), nil)
-	if err != nil || f.JSON {
-		return OrThen(err, func() error { return PrintJSON(out, raw) })
+	defer done()
+	v, raw, err := s.Backfill(ctx, id)
+	if err != nil || (af.JSON && raw != nil) {
+		return OrThen(asked(err), func() error { return PrintJSON(w, raw) })
 	}
-	var v api.BackfillView
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return err
+	line := Progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))
+	if raw != nil {
+		line += InstancesLine(v.Instances) // counted by the server, which knows the manual gates
 	}
-	fmt.Fprintln(out, Progress(v.Backfill, v.UpdatedAt.Sub(v.CreatedAt))+InstancesLine(v.Instances))
+	fmt.Fprintln(w, line)
 	if v.Error != "" {
-		fmt.Fprintln(out, v.Error)
-	}
-	return nil
-}
-
-// BackfillStatus prints a backfill's progress, from the API or, viaStore,
-// from the store at target.
-func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, arg string) error {
-	if !viaStore {
-		return BackfillStatusAPI(ctx, w, af, arg)
-	}
-	st, b, err := OpenBackfill(ctx, target, arg)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	fmt.Fprintln(w, Progress(b, b.UpdatedAt.Sub(b.CreatedAt)))
-	if b.Error != "" {
-		fmt.Fprintln(w, b.Error)
+		fmt.Fprintln(w, v.Error)
 	}
 	return nil
 }
@@ -477,41 +458,19 @@ func BackfillStatus(ctx context.Context, w io.Writer, viaStore bool, target stri
 // ListBackfills lists backfills, newest first, from the API or, viaStore,
 // from the store at target.
 func ListBackfills(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions) error {
-	var (
-		bs []store.Backfill
-		zs *api.Zones
-	)
-	if !viaStore {
-		c, err := NewAPIClient(af.Server)
-		if err != nil {
-			return err
-		}
-		zs = api.APIZones(ctx, c, af.UTC)
-		raw, err := c.Call(ctx, http.MethodGet, "/api/v1/backfills", nil)
-		if err != nil || af.JSON {
-			return OrThen(err, func() error { return PrintJSON(w, raw) })
-		}
-		var views []api.BackfillView
-		if err := json.Unmarshal(raw, &views); err != nil {
-			return err
-		}
-		for _, v := range views {
-			bs = append(bs, v.Backfill)
-		}
-	} else {
-		st, err := store.Open(ctx, target, store.Options{Existing: true})
-		if err != nil {
-			return Fail(err)
-		}
-		defer st.Close()
-		zs = api.StoreZones(ctx, st, af.UTC)
-		if bs, err = st.Backfills(ctx, 0); err != nil { // newest first
-			return Fail(err)
-		}
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
+	if err != nil {
+		return err
 	}
+	defer done()
+	views, raw, err := s.Backfills(ctx)
+	if err != nil || (af.JSON && raw != nil) {
+		return OrThen(asked(err), func() error { return PrintJSON(w, raw) })
+	}
+	zs := s.Zones(ctx, af.UTC)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPIPELINE\tSTATE\tRUNS\tFAILED\tBY\tCREATED")
-	for _, b := range bs {
+	for _, b := range views {
 		loc, err := zs.Of(b.Pipeline)
 		if err != nil {
 			return err
@@ -531,12 +490,10 @@ func CancelBackfill(ctx context.Context, w io.Writer, af APIOptions, arg string)
 	if err != nil {
 		return err
 	}
-	raw, err := c.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/backfills/%d/cancel", id), map[string]any{})
+	res, raw, err := c.CancelBackfill(ctx, id)
 	if err != nil || af.JSON {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
 	}
-	var res api.Result
-	_ = json.Unmarshal(raw, &res)
 	_, err = fmt.Fprintln(w, res.Result)
 	return err
 }
@@ -554,7 +511,7 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 	}
 	defer st.Close()
 	id := b.ID
-	if b.State == engine.BackfillDone {
+	if b.State == axtype.BackfillDone {
 		return Fail(fmt.Errorf("backfill %d is done already", id))
 	}
 	// The primary applies the resume (fenced, action-logged); with
@@ -572,7 +529,7 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 		return err
 	}
 	defer sa.stop()
-	res, err := QueueRequest(ctx, st, engine.ResumeBackfill{Backfill: id}, engine.By{Actor: Actor(), Reason: "ax backfill resume"}, f.Wait)
+	res, err := direct.QueueRequest(ctx, st, engine.ResumeBackfill{Backfill: id}, engine.By{Actor: Actor(), Reason: "ax backfill resume"}, f.Wait)
 	if err != nil {
 		return err
 	}
@@ -581,4 +538,196 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 		return nil
 	}
 	return sa.follow(ctx, w, st, g, id, f)
+}
+
+func NewBackfillCmd() *cobra.Command {
+	var f BackfillOptions
+	cmd := &cobra.Command{
+		Use:   "backfill PIPELINE --from T1 --to T2",
+		Short: "Run a pipeline (or a selection of it) once for every logical time its schedule gives in a range",
+		Long: `Run a pipeline, or the tasks --select names (task, task+, +task, +task+,
+group:NAME, comma-separated), once for every logical time its schedule gives
+between --from and --to (both inclusive; a date or a date-time, read in the
+pipeline's time zone), each task receiving its logical time, in dependency
+order. Tasks outside the selection count as done.
+
+By default it goes to a running ax server's API (--server, AX_SERVER),
+which plans it from its own pipeline files; --dry-run prints the plan the
+server would make, its manual gates marked, and changes nothing (with
+--pipelines, the plan from those files, without a server); with --store it is written into
+that store for the server on it to pick up; --standalone runs it here, on an
+engine of its own, and exits when done. Either way it resumes where it
+stopped after an interruption (ax backfill resume ID), without running any
+succeeded instance again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
+			local := cmd.Flags().Changed("pipelines")
+			if f.DryRun && !local && (f.Standalone || viaStore(cmd)) {
+				return Usage("--dry-run with --store or --standalone plans from pipeline files: name them with --pipelines (without these flags it plans from the server's)")
+			}
+			if !f.Standalone && !viaStore(cmd) && !(f.DryRun && local) {
+				return BackfillAPI(cmd.Context(), cmd.OutOrStdout(), args[0], f)
+			}
+			return RunBackfill(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.From, "from", "", "first logical time: 2026-03-01 or 2026-03-01T02:00:00 (pipeline time zone)")
+	fl.StringVar(&f.To, "to", "", "last logical time, inclusive (a date means the whole day)")
+	fl.StringVar(&f.Select, "select", "", "tasks: task, task+, +task, +task+, group:NAME, comma-separated")
+	fl.BoolVar(&f.DryRun, "dry-run", false, "print the plan and change nothing")
+	fl.IntVar(&f.MaxActive, "max-active-runs", 1, "runs in flight at once")
+	fl.BoolVar(&f.Reverse, "reverse", false, "newest logical time first")
+	fl.StringVar(&f.Rerun, "rerun", axtype.RerunNone, "existing instances: none (fill gaps only), failed (rerun failed ones), all")
+	fl.BoolVar(&f.StopOnFailure, "stop-on-failure", false, "start no new run after a run failed")
+	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax backfill approve ID or ax trigger)")
+	fl.BoolVar(&f.WaitCross, "wait-cross", false, "wait for other pipelines' runs for the same dates, as scheduled runs do (otherwise they count as done)")
+	fl.BoolVar(&f.Hold, "hold", false, "under a pause: start it, with what the pause covers held PAUSED until the resume (without it the backfill is refused)")
+	addRunFlags(fl, &f)
+	addAPIFlags(cmd, &f.API)
+	cmd.AddCommand(NewBackfillResumeCmd(), NewBackfillStatusCmd(), NewBackfillListCmd(), NewBackfillCancelCmd(), NewBackfillApproveCmd())
+	return cmd
+}
+
+// addRunFlags adds the flags that say where and how a backfill runs.
+func addRunFlags(fl *pflag.FlagSet, f *BackfillOptions) {
+	fl.BoolVar(&f.Standalone, "standalone", false, "run it here on an engine of its own instead of the server's")
+	fl.BoolVar(&f.Detach, "detach", false, "queue it for the server and return at once")
+	fl.StringSliceVar(&f.Pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
+	fl.StringVar(&f.Store, "store", direct.DefaultPath, "use this store instead of the server's API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.DurationVar(&f.Wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
+	AddSecretsFlag(fl, &f.SecretsDir)
+}
+
+func NewBackfillResumeCmd() *cobra.Command {
+	var f BackfillOptions
+	cmd := &cobra.Command{
+		Use:   "resume ID",
+		Short: "Continue an interrupted backfill without rerunning what succeeded",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
+			if !f.Standalone && !viaStore(cmd) {
+				return ResumeBackfillAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0])
+			}
+			return ResumeBackfill(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args[0])
+		},
+	}
+	addRunFlags(cmd.Flags(), &f)
+	addAPIFlags(cmd, &f.API)
+	return cmd
+}
+
+func NewBackfillStatusCmd() *cobra.Command {
+	var (
+		target string
+		af     APIOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a backfill's progress",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return BackfillStatus(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args[0])
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API")
+	addAPIFlags(cmd, &af)
+	return cmd
+}
+
+func NewBackfillListCmd() *cobra.Command {
+	var (
+		target string
+		af     APIOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List backfills, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return ListBackfills(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af)
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API")
+	addAPIFlags(cmd, &af)
+	return cmd
+}
+
+func NewBackfillCancelCmd() *cobra.Command {
+	var af APIOptions
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Stop a backfill from starting more runs (those in flight finish)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return CancelBackfill(cmd.Context(), cmd.OutOrStdout(), af, args[0])
+		},
+	}
+	addAPIFlags(cmd, &af)
+	return cmd
+}
+
+func NewBackfillApproveCmd() *cobra.Command {
+	var (
+		f    OpOptions
+		hold bool
+	)
+	cmd := &cobra.Command{
+		Use:   "approve ID",
+		Short: "Approve the manual gates of every run of a backfill, those to come included",
+		Long: `Approve, in one action, the manual gates of every run of a backfill: the
+gates its runs wait at now are approved (each then runs once its upstreams
+have succeeded), and the runs it has yet to start are created approved.
+Refused, with nothing changed, for an unknown or finished backfill, one
+that selects no manual task, and under a pause of a gate unless --hold
+(the approved gates then wait PAUSED until the resume).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return Usage("%q is not a backfill id (ax backfill list shows them)", args[0])
+			}
+			return Submit(cmd.Context(), cmd.OutOrStdout(), f, engine.ApproveBackfill{Backfill: id, Hold: hold})
+		},
+	}
+	addOpFlags(cmd, &f)
+	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause of a gate: approve it, held PAUSED until the resume (without it the approval is refused)")
+	return cmd
+}
+
+func NewRunCmd() *cobra.Command {
+	var (
+		at, sel, target string
+		secretsDir      string
+		pipelines       []string
+		approve         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run FILE|PIPELINE",
+		Short: "Run a pipeline once, here and now, printing each task as it starts and ends",
+		Long: `Run a pipeline (or the tasks --select names) once for one logical time
+(--at, default now), in the foreground, on an engine of its own: what a
+pipeline author runs to try a pipeline, and what CI can run as a smoke
+test. Upstreams outside the selection, and in other pipelines, count as
+done. The exit status is 0 only when every selected task succeeded, 1 when
+one failed, and 3 when the run stopped at manual gates nobody approved
+(--approve-manual approves them up front); Ctrl-C kills the running tasks.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve, secretsDir)
+		},
+	}
+	cmd.Flags().StringVar(&at, "at", "", "logical time: a date-time in the pipeline's zone, or a date: its schedule's fire that day (default now)")
+	cmd.Flags().StringVar(&sel, "select", "", "tasks: task, task+, +task, +task+, group:NAME, comma-separated")
+	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
+	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")
+	cmd.Flags().BoolVar(&approve, "approve-manual", false, "approve the manual gates up front (otherwise the run stops at them and exits 3)")
+	AddSecretsFlag(cmd.Flags(), &secretsDir)
+	return cmd
 }

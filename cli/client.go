@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ax-sched/ax/api"
+	"github.com/spf13/cobra"
 )
 
 // DefaultServer is the admin API that ax server listens on by default.
@@ -46,4 +47,17 @@ func SplitTask(id string) (string, string, error) {
 		return "", "", Usage("%q: write PIPELINE.TASK", id)
 	}
 	return p, t, nil
+}
+
+// addAPIFlags adds the flags of the commands that talk to the API.
+func addAPIFlags(cmd *cobra.Command, f *APIOptions) {
+	cmd.Flags().StringVar(&f.Server, "server", "", "URL of ax server's admin API (default $AX_SERVER, else "+DefaultServer+")")
+	cmd.Flags().BoolVar(&f.JSON, "json", false, "print the API's JSON answer")
+	cmd.Flags().BoolVar(&f.UTC, "utc", false, "print times in UTC rather than in each pipeline's zone")
+}
+
+// viaStore reports whether the command was told to use a store directly.
+func viaStore(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("store")
+	return f != nil && f.Changed
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/reload"
+	"github.com/spf13/cobra"
 )
 
 // Diff prints what reloading the pipeline files of paths would change in
@@ -48,8 +49,8 @@ func Diff(ctx context.Context, out, errOut io.Writer, paths []string, popts defs
 	if err != nil {
 		return err
 	}
-	var running api.ReloadView
-	if err := c.Get(ctx, "/api/v1/reload", &running); err != nil {
+	running, err := c.Reload(ctx, nil)
+	if err != nil {
 		return err
 	}
 	old := running.Running
@@ -121,9 +122,8 @@ func onlyPipelines(fp engine.Fingerprints, g *dag.Graph) engine.Fingerprints {
 func fieldChanges(ctx context.Context, c *api.Client, g *dag.Graph, d engine.Diff, schedules map[string]engine.ScheduleDef) ([]engine.Change, error) {
 	var out []engine.Change
 	for ids := range slices.Chunk(d.Changed, api.MaxDefinitions) {
-		q := url.Values{"task": ids}
-		var v api.ReloadView
-		if err := c.Get(ctx, "/api/v1/reload?"+q.Encode(), &v); err != nil {
+		v, err := c.Reload(ctx, ids)
+		if err != nil {
 			return nil, err
 		}
 		for _, id := range ids {
@@ -168,4 +168,34 @@ func WriteDiff(w io.Writer, d engine.Diff) error {
 	}
 	_, err := fmt.Fprintf(w, "%d added, %d removed, %d changed; %d schedule(s) planned again\n", len(d.Added), len(d.Removed), len(d.Changed), len(d.Replanned))
 	return err
+}
+
+func NewDiffCmd() *cobra.Command {
+	var (
+		f    APIOptions
+		rate float64
+	)
+	cmd := &cobra.Command{
+		Use:   "diff PATH...",
+		Short: "Show what reloading these pipeline files would change in the running server",
+		Long: `Validate the files as ax server would on a reload and compare them with the
+pipelines the running server has in force: tasks added, removed and changed
+(each changed field as old -> new), and schedules that would be planned
+again from the moment of the reload. A directory stands for the server's:
+a pipeline the server runs that it does not hold is removed. Files alone
+are compared pipeline by pipeline, their references to other pipelines
+resolved against the server's tasks. Invalid files print the messages of
+ax validate and exit 1: a reload of them would keep the running set.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			popts, err := parseOptions()
+			if err != nil {
+				return err
+			}
+			return Diff(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, popts, dag.Options{DispatchRate: reload.WarnRate(rate)}, f)
+		},
+	}
+	addAPIFlags(cmd, &f)
+	cmd.Flags().Float64Var(&rate, "dispatch-rate", 0, "the server's --dispatch-rate, for the same warnings")
+	return cmd
 }

@@ -1,7 +1,9 @@
-// Package cli is what the ax commands do: each takes its options, the
-// store or the admin API (through api.Client), and writes what it found to
-// an io.Writer. cmd/ax parses the flags and calls it. Errors carry the
-// command's exit status (ExitError).
+// Package cli holds the ax client commands, one place per command: its
+// flags (NewXCmd) and what it does, reaching the scheduler through a
+// Scheduler (the typed API client, or with --store a store read directly:
+// package direct) and writing what it found to an io.Writer. cmd/ax is the
+// binary: it builds the root command from these and runs ax server. Errors
+// carry the command's exit status (ExitError).
 package cli
 
 import "fmt"

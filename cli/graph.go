@@ -8,6 +8,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
+	"github.com/spf13/cobra"
 )
 
 // LoadOne parses and compiles a single pipeline file; references to other
@@ -56,4 +57,29 @@ func WriteLayers(w io.Writer, g *dag.Graph, p *defs.Pipeline) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func NewGraphCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "graph FILE",
+		Short: "Print a pipeline's compiled graph as DOT or as topological layers",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "dot" && format != "layers" {
+				return Usage("--format %q: use dot or layers", format)
+			}
+			g, p, err := LoadOne(args[0], time.Now(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if format == "dot" {
+				return g.WriteDOT(out, p.Name)
+			}
+			return WriteLayers(out, g, p)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "dot", "output format: dot or layers")
+	return cmd
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -11,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/axtype"
 )
 
 type historyLine struct {
@@ -20,43 +21,8 @@ type historyLine struct {
 	what, actor, reason, ticket string
 }
 
-func WriteHistory(ctx context.Context, w io.Writer, st *store.Store, task string, limit int, zs *api.Zones) error {
-	var (
-		hs   []store.HistoryRow
-		acts []store.Action
-	)
-	for after := int64(0); ; {
-		h, err := st.History(ctx, store.LogFilter{TaskID: task, AfterID: after, Limit: 1000})
-		if err != nil {
-			return err
-		}
-		hs = append(hs, h...)
-		if len(h) < 1000 {
-			break
-		}
-		after = h[len(h)-1].ID
-	}
-	for after := int64(0); ; {
-		a, err := st.Actions(ctx, store.LogFilter{TaskID: task, AfterID: after, Limit: 1000})
-		if err != nil {
-			return err
-		}
-		acts = append(acts, a...)
-		if len(a) < 1000 {
-			break
-		}
-		after = a[len(a)-1].ID
-	}
-	p, _, _ := strings.Cut(task, ".")
-	loc, err := zs.Of(p)
-	if err != nil {
-		return err
-	}
-	return printHistory(w, historyLines(hs, acts), limit, loc)
-}
-
 // historyLines merges transitions and actions, oldest first.
-func historyLines(hs []store.HistoryRow, acts []store.Action) []historyLine {
+func historyLines(hs []axtype.HistoryRow, acts []axtype.Action) []historyLine {
 	var lines []historyLine
 	for _, r := range hs {
 		from := string(r.From)
@@ -99,16 +65,31 @@ func shortTicket(t string) string {
 // History prints a task's transitions and actions, newest last, from the
 // API or, viaStore, from the store at target.
 func History(ctx context.Context, w io.Writer, viaStore bool, target string, af APIOptions, task string, limit int) error {
-	if !viaStore {
-		return HistoryAPI(ctx, w, af, task, limit)
+	if _, _, err := SplitTask(task); err != nil && !viaStore {
+		return err
 	}
-	st, err := store.Open(ctx, target, store.Options{Existing: true})
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
-		return Fail(err)
+		return err
 	}
-	defer st.Close()
-	if err := checkName(ctx, st, store.ScopeTask, task); err != nil {
-		return Fail(err)
+	defer done()
+	hs, err := s.History(ctx, task, limit)
+	if err != nil {
+		return asked(err)
 	}
-	return WriteHistory(ctx, w, st, task, limit, api.StoreZones(ctx, st, af.UTC))
+	acts, err := s.Actions(ctx, task, limit)
+	if err != nil {
+		return asked(err)
+	}
+	if af.JSON && !viaStore {
+		return json.NewEncoder(w).Encode(map[string]any{"history": hs, "actions": acts})
+	}
+	slices.Reverse(hs) // asked newest first; merged oldest first, in id order within a millisecond
+	slices.Reverse(acts)
+	p, _, _ := strings.Cut(task, ".")
+	loc, err := s.Zones(ctx, af.UTC).Of(p)
+	if err != nil {
+		return asked(err)
+	}
+	return printHistory(w, historyLines(hs, acts), limit, loc)
 }

@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
+	"github.com/spf13/cobra"
 )
 
 // noLogWhy says why task has no instance that ran (in run, when not 0):
@@ -21,15 +19,13 @@ import (
 func noLogWhy(ctx context.Context, c *api.Client, task string, run int64) error {
 	pruned := "runs that ended before the retention horizon are pruned, their logs with them"
 	if run != 0 {
-		var ins []axtype.Instance
-		if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?run=%d&limit=1", run), &ins); err == nil && len(ins) == 0 {
+		if ins, err := c.Instances(ctx, api.InstanceQuery{Run: run, Limit: 1}); err == nil && len(ins) == 0 {
 			return fmt.Errorf("run %d: no such run (%s)", run, pruned)
 		}
 		return fmt.Errorf("%s has no instance that ran in run %d: no log (ax status %s shows its state)", task, run, task)
 	}
 	p, t, _ := SplitTask(task)
-	var info api.TaskDetail
-	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"/tasks/"+url.PathEscape(t), &info); err == nil {
+	if info, err := c.Task(ctx, p, t); err == nil {
 		// No instance that ran is left, yet the summary kept what retention
 		// pruned (every instance, or a last executor only pruned ones had).
 		if s := info.Summary; s.Pruned != nil || s.LastExecutor != "" {
@@ -52,12 +48,8 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 		// The instance of the task's latest attempt, however many newer
 		// ones have not run (scheduled ahead, paused, failed behind an
 		// upstream), and an older one rerun after a newer one ran.
-		q := url.Values{"task": {task}, "ran": {"true"}, "order": {"started"}, "limit": {"1"}}
-		if run != 0 {
-			q.Set("run", strconv.FormatInt(run, 10))
-		}
-		var ins []axtype.Instance
-		if err := c.Get(ctx, "/api/v1/instances?"+q.Encode(), &ins); err != nil {
+		ins, err := c.Instances(ctx, api.InstanceQuery{Task: task, Run: run, Ran: true, Started: true, Limit: 1})
+		if err != nil {
 			return err
 		}
 		if len(ins) > 0 {
@@ -67,23 +59,14 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 			return Fail(noLogWhy(ctx, c, task, run))
 		}
 	}
-	q := url.Values{"task": {task}}
-	if attempt > 0 {
-		q.Set("attempt", strconv.Itoa(attempt))
-	}
-	path := fmt.Sprintf("/api/v1/instances/%d/logs?", instance)
 	pipeline, _, _ := SplitTask(task)
 	loc, err := api.ZoneOf(ctx, c, pipeline, f.UTC)
 	if err != nil {
 		return err
 	}
 	if !follow {
-		raw, err := c.Call(ctx, http.MethodGet, path+q.Encode(), nil)
+		p, raw, err := c.Logs(ctx, instance, task, attempt)
 		if err != nil {
-			return err
-		}
-		var p api.LogPage
-		if err := json.Unmarshal(raw, &p); err != nil {
 			return err
 		}
 		if f.JSON {
@@ -95,10 +78,9 @@ func LogsAPI(ctx context.Context, w io.Writer, f APIOptions, task string, run, i
 		}
 		return attemptExit(p.LogHeader)
 	}
-	q.Set("follow", "true")
 	var last api.LogHeader // how the attempt stands: the header, then its end
 	ended := false         // the header said how the attempt ended: its end event says it again
-	err = c.Stream(ctx, path+q.Encode(), func(raw []byte) error {
+	err = c.FollowLogs(ctx, instance, task, attempt, func(raw []byte) error {
 		var ev api.LogEvent
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			return fmt.Errorf("malformed log stream from the server: %w", err)
@@ -204,4 +186,54 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func NewLogsCmd() *cobra.Command {
+	var (
+		f        APIOptions
+		run      int64
+		instance int64
+		attempt  int
+		follow   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs PIPELINE.TASK",
+		Short: "Print the output of a task's attempt (the latest by default); -f follows a running one until it ends",
+		Long: `Print what an attempt of a task printed (stdout, stderr, a function's logger),
+with a header: instance, attempt, executor, start, end, exit status. Lines are
+marked by stream; bytes that are not text are shown escaped (\xNN).
+
+The task's latest attempt (of the instance that started last: a rerun of an
+older instance included) is shown unless --run, --instance or --attempt say
+otherwise. With -f, a running attempt is
+followed live and the command ends when the attempt ends.
+
+Exit status: 0 when the attempt shown succeeded or is still running; 1 when
+it failed, was killed or timed out (the header says how, nothing is printed
+on stderr), and when there is no log to show or the server cannot be asked
+(an "ax: …" message on stderr says why); 2 for a usage error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if run != 0 && instance != 0 {
+				return Usage("--run and --instance name the instance twice: give one")
+			}
+			// The flags' zero value means "not given": 0 given by hand is no
+			// run, instance or attempt, and is refused like a negative one.
+			for _, c := range []struct {
+				name, what string
+				v          int64
+			}{{"run", "a run number", run}, {"instance", "an instance id", instance}, {"attempt", "an attempt number", int64(attempt)}} {
+				if cmd.Flags().Changed(c.name) && c.v < 1 {
+					return Usage("--%s %d: give %s from 1", c.name, c.v, c.what)
+				}
+			}
+			return LogsAPI(cmd.Context(), cmd.OutOrStdout(), f, args[0], run, instance, attempt, follow)
+		},
+	}
+	cmd.Flags().Int64Var(&run, "run", 0, "the task's instance in this run")
+	cmd.Flags().Int64Var(&instance, "instance", 0, "this instance (of the task)")
+	cmd.Flags().IntVar(&attempt, "attempt", 0, "this attempt (default the latest)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a running attempt until it ends")
+	addAPIFlags(cmd, &f)
+	return cmd
 }

@@ -1,24 +1,19 @@
 package cli
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/direct"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
+	"github.com/spf13/cobra"
 )
 
 // OpOptions are the flags every operation command takes. By default the
@@ -34,119 +29,14 @@ type OpOptions struct {
 	ViaStore func() bool
 }
 
-// OpRoute is the API endpoint and body of an operation.
-func OpRoute(op Op) (string, map[string]any, error) {
-	body := map[string]any{"reason": op.Reason}
-	esc := url.PathEscape
-	task := func(target, verb string) (string, map[string]any, error) {
-		p, t, err := SplitTask(target)
-		if err != nil {
-			return "", nil, err
-		}
-		return "/api/v1/pipelines/" + esc(p) + "/tasks/" + esc(t) + "/" + verb, body, nil
-	}
-	pause := func(scope store.PauseScope, target, verb string) (string, map[string]any, error) {
-		switch scope {
-		case store.ScopeGroup:
-			return "/api/v1/groups/" + esc(target) + "/" + verb, body, nil
-		case store.ScopePipeline:
-			return "/api/v1/pipelines/" + esc(target) + "/" + verb, body, nil
-		}
-		return task(target, verb)
-	}
-	switch r := op.Req.(type) {
-	case engine.Pause:
-		return pause(r.Scope, r.Target, r.Verb())
-	case engine.Resume:
-		return pause(r.Scope, r.Target, r.Verb())
-	case engine.Trigger:
-		if op.AtText != "" {
-			body["at"] = op.AtText
-		}
-		if len(r.Params) > 0 {
-			body["params"] = r.Params
-		}
-		if r.Hold {
-			body["hold"] = true
-		}
-		if !strings.Contains(r.Target, ".") {
-			return "/api/v1/pipelines/" + esc(r.Target) + "/trigger", body, nil
-		}
-		body["downstream"] = r.Downstream
-		return task(r.Target, r.Verb())
-	case engine.Mark:
-		body["state"] = strings.ToLower(string(r.State))
-		if r.Instance != 0 {
-			return fmt.Sprintf("/api/v1/instances/%d/mark", r.Instance), body, nil
-		}
-		if r.Run != 0 {
-			body["run"] = r.Run
-		}
-		if op.AtText != "" {
-			body["at"] = op.AtText
-		}
-		return task(r.Target, r.Verb())
-	case engine.Kill:
-		if r.Instance != 0 {
-			return fmt.Sprintf("/api/v1/instances/%d/kill", r.Instance), body, nil
-		}
-		return task(r.Target, r.Verb())
-	case engine.Rerun:
-		if r.Hold {
-			body["hold"] = true
-		}
-		switch {
-		case r.Instance != 0:
-			return fmt.Sprintf("/api/v1/instances/%d/rerun", r.Instance), body, nil
-		case r.Run != 0:
-			return fmt.Sprintf("/api/v1/runs/%d/rerun", r.Run), body, nil
-		}
-		return task(r.Target, r.Verb())
-	case engine.Cancel:
-		return fmt.Sprintf("/api/v1/runs/%d/cancel", r.Run), body, nil
-	case engine.ApproveBackfill:
-		if r.Hold {
-			body["hold"] = true
-		}
-		return fmt.Sprintf("/api/v1/backfills/%d/approve", r.Backfill), body, nil
-	}
-	return "", nil, fmt.Errorf("ax: %s has no API route here", op.Req.Verb())
-}
-
 // Op is an operation as the CLI has it: --at stays as written, for the
 // server to read in the pipeline's zone.
 type Op struct {
 	Req    engine.Request
 	AtText string
-	Reason string
 }
 
-// SubmitAPI sends op to the admin API and prints what the scheduler did.
-func SubmitAPI(ctx context.Context, w io.Writer, f OpOptions, op Op) error {
-	c, err := NewAPIClient(f.API.Server)
-	if err != nil {
-		return err
-	}
-	op.Reason = f.Reason
-	path, body, err := OpRoute(op)
-	if err != nil {
-		return err
-	}
-	raw, err := c.Call(ctx, http.MethodPost, path, body)
-	if err != nil {
-		return err
-	}
-	if f.API.JSON {
-		return PrintJSON(w, raw)
-	}
-	var res api.Result
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return Fail(fmt.Errorf("unexpected answer from %s: %s", path, raw))
-	}
-	_, err = fmt.Fprintln(w, res.Result)
-	return err
-}
-
+// Actor is who the commands act as, in the action log: operator:$USER.
 func Actor() string {
 	if u := os.Getenv("USER"); u != "" {
 		return "operator:" + u
@@ -154,9 +44,9 @@ func Actor() string {
 	return "operator"
 }
 
-// Submit queues op for the primary scheduler and waits for its outcome. A
-// request no scheduler took within the wait is withdrawn, so that it cannot
-// surprise anyone later.
+// Submit sends op to the scheduler (its API, or with --store queued for
+// the primary on the store, which withdraws a request no scheduler took
+// within the wait) and prints what the scheduler did.
 func Submit(ctx context.Context, w io.Writer, f OpOptions, op engine.Request) error {
 	return SubmitOp(ctx, w, f, Op{Req: op})
 }
@@ -167,190 +57,275 @@ func SubmitOp(ctx context.Context, w io.Writer, f OpOptions, cop Op) error {
 	if err := engine.CheckRequest(cop.Req, engine.By{Actor: Actor(), Reason: f.Reason}); err != nil {
 		return Usage("%s", strings.TrimPrefix(err.Error(), engine.ErrBadOp.Error()+": "))
 	}
-	if !f.ViaStore() {
-		return SubmitAPI(ctx, w, f, cop)
-	}
-	op := cop.Req
-	if cop.AtText != "" {
-		at, err := time.Parse(time.RFC3339, cop.AtText)
-		if err != nil {
-			return Usage("--at %q: with --store give RFC 3339 with an offset (2026-03-01T02:00:00+08:00); the API reads other forms in the pipeline's zone", cop.AtText)
-		}
-		switch r := op.(type) {
-		case engine.Trigger:
-			r.At, op = at, r
-		case engine.Mark:
-			r.At, op = at, r
+	if f.ViaStore() && cop.AtText != "" {
+		if _, err := direct.ParseAt(cop.AtText); err != nil { // before the store is opened
+			return asked(err)
 		}
 	}
-	st, err := store.Open(ctx, f.Store, store.Options{Existing: true})
-	if err != nil {
-		return Fail(err)
-	}
-	defer st.Close()
-	if err := CheckTarget(ctx, st, op); err != nil {
-		return Fail(err)
-	}
-	res, err := QueueRequest(ctx, st, op, engine.By{Actor: Actor(), Reason: f.Reason}, f.Wait)
+	s, done, err := Connect(ctx, f.API, Target{ViaStore: f.ViaStore(), Store: f.Store, Wait: f.Wait})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, res)
+	defer done()
+	res, raw, err := s.Apply(ctx, cop.Req, cop.AtText, f.Reason)
+	if err != nil || (f.API.JSON && raw != nil) {
+		return OrThen(asked(err), func() error { return PrintJSON(w, raw) })
+	}
+	_, err = fmt.Fprintln(w, res.Result)
 	return err
 }
 
-// QueueRequest queues req made by by (QueueOp) and waits for its outcome.
-func QueueRequest(ctx context.Context, st *store.Store, req engine.Request, by engine.By, wait time.Duration) (string, error) {
-	verb, args, err := engine.EncodeRequest(req, by)
-	if err != nil {
-		return "", Fail(err)
-	}
-	_, target := opTarget(req)
-	return QueueOp(ctx, st, store.Op{Kind: verb, Target: target, Args: string(args), Actor: by.Actor, Reason: by.Reason}, wait)
-}
-
-// opTarget says what a request acts on: the scope and name of a task,
-// pipeline or group (scope is empty for a run's task or a pipeline to
-// trigger), or else the instance, run or backfill, as the queue shows it.
-func opTarget(req engine.Request) (scope store.PauseScope, target string) {
-	byID := func(what string, id int64) string { return what + " " + strconv.FormatInt(id, 10) }
-	switch r := req.(type) {
-	case engine.Pause:
-		return r.Scope, r.Target
-	case engine.Resume:
-		return r.Scope, r.Target
-	case engine.Trigger:
-		if !strings.Contains(r.Target, ".") {
-			return store.ScopePipeline, r.Target
-		}
-		return store.ScopeTask, r.Target
-	case engine.Kill:
-		if r.Instance != 0 {
-			return "", byID("instance", r.Instance)
-		}
-		return store.ScopeTask, r.Target
-	case engine.Rerun:
-		switch {
-		case r.Instance != 0:
-			return "", byID("instance", r.Instance)
-		case r.Run != 0:
-			return "", byID("run", r.Run)
-		}
-		return store.ScopeTask, r.Target
-	case engine.Mark:
-		if r.Instance != 0 {
-			return "", byID("instance", r.Instance)
-		}
-		return store.ScopeTask, r.Target
-	case engine.Cancel:
-		return "", byID("run", r.Run)
-	case engine.CancelBackfill:
-		return "", byID("backfill", r.Backfill)
-	case engine.ResumeBackfill:
-		return "", byID("backfill", r.Backfill)
-	case engine.ApproveBackfill:
-		return "", byID("backfill", r.Backfill)
-	}
-	return "", ""
-}
-
-// QueueOp queues a request in the store for the primary scheduler to apply
-// (the one way --store reaches the engine: nothing here writes state), and
-// waits for its outcome. A request no scheduler claimed within wait is
-// withdrawn, so that it cannot surprise anyone later; one the scheduler
-// claimed is applied whatever happens, so it is waited for a while longer,
-// and never reported withdrawn.
-func QueueOp(ctx context.Context, st *store.Store, o store.Op, wait time.Duration) (string, error) {
-	id, err := st.EnqueueOp(ctx, o, time.Now())
-	if err != nil {
-		return "", Fail(err)
-	}
-	deadline, claimed := time.Now().Add(wait), false
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		got, err := st.GetOp(ctx, id)
-		if err != nil {
-			return "", Fail(err)
-		}
-		switch got.State {
-		case store.OpDone:
-			return got.Result, nil
-		case store.OpFailed:
-			return "", Fail(fmt.Errorf("%s %s: %s", o.Kind, o.Target, got.Error))
-		}
-		if time.Now().After(deadline) {
-			if claimed {
-				return "", Fail(fmt.Errorf("%s %s: the scheduler took it (request %d) but recorded no outcome within %s: ax history or the action log shows what it did", o.Kind, o.Target, id, 2*wait))
-			}
-			err := st.WithdrawOp(ctx, id, fmt.Sprintf("withdrawn: no scheduler applied it within %s", wait), time.Now())
-			switch {
-			case errors.Is(err, store.ErrConflict): // claimed just now: wait for its outcome
-				deadline, claimed = time.Now().Add(wait), true
-			case err != nil:
-				return "", Fail(fmt.Errorf("%s %s: no scheduler applied it within %s, and withdrawing it failed: %w", o.Kind, o.Target, wait, err))
-			default:
-				return "", Fail(fmt.Errorf("%s %s: no scheduler applied it within %s; is ax server running on %s? (the request was withdrawn)", o.Kind, o.Target, wait, st))
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-tick.C:
-		}
-	}
-}
-
-// CheckTarget refuses an unknown task, pipeline or group before anything is
-// queued, with a suggestion.
-func CheckTarget(ctx context.Context, st *store.Store, op engine.Request) error {
-	scope, target := opTarget(op)
-	if scope == "" || target == "" {
-		return nil
-	}
-	return checkName(ctx, st, scope, target)
-}
-
-// checkName refuses an unknown task, pipeline or group (scope, name).
-func checkName(ctx context.Context, st *store.Store, scope store.PauseScope, name string) error {
-	tasks, err := st.Tasks(ctx, store.TaskFilter{})
-	if err != nil {
-		return err
-	}
-	var names []string
-	found := false
-	for _, t := range tasks {
-		var n string
-		switch scope {
-		case store.ScopeGroup:
-			n = t.Group
-		case store.ScopePipeline:
-			n = t.Pipeline
-		default:
-			n = t.ID
-		}
-		names = append(names, n)
-		found = found || n == name
-	}
-	if found {
-		return nil
-	}
-	kind := cmp.Or(string(scope), "task")
-	if len(tasks) == 0 {
-		return fmt.Errorf("no %s %q: the store has no pipelines yet (has ax server run on it?)", kind, name)
-	}
-	return fmt.Errorf("no %s %q%s", kind, name, defs.DidYouMean(name, slices.Compact(names)))
-}
-
 // PauseTarget reads `pipeline.task`, `pipeline` or --group NAME.
-func PauseTarget(args []string, group string) (store.PauseScope, string, error) {
+func PauseTarget(args []string, group string) (axtype.PauseScope, string, error) {
 	switch {
 	case group != "" && len(args) == 0:
-		return store.ScopeGroup, group, nil
+		return axtype.ScopeGroup, group, nil
 	case group == "" && len(args) == 1 && strings.Contains(args[0], "."):
-		return store.ScopeTask, args[0], nil
+		return axtype.ScopeTask, args[0], nil
 	case group == "" && len(args) == 1:
-		return store.ScopePipeline, args[0], nil
+		return axtype.ScopePipeline, args[0], nil
 	}
 	return "", "", Usage("give PIPELINE.TASK, PIPELINE, or --group NAME")
+}
+
+// addOpFlags adds the flags every operation command takes.
+func addOpFlags(cmd *cobra.Command, f *OpOptions) {
+	f.ViaStore = func() bool { return viaStore(cmd) }
+	cmd.Flags().StringVar(&f.Store, "store", direct.DefaultPath, "queue it in this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().StringVar(&f.Reason, "reason", "", "why, for the action log")
+	cmd.Flags().DurationVar(&f.Wait, "wait", 15*time.Second, "with --store: how long to wait for the scheduler to apply it")
+	addAPIFlags(cmd, &f.API)
+}
+
+func NewPauseCmds() []*cobra.Command {
+	var out []*cobra.Command
+	for _, kind := range []string{engine.OpPause, engine.OpResume} {
+		var (
+			f     OpOptions
+			group string
+		)
+		verb := map[string]string{engine.OpPause: "Pause", engine.OpResume: "Resume"}[kind]
+		cmd := &cobra.Command{
+			Use:   kind + " PIPELINE.TASK | PIPELINE | --group NAME",
+			Short: verb + " a task, a pipeline or a group, without touching the others",
+			Args:  cobra.MaximumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				scope, target, err := PauseTarget(args, group)
+				if err != nil {
+					return err
+				}
+				var req engine.Request = engine.Pause{Scope: scope, Target: target}
+				if kind == engine.OpResume {
+					req = engine.Resume{Scope: scope, Target: target}
+				}
+				return Submit(cmd.Context(), cmd.OutOrStdout(), f, req)
+			},
+		}
+		addOpFlags(cmd, &f)
+		cmd.Flags().StringVar(&group, "group", "", "a pipeline group instead of a task or pipeline")
+		out = append(out, cmd)
+	}
+	return out
+}
+
+func NewTriggerCmd() *cobra.Command {
+	var (
+		f          OpOptions
+		downstream bool
+		hold       bool
+		at         string
+		params     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "trigger PIPELINE.TASK | PIPELINE [--at TIME] [--param KEY=VALUE]...",
+		Short: "Run a task (or a whole pipeline) now, in a run of its own; for a manual task, approve it",
+		Long: `Run a task now, in a manual run of its own beside its periodic instances
+(--downstream: and everything downstream of it), or a whole pipeline.
+--at sets the run's logical time (a date-time in the pipeline's zone, or
+RFC 3339 with an offset; default now). A date alone is the schedule's fire
+on that date (refused, listing them, when there are several or none; its
+midnight when nothing schedules the target); --param KEY=VALUE
+(repeatable) is merged over the tasks' params, seen by executors and
+templates, and stored with the run.
+
+For a manual task (manual: true) the trigger is the approval: it releases
+the gate of its oldest instance awaiting approval (the one at --at, when
+given), which then runs once its upstreams have succeeded; with none
+waiting it runs the task at once.
+
+A trigger (or an approval) of a task under a pause (its own, its group's
+or its pipeline's) is refused with the pause and how to lift it, and
+creates nothing; --hold creates the run anyway with what the pause covers
+held PAUSED until the resume.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := engine.Trigger{Target: args[0], Downstream: downstream, Hold: hold}
+			if downstream && !strings.Contains(args[0], ".") {
+				return Usage("--downstream applies to a task (PIPELINE.TASK): a pipeline trigger runs every task")
+			}
+			for _, p := range params {
+				k, v, ok := strings.Cut(p, "=")
+				if !ok || k == "" {
+					return Usage("--param %q: give KEY=VALUE", p)
+				}
+				if op.Params == nil {
+					op.Params = map[string]string{}
+				}
+				op.Params[k] = v
+			}
+			if err := engine.CheckParams(op.Params); err != nil {
+				return Usage("--param: %v", err)
+			}
+			return SubmitOp(cmd.Context(), cmd.OutOrStdout(), f, Op{Req: op, AtText: at})
+		},
+	}
+	addOpFlags(cmd, &f)
+	cmd.Flags().BoolVar(&downstream, "downstream", false, "run everything downstream of it too")
+	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause: create the run, with what the pause covers held PAUSED until the resume (without it the trigger is refused)")
+	cmd.Flags().StringVar(&at, "at", "", "logical time of the run, in the pipeline's zone (default now)")
+	cmd.Flags().StringArrayVar(&params, "param", nil, "KEY=VALUE merged over the tasks' params (repeatable)")
+	return cmd
+}
+
+func NewMarkCmd() *cobra.Command {
+	var (
+		f   OpOptions
+		run int64
+		at  string
+	)
+	cmd := &cobra.Command{
+		Use:   "mark PIPELINE.TASK --run RUN|--at TIME (success|failed) | mark INSTANCE_ID (success|failed)",
+		Short: "Set the outcome of a waiting, failed or killed instance (success releases its downstream)",
+		Long: `Set the outcome of an instance by hand, with --reason for the action log:
+success releases its downstream (and brings back those that failed without
+running behind it); failed fails what waits on it. A running, scheduled or
+paused instance is refused: kill it, or cancel its run.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := api.MarkState(args[1])
+			if err != nil {
+				return Usage("%v", err)
+			}
+			op := engine.Mark{State: st, Run: run}
+			if id, err := strconv.ParseInt(args[0], 10, 64); err == nil {
+				if run != 0 || at != "" {
+					return Usage("%d is an instance id: --run and --at select a task's instance", id)
+				}
+				op.Instance = id
+			} else {
+				if _, _, err := SplitTask(args[0]); err != nil {
+					return Usage("%v", err)
+				}
+				if (run == 0) == (at == "") {
+					return Usage("say which instance of %s: --run RUN or --at TIME", args[0])
+				}
+				op.Target = args[0]
+			}
+			return SubmitOp(cmd.Context(), cmd.OutOrStdout(), f, Op{Req: op, AtText: at})
+		},
+	}
+	addOpFlags(cmd, &f)
+	cmd.Flags().Int64Var(&run, "run", 0, "the task's instance in this run")
+	cmd.Flags().StringVar(&at, "at", "", "the task's instance at this logical time (in the pipeline's zone)")
+	return cmd
+}
+
+func NewCancelCmd() *cobra.Command {
+	var f OpOptions
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "End every unfinished instance of a run: running ones are killed, the others fail as cancelled",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return Usage("%q is not a run id", args[0])
+			}
+			return Submit(cmd.Context(), cmd.OutOrStdout(), f, engine.Cancel{Run: id})
+		},
+	}
+	addOpFlags(cmd, &f)
+	return cmd
+}
+
+func NewKillCmd() *cobra.Command {
+	var f OpOptions
+	cmd := &cobra.Command{
+		Use:   "kill PIPELINE.TASK | INSTANCE_ID",
+		Short: "Stop a task's running instances (or one instance) on their executors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := engine.Kill{}
+			if id, err := strconv.ParseInt(args[0], 10, 64); err == nil {
+				op.Instance = id
+			} else {
+				op.Target = args[0]
+			}
+			return Submit(cmd.Context(), cmd.OutOrStdout(), f, op)
+		},
+	}
+	addOpFlags(cmd, &f)
+	return cmd
+}
+
+func NewRerunCmd() *cobra.Command {
+	var (
+		f        OpOptions
+		failed   bool
+		instance bool
+		hold     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rerun PIPELINE.TASK | RUN_ID --failed | INSTANCE_ID --instance",
+		Short: "Run again a task's latest failed instance, a run's failed instances, or one instance",
+		Long: `Run again a task's latest failed instance, a run's failed instances, or
+one instance. A rerun of a task under a pause is refused with the pause
+and how to lift it, and changes nothing; --hold reruns it held PAUSED
+until the resume.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			op := engine.Rerun{Hold: hold}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			switch {
+			case failed && instance:
+				return Usage("--failed and --instance exclude each other")
+			case (failed || instance) && err != nil:
+				return Usage("%q is not a number: --failed takes a run id, --instance an instance id", args[0])
+			case failed:
+				op.Run = id
+			case instance:
+				op.Instance = id
+			case err == nil:
+				return Usage("%s is a number: say --failed (a run's failed instances) or --instance (that instance)", args[0])
+			default:
+				op.Target = args[0]
+			}
+			return Submit(cmd.Context(), cmd.OutOrStdout(), f, op)
+		},
+	}
+	addOpFlags(cmd, &f)
+	cmd.Flags().BoolVar(&failed, "failed", false, "rerun the FAILED and KILLED instances of the run RUN_ID")
+	cmd.Flags().BoolVar(&instance, "instance", false, "rerun the instance INSTANCE_ID (FAILED, KILLED or SUCCESS)")
+	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause: rerun it held PAUSED until the resume (without it the rerun is refused)")
+	return cmd
+}
+
+func NewHistoryCmd() *cobra.Command {
+	var (
+		target string
+		limit  int
+		af     APIOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "history PIPELINE.TASK",
+		Short: "Show a task's transitions and actions, newest last",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return History(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args[0], limit)
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 50, "newest entries shown")
+	addAPIFlags(cmd, &af)
+	return cmd
 }

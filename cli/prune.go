@@ -5,39 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/ax-sched/ax/api"
-	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/direct"
+	"github.com/spf13/cobra"
 )
-
-func PruneAPI(ctx context.Context, w io.Writer, f APIOptions, dry bool, retain string) error {
-	c, err := NewAPIClient(f.Server)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if dry {
-		q := ""
-		if retain != "" {
-			q = "?" + url.Values{"retain": {retain}}.Encode()
-		}
-		raw, err = c.Call(ctx, http.MethodGet, "/api/v1/prune"+q, nil)
-	} else {
-		raw, err = c.Call(ctx, http.MethodPost, "/api/v1/prune", struct{}{})
-	}
-	if err != nil {
-		return err
-	}
-	var rep api.PruneReport
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		return err
-	}
-	return WritePrune(w, f.JSON, rep)
-}
 
 func WritePrune(w io.Writer, asJSON bool, rep api.PruneReport) error {
 	if asJSON {
@@ -60,39 +33,62 @@ func WritePrune(w io.Writer, asJSON bool, rep api.PruneReport) error {
 // only counts what would go (viaStore: from the store at target, with
 // retain or DefaultRetain).
 func Prune(ctx context.Context, w io.Writer, viaStore bool, target string, f APIOptions, dry bool, retain string) error {
-	if viaStore {
-		if !dry {
-			return Usage("--store counts only (--dry-run): pruning is done by the primary (ax server, or ax prune through its API)")
-		}
-		d := api.DefaultRetain
-		if retain != "" {
-			var err error
-			if d, err = api.ParseRetain(retain); err != nil {
-				return Usage("--retain %v", err)
-			}
-			if d == 0 {
-				return Usage("--retain 0 keeps everything: nothing would be pruned; give a period such as 30d to see what it would prune")
-			}
-		}
-		st, err := store.Open(ctx, target, store.Options{Existing: true})
-		if err != nil {
-			return Fail(err)
-		}
-		defer st.Close()
-		now := time.Now()
-		res, err := st.PruneDryRun(ctx, engine.PruneSelection(now, d))
-		if err != nil {
-			return Fail(err)
-		}
-		return WritePrune(w, f.JSON, api.PruneReport{DryRun: true, Retain: d.String(), Before: now.Add(-d).UTC(), Pruned: res})
-	}
-	if retain != "" && !dry {
+	switch {
+	case viaStore && !dry:
+		return Usage("--store counts only (--dry-run): pruning is done by the primary (ax server, or ax prune through its API)")
+	case retain != "" && !dry:
 		return Usage("--retain goes with --dry-run: a pass now uses the server's own --retain")
-	}
-	if retain != "" {
-		if _, err := api.ParseRetain(retain); err != nil {
+	case retain != "":
+		d, err := api.ParseRetain(retain)
+		if err != nil {
 			return Usage("--retain %v", err)
 		}
+		if d == 0 && viaStore {
+			return Usage("--retain 0 keeps everything: nothing would be pruned; give a period such as 30d to see what it would prune")
+		}
 	}
-	return PruneAPI(ctx, w, f, dry, retain)
+	s, done, err := Connect(ctx, f, Target{ViaStore: viaStore, Store: target})
+	if err != nil {
+		return err
+	}
+	defer done()
+	var rep api.PruneReport
+	if dry {
+		rep, err = s.PruneDry(ctx, retain)
+	} else {
+		rep, err = s.PruneNow(ctx)
+	}
+	if err != nil {
+		return asked(err)
+	}
+	return WritePrune(w, f.JSON, rep)
+}
+
+func NewPruneCmd() *cobra.Command {
+	var (
+		f      APIOptions
+		dry    bool
+		retain string
+		target string
+	)
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete finished runs older than the retention period now (--dry-run: show what would go)",
+		Long: `ax server prunes by itself (--retain, default 30d, every 10 minutes): runs
+whose instances all ended before the horizon go, with their instances,
+history, actions and task output; waiting, running and paused work and the
+runs of unfinished backfills stay; per-task counts survive.
+
+ax prune runs a pass now on the primary; with --dry-run it only counts what
+would go (through the API, or with --store from a store directly).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Prune(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, f, dry, retain)
+		},
+	}
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "count what would be deleted; delete nothing")
+	cmd.Flags().StringVar(&retain, "retain", "", "with --dry-run: the period to try (default the server's --retain; with --store 30d)")
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "count from this store instead of calling the API (with --dry-run)")
+	addAPIFlags(cmd, &f)
+	return cmd
 }

@@ -20,65 +20,21 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
+// RunOnce runs a pipeline (what: its name under pipelines, or a file), or
+// the tasks sel selects, once now (or at at) on an engine of its own, on
+// the store at target (default a temporary one), and reports how it ended.
 func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool, secretsDir string) error {
-	var (
-		g    *dag.Graph
-		name = what
-	)
 	secrets, err := OpenSecrets(secretsDir) // before anything is created
 	if err != nil {
 		return err
 	}
-	info, err := os.Stat(what)
-	if err != nil && (strings.HasSuffix(what, ".yaml") || strings.HasSuffix(what, ".yml") || strings.ContainsRune(what, os.PathSeparator)) {
-		return Usage("%s: no such pipeline file: give a file that exists, or the name of a pipeline under --pipelines", what)
-	}
-	if err == nil && !info.IsDir() {
-		p, errs := defs.ParseFile(what, defs.Options{})
-		if errs.Err() == nil {
-			var cerrs defs.Errors
-			g, cerrs = dag.Compile([]*defs.Pipeline{p}, dag.Options{External: true, DispatchRate: -1})
-			errs = append(errs, cerrs...)
-		}
-		if errs.Err() != nil {
-			for _, e := range errs.Fatal() {
-				fmt.Fprintln(errOut, e.Error())
-			}
-			return Fail(fmt.Errorf("%s is not a valid pipeline file", what))
-		}
-		name = p.Name
-	} else {
-		var err error
-		if g, err = LoadGraph(pipelines, errOut); err != nil {
-			return err
-		}
-	}
-	p := g.Pipeline(name)
-	if p == nil {
-		var names []string
-		for _, q := range g.Pipelines() {
-			names = append(names, q.Name)
-		}
-		return Fail(fmt.Errorf("no pipeline %q%s", name, defs.DidYouMean(name, names)))
-	}
-	tasks, err := g.Select(name, sel)
+	g, name, err := runGraph(what, pipelines, errOut)
 	if err != nil {
-		return Fail(errors.New(strings.TrimPrefix(err.Error(), "dag: ")))
+		return err
 	}
-	when := time.Now().Truncate(time.Second)
-	if at != "" {
-		sched := p.Schedule
-		if len(tasks) > 0 {
-			sched = api.ScheduleOf(g, tasks[0].ID())
-		}
-		if when, err = api.FireAt(at, sched, p.Location); err != nil {
-			return Usage("--at: %v", err)
-		}
-	}
-	spec := engine.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: engine.RerunAll,
-		ApproveManual: approve}
-	for _, t := range tasks {
-		spec.Tasks = append(spec.Tasks, t.Name)
+	spec, loc, err := runSpec(g, name, at, sel, approve)
+	if err != nil {
+		return err
 	}
 	if target == "" {
 		dir, err := os.MkdirTemp("", "ax-run-")
@@ -111,24 +67,89 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return Fail(err)
 	}
-	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, api.Stamp(when, p.Location), len(spec.Tasks))
+	fmt.Fprintf(out, "run %s for %s: %d task(s)\n", name, api.Stamp(spec.From, loc), len(spec.Tasks))
 	events := make(chan engine.Event, 1024)
 	eng, err = engine.New(engine.Config{NoSchedules: true, FailIfHeld: true, Holder: holder, Grace: time.Millisecond,
 		OnEvent: func(ev engine.Event) { events <- ev }}, st, g, execs)
 	if err != nil {
 		return Fail(err)
 	}
+	return runUntilSettled(ctx, out, st, g, eng, events, id, name)
+}
+
+// runGraph compiles what ax run runs: the pipeline file what, or the
+// pipelines under paths, of which what names one.
+func runGraph(what string, paths []string, errOut io.Writer) (*dag.Graph, string, error) {
+	info, err := os.Stat(what)
+	if err != nil && (strings.HasSuffix(what, ".yaml") || strings.HasSuffix(what, ".yml") || strings.ContainsRune(what, os.PathSeparator)) {
+		return nil, "", Usage("%s: no such pipeline file: give a file that exists, or the name of a pipeline under --pipelines", what)
+	}
+	if err != nil || info.IsDir() {
+		g, err := LoadGraph(paths, errOut)
+		return g, what, err
+	}
+	p, errs := defs.ParseFile(what, defs.Options{})
+	var g *dag.Graph
+	if errs.Err() == nil {
+		var cerrs defs.Errors
+		g, cerrs = dag.Compile([]*defs.Pipeline{p}, dag.Options{External: true, DispatchRate: -1})
+		errs = append(errs, cerrs...)
+	}
+	if errs.Err() != nil {
+		for _, e := range errs.Fatal() {
+			fmt.Fprintln(errOut, e.Error())
+		}
+		return nil, "", Fail(fmt.Errorf("%s is not a valid pipeline file", what))
+	}
+	return g, p.Name, nil
+}
+
+// runSpec is the one-run backfill ax run makes of pipeline name (the
+// tasks sel selects) at at (default now), and the pipeline's zone.
+func runSpec(g *dag.Graph, name, at, sel string, approve bool) (axtype.BackfillSpec, *time.Location, error) {
+	p := g.Pipeline(name)
+	if p == nil {
+		var names []string
+		for _, q := range g.Pipelines() {
+			names = append(names, q.Name)
+		}
+		return axtype.BackfillSpec{}, nil, Fail(fmt.Errorf("no pipeline %q%s", name, defs.DidYouMean(name, names)))
+	}
+	tasks, err := g.Select(name, sel)
+	if err != nil {
+		return axtype.BackfillSpec{}, nil, Fail(errors.New(strings.TrimPrefix(err.Error(), "dag: ")))
+	}
+	when := time.Now().Truncate(time.Second)
+	if at != "" {
+		sched := p.Schedule
+		if len(tasks) > 0 {
+			sched = api.ScheduleOf(g, tasks[0].ID())
+		}
+		if when, err = api.FireAt(at, sched, p.Location); err != nil {
+			return axtype.BackfillSpec{}, nil, Usage("--at: %v", err)
+		}
+	}
+	spec := axtype.BackfillSpec{Pipeline: name, From: when, To: when, Select: sel, Times: []time.Time{when}, MaxActiveRuns: 1, Rerun: axtype.RerunAll,
+		ApproveManual: approve}
+	for _, t := range tasks {
+		spec.Tasks = append(spec.Tasks, t.Name)
+	}
+	return spec, p.Location, nil
+}
+
+// runUntilSettled runs eng, printing its events, until the run of backfill
+// id has ended or stopped at a manual gate, and reports how it ended.
+func runUntilSettled(ctx context.Context, out io.Writer, st *store.Store, g *dag.Graph, eng *engine.Engine, events chan engine.Event, id int64, name string) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(runCtx) }()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	failed := 0
 	for {
 		select {
 		case ev := <-events:
-			failed += PrintEvent(out, ev)
+			PrintEvent(out, ev)
 			continue
 		case err := <-done:
 			if err != nil {
@@ -155,13 +176,13 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 			continue
 		}
 		status := engine.StatusWith(ins, func(task string) bool { t := g.Task(task); return t != nil && t.Manual }, waits)
-		if status.State != engine.RunAwaiting && bs[0].State != engine.BackfillDone && bs[0].State != engine.BackfillFailed {
+		if status.State != engine.RunAwaiting && bs[0].State != axtype.BackfillDone && bs[0].State != axtype.BackfillFailed {
 			continue
 		}
 		stop()
 		<-done
 		for len(events) > 0 {
-			failed += PrintEvent(out, <-events)
+			PrintEvent(out, <-events)
 		}
 		return RunOutcome(out, name, status, ins, bs[0])
 	}
@@ -170,7 +191,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 // RunOutcome reports how `ax run` ended: every task succeeded (exit 0), one
 // failed (1), or it stopped at manual gates nobody approved (3). A task that
 // did not run is never counted as succeeded.
-func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []axtype.Instance, b store.Backfill) error {
+func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []axtype.Instance, b axtype.Backfill) error {
 	succeeded := 0
 	for _, in := range ins {
 		if in.State == axtype.Success {
@@ -200,22 +221,18 @@ func RunOutcome(out io.Writer, name string, st engine.RunStatus, ins []axtype.In
 	return nil
 }
 
-// PrintEvent prints an attempt starting or ending; it returns 1 for a failure.
-func PrintEvent(w io.Writer, ev engine.Event) int {
+// PrintEvent prints an attempt starting or ending.
+func PrintEvent(w io.Writer, ev engine.Event) {
 	ts := time.Now().Format("15:04:05.000")
 	if ev.Kind == "started" {
 		fmt.Fprintf(w, "%s  start  %s\n", ts, ev.Task)
-		return 0
+		return
 	}
 	line := fmt.Sprintf("%s  %-7s %s (%s)", ts, strings.ToLower(string(ev.State)), ev.Task, ev.Duration.Round(time.Millisecond))
 	if ev.Error != "" {
 		line += ": " + ev.Error
 	}
 	fmt.Fprintln(w, line)
-	if ev.State == axtype.Failed || ev.State == axtype.Killed {
-		return 1
-	}
-	return 0
 }
 
 // hostname names this host in a lease holder.

@@ -3,96 +3,17 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/defs"
-	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/direct"
+	"github.com/spf13/cobra"
 )
-
-func WriteStatus(ctx context.Context, w io.Writer, st *store.Store, only []string, limit int, zs *api.Zones) error {
-	var b strings.Builder
-	if l, err := st.GetLease(ctx, ""); err == nil {
-		state := "held until"
-		if time.Now().After(l.ExpiresAt) {
-			state = "released or expired at"
-		}
-		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease %s %s)\n", l.Holder, l.Epoch, state, api.Stamp(l.ExpiresAt, time.UTC))
-	} else if errors.Is(err, store.ErrNotFound) {
-		b.WriteString("scheduler: never started on this store\n")
-	} else {
-		return err
-	}
-	tasks, err := st.Tasks(ctx, store.TaskFilter{})
-	if err != nil {
-		return err
-	}
-	pipelines := map[string]int{}
-	var names []string
-	for _, t := range tasks {
-		if pipelines[t.Pipeline] == 0 {
-			names = append(names, t.Pipeline)
-		}
-		pipelines[t.Pipeline]++
-	}
-	if len(only) == 1 {
-		if pipelines[only[0]] == 0 {
-			return Fail(fmt.Errorf("no pipeline %q in the store%s", only[0], defs.DidYouMean(only[0], names)))
-		}
-		names = only
-	}
-	stored := map[string]*defs.Task{}
-	for _, t := range tasks {
-		var d defs.Task
-		if json.Unmarshal(t.Definition, &d) == nil {
-			d.Name, d.Pipeline = strings.TrimPrefix(t.ID, t.Pipeline+"."), t.Pipeline
-			stored[t.ID] = &d
-		}
-	}
-	def := engine.DefMap(stored)
-	for _, p := range names {
-		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p, pipelines[p])
-		runs, err := api.RecentRuns(ctx, st, p, time.Now(), limit)
-		if err != nil {
-			return err
-		}
-		ids := make([]int64, len(runs))
-		for i, r := range runs {
-			ids[i] = r.ID
-		}
-		counts, err := st.RunStateCounts(ctx, ids)
-		if err != nil {
-			return err
-		}
-		var views []api.RunView
-		for _, r := range runs {
-			v, err := api.Summarize(ctx, st, def, r, counts[r.ID], time.Now())
-			if err != nil {
-				return err
-			}
-			views = append(views, v)
-		}
-		loc, err := zs.Of(p)
-		if err != nil {
-			return err
-		}
-		failure, err := api.RecentFailure(ctx, st, def, p, time.Now())
-		if err != nil {
-			return err
-		}
-		WriteRuns(&b, views, failure, limit, loc)
-	}
-	_, err = io.WriteString(w, b.String())
-	return err
-}
 
 // WriteRuns prints up to limit runs (newest first by when they happened:
 // api.RecentRuns) with their instance counts, leaving out those created
@@ -195,62 +116,77 @@ func Status(ctx context.Context, w io.Writer, viaStore bool, target string, af A
 		}
 		task, only = only[0], []string{p}
 	}
-	if !viaStore {
-		if err := StatusAPI(ctx, w, af, only, limit); err != nil || task == "" || af.JSON {
-			return err
-		}
-		return taskStatusAPI(ctx, w, af, task, limit)
-	}
-	st, err := store.Open(ctx, target, store.Options{Existing: true})
-	if err != nil {
-		return Fail(err)
-	}
-	defer st.Close()
-	zs := api.StoreZones(ctx, st, af.UTC)
-	if err := WriteStatus(ctx, w, st, only, limit, zs); err != nil || task == "" {
-		return err
-	}
-	ts, err := st.Tasks(ctx, store.TaskFilter{ID: task})
+	s, done, err := Connect(ctx, af, Target{ViaStore: viaStore, Store: target})
 	if err != nil {
 		return err
 	}
-	if len(ts) == 0 {
-		return Fail(fmt.Errorf("no task %q in the store", task))
+	defer done()
+	asJSON, err := writeStatus(ctx, w, s, af, only, limit)
+	if err != nil || task == "" || asJSON {
+		return asked(err)
 	}
-	ins, err := st.Instances(ctx, store.InstanceFilter{TaskID: task, Limit: limit})
+	ins, err := s.Instances(ctx, api.InstanceQuery{Task: task, Limit: limit})
 	if err != nil {
-		return err
+		return asked(err)
 	}
-	loc, err := zs.Of(only[0])
+	loc, err := s.Zones(ctx, af.UTC).Of(only[0])
 	if err != nil {
-		return err
+		return asked(err)
 	}
 	return writeTaskInstances(w, task, ins, loc)
 }
 
-// taskStatusAPI prints a task's latest instances from the API (which
-// refuses an unknown task with a suggestion).
-func taskStatusAPI(ctx context.Context, w io.Writer, af APIOptions, task string, limit int) error {
-	c, err := NewAPIClient(af.Server)
+// writeStatus prints the lease and the pipelines (only: the one named)
+// with their latest runs, or, with --json and a server's answer, that
+// answer and the runs as JSON (asJSON).
+func writeStatus(ctx context.Context, w io.Writer, s Scheduler, f APIOptions, only []string, limit int) (asJSON bool, err error) {
+	st, raw, err := s.Status(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	var ins []axtype.Instance
-	if err := c.Get(ctx, fmt.Sprintf("/api/v1/instances?task=%s&limit=%d", url.QueryEscape(task), limit), &ins); err != nil {
-		return err
+	name := ""
+	if len(only) == 1 {
+		// One pipeline: its summary says whether it exists (with a
+		// suggestion), and the list is read for it alone.
+		if _, err := s.PipelineSummary(ctx, only[0]); err != nil {
+			return false, err
+		}
+		name = only[0]
 	}
-	p, _, _ := SplitTask(task)
-	var pl struct {
-		Timezone string `json:"timezone"`
-	}
-	if err := c.Get(ctx, "/api/v1/pipelines/"+url.PathEscape(p)+"?summary=true", &pl); err != nil {
-		return err
-	}
-	loc, err := api.PipelineZone(pl.Timezone, af.UTC)
+	pipelines, err := s.Pipelines(ctx, name)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return writeTaskInstances(w, task, ins, loc)
+	all := map[string][]api.RunView{}
+	for _, p := range pipelines {
+		if all[p.Name], err = s.RecentRuns(ctx, p.Name, limit); err != nil {
+			return false, err
+		}
+	}
+	if f.JSON && raw != nil {
+		return true, json.NewEncoder(w).Encode(map[string]any{"status": raw, "runs": all})
+	}
+	var b strings.Builder
+	switch l := st.Lease; {
+	case l == nil:
+		b.WriteString("scheduler: never started on this store\n")
+	case l.Held && st.Role != "":
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease held until %s); %s answered as %s\n", l.Holder, l.Epoch, api.Stamp(l.ExpiresAt, time.UTC), s.Where(), st.Role)
+	case l.Held:
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease held until %s)\n", l.Holder, l.Epoch, api.Stamp(l.ExpiresAt, time.UTC))
+	default:
+		fmt.Fprintf(&b, "scheduler: %s (epoch %d, lease released or expired at %s)\n", l.Holder, l.Epoch, api.Stamp(l.ExpiresAt, time.UTC))
+	}
+	for _, p := range pipelines {
+		loc, err := api.PipelineZone(p.Timezone, f.UTC)
+		if err != nil {
+			return false, err
+		}
+		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
+		WriteRuns(&b, all[p.Name], p.RecentFailure, limit, loc)
+	}
+	_, err = io.WriteString(w, b.String())
+	return false, err
 }
 
 // writeTaskInstances prints a task's latest instances, newest first: run,
@@ -273,4 +209,24 @@ func writeTaskInstances(w io.Writer, task string, ins []axtype.Instance, loc *ti
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func NewStatusCmd() *cobra.Command {
+	var (
+		target string
+		limit  int
+		af     APIOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "status [PIPELINE | PIPELINE.TASK]",
+		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states (for PIPELINE.TASK, also the task's latest instances)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return Status(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args, limit)
+		},
+	}
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().IntVarP(&limit, "runs", "n", 5, "latest runs per pipeline")
+	addAPIFlags(cmd, &af)
+	return cmd
 }

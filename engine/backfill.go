@@ -19,58 +19,6 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// Backfill rerun policies: what happens to (task, logical time) pairs that
-// have instances already.
-const (
-	RerunNone   = "none"   // existing instances are left alone: only gaps run (default)
-	RerunFailed = "failed" // succeeded ones are kept; failed, killed and missing ones run
-	RerunAll    = "all"    // every selected task runs
-)
-
-// BackfillSpec is what a backfill runs; it is stored as the record's spec.
-type BackfillSpec struct {
-	Pipeline      string      `json:"pipeline"`
-	From          time.Time   `json:"from"`
-	To            time.Time   `json:"to"`
-	Select        string      `json:"select,omitempty"`
-	Tasks         []string    `json:"tasks"` // the selection, in dependency order
-	Times         []time.Time `json:"times"` // logical times, in the order to run them
-	MaxActiveRuns int         `json:"max_active_runs"`
-	Rerun         string      `json:"rerun"`
-	StopOnFailure bool        `json:"stop_on_failure,omitempty"`
-	// ApproveManual approves the manual gates of its runs up front
-	// (--approve-manual); without it a run stops at its gates until an
-	// operator approves them (ax trigger), and is not done meanwhile.
-	ApproveManual bool `json:"approve_manual,omitempty"`
-	// WaitCross makes its runs wait for their upstreams in other pipelines
-	// (--wait-cross), matched as a scheduled run's are (defs.CrossWindow);
-	// without it they count as done.
-	WaitCross bool `json:"wait_cross,omitempty"`
-	// Waits are, with WaitCross, the runs of other pipelines its runs wait
-	// for, per logical time: what a dry run shows.
-	Waits []CrossWait `json:"waits,omitempty"`
-	// Hold starts it even though a pause covers some of its tasks (--hold):
-	// their instances wait PAUSED until the resume. Without it such a
-	// backfill is refused (PausedError).
-	Hold bool `json:"hold,omitempty"`
-	// Gates are the manual tasks of the selection: each run waits at them
-	// until they are approved (up front with ApproveManual, or for every
-	// run at once with ApproveBackfill).
-	Gates []string `json:"gates,omitempty"`
-	// ApprovedBy names who approved the gates of every run after the
-	// backfill started (ApproveBackfill); empty with --approve-manual.
-	ApprovedBy string `json:"approved_by,omitempty"`
-}
-
-// CrossWait is one upstream in another pipeline that a backfill run waits
-// for: Task's instance at logical time At waits for Upstream's run in Window.
-type CrossWait struct {
-	At       time.Time `json:"at"`
-	Task     string    `json:"task"`
-	Upstream string    `json:"upstream"`
-	Window   string    `json:"window"`
-}
-
 // crossWaits lists what the runs of a backfill of tasks sel at times wait
 // for in other pipelines: each dependency's window (defs.CrossWindow) for
 // the schedule sched whose runs hold them, in loc.
@@ -182,15 +130,6 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 	}
 	return spec, nil
 }
-
-// Backfill record states.
-const (
-	BackfillPending   = "pending"
-	BackfillRunning   = "running"
-	BackfillDone      = "done"
-	BackfillFailed    = "failed" // stopped on a failure (--stop-on-failure)
-	BackfillCancelled = "cancelled"
-)
 
 // bfState is an active backfill as the loop drives it.
 type bfState struct {

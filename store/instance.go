@@ -881,13 +881,6 @@ func (s *Store) BackfillRunsFirst(ctx context.Context, backfill int64, limit int
 	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"backfill_id": backfill}).OrderBy("logical_time", "id").Limit(uint64(max(limit, 1))))
 }
 
-// Progress counts a backfill's instances.
-type Progress struct {
-	Ended    int `json:"ended"`    // SUCCESS, FAILED or KILLED
-	Awaiting int `json:"awaiting"` // WAITING manual gates nobody approved: not done
-	Total    int `json:"total"`    // all it created
-}
-
 // BackfillProgress counts a backfill's instances: those that ended, the
 // manual gates (task ids in manual) that await approval, and all of them.
 func (s *Store) BackfillProgress(ctx context.Context, backfill int64, manual []string) (Progress, error) {

@@ -9,16 +9,6 @@ import (
 	sq "github.com/Masterminds/squirrel"
 )
 
-// PauseScope is what a pause covers.
-type PauseScope string
-
-// Pause scopes.
-const (
-	ScopeTask     PauseScope = "task"     // name is `pipeline.task`
-	ScopeGroup    PauseScope = "group"    // name is the group
-	ScopePipeline PauseScope = "pipeline" // name is the pipeline
-)
-
 // Pause is a stored pause: it survives restarts.
 type Pause struct {
 	Scope  PauseScope `json:"scope"`
@@ -96,22 +86,6 @@ func (s *Store) Settings(ctx context.Context) (map[string]string, error) {
 		return nil
 	})
 	return out, err
-}
-
-// Backfill is a stored backfill: its parameters and progress, so that an
-// interrupted backfill resumes where it stopped.
-type Backfill struct {
-	ID         int64     `json:"id"`
-	Pipeline   string    `json:"pipeline"`
-	Spec       string    `json:"spec"` // JSON parameters
-	State      string    `json:"state"`
-	TotalRuns  int       `json:"total_runs"`
-	DoneRuns   int       `json:"done_runs"`
-	FailedRuns int       `json:"failed_runs"`
-	Actor      string    `json:"actor"`
-	Error      string    `json:"error,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // CreateBackfill stores a new backfill and returns its id.

@@ -67,29 +67,29 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorMarker{err} })
 	root.AddCommand(
-		newValidateCmd(),
-		newGraphCmd(),
-		newNextCmd(),
-		newSchemaCmd(),
+		cli.NewValidateCmd(),
+		cli.NewGraphCmd(),
+		cli.NewNextCmd(),
+		cli.NewSchemaCmd(),
 		newServerCmd(),
-		newStatusCmd(),
-		newTriggerCmd(),
-		newKillCmd(),
-		newRerunCmd(),
-		newMarkCmd(),
-		newCancelCmd(),
-		newHistoryCmd(),
-		newBackfillCmd(),
-		newRunCmd(),
-		newExecutorsCmd(),
-		newLimitsCmd(),
-		newExplainCmd(),
-		newDiffCmd(),
-		newLogsCmd(),
-		newPruneCmd(),
+		cli.NewStatusCmd(),
+		cli.NewTriggerCmd(),
+		cli.NewKillCmd(),
+		cli.NewRerunCmd(),
+		cli.NewMarkCmd(),
+		cli.NewCancelCmd(),
+		cli.NewHistoryCmd(),
+		cli.NewBackfillCmd(),
+		cli.NewRunCmd(),
+		cli.NewExecutorsCmd(),
+		cli.NewLimitsCmd(),
+		cli.NewExplainCmd(),
+		cli.NewDiffCmd(),
+		cli.NewLogsCmd(),
+		cli.NewPruneCmd(),
 		newUsersCmd(),
 	)
-	root.AddCommand(newPauseCmds()...)
+	root.AddCommand(cli.NewPauseCmds()...)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
 	}

@@ -9,12 +9,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/cli"
@@ -27,6 +24,9 @@ import (
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
 )
 
 // serverFlags are the flags of ax server (and, later, of the standalone
@@ -97,7 +97,7 @@ the store's lease.`,
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
-	addSecretsFlag(fl, &f.secretsDir)
+	cli.AddSecretsFlag(fl, &f.secretsDir)
 	addAuthFlags(fl, &f.auth)
 	addMailFlags(fl, &f.mail)
 	fl.StringArrayVar(&f.webhooks, "alert-webhook", nil, "where alerts go, repeatable: a URL (every alert, as JSON), or kind=K1|K2,group=G1|G2,url=URL[,format=slack] (queued and retried; never blocks dispatch)")
@@ -367,7 +367,7 @@ type apiServer struct {
 // function stops both.
 func serveAPI(ctx context.Context, s apiServer) (stop func()) {
 	// Executors report results asynchronously to this API.
-	web := s.execs[defs.ExecHTTP].(*runner.Routed).WithCallback(s.self + "/api/v1/results").WithToken(s.execToken)
+	web := s.execs[defs.ExecHTTP].(*runner.Routed).WithCallback(s.self + api.ResultsPath).WithToken(s.execToken)
 	s.execs[defs.ExecHTTP] = web
 	cfg := api.Config{Store: s.st, Graph: s.g, Engine: s.eng, Reload: s.rl, Gather: s.reg, Registerer: s.reg, Token: s.token, ExecToken: s.execToken,
 		WhoIs: func(ctx context.Context, address string) (string, error) {
@@ -421,26 +421,6 @@ func announcePrimary(ctx context.Context, st *store.Store, eng *engine.Engine, u
 // (fault_axfault.go).
 var storeOpened = func(*store.Store) {}
 
-func newStatusCmd() *cobra.Command {
-	var (
-		target string
-		limit  int
-		af     cli.APIOptions
-	)
-	cmd := &cobra.Command{
-		Use:   "status [PIPELINE | PIPELINE.TASK]",
-		Short: "Show the scheduler's lease, and pipelines with their latest runs and instance states (for PIPELINE.TASK, also the task's latest instances)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cli.Status(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args, limit)
-		},
-	}
-	cmd.Flags().StringVar(&target, "store", store.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
-	cmd.Flags().IntVarP(&limit, "runs", "n", 5, "latest runs per pipeline")
-	addAPIFlags(cmd, &af)
-	return cmd
-}
-
 // advertiseURL returns the base URL executors are given for this server:
 // --advertise-url, or http://LISTEN when --listen names a host. A --listen
 // without one (0.0.0.0:8080, [::]:8080, :8080) is refused without
@@ -489,4 +469,24 @@ func startTracing(ctx context.Context, log *slog.Logger, eng **engine.Engine) (e
 		}
 	})
 	return tr, nil
+}
+
+// parseSize reads a size in bytes: a number, or with KiB, MiB, KB or MB.
+func parseSize(s string) (int, error) {
+	t := strings.TrimSpace(s)
+	mult := 1
+	for _, u := range []struct {
+		suffix string
+		mult   int
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1000}, {"MB", 1000 * 1000}, {"K", 1 << 10}, {"M", 1 << 20}, {"B", 1}} {
+		if v, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(v), u.mult
+			break
+		}
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n <= 0 || n > (1<<30)/mult {
+		return 0, fmt.Errorf("%q: give a size such as 1MiB, 512KiB or 65536 (bytes)", s)
+	}
+	return n * mult, nil
 }

@@ -1,8 +1,7 @@
-package cli
+package direct
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -69,10 +68,6 @@ func TestQueueOpNeverReportsAppliedAsWithdrawn(t *testing.T) {
 				}
 				if o, err := st.GetOp(ctx, 1); err != nil || o.State != tc.state {
 					t.Errorf("request after it: %+v, %v; want %s", o, err, tc.state)
-				}
-				var ee *ExitError
-				if err != nil && (!errors.As(err, &ee) || ee.Code != ExitFailed) {
-					t.Errorf("error %v: want exit status %d", err, ExitFailed)
 				}
 			})
 		})

@@ -1,11 +1,11 @@
-package main
+package cli
 
 import (
 	"github.com/ax-sched/ax/defs"
 	"github.com/spf13/cobra"
 )
 
-func newSchemaCmd() *cobra.Command {
+func NewSchemaCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema of the pipeline format, for editors",
