@@ -2,12 +2,14 @@ package defs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -40,7 +42,7 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 var (
 	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "env", "defaults", "tasks"}
 	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir"}
-	retryKeys    = []string{"count", "interval"}
+	retryKeys    = []string{"count", "interval", "backoff", "factor", "max_interval", "jitter"}
 	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
 	depKeys      = []string{"task", "match", "offset"}
 	// noDefault are task keys that make no sense as a default of every task.
@@ -385,6 +387,11 @@ type rawTask struct {
 	sla       *time.Duration
 	retryN    *int
 	retryIv   *time.Duration
+	retryBk   *Backoff
+	retryF    *float64
+	retryMax  *time.Duration
+	retryJit  *float64
+	retryNode *yaml.Node
 	brkWindow *time.Duration
 	brkMin    *int
 	brkRatio  *float64
@@ -708,8 +715,73 @@ func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
 					rt.retryIv = &d
 				}
 			}
+		default:
+			p.retryTuning(key, v, task, rt)
 		}
 	})
+	rt.retryNode = v
+}
+
+// retryTuning reads the keys of `retry:` that tune its backoff.
+func (p *parser) retryTuning(key string, v *yaml.Node, task string, rt *rawTask) {
+	switch key {
+	case "backoff":
+		b := Backoff(v.Value)
+		if v.Kind != yaml.ScalarNode || !slices.Contains([]Backoff{BackoffSeed, BackoffFixed, BackoffExponential}, b) {
+			p.errorf(v, task, "retry backoff %q is not a backoff: use seed (the interval twice, then doubling), fixed or exponential", v.Value)
+			return
+		}
+		rt.retryBk = &b
+	case "factor":
+		if f, ok := p.number(v, task, "retry factor", "2"); ok {
+			if f <= 1 || f > 10 {
+				p.errorf(v, task, "retry factor %s is out of range: use a number above 1 and at most 10, such as 2", v.Value)
+				return
+			}
+			rt.retryF = &f
+		}
+	case "max_interval":
+		if d, ok := p.duration(v, task, "retry max_interval"); ok {
+			if d < time.Second {
+				p.errorf(v, task, "retry max_interval %q is too short: use at least \"1s\"", v.Value)
+				return
+			}
+			rt.retryMax = &d
+		}
+	case "jitter":
+		if j, ok := p.number(v, task, "retry jitter", "0.2"); ok {
+			if j < 0 || j > 1 {
+				p.errorf(v, task, "retry jitter %s is out of range: use a share of the wait from 0 to 1, such as 0.2", v.Value)
+				return
+			}
+			rt.retryJit = &j
+		}
+	}
+}
+
+// number reads a YAML number (an int or a float); example is shown when it is not one.
+func (p *parser) number(v *yaml.Node, task, field, example string) (float64, bool) {
+	f, err := strconv.ParseFloat(v.Value, 64)
+	if v.Kind != yaml.ScalarNode || (v.Tag != "!!float" && v.Tag != "!!int") || err != nil {
+		p.errorf(v, task, "%s must be a number such as %s, not %q", field, example, v.Value)
+		return 0, false
+	}
+	return f, true
+}
+
+// checkRetry checks the keys of t's retry policy against each other once
+// the defaults are applied: node is the `retry:` that set the last of them.
+func (p *parser) checkRetry(t *Task, node *yaml.Node) {
+	r := t.Retry
+	switch {
+	case node == nil:
+	case r.Factor != 0 && r.Backoff != BackoffExponential:
+		p.errorf(node, t.Name, "retry factor %g applies only to backoff: exponential (backoff is %s): remove factor, or set backoff: exponential", r.Factor, cmp.Or(r.Backoff, BackoffSeed))
+	case r.MaxInterval != 0 && r.Backoff == BackoffFixed:
+		p.errorf(node, t.Name, "retry max_interval has no effect with backoff: fixed (every wait is the interval): remove it")
+	case r.MaxInterval != 0 && r.MaxInterval < r.Interval:
+		p.errorf(node, t.Name, "retry max_interval %s is shorter than the interval %s: every wait would be max_interval; raise it or lower the interval", r.MaxInterval, r.Interval)
+	}
 }
 
 // breaker reads `breaker: {window: 5m, min_outcomes: 10, ratio: 0.5}` (R45).
@@ -737,10 +809,9 @@ func (p *parser) breaker(v *yaml.Node, task string, rt *rawTask) {
 				}
 			}
 		case "ratio":
-			r, err := strconv.ParseFloat(v.Value, 64)
+			r, ok := p.number(v, task, "breaker ratio", "0.5")
 			switch {
-			case v.Kind != yaml.ScalarNode || (v.Tag != "!!float" && v.Tag != "!!int") || err != nil:
-				p.errorf(v, task, "breaker ratio must be a number such as 0.5, not %q", v.Value)
+			case !ok:
 			case r <= 0 || r >= 1:
 				p.errorf(v, task, "breaker ratio %s is out of range: use a failure ratio above 0 and below 1, such as 0.5", v.Value)
 			default:
@@ -857,8 +928,12 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		WaitTimeout: pick(rt.waitLimit, def.waitLimit, 0),
 		SLA:         pick(rt.sla, def.sla, 0),
 		Retry: Retry{
-			Count:    pick(rt.retryN, def.retryN, DefaultRetryCount),
-			Interval: pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
+			Count:       pick(rt.retryN, def.retryN, DefaultRetryCount),
+			Interval:    pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
+			Backoff:     pick(rt.retryBk, def.retryBk, ""),
+			Factor:      pick(rt.retryF, def.retryF, 0),
+			MaxInterval: pick(rt.retryMax, def.retryMax, 0),
+			Jitter:      pick(rt.retryJit, def.retryJit, 0),
 		},
 		Breaker: Breaker{
 			Window:      pick(rt.brkWindow, def.brkWindow, 0),
@@ -879,6 +954,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		}
 	}
 	t.Env = mergeEnv(pl.env, def.env, rt.env)
+	p.checkRetry(t, cmp.Or(rt.retryNode, def.retryNode))
 	for _, d := range rt.deps {
 		switch {
 		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -851,16 +852,8 @@ func (w *world) calm() {
 func (w *world) longestAttempts() time.Duration {
 	var longest time.Duration
 	for _, t := range w.g.Order() {
-		d, iv := time.Duration(0), t.Retry.Interval
-		for k := 0; k <= t.Retry.Count; k++ {
-			d += t.Timeout + 2*time.Second
-			if k >= 2 {
-				iv *= 2
-			}
-			if k < t.Retry.Count {
-				d += iv
-			}
-		}
+		// Each attempt may take two seconds past its timeout to be judged.
+		d := backoff.SpanOf(t.Retry, t.Timeout+2*time.Second, 0)
 		longest = max(longest, d)
 	}
 	return longest + time.Minute
