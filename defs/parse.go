@@ -41,7 +41,7 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 // Keys of each mapping of the format, in the order they are documented.
 var (
 	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "env", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir", "outputs"}
 	retryKeys    = []string{"count", "interval", "backoff", "factor", "max_interval", "jitter"}
 	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
 	depKeys      = []string{"task", "match", "offset"}
@@ -51,6 +51,7 @@ var (
 		"depends_on": "set it on each task that waits",
 		"cron":       "set a pipeline `schedule:` or a `cron:` on a root task",
 		"manual":     "set it on the tasks that wait for an operator",
+		"outputs":    "declare them on each task that gives them",
 	}
 )
 
@@ -102,6 +103,7 @@ type parser struct {
 	funcs []string // registered functions; nil: not checked
 	errs  Errors
 	pl    string // pipeline name, once known
+	reads []readRef // what templates read of upstreams' outputs, checked by checkReads
 }
 
 func (p *parser) pos(n *yaml.Node) Pos {
@@ -402,6 +404,7 @@ type rawTask struct {
 	hasParams bool
 	env       map[string]EnvVar
 	workDir   *yaml.Node
+	outputs   []string
 }
 
 type execField struct {
@@ -565,6 +568,7 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		pl.Tasks = append(pl.Tasks, t)
 		pl.byName[t.Name] = t
 	}
+	p.checkReads(pl)
 	// Their fields are checked like the others', so that one run reports
 	// every problem of the file.
 	for i := range rejected {
@@ -672,6 +676,8 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			rt.params, rt.hasParams = m, true
 		case "env":
 			rt.env = p.env(v, label)
+		case "outputs":
+			rt.outputs = p.outputs(v, label)
 		case "working_dir":
 			if s, ok := p.str(v, label, "working_dir"); ok {
 				if strings.TrimSpace(s) == "" {
@@ -954,6 +960,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		}
 	}
 	t.Env = mergeEnv(pl.env, def.env, rt.env)
+	t.Outputs = rt.outputs
 	p.checkRetry(t, cmp.Or(rt.retryNode, def.retryNode))
 	for _, d := range rt.deps {
 		switch {
@@ -1010,9 +1017,11 @@ func (p *parser) checkTemplates(t *Task, pl *Pipeline, e Executor, f execField) 
 		if tmpl == nil {
 			continue
 		}
-		for _, why := range checkTemplate(tmpl, t, pl, templateSchedule(t, pl)) {
+		whys, refs := checkTemplate(tmpl, t, pl, templateSchedule(t, pl))
+		for _, why := range whys {
 			p.errorf(deref(f.val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
 		}
+		p.noteReads(t, deref(f.val.Content[i]), fmt.Sprintf("command argument %d", i), refs)
 	}
 }
 
@@ -1032,9 +1041,11 @@ func (p *parser) checkEnvTemplates(t *Task, pl *Pipeline) {
 		if v.Template == nil {
 			continue
 		}
-		for _, why := range checkTemplate(v.Template, t, pl, templateSchedule(t, pl)) {
+		whys, refs := checkTemplate(v.Template, t, pl, templateSchedule(t, pl))
+		for _, why := range whys {
 			p.errorf(posNode(v.Pos), t.Name, "env %s cannot be expanded: %s; templates may use %s", v.Name, why, TemplateHelp)
 		}
+		p.noteReads(t, posNode(v.Pos), "env "+v.Name, refs)
 	}
 }
 
@@ -1061,9 +1072,11 @@ func (p *parser) workingDir(pl *Pipeline, t *Task, rt, def *rawTask) {
 		p.errorf(n, t.Name, "working_dir is not a valid template: %v%s; templates may use %s", err, parseErrorHint(err), TemplateHelp)
 		return
 	}
-	for _, why := range checkTemplate(tmpl, t, pl, templateSchedule(t, pl)) {
+	whys, refs := checkTemplate(tmpl, t, pl, templateSchedule(t, pl))
+	for _, why := range whys {
 		p.errorf(n, t.Name, "working_dir cannot be expanded: %s; templates may use %s", why, TemplateHelp)
 	}
+	p.noteReads(t, n, "working_dir", refs)
 	t.WorkingDirTemplate = tmpl
 }
 

@@ -167,6 +167,12 @@ type Task struct {
 	WorkingDir string `json:"working_dir,omitempty"`
 	// WorkingDirTemplate is the parsed WorkingDir when it holds templates.
 	WorkingDirTemplate *template.Template `json:"-"`
+	// Outputs are the keys the task declares it gives its downstream
+	// (`outputs:`); nil: undeclared, and any key may be read.
+	Outputs []string `json:"outputs,omitempty"`
+	// Reads names the upstream tasks of the same pipeline whose outputs
+	// its templates read ({{ .Upstream.TASK.KEY }}), sorted.
+	Reads []string `json:"reads,omitempty"`
 	Pos                Pos                `json:"-"`
 }
 

@@ -552,7 +552,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 					Pgid: p.Pgid, Start: p.Start, At: d.cfg.Now()})
 			})
 		}
-		res, err := d.execs[t.Executor.Kind].Execute(xctx, at)
+		res, err := d.run(xctx, at, t, runID)
 		// The slot is free for the next attempt in the start queue at once,
 		// and for the next turn's dispatch (its result, coming next, wakes
 		// the loop): a turn in between must still see this attempt running,
@@ -567,7 +567,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 		res.Ticket = a.ticket
 		res = safeResult(res)
 		logs := d.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
-			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now()})
+			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now(), Outputs: res.Outputs})
 		d.host.report(outcome{instance: id, res: res, logs: logs})
 	}()
 }
