@@ -102,7 +102,7 @@ type parser struct {
 	now   time.Time
 	funcs []string // registered functions; nil: not checked
 	errs  Errors
-	pl    string // pipeline name, once known
+	pl    string    // pipeline name, once known
 	reads []readRef // what templates read of upstreams' outputs, checked by checkReads
 }
 

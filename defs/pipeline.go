@@ -173,7 +173,7 @@ type Task struct {
 	// Reads names the upstream tasks of the same pipeline whose outputs
 	// its templates read ({{ .Upstream.TASK.KEY }}), sorted.
 	Reads []string `json:"reads,omitempty"`
-	Pos                Pos                `json:"-"`
+	Pos   Pos      `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.

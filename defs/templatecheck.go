@@ -43,12 +43,12 @@ func exportedMethods(t reflect.Type) []string {
 type valueKind int
 
 const (
-	kindOther  valueKind = iota // anything the check does not look into
-	kindData                    // the TemplateData (dot at the top level)
-	kindMoment                  // a Moment
-	kindParams                  // the task's params
-	kindUpstream                // .Upstream: the upstreams' outputs by task
-	kindUpTask                  // .Upstream.TASK: one upstream's outputs
+	kindOther    valueKind = iota // anything the check does not look into
+	kindData                      // the TemplateData (dot at the top level)
+	kindMoment                    // a Moment
+	kindParams                    // the task's params
+	kindUpstream                  // .Upstream: the upstreams' outputs by task
+	kindUpTask                    // .Upstream.TASK: one upstream's outputs
 )
 
 var momentType = reflect.TypeFor[Moment]()
