@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,7 +70,8 @@ func (c *completer) pollInbox(ctx context.Context, now time.Time) error {
 			}
 			continue
 		}
-		c.gather(outcome{instance: id, res: reportResult(rep), logs: logs})
+		res := reportResult(rep)
+		c.gather(outcome{instance: id, res: res, logs: cmp.Or(logs, c.inheritedRecord(id, res, now))})
 	}
 	return nil
 }

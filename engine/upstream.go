@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
+	"github.com/ax-sched/ax/store"
 )
 
 // run runs attempt at of task t in run runID on its executor, first giving
@@ -43,4 +45,18 @@ func (d *dispatcher) upstreamOutputs(ctx context.Context, t *defs.Task, runID in
 		}
 	}
 	return up, nil
+}
+
+// inheritedRecord is the record of the attempt of instance id whose result
+// an executor posted to the inbox while no goroutine here waited for it
+// (an attempt inherited from a previous primary), when the result gives
+// outputs: they are stored with it, in the results' transaction, or its
+// downstream could never read them. Nil for any other result.
+func (c *completer) inheritedRecord(id int64, res runner.Result, now time.Time) *store.LogWrite {
+	a := c.disp.running.get(id)
+	if a == nil || len(res.Outputs) == 0 || res.Ticket != a.ticket {
+		return nil
+	}
+	return &store.LogWrite{Attempts: []store.AttemptRecord{{InstanceID: id, Attempt: a.attempt, RunID: a.runID, TaskID: a.task.def.ID(),
+		Ticket: a.ticket, Executor: executorOf(a.task.def), Status: string(res.Status), Error: res.Error, EndedAt: now, Outputs: res.Outputs}}}
 }
