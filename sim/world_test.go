@@ -228,7 +228,7 @@ type world struct {
 	// envs is each task's env by id, set by compile: what the executors
 	// read (w.g changes under them at a reschedule).
 	envs atomic.Pointer[map[string][]defs.EnvVar]
-	wg       sync.WaitGroup
+	wg   sync.WaitGroup
 
 	mu    sync.Mutex // guards nodes for executor goroutines
 	nodes []*node
