@@ -581,18 +581,7 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 	rt := rawTask{node: n}
 	label := "" // the task name in errors, once known
 	if !isDefaults {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == "name" {
-				s, ok := p.name(deref(n.Content[i+1]), "", "task name")
-				if ok {
-					rt.name, label = s, s
-				}
-				rt.raw = s
-			}
-		}
-		if !hasKey(n, "name") {
-			p.errorf(n, "", "task without `name:`: every task needs a unique name")
-		}
+		label = p.taskName(n, &rt)
 	}
 	where := "task"
 	if isDefaults {
@@ -623,22 +612,8 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			if b, ok := p.boolean(v, label, "manual"); ok {
 				rt.manual = &b
 			}
-		case "priority":
-			if pr, ok := p.integer(v, label, "priority"); ok {
-				if pr < 1 || pr > 5 {
-					p.errorf(v, label, "priority %d is out of range: use 1 (highest) to 5 (lowest)", pr)
-				} else {
-					rt.priority = &pr
-				}
-			}
-		case "max_running":
-			if n, ok := p.integer(v, label, "max_running"); ok {
-				if n < 1 || n > MaxRunningLimit {
-					p.errorf(v, label, "max_running %d is out of range: use 1 to %d (leave it out for no cap)", n, MaxRunningLimit)
-				} else {
-					rt.maxRun = &n
-				}
-			}
+		case "priority", "max_running":
+			p.taskRank(key, v, label, &rt)
 		case "timeout":
 			rt.timeout = p.atLeastSecond(v, label, "timeout", "")
 		case "wait_timeout":
@@ -659,33 +634,8 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			}
 		case "function", "http", "command":
 			rt.execs = append(rt.execs, execField{kind: ExecutorKind(key), key: k, val: v})
-		case "params":
-			if v.Kind != yaml.MappingNode {
-				p.errorf(v, label, "params must be a mapping of names to values, not a %s", kindName(v))
-				return
-			}
-			var m map[string]any
-			if err := v.Decode(&m); err != nil {
-				p.errorf(v, label, "params cannot be read: %v", err)
-				return
-			}
-			if _, err := json.Marshal(m); err != nil {
-				p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
-				return
-			}
-			rt.params, rt.hasParams = m, true
-		case "env":
-			rt.env = p.env(v, label)
-		case "outputs":
-			rt.outputs = p.outputs(v, label)
-		case "working_dir":
-			if s, ok := p.str(v, label, "working_dir"); ok {
-				if strings.TrimSpace(s) == "" {
-					p.errorf(v, label, "working_dir is empty: leave it out to run in the directory of the pipeline file, or give a directory")
-					return
-				}
-				rt.workDir = v
-			}
+		case "params", "env", "outputs", "working_dir":
+			p.taskInput(key, v, label, &rt)
 		}
 	})
 	if len(rt.execs) > 1 {
@@ -696,6 +646,75 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 		p.errorf(rt.execs[1].key, label, "has %d executors (%s): keep exactly one of function, http, command", len(rt.execs), strings.Join(kinds, ", "))
 	}
 	return rt
+}
+
+// taskRank reads a task's priority and max_running.
+func (p *parser) taskRank(key string, v *yaml.Node, label string, rt *rawTask) {
+	n, ok := p.integer(v, label, key)
+	switch {
+	case !ok:
+	case key == "priority" && (n < 1 || n > 5):
+		p.errorf(v, label, "priority %d is out of range: use 1 (highest) to 5 (lowest)", n)
+	case key == "priority":
+		rt.priority = &n
+	case n < 1 || n > MaxRunningLimit:
+		p.errorf(v, label, "max_running %d is out of range: use 1 to %d (leave it out for no cap)", n, MaxRunningLimit)
+	default:
+		rt.maxRun = &n
+	}
+}
+
+// taskName reads the name of task mapping n into rt (raw as written, name
+// when valid) and returns it for errors ("" when invalid).
+func (p *parser) taskName(n *yaml.Node, rt *rawTask) string {
+	label := ""
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "name" {
+			s, ok := p.name(deref(n.Content[i+1]), "", "task name")
+			if ok {
+				rt.name, label = s, s
+			}
+			rt.raw = s
+		}
+	}
+	if !hasKey(n, "name") {
+		p.errorf(n, "", "task without `name:`: every task needs a unique name")
+	}
+	return label
+}
+
+// taskInput reads what a task is given and gives: params, env, outputs,
+// working_dir.
+func (p *parser) taskInput(key string, v *yaml.Node, label string, rt *rawTask) {
+	switch key {
+	case "params":
+		if v.Kind != yaml.MappingNode {
+			p.errorf(v, label, "params must be a mapping of names to values, not a %s", kindName(v))
+			return
+		}
+		var m map[string]any
+		if err := v.Decode(&m); err != nil {
+			p.errorf(v, label, "params cannot be read: %v", err)
+			return
+		}
+		if _, err := json.Marshal(m); err != nil {
+			p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
+			return
+		}
+		rt.params, rt.hasParams = m, true
+	case "env":
+		rt.env = p.env(v, label)
+	case "outputs":
+		rt.outputs = p.outputs(v, label)
+	case "working_dir":
+		if s, ok := p.str(v, label, "working_dir"); ok {
+			if strings.TrimSpace(s) == "" {
+				p.errorf(v, label, "working_dir is empty: leave it out to run in the directory of the pipeline file, or give a directory")
+				return
+			}
+			rt.workDir = v
+		}
+	}
 }
 
 func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
@@ -933,14 +952,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		Timeout:     pick(rt.timeout, def.timeout, DefaultTimeout),
 		WaitTimeout: pick(rt.waitLimit, def.waitLimit, 0),
 		SLA:         pick(rt.sla, def.sla, 0),
-		Retry: Retry{
-			Count:       pick(rt.retryN, def.retryN, DefaultRetryCount),
-			Interval:    pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
-			Backoff:     pick(rt.retryBk, def.retryBk, ""),
-			Factor:      pick(rt.retryF, def.retryF, 0),
-			MaxInterval: pick(rt.retryMax, def.retryMax, 0),
-			Jitter:      pick(rt.retryJit, def.retryJit, 0),
-		},
+		Retry:       pickRetry(rt, def),
 		Breaker: Breaker{
 			Window:      pick(rt.brkWindow, def.brkWindow, 0),
 			MinOutcomes: pick(rt.brkMin, def.brkMin, 0),
@@ -962,18 +974,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	t.Env = mergeEnv(pl.env, def.env, rt.env)
 	t.Outputs = rt.outputs
 	p.checkRetry(t, cmp.Or(rt.retryNode, def.retryNode))
-	for _, d := range rt.deps {
-		switch {
-		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
-			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
-		case d.Pipeline == pl.Name:
-			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
-		case d.Pipeline == "" && !known[d.Task]:
-			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
-		default:
-			t.DependsOn = append(t.DependsOn, d)
-		}
-	}
+	p.resolveDeps(pl, t, rt.deps, names, known)
 	if rt.cron != nil {
 		if len(rt.deps) > 0 {
 			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
@@ -1008,6 +1009,36 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	p.workingDir(pl, t, rt, def)
 	p.checkEnvTemplates(t, pl)
 	return t
+}
+
+// pickRetry is the retry policy of rt, each field from the defaults when
+// rt leaves it out.
+func pickRetry(rt, def *rawTask) Retry {
+	return Retry{
+		Count:       pick(rt.retryN, def.retryN, DefaultRetryCount),
+		Interval:    pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
+		Backoff:     pick(rt.retryBk, def.retryBk, ""),
+		Factor:      pick(rt.retryF, def.retryF, 0),
+		MaxInterval: pick(rt.retryMax, def.retryMax, 0),
+		Jitter:      pick(rt.retryJit, def.retryJit, 0),
+	}
+}
+
+// resolveDeps sets t's upstreams from deps, each checked: not itself, its
+// own pipeline not named, a task of the pipeline.
+func (p *parser) resolveDeps(pl *Pipeline, t *Task, deps []Dep, names []string, known map[string]bool) {
+	for _, d := range deps {
+		switch {
+		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
+		case d.Pipeline == pl.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
+		case d.Pipeline == "" && !known[d.Task]:
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
+		default:
+			t.DependsOn = append(t.DependsOn, d)
+		}
+	}
 }
 
 // checkTemplates reports each command argument of e (read from f) whose
