@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -70,8 +69,7 @@ func (c *completer) pollInbox(ctx context.Context, now time.Time) error {
 			}
 			continue
 		}
-		res := reportResult(rep)
-		c.gather(outcome{instance: id, res: res, logs: cmp.Or(logs, c.inheritedRecord(id, res, now))})
+		c.gather(outcome{instance: id, res: reportResult(rep), logs: logs})
 	}
 	return nil
 }

@@ -48,10 +48,11 @@ func (d *dispatcher) upstreamOutputs(ctx context.Context, t *defs.Task, runID in
 }
 
 // inheritedRecord is the record of the attempt of instance id whose result
-// an executor posted to the inbox while no goroutine here waited for it
-// (an attempt inherited from a previous primary), when the result gives
-// outputs: they are stored with it, in the results' transaction, or its
-// downstream could never read them. Nil for any other result.
+// came while no goroutine here waited for it (an attempt inherited from a
+// previous primary: posted to the inbox, or the answer of its executor's
+// /status), when the result gives outputs: they are stored with it, in the
+// results' transaction, or its downstream could never read them. Nil for
+// any other result.
 func (c *completer) inheritedRecord(id int64, res runner.Result, now time.Time) *store.LogWrite {
 	a := c.disp.running.get(id)
 	if a == nil || len(res.Outputs) == 0 || res.Ticket != a.ticket {
