@@ -56,21 +56,10 @@ func TestOutputsEndToEnd(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ax.db")
 	srv := startServer(t, db, dir, "--listen", apiAddr)
 	defer srv.stop(t)
-	exsrv := httptest.NewUnstartedServer(nil)
-	address := "http://" + exsrv.Listener.Addr().String()
-	x, err := executor.New(executor.Config{Address: address, Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, TokenFile: tokenFileOf(db), Client: http.DefaultClient},
+	serveSDK(t, executor.Config{Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, TokenFile: tokenFileOf(db)},
 		map[string]runner.Func{"pull": func(_ context.Context, a runner.Attempt) error {
 			return a.Output("pulled", strconv.Itoa(len(a.Task)))
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exsrv.Config.Handler = x.Handler()
-	exsrv.Start()
-	defer exsrv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go x.Run(ctx)
 	st := openStore(t, db)
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "flow.pull"); return len(exs) == 1 })
 	waitPrimary(t, apiAddr)
@@ -119,4 +108,26 @@ func waitSuccesses(t *testing.T, st *store.Store, task string, n int) axtype.Ins
 		return len(got) >= n
 	})
 	return got[0]
+}
+
+// serveSDK runs an SDK executor of funcs with cfg on a test server of its
+// own (its Address and, unset, Client filled in) until the test ends, and
+// returns its address.
+func serveSDK(t *testing.T, cfg executor.Config, funcs map[string]runner.Func) string {
+	t.Helper()
+	exsrv := httptest.NewUnstartedServer(nil)
+	cfg.Address = "http://" + exsrv.Listener.Addr().String()
+	if cfg.Client == nil {
+		cfg.Client = http.DefaultClient
+	}
+	x, err := executor.New(cfg, funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exsrv.Config.Handler = x.Handler()
+	exsrv.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	go x.Run(ctx)
+	t.Cleanup(func() { cancel(); exsrv.Close() })
+	return cfg.Address
 }
