@@ -61,3 +61,16 @@ tasks:
 		t.Errorf("outputs in defaults: %v", errs.Err())
 	}
 }
+
+// .Upstream read as a whole (by index, by range) cannot be followed, and is
+// refused: the scheduler gives a task only the outputs it names.
+func TestUpstreamReadWhole(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{`{{ index .Upstream "clean-orders" "rows" }}`, `{{ range .Upstream }}x{{ end }}`, `{{ .Upstream }}`} {
+		src := "pipeline: o\nschedule: \"@daily\"\ntasks:\n  - {name: a, command: [x]}\n  - {name: b, depends_on: [a], command: [x, '" + arg + "']}\n"
+		_, errs := Parse("o.yaml", []byte(src), Options{Now: time.Now()})
+		if errs.Err() == nil || !strings.Contains(errs.Err().Error(), `o.yaml:5:45: task "b": command argument 1 cannot be expanded: reads .Upstream as a whole: read one output as {{ .Upstream.TASK.KEY }}`) {
+			t.Errorf("%s: %v", arg, errs.Err())
+		}
+	}
+}

@@ -149,8 +149,11 @@ func (c *templateChecker) arg(n parse.Node, atTop bool) valueKind {
 func (c *templateChecker) idents(k valueKind, names []string) valueKind {
 	var upTask string
 	defer func() {
-		if k == kindUpTask { // the whole map of one upstream
+		switch k {
+		case kindUpTask: // the whole map of one upstream
 			c.refs = append(c.refs, UpstreamRef{Task: upTask})
+		case kindUpstream: // every upstream's, which validation cannot follow
+			c.problems = append(c.problems, "reads .Upstream as a whole: read one output as {{ .Upstream.TASK.KEY }}, so that ax validate can check it and the scheduler gives it (a task read so is named with letters, digits and _)")
 		}
 	}()
 	for _, name := range names {
