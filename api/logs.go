@@ -50,6 +50,8 @@ type LogHeader struct {
 	Error     string    `json:"error,omitempty"`
 	Bytes     int64     `json:"bytes"`   // output kept
 	Dropped   int64     `json:"dropped"` // output dropped over the limit (the oldest)
+	// Outputs are what the attempt gave its downstream (key=value).
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // LogPage is the answer of GET /api/v1/instances/{id}/logs.
@@ -119,7 +121,7 @@ func (a *admin) header(ctx context.Context, t logTarget) (LogHeader, error) {
 	for _, r := range recs {
 		if r.Attempt == t.attempt {
 			h.Executor, h.Argv, h.StartedAt, h.EndedAt, h.Status, h.ExitCode, h.Error = r.Executor, r.Argv, r.StartedAt, r.EndedAt, r.Status, r.ExitCode, r.Error
-			h.Bytes, h.Dropped = r.LogBytes, r.LogDropped
+			h.Bytes, h.Dropped, h.Outputs = r.LogBytes, r.LogDropped, r.Outputs
 			h.Host, h.BootID, h.Pgid, h.Pid = r.Host, r.BootID, r.Pgid, r.Pid
 			return h, nil
 		}

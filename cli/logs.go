@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ax-sched/ax/api"
 	"github.com/ax-sched/ax/axtype"
@@ -132,6 +135,7 @@ func writeLogHeader(w io.Writer, h api.LogHeader, loc *time.Location) {
 		fmt.Fprintf(w, ", running\n")
 	} else {
 		fmt.Fprintf(w, ", %s\n", endText(h, loc))
+		writeOutputs(w, h)
 	}
 	if h.Dropped > 0 {
 		fmt.Fprintf(w, "== truncated: the first %d bytes of output were dropped (over the limit); the last %d are kept\n", h.Dropped, h.Bytes)
@@ -179,6 +183,34 @@ func writeLogEnd(w io.Writer, h api.LogHeader, loc *time.Location) {
 		return
 	}
 	fmt.Fprintf(w, "== %s\n", endText(h, loc))
+	writeOutputs(w, h)
+}
+
+// writeOutputs writes the outputs an attempt gave its downstream, if any.
+func writeOutputs(w io.Writer, h api.LogHeader) {
+	if len(h.Outputs) > 0 {
+		fmt.Fprintf(w, "== outputs: %s\n", OutputsText(h.Outputs))
+	}
+}
+
+// OutputsText renders an attempt's outputs as key=value, sorted by key,
+// a value that is not plain printable text quoted (a newline, a terminal
+// escape), so that it cannot drive the terminal.
+func OutputsText(outs map[string]string) string {
+	keys := make([]string, 0, len(outs))
+	for k := range outs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		v := outs[k]
+		if strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) || strings.Contains(v, " ") || v == "" {
+			v = strconv.Quote(v)
+		}
+		parts[i] = k + "=" + v
+	}
+	return strings.Join(parts, " ")
 }
 
 func orDash(s string) string {

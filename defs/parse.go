@@ -2,12 +2,14 @@ package defs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -39,8 +41,8 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 // Keys of each mapping of the format, in the order they are documented.
 var (
 	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "env", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir"}
-	retryKeys    = []string{"count", "interval"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir", "outputs"}
+	retryKeys    = []string{"count", "interval", "backoff", "factor", "max_interval", "jitter"}
 	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
 	depKeys      = []string{"task", "match", "offset"}
 	// noDefault are task keys that make no sense as a default of every task.
@@ -49,6 +51,7 @@ var (
 		"depends_on": "set it on each task that waits",
 		"cron":       "set a pipeline `schedule:` or a `cron:` on a root task",
 		"manual":     "set it on the tasks that wait for an operator",
+		"outputs":    "declare them on each task that gives them",
 	}
 )
 
@@ -99,7 +102,8 @@ type parser struct {
 	now   time.Time
 	funcs []string // registered functions; nil: not checked
 	errs  Errors
-	pl    string // pipeline name, once known
+	pl    string    // pipeline name, once known
+	reads []readRef // what templates read of upstreams' outputs, checked by checkReads
 }
 
 func (p *parser) pos(n *yaml.Node) Pos {
@@ -385,6 +389,11 @@ type rawTask struct {
 	sla       *time.Duration
 	retryN    *int
 	retryIv   *time.Duration
+	retryBk   *Backoff
+	retryF    *float64
+	retryMax  *time.Duration
+	retryJit  *float64
+	retryNode *yaml.Node
 	brkWindow *time.Duration
 	brkMin    *int
 	brkRatio  *float64
@@ -395,6 +404,7 @@ type rawTask struct {
 	hasParams bool
 	env       map[string]EnvVar
 	workDir   *yaml.Node
+	outputs   []string
 }
 
 type execField struct {
@@ -558,6 +568,7 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		pl.Tasks = append(pl.Tasks, t)
 		pl.byName[t.Name] = t
 	}
+	p.checkReads(pl)
 	// Their fields are checked like the others', so that one run reports
 	// every problem of the file.
 	for i := range rejected {
@@ -570,18 +581,7 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 	rt := rawTask{node: n}
 	label := "" // the task name in errors, once known
 	if !isDefaults {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == "name" {
-				s, ok := p.name(deref(n.Content[i+1]), "", "task name")
-				if ok {
-					rt.name, label = s, s
-				}
-				rt.raw = s
-			}
-		}
-		if !hasKey(n, "name") {
-			p.errorf(n, "", "task without `name:`: every task needs a unique name")
-		}
+		label = p.taskName(n, &rt)
 	}
 	where := "task"
 	if isDefaults {
@@ -612,22 +612,8 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			if b, ok := p.boolean(v, label, "manual"); ok {
 				rt.manual = &b
 			}
-		case "priority":
-			if pr, ok := p.integer(v, label, "priority"); ok {
-				if pr < 1 || pr > 5 {
-					p.errorf(v, label, "priority %d is out of range: use 1 (highest) to 5 (lowest)", pr)
-				} else {
-					rt.priority = &pr
-				}
-			}
-		case "max_running":
-			if n, ok := p.integer(v, label, "max_running"); ok {
-				if n < 1 || n > MaxRunningLimit {
-					p.errorf(v, label, "max_running %d is out of range: use 1 to %d (leave it out for no cap)", n, MaxRunningLimit)
-				} else {
-					rt.maxRun = &n
-				}
-			}
+		case "priority", "max_running":
+			p.taskRank(key, v, label, &rt)
 		case "timeout":
 			rt.timeout = p.atLeastSecond(v, label, "timeout", "")
 		case "wait_timeout":
@@ -648,31 +634,8 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			}
 		case "function", "http", "command":
 			rt.execs = append(rt.execs, execField{kind: ExecutorKind(key), key: k, val: v})
-		case "params":
-			if v.Kind != yaml.MappingNode {
-				p.errorf(v, label, "params must be a mapping of names to values, not a %s", kindName(v))
-				return
-			}
-			var m map[string]any
-			if err := v.Decode(&m); err != nil {
-				p.errorf(v, label, "params cannot be read: %v", err)
-				return
-			}
-			if _, err := json.Marshal(m); err != nil {
-				p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
-				return
-			}
-			rt.params, rt.hasParams = m, true
-		case "env":
-			rt.env = p.env(v, label)
-		case "working_dir":
-			if s, ok := p.str(v, label, "working_dir"); ok {
-				if strings.TrimSpace(s) == "" {
-					p.errorf(v, label, "working_dir is empty: leave it out to run in the directory of the pipeline file, or give a directory")
-					return
-				}
-				rt.workDir = v
-			}
+		case "params", "env", "outputs", "working_dir":
+			p.taskInput(key, v, label, &rt)
 		}
 	})
 	if len(rt.execs) > 1 {
@@ -683,6 +646,75 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 		p.errorf(rt.execs[1].key, label, "has %d executors (%s): keep exactly one of function, http, command", len(rt.execs), strings.Join(kinds, ", "))
 	}
 	return rt
+}
+
+// taskRank reads a task's priority and max_running.
+func (p *parser) taskRank(key string, v *yaml.Node, label string, rt *rawTask) {
+	n, ok := p.integer(v, label, key)
+	switch {
+	case !ok:
+	case key == "priority" && (n < 1 || n > 5):
+		p.errorf(v, label, "priority %d is out of range: use 1 (highest) to 5 (lowest)", n)
+	case key == "priority":
+		rt.priority = &n
+	case n < 1 || n > MaxRunningLimit:
+		p.errorf(v, label, "max_running %d is out of range: use 1 to %d (leave it out for no cap)", n, MaxRunningLimit)
+	default:
+		rt.maxRun = &n
+	}
+}
+
+// taskName reads the name of task mapping n into rt (raw as written, name
+// when valid) and returns it for errors ("" when invalid).
+func (p *parser) taskName(n *yaml.Node, rt *rawTask) string {
+	label := ""
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "name" {
+			s, ok := p.name(deref(n.Content[i+1]), "", "task name")
+			if ok {
+				rt.name, label = s, s
+			}
+			rt.raw = s
+		}
+	}
+	if !hasKey(n, "name") {
+		p.errorf(n, "", "task without `name:`: every task needs a unique name")
+	}
+	return label
+}
+
+// taskInput reads what a task is given and gives: params, env, outputs,
+// working_dir.
+func (p *parser) taskInput(key string, v *yaml.Node, label string, rt *rawTask) {
+	switch key {
+	case "params":
+		if v.Kind != yaml.MappingNode {
+			p.errorf(v, label, "params must be a mapping of names to values, not a %s", kindName(v))
+			return
+		}
+		var m map[string]any
+		if err := v.Decode(&m); err != nil {
+			p.errorf(v, label, "params cannot be read: %v", err)
+			return
+		}
+		if _, err := json.Marshal(m); err != nil {
+			p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
+			return
+		}
+		rt.params, rt.hasParams = m, true
+	case "env":
+		rt.env = p.env(v, label)
+	case "outputs":
+		rt.outputs = p.outputs(v, label)
+	case "working_dir":
+		if s, ok := p.str(v, label, "working_dir"); ok {
+			if strings.TrimSpace(s) == "" {
+				p.errorf(v, label, "working_dir is empty: leave it out to run in the directory of the pipeline file, or give a directory")
+				return
+			}
+			rt.workDir = v
+		}
+	}
 }
 
 func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
@@ -708,8 +740,73 @@ func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
 					rt.retryIv = &d
 				}
 			}
+		default:
+			p.retryTuning(key, v, task, rt)
 		}
 	})
+	rt.retryNode = v
+}
+
+// retryTuning reads the keys of `retry:` that tune its backoff.
+func (p *parser) retryTuning(key string, v *yaml.Node, task string, rt *rawTask) {
+	switch key {
+	case "backoff":
+		b := Backoff(v.Value)
+		if v.Kind != yaml.ScalarNode || !slices.Contains([]Backoff{BackoffSeed, BackoffFixed, BackoffExponential}, b) {
+			p.errorf(v, task, "retry backoff %q is not a backoff: use seed (the interval twice, then doubling), fixed or exponential", v.Value)
+			return
+		}
+		rt.retryBk = &b
+	case "factor":
+		if f, ok := p.number(v, task, "retry factor", "2"); ok {
+			if f <= 1 || f > 10 {
+				p.errorf(v, task, "retry factor %s is out of range: use a number above 1 and at most 10, such as 2", v.Value)
+				return
+			}
+			rt.retryF = &f
+		}
+	case "max_interval":
+		if d, ok := p.duration(v, task, "retry max_interval"); ok {
+			if d < time.Second {
+				p.errorf(v, task, "retry max_interval %q is too short: use at least \"1s\"", v.Value)
+				return
+			}
+			rt.retryMax = &d
+		}
+	case "jitter":
+		if j, ok := p.number(v, task, "retry jitter", "0.2"); ok {
+			if j < 0 || j > 1 {
+				p.errorf(v, task, "retry jitter %s is out of range: use a share of the wait from 0 to 1, such as 0.2", v.Value)
+				return
+			}
+			rt.retryJit = &j
+		}
+	}
+}
+
+// number reads a YAML number (an int or a float); example is shown when it is not one.
+func (p *parser) number(v *yaml.Node, task, field, example string) (float64, bool) {
+	f, err := strconv.ParseFloat(v.Value, 64)
+	if v.Kind != yaml.ScalarNode || (v.Tag != "!!float" && v.Tag != "!!int") || err != nil {
+		p.errorf(v, task, "%s must be a number such as %s, not %q", field, example, v.Value)
+		return 0, false
+	}
+	return f, true
+}
+
+// checkRetry checks the keys of t's retry policy against each other once
+// the defaults are applied: node is the `retry:` that set the last of them.
+func (p *parser) checkRetry(t *Task, node *yaml.Node) {
+	r := t.Retry
+	switch {
+	case node == nil:
+	case r.Factor != 0 && r.Backoff != BackoffExponential:
+		p.errorf(node, t.Name, "retry factor %g applies only to backoff: exponential (backoff is %s): remove factor, or set backoff: exponential", r.Factor, cmp.Or(r.Backoff, BackoffSeed))
+	case r.MaxInterval != 0 && r.Backoff == BackoffFixed:
+		p.errorf(node, t.Name, "retry max_interval has no effect with backoff: fixed (every wait is the interval): remove it")
+	case r.MaxInterval != 0 && r.MaxInterval < r.Interval:
+		p.errorf(node, t.Name, "retry max_interval %s is shorter than the interval %s: every wait would be max_interval; raise it or lower the interval", r.MaxInterval, r.Interval)
+	}
 }
 
 // breaker reads `breaker: {window: 5m, min_outcomes: 10, ratio: 0.5}`.
@@ -737,10 +834,9 @@ func (p *parser) breaker(v *yaml.Node, task string, rt *rawTask) {
 				}
 			}
 		case "ratio":
-			r, err := strconv.ParseFloat(v.Value, 64)
+			r, ok := p.number(v, task, "breaker ratio", "0.5")
 			switch {
-			case v.Kind != yaml.ScalarNode || (v.Tag != "!!float" && v.Tag != "!!int") || err != nil:
-				p.errorf(v, task, "breaker ratio must be a number such as 0.5, not %q", v.Value)
+			case !ok:
 			case r <= 0 || r >= 1:
 				p.errorf(v, task, "breaker ratio %s is out of range: use a failure ratio above 0 and below 1, such as 0.5", v.Value)
 			default:
@@ -856,10 +952,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		Timeout:     pick(rt.timeout, def.timeout, DefaultTimeout),
 		WaitTimeout: pick(rt.waitLimit, def.waitLimit, 0),
 		SLA:         pick(rt.sla, def.sla, 0),
-		Retry: Retry{
-			Count:    pick(rt.retryN, def.retryN, DefaultRetryCount),
-			Interval: pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
-		},
+		Retry:       pickRetry(rt, def),
 		Breaker: Breaker{
 			Window:      pick(rt.brkWindow, def.brkWindow, 0),
 			MinOutcomes: pick(rt.brkMin, def.brkMin, 0),
@@ -879,18 +972,9 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 		}
 	}
 	t.Env = mergeEnv(pl.env, def.env, rt.env)
-	for _, d := range rt.deps {
-		switch {
-		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
-			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
-		case d.Pipeline == pl.Name:
-			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
-		case d.Pipeline == "" && !known[d.Task]:
-			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
-		default:
-			t.DependsOn = append(t.DependsOn, d)
-		}
-	}
+	t.Outputs = rt.outputs
+	p.checkRetry(t, cmp.Or(rt.retryNode, def.retryNode))
+	p.resolveDeps(pl, t, rt.deps, names, known)
 	if rt.cron != nil {
 		if len(rt.deps) > 0 {
 			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
@@ -927,6 +1011,36 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	return t
 }
 
+// pickRetry is the retry policy of rt, each field from the defaults when
+// rt leaves it out.
+func pickRetry(rt, def *rawTask) Retry {
+	return Retry{
+		Count:       pick(rt.retryN, def.retryN, DefaultRetryCount),
+		Interval:    pick(rt.retryIv, def.retryIv, DefaultRetryInterval),
+		Backoff:     pick(rt.retryBk, def.retryBk, ""),
+		Factor:      pick(rt.retryF, def.retryF, 0),
+		MaxInterval: pick(rt.retryMax, def.retryMax, 0),
+		Jitter:      pick(rt.retryJit, def.retryJit, 0),
+	}
+}
+
+// resolveDeps sets t's upstreams from deps, each checked: not itself, its
+// own pipeline not named, a task of the pipeline.
+func (p *parser) resolveDeps(pl *Pipeline, t *Task, deps []Dep, names []string, known map[string]bool) {
+	for _, d := range deps {
+		switch {
+		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
+		case d.Pipeline == pl.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
+		case d.Pipeline == "" && !known[d.Task]:
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
+		default:
+			t.DependsOn = append(t.DependsOn, d)
+		}
+	}
+}
+
 // checkTemplates reports each command argument of e (read from f) whose
 // template cannot execute: an error now, not at run time.
 func (p *parser) checkTemplates(t *Task, pl *Pipeline, e Executor, f execField) {
@@ -934,9 +1048,11 @@ func (p *parser) checkTemplates(t *Task, pl *Pipeline, e Executor, f execField) 
 		if tmpl == nil {
 			continue
 		}
-		for _, why := range checkTemplate(tmpl, t, pl, templateSchedule(t, pl)) {
+		whys, refs := checkTemplate(tmpl, t, pl, templateSchedule(t, pl))
+		for _, why := range whys {
 			p.errorf(deref(f.val.Content[i]), t.Name, "command argument %d cannot be expanded: %s; templates may use %s", i, why, TemplateHelp)
 		}
+		p.noteReads(t, deref(f.val.Content[i]), fmt.Sprintf("command argument %d", i), refs)
 	}
 }
 
@@ -956,9 +1072,11 @@ func (p *parser) checkEnvTemplates(t *Task, pl *Pipeline) {
 		if v.Template == nil {
 			continue
 		}
-		for _, why := range checkTemplate(v.Template, t, pl, templateSchedule(t, pl)) {
+		whys, refs := checkTemplate(v.Template, t, pl, templateSchedule(t, pl))
+		for _, why := range whys {
 			p.errorf(posNode(v.Pos), t.Name, "env %s cannot be expanded: %s; templates may use %s", v.Name, why, TemplateHelp)
 		}
+		p.noteReads(t, posNode(v.Pos), "env "+v.Name, refs)
 	}
 }
 
@@ -985,9 +1103,11 @@ func (p *parser) workingDir(pl *Pipeline, t *Task, rt, def *rawTask) {
 		p.errorf(n, t.Name, "working_dir is not a valid template: %v%s; templates may use %s", err, parseErrorHint(err), TemplateHelp)
 		return
 	}
-	for _, why := range checkTemplate(tmpl, t, pl, templateSchedule(t, pl)) {
+	whys, refs := checkTemplate(tmpl, t, pl, templateSchedule(t, pl))
+	for _, why := range whys {
 		p.errorf(n, t.Name, "working_dir cannot be expanded: %s; templates may use %s", why, TemplateHelp)
 	}
+	p.noteReads(t, n, "working_dir", refs)
 	t.WorkingDirTemplate = tmpl
 }
 

@@ -69,11 +69,33 @@ type Executor struct {
 }
 
 // Retry is a task's retry policy: Count retries after the first attempt,
-// Interval between the first two, doubling from the third on.
+// waiting per Backoff (engine/backoff computes the waits).
 type Retry struct {
 	Count    int           `json:"count"`
 	Interval time.Duration `json:"interval"`
+	// Backoff is the rule of the waits: seed (the default: the interval
+	// twice, then doubling), fixed, or exponential (by Factor).
+	Backoff Backoff `json:"backoff,omitempty"`
+	// Factor multiplies each wait of an exponential backoff (default 2).
+	Factor float64 `json:"factor,omitempty"`
+	// MaxInterval caps each wait; zero: the server's cap (--backoff-cap, 10m).
+	MaxInterval time.Duration `json:"max_interval,omitempty"`
+	// Jitter, from 0 to 1, shortens each wait by up to that share of it.
+	Jitter float64 `json:"jitter,omitempty"`
 }
+
+// Backoff names a rule of retry waits.
+type Backoff string
+
+// The backoff rules.
+const (
+	BackoffSeed        Backoff = "seed"
+	BackoffFixed       Backoff = "fixed"
+	BackoffExponential Backoff = "exponential"
+)
+
+// DefaultBackoffFactor is an exponential backoff's factor when none is set.
+const DefaultBackoffFactor = 2.0
 
 // Breaker tunes a task's circuit breaker; a zero field takes the
 // server's setting (--breaker-window, --breaker-min-outcomes, --breaker-ratio).
@@ -145,7 +167,13 @@ type Task struct {
 	WorkingDir string `json:"working_dir,omitempty"`
 	// WorkingDirTemplate is the parsed WorkingDir when it holds templates.
 	WorkingDirTemplate *template.Template `json:"-"`
-	Pos                Pos                `json:"-"`
+	// Outputs are the keys the task declares it gives its downstream
+	// (`outputs:`); nil: undeclared, and any key may be read.
+	Outputs []string `json:"outputs,omitempty"`
+	// Reads names the upstream tasks of the same pipeline whose outputs
+	// its templates read ({{ .Upstream.TASK.KEY }}), sorted.
+	Reads []string `json:"reads,omitempty"`
+	Pos   Pos      `json:"-"`
 }
 
 // ID returns the task's global name, `pipeline.task`.

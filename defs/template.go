@@ -17,6 +17,9 @@ type TemplateData struct {
 	Task        string
 	Pipeline    string
 	Ticket      string
+	// Upstream holds the outputs of the run's upstream tasks, by task name
+	// then key: {{ .Upstream.clean_orders.rows }}.
+	Upstream map[string]map[string]string
 }
 
 // Moment is the logical time as templates see it: a time in the pipeline's
@@ -117,16 +120,17 @@ func (s *Schedule) Prev(t time.Time) time.Time {
 }
 
 // TemplateHelp lists what templates may use, for error messages.
-const TemplateHelp = "{{ .LogicalTime }} (with .Format \"20060102\", .Date, .Compact, .AddDays N, .AddHours N, .Prev, .Next, .Unix), {{ .Params.NAME }}, {{ .Task }}, {{ .Pipeline }}, {{ .Ticket }}"
+const TemplateHelp = "{{ .LogicalTime }} (with .Format \"20060102\", .Date, .Compact, .AddDays N, .AddHours N, .Prev, .Next, .Unix), {{ .Params.NAME }}, {{ .Upstream.TASK.KEY }}, {{ .Task }}, {{ .Pipeline }}, {{ .Ticket }}"
 
 // checkTemplate names what keeps tmpl from executing: every field, helper
 // and param it cannot resolve (each with a suggestion), or else the error of
 // executing it on sample data (a helper called wrongly), so that a template
 // that cannot execute is a validation error rather than a failure at run
 // time. It returns nil when tmpl executes.
-func checkTemplate(tmpl *template.Template, t *Task, pl *Pipeline, sched *Schedule) []string {
-	if problems := staticProblems(tmpl, t.Params); len(problems) > 0 {
-		return problems
+func checkTemplate(tmpl *template.Template, t *Task, pl *Pipeline, sched *Schedule) ([]string, []UpstreamRef) {
+	problems, refs := staticProblems(tmpl, t.Params)
+	if len(problems) > 0 {
+		return problems, refs
 	}
 	loc := pl.Location
 	if loc == nil {
@@ -140,11 +144,11 @@ func checkTemplate(tmpl *template.Template, t *Task, pl *Pipeline, sched *Schedu
 		params = map[string]any{}
 	}
 	data := TemplateData{LogicalTime: NewMoment(time.Date(2026, 1, 15, 2, 0, 0, 0, loc), loc, sched), Params: params,
-		Task: t.Name, Pipeline: pl.Name, Ticket: "0123456789abcdef0123456789abcdef"}
+		Task: t.Name, Pipeline: pl.Name, Ticket: "0123456789abcdef0123456789abcdef", Upstream: sampleUpstream(refs)}
 	var b strings.Builder
 	err := tmpl.Execute(&b, data)
 	if err == nil {
-		return nil
+		return nil, refs
 	}
 	msg := err.Error()
 	if i := strings.Index(msg, "map has no entry for key "); i >= 0 && strings.Contains(msg, ".Params.") {
@@ -154,7 +158,7 @@ func checkTemplate(tmpl *template.Template, t *Task, pl *Pipeline, sched *Schedu
 			names = append(names, k)
 		}
 		slices.Sort(names)
-		return []string{undeclaredParam(key, names)}
+		return []string{undeclaredParam(key, names)}, refs
 	}
-	return []string{msg}
+	return []string{msg}, refs
 }

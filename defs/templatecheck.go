@@ -43,10 +43,12 @@ func exportedMethods(t reflect.Type) []string {
 type valueKind int
 
 const (
-	kindOther  valueKind = iota // anything the check does not look into
-	kindData                    // the TemplateData (dot at the top level)
-	kindMoment                  // a Moment
-	kindParams                  // the task's params
+	kindOther    valueKind = iota // anything the check does not look into
+	kindData                      // the TemplateData (dot at the top level)
+	kindMoment                    // a Moment
+	kindParams                    // the task's params
+	kindUpstream                  // .Upstream: the upstreams' outputs by task
+	kindUpTask                    // .Upstream.TASK: one upstream's outputs
 )
 
 var momentType = reflect.TypeFor[Moment]()
@@ -57,10 +59,11 @@ var momentType = reflect.TypeFor[Moment]()
 type templateChecker struct {
 	params   []string // the names the task declares under params
 	problems []string
+	refs     []UpstreamRef // what it reads of the upstreams' outputs
 }
 
 // staticProblems returns a reason for each unresolvable name in tmpl.
-func staticProblems(tmpl *template.Template, params map[string]any) []string {
+func staticProblems(tmpl *template.Template, params map[string]any) ([]string, []UpstreamRef) {
 	c := &templateChecker{}
 	for k := range params {
 		c.params = append(c.params, k)
@@ -69,7 +72,7 @@ func staticProblems(tmpl *template.Template, params map[string]any) []string {
 	if tmpl.Tree != nil && tmpl.Tree.Root != nil {
 		c.list(tmpl.Tree.Root, true)
 	}
-	return c.problems
+	return c.problems, c.refs
 }
 
 // list checks the nodes of l; atTop says whether dot is still the
@@ -144,6 +147,15 @@ func (c *templateChecker) arg(n parse.Node, atTop bool) valueKind {
 // idents follows the names of a field chain from a value of kind k and
 // records the first it cannot resolve.
 func (c *templateChecker) idents(k valueKind, names []string) valueKind {
+	var upTask string
+	defer func() {
+		switch k {
+		case kindUpTask: // the whole map of one upstream
+			c.refs = append(c.refs, UpstreamRef{Task: upTask})
+		case kindUpstream: // every upstream's, which validation cannot follow
+			c.problems = append(c.problems, "reads .Upstream as a whole: read one output as {{ .Upstream.TASK.KEY }}, so that ax validate can check it and the scheduler gives it (a task read so is named with letters, digits and _)")
+		}
+	}()
 	for _, name := range names {
 		switch k {
 		case kindData:
@@ -156,6 +168,8 @@ func (c *templateChecker) idents(k valueKind, names []string) valueKind {
 				k = kindMoment
 			case "Params":
 				k = kindParams
+			case "Upstream":
+				k = kindUpstream
 			default:
 				k = kindOther
 			}
@@ -169,6 +183,11 @@ func (c *templateChecker) idents(k valueKind, names []string) valueKind {
 			if m.Type.NumOut() > 0 && m.Type.Out(0) == momentType {
 				k = kindMoment
 			}
+		case kindUpstream:
+			upTask, k = name, kindUpTask
+		case kindUpTask:
+			c.refs = append(c.refs, UpstreamRef{Task: upTask, Key: name})
+			k = kindOther
 		case kindParams:
 			if !slices.Contains(c.params, name) {
 				c.problems = append(c.problems, undeclaredParam(name, c.params))

@@ -101,6 +101,9 @@ func (c *completer) reset() {
 // way in for what the other components end (a kill, a timeout, a give-back,
 // a result from the inbox or an inherited attempt).
 func (c *completer) gather(o outcome) {
+	if o.logs == nil { // a result no goroutine here waited for: its outputs need a record
+		o.logs = c.inheritedRecord(o.instance, o.res, c.cfg.Now())
+	}
 	c.unapplied = append(c.unapplied, o)
 }
 
@@ -248,7 +251,7 @@ func judgeResult(o outcome, a *attempt, r resultRule) (store.TransitionParams, j
 	default:
 		retries := a.task.def.Retry.Count
 		if !o.res.Permanent && a.counted <= retries {
-			next := now.Add(backoff.Delay(a.counted, a.task.def.Retry.Interval, r.backoffCap))
+			next := now.Add(backoff.Wait(a.task.def.Retry, a.counted, r.backoffCap, o.instance))
 			p.To, p.Set.NextFireAt = axtype.Retrying, &next
 			p.Reason = fmt.Sprintf("%s: retry %d of %d at %s: %s", o.res.Status, a.counted, retries, next.Format(time.RFC3339), o.res.Error)
 			p.Action.Action = "retry"

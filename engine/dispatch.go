@@ -527,7 +527,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 	}
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
 		LogicalTime: a.logical.In(d.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.res.runs.paramsOf(a.runID, t.Params),
-		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
+		TicketTTL: backoff.SpanOf(t.Retry, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
 	at.TraceParent = d.host.traceParent(a.event("started", time.Time{}))
 	ctx, cancel := context.WithCancelCause(d.execCtx)
 	a.cancel = cancel
@@ -567,7 +567,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 					Pgid: p.Pgid, Start: p.Start, At: d.cfg.Now()})
 			})
 		}
-		res, err := d.execs[t.Executor.Kind].Execute(xctx, at)
+		res, err := d.run(xctx, at, t, runID)
 		// The slot is free for the next attempt in the start queue at once,
 		// and for the next turn's dispatch (its result, coming next, wakes
 		// the loop): a turn in between must still see this attempt running,
@@ -582,7 +582,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 		res.Ticket = a.ticket
 		res = safeResult(res)
 		logs := d.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
-			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now()})
+			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now(), Outputs: res.Outputs})
 		d.host.report(outcome{instance: id, res: res, logs: logs})
 	}()
 }

@@ -107,6 +107,8 @@ type dispatcherHost interface {
 type dispatcherStore interface {
 	settingsReader
 	Dialect() string
+	// RunOutputs reads the outputs of a run's upstream tasks (upstream.go).
+	RunOutputs(ctx context.Context, runID int64, taskIDs []string) (map[string]map[string]string, error)
 }
 
 // newTerm gives the dispatcher an empty queue and fresh limits for a term

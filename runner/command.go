@@ -77,7 +77,8 @@ func (c *Commands) start(cmd *exec.Cmd) error {
 }
 
 // Execute renders the argv, runs it under the attempt's deadline and ctx, and
-// returns its outcome with the tail of its combined output.
+// returns its outcome with the tail of its combined output, and the outputs
+// it wrote to the file named by $AX_OUTPUT when it succeeded.
 func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	spec, err := c.spec(a)
 	if err != nil {
@@ -91,6 +92,17 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Executor: Local()}, nil
 	}
+	outFile, err := newOutputFile()
+	if err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Executor: Local()}, nil
+	}
+	r := c.run(ctx, a, argv, dir, outFile)
+	outs, err := readOutputFile(outFile)
+	return withOutputs(r, outs, err), nil
+}
+
+// run runs argv in dir for a, with $AX_OUTPUT naming outFile.
+func (c *Commands) run(ctx context.Context, a Attempt, argv []string, dir, outFile string) Result {
 	if !a.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, a.Deadline)
@@ -108,7 +120,7 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	// The last line of stderr (or of stdout when stderr is empty) goes into the error.
 	errTail, outTail := &tail{max: 4 << 10}, &tail{max: 4 << 10}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(append(inherited(os.Environ()), taskEnv(a)...), env(a)...)
+	cmd.Env = append(append(inherited(os.Environ()), taskEnv(a)...), append(env(a), "AX_OUTPUT="+outFile)...)
 	cmd.Dir = dir
 	// Two writers into one Output: lines keep their stream and the order in
 	// which they arrived.
@@ -119,42 +131,14 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	cmd.WaitDelay = grace
 	start := time.Now()
 	if err := c.start(cmd); err != nil {
-		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start), Argv: argv}, nil
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: fmt.Sprintf("start %s: %v", argv[0], err), Permanent: true, Duration: time.Since(start), Argv: argv}
 	}
 	pgid := cmd.Process.Pid
 	started(ctx, pgid) // where its group runs, for a scheduler that may inherit it
-	// When the command exits, what it left behind in its group is ended at
-	// once, so that a child holding the output pipe cannot keep the attempt
-	// waiting for the copier (WaitDelay) past the exit, or into its deadline;
-	// and whether the attempt's context had ended by then is noted: exited
-	// before it did, the exit status is the outcome.
-	var endedBeforeExit atomic.Bool
-	exitSeen := make(chan struct{})
-	go func() {
-		defer close(exitSeen)
-		if !awaitExit(pgid) {
-			endedBeforeExit.Store(true) // exit not seen: judged by ctx after the wait, as before
-			return
-		}
-		endedBeforeExit.Store(ctx.Err() != nil)
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}()
+	exitSeen, endedBeforeExit := watchExit(ctx, pgid)
 	done := make(chan struct{})
-	go func() { // stop the group when ctx ends: SIGTERM, then SIGKILL after the grace
-		select {
-		case <-done:
-		case <-ctx.Done():
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			t := time.NewTimer(grace)
-			defer t.Stop()
-			select {
-			case <-done:
-			case <-t.C:
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			}
-		}
-	}()
-	err = cmd.Wait()
+	go stopOnEnd(ctx, pgid, grace, done)
+	err := cmd.Wait()
 	close(done)
 	<-exitSeen
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever the task left behind in its group
@@ -179,7 +163,60 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 		data, _, dropped := out.Take(true)
 		r.Log, r.LogDropped, r.Output = bytes.Clone(data), dropped, Plain(data)
 	}
-	return r, nil
+	return r
+}
+
+// watchExit ends, once the command of group pgid exits, what it left
+// behind in its group at once, so that a child holding the output pipe
+// cannot keep the attempt waiting for the copier (WaitDelay) past the
+// exit, or into its deadline; and notes whether the attempt's context had
+// ended by then: exited before it did, the exit status is the outcome.
+// The channel closes when the exit was seen.
+func watchExit(ctx context.Context, pgid int) (<-chan struct{}, *atomic.Bool) {
+	var endedBeforeExit atomic.Bool
+	exitSeen := make(chan struct{})
+	go func() {
+		defer close(exitSeen)
+		if !awaitExit(pgid) {
+			endedBeforeExit.Store(true) // exit not seen: judged by ctx after the wait, as before
+			return
+		}
+		endedBeforeExit.Store(ctx.Err() != nil)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}()
+	return exitSeen, &endedBeforeExit
+}
+
+// stopOnEnd stops group pgid when ctx ends before done closes: SIGTERM,
+// then SIGKILL after grace.
+func stopOnEnd(ctx context.Context, pgid int, grace time.Duration, done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-ctx.Done():
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+}
+
+// newOutputFile creates the empty file a command's $AX_OUTPUT names, for
+// it alone to read and write.
+func newOutputFile() (string, error) {
+	f, err := os.CreateTemp("", "ax-output-*")
+	if err != nil {
+		return "", fmt.Errorf("outputs: cannot create the file of $AX_OUTPUT in %s: %v", os.TempDir(), pathless(err))
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return "", fmt.Errorf("outputs: cannot create the file of $AX_OUTPUT: %v", pathless(err))
+	}
+	return name, nil
 }
 
 func ptrInt(v int) *int { return &v }

@@ -79,6 +79,7 @@ func (s envSource) run(ctx context.Context, a Attempt, next func(context.Context
 		return res, errors.New(out.MaskString(err.Error()))
 	}
 	res.Error = out.MaskString(res.Error)
+	res.Outputs = maskOutputs(out, res.Outputs)
 	return res, nil
 }
 
@@ -112,10 +113,22 @@ func ResolveEnv(ctx context.Context, spec EnvSpec, a Attempt, secrets Secrets) (
 	return env, secretValues, nil
 }
 
+// maskOutputs returns outs with the secrets of o masked in every value.
+func maskOutputs(o *Output, outs map[string]string) map[string]string {
+	if len(outs) == 0 {
+		return outs
+	}
+	masked := make(map[string]string, len(outs))
+	for k, v := range outs {
+		masked[k] = o.MaskString(v)
+	}
+	return masked
+}
+
 // templateData is what the templates of attempt a see (a command's
 // arguments and working directory, its env's values).
 func templateData(a Attempt, sched *defs.Schedule) defs.TemplateData {
-	data := defs.TemplateData{LogicalTime: defs.NewMoment(a.LogicalTime, nil, sched), Params: a.Params, Task: a.Task, Pipeline: a.Pipeline, Ticket: a.Ticket}
+	data := defs.TemplateData{LogicalTime: defs.NewMoment(a.LogicalTime, nil, sched), Params: a.Params, Task: a.Task, Pipeline: a.Pipeline, Ticket: a.Ticket, Upstream: a.Upstream}
 	if data.Params == nil {
 		data.Params = map[string]any{}
 	}
@@ -141,6 +154,7 @@ func MaskReport(rep Report, values ...string) Report {
 	o.Mask(values...)
 	rep.Error = o.MaskString(rep.Error)
 	rep.Output = o.MaskString(rep.Output)
+	rep.Outputs = maskOutputs(o, rep.Outputs)
 	if len(rep.Log) == 0 {
 		return rep
 	}

@@ -13,6 +13,7 @@ import (
 // a.Ticket as the idempotency key of whatever it changes. What it logs
 // through Logger(ctx) is kept as the attempt's output (a secret of a.Env
 // shows there as ***). a.Env is the task's `env:`, its secrets resolved.
+// It gives its downstream outputs with a.Output(key, value).
 type Func func(ctx context.Context, a Attempt) error
 
 // Functions runs registered Go functions by name. It is safe for concurrent use.
@@ -78,6 +79,7 @@ func (f *Functions) Execute(ctx context.Context, a Attempt) (Result, error) {
 		defer cancel()
 	}
 	start := time.Now()
+	a, take := a.WithOutputs()
 	err := func() (err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -88,5 +90,6 @@ func (f *Functions) Execute(ctx context.Context, a Attempt) (Result, error) {
 	}()
 	r := finish(ctx, a, start, err)
 	r.Executor = Local()
-	return r, nil
+	outs, err := take()
+	return withOutputs(r, outs, err), nil
 }

@@ -62,6 +62,9 @@ type Report struct {
 	// InstanceID, when set, is the instance of the dispatch (the SDK sends
 	// it): a result whose ticket belongs to another instance is refused.
 	InstanceID int64 `json:"instance_id,omitempty"`
+	// Outputs are what a successful attempt gives its downstream tasks
+	// (see CheckOutputs): outputs that fail the check fail the attempt.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // StatusQuery is what a scheduler POSTs to an executor's /status: the
@@ -262,8 +265,12 @@ func (h *HTTP) send(ctx context.Context, a Attempt, url string) (Result, error) 
 
 // Result converts an executor's report into a result.
 func (rep Report) Result() Result {
-	return Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
+	r := Result{Ticket: rep.Ticket, Status: rep.Status, Duration: time.Duration(rep.DurationMS) * time.Millisecond,
 		Error: rep.Error, Permanent: rep.Permanent, Output: []byte(rep.Output), Log: rep.Log, LogDropped: rep.LogDropped}
+	if len(rep.Outputs) == 0 {
+		return r
+	}
+	return withOutputs(r, rep.Outputs, CheckOutputs(rep.Outputs))
 }
 
 // parseReport decodes and checks a report strictly: unknown fields, another

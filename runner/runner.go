@@ -31,6 +31,12 @@ type Attempt struct {
 	// are traced ("" when not): a command's TRACEPARENT, an HTTP
 	// dispatch's traceparent header and field.
 	TraceParent string
+	// Upstream holds the outputs of the attempts of the run's upstream
+	// tasks that succeeded, by task name then key: what templates read as
+	// {{ .Upstream.TASK.KEY }}. The engine fills it for a task whose
+	// templates read it.
+	Upstream map[string]map[string]string
+	outputs  *outputSet // see Output
 }
 
 // Status is the outcome of an attempt.
@@ -67,6 +73,9 @@ type Result struct {
 	// Argv is the command a command task ran, its templates rendered for
 	// this attempt; nil for other executors and when rendering failed.
 	Argv []string
+	// Outputs are what a successful attempt gives its downstream (see
+	// Attempt.Output, $AX_OUTPUT, Report.Outputs), checked by CheckOutputs.
+	Outputs map[string]string
 }
 
 // Local returns the executor name of attempts that run inside the

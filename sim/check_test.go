@@ -35,6 +35,7 @@ const (
 	invPause        = "I13 nothing under a pause starts"
 	invBreakerCut   = "I14 an open breaker cuts the task to a tenth"
 	invChanged      = "I15 a changed schedule is judged by the new schedule from the change on"
+	invOutputs      = "I16 a downstream reads the outputs of its upstream's attempt that succeeded"
 )
 
 // outage is a time when no engine ran, ended by a new process's start.
@@ -278,6 +279,7 @@ func (c *checker) check(final bool) {
 	if final {
 		c.checkRunsEnd(now)
 		c.checkAttempts()
+		c.checkOutputs()
 	}
 	c.lastCheck = now
 }

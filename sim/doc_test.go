@@ -196,6 +196,17 @@
 //	   later outage is the change rule's, not I4's: its roots do not start.
 //	   The runs made ahead that a change drops are
 //	   forgotten by the replay (I6) when their rows are gone.
+//	I16 a downstream reads the outputs of its upstream's attempt that
+//	   succeeded: every success gives its ticket as the output tk, and
+//	   half the tasks with an upstream in their pipeline read it through
+//	   an env template ({{ .Upstream.NAME.tk }}, drawFlow); what each
+//	   attempt read is the ticket of an attempt of that upstream's
+//	   instance in its run that the store records as succeeded (not a
+//	   failed, timed-out or lost one's, not another run's), and no attempt
+//	   of a reader fails for want of the output while its upstream
+//	   succeeded. The same draw gives every task with retries a backoff
+//	   (seed, fixed, exponential; a factor, max_interval, jitter now and
+//	   then), and the worlds run every attempt through the env wrapper.
 //
 // The world changes schedules (reschedule, one step in thirty, drawn
 // apart): a cron schedule of a small pipeline gets another cron form,

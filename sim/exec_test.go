@@ -40,6 +40,9 @@ type execution struct {
 	end      time.Time // zero while it runs
 	what     behaviour
 	success  bool // it returned (or reported) success
+	// upTask and up are what it read of its upstream's output tk (the
+	// env of drawFlow's readers; upTask "" for others): I16 judges it.
+	upTask, up string
 	// seq and endSeq order its start and end among all starts and ends:
 	// in the bubble many happen at one instant, one after another.
 	seq, endSeq uint64
@@ -89,7 +92,7 @@ func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a
 	// stored attempt holds (invAttempts).
 	runner.Logger(ctx).Info(attemptLine, "ticket", a.Ticket)
 	rec := &execution{node: who, instance: a.InstanceID, task: a.Pipeline + "." + a.Task, logical: a.LogicalTime.UTC(),
-		ticket: a.Ticket, start: start, what: b}
+		ticket: a.Ticket, start: start, what: b, upTask: a.Env[envUpTask], up: a.Env[envUp]}
 	w.ex.mu.Lock()
 	w.ex.seq++
 	rec.seq = w.ex.seq
@@ -148,7 +151,8 @@ func (w *world) perform(ctx context.Context, who string, dead <-chan struct{}, a
 	default:
 		finish(true)
 	}
-	return runner.Result{Ticket: a.Ticket, Status: runner.StatusSuccess, Duration: latency}
+	// Every success gives its downstream its ticket, as output tk.
+	return runner.Result{Ticket: a.Ticket, Status: runner.StatusSuccess, Duration: latency, Outputs: map[string]string{"tk": a.Ticket}}
 }
 
 // draw picks an attempt's behaviour and latency from the seed, the

@@ -47,6 +47,16 @@ type genTask struct {
 	// delay is the task's delay: it starts no earlier than its run's fire
 	// time plus it (0: none).
 	delay time.Duration
+	// reads is the same-pipeline upstream whose output tk (the ticket of
+	// its attempt that succeeded) the task reads through its env (I16);
+	// outputs marks a task read so, which declares `outputs: [tk]`.
+	reads   string
+	outputs bool
+	// backoff, factor, maxInterval and jitter tune its retries (drawFlow).
+	backoff     string
+	factor      float64
+	maxInterval time.Duration
+	jitter      float64
 }
 
 // genPipeline is one generated pipeline file.
@@ -244,6 +254,61 @@ func drawDelay(r *rand.Rand, s *spec) {
 	}
 }
 
+// drawFlow makes tasks hand outputs to their downstream and tunes
+// retries: half the tasks with an upstream in their pipeline read its
+// output tk through an env template (I16 checks what they saw), and each
+// task with retries gets a backoff of each kind, now and then with a
+// factor, a max_interval and jitter. It draws from a source of its own (r,
+// from the seed), so the generator's draws stay those of the seeds
+// recorded before.
+func drawFlow(r *rand.Rand, s *spec) {
+	for _, p := range s.pipelines {
+		byName := map[string]*genTask{}
+		for _, t := range p.tasks {
+			byName[t.name] = t
+		}
+		for _, t := range p.tasks {
+			for _, d := range t.deps {
+				if up := byName[d]; up != nil && t.reads == "" && r.IntN(2) == 0 {
+					t.reads, up.outputs = d, true
+				}
+			}
+			if t.retries == 0 {
+				continue
+			}
+			t.backoff = pick(r, []string{"", "seed", "fixed", "exponential"})
+			if t.backoff == "exponential" && r.IntN(2) == 0 {
+				t.factor = pick(r, []float64{1.5, 3})
+			}
+			if t.backoff != "fixed" && r.IntN(3) == 0 {
+				t.maxInterval = 15 * time.Second
+			}
+			if r.IntN(3) == 0 {
+				t.jitter = 0.3
+			}
+		}
+	}
+}
+
+// retryYAML renders t's retry policy.
+func (t *genTask) retryYAML() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "{count: %d, interval: %s", t.retries, t.interval)
+	if t.backoff != "" {
+		fmt.Fprintf(&b, ", backoff: %s", t.backoff)
+	}
+	if t.factor != 0 {
+		fmt.Fprintf(&b, ", factor: %g", t.factor)
+	}
+	if t.maxInterval != 0 {
+		fmt.Fprintf(&b, ", max_interval: %s", t.maxInterval)
+	}
+	if t.jitter != 0 {
+		fmt.Fprintf(&b, ", jitter: %g", t.jitter)
+	}
+	return b.String() + "}"
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -304,7 +369,13 @@ func (p *genPipeline) yaml() string {
 			b.WriteString("    manual: true\n")
 		}
 		if t.retries > 0 {
-			fmt.Fprintf(&b, "    retry: {count: %d, interval: %s}\n", t.retries, t.interval)
+			fmt.Fprintf(&b, "    retry: %s\n", t.retryYAML())
+		}
+		if t.outputs {
+			b.WriteString("    outputs: [tk]\n")
+		}
+		if t.reads != "" {
+			fmt.Fprintf(&b, "    env: {%s: %s, %s: \"{{ .Upstream.%s.tk }}\"}\n", envUpTask, t.reads, envUp, t.reads)
 		}
 		if t.group != "" {
 			fmt.Fprintf(&b, "    group: %s\n", t.group)

@@ -101,7 +101,7 @@ func (p *sdkProc) work(ctx context.Context, w *world, a runner.Attempt) error {
 	res := w.perform(ctx, p.name, p.dead, a, p)
 	switch {
 	case res.Status == runner.StatusSuccess:
-		return nil
+		return a.Output("tk", a.Ticket) // as the in-process executor gives it
 	case res.Permanent:
 		return fmt.Errorf("%s: %w", res.Error, runner.ErrPermanent)
 	default:

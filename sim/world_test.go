@@ -20,6 +20,8 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
+	"github.com/ax-sched/ax/engine/backoff"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -223,7 +225,10 @@ type world struct {
 	g        *dag.Graph
 	st       *store.Store
 	ex       executions
-	wg       sync.WaitGroup
+	// envs is each task's env by id, set by compile: what the executors
+	// read (w.g changes under them at a reschedule).
+	envs atomic.Pointer[map[string][]defs.EnvVar]
+	wg   sync.WaitGroup
 
 	mu    sync.Mutex // guards nodes for executor goroutines
 	nodes []*node
@@ -321,6 +326,7 @@ func (w *world) run() Report {
 				drawMatches(rand.New(rand.NewPCG(uint64(w.seed), 0x3a7c)), w.spec)
 				drawSlow(rand.New(rand.NewPCG(uint64(w.seed), 0x510e)), w.spec)
 				drawDelay(rand.New(rand.NewPCG(uint64(w.seed), 0xde1a)), w.spec)
+				drawFlow(rand.New(rand.NewPCG(uint64(w.seed), 0xf10e)), w.spec)
 			}
 		}
 		files, err = w.compile()
@@ -471,6 +477,7 @@ func (w *world) compile() ([]string, error) {
 		return files, errs.Err()
 	}
 	w.g = g
+	w.setEnvs(g)
 	w.stats.Pipelines = len(pls)
 	w.stats.Tasks = len(g.Order())
 	return files, nil
@@ -504,10 +511,10 @@ func (w *world) start() *node {
 	n := &node{name: fmt.Sprintf("e%d", w.seq), done: make(chan error, 1), dead: make(chan struct{})}
 	cfg := engine.Config{Holder: n.name, MisfireLimit: 10, MaxRunning: simMaxRunning, LeaseTTL: 6 * time.Second, LeaseRenew: 2 * time.Second, Now: n.now, Logger: w.opts.Logger,
 		DispatchRate: w.spec.rate, GroupRates: w.spec.groups, GroupMaxRunning: w.spec.groupCaps, Grace: 3 * time.Second}
-	x := &simExec{w: w, node: n}
+	x := runner.NewEnvExecutor(&simExec{w: w, node: n}, w.envOf, nil)
 	execs := engine.Executors{defs.ExecFunction: x, defs.ExecHTTP: x}
 	if w.sdkDir != "" {
-		execs[defs.ExecHTTP] = w.routed(n)
+		execs[defs.ExecHTTP] = w.routed(n).WithEnv(w.envOf, nil)
 	}
 	eng, err := engine.New(cfg, w.st, w.g, execs)
 	if err != nil {
@@ -851,16 +858,8 @@ func (w *world) calm() {
 func (w *world) longestAttempts() time.Duration {
 	var longest time.Duration
 	for _, t := range w.g.Order() {
-		d, iv := time.Duration(0), t.Retry.Interval
-		for k := 0; k <= t.Retry.Count; k++ {
-			d += t.Timeout + 2*time.Second
-			if k >= 2 {
-				iv *= 2
-			}
-			if k < t.Retry.Count {
-				d += iv
-			}
-		}
+		// Each attempt may take two seconds past its timeout to be judged.
+		d := backoff.SpanOf(t.Retry, t.Timeout+2*time.Second, 0)
 		longest = max(longest, d)
 	}
 	return longest + time.Minute

@@ -53,6 +53,10 @@ type AttemptRecord struct {
 	EndedAt    time.Time `json:"ended_at"`
 	LogBytes   int64     `json:"log_bytes"`   // output kept
 	LogDropped int64     `json:"log_dropped"` // output dropped over the limit
+	// Outputs are what the attempt gave its downstream (key=value); a
+	// downstream's templates read those of its upstream's attempt that
+	// succeeded last in the run.
+	Outputs map[string]string `json:"outputs,omitempty"`
 	// Where an attempt run by the scheduler itself (a function or a
 	// command) ran, read from its ProcRecord; empty for an HTTP task's and
 	// for one recorded before version 11. Attempts fills them in; they are
@@ -160,16 +164,16 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 				if a.ExitCode != nil {
 					code = *a.ExitCode
 				}
-				var argv any
-				if a.Argv != nil {
-					j, err := json.Marshal(a.Argv)
-					if err != nil {
-						return fmt.Errorf("record attempt %d of instance %d: %w", a.Attempt, a.InstanceID, err)
-					}
-					argv = string(j)
+				argv, err := jsonOrNull(a.Argv, a.Argv == nil)
+				if err != nil {
+					return fmt.Errorf("record attempt %d of instance %d: %w", a.Attempt, a.InstanceID, err)
+				}
+				outs, err := jsonOrNull(a.Outputs, len(a.Outputs) == 0)
+				if err != nil {
+					return fmt.Errorf("record attempt %d of instance %d: %w", a.Attempt, a.InstanceID, err)
 				}
 				b = b.Values(a.InstanceID, a.Attempt, a.RunID, a.TaskID, a.Ticket, a.Executor, a.Status,
-					code, a.Error, ms(a.StartedAt), a.EndedAt.UnixMilli(), a.LogBytes, a.LogDropped, argv)
+					code, a.Error, ms(a.StartedAt), a.EndedAt.UnixMilli(), a.LogBytes, a.LogDropped, argv, outs)
 			}
 			if _, err := s.exec(ctx, tx, "record attempts", b.Suffix(s.d.upsert([]string{"instance_id", "attempt"}, cols[2:]))); err != nil {
 				return err
@@ -177,6 +181,18 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 		}
 		return s.writeProcs(ctx, tx, p.Procs)
 	}
+}
+
+// jsonOrNull is v as a JSON text, or NULL when null says so.
+func jsonOrNull(v any, null bool) (any, error) {
+	if null {
+		return nil, nil
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(j), nil
 }
 
 // LogChunks returns the stored chunks of an attempt after sequence number
@@ -211,7 +227,7 @@ func (s *Store) LogChunks(ctx context.Context, instanceID int64, attempt, after,
 // attemptRecordCols are the columns of an attempt's record, in the order
 // WriteLogs writes them.
 var attemptRecordCols = []string{"instance_id", "attempt", "run_id", "task_id", "ticket", "executor", "status", "exit_code", "error",
-	"started_at", "ended_at", "log_bytes", "log_dropped", "argv"}
+	"started_at", "ended_at", "log_bytes", "log_dropped", "argv", "outputs"}
 
 // attemptCols are the columns scanAttempt reads, in its order: the record's,
 // then where its process ran (attemptsFrom).
@@ -238,13 +254,14 @@ func scanAttempt(r *sql.Rows) (AttemptRecord, error) {
 		started sql.NullInt64
 		ended   int64
 		argv    sql.NullString
+		outs    sql.NullString
 		host    sql.NullString
 		boot    sql.NullString
 		pgid    sql.NullInt64
 		kind    sql.NullString
 	)
 	if err := r.Scan(&a.InstanceID, &a.Attempt, &a.RunID, &a.TaskID, &a.Ticket, &a.Executor, &a.Status, &code, &a.Error,
-		&started, &ended, &a.LogBytes, &a.LogDropped, &argv, &host, &boot, &pgid, &kind); err != nil {
+		&started, &ended, &a.LogBytes, &a.LogDropped, &argv, &outs, &host, &boot, &pgid, &kind); err != nil {
 		return a, err
 	}
 	if host.Valid {
@@ -259,8 +276,41 @@ func scanAttempt(r *sql.Rows) (AttemptRecord, error) {
 			return a, fmt.Errorf("attempt %d of instance %d: its recorded command is damaged: %w", a.Attempt, a.InstanceID, err)
 		}
 	}
+	if outs.Valid && outs.String != "" {
+		if err := json.Unmarshal([]byte(outs.String), &a.Outputs); err != nil {
+			return a, fmt.Errorf("attempt %d of instance %d: its recorded outputs are damaged: %w", a.Attempt, a.InstanceID, err)
+		}
+	}
 	a.StartedAt, a.EndedAt = fromMS(started), time.UnixMilli(ended).UTC()
 	return a, nil
+}
+
+// RunOutputs returns, for each task of the run with an attempt that
+// succeeded and gave outputs, the outputs of the one recorded last: what
+// the run's downstream tasks read (a rerun's success replaces the first's).
+func (s *Store) RunOutputs(ctx context.Context, runID int64, taskIDs []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	if len(taskIDs) == 0 {
+		return out, nil
+	}
+	b := s.sb.Select("task_id", "outputs").From("attempts").Where(sq.Eq{"run_id": runID, "task_id": taskIDs, "status": "success"}).
+		Where(sq.NotEq{"outputs": nil}).OrderBy("id")
+	err := s.query(ctx, s.read, "read upstream outputs", b, func(r *sql.Rows) error {
+		var (
+			task string
+			text string
+		)
+		if err := r.Scan(&task, &text); err != nil {
+			return err
+		}
+		var m map[string]string
+		if err := json.Unmarshal([]byte(text), &m); err != nil {
+			return fmt.Errorf("the outputs recorded for task %s in run %d are damaged: %w", task, runID, err)
+		}
+		out[task] = m
+		return nil
+	})
+	return out, err
 }
 
 // Attempts returns the recorded attempts of an instance, in order.

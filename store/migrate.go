@@ -38,7 +38,7 @@ var (
 )
 
 // SchemaVersion is the newest schema this ax knows.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 var migrations = []migration{{
 	version: 1,
@@ -226,6 +226,13 @@ var migrations = []migration{{
 	version: 13,
 	extra: func(d dialect) []string {
 		return []string{"ALTER TABLE attempts ADD COLUMN argv " + d.typ("text") + " NULL"}
+	},
+}, {
+	// Version 14: an attempt's outputs to its downstream (a JSON object of
+	// strings; NULL when it gave none).
+	version: 14,
+	extra: func(d dialect) []string {
+		return []string{"ALTER TABLE attempts ADD COLUMN outputs " + d.typ("text") + " NULL"}
 	},
 }}
 

@@ -34,19 +34,8 @@ func TestServerRoutesToRegisteredExecutor(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ax.db")
 	srv := startServerEnv(t, []string{"AX_EXECUTOR_TOKEN=shared-secret"}, db, dir, "--listen", apiAddr)
 	calls := make(chan string, 100)
-	exsrv := httptest.NewUnstartedServer(nil)
-	x, err := executor.New(executor.Config{Address: "http://" + exsrv.Listener.Addr().String(), Scheduler: "http://" + apiAddr,
-		Heartbeat: 500 * time.Millisecond, Client: http.DefaultClient, Token: "shared-secret"},
+	serveSDK(t, executor.Config{Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, Token: "shared-secret"},
 		map[string]runner.Func{"pull": func(_ context.Context, a runner.Attempt) error { calls <- a.Ticket; return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exsrv.Config.Handler = x.Handler()
-	exsrv.Start()
-	defer exsrv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go x.Run(ctx)
 	st := openStore(t, db)
 	waitFor(t, func() bool {
 		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "routed.pull", States: []axtype.State{axtype.Success}})

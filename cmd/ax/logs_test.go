@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -239,23 +238,12 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 	}
 	db := filepath.Join(t.TempDir(), "ax.db")
 	srv := startServer(t, db, dir, "--listen", apiAddr)
-	exsrv := httptest.NewUnstartedServer(nil)
-	address := "http://" + exsrv.Listener.Addr().String()
-	x, err := executor.New(executor.Config{Address: address, Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, TokenFile: tokenFileOf(db), Client: http.DefaultClient},
+	address := serveSDK(t, executor.Config{Scheduler: "http://" + apiAddr, Heartbeat: 500 * time.Millisecond, TokenFile: tokenFileOf(db)},
 		map[string]runner.Func{"pull": func(ctx context.Context, a runner.Attempt) error {
 			runner.Logger(ctx).Info("loaded rows", "rows", 42)
 			runner.Logger(ctx).Warn("slow source", "source", "orders\xff")
 			return nil
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exsrv.Config.Handler = x.Handler()
-	exsrv.Start()
-	defer exsrv.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go x.Run(ctx)
 	st := openStore(t, db)
 	waitFor(t, func() bool { exs, _ := st.Executors(context.Background(), "routed.pull"); return len(exs) == 1 })
 	waitPrimary(t, apiAddr)

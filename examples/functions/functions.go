@@ -18,7 +18,7 @@ func Register(f *runner.Functions) error {
 		"noop":           noop,
 		"fetch_invoices": work(200 * time.Millisecond),
 		"settle":         work(300 * time.Millisecond),
-		"build_report":   work(500 * time.Millisecond),
+		"build_report":   buildReport,
 		"publish":        work(100 * time.Millisecond),
 		"load_warehouse": work(400 * time.Millisecond),
 	} {
@@ -30,6 +30,16 @@ func Register(f *runner.Functions) error {
 }
 
 func noop(context.Context, runner.Attempt) error { return nil }
+
+// buildReport stands in for building a day's report; it gives its
+// downstream the report's path as the output `report`
+// ({{ .Upstream.report.report }}).
+func buildReport(ctx context.Context, a runner.Attempt) error {
+	if err := work(500*time.Millisecond)(ctx, a); err != nil {
+		return err
+	}
+	return a.Output("report", "reports/orders_"+a.LogicalTime.Format("20060102")+".html")
+}
 
 // work stands in for real work of about d that stops when asked to.
 func work(d time.Duration) runner.Func {

@@ -583,6 +583,7 @@ func (x *Executor) run(j *job) {
 	start := x.cfg.Now()
 	a := runner.Attempt{Pipeline: j.d.Pipeline, Task: j.d.Task, InstanceID: j.d.InstanceID, Ticket: j.d.Ticket,
 		LogicalTime: j.d.LogicalTime, Deadline: j.d.Deadline, Params: j.d.Params, Env: j.d.Env, SecretEnv: j.d.SecretEnv, TraceParent: j.d.TraceParent}
+	a, takeOutputs := a.WithOutputs()
 	out := runner.NewOutput(runner.MaxReportOutput)
 	out.Mask(a.SecretValues()...) // the task's secrets never leave in its report
 	// A job killed, or past its deadline, before a worker took it (it
@@ -626,6 +627,11 @@ func (x *Executor) run(j *job) {
 	}
 	if !started {
 		rep.Error += " before the work started: it never ran"
+	}
+	if outs, err := takeOutputs(); rep.Status == runner.StatusSuccess && err != nil {
+		rep.Status, rep.Error = runner.StatusFailed, err.Error()
+	} else if rep.Status == runner.StatusSuccess {
+		rep.Outputs = runner.MaskReport(runner.Report{Outputs: outs}, a.SecretValues()...).Outputs
 	}
 	rep.Error = out.MaskString(rep.Error)
 	j.cancel(nil)

@@ -90,4 +90,32 @@ func testTaskOutput(t *testing.T, s *store.Store) {
 	if as, _ := s.Attempts(ctx(), in.ID); len(as) != 2 {
 		t.Errorf("a fenced write left an attempt: %+v", as)
 	}
+	testRunOutputs(t, s, f, in.ID, in.RunID)
+}
+
+// testRunOutputs: a run's outputs are those of each task's attempt that
+// succeeded last; a failed attempt's are never read.
+func testRunOutputs(t *testing.T, s *store.Store, f *store.Fence, instance, run int64) {
+	t.Helper()
+	recs := []store.AttemptRecord{
+		{InstanceID: instance, Attempt: 10, RunID: run, TaskID: "a.x", Ticket: "t3", Status: "success", EndedAt: T0, Outputs: map[string]string{"rows": "12", "note": "a=b ü"}},
+		{InstanceID: instance, Attempt: 11, RunID: run, TaskID: "a.x", Ticket: "t4", Status: "failed", EndedAt: T0, Outputs: map[string]string{"rows": "bad"}},
+	}
+	if err := f.WriteLogs(ctx(), store.LogWrite{Attempts: recs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.RunOutputs(ctx(), run, []string{"a.x", "a.none"})
+	if err != nil || len(got) != 1 || got["a.x"]["rows"] != "12" || got["a.x"]["note"] != "a=b ü" {
+		t.Errorf("run outputs after a success and a failure = %v %v; want a.x rows=12 (the failed attempt's never)", got, err)
+	}
+	rerun := store.AttemptRecord{InstanceID: instance, Attempt: 12, RunID: run, TaskID: "a.x", Ticket: "t5", Status: "success", EndedAt: T0, Outputs: map[string]string{"rows": "40"}}
+	if err := f.WriteLogs(ctx(), store.LogWrite{Attempts: []store.AttemptRecord{rerun}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RunOutputs(ctx(), run, []string{"a.x"}); err != nil || len(got["a.x"]) != 1 || got["a.x"]["rows"] != "40" {
+		t.Errorf("run outputs after a rerun = %v %v; want the rerun's rows=40 alone", got, err)
+	}
+	if as, err := s.Attempts(ctx(), instance); err != nil || len(as) != 5 || as[2].Outputs["rows"] != "12" || as[0].Outputs != nil {
+		t.Errorf("attempt records: %+v %v; want attempt 10's outputs kept and none on attempt 1", as, err)
+	}
 }
