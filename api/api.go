@@ -65,7 +65,7 @@ func Handler(cfg Config) http.Handler {
 	if cfg.OpWait == 0 {
 		cfg.OpWait = 15 * time.Second
 	}
-	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter(), whoIs: cfg.WhoIs, secrets: cfg.Secrets}
+	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter(), whoIs: cfg.WhoIs, secrets: cfg.Secrets, pools: &pools{}}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(ex.repeats)
 	}
@@ -73,6 +73,6 @@ func Handler(cfg Config) http.Handler {
 		ex.graphOf = cfg.Engine.Graph
 	}
 	adm := &admin{st: cfg.Store, g: cfg.Graph, eng: cfg.Engine, reload: cfg.Reload, gather: cfg.Gather, token: cfg.Token,
-		openReads: cfg.OpenReads, now: cfg.Now, opWait: cfg.OpWait, retain: cfg.Retain, pruneBudget: cfg.PruneBudget}
+		openReads: cfg.OpenReads, now: cfg.Now, opWait: cfg.OpWait, retain: cfg.Retain, pruneBudget: cfg.PruneBudget, pools: ex.pools}
 	return adm.handler(ex)
 }
