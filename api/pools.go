@@ -15,7 +15,11 @@ type pools struct {
 	m  map[string]runner.PoolStats
 }
 
+// set keeps s as address's figures (nil: it sent none). A nil board keeps nothing.
 func (p *pools) set(address string, s *runner.PoolStats) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s == nil {
@@ -29,6 +33,9 @@ func (p *pools) set(address string, s *runner.PoolStats) {
 }
 
 func (p *pools) get(address string) *runner.PoolStats {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, ok := p.m[address]
