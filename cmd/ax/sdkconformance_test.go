@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -238,6 +240,7 @@ func TestSDKConformance(t *testing.T) {
 		{"status", conformStatus},
 		{"full", conformFull},
 		{"bad_input", conformBadInput},
+		{"env_secrets", conformEnvSecrets},
 		{"journal_restart", conformJournalRestart},
 		{"failover", conformFailover},
 	}
@@ -423,6 +426,34 @@ func conformBadInput(t *testing.T, s sdkUnderTest) {
 	}
 	if n := recorded(t, record); len(n) != 0 {
 		t.Errorf("record %v: a refused dispatch ran", n)
+	}
+}
+
+// conformEnvSecrets: the work gets the dispatch's env and params; a
+// secret's value is masked (***) in the log and the error it reports.
+func conformEnvSecrets(t *testing.T, s sdkUnderTest) {
+	addr, _ := directSDK(t, s)
+	sink := newResultSink(t)
+	d := dispatchOf("a", "E1", sink.url, map[string]any{"echo_env": "DB_PASSWORD", "fail": "cannot log in with s3cr3t-pw"})
+	d["env"], d["secret_env"] = map[string]string{"DB_PASSWORD": "s3cr3t-pw", "REGION": "cn"}, []string{"DB_PASSWORD"}
+	sdkPost(t, addr, "/dispatch", d)
+	rep := sink.wait(t, "E1")
+	enc, _ := rep["log"].(string)
+	logged, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		t.Fatalf("log %q: %v", enc, err)
+	}
+	lines, err := runner.DecodeLines(logged)
+	var text []string
+	for _, l := range lines {
+		text = append(text, fmt.Sprintf("%s|%s", l.Stream, l.Text))
+	}
+	all := strings.Join(text, "\n")
+	if err != nil || !strings.Contains(all, "log|") || !strings.Contains(all, "msg=env DB_PASSWORD=***") || strings.Contains(all, "s3cr3t") {
+		t.Errorf("log records %q (%v): want the env line on stream log, the secret masked", all, err)
+	}
+	if e, _ := rep["error"].(string); rep["status"] != "failed" || !strings.HasSuffix(e, "cannot log in with ***") {
+		t.Errorf("result %v: want failed with the secret masked in the error", rep)
 	}
 }
 

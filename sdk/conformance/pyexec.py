@@ -32,6 +32,8 @@ def main():
     def work(ctx):
         note(a.record, "start", ctx)
         ctx.log.info("working", extra={"ticket": ctx.ticket})
+        if ctx.params.get("echo_env"):
+            ctx.log.info("env", extra={ctx.params["echo_env"]: ctx.env.get(ctx.params["echo_env"], "")})
         if ctx.wait(float(ctx.params.get("sleep_ms", 0)) / 1000):
             return
         if ctx.params.get("fail"):

@@ -1,8 +1,9 @@
 // Command goexec is the Go side of the SDK conformance suite (cmd/ax's
 // TestSDKConformance): an executor built on runner/executor that serves the
 // tasks of -tasks, each of which records its start and end in -record,
-// logs a line, and waits params.sleep_ms unless killed; params.fail makes it
-// fail with that text. sdk/conformance/pyexec.py is the same executor on the
+// logs a line (and the variable of env that params.echo_env names), and
+// waits params.sleep_ms unless killed; params.fail makes it fail with that
+// text. sdk/conformance/pyexec.py is the same executor on the
 // Python SDK, with the same flags.
 package main
 
@@ -81,6 +82,9 @@ func work(ctx context.Context, a runner.Attempt, record string) error {
 		return err
 	}
 	runner.Logger(ctx).Info("working", "ticket", a.Ticket)
+	if name, _ := a.Params["echo_env"].(string); name != "" {
+		runner.Logger(ctx).Info("env", name, a.Env[name])
+	}
 	ms, _ := a.Params["sleep_ms"].(float64)
 	select {
 	case <-ctx.Done():
