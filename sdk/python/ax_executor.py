@@ -211,7 +211,16 @@ class _Output:
         self._size = 0
         self._limit = limit
         self.dropped = 0
-        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        # A secret of several lines is masked whole and each of its lines on
+        # its own (its empty lines are not secrets); the longest first, so
+        # that a secret holding another is masked whole.
+        values = set()
+        for s in secrets:
+            if s:
+                values.add(s)
+            if "\n" in s:
+                values.update(x.rstrip("\r") for x in s.split("\n") if x.rstrip("\r"))
+        self._secrets = sorted(values, key=len, reverse=True)
 
     def mask(self, text):
         for s in self._secrets:
