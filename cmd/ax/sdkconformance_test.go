@@ -241,6 +241,7 @@ func TestSDKConformance(t *testing.T) {
 		{"full", conformFull},
 		{"bad_input", conformBadInput},
 		{"env_secrets", conformEnvSecrets},
+		{"synchronous", conformSynchronous},
 		{"journal_restart", conformJournalRestart},
 		{"failover", conformFailover},
 	}
@@ -454,6 +455,44 @@ func conformEnvSecrets(t *testing.T, s sdkUnderTest) {
 	}
 	if e, _ := rep["error"].(string); rep["status"] != "failed" || !strings.HasSuffix(e, "cannot log in with ***") {
 		t.Errorf("result %v: want failed with the secret masked in the error", rep)
+	}
+}
+
+// conformSynchronous: a dispatch without a callback is answered with its
+// result (200); a caller that hangs up before the result stops the work,
+// whose result says so.
+func conformSynchronous(t *testing.T, s sdkUnderTest) {
+	addr, record := directSDK(t, s)
+	code, ans := sdkPost(t, addr, "/dispatch", dispatchOf("a", "Y1", "", nil))
+	if code != 200 || ans["ticket"] != "Y1" || ans["status"] != "success" {
+		t.Errorf("synchronous dispatch: %d %v, want 200 with its result", code, ans)
+	}
+	b, _ := json.Marshal(dispatchOf("b", "Y2", "", map[string]any{"sleep_ms": 60000}))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/dispatch", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+conformanceToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // the scheduler hangs up once the work started (or after 30 s: then the case fails below)
+		defer cancel()
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if data, _ := os.ReadFile(record); strings.Contains(string(data), "start b Y2\n") {
+				return
+			}
+		}
+	}()
+	if resp, err := http.DefaultClient.Do(req.WithContext(ctx)); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the hung-up dispatch was answered %d", resp.StatusCode)
+	}
+	var res map[string]any
+	waitFor(t, func() bool {
+		_, ans := sdkPost(t, addr, "/status", map[string]any{"tickets": []string{"Y2"}})
+		st, _ := ans["tickets"].(map[string]any)["Y2"].(map[string]any)
+		res, _ = st["result"].(map[string]any)
+		return res != nil
+	})
+	if res["status"] != "failed" || !strings.HasPrefix(fmt.Sprint(res["error"]), "stopped: the scheduler hung up before the result") {
+		t.Errorf("result of the hung-up work %v: want failed, stopped because the scheduler hung up", res)
 	}
 }
 
