@@ -41,6 +41,7 @@ type admin struct {
 	retain    time.Duration // the server's --retain, for dry runs (0: keeps everything)
 	// pruneBudget bounds an operator's pruning pass (zero: pruneBudget).
 	pruneBudget time.Duration
+	pools       *pools // executors' pool figures, from their heartbeats here
 }
 
 // graph returns the pipelines in force: the engine's, which a reload

@@ -771,7 +771,7 @@ func (a *admin) executors(r *http.Request) (any, error) {
 	out := []ExecutorView{}
 	now := a.now()
 	for _, x := range exs {
-		v := ExecutorView{Executor: x, Live: true}
+		v := ExecutorView{Executor: x, Live: true, Pool: a.pools.get(x.Address)}
 		if silent := now.Sub(x.LastHeartbeat); silent > engine.ExecutorLiveness {
 			v.Live = false
 			v.Excluded = fmt.Sprintf("no heartbeat for %s (more than %s): it gets no new work until it sends one", silent.Round(time.Second), engine.ExecutorLiveness)

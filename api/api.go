@@ -78,7 +78,7 @@ func Handler(cfg Config) http.Handler {
 	if cfg.OpWait == 0 {
 		cfg.OpWait = 15 * time.Second
 	}
-	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter(), whoIs: cfg.WhoIs, secrets: cfg.Secrets}
+	ex := &executorAPI{st: cfg.Store, g: cfg.Graph, self: cfg.Self, token: cfg.ExecToken, deliver: cfg.Deliver, repeats: newRepeatsCounter(), whoIs: cfg.WhoIs, secrets: cfg.Secrets, pools: &pools{}}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(ex.repeats)
 	}
@@ -90,6 +90,6 @@ func Handler(cfg Config) http.Handler {
 	}
 	auth := authConfig{token: cfg.Token, users: cfg.Users, sessions: cfg.Sessions, proxyHeader: cfg.ProxyHeader, proxyFrom: cfg.ProxyFrom}
 	adm := &admin{st: cfg.Store, g: cfg.Graph, eng: cfg.Engine, reload: cfg.Reload, gather: cfg.Gather, auth: auth,
-		openReads: cfg.OpenReads, now: cfg.Now, opWait: cfg.OpWait, retain: cfg.Retain, pruneBudget: cfg.PruneBudget}
+		openReads: cfg.OpenReads, now: cfg.Now, opWait: cfg.OpWait, retain: cfg.Retain, pruneBudget: cfg.PruneBudget, pools: ex.pools}
 	return adm.handler(ex)
 }

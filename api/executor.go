@@ -40,6 +40,7 @@ type executorAPI struct {
 	// secrets resolve the secrets of a result's task, masked in the
 	// report before it is stored (nil: not masked here).
 	secrets runner.Secrets
+	pools   *pools // the pool figures of each executor's last heartbeat here
 }
 
 // masked returns the report of an attempt of task, as data, with the
@@ -278,7 +279,8 @@ func (a *executorAPI) claim(ctx context.Context, address, boot string, now time.
 
 func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Address string `json:"address"`
+		Address string            `json:"address"`
+		Pool    *runner.PoolStats `json:"pool,omitempty"` // an SDK executor's worker pool now
 	}
 	if err := runner.DecodeStrict(r, &req, 1<<20); err != nil || req.Address == "" {
 		why := "no address"
@@ -300,6 +302,7 @@ func (a *executorAPI) heartbeat(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		apiError(w, http.StatusServiceUnavailable, "%v", err)
 	default:
+		a.pools.set(req.Address, req.Pool)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

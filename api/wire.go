@@ -7,6 +7,7 @@ import (
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/reload"
+	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
 
@@ -117,6 +118,9 @@ type ExecutorView struct {
 	store.Executor
 	Live     bool   `json:"live"`
 	Excluded string `json:"excluded,omitempty"`
+	// Pool is the worker pool of the executor's last heartbeat to this
+	// server (absent when it sent none here).
+	Pool *runner.PoolStats `json:"pool,omitempty"`
 }
 
 // LimitsView is the answer of GET /api/v1/limits.

@@ -94,13 +94,17 @@ func Executors(ctx context.Context, w io.Writer, f APIOptions) error {
 		return OrThen(err, func() error { return PrintJSON(w, raw) })
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSTATE\tLAST HEARTBEAT\tTASKS")
+	fmt.Fprintln(tw, "ADDRESS\tSTATE\tLAST HEARTBEAT\tPOOL\tTASKS")
 	for _, x := range exs {
 		state := "live"
 		if !x.Live {
 			state = "excluded: " + x.Excluded
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.Address, state, api.Stamp(x.LastHeartbeat, time.UTC), strings.Join(x.Tasks, ", "))
+		pool := "-"
+		if x.Pool != nil {
+			pool = x.Pool.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.Address, state, api.Stamp(x.LastHeartbeat, time.UTC), pool, strings.Join(x.Tasks, ", "))
 	}
 	if len(exs) == 0 {
 		fmt.Fprintln(tw, "(no executor has registered)")

@@ -427,3 +427,21 @@ func DecodeStrict(r *http.Request, v any, limit int64) error {
 	}
 	return nil
 }
+
+// PoolStats are an SDK executor's worker pool figures, sent with each
+// heartbeat and served on its /metrics: an attempt stuck in RUNNING is first
+// checked against them (are its executor's workers all busy, its queue
+// full, its dispatches refused?).
+type PoolStats struct {
+	Workers int   `json:"workers"` // worker threads now (core are always there)
+	Active  int   `json:"active"`  // workers running a task
+	Max     int   `json:"max"`     // the most workers the pool starts
+	Queued  int   `json:"queued"`  // dispatches waiting for a worker
+	Queue   int   `json:"queue"`   // what the queue holds: past it, dispatches are refused
+	Refused int64 `json:"refused"` // dispatches refused since the process started
+}
+
+// String renders the figures as `ax executors` shows them.
+func (p PoolStats) String() string {
+	return fmt.Sprintf("%d/%d busy, %d/%d queued, %d refused", p.Active, p.Max, p.Queued, p.Queue, p.Refused)
+}

@@ -140,14 +140,37 @@ type UnresolvedSecret struct {
 	Err  error
 }
 
-// newFunctions is the function executor of the stock binary, with every
-// function it registers.
+// newFunctions is the function executor of the binary, with every
+// function it registers: the examples, and those added by AddFunctions.
 func newFunctions(name func(runner.Attempt) string) (*runner.Functions, error) {
 	funcs := runner.NewFunctions(name)
-	if err := functions.Register(funcs); err != nil {
-		return nil, err
+	extra.Lock()
+	regs := append([]func(*runner.Functions) error{functions.Register}, extra.regs...)
+	extra.Unlock()
+	for _, register := range regs {
+		if err := register(funcs); err != nil {
+			return nil, fmt.Errorf("registering the functions of this binary: %w", err)
+		}
 	}
 	return funcs, nil
+}
+
+// extra are the registrations added by AddFunctions.
+var extra struct {
+	sync.Mutex
+	regs []func(*runner.Functions) error
+}
+
+// AddFunctions adds a team's Go functions to the binary: register is called
+// with the functions executor every time one is built (ax server, ax run,
+// ax backfill), and with a scratch one for validation, so `ax validate`
+// knows every name it registers. Call it from an init function of a file
+// in the binary's main package (see docs/functions.md); a name registered
+// twice, here or among the examples, fails the binary's start with the name.
+func AddFunctions(register func(*runner.Functions) error) {
+	extra.Lock()
+	defer extra.Unlock()
+	extra.regs = append(extra.regs, register)
 }
 
 // FunctionNames returns the names of the functions the stock binary

@@ -124,8 +124,10 @@ type Executor struct {
 	stopped chan struct{} // closed when Run returns: workers leave, dispatches are refused
 	mu      sync.Mutex
 	workers int
-	tickets map[string]*job // by ticket, until it expires
-	running map[string]*job // by task name: the re-entrancy guard
+	active  int              // workers running a job
+	refused map[string]int64 // dispatches refused, by reason (see metrics)
+	tickets map[string]*job  // by ticket, until it expires
+	running map[string]*job  // by task name: the re-entrancy guard
 	outbox  chan *job
 	boot    string   // this process's id, sent with registrations: a new one tells the scheduler the earlier work is gone
 	scheds  []string // Scheduler and Schedulers, without trailing slashes
@@ -191,7 +193,7 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 		}
 	}
 	x := &Executor{scheds: scheds, cfg: cfg, log: cfg.Logger, funcs: funcs, queue: make(chan *job, cfg.Queue), stopped: make(chan struct{}),
-		tickets: map[string]*job{}, running: map[string]*job{}, boot: newBoot()}
+		tickets: map[string]*job{}, running: map[string]*job{}, refused: map[string]int64{}, boot: newBoot()}
 	var restored []*jticket
 	if cfg.StateDir != "" {
 		var err error
@@ -285,6 +287,7 @@ func (x *Executor) mux() http.Handler {
 	mux.HandleFunc("POST /kill", x.fromScheduler(x.serveKill))
 	mux.HandleFunc("POST /status", x.fromScheduler(x.schedulersOnly(x.serveStatus)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /metrics", x.serveMetrics)
 	return mux
 }
 
@@ -488,13 +491,16 @@ func (x *Executor) admit(d Dispatch) (j *job, prior bool, code int, reason strin
 	}
 	select {
 	case <-x.stopped:
+		x.refused[refusedStopping]++
 		return nil, false, http.StatusServiceUnavailable, "this executor is shutting down"
 	default:
 	}
 	if r := x.running[d.Task]; r != nil {
+		x.refused[refusedRunning]++
 		return nil, false, http.StatusConflict, fmt.Sprintf("task %s is already running here (ticket %s): refused to avoid re-entry", d.Task, r.d.Ticket)
 	}
 	if len(x.queue) == cap(x.queue) { // only admit and restore send, both under mu: the send below cannot block
+		x.refused[refusedFull]++
 		return nil, false, http.StatusServiceUnavailable, fmt.Sprintf("worker pool full (%d workers busy, %d of %d queued): try another executor or later", x.workers, len(x.queue), cap(x.queue))
 	}
 	ttl := time.Duration(d.TicketTTLMS) * time.Millisecond
@@ -565,7 +571,13 @@ func (x *Executor) work() {
 		case <-x.stopped:
 			return
 		case j := <-x.queue:
+			x.mu.Lock()
+			x.active++
+			x.mu.Unlock()
 			x.run(j)
+			x.mu.Lock()
+			x.active--
+			x.mu.Unlock()
 		case <-idle.C:
 			x.mu.Lock()
 			if x.workers > x.cfg.Core {
@@ -699,7 +711,7 @@ func (x *Executor) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		path, body := "/api/v1/executors/heartbeat", map[string]any{"address": x.cfg.Address}
+		path, body := "/api/v1/executors/heartbeat", map[string]any{"address": x.cfg.Address, "pool": x.Pool()}
 		if !registered {
 			path, body = "/api/v1/executors/register", map[string]any{"address": x.cfg.Address, "protocol": "http", "tasks": x.Tasks(), "boot": x.boot}
 		}

@@ -1,0 +1,1323 @@
+"""ax_executor: run ax tasks over HTTP from Python (protocol v1).
+
+One module, standard library only, Python 3.9 or later. It speaks the same
+protocol as the Go SDK (runner/executor; see docs/protocol.md):
+
+    from ax_executor import Executor
+
+    executor = Executor(address="http://127.0.0.1:9091",
+                        schedulers=["http://127.0.0.1:8080"],
+                        token_file="executor.token", state_dir="state")
+
+    @executor.task("sync_orders")
+    def sync(ctx):
+        ctx.log.info("syncing %s", ctx.logical_time.isoformat())
+        if ctx.wait(2):          # True when killed or past the deadline
+            return
+        ctx.output("rows", 42)
+
+    executor.serve("127.0.0.1:9091")   # until SIGINT or SIGTERM
+
+The rules it keeps, as the Go SDK does:
+
+- the ticket is the work's idempotency key: a ticket seen before gets its
+  earlier answer, never a second run; a task already queued or running
+  here is refused (409) with the reason;
+- work runs in a bounded pool (core workers, at most max, a queue); a full
+  queue refuses the dispatch (503) with the reason, which the scheduler
+  treats as "try another executor, or later", never as a failure;
+- a dispatch with a callback is answered 202 at once and its result is
+  posted until a scheduler acknowledges it; without one the answer is the
+  result, and a caller that hangs up cancels the work;
+- with state_dir, each ticket is journalled (synced) when accepted, when
+  started and with its result, so a restart keeps the boot id, answers
+  status queries, delivers results not yet acknowledged, runs accepted work
+  that never started and reports started work as interrupted;
+- with a token, dispatch, kill and status need it; without, status is
+  answered only to the configured schedulers' addresses (loopback when none).
+
+A handler raises to fail; raising Permanent fails without retries. It reads
+ctx.cancelled (or calls ctx.wait) to stop when killed or past its deadline:
+Python cannot stop a thread from outside, so work that ignores it runs on,
+and its result is reported as killed or past its deadline all the same.
+"""
+
+import base64
+import binascii
+import errno
+import fcntl
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import random
+import select
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import deque
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+__all__ = ["Executor", "Context", "Permanent", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION = 1
+MAX_DISPATCH = 1 << 20  # bytes of a request body
+MAX_STATUS_TICKETS = 10000
+MAX_REPORT_OUTPUT = 64 << 10  # bytes of log a result carries (its tail)
+DEFAULT_TICKET_TTL = 30 * 60.0  # seconds
+STREAM_LOG = 3  # the stream of a function's logger in ax's log records
+MASKED = "***"
+
+# Results carry ctx.output values under "outputs" once the scheduler's
+# protocol takes them; until then each value is written to the task's log
+# as a line "output KEY=VALUE" (JSON), so nothing is lost.
+OUTPUTS_IN_REPORT = False
+
+INTERRUPTED = ("interrupted: the executor process ended while this work ran "
+               "(it restarted on its state dir); the work may have taken effect in part")
+
+
+class Permanent(Exception):
+    """A failure that retrying cannot fix: the scheduler does not retry it."""
+
+
+class _Refusal(Exception):
+    def __init__(self, code, reason):
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+# --- times as Go writes them -------------------------------------------------
+
+def _parse_time(s, field):
+    """Parses an RFC 3339 time (Go's JSON form of time.Time)."""
+    if not isinstance(s, str):
+        raise ValueError("json: cannot unmarshal %s into Go struct field Dispatch.%s of type time.Time" % (_json_kind(s), field))
+    if s == "0001-01-01T00:00:00Z":
+        return None
+    t = s
+    if t.endswith("Z") or t.endswith("z"):
+        t = t[:-1] + "+00:00"
+    if "." in t:  # Python takes at most 6 fraction digits before 3.11
+        head, rest = t.split(".", 1)
+        i = 0
+        while i < len(rest) and rest[i].isdigit():
+            i += 1
+        t = head + "." + (rest[:i] + "000000")[:6] + rest[i:]
+    try:
+        d = datetime.fromisoformat(t)
+    except ValueError:
+        raise ValueError("parsing time %s: not RFC 3339" % json.dumps(s))
+    if d.tzinfo is None:
+        raise ValueError("parsing time %s: no time zone" % json.dumps(s))
+    return d
+
+
+def _fmt_time(d):
+    if d is None:
+        return "0001-01-01T00:00:00Z"
+    d = d.astimezone(timezone.utc)
+    s = d.strftime("%Y-%m-%dT%H:%M:%S")
+    if d.microsecond:
+        s += ("." + "%06d" % d.microsecond).rstrip("0")
+    return s + "Z"
+
+
+def _json_kind(v):
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if v is None:
+        return "null"
+    return "object"
+
+
+# --- the dispatch --------------------------------------------------------------
+
+_DISPATCH_FIELDS = {
+    "version": "int", "pipeline": "str", "task": "str", "instance_id": "int", "ticket": "str",
+    "logical_time": "time", "deadline": "time", "params": "obj", "env": "strmap",
+    "secret_env": "strlist", "callback": "str", "ticket_ttl_ms": "int",
+}
+
+
+def _decode_dispatch(raw):
+    """Checks a dispatch as strictly as the Go SDK: unknown fields and wrong
+    types are malformed. It returns the dispatch as a dict, times parsed."""
+    d = json.loads(raw)
+    if not isinstance(d, dict):
+        raise ValueError("json: cannot unmarshal %s into Go value of type runner.Dispatch" % _json_kind(d))
+    for k, v in d.items():
+        kind = _DISPATCH_FIELDS.get(k)
+        if kind is None:
+            raise ValueError('json: unknown field "%s"' % k)
+        if v is None:
+            continue
+        ok = {
+            "int": isinstance(v, int) and not isinstance(v, bool),
+            "str": isinstance(v, str),
+            "time": True,
+            "obj": isinstance(v, dict),
+            "strmap": isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+            "strlist": isinstance(v, list) and all(isinstance(x, str) for x in v),
+        }[kind]
+        if not ok:
+            raise ValueError("json: cannot unmarshal %s into Go struct field Dispatch.%s" % (_json_kind(v), k))
+    out = dict(d)
+    out["logical_time"] = _parse_time(d["logical_time"], "logical_time") if d.get("logical_time") is not None else None
+    out["deadline"] = _parse_time(d["deadline"], "deadline") if d.get("deadline") is not None else None
+    return out
+
+
+def _dispatch_json(d):
+    """The dispatch as the journal keeps it (the Go SDK's field names)."""
+    out = {k: v for k, v in d.items() if v is not None}
+    out["logical_time"] = _fmt_time(d.get("logical_time"))
+    out["deadline"] = _fmt_time(d.get("deadline"))
+    return out
+
+
+def _dispatch_from_json(obj):
+    d = dict(obj)
+    d["logical_time"] = _parse_time(obj.get("logical_time", "0001-01-01T00:00:00Z"), "logical_time")
+    d["deadline"] = _parse_time(obj.get("deadline", "0001-01-01T00:00:00Z"), "deadline")
+    return d
+
+
+# --- the task's output: ax's log records ----------------------------------------
+
+class _Output:
+    """The lines a task logged, as ax's log records (a header byte with the
+    stream, a 4-byte big-endian length, the line), the tail kept within the
+    limit of a report; secret values are masked in every line."""
+
+    def __init__(self, secrets, limit=MAX_REPORT_OUTPUT):
+        self._mu = threading.Lock()
+        self._lines = deque()
+        self._size = 0
+        self._limit = limit
+        self.dropped = 0
+        # A secret of several lines is masked whole and each of its lines on
+        # its own (its empty lines are not secrets); the longest first, so
+        # that a secret holding another is masked whole.
+        values = set()
+        for s in secrets:
+            if s:
+                values.add(s)
+            if "\n" in s:
+                values.update(x.rstrip("\r") for x in s.split("\n") if x.rstrip("\r"))
+        self._secrets = sorted(values, key=len, reverse=True)
+
+    def mask(self, text):
+        for s in self._secrets:
+            text = text.replace(s, MASKED)
+        return text
+
+    def write_line(self, text):
+        for line in self.mask(text).split("\n"):
+            b = line.encode("utf-8", "replace")[: self._limit - 5]
+            rec = bytes([STREAM_LOG]) + len(b).to_bytes(4, "big") + b
+            with self._mu:
+                self._lines.append(rec)
+                self._size += len(rec)
+                while self._size > self._limit:
+                    old = self._lines.popleft()
+                    self._size -= len(old)
+                    self.dropped += len(old) - 5
+
+    def take(self):
+        with self._mu:
+            return b"".join(self._lines), self.dropped
+
+
+class _OutputHandler(logging.Handler):
+    """Writes a task's log records into its output, in the Go SDK's text form
+    (time=… level=INFO msg=… key=value)."""
+
+    def __init__(self, out):
+        super().__init__(logging.DEBUG)
+        self.out = out
+
+    def emit(self, record):
+        try:
+            self.out.write_line(_logfmt(record, _record_fields(record)))
+        except Exception:  # a log line never fails the task
+            self.handleError(record)
+
+
+_LEVELS = {"WARNING": "WARN", "CRITICAL": "ERROR"}
+_STD_ATTRS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+def _record_fields(record):
+    return {k: v for k, v in vars(record).items() if k not in _STD_ATTRS}
+
+
+def _logfmt(record, fields):
+    ts = datetime.fromtimestamp(record.created, timezone.utc).astimezone().isoformat(timespec="milliseconds")
+    parts = ["time=" + ts, "level=" + _LEVELS.get(record.levelname, record.levelname), "msg=" + _quote(record.getMessage())]
+    for k, v in fields.items():
+        parts.append("%s=%s" % (k, _quote(v if isinstance(v, str) else json.dumps(v, default=str))))
+    if record.exc_info:
+        parts.append("err=" + _quote("".join(traceback.format_exception(*record.exc_info)).strip()))
+    return " ".join(parts)
+
+
+def _quote(s):
+    s = str(s)
+    if s and not any(c in s for c in ' ="\\') and s.isprintable():
+        return s
+    return json.dumps(s, ensure_ascii=False)
+
+
+class _LogfmtFormatter(logging.Formatter):
+    def format(self, record):
+        return _logfmt(record, _record_fields(record))
+
+
+def _default_logger():
+    log = logging.getLogger("ax_executor")
+    if not log.handlers:
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(_LogfmtFormatter())
+        log.addHandler(h)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
+# --- a handler's view of its attempt ----------------------------------------------
+
+class Context:
+    """What a task function is given: its attempt, and the means to log,
+    report outputs and notice a kill or its deadline."""
+
+    def __init__(self, job, out, executor_log):
+        d = job.d
+        self.ticket = d["ticket"]
+        self.task = d["task"]
+        self.pipeline = d.get("pipeline", "")
+        self.instance_id = d.get("instance_id", 0)
+        self.logical_time = d.get("logical_time")
+        self.deadline = d.get("deadline")
+        self.params = dict(d.get("params") or {})
+        self.env = dict(d.get("env") or {})
+        self.secret_env = list(d.get("secret_env") or [])
+        self.outputs = {}
+        self._job = job
+        self._out = out
+        log = logging.Logger("ax_executor.task.%s" % self.task)  # its own, never in logging's registry
+        log.addHandler(_OutputHandler(out))
+        log.setLevel(logging.DEBUG)
+        log.propagate = False
+        self.log = log  # its lines go back with the result: `ax logs` shows them
+        self._executor_log = executor_log
+
+    @property
+    def cancelled(self):
+        """True once the work should stop: killed, past its deadline, or its
+        synchronous caller hung up."""
+        return self._job.stopped()
+
+    def wait(self, seconds):
+        """Sleeps up to seconds; returns True (at once) when the work is
+        cancelled meanwhile, False when the time passed."""
+        return self._job.wait(seconds)
+
+    def output(self, key, value):
+        """Records an output of the attempt (a JSON value)."""
+        json.dumps(value)  # refuse what cannot travel, in the handler's own frame
+        self.outputs[str(key)] = value
+        if not OUTPUTS_IN_REPORT:
+            self._out.write_line("output %s=%s" % (key, json.dumps(value)))
+
+
+# --- jobs ----------------------------------------------------------------------
+
+class _Job:
+    def __init__(self, d, expires):
+        self.d = d
+        self.expires = expires  # unix seconds
+        self.done = threading.Event()
+        self.report = None
+        self.jstate = ""
+        self._stop = threading.Event()
+        self.cause = None  # "killed" or "hung up"
+
+    def cancel(self, cause):
+        if self.cause is None:
+            self.cause = cause
+        self._stop.set()
+
+    def past_deadline(self):
+        dl = self.d.get("deadline")
+        return dl is not None and datetime.now(timezone.utc) >= dl
+
+    def stopped(self):
+        return self._stop.is_set() or self.past_deadline()
+
+    def wait(self, seconds):
+        end = time.monotonic() + max(0.0, seconds)
+        while True:
+            if self.stopped():
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            dl = self.d.get("deadline")
+            if dl is not None:
+                left = min(left, max(0.0, (dl - datetime.now(timezone.utc)).total_seconds()) + 0.001)
+            self._stop.wait(left)
+
+
+# --- the journal ------------------------------------------------------------------
+
+class _Journal:
+    """The ticket journal of a state dir, line for line the Go SDK's
+    (tickets.jsonl, boot, lock): accepted (with the dispatch), started, done
+    (with the report), acked."""
+
+    def __init__(self, path, now):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        self.dir = path
+        self.mu = threading.Lock()
+        self.appends = 0
+        self.f = None
+        self.lock = open(os.path.join(path, "lock"), "a+")
+        os.chmod(self.lock.name, 0o600)
+        try:
+            fcntl.flock(self.lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            self.lock.close()
+            raise RuntimeError("executor: state dir %s is in use by another executor process (%s): give each executor its own" % (path, e))
+        try:
+            self.boot = self._read_boot()
+            tickets = self._read()
+            live = [t for t in tickets if not (t["state"] in ("done", "acked") and now > t["expires"])]
+            self._rewrite(_jentries(live))
+        except Exception:
+            self.lock.close()
+            raise
+        self.restored = live
+
+    def _read_boot(self):
+        p = os.path.join(self.dir, "boot")
+        try:
+            with open(p) as f:
+                b = f.read().strip()
+            if b:
+                return b
+        except FileNotFoundError:
+            pass
+        b = binascii.hexlify(os.urandom(8)).decode()
+        _write_synced(self.dir, "boot", (b + "\n").encode())
+        return b
+
+    def _read(self):
+        by, order = {}, []
+        try:
+            f = open(os.path.join(self.dir, "tickets.jsonl"), "rb")
+        except FileNotFoundError:
+            return []
+        with f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                    tk, st = e["t"], e["s"]
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line is what a kill inside a write leaves
+                if not tk:
+                    continue
+                t = by.get(tk)
+                if st == "accepted" and e.get("d") is not None:
+                    try:
+                        d = _dispatch_from_json(e["d"])
+                        exp = _parse_time(e.get("x", "0001-01-01T00:00:00Z"), "x")
+                    except (ValueError, TypeError):
+                        continue
+                    if t is None:
+                        t = by[tk] = {}
+                        order.append(t)
+                    t.update(d=d, expires=exp.timestamp() if exp else 0.0, state="accepted", report=None)
+                elif t is None:
+                    continue
+                elif st == "started" and t["state"] == "accepted":
+                    t["state"] = "started"
+                elif st == "done" and e.get("r") is not None:
+                    t["state"], t["report"] = "done", e["r"]
+                elif st == "acked" and t["state"] == "done":
+                    t["state"] = "acked"
+        return order
+
+    def _rewrite(self, lines):
+        data = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in lines)
+        _write_synced(self.dir, "tickets.jsonl", data)
+        f = open(os.path.join(self.dir, "tickets.jsonl"), "ab")
+        if self.f is not None:
+            self.f.close()
+        self.f, self.appends = f, 0
+
+    def append(self, entry, sync, job=None):
+        b = json.dumps(entry, separators=(",", ":")).encode() + b"\n"
+        with self.mu:
+            if self.f is None:
+                raise RuntimeError("the ticket journal is closed")
+            self.f.write(b)
+            self.f.flush()
+            if sync:
+                os.fsync(self.f.fileno())
+            self.appends += 1
+            if job is not None:
+                job.jstate = entry["s"]
+
+    def compact(self, jobs):
+        with self.mu:
+            if self.f is None or self.appends < 4 * len(jobs) + 1024:
+                return
+            ts = []
+            for j in jobs.values():
+                if not j.jstate:
+                    continue
+                ts.append({"d": j.d, "expires": j.expires, "state": j.jstate,
+                           "report": j.report if j.jstate in ("done", "acked") else None})
+            self._rewrite(_jentries(ts))
+
+    def close(self):
+        with self.mu:
+            if self.f is not None:
+                self.f.close()
+                self.f = None
+            if self.lock is not None:
+                self.lock.close()
+                self.lock = None
+
+
+def _jentries(ts):
+    out = []
+    for t in ts:
+        tk = t["d"]["ticket"]
+        out.append({"t": tk, "s": "accepted", "d": _dispatch_json(t["d"]),
+                    "x": _fmt_time(datetime.fromtimestamp(t["expires"], timezone.utc))})
+        if t["state"] == "started":
+            out.append({"t": tk, "s": "started"})
+        elif t["state"] in ("done", "acked"):
+            out.append({"t": tk, "s": "done", "r": t["report"]})
+            if t["state"] == "acked":
+                out.append({"t": tk, "s": "acked"})
+    return out
+
+
+def _write_synced(d, name, data):
+    fd, tmp = tempfile.mkstemp(prefix=name + ".", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, os.path.join(d, name))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_token_file(path):
+    """Reads ax server's executor credential file, by the server's rule: one
+    line, readable and writable by its owner only."""
+    st = os.stat(path)
+    if not (st.st_mode & 0o170000 == 0o100000):
+        raise RuntimeError("executor credential %s is not a regular file: give a file, or set AX_EXECUTOR_TOKEN" % path)
+    if st.st_mode & 0o077:
+        raise RuntimeError("executor credential %s has mode %o: others may read it; run chmod 600 %s" % (path, st.st_mode & 0o777, path))
+    with open(path) as f:
+        tok = f.read().strip()
+    if not tok or any(c in tok for c in " \t\r\n"):
+        raise RuntimeError("executor credential %s holds no token (one line, no spaces): remove it to have ax server make a new one, or write one" % path)
+    return tok
+
+
+# --- the executor -------------------------------------------------------------------
+
+class Executor:
+    """Runs registered task functions for ax schedulers (protocol v1).
+
+    address     the base URL schedulers reach this executor at (required to
+                register), such as http://10.0.0.5:9091
+    schedulers  base URLs of the ax servers sharing one store (a primary and
+                its standbys): registrations, heartbeats and results go to
+                whichever answers, following a "primary" hint
+    token       the executor credential (AX_EXECUTOR_TOKEN); token_file the
+                server's file of it, read when first needed. Either way it
+                is sent only to scheduler URLs and required on every
+                dispatch, kill and status query
+    state_dir   a directory of this executor's own for its ticket journal
+    core, max, queue  the pool: core workers always, at most max, queue
+                dispatches waiting (defaults 2 × CPUs, 2 × core, 300)
+    heartbeat   seconds between heartbeats (10)
+    logger      a logging.Logger for the executor's own events
+    """
+
+    def __init__(self, address="", schedulers=(), token="", token_file="", state_dir="",
+                 core=0, max=0, queue=0, heartbeat=10.0, logger=None, timeout=10.0):
+        self.core = core or 2 * (os.cpu_count() or 1)
+        self.max = max or 2 * self.core
+        self.queue_cap = queue or 300
+        if self.core < 1 or self.max < self.core:
+            raise ValueError("executor: core %d and max %d: want 1 <= core <= max" % (self.core, self.max))
+        if self.queue_cap < 1:
+            raise ValueError("executor: queue %d: want at least 1" % self.queue_cap)
+        if isinstance(schedulers, str):
+            schedulers = [s for s in schedulers.split(",")]
+        self.scheds = []
+        for u in schedulers:
+            u = u.strip().rstrip("/")
+            if u and u not in self.scheds:
+                if not (u.startswith("http://") or u.startswith("https://")):
+                    raise ValueError("executor: scheduler URL %r: give a base URL such as http://10.0.0.5:8080" % u)
+                self.scheds.append(u)
+        if self.scheds and not address:
+            raise ValueError("executor: address is required to register with the scheduler")
+        self.address = address.rstrip("/")
+        self.heartbeat = heartbeat
+        self.timeout = timeout
+        self.log = logger or _default_logger()
+        self._token, self._token_file = token, token_file
+        self._state_dir = state_dir
+        self.funcs = {}
+        self.mu = threading.Lock()
+        self.work_cv = threading.Condition(self.mu)
+        self.queue = deque()
+        self.workers = 0
+        self.active = 0
+        self.refused = {"pool_full": 0, "task_running": 0, "shutting_down": 0}
+        self.tickets = {}
+        self.running = {}
+        self.outbox = deque()
+        self.outbox_cv = threading.Condition(threading.Lock())
+        self.prefer = ""
+        self.boot = binascii.hexlify(os.urandom(8)).decode()
+        self.jr = None
+        self._stopped = threading.Event()
+        self._started = False
+
+    # -- registration of functions
+
+    def task(self, name):
+        """Decorator: serve fn(ctx) as the task called name in the pipeline."""
+        def register(fn):
+            if self._started:
+                raise RuntimeError("executor: task %r registered after the executor started" % name)
+            self.funcs[name] = fn
+            return fn
+        return register
+
+    def tasks(self):
+        return sorted(self.funcs)
+
+    # -- lifecycle
+
+    def start(self):
+        """Opens the state dir and takes up the tickets it holds. serve() and
+        run() call it; call it yourself to serve the handler another way."""
+        if self._started:
+            return
+        if not self.funcs:
+            raise ValueError("executor: no task functions")
+        self._started = True
+        restored = []
+        if self._state_dir:
+            self.jr = _Journal(self._state_dir, time.time())
+            self.boot = self.jr.boot
+            restored = self.jr.restored
+        self._restore(restored)
+
+    def _restore(self, ts):
+        with self.mu:
+            for t in ts:
+                d = t["d"]
+                if t["state"] == "accepted" and len(self.queue) < self.queue_cap and d["task"] not in self.running:
+                    j = _Job(d, t["expires"])
+                    j.jstate = "accepted"
+                    self._enqueue(j)
+                    self.log.info("ticket_requeued", extra={"task": d["task"], "ticket": d["ticket"]})
+                    continue
+                j = _Job(d, t["expires"])
+                j.jstate = t["state"]
+                self.tickets[d["ticket"]] = j
+                if t["state"] in ("done", "acked"):
+                    j.report = t["report"]
+                else:
+                    err = INTERRUPTED
+                    if t["state"] == "accepted":
+                        err = "the executor restarted with more accepted work than its queue holds: this work never started"
+                    j.report = _report(d, "failed", err, 0)
+                    self.jr.append({"t": d["ticket"], "s": "done", "r": j.report}, True, j)
+                    self.log.warning("ticket_interrupted", extra={"task": d["task"], "ticket": d["ticket"]})
+                j.done.set()
+                if j.jstate == "done" and d.get("callback"):
+                    self._post_later(j)
+
+    def serve(self, listen, install_signals=True):
+        """Serves listen (host:port) and registers with the schedulers until
+        SIGINT or SIGTERM (or stop()); then refuses new work, lets the running
+        work end and closes the state dir."""
+        self.start()
+        host, port = listen.rsplit(":", 1)
+        srv = _Server((host.strip("[]"), int(port)), _Handler)
+        srv.executor = self
+        if install_signals:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s, lambda *_: self.stop())
+        t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        t.start()
+        self.log.info("executor_listening", extra={"listen": listen, "tasks": ",".join(self.tasks()), "boot": self.boot})
+        try:
+            self.run()
+        finally:
+            srv.shutdown()
+            srv.server_close()
+            self.close()
+
+    def stop(self):
+        self._stopped.set()
+        with self.mu:
+            self.work_cv.notify_all()
+        with self.outbox_cv:
+            self.outbox_cv.notify_all()
+
+    def close(self):
+        if self.jr is not None:
+            self.jr.close()
+
+    def run(self):
+        """Registers, sends heartbeats and delivers results until stop()."""
+        self.start()
+        d = threading.Thread(target=self._deliver, daemon=True)
+        d.start()
+        try:
+            self._register_loop()
+        finally:
+            self.stop()
+            d.join()
+
+    def _register_loop(self):
+        if not self.scheds:
+            self._stopped.wait()
+            return
+        registered, retry, wait = False, 1.0, 0.0
+        while not self._stopped.wait(wait):
+            if registered:
+                path, body = "/api/v1/executors/heartbeat", {"address": self.address, "pool": self.pool()}
+            else:
+                path, body = "/api/v1/executors/register", {"address": self.address, "protocol": "http", "tasks": self.tasks(), "boot": self.boot}
+            code, err, answer = self._to_scheduler(path, body, with_answer=True)
+            failed = err is not None or code // 100 == 5
+            if failed:
+                self.log.warning("scheduler_unreachable", extra={"path": path, "code": code, "err": str(err)})
+            elif code == 404 and registered:  # the scheduler forgot us: register again
+                registered, wait = False, 0.0
+                continue
+            elif code // 100 == 2:
+                registered = True
+            else:
+                self.log.error("scheduler_refused", extra={"path": path, "code": code, "answer": answer[:500].decode("utf-8", "replace")})
+            if registered and not failed:
+                retry, wait = 1.0, self.heartbeat
+                continue
+            wait = min(retry, self.heartbeat)
+            retry = min(retry * 2, self.heartbeat)
+
+    # -- the pool
+
+    def pool(self):
+        """The pool's figures, as the heartbeat and /metrics report them."""
+        with self.mu:
+            return {"workers": self.workers, "active": self.active, "max": self.max, "queued": len(self.queue),
+                    "queue": self.queue_cap, "refused": sum(self.refused.values())}
+
+    def _admit(self, d):
+        """Finds the ticket's earlier job or queues a new one; raises _Refusal."""
+        with self.mu:
+            now = time.time()
+            self._expire(now)
+            j = self.tickets.get(d["ticket"])
+            if j is not None:
+                return j, True
+            if self._stopped.is_set():
+                self.refused["shutting_down"] += 1
+                raise _Refusal(503, "this executor is shutting down")
+            r = self.running.get(d["task"])
+            if r is not None:
+                self.refused["task_running"] += 1
+                raise _Refusal(409, "task %s is already running here (ticket %s): refused to avoid re-entry" % (d["task"], r.d["ticket"]))
+            if len(self.queue) >= self.queue_cap:
+                self.refused["pool_full"] += 1
+                raise _Refusal(503, "worker pool full (%d workers busy, %d of %d queued): try another executor or later"
+                               % (self.workers, len(self.queue), self.queue_cap))
+            ttl = (d.get("ticket_ttl_ms") or 0) / 1000.0
+            j = _Job(d, now + (ttl if ttl > 0 else DEFAULT_TICKET_TTL))
+            if self.jr is not None:
+                try:  # durable before the scheduler hears it was accepted
+                    self.jr.append({"t": d["ticket"], "s": "accepted", "d": _dispatch_json(d),
+                                    "x": _fmt_time(datetime.fromtimestamp(j.expires, timezone.utc))}, True, j)
+                except Exception as e:
+                    self.log.error("journal_failed", extra={"ticket": d["ticket"], "err": str(e)})
+                    raise _Refusal(503, "cannot record the ticket in the state dir (%s): try another executor or later" % e)
+            self._enqueue(j)
+            return j, False
+
+    def _enqueue(self, j):  # with mu held, room in the queue
+        self.queue.append(j)
+        self.tickets[j.d["ticket"]] = j
+        self.running[j.d["task"]] = j
+        if self.workers < self.core or (self.queue and self.workers < self.max):
+            self.workers += 1
+            threading.Thread(target=self._work, daemon=True).start()
+        self.work_cv.notify()
+
+    def _expire(self, now):  # with mu held
+        for t, j in list(self.tickets.items()):
+            if j.done.is_set() and now > j.expires:
+                del self.tickets[t]
+        if self.jr is not None:
+            try:
+                self.jr.compact(self.tickets)
+            except Exception as e:
+                self.log.error("journal_compact_failed", extra={"dir": self._state_dir, "err": str(e)})
+
+    def _work(self):
+        """Runs queued jobs; a worker beyond core leaves after a minute idle."""
+        while True:
+            with self.mu:
+                idle_since = time.monotonic()
+                while not self.queue:
+                    if self._stopped.is_set():
+                        self.workers -= 1
+                        return
+                    if self.workers > self.core and time.monotonic() - idle_since >= 60:
+                        self.workers -= 1
+                        return
+                    self.work_cv.wait(1.0)
+                j = self.queue.popleft()
+                self.active += 1
+            try:
+                self._run(j)
+            finally:
+                with self.mu:
+                    self.active -= 1
+
+    def _run(self, j):
+        d = j.d
+        start = time.monotonic()
+        out = _Output([v for k, v in (d.get("env") or {}).items() if k in (d.get("secret_env") or [])])
+        # Work killed, or past its deadline, before a worker took it never
+        # starts: the scheduler has already failed that attempt.
+        started = not j.stopped()
+        err, permanent = None, False
+        ctx = None
+        if started:
+            try:
+                if self.jr is not None:  # durable before the work can have any effect
+                    self.jr.append({"t": d["ticket"], "s": "started"}, True, j)
+                ctx = Context(j, out, self.log)
+                self.funcs[d["task"]](ctx)
+            except Permanent as e:
+                err, permanent = str(e) or "permanent failure", True
+            except Exception as e:
+                err = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
+                ctx_log = ctx.log if ctx is not None else None
+                if ctx_log is not None:
+                    ctx_log.error("task_raised", exc_info=True)
+        status, error = "success", ""
+        if j.cause == "killed":
+            status, error, permanent = "failed", "killed", False
+        elif j.cause == "hung up":
+            status, error, permanent = "failed", "stopped: the scheduler hung up before the result (synchronous form)", False
+        elif j.past_deadline():
+            status, error, permanent = "failed", "deadline exceeded", False
+        elif err is not None:
+            status, error = "failed", err
+        if not started:
+            error += " before the work started: it never ran"
+        rep = _report(d, status, out.mask(error), int((time.monotonic() - start) * 1000))
+        if permanent:
+            rep["permanent"] = True
+        data, dropped = out.take()
+        if data:
+            rep["log"] = base64.b64encode(data).decode()
+        if dropped:
+            rep["log_dropped"] = dropped
+        if OUTPUTS_IN_REPORT and ctx is not None and ctx.outputs:
+            rep["outputs"] = ctx.outputs
+        if ctx is not None:
+            ctx.log.handlers[:] = []
+        j.cancel(None)
+        with self.mu:
+            j.report = rep
+            if self.running.get(d["task"]) is j:
+                del self.running[d["task"]]
+        if self.jr is not None:
+            try:  # durable before anyone hears the result
+                self.jr.append({"t": d["ticket"], "s": "done", "r": rep}, True, j)
+            except Exception as e:
+                self.log.error("journal_failed", extra={"ticket": d["ticket"], "err": str(e)})
+        j.done.set()
+        self.log.info("task_done", extra={"task": d["task"], "ticket": d["ticket"], "status": status})
+        if d.get("callback"):
+            self._post_later(j)
+
+    # -- results
+
+    def _post_later(self, j):
+        with self.outbox_cv:
+            self.outbox.append(j)
+            self.outbox_cv.notify()
+
+    def _deliver(self):
+        """Posts results to their callbacks until acknowledged (2xx) or
+        rejected as malformed (4xx), retrying with backoff: at least once."""
+        while True:
+            with self.outbox_cv:
+                while not self.outbox and not self._stopped.is_set():
+                    self.outbox_cv.wait()
+                if self._stopped.is_set():
+                    return
+                j = self.outbox.popleft()
+            wait = 0.1
+            while True:
+                code, err, _ = self._post(j.d["callback"], j.report)
+                if (err is not None or code // 100 == 5) and self.scheds:
+                    # The server that dispatched it is gone or cannot store
+                    # it: any other server stores it for the primary.
+                    code, err = self._to_scheduler("/api/v1/results", j.report)
+                if err is None and code // 100 in (2, 4):
+                    if code // 100 == 4:
+                        self.log.error("result_rejected", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code})
+                    self._acked(j)
+                    break
+                self.log.warning("result_not_delivered", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code,
+                                                                "err": str(err), "retry_in": "%.1fs" % wait})
+                if self._stopped.wait(wait):
+                    return
+                wait = min(2 * wait, 30.0)
+
+    def _acked(self, j):
+        if self.jr is not None:
+            try:  # not synced: at worst a restart delivers it again, and the scheduler ignores it
+                self.jr.append({"t": j.d["ticket"], "s": "acked"}, False, j)
+            except Exception as e:
+                self.log.warning("journal_failed", extra={"ticket": j.d["ticket"], "err": str(e)})
+
+    # -- talking to schedulers
+
+    def token(self):
+        if self._token or not self._token_file:
+            return self._token
+        with self.mu:
+            tok = read_token_file(self._token_file)
+            self._token = tok
+            return tok
+
+    def _to_scheduler(self, path, body, with_answer=False):
+        """POSTs body to path on the scheduler that answered last, then on the
+        others, following a "primary" hint, until one answers below 500."""
+        with self.mu:
+            queue = ([self.prefer] if self.prefer else []) + list(self.scheds)
+        tried, code, err = set(), 0, None
+        while queue:
+            base = queue.pop(0)
+            if base in tried:
+                continue
+            tried.add(base)
+            code, err, answer = self._post(base + path, body)
+            if err is None and code // 100 != 5:
+                with self.mu:
+                    self.prefer = base
+                return (code, None, answer) if with_answer else (code, None)
+            try:
+                hint = json.loads(answer or b"{}").get("primary", "")
+            except (ValueError, AttributeError):
+                hint = ""
+            if isinstance(hint, str) and hint.startswith("http"):
+                queue.insert(0, hint.rstrip("/"))  # a standby's "primary is at …"
+        return (code, err, b"") if with_answer else (code, err)
+
+    def _is_scheduler(self, url):
+        return any(url.startswith(s + "/") for s in self.scheds)
+
+    def _post(self, url, body):
+        """POSTs body as JSON; returns (code, error, answer). The token goes
+        only to scheduler URLs."""
+        headers = {"Content-Type": "application/json", "X-Ax-Protocol": str(PROTOCOL_VERSION)}
+        if self._is_scheduler(url):
+            try:
+                tok = self.token()
+            except Exception as e:
+                return 0, e, b""
+            if tok:
+                headers["Authorization"] = "Bearer " + tok
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, None, resp.read(1 << 16)
+        except urllib.error.HTTPError as e:
+            try:
+                answer = e.read(1 << 16)
+            except Exception:
+                answer = b""
+            return e.code, None, answer
+        except Exception as e:
+            return 0, e, b""
+
+    # -- metrics
+
+    def metrics(self):
+        """The pool's figures in the Prometheus text format."""
+        with self.mu:
+            workers, active, queued = self.workers, self.active, len(self.queue)
+            refused = dict(self.refused)
+        lines = [
+            "# HELP ax_executor_workers Worker threads of the pool (core are always there, up to max).",
+            "# TYPE ax_executor_workers gauge",
+            "ax_executor_workers %d" % workers,
+            "# HELP ax_executor_workers_active Workers running a task now.",
+            "# TYPE ax_executor_workers_active gauge",
+            "ax_executor_workers_active %d" % active,
+            "# HELP ax_executor_workers_max The most workers the pool starts.",
+            "# TYPE ax_executor_workers_max gauge",
+            "ax_executor_workers_max %d" % self.max,
+            "# HELP ax_executor_queue_depth Dispatches waiting for a worker.",
+            "# TYPE ax_executor_queue_depth gauge",
+            "ax_executor_queue_depth %d" % queued,
+            "# HELP ax_executor_queue_capacity Dispatches the queue holds; past it dispatches are refused.",
+            "# TYPE ax_executor_queue_capacity gauge",
+            "ax_executor_queue_capacity %d" % self.queue_cap,
+            "# HELP ax_executor_refused_total Dispatches refused, by reason.",
+            "# TYPE ax_executor_refused_total counter",
+        ]
+        for reason in sorted(refused):
+            lines.append('ax_executor_refused_total{reason="%s"} %d' % (reason, refused[reason]))
+        return "\n".join(lines) + "\n"
+
+
+def _report(d, status, error, duration_ms):
+    rep = {"ticket": d["ticket"], "status": status, "duration_ms": duration_ms}
+    if error:
+        rep["error"] = error
+    if d.get("instance_id"):
+        rep["instance_id"] = d["instance_id"]
+    return rep
+
+
+# --- the HTTP side ---------------------------------------------------------------------
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, addr, handler):
+        fam = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
+        self.address_family = fam
+        super().__init__(addr, handler)
+
+
+def _is_loopback_host(h):
+    h = h.strip("[]").lower()
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_only(hp):
+    if hp.startswith("["):
+        return hp[1:].split("]", 1)[0]
+    if hp.count(":") == 1:
+        return hp.split(":", 1)[0]
+    return hp
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """POST /dispatch, /kill, /status; GET /healthz, /metrics. It keeps the
+    rules of ax's door: on a loopback listener only loopback or the listen
+    address as Host, no foreign Origin, and JSON bodies on POST."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "ax-executor-python"
+    timeout = 10  # a client that trickles its request is cut off
+
+    def log_message(self, fmt, *args):  # the executor logs its own events
+        pass
+
+    @property
+    def x(self):
+        return self.server.executor
+
+    def _send(self, code, obj, ctype="application/json"):
+        if self.command == "POST" and self.close_connection:
+            self._drain()
+        body = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
+        self.send_response(code)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _refuse(self, code, reason):
+        self._send(code, {"accepted": False, "reason": reason})
+
+    def _door_refuse(self, code, msg):
+        self._send(code, {"error": msg})
+
+    def _door(self, mutating):
+        listen = self.x.address.split("://", 1)[-1].split("/", 1)[0]
+        host = self.headers.get("Host", "")
+        if _is_loopback_host(_host_only(listen)):
+            allowed = {listen.lower(), _host_only(listen).lower()}
+            if not (host.lower() in allowed or _host_only(host).lower() in allowed or _is_loopback_host(_host_only(host))):
+                self._door_refuse(403, "Host %s is not a name of this server (it listens on loopback %s): refused against DNS rebinding; call it as http://%s"
+                                  % (json.dumps(host), listen, listen))
+                return False
+        origin = self.headers.get("Origin")
+        if origin:
+            u = urllib.parse.urlsplit(origin)
+            if not u.netloc or u.scheme != "http" or (u.netloc.lower() != host.lower() and u.netloc.lower() != listen.lower()):
+                self._door_refuse(403, "Origin %s is foreign: a page of another site cannot call this server; open the console at http://%s/" % (json.dumps(origin), host))
+                return False
+        if mutating:
+            ct = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            if ct != "application/json":
+                self._door_refuse(415, "%s %s needs Content-Type: application/json (got %s): send a JSON body, {} when there is nothing to say"
+                                  % (self.command, self.path, json.dumps(self.headers.get("Content-Type") or "")))
+                return False
+        return True
+
+    def do_GET(self):
+        if not self._door(False):
+            return
+        if self.path == "/healthz":
+            self._send(200, b"ok\n", "text/plain; charset=utf-8")
+        elif self.path == "/metrics":
+            self._send(200, self.x.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
+
+    def do_POST(self):
+        # A request refused before its body is read leaves the body on the
+        # connection: it is closed after the answer rather than read as the
+        # next request.
+        self.close_connection = True
+        routes = {"/dispatch": self._dispatch, "/kill": self._kill, "/status": self._status}
+        fn = routes.get(self.path)
+        if fn is None:
+            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
+            return
+        if not self._door(True):
+            return
+        try:
+            tok = self.x.token()
+        except Exception as e:
+            self._refuse(503, "this executor cannot authenticate its scheduler yet (%s): try later" % e)
+            return
+        if tok:
+            got = self.headers.get("Authorization", "")
+            if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), tok.encode())):
+                self._refuse(401, "missing or wrong bearer token: the scheduler sends its AX_EXECUTOR_TOKEN")
+                return
+        fn()
+
+    def _drain(self):
+        """Reads and drops the body of a request refused before reading it
+        (up to 8 MiB): the connection serves the next request, or, past
+        that, closes without resetting the answer before it is read."""
+        if self.headers.get("Transfer-Encoding"):
+            return
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return
+        if n > 8 * MAX_DISPATCH:
+            return
+        while n > 0:
+            chunk = self.rfile.read(min(n, 1 << 16))
+            if not chunk:
+                return
+            n -= len(chunk)
+        self.close_connection = False
+
+    def _body(self):
+        """The request's body, at most MAX_DISPATCH bytes; raises ValueError
+        with Go's words for an oversized one."""
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                if len(data) + size > MAX_DISPATCH:
+                    raise ValueError("http: request body too large")
+                data += self.rfile.read(size)
+                self.rfile.readline()
+            self.close_connection = False
+            return data
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_DISPATCH:
+            raise ValueError("http: request body too large")  # never read: the connection closes
+        data = self.rfile.read(n)
+        self.close_connection = False
+        return data
+
+    def _json_body(self):
+        raw = self._body()
+        try:
+            v = json.loads(raw)
+        except ValueError as e:
+            if not raw.strip():
+                raise ValueError("EOF")
+            raise ValueError(str(e))
+        return v
+
+    def _dispatch(self):
+        x = self.x
+        try:
+            raw = self._body()
+            if not raw.strip():
+                raise ValueError("EOF")
+            d = _decode_dispatch(raw)
+        except ValueError as e:
+            self._refuse(400, "malformed dispatch: %s" % e)
+            return
+        if d.get("version") != PROTOCOL_VERSION:
+            self._refuse(400, "protocol version %d: this executor speaks %d" % (d.get("version") or 0, PROTOCOL_VERSION))
+            return
+        if not d.get("ticket") or not d.get("task"):
+            self._refuse(400, "malformed dispatch: ticket and task are required")
+            return
+        if d["task"] not in x.funcs:
+            self._refuse(404, "task %s is not served here (serving %s)" % (json.dumps(d["task"]), "[" + " ".join(x.tasks()) + "]"))
+            return
+        try:
+            j, prior = x._admit(d)
+        except _Refusal as r:
+            self._refuse(r.code, r.reason)
+            return
+        if d.get("callback"):
+            ans = {"accepted": True, "boot": x.boot}
+            if prior and j.done.is_set():
+                ans["result"] = j.report
+            self._send(202, ans)
+            return
+        # The synchronous form: answer with the result; a caller that hangs
+        # up first ended the attempt on its side, and the work stops.
+        while not j.done.wait(0.1):
+            if self._hung_up():
+                if not prior:
+                    j.cancel("hung up")
+                return
+        self._send(200, j.report)
+
+    def _hung_up(self):
+        try:
+            r, _, _ = select.select([self.connection], [], [], 0)
+            if not r:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _kill(self):
+        try:
+            k = self._json_body()
+            ok = isinstance(k, dict) and set(k) <= {"ticket"} and isinstance(k.get("ticket"), str) and k["ticket"]
+        except ValueError:
+            ok = False
+        if not ok:
+            self._refuse(400, 'malformed kill: want {"ticket": "…"}')
+            return
+        with self.x.mu:
+            j = self.x.tickets.get(k["ticket"])
+        if j is None:
+            self._refuse(404, "ticket %s is not known here" % k["ticket"])
+            return
+        j.cancel("killed")
+        self._send(200, {"accepted": True})
+
+    def _status(self):
+        x = self.x
+        if not x.token() and not self._from_scheduler_addr():
+            ip = self.client_address[0]
+            x.log.warning("status_refused", extra={"from": "%s:%s" % self.client_address[:2], "reason": "not a configured scheduler"})
+            self._refuse(403, "status query from %s, which is not a configured scheduler (%s): give the executor a token (AX_EXECUTOR_TOKEN) to authenticate the scheduler wherever it calls from"
+                         % (ip, ", ".join(x.scheds)))
+            return
+        try:
+            q = self._json_body()
+            ok = (isinstance(q, dict) and set(q) <= {"tickets"} and isinstance(q.get("tickets"), list)
+                  and q["tickets"] and all(isinstance(t, str) for t in q["tickets"]))
+        except ValueError:
+            ok = False
+        if not ok:
+            self._refuse(400, 'malformed status query: want {"tickets": ["…"]}')
+            return
+        if len(q["tickets"]) > MAX_STATUS_TICKETS:
+            self._refuse(413, "status query for %d tickets: at most %d at once" % (len(q["tickets"]), MAX_STATUS_TICKETS))
+            return
+        ans = {}
+        with x.mu:
+            for t in q["tickets"]:
+                j = x.tickets.get(t)
+                if j is None:
+                    ans[t] = {"state": "unknown"}
+                elif j.done.is_set():
+                    ans[t] = {"state": "done", "result": j.report}
+                else:
+                    ans[t] = {"state": "running"}
+        self._send(200, {"boot": x.boot, "tickets": ans})
+
+    def _from_scheduler_addr(self):
+        try:
+            ip = ipaddress.ip_address(self.client_address[0])
+        except ValueError:
+            return False
+        if not self.x.scheds:
+            return ip.is_loopback
+        for s in self.x.scheds:
+            h = urllib.parse.urlsplit(s).hostname or ""
+            try:
+                addrs = [ipaddress.ip_address(h)]
+            except ValueError:
+                try:
+                    addrs = [ipaddress.ip_address(a[4][0]) for a in socket.getaddrinfo(h, None)]
+                except OSError:
+                    continue
+            for a in addrs:
+                if a == ip or (a.is_loopback and ip.is_loopback) or (a.is_unspecified and ip.is_loopback):
+                    return True
+        return False
