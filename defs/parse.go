@@ -38,8 +38,8 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 
 // Keys of each mapping of the format, in the order they are documented.
 var (
-	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "env", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir"}
+	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "disabled", "misfire", "overlap", "params", "env", "defaults", "tasks"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "disabled", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir"}
 	retryKeys    = []string{"count", "interval"}
 	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
 	depKeys      = []string{"task", "match", "offset"}
@@ -49,6 +49,7 @@ var (
 		"depends_on": "set it on each task that waits",
 		"cron":       "set a pipeline `schedule:` or a `cron:` on a root task",
 		"manual":     "set it on the tasks that wait for an operator",
+		"disabled":   "set it on the pipeline, or on a task with its own cron",
 	}
 )
 
@@ -376,6 +377,7 @@ type rawTask struct {
 	deps      []Dep
 	depsNode  *yaml.Node
 	cron      *yaml.Node
+	disabled  *yaml.Node
 	delay     *time.Duration
 	manual    *bool
 	priority  *int
@@ -431,6 +433,10 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 			}
 		case "schedule":
 			schedNode = v
+		case "disabled":
+			pl.Disabled, _ = p.boolean(v, "", "disabled")
+		case "params":
+			pl.Params = p.pipelineParams(v)
 		case "misfire":
 			if m, ok := p.misfire(v, ""); ok {
 				pl.Misfire = m
@@ -604,6 +610,10 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			rt.deps = p.deps(v, label)
 		case "cron":
 			rt.cron = v
+		case "disabled":
+			if _, ok := p.boolean(v, label, "disabled"); ok {
+				rt.disabled = v
+			}
 		case "delay":
 			if d, ok := p.duration(v, label, "delay"); ok {
 				rt.delay = &d
@@ -660,6 +670,9 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			}
 			if _, err := json.Marshal(m); err != nil {
 				p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
+				return
+			}
+			if !p.paramSizes(v, label) {
 				return
 			}
 			rt.params, rt.hasParams = m, true
@@ -878,6 +891,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 			t.Params[k] = v
 		}
 	}
+	p.mergeParams(pl, t, rt)
 	t.Env = mergeEnv(pl.env, def.env, rt.env)
 	for _, d := range rt.deps {
 		switch {
@@ -906,6 +920,7 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 			}
 		}
 	}
+	p.taskDisabled(t, rt)
 	execs := rt.execs
 	if len(execs) == 0 {
 		execs = def.execs
@@ -980,7 +995,7 @@ func (p *parser) workingDir(pl *Pipeline, t *Task, rt, def *rawTask) {
 	if !strings.Contains(n.Value, "{{") {
 		return
 	}
-	tmpl, err := template.New(t.Name).Option("missingkey=error").Parse(n.Value)
+	tmpl, err := newTemplate(t.Name, n.Value)
 	if err != nil {
 		p.errorf(n, t.Name, "working_dir is not a valid template: %v%s; templates may use %s", err, parseErrorHint(err), TemplateHelp)
 		return
@@ -989,6 +1004,18 @@ func (p *parser) workingDir(pl *Pipeline, t *Task, rt, def *rawTask) {
 		p.errorf(n, t.Name, "working_dir cannot be expanded: %s; templates may use %s", why, TemplateHelp)
 	}
 	t.WorkingDirTemplate = tmpl
+}
+
+// quoteScript makes the script of a shell command (`sh -c SCRIPT`) quote
+// the params and upstream outputs it prints.
+func (p *parser) quoteScript(e Executor, n *yaml.Node, task string) {
+	i := ScriptArg(e.Command)
+	if i < 0 || i >= len(e.Templates) || e.Templates[i] == nil {
+		return
+	}
+	for _, why := range quoteScript(e.Templates[i]) {
+		p.errorf(deref(n.Content[i]), task, "command argument %d, a shell script, cannot quote the values it prints: %s", i, why)
+	}
 }
 
 // posNode makes a node that carries only a position, for errors at a Dep.
@@ -1057,7 +1084,7 @@ func (p *parser) executor(f execField, task string) Executor {
 			var tmpl *template.Template
 			if strings.Contains(s, "{{") {
 				var err error
-				tmpl, err = template.New(task).Option("missingkey=error").Parse(s)
+				tmpl, err = newTemplate(task, s)
 				if err != nil {
 					p.errorf(a, task, "command argument %d is not a valid template: %v%s; templates may use %s", i, err, parseErrorHint(err), TemplateHelp)
 					tmpl = nil
@@ -1065,6 +1092,7 @@ func (p *parser) executor(f execField, task string) Executor {
 			}
 			e.Templates = append(e.Templates, tmpl)
 		}
+		p.quoteScript(e, f.val, task)
 	}
 	return e
 }

@@ -1,0 +1,23 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ax-sched/ax/defs"
+)
+
+// refuseTrigger says why a trigger of tasks of pipeline p (t: the task
+// named, nil for the whole pipeline) is refused, or nil: p or t is
+// disabled (a refusal of the state), or a param given is one no task of
+// the run declares or is not of its type (ErrBadOp). Nothing is created
+// when it refuses.
+func refuseTrigger(p *defs.Pipeline, t *defs.Task, tasks []*defs.Task, params map[string]string) error {
+	if why := defs.DisabledReason(p, t); why != "" {
+		return errors.New(why)
+	}
+	if err := defs.CheckGiven(p, tasks, params); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadOp, err)
+	}
+	return nil
+}
