@@ -66,6 +66,9 @@ func OpRoute(op Op) (string, map[string]any, error) {
 		if len(r.Params) > 0 {
 			body["params"] = r.Params
 		}
+		if r.In > 0 {
+			body["in"] = r.In.String()
+		}
 		if r.Hold {
 			body["hold"] = true
 		}

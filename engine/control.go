@@ -638,6 +638,9 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 	if !r.At.IsZero() {
 		at = r.At
 	}
+	if r.In > 0 {
+		at = now.Add(r.In)
+	}
 	params, err := encodeParams(r.Params)
 	if err != nil {
 		return "", err

@@ -59,6 +59,7 @@ func newTriggerCmd() *cobra.Command {
 		downstream bool
 		hold       bool
 		at         string
+		in         string
 		params     []string
 	)
 	cmd := &cobra.Command{
@@ -101,13 +102,21 @@ held PAUSED until the resume.`,
 			if err := engine.CheckParams(op.Params); err != nil {
 				return cli.Usage("--param: %v", err)
 			}
+			if in != "" {
+				d, err := engine.ParseDelay(in, at != "")
+				if err != nil {
+					return cli.Usage("--%v", err)
+				}
+				op.In = d
+			}
 			return cli.SubmitOp(cmd.Context(), cmd.OutOrStdout(), f, cli.Op{Req: op, AtText: at})
 		},
 	}
 	addOpFlags(cmd, &f)
 	cmd.Flags().BoolVar(&downstream, "downstream", false, "run everything downstream of it too")
 	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause: create the run, with what the pause covers held PAUSED until the resume (without it the trigger is refused)")
-	cmd.Flags().StringVar(&at, "at", "", "logical time of the run, in the pipeline's zone (default now)")
+	cmd.Flags().StringVar(&at, "at", "", "logical time of the run, in the pipeline's zone (default now); a time to come delays the run until then")
+	cmd.Flags().StringVar(&in, "in", "", "delay the run: it fires this long from now (10m, 2h), stored so that a restart keeps it")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "KEY=VALUE merged over the tasks' params (repeatable)")
 	return cmd
 }
