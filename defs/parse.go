@@ -464,22 +464,7 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		pl.Group = DefaultGroup
 	}
 	pl.env = plEnv
-	if pl.Location == nil {
-		pl.ZoneDefault = !hasKey(root, "timezone")
-		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
-		if loc, err := time.LoadLocation(DefaultTimezone); err == nil {
-			pl.Location = loc
-		}
-		if hasKey(root, "timezone") {
-			pl.Timezone = "" // invalid zone already reported; keep UTC for the rest of the checks
-		}
-	}
-	if pl.Misfire == "" {
-		pl.Misfire = MisfireFireOnce
-	}
-	if pl.Overlap == "" {
-		pl.Overlap = OverlapSkip
-	}
+	pipelineDefaults(pl, root)
 	if schedNode != nil {
 		if s, ok := p.str(schedNode, "", "schedule"); ok {
 			pl.ScheduleSpec = s
@@ -497,6 +482,27 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		}
 	}
 	return p.finish(pl, tasksNode, root, &defaults, nameOK)
+}
+
+// pipelineDefaults gives pl the zone, misfire and overlap policies its
+// file leaves out.
+func pipelineDefaults(pl *Pipeline, root *yaml.Node) {
+	if pl.Location == nil {
+		pl.ZoneDefault = !hasKey(root, "timezone")
+		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
+		if loc, err := time.LoadLocation(DefaultTimezone); err == nil {
+			pl.Location = loc
+		}
+		if hasKey(root, "timezone") {
+			pl.Timezone = "" // invalid zone already reported; keep UTC for the rest of the checks
+		}
+	}
+	if pl.Misfire == "" {
+		pl.Misfire = MisfireFireOnce
+	}
+	if pl.Overlap == "" {
+		pl.Overlap = OverlapSkip
+	}
 }
 
 // finish reads the tasks of pl and returns it, or nil when it has no name.
@@ -598,96 +604,118 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			p.errorf(k, "", "defaults: %q cannot have a default: %s", key, why)
 			return
 		}
-		switch key {
-		case "name":
-			// read above
-		case "group":
-			if g, ok := p.name(v, label, "group"); ok {
-				rt.group = &g
-			}
-		case "depends_on":
-			rt.depsNode = v
-			rt.deps = p.deps(v, label)
-		case "cron":
-			rt.cron = v
-		case "disabled":
-			if _, ok := p.boolean(v, label, "disabled"); ok {
-				rt.disabled = v
-			}
-		case "delay":
-			if d, ok := p.duration(v, label, "delay"); ok {
-				rt.delay = &d
-			}
-		case "manual":
-			if b, ok := p.boolean(v, label, "manual"); ok {
-				rt.manual = &b
-			}
-		case "priority":
-			if pr, ok := p.integer(v, label, "priority"); ok {
-				if pr < 1 || pr > 5 {
-					p.errorf(v, label, "priority %d is out of range: use 1 (highest) to 5 (lowest)", pr)
-				} else {
-					rt.priority = &pr
-				}
-			}
-		case "max_running":
-			if n, ok := p.integer(v, label, "max_running"); ok {
-				if n < 1 || n > MaxRunningLimit {
-					p.errorf(v, label, "max_running %d is out of range: use 1 to %d (leave it out for no cap)", n, MaxRunningLimit)
-				} else {
-					rt.maxRun = &n
-				}
-			}
-		case "timeout":
-			rt.timeout = p.atLeastSecond(v, label, "timeout", "")
-		case "wait_timeout":
-			rt.waitLimit = p.atLeastSecond(v, label, "wait_timeout", " (it is how long an instance may wait for its upstreams after its logical time)")
-		case "sla":
-			rt.sla = p.atLeastSecond(v, label, "sla", " (how long after its logical time an instance should have succeeded)")
-		case "retry":
-			p.retry(v, label, &rt)
-		case "breaker":
-			p.breaker(v, label, &rt)
-		case "misfire":
-			if m, ok := p.misfire(v, label); ok {
-				rt.misfire = &m
-			}
-		case "overlap":
-			if o, ok := p.overlap(v, label); ok {
-				rt.overlap = &o
-			}
-		case "function", "http", "command":
-			rt.execs = append(rt.execs, execField{kind: ExecutorKind(key), key: k, val: v})
-		case "params":
-			if v.Kind != yaml.MappingNode {
-				p.errorf(v, label, "params must be a mapping of names to values, not a %s", kindName(v))
-				return
-			}
-			var m map[string]any
-			if err := v.Decode(&m); err != nil {
-				p.errorf(v, label, "params cannot be read: %v", err)
-				return
-			}
-			if _, err := json.Marshal(m); err != nil {
-				p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
-				return
-			}
-			if !p.paramSizes(v, label) {
-				return
-			}
-			rt.params, rt.hasParams = m, true
-		case "env":
-			rt.env = p.env(v, label)
-		case "working_dir":
-			if s, ok := p.str(v, label, "working_dir"); ok {
-				if strings.TrimSpace(s) == "" {
-					p.errorf(v, label, "working_dir is empty: leave it out to run in the directory of the pipeline file, or give a directory")
-					return
-				}
-				rt.workDir = v
+		p.taskField(key, k, v, label, &rt)
+	})
+	p.oneExecutor(&rt, label)
+	return rt
+}
+
+// taskField reads the field key (k: v) of a task, or of the defaults,
+// into rt; label names the task in errors.
+func (p *parser) taskField(key string, k, v *yaml.Node, label string, rt *rawTask) {
+	switch key {
+	case "name":
+		// read above
+	case "group":
+		if g, ok := p.name(v, label, "group"); ok {
+			rt.group = &g
+		}
+	case "depends_on":
+		rt.depsNode = v
+		rt.deps = p.deps(v, label)
+	case "cron":
+		rt.cron = v
+	case "disabled":
+		if _, ok := p.boolean(v, label, "disabled"); ok {
+			rt.disabled = v
+		}
+	case "delay":
+		if d, ok := p.duration(v, label, "delay"); ok {
+			rt.delay = &d
+		}
+	case "manual":
+		if b, ok := p.boolean(v, label, "manual"); ok {
+			rt.manual = &b
+		}
+	case "priority":
+		if pr, ok := p.integer(v, label, "priority"); ok {
+			if pr < 1 || pr > 5 {
+				p.errorf(v, label, "priority %d is out of range: use 1 (highest) to 5 (lowest)", pr)
+			} else {
+				rt.priority = &pr
 			}
 		}
-	})
+	case "max_running":
+		if n, ok := p.integer(v, label, "max_running"); ok {
+			if n < 1 || n > MaxRunningLimit {
+				p.errorf(v, label, "max_running %d is out of range: use 1 to %d (leave it out for no cap)", n, MaxRunningLimit)
+			} else {
+				rt.maxRun = &n
+			}
+		}
+	case "timeout":
+		rt.timeout = p.atLeastSecond(v, label, "timeout", "")
+	case "wait_timeout":
+		rt.waitLimit = p.atLeastSecond(v, label, "wait_timeout", " (it is how long an instance may wait for its upstreams after its logical time)")
+	case "sla":
+		rt.sla = p.atLeastSecond(v, label, "sla", " (how long after its logical time an instance should have succeeded)")
+	case "retry":
+		p.retry(v, label, rt)
+	case "breaker":
+		p.breaker(v, label, rt)
+	case "misfire":
+		if m, ok := p.misfire(v, label); ok {
+			rt.misfire = &m
+		}
+	case "overlap":
+		if o, ok := p.overlap(v, label); ok {
+			rt.overlap = &o
+		}
+	case "function", "http", "command":
+		rt.execs = append(rt.execs, execField{kind: ExecutorKind(key), key: k, val: v})
+	case "params":
+		p.taskParams(v, label, rt)
+	case "env":
+		rt.env = p.env(v, label)
+	case "working_dir":
+		p.taskWorkDir(v, label, rt)
+	}
+}
+
+// taskParams reads a task's (or the defaults') `params:`.
+func (p *parser) taskParams(v *yaml.Node, label string, rt *rawTask) {
+	if v.Kind != yaml.MappingNode {
+		p.errorf(v, label, "params must be a mapping of names to values, not a %s", kindName(v))
+		return
+	}
+	var m map[string]any
+	if err := v.Decode(&m); err != nil {
+		p.errorf(v, label, "params cannot be read: %v", err)
+		return
+	}
+	if _, err := json.Marshal(m); err != nil {
+		p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
+		return
+	}
+	if !p.paramSizes(v, label) {
+		return
+	}
+	rt.params, rt.hasParams = m, true
+}
+
+// taskWorkDir reads `working_dir:`, checked against the executor later.
+func (p *parser) taskWorkDir(v *yaml.Node, label string, rt *rawTask) {
+	if s, ok := p.str(v, label, "working_dir"); ok {
+		if strings.TrimSpace(s) == "" {
+			p.errorf(v, label, "working_dir is empty: leave it out to run in the directory of the pipeline file, or give a directory")
+			return
+		}
+		rt.workDir = v
+	}
+}
+
+// oneExecutor reports a task written with more than one executor.
+func (p *parser) oneExecutor(rt *rawTask, label string) {
 	if len(rt.execs) > 1 {
 		kinds := make([]string, len(rt.execs))
 		for i, e := range rt.execs {
@@ -695,7 +723,6 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 		}
 		p.errorf(rt.execs[1].key, label, "has %d executors (%s): keep exactly one of function, http, command", len(rt.execs), strings.Join(kinds, ", "))
 	}
-	return rt
 }
 
 func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
@@ -893,33 +920,8 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	}
 	p.mergeParams(pl, t, rt)
 	t.Env = mergeEnv(pl.env, def.env, rt.env)
-	for _, d := range rt.deps {
-		switch {
-		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
-			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
-		case d.Pipeline == pl.Name:
-			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
-		case d.Pipeline == "" && !known[d.Task]:
-			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
-		default:
-			t.DependsOn = append(t.DependsOn, d)
-		}
-	}
-	if rt.cron != nil {
-		if len(rt.deps) > 0 {
-			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
-		}
-		if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
-			sched, err := ParseSchedule(s, pl.Location, p.now)
-			switch {
-			case err != nil:
-				p.errorf(rt.cron, t.Name, "cron %v", err)
-				pl.ScheduleBroken = true
-			case len(rt.deps) == 0:
-				t.Cron, t.Schedule = s, sched
-			}
-		}
-	}
+	p.resolveDeps(pl, t, rt, names, known)
+	p.taskCron(pl, t, rt)
 	p.taskDisabled(t, rt)
 	execs := rt.execs
 	if len(execs) == 0 {
@@ -940,6 +942,42 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 	p.workingDir(pl, t, rt, def)
 	p.checkEnvTemplates(t, pl)
 	return t
+}
+
+// resolveDeps checks the depends_on of rt against the pipeline's tasks
+// and keeps the good ones on t.
+func (p *parser) resolveDeps(pl *Pipeline, t *Task, rt *rawTask, names []string, known map[string]bool) {
+	for _, d := range rt.deps {
+		switch {
+		case (d.Pipeline == "" || d.Pipeline == pl.Name) && d.Task == t.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends on itself: remove %q from depends_on", d.String())
+		case d.Pipeline == pl.Name:
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q names its own pipeline: write %q", d.String(), d.Task)
+		case d.Pipeline == "" && !known[d.Task]:
+			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
+		default:
+			t.DependsOn = append(t.DependsOn, d)
+		}
+	}
+}
+
+// taskCron reads rt's own cron onto t.
+func (p *parser) taskCron(pl *Pipeline, t *Task, rt *rawTask) {
+	if rt.cron != nil {
+		if len(rt.deps) > 0 {
+			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
+		}
+		if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
+			sched, err := ParseSchedule(s, pl.Location, p.now)
+			switch {
+			case err != nil:
+				p.errorf(rt.cron, t.Name, "cron %v", err)
+				pl.ScheduleBroken = true
+			case len(rt.deps) == 0:
+				t.Cron, t.Schedule = s, sched
+			}
+		}
+	}
 }
 
 // checkTemplates reports each command argument of e (read from f) whose
