@@ -253,7 +253,7 @@ func (p *parser) paramDefault(spec *ParamSpec, def *yaml.Node, where string) boo
 	}
 	v, err := spec.Parse(def.Value)
 	if err != nil {
-		p.errorf(def, "", "%s: default: %v", where, err)
+		p.errorf(def, "", "default: %v", err)
 		return false
 	}
 	spec.Default = v

@@ -86,7 +86,7 @@ func TestPipelineParamsBadInput(t *testing.T) {
 		"params:\n  n: {type: int}\n":                              `p.yaml:4:6: param "n" has no default`,
 		"params:\n  e: {type: enum, default: a}\n":                 `p.yaml:4:6: param "e" is an enum: list its values`,
 		"params:\n  e: {type: enum, values: [a], default: b}\n":    `param "e" is one of a: "b" is not`,
-		"params:\n  d: {type: date, default: 2026-13-01}\n":        `param "d": default: param "d" is a date`,
+		"params:\n  d: {type: date, default: 2026-13-01}\n":        `default: param "d" is a date`,
 		"params:\n  s: {type: string, default: 5}\n":               `param "s": default 5 is not a string`,
 		"params:\n  s: {type: string, default: a, valeus: [a]}\n":  `unknown key "valeus" (did you mean "values"?)`,
 		"params:\n  b: {type: bool, default: true, values: [a]}\n": `values apply to an enum param`,
