@@ -255,7 +255,8 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 		if name != "" && p.Name != name {
 			continue
 		}
-		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
+		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks),
+			Disabled: defs.DisabledSummary(p)}
 		it.Paused = pausedByPipeline(paused, p.Name)
 		if summary {
 			out = append(out, it)
@@ -415,7 +416,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		}
 	}
 	return Pipeline{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec,
-		Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
+		Disabled: defs.DisabledSummary(p), Params: p.Params, Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
 		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), NextPage: next}, nil
 }
 

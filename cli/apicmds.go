@@ -145,7 +145,7 @@ func StatusAPI(ctx context.Context, w io.Writer, f APIOptions, only []string, li
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
+		fmt.Fprintf(&b, "\npipeline %s (%d tasks)%s\n", p.Name, p.Tasks, disabledLine(p.Disabled))
 		WriteRuns(&b, rs, p.RecentFailure, limit, loc)
 	}
 	_, err = io.WriteString(w, b.String())
@@ -333,4 +333,16 @@ func Explain(ctx context.Context, w io.Writer, f APIOptions, task string) error 
 		return err
 	}
 	return WriteExplanation(w, x, loc)
+}
+
+// disabledLine is what a status line says of what of a pipeline is
+// disabled (api.PipelineItem's Disabled).
+func disabledLine(what string) string {
+	switch what {
+	case "":
+		return ""
+	case "pipeline":
+		return ": disabled, it never fires (disabled: true)"
+	}
+	return ": the cron of " + what + " is disabled"
 }

@@ -1,6 +1,9 @@
 package defs
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // taskDisabled sets t.Disabled from `disabled:`, which applies to a task
 // with its own cron: a task that runs in its pipeline's runs is disabled
@@ -14,6 +17,21 @@ func (p *parser) taskDisabled(t *Task, rt *rawTask) {
 		return
 	}
 	t.Disabled = rt.disabled.Value == "true"
+}
+
+// DisabledSummary says what of pl never fires: "pipeline" when it is
+// disabled, else its tasks whose own cron is ("load, sync"), else "".
+func DisabledSummary(pl *Pipeline) string {
+	if pl.Disabled {
+		return "pipeline"
+	}
+	var names []string
+	for _, t := range pl.Tasks {
+		if t.Disabled {
+			names = append(names, t.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // DisabledReason says why a trigger of task t (nil: the whole pipeline)

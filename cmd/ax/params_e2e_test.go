@@ -110,6 +110,12 @@ func TestParamsEndToEnd(t *testing.T) {
 			t.Errorf("refused triggers stored %d runs of %s", len(runs), p)
 		}
 	}
+	if code, out := axCmd(t, "status", "--server", server); code != 0 || !strings.Contains(out, "pipeline off (1 tasks): disabled, it never fires (disabled: true)") {
+		t.Errorf("ax status: exit %d\n%s", code, out)
+	}
+	if code, out := axCmd(t, "next", filepath.Join(dir, "off.yaml"), "-n", "1", "--from", "2026-01-01T00:00:00Z"); code != 0 || out != "2026-01-01T00:00:01Z  # disabled: does not fire\n" {
+		t.Errorf("ax next: exit %d\n%q", code, out)
+	}
 	before := time.Now()
 	if code, out := axCmd(t, "trigger", "typed", "--in", "10m", "--param", "batch=5", "--server", server); code != 0 {
 		t.Fatalf("trigger --in: exit %d\n%s", code, out)
