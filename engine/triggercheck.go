@@ -13,11 +13,11 @@ import (
 // the run declares or is not of its type (ErrBadOp). Nothing is created
 // when it refuses.
 func refuseTrigger(p *defs.Pipeline, t *defs.Task, tasks []*defs.Task, params map[string]string) error {
-	if why := defs.DisabledReason(p, t); why != "" {
-		return errors.New(why)
-	}
 	if err := defs.CheckGiven(p, tasks, params); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadOp, err)
+	}
+	if why := defs.DisabledReason(p, t); why != "" {
+		return errors.New(why)
 	}
 	return nil
 }
