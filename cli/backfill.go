@@ -52,7 +52,8 @@ type BackfillOptions struct {
 	Store                   string
 	Wait                    time.Duration
 	API                     APIOptions
-	SecretsDir              string // --secrets-dir of the standalone engine's tasks
+	SecretsDir              string            // --secrets-dir of the standalone engine's tasks
+	Params                  map[string]string // every run's params (--param)
 }
 
 func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f BackfillOptions) error {
@@ -74,7 +75,7 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 	}
 	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.Select,
 		MaxActiveRuns: f.MaxActive, Reverse: f.Reverse, Rerun: f.Rerun, StopOnFailure: f.StopOnFailure,
-		ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold})
+		ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold, Params: f.Params})
 	if err != nil {
 		return Fail(err)
 	}
@@ -340,7 +341,7 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		return err
 	}
 	req := api.BackfillRequest{Pipeline: pipeline, From: f.From, To: f.To, Select: f.Select, MaxActiveRuns: f.MaxActive, Reverse: f.Reverse,
-		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold}
+		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold, Params: f.Params}
 	if f.From == "" || f.To == "" {
 		return Usage("give --from and --to")
 	}

@@ -7,6 +7,15 @@ import (
 	"github.com/ax-sched/ax/defs"
 )
 
+// backfillParams refuses the params of a backfill of tasks sel of
+// pipeline p, as a trigger's are refused.
+func backfillParams(p *defs.Pipeline, sel []*defs.Task, params map[string]string) error {
+	if err := CheckParams(params); err != nil {
+		return fmt.Errorf("--param: %v", err)
+	}
+	return defs.CheckGiven(p, sel, params)
+}
+
 // refuseTrigger says why a trigger of tasks of pipeline p (t: the task
 // named, nil for the whole pipeline) is refused, or nil: p or t is
 // disabled (a refusal of the state), or a param given is one no task of

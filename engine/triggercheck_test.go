@@ -99,3 +99,36 @@ func TestTriggerParamsTyped(t *testing.T) {
 		}
 	})
 }
+
+// A backfill's params reach every run it starts, typed; a param the
+// selection does not declare, or of the wrong type, is refused when the
+// backfill is planned.
+func TestBackfillParams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		fns := map[string]func(context.Context, runner.Attempt) error{
+			"p.a": func(_ context.Context, a runner.Attempt) error {
+				seen = append(seen, fmt.Sprintf("%v %v", a.Params["n"], a.Params["region"]))
+				return nil
+			},
+		}
+		src := "pipeline: p\ntimezone: UTC\nschedule: \"@daily\"\nparams:\n  n: {type: int, default: 1}\ntasks:\n  - {name: a, function: record, params: {region: cn}}\n"
+		e := setup(t, Config{}, fns, src)
+		from, to := days(time.Now(), 2)
+		for params, want := range map[string]string{
+			"n=x":      `param "n" is an int: "x" is not a whole number`,
+			"reigon=x": `param "reigon": no task run declares it (did you mean "region"?)`,
+		} {
+			k, v, _ := strings.Cut(params, "=")
+			if _, err := PlanBackfill(e.eng.g, BackfillParams{Pipeline: "p", From: from, To: to, Params: map[string]string{k: v}}); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want %q", params, err, want)
+			}
+		}
+		e.startBackfill(BackfillParams{Pipeline: "p", From: from, To: to, MaxActiveRuns: 2, Params: map[string]string{"n": "7", "region": "us"}})
+		sleep(5 * time.Second)
+		e.stop()
+		if fmt.Sprint(seen) != "[7 us 7 us]" {
+			t.Errorf("the backfill's runs saw %v", seen)
+		}
+	})
+}

@@ -13,7 +13,10 @@ import (
 )
 
 func newBackfillCmd() *cobra.Command {
-	var f cli.BackfillOptions
+	var (
+		f      cli.BackfillOptions
+		params []string
+	)
 	cmd := &cobra.Command{
 		Use:   "backfill PIPELINE --from T1 --to T2",
 		Short: "Run a pipeline (or a selection of it) once for every logical time its schedule gives in a range",
@@ -34,6 +37,10 @@ succeeded instance again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
+			var err error
+			if f.Params, err = cli.ParseParams(params); err != nil {
 				return err
 			}
 			local := cmd.Flags().Changed("pipelines")
@@ -58,6 +65,7 @@ succeeded instance again.`,
 	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax backfill approve ID or ax trigger)")
 	fl.BoolVar(&f.WaitCross, "wait-cross", false, "wait for other pipelines' runs for the same dates, as scheduled runs do (otherwise they count as done)")
 	fl.BoolVar(&f.Hold, "hold", false, "under a pause: start it, with what the pause covers held PAUSED until the resume (without it the backfill is refused)")
+	fl.StringArrayVar(&params, "param", nil, "KEY=VALUE given to every run, over the tasks' params (repeatable)")
 	addRunFlags(fl, &f)
 	addAPIFlags(cmd, &f.API)
 	cmd.AddCommand(newBackfillResumeCmd(), newBackfillStatusCmd(), newBackfillListCmd(), newBackfillCancelCmd(), newBackfillApproveCmd())

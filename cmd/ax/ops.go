@@ -89,18 +89,9 @@ held PAUSED until the resume.`,
 			if downstream && !strings.Contains(args[0], ".") {
 				return cli.Usage("--downstream applies to a task (PIPELINE.TASK): a pipeline trigger runs every task")
 			}
-			for _, p := range params {
-				k, v, ok := strings.Cut(p, "=")
-				if !ok || k == "" {
-					return cli.Usage("--param %q: give KEY=VALUE", p)
-				}
-				if op.Params == nil {
-					op.Params = map[string]string{}
-				}
-				op.Params[k] = v
-			}
-			if err := engine.CheckParams(op.Params); err != nil {
-				return cli.Usage("--param: %v", err)
+			var err error
+			if op.Params, err = cli.ParseParams(params); err != nil {
+				return err
 			}
 			if in != "" {
 				d, err := engine.ParseDelay(in, at != "")
