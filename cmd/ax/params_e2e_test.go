@@ -60,7 +60,7 @@ func TestParamsEndToEnd(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ax.db")
 	dir, record := paramsPipelines(t)
 	addr := freeAddr(t)
-	startServer(t, db, dir, "--listen", addr)
+	srv := startServer(t, db, dir, "--listen", addr)
 	st := openStore(t, db)
 	waitPrimary(t, addr)
 	server := "http://" + addr
@@ -124,5 +124,21 @@ func TestParamsEndToEnd(t *testing.T) {
 	if len(ins) != 1 || ins[0].State != axtype.Scheduled || ins[0].NextFireAt.Before(before.Add(10*time.Minute-time.Second)) ||
 		ins[0].NextFireAt.After(time.Now().Add(10*time.Minute)) {
 		t.Errorf("after trigger --in 10m: %+v", ins)
+	}
+	// A delayed run is stored, not a timer: a server killed before its
+	// time and started again runs it then.
+	if code, out := axCmd(t, "trigger", "load.load", "--in", "3s", "--server", server); code != 0 {
+		t.Fatalf("trigger --in 3s: exit %d\n%s", code, out)
+	}
+	asked := time.Now()
+	srv.crash(t)
+	startServer(t, db, dir, "--listen", addr)
+	waitFor(t, func() bool {
+		ins, _ := st.Instances(context.Background(), store.InstanceFilter{TaskID: "load.load"})
+		return len(ins) == 2 && ins[0].State == axtype.Success
+	})
+	ins, _ = st.Instances(context.Background(), store.InstanceFilter{TaskID: "load.load"})
+	if started := ins[0].StartedAt; started.Before(asked.Add(2 * time.Second)) {
+		t.Errorf("the run delayed by 3s started %s after the trigger", started.Sub(asked))
 	}
 }
