@@ -261,6 +261,8 @@ type BackfillRequest struct {
 	WaitCross     bool   `json:"wait_cross"` // wait for other pipelines' runs (BackfillSpec.WaitCross)
 	Hold          bool   `json:"hold"`       // under a pause: start it, what the pause covers held PAUSED (else 409)
 	DryRun        bool   `json:"dry_run"`
+	// Params are every run's params, checked as a trigger's.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 func (a *admin) startBackfill(r *http.Request) (any, error) {
@@ -286,7 +288,7 @@ func (a *admin) startBackfill(r *http.Request) (any, error) {
 	}
 	spec, err := engine.PlanBackfill(a.graph(), engine.BackfillParams{Pipeline: b.Pipeline, From: from, To: to, Select: b.Select,
 		MaxActiveRuns: b.MaxActiveRuns, Reverse: b.Reverse, Rerun: b.Rerun, StopOnFailure: b.StopOnFailure,
-		ApproveManual: b.ApproveManual, WaitCross: b.WaitCross, Hold: b.Hold})
+		ApproveManual: b.ApproveManual, WaitCross: b.WaitCross, Hold: b.Hold, Params: b.Params})
 	if err != nil {
 		code := http.StatusBadRequest
 		if p == nil {

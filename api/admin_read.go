@@ -238,7 +238,8 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 		if name != "" && p.Name != name {
 			continue
 		}
-		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
+		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks),
+			Disabled: defs.DisabledSummary(p)}
 		it.Paused = pausedByPipeline(paused, p.Name)
 		if summary {
 			out = append(out, it)
@@ -306,29 +307,11 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	if err := q.err(); err != nil {
 		return nil, err
 	}
-	// The page: the tasks named with the prefix, in file order, after the
-	// one the previous page ended at.
 	var page []*defs.Task
 	next := ""
 	if !summary {
-		started := cursor == ""
-		if !started && p.Task(cursor) == nil {
-			return nil, errf(http.StatusBadRequest, "page: task %q, where the previous page ended, is no longer in pipeline %s (a reload removed it); leave page out to start again", cursor, p.Name)
-		}
-		for _, t := range p.Tasks {
-			switch {
-			case !started:
-				started = t.Name == cursor
-				continue
-			case !strings.HasPrefix(t.Name, prefix):
-				continue
-			case len(page) == limit:
-				next = pageToken(pageScope("pipeline "+p.Name, q, "task"), page[len(page)-1].Name)
-			}
-			if next != "" {
-				break
-			}
-			page = append(page, t)
+		if page, next, err = pipelinePage(p, prefix, cursor, limit, pageScope("pipeline "+p.Name, q, "task")); err != nil {
+			return nil, err
 		}
 	}
 	ctx := r.Context()
@@ -344,8 +327,46 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 			return nil, err
 		}
 	}
-	// Two reads for all the tasks, not a summary per task: a task's
-	// summary counts its outcomes, which grow with its history.
+	tasks, err := a.taskViews(ctx, page, paused)
+	if err != nil {
+		return nil, err
+	}
+	edges, layers := a.pageGraph(p, page)
+	return Pipeline{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec,
+		Disabled: defs.DisabledSummary(p), Params: p.Params, Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
+		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), NextPage: next}, nil
+}
+
+// pipelinePage is a page of p's tasks: those named with prefix, in file
+// order, after cursor (the task the previous page ended at), at most
+// limit; next reads the page after it ("" when it is the last).
+func pipelinePage(p *defs.Pipeline, prefix, cursor string, limit int, scope string) (page []*defs.Task, next string, err error) {
+	started := cursor == ""
+	if !started && p.Task(cursor) == nil {
+		return nil, "", errf(http.StatusBadRequest, "page: task %q, where the previous page ended, is no longer in pipeline %s (a reload removed it); leave page out to start again", cursor, p.Name)
+	}
+	for _, t := range p.Tasks {
+		switch {
+		case !started:
+			started = t.Name == cursor
+			continue
+		case !strings.HasPrefix(t.Name, prefix):
+			continue
+		case len(page) == limit:
+			next = pageToken(scope, page[len(page)-1].Name)
+		}
+		if next != "" {
+			break
+		}
+		page = append(page, t)
+	}
+	return page, next, nil
+}
+
+// taskViews are the tasks of page as the pipeline's answer shows them:
+// two reads for all of them, not a summary per task (a task's summary
+// counts its outcomes, which grow with its history).
+func (a *admin) taskViews(ctx context.Context, page []*defs.Task, paused store.PauseSet) ([]TaskView, error) {
 	ids := make([]string, len(page))
 	for i, t := range page {
 		ids[i] = t.ID()
@@ -375,6 +396,11 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 		}
 		tasks = append(tasks, v)
 	}
+	return tasks, nil
+}
+
+// pageGraph is the edges into the tasks of page and their layers.
+func (a *admin) pageGraph(p *defs.Pipeline, page []*defs.Task) ([]Edge, [][]string) {
 	edges := []Edge{}
 	inPage := make(map[string]bool, len(page))
 	for _, t := range page {
@@ -397,9 +423,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 			}
 		}
 	}
-	return Pipeline{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec,
-		Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
-		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), NextPage: next}, nil
+	return edges, layers
 }
 
 func pausedByPipeline(paused store.PauseSet, name string) *store.Pause {

@@ -24,6 +24,7 @@ type triggerBody struct {
 	At         string            `json:"at"`     // logical time, in the pipeline's zone unless it has an offset
 	Params     map[string]string `json:"params"` // merged over the tasks' params
 	Hold       bool              `json:"hold"`   // under a pause: create it held PAUSED until the resume (else refused, 409)
+	In         string            `json:"in"`     // a delay ("10m"): the run's logical time, when it fires, is that long after now
 }
 
 // markBody is the body of a mark.
@@ -54,6 +55,13 @@ func (a *admin) triggerOp(r *http.Request, target string, p *defs.Pipeline, sche
 	}
 	if err := engine.CheckParams(b.Params); err != nil {
 		return nil, errf(http.StatusBadRequest, "params: %v", err)
+	}
+	if b.In != "" {
+		in, err := engine.ParseDelay(b.In, b.At != "")
+		if err != nil {
+			return nil, errf(http.StatusBadRequest, "%v", err)
+		}
+		op.In = in
 	}
 	return a.do(r, op, engine.By{Reason: b.Reason})
 }

@@ -62,6 +62,9 @@ func opRoute(req engine.Request, at, reason string) (string, []any, map[string]a
 		if len(r.Params) > 0 {
 			body["params"] = r.Params
 		}
+		if r.In > 0 {
+			body["in"] = r.In.String()
+		}
 		if r.Hold {
 			body["hold"] = true
 		}

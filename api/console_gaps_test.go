@@ -178,7 +178,9 @@ tasks:
 	if def := read("#runs-def"); def != `sh -c 'cat {{ .Params.dir }}/msg; exit $(cat {{ .Params.dir }}/code)'` {
 		t.Errorf("the task's command shows %q, want its templates as written", def)
 	}
-	if ran, want := read("#rendered"), fmt.Sprintf(`sh -c 'cat %s/msg; exit $(cat %s/code)'`, dir, dir); ran != want {
+	// The param in the script was quoted for the shell ('DIR'), then the
+	// argv shown quoted as a whole ('\'' for each quote inside).
+	if ran, want := read("#rendered"), fmt.Sprintf(`sh -c 'cat '\''%s'\''/msg; exit $(cat '\''%s'\''/code)'`, dir, dir); ran != want {
 		t.Errorf("the last attempt ran %q, want %q", ran, want)
 	}
 	last := read("#lastattempt")

@@ -15,7 +15,7 @@ const nyPipeline = `pipeline: ny
 timezone: America/New_York
 schedule: "0 0 1 1 *"
 tasks:
-  - {name: sync, function: noop}
+  - {name: sync, function: noop, params: {region: cn}}
   - {name: clean, depends_on: [sync], function: noop}
   - {name: slow, command: ["sleep", "30"], timeout: 1m}
 `

@@ -55,7 +55,10 @@ type PipelineItem struct {
 	Schedule string       `json:"schedule,omitempty"`
 	Tasks    int          `json:"tasks"`
 	Paused   *store.Pause `json:"paused,omitempty"`
-	Latest   *RunView     `json:"latest_run,omitempty"`
+	// Disabled says what of the pipeline never fires (disabled: true):
+	// "pipeline", or its tasks whose own cron is disabled.
+	Disabled string   `json:"disabled,omitempty"`
+	Latest   *RunView `json:"latest_run,omitempty"`
 	// RecentFailure is the newest of its last few runs that ended failed
 	// (RecentFailureRuns), with the failures that ended it.
 	RecentFailure *RunView `json:"recent_failure,omitempty"`
@@ -77,6 +80,10 @@ type Pipeline struct {
 	Overlap  defs.Overlap `json:"overlap"`
 	Paused   *store.Pause `json:"paused"`
 	Schedule string       `json:"schedule"`
+	// Disabled says what of the pipeline never fires, as PipelineItem's.
+	Disabled string `json:"disabled,omitempty"`
+	// Params are the pipeline's typed params, for a run form.
+	Params []defs.ParamSpec `json:"params,omitempty"`
 	// TaskCount is how many tasks the pipeline has, all pages together.
 	TaskCount int        `json:"task_count"`
 	Tasks     []TaskView `json:"tasks"`

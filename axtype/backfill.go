@@ -59,6 +59,8 @@ type BackfillSpec struct {
 	// their instances wait PAUSED until the resume. Without it such a
 	// backfill is refused (PausedError).
 	Hold bool `json:"hold,omitempty"`
+	// Params are every run's params (--param), over the tasks'.
+	Params map[string]string `json:"params,omitempty"`
 	// Gates are the manual tasks of the selection: each run waits at them
 	// until they are approved (up front with ApproveManual, or for every
 	// run at once with ApproveBackfill).

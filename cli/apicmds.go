@@ -282,3 +282,15 @@ func NewExplainCmd() *cobra.Command {
 	addAPIFlags(cmd, &f)
 	return cmd
 }
+
+// disabledLine is what a status line says of what of a pipeline is
+// disabled (api.PipelineItem's Disabled).
+func disabledLine(what string) string {
+	switch what {
+	case "":
+		return ""
+	case "pipeline":
+		return ": disabled, it never fires (disabled: true)"
+	}
+	return ": the cron of " + what + " is disabled"
+}

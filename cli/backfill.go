@@ -54,7 +54,8 @@ type BackfillOptions struct {
 	Store                   string
 	Wait                    time.Duration
 	API                     APIOptions
-	SecretsDir              string // --secrets-dir of the standalone engine's tasks
+	SecretsDir              string            // --secrets-dir of the standalone engine's tasks
+	Params                  map[string]string // every run's params (--param)
 }
 
 func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f BackfillOptions) error {
@@ -76,7 +77,7 @@ func RunBackfill(ctx context.Context, out, errOut io.Writer, pipeline string, f 
 	}
 	spec, err := engine.PlanBackfill(g, engine.BackfillParams{Pipeline: pipeline, From: from, To: to, Select: f.Select,
 		MaxActiveRuns: f.MaxActive, Reverse: f.Reverse, Rerun: f.Rerun, StopOnFailure: f.StopOnFailure,
-		ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold})
+		ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold, Params: f.Params})
 	if err != nil {
 		return Fail(err)
 	}
@@ -342,7 +343,7 @@ func BackfillAPI(ctx context.Context, out io.Writer, pipeline string, f Backfill
 		return err
 	}
 	req := api.BackfillRequest{Pipeline: pipeline, From: f.From, To: f.To, Select: f.Select, MaxActiveRuns: f.MaxActive, Reverse: f.Reverse,
-		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold}
+		Rerun: f.Rerun, StopOnFailure: f.StopOnFailure, ApproveManual: f.ApproveManual, WaitCross: f.WaitCross, Hold: f.Hold, Params: f.Params}
 	if f.From == "" || f.To == "" {
 		return Usage("give --from and --to")
 	}
@@ -541,7 +542,10 @@ func ResumeBackfill(ctx context.Context, w, errOut io.Writer, f BackfillOptions,
 }
 
 func NewBackfillCmd() *cobra.Command {
-	var f BackfillOptions
+	var (
+		f      BackfillOptions
+		params []string
+	)
 	cmd := &cobra.Command{
 		Use:   "backfill PIPELINE --from T1 --to T2",
 		Short: "Run a pipeline (or a selection of it) once for every logical time its schedule gives in a range",
@@ -562,6 +566,10 @@ succeeded instance again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkSecretsDir(f); err != nil {
+				return err
+			}
+			var err error
+			if f.Params, err = ParseParams(params); err != nil {
 				return err
 			}
 			local := cmd.Flags().Changed("pipelines")
@@ -586,6 +594,7 @@ succeeded instance again.`,
 	fl.BoolVar(&f.ApproveManual, "approve-manual", false, "approve the manual gates of its runs up front (otherwise each run waits at its gates for ax backfill approve ID or ax trigger)")
 	fl.BoolVar(&f.WaitCross, "wait-cross", false, "wait for other pipelines' runs for the same dates, as scheduled runs do (otherwise they count as done)")
 	fl.BoolVar(&f.Hold, "hold", false, "under a pause: start it, with what the pause covers held PAUSED until the resume (without it the backfill is refused)")
+	fl.StringArrayVar(&params, "param", nil, "KEY=VALUE given to every run, over the tasks' params (repeatable)")
 	addRunFlags(fl, &f)
 	addAPIFlags(cmd, &f.API)
 	cmd.AddCommand(NewBackfillResumeCmd(), NewBackfillStatusCmd(), NewBackfillListCmd(), NewBackfillCancelCmd(), NewBackfillApproveCmd())

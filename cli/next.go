@@ -42,7 +42,7 @@ func NextFires(ctx context.Context, g *dag.Graph, p *defs.Pipeline, task []strin
 			fs, err := fires(ctx, tr.Schedule, from, n)
 			var out []string
 			for _, f := range fs {
-				out = append(out, format(f.at.Add(t.Delay))+f.note)
+				out = append(out, format(f.at.Add(t.Delay))+f.note+disabledNote(tr.Disabled))
 			}
 			return out, err
 		}
@@ -52,7 +52,7 @@ func NextFires(ctx context.Context, g *dag.Graph, p *defs.Pipeline, task []strin
 		fs, err := fires(ctx, p.Schedule, from, n)
 		var out []string
 		for _, f := range fs {
-			out = append(out, format(f.at)+f.note)
+			out = append(out, format(f.at)+f.note+disabledNote(p.Disabled))
 		}
 		return out, err
 	}
@@ -67,6 +67,7 @@ func NextFires(ctx context.Context, g *dag.Graph, p *defs.Pipeline, task []strin
 		}
 		for _, f := range fs {
 			f.task = tr.Task
+			f.note += disabledNote(tr.Disabled)
 			all = append(all, f)
 		}
 	}
@@ -84,6 +85,14 @@ func NextFires(ctx context.Context, g *dag.Graph, p *defs.Pipeline, task []strin
 		out = append(out, format(f.at)+" "+f.task+f.note)
 	}
 	return out, nil
+}
+
+// disabledNote marks a fire of a disabled schedule, which does not happen.
+func disabledNote(disabled bool) string {
+	if disabled {
+		return "  # disabled: does not fire"
+	}
+	return ""
 }
 
 // fire is one fire time of a schedule, with the DST rule it followed.

@@ -134,6 +134,7 @@ func NewTriggerCmd() *cobra.Command {
 		downstream bool
 		hold       bool
 		at         string
+		in         string
 		params     []string
 	)
 	cmd := &cobra.Command{
@@ -163,18 +164,16 @@ held PAUSED until the resume.`,
 			if downstream && !strings.Contains(args[0], ".") {
 				return Usage("--downstream applies to a task (PIPELINE.TASK): a pipeline trigger runs every task")
 			}
-			for _, p := range params {
-				k, v, ok := strings.Cut(p, "=")
-				if !ok || k == "" {
-					return Usage("--param %q: give KEY=VALUE", p)
-				}
-				if op.Params == nil {
-					op.Params = map[string]string{}
-				}
-				op.Params[k] = v
+			var err error
+			if op.Params, err = ParseParams(params); err != nil {
+				return err
 			}
-			if err := engine.CheckParams(op.Params); err != nil {
-				return Usage("--param: %v", err)
+			if in != "" {
+				d, err := engine.ParseDelay(in, at != "")
+				if err != nil {
+					return Usage("--%v", err)
+				}
+				op.In = d
 			}
 			return SubmitOp(cmd.Context(), cmd.OutOrStdout(), f, Op{Req: op, AtText: at})
 		},
@@ -182,7 +181,8 @@ held PAUSED until the resume.`,
 	addOpFlags(cmd, &f)
 	cmd.Flags().BoolVar(&downstream, "downstream", false, "run everything downstream of it too")
 	cmd.Flags().BoolVar(&hold, "hold", false, "under a pause: create the run, with what the pause covers held PAUSED until the resume (without it the trigger is refused)")
-	cmd.Flags().StringVar(&at, "at", "", "logical time of the run, in the pipeline's zone (default now)")
+	cmd.Flags().StringVar(&at, "at", "", "logical time of the run, in the pipeline's zone (default now); a time to come delays the run until then")
+	cmd.Flags().StringVar(&in, "in", "", "delay the run: it fires this long from now (10m, 2h), stored so that a restart keeps it")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "KEY=VALUE merged over the tasks' params (repeatable)")
 	return cmd
 }

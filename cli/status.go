@@ -182,7 +182,7 @@ func writeStatus(ctx context.Context, w io.Writer, s Scheduler, f APIOptions, on
 		if err != nil {
 			return false, err
 		}
-		fmt.Fprintf(&b, "\npipeline %s (%d tasks)\n", p.Name, p.Tasks)
+		fmt.Fprintf(&b, "\npipeline %s (%d tasks)%s\n", p.Name, p.Tasks, disabledLine(p.Disabled))
 		WriteRuns(&b, all[p.Name], p.RecentFailure, limit, loc)
 	}
 	_, err = io.WriteString(w, b.String())

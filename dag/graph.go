@@ -57,6 +57,9 @@ type Trigger struct {
 	Schedule *defs.Schedule
 	Tasks    []string // the run set, in topological order
 	Pos      defs.Pos
+	// Disabled says the schedule never fires (its pipeline, or its task,
+	// says disabled: true); its run set is kept, as the file describes it.
+	Disabled bool
 
 	nodes []int // the run set as node indexes
 }

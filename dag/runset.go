@@ -29,7 +29,7 @@ func (c *compiler) runSets() {
 	}
 	for _, p := range g.pipelines {
 		if p.Schedule != nil {
-			tr := &Trigger{Pipeline: p.Name, Schedule: p.Schedule, Pos: p.SchedulePos}
+			tr := &Trigger{Pipeline: p.Name, Schedule: p.Schedule, Pos: p.SchedulePos, Disabled: p.Disabled}
 			for _, t := range p.Tasks {
 				member[g.index[t.ID()]] = append(member[g.index[t.ID()]], tr)
 			}
@@ -39,7 +39,7 @@ func (c *compiler) runSets() {
 			if t.Schedule == nil {
 				continue
 			}
-			tr := &Trigger{Pipeline: p.Name, Task: t.Name, Schedule: t.Schedule, Pos: t.Pos}
+			tr := &Trigger{Pipeline: p.Name, Task: t.Name, Schedule: t.Schedule, Pos: t.Pos, Disabled: p.Disabled || t.Disabled}
 			for _, i := range g.downstream(g.index[t.ID()], true) {
 				member[i] = append(member[i], tr)
 			}

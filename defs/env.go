@@ -143,7 +143,7 @@ func (p *parser) env(n *yaml.Node, task string) map[string]EnvVar {
 				continue
 			}
 			if strings.Contains(ev.Value, "{{") {
-				tmpl, err := template.New(name).Option("missingkey=error").Parse(ev.Value)
+				tmpl, err := newTemplate(name, ev.Value)
 				if err != nil {
 					p.errorf(v, task, "env %s is not a valid template: %v%s; templates may use %s", name, err, parseErrorHint(err), TemplateHelp)
 					continue

@@ -40,8 +40,8 @@ var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 
 // Keys of each mapping of the format, in the order they are documented.
 var (
-	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "misfire", "overlap", "env", "defaults", "tasks"}
-	taskKeys     = []string{"name", "group", "depends_on", "cron", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir", "outputs"}
+	pipelineKeys = []string{"pipeline", "group", "timezone", "schedule", "disabled", "misfire", "overlap", "params", "env", "defaults", "tasks"}
+	taskKeys     = []string{"name", "group", "depends_on", "cron", "disabled", "delay", "manual", "priority", "max_running", "timeout", "wait_timeout", "sla", "retry", "breaker", "misfire", "overlap", "function", "http", "command", "params", "env", "working_dir", "outputs"}
 	retryKeys    = []string{"count", "interval", "backoff", "factor", "max_interval", "jitter"}
 	breakerKeys  = []string{"window", "min_outcomes", "ratio"}
 	depKeys      = []string{"task", "match", "offset"}
@@ -52,6 +52,7 @@ var (
 		"cron":       "set a pipeline `schedule:` or a `cron:` on a root task",
 		"manual":     "set it on the tasks that wait for an operator",
 		"outputs":    "declare them on each task that gives them",
+		"disabled":   "set it on the pipeline, or on a task with its own cron",
 	}
 )
 
@@ -380,6 +381,7 @@ type rawTask struct {
 	deps      []Dep
 	depsNode  *yaml.Node
 	cron      *yaml.Node
+	disabled  *yaml.Node
 	delay     *time.Duration
 	manual    *bool
 	priority  *int
@@ -441,6 +443,10 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 			}
 		case "schedule":
 			schedNode = v
+		case "disabled":
+			pl.Disabled, _ = p.boolean(v, "", "disabled")
+		case "params":
+			pl.Params = p.pipelineParams(v)
 		case "misfire":
 			if m, ok := p.misfire(v, ""); ok {
 				pl.Misfire = m
@@ -468,22 +474,7 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		pl.Group = DefaultGroup
 	}
 	pl.env = plEnv
-	if pl.Location == nil {
-		pl.ZoneDefault = !hasKey(root, "timezone")
-		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
-		if loc, err := time.LoadLocation(DefaultTimezone); err == nil {
-			pl.Location = loc
-		}
-		if hasKey(root, "timezone") {
-			pl.Timezone = "" // invalid zone already reported; keep UTC for the rest of the checks
-		}
-	}
-	if pl.Misfire == "" {
-		pl.Misfire = MisfireFireOnce
-	}
-	if pl.Overlap == "" {
-		pl.Overlap = OverlapSkip
-	}
+	pipelineDefaults(pl, root)
 	if schedNode != nil {
 		if s, ok := p.str(schedNode, "", "schedule"); ok {
 			pl.ScheduleSpec = s
@@ -501,6 +492,27 @@ func (p *parser) pipeline(root *yaml.Node) *Pipeline {
 		}
 	}
 	return p.finish(pl, tasksNode, root, &defaults, nameOK)
+}
+
+// pipelineDefaults gives pl the zone, misfire and overlap policies its
+// file leaves out.
+func pipelineDefaults(pl *Pipeline, root *yaml.Node) {
+	if pl.Location == nil {
+		pl.ZoneDefault = !hasKey(root, "timezone")
+		pl.Location, pl.Timezone = time.UTC, DefaultTimezone
+		if loc, err := time.LoadLocation(DefaultTimezone); err == nil {
+			pl.Location = loc
+		}
+		if hasKey(root, "timezone") {
+			pl.Timezone = "" // invalid zone already reported; keep UTC for the rest of the checks
+		}
+	}
+	if pl.Misfire == "" {
+		pl.Misfire = MisfireFireOnce
+	}
+	if pl.Overlap == "" {
+		pl.Overlap = OverlapSkip
+	}
 }
 
 // finish reads the tasks of pl and returns it, or nil when it has no name.
@@ -604,6 +616,10 @@ func (p *parser) task(n *yaml.Node, isDefaults bool) rawTask {
 			rt.deps = p.deps(v, label)
 		case "cron":
 			rt.cron = v
+		case "disabled":
+			if _, ok := p.boolean(v, label, "disabled"); ok {
+				rt.disabled = v
+			}
 		case "delay":
 			if d, ok := p.duration(v, label, "delay"); ok {
 				rt.delay = &d
@@ -699,6 +715,9 @@ func (p *parser) taskInput(key string, v *yaml.Node, label string, rt *rawTask) 
 		}
 		if _, err := json.Marshal(m); err != nil {
 			p.errorf(v, label, "params must be plain values (strings, numbers, lists, mappings with string keys): %v", err)
+			return
+		}
+		if !p.paramSizes(v, label) {
 			return
 		}
 		rt.params, rt.hasParams = m, true
@@ -971,25 +990,13 @@ func (p *parser) resolve(pl *Pipeline, rt, def *rawTask, names []string, known m
 			t.Params[k] = v
 		}
 	}
+	p.mergeParams(pl, t, rt)
 	t.Env = mergeEnv(pl.env, def.env, rt.env)
 	t.Outputs = rt.outputs
 	p.checkRetry(t, cmp.Or(rt.retryNode, def.retryNode))
 	p.resolveDeps(pl, t, rt.deps, names, known)
-	if rt.cron != nil {
-		if len(rt.deps) > 0 {
-			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
-		}
-		if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
-			sched, err := ParseSchedule(s, pl.Location, p.now)
-			switch {
-			case err != nil:
-				p.errorf(rt.cron, t.Name, "cron %v", err)
-				pl.ScheduleBroken = true
-			case len(rt.deps) == 0:
-				t.Cron, t.Schedule = s, sched
-			}
-		}
-	}
+	p.taskCron(pl, t, rt)
+	p.taskDisabled(t, rt)
 	execs := rt.execs
 	if len(execs) == 0 {
 		execs = def.execs
@@ -1037,6 +1044,25 @@ func (p *parser) resolveDeps(pl *Pipeline, t *Task, deps []Dep, names []string, 
 			p.errorf(posNode(d.Pos), t.Name, "depends_on %q: no such task%s", d.Task, didYouMean(d.Task, names))
 		default:
 			t.DependsOn = append(t.DependsOn, d)
+		}
+	}
+}
+
+// taskCron reads rt's own cron onto t.
+func (p *parser) taskCron(pl *Pipeline, t *Task, rt *rawTask) {
+	if rt.cron != nil {
+		if len(rt.deps) > 0 {
+			p.errorf(rt.cron, t.Name, "has both cron and depends_on: a task with upstreams fires when they succeed; remove one of them")
+		}
+		if s, ok := p.str(rt.cron, t.Name, "cron"); ok {
+			sched, err := ParseSchedule(s, pl.Location, p.now)
+			switch {
+			case err != nil:
+				p.errorf(rt.cron, t.Name, "cron %v", err)
+				pl.ScheduleBroken = true
+			case len(rt.deps) == 0:
+				t.Cron, t.Schedule = s, sched
+			}
 		}
 	}
 }
@@ -1098,7 +1124,7 @@ func (p *parser) workingDir(pl *Pipeline, t *Task, rt, def *rawTask) {
 	if !strings.Contains(n.Value, "{{") {
 		return
 	}
-	tmpl, err := template.New(t.Name).Option("missingkey=error").Parse(n.Value)
+	tmpl, err := newTemplate(t.Name, n.Value)
 	if err != nil {
 		p.errorf(n, t.Name, "working_dir is not a valid template: %v%s; templates may use %s", err, parseErrorHint(err), TemplateHelp)
 		return
@@ -1109,6 +1135,18 @@ func (p *parser) workingDir(pl *Pipeline, t *Task, rt, def *rawTask) {
 	}
 	p.noteReads(t, n, "working_dir", refs)
 	t.WorkingDirTemplate = tmpl
+}
+
+// quoteScript makes the script of a shell command (`sh -c SCRIPT`) quote
+// the params and upstream outputs it prints.
+func (p *parser) quoteScript(e Executor, n *yaml.Node, task string) {
+	i := ScriptArg(e.Command)
+	if i < 0 || i >= len(e.Templates) || e.Templates[i] == nil {
+		return
+	}
+	for _, why := range quoteScript(e.Templates[i]) {
+		p.errorf(deref(n.Content[i]), task, "command argument %d, a shell script, cannot quote the values it prints: %s", i, why)
+	}
 }
 
 // posNode makes a node that carries only a position, for errors at a Dep.
@@ -1177,7 +1215,7 @@ func (p *parser) executor(f execField, task string) Executor {
 			var tmpl *template.Template
 			if strings.Contains(s, "{{") {
 				var err error
-				tmpl, err = template.New(task).Option("missingkey=error").Parse(s)
+				tmpl, err = newTemplate(task, s)
 				if err != nil {
 					p.errorf(a, task, "command argument %d is not a valid template: %v%s; templates may use %s", i, err, parseErrorHint(err), TemplateHelp)
 					tmpl = nil
@@ -1185,6 +1223,7 @@ func (p *parser) executor(f execField, task string) Executor {
 			}
 			e.Templates = append(e.Templates, tmpl)
 		}
+		p.quoteScript(e, f.val, task)
 	}
 	return e
 }

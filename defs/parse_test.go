@@ -308,7 +308,7 @@ func TestParseStoreLimits(t *testing.T) {
 // column are errors of validation.
 func TestParseDefinitionAndPathLimits(t *testing.T) {
 	t.Parallel()
-	big := "pipeline: big\ntasks:\n  - name: a\n    command: [\"true\"]\n    params: {blob: \"" + strings.Repeat("x", 1<<24) + "\"}\n"
+	big := "pipeline: big\ntasks:\n  - name: a\n    command: [\"true\"]\n    params: {blob: [\"" + strings.Repeat("x", 1<<24) + "\"]}\n" // a list: not exported as AX_PARAM_BLOB
 	_, errs := parseString(t, big)
 	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), `p.yaml:1:1: the pipeline's definition is 16777`) ||
 		!strings.Contains(errs[0].Error(), "bytes as JSON: the store keeps at most 16777215") {

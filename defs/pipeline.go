@@ -158,6 +158,9 @@ type Task struct {
 	Overlap  Overlap        `json:"overlap"`
 	Executor Executor       `json:"executor"`
 	Params   map[string]any `json:"params,omitempty"`
+	// Disabled says the task's own cron never fires (disabled: true on a
+	// task with a cron); a trigger of it is refused.
+	Disabled bool `json:"disabled,omitempty"`
 	// Env is the task's environment as written (the pipeline's, the
 	// defaults' and its own, the task's winning), sorted by name: rendered
 	// and its secrets resolved at dispatch.
@@ -190,8 +193,13 @@ type Pipeline struct {
 	Schedule     *Schedule      `json:"-"`
 	Misfire      Misfire        `json:"misfire"`
 	Overlap      Overlap        `json:"overlap"`
-	Tasks        []*Task        `json:"tasks"`
-	Pos          Pos            `json:"-"`
+	// Disabled says none of the pipeline's schedules fires and a trigger
+	// of it is refused, until a reload of the file without it.
+	Disabled bool `json:"disabled,omitempty"`
+	// Params are the pipeline's typed params, which every task gets.
+	Params []ParamSpec `json:"params,omitempty"`
+	Tasks  []*Task     `json:"tasks"`
+	Pos    Pos         `json:"-"`
 	// SchedulePos is where `schedule:` is written, for errors about it.
 	SchedulePos Pos `json:"-"`
 	// ZoneDefault says the file names no timezone: Timezone is

@@ -48,6 +48,8 @@ type BackfillParams struct {
 	ApproveManual bool
 	WaitCross     bool
 	Hold          bool
+	// Params are given to every run, as a trigger's --param values.
+	Params map[string]string
 }
 
 // PlanBackfill returns what a backfill would run: one logical time per fire
@@ -104,8 +106,11 @@ func PlanBackfill(g *dag.Graph, p BackfillParams) (BackfillSpec, error) {
 	if sched == nil {
 		return BackfillSpec{}, fmt.Errorf("the selected tasks of %s are started by no schedule: use ax trigger", p.Pipeline)
 	}
+	if err := backfillParams(pl, sel, p.Params); err != nil {
+		return BackfillSpec{}, err
+	}
 	spec := BackfillSpec{Pipeline: p.Pipeline, From: p.From, To: p.To, Select: p.Select, MaxActiveRuns: p.MaxActiveRuns, Rerun: p.Rerun, StopOnFailure: p.StopOnFailure,
-		ApproveManual: p.ApproveManual, WaitCross: p.WaitCross, Hold: p.Hold}
+		ApproveManual: p.ApproveManual, WaitCross: p.WaitCross, Hold: p.Hold, Params: p.Params}
 	for _, t := range sel {
 		spec.Tasks = append(spec.Tasks, t.Name)
 		if t.Manual {
@@ -384,6 +389,7 @@ func (b *backfiller) countFinished(ctx context.Context, bf *bfState) (changed bo
 func (b *bfState) runSpec(names []string, at time.Time) newRunSpec {
 	spec := newRunSpec{pipeline: b.spec.Pipeline, trig: fmt.Sprintf("backfill:%d", b.rec.ID), kind: axtype.RunBackfill, names: names, at: at,
 		key: fmt.Sprintf("backfill/%d/%d", b.rec.ID, at.UnixMilli()), backfill: b.rec.ID, waitCross: b.spec.WaitCross}
+	spec.params, _ = encodeParams(b.spec.Params) // checked when planned
 	if b.spec.ApproveManual {
 		spec.approvedBy = "backfill:" + strconv.FormatInt(b.rec.ID, 10) + " (--approve-manual, by " + b.rec.Actor + ")"
 		if b.spec.ApprovedBy != "" {

@@ -638,6 +638,9 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 	if !r.At.IsZero() {
 		at = r.At
 	}
+	if r.In > 0 {
+		at = now.Add(r.In)
+	}
 	params, err := encodeParams(r.Params)
 	if err != nil {
 		return "", err
@@ -653,6 +656,9 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 		}
 		if r.Downstream {
 			return "", fmt.Errorf("--downstream applies to a task; a pipeline trigger runs every task of %s", p.Name)
+		}
+		if err := refuseTrigger(p, nil, p.Tasks, r.Params); err != nil {
+			return "", err
 		}
 		if err := underPause(&op.pauses.PauseSet, r.Hold, p.Tasks...); err != nil {
 			return "", err
@@ -670,6 +676,9 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 		return "", err
 	}
 	loc := op.g.Pipeline(t.def.Pipeline).Location
+	if why := defs.DisabledReason(op.g.Pipeline(t.def.Pipeline), t.def); why != "" {
+		return "", errors.New(why)
+	}
 	if err := underPause(&op.pauses.PauseSet, r.Hold, t.def); err != nil {
 		return "", err
 	}
@@ -692,6 +701,9 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 		if err := underPause(&op.pauses.PauseSet, r.Hold, sel...); err != nil {
 			return "", err
 		}
+	}
+	if err := refuseTrigger(op.g.Pipeline(t.def.Pipeline), t.def, tasks, r.Params); err != nil {
+		return "", err
 	}
 	rs, err := op.pl.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: axtype.RunManual, names: names, at: at,
 		approvedBy: by.Actor, approve: map[string]bool{t.def.Name: true}, actor: by.Actor, params: params}, now)

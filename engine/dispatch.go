@@ -526,7 +526,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 		a.slot = d.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
 	}
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
-		LogicalTime: a.logical.In(d.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.res.runs.paramsOf(a.runID, t.Params),
+		LogicalTime: a.logical.In(d.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.g.Pipeline(t.Pipeline).TypedParams(d.res.runs.paramsOf(a.runID, t.Params)),
 		TicketTTL: backoff.SpanOf(t.Retry, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
 	at.TraceParent = d.host.traceParent(a.event("started", time.Time{}))
 	ctx, cancel := context.WithCancelCause(d.execCtx)

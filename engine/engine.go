@@ -258,9 +258,11 @@ func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
 	}
 	var trigs []*trigger
 	for _, tr := range g.Triggers() {
-		trigs = append(trigs, newTrigger(tr, g))
 		for _, n := range tr.Tasks {
 			tasks[tr.Pipeline+"."+n].own = tr.Schedule
+		}
+		if !tr.Disabled { // a disabled schedule never fires
+			trigs = append(trigs, newTrigger(tr, g))
 		}
 	}
 	return tasks, trigs

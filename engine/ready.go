@@ -39,11 +39,12 @@ func releaseAt(fire, ready time.Time, delay time.Duration) time.Time {
 }
 
 // runFire is when a run fires: a schedule's or a backfill's run at its
-// logical time, an operator's run when it was triggered (created), whatever
-// its logical time (--at a time past or ahead).
+// logical time, an operator's run when it was triggered (created), or at
+// its logical time when that is ahead (a trigger --at a time to come, or
+// --in a delay: the run is stored, and fires then).
 func runFire(kind axtype.RunKind, logical, created time.Time) time.Time {
 	if kind == axtype.RunManual {
-		return created
+		return later(created, logical)
 	}
 	return logical
 }

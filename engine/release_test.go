@@ -120,9 +120,9 @@ tasks:
 }
 
 // TestManualRunFiresWhenTriggered: a manual run fires when it is
-// triggered, whatever its logical time: a trigger --at a time ahead runs
-// its roots at once (plus their delay), and its downstream as soon as they
-// succeed (plus theirs), not at the logical time.
+// triggered, or at its logical time when that is ahead: a trigger --at a
+// time to come runs its roots then (plus their delay), and its downstream
+// as soon as they succeed (plus theirs).
 func TestManualRunFiresWhenTriggered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -134,16 +134,19 @@ tasks:
   - {name: b, depends_on: [a], delay: 5s}
 `)
 		sleep(time.Minute)
-		if _, err := e.do(Trigger{Target: "m", At: start.Add(time.Hour)}); err != nil {
+		if _, err := e.do(Trigger{Target: "m", At: start.Add(10 * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
-		sleep(time.Minute)
-		e.stop()
-		if got := fmt.Sprint(e.callsOf("m.a", start)); got != "[1m10s]" {
-			t.Errorf("m.a (triggered at 00:01 --at 01:00, delay 10s) started at %s, want [1m10s]", got)
+		if _, err := e.do(Trigger{Target: "m", At: start.Add(-time.Hour)}); err != nil {
+			t.Fatal(err)
 		}
-		if got := fmt.Sprint(e.callsOf("m.b", start)); got != "[1m15s]" {
-			t.Errorf("m.b (delay 5s behind a) started at %s, want [1m15s]", got)
+		sleep(15 * time.Minute)
+		e.stop()
+		if got := fmt.Sprint(e.callsOf("m.a", start)); got != "[1m10s 10m10s]" {
+			t.Errorf("m.a (triggered at 00:01 --at -01:00 and --at 00:10, delay 10s) started at %s, want [1m10s 10m10s]", got)
+		}
+		if got := fmt.Sprint(e.callsOf("m.b", start)); got != "[1m15s 10m15s]" {
+			t.Errorf("m.b (delay 5s behind a) started at %s, want [1m15s 10m15s]", got)
 		}
 	})
 }

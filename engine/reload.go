@@ -47,7 +47,8 @@ func triggerHash(t *trigger) string {
 	_, h := hashJSON(struct {
 		Spec, Zone, Misfire string
 		Tasks               []string
-	}{d.Schedule, d.Timezone, d.Misfire, t.tr.Tasks})
+		Disabled            bool `json:",omitempty"`
+	}{d.Schedule, d.Timezone, d.Misfire, t.tr.Tasks, t.tr.Disabled})
 	return h
 }
 

@@ -85,6 +85,10 @@ type Trigger struct {
 	Downstream bool              `json:"downstream,omitempty"`
 	At         time.Time         `json:"at,omitzero"`
 	Params     map[string]string `json:"params,omitempty"`
+	// In delays the run: its logical time is In after the trigger is
+	// applied, and it fires then (stored, so a restart or a failover keeps
+	// it). It excludes At.
+	In time.Duration `json:"in,omitempty"`
 	// Hold creates what a pause covers held PAUSED until its resume,
 	// where without it the trigger is refused (PausedError).
 	Hold bool `json:"hold,omitempty"`
@@ -259,7 +263,7 @@ func CheckRequest(req Request, by By) error {
 		target = r.Target
 	case Trigger:
 		target = r.Target
-		errs = append(errs, CheckParams(r.Params))
+		errs = append(errs, CheckParams(r.Params), checkDelay(r))
 	case Kill:
 		target = r.Target
 	case Rerun:

@@ -315,10 +315,10 @@ func (c *runCache) rememberParams(run int64, raw string) {
 }
 
 // paramsOf returns the params an attempt of a task in run gets: the task's,
-// with the run's --param values over them. Only operator runs carry them;
-// schedule runs cost no lookup.
+// with the run's --param values over them. Only operator and backfill
+// runs carry them; schedule runs cost no lookup.
 func (c *runCache) paramsOf(run int64, task map[string]any) map[string]any {
-	if c.kindOf(context.Background(), run) != axtype.RunManual {
+	if k := c.kindOf(context.Background(), run); k != axtype.RunManual && k != axtype.RunBackfill {
 		return task
 	}
 	extra, ok := c.params[run]

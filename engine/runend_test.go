@@ -441,9 +441,9 @@ func TestTriggerAtParamsAndPipeline(t *testing.T) {
 			},
 		}
 		e := setup(t, Config{}, fns, "pipeline: p\ntimezone: Asia/Shanghai\ndefaults: {function: record, params: {region: cn, day: x}}\ntasks:\n  - {name: a}\n  - {name: b, depends_on: [a]}\n")
-		at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+		at := time.Date(1999, 11, 30, 2, 0, 0, 0, time.UTC) // past: it fires now
 		msg, err := e.do(Trigger{Target: "p.a", At: at, Params: map[string]string{"day": "20261129"}}, By{Actor: "operator:ann"})
-		if err != nil || !strings.Contains(msg, "at logical time 2026-11-30T10:00:00+08:00") {
+		if err != nil || !strings.Contains(msg, "at logical time 1999-11-30T10:00:00+08:00") {
 			t.Errorf("trigger: %q %v", msg, err)
 		}
 		sleep(time.Second)
@@ -463,12 +463,12 @@ func TestTriggerAtParamsAndPipeline(t *testing.T) {
 			}
 		}
 		e.stop()
-		if want := fmt.Sprintf("[2026-11-30T10:00:00+08:00 map[day:20261129 region:cn] %s map[day:x region:cn]]",
+		if want := fmt.Sprintf("[1999-11-30T10:00:00+08:00 map[day:20261129 region:cn] %s map[day:x region:cn]]",
 			start0(e).In(e.eng.g.Pipeline("p").Location).Format(time.RFC3339)); fmt.Sprint(seen) != want {
 			t.Errorf("executions %v\nwant %s", seen, want)
 		}
 		runs, _ := e.st.Runs(context.Background(), "p", 10)
-		if len(runs) != 2 || runs[0].Params != `{"day":"20261129"}` || runs[0].Actor != "operator:ann" || !runs[0].LogicalTime.Equal(at) || runs[1].Params != "" {
+		if len(runs) != 2 || runs[1].Params != `{"day":"20261129"}` || runs[1].Actor != "operator:ann" || !runs[1].LogicalTime.Equal(at) || runs[0].Params != "" { // newest logical time first
 			t.Errorf("runs %+v", runs)
 		}
 		if b := e.instances(store.InstanceFilter{TaskID: "p.b"}); len(b) != 1 || b[0].State != axtype.Success {

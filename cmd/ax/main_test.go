@@ -321,7 +321,7 @@ func TestSchema(t *testing.T) {
 	// Fixtures whose fault lies in the shape of the file; the others (cycles,
 	// unknown dependencies, cron semantics, zones) need ax validate.
 	for _, name := range []string{"unknown_key", "bad_priority", "bad_duration", "no_executor", "two_executors",
-		"negative_retry", "cron_with_depends_on", "missing_name", "bad_policy", "bad_url", "many_errors", "bad_env", "bad_outputs"} {
+		"negative_retry", "cron_with_depends_on", "missing_name", "bad_policy", "bad_url", "many_errors", "bad_env", "bad_outputs", "bad_params"} {
 		f := "testdata/invalid/" + name + ".yaml"
 		if err := sch.Validate(yamlAsJSON(t, f)); err == nil {
 			t.Errorf("schema accepts invalid fixture %s", f)

@@ -18,7 +18,9 @@ import (
 // and nothing changes; under the limit, escape codes are kept escaped.
 func TestRequestTextBounded(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, apitest.Opts{})
+	// clean declares the param the trigger below gives it.
+	shop := strings.Replace(apitest.ShopPipeline, "{name: clean, depends_on: [sync], function: noop}", "{name: clean, depends_on: [sync], function: noop, params: {day: x}}", 1)
+	e := setupAPI(t, apitest.Opts{Pipeline: shop})
 	before := e.State()
 	long := strings.Repeat("x", 5000)
 	manyParams := make([]string, 0, 65)
