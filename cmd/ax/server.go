@@ -144,25 +144,14 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	warnSecrets(g)
 	token := os.Getenv("AX_ADMIN_TOKEN")
 	var eng *engine.Engine // set below; executors raise alerts through it
-	auth, err := openAuth(f.auth, func() *dag.Graph { return graphInForce(eng, g) }, log)
+	fr, err := openFront(f, token, func() *dag.Graph { return graphInForce(eng, g) }, log)
 	if err != nil {
 		return err
 	}
-	self, err := advertiseURL(f.listen, f.advertise)
-	if err != nil {
-		return err
+	if fr.ln != nil {
+		defer fr.ln.Close()
 	}
-	ln, err := bindAPI(f, token)
-	if err != nil {
-		return err
-	}
-	if ln != nil {
-		defer ln.Close()
-	}
-	lim, err := checkServerLimits(f)
-	if err != nil {
-		return err
-	}
+	auth, self, ln, lim := fr.auth, fr.self, fr.ln, fr.lim
 	st, err := store.Open(ctx, f.store, store.Options{Logger: log})
 	if err != nil {
 		return cli.Fail(err)
@@ -207,6 +196,37 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(err)
 	}
 	return nil
+}
+
+// front is what a server checks and binds before it opens its store: who
+// may call it, the URL it advertises, its listener and its limits.
+type front struct {
+	auth serverAuth
+	self string
+	ln   net.Listener
+	lim  serverLimits
+}
+
+// openFront reads the users file, the advertised URL and the limits, and
+// binds the listener; on an error nothing stays bound.
+func openFront(f serverFlags, token string, graph func() *dag.Graph, log *slog.Logger) (front, error) {
+	auth, err := openAuth(f.auth, graph, log)
+	if err != nil {
+		return front{}, err
+	}
+	self, err := advertiseURL(f.listen, f.advertise)
+	if err != nil {
+		return front{}, err
+	}
+	lim, err := checkServerLimits(f)
+	if err != nil {
+		return front{}, err
+	}
+	ln, err := bindAPI(f, token)
+	if err != nil {
+		return front{}, err
+	}
+	return front{auth: auth, self: self, ln: ln, lim: lim}, nil
 }
 
 // serverExecutors builds the executors tasks run with. They read the
