@@ -194,7 +194,7 @@ func (s *Store) lease(ctx context.Context, tx rowQuerier, name string, lock bool
 		l        Lease
 		exp, ren int64
 	)
-	err := tx.QueryRowContext(ctx, q, name).Scan(&l.Name, &l.Holder, &l.Epoch, &exp, &ren)
+	err := tx.QueryRowContext(ctx, s.d.bind(q), name).Scan(&l.Name, &l.Holder, &l.Epoch, &exp, &ren)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Lease{}, notFound("lease", name)
 	}

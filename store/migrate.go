@@ -178,7 +178,7 @@ var migrations = []migration{{
 	version: 10,
 	extra: func(d dialect) []string {
 		return []string{d.insertIgnore() + " INTO leases (name, holder, epoch, expires_at, renewed_at) " +
-			"SELECT '" + FenceName + "', holder, epoch, expires_at, renewed_at FROM leases WHERE name = '" + LeaseName + "'"}
+			"SELECT '" + FenceName + "', holder, epoch, expires_at, renewed_at FROM leases WHERE name = '" + LeaseName + "'" + d.ignoreSuffix()}
 	},
 }, {
 	// Version 11: what a procs row records (kind): the process group a
@@ -295,7 +295,17 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 		return s.d.translate(err)
 	}
 	defer conn.Close()
-	if s.d.name == "mysql" {
+	switch s.d {
+	case dialectPostgres:
+		release, err := migrateLockPostgres(ctx, conn)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if err := s.checkForeignPostgres(ctx, conn); err != nil {
+			return err
+		}
+	case dialectMySQL:
 		var got sql.NullInt64
 		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('ax_migrate', 30)").Scan(&got); err != nil {
 			return s.d.translate(err)
@@ -304,7 +314,7 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("%w: another process has held the migration lock for 30 s", ErrUnavailable)
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('ax_migrate')") //nolint:errcheck // released with the connection anyway
-	} else {
+	default:
 		if err := s.checkForeignSQLite(ctx, conn); err != nil {
 			return err
 		}
@@ -335,7 +345,7 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 				return fmt.Errorf("store: migrate to version %d: %w", m.version, s.d.translate(err))
 			}
 		}
-		if _, err := conn.ExecContext(ctx, s.d.insertIgnore()+" INTO ax_schema (version, applied_at) VALUES (?, ?)", m.version, now.UnixMilli()); err != nil {
+		if _, err := conn.ExecContext(ctx, s.d.bind(s.d.insertIgnore()+" INTO ax_schema (version, applied_at) VALUES (?, ?)"+s.d.ignoreSuffix()), m.version, now.UnixMilli()); err != nil {
 			return fmt.Errorf("store: record schema version %d: %w", m.version, s.d.translate(err))
 		}
 	}
@@ -394,5 +404,5 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // ADD COLUMN of a migration that ran before its version was recorded (a
 // process stopped in between) is done, not an error.
 func duplicateColumn(err error) bool {
-	return strings.Contains(strings.ToLower(err.Error()), "duplicate column")
+	return strings.Contains(strings.ToLower(err.Error()), "duplicate column") || duplicateColumnPostgres(err)
 }

@@ -94,7 +94,8 @@ func (s *Store) Commits() uint64 { return s.commits.Load() }
 // Open opens (and migrates) the store named by target:
 //   - "" or a path, or "sqlite:PATH": an embedded SQLite file (default ax.db);
 //   - "mysql://DSN", where DSN is a go-sql-driver DSN such as
-//     root@tcp(127.0.0.1:3306)/ax.
+//     root@tcp(127.0.0.1:3306)/ax;
+//   - "postgres://user:password@host:5432/database" (or postgresql://).
 //
 // A file that is not an ax store, a database with a newer schema, or an
 // unreachable server is a clear error, and nothing is written.
@@ -114,6 +115,8 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	)
 	if dsn, ok := strings.CutPrefix(target, "mysql://"); ok {
 		s, err = openMySQL(ctx, dsn, opts)
+	} else if strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://") {
+		s, err = openPostgres(ctx, target, opts)
 	} else {
 		s, err = openSQLite(ctx, strings.TrimPrefix(target, "sqlite:"), opts)
 	}
@@ -354,7 +357,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Dialect returns "sqlite" or "mysql".
+// Dialect returns "sqlite", "mysql" or "postgres".
 func (s *Store) Dialect() string { return s.d.name }
 
 // String names the store for logs, without secrets.
@@ -411,6 +414,7 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, what string, b sq.Sqlizer)
 	if err != nil {
 		return 0, fmt.Errorf("store: %s: build query: %w", what, err)
 	}
+	q = s.d.bind(q) // a bare sq.Expr has `?` still
 	var res sql.Result
 	if st := s.wstmts.get(q); st != nil {
 		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
@@ -427,6 +431,30 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, what string, b sq.Sqlizer)
 	return n, nil
 }
 
+// insertID runs the INSERT b of one row in tx and returns the id the
+// database gave it: PostgreSQL's driver has no LastInsertId, so there the
+// statement returns it.
+func (s *Store) insertID(ctx context.Context, tx *sql.Tx, b sq.InsertBuilder) (int64, error) {
+	if s.d == dialectPostgres {
+		q, args, err := b.Suffix("RETURNING id").ToSql()
+		if err != nil {
+			return 0, err
+		}
+		var id int64
+		return id, s.d.translate(tx.QueryRowContext(ctx, q, args...).Scan(&id))
+	}
+	q, args, err := b.ToSql()
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, s.d.translate(err)
+	}
+	id, err := res.LastInsertId()
+	return id, s.d.translate(err)
+}
+
 // querier is what reads need: a *sql.DB or a *sql.Tx.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -438,6 +466,7 @@ func (s *Store) query(ctx context.Context, q querier, what string, b sq.Sqlizer,
 	if err != nil {
 		return fmt.Errorf("store: %s: build query: %w", what, err)
 	}
+	text = s.d.bind(text)
 	rows, err := s.queryPrepared(ctx, q, text, args)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
@@ -479,6 +508,7 @@ func (s *Store) queryPrepared(ctx context.Context, q querier, text string, args 
 
 // queryRowTx is tx.QueryRowContext with the writer's cached statement.
 func (s *Store) queryRowTx(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	q = s.d.bind(q)
 	if st := s.wstmts.get(q); st != nil {
 		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
