@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"strings"
 
 	sq "github.com/Masterminds/squirrel"
@@ -211,4 +212,37 @@ func (d dialect) matchesCase(expr, prefix, suffix string) sq.Sqlizer {
 	}
 	esc := strings.NewReplacer(`[`, `[[]`, `*`, `[*]`, `?`, `[?]`)
 	return sq.Expr(expr+" GLOB ?", esc.Replace(prefix)+"*"+esc.Replace(suffix))
+}
+
+// sessionID is the query of the id of the connection's server session.
+func (d dialect) sessionID() string {
+	if d == dialectPostgres {
+		return "SELECT pg_backend_pid()"
+	}
+	return "SELECT CONNECTION_ID()"
+}
+
+// blockerQueries are the queries, tried in turn, of the sessions whose
+// transactions block the lock request of session `?`.
+func (d dialect) blockerQueries() []string {
+	if d == dialectPostgres {
+		return []string{"SELECT unnest(pg_blocking_pids(CAST(? AS INTEGER)))"}
+	}
+	return []string{
+		"SELECT blocking_pid FROM sys.innodb_lock_waits WHERE waiting_pid = ?",
+		`SELECT b.trx_mysql_thread_id FROM information_schema.INNODB_LOCK_WAITS w
+		   JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
+		   JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
+		  WHERE r.trx_mysql_thread_id = ?`,
+	}
+}
+
+// endSession is the statement that ends session id and rolls back its
+// transaction. Neither server takes a placeholder in KILL; id is an
+// integer read from the server.
+func (d dialect) endSession(id int64) string {
+	if d == dialectPostgres {
+		return fmt.Sprintf("SELECT pg_terminate_backend(%d)", id)
+	}
+	return fmt.Sprintf("KILL CONNECTION %d", id)
 }

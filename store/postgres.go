@@ -160,7 +160,7 @@ func postgresClass(code string) Class {
 		"55P03": // lock_not_available: lock_timeout
 		return Conflict
 	case "25006", // read_only_sql_transaction: a standby, or a failover in progress
-		"57014", // query_canceled: statement_timeout
+		"57014",                   // query_canceled: statement_timeout
 		"57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
 		"58030": // io_error
 		return Unavailable

@@ -105,6 +105,13 @@ func All() map[string]Opener {
 	return map[string]Opener{"sqlite": SQLite, "mysql": MySQL, "postgres": Postgres}
 }
 
+// Servers returns the openers of the database servers, "mysql" and
+// "postgres": for tests of what only a server does (connections ended,
+// row locks, pools of their own).
+func Servers() map[string]Opener {
+	return map[string]Opener{"mysql": MySQL, "postgres": Postgres}
+}
+
 // dsns remembers the DSN of each MySQL test store, and the target of each
 // PostgreSQL one, for tests that reopen it.
 var dsns sync.Map // *store.Store → string
