@@ -367,6 +367,11 @@ func (s *Store) String() string { return s.target }
 // with raw SQL on the same database. Code outside tests must not use it.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// Bind rewrites the `?` placeholders of a hand-written query into the
+// store's ($1, $2 … on PostgreSQL), for the benchmarks and tests that run
+// raw SQL through DB.
+func (s *Store) Bind(q string) string { return s.d.bind(q) }
+
 // Ping checks that the database answers: what a standby's readiness rests
 // on. It asks on the read pool, which no write holds. The error is the
 // driver's.
