@@ -115,7 +115,7 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	)
 	if dsn, ok := strings.CutPrefix(target, "mysql://"); ok {
 		s, err = openMySQL(ctx, dsn, opts)
-	} else if strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://") {
+	} else if isPostgres(target) {
 		s, err = openPostgres(ctx, target, opts)
 	} else {
 		s, err = openSQLite(ctx, strings.TrimPrefix(target, "sqlite:"), opts)
@@ -128,6 +128,17 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", s.target, err)
 	}
 	return s, nil
+}
+
+// IsServer reports whether target names a database server (mysql://,
+// postgres://, postgresql://) rather than a SQLite file: a store with no
+// directory of its own, shared by servers on several hosts.
+func IsServer(target string) bool {
+	return strings.HasPrefix(target, "mysql://") || isPostgres(target)
+}
+
+func isPostgres(target string) bool {
+	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
 }
 
 func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {

@@ -98,7 +98,7 @@ func startServerBin(t *testing.T, bin string, env []string, target, pipelines st
 	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug", "--listen", ""}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	if strings.HasPrefix(target, "mysql://") && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "AX_EXECUTOR_TOKEN=") }) {
+	if store.IsServer(target) && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "AX_EXECUTOR_TOKEN=") }) {
 		cmd.Env = append(cmd.Env, "AX_EXECUTOR_TOKEN="+testExecutorToken)
 	}
 	cmd.Stdout, cmd.Stderr = log, log

@@ -373,7 +373,11 @@ func TestSQLiteSecondServerStandsBy(t *testing.T) {
 // bogus epoch, nothing runs twice.
 func TestHABogusLeaseEpoch(t *testing.T) {
 	t.Parallel()
-	target := "mysql://" + storetest.MySQLDSN(t)
+	eachServer(t, haBogusLeaseEpoch)
+}
+
+func haBogusLeaseEpoch(t *testing.T, kind string) {
+	target := serverTarget(t, kind)
 	dir, record := e2ePipeline(t)
 	st := openStore(t, target)
 	srv := startServer(t, target, dir, "--holder", "a")
