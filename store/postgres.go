@@ -165,7 +165,7 @@ func postgresClass(code string) Class {
 		"58030": // io_error
 		return Unavailable
 	}
-	switch code[:2] {
+	switch code[:min(2, len(code))] {
 	case "08", // connection_exception
 		"53": // insufficient_resources: disk full, out of memory, too many connections
 		return Unavailable

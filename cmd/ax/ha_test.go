@@ -407,8 +407,10 @@ func haBogusLeaseEpoch(t *testing.T, kind string) {
 func TestServerWrongDSN(t *testing.T) {
 	t.Parallel()
 	dir, _ := e2ePipeline(t)
-	code, _, errOut := runAx(t, "server", "--store", "mysql://root@tcp(127.0.0.1:1)/ax", "--pipelines", dir)
-	if code != cli.ExitFailed || !strings.Contains(errOut, "store: open mysql://root@tcp(127.0.0.1:1)/ax: store: database unavailable") {
-		t.Errorf("exit %d, %q", code, errOut)
+	for _, target := range []string{"mysql://root@tcp(127.0.0.1:1)/ax", "postgres://postgres@127.0.0.1:1/ax"} {
+		code, _, errOut := runAx(t, "server", "--store", target, "--pipelines", dir)
+		if code != cli.ExitFailed || !strings.Contains(errOut, "store: open "+target+": store: database unavailable") {
+			t.Errorf("exit %d, %q", code, errOut)
+		}
 	}
 }
