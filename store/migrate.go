@@ -236,7 +236,7 @@ const FillOutcomes = "INSERT INTO task_outcomes (task_id, success, failed) SELEC
 	"SUM(CASE WHEN state = 'SUCCESS' THEN 1 ELSE 0 END), SUM(CASE WHEN state = 'FAILED' THEN 1 ELSE 0 END) FROM instances GROUP BY task_id"
 
 // createIndex is a CREATE INDEX for a table made by an earlier migration;
-// IF NOT EXISTS (SQLite, MariaDB) keeps a repeated migration harmless.
+// IF NOT EXISTS (SQLite, MariaDB, PostgreSQL) keeps a repeated migration harmless.
 func createIndex(_ dialect, table string, cols ...string) string {
 	name := fmt.Sprintf("ix_%s_%s", table, strings.Join(cols, "_"))
 	return fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", name, table, strings.Join(cols, ", "))
@@ -286,9 +286,10 @@ func (t table) ddl(d dialect) []string {
 }
 
 // migrate brings the schema to SchemaVersion. It is idempotent, safe when two
-// processes start at once (SQLite: the write lock; MySQL: a named lock), and
-// refuses a database whose schema is newer than this binary knows, or a
-// SQLite file that belongs to another application.
+// processes start at once (SQLite: the write lock; MySQL: a named lock;
+// PostgreSQL: an advisory lock), and refuses a database whose schema is
+// newer than this binary knows, or a SQLite file or PostgreSQL database
+// that belongs to another program.
 func (s *Store) migrate(ctx context.Context, now time.Time) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {

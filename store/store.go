@@ -27,7 +27,7 @@ type Options struct {
 	// BusyTimeout is how long SQLite waits for another process's write lock
 	// before failing with ErrUnavailable. Zero means 5 s.
 	BusyTimeout time.Duration
-	// MaxConns bounds MySQL's write connections. Zero means 8. Reads have
+	// MaxConns bounds the write connections of MySQL and PostgreSQL. Zero means 8. Reads have
 	// a pool of their own (readConns), and so have the lease's renewals and
 	// takeovers (two each).
 	MaxConns int
@@ -52,7 +52,7 @@ func (d driverLog) Print(v ...any) {
 	d.log.Warn("mysql_driver", "message", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
-// Store is the persistence of ax on SQLite or MySQL. It is safe for
+// Store is the persistence of ax on SQLite, MySQL or PostgreSQL. It is safe for
 // concurrent use; open it with [Open] and close it with [Store.Close].
 type Store struct {
 	d      dialect
@@ -227,7 +227,7 @@ func precheckSQLite(ctx context.Context, path string) error {
 var ErrStoreFileGone = errors.New("store: the SQLite file is gone")
 
 // Check reports whether the store's SQLite file is still the one it opened
-// (not deleted, moved away or replaced). It reads no row; on MySQL it
+// (not deleted, moved away or replaced). It reads no row; on a database server it
 // always succeeds (the lease renewal is the check there).
 func (s *Store) Check() error {
 	if s.file == nil {
