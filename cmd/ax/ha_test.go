@@ -7,6 +7,7 @@ import (
 
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -226,23 +227,20 @@ func TestHAMariaDBRestart(t *testing.T) {
 }
 
 // TestHAPostgresRestart is TestHAMariaDBRestart on PostgreSQL: Debian's
-// cluster 15 (pg_ctlcluster), else .ci/run's own under /var/lib/ax-pg.
+// cluster (pg_ctlcluster), else .ci/run's own under /var/lib/ax-pg.
 func TestHAPostgresRestart(t *testing.T) {
 	if os.Getenv("AX_TEST_HA_RESTART") == "" {
 		t.Skip("restarts PostgreSQL: runs alone, with AX_TEST_HA_RESTART=1 (make test does)")
 	}
-	ctl := func(action string) *exec.Cmd {
-		if _, err := os.Stat("/etc/postgresql/15/main"); err == nil {
-			return exec.Command("pg_ctlcluster", "15", "main", action, "--", "-m", "fast")
-		}
-		return exec.Command("su", "postgres", "-c", "pg_ctl -D /var/lib/ax-pg -m fast "+action)
-	}
-	start := ctl("start")
-	if _, err := os.Stat("/etc/postgresql/15/main"); err == nil {
-		start = exec.Command("pg_ctlcluster", "15", "main", "start")
+	stop := exec.Command("su", "postgres", "-c", "pg_ctl -D /var/lib/ax-pg -m fast stop")
+	start := exec.Command("su", "postgres", "-c", "pg_ctl -D /var/lib/ax-pg -l /var/lib/ax-pg/log -o '-c listen_addresses=127.0.0.1 -p 5432' start")
+	if clusters, _ := filepath.Glob("/etc/postgresql/*/main"); len(clusters) > 0 {
+		version := filepath.Base(filepath.Dir(clusters[len(clusters)-1]))
+		stop = exec.Command("pg_ctlcluster", version, "main", "stop", "--", "-m", "fast")
+		start = exec.Command("pg_ctlcluster", version, "main", "start")
 	}
 	haRestart(t, "postgres", dbServer{
-		stop:  ctl("stop"),
+		stop:  stop,
 		start: start,
 		ping:  func() *exec.Cmd { return exec.Command("pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432") },
 	})
