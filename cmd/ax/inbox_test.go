@@ -225,6 +225,10 @@ tasks:
 				t.Fatal(err)
 			}
 			takeover(t, st, old, time.Now())
+			// b judges the attempt it inherits while its command still runs:
+			// the case here is its result reaching b through the inbox, not
+			// a command ending while b looks for its process group.
+			waitFor(t, func() bool { return logLines(b, "running_instance_reconciled") > 0 })
 			if now, _ := st.Instance(ctx, in.ID); now.State != axtype.Running {
 				t.Fatalf("the instance is %s when b takes over, want RUNNING (the command waits for the test)", now.State)
 			}
