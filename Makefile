@@ -34,8 +34,9 @@ test: vet
 	mkdir -p test-output
 	$(GO) test -count=1 -artifacts -outputdir $(CURDIR)/test-output ./...
 	$(GO) test -count=1 -race -short ./engine/... ./sim/... ./store/... ./dag/... ./runner/...
-	# Alone, because it restarts MariaDB under two servers (skips without a DSN).
-	AX_TEST_HA_RESTART=1 $(GO) test -count=1 -run TestHAMariaDBRestart ./cmd/ax
+	# Alone, because they restart MariaDB, then PostgreSQL, under two servers
+	# (each skips without its DSN).
+	AX_TEST_HA_RESTART=1 $(GO) test -count=1 -run 'TestHAMariaDBRestart|TestHAPostgresRestart' ./cmd/ax
 	# 30 seconds of make chaos's HTTP-executor mode (skips without a DSN).
 	AX_CHAOS_DURATION=30s AX_CHAOS_MODE=http $(GO) test -count=1 -run '^TestChaosHTTP$$' ./cmd/ax
 	# The README's quick start, run as written in a scratch copy of the tree.
@@ -68,15 +69,21 @@ endif
 bench-base:
 	$(MAKE) bench BASE='$(or $(BASE),auto)'
 
-# Random kills and stalls of the primary of two servers on MySQL, for
-# $(CHAOS); prints executions, duplicates, missed logical times, takeover times.
+# Random kills and stalls of the primary of two servers on MySQL (or
+# PostgreSQL with STORE=postgres), for $(CHAOS); prints executions,
+# duplicates, missed logical times, takeover times.
 # MODE=http runs the pipeline's middle task on two SDK executors in their own
 # processes, killed at random too, and prints unknown outcomes as well.
 CHAOS ?= 2m
 MODE  ?=
+STORE ?= mysql
 chaos:
-	@test -n "$$AX_TEST_MYSQL_DSN" || { echo "make chaos needs AX_TEST_MYSQL_DSN (for example root@tcp(127.0.0.1:3306)/test)"; exit 2; }
-	@if [ "$(MODE)" = http ]; then \
+	@case "$(STORE)" in \
+	mysql) test -n "$$AX_TEST_MYSQL_DSN" || { echo "make chaos needs AX_TEST_MYSQL_DSN (for example root@tcp(127.0.0.1:3306)/test)"; exit 2; } ;; \
+	postgres) test -n "$$AX_TEST_PG_DSN" || { echo "make chaos STORE=postgres needs AX_TEST_PG_DSN (for example postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"; exit 2; } ;; \
+	*) echo "make chaos: STORE is mysql or postgres, not $(STORE)"; exit 2 ;; \
+	esac
+	@export AX_CHAOS_STORE=$(STORE); if [ "$(MODE)" = http ]; then \
 		AX_CHAOS_DURATION=$(CHAOS) AX_CHAOS_MODE=http $(GO) test -count=1 -run '^TestChaosHTTP$$' -v -timeout 0 ./cmd/ax; \
 	else \
 		AX_CHAOS_DURATION=$(CHAOS) $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 0 ./cmd/ax; \

@@ -606,7 +606,7 @@ func addRunFlags(fl *pflag.FlagSet, f *BackfillOptions) {
 	fl.BoolVar(&f.Standalone, "standalone", false, "run it here on an engine of its own instead of the server's")
 	fl.BoolVar(&f.Detach, "detach", false, "queue it for the server and return at once")
 	fl.StringSliceVar(&f.Pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
-	fl.StringVar(&f.Store, "store", direct.DefaultPath, "use this store instead of the server's API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.StringVar(&f.Store, "store", direct.DefaultPath, "use this store instead of the server's API: a SQLite file path, mysql://user:pass@tcp(host:3306)/db or postgres://user:pass@host:5432/db")
 	fl.DurationVar(&f.Wait, "wait", 30*time.Second, "without --standalone: how long to wait for a server to pick it up")
 	AddSecretsFlag(fl, &f.SecretsDir)
 }

@@ -91,7 +91,7 @@ func PauseTarget(args []string, group string) (axtype.PauseScope, string, error)
 // addOpFlags adds the flags every operation command takes.
 func addOpFlags(cmd *cobra.Command, f *OpOptions) {
 	f.ViaStore = func() bool { return viaStore(cmd) }
-	cmd.Flags().StringVar(&f.Store, "store", direct.DefaultPath, "queue it in this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().StringVar(&f.Store, "store", direct.DefaultPath, "queue it in this store instead of calling the API: a SQLite file path, mysql://user:pass@tcp(host:3306)/db or postgres://user:pass@host:5432/db")
 	cmd.Flags().StringVar(&f.Reason, "reason", "", "why, for the action log")
 	cmd.Flags().DurationVar(&f.Wait, "wait", 15*time.Second, "with --store: how long to wait for the scheduler to apply it")
 	addAPIFlags(cmd, &f.API)
@@ -324,7 +324,7 @@ func NewHistoryCmd() *cobra.Command {
 			return History(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args[0], limit)
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API: a SQLite file path, mysql://user:pass@tcp(host:3306)/db or postgres://user:pass@host:5432/db")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 50, "newest entries shown")
 	addAPIFlags(cmd, &af)
 	return cmd

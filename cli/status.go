@@ -225,7 +225,7 @@ func NewStatusCmd() *cobra.Command {
 			return Status(cmd.Context(), cmd.OutOrStdout(), viaStore(cmd), target, af, args, limit)
 		},
 	}
-	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	cmd.Flags().StringVar(&target, "store", direct.DefaultPath, "read this store instead of calling the API: a SQLite file path, mysql://user:pass@tcp(host:3306)/db or postgres://user:pass@host:5432/db")
 	cmd.Flags().IntVarP(&limit, "runs", "n", 5, "latest runs per pipeline")
 	addAPIFlags(cmd, &af)
 	return cmd

@@ -107,10 +107,10 @@ func rawRate(b *testing.B, st *store.Store, n int) float64 {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE instances SET state = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?", string(to), time.Now().UnixMilli(), id, v); err != nil {
+		if _, err := tx.ExecContext(ctx, st.Bind("UPDATE instances SET state = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?"), string(to), time.Now().UnixMilli(), id, v); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) VALUES (?, 0, 'raw.t', NULL, ?, ?, '', '', 0, ?)", id, string(from), string(to), time.Now().UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, st.Bind("INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) VALUES (?, 0, 'raw.t', NULL, ?, ?, '', '', 0, ?)"), id, string(from), string(to), time.Now().UnixMilli()); err != nil {
 			b.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {

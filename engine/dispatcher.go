@@ -193,14 +193,14 @@ func withinBudget(began time.Time, budget time.Duration, clock func() time.Time,
 }
 
 // batchSize is the most instances one dispatch or result transaction
-// records: 1,000 on SQLite; 250 on MySQL, where every fenced transaction
+// records: 1,000 on SQLite; 250 on MySQL and PostgreSQL, where every fenced transaction
 // holds a shared lock on the lease row until it commits and a renewal of
 // the lease waits for it. A 1,000-instance batch held it 100-300 ms on a
 // loaded MariaDB, a renewal waited as long, and the lease renewal must
 // never be late by a third of its TTL (1 s at --lease-ttl 3s) whatever the
 // load; a quarter of that keeps its wait to tens of milliseconds.
 func (d *dispatcher) batchSize() int {
-	if d.settings.Dialect() == "mysql" {
+	if d.settings.Dialect() != "sqlite" {
 		return 250
 	}
 	return 1000

@@ -41,7 +41,7 @@ func oldHistory(b *testing.B, st *store.Store, runs, tasks, histPer int) {
 				args = append(args, r...)
 			}
 			q := "INSERT INTO " + table + " (" + cols + ") VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", len(chunk)), ", ")
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			if _, err := tx.ExecContext(ctx, st.Bind(q), args...); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -45,7 +45,7 @@ func (s *Store) Approve(ctx context.Context, p ApproveParams) (int64, error) {
 			te := &TransitionError{InstanceID: p.InstanceID, From: axtype.Waiting, To: axtype.Waiting}
 			var state string
 			var approved sql.NullString
-			err := tx.QueryRowContext(ctx, "SELECT state, version, approved_by FROM instances WHERE id = ?", p.InstanceID).Scan(&state, &te.ActualVersion, &approved)
+			err := tx.QueryRowContext(ctx, s.d.bind("SELECT state, version, approved_by FROM instances WHERE id = ?"), p.InstanceID).Scan(&state, &te.ActualVersion, &approved)
 			switch {
 			case err == sql.ErrNoRows:
 				te.Err = ErrNotFound
@@ -60,7 +60,7 @@ func (s *Store) Approve(ctx context.Context, p ApproveParams) (int64, error) {
 			return te
 		}
 		var pipeline, task string
-		if err := tx.QueryRowContext(ctx, "SELECT pipeline, task_id FROM instances WHERE id = ?", p.InstanceID).Scan(&pipeline, &task); err != nil {
+		if err := tx.QueryRowContext(ctx, s.d.bind("SELECT pipeline, task_id FROM instances WHERE id = ?"), p.InstanceID).Scan(&pipeline, &task); err != nil {
 			return fmt.Errorf("store: approve: %w", s.d.translate(err))
 		}
 		v = p.Version + 1

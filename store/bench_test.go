@@ -49,11 +49,11 @@ func raw(ctx context.Context, s *store.Store, id, version int64, from, to axtype
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	if _, err := tx.ExecContext(ctx, "UPDATE instances SET state = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ? AND state = ?",
+	if _, err := tx.ExecContext(ctx, s.Bind("UPDATE instances SET state = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ? AND state = ?"),
 		string(to), now, id, version, string(from)); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	if _, err := tx.ExecContext(ctx, s.Bind("INSERT INTO history (instance_id, run_id, task_id, ticket, from_state, to_state, reason, actor, epoch, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
 		id, 1, "b.t1", nil, string(from), string(to), "bench", "bench", 1, now); err != nil {
 		return err
 	}

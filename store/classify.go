@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -110,7 +111,8 @@ func mysqlClass(number uint16) Class {
 
 // translate maps a driver error to the store's sentinels, keeping the
 // driver's text for people: a duplicate key is ErrDuplicate, a missing or
-// foreign schema ErrSchema, and the rest by sqliteClass and mysqlClass, or,
+// foreign schema ErrSchema, and the rest by sqliteClass, mysqlClass and
+// postgresClass, or,
 // for a connection that broke (driver.ErrBadConn, a net.Error, an EOF, a
 // refused or reset connection), ErrUnavailable. Context errors and errors
 // already translated pass through unchanged.
@@ -128,6 +130,10 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %v: the file is not an ax store (or is corrupted)", ErrSchema, err)
 		}
 		return withClass(sqliteClass(se.Code()), err, sqliteHint(se.Code()))
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return translatePostgres(pe, err)
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -152,7 +158,7 @@ func translate(err error) error {
 func isDriverError(err error) bool {
 	var se *sqlite.Error
 	var me *mysql.MySQLError
-	return errors.As(err, &se) || errors.As(err, &me) || errors.Is(err, driver.ErrBadConn)
+	return errors.As(err, &se) || errors.As(err, &me) || isPostgresError(err) || errors.Is(err, driver.ErrBadConn)
 }
 
 // withClass wraps err in the sentinel of class c, with hint after it.

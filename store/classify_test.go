@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -22,6 +23,7 @@ import (
 func TestClassifyDriverErrors(t *testing.T) {
 	t.Parallel()
 	my := func(n uint16) error { return &mysql.MySQLError{Number: n, Message: "m"} }
+	pg := func(code string) error { return &pgconn.PgError{Code: code, Message: "m"} }
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -48,6 +50,22 @@ func TestClassifyDriverErrors(t *testing.T) {
 		{"1406 data too long", my(1406), Permanent},
 		{"1045 access denied", my(1045), Permanent},
 		{"1064 syntax", my(1064), Permanent},
+		{"pg 53300 too many connections", pg("53300"), Unavailable},
+		{"pg 53300 at begin, wrapped", fmt.Errorf("begin: %w", pg("53300")), Unavailable},
+		{"pg 53100 disk full", pg("53100"), Unavailable},
+		{"pg 08006 connection failure", pg("08006"), Unavailable},
+		{"pg 57P01 admin shutdown", pg("57P01"), Unavailable},
+		{"pg 57P03 cannot connect now", pg("57P03"), Unavailable},
+		{"pg 25006 read-only transaction", pg("25006"), Unavailable},
+		{"pg 57014 query canceled", pg("57014"), Unavailable},
+		{"pg 55P03 lock timeout", pg("55P03"), Conflict},
+		{"pg 40P01 deadlock", pg("40P01"), Conflict},
+		{"pg 40001 serialization failure", pg("40001"), Conflict},
+		{"pg 23505 duplicate", pg("23505"), Permanent},
+		{"pg 42P01 no such table", pg("42P01"), Permanent},
+		{"pg 22001 value too long", pg("22001"), Permanent},
+		{"pg 28P01 wrong password", pg("28P01"), Permanent},
+		{"pg 42601 syntax", pg("42601"), Permanent},
 		{"driver.ErrBadConn", fmt.Errorf("exec: %w", driver.ErrBadConn), Unavailable},
 		{"mysql.ErrInvalidConn", mysql.ErrInvalidConn, Unavailable},
 		{"io.EOF", io.EOF, Unavailable},

@@ -1,6 +1,7 @@
-// Package store persists ax behind one contract, with two implementations of
-// the same SQL: an embedded SQLite file (modernc.org/sqlite, the default) and
-// MySQL/MariaDB (github.com/go-sql-driver/mysql). It is the only package that
+// Package store persists ax behind one contract, with three implementations
+// of the same SQL: an embedded SQLite file (modernc.org/sqlite, the
+// default), MySQL/MariaDB (github.com/go-sql-driver/mysql) and PostgreSQL
+// (github.com/jackc/pgx/v5 through database/sql). It is the only package that
 // imports a database driver; it translates driver errors into the sentinels
 // of this package so that nothing else needs to know which database runs.
 //
@@ -14,10 +15,13 @@
 // and refuses, before any write, a move the table does not allow; the engine
 // decides which transition to ask for.
 //
-// Queries are built with github.com/Masterminds/squirrel; MySQL and SQLite
-// both take `?` placeholders, so one builder serves both, and the few dialect
-// differences (DDL, upsert, insert-ignore, locking reads, error codes) live in
-// dialect.go. Times are stored as UTC Unix milliseconds and every "now" comes
+// Queries are built with github.com/Masterminds/squirrel, whose builder
+// numbers the placeholders for PostgreSQL ($1, $2 …) where MySQL and SQLite
+// take `?`; queries written by hand are written with `?` and rebound
+// (dialect.bind). The few other dialect differences (DDL, upsert,
+// insert-ignore, ids, locking reads, ending a stalled session, error codes)
+// live in dialect.go, and opening, migrating and reading errors of
+// PostgreSQL in postgres.go. Times are stored as UTC Unix milliseconds and every "now" comes
 // from the caller: the store never asks the database for the time.
 //
 // A Store is safe for concurrent use.

@@ -61,7 +61,7 @@ func (s *Store) RegisterExecutor(ctx context.Context, p RegisterParams) error {
 		if len(p.Tasks) == 0 {
 			return nil
 		}
-		ins := s.sb.Insert("executor_tasks").Options(s.d.insertIgnore()[len("INSERT "):]).Columns("task_id", "address", "registered_at")
+		ins := s.d.insertIgnoreInto(s.sb, "executor_tasks").Columns("task_id", "address", "registered_at")
 		for _, t := range p.Tasks {
 			ins = ins.Values(t, p.Address, now)
 		}
@@ -75,7 +75,7 @@ func (s *Store) RegisterExecutor(ctx context.Context, p RegisterParams) error {
 func (s *Store) Heartbeat(ctx context.Context, address string, now time.Time) error {
 	return s.inTx(ctx, "heartbeat", func(tx *sql.Tx) error {
 		var one int
-		err := tx.QueryRowContext(ctx, "SELECT 1 FROM executors WHERE address = ?", address).Scan(&one)
+		err := tx.QueryRowContext(ctx, s.d.bind("SELECT 1 FROM executors WHERE address = ?"), address).Scan(&one)
 		if err == sql.ErrNoRows {
 			return notFound("executor", address)
 		}

@@ -164,11 +164,9 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 			if _, err := s.DB().Exec("INSERT INTO ax_schema (version, applied_at) VALUES (99, 0)"); err != nil {
 				t.Fatal(err)
 			}
-			target := s.String()
+			target := storetest.Target(t, s)
 			if name == "sqlite" {
 				s.Close()
-			} else {
-				target = "mysql://" + storetest.DSNOf(t, s)
 			}
 			_, err := store.Open(context.Background(), target, store.Options{})
 			if !errors.Is(err, store.ErrSchema) || !strings.Contains(err.Error(), "schema version 99, newer than this ax knows ("+strconv.Itoa(store.SchemaVersion)+"): upgrade ax") {
@@ -237,11 +235,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			target := s.String()
+			target := storetest.Target(t, s)
 			if name == "sqlite" {
 				s.Close()
-			} else {
-				target = "mysql://" + storetest.DSNOf(t, s)
 			}
 			s2, err := store.Open(context.Background(), target, store.Options{})
 			if err != nil {
@@ -281,11 +277,9 @@ func TestUpgradeKeepsProcs(t *testing.T) {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
-			target := s.String()
+			target := storetest.Target(t, s)
 			if name == "sqlite" {
 				s.Close()
-			} else {
-				target = "mysql://" + storetest.DSNOf(t, s)
 			}
 			s2, err := store.Open(context.Background(), target, store.Options{})
 			if err != nil {

@@ -21,7 +21,7 @@ import (
 // it is not fenced.
 var storeMethods = map[string]string{
 	// Reads, and the handle itself.
-	"Dialect": "read", "String": "read", "DB": "read", "Close": "read", "Fence": "read", "SchemaVersion": "read", "Check": "read", "Commits": "read",
+	"Dialect": "read", "String": "read", "DB": "read", "Bind": "read", "Close": "read", "Fence": "read", "SchemaVersion": "read", "Check": "read", "Commits": "read",
 	"GetLease": "read", "History": "read", "Actions": "read", "Pauses": "read", "Settings": "read", "Backfills": "read",
 	"Tasks": "read", "PipelineChangedAt": "read", "PipelineAddedAt": "read", "PipelineDefinition": "read", "TaskSummary": "read", "Instance": "read", "InstanceByTicket": "read", "DueInstances": "read",
 	"Instances": "read", "Runs": "read", "LastRun": "read", "Run": "read", "BackfillRuns": "read", "BackfillRunsFirst": "read", "BackfillProgress": "read",

@@ -71,61 +71,68 @@ func TestMySQLRenewalDoesNotWaitForFencedWrites(t *testing.T) {
 		{"batch of 2", "transition batch", 2},
 		{"setting", "set setting", 0},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := storetest.MySQL(t)
-			ctx := context.Background()
-			now := time.Now()
-			l, err := s.AcquireLease(ctx, store.LeaseParams{Holder: "a", TTL: time.Minute, Now: now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := s.Fence(l.Epoch)
-			var ps []store.TransitionParams
-			if tc.n > 0 {
-				var insts []store.NewInstance
-				for i := range tc.n {
-					insts = append(insts, store.NewInstance{TaskID: fmt.Sprintf("q.t%03d", i), State: axtype.Scheduled, NextFireAt: now})
-				}
-				_, ins, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "q", Trigger: "q", Kind: axtype.RunManual, LogicalTime: now, Now: now, Actor: "test", Instances: insts})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, in := range ins {
-					ps = append(ps, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running, Now: now, Actor: "test", Reason: "held"})
-				}
-			}
-			release := holdOpen(t, s, tc.what, func() error {
-				if tc.n == 0 {
-					return f.SetSetting(ctx, "held", "written", now)
-				}
-				res, err := f.TransitionBatch(ctx, ps)
-				for _, r := range res {
-					err = errors.Join(err, r.Err)
-				}
-				return err
+		for server, open := range storetest.Servers() {
+			t.Run(server+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				renewDuringFencedWrite(t, open(t), tc.name, tc.what, tc.n)
 			})
-			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			asked := time.Now()
-			_, rerr := s.RenewLease(rctx, store.LeaseParams{Holder: "a", Epoch: l.Epoch, TTL: time.Minute, Now: time.Now()})
-			took := time.Since(asked)
-			if err := release(); err != nil {
-				t.Fatalf("the held write: %v", err)
-			}
-			if rerr != nil {
-				t.Fatalf("renewal while a fenced write (%s) was open: %v after %s; want it not to wait for the write", tc.name, rerr, took.Round(time.Millisecond))
-			}
-			t.Logf("renewed in %s with the %s open", took.Round(time.Millisecond), tc.name)
-			if tc.n > 0 {
-				ins, err := s.Instances(ctx, store.InstanceFilter{Pipeline: "q", States: []axtype.State{axtype.Running}, Limit: 1000})
-				if err != nil || len(ins) != tc.n {
-					t.Errorf("%d instances running after the batch, want %d (%v)", len(ins), tc.n, err)
-				}
-			} else if m, err := s.Settings(ctx); err != nil || m["held"] != "written" {
-				t.Errorf("settings %v, %v: the held write did not commit", m, err)
-			}
-		})
+		}
+	}
+}
+
+// renewDuringFencedWrite renews s's lease while a fenced write of n
+// instances (0: a setting) is held open.
+func renewDuringFencedWrite(t *testing.T, s *store.Store, name, what string, n int) {
+	ctx := context.Background()
+	now := time.Now()
+	l, err := s.AcquireLease(ctx, store.LeaseParams{Holder: "a", TTL: time.Minute, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Fence(l.Epoch)
+	var ps []store.TransitionParams
+	if n > 0 {
+		var insts []store.NewInstance
+		for i := range n {
+			insts = append(insts, store.NewInstance{TaskID: fmt.Sprintf("q.t%03d", i), State: axtype.Scheduled, NextFireAt: now})
+		}
+		_, ins, err := f.CreateRun(ctx, store.CreateRunParams{Pipeline: "q", Trigger: "q", Kind: axtype.RunManual, LogicalTime: now, Now: now, Actor: "test", Instances: insts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range ins {
+			ps = append(ps, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: axtype.Scheduled, To: axtype.Running, Now: now, Actor: "test", Reason: "held"})
+		}
+	}
+	release := holdOpen(t, s, what, func() error {
+		if n == 0 {
+			return f.SetSetting(ctx, "held", "written", now)
+		}
+		res, err := f.TransitionBatch(ctx, ps)
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+		return err
+	})
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	asked := time.Now()
+	_, rerr := s.RenewLease(rctx, store.LeaseParams{Holder: "a", Epoch: l.Epoch, TTL: time.Minute, Now: time.Now()})
+	took := time.Since(asked)
+	if err := release(); err != nil {
+		t.Fatalf("the held write: %v", err)
+	}
+	if rerr != nil {
+		t.Fatalf("renewal while a fenced write (%s) was open: %v after %s; want it not to wait for the write", name, rerr, took.Round(time.Millisecond))
+	}
+	t.Logf("renewed in %s with the %s open", took.Round(time.Millisecond), name)
+	if n > 0 {
+		ins, err := s.Instances(ctx, store.InstanceFilter{Pipeline: "q", States: []axtype.State{axtype.Running}, Limit: 1000})
+		if err != nil || len(ins) != n {
+			t.Errorf("%d instances running after the batch, want %d (%v)", len(ins), n, err)
+		}
+	} else if m, err := s.Settings(ctx); err != nil || m["held"] != "written" {
+		t.Errorf("settings %v, %v: the held write did not commit", m, err)
 	}
 }
 
@@ -136,9 +143,19 @@ func TestMySQLRenewalDoesNotWaitForFencedWrites(t *testing.T) {
 // burst the API waited behind the primary's transactions for a connection.
 func TestMySQLReadsDoNotWaitForWriteConnections(t *testing.T) {
 	t.Parallel()
-	s0 := storetest.MySQL(t)
+	for name, open := range storetest.Servers() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			readWithWritesHeld(t, open(t))
+		})
+	}
+}
+
+// readWithWritesHeld reads s0's database while its one write connection
+// is held by an open fenced write.
+func readWithWritesHeld(t *testing.T, s0 *store.Store) {
 	ctx := context.Background()
-	s, err := store.Open(ctx, "mysql://"+storetest.DSNOf(t, s0), store.Options{MaxConns: 1})
+	s, err := store.Open(ctx, storetest.Target(t, s0), store.Options{MaxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +213,9 @@ func TestFenceRowMigrated(t *testing.T) {
 			if err := s.Fence(l.Epoch).SetSetting(ctx, "k", "v", storetest.T0); !errors.Is(err, store.ErrNotLeader) {
 				t.Fatalf("a fenced write with no fence row: %v, want ErrNotLeader", err)
 			}
-			target := s.String()
+			target := storetest.Target(t, s)
 			if name == "sqlite" {
 				s.Close()
-			} else {
-				target = "mysql://" + storetest.DSNOf(t, s)
 			}
 			s2, err := store.Open(ctx, target, store.Options{})
 			if err != nil {

@@ -31,7 +31,7 @@ func (s *Store) ReceiveResult(ctx context.Context, e InboxEntry) (duplicate bool
 		return false, errors.New("store: receive result: empty ticket")
 	}
 	err = s.inTx(ctx, "receive result", func(tx *sql.Tx) error {
-		b := s.sb.Insert("inbox").Options(s.d.insertIgnore()[len("INSERT "):]).
+		b := s.d.insertIgnoreInto(s.sb, "inbox").
 			Columns("ticket", "instance_id", "report", "received_by", "received_at").
 			Values(e.Ticket, e.InstanceID, e.Report, e.ReceivedBy, e.ReceivedAt.UnixMilli())
 		n, err := s.exec(ctx, tx, "receive result", b)

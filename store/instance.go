@@ -210,18 +210,12 @@ func (s *Store) insertRun(ctx context.Context, tx *sql.Tx, p CreateRunParams, ch
 		BackfillID: p.BackfillID, Actor: p.Actor, CreatedAt: p.Now.UTC().Truncate(time.Millisecond), Params: p.Params}
 	var insts []axtype.Instance
 	err := func() error {
-		q, args, err := s.sb.Insert("runs").
+		var err error
+		run.ID, err = s.insertID(ctx, tx, s.sb.Insert("runs").
 			Columns("pipeline", "trigger_name", "kind", "logical_time", "dedup_key", "backfill_id", "actor", "created_at", "params").
-			Values(p.Pipeline, p.Trigger, string(p.Kind), p.LogicalTime.UnixMilli(), nullStr(key), nullID(p.BackfillID), p.Actor, p.Now.UnixMilli(), nullStr(p.Params)).ToSql()
+			Values(p.Pipeline, p.Trigger, string(p.Kind), p.LogicalTime.UnixMilli(), nullStr(key), nullID(p.BackfillID), p.Actor, p.Now.UnixMilli(), nullStr(p.Params)))
 		if err != nil {
-			return fmt.Errorf("store: create run: %w", err)
-		}
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("store: create run %s at %s: %w", p.Trigger, p.LogicalTime.UTC().Format(time.RFC3339), s.d.translate(err))
-		}
-		if run.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("store: create run: %w", s.d.translate(err))
+			return fmt.Errorf("store: create run %s at %s: %w", p.Trigger, p.LogicalTime.UTC().Format(time.RFC3339), err)
 		}
 		if len(p.Instances) > chunk {
 			if err := s.setSetting(ctx, tx, CreatingSetting+strconv.FormatInt(run.ID, 10), strconv.Itoa(len(p.Instances)), p.Now); err != nil {
@@ -622,7 +616,7 @@ func (s *Store) transition(ctx context.Context, tx *sql.Tx, p TransitionParams) 
 func (s *Store) diagnose(ctx context.Context, tx *sql.Tx, p TransitionParams, fenced bool) error {
 	te := &TransitionError{InstanceID: p.InstanceID, From: p.From, To: p.To}
 	var state string
-	err := tx.QueryRowContext(ctx, "SELECT state, version FROM instances WHERE id = ?", p.InstanceID).Scan(&state, &te.ActualVersion)
+	err := tx.QueryRowContext(ctx, s.d.bind("SELECT state, version FROM instances WHERE id = ?"), p.InstanceID).Scan(&state, &te.ActualVersion)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		te.Err = ErrNotFound

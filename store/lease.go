@@ -22,7 +22,7 @@ type Lease struct {
 	Epoch     int64     `json:"epoch"`
 	ExpiresAt time.Time `json:"expires_at"`
 	RenewedAt time.Time `json:"renewed_at"`
-	// Broke, after AcquireLease on MySQL, says which connections of a
+	// Broke, after AcquireLease on a server, says which connections of a
 	// stalled holder it ended to take the lease (see breakStalledHolder).
 	Broke string `json:"-"`
 }
@@ -50,7 +50,7 @@ func (s *Store) AcquireLease(ctx context.Context, p LeaseParams) (Lease, error) 
 		return Lease{}, fmt.Errorf("store: acquire lease: holder and a positive TTL are required")
 	}
 	l, err := s.acquireLease(ctx, name, p)
-	if errors.Is(err, ErrConflict) && s.d == dialectMySQL {
+	if errors.Is(err, ErrConflict) && s.d != dialectSQLite {
 		// The lease row or its fence row stayed locked past acquireLockWait:
 		// if the lease has expired, its holder is stalled inside a fenced
 		// write.
@@ -194,7 +194,7 @@ func (s *Store) lease(ctx context.Context, tx rowQuerier, name string, lock bool
 		l        Lease
 		exp, ren int64
 	)
-	err := tx.QueryRowContext(ctx, q, name).Scan(&l.Name, &l.Holder, &l.Epoch, &exp, &ren)
+	err := tx.QueryRowContext(ctx, s.d.bind(q), name).Scan(&l.Name, &l.Holder, &l.Epoch, &exp, &ren)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Lease{}, notFound("lease", name)
 	}
@@ -213,16 +213,19 @@ func leaseName(n string) string {
 }
 
 // breakStalledHolder ends the connections that keep the lease row or its
-// fence row (FenceName) locked when the lease has expired (MySQL): a holder
+// fence row (FenceName) locked when the lease has expired (MySQL,
+// PostgreSQL): a holder
 // stalled (SIGSTOP, a frozen VM) inside a fenced write holds the fence
 // row's shared lock until it wakes, and
 // would keep every standby from taking over for as long. Nothing is lost:
 // the stalled transaction is rolled back, and its process, once awake,
 // finds its connection gone and the lease taken. The connections are found
 // by waiting for the row's lock on one connection and asking the server,
-// on another, who blocks it (sys.innodb_lock_waits, else
-// information_schema.INNODB_LOCK_WAITS); ending them needs the PROCESS
-// privilege to see them and, for another user's, CONNECTION ADMIN. It
+// on another, who blocks it (MySQL: sys.innodb_lock_waits, else
+// information_schema.INNODB_LOCK_WAITS; PostgreSQL: pg_blocking_pids);
+// ending them needs, on MySQL, the PROCESS privilege to see them and, for
+// another user's, CONNECTION ADMIN; on PostgreSQL the same role or
+// pg_signal_backend. It
 // returns what it ended ("" when the lease is still live or nothing blocks).
 func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Time) (string, error) {
 	cur, err := s.lease(ctx, s.read, name, false) // a consistent read: it takes no lock
@@ -235,7 +238,7 @@ func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Ti
 	}
 	defer conn.Close()
 	var self int64
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&self); err != nil {
+	if err := conn.QueryRowContext(ctx, s.d.sessionID()).Scan(&self); err != nil {
 		return "", s.d.translate(err)
 	}
 	tx, err := conn.BeginTx(ctx, nil)
@@ -246,10 +249,12 @@ func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Ti
 	waited := make(chan struct{})
 	go func() {
 		defer close(waited)
-		var epoch int64
 		// The lease row and its fence row: a holder stalled inside a
 		// fenced write holds the fence row's shared lock.
-		_ = tx.QueryRowContext(ctx, "SELECT MAX(epoch) FROM leases WHERE name IN (?, ?)"+s.d.forUpdate(), name, fenceName(name)).Scan(&epoch)
+		rows, err := tx.QueryContext(ctx, s.d.bind("SELECT epoch FROM leases WHERE name IN (?, ?)"+s.d.forUpdate()), name, fenceName(name))
+		if err == nil {
+			_ = rows.Close() // only the wait for the locks matters
+		}
 	}()
 	var blockers []int64
 	var qerr error
@@ -275,8 +280,7 @@ func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Ti
 		if id == self {
 			continue
 		}
-		// KILL takes no placeholder; id is an integer read from the server.
-		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+		if _, err := s.db.ExecContext(ctx, s.d.endSession(id)); err != nil {
 			<-waited
 			return strings.Join(ended, ", "), fmt.Errorf("end connection %d: %w", id, s.d.translate(err))
 		}
@@ -291,14 +295,8 @@ func (s *Store) breakStalledHolder(ctx context.Context, name string, now time.Ti
 // connection waiter's lock request.
 func (s *Store) lockBlockers(ctx context.Context, waiter int64) ([]int64, error) {
 	var firstErr error
-	for _, q := range []string{
-		"SELECT blocking_pid FROM sys.innodb_lock_waits WHERE waiting_pid = ?",
-		`SELECT b.trx_mysql_thread_id FROM information_schema.INNODB_LOCK_WAITS w
-		   JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
-		   JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
-		  WHERE r.trx_mysql_thread_id = ?`,
-	} {
-		rows, err := s.db.QueryContext(ctx, q, waiter)
+	for _, q := range s.d.blockerQueries() {
+		rows, err := s.db.QueryContext(ctx, s.d.bind(q), waiter)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err

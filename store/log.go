@@ -131,7 +131,7 @@ func (s *Store) WriteLogs(ctx context.Context, p LogWrite) error {
 func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 	{
 		rows := make([][]any, 0, len(p.Chunks))
-		for _, c := range p.Chunks {
+		for _, c := range lastByKey(p.Chunks, func(c LogChunk) [3]int64 { return [3]int64{c.InstanceID, int64(c.Attempt), int64(c.Seq)} }) {
 			rows = append(rows, []any{c.InstanceID, c.Attempt, c.Seq, c.Text, c.Dropped, compress(c.Data), c.At.UnixMilli()})
 		}
 		// Chunks go in a few at a time: each may be up to a megabyte.
@@ -155,11 +155,12 @@ func (s *Store) writeLogs(ctx context.Context, tx *sql.Tx, p LogWrite) error {
 			}
 		}
 		cols := attemptRecordCols
+		attempts := lastByKey(p.Attempts, func(a AttemptRecord) [2]int64 { return [2]int64{a.InstanceID, int64(a.Attempt)} })
 		// Attempt records, many per statement; a record written again (the
 		// same attempt number after a refused dispatch) replaces the first.
-		for start := 0; start < len(p.Attempts); start += 100 {
+		for start := 0; start < len(attempts); start += 100 {
 			b := s.sb.Insert("attempts").Columns(cols...)
-			for _, a := range p.Attempts[start:min(start+100, len(p.Attempts))] {
+			for _, a := range attempts[start:min(start+100, len(attempts))] {
 				var code any
 				if a.ExitCode != nil {
 					code = *a.ExitCode
@@ -193,6 +194,26 @@ func jsonOrNull(v any, null bool) (any, error) {
 		return nil, err
 	}
 	return string(j), nil
+}
+
+// lastByKey returns xs with only the last of the items that share a key,
+// in the order of those last items: the row a multi-row upsert would keep,
+// since PostgreSQL refuses one statement that upserts a key twice.
+func lastByKey[T any, K comparable](xs []T, key func(T) K) []T {
+	last := make(map[K]int, len(xs))
+	for i, x := range xs {
+		last[key(x)] = i
+	}
+	if len(last) == len(xs) {
+		return xs
+	}
+	out := make([]T, 0, len(last))
+	for i, x := range xs {
+		if last[key(x)] == i {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // LogChunks returns the stored chunks of an attempt after sequence number

@@ -178,7 +178,7 @@ var migrations = []migration{{
 	version: 10,
 	extra: func(d dialect) []string {
 		return []string{d.insertIgnore() + " INTO leases (name, holder, epoch, expires_at, renewed_at) " +
-			"SELECT '" + FenceName + "', holder, epoch, expires_at, renewed_at FROM leases WHERE name = '" + LeaseName + "'"}
+			"SELECT '" + FenceName + "', holder, epoch, expires_at, renewed_at FROM leases WHERE name = '" + LeaseName + "'" + d.ignoreSuffix()}
 	},
 }, {
 	// Version 11: what a procs row records (kind): the process group a
@@ -243,7 +243,7 @@ const FillOutcomes = "INSERT INTO task_outcomes (task_id, success, failed) SELEC
 	"SUM(CASE WHEN state = 'SUCCESS' THEN 1 ELSE 0 END), SUM(CASE WHEN state = 'FAILED' THEN 1 ELSE 0 END) FROM instances GROUP BY task_id"
 
 // createIndex is a CREATE INDEX for a table made by an earlier migration;
-// IF NOT EXISTS (SQLite, MariaDB) keeps a repeated migration harmless.
+// IF NOT EXISTS (SQLite, MariaDB, PostgreSQL) keeps a repeated migration harmless.
 func createIndex(_ dialect, table string, cols ...string) string {
 	name := fmt.Sprintf("ix_%s_%s", table, strings.Join(cols, "_"))
 	return fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", name, table, strings.Join(cols, ", "))
@@ -293,16 +293,27 @@ func (t table) ddl(d dialect) []string {
 }
 
 // migrate brings the schema to SchemaVersion. It is idempotent, safe when two
-// processes start at once (SQLite: the write lock; MySQL: a named lock), and
-// refuses a database whose schema is newer than this binary knows, or a
-// SQLite file that belongs to another application.
+// processes start at once (SQLite: the write lock; MySQL: a named lock;
+// PostgreSQL: an advisory lock), and refuses a database whose schema is
+// newer than this binary knows, or a SQLite file or PostgreSQL database
+// that belongs to another program.
 func (s *Store) migrate(ctx context.Context, now time.Time) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return s.d.translate(err)
 	}
 	defer conn.Close()
-	if s.d.name == "mysql" {
+	switch s.d {
+	case dialectPostgres:
+		release, err := migrateLockPostgres(ctx, conn)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if err := s.checkForeignPostgres(ctx, conn); err != nil {
+			return err
+		}
+	case dialectMySQL:
 		var got sql.NullInt64
 		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK('ax_migrate', 30)").Scan(&got); err != nil {
 			return s.d.translate(err)
@@ -311,7 +322,7 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("%w: another process has held the migration lock for 30 s", ErrUnavailable)
 		}
 		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK('ax_migrate')") //nolint:errcheck // released with the connection anyway
-	} else {
+	default:
 		if err := s.checkForeignSQLite(ctx, conn); err != nil {
 			return err
 		}
@@ -342,7 +353,7 @@ func (s *Store) migrate(ctx context.Context, now time.Time) error {
 				return fmt.Errorf("store: migrate to version %d: %w", m.version, s.d.translate(err))
 			}
 		}
-		if _, err := conn.ExecContext(ctx, s.d.insertIgnore()+" INTO ax_schema (version, applied_at) VALUES (?, ?)", m.version, now.UnixMilli()); err != nil {
+		if _, err := conn.ExecContext(ctx, s.d.bind(s.d.insertIgnore()+" INTO ax_schema (version, applied_at) VALUES (?, ?)"+s.d.ignoreSuffix()), m.version, now.UnixMilli()); err != nil {
 			return fmt.Errorf("store: record schema version %d: %w", m.version, s.d.translate(err))
 		}
 	}
@@ -401,5 +412,5 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // ADD COLUMN of a migration that ran before its version was recorded (a
 // process stopped in between) is done, not an error.
 func duplicateColumn(err error) bool {
-	return strings.Contains(strings.ToLower(err.Error()), "duplicate column")
+	return strings.Contains(strings.ToLower(err.Error()), "duplicate column") || duplicateColumnPostgres(err)
 }

@@ -39,17 +39,13 @@ const (
 func (s *Store) EnqueueOp(ctx context.Context, op Op, now time.Time) (int64, error) {
 	var id int64
 	err := s.inTx(ctx, "queue op", func(tx *sql.Tx) error {
-		q, args, err := s.sb.Insert("ops").Columns("kind", "target", "args", "actor", "reason", "state", "result", "error", "created_at").
-			Values(op.Kind, op.Target, op.Args, op.Actor, op.Reason, OpPending, "", "", now.UnixMilli()).ToSql()
+		var err error
+		id, err = s.insertID(ctx, tx, s.sb.Insert("ops").Columns("kind", "target", "args", "actor", "reason", "state", "result", "error", "created_at").
+			Values(op.Kind, op.Target, op.Args, op.Actor, op.Reason, OpPending, "", "", now.UnixMilli()))
 		if err != nil {
-			return err
+			return fmt.Errorf("store: queue op: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("store: queue op: %w", s.d.translate(err))
-		}
-		id, err = res.LastInsertId()
-		return err
+		return nil
 	})
 	return id, err
 }

@@ -42,7 +42,7 @@ func (s *Store) addOutcomes(ctx context.Context, tx *sql.Tx, deltas map[string][
 		for _, r := range rows[start:min(start+batchRows, len(rows))] {
 			b = b.Values(r...)
 		}
-		if _, err := s.exec(ctx, tx, "count outcomes", b.Suffix(s.d.upsertAdd([]string{"task_id"}, []string{"success", "failed"}, nil))); err != nil {
+		if _, err := s.exec(ctx, tx, "count outcomes", b.Suffix(s.d.upsertAdd("task_outcomes", []string{"task_id"}, []string{"success", "failed"}, nil))); err != nil {
 			return err
 		}
 	}
@@ -57,7 +57,7 @@ func (s *Store) addOutcomeOf(ctx context.Context, tx *sql.Tx, instance int64, fr
 		return nil
 	}
 	q := sq.Expr("INSERT INTO task_outcomes (task_id, success, failed) SELECT task_id, ?, ? FROM instances WHERE id = ? "+
-		s.d.upsertAdd([]string{"task_id"}, []string{"success", "failed"}, nil), ds, df, instance)
+		s.d.upsertAdd("task_outcomes", []string{"task_id"}, []string{"success", "failed"}, nil), ds, df, instance)
 	_, err := s.exec(ctx, tx, "count outcome", q)
 	return err
 }

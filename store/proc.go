@@ -52,6 +52,7 @@ var procCols = []string{"ticket", "instance_id", "run_id", "host", "boot", "pid_
 
 // writeProcs upserts ps, many per statement.
 func (s *Store) writeProcs(ctx context.Context, tx *sql.Tx, ps []ProcRecord) error {
+	ps = lastByKey(ps, func(p ProcRecord) string { return p.Ticket })
 	for start := 0; start < len(ps); start += 200 {
 		b := s.sb.Insert("procs").Columns(procCols...)
 		for _, p := range ps[start:min(start+200, len(ps))] {

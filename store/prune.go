@@ -305,7 +305,7 @@ func (s *Store) carrySummaries(ctx context.Context, tx *sql.Tx, ins []prunedInst
 		b := s.sb.Insert("task_pruned").
 			Columns("task_id", "success", "failed", "killed", "last_instance", "last_state", "last_executor", "last_logical", "last_started", "last_ended", "updated_at").
 			Values(task, a.success, a.failed, a.killed, a.last.id, a.last.state, a.last.executor, a.last.logical, a.last.started, a.last.ended, now.UnixMilli()).
-			Suffix(s.d.upsertAdd([]string{"task_id"}, []string{"success", "failed", "killed"},
+			Suffix(s.d.upsertAdd("task_pruned", []string{"task_id"}, []string{"success", "failed", "killed"},
 				[]string{"last_instance", "last_state", "last_executor", "last_logical", "last_started", "last_ended", "updated_at"}))
 		if _, err := s.exec(ctx, tx, "carry task summary", b); err != nil {
 			return err
@@ -420,7 +420,8 @@ func (s *Store) RunsMovedAhead(ctx context.Context, pipeline string, now time.Ti
 	moved := s.sb.Select("DISTINCT run_id").From("instances").Where(sq.Eq{"pipeline": pipeline}).
 		Where(sq.Gt{"logical_time": now.UnixMilli()}).
 		Where(sq.NotEq{"state": []string{string(axtype.Waiting), string(axtype.Scheduled), string(axtype.Paused)}})
-	q, args, err := moved.ToSql()
+	// `?` placeholders: the outer query numbers them all (PostgreSQL).
+	q, args, err := moved.PlaceholderFormat(sq.Question).ToSql()
 	if err != nil {
 		return nil, err
 	}

@@ -110,16 +110,12 @@ func (f *Fence) CreateBackfill(ctx context.Context, b Backfill, now time.Time) (
 }
 
 func (s *Store) createBackfill(ctx context.Context, tx *sql.Tx, b Backfill, now time.Time) (int64, error) {
-	q, args, err := s.sb.Insert("backfills").Columns("pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at").
-		Values(b.Pipeline, b.Spec, b.State, b.TotalRuns, b.DoneRuns, b.FailedRuns, b.Actor, b.Error, now.UnixMilli(), now.UnixMilli()).ToSql()
+	id, err := s.insertID(ctx, tx, s.sb.Insert("backfills").Columns("pipeline", "spec", "state", "total_runs", "done_runs", "failed_runs", "actor", "error", "created_at", "updated_at").
+		Values(b.Pipeline, b.Spec, b.State, b.TotalRuns, b.DoneRuns, b.FailedRuns, b.Actor, b.Error, now.UnixMilli(), now.UnixMilli()))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("store: create backfill: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, q, args...)
-	if err != nil {
-		return 0, fmt.Errorf("store: create backfill: %w", s.d.translate(err))
-	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 // UpdateBackfill writes a backfill's state and progress, and its spec

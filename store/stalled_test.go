@@ -12,15 +12,23 @@ import (
 	"github.com/ax-sched/ax/store/storetest"
 )
 
-// TestAcquireLeaseEndsAStalledHolder (MySQL): a holder stalled inside a
+// TestAcquireLeaseEndsAStalledHolder (servers): a holder stalled inside a
 // fenced write — after its statements, before its commit — keeps the lease
 // row's shared lock. Once its lease has expired, another process takes the
-// lease within seconds (not innodb_lock_wait_timeout, 50 s, nor when the
+// lease within seconds (not the server's lock wait timeout, nor when the
 // holder wakes) by ending the holder's connections; the stalled write is
 // rolled back and fails, and nothing of it is written.
 func TestAcquireLeaseEndsAStalledHolder(t *testing.T) {
 	t.Parallel()
-	a := storetest.MySQL(t)
+	for name, open := range storetest.Servers() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			acquireFromStalled(t, open(t))
+		})
+	}
+}
+
+func acquireFromStalled(t *testing.T, a *store.Store) {
 	ctx := context.Background()
 	now := time.Now()
 	la, err := a.AcquireLease(ctx, store.LeaseParams{Holder: "a", TTL: time.Second, Now: now})
@@ -42,7 +50,7 @@ func TestAcquireLeaseEndsAStalledHolder(t *testing.T) {
 	go func() { stalled <- a.Fence(la.Epoch).SetSetting(ctx, "stalled", "written", now) }()
 	<-entered
 
-	b, err := store.Open(ctx, "mysql://"+storetest.DSNOf(t, a), store.Options{})
+	b, err := store.Open(ctx, storetest.Target(t, a), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ type Options struct {
 	// BusyTimeout is how long SQLite waits for another process's write lock
 	// before failing with ErrUnavailable. Zero means 5 s.
 	BusyTimeout time.Duration
-	// MaxConns bounds MySQL's write connections. Zero means 8. Reads have
+	// MaxConns bounds the write connections of MySQL and PostgreSQL. Zero means 8. Reads have
 	// a pool of their own (readConns), and so have the lease's renewals and
 	// takeovers (two each).
 	MaxConns int
@@ -52,7 +52,7 @@ func (d driverLog) Print(v ...any) {
 	d.log.Warn("mysql_driver", "message", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
-// Store is the persistence of ax on SQLite or MySQL. It is safe for
+// Store is the persistence of ax on SQLite, MySQL or PostgreSQL. It is safe for
 // concurrent use; open it with [Open] and close it with [Store.Close].
 type Store struct {
 	d      dialect
@@ -94,7 +94,8 @@ func (s *Store) Commits() uint64 { return s.commits.Load() }
 // Open opens (and migrates) the store named by target:
 //   - "" or a path, or "sqlite:PATH": an embedded SQLite file (default ax.db);
 //   - "mysql://DSN", where DSN is a go-sql-driver DSN such as
-//     root@tcp(127.0.0.1:3306)/ax.
+//     root@tcp(127.0.0.1:3306)/ax;
+//   - "postgres://user:password@host:5432/database" (or postgresql://).
 //
 // A file that is not an ax store, a database with a newer schema, or an
 // unreachable server is a clear error, and nothing is written.
@@ -114,6 +115,8 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	)
 	if dsn, ok := strings.CutPrefix(target, "mysql://"); ok {
 		s, err = openMySQL(ctx, dsn, opts)
+	} else if isPostgres(target) {
+		s, err = openPostgres(ctx, target, opts)
 	} else {
 		s, err = openSQLite(ctx, strings.TrimPrefix(target, "sqlite:"), opts)
 	}
@@ -125,6 +128,17 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", s.target, err)
 	}
 	return s, nil
+}
+
+// IsServer reports whether target names a database server (mysql://,
+// postgres://, postgresql://) rather than a SQLite file: a store with no
+// directory of its own, shared by servers on several hosts.
+func IsServer(target string) bool {
+	return strings.HasPrefix(target, "mysql://") || isPostgres(target)
+}
+
+func isPostgres(target string) bool {
+	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
 }
 
 func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -213,7 +227,7 @@ func precheckSQLite(ctx context.Context, path string) error {
 var ErrStoreFileGone = errors.New("store: the SQLite file is gone")
 
 // Check reports whether the store's SQLite file is still the one it opened
-// (not deleted, moved away or replaced). It reads no row; on MySQL it
+// (not deleted, moved away or replaced). It reads no row; on a database server it
 // always succeeds (the lease renewal is the check there).
 func (s *Store) Check() error {
 	if s.file == nil {
@@ -354,7 +368,7 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Dialect returns "sqlite" or "mysql".
+// Dialect returns "sqlite", "mysql" or "postgres".
 func (s *Store) Dialect() string { return s.d.name }
 
 // String names the store for logs, without secrets.
@@ -363,6 +377,11 @@ func (s *Store) String() string { return s.target }
 // DB returns the handle for writes, for benchmarks that compare the store
 // with raw SQL on the same database. Code outside tests must not use it.
 func (s *Store) DB() *sql.DB { return s.db }
+
+// Bind rewrites the `?` placeholders of a hand-written query into the
+// store's ($1, $2 … on PostgreSQL), for the benchmarks and tests that run
+// raw SQL through DB.
+func (s *Store) Bind(q string) string { return s.d.bind(q) }
 
 // Ping checks that the database answers: what a standby's readiness rests
 // on. It asks on the read pool, which no write holds. The error is the
@@ -411,6 +430,7 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, what string, b sq.Sqlizer)
 	if err != nil {
 		return 0, fmt.Errorf("store: %s: build query: %w", what, err)
 	}
+	q = s.d.bind(q) // a bare sq.Expr has `?` still
 	var res sql.Result
 	if st := s.wstmts.get(q); st != nil {
 		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
@@ -427,6 +447,30 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, what string, b sq.Sqlizer)
 	return n, nil
 }
 
+// insertID runs the INSERT b of one row in tx and returns the id the
+// database gave it: PostgreSQL's driver has no LastInsertId, so there the
+// statement returns it.
+func (s *Store) insertID(ctx context.Context, tx *sql.Tx, b sq.InsertBuilder) (int64, error) {
+	if s.d == dialectPostgres {
+		q, args, err := b.Suffix("RETURNING id").ToSql()
+		if err != nil {
+			return 0, err
+		}
+		var id int64
+		return id, s.d.translate(tx.QueryRowContext(ctx, q, args...).Scan(&id))
+	}
+	q, args, err := b.ToSql()
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, s.d.translate(err)
+	}
+	id, err := res.LastInsertId()
+	return id, s.d.translate(err)
+}
+
 // querier is what reads need: a *sql.DB or a *sql.Tx.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -438,6 +482,7 @@ func (s *Store) query(ctx context.Context, q querier, what string, b sq.Sqlizer,
 	if err != nil {
 		return fmt.Errorf("store: %s: build query: %w", what, err)
 	}
+	text = s.d.bind(text)
 	rows, err := s.queryPrepared(ctx, q, text, args)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", what, s.d.translate(err))
@@ -479,6 +524,7 @@ func (s *Store) queryPrepared(ctx context.Context, q querier, text string, args 
 
 // queryRowTx is tx.QueryRowContext with the writer's cached statement.
 func (s *Store) queryRowTx(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	q = s.d.bind(q)
 	if st := s.wstmts.get(q); st != nil {
 		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}

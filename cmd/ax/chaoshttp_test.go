@@ -16,7 +16,6 @@ import (
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
-	"github.com/ax-sched/ax/store/storetest"
 )
 
 // executorProc is an SDK executor in its own process (examples/executor).
@@ -73,7 +72,7 @@ func TestChaosHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AX_CHAOS_DURATION: %v", err)
 	}
-	target := "mysql://" + storetest.MySQLDSN(t)
+	target := serverTarget(t, chaosStore())
 	bin := filepath.Join(t.TempDir(), "executor")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/executor").CombinedOutput(); err != nil {
 		t.Fatalf("build the example executor: %v\n%s", err, out)
@@ -221,10 +220,10 @@ tasks:
 	if len(takeovers) > 0 {
 		p50, maxT = takeovers[len(takeovers)/2], takeovers[len(takeovers)-1]
 	}
-	t.Logf("chaos (HTTP executors) for %s on MariaDB: %d primary kills, %d stalls (%d inside a transaction: taken over by ending its connections), %d executor kills; "+
+	t.Logf("chaos (HTTP executors) for %s on %s: %d primary kills, %d stalls (%d inside a transaction: taken over by ending its connections), %d executor kills; "+
 		"%d logical times executed, %d true duplicate executions (must be 0), %d executions again after an executor died under the work and its retry ran it by policy (the attempt's error says so), "+
 		"%d unknown outcomes of the HTTP task, %d attempts reported interrupted by a restarted executor (failed, retried); takeover p50 %s, max %s (logical times lost are errors above; none means 0); hostile neighbours: %s",
-		dur, kills, stalls, stalledInTx, execKills, runs, len(dups), nRetried, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond), hostileDid)
+		dur, chaosStore(), kills, stalls, stalledInTx, execKills, runs, len(dups), nRetried, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond), hostileDid)
 }
 
 // takeoverWithin waits up to limit for another holder to take the lease

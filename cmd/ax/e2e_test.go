@@ -17,7 +17,6 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/store"
-	"github.com/ax-sched/ax/store/storetest"
 )
 
 // axBinary is the ax binary built once for the end-to-end tests.
@@ -98,7 +97,7 @@ func startServerBin(t *testing.T, bin string, env []string, target, pipelines st
 	args := append([]string{"server", "--store", target, "--pipelines", pipelines, "--lease-ttl", "3s", "--log-level", "debug", "--listen", ""}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	if strings.HasPrefix(target, "mysql://") && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "AX_EXECUTOR_TOKEN=") }) {
+	if store.IsServer(target) && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "AX_EXECUTOR_TOKEN=") }) {
 		cmd.Env = append(cmd.Env, "AX_EXECUTOR_TOKEN="+testExecutorToken)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
@@ -251,12 +250,13 @@ func checkRuns(t *testing.T, st *store.Store, record string, retried map[string]
 	t.Logf("%d runs complete, %d with an unknown outcome or skipped by policy, %d command executions", complete, unknown, len(executed))
 }
 
-// e2eTargets returns the stores to run end to end: SQLite, and MySQL when a
-// DSN is given (always under CI).
+// e2eTargets returns the stores to run end to end: SQLite, and MySQL and
+// PostgreSQL when their DSNs are given (always under CI).
 func e2eTargets(t *testing.T) map[string]func(t *testing.T) string {
 	return map[string]func(t *testing.T) string{
-		"sqlite": func(t *testing.T) string { return filepath.Join(t.TempDir(), "ax.db") },
-		"mysql":  func(t *testing.T) string { return "mysql://" + storetest.MySQLDSN(t) },
+		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "ax.db") },
+		"mysql":    func(t *testing.T) string { return serverTarget(t, "mysql") },
+		"postgres": func(t *testing.T) string { return serverTarget(t, "postgres") },
 	}
 }
 

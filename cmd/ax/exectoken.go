@@ -20,11 +20,12 @@ import (
 const executorTokenFileName = "executor.token"
 
 // defaultExecutorTokenFile is where the executor credential of a server on
-// target lives by default: beside a SQLite store file. A MySQL store has no
-// directory of its own: its servers (usually on several hosts) are given
-// one credential, AX_EXECUTOR_TOKEN or --executor-token-file; "" then.
+// target lives by default: beside a SQLite store file. A store on a
+// database server (MySQL, PostgreSQL) has no directory of its own: its
+// servers (usually on several hosts) are given one credential,
+// AX_EXECUTOR_TOKEN or --executor-token-file; "" then.
 func defaultExecutorTokenFile(target string) string {
-	if strings.HasPrefix(target, "mysql://") {
+	if store.IsServer(target) {
 		return ""
 	}
 	path := strings.TrimPrefix(target, "sqlite:")
@@ -45,7 +46,7 @@ func executorToken(env, file, admin, target string) (string, error) {
 	tok := env
 	if tok == "" {
 		if file == "" {
-			return "", cli.Usage("a MySQL store has no directory to keep the executor credential in: set AX_EXECUTOR_TOKEN, or give --executor-token-file PATH (created with a random token when missing), the same on every server of the store")
+			return "", cli.Usage("a store on a database server (MySQL, PostgreSQL) has no directory to keep the executor credential in: set AX_EXECUTOR_TOKEN, or give --executor-token-file PATH (created with a random token when missing), the same on every server of the store")
 		}
 		var err error
 		if tok, err = readOrCreateToken(file); err != nil {

@@ -59,6 +59,8 @@ func TestExecutorCredential(t *testing.T) {
 		{"a file others may read", "", open, "", "ax.db", "chmod 600"},
 		{"an empty file", "", empty, "", "ax.db", "holds no token"},
 		{"MySQL without a credential", "", defaultExecutorTokenFile("mysql://root@tcp(h:3306)/ax"), "", "mysql://root:s3cret@tcp(h:3306)/ax", "set AX_EXECUTOR_TOKEN, or give --executor-token-file"},
+		{"PostgreSQL without a credential", "", defaultExecutorTokenFile("postgres://ax@h:5432/ax"), "", "postgres://ax:s3cret@h:5432/ax", "set AX_EXECUTOR_TOKEN, or give --executor-token-file"},
+		{"postgresql:// without a credential", "", defaultExecutorTokenFile("postgresql://ax@h/ax"), "", "postgresql://ax:s3cret@h/ax", "set AX_EXECUTOR_TOKEN, or give --executor-token-file"},
 		{"the admin token", "same", file, "same", "ax.db", "equals AX_ADMIN_TOKEN"},
 		{"the admin token in the file", "", file, toks[0], "ax.db", "equals AX_ADMIN_TOKEN"},
 	} {

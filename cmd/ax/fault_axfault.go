@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ax-sched/ax/store"
 )
@@ -26,14 +27,15 @@ import (
 //     mid-write, holding the lease row's lock, at a moment the test chooses.
 //   - AX_FAULT_FAIL_WRITES=FILE: while FILE exists, every write transaction
 //     fails before its commit (rolled back) with the error AX_FAULT_ERROR
-//     names: "1040" (MySQL's too many connections, the driver's own error)
-//     or "full" (the default: SQLite's disk-full text). With
+//     names: "1040" (MySQL's too many connections, the driver's own error),
+//     "53300" (PostgreSQL's, pgconn's) or "full" (the default: SQLite's
+//     disk-full text). With
 //     AX_FAULT_SPARE_LEASE=1 the lease's own writes (acquire, renew,
 //     release) still succeed: a primary that renews its lease and cannot
 //     write anything else.
 //
-// The driver is imported here, and only here outside store, to fail with
-// its own error value as the database would.
+// The drivers are imported here, and only here outside store, to fail
+// with their own error values as the database would.
 func init() {
 	storeOpened = func(st *store.Store) {
 		stop, fail := os.Getenv("AX_FAULT_STOP_IN_TX"), os.Getenv("AX_FAULT_FAIL_WRITES")
@@ -41,8 +43,11 @@ func init() {
 			return
 		}
 		var failWith error = errors.New("database or disk is full (13)")
-		if os.Getenv("AX_FAULT_ERROR") == "1040" {
+		switch os.Getenv("AX_FAULT_ERROR") {
+		case "1040":
 			failWith = &mysql.MySQLError{Number: 1040, Message: "Too many connections"}
+		case "53300":
+			failWith = &pgconn.PgError{Severity: "FATAL", Code: "53300", Message: "sorry, too many clients already"}
 		}
 		spareLease := os.Getenv("AX_FAULT_SPARE_LEASE") == "1"
 		store.SetFault(st, func(what string) error {

@@ -7,6 +7,7 @@ import (
 
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,10 +19,43 @@ import (
 	"github.com/ax-sched/ax/store/storetest"
 )
 
-// haPair starts two ax servers, "a" then "b", on one MySQL database.
-func haPair(t *testing.T) (target, record string, st *store.Store, servers map[string]*server) {
+// haServers are the database servers the HA tests run on.
+var haServers = []string{"mysql", "postgres"}
+
+// serverTarget returns the --store of a new database of the test's own on
+// the database server kind ("mysql" or "postgres"); see storetest.
+func serverTarget(t *testing.T, kind string) string {
 	t.Helper()
-	target = "mysql://" + storetest.MySQLDSN(t)
+	if kind == "postgres" {
+		return storetest.PostgresDSN(t)
+	}
+	return "mysql://" + storetest.MySQLDSN(t)
+}
+
+// chaosStore is the database server of make chaos: AX_CHAOS_STORE,
+// "mysql" when unset.
+func chaosStore() string {
+	if k := os.Getenv("AX_CHAOS_STORE"); k != "" {
+		return k
+	}
+	return "mysql"
+}
+
+// eachServer runs test as a parallel subtest per database server.
+func eachServer(t *testing.T, test func(t *testing.T, kind string)) {
+	for _, kind := range haServers {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			test(t, kind)
+		})
+	}
+}
+
+// haPair starts two ax servers, "a" then "b", on one database of server
+// kind.
+func haPair(t *testing.T, kind string) (target, record string, st *store.Store, servers map[string]*server) {
+	t.Helper()
+	target = serverTarget(t, kind)
 	dir, record := e2ePipeline(t)
 	st = openStore(t, target)
 	servers = map[string]*server{"a": startServer(t, target, dir, "--holder", "a")}
@@ -92,7 +126,11 @@ const ttl = 3 * time.Second // the servers' --lease-ttl
 
 func TestHAKillPrimary(t *testing.T) {
 	t.Parallel()
-	_, record, st, servers := haPair(t)
+	eachServer(t, haKillPrimary)
+}
+
+func haKillPrimary(t *testing.T, kind string) {
+	_, record, st, servers := haPair(t, kind)
 	waitRuns(t, st, 4)
 	old := lease(t, st)
 	killedAt := time.Now()
@@ -130,7 +168,11 @@ func TestHAKillPrimary(t *testing.T) {
 // epoch — and it stands by again.
 func TestHAStalledPrimaryCannotWrite(t *testing.T) {
 	t.Parallel()
-	_, record, st, servers := haPair(t)
+	eachServer(t, haStalledPrimary)
+}
+
+func haStalledPrimary(t *testing.T, kind string) {
+	_, record, st, servers := haPair(t, kind)
 	waitRuns(t, st, 4)
 	old := lease(t, st)
 	stalled := servers[old.Holder]
@@ -175,21 +217,56 @@ func TestHAMariaDBRestart(t *testing.T) {
 	if os.Getenv("AX_TEST_HA_RESTART") == "" {
 		t.Skip("restarts MariaDB: runs alone, with AX_TEST_HA_RESTART=1 (make test does)")
 	}
-	_, record, st, servers := haPair(t)
+	haRestart(t, "mysql", dbServer{
+		stop:  exec.Command("mariadb-admin", "--protocol=tcp", "-h127.0.0.1", "-uroot", "shutdown"),
+		start: exec.Command("start-stop-daemon", "--start", "--oknodo", "--background", "--exec", "/usr/sbin/mariadbd"),
+		ping: func() *exec.Cmd {
+			return exec.Command("mariadb-admin", "--protocol=tcp", "-h127.0.0.1", "-uroot", "ping")
+		},
+	})
+}
+
+// TestHAPostgresRestart is TestHAMariaDBRestart on PostgreSQL: Debian's
+// cluster (pg_ctlcluster), else .ci/run's own under /var/lib/ax-pg.
+func TestHAPostgresRestart(t *testing.T) {
+	if os.Getenv("AX_TEST_HA_RESTART") == "" {
+		t.Skip("restarts PostgreSQL: runs alone, with AX_TEST_HA_RESTART=1 (make test does)")
+	}
+	stop := exec.Command("su", "postgres", "-c", "pg_ctl -D /var/lib/ax-pg -m fast stop")
+	start := exec.Command("su", "postgres", "-c", "pg_ctl -D /var/lib/ax-pg -l /var/lib/ax-pg/log -o '-c listen_addresses=127.0.0.1 -p 5432' start")
+	if clusters, _ := filepath.Glob("/etc/postgresql/*/main"); len(clusters) > 0 {
+		version := filepath.Base(filepath.Dir(clusters[len(clusters)-1]))
+		stop = exec.Command("pg_ctlcluster", version, "main", "stop", "--", "-m", "fast")
+		start = exec.Command("pg_ctlcluster", version, "main", "start")
+	}
+	haRestart(t, "postgres", dbServer{
+		stop:  stop,
+		start: start,
+		ping:  func() *exec.Cmd { return exec.Command("pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432") },
+	})
+}
+
+// dbServer is how a test stops, starts and pings a database server.
+type dbServer struct {
+	stop, start *exec.Cmd
+	ping        func() *exec.Cmd
+}
+
+// haRestart stops the database server under two ax servers for longer
+// than the lease and starts it again: both survive, one is primary again,
+// and no work ran twice or was lost.
+func haRestart(t *testing.T, kind string, db dbServer) {
+	_, record, st, servers := haPair(t, kind)
 	waitRuns(t, st, 4)
-	if out, err := exec.Command("mariadb-admin", "--protocol=tcp", "-h127.0.0.1", "-uroot", "shutdown").CombinedOutput(); err != nil {
-		t.Fatalf("stop MariaDB: %v %s", err, out)
+	if out, err := db.stop.CombinedOutput(); err != nil {
+		t.Fatalf("stop the %s server: %v %s", kind, err, out)
 	}
-	waitFor(t, func() bool {
-		return exec.Command("mariadb-admin", "--protocol=tcp", "-h127.0.0.1", "-uroot", "ping").Run() != nil
-	})
+	waitFor(t, func() bool { return db.ping().Run() != nil })
 	time.Sleep(2 * ttl) // the database stays away for longer than the lease
-	if out, err := exec.Command("start-stop-daemon", "--start", "--oknodo", "--background", "--exec", "/usr/sbin/mariadbd").CombinedOutput(); err != nil {
-		t.Fatalf("start MariaDB: %v %s", err, out)
+	if out, err := db.start.CombinedOutput(); err != nil {
+		t.Fatalf("start the %s server: %v %s", kind, err, out)
 	}
-	waitFor(t, func() bool {
-		return exec.Command("mariadb-admin", "--protocol=tcp", "-h127.0.0.1", "-uroot", "ping").Run() == nil
-	})
+	waitFor(t, func() bool { return db.ping().Run() == nil })
 	waitFor(t, func() bool { return succeeded(t, st) >= 0 }) // the test's own connection is back
 	n := succeeded(t, st)
 	waitRuns(t, st, n+4)
@@ -208,7 +285,8 @@ func TestHAMariaDBRestart(t *testing.T) {
 	checkOnce(t, st, record)
 }
 
-// TestChaos is `make chaos`: for AX_CHAOS_DURATION it kills (and restarts)
+// TestChaos is `make chaos`: on the database server AX_CHAOS_STORE
+// ("mysql", the default, or "postgres"), for AX_CHAOS_DURATION it kills (and restarts)
 // or stalls the primary at random, then reports executions, duplicates
 // (must be 0), missed logical times (must be 0 beyond policy skips) and
 // takeover times. It is not part of make test.
@@ -221,7 +299,8 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AX_CHAOS_DURATION: %v", err)
 	}
-	target, record, st, servers := haPair(t)
+	kind := chaosStore()
+	target, record, st, servers := haPair(t, kind)
 	dir := strings.TrimSuffix(record, "/executions.txt")
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var takeovers []time.Duration
@@ -252,8 +331,8 @@ func TestChaos(t *testing.T) {
 	checkOnce(t, st, record)
 	slices.Sort(takeovers)
 	if len(takeovers) > 0 {
-		t.Logf("chaos for %s: %d kills, %d stalls; takeover p50 %s, max %s; duplicates and missed logical times are errors above (none means 0)",
-			dur, kills, stalls, takeovers[len(takeovers)/2].Round(time.Millisecond), takeovers[len(takeovers)-1].Round(time.Millisecond))
+		t.Logf("chaos for %s on %s: %d kills, %d stalls; takeover p50 %s, max %s; duplicates and missed logical times are errors above (none means 0)",
+			dur, kind, kills, stalls, takeovers[len(takeovers)/2].Round(time.Millisecond), takeovers[len(takeovers)-1].Round(time.Millisecond))
 	}
 }
 
@@ -292,7 +371,11 @@ func TestSQLiteSecondServerStandsBy(t *testing.T) {
 // bogus epoch, nothing runs twice.
 func TestHABogusLeaseEpoch(t *testing.T) {
 	t.Parallel()
-	target := "mysql://" + storetest.MySQLDSN(t)
+	eachServer(t, haBogusLeaseEpoch)
+}
+
+func haBogusLeaseEpoch(t *testing.T, kind string) {
+	target := serverTarget(t, kind)
 	dir, record := e2ePipeline(t)
 	st := openStore(t, target)
 	srv := startServer(t, target, dir, "--holder", "a")
@@ -322,8 +405,10 @@ func TestHABogusLeaseEpoch(t *testing.T) {
 func TestServerWrongDSN(t *testing.T) {
 	t.Parallel()
 	dir, _ := e2ePipeline(t)
-	code, _, errOut := runAx(t, "server", "--store", "mysql://root@tcp(127.0.0.1:1)/ax", "--pipelines", dir)
-	if code != cli.ExitFailed || !strings.Contains(errOut, "store: open mysql://root@tcp(127.0.0.1:1)/ax: store: database unavailable") {
-		t.Errorf("exit %d, %q", code, errOut)
+	for _, target := range []string{"mysql://root@tcp(127.0.0.1:1)/ax", "postgres://postgres@127.0.0.1:1/ax"} {
+		code, _, errOut := runAx(t, "server", "--store", target, "--pipelines", dir)
+		if code != cli.ExitFailed || !strings.Contains(errOut, "store: open "+target+": store: database unavailable") {
+			t.Errorf("exit %d, %q", code, errOut)
+		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/ax-sched/ax/cli"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
-	"github.com/ax-sched/ax/store/storetest"
 )
 
 // acceptingExecutor answers every dispatch 202 and hands it to the test,
@@ -70,7 +69,11 @@ func postResultWith(t *testing.T, addr, token, body string) (int, string) {
 // results are refused with their reason and recorded, and change nothing.
 func TestResultToStandbyAppliedByPrimary(t *testing.T) {
 	t.Parallel()
-	target := "mysql://" + storetest.MySQLDSN(t)
+	eachServer(t, resultToStandby)
+}
+
+func resultToStandby(t *testing.T, kind string) {
+	target := serverTarget(t, kind)
 	url, dispatched := acceptingExecutor(t)
 	dir := t.TempDir()
 	src := fmt.Sprintf("pipeline: inbox\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: work, http: %q, timeout: 10m}\n  - {name: other, http: %q, timeout: 10m}\n", url, url)
@@ -222,6 +225,10 @@ tasks:
 				t.Fatal(err)
 			}
 			takeover(t, st, old, time.Now())
+			// b judges the attempt it inherits while its command still runs:
+			// the case here is its result reaching b through the inbox, not
+			// a command ending while b looks for its process group.
+			waitFor(t, func() bool { return logLines(b, "running_instance_reconciled") > 0 })
 			if now, _ := st.Instance(ctx, in.ID); now.State != axtype.Running {
 				t.Fatalf("the instance is %s when b takes over, want RUNNING (the command waits for the test)", now.State)
 			}

@@ -75,7 +75,7 @@ the store's lease.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, or mysql://user:pass@tcp(host:3306)/db")
+	fl.StringVar(&f.store, "store", store.DefaultPath, "store: a SQLite file path, mysql://user:pass@tcp(host:3306)/db or postgres://user:pass@host:5432/db")
 	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"examples"}, "pipeline files or directories")
 	fl.Float64Var(&f.rate, "dispatch-rate", 0, "global dispatch limit in tasks per second (0: unlimited)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/store"
-	"github.com/ax-sched/ax/store/storetest"
 )
 
 // stopped reports whether process pid is stopped (SIGSTOP).
@@ -25,16 +24,20 @@ func stopped(pid int) bool {
 	return ok && strings.HasPrefix(rest, "T")
 }
 
-// TestHAPrimaryStalledInsideWriteTakenOverInTime: a primary on MariaDB
-// stopped (SIGSTOP) inside a fenced write, after its statements and before
-// its commit, holds the lease row's lock; the standby must still take over
-// within TTL + a few seconds — it ends the stalled holder's connections once
-// the lease has expired — not after innodb_lock_wait_timeout (50 s) or when
-// the holder wakes. Once awake, the old primary writes nothing under its
-// epoch and nothing runs twice.
+// TestHAPrimaryStalledInsideWriteTakenOverInTime: a primary on MariaDB or
+// PostgreSQL stopped (SIGSTOP) inside a fenced write, after its statements
+// and before its commit, holds the fence row's lock; the standby must
+// still take over within TTL + a few seconds — it ends the stalled
+// holder's connections once the lease has expired — not after the
+// server's lock wait timeout or when the holder wakes. Once awake, the old
+// primary writes nothing under its epoch and nothing runs twice.
 func TestHAPrimaryStalledInsideWriteTakenOverInTime(t *testing.T) {
 	t.Parallel()
-	target := "mysql://" + storetest.MySQLDSN(t)
+	eachServer(t, haStalledInsideWrite)
+}
+
+func haStalledInsideWrite(t *testing.T, kind string) {
+	target := serverTarget(t, kind)
 	bin := faultBinary(t)
 	dir, record := e2ePipeline(t)
 	st := openStore(t, target)

@@ -84,15 +84,21 @@ func logLines(s *server, words ...string) int {
 	return n
 }
 
-// TestStandbyMeetsTooManyConnections: a standby on MariaDB whose every
-// write fails with the driver's error 1040 (too many connections, injected
-// through the axfault build: the server's max_connections is shared) keeps
-// trying with backoff once the primary is killed, stays up, and takes over
-// when its writes succeed again; nothing runs twice. Before
-// 1040 was read as unavailable, the standby exited at its first request.
+// TestStandbyMeetsTooManyConnections: a standby on MariaDB (PostgreSQL)
+// whose every write fails with the driver's error 1040 (53300: too many
+// connections, injected through the axfault build: the server's
+// max_connections is shared) keeps trying with backoff once the primary is
+// killed, stays up, and takes over when its writes succeed again; nothing
+// runs twice. Before 1040 was read as unavailable, the standby exited at
+// its first request.
 func TestStandbyMeetsTooManyConnections(t *testing.T) {
 	t.Parallel()
-	target := "mysql://" + storetest.MySQLDSN(t)
+	eachServer(t, standbyMeetsTooManyConnections)
+}
+
+func standbyMeetsTooManyConnections(t *testing.T, kind string) {
+	code := map[string]string{"mysql": "1040", "postgres": "53300"}[kind]
+	target := serverTarget(t, kind)
 	bin := faultBinary(t)
 	dir, record := e2ePipeline(t)
 	st := openStore(t, target)
@@ -102,17 +108,17 @@ func TestStandbyMeetsTooManyConnections(t *testing.T) {
 	if err := os.WriteFile(fail, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := startServerBin(t, bin, []string{"AX_FAULT_FAIL_WRITES=" + fail, "AX_FAULT_ERROR=1040"}, target, dir, "--holder", "b")
+	b := startServerBin(t, bin, []string{"AX_FAULT_FAIL_WRITES=" + fail, "AX_FAULT_ERROR=" + code}, target, dir, "--holder", "b")
 	waitRuns(t, st, 2)
 	old := lease(t, st)
 	a.crash(t)
 	before := succeeded(t, st)
-	// Once a's lease has expired, b's writes fail with 1040: on MariaDB the
-	// lease's own writes go through a connection of their own, so b takes
-	// the lease, its term's start fails, and it stands by again.
-	waitForWithin(t, 20*time.Second, func() bool { return logLines(b, "1040") >= 3 || exited(b.cmd.Process.Pid) })
+	// Once a's lease has expired, b's writes fail with code: on a server
+	// the lease's own writes go through a connection of their own, so b
+	// takes the lease, its term's start fails, and it stands by again.
+	waitForWithin(t, 20*time.Second, func() bool { return logLines(b, code) >= 3 || exited(b.cmd.Process.Pid) })
 	if exited(b.cmd.Process.Pid) {
-		t.Fatal("the standby exited on error 1040")
+		t.Fatalf("the standby exited on error %s", code)
 	}
 	if n := succeeded(t, st); n != before {
 		t.Errorf("%d runs succeeded while the only server left could not write", n-before)

@@ -198,11 +198,11 @@ func storeBytes(t *testing.T, target string) []byte {
 }
 
 // storeBytesOf returns everything the store at target holds: the bytes of a
-// SQLite file (with its WAL), or every row of every table of a MySQL database.
+// SQLite file (with its WAL), or every row of every table of a MySQL or
+// PostgreSQL database.
 func storeBytesOf(t *testing.T, target string) []byte {
 	t.Helper()
-	dsn, ok := strings.CutPrefix(target, "mysql://")
-	if !ok {
+	if !store.IsServer(target) {
 		var all []byte
 		files, _ := filepath.Glob(target + "*")
 		for _, f := range files {
@@ -214,12 +214,12 @@ func storeBytesOf(t *testing.T, target string) []byte {
 		}
 		return all
 	}
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
+	db := openStore(t, target).DB()
+	list := "SHOW TABLES"
+	if !strings.HasPrefix(target, "mysql://") {
+		list = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
 	}
-	defer db.Close()
-	tables, err := db.Query("SHOW TABLES")
+	tables, err := db.Query(list)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func storeBytesOf(t *testing.T, target string) []byte {
 	tables.Close()
 	var all bytes.Buffer
 	for _, n := range names {
-		rows, err := db.Query("SELECT * FROM `" + n + "`")
+		rows, err := db.Query("SELECT * FROM " + n) // ax's own tables: plain lowercase names
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +289,7 @@ func TestForeignExecutorResultIsMasked(t *testing.T) {
 				t.Errorf("dispatch env %v, secret_env %v", d.Env, d.SecretEnv)
 			}
 			token := testExecutorToken
-			if !strings.HasPrefix(tgt, "mysql://") {
+			if !store.IsServer(tgt) {
 				b, err := os.ReadFile(tokenFileOf(tgt))
 				if err != nil {
 					t.Fatal(err)

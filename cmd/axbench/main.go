@@ -1,7 +1,8 @@
 // Command axbench is `make bench`: it runs ax's Go benchmarks, each of
 // which measures a figure and a baseline in the same run, and prints one
 // table of figures with their baselines and ratios (and writes it as JSON).
-// Rows that cannot be measured here (MySQL without AX_TEST_MYSQL_DSN) are
+// Rows that cannot be measured here (MySQL without AX_TEST_MYSQL_DSN,
+// PostgreSQL without AX_TEST_PG_DSN) are
 // listed as skipped with the reason; no figure is ever reported that was
 // not measured in this run.
 //
@@ -63,10 +64,13 @@ var rows = []row{
 	{Name: "1 validate+compile 10,000 tasks (ms) vs YAML parse", Pkg: "./dag", Bench: "Compile/random-10000", Sub: "Compile/random-10000", Figure: "ax-ms", Baseline: "yaml-ms", Ratio: "ratio", Target: "< 100 ms", BenchTime: "3x"},
 	{Name: "2 store transitions/s, single, SQLite vs raw", Pkg: "./store", Bench: "Transition$/sqlite", Sub: "Transition/sqlite", Figure: "store-tx/s", Baseline: "raw-tx/s", Ratio: "ratio", Target: ">= 0.8", BenchTime: "2s"},
 	{Name: "2 store transitions/s, single, MySQL vs raw", Pkg: "./store", Bench: "Transition$/mysql", Sub: "Transition/mysql", Figure: "store-tx/s", Baseline: "raw-tx/s", Ratio: "ratio", Target: ">= 0.8", BenchTime: "2s"},
+	{Name: "2 store transitions/s, single, PostgreSQL vs raw", Pkg: "./store", Bench: "Transition$/postgres", Sub: "Transition/postgres", Figure: "store-tx/s", Baseline: "raw-tx/s", Ratio: "ratio", Target: ">= 0.8", BenchTime: "2s"},
 	{Name: "2 store transitions/s, 100 per batch, SQLite vs single", Pkg: "./store", Bench: "TransitionBatch/sqlite", Sub: "TransitionBatch/sqlite", Figure: "batched-tx/s", Baseline: "single-tx/s", Ratio: "speedup", BenchTime: "2s"},
 	{Name: "2 store transitions/s, 100 per batch, MySQL vs single", Pkg: "./store", Bench: "TransitionBatch/mysql", Sub: "TransitionBatch/mysql", Figure: "batched-tx/s", Baseline: "single-tx/s", Ratio: "speedup", BenchTime: "2s"},
+	{Name: "2 store transitions/s, 100 per batch, PostgreSQL vs single", Pkg: "./store", Bench: "TransitionBatch/postgres", Sub: "TransitionBatch/postgres", Figure: "batched-tx/s", Baseline: "single-tx/s", Ratio: "speedup", BenchTime: "2s"},
 	{Name: "3 engine instances/s, 1,000 no-op, SQLite vs raw rate / 2", Pkg: "./engine", Bench: "Throughput/sqlite", Sub: "Throughput/sqlite", Figure: "inst/s", Baseline: "raw-tx/s", Ratio: "ratio", Target: ">= 10,000/s", BenchTime: "3x"},
 	{Name: "3 engine instances/s, 1,000 no-op, MySQL vs raw rate / 2", Pkg: "./engine", Bench: "Throughput/mysql", Sub: "Throughput/mysql", Figure: "inst/s", Baseline: "raw-tx/s", Ratio: "ratio", Target: ">= 1,000/s", BenchTime: "3x"},
+	{Name: "3 engine instances/s, 1,000 no-op, PostgreSQL vs raw rate / 2", Pkg: "./engine", Bench: "Throughput/postgres", Sub: "Throughput/postgres", Figure: "inst/s", Baseline: "raw-tx/s", Ratio: "ratio", Target: ">= 1,000/s", BenchTime: "3x"},
 	{Name: "4 1,000 command tasks, chain (s) vs fork/exec floor", Pkg: "./engine", Bench: "RunCommands/chain", Sub: "RunCommands/chain", Figure: "ax-s", Baseline: "floor-s", Ratio: "x-floor", Target: "<= 2x", BenchTime: "1x"},
 	{Name: "4 1,000 command tasks, fan-out (s) vs fork/exec floor", Pkg: "./engine", Bench: "RunCommands/fanout", Sub: "RunCommands/fanout", Figure: "ax-s", Baseline: "floor-s", Ratio: "x-floor", Target: "<= 2x", BenchTime: "1x"},
 	{Name: "5 fire->dispatch p99 (ms), 10,000 due at once, vs the 1 s tick", Pkg: "./engine", Bench: "FireToDispatch", Sub: "FireToDispatch", Figure: "p99-ms", Baseline: "", Ratio: "p99/tick", Target: "p99 < 50 ms", BenchTime: "1x"},
@@ -79,6 +83,7 @@ var rows = []row{
 	{Name: "10 task output: cost per attempt (ms), 1,000 x 16 KiB stored, SQLite, vs no output", Pkg: "./engine", Bench: "TaskOutput/sqlite", Sub: "TaskOutput/sqlite", Figure: "ms/attempt", Baseline: "plain-ms/attempt", Ratio: "x-plain", BenchTime: "3x"},
 	{Name: "10 task output: stored MB/s, SQLite (the same run)", Pkg: "./engine", Bench: "TaskOutput/sqlite", Sub: "TaskOutput/sqlite", Figure: "MB/s", Ratio: "x-plain", BenchTime: "3x"},
 	{Name: "10 task output: cost per attempt (ms), 1,000 x 16 KiB stored, MySQL, vs no output", Pkg: "./engine", Bench: "TaskOutput/mysql", Sub: "TaskOutput/mysql", Figure: "ms/attempt", Baseline: "plain-ms/attempt", Ratio: "x-plain", BenchTime: "3x"},
+	{Name: "10 task output: cost per attempt (ms), 1,000 x 16 KiB stored, PostgreSQL, vs no output", Pkg: "./engine", Bench: "TaskOutput/postgres", Sub: "TaskOutput/postgres", Figure: "ms/attempt", Baseline: "plain-ms/attempt", Ratio: "x-plain", BenchTime: "3x"},
 	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), SQLite, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/sqlite", Sub: "ScaleReads/sqlite", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m", KeptStore: true},
 	{Name: "11 list reads at 10M history rows, 1M instances: worst p99 (ms), MySQL, vs plain indexed SELECT", Pkg: "./store", Bench: "ScaleReads/mysql", Sub: "ScaleReads/mysql", Figure: "p99-ms", Baseline: "select-p99-ms", Ratio: "x-select", Target: "p99 < 100 ms", BenchTime: "1x", Timeout: "90m", KeptStore: true},
 	{Name: "12 fire->start p99 (ms), 100 tasks/s, while pruning 1M history rows, SQLite, vs no pruning (median of 5 alternating rounds)", Pkg: "./engine", Bench: "DispatchWhilePruning/sqlite", Sub: "DispatchWhilePruning/sqlite", Figure: "p99-ms", Baseline: "plain-p99-ms", Ratio: "x-plain", Target: "<= 1.1 (not delayed)", BenchTime: "1x", Long: true},
@@ -163,6 +168,9 @@ func runCompare(base, rowsRE, jsonPath string, rounds int, flagOver, failOver fl
 func skipReason(r row) string {
 	if strings.Contains(r.Sub, "mysql") && os.Getenv("AX_TEST_MYSQL_DSN") == "" {
 		return "no MySQL: set AX_TEST_MYSQL_DSN"
+	}
+	if strings.Contains(r.Sub, "postgres") && os.Getenv("AX_TEST_PG_DSN") == "" {
+		return "no PostgreSQL: set AX_TEST_PG_DSN"
 	}
 	return ""
 }
