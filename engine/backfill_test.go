@@ -204,7 +204,7 @@ func TestBackfillBesideLiveSchedule(t *testing.T) {
 			}
 		}
 		for _, in := range e.instances(store.InstanceFilter{TaskID: "live.a", LogicalFrom: start}) {
-			if e.eng.runs.kindOf(context.Background(), in.RunID) != axtype.RunSchedule || in.StartedAt.IsZero() {
+			if e.eng.resolver.runs.kindOf(context.Background(), in.RunID) != axtype.RunSchedule || in.StartedAt.IsZero() {
 				continue
 			}
 			if late := in.StartedAt.Sub(in.LogicalTime); late > 0 {

@@ -132,7 +132,7 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: reconcile running instances: %w", err)
 	}
-	clear(e.watch.asking) // a previous term's questions are not answered in this one
+	clear(e.completer.watch.asking) // a previous term's questions are not answered in this one
 	tickets := make([]string, 0, len(insts))
 	for _, in := range insts {
 		tickets = append(tickets, in.Ticket)
@@ -167,28 +167,28 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 				return err
 			}
 		}
-		if a := e.running.get(in.ID); a != nil && a.ticket == in.Ticket {
+		if a := e.dispatcher.running.get(in.ID); a != nil && a.ticket == in.Ticket {
 			a.version = in.Version // running here already (the lease was retaken)
 			continue
 		}
 		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted,
-			deadline: e.inheritedDeadline(in, ti.def, resent), orphan: true, live: e.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
+			deadline: e.inheritedDeadline(in, ti.def, resent), orphan: true, live: e.resolver.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
 		rec, found := procs[in.Ticket]
 		if why := e.neverStarted(in, ti, rec, found, handOuts); why != "" {
 			// Given back as at a shutdown (giveBack): RETRYING at its fire
 			// time, or now when that has passed, the attempt not counted,
 			// the reason in its history; it runs again under a fresh ticket.
 			a.orphan, a.interrupted, a.due, a.deadline = false, true, in.StartedAt, now.Add(time.Hour)
-			e.track(in.ID, a)
-			e.unapplied = append(e.unapplied, outcome{instance: in.ID, notStarted: why, givenBackErr: "not started: " + why,
+			e.dispatcher.track(in.ID, a)
+			e.completer.unapplied = append(e.completer.unapplied, outcome{instance: in.ID, notStarted: why, givenBackErr: "not started: " + why,
 				res: runner.Result{Ticket: in.Ticket, Status: runner.StatusFailed, Error: why}})
 			e.log.Warn("claimed_ahead_given_back", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "fire_at", in.StartedAt.Format(time.RFC3339Nano), "reason", why)
 			continue
 		}
-		e.track(in.ID, a)
+		e.dispatcher.track(in.ID, a)
 		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", a.deadline.Format(time.RFC3339))
 	}
-	e.inheritProcs(procs, now)
+	e.completer.inheritProcs(procs, now)
 	return nil
 }
 
@@ -207,8 +207,8 @@ func (e *Engine) inheritedDeadline(in axtype.Instance, t *defs.Task, resent map[
 	if at, ok := resent[in.Ticket]; ok && at.After(from) {
 		from = at
 	}
-	if isLocal(t) && e.prevLeaseEnd.After(from) {
-		from = e.prevLeaseEnd
+	if isLocal(t) && e.leadership.prevLeaseEnd.After(from) {
+		from = e.leadership.prevLeaseEnd
 	}
 	return from.Add(t.Timeout)
 }
@@ -233,8 +233,8 @@ func (e *Engine) neverStarted(in axtype.Instance, ti *taskInfo, rec store.ProcRe
 		return ""
 	case found && rec.Kind == store.ProcHeld && in.StartedAt.After(handOuts[rec.Epoch]):
 		return "claimed ahead to start at " + fire + " by a previous primary that stopped before handing it out: it never started; given back, the attempt not counted"
-	case !e.prevLeaseEnd.IsZero() && in.StartedAt.After(e.prevLeaseEnd):
-		return "claimed ahead to start at " + fire + ", after the previous primary's lease ended at " + e.prevLeaseEnd.UTC().Format(time.RFC3339Nano) +
+	case !e.leadership.prevLeaseEnd.IsZero() && in.StartedAt.After(e.leadership.prevLeaseEnd):
+		return "claimed ahead to start at " + fire + ", after the previous primary's lease ended at " + e.leadership.prevLeaseEnd.UTC().Format(time.RFC3339Nano) +
 			": it never started; given back, the attempt not counted"
 	}
 	return ""
@@ -379,27 +379,27 @@ var errNotStartedByShutdown = errors.New("engine: stopped before its fire time")
 // counted, so that the next scheduler runs them once.
 func (e *Engine) giveBack(ctx context.Context, now time.Time) {
 	why := map[int64]string{}
-	for _, id := range e.pool.shut() {
+	for _, id := range e.dispatcher.pool.shut() {
 		why[id] = "interrupted by shutdown: it waited in the start queue for a slot (--max-running) and never started; given back, the attempt not counted"
 	}
-	for id, a := range e.held {
+	for id, a := range e.dispatcher.held {
 		a.cancel(errNotStartedByShutdown) // its goroutine returns without running
 		why[id] = "interrupted by shutdown: claimed ahead, but the scheduler stopped before its fire time; not started, given back due at " + a.due.UTC().Format(time.RFC3339)
 	}
-	clear(e.held)
+	clear(e.dispatcher.held)
 	for _, id := range sortedIDs(why) {
-		a := e.running.get(id)
+		a := e.dispatcher.running.get(id)
 		if a == nil {
 			continue
 		}
 		a.interrupted = true
-		e.gather(outcome{instance: id, notStarted: why[id],
+		e.completer.gather(outcome{instance: id, notStarted: why[id],
 			res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: why[id]}})
 	}
 	if len(why) == 0 {
 		return
 	}
-	if err := e.applyAll(ctx); err != nil {
+	if err := e.completer.applyAll(ctx); err != nil {
 		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
 		e.log.Error("give_back_failed", "instances", len(why), "err", err)
 		return

@@ -78,12 +78,12 @@ type Engine struct {
 	tasks map[string]*taskInfo
 
 	// Owned by the loop.
-	planner               // triggers, wheel, window (planner.go)
-	resolver              // readiness and failure propagation (settle.go, ready.go)
-	leadership            // epoch, lease, fence of the term (lease.go)
-	dispatcher            // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer             // results, retries, timeouts, releases (completer.go)
-	operator              // operator requests and the pauses in force (control.go)
+	planner    planner    // triggers, wheel, window (planner.go)
+	resolver   resolver   // readiness and failure propagation (settle.go, ready.go)
+	leadership leadership // epoch, lease, fence of the term (lease.go)
+	dispatcher dispatcher // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer  completer  // results, retries, timeouts, releases (completer.go)
+	operator   operator   // operator requests and the pauses in force (control.go)
 	backfiller backfiller // backfills in progress (backfill.go)
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int        // turns in a row that stopped on a store error
@@ -281,17 +281,17 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish(now time.Time) {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
-	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), e.running.len()
-	e.stats.Leader = e.leader(now)
+	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.leadership.epoch, e.planner.wheel.Len(), e.dispatcher.queue.Len(), e.dispatcher.running.len()
+	e.stats.Leader = e.leadership.leader(now)
 	e.stats.RenewLateMax = 0
-	if k := e.lease.Load(); k != nil {
+	if k := e.leadership.lease.Load(); k != nil {
 		e.stats.RenewLateMax = time.Duration(k.lateMax.Load())
 	}
 	e.m.wheelEntries.Set(float64(e.stats.Wheel))
 	e.m.queueDepth.Set(float64(e.stats.Queue))
 	e.m.running.Set(float64(e.stats.Running))
-	if e.pool != nil {
-		e.pool.publish(e.m)
+	if e.dispatcher.pool != nil {
+		e.dispatcher.pool.publish(e.m)
 	}
 }
 
@@ -386,21 +386,21 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	e.leadership.begin(l, k, e.st.Fence(l.Epoch), now)
 	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
-	if from, changed := e.handover(e.cfg.Holder); changed {
+	if from, changed := e.leadership.handover(e.cfg.Holder); changed {
 		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, from)})
 	}
 	// Its breakers live in its memory: one it kept open from an earlier
 	// term is said again, so that the action log's last word on the task
 	// is what cuts it now (another primary may have closed its own since).
-	for _, ch := range e.brk.Opened(now) {
+	for _, ch := range e.dispatcher.brk.Opened(now) {
 		e.breakerChanged(ctx, ch, now)
 	}
 	e.newTerm(now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
-	e.execCtx = execCtx
+	e.dispatcher.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
 
-	if err := e.loadLimits(ctx, now); err != nil {
+	if err := e.dispatcher.loadLimits(ctx, now); err != nil {
 		return e.startFailed(ctx, err, cancelExec, k)
 	}
 	e.publish(now) // the primary from now on, while it loads its window too
@@ -423,7 +423,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 func (e *Engine) newTerm(now time.Time) {
 	e.dispatcher.newTerm(e.cfg, now)
 	e.planner.newTerm(now, e.cfg.Window)
-	e.runs.invalidate()
+	e.resolver.runs.invalidate()
 	e.backfiller.newTerm()
 	e.completer.reset()
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
@@ -439,11 +439,11 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 	defer tick.Stop()
 	topUp := time.NewTicker(e.cfg.TopUp)
 	defer topUp.Stop()
-	e.wake = time.NewTimer(time.Hour)
-	e.again = make(chan struct{}, 1)
-	defer e.wake.Stop()
-	e.heldWake = time.NewTimer(time.Hour)
-	defer e.heldWake.Stop()
+	e.dispatcher.wake = time.NewTimer(time.Hour)
+	e.dispatcher.again = make(chan struct{}, 1)
+	defer e.dispatcher.wake.Stop()
+	e.dispatcher.heldWake = time.NewTimer(time.Hour)
+	defer e.dispatcher.heldWake.Stop()
 	e.turn(ctx, false)
 	for {
 		if e.stepDown != nil {
@@ -463,15 +463,15 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 				return ev.err
 			}
 			e.retaken(ctx, ev.retaken)
-		case <-e.again:
+		case <-e.dispatcher.again:
 			e.turn(ctx, false)
-		case o := <-e.results:
-			e.gather(o)
-			e.drainResults()
+		case o := <-e.completer.results:
+			e.completer.gather(o)
+			e.completer.drainResults()
 			e.turn(ctx, false)
-		case <-e.wake.C:
+		case <-e.dispatcher.wake.C:
 			e.turn(ctx, false)
-		case <-e.heldWake.C:
+		case <-e.dispatcher.heldWake.C:
 			e.turn(ctx, false)
 		case <-e.reloadSig: // applied at the start of the turn
 			e.turn(ctx, false)
@@ -488,11 +488,11 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 // in the inbox for the next primary; what is cancelled now, with cause, is
 // the next primary's to judge.
 func (e *Engine) leaveTerm(cancelExec context.CancelCauseFunc, cause error) {
-	e.drainResults()
-	e.leaveResults(context.Background(), e.cfg.Now())
-	e.interrupt(cancelExec, cause)
+	e.completer.drainResults()
+	e.completer.leaveResults(context.Background(), e.cfg.Now())
+	e.dispatcher.interrupt(cancelExec, cause)
 	e.collect(nil)
-	e.leaveResults(context.Background(), e.cfg.Now())
+	e.completer.leaveResults(context.Background(), e.cfg.Now())
 }
 
 // serve answers an operator request on the loop: an inspection at once,
@@ -506,8 +506,8 @@ func (e *Engine) serve(ctx context.Context, req request) bool {
 		return false
 	}
 	var r opReply
-	if e.leader(now) {
-		r.msg, r.err = e.apply(ctx, req.req, req.by, now)
+	if e.leadership.leader(now) {
+		r.msg, r.err = e.operator.apply(ctx, req.req, req.by, now)
 	} else {
 		r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
 	}
@@ -605,10 +605,10 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	if ctx.Err() == nil {
 		werr := err
 		if werr == nil {
-			werr = e.handOutErr // no error of the turn's own, but its hand-out was not written
+			werr = e.dispatcher.handOutErr // no error of the turn's own, but its hand-out was not written
 		}
 		e.faults.noteTurn(werr, now)
-		if f := e.faults.turn.Load(); f != nil && e.leader(now) && stepDownDue(f, now, e.cfg.LeaseTTL) {
+		if f := e.faults.turn.Load(); f != nil && e.leadership.leader(now) && stepDownDue(f, now, e.cfg.LeaseTTL) {
 			e.stepDown = f.err
 		}
 	}
@@ -635,49 +635,49 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 // deadlines and stranded instances settled, silent attempts timed out and
 // executors swept.
 func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
-	if e.leader(now) {
+	if e.leadership.leader(now) {
 		if err := e.applyReload(ctx, now); err != nil {
 			return err
 		}
 	}
-	if topUp && e.leader(now) {
-		if err := e.createWindow(ctx, now); err != nil {
+	if topUp && e.leadership.leader(now) {
+		if err := e.planner.createWindow(ctx, now); err != nil {
 			return err
 		}
-		if err := e.load(ctx, now); err != nil {
+		if err := e.planner.load(ctx, now); err != nil {
 			return err
 		}
-		if err := e.releaseCrossWaiting(ctx, now); err != nil {
+		if err := e.completer.releaseCrossWaiting(ctx, now); err != nil {
 			return err
 		}
-	} else if e.leader(now) {
-		if err := e.createBehind(ctx, now); err != nil {
-			return err
-		}
-	}
-	if e.leader(now) {
-		if err := e.pollInbox(ctx, now); err != nil {
+	} else if e.leadership.leader(now) {
+		if err := e.planner.createBehind(ctx, now); err != nil {
 			return err
 		}
 	}
-	if err := e.applyResults(ctx, now); err != nil {
+	if e.leadership.leader(now) {
+		if err := e.completer.pollInbox(ctx, now); err != nil {
+			return err
+		}
+	}
+	if err := e.completer.applyResults(ctx, now); err != nil {
 		return err
 	}
-	if e.leader(now) {
-		if err := e.deadlineDue(ctx, now); err != nil {
+	if e.leadership.leader(now) {
+		if err := e.completer.deadlineDue(ctx, now); err != nil {
 			return err
 		}
 	}
-	if e.stranded && e.leader(now) {
-		if err := e.releaseStranded(ctx, now); err != nil {
+	if e.completer.stranded && e.leadership.leader(now) {
+		if err := e.completer.releaseStranded(ctx, now); err != nil {
 			return err
 		}
 	}
-	if err := e.checkTimeouts(ctx, now); err != nil {
+	if err := e.completer.checkTimeouts(ctx, now); err != nil {
 		return err
 	}
-	if e.leader(now) {
-		return e.sweep(ctx, now)
+	if e.leadership.leader(now) {
+		return e.completer.sweep(ctx, now)
 	}
 	return nil
 }
@@ -687,16 +687,16 @@ func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
 // queued in the store, backfills and SLAs are served and the queue is
 // dispatched.
 func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
-	e.startHeld(ctx, now)
+	e.dispatcher.startHeld(ctx, now)
 	// Entries due up to ClaimAhead from now go to the queue: the ones
 	// not due yet are claimed ahead and held until their fire time.
-	e.planner.due(now.Add(e.cfg.ClaimAhead), &e.queue)
-	if !e.leader(now) {
+	e.planner.due(now.Add(e.cfg.ClaimAhead), &e.dispatcher.queue)
+	if !e.leadership.leader(now) {
 		return nil
 	}
-	if now.Sub(e.opsPolled) >= 200*time.Millisecond { // not a query per result batch
-		e.opsPolled = now
-		if err := e.pollOps(ctx, now); err != nil {
+	if now.Sub(e.operator.opsPolled) >= 200*time.Millisecond { // not a query per result batch
+		e.operator.opsPolled = now
+		if err := e.operator.pollOps(ctx, now); err != nil {
 			return err
 		}
 	}
@@ -708,7 +708,7 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 	if err := e.checkSLA(ctx, now); err != nil {
 		return err
 	}
-	return e.dispatch(ctx, now)
+	return e.dispatcher.dispatch(ctx, now)
 }
 
 // retaken redoes what a takeover does after the keeper took the lease again
@@ -719,11 +719,11 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
 	e.leadership.retake(l, e.st.Fence(l.Epoch))
 	e.planner.newTerm(now, e.cfg.Window)
-	e.queue = queue.Queue[int64]{}
-	e.runs.invalidate()
+	e.dispatcher.queue = queue.Queue[int64]{}
+	e.resolver.runs.invalidate()
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err)
-		e.restart = true // redone by the next turns (finishRetake) until it succeeds
+		e.leadership.restart = true // redone by the next turns (finishRetake) until it succeeds
 	}
 }
 
@@ -734,13 +734,13 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 // whose start met one failed write (a database under load) would leave the
 // primary idle for good.
 func (e *Engine) finishRetake(ctx context.Context, now time.Time) error {
-	if !e.restart {
+	if !e.leadership.restart {
 		return nil
 	}
 	if err := e.start(ctx, now); err != nil {
 		return fmt.Errorf("engine: start again after the lease was taken again: %w", err)
 	}
-	e.restart = false
+	e.leadership.restart = false
 	e.log.Info("takeover_completed")
 	return nil
 }
@@ -762,7 +762,7 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 		return e.shutdown(cancelExec, k)
 	}
 	if errors.Is(err, store.ErrNotLeader) {
-		e.interrupt(cancelExec, err)
+		e.dispatcher.interrupt(cancelExec, err)
 		return fmt.Errorf("%w: fenced while the term started: %w", errLeaseLost, err)
 	}
 	if c := store.Classify(err); c == store.Unavailable || c == store.Conflict {
@@ -770,7 +770,7 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 		// given back if it can be) and ask for it again, with backoff while
 		// the store stays unavailable, rather than end the process.
 		e.log.Warn("term_start_failed", "err", err)
-		e.interrupt(cancelExec, err)
+		e.dispatcher.interrupt(cancelExec, err)
 		k.release(context.Background())
 		return fmt.Errorf("%w: %w: %w", errLeaseLost, errStartUnavailable, err)
 	}
@@ -788,18 +788,18 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	timer := time.NewTimer(e.cfg.Grace)
 	defer timer.Stop()
 	e.collect(func() <-chan time.Time {
-		if e.running.len() > 0 {
-			e.log.Info("shutdown_waiting", "running", e.running.len(), "grace", e.cfg.Grace.String())
+		if e.dispatcher.running.len() > 0 {
+			e.log.Info("shutdown_waiting", "running", e.dispatcher.running.len(), "grace", e.cfg.Grace.String())
 		}
 		return timer.C
 	}, func() {
-		e.interrupt(cancelExec, errInterrupted)
+		e.dispatcher.interrupt(cancelExec, errInterrupted)
 	})
-	if err := e.applyAll(ctx); err != nil {
-		e.log.Warn("shutdown_results_not_recorded", "err", err, "count", len(e.unapplied))
-		e.leaveResults(ctx, e.cfg.Now()) // the lease went to another process: the primary applies them
+	if err := e.completer.applyAll(ctx); err != nil {
+		e.log.Warn("shutdown_results_not_recorded", "err", err, "count", len(e.completer.unapplied))
+		e.completer.leaveResults(ctx, e.cfg.Now()) // the lease went to another process: the primary applies them
 	}
-	e.log.Info("engine_stopped", "epoch", e.epoch)
+	e.log.Info("engine_stopped", "epoch", e.leadership.epoch)
 	return nil
 }
 
@@ -827,7 +827,7 @@ const abandonAfter = 5 * time.Second
 // recorded as they come, in the same batches as the loop's.
 func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 	done := make(chan struct{})
-	go func() { e.execWG.Wait(); close(done) }() // ends when the attempts end
+	go func() { e.dispatcher.execWG.Wait(); close(done) }() // ends when the attempts end
 	var dl, giveUp <-chan time.Time
 	waits := 0
 	if deadline != nil {
@@ -837,14 +837,14 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 	for {
 		select {
 		case <-done:
-			e.drainResults()
+			e.completer.drainResults()
 			return
-		case o := <-e.results:
-			e.gather(o)
-			e.drainResults()
-			if e.leader(e.cfg.Now()) || e.lease.Load().released.Load() {
-				if err := e.applyAll(ctx); err != nil {
-					e.log.Warn("results_not_recorded", "err", err, "count", len(e.unapplied))
+		case o := <-e.completer.results:
+			e.completer.gather(o)
+			e.completer.drainResults()
+			if e.leadership.leader(e.cfg.Now()) || e.leadership.lease.Load().released.Load() {
+				if err := e.completer.applyAll(ctx); err != nil {
+					e.log.Warn("results_not_recorded", "err", err, "count", len(e.completer.unapplied))
 				}
 			}
 		case <-dl:
@@ -856,7 +856,7 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			defer t.Stop()
 			giveUp = t.C
 		case <-giveUp:
-			e.drainResults()
+			e.completer.drainResults()
 			if waits++; e.stillStopping() && waits < 4 {
 				// A command is killed (SIGKILL after its grace) and an HTTP
 				// call ends with its context: their results are coming.
@@ -875,12 +875,12 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 // cancellation whose result has not come.
 func (e *Engine) stillRunning() []int64 {
 	pending := map[int64]bool{}
-	for _, o := range e.unapplied {
+	for _, o := range e.completer.unapplied {
 		pending[o.instance] = true
 	}
 	var out []int64
-	for _, id := range e.running.ids() {
-		if a := e.running.get(id); !a.orphan && a.cancel != nil && !pending[id] {
+	for _, id := range e.dispatcher.running.ids() {
+		if a := e.dispatcher.running.get(id); !a.orphan && a.cancel != nil && !pending[id] {
 			out = append(out, id)
 		}
 	}
@@ -894,7 +894,7 @@ func (e *Engine) stillRunning() []int64 {
 // ignores its context is not.
 func (e *Engine) stillStopping() bool {
 	for _, id := range e.stillRunning() {
-		if e.running.get(id).task.def.Executor.Kind != defs.ExecFunction {
+		if e.dispatcher.running.get(id).task.def.Executor.Kind != defs.ExecFunction {
 			return true
 		}
 	}
@@ -911,9 +911,9 @@ func (e *Engine) stillStopping() bool {
 // them (gone: unknown outcome, then the retry policy; R27). What their
 // goroutines send later is dropped.
 func (e *Engine) abandon() {
-	close(e.abandoned)
+	close(e.completer.abandoned)
 	for _, id := range e.stillRunning() {
-		a := e.running.get(id)
+		a := e.dispatcher.running.get(id)
 		e.log.Warn("attempt_abandoned", "task", a.task.id, "instance", id, "ticket", a.ticket,
 			"why", "still running after its cancellation; left RUNNING for the next primary")
 	}
@@ -929,22 +929,22 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	if err := e.syncDefinitions(ctx, now); err != nil {
 		return err
 	}
-	if err := e.loadPauses(ctx); err != nil {
+	if err := e.operator.loadPauses(ctx); err != nil {
 		return fmt.Errorf("engine: load pauses: %w", err)
 	}
 	if err := e.reconcile(ctx, now); err != nil {
 		return err
 	}
-	if err := e.initTriggers(ctx, now); err != nil {
+	if err := e.planner.initTriggers(ctx, now); err != nil {
 		return err
 	}
-	if err := e.createWindow(ctx, now); err != nil {
+	if err := e.planner.createWindow(ctx, now); err != nil {
 		return err
 	}
-	if err := e.load(ctx, now); err != nil {
+	if err := e.planner.load(ctx, now); err != nil {
 		return err
 	}
-	return e.releaseStranded(ctx, now)
+	return e.completer.releaseStranded(ctx, now)
 }
 
 // dropUnfinishedRuns deletes the runs whose creation a previous term (of

@@ -85,18 +85,18 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	defer cancel()
 	var v *loopView
 	req := request{inspect: func(now time.Time) {
-		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
-		if p := e.pending[id]; p != nil {
+		v = &loopView{queue: e.dispatcher.queue.Len(), loadedUntil: e.planner.loadedUntil}
+		if p := e.planner.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped, v.unrouted = true, time.UnixMilli(p.at), p.throttled, p.capped, p.unrouted
 		}
-		if a := e.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {
-			v.starting = e.pool.state()
+		if a := e.dispatcher.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {
+			v.starting = e.dispatcher.pool.state()
 		}
-		l := e.bucket.Limits()
+		l := e.dispatcher.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
-		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
-		v.brkCut, _ = e.brk.CutOf(t.id, now)
-		v.pause, v.isPaused = e.pauses.of(t)
+		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.dispatcher.brk.State(t.id, now)
+		v.brkCut, _ = e.dispatcher.brk.CutOf(t.id, now)
+		v.pause, v.isPaused = e.operator.pauses.of(t)
 	}, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
@@ -136,7 +136,7 @@ func (e *Engine) ExplainUTC(ctx context.Context, id string) (Explanation, error)
 }
 
 func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation, error) {
-	t, err := e.resolveTask(id)
+	t, err := e.operator.resolveTask(id)
 	if err != nil {
 		if x, ok, rerr := e.explainRemoved(ctx, id); rerr != nil || ok {
 			return x, rerr
@@ -487,7 +487,7 @@ func (e *Engine) explainReleased(ctx context.Context, in *axtype.Instance, add f
 // it matches for run rs or the window it waits for (crossMatch); waiting:
 // one not yet succeeded holds the instance.
 func (e *Engine) explainCross(ctx context.Context, t *taskInfo, rs *runState, waiting bool, add func(string, bool, string, ...any)) error {
-	xs, err := e.crossViews(ctx, t, rs)
+	xs, err := e.resolver.crossViews(ctx, t, rs)
 	for _, v := range xs {
 		detail := v.id + ": " + v.note
 		if v.state != "" {

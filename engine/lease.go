@@ -336,7 +336,7 @@ func (s *leadership) handover(holder string) (from string, changed bool) {
 // w returns the fenced write handle of the current term; before the first
 // lease it holds no epoch and refuses every write.
 func (e *Engine) w() *store.Fence {
-	if f := e.fence.Load(); f != nil {
+	if f := e.leadership.fence.Load(); f != nil {
 		return f
 	}
 	return e.st.Fence(0)
@@ -345,6 +345,6 @@ func (e *Engine) w() *store.Fence {
 // Primary reports whether this process safely holds the scheduler lease now.
 // It never waits on the loop.
 func (e *Engine) Primary() bool {
-	k := e.lease.Load()
+	k := e.leadership.lease.Load()
 	return k != nil && k.held(e.cfg.Now(), k.epoch.Load())
 }

@@ -214,7 +214,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	err := e.applyGraph(ctx, g, now)
 	switch {
 	case err == nil:
-		return e.createWindow(ctx, now)
+		return e.planner.createWindow(ctx, now)
 	case ctx.Err() != nil, errors.Is(err, store.ErrNotLeader), store.Classify(err) != store.Permanent:
 		return err
 	}
@@ -257,7 +257,7 @@ func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) er
 		return fmt.Errorf("engine: reload: %w", err)
 	}
 	oldTrigs := map[string]*trigger{}
-	for _, t := range e.trigs {
+	for _, t := range e.planner.trigs {
 		oldTrigs[t.name] = t
 	}
 	replan := map[string]bool{}
@@ -277,17 +277,17 @@ func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) er
 	droppedRun := map[int64]bool{}
 	for _, id := range dropped {
 		droppedRun[id] = true
-		e.runs.forget(id)
+		e.resolver.runs.forget(id)
 	}
-	for id, p := range e.pending {
+	for id, p := range e.planner.pending {
 		nt := tasks[p.task.id]
 		if nt == nil || droppedRun[p.runID] {
-			delete(e.pending, id) // removed task, or a fire of the old plan: no longer loaded
+			delete(e.planner.pending, id) // removed task, or a fire of the old plan: no longer loaded
 			continue
 		}
 		p.task = nt
 	}
-	for _, a := range e.running.all() {
+	for _, a := range e.dispatcher.running.all() {
 		if nt := tasks[a.task.id]; nt != nil {
 			a.task = nt
 		} else if !a.task.removed {
@@ -364,9 +364,9 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) (st
 		pds = append(pds, pd)
 	}
 	if len(g.Order()) >= longWrite {
-		e.renewAhead(ctx)
+		e.leadership.renewAhead(ctx)
 	}
-	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now, Chunk: e.cfg.CreateChunk})
+	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.leadership.epoch, Now: now, Chunk: e.cfg.CreateChunk})
 	if err != nil {
 		return res, fmt.Errorf("engine: sync definitions: %w", err)
 	}
@@ -387,24 +387,24 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) (st
 // the results path instead (failed, not started).
 func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskInfo, now time.Time) {
 	var params []store.TransitionParams
-	for _, id := range sortedIDs(e.held) {
-		a := e.held[id]
+	for _, id := range sortedIDs(e.dispatcher.held) {
+		a := e.dispatcher.held[id]
 		if tasks[a.task.id] != nil {
 			continue
 		}
 		msg := "not started: its task was removed from the pipeline files by a reload before its fire time"
 		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
-			Set: store.Changes{EndedAt: &now, Error: &msg}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+			Set: store.Changes{EndedAt: &now, Error: &msg}, Epoch: e.leadership.epoch, Now: now, Actor: Actor, Reason: msg})
 	}
 	var withdrawn []int64
-	for _, id := range e.running.ids() {
-		a := e.running.get(id)
-		if e.held[id] != nil || tasks[a.task.id] != nil || !a.withdraw() {
+	for _, id := range e.dispatcher.running.ids() {
+		a := e.dispatcher.running.get(id)
+		if e.dispatcher.held[id] != nil || tasks[a.task.id] != nil || !a.withdraw() {
 			continue
 		}
 		msg, counted := "not started: its task was removed from the pipeline files by a reload while it waited for a slot", a.uncounted()
 		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
-			Set: store.Changes{EndedAt: &now, Error: &msg, Counted: &counted}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+			Set: store.Changes{EndedAt: &now, Error: &msg, Counted: &counted}, Epoch: e.leadership.epoch, Now: now, Actor: Actor, Reason: msg})
 		withdrawn = append(withdrawn, id)
 	}
 	if len(params) == 0 {
@@ -414,7 +414,7 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 	// recorded here, they end as results instead.
 	endAsResult := func(id int64) {
 		if slices.Contains(withdrawn, id) {
-			e.gather(outcome{instance: id, res: runner.Result{Ticket: e.running.get(id).ticket, Status: runner.StatusFailed,
+			e.completer.gather(outcome{instance: id, res: runner.Result{Ticket: e.dispatcher.running.get(id).ticket, Status: runner.StatusFailed,
 				Error: "not started: its task was removed while it waited for a slot"}})
 		}
 	}
@@ -432,13 +432,13 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 			endAsResult(id)
 			continue
 		}
-		if a := e.held[id]; a != nil {
+		if a := e.dispatcher.held[id]; a != nil {
 			a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
-			delete(e.held, id)
+			delete(e.dispatcher.held, id)
 		} else {
-			e.running.get(id).cancel(errors.New("engine: task removed while it waited for a slot"))
+			e.dispatcher.running.get(id).cancel(errors.New("engine: task removed while it waited for a slot"))
 		}
-		e.untrack(id)
-		e.runs.dropRunOf(id)
+		e.dispatcher.untrack(id)
+		e.resolver.runs.dropRunOf(id)
 	}
 }

@@ -74,7 +74,7 @@ func (e *Engine) retain(ctx context.Context) {
 // primaryNow reports whether this process holds the lease safely now, from
 // any goroutine.
 func (e *Engine) primaryNow() bool {
-	return e.lease.Load().held(e.cfg.Now(), e.w().Epoch())
+	return e.leadership.lease.Load().held(e.cfg.Now(), e.w().Epoch())
 }
 
 // PrunePass deletes, batch by batch, every run that ended before

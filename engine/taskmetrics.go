@@ -103,7 +103,7 @@ func fireKind(a *attempt, termStart time.Time) string {
 // observeStart records an attempt handed to its executor at now.
 func (e *Engine) observeStart(a *attempt, now time.Time) {
 	wait := max(now.Sub(a.due).Seconds(), 0)
-	if k := fireKind(a, e.termStart); k == "live" {
+	if k := fireKind(a, e.leadership.termStart); k == "live" {
 		e.m.latency.Observe(wait)
 	} else {
 		e.tm.delay.WithLabelValues(k).Observe(wait)
