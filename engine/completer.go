@@ -469,7 +469,7 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 	}
 	c.disp.untrack(m.id)
 	c.host.emit(Event{Kind: "ended", Task: m.a.task.id, Run: m.a.runID, Logical: m.a.logical, Ticket: m.a.ticket, State: m.to,
-		Error: *p.Set.Error, Duration: now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))})
+		Error: *p.Set.Error, Duration: now.Sub(m.a.startedFrom())})
 	if r.Err != nil {
 		c.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
 		c.res.runs.dropRunOf(m.id)

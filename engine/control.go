@@ -1063,7 +1063,7 @@ func (op *operator) startNow(ctx context.Context, id int64, p *pend, now time.Ti
 	}
 	op.disp.brk.Dispatched(p.task.id, now)
 	op.res.runs.dispatched(p.runID, p.task.id, v, att)
-	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, counted: counted, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
+	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, counted: counted, deadline: deadlineAfter(now, p.task.def), due: now, started: now}
 	op.disp.track(id, a)
 	op.disp.execute(id, a, nil)
 	return nil

@@ -461,7 +461,7 @@ func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.
 	}
 	started := *b.params[i].Set.StartedAt
 	a := &attempt{ticket: *b.params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-		attempt: *b.params[i].Set.Attempt, counted: *b.params[i].Set.Counted, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
+		attempt: *b.params[i].Set.Attempt, counted: *b.params[i].Set.Counted, deadline: deadlineAfter(started, p.task.def), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
 	d.track(id, a)
 	d.res.runs.dispatched(p.runID, p.task.id, r.Version, a.attempt)

@@ -102,8 +102,7 @@ type Engine struct {
 	gone         map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m            *metrics
 	logs         *logWriter // task output (R41)
-	rm           retainMetrics
-	pruneMu      sync.Mutex // one retention pass at a time
+	retention    *retention // prunes finished runs beside the loop (retention.go)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -191,7 +190,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		cfg: cfg, host: e, res: &e.resolver, disp: &e.dispatcher, st: st, log: cfg.Logger, logs: e.logs, m: e.m}
 	e.operator = operator{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
 		bf: &e.backfiller, st: st, log: cfg.Logger}
-	e.rm = newRetainMetrics(cfg.Registerer)
+	e.retention = newRetention(cfg, e)
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
 		return nil, err
@@ -410,7 +409,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	// Retention prunes beside the loop, in short batches, while this term lasts.
 	retainCtx, stopRetain := context.WithCancel(ctx)
 	var retainWG sync.WaitGroup
-	retainWG.Go(func() { e.retain(retainCtx) })
+	retainWG.Go(func() { e.retention.Run(retainCtx) })
 	defer func() {
 		stopRetain()
 		retainWG.Wait()

@@ -258,7 +258,7 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *axtype.Insta
 			stamp(in.StartedAt), in.Attempt, in.Ticket, v.starting)
 	case in.State == axtype.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
-			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(in.StartedAt.Add(t.def.Timeout)))
+			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(deadlineAfter(in.StartedAt, t.def)))
 	case in.State == axtype.Failed:
 		switch {
 		case t.def.Retry.Count == 0:
@@ -594,7 +594,7 @@ func (e *Engine) explainRemoved(ctx context.Context, id string) (Explanation, bo
 		switch in.State {
 		case axtype.Running:
 			add("state", false, "its instance %d was running when the task was removed (since %s, attempt %d, ticket %s): the scheduler still tracks it under the stored definition; it fails at %s if no result comes and is not retried (the task is gone); ax kill %d stops it, and cancelling its run ends it",
-				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, in.StartedAt.Add(def.Timeout).Format(time.RFC3339), in.ID)
+				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, deadlineAfter(in.StartedAt, &def).Format(time.RFC3339), in.ID)
 		case axtype.Success, axtype.Failed, axtype.Killed:
 			why := ""
 			if in.Error != "" {

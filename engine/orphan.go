@@ -236,7 +236,7 @@ func (c *completer) resolved(ctx context.Context, o outcome, now time.Time) erro
 		}
 		c.log.Warn("inherited_ticket_redispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
 		a.orphan = false
-		a.deadline = now.Add(a.task.def.Timeout)
+		a.deadline = deadlineAfter(now, a.task.def)
 		c.disp.execute(o.instance, a, nil)
 	}
 	return nil

@@ -324,12 +324,12 @@ func lostMessage(addr string, silent time.Duration, running, unkilled int) strin
 func (c *completer) refusalLimit(id int64, a *attempt, why string) time.Time {
 	r, ok := c.watch.refused[id]
 	if !ok {
-		r = refusal{task: a.task.id, since: a.deadline.Add(-a.task.def.Timeout)}
+		r = refusal{task: a.task.id, since: a.startedFrom()}
 	}
 	r.last = why
 	c.watch.refused[id] = r
 	// To the millisecond, as the store keeps the next offer's time: a limit
 	// a fraction of a millisecond ahead would be offered again at once,
 	// refused again at the same instant, for ever.
-	return r.since.Add(a.task.def.Timeout).Truncate(time.Millisecond)
+	return deadlineAfter(r.since, a.task.def).Truncate(time.Millisecond)
 }

@@ -137,6 +137,6 @@ func (e *Engine) observeEnd(a *attempt, status string, now time.Time) {
 	if status == "refused" {
 		return // it never ran
 	}
-	started := a.deadline.Add(-a.task.def.Timeout)
+	started := a.startedFrom()
 	e.tm.duration.WithLabelValues(l...).Observe(max(now.Sub(started).Seconds(), 0))
 }
