@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -134,4 +135,15 @@ func (a *attempt) begin() bool {
 	}
 	a.queued, a.deadline = false, deadlineAfter(time.Unix(0, at), a.task.def)
 	return true
+}
+
+// errWithdrawn is why an attempt in the start queue did not start: the
+// loop withdrew it (its task was removed) and recorded its end itself.
+var errWithdrawn = errors.New("engine: withdrawn from the start queue")
+
+// withdraw takes back an attempt waiting in the start queue before its
+// goroutine starts it, and reports whether it did: after it, the attempt
+// never starts (slot gives errWithdrawn).
+func (a *attempt) withdraw() bool {
+	return a.queued && a.begun.CompareAndSwap(0, -1)
 }

@@ -3,9 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
-	"time"
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -13,8 +14,7 @@ import (
 )
 
 // breakerChanged records the breaker opening (and the cut it puts on the
-// task's dispatches) or closing as an alert in the action log and the log
-// (R17).
+// task's dispatches) or closing as an alert in the action log and the log.
 func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time.Time) {
 	kind := AlertBreakerClosed
 	if ch.Open {
@@ -36,7 +36,7 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 }
 
 // tuneBreakers gives each task whose file sets `breaker:` its own breaker
-// configuration (R45), keeping the outcomes of breakers whose configuration
+// configuration, keeping the outcomes of breakers whose configuration
 // did not change.
 func (d *dispatcher) tuneBreakers(g *dag.Graph) {
 	for _, t := range g.Order() {

@@ -24,7 +24,7 @@ import (
 // Its rules: judgeResult decides what a result does to its instance
 // (SUCCESS, KILLED, RETRYING per the retry policy, FAILED, or given back
 // without counting the attempt); applyResults records a batch of them with
-// the downstream they settle in one transaction (R40); checkTimeouts turns
+// the downstream they settle in one transaction; checkTimeouts turns
 // silence past a deadline into a result; the releases (applyReleases,
 // releaseStranded) move WAITING instances on when their upstreams are done.
 // It must not start attempts (the dispatcher does: the one attempt it hands
@@ -139,8 +139,9 @@ func (c *completer) applyAll(ctx context.Context) error {
 	return nil
 }
 
-// checkTimeouts fails attempts whose deadline passed without a result (the
-// scheduler's layer of R16); the executor's context has the same deadline.
+// checkTimeouts fails attempts whose deadline passed without a result: the
+// scheduler enforces every task's timeout itself, whatever the executor
+// does; the executor's context has the same deadline.
 func (c *completer) checkTimeouts(ctx context.Context, now time.Time) error {
 	c.checkGroups(now)
 	for _, id := range c.disp.running.ids() {
@@ -297,7 +298,7 @@ func (c *completer) applyResults(ctx context.Context, now time.Time) error {
 	}
 	// The results and the downstream instances they settle in the same run
 	// commit in one transaction: a success is never recorded without its
-	// release, nor a failure without the failure of what waited on it (R40).
+	// release, nor a failure without the failure of what waited on it.
 	var same []release
 	res, relRes, err := c.host.w().TransitionBatchLogs(ctx, rb.params, logs, c.settleResults(ctx, rb, now, &same))
 	if hasLogs {
@@ -431,7 +432,7 @@ func (c *completer) staleResult(ctx context.Context, o outcome, closed map[strin
 }
 
 // settleResults returns the then of the results' transaction: the
-// downstream in the same run that the recorded outcomes settle (R40),
+// downstream in the same run that the recorded outcomes settle,
 // decided by settle with the run cache brought up to date. same receives
 // them, for released.
 func (c *completer) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {

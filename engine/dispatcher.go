@@ -1,16 +1,24 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
@@ -449,7 +457,7 @@ func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.
 	p := d.planned.pending[id]
 	delete(d.planned.pending, id)
 	if r.Err != nil {
-		// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
+		// Paused, changed or taken by another caller since it was loaded: drop the trigger.
 		d.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
 		d.res.runs.dropRunOf(id) // its cached state is stale: read the run again when needed
 		return false
@@ -479,7 +487,8 @@ func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.
 }
 
 // logBuffer reports, at most every 5 s, how many due instances wait for
-// tokens and how long the oldest has waited (R13: visible, never dropped).
+// tokens and how long the oldest has waited: a rate limit delays
+// instances visibly and never drops one.
 func (d *dispatcher) logBuffer(now time.Time) {
 	if now.Before(d.bufferLogged.Add(5 * time.Second)) {
 		return
@@ -493,4 +502,272 @@ func (d *dispatcher) logBuffer(now time.Time) {
 	}
 	d.log.Info("rate_limited", "buffer_depth", d.queue.Len(), "oldest_wait", now.Sub(oldest).Round(time.Millisecond).String(),
 		"global_rate", d.bucket.Limits().Global)
+}
+
+// RefusedRetry is how long after a refusal by every executor (busy, full,
+// re-entrant, unreachable) an instance is offered again.
+const RefusedRetry = 5 * time.Second
+
+// executorOf names, at dispatch, what will run an attempt of t: this
+// process (local:HOST) for functions and commands; for HTTP tasks the
+// task's URL, or "http" until the result names the executor that took it.
+func executorOf(t *defs.Task) string {
+	switch {
+	case t.Executor.Kind == defs.ExecHTTP && t.Executor.URL != "":
+		return t.Executor.URL
+	case t.Executor.Kind == defs.ExecHTTP:
+		return string(defs.ExecHTTP)
+	}
+	return runner.Local()
+}
+
+// dueDetail is the detail of a dispatch action: the instance's fire time,
+// so that "scheduled versus actual dispatch time" can be read back (R31a).
+func dueDetail(atMS int64) string {
+	return "due " + time.UnixMilli(atMS).UTC().Format(time.RFC3339Nano)
+}
+
+// parseDue reads dueDetail back; ok is false for actions written before it.
+func parseDue(detail string) (time.Time, bool) {
+	s, found := strings.CutPrefix(detail, "due ")
+	if !found {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
+// startHeld hands the attempts claimed ahead whose fire time has come to
+// their executors — only while the lease is safely held: a process that
+// stalled past its lease starts nothing (the next primary sees RUNNING
+// instances it did not start and lets them time out, never running them
+// twice). Before any of them starts, one fenced write records that they
+// were handed out (recordHandOut): a primary that takes over finds the
+// claim of an attempt that never started still held, and gives it back
+// (neverStarted) rather than leaving it to the unknown-outcome rule.
+func (d *dispatcher) startHeld(ctx context.Context, now time.Time) {
+	if len(d.gates) == 0 || now.Before(d.handOutRetry) || !d.host.leader(now) {
+		return
+	}
+	opened := map[int64]chan struct{}{}
+	for due, g := range d.gates {
+		if due <= now.UnixMilli() {
+			opened[due] = g // every attempt held for this fire time starts at once
+			delete(d.gates, due)
+		}
+	}
+	if len(opened) == 0 {
+		return
+	}
+	var starting []*attempt
+	var ids []int64
+	for _, id := range sortedIDs(d.held) {
+		if a := d.held[id]; !a.due.After(now) {
+			delete(d.held, id)
+			a.held = false
+			starting, ids = append(starting, a), append(ids, id)
+		}
+	}
+	if !d.recordHandOut(ctx, starting, ids, opened, now) {
+		return
+	}
+	// Into the start queue in dispatch order (priority, fire time), before
+	// their goroutines are let go.
+	order := make([]int, len(starting))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(starting[i].task.def.Priority, starting[j].task.def.Priority), starting[i].due.Compare(starting[j].due))
+	})
+	for _, i := range order {
+		a := starting[i]
+		if isLocal(a.task.def) {
+			a.slot = d.pool.enqueue(a.task.def.Priority, a.due.UnixMilli(), ids[i])
+		} else {
+			d.started(a, now) // a local one starts in its goroutine, when it has a slot
+		}
+	}
+	for _, g := range opened {
+		close(g)
+	}
+	d.armHeld(d.cfg.Now())
+}
+
+// handOutRetry is how long after a hand-out that could not be recorded
+// startHeld tries again.
+const handOutRetry = 250 * time.Millisecond
+
+// recordHandOut writes, in one fenced transaction of one small statement,
+// that the held attempts starting (instances ids) were handed out: for each
+// epoch that claimed them, up to the latest of their fire times
+// (store.Fence.HandOut). It reports whether they may start. When the write
+// fails (the store is down, the lease was taken) none of them starts: they
+// are held again behind their gates (opened), tried again after
+// handOutRetry, and, if this process never records it, the next primary
+// finds them claimed and not handed out and gives them back.
+func (d *dispatcher) recordHandOut(ctx context.Context, starting []*attempt, ids []int64, opened map[int64]chan struct{}, now time.Time) bool {
+	var epochs []int64
+	var upto time.Time
+	for _, a := range starting {
+		if !slices.Contains(epochs, a.claimEpoch) {
+			epochs = append(epochs, a.claimEpoch)
+		}
+		if a.due.After(upto) {
+			upto = a.due
+		}
+	}
+	err := d.host.w().HandOut(ctx, epochs, upto, now)
+	d.handOutErr = err
+	if err == nil {
+		return true
+	}
+	for i, a := range starting {
+		a.held = true
+		d.held[ids[i]] = a
+	}
+	maps.Copy(d.gates, opened)
+	d.handOutRetry = now.Add(handOutRetry)
+	d.heldWake.Reset(handOutRetry)
+	d.log.Warn("hand_out_not_recorded", "attempts", len(starting), "err", err, "retry_in", handOutRetry.String())
+	return false
+}
+
+// started records that an attempt went to its executor. Local attempts
+// start in their own goroutines (see execute), so it is safe for
+// concurrent use.
+func (d *dispatcher) started(a *attempt, now time.Time) {
+	d.host.observeStart(a, now)
+	d.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
+	d.host.emit(Event{Kind: "started", Task: a.task.id, Run: a.runID, Logical: a.logical, Ticket: a.ticket})
+}
+
+// errLeaseNotHeld is why an attempt in the start queue did not start: the
+// lease stopped being safely held while it waited.
+var errLeaseNotHeld = errors.New("engine: the lease is not safely held")
+
+// slot waits, in an attempt's goroutine, until local attempt a may start:
+// a slot under the global cap (the start queue, in priority order) and the
+// lease safely held — a process that stalled past its lease starts nothing
+// (the next primary sees a RUNNING instance it did not start and lets it
+// time out, never running it twice). It returns when it started. The loop
+// put a in the start queue (pool.enqueue) when it handed it out.
+func (d *dispatcher) slot(ctx context.Context, a *attempt) (time.Time, error) {
+	if err := d.pool.wait(ctx, a.slot); err != nil {
+		if a.begun.Load() < 0 {
+			return time.Time{}, errWithdrawn // cancelled by withdraw: recorded by the loop
+		}
+		return time.Time{}, err
+	}
+	for {
+		// Held under whichever epoch is current: a lease the keeper took
+		// again keeps what this process recorded (see reconcile).
+		if d.host.Primary() {
+			now := d.cfg.Now()
+			if !a.begun.CompareAndSwap(0, now.UnixNano()) {
+				d.pool.release()
+				return time.Time{}, errWithdrawn // the loop took it back first (withdraw)
+			}
+			return now, nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			d.pool.release()
+			return time.Time{}, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// notStarted is the result of an attempt whose context ended before it
+// started (killed, or given back at shutdown).
+func notStarted(ctx context.Context, a *attempt, err error) runner.Result {
+	if errors.Is(context.Cause(ctx), runner.ErrKilled) {
+		return runner.Result{Ticket: a.ticket, Status: runner.StatusKilled, Error: runner.ErrKilled.Error()}
+	}
+	return runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: "not started: " + err.Error()}
+}
+
+// execute runs an attempt on its executor in a goroutine of its own: at
+// once, or, for an attempt claimed ahead, when gate closes at its fire time.
+// A held attempt whose context ends first (killed before its time, given
+// back at shutdown, the lease lost) returns without running anything.
+//
+// A local attempt (function or command) then waits in the start queue for
+// a slot under --max-running (pool.acquire): dispatch records local
+// attempts a batch at a time, beyond the cap, so that each starts the
+// moment a slot frees, with no store round trip between one attempt's end
+// and the next one's start. Its deadline counts from that start.
+func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
+	t := a.task.def
+	local := isLocal(t)
+	a.queueWait = d.host.queueWaitOf(a.task)
+	if gate == nil && !local {
+		d.started(a, d.cfg.Now())
+	}
+	a.queued, a.begun = local, new(atomic.Int64)
+	if local && gate == nil {
+		a.slot = d.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
+	}
+	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
+		LogicalTime: a.logical.In(d.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.res.runs.paramsOf(a.runID, t.Params),
+		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
+	ctx, cancel := context.WithCancelCause(d.execCtx)
+	a.cancel = cancel
+	fence, runID := d.host.w(), a.runID
+	d.execWG.Add(1)
+	go func() {
+		defer d.execWG.Done()
+		defer cancel(nil)
+		if gate != nil {
+			select {
+			case <-gate: // startHeld put a local one in the start queue
+			case <-ctx.Done():
+				if a.slot != nil {
+					d.pool.cancel(a.slot)
+				}
+				return
+			}
+		}
+		if local {
+			begun, err := d.slot(ctx, a)
+			if errors.Is(err, errStartQueueShut) || errors.Is(err, errWithdrawn) {
+				return // given back (giveBack) or withdrawn (withdraw) by the loop
+			}
+			if err != nil {
+				d.host.report(outcome{instance: id, res: notStarted(ctx, a, err)})
+				return
+			}
+			at.Deadline = deadlineAfter(begun, t)
+			d.started(a, begun)
+		}
+		out := d.logs.start(id, a.attempt, fence)
+		started := d.cfg.Now()
+		xctx := runner.WithOutput(ctx, out.out)
+		if t.Executor.Kind == defs.ExecCommand { // where its process group runs, for a primary that may inherit it
+			xctx = runner.WithStarted(xctx, func(p runner.Process) {
+				out.setProc(store.ProcRecord{Ticket: a.ticket, InstanceID: id, RunID: runID, Host: p.Host, Boot: p.Boot, PidNS: p.PidNS,
+					Pgid: p.Pgid, Start: p.Start, At: d.cfg.Now()})
+			})
+		}
+		res, err := d.execs[t.Executor.Kind].Execute(xctx, at)
+		// The slot is free for the next attempt in the start queue at once,
+		// and for the next turn's dispatch (its result, coming next, wakes
+		// the loop): a turn in between must still see this attempt running,
+		// for the overlap rule, which it does until the result is applied.
+		if local {
+			d.pool.release()
+		}
+		d.free(a)
+		if err != nil {
+			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
+		}
+		res.Ticket = a.ticket
+		res = safeResult(res)
+		logs := d.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
+			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now()})
+		d.host.report(outcome{instance: id, res: res, logs: logs})
+	}()
 }

@@ -19,20 +19,20 @@
 //
 //   - leadership (lease.go): the term as primary — its epoch, the keeper
 //     that renews the lease on a timer and goroutine of its own, the fence
-//     through which every write of the term goes (R44), and what is known
+//     through which every write of the term goes, and what is known
 //     of the term before (who held it, when it ended).
 //   - planner (planner.go, trigger.go, misfire.go): the triggers, runs
 //     created ahead for every fire inside the window (newRunWith, the one
 //     way to create a run), the misfire rule for fires that passed unrun,
 //     and the time wheel of instances due soon.
-//   - resolver (ready.go, settle.go, runcache.go): readiness and failure
+//   - resolver (ready.go, resolver.go, runcache.go): readiness and failure
 //     propagation, one pure rule (decide, settle) of a run's instances;
-//     settle.go reads what it needs and turns its verdicts into the
+//     resolver.go reads what it needs and turns its verdicts into the
 //     transitions others record. It owns the run cache (runCache), the
 //     store's runs as the rule reads them, and says when a run is over
 //     (runFinished, StatusOf's rule).
-//   - dispatcher (dispatcher.go, dispatch.go, inflight.go, overlap.go,
-//     pool.go, breaker.go, the limits of control.go): the priority queue
+//   - dispatcher (dispatcher.go, dispatcher_limits.go, attempt.go,
+//     inflight.go, overlap.go, pool.go, breaker.go): the priority queue
 //     of due instances, the attempts in flight (inflight), the overlap
 //     policy judged at the fire time, rate limits and the breakers that cut
 //     a task's dispatches, concurrency caps, claims ahead of the fire time, and
@@ -42,7 +42,7 @@
 //     recorded with the downstream they settle, and the releases of what
 //     waited on them. Every outcome comes in through gather; what the
 //     executor sweep remembers (refusals, inherited attempts) is its own.
-//   - operator (request.go, control.go, settleop.go): a sealed set of typed
+//   - operator (request.go, operator.go, operator_settle.go): a sealed set of typed
 //     requests, each applied by the operator on the loop, and the pauses in
 //     force (pauses), whose coverage rule is store.PauseSet.Covering.
 //   - backfiller (backfill.go): runs of past logical times, a few at a time,
@@ -77,7 +77,7 @@
 //	 ▼                                                                     │
 //	completer   RUNNING → SUCCESS, FAILED, KILLED, or RETRYING ────────────┘
 //	            (at its backoff time); in the same transaction, the run's
-//	            downstream that the resolver settles (R40); the attempt
+//	            downstream that the resolver settles; the attempt
 //	            leaves inflight, the breaker learns the outcome
 //
 //	leadership  the keeper renews the lease on a timer of its own; every

@@ -79,11 +79,11 @@ type Engine struct {
 
 	// Owned by the loop.
 	planner    planner    // triggers, wheel, window (planner.go)
-	resolver   resolver   // readiness and failure propagation (settle.go, ready.go)
+	resolver   resolver   // readiness and failure propagation (resolver.go, ready.go)
 	leadership leadership // epoch, lease, fence of the term (lease.go)
 	dispatcher dispatcher // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
 	completer  completer  // results, retries, timeouts, releases (completer.go)
-	operator   operator   // operator requests and the pauses in force (control.go)
+	operator   operator   // operator requests and the pauses in force (operator.go)
 	backfiller backfiller // backfills in progress (backfill.go)
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int        // turns in a row that stopped on a store error
@@ -101,7 +101,7 @@ type Engine struct {
 	reqSeq       atomic.Int64         // the last id Do gave a request
 	gone         map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m            *metrics
-	logs         *logWriter // task output (R41)
+	logs         *logWriter // task output
 	retention    *retention // prunes finished runs beside the loop (retention.go)
 
 	statsMu sync.Mutex
@@ -907,7 +907,8 @@ func (e *Engine) stillStopping() bool {
 // left RUNNING, not given back: they may still be working in this process
 // until it exits, and a retry elsewhere meanwhile would run them twice.
 // The next primary judges them by the scheduler process recorded with
-// them (gone: unknown outcome, then the retry policy; R27). What their
+// them (gone: an unknown outcome, failed at its deadline, then retried
+// per its policy). What their
 // goroutines send later is dropped.
 func (e *Engine) abandon() {
 	close(e.completer.abandoned)
@@ -1050,3 +1051,5 @@ func (e *Engine) emit(ev Event) {
 		e.cfg.OnEvent(ev)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -51,7 +51,7 @@ type Fire struct {
 }
 
 // ExecutorLiveness is how recent a heartbeat keeps an executor in routing
-// (R21: three heartbeats of 10 s).
+// (three heartbeats of 10 s).
 const ExecutorLiveness = runner.Silence
 
 // loopView is what the loop knows of one instance and the dispatch path.

@@ -255,8 +255,8 @@ func (k *keeper) release(ctx context.Context) {
 type leadership struct {
 	epoch int64
 	lease atomic.Pointer[keeper] // of the current term as primary; nil as a standby
-	// fence is the one handle of every write of this process as primary
-	// (R44): conditioned on the epoch it holds. Read by Alert from other
+	// fence is the one handle of every write of this process as primary,
+	// conditioned on the epoch it holds. Read by Alert from other
 	// goroutines, hence atomic.
 	fence      atomic.Pointer[store.Fence]
 	prevHolder string    // who held the lease before this term ("": nobody yet)

@@ -130,7 +130,7 @@ func (pl *planner) enqueue(ctx context.Context, in axtype.Instance) {
 	pl.pending[in.ID].manual = pl.pending[in.ID].kind == axtype.RunManual
 }
 
-// load puts every instance due up to now + Window into the wheel (R11).
+// load puts every instance due up to now + Window into the wheel.
 func (pl *planner) load(ctx context.Context, now time.Time) error {
 	until := now.Add(pl.cfg.Window)
 	due, err := pl.st.DueInstances(ctx, store.DueParams{Until: until})

@@ -24,7 +24,7 @@ const MaxRunningBound = 1_000_000
 // together, and the scheduler keeps its share of the machine.
 func DefaultMaxRunning() int { return 8 * runtime.NumCPU() }
 
-// Pools are the concurrency caps (R45): attempts running at once. MaxRunning
+// Pools are the concurrency caps: attempts running at once. MaxRunning
 // counts local attempts only (functions and commands run on this host; an
 // HTTP executor bounds its own work and refuses what it cannot take);
 // group and task caps count every kind. Zero is unlimited.

@@ -17,7 +17,7 @@ import (
 const AlertNoExecutor = "no_executor"
 
 // sweepEvery is how often the primary looks at the executor registry on its
-// own clock (R21, R43): not as a side effect of the next dispatch, so that a
+// own clock: not as a side effect of the next dispatch, so that a
 // lost executor is noticed while nothing is due.
 const sweepEvery = 5 * time.Second
 

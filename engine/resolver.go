@@ -85,7 +85,7 @@ func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
 // isManual reports whether a task is a manual gate.
 func (r *resolver) isManual(task string) bool { return r.nodes[task].manual }
 
-// runFinished reports whether a run is over (every instance ended: R40,
+// runFinished reports whether a run is over (every instance ended:
 // StatusOf's rule) and names the tasks that failed or were killed when they
 // ran, upstreams first. A run stopped at a manual gate nobody approved is
 // not over: it is not done.
@@ -172,7 +172,7 @@ func (r *resolver) verdicts(ctx context.Context, rs *runState, candidates []*tas
 // releasable returns the transitions that the candidates of run rs take
 // now: WAITING → SCHEDULED (or PAUSED, under a pause) for those that are
 // ready, WAITING → FAILED for those that can no longer run, and transitively
-// for the downstream of those (R14, R40).
+// for the downstream of those.
 func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
 	vs, err := r.verdicts(ctx, rs, candidates, now)
 	if err != nil {
@@ -329,7 +329,7 @@ func releaseParams(rel []release) []store.TransitionParams {
 }
 
 // neverRan reports whether a FAILED instance failed without running because
-// of its upstreams (R40): a rerun brings it back to WAITING instead of
+// of its upstreams: a rerun brings it back to WAITING instead of
 // running it.
 func neverRan(in axtype.Instance) bool {
 	return in.State == axtype.Failed && in.Counted == 0 && strings.HasPrefix(in.Error, "upstream ")

@@ -15,7 +15,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// The operator verbs that settle any run (R40): mark an instance's outcome,
+// The operator verbs that settle any run: mark an instance's outcome,
 // cancel a run.
 
 // ErrBadOp is wrapped by the refusals of mark and cancel that name a wrong
@@ -88,7 +88,7 @@ func (op *operator) markTarget(ctx context.Context, r Mark) (axtype.Instance, er
 
 // mark sets the outcome of a waiting, failed or killed instance: success
 // releases its downstream (and brings back what failed without running
-// behind it), failed fails its waiting downstream (R40).
+// behind it), failed fails its waiting downstream.
 func (op *operator) mark(ctx context.Context, r Mark, by By, now time.Time) (string, error) {
 	in, err := op.markTarget(ctx, r)
 	if err != nil {
