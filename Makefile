@@ -33,7 +33,7 @@ quickstart:
 test: vet
 	mkdir -p test-output
 	$(GO) test -count=1 -artifacts -outputdir $(CURDIR)/test-output ./...
-	$(GO) test -count=1 -race -short ./engine/... ./store/... ./dag/... ./runner/...
+	$(GO) test -count=1 -race -short ./engine/... ./sim/... ./store/... ./dag/... ./runner/...
 	# Alone, because it restarts MariaDB under two servers (skips without a DSN).
 	AX_TEST_HA_RESTART=1 $(GO) test -count=1 -run TestHAMariaDBRestart ./cmd/ax
 	# 30 seconds of make chaos's HTTP-executor mode (skips without a DSN).
@@ -84,10 +84,10 @@ chaos:
 
 # The deterministic simulator on $(SEEDS) seeds (make test runs 200):
 # prints seeds/s, what was simulated and the tally of invariant checks; a
-# failing seed replays with go test ./engine/sim -run Sim -seed N.
+# failing seed replays with go test ./sim -run Sim -seed N.
 SEEDS ?= 1000
 sim:
-	cd engine/sim && $(GO) test -count=1 -timeout 0 -run '^TestSim$$' -seeds $(SEEDS) -simreport
+	cd sim && $(GO) test -count=1 -timeout 0 -run '^TestSim$$' -seeds $(SEEDS) -simreport
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./defs/

@@ -23,7 +23,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// admin serves the admin API under /api/v1 (R31), the web console, /metrics,
+// admin serves the admin API under /api/v1, the web console, /metrics,
 // /healthz and /readyz. Reads come from the store, so a standby answers
 // them; writes go through the primary's engine loop, and a standby refuses
 // them with a pointer to the primary.

@@ -67,7 +67,7 @@ type RunView struct {
 	Counts map[axtype.State]int `json:"counts"`
 	// Over: every instance ended. When it is not, Waiting says what each
 	// waiting instance waits on, and Awaiting names the manual gates that
-	// wait for an operator (R40).
+	// wait for an operator.
 	Over     bool              `json:"over"`
 	Awaiting []string          `json:"awaiting,omitempty"`
 	Waiting  map[string]string `json:"waiting,omitempty"`

@@ -13,7 +13,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// The operator verbs that settle any run (R40): trigger with a logical time
+// The operator verbs that settle any run: trigger with a logical time
 // and params, mark an instance's outcome, cancel a run. Bad input is a 4xx
 // with the reason, and changes nothing.
 

@@ -12,7 +12,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// consoleFiles is the web console (R32): one page that reads the admin API,
+// consoleFiles is the web console: one page that reads the admin API,
 // embedded so that the binary needs no front-end build at install time.
 //
 //go:embed console/index.html
@@ -34,7 +34,7 @@ func consoleHandler() http.Handler {
 }
 
 // executorCollector reports registered executors as live or excluded
-// (R33), read from the store at each scrape.
+// , read from the store at each scrape.
 type executorCollector struct{ st *store.Store }
 
 // NewExecutorCollector returns the collector of ax_executors for st.

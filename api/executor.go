@@ -24,7 +24,7 @@ import (
 )
 
 // executorAPI serves the endpoints executors call: registration and
-// heartbeats (R21). Registration is idempotent on (task, address).
+// heartbeats. Registration is idempotent on (task, address).
 type executorAPI struct {
 	st       *store.Store
 	g        *dag.Graph
@@ -365,7 +365,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, 
 }
 
 // result takes a Report an executor posts to its callback, on any server,
-// primary or standby (R43). It is stored in the inbox by ticket before the
+// primary or standby. It is stored in the inbox by ticket before the
 // answer: 200 means durably received, and the primary applies it once; a
 // server that cannot store it answers 503 so that the executor retries. A
 // malformed report (400), an oversized output (413), an unknown ticket (404)

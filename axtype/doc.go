@@ -1,6 +1,6 @@
 // Package axtype holds the domain types of ax as the engine, the API and the
 // CLI see them: the eight instance states and the transition table between
-// them (SPEC R7, with the additions of R40), and the Instance and Run values
+// them (docs/states.md), and the Instance and Run values
 // the scheduler moves through that table.
 //
 // It exists so that the rules of the state machine have one home that is not

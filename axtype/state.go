@@ -1,6 +1,6 @@
 package axtype
 
-// State is the state of a task instance: exactly one of eight (R7).
+// State is the state of a task instance: exactly one of eight.
 type State string
 
 // The eight states.
@@ -15,23 +15,23 @@ const (
 	Killed    State = "KILLED"    // stopped by force while running
 )
 
-// States lists the eight states in the order of the table of R7.
+// States lists the eight states in the order of the state table (docs/states.md).
 var States = []State{Waiting, Scheduled, Running, Retrying, Success, Failed, Paused, Killed}
 
-// transitions is the transition table of R7, the one place it is written.
+// transitions is the transition table (docs/states.md), the one place it is written.
 // Edges beyond the article's table, each documented in the README's state
 // machine section:
-//   - SCHEDULED → PAUSED and RETRYING → PAUSED (SPEC R7): an instance
+//   - SCHEDULED → PAUSED and RETRYING → PAUSED: an instance
 //     waiting in the wheel can be paused.
-//   - WAITING → FAILED (R40): an upstream failed, was killed or skipped, the
+//   - WAITING → FAILED: an upstream failed, was killed or skipped, the
 //     wait limit passed, or an operator cancelled the run or marked it failed;
 //     the instance never ran (attempt 0).
-//   - FAILED → WAITING (R40): a rerun of the upstream brings back the
+//   - FAILED → WAITING: a rerun of the upstream brings back the
 //     downstream that failed without running.
-//   - WAITING, FAILED, KILLED → SUCCESS and KILLED → FAILED (R40): an
+//   - WAITING, FAILED, KILLED → SUCCESS and KILLED → FAILED: an
 //     operator marks the outcome (ax mark).
-//   - PAUSED → FAILED (R40): an operator cancels the run.
-//   - SUCCESS → WAITING (R40): a rerun of an instance an operator marked
+//   - PAUSED → FAILED: an operator cancels the run.
+//   - SUCCESS → WAITING: a rerun of an instance an operator marked
 //     SUCCESS without it running (attempt 0): like any instance that never
 //     ran, it waits for its upstreams again instead of starting before them.
 var transitions = map[State][]State{

@@ -9,7 +9,7 @@ import (
 	"github.com/ax-sched/ax/defs"
 )
 
-// runSets computes which tasks each schedule's fire starts (R2) and reports
+// runSets computes which tasks each schedule's fire starts and reports
 // tasks that two schedules reach, and tasks that no schedule reaches.
 func (c *compiler) runSets() {
 	g := c.g

@@ -712,7 +712,7 @@ func (p *parser) retry(v *yaml.Node, task string, rt *rawTask) {
 	})
 }
 
-// breaker reads `breaker: {window: 5m, min_outcomes: 10, ratio: 0.5}` (R45).
+// breaker reads `breaker: {window: 5m, min_outcomes: 10, ratio: 0.5}`.
 func (p *parser) breaker(v *yaml.Node, task string, rt *rawTask) {
 	if v.Kind != yaml.MappingNode {
 		p.errorf(v, task, "breaker must be a mapping such as {window: 5m, min_outcomes: 10, ratio: 0.5}, not a %s", kindName(v))

@@ -16,7 +16,7 @@ const (
 	MaxRunningLimit = 1_000_000
 	// DefaultCrossWait is how long after its logical time an instance waits
 	// for an upstream in another pipeline before it fails, when the task sets
-	// no wait_timeout (R40). Same-pipeline upstreams have no default limit.
+	// no wait_timeout. Same-pipeline upstreams have no default limit.
 	DefaultCrossWait = 24 * time.Hour
 )
 
@@ -27,7 +27,7 @@ const (
 // pipeline reaches is warned about.
 const ScheduleNone = "none"
 
-// Misfire says what happens to fire times that passed while nothing ran them (R20).
+// Misfire says what happens to fire times that passed while nothing ran them.
 type Misfire string
 
 // Misfire policies.
@@ -37,7 +37,7 @@ const (
 	MisfireFireAll  Misfire = "fire_all"  // run every missed time, up to the engine's bound
 )
 
-// Overlap says what a fire does when the task's previous instance still runs (R20).
+// Overlap says what a fire does when the task's previous instance still runs.
 type Overlap string
 
 // Overlap policies.
@@ -69,13 +69,13 @@ type Executor struct {
 }
 
 // Retry is a task's retry policy: Count retries after the first attempt,
-// Interval between the first two, doubling from the third on (R15).
+// Interval between the first two, doubling from the third on.
 type Retry struct {
 	Count    int           `json:"count"`
 	Interval time.Duration `json:"interval"`
 }
 
-// Breaker tunes a task's circuit breaker (R45); a zero field takes the
+// Breaker tunes a task's circuit breaker; a zero field takes the
 // server's setting (--breaker-window, --breaker-min-outcomes, --breaker-ratio).
 type Breaker struct {
 	// Window is the sliding window of outcomes judged (default 5m).

@@ -4,9 +4,9 @@
 // scheduling: it does not retry, does not touch the store, and reports what
 // happened as a Result.
 //
-// Every attempt runs under a context carrying its deadline (the executor
-// layer of R16's two-layer timeouts) and is cancelled by a kill; the ticket
-// reaches the work as its idempotency key (R23). EnvExecutor (and
+// Every attempt runs under a context carrying its deadline (the executor's
+// own bound; the scheduler keeps a second one and kills past it) and is
+// cancelled by a kill; the ticket reaches the work as its idempotency key. EnvExecutor (and
 // Routed.WithEnv) give every kind the task's env at dispatch, its secrets
 // resolved by a SecretProvider and masked (***) by the attempt's Output in
 // what is kept of its output and error.

@@ -18,7 +18,7 @@ import (
 // ProtocolVersion is the version of the dispatch protocol spoken over HTTP.
 const ProtocolVersion = 1
 
-// Dispatch is what the scheduler POSTs to an HTTP executor (R22), as JSON,
+// Dispatch is what the scheduler POSTs to an HTTP executor, as JSON,
 // with the header X-Ax-Protocol: 1.
 type Dispatch struct {
 	Version     int            `json:"version"`
@@ -62,7 +62,7 @@ type Report struct {
 }
 
 // StatusQuery is what a scheduler POSTs to an executor's /status: the
-// tickets it inherited in RUNNING and must resolve (R43).
+// tickets it inherited in RUNNING and must resolve.
 type StatusQuery struct {
 	Tickets []string `json:"tickets"`
 }

@@ -14,7 +14,7 @@ import (
 
 // Process is where a command attempt runs: the host, its boot and PID
 // namespace, and the process group the command leads. A scheduler that
-// takes over a command attempt its predecessor started (R27, R43) can tell
+// takes over a command attempt its predecessor started can tell
 // from it, on the same host, whether that attempt's processes still run:
 // the group id alone could name another group after the old one ended and
 // its number was reused, so the leader's start time goes with it.

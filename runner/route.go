@@ -19,7 +19,7 @@ type Endpoint struct {
 	LastHeartbeat time.Time
 }
 
-// Routed runs HTTP tasks on the executors registered for them (R21): round
+// Routed runs HTTP tasks on the executors registered for them: round
 // robin among those heard from within Silence, failing over to the next on
 // a refusal (busy, re-entrant: 409, 429, 503) or a connection error. A
 // task no executor is registered for is called at its own URL directly.
@@ -69,7 +69,7 @@ func NewRouted(c RoutedConfig) *Routed {
 }
 
 // Silence is how long an executor may go without a heartbeat and still get
-// work (R21): after it, it is excluded (not deleted) until it sends one.
+// work: after it, it is excluded (not deleted) until it sends one.
 const Silence = 30 * time.Second
 
 // Alive reports whether an executor whose last heartbeat was at hb still
@@ -345,7 +345,7 @@ func (r *Routed) booted(addr, ticket, boot string) {
 	}
 }
 
-// Status asks the executor at address what it knows of tickets (R43): a
+// Status asks the executor at address what it knows of tickets: a
 // scheduler that took over resolves the attempts it inherited by asking,
 // rather than by their timeout. An answer that is not a well-formed status
 // for every ticket asked is an error.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Attempt is one dispatch of a task instance (R22).
+// Attempt is one dispatch of a task instance.
 type Attempt struct {
 	Pipeline    string
 	Task        string // name within the pipeline
@@ -25,7 +25,7 @@ type Attempt struct {
 	// whoever reports the attempt's output and error masks their values.
 	SecretEnv []string
 	// TicketTTL is how long an executor should remember the ticket's result:
-	// the task's longest retry span plus five minutes (R23).
+	// the task's longest retry span plus five minutes.
 	TicketTTL time.Duration
 }
 

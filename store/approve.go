@@ -21,7 +21,7 @@ type ApproveParams struct {
 }
 
 // Approve records who released a manual gate. The instance stays WAITING
-// (a released gate still waits for its upstreams, R40): only its approval
+// (a released gate still waits for its upstreams): only its approval
 // and version change, with an "approve" action in the same transaction. It
 // returns the new version, or a *TransitionError wrapping ErrConflict (it is
 // no longer WAITING at that version, or was approved already), ErrNotFound

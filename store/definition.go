@@ -348,7 +348,7 @@ func (s *Store) Tasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	return out, err
 }
 
-// Summary is the article's task_runtime row (R7): a task with its next fire
+// Summary is the article's task_runtime row: a task with its next fire
 // time, last instance, last executor, and how many of its instances
 // succeeded and failed. All of it is derived from the instances (indexed
 // reads), so that no transition pays for keeping a copy up to date.

@@ -6,10 +6,10 @@
 //
 // The store is the source of truth of the scheduler. Its central operation is
 // [Store.Transition]: a compare-and-set of an instance's state on its version
-// number (R9) that writes the new state and its history row in one
-// transaction (R8), conditioned in the same statement on the caller's lease
-// epoch still being current (R26). The states and the transition table of the
-// eight-state machine (R7), and the Instance and Run values, live in package
+// number that writes the new state and its history row in one
+// transaction, conditioned in the same statement on the caller's lease
+// epoch still being current. The states and the transition table of the
+// eight-state machine, and the Instance and Run values, live in package
 // axtype, apart from the rows: this package maps its rows into those values
 // and refuses, before any write, a move the table does not allow; the engine
 // decides which transition to ask for.

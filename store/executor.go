@@ -10,7 +10,7 @@ import (
 	sq "github.com/Masterminds/squirrel"
 )
 
-// Executor is a registered executor (R21).
+// Executor is a registered executor.
 type Executor struct {
 	Address       string    `json:"address"`
 	Protocol      string    `json:"protocol"`

@@ -14,7 +14,7 @@ type FaultFunc func(what string) error
 type faultHook struct{ p atomic.Pointer[FaultFunc] }
 
 // SetFault installs f on s, the seam of the deterministic simulator
-// (engine/sim): when f returns an error, the transaction is rolled back and
+// (sim): when f returns an error, the transaction is rolled back and
 // the write fails as when the database breaks between the last statement
 // and the commit: a driver error f returns (a *mysql.MySQLError, say) is
 // classified as the store classifies real ones (see Classify), and any

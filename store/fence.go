@@ -11,7 +11,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 )
 
-// Fence is the primary scheduler's one handle for writes (R26, R44): every
+// Fence is the primary scheduler's one handle for writes: every
 // statement it runs is conditioned, in its own transaction, on its epoch
 // still being the lease's current epoch, so that a process that lost the
 // lease (stalled, partitioned) writes nothing at all. Methods with the same

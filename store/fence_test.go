@@ -32,7 +32,7 @@ var storeMethods = map[string]string{
 	"ReleaseLease":     "unfenced: the lease row is the fence itself",
 	"RegisterExecutor": "unfenced: executors register with any server",
 	"Heartbeat":        "unfenced: executors heartbeat to any server",
-	"ReceiveResult":    "unfenced: any server stores a result in the inbox before acknowledging it (R43)",
+	"ReceiveResult":    "unfenced: any server stores a result in the inbox before acknowledging it",
 	"EnqueueOp":        "unfenced: an operator request, queued at any server for the primary",
 	"CreateBackfill":   "unfenced: an operator request, queued at any server for the primary; fenced on *store.Fence for a process that runs it under the lease it holds",
 	"WithdrawOp":       "unfenced: its author fails its own request still pending; one the primary claimed is left to it",

@@ -9,7 +9,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 )
 
-// HistoryRow is one recorded transition (R8). From is "" for the row written
+// HistoryRow is one recorded transition. From is "" for the row written
 // when the instance was created.
 type HistoryRow struct {
 	ID         int64        `json:"id"`

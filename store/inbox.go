@@ -10,7 +10,7 @@ import (
 	sq "github.com/Masterminds/squirrel"
 )
 
-// InboxEntry is an executor's result as received by any server (R43): stored
+// InboxEntry is an executor's result as received by any server: stored
 // by ticket before the executor is answered, applied later by the primary.
 type InboxEntry struct {
 	Ticket     string    `json:"ticket"`

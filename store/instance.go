@@ -15,7 +15,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 )
 
-// LeaseName is the scheduler's lease (R26): the row its primary renews.
+// LeaseName is the scheduler's lease: the row its primary renews.
 const LeaseName = "scheduler"
 
 // FenceName is the row that fences the scheduler's writes: the epoch of
@@ -718,7 +718,7 @@ type DueParams struct {
 }
 
 // DueInstances returns the instances whose next fire time is at or before
-// Until, in fire-time order: what the time wheel loads (R11).
+// Until, in fire-time order: what the time wheel loads.
 func (s *Store) DueInstances(ctx context.Context, p DueParams) ([]axtype.Instance, error) {
 	states := p.States
 	if len(states) == 0 {
@@ -884,7 +884,7 @@ func (s *Store) BackfillRunsFirst(ctx context.Context, backfill int64, limit int
 // Progress counts a backfill's instances.
 type Progress struct {
 	Ended    int `json:"ended"`    // SUCCESS, FAILED or KILLED
-	Awaiting int `json:"awaiting"` // WAITING manual gates nobody approved: not done (R40)
+	Awaiting int `json:"awaiting"` // WAITING manual gates nobody approved: not done
 	Total    int `json:"total"`    // all it created
 }
 

@@ -13,7 +13,7 @@ import (
 	sq "github.com/Masterminds/squirrel"
 )
 
-// Lease is the leader lease row (R25, R26). Epoch grows by one each time the
+// Lease is the leader lease row. Epoch grows by one each time the
 // lease changes hands or is taken again after expiry: it is the fencing token
 // every state-changing write of the primary carries.
 type Lease struct {

@@ -90,7 +90,7 @@ var migrations = []migration{{
 			index: [][]string{{"state", "id"}}},
 	},
 }, {
-	// Version 3: the results inbox (R43). Any server stores an executor's
+	// Version 3: the results inbox. Any server stores an executor's
 	// result here, by ticket, before acknowledging it; the primary applies it.
 	version: 3,
 	tables: []table{
@@ -133,7 +133,7 @@ var migrations = []migration{{
 	},
 }, {
 	// Version 6: what retention keeps of the instances it prunes, per task
-	// (R42): outcome counts and the last instance, so summaries survive.
+	//: outcome counts and the last instance, so summaries survive.
 	version: 6,
 	tables: []table{
 		{name: "task_pruned", cols: [][2]string{{"task_id", strTaskID}, {"success", "bigint"}, {"failed", "bigint"}, {"killed", "bigint"},
@@ -150,7 +150,7 @@ var migrations = []migration{{
 }, {
 	// Version 8: each task's outcome counts, kept by every transition in
 	// its transaction, so that a summary reads one row rather than counting
-	// the task's instances (R42: fast at millions of instances).
+	// the task's instances (fast at millions of instances).
 	version: 8,
 	tables: []table{
 		{name: "task_outcomes", cols: [][2]string{{"task_id", strTaskID}, {"success", "bigint"}, {"failed", "bigint"}}, primary: []string{"task_id"}},
@@ -162,7 +162,7 @@ var migrations = []migration{{
 	// Version 9: where each command attempt runs (host, boot, PID namespace,
 	// process group and its leader's start time), so that a primary taking
 	// over on the same host can tell at once that an inherited attempt's
-	// processes are gone (R27, R43).
+	// processes are gone.
 	version: 9,
 	tables: []table{
 		{name: "procs", cols: [][2]string{{"ticket", "str64"}, {"instance_id", "bigint"}, {"run_id", "bigint"}, {"host", "str255"},
@@ -188,7 +188,7 @@ var migrations = []migration{{
 	// up to which its held attempts were handed out (handouts). A primary
 	// taking over tells a claimed attempt that never started from one that
 	// did, and fails at once the in-process attempts of a scheduler process
-	// that is gone on its host (R27, R43).
+	// that is gone on its host.
 	version: 11,
 	tables: []table{
 		{name: "handouts", cols: [][2]string{{"epoch", "bigint"}, {"upto", "bigint"}, {"at", "bigint"}}, primary: []string{"epoch"}},

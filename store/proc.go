@@ -11,7 +11,7 @@ import (
 // ProcRecord is where an attempt runs, by its ticket: the host, its boot
 // id and PID namespace, a process id (by Kind) and that process's start
 // time (clock ticks since boot). A primary that inherits the attempt in
-// RUNNING reads it to tell what became of it (R27, R43).
+// RUNNING reads it to tell what became of it.
 //
 // Kind says what the row records:
 //   - ProcGroup: the process group a command leads (Pgid) and its leader's

@@ -12,7 +12,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 )
 
-// PruneParams selects the runs retention deletes (R42): every instance of
+// PruneParams selects the runs retention deletes: every instance of
 // the run ended (SUCCESS, FAILED or KILLED) and was last changed before
 // Before, and the run belongs to no backfill that is still going.
 // Waiting, scheduled, running, retrying and paused work is never selected.

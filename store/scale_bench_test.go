@@ -289,7 +289,7 @@ func p99(ds []time.Duration) time.Duration {
 
 // BenchmarkScaleReads times the reads behind the list endpoints, ax status
 // and ax history, and the console's pages, on a store of 10 million history
-// rows and 1 million instances (R42): the figure is the worst p99 of them,
+// rows and 1 million instances: the figure is the worst p99 of them,
 // the baseline the p99 of a plain indexed SELECT of a task's newest history
 // rows on the same database.
 func BenchmarkScaleReads(b *testing.B) {

@@ -9,7 +9,7 @@ import (
 	sq "github.com/Masterminds/squirrel"
 )
 
-// PauseScope is what a pause covers (R18).
+// PauseScope is what a pause covers.
 type PauseScope string
 
 // Pause scopes.
@@ -99,7 +99,7 @@ func (s *Store) Settings(ctx context.Context) (map[string]string, error) {
 }
 
 // Backfill is a stored backfill: its parameters and progress, so that an
-// interrupted backfill resumes where it stopped (R29).
+// interrupted backfill resumes where it stopped.
 type Backfill struct {
 	ID         int64     `json:"id"`
 	Pipeline   string    `json:"pipeline"`
@@ -206,7 +206,7 @@ func (s *Store) backfills(ctx context.Context, b sq.SelectBuilder) ([]Backfill, 
 }
 
 // PauseSet is the pauses in force, by what they cover, and the one home of
-// the rule of which pause covers a task (R18): its own, its group's or its
+// the rule of which pause covers a task: its own, its group's or its
 // pipeline's, in that order. The zero value is empty and ready to use; it
 // is not safe for concurrent use.
 type PauseSet struct {

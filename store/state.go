@@ -12,11 +12,11 @@ var (
 	// ErrNotFound: no row with that id (or ticket, or name).
 	ErrNotFound = errors.New("store: not found")
 	// ErrConflict: the row exists but its version or state is no longer the
-	// one the caller read: another caller won the race (R9). Drop the trigger.
+	// one the caller read: another caller won the race. Drop the trigger.
 	ErrConflict = errors.New("store: lost the race: version or state changed")
-	// ErrIllegalTransition: the table of R7 does not allow the move.
+	// ErrIllegalTransition: the state table does not allow the move.
 	ErrIllegalTransition = errors.New("store: illegal transition")
-	// ErrNotLeader: the caller's lease epoch is no longer current (R26).
+	// ErrNotLeader: the caller's lease epoch is no longer current.
 	ErrNotLeader = errors.New("store: no longer the leader: lease epoch is not current")
 	// ErrLeaseHeld: another holder has an unexpired lease.
 	ErrLeaseHeld = errors.New("store: lease held by another process")

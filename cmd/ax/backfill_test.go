@@ -170,13 +170,13 @@ func TestBackfillKilledAndResumed(t *testing.T) {
 	}
 	code, out, errOut := runAx(t, "backfill", "resume", fmt.Sprint(bs[0].ID), "--pipelines", dir, "--store", db, "--standalone")
 	ran := executions(t, record)
-	// An attempt the kill interrupted has an unknown outcome (R27): it failed
+	// An attempt the kill interrupted has an unknown outcome: it failed
 	// after its timeout with that reason and is not run again by itself.
 	unknown := map[string]bool{}
 	ins, _ := st.Instances(context.Background(), store.InstanceFilter{Pipeline: "daily", States: []axtype.State{axtype.Failed}, Limit: 1000})
 	for _, in := range ins {
 		if in.Attempt == 0 && strings.HasPrefix(in.Error, "upstream daily.") {
-			continue // failed without running behind an interrupted upstream (R40)
+			continue // failed without running behind an interrupted upstream
 		}
 		if !strings.Contains(in.Error, "unknown outcome") {
 			t.Errorf("instance %d failed for another reason: %s", in.ID, in.Error)

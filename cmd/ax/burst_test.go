@@ -296,7 +296,7 @@ func waitForWithin(t *testing.T, d time.Duration, cond func() bool) {
 	}
 }
 
-// TestBurstOfTenThousandCommands is the load test of R46: 10,000
+// TestBurstOfTenThousandCommands is the burst load test: 10,000
 // `command: ["true"]` tasks due in one second (3,000 in make test, see
 // burstSize), on SQLite (one server) and on MariaDB (two servers,
 // --lease-ttl 3s). No leader change, no duplicate, every outcome its

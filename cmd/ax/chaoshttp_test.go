@@ -222,7 +222,7 @@ tasks:
 		p50, maxT = takeovers[len(takeovers)/2], takeovers[len(takeovers)-1]
 	}
 	t.Logf("chaos (HTTP executors) for %s on MariaDB: %d primary kills, %d stalls (%d inside a transaction: taken over by ending its connections), %d executor kills; "+
-		"%d logical times executed, %d true duplicate executions (must be 0), %d executions again after an executor died under the work and its retry ran it by policy (R27; the attempt's error says so), "+
+		"%d logical times executed, %d true duplicate executions (must be 0), %d executions again after an executor died under the work and its retry ran it by policy (the attempt's error says so), "+
 		"%d unknown outcomes of the HTTP task, %d attempts reported interrupted by a restarted executor (failed, retried); takeover p50 %s, max %s (logical times lost are errors above; none means 0); hostile neighbours: %s",
 		dur, kills, stalls, stalledInTx, execKills, runs, len(dups), nRetried, nUnknown, interrupted, p50.Round(time.Millisecond), maxT.Round(time.Millisecond), hostileDid)
 }
@@ -255,7 +255,7 @@ var executorDied = []string{
 //   - retried: an execution whose attempt then failed because its executor
 //     died under it (killed between the work's effect and the journal's
 //     record of its result) and whose retry, by policy, ran the work again:
-//     allowed by R27 ("runs again only if its retry policy allows — never
+//     allowed by the rule of docs/ha.md ("runs again only if its retry policy allows — never
 //     silently"), its recorded error saying why;
 //   - dups: anything else, each saying why: a ticket executed twice, or an
 //     execution whose attempt the scheduler recorded as succeeded, or failed

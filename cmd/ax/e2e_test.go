@@ -168,7 +168,7 @@ func checkOnce(t *testing.T, st *store.Store, record string) {
 
 // checkRuns is checkOnce where logical time lt may have run 1+retried[lt]
 // times: work interrupted by its executor's death and retried by policy
-// (R27), which the caller has told apart from true duplicates (see
+// , which the caller has told apart from true duplicates (see
 // repeats).
 func checkRuns(t *testing.T, st *store.Store, record string, retried map[string]int) {
 	t.Helper()

@@ -280,7 +280,7 @@ func TestLogsOfAnSDKExecutor(t *testing.T) {
 }
 
 // Two servers on MariaDB: an attempt the primary ran has its output in the
-// shared store, and the standby serves it (R41: any server of an HA pair).
+// shared store, and the standby serves it (any server of an HA pair).
 func TestStandbyServesLogsOfThePrimary(t *testing.T) {
 	t.Parallel()
 	target := "mysql://" + storetest.MySQLDSN(t)

@@ -16,7 +16,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// TestTakeoverChecksCommandGroups (R27, R43, issue 15 item 3): a server
+// TestTakeoverChecksCommandGroups: a server
 // runs two commands that leave a child behind in their groups
 // (`sleep 60 & sleep 60`), and is SIGKILLed: Pdeathsig kills the direct
 // child, the background sleep lives on in each group. The test ends one

@@ -16,7 +16,7 @@ import (
 // TestRepeatsTellsRetriedFromDuplicates: the chaos count of executions run
 // more than once. Work whose attempt failed because its executor died
 // under it, and whose retry ran it again by policy, is counted apart
-// (R27); a ticket executed twice, or work run again after its attempt
+// ; a ticket executed twice, or work run again after its attempt
 // succeeded or failed for any other reason, is a true duplicate.
 func TestRepeatsTellsRetriedFromDuplicates(t *testing.T) {
 	t.Parallel()

@@ -1,4 +1,4 @@
-// Package backoff computes retry waits (R15): the first two retries wait the
+// Package backoff computes retry waits: the first two retries wait the
 // fixed interval; from the third on the wait doubles, up to a cap (10
 // minutes by default). It never overflows, for any retry count or interval:
 // the cap is applied before doubling (peers have crashed on retries=1000).
@@ -31,7 +31,7 @@ func Delay(n int, interval, cap time.Duration) time.Duration {
 
 // Span returns the longest time the retries of a task can take: the sum of
 // the waits of all count retries plus one timeout per attempt. The executor
-// SDK keeps a ticket's result this long plus five minutes (R23).
+// SDK keeps a ticket's result this long plus five minutes.
 func Span(count int, interval, timeout, cap time.Duration) time.Duration {
 	var total time.Duration
 	const max = time.Duration(1<<63 - 1)

@@ -63,7 +63,7 @@ func TestSpan(t *testing.T) {
 
 // TestCapNotAMultipleOfTheInterval: doubling stops at the cap however the
 // two line up. With a 1 ns interval and a 3 ns cap the waits are 1, 1, 2
-// (double the second), 3 (4 capped), 3. Worked out from R15, not run.
+// (double the second), 3 (4 capped), 3. Worked out by hand from the retry rule, not run.
 func TestCapNotAMultipleOfTheInterval(t *testing.T) {
 	t.Parallel()
 	for n, want := range []time.Duration{1, 1, 2, 3, 3} {

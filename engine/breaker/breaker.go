@@ -1,4 +1,4 @@
-// Package breaker is the per-task circuit breaker (R17): when more than a
+// Package breaker is the per-task circuit breaker: when more than a
 // threshold (50 %) of a task's outcomes in a sliding window (five minutes)
 // are failures, with at least a minimum number of outcomes, the breaker
 // opens and the task's dispatches drop to a fraction (one tenth, rounded

@@ -1,4 +1,4 @@
-// Package bucket is the dispatch token bucket (R13): at most N dispatches a
+// Package bucket is the dispatch token bucket: at most N dispatches a
 // second globally and, optionally, per pipeline group, changeable at run
 // time. A dispatch needs a token from the global bucket and from its group's;
 // it takes neither unless both are there, so a throttled group never wastes

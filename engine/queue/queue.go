@@ -1,4 +1,4 @@
-// Package queue is the dispatch priority queue (R12): priority 1 first,
+// Package queue is the dispatch priority queue: priority 1 first,
 // equal priorities by fire time, then by insertion order — so that an
 // upstream sync task is never stuck behind a downstream aggregate, and the
 // order is explainable.

@@ -1,4 +1,4 @@
-// Package wheel is the scheduler's hashed time wheel (R11): one-second ticks
+// Package wheel is the scheduler's hashed time wheel: one-second ticks
 // over a window of slots, holding the instances due in the next few minutes.
 //
 // The wheel is a cache of the store, never the source of truth: it holds

@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string) error {
 }
 
 // syncOrders stands in for copying a day of orders: it uses the ticket as
-// its idempotency key, as every task that changes data must (R23).
+// its idempotency key, as every task that changes data must.
 func syncOrders(ctx context.Context, a runner.Attempt, work time.Duration) error {
 	slog.Info("sync_orders", "logical_time", a.LogicalTime.Format(time.RFC3339), "batch", a.Params["batch"], "idempotency_key", a.Ticket)
 	select {

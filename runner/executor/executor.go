@@ -1,5 +1,5 @@
 // Package executor is the SDK a Go service embeds to run ax tasks over HTTP
-// (R21–R24). It registers task functions by name, serves the dispatch
+// . It registers task functions by name, serves the dispatch
 // endpoint of protocol v1, registers itself with the scheduler and sends a
 // heartbeat every 10 s, and runs each dispatch in a bounded worker pool:
 //
@@ -56,7 +56,7 @@ type Config struct {
 	// primary and its standbys), tried with Scheduler: registrations,
 	// heartbeats and results go to whichever answers, following a server's
 	// "primary": URL answer, and stay with it while it answers. Every
-	// server stores results (R43), so a result never waits for a failover.
+	// server stores results, so a result never waits for a failover.
 	Schedulers []string
 	// Core workers are always there; default 2 × CPUs. Max is the most
 	// workers; default 2 × Core. Queue is how many dispatches wait for a
@@ -870,7 +870,7 @@ func newBoot() string {
 const maxStatusTickets = 10000
 
 // serveStatus answers a scheduler that took over and asks about the tickets
-// it inherited (R43), from the ticket cache: done (with the result),
+// it inherited, from the ticket cache: done (with the result),
 // running, or unknown (never started here, or forgotten after its TTL).
 func (x *Executor) serveStatus(w http.ResponseWriter, r *http.Request) {
 	var q runner.StatusQuery

@@ -185,7 +185,7 @@ func generate(r *rand.Rand, restrict restrictions) *spec {
 	return s
 }
 
-// drawCaps gives some seeds concurrency caps (R45): a max_running on a
+// drawCaps gives some seeds concurrency caps: a max_running on a
 // few tasks, in a pipeline's defaults, and on a group in the engines'
 // configuration. It draws from a source of its own (r, from the seed), so
 // the worlds generate draws stay those of the seeds recorded before caps

@@ -109,7 +109,7 @@ func fail(t *testing.T, rep Report) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d violation(s); reproduce with: go test ./engine/sim -run Sim -seed %d\n", rep.Seed, len(rep.Violations), rep.Seed)
+	fmt.Fprintf(&b, "seed %d: %d violation(s); reproduce with: go test ./sim -run Sim -seed %d\n", rep.Seed, len(rep.Violations), rep.Seed)
 	for _, v := range rep.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
@@ -326,9 +326,9 @@ func TestSimInheritedTimeoutNotRedispatched(t *testing.T) {
 }
 
 // TestSimBreakerCutsTheRate: a task failing most of its attempts opens its
-// circuit breaker, which cuts its dispatch rate to a tenth (R17: 1/s); a
+// circuit breaker, which cuts its dispatch rate to a tenth (1/s); a
 // fire every second whose attempts are each retried needs more than that,
-// so its due fires wait past I4's bound. The engine does as R17 says; I4
+// so its due fires wait past I4's bound. The engine does as the breaker rule says; I4
 // did not know it (found on seed 1771 of 10,000 on main a1585b4, the third
 // failure, after 1771 seeds, in about one run of the seed in six: an HTTP
 // task on @every 2s whose executors refused it as re-entrant until the

@@ -134,7 +134,7 @@ type checker struct {
 	changesSeen int                        // schedule changes whose dropped runs were forgotten
 	byTask      map[string][]int64         // task → instances, in id order
 	execSeen    int                        // executions checked for I3 so far
-	byTicket    map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it (R43)
+	byTicket    map[string][]*execution    // a ticket runs again when a scheduler that took over re-dispatches it
 	execByIns   map[int64][]*execution
 	execByTsk   map[string][]*execution
 	execAll     []*execution // every execution, in start order, for I9
@@ -398,7 +398,7 @@ func (c *checker) apply(h store.HistoryRow) {
 // ticketSucceeded reports whether an execution of ticket succeeded (w.ex.mu
 // held). A ticket may run more than once: a scheduler that took over and
 // found it unknown to every executor dispatches it again under the same
-// ticket (R43), so that an executor that has it answers from its cache.
+// ticket, so that an executor that has it answers from its cache.
 func (c *checker) ticketSucceeded(ticket string) bool {
 	for _, e := range c.byTicket[ticket] {
 		if e.success {
@@ -1084,7 +1084,7 @@ func describeExecs(es []*execution) string {
 
 // breakerOpen reports whether task's circuit breaker was open at some time
 // in [from, to]. An open breaker cuts the task's dispatch rate to a tenth of
-// its base (R17: 1/s by default), so its due fires, its retries and its
+// its base (1/s by default), so its due fires, its retries and its
 // re-offers share that rate and a fire waits however long the backlog
 // takes. The breaker is open from a breaker_open alert of the task in the
 // action log until its next alert (breaker_closed), in force while the
