@@ -22,7 +22,7 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 	}
 	e.m.breakerOpen.WithLabelValues(ch.Task).Set(boolGauge(ch.Open))
 	pipeline := ""
-	if t := e.tasks[ch.Task]; t != nil {
+	if t := e.sched.tasks[ch.Task]; t != nil {
 		pipeline = t.def.Pipeline
 	}
 	msg := fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)

@@ -63,8 +63,8 @@ type completer struct {
 	log     *slog.Logger
 	logs    *logWriter // task output, recorded with the results
 	m       *metrics
-	tasks   map[string]*taskInfo // the tasks of the graph in force (setGraph)
-	hasHTTP bool                 // some task runs on HTTP executors: read the results inbox, sweep the executors
+	sched   *inForce // the schedule in force (snapshot.go)
+	hasHTTP bool     // some task runs on HTTP executors: read the results inbox, sweep the executors
 	// inboxPolled is when the results inbox was last read.
 	inboxPolled time.Time
 }
@@ -96,6 +96,10 @@ type completerStore interface {
 func (c *completer) reset() {
 	c.unapplied, c.inboxSeen = nil, map[string]bool{}
 }
+
+// forgetAsked forgets the questions asked of executors about inherited
+// attempts: a previous term's are not answered in this one.
+func (c *completer) forgetAsked() { clear(c.watch.asking) }
 
 // gather takes in outcome o, to be recorded with the next batch: the one
 // way in for what the other components end (a kill, a timeout, a give-back,
@@ -549,7 +553,7 @@ func (c *completer) applyReleases(ctx context.Context, rel []release, now time.T
 	var failed []*taskInfo
 	for i, r := range res {
 		if r.Err == nil && rel[i].p.To == axtype.Failed {
-			if ti := c.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
+			if ti := c.sched.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
 				failed = append(failed, ti)
 			}
 		}
@@ -594,7 +598,7 @@ func (c *completer) releaseStranded(ctx context.Context, now time.Time) error {
 		// A run whose logical time is ahead has nothing succeeded yet. A
 		// root waits only when a rerun brought it back (it never ran) and
 		// its release failed: nothing else will release it.
-		if ti := c.tasks[in.TaskID]; ti != nil && (len(ti.up) == 0 || !in.LogicalTime.After(now)) {
+		if ti := c.sched.tasks[in.TaskID]; ti != nil && (len(ti.up) == 0 || !in.LogicalTime.After(now)) {
 			byRun[in.RunID] = append(byRun[in.RunID], ti)
 		}
 	}
@@ -643,7 +647,7 @@ func (c *completer) crossAfter(ctx context.Context, ended []*taskInfo, now time.
 func (c *completer) releaseCrossWaiting(ctx context.Context, now time.Time) error {
 	var tasks []*taskInfo
 	for _, id := range c.res.limited {
-		tasks = append(tasks, c.tasks[id])
+		tasks = append(tasks, c.sched.tasks[id])
 	}
 	c.res.nextDeadline = time.Time{}
 	rel, err := c.res.releaseCross(ctx, tasks, now)

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/engine/breaker"
@@ -83,9 +82,8 @@ type dispatcher struct {
 	// follows the starts.
 	planned  *planner
 	res      *resolver
-	paused   pauseCover // the pauses in force (the operator requests')
-	g        *dag.Graph // the graph in force (setGraph)
-	tasks    map[string]*taskInfo
+	paused   pauseCover      // the pauses in force (the operator requests')
+	sched    *inForce        // the schedule in force (snapshot.go)
 	settings dispatcherStore // the dialect (the size of a batch), the limits set at run time
 	log      *slog.Logger
 	logs     *logWriter // task output, written by the attempts
@@ -454,8 +452,7 @@ func (d *dispatcher) requeue(b *batchPlan, now time.Time) {
 // fire time when claimed ahead); it reports whether one was.
 func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time) bool {
 	id := b.picked[i]
-	p := d.planned.pending[id]
-	delete(d.planned.pending, id)
+	p := d.planned.forget(id)
 	if r.Err != nil {
 		// Paused, changed or taken by another caller since it was loaded: drop the trigger.
 		d.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
@@ -712,7 +709,7 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 		a.slot = d.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
 	}
 	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
-		LogicalTime: a.logical.In(d.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.res.runs.paramsOf(a.runID, t.Params),
+		LogicalTime: a.logical.In(d.sched.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.res.runs.paramsOf(a.runID, t.Params),
 		TicketTTL: backoff.Span(t.Retry.Count, t.Retry.Interval, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
 	ctx, cancel := context.WithCancelCause(d.execCtx)
 	a.cancel = cancel
@@ -770,4 +767,35 @@ func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
 			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now()})
 		d.host.report(outcome{instance: id, res: res, logs: logs})
 	}()
+}
+
+// errNotStartedByShutdown is why an attempt claimed ahead did not start:
+// the scheduler stopped before its fire time.
+var errNotStartedByShutdown = errors.New("engine: stopped before its fire time")
+
+// unstarted withdraws, at shutdown, the attempts recorded RUNNING that never
+// started: claimed ahead of a fire time still to come, or waiting in the
+// start queue for a slot. Each is marked interrupted, and its outcome
+// returned for the completer to give it back.
+func (d *dispatcher) unstarted() []outcome {
+	why := map[int64]string{}
+	for _, id := range d.pool.shut() {
+		why[id] = "interrupted by shutdown: it waited in the start queue for a slot (--max-running) and never started; given back, the attempt not counted"
+	}
+	for id, a := range d.held {
+		a.cancel(errNotStartedByShutdown) // its goroutine returns without running
+		why[id] = "interrupted by shutdown: claimed ahead, but the scheduler stopped before its fire time; not started, given back due at " + a.due.UTC().Format(time.RFC3339)
+	}
+	clear(d.held)
+	var out []outcome
+	for _, id := range sortedIDs(why) {
+		a := d.running.get(id)
+		if a == nil {
+			continue
+		}
+		a.interrupted = true
+		out = append(out, outcome{instance: id, notStarted: why[id],
+			res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: why[id]}})
+	}
+	return out
 }

@@ -64,7 +64,7 @@ func (d *dispatcher) checkLimits(r SetLimits) error {
 	}
 	groups := map[string]bool{}
 	var names []string
-	for _, t := range d.tasks {
+	for _, t := range d.sched.tasks {
 		if !groups[t.def.Group] {
 			groups[t.def.Group] = true
 			names = append(names, t.def.Group)

@@ -37,32 +37,6 @@ type Executors map[defs.ExecutorKind]runner.Executor
 // can run (runner.Functions), so that a missing function is caught at start.
 type FunctionChecker interface{ Has(name string) bool }
 
-// taskInfo is a task of the graph with its neighbours resolved.
-type taskInfo struct {
-	def       *defs.Task
-	id        string
-	up        []*taskInfo // upstreams in the same pipeline
-	cross     []*taskInfo // upstreams in other pipelines
-	down      []*taskInfo // downstreams in the same pipeline
-	crossDown []*taskInfo // downstreams in other pipelines
-	// crossDep is the dependency on each of cross (its match rule), own the
-	// schedule whose runs hold the task (nil: none), loc its pipeline's
-	// zone: what crossWindow reads.
-	crossDep []defs.Dep
-	own      *defs.Schedule
-	loc      *time.Location
-	// backlog is when the misfire rule last judged the task's missed fires
-	// (at the start, or at a resume): an instance due then or before that
-	// it chose to run is a catch-up, which the overlap rule queues, never
-	// skips.
-	backlog time.Time
-	// removed: no longer in the pipeline files; a stand-in, from the stored
-	// definition, for an instance that was running when it was removed.
-	removed bool
-	// queueWait is its series of ax_task_queue_wait_seconds (queueWaitOf).
-	queueWait prometheus.Observer
-}
-
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
 // with [Engine.Run]; it is not reusable after Run returns. It composes the
 // components of the package doc (planner, resolver, leadership, dispatcher,
@@ -72,10 +46,11 @@ type taskInfo struct {
 type Engine struct {
 	cfg   Config
 	st    *store.Store
-	g     *dag.Graph
 	execs Executors
 	log   *slog.Logger
-	tasks map[string]*taskInfo
+	// sched is the schedule in force (snapshot.go), which the components
+	// read through a pointer to it.
+	sched inForce
 
 	// Owned by the loop.
 	planner    planner    // triggers, wheel, window (planner.go)
@@ -85,6 +60,7 @@ type Engine struct {
 	completer  completer  // results, retries, timeouts, releases (completer.go)
 	operator   operator   // operator requests and the pauses in force (operator.go)
 	backfiller backfiller // backfills in progress (backfill.go)
+	takeover   takeover   // attempts a previous term left RUNNING (takeover.go, orphan.go)
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int        // turns in a row that stopped on a store error
 	// stepDown is set by a turn when the primary should give up its lease
@@ -171,7 +147,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
+	e := &Engine{cfg: cfg, st: st, execs: execs, log: cfg.Logger, sched: inForce{&snapshot{g: g, tasks: map[string]*taskInfo{}}}, m: newMetrics(cfg.Registerer),
 		dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, reqs: make(chan request),
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
@@ -191,6 +167,9 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.operator = operator{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
 		bf: &e.backfiller, st: st, log: cfg.Logger}
 	e.retention = newRetention(cfg, e)
+	e.takeover = takeover{st: st, log: cfg.Logger}
+	e.planner.sched, e.resolver.sched, e.dispatcher.sched, e.completer.sched, e.operator.sched, e.backfiller.sched =
+		&e.sched, &e.sched, &e.sched, &e.sched, &e.sched, &e.sched
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
 		return nil, err
@@ -203,15 +182,11 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 // setGraph puts g in force, with its resolved tasks and triggers, and what
 // the loop derives from them. Only the loop calls it (and New).
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
-	e.g, e.tasks = g, tasks
-	e.planner.setGraph(tasks, trigs)
+	e.sched.snapshot = &snapshot{g: g, tasks: tasks}
+	e.planner.setGraph(trigs)
 	e.completer.hasHTTP = hasHTTPTasks(tasks)
 	e.dispatcher.tuneBreakers(g)
-	e.dispatcher.g, e.dispatcher.tasks = g, tasks
 	e.resolver.setGraph(g, tasks)
-	e.backfiller.setGraph(g, tasks)
-	e.completer.tasks = tasks
-	e.operator.setGraph(g, tasks)
 	e.cur.Store(g)
 }
 
@@ -233,36 +208,6 @@ func checkExecutors(g *dag.Graph, execs Executors) error {
 		return fmt.Errorf("engine: %d task(s) cannot run:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	return nil
-}
-
-// buildTasks resolves the tasks of g with their neighbours, and its triggers.
-func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
-	tasks := map[string]*taskInfo{}
-	for _, t := range g.Order() {
-		tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
-	}
-	for _, ti := range tasks {
-		for _, u := range g.Upstream(ti.id) {
-			up := tasks[u.ID()]
-			if u.Pipeline == ti.def.Pipeline {
-				ti.up = append(ti.up, up)
-				up.down = append(up.down, ti)
-			} else {
-				ti.cross = append(ti.cross, up)
-				ti.crossDep = append(ti.crossDep, depOn(ti.def, u))
-				up.crossDown = append(up.crossDown, ti)
-			}
-		}
-		ti.loc = g.Pipeline(ti.def.Pipeline).Location
-	}
-	var trigs []*trigger
-	for _, tr := range g.Triggers() {
-		trigs = append(trigs, newTrigger(tr, g))
-		for _, n := range tr.Tasks {
-			tasks[tr.Pipeline+"."+n].own = tr.Schedule
-		}
-	}
-	return tasks, trigs
 }
 
 // Stats returns a snapshot of the loop's state. Leader is read live from
@@ -782,7 +727,7 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 // back too: RETRYING at once, the attempt not counted.
 func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	ctx := context.Background()
-	e.giveBack(ctx, e.cfg.Now())
+	e.giveBack(ctx)
 	k.release(ctx)
 	timer := time.NewTimer(e.cfg.Grace)
 	defer timer.Stop()
@@ -994,7 +939,7 @@ func (e *Engine) dropLeftUnfinished(ctx context.Context, now time.Time) error {
 // it finds removed (the files changed while no server ran) end as a reload
 // ends them.
 func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
-	res, err := e.syncGraph(ctx, e.g, now)
+	res, err := e.syncGraph(ctx, e.sched.g, now)
 	if err != nil {
 		return err
 	}
@@ -1053,3 +998,24 @@ func (e *Engine) emit(ev Event) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// giveBack hands back, at shutdown and before the lease is released, the
+// attempts that never started (dispatcher.unstarted). They go through the
+// result path like every other attempt given back (applyResults,
+// interrupted): RETRYING at their fire time or now, the attempt not
+// counted, so that the next scheduler runs them once.
+func (e *Engine) giveBack(ctx context.Context) {
+	outs := e.dispatcher.unstarted()
+	if len(outs) == 0 {
+		return
+	}
+	for _, o := range outs {
+		e.completer.gather(o)
+	}
+	if err := e.completer.applyAll(ctx); err != nil {
+		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
+		e.log.Error("give_back_failed", "instances", len(outs), "err", err)
+		return
+	}
+	e.log.Info("given_back_unstarted", "instances", len(outs))
+}

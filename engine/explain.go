@@ -243,7 +243,7 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *axtype.Insta
 	id := t.id
 	switch {
 	case in == nil:
-		if e.g.TriggerOf(id) == nil {
+		if e.sched.g.TriggerOf(id) == nil {
 			add("state", true, "no instance yet, and no schedule starts it: it runs only when an operator runs it (ax trigger %s)", id)
 		} else {
 			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window and the runs made ahead are under their bounds (%d per schedule, %d in all)",
@@ -364,7 +364,7 @@ func verdictOf(x Explanation) string {
 // ahead (an @every schedule counts from them, not from now), then the
 // schedule's after the last of them.
 func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n int) ([]time.Time, error) {
-	return nextFires(ctx, e.st, e.g, t.def, now, n)
+	return nextFires(ctx, e.st, e.sched.g, t.def, now, n)
 }
 
 // nextFires is that rule, on graph g: the fire times of t's instances

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -106,8 +105,7 @@ type operator struct {
 	bf    *backfiller
 	st    *store.Store
 	log   *slog.Logger
-	g     *dag.Graph // the graph in force (setGraph)
-	tasks map[string]*taskInfo
+	sched *inForce // the schedule in force (snapshot.go)
 }
 
 // operatorHost is what the operator asks of the engine beyond the
@@ -116,9 +114,6 @@ type operatorHost interface {
 	fenced
 	notify(a Alert)
 }
-
-// setGraph puts the graph in force, with its resolved tasks.
-func (op *operator) setGraph(g *dag.Graph, tasks map[string]*taskInfo) { op.g, op.tasks = g, tasks }
 
 // pollOps applies the requests the CLI queued in the store, each once. It
 // claims a request (fenced) before applying it: one its author withdrew
@@ -209,7 +204,7 @@ func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time
 // resumed or triggered ("" for what spans pipelines: a group, limits).
 func (op *operator) pipelineOf(req Request, task string) string {
 	if task != "" {
-		if ti := op.tasks[task]; ti != nil {
+		if ti := op.sched.tasks[task]; ti != nil {
 			return ti.def.Pipeline
 		}
 		p, _, _ := strings.Cut(task, ".")
@@ -232,11 +227,11 @@ func (op *operator) pipelineOf(req Request, task string) string {
 
 // resolveTask returns the task with the given id, or an error with a suggestion.
 func (op *operator) resolveTask(id string) (*taskInfo, error) {
-	if t := op.tasks[id]; t != nil {
+	if t := op.sched.tasks[id]; t != nil {
 		return t, nil
 	}
-	ids := make([]string, 0, len(op.tasks))
-	for k := range op.tasks {
+	ids := make([]string, 0, len(op.sched.tasks))
+	for k := range op.sched.tasks {
 		ids = append(ids, k)
 	}
 	return nil, fmt.Errorf("no task %q%s; write pipeline.task", id, defs.DidYouMean(id, ids))
@@ -246,7 +241,7 @@ func (op *operator) resolveTask(id string) (*taskInfo, error) {
 func (op *operator) inScope(scope store.PauseScope, name string) ([]*taskInfo, error) {
 	var out, all []*taskInfo
 	var names []string
-	for _, t := range op.tasks {
+	for _, t := range op.sched.tasks {
 		all = append(all, t)
 		switch scope {
 		case store.ScopeTask:
@@ -413,11 +408,11 @@ func (op *operator) transitionAll(ctx context.Context, params []store.Transition
 		}
 		n++
 		id := params[i].InstanceID
-		delete(op.pl.pending, id) // a stale wheel or queue entry would fail its CAS anyway
+		op.pl.forget(id) // a stale wheel or queue entry would fail its CAS anyway
 		op.res.runs.dropRunOf(id)
 		if to := params[i].To; to == axtype.Failed || to == axtype.Killed || to == axtype.Success {
-			if in, err := op.st.Instance(ctx, id); err == nil && op.tasks[in.TaskID] != nil {
-				ended = append(ended, op.tasks[in.TaskID])
+			if in, err := op.st.Instance(ctx, id); err == nil && op.sched.tasks[in.TaskID] != nil {
+				ended = append(ended, op.sched.tasks[in.TaskID])
 			}
 		}
 	}
@@ -490,7 +485,7 @@ func (op *operator) scheduleWoken(ctx context.Context, insts []axtype.Instance, 
 	}
 	for _, id := range order {
 		var sc, sk int
-		if params, sc, sk, err = op.scheduleTaskWoken(ctx, op.tasks[id], byTask[id], params, now, why); err != nil {
+		if params, sc, sk, err = op.scheduleTaskWoken(ctx, op.sched.tasks[id], byTask[id], params, now, why); err != nil {
 			return 0, 0, err
 		}
 		scheduled, skipped = scheduled+sc, skipped+sk
@@ -525,7 +520,7 @@ func (op *operator) wokenReady(ctx context.Context, insts []axtype.Instance, now
 	failing []store.TransitionParams, err error) {
 	byTask = map[string][]axtype.Instance{}
 	for _, in := range insts {
-		ti := op.tasks[in.TaskID]
+		ti := op.sched.tasks[in.TaskID]
 		if ti == nil {
 			continue
 		}
@@ -560,7 +555,7 @@ func (op *operator) wokenReady(ctx context.Context, insts []axtype.Instance, now
 func (op *operator) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axtype.Instance, params []store.TransitionParams, now time.Time,
 	why string) (_ []store.TransitionParams, scheduled, skipped int, err error) {
 	var late, onTime []axtype.Instance
-	since := op.pl.since(op.g.TriggerOf(ti.id))
+	since := op.pl.since(op.sched.g.TriggerOf(ti.id))
 	for _, in := range list {
 		if oldPlan(in, since) && op.res.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule {
 			params = append(params, skipOldPlan(in, since, op.host.termEpoch(), now)) // its schedule changed meanwhile
@@ -641,10 +636,10 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 		return "", err
 	}
 	if !strings.Contains(r.Target, ".") {
-		p := op.g.Pipeline(r.Target)
+		p := op.sched.g.Pipeline(r.Target)
 		if p == nil {
 			var names []string
-			for _, q := range op.g.Pipelines() {
+			for _, q := range op.sched.g.Pipelines() {
 				names = append(names, q.Name)
 			}
 			return "", fmt.Errorf("no pipeline %q%s; give PIPELINE or PIPELINE.TASK", r.Target, defs.DidYouMean(r.Target, names))
@@ -667,7 +662,7 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 	if err != nil {
 		return "", err
 	}
-	loc := op.g.Pipeline(t.def.Pipeline).Location
+	loc := op.sched.g.Pipeline(t.def.Pipeline).Location
 	if err := underPause(&op.pauses.PauseSet, r.Hold, t.def); err != nil {
 		return "", err
 	}
@@ -679,7 +674,7 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 	}
 	names, tasks := []string{t.def.Name}, []*defs.Task{t.def}
 	if r.Downstream {
-		sel, err := op.g.Select(t.def.Pipeline, t.def.Name+"+")
+		sel, err := op.sched.g.Select(t.def.Pipeline, t.def.Name+"+")
 		if err != nil {
 			return "", err
 		}
@@ -770,7 +765,7 @@ func (op *operator) approveOne(ctx context.Context, t *taskInfo, in *axtype.Inst
 	if err := op.done.applyReleases(ctx, rel, now); err != nil {
 		return "", err
 	}
-	loc := op.g.Pipeline(t.def.Pipeline).Location
+	loc := op.sched.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
 	if len(rel) == 1 && rel[0].p.To == axtype.Scheduled {
 		if at := *rel[0].p.Set.NextFireAt; at.After(now) {
@@ -794,7 +789,7 @@ func (op *operator) alreadyApproved(ctx context.Context, t *taskInfo, in *axtype
 	if err != nil {
 		return "", false, err
 	}
-	loc := op.g.Pipeline(t.def.Pipeline).Location
+	loc := op.sched.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("%s for %s (run %d, instance %d) is already approved by %s", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID, in.ApprovedBy)
 	return what + op.waitsFor(ctx, rs, t, now) + "; nothing changed", true, nil
 }
@@ -873,7 +868,7 @@ func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (s
 	}
 	var targets []*defs.Task
 	for _, in := range insts {
-		if t := op.tasks[in.TaskID]; t != nil {
+		if t := op.sched.tasks[in.TaskID]; t != nil {
 			targets = append(targets, t.def)
 		}
 	}
@@ -885,7 +880,7 @@ func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (s
 		again       []axtype.Instance // rerun or brought back: their downstream come back too
 	)
 	for _, in := range insts {
-		if op.tasks[in.TaskID] == nil {
+		if op.sched.tasks[in.TaskID] == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
 		op.res.runs.dropRunOf(in.ID)
@@ -933,7 +928,7 @@ func (op *operator) checkUpstreamsRerun(ctx context.Context, insts []axtype.Inst
 		rerun[in.ID] = true
 	}
 	for _, in := range insts {
-		t := op.tasks[in.TaskID]
+		t := op.sched.tasks[in.TaskID]
 		if in.Counted != 0 || t == nil || len(t.up) == 0 {
 			continue
 		}
@@ -1010,10 +1005,10 @@ func (op *operator) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instanc
 func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
 	reason := "rerun"
 	at := now
-	if t := op.tasks[in.TaskID]; t != nil {
+	if t := op.sched.tasks[in.TaskID]; t != nil {
 		at = releaseAt(runFire(op.res.runs.kindOf(ctx, in.RunID), in.LogicalTime, in.CreatedAt), now, t.def.Delay)
 	}
-	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
+	if t := op.sched.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
 		// Through the queue, where the pause rule, the caps and the
 		// breaker's cut apply, unless none holds it now.
 		why := "waits for a slot: " + op.disp.pool.full(t)

@@ -48,7 +48,7 @@ type planner struct {
 	host  plannerHost
 	st    plannerReader
 	log   *slog.Logger
-	tasks map[string]*taskInfo // the tasks of the graph in force (setGraph)
+	sched *inForce // the schedule in force (snapshot.go)
 	// cache is the resolver's run cache, told of the runs created here;
 	// queued is the dispatcher's queue, into which what is due goes at once.
 	cache  *runCache
@@ -86,9 +86,9 @@ func newPlanner(cfg Config, host plannerHost, st plannerReader, runs *runCache, 
 	return planner{pending: map[int64]*pend{}, cfg: cfg, host: host, st: st, log: cfg.Logger, cache: runs, queued: q}
 }
 
-// setGraph puts the tasks and triggers of a graph in force.
-func (pl *planner) setGraph(tasks map[string]*taskInfo, trigs []*trigger) {
-	pl.tasks, pl.trigs = tasks, trigs
+// setGraph puts the triggers of the schedule in force.
+func (pl *planner) setGraph(trigs []*trigger) {
+	pl.trigs = trigs
 	pl.boundLogged = false
 }
 
@@ -109,10 +109,33 @@ func (pl *planner) due(until time.Time, q *queue.Queue[int64]) {
 	})
 }
 
+// forget drops instance id from what waits in the wheel or the queue (it
+// was dispatched, or changed by a request), and returns what was known
+// of it; a stale wheel or queue entry left behind is dropped when due.
+func (pl *planner) forget(id int64) *pend {
+	p := pl.pending[id]
+	delete(pl.pending, id)
+	return p
+}
+
+// rebind points what waits at the tasks of a new graph (tasks); an
+// instance of a removed task, or of a run the reload dropped (droppedRun),
+// is no longer loaded.
+func (pl *planner) rebind(tasks map[string]*taskInfo, droppedRun map[int64]bool) {
+	for id, p := range pl.pending {
+		nt := tasks[p.task.id]
+		if nt == nil || droppedRun[p.runID] {
+			delete(pl.pending, id)
+			continue
+		}
+		p.task = nt
+	}
+}
+
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
 // time is inside the window; later ones are loaded by a top-up.
 func (pl *planner) enqueue(ctx context.Context, in axtype.Instance) {
-	ti := pl.tasks[in.TaskID]
+	ti := pl.sched.tasks[in.TaskID]
 	if ti == nil {
 		return // a task removed from the files: its instances stay as they are
 	}

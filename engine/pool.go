@@ -284,6 +284,10 @@ func (p *pool) state() string {
 	return fmt.Sprintf("the server has %d of %d local attempts running (--max-running) and %d waiting to start", p.local, p.caps.MaxRunning, p.waits)
 }
 
+// unhold drops instance id from the attempts claimed ahead and held for
+// their fire time; it stays in the running set until it ends.
+func (d *dispatcher) unhold(id int64) { delete(d.held, id) }
+
 // track records a as running instance id: in the running set, the overlap
 // count of its task and the pools. Every attempt that starts or is taken
 // over goes through here, and every one that ends through untrack.

@@ -193,7 +193,7 @@ func (e *Engine) takeNext() {
 	if g == nil {
 		return
 	}
-	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
+	d := DiffOf(Fingerprint(e.sched.g), Fingerprint(g))
 	tasks, trigs := buildTasks(g)
 	e.setGraph(g, tasks, trigs)
 	e.log.Info("pipelines_reloaded", "applied", false, "diff", d.String(), "reason", "not primary: taken for the next term")
@@ -224,7 +224,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	// The sync writes in chunks: what it wrote of the refused set before
 	// the refusal is written back to the running one, so that the stored
 	// definitions are those in force (else the next sync does it).
-	if _, err := e.syncGraph(ctx, e.g, now); err != nil {
+	if _, err := e.syncGraph(ctx, e.sched.g, now); err != nil {
 		e.log.Error("reload_failed", "err", err, "kept", "the refused set's definitions written before the refusal, until the next sync")
 	}
 	return nil
@@ -251,7 +251,7 @@ func (e *Engine) ReloadFailure(g *dag.Graph) error {
 // changed or went away lose their untouched runs ahead, then the set is
 // swapped in memory. On error nothing is swapped.
 func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) error {
-	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
+	d := DiffOf(Fingerprint(e.sched.g), Fingerprint(g))
 	tasks, trigs := buildTasks(g)
 	if _, err := e.syncGraph(ctx, g, now); err != nil {
 		return fmt.Errorf("engine: reload: %w", err)
@@ -279,14 +279,7 @@ func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) er
 		droppedRun[id] = true
 		e.resolver.runs.forget(id)
 	}
-	for id, p := range e.planner.pending {
-		nt := tasks[p.task.id]
-		if nt == nil || droppedRun[p.runID] {
-			delete(e.planner.pending, id) // removed task, or a fire of the old plan: no longer loaded
-			continue
-		}
-		p.task = nt
-	}
+	e.planner.rebind(tasks, droppedRun)
 	for _, a := range e.dispatcher.running.all() {
 		if nt := tasks[a.task.id]; nt != nil {
 			a.task = nt
@@ -434,7 +427,7 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 		}
 		if a := e.dispatcher.held[id]; a != nil {
 			a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
-			delete(e.dispatcher.held, id)
+			e.dispatcher.unhold(id)
 		} else {
 			e.dispatcher.running.get(id).cancel(errors.New("engine: task removed while it waited for a slot"))
 		}

@@ -27,7 +27,7 @@ type resolver struct {
 	host   resolverHost
 	st     resolverReader
 	paused pauseCover            // the pauses in force (the operator requests')
-	tasks  map[string]*taskInfo  // the tasks of the graph in force (setGraph)
+	sched  *inForce              // the schedule in force (snapshot.go)
 	runs   runCache              // the runs read from the store (runcache.go)
 	nodes  map[string]settleNode // the graph as the readiness rule sees it
 	// limited are the tasks whose waits can fail by time: an upstream in
@@ -62,7 +62,6 @@ func newResolver(host resolverHost, st *store.Store, paused pauseCover) resolver
 // setGraph gives settle the shape of every pipeline of g (its tasks
 // resolved), and finds the tasks whose waits can fail by time.
 func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
-	r.tasks = tasks
 	r.nodes = make(map[string]settleNode, len(tasks))
 	for id, ti := range tasks {
 		n := settleNode{manual: ti.def.Manual, limit: ti.def.WaitTimeout, hasCross: len(ti.cross) > 0}
@@ -156,7 +155,7 @@ func (r *resolver) verdicts(ctx context.Context, rs *runState, candidates []*tas
 		ids[i] = c.id
 	}
 	out, err := settle(run, r.nodes, ids, rs.since, now, defs.DefaultCrossWait, func(task string) ([]upstreamView, error) {
-		return r.crossViews(ctx, r.tasks[task], rs)
+		return r.crossViews(ctx, r.sched.tasks[task], rs)
 	})
 	if err != nil {
 		return nil, err
@@ -180,7 +179,7 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 	}
 	var out []release
 	for _, v := range vs {
-		ref, d := rs.inst[v.task], r.tasks[v.task]
+		ref, d := rs.inst[v.task], r.sched.tasks[v.task]
 		// Its last attempt's number: a released instance that ran before (a
 		// rerun brought it back) numbers its next attempt past it.
 		in := axtype.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical, Attempt: ref.attempt}
@@ -282,7 +281,7 @@ func (r *resolver) settleAfter(ctx context.Context, params []store.TransitionPar
 			if err != nil {
 				return nil, err
 			}
-			ti := r.tasks[in.TaskID]
+			ti := r.sched.tasks[in.TaskID]
 			if ti == nil || len(ti.down) == 0 {
 				continue
 			}

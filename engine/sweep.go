@@ -204,7 +204,7 @@ func (c *completer) alertNoExecutor(ctx context.Context, live, registered map[st
 			continue
 		}
 		w.noExec[task] = true
-		ti := c.tasks[task]
+		ti := c.sched.tasks[task]
 		c.host.Alert(ctx, Alert{Kind: AlertNoExecutor, At: now, Pipeline: ti.def.Pipeline, Task: task,
 			Message: fmt.Sprintf("task %s has due work and no live executor: %s", task, due[task])})
 	}

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
@@ -12,73 +12,161 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// reconcile takes over instances a previous process left RUNNING: their
+// takeover is what a new term does with the attempts a previous process
+// (or this one, before its lease was taken again) left RUNNING: their
 // tickets stay valid, and when no result comes by their deadline they time
-// out through the normal path — never re-dispatched blindly. Those
-// that certainly never started (neverStarted) are given back, to run again
-// once, the attempt not counted.
-func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
-	insts, err := e.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Running}, Limit: 1 << 20})
+// out through the normal path — never re-dispatched blindly. Those that
+// certainly never started (neverStarted) are given back, to run again
+// once, the attempt not counted. It reads the store and judges; it holds
+// no other component: the loop hands what it finds to the dispatcher (the
+// attempts it tracks) and the completer (the give-backs, the process
+// groups it watches).
+type takeover struct {
+	st  takeoverReader
+	log *slog.Logger
+}
+
+// takeoverReader is what the takeover reads of the store.
+type takeoverReader interface {
+	Instances(ctx context.Context, f store.InstanceFilter) ([]axtype.Instance, error)
+	Procs(ctx context.Context, tickets []string) (map[string]store.ProcRecord, error)
+	Redispatched(ctx context.Context, ids []int64) (map[string]time.Time, error)
+	HandOuts(ctx context.Context) (map[int64]time.Time, error)
+}
+
+// runningLeft is what the store says of the instances left RUNNING: the
+// instances, where their attempts were recorded to run (procs, by ticket),
+// when a ticket was last dispatched again (resent) and, when some were
+// claimed ahead, the hand-out recorded by each epoch (handOuts).
+type runningLeft struct {
+	insts    []axtype.Instance
+	procs    map[string]store.ProcRecord
+	resent   map[string]time.Time
+	handOuts map[int64]time.Time
+}
+
+// read reads what the store says of the instances left RUNNING.
+func (t *takeover) read(ctx context.Context) (runningLeft, error) {
+	var l runningLeft
+	var err error
+	l.insts, err = t.st.Instances(ctx, store.InstanceFilter{States: []axtype.State{axtype.Running}, Limit: 1 << 20})
 	if err != nil {
-		return fmt.Errorf("engine: reconcile running instances: %w", err)
+		return l, fmt.Errorf("engine: reconcile running instances: %w", err)
 	}
-	clear(e.completer.watch.asking) // a previous term's questions are not answered in this one
-	tickets := make([]string, 0, len(insts))
-	for _, in := range insts {
-		tickets = append(tickets, in.Ticket)
+	tickets := make([]string, 0, len(l.insts))
+	ids := make([]int64, 0, len(l.insts))
+	for _, in := range l.insts {
+		tickets, ids = append(tickets, in.Ticket), append(ids, in.ID)
 	}
-	procs, err := e.st.Procs(ctx, tickets)
-	if err != nil {
-		return fmt.Errorf("engine: read where inherited attempts run: %w", err)
+	if l.procs, err = t.st.Procs(ctx, tickets); err != nil {
+		return l, fmt.Errorf("engine: read where inherited attempts run: %w", err)
 	}
-	ids := make([]int64, 0, len(insts))
-	for _, in := range insts {
-		ids = append(ids, in.ID)
+	if l.resent, err = t.st.Redispatched(ctx, ids); err != nil {
+		return l, fmt.Errorf("engine: read which inherited attempts were dispatched again: %w", err)
 	}
-	resent, err := e.st.Redispatched(ctx, ids)
-	if err != nil {
-		return fmt.Errorf("engine: read which inherited attempts were dispatched again: %w", err)
-	}
-	var handOuts map[int64]time.Time
-	for _, r := range procs {
-		if r.Kind == store.ProcHeld && handOuts == nil {
-			if handOuts, err = e.st.HandOuts(ctx); err != nil {
-				return fmt.Errorf("engine: read the hand-outs of attempts claimed ahead: %w", err)
+	for _, r := range l.procs {
+		if r.Kind == store.ProcHeld {
+			if l.handOuts, err = t.st.HandOuts(ctx); err != nil {
+				return l, fmt.Errorf("engine: read the hand-outs of attempts claimed ahead: %w", err)
 			}
+			break
 		}
 	}
-	for _, in := range insts {
-		ti := e.tasks[in.TaskID]
-		if ti == nil {
-			// Its task was removed from the files while it ran: still
-			// tracked, under its stored definition, so that it times out, can
-			// be killed and ends (FAILED, no retry: the task is gone).
-			if ti, err = e.removedTask(ctx, in.TaskID); err != nil {
-				return err
+	return l, nil
+}
+
+// inheritance is what the takeover judged of the instances left RUNNING,
+// for the loop to hand on: attempts for the dispatcher to track (each
+// inherited one), attempts that never started, which the dispatcher tracks
+// and the completer gives back (givenBack, in the same order), and the
+// versions of attempts already running here (the lease was retaken).
+type inheritance struct {
+	inherited []inheritedAttempt
+	givenBack []inheritedAttempt
+	backWhy   []outcome
+	versions  map[int64]int64
+}
+
+// inheritedAttempt is an attempt taken over, as instance id.
+type inheritedAttempt struct {
+	id int64
+	a  *attempt
+}
+
+// judge decides, from what the store says (l), the task of each instance
+// (tasks, by task id), the end of the previous term's lease and the
+// tickets already running here (running, by instance), what becomes of
+// each instance left RUNNING. It only reads its arguments.
+func (t *takeover) judge(l runningLeft, tasks map[string]*taskInfo, prevLeaseEnd time.Time, running map[int64]string, now time.Time) inheritance {
+	var out inheritance
+	for _, in := range l.insts {
+		ti := tasks[in.TaskID]
+		if ticket, ok := running[in.ID]; ok && ticket == in.Ticket {
+			if out.versions == nil {
+				out.versions = map[int64]int64{}
 			}
-		}
-		if a := e.dispatcher.running.get(in.ID); a != nil && a.ticket == in.Ticket {
-			a.version = in.Version // running here already (the lease was retaken)
+			out.versions[in.ID] = in.Version
 			continue
 		}
 		a := &attempt{ticket: in.Ticket, version: in.Version, task: ti, runID: in.RunID, logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted,
-			deadline: e.inheritedDeadline(in, ti.def, resent), orphan: true, live: e.resolver.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule, started: in.StartedAt}
-		rec, found := procs[in.Ticket]
-		if why := e.neverStarted(in, ti, rec, found, handOuts); why != "" {
+			deadline: inheritedDeadline(in, ti.def, l.resent, prevLeaseEnd), orphan: true, started: in.StartedAt}
+		rec, found := l.procs[in.Ticket]
+		if why := neverStarted(in, ti, rec, found, l.handOuts, prevLeaseEnd); why != "" {
 			// Given back as at a shutdown (giveBack): RETRYING at its fire
 			// time, or now when that has passed, the attempt not counted,
 			// the reason in its history; it runs again under a fresh ticket.
 			a.orphan, a.interrupted, a.due, a.deadline = false, true, in.StartedAt, now.Add(time.Hour)
-			e.dispatcher.track(in.ID, a)
-			e.completer.unapplied = append(e.completer.unapplied, outcome{instance: in.ID, notStarted: why, givenBackErr: "not started: " + why,
+			out.givenBack = append(out.givenBack, inheritedAttempt{in.ID, a})
+			out.backWhy = append(out.backWhy, outcome{instance: in.ID, notStarted: why, givenBackErr: "not started: " + why,
 				res: runner.Result{Ticket: in.Ticket, Status: runner.StatusFailed, Error: why}})
-			e.log.Warn("claimed_ahead_given_back", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "fire_at", in.StartedAt.Format(time.RFC3339Nano), "reason", why)
+			t.log.Warn("claimed_ahead_given_back", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "fire_at", in.StartedAt.Format(time.RFC3339Nano), "reason", why)
 			continue
 		}
-		e.dispatcher.track(in.ID, a)
-		e.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", a.deadline.Format(time.RFC3339))
+		out.inherited = append(out.inherited, inheritedAttempt{in.ID, a})
+		t.log.Warn("running_instance_reconciled", "task", in.TaskID, "run", in.RunID, "ticket", in.Ticket, "deadline", a.deadline.Format(time.RFC3339))
 	}
-	e.completer.inheritProcs(procs, now)
+	return out
+}
+
+// reconcile is the takeover of a term's start: the loop reads what was
+// left RUNNING, finds each one's task (a stand-in for a task removed from
+// the files while it ran: still tracked, under its stored definition, so
+// that it times out, can be killed and ends, FAILED, never retried), lets
+// the takeover judge, and hands the verdicts on.
+func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
+	l, err := e.takeover.read(ctx)
+	if err != nil {
+		return err
+	}
+	e.completer.forgetAsked()
+	tasks := map[string]*taskInfo{}
+	for _, in := range l.insts {
+		ti := e.sched.tasks[in.TaskID]
+		if ti == nil {
+			if ti, err = e.removedTask(ctx, in.TaskID); err != nil {
+				return err
+			}
+		}
+		tasks[in.TaskID] = ti
+	}
+	running := map[int64]string{}
+	for id, a := range e.dispatcher.running.all() {
+		running[id] = a.ticket
+	}
+	got := e.takeover.judge(l, tasks, e.leadership.prevLeaseEnd, running, now)
+	for id, v := range got.versions {
+		e.dispatcher.running.get(id).version = v
+	}
+	for i, x := range got.givenBack {
+		x.a.live = e.resolver.runs.kindOf(ctx, x.a.runID) == axtype.RunSchedule
+		e.dispatcher.track(x.id, x.a)
+		e.completer.gather(got.backWhy[i])
+	}
+	for _, x := range got.inherited {
+		x.a.live = e.resolver.runs.kindOf(ctx, x.a.runID) == axtype.RunSchedule
+		e.dispatcher.track(x.id, x.a)
+	}
+	e.completer.inheritProcs(l.procs, now)
 	return nil
 }
 
@@ -92,13 +180,13 @@ func (e *Engine) reconcile(ctx context.Context, now time.Time) error {
 // nothing after its lease ended. An earlier deadline would judge it while
 // it may still run, and let a retry or another attempt under its caps run
 // beside it.
-func (e *Engine) inheritedDeadline(in axtype.Instance, t *defs.Task, resent map[string]time.Time) time.Time {
+func inheritedDeadline(in axtype.Instance, t *defs.Task, resent map[string]time.Time, prevLeaseEnd time.Time) time.Time {
 	from := in.StartedAt
 	if at, ok := resent[in.Ticket]; ok && at.After(from) {
 		from = at
 	}
-	if isLocal(t) && e.leadership.prevLeaseEnd.After(from) {
-		from = e.leadership.prevLeaseEnd
+	if isLocal(t) && prevLeaseEnd.After(from) {
+		from = prevLeaseEnd
 	}
 	return deadlineAfter(from, t)
 }
@@ -118,56 +206,16 @@ func (e *Engine) inheritedDeadline(in axtype.Instance, t *defs.Task, resent map[
 //
 // An attempt of a task removed from the files is never judged unstarted:
 // its outcome is unknown, and it fails at its deadline.
-func (e *Engine) neverStarted(in axtype.Instance, ti *taskInfo, rec store.ProcRecord, found bool, handOuts map[int64]time.Time) string {
+func neverStarted(in axtype.Instance, ti *taskInfo, rec store.ProcRecord, found bool, handOuts map[int64]time.Time, prevLeaseEnd time.Time) string {
 	fire := in.StartedAt.UTC().Format(time.RFC3339Nano)
 	switch {
 	case ti.removed:
 		return ""
 	case found && rec.Kind == store.ProcHeld && in.StartedAt.After(handOuts[rec.Epoch]):
 		return "claimed ahead to start at " + fire + " by a previous primary that stopped before handing it out: it never started; given back, the attempt not counted"
-	case !e.leadership.prevLeaseEnd.IsZero() && in.StartedAt.After(e.leadership.prevLeaseEnd):
-		return "claimed ahead to start at " + fire + ", after the previous primary's lease ended at " + e.leadership.prevLeaseEnd.UTC().Format(time.RFC3339Nano) +
+	case !prevLeaseEnd.IsZero() && in.StartedAt.After(prevLeaseEnd):
+		return "claimed ahead to start at " + fire + ", after the previous primary's lease ended at " + prevLeaseEnd.UTC().Format(time.RFC3339Nano) +
 			": it never started; given back, the attempt not counted"
 	}
 	return ""
-}
-
-// errNotStartedByShutdown is why an attempt claimed ahead did not start:
-// the scheduler stopped before its fire time.
-var errNotStartedByShutdown = errors.New("engine: stopped before its fire time")
-
-// giveBack hands back, at shutdown and before the lease is released, the
-// attempts recorded RUNNING that never started: claimed ahead of a fire
-// time still to come, or waiting in the start queue for a slot. They go
-// through the result path like every other attempt given back (applyResults,
-// interrupted): RETRYING at their fire time or now, the attempt not
-// counted, so that the next scheduler runs them once.
-func (e *Engine) giveBack(ctx context.Context, now time.Time) {
-	why := map[int64]string{}
-	for _, id := range e.dispatcher.pool.shut() {
-		why[id] = "interrupted by shutdown: it waited in the start queue for a slot (--max-running) and never started; given back, the attempt not counted"
-	}
-	for id, a := range e.dispatcher.held {
-		a.cancel(errNotStartedByShutdown) // its goroutine returns without running
-		why[id] = "interrupted by shutdown: claimed ahead, but the scheduler stopped before its fire time; not started, given back due at " + a.due.UTC().Format(time.RFC3339)
-	}
-	clear(e.dispatcher.held)
-	for _, id := range sortedIDs(why) {
-		a := e.dispatcher.running.get(id)
-		if a == nil {
-			continue
-		}
-		a.interrupted = true
-		e.completer.gather(outcome{instance: id, notStarted: why[id],
-			res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: why[id]}})
-	}
-	if len(why) == 0 {
-		return
-	}
-	if err := e.completer.applyAll(ctx); err != nil {
-		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
-		e.log.Error("give_back_failed", "instances", len(why), "err", err)
-		return
-	}
-	e.log.Info("given_back_unstarted", "instances", len(why))
 }

@@ -77,7 +77,7 @@ func (m *taskMetrics) forget(pipeline, task string, pipelineGone bool) {
 // was running at the reload, or that a restart found running, must not
 // make them again.
 func (e *Engine) taskLabels(t *taskInfo, more ...string) ([]string, bool) {
-	if e.tasks[t.id] == nil && (e.tm.withTask || e.Graph().Pipeline(t.def.Pipeline) == nil) {
+	if e.sched.tasks[t.id] == nil && (e.tm.withTask || e.Graph().Pipeline(t.def.Pipeline) == nil) {
 		return nil, false
 	}
 	return e.tm.labels(t, more...), true

@@ -108,6 +108,7 @@ func run(dir string, verbose bool, w io.Writer) error {
 	edges(p, w, verbose)
 	mapWriters(p, w, verbose)
 	deadlines(p, w, verbose)
+	graphCopies(p, w, verbose)
 	return nil
 }
 
@@ -436,4 +437,29 @@ func engineForwards(p *pkg, isComp map[string]bool) map[string][]string {
 		})
 	})
 	return out
+}
+
+// graphCopies lists the fields of the Engine and its components that hold
+// the task map or the graph of their own.
+func graphCopies(p *pkg, w io.Writer, verbose bool) {
+	var list []string
+	for _, name := range append([]string{"Engine"}, components...) {
+		obj := p.tpkg.Scope().Lookup(name)
+		if obj == nil {
+			continue
+		}
+		st, ok := obj.Type().Underlying().(*types.Struct)
+		if !ok {
+			continue
+		}
+		for f := range st.Fields() {
+			if t := f.Type().String(); t == "*github.com/ax-sched/ax/dag.Graph" || strings.HasSuffix(t, "map[string]*github.com/ax-sched/ax/"+p.tpkg.Name()+".taskInfo") {
+				list = append(list, name+"."+f.Name())
+			}
+		}
+	}
+	fmt.Fprintf(w, "fields holding the task map or the graph: %d\n", len(list))
+	if verbose {
+		fmt.Fprintln(w, "  ", strings.Join(list, " "))
+	}
 }
