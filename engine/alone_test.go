@@ -3,13 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
-	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -24,40 +24,55 @@ func aloneTask(id, group string, priority int) *taskInfo {
 		Executor: defs.Executor{Kind: defs.ExecFunction}}}
 }
 
-// The planner moves what its wheel holds due into a queue, by priority,
-// and drops an entry whose instance changed since it was loaded.
+// The planner takes out of its wheel what comes due, and leaves the rest.
 func TestPlannerDueAlone(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	var pl planner
 	pl.newTerm(t0, 5*time.Minute)
-	low, high := aloneTask("p.low", "g", 5), aloneTask("p.high", "g", 1) // 1 is the highest
-	for _, e := range []struct {
-		id, version, wheelVersion int64
-		task                      *taskInfo
-		at                        time.Time
-	}{
-		{1, 1, 1, low, t0.Add(2 * time.Second)},
-		{2, 1, 1, high, t0.Add(3 * time.Second)},
-		{3, 2, 1, high, t0.Add(time.Second)}, // changed since it was loaded: dropped
-		{4, 1, 1, high, t0.Add(time.Minute)}, // not due yet
-	} {
-		pl.pending[e.id] = &pend{at: e.at.UnixMilli(), version: e.version, task: e.task}
-		if !pl.wheel.Add(wheel.Entry{ID: e.id, Version: e.wheelVersion, At: e.at.UnixMilli()}) {
-			t.Fatalf("the wheel refused instance %d", e.id)
+	for id, at := range map[int64]time.Duration{1: 2 * time.Second, 2: 3 * time.Second, 3: time.Minute} {
+		if !pl.wheel.Add(wheel.Entry{ID: id, Version: 1, At: t0.Add(at).UnixMilli()}) {
+			t.Fatalf("the wheel refused instance %d", id)
 		}
 	}
-	var q queue.Queue[int64]
-	pl.due(t0.Add(5*time.Second), &q)
-	var got []int64
-	for q.Len() > 0 {
-		it, _ := q.Pop()
-		got = append(got, it.Value)
+	got := map[int64]bool{}
+	for _, en := range pl.due(t0.Add(5 * time.Second)) {
+		got[en.ID] = true
 	}
-	if len(got) != 2 || got[0] != 2 || got[1] != 1 {
-		t.Errorf("due in the queue: %v, want [2 1] (the higher priority first, the changed one dropped, the later one left)", got)
+	if len(got) != 2 || !got[1] || !got[2] {
+		t.Errorf("due: %v, want instances 1 and 2", got)
 	}
 	if pl.wheel.Len() != 1 {
 		t.Errorf("the wheel holds %d entries, want 1 (not due yet)", pl.wheel.Len())
+	}
+}
+
+// The dispatcher admits what came due into its queue by priority, drops an
+// entry whose instance changed since it was handed over, and queues at once
+// what was due when handed over.
+func TestDispatcherAdmitAlone(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var d dispatcher
+	d.clearWaiting()
+	low, high := aloneTask("p.low", "g", 5), aloneTask("p.high", "g", 1) // 1 is the highest
+	at := func(s int) int64 { return t0.Add(time.Duration(s) * time.Second).UnixMilli() }
+	d.expect(1, &pend{at: at(2), version: 1, task: low}, false)
+	d.expect(2, &pend{at: at(3), version: 1, task: high}, false)
+	d.expect(3, &pend{at: at(1), version: 2, task: high}, false) // changed since its wheel entry (version 1)
+	d.expect(4, &pend{at: at(9), version: 1, task: low}, true)   // due when handed over
+	if !d.waiting(3, 2) || d.waiting(3, 1) {
+		t.Errorf("waiting(3): at version 2 %v, at version 1 %v; want true, false", d.waiting(3, 2), d.waiting(3, 1))
+	}
+	d.admit([]wheel.Entry{{ID: 3, Version: 1, At: at(1)}, {ID: 1, Version: 1, At: at(2)}, {ID: 2, Version: 1, At: at(3)}})
+	var got []int64
+	for d.queue.Len() > 0 {
+		it, _ := d.queue.Pop()
+		got = append(got, it.Value)
+	}
+	if fmt.Sprint(got) != "[2 1 4]" {
+		t.Errorf("queue: %v, want [2 1 4] (the higher priority first, then by fire time; the changed one dropped)", got)
+	}
+	if p := d.forget(1); p == nil || d.waiting(1, 1) {
+		t.Errorf("forget(1) = %v, still waiting %v; want its entry, then not waiting", p, d.waiting(1, 1))
 	}
 }
 

@@ -198,7 +198,7 @@ func BenchmarkHeapPerInstance(b *testing.B) {
 				before := heap()
 				start := time.Now()
 				e.planner.wheel = wheel.New(now, e.cfg.Window)
-				e.planner.pending = make(map[int64]*pend)
+				e.dispatcher.pending = make(map[int64]*pend)
 				for i := range n {
 					e.planner.enqueue(context.Background(), axtype.Instance{ID: int64(i + 1), TaskID: task, State: axtype.Scheduled, Version: 1,
 						NextFireAt: now.Add(time.Second + time.Duration(i%290)*time.Second), LogicalTime: now})

@@ -21,6 +21,7 @@ import (
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
+	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -46,7 +47,11 @@ import (
 // afterwards (handOut, execute). It must not judge results (the completer
 // does) nor readiness (ready.go).
 type dispatcher struct {
-	queue   queue.Queue[int64]
+	queue queue.Queue[int64]
+	// pending are the instances waiting in the planner's wheel or in the
+	// queue, as the planner handed them over (expect): what a due entry
+	// is admitted against, and what a dispatch starts.
+	pending map[int64]*pend
 	running inflight // the attempts in flight (inflight.go)
 	bucket  *bucket.Bucket
 	brk     *breaker.Breaker        // per-task circuit breakers, fed by the completer; kept across terms
@@ -77,10 +82,8 @@ type dispatcher struct {
 
 	cfg  Config
 	host dispatcherHost
-	// planned is the planner, whose pending instances the queue holds; res
-	// the resolver, which settles what a skip fails, and whose run cache
-	// follows the starts.
-	planned  *planner
+	// res is the resolver, which settles what a skip fails, and whose run
+	// cache follows the starts.
 	res      *resolver
 	paused   pauseCover      // the pauses in force (the operator requests')
 	sched    *inForce        // the schedule in force (snapshot.go)
@@ -117,12 +120,68 @@ type dispatcherStore interface {
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
 // as primary (the store is read again into it).
 func (d *dispatcher) newTerm(cfg Config, now time.Time) {
-	d.queue = queue.Queue[int64]{}
+	d.clearWaiting()
 	d.running = newInflight()
 	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	d.handOutErr = nil
 	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
 	d.pool = newPool(Pools{MaxRunning: cfg.MaxRunning, GroupMaxRunning: cfg.GroupMaxRunning}, cfg.Now)
+}
+
+// clearWaiting forgets what waits: the queue and the instances the
+// planner handed over, which a new term loads again from the store.
+func (d *dispatcher) clearWaiting() {
+	d.queue = queue.Queue[int64]{}
+	d.pending = map[int64]*pend{}
+}
+
+// waiting reports whether instance id waits here at version.
+func (d *dispatcher) waiting(id, version int64) bool {
+	p := d.pending[id]
+	return p != nil && p.version == version
+}
+
+// expect takes instance id, waiting in the planner's wheel, or into the
+// queue at once when dueNow.
+func (d *dispatcher) expect(id int64, p *pend, dueNow bool) {
+	if dueNow {
+		d.queue.Push(p.task.def.Priority, p.at, id)
+	}
+	d.pending[id] = p
+}
+
+// admit moves the wheel's entries that came due into the queue, in
+// priority order; an entry whose instance changed since it was loaded (a
+// newer version, or gone) is dropped.
+func (d *dispatcher) admit(due []wheel.Entry) {
+	for _, en := range due {
+		if p := d.pending[en.ID]; p != nil && p.version == en.Version {
+			d.queue.Push(p.task.def.Priority, en.At, en.ID)
+		}
+	}
+}
+
+// forget drops instance id from what waits (it was dispatched, or changed
+// by a request), and returns what was known of it; a stale wheel or queue
+// entry left behind is dropped when due.
+func (d *dispatcher) forget(id int64) *pend {
+	p := d.pending[id]
+	delete(d.pending, id)
+	return p
+}
+
+// rebind points what waits at the tasks of a new graph (tasks); an
+// instance of a removed task, or of a run the reload dropped (droppedRun),
+// is no longer loaded.
+func (d *dispatcher) rebind(tasks map[string]*taskInfo, droppedRun map[int64]bool) {
+	for id, p := range d.pending {
+		nt := tasks[p.task.id]
+		if nt == nil || droppedRun[p.runID] {
+			delete(d.pending, id)
+			continue
+		}
+		p.task = nt
+	}
 }
 
 // inFlight reports whether the attempt of instance id is in flight.
@@ -232,7 +291,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 	b := &batchPlan{claimed: map[string]int{}}
 	for d.queue.Len() > 0 && len(b.params) < size {
 		it, _ := d.queue.Pop()
-		if p := d.planned.pending[it.Value]; p != nil && d.plan(b, it.Value, p, now) {
+		if p := d.pending[it.Value]; p != nil && d.plan(b, it.Value, p, now) {
 			break
 		}
 	}
@@ -276,7 +335,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 func (d *dispatcher) undoStarts(b *batchPlan, res []store.BatchResult, now time.Time) {
 	for i, p := range b.params {
 		if p.To == axtype.Running && (res == nil || res[i].Err != nil) {
-			d.brk.Undispatched(d.planned.pending[b.picked[i]].task.id, now)
+			d.brk.Undispatched(d.pending[b.picked[i]].task.id, now)
 		}
 	}
 }
@@ -403,7 +462,7 @@ func (d *dispatcher) claimRecords(b *batchPlan, now time.Time) []store.ProcRecor
 		if p.To != axtype.Running || p.Set.StartedAt == nil || p.Set.Ticket == nil {
 			continue
 		}
-		pd := d.planned.pending[b.picked[i]]
+		pd := d.pending[b.picked[i]]
 		kind := store.ProcServer
 		switch {
 		case p.Set.StartedAt.After(now):
@@ -421,7 +480,7 @@ func (d *dispatcher) claimRecords(b *batchPlan, now time.Time) []store.ProcRecor
 // pushBack puts instances back into the queue, in their priority order.
 func (d *dispatcher) pushBack(ids []int64) {
 	for _, id := range ids {
-		p := d.planned.pending[id]
+		p := d.pending[id]
 		d.queue.Push(p.task.def.Priority, p.at, id)
 	}
 }
@@ -452,7 +511,7 @@ func (d *dispatcher) requeue(b *batchPlan, now time.Time) {
 // fire time when claimed ahead); it reports whether one was.
 func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time) bool {
 	id := b.picked[i]
-	p := d.planned.forget(id)
+	p := d.forget(id)
 	if r.Err != nil {
 		// Paused, changed or taken by another caller since it was loaded: drop the trigger.
 		d.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
@@ -492,7 +551,7 @@ func (d *dispatcher) logBuffer(now time.Time) {
 	}
 	d.bufferLogged = now
 	oldest := now
-	for _, p := range d.planned.pending {
+	for _, p := range d.pending {
 		if t := time.UnixMilli(p.at); t.Before(oldest) {
 			oldest = t
 		}

@@ -22,7 +22,6 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
-	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -38,11 +37,12 @@ type Executors map[defs.ExecutorKind]runner.Executor
 type FunctionChecker interface{ Has(name string) bool }
 
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
-// with [Engine.Run]; it is not reusable after Run returns. It composes the
+// with [Engine.Run]; it is not reusable after Run returns. It holds the
 // components of the package doc (planner, resolver, leadership, dispatcher,
-// completer, operator, backfiller), all owned by the loop goroutine, and is
-// the one implementation of the interfaces through which they ask each
-// other (plannerHost, dispatcherHost, …).
+// completer, operator, backfiller, takeover, retention) as named fields,
+// all but retention owned by the loop goroutine, and answers the
+// interfaces through which they ask each other (plannerHost,
+// dispatcherHost, …) by routing each ask to its owner (hosts.go).
 type Engine struct {
 	cfg   Config
 	st    *store.Store
@@ -98,7 +98,8 @@ type Engine struct {
 }
 
 // The engine is the one host of its components: each declares what it asks
-// of the others (backfill.go, planner.go, …), and the engine answers.
+// of the others (backfill.go, planner.go, …), and the engine routes it to
+// the owner of the answer (hosts.go).
 var (
 	_ plannerHost    = (*Engine)(nil)
 	_ resolverHost   = (*Engine)(nil)
@@ -148,7 +149,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, st: st, execs: execs, log: cfg.Logger, sched: inForce{&snapshot{g: g, tasks: map[string]*taskInfo{}}}, m: newMetrics(cfg.Registerer),
-		dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, reqs: make(chan request),
+		dispatcher: dispatcher{running: newInflight(), pending: map[int64]*pend{}, brk: breaker.New(cfg.Breaker)}, reqs: make(chan request),
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
@@ -156,12 +157,12 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
 	e.resolver = newResolver(e, st, &e.operator.pauses)
-	e.planner = newPlanner(cfg, e, st, &e.resolver.runs, &e.dispatcher.queue)
+	e.planner = newPlanner(cfg, e, st, &e.resolver.runs)
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
 	d := &e.dispatcher
-	d.cfg, d.host, d.planned, d.res, d.paused, d.execs, d.settings, d.log, d.logs, d.m =
-		cfg, e, &e.planner, &e.resolver, &e.operator.pauses, execs, st, cfg.Logger, e.logs, e.m
+	d.cfg, d.host, d.res, d.paused, d.execs, d.settings, d.log, d.logs, d.m =
+		cfg, e, &e.resolver, &e.operator.pauses, execs, st, cfg.Logger, e.logs, e.m
 	e.completer = completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{}),
 		cfg: cfg, host: e, res: &e.resolver, disp: &e.dispatcher, st: st, log: cfg.Logger, logs: e.logs, m: e.m}
 	e.operator = operator{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
@@ -634,7 +635,7 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 	e.dispatcher.startHeld(ctx, now)
 	// Entries due up to ClaimAhead from now go to the queue: the ones
 	// not due yet are claimed ahead and held until their fire time.
-	e.planner.due(now.Add(e.cfg.ClaimAhead), &e.dispatcher.queue)
+	e.dispatcher.admit(e.planner.due(now.Add(e.cfg.ClaimAhead)))
 	if !e.leadership.leader(now) {
 		return nil
 	}
@@ -663,7 +664,7 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
 	e.leadership.retake(l, e.st.Fence(l.Epoch))
 	e.planner.newTerm(now, e.cfg.Window)
-	e.dispatcher.queue = queue.Queue[int64]{}
+	e.dispatcher.clearWaiting()
 	e.resolver.runs.invalidate()
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err)

@@ -86,7 +86,7 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	var v *loopView
 	req := request{inspect: func(now time.Time) {
 		v = &loopView{queue: e.dispatcher.queue.Len(), loadedUntil: e.planner.loadedUntil}
-		if p := e.planner.pending[id]; p != nil {
+		if p := e.dispatcher.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped, v.unrouted = true, time.UnixMilli(p.at), p.throttled, p.capped, p.unrouted
 		}
 		if a := e.dispatcher.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {

@@ -29,6 +29,13 @@ func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionPar
 // inFlight reports whether the dispatcher runs instance id.
 func (e *Engine) inFlight(id int64) bool { return e.dispatcher.inFlight(id) }
 
+// waiting asks the dispatcher whether it holds instance id at version.
+func (e *Engine) waiting(id, version int64) bool { return e.dispatcher.waiting(id, version) }
+
+// expect hands the dispatcher an instance the planner put in its wheel (or
+// that is due now).
+func (e *Engine) expect(id int64, p *pend, dueNow bool) { e.dispatcher.expect(id, p, dueNow) }
+
 // soon asks the dispatcher for a turn soon.
 func (e *Engine) soon() { e.dispatcher.soon() }
 

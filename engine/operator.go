@@ -408,7 +408,7 @@ func (op *operator) transitionAll(ctx context.Context, params []store.Transition
 		}
 		n++
 		id := params[i].InstanceID
-		op.pl.forget(id) // a stale wheel or queue entry would fail its CAS anyway
+		op.disp.forget(id) // a stale wheel or queue entry would fail its CAS anyway
 		op.res.runs.dropRunOf(id)
 		if to := params[i].To; to == axtype.Failed || to == axtype.Killed || to == axtype.Success {
 			if in, err := op.st.Instance(ctx, id); err == nil && op.sched.tasks[in.TaskID] != nil {

@@ -147,7 +147,7 @@ func (op *operator) recordSettled(ctx context.Context, params []store.Transition
 			}
 			continue
 		}
-		op.pl.forget(params[i].InstanceID)
+		op.disp.forget(params[i].InstanceID)
 		op.res.runs.dropRunOf(params[i].InstanceID)
 		if in, err := op.st.Instance(ctx, params[i].InstanceID); err == nil && op.sched.tasks[in.TaskID] != nil {
 			ended = append(ended, op.sched.tasks[in.TaskID])

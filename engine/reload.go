@@ -279,7 +279,7 @@ func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) er
 		droppedRun[id] = true
 		e.resolver.runs.forget(id)
 	}
-	e.planner.rebind(tasks, droppedRun)
+	e.dispatcher.rebind(tasks, droppedRun)
 	for _, a := range e.dispatcher.running.all() {
 		if nt := tasks[a.task.id]; nt != nil {
 			a.task = nt

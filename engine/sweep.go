@@ -182,7 +182,7 @@ func (c *completer) alertNoExecutor(ctx context.Context, live, registered map[st
 	for _, r := range w.refused {
 		due[r.task] = "every executor refused or was unreachable: " + r.last
 	}
-	for _, p := range c.disp.planned.pending {
+	for _, p := range c.disp.pending {
 		if p.task.def.Executor.Kind == defs.ExecHTTP && p.at <= now.UnixMilli() && registered[p.task.id] > 0 {
 			if _, ok := due[p.task.id]; !ok {
 				due[p.task.id] = fmt.Sprintf("none of its %d registered executor(s) sent a heartbeat within %s", registered[p.task.id], runner.Silence)

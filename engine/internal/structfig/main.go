@@ -425,12 +425,16 @@ func engineForwards(p *pkg, isComp map[string]bool) map[string][]string {
 		}
 		seen := map[string]bool{}
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok {
-				if s := p.info.Selections[sel]; s != nil && s.Kind() == types.FieldVal && isComp[typeName(s.Obj().Type())] {
-					if c := typeName(s.Obj().Type()); !seen[c] {
-						seen[c] = true
-						out[fd.Name.Name] = append(out[fd.Name.Name], c)
-					}
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			// A selector on the Engine that goes through a component field,
+			// named or embedded, reaches that component.
+			if s := p.info.Selections[sel]; s != nil && typeName(s.Recv()) == "Engine" && (len(s.Index()) > 1 || s.Kind() == types.FieldVal) {
+				if c := typeName(fieldAt(s.Recv(), s.Index()[0]).Type()); isComp[c] && !seen[c] {
+					seen[c] = true
+					out[fd.Name.Name] = append(out[fd.Name.Name], c)
 				}
 			}
 			return true
