@@ -8,7 +8,7 @@
 // whose methods carry its rules, and which says what it owns and what it
 // must not do. [Engine] holds each as a named field (none is embedded) and
 // runs the loop. Each component declares, where it is used, the small
-// interface of what it asks of the others (plannerHost, resolverHost,
+// interface of what it asks of the others (plannerHost,
 // dispatcherHost, completerHost, operatorHost, backfillHost; fenced, the
 // leadership's fence and epoch, is the part of those that record) and of
 // the store (plannerReader, takeoverReader, …); the Engine answers each

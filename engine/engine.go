@@ -102,7 +102,6 @@ type Engine struct {
 // the owner of the answer (hosts.go).
 var (
 	_ plannerHost    = (*Engine)(nil)
-	_ resolverHost   = (*Engine)(nil)
 	_ completerHost  = (*Engine)(nil)
 	_ dispatcherHost = (*Engine)(nil)
 	_ operatorHost   = (*Engine)(nil)
@@ -156,7 +155,7 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	// no longer safely held, even while the loop is busy or was stopped.
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
-	e.resolver = newResolver(e, st, &e.operator.pauses)
+	e.resolver = newResolver(st, &e.operator.pauses)
 	e.planner = newPlanner(cfg, e, st, &e.resolver.runs)
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
@@ -329,6 +328,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		e.leadership.end()
 	}()
 	e.leadership.begin(l, k, e.st.Fence(l.Epoch), now)
+	e.resolver.setEpoch(l.Epoch)
 	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
 	if from, changed := e.leadership.handover(e.cfg.Holder); changed {
@@ -663,6 +663,7 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
 	e.leadership.retake(l, e.st.Fence(l.Epoch))
+	e.resolver.setEpoch(l.Epoch)
 	e.planner.newTerm(now, e.cfg.Window)
 	e.dispatcher.clearWaiting()
 	e.resolver.runs.invalidate()
@@ -881,7 +882,11 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	if err := e.reconcile(ctx, now); err != nil {
 		return err
 	}
-	if err := e.planner.initTriggers(ctx, now); err != nil {
+	skips, err := e.planner.initTriggers(ctx, now)
+	if err != nil {
+		return err
+	}
+	if _, err := e.operator.transitionAll(ctx, skips); err != nil {
 		return err
 	}
 	if err := e.planner.createWindow(ctx, now); err != nil {

@@ -21,11 +21,6 @@ func (e *Engine) renewAhead(ctx context.Context) { e.leadership.renewAhead(ctx) 
 // leader is the leadership's judgement that the lease is safely held.
 func (e *Engine) leader(now time.Time) bool { return e.leadership.leader(now) }
 
-// transitionAll records operator transitions (the operator's rule).
-func (e *Engine) transitionAll(ctx context.Context, params []store.TransitionParams) (int, error) {
-	return e.operator.transitionAll(ctx, params)
-}
-
 // inFlight reports whether the dispatcher runs instance id.
 func (e *Engine) inFlight(id int64) bool { return e.dispatcher.inFlight(id) }
 

@@ -57,13 +57,11 @@ type planner struct {
 
 // plannerHost is what the planner asks of the other components: the
 // leadership's fence and epoch for its writes (and renewing the lease ahead
-// of a long one), the operator requests' transitionAll to record misfire
-// skips with what they settle, the alerts, and whether an attempt is in
-// flight (the dispatcher's).
+// of a long one), the alerts, and of the dispatcher whether an attempt is
+// in flight or an instance waits, and to take what it loads.
 type plannerHost interface {
 	fenced
 	renewAhead(ctx context.Context)
-	transitionAll(ctx context.Context, params []store.TransitionParams) (int, error)
 	notify(a Alert)
 	inFlight(id int64) bool
 	soon()

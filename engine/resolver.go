@@ -24,7 +24,9 @@ import (
 // completer, the dispatcher and the operator requests record what it
 // returns, in their own transactions.
 type resolver struct {
-	host   resolverHost
+	// epoch is the term's, which the transitions it returns carry: the
+	// loop sets it at the start of every term (setEpoch).
+	epoch  int64
 	st     resolverReader
 	paused pauseCover            // the pauses in force (the operator requests')
 	sched  *inForce              // the schedule in force (snapshot.go)
@@ -35,12 +37,6 @@ type resolver struct {
 	limited      []string
 	nextDeadline time.Time    // the earliest wait deadline seen: the limited waits are swept then
 	order        []*defs.Task // every task, upstreams first
-}
-
-// resolverHost is what the resolver asks of the other components: the
-// epoch of the term, which the transitions it returns carry.
-type resolverHost interface {
-	termEpoch() int64
 }
 
 // resolverReader is what the resolver reads from the store, beyond the run
@@ -55,9 +51,12 @@ type pauseCover interface {
 	by(t *taskInfo) (why string, paused bool)
 }
 
-func newResolver(host resolverHost, st *store.Store, paused pauseCover) resolver {
-	return resolver{host: host, st: st, paused: paused, runs: newRunCache(st)}
+func newResolver(st *store.Store, paused pauseCover) resolver {
+	return resolver{st: st, paused: paused, runs: newRunCache(st)}
 }
+
+// setEpoch gives the resolver the epoch of the term that begins.
+func (r *resolver) setEpoch(epoch int64) { r.epoch = epoch }
 
 // setGraph gives settle the shape of every pipeline of g (its tasks
 // resolved), and finds the tasks whose waits can fail by time.
@@ -185,13 +184,13 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 		in := axtype.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical, Attempt: ref.attempt}
 		switch v.verdict {
 		case verdictFail:
-			out = append(out, release{failWaiting(ref, d, v.reason, r.host.termEpoch(), now, Actor), in})
+			out = append(out, release{failWaiting(ref, d, v.reason, r.epoch, now, Actor), in})
 		case verdictReady:
 			at := releaseAt(r.runs.fireOf(ctx, rs), now, d.def.Delay)
 			in.NextFireAt = at
 			if why, paused := r.paused.by(d); paused { // the pause rule: whatever run it belongs to
 				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,
-					Set: store.Changes{NextFireAt: &at}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
+					Set: store.Changes{NextFireAt: &at}, Epoch: r.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 				continue
 			}
 			why := "upstreams succeeded"
@@ -202,7 +201,7 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 				why += "; " + v.reason // the runs matched in other pipelines
 			}
 			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Scheduled,
-				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: why}, in})
+				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: r.epoch, Now: now, Actor: Actor, Reason: why}, in})
 		}
 	}
 	return out, nil

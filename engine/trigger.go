@@ -56,14 +56,16 @@ func newTrigger(tr *dag.Trigger, g *dag.Graph) *trigger {
 // action log; every skipped instance gets a history row naming the policy.
 // A trigger that never ran has its backlog from when its schedule came to be
 // (scheduledSince), so an outage before its first run misfires as any other.
-func (pl *planner) initTriggers(ctx context.Context, now time.Time) error {
+// It returns the skips it decided, for the loop to record with what they
+// settle (operator.transitionAll).
+func (pl *planner) initTriggers(ctx context.Context, now time.Time) ([]store.TransitionParams, error) {
 	late, order, err := pl.lateInstances(ctx, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	settings, err := pl.st.Settings(ctx) // the fires earlier misfire decisions judged (judgedSetting)
 	if err != nil {
-		return fmt.Errorf("engine: read settings: %w", err)
+		return nil, fmt.Errorf("engine: read settings: %w", err)
 	}
 	var params []store.TransitionParams
 	changed, plans := planSince(pl.trigs, settings, now)
@@ -72,23 +74,22 @@ func (pl *planner) initTriggers(ctx context.Context, now time.Time) error {
 			break
 		}
 		if params, err = pl.judgeTriggerBacklog(ctx, t, changed[t.name], late, settings, params, now); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(plans) > 0 && !pl.cfg.NoSchedules {
 		if err := pl.host.w().SetSettings(ctx, plans, now); err != nil {
-			return fmt.Errorf("engine: keep the schedules' plans: %w", err)
+			return nil, fmt.Errorf("engine: keep the schedules' plans: %w", err)
 		}
 	}
 	// Runs made ahead whose schedule is gone (or not run here): each task's
 	// backlog on its own.
 	for _, id := range order {
 		if params, err = pl.judgeTaskBacklog(ctx, id, late[id], params, now); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	_, err = pl.host.transitionAll(ctx, params)
-	return err
+	return params, nil
 }
 
 // backlog is the fires of one trigger that passed while no scheduler ran
