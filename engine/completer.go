@@ -65,6 +65,9 @@ type completer struct {
 	m       *metrics
 	sched   *inForce // the schedule in force (snapshot.go)
 	hasHTTP bool     // some task runs on HTTP executors: read the results inbox, sweep the executors
+	// recorded: results were recorded since the loop last asked
+	// (takeRecorded).
+	recorded bool
 	// inboxPolled is when the results inbox was last read.
 	inboxPolled time.Time
 }
@@ -74,7 +77,6 @@ type completerHost interface {
 	fenced
 	enqueue(ctx context.Context, in axtype.Instance) // the planner's wheel, for a retry or a release
 	breakerChanged(ctx context.Context, ch breaker.Change, now time.Time)
-	resultsIn()         // the backfiller steps at the next turn
 	countApplied(n int) // Stats.Applied
 	emit(ev Event)
 	notify(a Alert)
@@ -100,6 +102,13 @@ func (c *completer) reset() {
 // forgetAsked forgets the questions asked of executors about inherited
 // attempts: a previous term's are not answered in this one.
 func (c *completer) forgetAsked() { clear(c.watch.asking) }
+
+// takeRecorded reports whether results were recorded since the last call.
+func (c *completer) takeRecorded() bool {
+	r := c.recorded
+	c.recorded = false
+	return r
+}
 
 // gather takes in outcome o, to be recorded with the next batch: the one
 // way in for what the other components end (a kill, a timeout, a give-back,
@@ -334,7 +343,7 @@ func (c *completer) applyResults(ctx context.Context, now time.Time) error {
 	}
 	c.released(ctx, same, relRes)
 	c.closeInbox(ctx, rb.closed, now)
-	c.host.resultsIn()
+	c.recorded = true // the loop tells the backfiller (Engine.noteRecorded)
 	c.host.countApplied(len(res))
 	return c.applyReleases(ctx, cross, now)
 }

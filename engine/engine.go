@@ -108,8 +108,13 @@ var (
 	_ backfillHost   = (*Engine)(nil)
 )
 
-// resultsIn tells the backfiller that results were recorded.
-func (e *Engine) resultsIn() { e.backfiller.resultsIn() }
+// noteRecorded tells the backfiller, when the completer recorded results
+// since it was last asked, that its backfills may step at the next turn.
+func (e *Engine) noteRecorded() {
+	if e.completer.takeRecorded() {
+		e.backfiller.resultsIn()
+	}
+}
 
 // countDispatched counts n attempts dispatched, for Stats.
 func (e *Engine) countDispatched(n int) {
@@ -605,7 +610,9 @@ func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
 			return err
 		}
 	}
-	if err := e.completer.applyResults(ctx, now); err != nil {
+	err := e.completer.applyResults(ctx, now)
+	e.noteRecorded()
+	if err != nil {
 		return err
 	}
 	if e.leadership.leader(now) {
@@ -741,7 +748,9 @@ func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	}, func() {
 		e.dispatcher.interrupt(cancelExec, errInterrupted)
 	})
-	if err := e.completer.applyAll(ctx); err != nil {
+	err := e.completer.applyAll(ctx)
+	e.noteRecorded()
+	if err != nil {
 		e.log.Warn("shutdown_results_not_recorded", "err", err, "count", len(e.completer.unapplied))
 		e.completer.leaveResults(ctx, e.cfg.Now()) // the lease went to another process: the primary applies them
 	}
@@ -789,7 +798,9 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			e.completer.gather(o)
 			e.completer.drainResults()
 			if e.leadership.leader(e.cfg.Now()) || e.leadership.lease.Load().released.Load() {
-				if err := e.completer.applyAll(ctx); err != nil {
+				err := e.completer.applyAll(ctx)
+				e.noteRecorded()
+				if err != nil {
 					e.log.Warn("results_not_recorded", "err", err, "count", len(e.completer.unapplied))
 				}
 			}
@@ -1018,7 +1029,9 @@ func (e *Engine) giveBack(ctx context.Context) {
 	for _, o := range outs {
 		e.completer.gather(o)
 	}
-	if err := e.completer.applyAll(ctx); err != nil {
+	err := e.completer.applyAll(ctx)
+	e.noteRecorded()
+	if err != nil {
 		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
 		e.log.Error("give_back_failed", "instances", len(outs), "err", err)
 		return
