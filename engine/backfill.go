@@ -164,8 +164,7 @@ type backfiller struct {
 	st    backfillReader
 	log   *slog.Logger
 	gauge *prometheus.GaugeVec // ax_backfill_runs, by backfill and state
-	g     *dag.Graph           // the graph in force (setGraph)
-	tasks map[string]*taskInfo
+	sched *inForce             // the schedule in force (snapshot.go)
 }
 
 // backfillHost is what the backfiller asks of the other components: the
@@ -186,11 +185,8 @@ type backfillReader interface {
 }
 
 func newBackfiller(host backfillHost, st backfillReader, log *slog.Logger, gauge *prometheus.GaugeVec) backfiller {
-	return backfiller{backfills: map[int64]*bfState{}, host: host, st: st, log: log, gauge: gauge}
+	return backfiller{backfills: map[int64]*bfState{}, sched: &inForce{&snapshot{}}, host: host, st: st, log: log, gauge: gauge}
 }
-
-// setGraph puts g in force: the pipelines and tasks a backfill may name.
-func (b *backfiller) setGraph(g *dag.Graph, tasks map[string]*taskInfo) { b.g, b.tasks = g, tasks }
 
 // newTerm forgets the backfills of an earlier term: the store is read again.
 func (b *backfiller) newTerm() { b.backfills = map[int64]*bfState{} }
@@ -293,11 +289,11 @@ func (b *backfiller) spec(r store.Backfill) (BackfillSpec, error) {
 	if err := json.Unmarshal([]byte(r.Spec), &spec); err != nil {
 		return spec, fmt.Errorf("backfill %d: bad spec: %v", r.ID, err)
 	}
-	if b.g.Pipeline(spec.Pipeline) == nil {
+	if b.sched.g.Pipeline(spec.Pipeline) == nil {
 		return spec, fmt.Errorf("backfill %d: pipeline %s is no longer defined", r.ID, spec.Pipeline)
 	}
 	for _, n := range spec.Tasks {
-		if b.tasks[spec.Pipeline+"."+n] == nil {
+		if b.sched.tasks[spec.Pipeline+"."+n] == nil {
 			return spec, fmt.Errorf("backfill %d: task %s.%s is no longer defined", r.ID, spec.Pipeline, n)
 		}
 	}
@@ -375,7 +371,7 @@ func (b *backfiller) countFinished(ctx context.Context, bf *bfState) (changed bo
 		bf.rec.DoneRuns++
 		if len(failedTasks) > 0 {
 			bf.rec.FailedRuns++
-			bf.failed = append(bf.failed, fmt.Sprintf("%s: %s", at.In(b.g.Pipeline(bf.spec.Pipeline).Location).Format(time.RFC3339), strings.Join(failedTasks, ", ")))
+			bf.failed = append(bf.failed, fmt.Sprintf("%s: %s", at.In(b.sched.g.Pipeline(bf.spec.Pipeline).Location).Format(time.RFC3339), strings.Join(failedTasks, ", ")))
 			if bf.spec.StopOnFailure {
 				bf.stop = true
 			}
@@ -665,7 +661,7 @@ func (op *operator) approveBackfill(ctx context.Context, r ApproveBackfill, by B
 // their definitions.
 func (op *operator) backfillGates(spec BackfillSpec) (gates []*taskInfo, defsOf []*defs.Task) {
 	for _, n := range spec.Tasks {
-		if t := op.tasks[spec.Pipeline+"."+n]; t != nil && t.def.Manual {
+		if t := op.sched.tasks[spec.Pipeline+"."+n]; t != nil && t.def.Manual {
 			gates, defsOf = append(gates, t), append(defsOf, t.def)
 		}
 	}

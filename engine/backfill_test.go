@@ -90,11 +90,11 @@ func TestPlanBackfill(t *testing.T) {
 // startBackfill plans and stores a backfill, as `ax backfill` does.
 func (e *env) startBackfill(p BackfillParams) int64 {
 	e.t.Helper()
-	spec, err := PlanBackfill(e.eng.g, p)
+	spec, err := PlanBackfill(e.eng.sched.g, p)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	id, err := CreateBackfill(context.Background(), e.st, e.eng.g, spec, "operator:test", time.Now())
+	id, err := CreateBackfill(context.Background(), e.st, e.eng.sched.g, spec, "operator:test", time.Now())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestBackfillBesideLiveSchedule(t *testing.T) {
 			}
 		}
 		for _, in := range e.instances(store.InstanceFilter{TaskID: "live.a", LogicalFrom: start}) {
-			if e.eng.runs.kindOf(context.Background(), in.RunID) != axtype.RunSchedule || in.StartedAt.IsZero() {
+			if e.eng.resolver.runs.kindOf(context.Background(), in.RunID) != axtype.RunSchedule || in.StartedAt.IsZero() {
 				continue
 			}
 			if late := in.StartedAt.Sub(in.LogicalTime); late > 0 {
@@ -377,7 +377,7 @@ func TestBackfillerStep(t *testing.T) {
 	host := &fakeBackfillHost{over: map[int64][]string{}, fence: st.Fence(l.Epoch)}
 	gauge := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runs"}, []string{"backfill", "state"})
 	b := newBackfiller(host, st, slog.New(slog.DiscardHandler), gauge)
-	b.setGraph(g, tasks)
+	b.sched = &inForce{&snapshot{g: g, tasks: tasks}}
 	bf := &bfState{rec: store.Backfill{ID: id, Pipeline: "daily", State: BackfillRunning, TotalRuns: 4, Actor: "ann"}, spec: spec,
 		active: map[int64]time.Time{}, created: map[int64]bool{}}
 	b.backfills[id] = bf

@@ -191,16 +191,16 @@ func BenchmarkHeapPerInstance(b *testing.B) {
 				b.Fatal(err)
 			}
 			task := g.Order()[0].ID()
-			e.runs.kinds[0] = axtype.RunSchedule // the instances below belong to run 0: no store to ask
+			e.resolver.runs.kinds[0] = axtype.RunSchedule // the instances below belong to run 0: no store to ask
 			var per, bare float64
 			var load time.Duration
 			for b.Loop() {
 				before := heap()
 				start := time.Now()
-				e.wheel = wheel.New(now, e.cfg.Window)
-				e.pending = make(map[int64]*pend)
+				e.planner.wheel = wheel.New(now, e.cfg.Window)
+				e.dispatcher.pending = make(map[int64]*pend)
 				for i := range n {
-					e.enqueue(context.Background(), axtype.Instance{ID: int64(i + 1), TaskID: task, State: axtype.Scheduled, Version: 1,
+					e.planner.enqueue(context.Background(), axtype.Instance{ID: int64(i + 1), TaskID: task, State: axtype.Scheduled, Version: 1,
 						NextFireAt: now.Add(time.Second + time.Duration(i%290)*time.Second), LogicalTime: now})
 				}
 				load += time.Since(start)
@@ -212,8 +212,8 @@ func BenchmarkHeapPerInstance(b *testing.B) {
 				}
 				bare = float64(heap()-before) / float64(n)
 				runtime.KeepAlive(ids)
-				if e.wheel.Len() != n {
-					b.Fatalf("wheel holds %d of %d", e.wheel.Len(), n)
+				if e.planner.wheel.Len() != n {
+					b.Fatalf("wheel holds %d of %d", e.planner.wheel.Len(), n)
 				}
 			}
 			b.ReportMetric(per, "B/inst")

@@ -44,7 +44,7 @@ func TestBigTriggerWritesInChunks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, chunk = 250, 40
 		e := setup(t, Config{MaxRunning: -1, CreateChunk: chunk}, nil, widePipeline(n))
-		epoch := e.eng.lease.Load().epoch.Load()
+		epoch := e.eng.leadership.lease.Load().epoch.Load()
 		var before []int // instances committed before each transaction creating the run
 		store.SetFault(e.st, func(what string) error {
 			if strings.HasPrefix(what, "create run") {
@@ -87,7 +87,7 @@ func TestBigTriggerWritesInChunks(t *testing.T) {
 		if calls := e.rec.snapshot(); len(calls) != n {
 			t.Errorf("%d executions after the trigger, want %d (each task once)", len(calls), n)
 		}
-		if got := e.eng.lease.Load().epoch.Load(); got != epoch {
+		if got := e.eng.leadership.lease.Load().epoch.Load(); got != epoch {
 			t.Errorf("lease epoch %d after the trigger, want %d (the lease kept)", got, epoch)
 		}
 		acts, err := e.st.Actions(context.Background(), store.LogFilter{Action: OpTrigger})

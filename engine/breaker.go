@@ -3,9 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/store"
-	"time"
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
@@ -13,8 +14,7 @@ import (
 )
 
 // breakerChanged records the breaker opening (and the cut it puts on the
-// task's dispatches) or closing as an alert in the action log and the log
-// (R17).
+// task's dispatches) or closing as an alert in the action log and the log.
 func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time.Time) {
 	kind := AlertBreakerClosed
 	if ch.Open {
@@ -22,7 +22,7 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 	}
 	e.m.breakerOpen.WithLabelValues(ch.Task).Set(boolGauge(ch.Open))
 	pipeline := ""
-	if t := e.tasks[ch.Task]; t != nil {
+	if t := e.sched.tasks[ch.Task]; t != nil {
 		pipeline = t.def.Pipeline
 	}
 	msg := fmt.Sprintf("%d of %d outcomes failed in the window (%.0f%%, threshold %.0f%%)", ch.Failures, ch.Total, ch.Rate*100, ch.Threshold*100)
@@ -36,7 +36,7 @@ func (e *Engine) breakerChanged(ctx context.Context, ch breaker.Change, now time
 }
 
 // tuneBreakers gives each task whose file sets `breaker:` its own breaker
-// configuration (R45), keeping the outcomes of breakers whose configuration
+// configuration, keeping the outcomes of breakers whose configuration
 // did not change.
 func (d *dispatcher) tuneBreakers(g *dag.Graph) {
 	for _, t := range g.Order() {

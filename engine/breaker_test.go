@@ -36,7 +36,7 @@ tasks:
   - {name: tuned, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.6}}
   - {name: plain, function: record}
 `)
-		if c := e.eng.brk.TaskConfig("br.tuned"); c.Window != time.Minute || c.MinSamples != 3 || c.Threshold != 0.6 {
+		if c := e.eng.dispatcher.brk.TaskConfig("br.tuned"); c.Window != time.Minute || c.MinSamples != 3 || c.Threshold != 0.6 {
 			t.Fatalf("br.tuned breaker %+v", c)
 		}
 		sleep(5*time.Minute + 30*time.Second)
@@ -53,7 +53,7 @@ tasks:
 		if len(opened) != 1 || len(failed) < 3 || opened[0] != "br.tuned at "+failed[2].EndedAt.Format("15:04:05") {
 			t.Errorf("breaker_open alerts %v; want one, for br.tuned at its third failure (%d failures)", opened, len(failed))
 		}
-		if f := e.eng.brk.Factor("br.plain"); f != 1 {
+		if f := e.eng.dispatcher.brk.Factor("br.plain"); f != 1 {
 			t.Errorf("br.plain breaker factor %v: 5 failures are below the default minimum of 10", f)
 		}
 	})
@@ -125,7 +125,7 @@ func TestBreakerRateCutOutlivesARetakenLease(t *testing.T) {
 		if l, _ := e.st.GetLease(context.Background(), ""); l.Epoch <= 999 || l.Holder == "intruder" {
 			t.Fatalf("lease %+v: the test needs it taken back", l)
 		}
-		if f := e.eng.brk.Factor("br.hot"); f >= 1 {
+		if f := e.eng.dispatcher.brk.Factor("br.hot"); f >= 1 {
 			t.Fatalf("br.hot's breaker closed (factor %v): the test needs it open across the retake", f)
 		}
 		t1 := time.Now()
@@ -296,7 +296,7 @@ tasks:
 		at := opened[0].At
 		mu.Unlock()
 		store.SetFault(e.st, nil)
-		cut, ok := e.eng.brk.CutOf("br.hot", time.Now())
+		cut, ok := e.eng.dispatcher.brk.CutOf("br.hot", time.Now())
 		e.stop()
 		if !ok {
 			t.Fatal("br.hot's breaker closed again: the test needs it open")
@@ -374,7 +374,7 @@ tasks:
   - {name: hot, function: record, breaker: {window: 1m, min_outcomes: 3, ratio: 0.5}}
 `)
 	sleep(20 * time.Second)
-	if f := e.eng.brk.Factor("br.hot"); f >= 1 {
+	if f := e.eng.dispatcher.brk.Factor("br.hot"); f >= 1 {
 		t.Fatalf("br.hot's breaker factor %v after 20 failing fires: the test needs it open", f)
 	}
 	return e

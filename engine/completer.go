@@ -24,7 +24,7 @@ import (
 // Its rules: judgeResult decides what a result does to its instance
 // (SUCCESS, KILLED, RETRYING per the retry policy, FAILED, or given back
 // without counting the attempt); applyResults records a batch of them with
-// the downstream they settle in one transaction (R40); checkTimeouts turns
+// the downstream they settle in one transaction; checkTimeouts turns
 // silence past a deadline into a result; the releases (applyReleases,
 // releaseStranded) move WAITING instances on when their upstreams are done.
 // It must not start attempts (the dispatcher does: the one attempt it hands
@@ -63,8 +63,11 @@ type completer struct {
 	log     *slog.Logger
 	logs    *logWriter // task output, recorded with the results
 	m       *metrics
-	tasks   map[string]*taskInfo // the tasks of the graph in force (setGraph)
-	hasHTTP bool                 // some task runs on HTTP executors: read the results inbox, sweep the executors
+	sched   *inForce // the schedule in force (snapshot.go)
+	hasHTTP bool     // some task runs on HTTP executors: read the results inbox, sweep the executors
+	// recorded: results were recorded since the loop last asked
+	// (takeRecorded).
+	recorded bool
 	// inboxPolled is when the results inbox was last read.
 	inboxPolled time.Time
 }
@@ -74,7 +77,6 @@ type completerHost interface {
 	fenced
 	enqueue(ctx context.Context, in axtype.Instance) // the planner's wheel, for a retry or a release
 	breakerChanged(ctx context.Context, ch breaker.Change, now time.Time)
-	resultsIn()         // the backfiller steps at the next turn
 	countApplied(n int) // Stats.Applied
 	emit(ev Event)
 	notify(a Alert)
@@ -95,6 +97,17 @@ type completerStore interface {
 // reset forgets what an earlier term gathered: a new term reads the store.
 func (c *completer) reset() {
 	c.unapplied, c.inboxSeen = nil, map[string]bool{}
+}
+
+// forgetAsked forgets the questions asked of executors about inherited
+// attempts: a previous term's are not answered in this one.
+func (c *completer) forgetAsked() { clear(c.watch.asking) }
+
+// takeRecorded reports whether results were recorded since the last call.
+func (c *completer) takeRecorded() bool {
+	r := c.recorded
+	c.recorded = false
+	return r
 }
 
 // gather takes in outcome o, to be recorded with the next batch: the one
@@ -142,8 +155,9 @@ func (c *completer) applyAll(ctx context.Context) error {
 	return nil
 }
 
-// checkTimeouts fails attempts whose deadline passed without a result (the
-// scheduler's layer of R16); the executor's context has the same deadline.
+// checkTimeouts fails attempts whose deadline passed without a result: the
+// scheduler enforces every task's timeout itself, whatever the executor
+// does; the executor's context has the same deadline.
 func (c *completer) checkTimeouts(ctx context.Context, now time.Time) error {
 	c.checkGroups(now)
 	for _, id := range c.disp.running.ids() {
@@ -300,7 +314,7 @@ func (c *completer) applyResults(ctx context.Context, now time.Time) error {
 	}
 	// The results and the downstream instances they settle in the same run
 	// commit in one transaction: a success is never recorded without its
-	// release, nor a failure without the failure of what waited on it (R40).
+	// release, nor a failure without the failure of what waited on it.
 	var same []release
 	res, relRes, err := c.host.w().TransitionBatchLogs(ctx, rb.params, logs, c.settleResults(ctx, rb, now, &same))
 	if hasLogs {
@@ -332,7 +346,7 @@ func (c *completer) applyResults(ctx context.Context, now time.Time) error {
 	}
 	c.released(ctx, same, relRes)
 	c.closeInbox(ctx, rb.closed, now)
-	c.host.resultsIn()
+	c.recorded = true // the loop tells the backfiller (Engine.noteRecorded)
 	c.host.countApplied(len(res))
 	return c.applyReleases(ctx, cross, now)
 }
@@ -434,7 +448,7 @@ func (c *completer) staleResult(ctx context.Context, o outcome, closed map[strin
 }
 
 // settleResults returns the then of the results' transaction: the
-// downstream in the same run that the recorded outcomes settle (R40),
+// downstream in the same run that the recorded outcomes settle,
 // decided by settle with the run cache brought up to date. same receives
 // them, for released.
 func (c *completer) settleResults(ctx context.Context, rb resultBatch, now time.Time, same *[]release) func([]store.BatchResult) ([]store.TransitionParams, error) {
@@ -472,7 +486,7 @@ func (c *completer) resultRecorded(ctx context.Context, rb resultBatch, i int, r
 	}
 	c.disp.untrack(m.id)
 	ev := m.a.event("ended", now)
-	ev.State, ev.Error, ev.Duration = m.to, *p.Set.Error, now.Sub(m.a.deadline.Add(-m.a.task.def.Timeout))
+	ev.State, ev.Error, ev.Duration = m.to, *p.Set.Error, now.Sub(m.a.startedFrom())
 	c.host.emit(ev)
 	if r.Err != nil {
 		c.log.Warn("result_not_applied", "task", m.a.task.id, "run", m.a.runID, "ticket", m.a.ticket, "err", r.Err.Error())
@@ -555,7 +569,7 @@ func (c *completer) applyReleases(ctx context.Context, rel []release, now time.T
 	var failed []*taskInfo
 	for i, r := range res {
 		if r.Err == nil && rel[i].p.To == axtype.Failed {
-			if ti := c.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
+			if ti := c.sched.tasks[rel[i].in.TaskID]; ti != nil && len(ti.crossDown) > 0 {
 				failed = append(failed, ti)
 			}
 		}
@@ -587,7 +601,7 @@ func (c *completer) released(ctx context.Context, rel []release, res []store.Bat
 		in := rel[i].in
 		in.State, in.Version = rel[i].p.To, r.Version
 		c.res.runs.setState(in.RunID, in.TaskID, in.State, r.Version)
-		if ti := c.tasks[in.TaskID]; ti != nil && ends(in.State) {
+		if ti := c.sched.tasks[in.TaskID]; ti != nil && ends(in.State) {
 			c.runEnded(c.res.runs.cached(in.RunID), ti.def.Pipeline, rel[i].p.Now) // its last instance failed without running
 		}
 		if in.State != axtype.Scheduled {
@@ -614,7 +628,7 @@ func (c *completer) releaseStranded(ctx context.Context, now time.Time) error {
 		// A run whose logical time is ahead has nothing succeeded yet. A
 		// root waits only when a rerun brought it back (it never ran) and
 		// its release failed: nothing else will release it.
-		if ti := c.tasks[in.TaskID]; ti != nil && (len(ti.up) == 0 || !in.LogicalTime.After(now)) {
+		if ti := c.sched.tasks[in.TaskID]; ti != nil && (len(ti.up) == 0 || !in.LogicalTime.After(now)) {
 			byRun[in.RunID] = append(byRun[in.RunID], ti)
 		}
 	}
@@ -663,7 +677,7 @@ func (c *completer) crossAfter(ctx context.Context, ended []*taskInfo, now time.
 func (c *completer) releaseCrossWaiting(ctx context.Context, now time.Time) error {
 	var tasks []*taskInfo
 	for _, id := range c.res.limited {
-		tasks = append(tasks, c.tasks[id])
+		tasks = append(tasks, c.sched.tasks[id])
 	}
 	c.res.nextDeadline = time.Time{}
 	rel, err := c.res.releaseCross(ctx, tasks, now)

@@ -112,7 +112,7 @@ type Config struct {
 	// LogFlush is how often the output of running attempts is written to
 	// the store (what a crash can lose). Default 1 s.
 	LogFlush time.Duration
-	// Retain is how long finished runs are kept (R42): runs whose instances
+	// Retain is how long finished runs are kept: runs whose instances
 	// all ended before now − Retain are pruned with their rows by the
 	// primary. Zero keeps everything (ax server's --retain defaults to 30 days).
 	Retain time.Duration

@@ -210,7 +210,7 @@ func TestStaleTicketIsRecordedAndIgnored(t *testing.T) {
 		if len(a) != 1 || a[0].State != axtype.Success {
 			t.Fatalf("a@10s: %+v", a)
 		}
-		e.eng.results <- outcome{instance: a[0].ID, res: runner.Result{Ticket: "forged", Status: runner.StatusFailed, Error: "late"}}
+		e.eng.completer.results <- outcome{instance: a[0].ID, res: runner.Result{Ticket: "forged", Status: runner.StatusFailed, Error: "late"}}
 		sleep(time.Second)
 		e.stop()
 		acts, _ := e.st.Actions(context.Background(), store.LogFilter{Action: "stale_result"})

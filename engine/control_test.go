@@ -505,7 +505,7 @@ func TestRefusalIsNotAFailure(t *testing.T) {
 		e := setup(t, Config{}, nil, "pipeline: h\ntimezone: UTC\nschedule: \"@every 1h\"\ntasks:\n  - {name: a, http: \"http://127.0.0.1:1/dispatch\"}\n")
 		e.stop()
 		ref := &refusing{n: 3}
-		eng, err := New(Config{Holder: "t2"}, e.st, e.eng.g, Executors{defs.ExecHTTP: ref})
+		eng, err := New(Config{Holder: "t2"}, e.st, e.eng.sched.g, Executors{defs.ExecHTTP: ref})
 		if err != nil {
 			t.Fatal(err)
 		}

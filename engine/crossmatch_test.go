@@ -130,7 +130,7 @@ func TestBackfillWaitCross(t *testing.T) {
 		}
 		sleep(2 * time.Second)
 		p := BackfillParams{Pipeline: "orders", From: utcAt(t, "1999-12-04T00:00:00Z"), To: utcAt(t, "1999-12-05T23:59:59Z"), MaxActiveRuns: 2, WaitCross: true}
-		spec, err := PlanBackfill(e.eng.g, p)
+		spec, err := PlanBackfill(e.eng.sched.g, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestBackfillWaitCross(t *testing.T) {
 			t.Errorf("report of 12-05: %+v", ins)
 		}
 		p.WaitCross, p.From, p.To = false, utcAt(t, "1999-12-06T00:00:00Z"), utcAt(t, "1999-12-06T23:59:59Z")
-		if spec, err := PlanBackfill(e.eng.g, p); err != nil || spec.Waits != nil {
+		if spec, err := PlanBackfill(e.eng.sched.g, p); err != nil || spec.Waits != nil {
 			t.Fatalf("plan without WaitCross: %v, waits %v", err, spec.Waits)
 		}
 		e.startBackfill(p)

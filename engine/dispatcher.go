@@ -1,19 +1,27 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
+	"github.com/ax-sched/ax/engine/backoff"
 	"github.com/ax-sched/ax/engine/breaker"
 	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/engine/queue"
+	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -39,7 +47,11 @@ import (
 // afterwards (handOut, execute). It must not judge results (the completer
 // does) nor readiness (ready.go).
 type dispatcher struct {
-	queue   queue.Queue[int64]
+	queue queue.Queue[int64]
+	// pending are the instances waiting in the planner's wheel or in the
+	// queue, as the planner handed them over (expect): what a due entry
+	// is admitted against, and what a dispatch starts.
+	pending map[int64]*pend
 	running inflight // the attempts in flight (inflight.go)
 	bucket  *bucket.Bucket
 	brk     *breaker.Breaker        // per-task circuit breakers, fed by the completer; kept across terms
@@ -70,14 +82,11 @@ type dispatcher struct {
 
 	cfg  Config
 	host dispatcherHost
-	// planned is the planner, whose pending instances the queue holds; res
-	// the resolver, which settles what a skip fails, and whose run cache
-	// follows the starts.
-	planned  *planner
+	// res is the resolver, which settles what a skip fails, and whose run
+	// cache follows the starts.
 	res      *resolver
-	paused   pauseCover // the pauses in force (the operator requests')
-	g        *dag.Graph // the graph in force (setGraph)
-	tasks    map[string]*taskInfo
+	paused   pauseCover      // the pauses in force (the operator requests')
+	sched    *inForce        // the schedule in force (snapshot.go)
 	settings dispatcherStore // the dialect (the size of a batch), the limits set at run time
 	log      *slog.Logger
 	logs     *logWriter // task output, written by the attempts
@@ -114,12 +123,68 @@ type dispatcherStore interface {
 // newTerm gives the dispatcher an empty queue and fresh limits for a term
 // as primary (the store is read again into it).
 func (d *dispatcher) newTerm(cfg Config, now time.Time) {
-	d.queue = queue.Queue[int64]{}
+	d.clearWaiting()
 	d.running = newInflight()
 	d.held, d.gates = map[int64]*attempt{}, map[int64]chan struct{}{}
 	d.handOutErr = nil
 	d.bucket = bucket.New(bucket.Limits{Global: cfg.DispatchRate, Groups: cfg.GroupRates}, now)
 	d.pool = newPool(Pools{MaxRunning: cfg.MaxRunning, GroupMaxRunning: cfg.GroupMaxRunning}, cfg.Now)
+}
+
+// clearWaiting forgets what waits: the queue and the instances the
+// planner handed over, which a new term loads again from the store.
+func (d *dispatcher) clearWaiting() {
+	d.queue = queue.Queue[int64]{}
+	d.pending = map[int64]*pend{}
+}
+
+// waiting reports whether instance id waits here at version.
+func (d *dispatcher) waiting(id, version int64) bool {
+	p := d.pending[id]
+	return p != nil && p.version == version
+}
+
+// expect takes instance id, waiting in the planner's wheel, or into the
+// queue at once when dueNow.
+func (d *dispatcher) expect(id int64, p *pend, dueNow bool) {
+	if dueNow {
+		d.queue.Push(p.task.def.Priority, p.at, id)
+	}
+	d.pending[id] = p
+}
+
+// admit moves the wheel's entries that came due into the queue, in
+// priority order; an entry whose instance changed since it was loaded (a
+// newer version, or gone) is dropped.
+func (d *dispatcher) admit(due []wheel.Entry) {
+	for _, en := range due {
+		if p := d.pending[en.ID]; p != nil && p.version == en.Version {
+			d.queue.Push(p.task.def.Priority, en.At, en.ID)
+		}
+	}
+}
+
+// forget drops instance id from what waits (it was dispatched, or changed
+// by a request), and returns what was known of it; a stale wheel or queue
+// entry left behind is dropped when due.
+func (d *dispatcher) forget(id int64) *pend {
+	p := d.pending[id]
+	delete(d.pending, id)
+	return p
+}
+
+// rebind points what waits at the tasks of a new graph (tasks); an
+// instance of a removed task, or of a run the reload dropped (droppedRun),
+// is no longer loaded.
+func (d *dispatcher) rebind(tasks map[string]*taskInfo, droppedRun map[int64]bool) {
+	for id, p := range d.pending {
+		nt := tasks[p.task.id]
+		if nt == nil || droppedRun[p.runID] {
+			delete(d.pending, id)
+			continue
+		}
+		p.task = nt
+	}
 }
 
 // inFlight reports whether the attempt of instance id is in flight.
@@ -229,7 +294,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 	b := &batchPlan{claimed: map[string]int{}}
 	for d.queue.Len() > 0 && len(b.params) < size {
 		it, _ := d.queue.Pop()
-		if p := d.planned.pending[it.Value]; p != nil && d.plan(b, it.Value, p, now) {
+		if p := d.pending[it.Value]; p != nil && d.plan(b, it.Value, p, now) {
 			break
 		}
 	}
@@ -273,7 +338,7 @@ func (d *dispatcher) dispatchBatch(ctx context.Context, now time.Time) (more boo
 func (d *dispatcher) undoStarts(b *batchPlan, res []store.BatchResult, now time.Time) {
 	for i, p := range b.params {
 		if p.To == axtype.Running && (res == nil || res[i].Err != nil) {
-			d.brk.Undispatched(d.planned.pending[b.picked[i]].task.id, now)
+			d.brk.Undispatched(d.pending[b.picked[i]].task.id, now)
 		}
 	}
 }
@@ -400,7 +465,7 @@ func (d *dispatcher) claimRecords(b *batchPlan, now time.Time) []store.ProcRecor
 		if p.To != axtype.Running || p.Set.StartedAt == nil || p.Set.Ticket == nil {
 			continue
 		}
-		pd := d.planned.pending[b.picked[i]]
+		pd := d.pending[b.picked[i]]
 		kind := store.ProcServer
 		switch {
 		case p.Set.StartedAt.After(now):
@@ -418,7 +483,7 @@ func (d *dispatcher) claimRecords(b *batchPlan, now time.Time) []store.ProcRecor
 // pushBack puts instances back into the queue, in their priority order.
 func (d *dispatcher) pushBack(ids []int64) {
 	for _, id := range ids {
-		p := d.planned.pending[id]
+		p := d.pending[id]
 		d.queue.Push(p.task.def.Priority, p.at, id)
 	}
 }
@@ -449,10 +514,9 @@ func (d *dispatcher) requeue(b *batchPlan, now time.Time) {
 // fire time when claimed ahead); it reports whether one was.
 func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.Time) bool {
 	id := b.picked[i]
-	p := d.planned.pending[id]
-	delete(d.planned.pending, id)
+	p := d.forget(id)
 	if r.Err != nil {
-		// Paused, changed or taken by another caller since it was loaded: drop the trigger (R9).
+		// Paused, changed or taken by another caller since it was loaded: drop the trigger.
 		d.log.Info("dispatch_dropped", "task", p.task.id, "run", p.runID, "instance", id, "reason", r.Err.Error())
 		d.res.runs.dropRunOf(id) // its cached state is stale: read the run again when needed
 		return false
@@ -464,7 +528,7 @@ func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.
 	}
 	started := *b.params[i].Set.StartedAt
 	a := &attempt{ticket: *b.params[i].Set.Ticket, version: r.Version, task: p.task, runID: p.runID, logical: p.logical,
-		attempt: *b.params[i].Set.Attempt, counted: *b.params[i].Set.Counted, deadline: started.Add(p.task.def.Timeout), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
+		attempt: *b.params[i].Set.Attempt, counted: *b.params[i].Set.Counted, deadline: deadlineAfter(started, p.task.def), live: p.kind == axtype.RunSchedule, kind: p.kind, due: time.UnixMilli(p.at),
 		started: started}
 	d.track(id, a)
 	d.res.runs.dispatched(p.runID, p.task.id, r.Version, a.attempt)
@@ -482,18 +546,322 @@ func (d *dispatcher) handOut(b *batchPlan, i int, r store.BatchResult, now time.
 }
 
 // logBuffer reports, at most every 5 s, how many due instances wait for
-// tokens and how long the oldest has waited (R13: visible, never dropped).
+// tokens and how long the oldest has waited: a rate limit delays
+// instances visibly and never drops one.
 func (d *dispatcher) logBuffer(now time.Time) {
 	if now.Before(d.bufferLogged.Add(5 * time.Second)) {
 		return
 	}
 	d.bufferLogged = now
 	oldest := now
-	for _, p := range d.planned.pending {
+	for _, p := range d.pending {
 		if t := time.UnixMilli(p.at); t.Before(oldest) {
 			oldest = t
 		}
 	}
 	d.log.Info("rate_limited", "buffer_depth", d.queue.Len(), "oldest_wait", now.Sub(oldest).Round(time.Millisecond).String(),
 		"global_rate", d.bucket.Limits().Global)
+}
+
+// RefusedRetry is how long after a refusal by every executor (busy, full,
+// re-entrant, unreachable) an instance is offered again.
+const RefusedRetry = 5 * time.Second
+
+// executorOf names, at dispatch, what will run an attempt of t: this
+// process (local:HOST) for functions and commands; for HTTP tasks the
+// task's URL, or "http" until the result names the executor that took it.
+func executorOf(t *defs.Task) string {
+	switch {
+	case t.Executor.Kind == defs.ExecHTTP && t.Executor.URL != "":
+		return t.Executor.URL
+	case t.Executor.Kind == defs.ExecHTTP:
+		return string(defs.ExecHTTP)
+	}
+	return runner.Local()
+}
+
+// dueDetail is the detail of a dispatch action: the instance's fire time,
+// so that "scheduled versus actual dispatch time" can be read back (R31a).
+func dueDetail(atMS int64) string {
+	return "due " + time.UnixMilli(atMS).UTC().Format(time.RFC3339Nano)
+}
+
+// parseDue reads dueDetail back; ok is false for actions written before it.
+func parseDue(detail string) (time.Time, bool) {
+	s, found := strings.CutPrefix(detail, "due ")
+	if !found {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
+// startHeld hands the attempts claimed ahead whose fire time has come to
+// their executors — only while the lease is safely held: a process that
+// stalled past its lease starts nothing (the next primary sees RUNNING
+// instances it did not start and lets them time out, never running them
+// twice). Before any of them starts, one fenced write records that they
+// were handed out (recordHandOut): a primary that takes over finds the
+// claim of an attempt that never started still held, and gives it back
+// (neverStarted) rather than leaving it to the unknown-outcome rule.
+func (d *dispatcher) startHeld(ctx context.Context, now time.Time) {
+	if len(d.gates) == 0 || now.Before(d.handOutRetry) || !d.host.leader(now) {
+		return
+	}
+	opened := map[int64]chan struct{}{}
+	for due, g := range d.gates {
+		if due <= now.UnixMilli() {
+			opened[due] = g // every attempt held for this fire time starts at once
+			delete(d.gates, due)
+		}
+	}
+	if len(opened) == 0 {
+		return
+	}
+	var starting []*attempt
+	var ids []int64
+	for _, id := range sortedIDs(d.held) {
+		if a := d.held[id]; !a.due.After(now) {
+			delete(d.held, id)
+			a.held = false
+			starting, ids = append(starting, a), append(ids, id)
+		}
+	}
+	if !d.recordHandOut(ctx, starting, ids, opened, now) {
+		return
+	}
+	// Into the start queue in dispatch order (priority, fire time), before
+	// their goroutines are let go.
+	order := make([]int, len(starting))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(starting[i].task.def.Priority, starting[j].task.def.Priority), starting[i].due.Compare(starting[j].due))
+	})
+	for _, i := range order {
+		a := starting[i]
+		if isLocal(a.task.def) {
+			a.slot = d.pool.enqueue(a.task.def.Priority, a.due.UnixMilli(), ids[i])
+		} else {
+			d.started(a, now) // a local one starts in its goroutine, when it has a slot
+		}
+	}
+	for _, g := range opened {
+		close(g)
+	}
+	d.armHeld(d.cfg.Now())
+}
+
+// handOutRetry is how long after a hand-out that could not be recorded
+// startHeld tries again.
+const handOutRetry = 250 * time.Millisecond
+
+// recordHandOut writes, in one fenced transaction of one small statement,
+// that the held attempts starting (instances ids) were handed out: for each
+// epoch that claimed them, up to the latest of their fire times
+// (store.Fence.HandOut). It reports whether they may start. When the write
+// fails (the store is down, the lease was taken) none of them starts: they
+// are held again behind their gates (opened), tried again after
+// handOutRetry, and, if this process never records it, the next primary
+// finds them claimed and not handed out and gives them back.
+func (d *dispatcher) recordHandOut(ctx context.Context, starting []*attempt, ids []int64, opened map[int64]chan struct{}, now time.Time) bool {
+	var epochs []int64
+	var upto time.Time
+	for _, a := range starting {
+		if !slices.Contains(epochs, a.claimEpoch) {
+			epochs = append(epochs, a.claimEpoch)
+		}
+		if a.due.After(upto) {
+			upto = a.due
+		}
+	}
+	err := d.host.w().HandOut(ctx, epochs, upto, now)
+	d.handOutErr = err
+	if err == nil {
+		return true
+	}
+	for i, a := range starting {
+		a.held = true
+		d.held[ids[i]] = a
+	}
+	maps.Copy(d.gates, opened)
+	d.handOutRetry = now.Add(handOutRetry)
+	d.heldWake.Reset(handOutRetry)
+	d.log.Warn("hand_out_not_recorded", "attempts", len(starting), "err", err, "retry_in", handOutRetry.String())
+	return false
+}
+
+// started records that an attempt went to its executor. Local attempts
+// start in their own goroutines (see execute), so it is safe for
+// concurrent use.
+func (d *dispatcher) started(a *attempt, now time.Time) {
+	d.host.observeStart(a, now)
+	d.log.Info("dispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket, "attempt", a.attempt)
+	ev := a.event("started", now)
+	ev.Started = now
+	d.host.emit(ev)
+}
+
+// errLeaseNotHeld is why an attempt in the start queue did not start: the
+// lease stopped being safely held while it waited.
+var errLeaseNotHeld = errors.New("engine: the lease is not safely held")
+
+// slot waits, in an attempt's goroutine, until local attempt a may start:
+// a slot under the global cap (the start queue, in priority order) and the
+// lease safely held — a process that stalled past its lease starts nothing
+// (the next primary sees a RUNNING instance it did not start and lets it
+// time out, never running it twice). It returns when it started. The loop
+// put a in the start queue (pool.enqueue) when it handed it out.
+func (d *dispatcher) slot(ctx context.Context, a *attempt) (time.Time, error) {
+	if err := d.pool.wait(ctx, a.slot); err != nil {
+		if a.begun.Load() < 0 {
+			return time.Time{}, errWithdrawn // cancelled by withdraw: recorded by the loop
+		}
+		return time.Time{}, err
+	}
+	for {
+		// Held under whichever epoch is current: a lease the keeper took
+		// again keeps what this process recorded (see reconcile).
+		if d.host.Primary() {
+			now := d.cfg.Now()
+			if !a.begun.CompareAndSwap(0, now.UnixNano()) {
+				d.pool.release()
+				return time.Time{}, errWithdrawn // the loop took it back first (withdraw)
+			}
+			return now, nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			d.pool.release()
+			return time.Time{}, context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// notStarted is the result of an attempt whose context ended before it
+// started (killed, or given back at shutdown).
+func notStarted(ctx context.Context, a *attempt, err error) runner.Result {
+	if errors.Is(context.Cause(ctx), runner.ErrKilled) {
+		return runner.Result{Ticket: a.ticket, Status: runner.StatusKilled, Error: runner.ErrKilled.Error()}
+	}
+	return runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: "not started: " + err.Error()}
+}
+
+// execute runs an attempt on its executor in a goroutine of its own: at
+// once, or, for an attempt claimed ahead, when gate closes at its fire time.
+// A held attempt whose context ends first (killed before its time, given
+// back at shutdown, the lease lost) returns without running anything.
+//
+// A local attempt (function or command) then waits in the start queue for
+// a slot under --max-running (pool.acquire): dispatch records local
+// attempts a batch at a time, beyond the cap, so that each starts the
+// moment a slot frees, with no store round trip between one attempt's end
+// and the next one's start. Its deadline counts from that start.
+func (d *dispatcher) execute(id int64, a *attempt, gate <-chan struct{}) {
+	t := a.task.def
+	local := isLocal(t)
+	a.queueWait = d.host.queueWaitOf(a.task)
+	a.instance = id
+	if gate == nil && !local {
+		d.started(a, d.cfg.Now())
+	}
+	a.queued, a.begun = local, new(atomic.Int64)
+	if local && gate == nil {
+		a.slot = d.pool.enqueue(t.Priority, a.due.UnixMilli(), id)
+	}
+	at := runner.Attempt{Pipeline: t.Pipeline, Task: t.Name, InstanceID: id, Ticket: a.ticket,
+		LogicalTime: a.logical.In(d.sched.g.Pipeline(t.Pipeline).Location), Deadline: a.deadline, Params: d.sched.g.Pipeline(t.Pipeline).TypedParams(d.res.runs.paramsOf(a.runID, t.Params)),
+		TicketTTL: backoff.SpanOf(t.Retry, t.Timeout, d.cfg.BackoffCap) + 5*time.Minute}
+	at.TraceParent = d.host.traceParent(a.event("started", time.Time{}))
+	ctx, cancel := context.WithCancelCause(d.execCtx)
+	a.cancel = cancel
+	fence, runID := d.host.w(), a.runID
+	d.execWG.Add(1)
+	go func() {
+		defer d.execWG.Done()
+		defer cancel(nil)
+		if gate != nil {
+			select {
+			case <-gate: // startHeld put a local one in the start queue
+			case <-ctx.Done():
+				if a.slot != nil {
+					d.pool.cancel(a.slot)
+				}
+				return
+			}
+		}
+		if local {
+			begun, err := d.slot(ctx, a)
+			if errors.Is(err, errStartQueueShut) || errors.Is(err, errWithdrawn) {
+				return // given back (giveBack) or withdrawn (withdraw) by the loop
+			}
+			if err != nil {
+				d.host.report(outcome{instance: id, res: notStarted(ctx, a, err)})
+				return
+			}
+			at.Deadline = deadlineAfter(begun, t)
+			d.started(a, begun)
+		}
+		out := d.logs.start(id, a.attempt, fence)
+		started := d.cfg.Now()
+		xctx := runner.WithOutput(ctx, out.out)
+		if t.Executor.Kind == defs.ExecCommand { // where its process group runs, for a primary that may inherit it
+			xctx = runner.WithStarted(xctx, func(p runner.Process) {
+				out.setProc(store.ProcRecord{Ticket: a.ticket, InstanceID: id, RunID: runID, Host: p.Host, Boot: p.Boot, PidNS: p.PidNS,
+					Pgid: p.Pgid, Start: p.Start, At: d.cfg.Now()})
+			})
+		}
+		res, err := d.run(xctx, at, t, runID)
+		// The slot is free for the next attempt in the start queue at once,
+		// and for the next turn's dispatch (its result, coming next, wakes
+		// the loop): a turn in between must still see this attempt running,
+		// for the overlap rule, which it does until the result is applied.
+		if local {
+			d.pool.release()
+		}
+		d.free(a)
+		if err != nil {
+			res = runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: err.Error(), Permanent: true}
+		}
+		res.Ticket = a.ticket
+		res = safeResult(res)
+		logs := d.logs.end(out, res, store.AttemptRecord{InstanceID: id, Attempt: a.attempt, RunID: runID, TaskID: t.ID(), Ticket: a.ticket,
+			Executor: res.Executor, Argv: res.Argv, Status: string(res.Status), ExitCode: res.ExitCode, Error: res.Error, StartedAt: started, EndedAt: d.cfg.Now(), Outputs: res.Outputs})
+		d.host.report(outcome{instance: id, res: res, logs: logs})
+	}()
+}
+
+// errNotStartedByShutdown is why an attempt claimed ahead did not start:
+// the scheduler stopped before its fire time.
+var errNotStartedByShutdown = errors.New("engine: stopped before its fire time")
+
+// unstarted withdraws, at shutdown, the attempts recorded RUNNING that never
+// started: claimed ahead of a fire time still to come, or waiting in the
+// start queue for a slot. Each is marked interrupted, and its outcome
+// returned for the completer to give it back.
+func (d *dispatcher) unstarted() []outcome {
+	why := map[int64]string{}
+	for _, id := range d.pool.shut() {
+		why[id] = "interrupted by shutdown: it waited in the start queue for a slot (--max-running) and never started; given back, the attempt not counted"
+	}
+	for id, a := range d.held {
+		a.cancel(errNotStartedByShutdown) // its goroutine returns without running
+		why[id] = "interrupted by shutdown: claimed ahead, but the scheduler stopped before its fire time; not started, given back due at " + a.due.UTC().Format(time.RFC3339)
+	}
+	clear(d.held)
+	var out []outcome
+	for _, id := range sortedIDs(why) {
+		a := d.running.get(id)
+		if a == nil {
+			continue
+		}
+		a.interrupted = true
+		out = append(out, outcome{instance: id, notStarted: why[id],
+			res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: why[id]}})
+	}
+	return out
 }

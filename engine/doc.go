@@ -4,35 +4,37 @@
 // # One owner, several components
 //
 // One goroutine, the loop of [Engine.Run], owns all scheduling state. The
-// state is split into components, each a type in a file of its own whose
-// methods carry its rules, and which says what it owns and what it must
-// not do. Each declares, where it is used, the small interface of what it
-// asks of the others (plannerHost, resolverHost, dispatcherHost,
-// completerHost, operatorHost, backfillHost; fenced, the leadership's
-// fence and epoch, is the part of those that record) and of the store
-// (plannerReader, resolverReader, …). A component whose work acts on
-// another's state holds that component (the operator holds those its
-// verbs act on; the completer, the dispatcher whose attempts results end).
-// [Engine] composes them, answers those interfaces, and runs the loop. The
-// loop is the only goroutine that touches any of them (no locks on the hot
-// path):
+// state is split into components, each a type in files named after it
+// whose methods carry its rules, and which says what it owns and what it
+// must not do. [Engine] holds each as a named field (none is embedded) and
+// runs the loop. Each component declares, where it is used, the small
+// interface of what it asks of the others (plannerHost,
+// dispatcherHost, completerHost, operatorHost, backfillHost; fenced, the
+// leadership's fence and epoch, is the part of those that record) and of
+// the store (plannerReader, takeoverReader, …); the Engine answers each
+// ask by handing it to the component that owns the answer (hosts.go).
+// Some components still hold those their work acts on (the operator, the
+// completer and the dispatcher; see docs/design.md). The tasks and graph
+// in force are one snapshot (snapshot.go), read by every component through
+// one holder and swapped by the loop on reload. The loop is the only
+// goroutine that touches any of them (no locks on the hot path):
 //
 //   - leadership (lease.go): the term as primary — its epoch, the keeper
 //     that renews the lease on a timer and goroutine of its own, the fence
-//     through which every write of the term goes (R44), and what is known
+//     through which every write of the term goes, and what is known
 //     of the term before (who held it, when it ended).
 //   - planner (planner.go, trigger.go, misfire.go): the triggers, runs
 //     created ahead for every fire inside the window (newRunWith, the one
 //     way to create a run), the misfire rule for fires that passed unrun,
 //     and the time wheel of instances due soon.
-//   - resolver (ready.go, settle.go, runcache.go): readiness and failure
+//   - resolver (ready.go, resolver.go, runcache.go): readiness and failure
 //     propagation, one pure rule (decide, settle) of a run's instances;
-//     settle.go reads what it needs and turns its verdicts into the
+//     resolver.go reads what it needs and turns its verdicts into the
 //     transitions others record. It owns the run cache (runCache), the
 //     store's runs as the rule reads them, and says when a run is over
 //     (runFinished, StatusOf's rule).
-//   - dispatcher (dispatcher.go, dispatch.go, inflight.go, overlap.go,
-//     pool.go, breaker.go, the limits of control.go): the priority queue
+//   - dispatcher (dispatcher.go, dispatcher_limits.go, attempt.go,
+//     inflight.go, overlap.go, pool.go, breaker.go): the priority queue
 //     of due instances, the attempts in flight (inflight), the overlap
 //     policy judged at the fire time, rate limits and the breakers that cut
 //     a task's dispatches, concurrency caps, claims ahead of the fire time, and
@@ -42,15 +44,22 @@
 //     recorded with the downstream they settle, and the releases of what
 //     waited on them. Every outcome comes in through gather; what the
 //     executor sweep remembers (refusals, inherited attempts) is its own.
-//   - operator (request.go, control.go, settleop.go): a sealed set of typed
+//   - operator (request.go, operator.go, operator_settle.go): a sealed set of typed
 //     requests, each applied by the operator on the loop, and the pauses in
 //     force (pauses), whose coverage rule is store.PauseSet.Covering.
 //   - backfiller (backfill.go): runs of past logical times, a few at a time,
 //     stepped as results come in and the store polled every second.
+//   - takeover (takeover.go): at a term's start, the attempts a previous
+//     term left RUNNING, read from the store and judged from plain values
+//     (inherited with their deadline, or given back when they certainly
+//     never started); the loop hands the verdicts to the dispatcher and
+//     the completer.
+//   - retention (retention.go): a service beside the loop, with Run(ctx),
+//     that prunes finished runs while the lease is held.
 //
 // What stays on [Engine] is the loop and its lifecycle (Run, the term's
-// start and end, a turn), the public API (Do, Explain, Reload, Stats,
-// Alert), and what spans every component: alerts, live reload, retention.
+// start and end, a turn), the routing between components (hosts.go), the
+// public API (Do, Explain, Reload, Stats, Alert), alerts and live reload.
 //
 // How an instance flows through them:
 //
@@ -77,7 +86,7 @@
 //	 ▼                                                                     │
 //	completer   RUNNING → SUCCESS, FAILED, KILLED, or RETRYING ────────────┘
 //	            (at its backoff time); in the same transaction, the run's
-//	            downstream that the resolver settles (R40); the attempt
+//	            downstream that the resolver settles; the attempt
 //	            leaves inflight, the breaker learns the outcome
 //
 //	leadership  the keeper renews the lease on a timer of its own; every

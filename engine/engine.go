@@ -22,7 +22,6 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine/breaker"
-	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -37,54 +36,31 @@ type Executors map[defs.ExecutorKind]runner.Executor
 // can run (runner.Functions), so that a missing function is caught at start.
 type FunctionChecker interface{ Has(name string) bool }
 
-// taskInfo is a task of the graph with its neighbours resolved.
-type taskInfo struct {
-	def       *defs.Task
-	id        string
-	up        []*taskInfo // upstreams in the same pipeline
-	cross     []*taskInfo // upstreams in other pipelines
-	down      []*taskInfo // downstreams in the same pipeline
-	crossDown []*taskInfo // downstreams in other pipelines
-	// crossDep is the dependency on each of cross (its match rule), own the
-	// schedule whose runs hold the task (nil: none), loc its pipeline's
-	// zone: what crossWindow reads.
-	crossDep []defs.Dep
-	own      *defs.Schedule
-	loc      *time.Location
-	// backlog is when the misfire rule last judged the task's missed fires
-	// (at the start, or at a resume): an instance due then or before that
-	// it chose to run is a catch-up, which the overlap rule queues, never
-	// skips.
-	backlog time.Time
-	// removed: no longer in the pipeline files; a stand-in, from the stored
-	// definition, for an instance that was running when it was removed.
-	removed bool
-	// queueWait is its series of ax_task_queue_wait_seconds (queueWaitOf).
-	queueWait prometheus.Observer
-}
-
 // Engine schedules the pipelines of a graph. Create it with [New] and run it
-// with [Engine.Run]; it is not reusable after Run returns. It composes the
+// with [Engine.Run]; it is not reusable after Run returns. It holds the
 // components of the package doc (planner, resolver, leadership, dispatcher,
-// completer, operator, backfiller), all owned by the loop goroutine, and is
-// the one implementation of the interfaces through which they ask each
-// other (plannerHost, dispatcherHost, …).
+// completer, operator, backfiller, takeover, retention) as named fields,
+// all but retention owned by the loop goroutine, and answers the
+// interfaces through which they ask each other (plannerHost,
+// dispatcherHost, …) by routing each ask to its owner (hosts.go).
 type Engine struct {
 	cfg   Config
 	st    *store.Store
-	g     *dag.Graph
 	execs Executors
 	log   *slog.Logger
-	tasks map[string]*taskInfo
+	// sched is the schedule in force (snapshot.go), which the components
+	// read through a pointer to it.
+	sched inForce
 
 	// Owned by the loop.
-	planner               // triggers, wheel, window (planner.go)
-	resolver              // readiness and failure propagation (settle.go, ready.go)
-	leadership            // epoch, lease, fence of the term (lease.go)
-	dispatcher            // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
-	completer             // results, retries, timeouts, releases (completer.go)
-	operator              // operator requests and the pauses in force (control.go)
+	planner    planner    // triggers, wheel, window (planner.go)
+	resolver   resolver   // readiness and failure propagation (resolver.go, ready.go)
+	leadership leadership // epoch, lease, fence of the term (lease.go)
+	dispatcher dispatcher // queue, rates, pools, claims ahead, hand-out (dispatcher.go)
+	completer  completer  // results, retries, timeouts, releases (completer.go)
+	operator   operator   // operator requests and the pauses in force (operator.go)
 	backfiller backfiller // backfills in progress (backfill.go)
+	takeover   takeover   // attempts a previous term left RUNNING (takeover.go, orphan.go)
 	retryAt    time.Time  // after a store error: when to try again
 	failures   int        // turns in a row that stopped on a store error
 	// stepDown is set by a turn when the primary should give up its lease
@@ -101,9 +77,8 @@ type Engine struct {
 	reqSeq       atomic.Int64         // the last id Do gave a request
 	gone         map[string]*taskInfo // stand-ins of removed tasks with a running instance
 	m            *metrics
-	logs         *logWriter // task output (R41)
-	rm           retainMetrics
-	pruneMu      sync.Mutex // one retention pass at a time
+	logs         *logWriter // task output
+	retention    *retention // prunes finished runs beside the loop (retention.go)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -123,18 +98,23 @@ type Engine struct {
 }
 
 // The engine is the one host of its components: each declares what it asks
-// of the others (backfill.go, planner.go, …), and the engine answers.
+// of the others (backfill.go, planner.go, …), and the engine routes it to
+// the owner of the answer (hosts.go).
 var (
 	_ plannerHost    = (*Engine)(nil)
-	_ resolverHost   = (*Engine)(nil)
 	_ completerHost  = (*Engine)(nil)
 	_ dispatcherHost = (*Engine)(nil)
 	_ operatorHost   = (*Engine)(nil)
 	_ backfillHost   = (*Engine)(nil)
 )
 
-// resultsIn tells the backfiller that results were recorded.
-func (e *Engine) resultsIn() { e.backfiller.resultsIn() }
+// noteRecorded tells the backfiller, when the completer recorded results
+// since it was last asked, that its backfills may step at the next turn.
+func (e *Engine) noteRecorded() {
+	if e.completer.takeRecorded() {
+		e.backfiller.resultsIn()
+	}
+}
 
 // countDispatched counts n attempts dispatched, for Stats.
 func (e *Engine) countDispatched(n int) {
@@ -172,26 +152,29 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, st: st, g: g, execs: execs, log: cfg.Logger, tasks: map[string]*taskInfo{}, m: newMetrics(cfg.Registerer),
-		dispatcher: dispatcher{running: newInflight(), brk: breaker.New(cfg.Breaker)}, reqs: make(chan request),
+	e := &Engine{cfg: cfg, st: st, execs: execs, log: cfg.Logger, sched: inForce{&snapshot{g: g, tasks: map[string]*taskInfo{}}}, m: newMetrics(cfg.Registerer),
+		dispatcher: dispatcher{running: newInflight(), pending: map[int64]*pend{}, brk: breaker.New(cfg.Breaker)}, reqs: make(chan request),
 		reloadSig: make(chan struct{}, 1)}
 	// The role has one truth, Primary, which the status, /readyz and
 	// ax_leader all read live: none says primary a moment after the lease is
 	// no longer safely held, even while the loop is busy or was stopped.
 	e.m.leader = promauto.With(cfg.Registerer).NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_leader",
 		Help: "1 while this process is the primary scheduler (it safely holds the lease), 0 as a standby."}, func() float64 { return boolGauge(e.Primary()) })
-	e.resolver = newResolver(e, st, &e.operator.pauses)
-	e.planner = newPlanner(cfg, e, st, &e.resolver.runs, &e.dispatcher.queue)
+	e.resolver = newResolver(st, &e.operator.pauses)
+	e.planner = newPlanner(cfg, e, st, &e.resolver.runs)
 	e.backfiller = newBackfiller(e, st, cfg.Logger, e.m.backfillRuns)
 	e.logs = newLogWriter(cfg)
 	d := &e.dispatcher
-	d.cfg, d.host, d.planned, d.res, d.paused, d.execs, d.settings, d.log, d.logs, d.m =
-		cfg, e, &e.planner, &e.resolver, &e.operator.pauses, execs, st, cfg.Logger, e.logs, e.m
+	d.cfg, d.host, d.res, d.paused, d.execs, d.settings, d.log, d.logs, d.m =
+		cfg, e, &e.resolver, &e.operator.pauses, execs, st, cfg.Logger, e.logs, e.m
 	e.completer = completer{results: make(chan outcome, 4096), watch: newWatch(), abandoned: make(chan struct{}),
 		cfg: cfg, host: e, res: &e.resolver, disp: &e.dispatcher, st: st, log: cfg.Logger, logs: e.logs, m: e.m}
 	e.operator = operator{cfg: cfg, host: e, pl: &e.planner, res: &e.resolver, disp: &e.dispatcher, done: &e.completer,
 		bf: &e.backfiller, st: st, log: cfg.Logger}
-	e.rm = newRetainMetrics(cfg.Registerer)
+	e.retention = newRetention(cfg, e)
+	e.takeover = takeover{st: st, log: cfg.Logger}
+	e.planner.sched, e.resolver.sched, e.dispatcher.sched, e.completer.sched, e.operator.sched, e.backfiller.sched =
+		&e.sched, &e.sched, &e.sched, &e.sched, &e.sched, &e.sched
 	e.tm = newTaskMetrics(cfg.Registerer, !cfg.NoTaskLabels)
 	if err := checkExecutors(g, execs); err != nil {
 		return nil, err
@@ -204,15 +187,11 @@ func New(cfg Config, st *store.Store, g *dag.Graph, execs Executors) (*Engine, e
 // setGraph puts g in force, with its resolved tasks and triggers, and what
 // the loop derives from them. Only the loop calls it (and New).
 func (e *Engine) setGraph(g *dag.Graph, tasks map[string]*taskInfo, trigs []*trigger) {
-	e.g, e.tasks = g, tasks
-	e.planner.setGraph(tasks, trigs)
+	e.sched.snapshot = &snapshot{g: g, tasks: tasks}
+	e.planner.setGraph(trigs)
 	e.completer.hasHTTP = hasHTTPTasks(tasks)
 	e.dispatcher.tuneBreakers(g)
-	e.dispatcher.g, e.dispatcher.tasks = g, tasks
 	e.resolver.setGraph(g, tasks)
-	e.backfiller.setGraph(g, tasks)
-	e.completer.tasks = tasks
-	e.operator.setGraph(g, tasks)
 	e.cur.Store(g)
 }
 
@@ -236,38 +215,6 @@ func checkExecutors(g *dag.Graph, execs Executors) error {
 	return nil
 }
 
-// buildTasks resolves the tasks of g with their neighbours, and its triggers.
-func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
-	tasks := map[string]*taskInfo{}
-	for _, t := range g.Order() {
-		tasks[t.ID()] = &taskInfo{def: t, id: t.ID()}
-	}
-	for _, ti := range tasks {
-		for _, u := range g.Upstream(ti.id) {
-			up := tasks[u.ID()]
-			if u.Pipeline == ti.def.Pipeline {
-				ti.up = append(ti.up, up)
-				up.down = append(up.down, ti)
-			} else {
-				ti.cross = append(ti.cross, up)
-				ti.crossDep = append(ti.crossDep, depOn(ti.def, u))
-				up.crossDown = append(up.crossDown, ti)
-			}
-		}
-		ti.loc = g.Pipeline(ti.def.Pipeline).Location
-	}
-	var trigs []*trigger
-	for _, tr := range g.Triggers() {
-		for _, n := range tr.Tasks {
-			tasks[tr.Pipeline+"."+n].own = tr.Schedule
-		}
-		if !tr.Disabled { // a disabled schedule never fires
-			trigs = append(trigs, newTrigger(tr, g))
-		}
-	}
-	return tasks, trigs
-}
-
 // Stats returns a snapshot of the loop's state. Leader is read live from
 // the lease, not from the loop's last turn: the moment the lease is no
 // longer safely held (a renewal failed, the lease was released or taken),
@@ -283,17 +230,17 @@ func (e *Engine) Stats() Stats {
 func (e *Engine) publish(now time.Time) {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
-	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.epoch, e.wheel.Len(), e.queue.Len(), e.running.len()
-	e.stats.Leader = e.leader(now)
+	e.stats.Epoch, e.stats.Wheel, e.stats.Queue, e.stats.Running = e.leadership.epoch, e.planner.wheel.Len(), e.dispatcher.queue.Len(), e.dispatcher.running.len()
+	e.stats.Leader = e.leadership.leader(now)
 	e.stats.RenewLateMax = 0
-	if k := e.lease.Load(); k != nil {
+	if k := e.leadership.lease.Load(); k != nil {
 		e.stats.RenewLateMax = time.Duration(k.lateMax.Load())
 	}
 	e.m.wheelEntries.Set(float64(e.stats.Wheel))
 	e.m.queueDepth.Set(float64(e.stats.Queue))
 	e.m.running.Set(float64(e.stats.Running))
-	if e.pool != nil {
-		e.pool.publish(e.m)
+	if e.dispatcher.pool != nil {
+		e.dispatcher.pool.publish(e.m)
 	}
 }
 
@@ -386,23 +333,24 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 		e.leadership.end()
 	}()
 	e.leadership.begin(l, k, e.st.Fence(l.Epoch), now)
+	e.resolver.setEpoch(l.Epoch)
 	e.takeNext() // a set reloaded while standing by
 	e.log.Info("lease_acquired", "holder", e.cfg.Holder, "epoch", l.Epoch)
-	if from, changed := e.handover(e.cfg.Holder); changed {
+	if from, changed := e.leadership.handover(e.cfg.Holder); changed {
 		e.Alert(ctx, Alert{Kind: AlertLeaderChange, At: now, Message: fmt.Sprintf("%s became the primary scheduler at epoch %d, taking over from %s", e.cfg.Holder, l.Epoch, from)})
 	}
 	// Its breakers live in its memory: one it kept open from an earlier
 	// term is said again, so that the action log's last word on the task
 	// is what cuts it now (another primary may have closed its own since).
-	for _, ch := range e.brk.Opened(now) {
+	for _, ch := range e.dispatcher.brk.Opened(now) {
 		e.breakerChanged(ctx, ch, now)
 	}
 	e.newTerm(now)
 	execCtx, cancelExec := context.WithCancelCause(context.WithoutCancel(ctx))
-	e.execCtx = execCtx
+	e.dispatcher.execCtx = execCtx
 	defer cancelExec(errors.New("engine stopped"))
 
-	if err := e.loadLimits(ctx, now); err != nil {
+	if err := e.dispatcher.loadLimits(ctx, now); err != nil {
 		return e.startFailed(ctx, err, cancelExec, k)
 	}
 	e.publish(now) // the primary from now on, while it loads its window too
@@ -412,7 +360,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 	// Retention prunes beside the loop, in short batches, while this term lasts.
 	retainCtx, stopRetain := context.WithCancel(ctx)
 	var retainWG sync.WaitGroup
-	retainWG.Go(func() { e.retain(retainCtx) })
+	retainWG.Go(func() { e.retention.Run(retainCtx) })
 	defer func() {
 		stopRetain()
 		retainWG.Wait()
@@ -425,7 +373,7 @@ func (e *Engine) lead(ctx context.Context, l store.Lease) error {
 func (e *Engine) newTerm(now time.Time) {
 	e.dispatcher.newTerm(e.cfg, now)
 	e.planner.newTerm(now, e.cfg.Window)
-	e.runs.invalidate()
+	e.resolver.runs.invalidate()
 	e.backfiller.newTerm()
 	e.completer.reset()
 	e.sla = slaWatch{} // read again from the store: alerts of an earlier term are in the action log
@@ -441,11 +389,11 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 	defer tick.Stop()
 	topUp := time.NewTicker(e.cfg.TopUp)
 	defer topUp.Stop()
-	e.wake = time.NewTimer(time.Hour)
-	e.again = make(chan struct{}, 1)
-	defer e.wake.Stop()
-	e.heldWake = time.NewTimer(time.Hour)
-	defer e.heldWake.Stop()
+	e.dispatcher.wake = time.NewTimer(time.Hour)
+	e.dispatcher.again = make(chan struct{}, 1)
+	defer e.dispatcher.wake.Stop()
+	e.dispatcher.heldWake = time.NewTimer(time.Hour)
+	defer e.dispatcher.heldWake.Stop()
 	e.turn(ctx, false)
 	for {
 		if e.stepDown != nil {
@@ -465,15 +413,15 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 				return ev.err
 			}
 			e.retaken(ctx, ev.retaken)
-		case <-e.again:
+		case <-e.dispatcher.again:
 			e.turn(ctx, false)
-		case o := <-e.results:
-			e.gather(o)
-			e.drainResults()
+		case o := <-e.completer.results:
+			e.completer.gather(o)
+			e.completer.drainResults()
 			e.turn(ctx, false)
-		case <-e.wake.C:
+		case <-e.dispatcher.wake.C:
 			e.turn(ctx, false)
-		case <-e.heldWake.C:
+		case <-e.dispatcher.heldWake.C:
 			e.turn(ctx, false)
 		case <-e.reloadSig: // applied at the start of the turn
 			e.turn(ctx, false)
@@ -490,11 +438,11 @@ func (e *Engine) loop(ctx context.Context, k *keeper, cancelExec context.CancelC
 // in the inbox for the next primary; what is cancelled now, with cause, is
 // the next primary's to judge.
 func (e *Engine) leaveTerm(cancelExec context.CancelCauseFunc, cause error) {
-	e.drainResults()
-	e.leaveResults(context.Background(), e.cfg.Now())
-	e.interrupt(cancelExec, cause)
+	e.completer.drainResults()
+	e.completer.leaveResults(context.Background(), e.cfg.Now())
+	e.dispatcher.interrupt(cancelExec, cause)
 	e.collect(nil)
-	e.leaveResults(context.Background(), e.cfg.Now())
+	e.completer.leaveResults(context.Background(), e.cfg.Now())
 }
 
 // serve answers an operator request on the loop: an inspection at once,
@@ -508,8 +456,8 @@ func (e *Engine) serve(ctx context.Context, req request) bool {
 		return false
 	}
 	var r opReply
-	if e.leader(now) {
-		r.msg, r.err = e.apply(ctx, req.req, req.by, now)
+	if e.leadership.leader(now) {
+		r.msg, r.err = e.operator.apply(ctx, req.req, req.by, now)
 	} else {
 		r.err = fmt.Errorf("%w: the lease is not safely held", errNotPrimary)
 	}
@@ -607,10 +555,10 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 	if ctx.Err() == nil {
 		werr := err
 		if werr == nil {
-			werr = e.handOutErr // no error of the turn's own, but its hand-out was not written
+			werr = e.dispatcher.handOutErr // no error of the turn's own, but its hand-out was not written
 		}
 		e.faults.noteTurn(werr, now)
-		if f := e.faults.turn.Load(); f != nil && e.leader(now) && stepDownDue(f, now, e.cfg.LeaseTTL) {
+		if f := e.faults.turn.Load(); f != nil && e.leadership.leader(now) && stepDownDue(f, now, e.cfg.LeaseTTL) {
 			e.stepDown = f.err
 		}
 	}
@@ -637,49 +585,51 @@ func (e *Engine) turn(ctx context.Context, topUp bool) {
 // deadlines and stranded instances settled, silent attempts timed out and
 // executors swept.
 func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
-	if e.leader(now) {
+	if e.leadership.leader(now) {
 		if err := e.applyReload(ctx, now); err != nil {
 			return err
 		}
 	}
-	if topUp && e.leader(now) {
-		if err := e.createWindow(ctx, now); err != nil {
+	if topUp && e.leadership.leader(now) {
+		if err := e.planner.createWindow(ctx, now); err != nil {
 			return err
 		}
-		if err := e.load(ctx, now); err != nil {
+		if err := e.planner.load(ctx, now); err != nil {
 			return err
 		}
-		if err := e.releaseCrossWaiting(ctx, now); err != nil {
+		if err := e.completer.releaseCrossWaiting(ctx, now); err != nil {
 			return err
 		}
-	} else if e.leader(now) {
-		if err := e.createBehind(ctx, now); err != nil {
-			return err
-		}
-	}
-	if e.leader(now) {
-		if err := e.pollInbox(ctx, now); err != nil {
+	} else if e.leadership.leader(now) {
+		if err := e.planner.createBehind(ctx, now); err != nil {
 			return err
 		}
 	}
-	if err := e.applyResults(ctx, now); err != nil {
+	if e.leadership.leader(now) {
+		if err := e.completer.pollInbox(ctx, now); err != nil {
+			return err
+		}
+	}
+	err := e.completer.applyResults(ctx, now)
+	e.noteRecorded()
+	if err != nil {
 		return err
 	}
-	if e.leader(now) {
-		if err := e.deadlineDue(ctx, now); err != nil {
+	if e.leadership.leader(now) {
+		if err := e.completer.deadlineDue(ctx, now); err != nil {
 			return err
 		}
 	}
-	if e.stranded && e.leader(now) {
-		if err := e.releaseStranded(ctx, now); err != nil {
+	if e.completer.stranded && e.leadership.leader(now) {
+		if err := e.completer.releaseStranded(ctx, now); err != nil {
 			return err
 		}
 	}
-	if err := e.checkTimeouts(ctx, now); err != nil {
+	if err := e.completer.checkTimeouts(ctx, now); err != nil {
 		return err
 	}
-	if e.leader(now) {
-		return e.sweep(ctx, now)
+	if e.leadership.leader(now) {
+		return e.completer.sweep(ctx, now)
 	}
 	return nil
 }
@@ -689,16 +639,16 @@ func (e *Engine) takeIn(ctx context.Context, now time.Time, topUp bool) error {
 // queued in the store, backfills and SLAs are served and the queue is
 // dispatched.
 func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
-	e.startHeld(ctx, now)
+	e.dispatcher.startHeld(ctx, now)
 	// Entries due up to ClaimAhead from now go to the queue: the ones
 	// not due yet are claimed ahead and held until their fire time.
-	e.planner.due(now.Add(e.cfg.ClaimAhead), &e.queue)
-	if !e.leader(now) {
+	e.dispatcher.admit(e.planner.due(now.Add(e.cfg.ClaimAhead)))
+	if !e.leadership.leader(now) {
 		return nil
 	}
-	if now.Sub(e.opsPolled) >= 200*time.Millisecond { // not a query per result batch
-		e.opsPolled = now
-		if err := e.pollOps(ctx, now); err != nil {
+	if now.Sub(e.operator.opsPolled) >= 200*time.Millisecond { // not a query per result batch
+		e.operator.opsPolled = now
+		if err := e.operator.pollOps(ctx, now); err != nil {
 			return err
 		}
 	}
@@ -710,7 +660,7 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 	if err := e.checkSLA(ctx, now); err != nil {
 		return err
 	}
-	return e.dispatch(ctx, now)
+	return e.dispatcher.dispatch(ctx, now)
 }
 
 // retaken redoes what a takeover does after the keeper took the lease again
@@ -720,12 +670,13 @@ func (e *Engine) moveOn(ctx context.Context, now time.Time) error {
 func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 	now := e.cfg.Now()
 	e.leadership.retake(l, e.st.Fence(l.Epoch))
+	e.resolver.setEpoch(l.Epoch)
 	e.planner.newTerm(now, e.cfg.Window)
-	e.queue = queue.Queue[int64]{}
-	e.runs.invalidate()
+	e.dispatcher.clearWaiting()
+	e.resolver.runs.invalidate()
 	if err := e.start(ctx, now); err != nil {
 		e.log.Error("takeover_failed", "err", err)
-		e.restart = true // redone by the next turns (finishRetake) until it succeeds
+		e.leadership.restart = true // redone by the next turns (finishRetake) until it succeeds
 	}
 }
 
@@ -736,13 +687,13 @@ func (e *Engine) retaken(ctx context.Context, l store.Lease) {
 // whose start met one failed write (a database under load) would leave the
 // primary idle for good.
 func (e *Engine) finishRetake(ctx context.Context, now time.Time) error {
-	if !e.restart {
+	if !e.leadership.restart {
 		return nil
 	}
 	if err := e.start(ctx, now); err != nil {
 		return fmt.Errorf("engine: start again after the lease was taken again: %w", err)
 	}
-	e.restart = false
+	e.leadership.restart = false
 	e.log.Info("takeover_completed")
 	return nil
 }
@@ -764,7 +715,7 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 		return e.shutdown(cancelExec, k)
 	}
 	if errors.Is(err, store.ErrNotLeader) {
-		e.interrupt(cancelExec, err)
+		e.dispatcher.interrupt(cancelExec, err)
 		return fmt.Errorf("%w: fenced while the term started: %w", errLeaseLost, err)
 	}
 	if c := store.Classify(err); c == store.Unavailable || c == store.Conflict {
@@ -772,7 +723,7 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 		// given back if it can be) and ask for it again, with backoff while
 		// the store stays unavailable, rather than end the process.
 		e.log.Warn("term_start_failed", "err", err)
-		e.interrupt(cancelExec, err)
+		e.dispatcher.interrupt(cancelExec, err)
 		k.release(context.Background())
 		return fmt.Errorf("%w: %w: %w", errLeaseLost, errStartUnavailable, err)
 	}
@@ -785,23 +736,25 @@ func (e *Engine) startFailed(ctx context.Context, err error, cancelExec context.
 // back too: RETRYING at once, the attempt not counted.
 func (e *Engine) shutdown(cancelExec context.CancelCauseFunc, k *keeper) error {
 	ctx := context.Background()
-	e.giveBack(ctx, e.cfg.Now())
+	e.giveBack(ctx)
 	k.release(ctx)
 	timer := time.NewTimer(e.cfg.Grace)
 	defer timer.Stop()
 	e.collect(func() <-chan time.Time {
-		if e.running.len() > 0 {
-			e.log.Info("shutdown_waiting", "running", e.running.len(), "grace", e.cfg.Grace.String())
+		if e.dispatcher.running.len() > 0 {
+			e.log.Info("shutdown_waiting", "running", e.dispatcher.running.len(), "grace", e.cfg.Grace.String())
 		}
 		return timer.C
 	}, func() {
-		e.interrupt(cancelExec, errInterrupted)
+		e.dispatcher.interrupt(cancelExec, errInterrupted)
 	})
-	if err := e.applyAll(ctx); err != nil {
-		e.log.Warn("shutdown_results_not_recorded", "err", err, "count", len(e.unapplied))
-		e.leaveResults(ctx, e.cfg.Now()) // the lease went to another process: the primary applies them
+	err := e.completer.applyAll(ctx)
+	e.noteRecorded()
+	if err != nil {
+		e.log.Warn("shutdown_results_not_recorded", "err", err, "count", len(e.completer.unapplied))
+		e.completer.leaveResults(ctx, e.cfg.Now()) // the lease went to another process: the primary applies them
 	}
-	e.log.Info("engine_stopped", "epoch", e.epoch)
+	e.log.Info("engine_stopped", "epoch", e.leadership.epoch)
 	return nil
 }
 
@@ -829,7 +782,7 @@ const abandonAfter = 5 * time.Second
 // recorded as they come, in the same batches as the loop's.
 func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 	done := make(chan struct{})
-	go func() { e.execWG.Wait(); close(done) }() // ends when the attempts end
+	go func() { e.dispatcher.execWG.Wait(); close(done) }() // ends when the attempts end
 	var dl, giveUp <-chan time.Time
 	waits := 0
 	if deadline != nil {
@@ -839,14 +792,16 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 	for {
 		select {
 		case <-done:
-			e.drainResults()
+			e.completer.drainResults()
 			return
-		case o := <-e.results:
-			e.gather(o)
-			e.drainResults()
-			if e.leader(e.cfg.Now()) || e.lease.Load().released.Load() {
-				if err := e.applyAll(ctx); err != nil {
-					e.log.Warn("results_not_recorded", "err", err, "count", len(e.unapplied))
+		case o := <-e.completer.results:
+			e.completer.gather(o)
+			e.completer.drainResults()
+			if e.leadership.leader(e.cfg.Now()) || e.leadership.lease.Load().released.Load() {
+				err := e.completer.applyAll(ctx)
+				e.noteRecorded()
+				if err != nil {
+					e.log.Warn("results_not_recorded", "err", err, "count", len(e.completer.unapplied))
 				}
 			}
 		case <-dl:
@@ -858,7 +813,7 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 			defer t.Stop()
 			giveUp = t.C
 		case <-giveUp:
-			e.drainResults()
+			e.completer.drainResults()
 			if waits++; e.stillStopping() && waits < 4 {
 				// A command is killed (SIGKILL after its grace) and an HTTP
 				// call ends with its context: their results are coming.
@@ -877,12 +832,12 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 // cancellation whose result has not come.
 func (e *Engine) stillRunning() []int64 {
 	pending := map[int64]bool{}
-	for _, o := range e.unapplied {
+	for _, o := range e.completer.unapplied {
 		pending[o.instance] = true
 	}
 	var out []int64
-	for _, id := range e.running.ids() {
-		if a := e.running.get(id); !a.orphan && a.cancel != nil && !pending[id] {
+	for _, id := range e.dispatcher.running.ids() {
+		if a := e.dispatcher.running.get(id); !a.orphan && a.cancel != nil && !pending[id] {
 			out = append(out, id)
 		}
 	}
@@ -896,7 +851,7 @@ func (e *Engine) stillRunning() []int64 {
 // ignores its context is not.
 func (e *Engine) stillStopping() bool {
 	for _, id := range e.stillRunning() {
-		if e.running.get(id).task.def.Executor.Kind != defs.ExecFunction {
+		if e.dispatcher.running.get(id).task.def.Executor.Kind != defs.ExecFunction {
 			return true
 		}
 	}
@@ -910,12 +865,13 @@ func (e *Engine) stillStopping() bool {
 // left RUNNING, not given back: they may still be working in this process
 // until it exits, and a retry elsewhere meanwhile would run them twice.
 // The next primary judges them by the scheduler process recorded with
-// them (gone: unknown outcome, then the retry policy; R27). What their
+// them (gone: an unknown outcome, failed at its deadline, then retried
+// per its policy). What their
 // goroutines send later is dropped.
 func (e *Engine) abandon() {
-	close(e.abandoned)
+	close(e.completer.abandoned)
 	for _, id := range e.stillRunning() {
-		a := e.running.get(id)
+		a := e.dispatcher.running.get(id)
 		e.log.Warn("attempt_abandoned", "task", a.task.id, "instance", id, "ticket", a.ticket,
 			"why", "still running after its cancellation; left RUNNING for the next primary")
 	}
@@ -931,22 +887,26 @@ func (e *Engine) start(ctx context.Context, now time.Time) error {
 	if err := e.syncDefinitions(ctx, now); err != nil {
 		return err
 	}
-	if err := e.loadPauses(ctx); err != nil {
+	if err := e.operator.loadPauses(ctx); err != nil {
 		return fmt.Errorf("engine: load pauses: %w", err)
 	}
 	if err := e.reconcile(ctx, now); err != nil {
 		return err
 	}
-	if err := e.initTriggers(ctx, now); err != nil {
+	skips, err := e.planner.initTriggers(ctx, now)
+	if err != nil {
 		return err
 	}
-	if err := e.createWindow(ctx, now); err != nil {
+	if _, err := e.operator.transitionAll(ctx, skips); err != nil {
 		return err
 	}
-	if err := e.load(ctx, now); err != nil {
+	if err := e.planner.createWindow(ctx, now); err != nil {
 		return err
 	}
-	return e.releaseStranded(ctx, now)
+	if err := e.planner.load(ctx, now); err != nil {
+		return err
+	}
+	return e.completer.releaseStranded(ctx, now)
 }
 
 // dropUnfinishedRuns deletes the runs whose creation a previous term (of
@@ -996,7 +956,7 @@ func (e *Engine) dropLeftUnfinished(ctx context.Context, now time.Time) error {
 // it finds removed (the files changed while no server ran) end as a reload
 // ends them.
 func (e *Engine) syncDefinitions(ctx context.Context, now time.Time) error {
-	res, err := e.syncGraph(ctx, e.g, now)
+	res, err := e.syncGraph(ctx, e.sched.g, now)
 	if err != nil {
 		return err
 	}
@@ -1084,4 +1044,29 @@ func (e *Engine) traceParent(ev Event) string {
 		return ""
 	}
 	return e.cfg.Observer.TraceParent(ev)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// giveBack hands back, at shutdown and before the lease is released, the
+// attempts that never started (dispatcher.unstarted). They go through the
+// result path like every other attempt given back (applyResults,
+// interrupted): RETRYING at their fire time or now, the attempt not
+// counted, so that the next scheduler runs them once.
+func (e *Engine) giveBack(ctx context.Context) {
+	outs := e.dispatcher.unstarted()
+	if len(outs) == 0 {
+		return
+	}
+	for _, o := range outs {
+		e.completer.gather(o)
+	}
+	err := e.completer.applyAll(ctx)
+	e.noteRecorded()
+	if err != nil {
+		// They stay RUNNING: the next primary times them out (unknown outcome) and retries per policy.
+		e.log.Error("give_back_failed", "instances", len(outs), "err", err)
+		return
+	}
+	e.log.Info("given_back_unstarted", "instances", len(outs))
 }

@@ -159,7 +159,7 @@ func (e *env) takeOver(cfg Config) (*Engine, func()) {
 func (e *env) takeOverOn(cfg Config, st *store.Store) (*Engine, func()) {
 	e.t.Helper()
 	cfg.Holder = "test-2"
-	again, err := New(cfg, st, e.eng.g, e.eng.execs)
+	again, err := New(cfg, st, e.eng.sched.g, e.eng.execs)
 	if err != nil {
 		e.t.Fatal(err)
 	}

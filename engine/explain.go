@@ -17,7 +17,7 @@ import (
 )
 
 // ExecutorLiveness is how recent a heartbeat keeps an executor in routing
-// (R21: three heartbeats of 10 s).
+// (three heartbeats of 10 s).
 const ExecutorLiveness = runner.Silence
 
 // loopView is what the loop knows of one instance and the dispatch path.
@@ -51,18 +51,18 @@ func (e *Engine) view(ctx context.Context, t *taskInfo, id int64) *loopView {
 	defer cancel()
 	var v *loopView
 	req := request{inspect: func(now time.Time) {
-		v = &loopView{queue: e.queue.Len(), loadedUntil: e.loadedUntil}
-		if p := e.pending[id]; p != nil {
+		v = &loopView{queue: e.dispatcher.queue.Len(), loadedUntil: e.planner.loadedUntil}
+		if p := e.dispatcher.pending[id]; p != nil {
 			v.pending, v.due, v.held, v.capped, v.unrouted = true, time.UnixMilli(p.at), p.throttled, p.capped, p.unrouted
 		}
-		if a := e.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {
-			v.starting = e.pool.state()
+		if a := e.dispatcher.running.get(id); a != nil && a.queued && a.begun.Load() == 0 {
+			v.starting = e.dispatcher.pool.state()
 		}
-		l := e.bucket.Limits()
+		l := e.dispatcher.bucket.Limits()
 		v.global, v.group = l.Global, l.Groups[t.def.Group]
-		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.brk.State(t.id, now)
-		v.brkCut, _ = e.brk.CutOf(t.id, now)
-		v.pause, v.isPaused = e.pauses.of(t)
+		v.brkOpen, v.brkSince, v.brkRate, v.brkTotal = e.dispatcher.brk.State(t.id, now)
+		v.brkCut, _ = e.dispatcher.brk.CutOf(t.id, now)
+		v.pause, v.isPaused = e.operator.pauses.of(t)
 	}, reply: make(chan opReply, 1)}
 	select {
 	case e.reqs <- req:
@@ -102,7 +102,7 @@ func (e *Engine) ExplainUTC(ctx context.Context, id string) (Explanation, error)
 }
 
 func (e *Engine) explain(ctx context.Context, id string, utc bool) (Explanation, error) {
-	t, err := e.resolveTask(id)
+	t, err := e.operator.resolveTask(id)
 	if err != nil {
 		if x, ok, rerr := e.explainRemoved(ctx, id); rerr != nil || ok {
 			return x, rerr
@@ -209,7 +209,7 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *axtype.Insta
 	id := t.id
 	switch {
 	case in == nil:
-		if e.g.TriggerOf(id) == nil {
+		if e.sched.g.TriggerOf(id) == nil {
 			add("state", true, "no instance yet, and no schedule starts it: it runs only when an operator runs it (ax trigger %s)", id)
 		} else {
 			add("state", true, "no instance yet: its first run is created when its fire time comes within the %s window and the runs made ahead are under their bounds (%d per schedule, %d in all)",
@@ -224,7 +224,7 @@ func (e *Engine) explainState(ctx context.Context, t *taskInfo, in *axtype.Insta
 			stamp(in.StartedAt), in.Attempt, in.Ticket, v.starting)
 	case in.State == axtype.Running:
 		add("state", false, "running since %s (attempt %d, ticket %s, executor %s); the scheduler fails it at %s if no result comes",
-			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(in.StartedAt.Add(t.def.Timeout)))
+			stamp(in.StartedAt), in.Attempt, in.Ticket, cmp.Or(in.Executor, "?"), stamp(deadlineAfter(in.StartedAt, t.def)))
 	case in.State == axtype.Failed:
 		switch {
 		case t.def.Retry.Count == 0:
@@ -330,7 +330,7 @@ func verdictOf(x Explanation) string {
 // ahead (an @every schedule counts from them, not from now), then the
 // schedule's after the last of them.
 func (e *Engine) nextFires(ctx context.Context, t *taskInfo, now time.Time, n int) ([]time.Time, error) {
-	return nextFires(ctx, e.st, e.g, t.def, now, n)
+	return nextFires(ctx, e.st, e.sched.g, t.def, now, n)
 }
 
 // nextFires is that rule, on graph g: the fire times of t's instances
@@ -453,7 +453,7 @@ func (e *Engine) explainReleased(ctx context.Context, in *axtype.Instance, add f
 // it matches for run rs or the window it waits for (crossMatch); waiting:
 // one not yet succeeded holds the instance.
 func (e *Engine) explainCross(ctx context.Context, t *taskInfo, rs *runState, waiting bool, add func(string, bool, string, ...any)) error {
-	xs, err := e.crossViews(ctx, t, rs)
+	xs, err := e.resolver.crossViews(ctx, t, rs)
 	for _, v := range xs {
 		detail := v.id + ": " + v.note
 		if v.state != "" {
@@ -560,7 +560,7 @@ func (e *Engine) explainRemoved(ctx context.Context, id string) (Explanation, bo
 		switch in.State {
 		case axtype.Running:
 			add("state", false, "its instance %d was running when the task was removed (since %s, attempt %d, ticket %s): the scheduler still tracks it under the stored definition; it fails at %s if no result comes and is not retried (the task is gone); ax kill %d stops it, and cancelling its run ends it",
-				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, in.StartedAt.Add(def.Timeout).Format(time.RFC3339), in.ID)
+				in.ID, in.StartedAt.Format(time.RFC3339), in.Attempt, in.Ticket, deadlineAfter(in.StartedAt, &def).Format(time.RFC3339), in.ID)
 		case axtype.Success, axtype.Failed, axtype.Killed:
 			why := ""
 			if in.Error != "" {

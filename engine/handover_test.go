@@ -37,7 +37,7 @@ tasks:
 		if len(running) != 1 {
 			t.Fatalf("%d instances RUNNING, want 1", len(running))
 		}
-		next, err := New(Config{Holder: "test-2", Grace: time.Minute}, e.st, e.eng.g, e.eng.execs)
+		next, err := New(Config{Holder: "test-2", Grace: time.Minute}, e.st, e.eng.sched.g, e.eng.execs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ tasks:
 			}
 			return nil
 		})
-		next, err := New(Config{Holder: "test-2"}, e.st, e.eng.g, e.eng.execs)
+		next, err := New(Config{Holder: "test-2"}, e.st, e.eng.sched.g, e.eng.execs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ type Deliverer interface {
 	Deliver(rep runner.Report) bool
 }
 
-// inboxPoll is how often the primary reads the results inbox (R43): results
+// inboxPoll is how often the primary reads the results inbox: results
 // that reached a standby, or this server while nothing here waited for them
 // (tickets inherited from a previous primary).
 const inboxPoll = 200 * time.Millisecond
@@ -148,7 +148,7 @@ func (c *completer) readsInbox() bool {
 // standby took over during the grace period, or it stalled past its TTL),
 // as an executor's result sent to a standby is stored: the primary applies
 // each once by ticket, instead of letting a finished attempt time out as an
-// unknown outcome and run again (R43). Each carries the attempt's output
+// unknown outcome and run again. Each carries the attempt's output
 // not stored yet and its record (exit status, times, executor), which the
 // primary writes with the result (leftReport). Only results of attempts that ended
 // on their own are left; a timeout, a kill, an interruption or a refusal is

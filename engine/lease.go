@@ -255,8 +255,8 @@ func (k *keeper) release(ctx context.Context) {
 type leadership struct {
 	epoch int64
 	lease atomic.Pointer[keeper] // of the current term as primary; nil as a standby
-	// fence is the one handle of every write of this process as primary
-	// (R44): conditioned on the epoch it holds. Read by Alert from other
+	// fence is the one handle of every write of this process as primary,
+	// conditioned on the epoch it holds. Read by Alert from other
 	// goroutines, hence atomic.
 	fence      atomic.Pointer[store.Fence]
 	prevHolder string    // who held the lease before this term ("": nobody yet)
@@ -336,7 +336,7 @@ func (s *leadership) handover(holder string) (from string, changed bool) {
 // w returns the fenced write handle of the current term; before the first
 // lease it holds no epoch and refuses every write.
 func (e *Engine) w() *store.Fence {
-	if f := e.fence.Load(); f != nil {
+	if f := e.leadership.fence.Load(); f != nil {
 		return f
 	}
 	return e.st.Fence(0)
@@ -345,6 +345,6 @@ func (e *Engine) w() *store.Fence {
 // Primary reports whether this process safely holds the scheduler lease now.
 // It never waits on the loop.
 func (e *Engine) Primary() bool {
-	k := e.lease.Load()
+	k := e.leadership.lease.Load()
 	return k != nil && k.held(e.cfg.Now(), k.epoch.Load())
 }

@@ -123,7 +123,7 @@ func TestRenewalDoesNotWaitForALongWrite(t *testing.T) {
 			return nil
 		})
 		sleep(45 * time.Second)
-		late := time.Duration(e.eng.lease.Load().lateMax.Load())
+		late := time.Duration(e.eng.leadership.lease.Load().lateMax.Load())
 		e.stop()
 		if long.Load() < 3 {
 			t.Fatalf("%d runs created during the test, want at least 3", long.Load())

@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// metrics are the engine's Prometheus series (R33), registered on the
+// metrics are the engine's Prometheus series, registered on the
 // registry of Config.Registerer, never on the default one.
 type metrics struct {
 	dispatches     prometheus.Counter

@@ -6,7 +6,7 @@ import (
 	"github.com/ax-sched/ax/defs"
 )
 
-// The misfire rule (R20, R39) has this one home: the scheduler's start
+// The misfire rule has this one home: the scheduler's start
 // (initTriggers) and resume (scheduleWoken) both decide through misfireSplit.
 
 // DefaultMisfireAfter is the default misfire threshold (Config.MisfireAfter).

@@ -15,7 +15,7 @@ import (
 // StatusAsker is implemented by executors that can ask a registered
 // executor what it knows of tickets (runner.Routed): a primary that took
 // over resolves the HTTP attempts it inherited in RUNNING by asking, not by
-// their timeout (R43).
+// their timeout.
 type StatusAsker interface {
 	Status(ctx context.Context, address string, tickets []string) (runner.StatusAnswer, error)
 }
@@ -45,7 +45,9 @@ const statusTimeout = 5 * time.Second
 // anywhere and is dispatched again with the same ticket, which the SDK's
 // de-duplication makes safe, as the same attempt (nextAttempt: nothing of
 // it reached an executor or the store's output). An executor that does not answer leaves the
-// ticket to the next sweep, and in the end to the unknown-outcome rule of R27.
+// ticket to the next sweep, and in the end to the unknown-outcome rule: it
+// fails at its deadline and is retried per its policy, never re-dispatched
+// blindly.
 func (c *completer) resolveOrphans(exs []store.Executor) {
 	asker, ok := c.disp.execs[defs.ExecHTTP].(StatusAsker)
 	if !ok {
@@ -236,7 +238,7 @@ func (c *completer) resolved(ctx context.Context, o outcome, now time.Time) erro
 		}
 		c.log.Warn("inherited_ticket_redispatched", "task", a.task.id, "run", a.runID, "ticket", a.ticket)
 		a.orphan = false
-		a.deadline = now.Add(a.task.def.Timeout)
+		a.deadline = deadlineAfter(now, a.task.def)
 		c.disp.execute(o.instance, a, nil)
 	}
 	return nil
@@ -275,7 +277,7 @@ const groupCheckEvery = time.Second
 // recorded yet, the scheduler process that handed it out (written before
 // it started, see claimRecords). An attempt with no record (a store
 // written before version 11, or one on another host) keeps the
-// unknown-outcome rule of R27: it fails at its timeout.
+// unknown-outcome rule: it fails at its timeout.
 func (c *completer) inheritProcs(procs map[string]store.ProcRecord, now time.Time) {
 	for id, a := range c.disp.running.all() {
 		r, ok := procs[a.ticket]
@@ -297,7 +299,7 @@ func (c *completer) inheritProcs(procs map[string]store.ProcRecord, now time.Tim
 }
 
 // checkGroups fails, at once, each inherited command attempt whose process
-// group is gone (R27 as amended by R43): its processes died with the
+// group is gone: its processes died with the
 // previous primary (Pdeathsig kills the command, and a group can lose its
 // last process later), so no result will ever come; and each inherited
 // function attempt (or command whose group was not recorded yet) whose

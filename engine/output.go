@@ -15,7 +15,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// logWriter keeps the output of running attempts in the store (R41): every
+// logWriter keeps the output of running attempts in the store: every
 // FlushEvery it writes what each attempt printed since the last time, in one
 // transaction for all of them, so that a crash loses at most that much. When
 // an attempt ends, its last chunk and its record (executor, times, exit
@@ -48,7 +48,7 @@ type liveLog struct {
 	w        *logWriter
 	// proc is where the attempt's command runs, set once it started (see
 	// setProc); flushProcs writes it within procFlushGap, so that a primary
-	// inheriting the attempt can check its process group (R27, R43).
+	// inheriting the attempt can check its process group.
 	proc atomic.Pointer[store.ProcRecord]
 	// Owned by the flusher (under flushMu).
 	procStored bool

@@ -6,7 +6,7 @@ import (
 	"github.com/ax-sched/ax/defs"
 )
 
-// The overlap rule (R20, R39) has this one home: dispatchBatch asks
+// The overlap rule has this one home: dispatchBatch asks
 // overlapDecide about every instance of a schedule run before claiming it.
 
 // overlapVerdict is what the overlap rule does with an instance due now or

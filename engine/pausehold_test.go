@@ -216,12 +216,12 @@ func TestPauseRefusesBackfill(t *testing.T) {
 			t.Fatal(err)
 		}
 		calls := len(e.rec.snapshot())
-		spec, err := PlanBackfill(e.eng.g, BackfillParams{Pipeline: "h", From: start, To: start.Add(3 * time.Hour), Rerun: RerunAll})
+		spec, err := PlanBackfill(e.eng.sched.g, BackfillParams{Pipeline: "h", From: start, To: start.Add(3 * time.Hour), Rerun: RerunAll})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		id, err := CreateBackfill(ctx, e.st, e.eng.g, spec, "operator:bob", time.Now())
+		id, err := CreateBackfill(ctx, e.st, e.eng.sched.g, spec, "operator:bob", time.Now())
 		var pe *PausedError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "h.a is under a pause (group etl paused by operator:ann") {
 			t.Errorf("backfill under a pause: %d, %v; want it refused", id, err)
@@ -230,7 +230,7 @@ func TestPauseRefusesBackfill(t *testing.T) {
 			t.Errorf("a refused backfill stored %+v, %v", bs, err)
 		}
 		spec.Hold = true
-		if _, err := CreateBackfill(ctx, e.st, e.eng.g, spec, "operator:bob", time.Now()); err != nil {
+		if _, err := CreateBackfill(ctx, e.st, e.eng.sched.g, spec, "operator:bob", time.Now()); err != nil {
 			t.Fatalf("held backfill: %v", err)
 		}
 		sleep(time.Minute)

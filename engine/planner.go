@@ -7,16 +7,15 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/engine/queue"
 	"github.com/ax-sched/ax/engine/wheel"
 	"github.com/ax-sched/ax/store"
 )
 
 // planner owns what is planned to run and when: the triggers of the graph
 // with the fire up to which their runs exist, the time wheel of the
-// instances due within the window, and those instances (pending, waiting
-// in the wheel or, once due, in the dispatcher's queue). The loop goroutine
-// owns it.
+// instances due within the window; what it knows of each instance waiting
+// it hands to the dispatcher (expect), which owns it from then on. The loop
+// goroutine owns it.
 //
 // Its rules, each with one home: runs are created ahead for every fire
 // inside the window, as far as the bounds of work ahead allow (createAhead,
@@ -25,15 +24,14 @@ import (
 // fires that passed while no scheduler ran (initTriggers, misfire.go); the
 // wheel is loaded from the store at start and topped up (load), and an
 // entry whose instance changed meanwhile is dropped when it comes due
-// (due). The overlap rule (overlap.go) is not the planner's: the dispatcher
+// (due, then dispatcher.admit). The overlap rule (overlap.go) is not the planner's: the dispatcher
 // judges it at the fire time, against the attempts really running then.
 // The planner must not write instance states except through the misfire
 // rule, nor start anything.
 type planner struct {
 	trigs       []*trigger
 	wheel       *wheel.Wheel
-	pending     map[int64]*pend // instances waiting in the wheel or the queue
-	loadedUntil time.Time       // the wheel holds every instance due up to here
+	loadedUntil time.Time // the wheel holds every instance due up to here
 	// horizon is up to where the last top-up planned runs (now + Window);
 	// behind says the last creation stopped at the turn's budget, refillAt
 	// when a fire created ahead passes and frees a bound that stopped it
@@ -48,11 +46,9 @@ type planner struct {
 	host  plannerHost
 	st    plannerReader
 	log   *slog.Logger
-	tasks map[string]*taskInfo // the tasks of the graph in force (setGraph)
-	// cache is the resolver's run cache, told of the runs created here;
-	// queued is the dispatcher's queue, into which what is due goes at once.
-	cache  *runCache
-	queued *queue.Queue[int64]
+	sched *inForce // the schedule in force (snapshot.go)
+	// cache is the resolver's run cache, told of the runs created here.
+	cache *runCache
 	// unfinished: a run's creation failed part way, and its part written
 	// may be left in the store (store.CreatingSetting): dropped before
 	// anything else of the next turns (dropLeftUnfinished).
@@ -61,16 +57,16 @@ type planner struct {
 
 // plannerHost is what the planner asks of the other components: the
 // leadership's fence and epoch for its writes (and renewing the lease ahead
-// of a long one), the operator requests' transitionAll to record misfire
-// skips with what they settle, the alerts, and whether an attempt is in
-// flight (the dispatcher's).
+// of a long one), the alerts, and of the dispatcher whether an attempt is
+// in flight or an instance waits, and to take what it loads.
 type plannerHost interface {
 	fenced
 	renewAhead(ctx context.Context)
-	transitionAll(ctx context.Context, params []store.TransitionParams) (int, error)
 	notify(a Alert)
 	inFlight(id int64) bool
 	soon()
+	waiting(id, version int64) bool        // the dispatcher holds the instance at this version
+	expect(id int64, p *pend, dueNow bool) // the dispatcher takes what waits (and queues it when due)
 }
 
 // plannerReader is what the planner reads from the store.
@@ -82,55 +78,52 @@ type plannerReader interface {
 	DueInstances(ctx context.Context, p store.DueParams) ([]axtype.Instance, error)
 }
 
-func newPlanner(cfg Config, host plannerHost, st plannerReader, runs *runCache, q *queue.Queue[int64]) planner {
-	return planner{pending: map[int64]*pend{}, cfg: cfg, host: host, st: st, log: cfg.Logger, cache: runs, queued: q}
+func newPlanner(cfg Config, host plannerHost, st plannerReader, runs *runCache) planner {
+	return planner{cfg: cfg, host: host, st: st, log: cfg.Logger, cache: runs}
 }
 
-// setGraph puts the tasks and triggers of a graph in force.
-func (pl *planner) setGraph(tasks map[string]*taskInfo, trigs []*trigger) {
-	pl.tasks, pl.trigs = tasks, trigs
+// setGraph puts the triggers of the schedule in force.
+func (pl *planner) setGraph(trigs []*trigger) {
+	pl.trigs = trigs
 	pl.boundLogged = false
 }
 
 // newTerm empties the wheel for a term that loads it from the store.
 func (pl *planner) newTerm(now time.Time, window time.Duration) {
 	pl.wheel = wheel.New(now, window)
-	pl.pending = map[int64]*pend{}
 }
 
-// due moves the entries of the wheel due up to until into queue q, in
-// priority order; an entry whose instance changed since it was loaded (a
-// newer version, or gone) is dropped.
-func (pl *planner) due(until time.Time, q *queue.Queue[int64]) {
-	pl.wheel.Advance(until, func(en wheel.Entry) {
-		if p := pl.pending[en.ID]; p != nil && p.version == en.Version {
-			q.Push(p.task.def.Priority, en.At, en.ID)
-		}
-	})
+// due takes out of the wheel the entries due up to until, in the wheel's
+// order, for the dispatcher to admit (dispatcher.admit).
+func (pl *planner) due(until time.Time) []wheel.Entry {
+	var out []wheel.Entry
+	pl.wheel.Advance(until, func(en wheel.Entry) { out = append(out, en) })
+	return out
 }
 
 // enqueue puts a SCHEDULED or RETRYING instance into the wheel when its fire
-// time is inside the window; later ones are loaded by a top-up.
+// time is inside the window (later ones are loaded by a top-up), and hands
+// what waits to the dispatcher (expect), straight into its queue when due.
 func (pl *planner) enqueue(ctx context.Context, in axtype.Instance) {
-	ti := pl.tasks[in.TaskID]
+	ti := pl.sched.tasks[in.TaskID]
 	if ti == nil {
 		return // a task removed from the files: its instances stay as they are
 	}
-	if p := pl.pending[in.ID]; p != nil && p.version == in.Version {
+	if pl.host.waiting(in.ID, in.Version) {
 		return // loaded already
 	}
 	at := in.NextFireAt.UnixMilli()
-	if !in.NextFireAt.After(pl.cfg.Now()) {
-		pl.queued.Push(ti.def.Priority, at, in.ID) // due: no need to wait for a tick
-	} else if !pl.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
+	dueNow := !in.NextFireAt.After(pl.cfg.Now()) // due: no need to wait for a tick
+	if !dueNow && !pl.wheel.Add(wheel.Entry{ID: in.ID, Version: in.Version, At: at}) {
 		return
 	}
-	pl.pending[in.ID] = &pend{at: in.NextFireAt.UnixMilli(), version: in.Version, state: in.State, task: ti, runID: in.RunID,
+	p := &pend{at: at, version: in.Version, state: in.State, task: ti, runID: in.RunID,
 		logical: in.LogicalTime, attempt: in.Attempt, counted: in.Counted, kind: pl.cache.kindOf(ctx, in.RunID)}
-	pl.pending[in.ID].manual = pl.pending[in.ID].kind == axtype.RunManual
+	p.manual = p.kind == axtype.RunManual
+	pl.host.expect(in.ID, p, dueNow)
 }
 
-// load puts every instance due up to now + Window into the wheel (R11).
+// load puts every instance due up to now + Window into the wheel.
 func (pl *planner) load(ctx context.Context, now time.Time) error {
 	until := now.Add(pl.cfg.Window)
 	due, err := pl.st.DueInstances(ctx, store.DueParams{Until: until})

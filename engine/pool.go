@@ -24,7 +24,7 @@ const MaxRunningBound = 1_000_000
 // together, and the scheduler keeps its share of the machine.
 func DefaultMaxRunning() int { return 8 * runtime.NumCPU() }
 
-// Pools are the concurrency caps (R45): attempts running at once. MaxRunning
+// Pools are the concurrency caps: attempts running at once. MaxRunning
 // counts local attempts only (functions and commands run on this host; an
 // HTTP executor bounds its own work and refuses what it cannot take);
 // group and task caps count every kind. Zero is unlimited.
@@ -283,6 +283,10 @@ func (p *pool) state() string {
 	defer p.mu.Unlock()
 	return fmt.Sprintf("the server has %d of %d local attempts running (--max-running) and %d waiting to start", p.local, p.caps.MaxRunning, p.waits)
 }
+
+// unhold drops instance id from the attempts claimed ahead and held for
+// their fire time; it stays in the running set until it ends.
+func (d *dispatcher) unhold(id int64) { delete(d.held, id) }
 
 // track records a as running instance id: in the running set, the overlap
 // count of its task and the pools. Every attempt that starts or is taken

@@ -9,7 +9,7 @@ import (
 	"github.com/ax-sched/ax/axtype"
 )
 
-// This file is the one home of two rules (R14, R40):
+// This file is the one home of two rules:
 //
 //   - readiness: a WAITING instance runs when every upstream it has
 //     succeeded and, for a manual task, an operator approved it;

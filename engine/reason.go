@@ -52,7 +52,7 @@ func judgeWaiting(ctx context.Context, st *store.Store, td TaskDefs, kind axtype
 	for _, in := range ins {
 		full[in.TaskID] = instView{state: in.State, err: in.Error, approved: in.ApprovedBy != ""}
 	}
-	r := resolver{st: st, runs: newRunCache(st), tasks: map[string]*taskInfo{}, nodes: map[string]settleNode{}}
+	r := resolver{st: st, runs: newRunCache(st), sched: &inForce{&snapshot{tasks: map[string]*taskInfo{}}}, nodes: map[string]settleNode{}}
 	r.runs.kinds[rs.id] = kind
 	for _, id := range tasks {
 		t := td.Task(id)
@@ -78,10 +78,10 @@ func judgeWaiting(ctx context.Context, st *store.Store, td TaskDefs, kind axtype
 			ti.crossDep = append(ti.crossDep, d)
 		}
 		n.hasCross = len(ti.cross) > 0
-		r.tasks[id], r.nodes[id] = ti, n
+		r.sched.tasks[id], r.nodes[id] = ti, n
 	}
 	return settle(func(id string) (instView, bool) { v, ok := full[id]; return v, ok }, r.nodes, tasks, rs.since, now, defs.DefaultCrossWait,
-		func(task string) ([]upstreamView, error) { return r.crossViews(ctx, r.tasks[task], rs) })
+		func(task string) ([]upstreamView, error) { return r.crossViews(ctx, r.sched.tasks[task], rs) })
 }
 
 // runUpstreams are the upstreams of t in its own pipeline, so in the same

@@ -125,11 +125,11 @@ func TestBackfillResumeAdoptsEveryCreatedRun(t *testing.T) {
 		e := setup(t, Config{}, fail1999, yearly)
 		e.stop()
 		ctx := context.Background()
-		spec, err := PlanBackfill(e.eng.g, BackfillParams{Pipeline: "y", From: start.AddDate(-3, 0, 0), To: start})
+		spec, err := PlanBackfill(e.eng.sched.g, BackfillParams{Pipeline: "y", From: start.AddDate(-3, 0, 0), To: start})
 		if err != nil || len(spec.Times) != 3 {
 			t.Fatalf("plan: %v %v", spec.Times, err)
 		}
-		id, err := CreateBackfill(ctx, e.st, e.eng.g, spec, "operator:test", start)
+		id, err := CreateBackfill(ctx, e.st, e.eng.sched.g, spec, "operator:test", start)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -194,7 +194,7 @@ func (e *Engine) takeNext() {
 	if g == nil {
 		return
 	}
-	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
+	d := DiffOf(Fingerprint(e.sched.g), Fingerprint(g))
 	tasks, trigs := buildTasks(g)
 	e.setGraph(g, tasks, trigs)
 	e.log.Info("pipelines_reloaded", "applied", false, "diff", d.String(), "reason", "not primary: taken for the next term")
@@ -215,7 +215,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	err := e.applyGraph(ctx, g, now)
 	switch {
 	case err == nil:
-		return e.createWindow(ctx, now)
+		return e.planner.createWindow(ctx, now)
 	case ctx.Err() != nil, errors.Is(err, store.ErrNotLeader), store.Classify(err) != store.Permanent:
 		return err
 	}
@@ -225,7 +225,7 @@ func (e *Engine) applyReload(ctx context.Context, now time.Time) error {
 	// The sync writes in chunks: what it wrote of the refused set before
 	// the refusal is written back to the running one, so that the stored
 	// definitions are those in force (else the next sync does it).
-	if _, err := e.syncGraph(ctx, e.g, now); err != nil {
+	if _, err := e.syncGraph(ctx, e.sched.g, now); err != nil {
 		e.log.Error("reload_failed", "err", err, "kept", "the refused set's definitions written before the refusal, until the next sync")
 	}
 	return nil
@@ -252,13 +252,13 @@ func (e *Engine) ReloadFailure(g *dag.Graph) error {
 // changed or went away lose their untouched runs ahead, then the set is
 // swapped in memory. On error nothing is swapped.
 func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) error {
-	d := DiffOf(Fingerprint(e.g), Fingerprint(g))
+	d := DiffOf(Fingerprint(e.sched.g), Fingerprint(g))
 	tasks, trigs := buildTasks(g)
 	if _, err := e.syncGraph(ctx, g, now); err != nil {
 		return fmt.Errorf("engine: reload: %w", err)
 	}
 	oldTrigs := map[string]*trigger{}
-	for _, t := range e.trigs {
+	for _, t := range e.planner.trigs {
 		oldTrigs[t.name] = t
 	}
 	replan := map[string]bool{}
@@ -278,17 +278,10 @@ func (e *Engine) applyGraph(ctx context.Context, g *dag.Graph, now time.Time) er
 	droppedRun := map[int64]bool{}
 	for _, id := range dropped {
 		droppedRun[id] = true
-		e.runs.forget(id)
+		e.resolver.runs.forget(id)
 	}
-	for id, p := range e.pending {
-		nt := tasks[p.task.id]
-		if nt == nil || droppedRun[p.runID] {
-			delete(e.pending, id) // removed task, or a fire of the old plan: no longer loaded
-			continue
-		}
-		p.task = nt
-	}
-	for _, a := range e.running.all() {
+	e.dispatcher.rebind(tasks, droppedRun)
+	for _, a := range e.dispatcher.running.all() {
 		if nt := tasks[a.task.id]; nt != nil {
 			a.task = nt
 		} else if !a.task.removed {
@@ -365,9 +358,9 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) (st
 		pds = append(pds, pd)
 	}
 	if len(g.Order()) >= longWrite {
-		e.renewAhead(ctx)
+		e.leadership.renewAhead(ctx)
 	}
-	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.epoch, Now: now, Chunk: e.cfg.CreateChunk})
+	res, err := e.w().SyncDefinitions(ctx, store.SyncParams{Pipelines: pds, Epoch: e.leadership.epoch, Now: now, Chunk: e.cfg.CreateChunk})
 	if err != nil {
 		return res, fmt.Errorf("engine: sync definitions: %w", err)
 	}
@@ -388,24 +381,24 @@ func (e *Engine) syncGraph(ctx context.Context, g *dag.Graph, now time.Time) (st
 // the results path instead (failed, not started).
 func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskInfo, now time.Time) {
 	var params []store.TransitionParams
-	for _, id := range sortedIDs(e.held) {
-		a := e.held[id]
+	for _, id := range sortedIDs(e.dispatcher.held) {
+		a := e.dispatcher.held[id]
 		if tasks[a.task.id] != nil {
 			continue
 		}
 		msg := "not started: its task was removed from the pipeline files by a reload before its fire time"
 		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
-			Set: store.Changes{EndedAt: &now, Error: &msg}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+			Set: store.Changes{EndedAt: &now, Error: &msg}, Epoch: e.leadership.epoch, Now: now, Actor: Actor, Reason: msg})
 	}
 	var withdrawn []int64
-	for _, id := range e.running.ids() {
-		a := e.running.get(id)
-		if e.held[id] != nil || tasks[a.task.id] != nil || !a.withdraw() {
+	for _, id := range e.dispatcher.running.ids() {
+		a := e.dispatcher.running.get(id)
+		if e.dispatcher.held[id] != nil || tasks[a.task.id] != nil || !a.withdraw() {
 			continue
 		}
 		msg, counted := "not started: its task was removed from the pipeline files by a reload while it waited for a slot", a.uncounted()
 		params = append(params, store.TransitionParams{InstanceID: id, Version: a.version, From: axtype.Running, To: axtype.Failed,
-			Set: store.Changes{EndedAt: &now, Error: &msg, Counted: &counted}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+			Set: store.Changes{EndedAt: &now, Error: &msg, Counted: &counted}, Epoch: e.leadership.epoch, Now: now, Actor: Actor, Reason: msg})
 		withdrawn = append(withdrawn, id)
 	}
 	if len(params) == 0 {
@@ -415,7 +408,7 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 	// recorded here, they end as results instead.
 	endAsResult := func(id int64) {
 		if slices.Contains(withdrawn, id) {
-			e.gather(outcome{instance: id, res: runner.Result{Ticket: e.running.get(id).ticket, Status: runner.StatusFailed,
+			e.completer.gather(outcome{instance: id, res: runner.Result{Ticket: e.dispatcher.running.get(id).ticket, Status: runner.StatusFailed,
 				Error: "not started: its task was removed while it waited for a slot"}})
 		}
 	}
@@ -433,13 +426,13 @@ func (e *Engine) dropHeldOfRemoved(ctx context.Context, tasks map[string]*taskIn
 			endAsResult(id)
 			continue
 		}
-		if a := e.held[id]; a != nil {
+		if a := e.dispatcher.held[id]; a != nil {
 			a.cancel(errors.New("engine: task removed before its fire time")) // its goroutine returns without running
-			delete(e.held, id)
+			e.dispatcher.unhold(id)
 		} else {
-			e.running.get(id).cancel(errors.New("engine: task removed while it waited for a slot"))
+			e.dispatcher.running.get(id).cancel(errors.New("engine: task removed while it waited for a slot"))
 		}
-		e.untrack(id)
-		e.runs.dropRunOf(id)
+		e.dispatcher.untrack(id)
+		e.resolver.runs.dropRunOf(id)
 	}
 }

@@ -87,7 +87,7 @@ func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, ho
 		for _, in := range ins {
 			m := msg
 			params = append(params, store.TransitionParams{InstanceID: in.ID, Version: in.Version, From: in.State, To: axtype.Failed,
-				Set: store.Changes{EndedAt: &now, Error: &m}, Epoch: e.epoch, Now: now, Actor: Actor, Reason: msg})
+				Set: store.Changes{EndedAt: &now, Error: &m}, Epoch: e.leadership.epoch, Now: now, Actor: Actor, Reason: msg})
 		}
 	}
 	if len(params) == 0 {
@@ -100,7 +100,7 @@ func (e *Engine) endUnstartedOfRemoved(ctx context.Context, removed []string, ho
 	}
 	for i, r := range res {
 		if r.Err == nil {
-			e.runs.dropRunOf(params[i].InstanceID)
+			e.resolver.runs.dropRunOf(params[i].InstanceID)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// Operator requests (R18, R19, R31, R40) are a sealed set: one type per verb,
+// Operator requests are a sealed set: one type per verb,
 // each applying itself in the engine's loop through the unexported apply
 // method, so that only this package can add a verb and the compiler checks
 // that every verb has its handler. Who asks and why travels beside the

@@ -108,8 +108,8 @@ func firing(b *testing.B, st *store.Store, g *dag.Graph, cfg Config, d time.Dura
 		b.Fatal(err)
 	}
 	var pruned store.PruneResult
-	pruned.Runs = int64(testutil.ToFloat64(eng.rm.runs))
-	pruned.History = int64(testutil.ToFloat64(eng.rm.rows.WithLabelValues("history")))
+	pruned.Runs = int64(testutil.ToFloat64(eng.retention.m.runs))
+	pruned.History = int64(testutil.ToFloat64(eng.retention.m.rows.WithLabelValues("history")))
 	lat.mu.Lock()
 	defer lat.mu.Unlock()
 	return slices.Clone(lat.d), pruned

@@ -67,7 +67,7 @@ tasks:
 			t.Errorf("x.a summary counts %d successes (%v), want all %d that ran", sum.SuccessCount, err, ran)
 		}
 		acts, _ := e.st.Actions(ctx, store.LogFilter{Action: "prune", Limit: 100})
-		pruned := testutil.ToFloat64(e.eng.rm.runs)
+		pruned := testutil.ToFloat64(e.eng.retention.m.runs)
 		if len(acts) == 0 || pruned != float64(ran-len(xs)) {
 			t.Errorf("%d prune actions, ax_pruned_runs_total %v; want actions and %d runs", len(acts), pruned, ran-len(xs))
 		}

@@ -236,7 +236,7 @@ func TestCrossPipelineWaitFailsAtItsDeadline(t *testing.T) {
 // statusOf sums up a run by the engine's own rule.
 func (e *env) statusOf(run int64) RunStatus {
 	return StatusOf(e.instances(store.InstanceFilter{RunID: run}), func(task string) bool {
-		t := e.eng.g.Task(task)
+		t := e.eng.sched.g.Task(task)
 		return t != nil && t.Manual
 	})
 }
@@ -464,7 +464,7 @@ func TestTriggerAtParamsAndPipeline(t *testing.T) {
 		}
 		e.stop()
 		if want := fmt.Sprintf("[1999-11-30T10:00:00+08:00 map[day:20261129 region:cn] %s map[day:x region:cn]]",
-			start0(e).In(e.eng.g.Pipeline("p").Location).Format(time.RFC3339)); fmt.Sprint(seen) != want {
+			start0(e).In(e.eng.sched.g.Pipeline("p").Location).Format(time.RFC3339)); fmt.Sprint(seen) != want {
 			t.Errorf("executions %v\nwant %s", seen, want)
 		}
 		runs, _ := e.st.Runs(context.Background(), "p", 10)

@@ -88,7 +88,7 @@ func TestShowcaseRunEnds(t *testing.T) {
 			t.Fatalf("no run from %q", msg)
 		}
 		x, err := e.eng.Explain(ctx, "orders_daily.report")
-		shanghai := e.eng.g.Pipeline("orders_daily").Location
+		shanghai := e.eng.sched.g.Pipeline("orders_daily").Location
 		deadline := run.LogicalTime.Add(24 * time.Hour).In(shanghai).Format(time.RFC3339)
 		// The trigger came at 08:00 Shanghai: the interval is (today 02:00, tomorrow 02:00].
 		wait := "billing_daily.settle: no run yet: waits for a run in (1999-12-31T18:00:00Z, 2000-01-01T18:00:00Z]"

@@ -38,15 +38,15 @@ func (e *Engine) checkSLA(ctx context.Context, now time.Time) error {
 	if e.sla.until == nil {
 		e.sla.until, e.sla.alerted = map[string]time.Time{}, map[int64]bool{}
 	}
-	ids := make([]string, 0, len(e.tasks))
-	for id, ti := range e.tasks {
+	ids := make([]string, 0, len(e.sched.tasks))
+	for id, ti := range e.sched.tasks {
 		if ti.def.SLA > 0 {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		ti := e.tasks[id]
+		ti := e.sched.tasks[id]
 		to := now.Add(-ti.def.SLA)
 		from, ok := e.sla.until[id]
 		if !ok {
@@ -67,7 +67,7 @@ func (e *Engine) checkSLA(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("engine: sla check of %s: %w", id, err)
 		}
 		loc := time.UTC
-		if p := e.g.Pipeline(ti.def.Pipeline); p != nil && p.Location != nil {
+		if p := e.sched.g.Pipeline(ti.def.Pipeline); p != nil && p.Location != nil {
 			loc = p.Location
 		}
 		for _, in := range ins {

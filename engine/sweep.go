@@ -17,7 +17,7 @@ import (
 const AlertNoExecutor = "no_executor"
 
 // sweepEvery is how often the primary looks at the executor registry on its
-// own clock (R21, R43): not as a side effect of the next dispatch, so that a
+// own clock: not as a side effect of the next dispatch, so that a
 // lost executor is noticed while nothing is due.
 const sweepEvery = 5 * time.Second
 
@@ -182,7 +182,7 @@ func (c *completer) alertNoExecutor(ctx context.Context, live, registered map[st
 	for _, r := range w.refused {
 		due[r.task] = "every executor refused or was unreachable: " + r.last
 	}
-	for _, p := range c.disp.planned.pending {
+	for _, p := range c.disp.pending {
 		if p.task.def.Executor.Kind == defs.ExecHTTP && p.at <= now.UnixMilli() && registered[p.task.id] > 0 {
 			if _, ok := due[p.task.id]; !ok {
 				due[p.task.id] = fmt.Sprintf("none of its %d registered executor(s) sent a heartbeat within %s", registered[p.task.id], runner.Silence)
@@ -204,7 +204,7 @@ func (c *completer) alertNoExecutor(ctx context.Context, live, registered map[st
 			continue
 		}
 		w.noExec[task] = true
-		ti := c.tasks[task]
+		ti := c.sched.tasks[task]
 		c.host.Alert(ctx, Alert{Kind: AlertNoExecutor, At: now, Pipeline: ti.def.Pipeline, Task: task,
 			Message: fmt.Sprintf("task %s has due work and no live executor: %s", task, due[task])})
 	}
@@ -324,12 +324,12 @@ func lostMessage(addr string, silent time.Duration, running, unkilled int) strin
 func (c *completer) refusalLimit(id int64, a *attempt, why string) time.Time {
 	r, ok := c.watch.refused[id]
 	if !ok {
-		r = refusal{task: a.task.id, since: a.deadline.Add(-a.task.def.Timeout)}
+		r = refusal{task: a.task.id, since: a.startedFrom()}
 	}
 	r.last = why
 	c.watch.refused[id] = r
 	// To the millisecond, as the store keeps the next offer's time: a limit
 	// a fraction of a millisecond ahead would be offered again at once,
 	// refused again at the same instant, for ever.
-	return r.since.Add(a.task.def.Timeout).Truncate(time.Millisecond)
+	return deadlineAfter(r.since, a.task.def).Truncate(time.Millisecond)
 }

@@ -77,7 +77,7 @@ func (m *taskMetrics) forget(pipeline, task string, pipelineGone bool) {
 // was running at the reload, or that a restart found running, must not
 // make them again.
 func (e *Engine) taskLabels(t *taskInfo, more ...string) ([]string, bool) {
-	if e.tasks[t.id] == nil && (e.tm.withTask || e.Graph().Pipeline(t.def.Pipeline) == nil) {
+	if e.sched.tasks[t.id] == nil && (e.tm.withTask || e.Graph().Pipeline(t.def.Pipeline) == nil) {
 		return nil, false
 	}
 	return e.tm.labels(t, more...), true
@@ -103,7 +103,7 @@ func fireKind(a *attempt, termStart time.Time) string {
 // observeStart records an attempt handed to its executor at now.
 func (e *Engine) observeStart(a *attempt, now time.Time) {
 	wait := max(now.Sub(a.due).Seconds(), 0)
-	if k := fireKind(a, e.termStart); k == "live" {
+	if k := fireKind(a, e.leadership.termStart); k == "live" {
 		e.m.latency.Observe(wait)
 	} else {
 		e.tm.delay.WithLabelValues(k).Observe(wait)
@@ -137,6 +137,6 @@ func (e *Engine) observeEnd(a *attempt, status string, now time.Time) {
 	if status == "refused" {
 		return // it never ran
 	}
-	started := a.deadline.Add(-a.task.def.Timeout)
+	started := a.startedFrom()
 	e.tm.duration.WithLabelValues(l...).Observe(max(now.Sub(started).Seconds(), 0))
 }

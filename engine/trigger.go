@@ -56,14 +56,16 @@ func newTrigger(tr *dag.Trigger, g *dag.Graph) *trigger {
 // action log; every skipped instance gets a history row naming the policy.
 // A trigger that never ran has its backlog from when its schedule came to be
 // (scheduledSince), so an outage before its first run misfires as any other.
-func (pl *planner) initTriggers(ctx context.Context, now time.Time) error {
+// It returns the skips it decided, for the loop to record with what they
+// settle (operator.transitionAll).
+func (pl *planner) initTriggers(ctx context.Context, now time.Time) ([]store.TransitionParams, error) {
 	late, order, err := pl.lateInstances(ctx, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	settings, err := pl.st.Settings(ctx) // the fires earlier misfire decisions judged (judgedSetting)
 	if err != nil {
-		return fmt.Errorf("engine: read settings: %w", err)
+		return nil, fmt.Errorf("engine: read settings: %w", err)
 	}
 	var params []store.TransitionParams
 	changed, plans := planSince(pl.trigs, settings, now)
@@ -72,23 +74,22 @@ func (pl *planner) initTriggers(ctx context.Context, now time.Time) error {
 			break
 		}
 		if params, err = pl.judgeTriggerBacklog(ctx, t, changed[t.name], late, settings, params, now); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(plans) > 0 && !pl.cfg.NoSchedules {
 		if err := pl.host.w().SetSettings(ctx, plans, now); err != nil {
-			return fmt.Errorf("engine: keep the schedules' plans: %w", err)
+			return nil, fmt.Errorf("engine: keep the schedules' plans: %w", err)
 		}
 	}
 	// Runs made ahead whose schedule is gone (or not run here): each task's
 	// backlog on its own.
 	for _, id := range order {
 		if params, err = pl.judgeTaskBacklog(ctx, id, late[id], params, now); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	_, err = pl.host.transitionAll(ctx, params)
-	return err
+	return params, nil
 }
 
 // backlog is the fires of one trigger that passed while no scheduler ran
@@ -136,7 +137,7 @@ func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, changed 
 	skip, missed := misfireSplit(t.misfire, b.n, b.first, now, pl.cfg.MisfireAfter, pl.cfg.MisfireLimit)
 	for _, name := range t.tr.Tasks {
 		id := t.tr.Pipeline + "." + name
-		if ti := pl.tasks[id]; ti != nil {
+		if ti := pl.sched.tasks[id]; ti != nil {
 			ti.backlog = now // what of the backlog runs is a catch-up: never overlap-skipped
 		}
 		list := late[id]
@@ -144,7 +145,7 @@ func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, changed 
 		if len(list) == 0 || !missed {
 			continue
 		}
-		ti := pl.tasks[id]
+		ti := pl.sched.tasks[id]
 		s, _ := misfireSplit(ti.def.Misfire, b.nNew+len(list), b.first, now, pl.cfg.MisfireAfter, pl.cfg.MisfireLimit)
 		params = skipLate(params, ti, list[:min(s, len(list))], pl.host.termEpoch(), now)
 	}
@@ -172,7 +173,7 @@ func (pl *planner) judgeTriggerBacklog(ctx context.Context, t *trigger, changed 
 func (pl *planner) triggerDelay(t *trigger) time.Duration {
 	d := time.Duration(-1)
 	for _, name := range t.tr.Tasks {
-		if ti := pl.tasks[t.tr.Pipeline+"."+name]; ti != nil && (d < 0 || ti.def.Delay < d) {
+		if ti := pl.sched.tasks[t.tr.Pipeline+"."+name]; ti != nil && (d < 0 || ti.def.Delay < d) {
 			d = ti.def.Delay
 		}
 	}
@@ -394,7 +395,7 @@ func (pl *planner) judgeTaskBacklog(ctx context.Context, id string, list []axtyp
 	if len(list) == 0 {
 		return params, nil
 	}
-	ti := pl.tasks[id]
+	ti := pl.sched.tasks[id]
 	ti.backlog = now
 	skip, missed := misfireSplit(ti.def.Misfire, len(list), list[0].NextFireAt, now, pl.cfg.MisfireAfter, pl.cfg.MisfireLimit)
 	if !missed {
@@ -470,7 +471,7 @@ func (pl *planner) lateInstances(ctx context.Context, now time.Time) (map[string
 	late := map[string][]axtype.Instance{}
 	var order []string
 	for _, in := range due {
-		if !in.NextFireAt.Before(now) || pl.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Counted > 0) ||
+		if !in.NextFireAt.Before(now) || pl.sched.tasks[in.TaskID] == nil || (in.State == axtype.Retrying && in.Counted > 0) ||
 			pl.cache.kindOf(ctx, in.RunID) != axtype.RunSchedule {
 			continue
 		}
@@ -755,7 +756,7 @@ func (pl *planner) runParams(spec newRunSpec, now time.Time) store.CreateRunPara
 	}
 	news := make([]store.NewInstance, 0, len(spec.names))
 	for _, n := range spec.names {
-		ti := pl.tasks[spec.pipeline+"."+n]
+		ti := pl.sched.tasks[spec.pipeline+"."+n]
 		ni := store.NewInstance{TaskID: ti.id, Group: ti.def.Group, Priority: ti.def.Priority, State: axtype.Waiting}
 		g := gateView{manual: ti.def.Manual, logical: spec.at, limit: ti.def.WaitTimeout, crossLimit: defs.DefaultCrossWait}
 		if now.After(g.logical) {

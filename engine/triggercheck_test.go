@@ -120,7 +120,7 @@ func TestBackfillParams(t *testing.T) {
 			"reigon=x": `param "reigon": no task run declares it (did you mean "region"?)`,
 		} {
 			k, v, _ := strings.Cut(params, "=")
-			if _, err := PlanBackfill(e.eng.g, BackfillParams{Pipeline: "p", From: from, To: to, Params: map[string]string{k: v}}); err == nil || !strings.Contains(err.Error(), want) {
+			if _, err := PlanBackfill(e.eng.sched.g, BackfillParams{Pipeline: "p", From: from, To: to, Params: map[string]string{k: v}}); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %v, want %q", params, err, want)
 			}
 		}

@@ -89,7 +89,7 @@ var errGaveUpLease = errors.New("engine: gave the lease up")
 // a turn of a later term writes; that term counts its own failed turns.
 func (e *Engine) giveUpLease(k *keeper, cancelExec context.CancelCauseFunc) error {
 	cause, f := e.stepDown, e.faults.turn.Load()
-	e.log.Error("lease_given_up", "epoch", e.epoch, "failed_turns", f.turns,
+	e.log.Error("lease_given_up", "epoch", e.leadership.epoch, "failed_turns", f.turns,
 		"since", f.since.UTC().Format(time.RFC3339), "err", cause)
 	e.stepDown, e.failures, e.retryAt = nil, 0, time.Time{}
 	e.faults.turn.Store(&writeFault{err: f.err, since: f.since})

@@ -7,16 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/axtype"
-	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
-	"github.com/ax-sched/ax/engine/bucket"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -108,8 +105,7 @@ type operator struct {
 	bf    *backfiller
 	st    *store.Store
 	log   *slog.Logger
-	g     *dag.Graph // the graph in force (setGraph)
-	tasks map[string]*taskInfo
+	sched *inForce // the schedule in force (snapshot.go)
 }
 
 // operatorHost is what the operator asks of the engine beyond the
@@ -118,9 +114,6 @@ type operatorHost interface {
 	fenced
 	notify(a Alert)
 }
-
-// setGraph puts the graph in force, with its resolved tasks.
-func (op *operator) setGraph(g *dag.Graph, tasks map[string]*taskInfo) { op.g, op.tasks = g, tasks }
 
 // pollOps applies the requests the CLI queued in the store, each once. It
 // claims a request (fenced) before applying it: one its author withdrew
@@ -211,7 +204,7 @@ func (op *operator) apply(ctx context.Context, req Request, by By, now time.Time
 // resumed or triggered ("" for what spans pipelines: a group, limits).
 func (op *operator) pipelineOf(req Request, task string) string {
 	if task != "" {
-		if ti := op.tasks[task]; ti != nil {
+		if ti := op.sched.tasks[task]; ti != nil {
 			return ti.def.Pipeline
 		}
 		p, _, _ := strings.Cut(task, ".")
@@ -234,11 +227,11 @@ func (op *operator) pipelineOf(req Request, task string) string {
 
 // resolveTask returns the task with the given id, or an error with a suggestion.
 func (op *operator) resolveTask(id string) (*taskInfo, error) {
-	if t := op.tasks[id]; t != nil {
+	if t := op.sched.tasks[id]; t != nil {
 		return t, nil
 	}
-	ids := make([]string, 0, len(op.tasks))
-	for k := range op.tasks {
+	ids := make([]string, 0, len(op.sched.tasks))
+	for k := range op.sched.tasks {
 		ids = append(ids, k)
 	}
 	return nil, fmt.Errorf("no task %q%s; write pipeline.task", id, defs.DidYouMean(id, ids))
@@ -248,7 +241,7 @@ func (op *operator) resolveTask(id string) (*taskInfo, error) {
 func (op *operator) inScope(scope store.PauseScope, name string) ([]*taskInfo, error) {
 	var out, all []*taskInfo
 	var names []string
-	for _, t := range op.tasks {
+	for _, t := range op.sched.tasks {
 		all = append(all, t)
 		switch scope {
 		case store.ScopeTask:
@@ -359,7 +352,7 @@ func (op *operator) loadPauses(ctx context.Context) error {
 }
 
 // pause records the pause (it survives restarts) and moves the scope's
-// SCHEDULED and RETRYING instances to PAUSED; running ones finish (R18).
+// SCHEDULED and RETRYING instances to PAUSED; running ones finish.
 func (op *operator) pause(ctx context.Context, r Pause, by By, now time.Time) (string, error) {
 	tasks, err := op.inScope(r.Scope, r.Target)
 	if err != nil {
@@ -415,11 +408,11 @@ func (op *operator) transitionAll(ctx context.Context, params []store.Transition
 		}
 		n++
 		id := params[i].InstanceID
-		delete(op.pl.pending, id) // a stale wheel or queue entry would fail its CAS anyway
+		op.disp.forget(id) // a stale wheel or queue entry would fail its CAS anyway
 		op.res.runs.dropRunOf(id)
 		if to := params[i].To; to == axtype.Failed || to == axtype.Killed || to == axtype.Success {
-			if in, err := op.st.Instance(ctx, id); err == nil && op.tasks[in.TaskID] != nil {
-				ended = append(ended, op.tasks[in.TaskID])
+			if in, err := op.st.Instance(ctx, id); err == nil && op.sched.tasks[in.TaskID] != nil {
+				ended = append(ended, op.sched.tasks[in.TaskID])
 			}
 		}
 	}
@@ -431,7 +424,7 @@ func (op *operator) transitionAll(ctx context.Context, params []store.Transition
 
 // resume lifts a pause. Instances of the scope that no other pause covers go
 // PAUSED → WAITING, then to SCHEDULED when their upstreams are done; those
-// whose fire time passed meanwhile follow the task's misfire policy (R20).
+// whose fire time passed meanwhile follow the task's misfire policy.
 func (op *operator) resume(ctx context.Context, r Resume, by By, now time.Time) (string, error) {
 	tasks, err := op.inScope(r.Scope, r.Target)
 	if err != nil {
@@ -492,7 +485,7 @@ func (op *operator) scheduleWoken(ctx context.Context, insts []axtype.Instance, 
 	}
 	for _, id := range order {
 		var sc, sk int
-		if params, sc, sk, err = op.scheduleTaskWoken(ctx, op.tasks[id], byTask[id], params, now, why); err != nil {
+		if params, sc, sk, err = op.scheduleTaskWoken(ctx, op.sched.tasks[id], byTask[id], params, now, why); err != nil {
 			return 0, 0, err
 		}
 		scheduled, skipped = scheduled+sc, skipped+sk
@@ -527,7 +520,7 @@ func (op *operator) wokenReady(ctx context.Context, insts []axtype.Instance, now
 	failing []store.TransitionParams, err error) {
 	byTask = map[string][]axtype.Instance{}
 	for _, in := range insts {
-		ti := op.tasks[in.TaskID]
+		ti := op.sched.tasks[in.TaskID]
 		if ti == nil {
 			continue
 		}
@@ -562,7 +555,7 @@ func (op *operator) wokenReady(ctx context.Context, insts []axtype.Instance, now
 func (op *operator) scheduleTaskWoken(ctx context.Context, ti *taskInfo, list []axtype.Instance, params []store.TransitionParams, now time.Time,
 	why string) (_ []store.TransitionParams, scheduled, skipped int, err error) {
 	var late, onTime []axtype.Instance
-	since := op.pl.since(op.g.TriggerOf(ti.id))
+	since := op.pl.since(op.sched.g.TriggerOf(ti.id))
 	for _, in := range list {
 		if oldPlan(in, since) && op.res.runs.kindOf(ctx, in.RunID) == axtype.RunSchedule {
 			params = append(params, skipOldPlan(in, since, op.host.termEpoch(), now)) // its schedule changed meanwhile
@@ -623,13 +616,13 @@ func schedule(in axtype.Instance, at time.Time, epoch int64, now time.Time, why 
 		Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: epoch, Now: now, Actor: Actor, Reason: why}
 }
 
-// trigger runs a task now (R19): a manual run of its own with its own
+// trigger runs a task now: a manual run of its own with its own
 // instance and ticket, beside any periodic instance, even a RUNNING one;
 // with Downstream, everything downstream of it too. A pipeline as target
 // runs the whole pipeline (every root). At sets the logical time (default
 // now) and Params the run's --param values.
 //
-// For a manual task (manual: true) the trigger is the approval (R40): it
+// For a manual task (manual: true) the trigger is the approval: it
 // approves the gate's oldest instance awaiting approval (the one at At,
 // when given), which then runs once its upstreams have succeeded; with none
 // waiting, the new run's gate starts approved and runs at once.
@@ -646,10 +639,10 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 		return "", err
 	}
 	if !strings.Contains(r.Target, ".") {
-		p := op.g.Pipeline(r.Target)
+		p := op.sched.g.Pipeline(r.Target)
 		if p == nil {
 			var names []string
-			for _, q := range op.g.Pipelines() {
+			for _, q := range op.sched.g.Pipelines() {
 				names = append(names, q.Name)
 			}
 			return "", fmt.Errorf("no pipeline %q%s; give PIPELINE or PIPELINE.TASK", r.Target, defs.DidYouMean(r.Target, names))
@@ -675,8 +668,8 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 	if err != nil {
 		return "", err
 	}
-	loc := op.g.Pipeline(t.def.Pipeline).Location
-	if why := defs.DisabledReason(op.g.Pipeline(t.def.Pipeline), t.def); why != "" {
+	loc := op.sched.g.Pipeline(t.def.Pipeline).Location
+	if why := defs.DisabledReason(op.sched.g.Pipeline(t.def.Pipeline), t.def); why != "" {
 		return "", errors.New(why)
 	}
 	if err := underPause(&op.pauses.PauseSet, r.Hold, t.def); err != nil {
@@ -690,7 +683,7 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 	}
 	names, tasks := []string{t.def.Name}, []*defs.Task{t.def}
 	if r.Downstream {
-		sel, err := op.g.Select(t.def.Pipeline, t.def.Name+"+")
+		sel, err := op.sched.g.Select(t.def.Pipeline, t.def.Name+"+")
 		if err != nil {
 			return "", err
 		}
@@ -702,7 +695,7 @@ func (op *operator) trigger(ctx context.Context, r Trigger, by By, now time.Time
 			return "", err
 		}
 	}
-	if err := refuseTrigger(op.g.Pipeline(t.def.Pipeline), t.def, tasks, r.Params); err != nil {
+	if err := refuseTrigger(op.sched.g.Pipeline(t.def.Pipeline), t.def, tasks, r.Params); err != nil {
 		return "", err
 	}
 	rs, err := op.pl.newRunWith(ctx, newRunSpec{pipeline: t.def.Pipeline, trig: t.id, kind: axtype.RunManual, names: names, at: at,
@@ -784,7 +777,7 @@ func (op *operator) approveOne(ctx context.Context, t *taskInfo, in *axtype.Inst
 	if err := op.done.applyReleases(ctx, rel, now); err != nil {
 		return "", err
 	}
-	loc := op.g.Pipeline(t.def.Pipeline).Location
+	loc := op.sched.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("approved %s for %s (run %d, instance %d)", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID)
 	if len(rel) == 1 && rel[0].p.To == axtype.Scheduled {
 		if at := *rel[0].p.Set.NextFireAt; at.After(now) {
@@ -808,7 +801,7 @@ func (op *operator) alreadyApproved(ctx context.Context, t *taskInfo, in *axtype
 	if err != nil {
 		return "", false, err
 	}
-	loc := op.g.Pipeline(t.def.Pipeline).Location
+	loc := op.sched.g.Pipeline(t.def.Pipeline).Location
 	what := fmt.Sprintf("%s for %s (run %d, instance %d) is already approved by %s", t.id, in.LogicalTime.In(loc).Format(time.RFC3339), in.RunID, in.ID, in.ApprovedBy)
 	return what + op.waitsFor(ctx, rs, t, now) + "; nothing changed", true, nil
 }
@@ -835,7 +828,7 @@ func encodeParams(p map[string]string) (string, error) {
 	return string(b), err
 }
 
-// kill cancels running instances on their executors (R18): the task's, or
+// kill cancels running instances on their executors: the task's, or
 // the one given. The instance ends KILLED when its executor has stopped.
 func (op *operator) kill(ctx context.Context, r Kill, by By, now time.Time) (string, error) {
 	var ids []int64
@@ -887,7 +880,7 @@ func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (s
 	}
 	var targets []*defs.Task
 	for _, in := range insts {
-		if t := op.tasks[in.TaskID]; t != nil {
+		if t := op.sched.tasks[in.TaskID]; t != nil {
 			targets = append(targets, t.def)
 		}
 	}
@@ -899,7 +892,7 @@ func (op *operator) rerun(ctx context.Context, r Rerun, by By, now time.Time) (s
 		again       []axtype.Instance // rerun or brought back: their downstream come back too
 	)
 	for _, in := range insts {
-		if op.tasks[in.TaskID] == nil {
+		if op.sched.tasks[in.TaskID] == nil {
 			return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 		}
 		op.res.runs.dropRunOf(in.ID)
@@ -947,7 +940,7 @@ func (op *operator) checkUpstreamsRerun(ctx context.Context, insts []axtype.Inst
 		rerun[in.ID] = true
 	}
 	for _, in := range insts {
-		t := op.tasks[in.TaskID]
+		t := op.sched.tasks[in.TaskID]
 		if in.Counted != 0 || t == nil || len(t.up) == 0 {
 			continue
 		}
@@ -1024,10 +1017,10 @@ func (op *operator) rerunTargets(ctx context.Context, r Rerun) ([]axtype.Instanc
 func (op *operator) rerunOne(ctx context.Context, in axtype.Instance, by By, now time.Time) error {
 	reason := "rerun"
 	at := now
-	if t := op.tasks[in.TaskID]; t != nil {
+	if t := op.sched.tasks[in.TaskID]; t != nil {
 		at = releaseAt(runFire(op.res.runs.kindOf(ctx, in.RunID), in.LogicalTime, in.CreatedAt), now, t.def.Delay)
 	}
-	if t := op.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
+	if t := op.sched.tasks[in.TaskID]; in.State == axtype.Failed && t != nil && !at.After(now) {
 		// Through the queue, where the pause rule, the caps and the
 		// breaker's cut apply, unless none holds it now.
 		why := "waits for a slot: " + op.disp.pool.full(t)
@@ -1075,268 +1068,10 @@ func (op *operator) startNow(ctx context.Context, id int64, p *pend, now time.Ti
 	}
 	op.disp.brk.Dispatched(p.task.id, now)
 	op.res.runs.dispatched(p.runID, p.task.id, v, att)
-	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, counted: counted, deadline: now.Add(p.task.def.Timeout), due: now, started: now}
+	a := &attempt{ticket: ticket, version: v, task: p.task, runID: p.runID, logical: p.logical, attempt: att, counted: counted, deadline: deadlineAfter(now, p.task.def), due: now, started: now}
 	op.disp.track(id, a)
 	op.disp.execute(id, a, nil)
 	return nil
 }
 
 var errNotPrimary = errors.New("engine: not the primary scheduler")
-
-// limitsSetting is the setting that keeps the limits set at run time, so
-// that a restart or a takeover applies them too.
-const limitsSetting = "dispatch_limits"
-
-// MaxRate bounds every dispatch rate (per second) an operator may set: a
-// higher one is a typo, not a limit.
-const MaxRate = 1_000_000
-
-// MinRate is the smallest rate other than 0 (unlimited), one dispatch in
-// 1,000 s: a smaller one (1e-300, a typo for 1e300 or for 0) would stop
-// dispatch for good while looking like a limit.
-const MinRate = 0.001
-
-// checkRate refuses a dispatch rate (per second) no limit can be: negative,
-// not finite, above MaxRate, or positive below MinRate. It is the one rule
-// for the server's configured rates and those set at run time.
-func checkRate(r float64) error {
-	if r == 0 || (r >= MinRate && r <= MaxRate) {
-		return nil // also false for NaN
-	}
-	return fmt.Errorf("give a rate per second from 0 (unlimited) to %d, and when not 0 at least %v", MaxRate, MinRate)
-}
-
-// Limits are the dispatch limits in force: rates per second (global and
-// per group, the token bucket of R13) and concurrency caps (global on local
-// attempts, per group; R45). Zero is unlimited.
-type Limits struct {
-	bucket.Limits
-	Pools
-}
-
-// checkLimits refuses what no limit can be: a negative, non-finite or absurd
-// rate or cap, or an unknown group. Nothing is applied when one is refused.
-func (d *dispatcher) checkLimits(r SetLimits) error {
-	if r.Global == nil && len(r.Groups) == 0 && r.MaxRunning == nil && len(r.GroupMaxRunning) == 0 {
-		return errors.New("limits: give global, groups, max_running or group_max_running")
-	}
-	badCap := func(n int) bool { return n < 0 || n > MaxRunningBound }
-	if r.Global != nil {
-		if err := checkRate(*r.Global); err != nil {
-			return fmt.Errorf("limits: global rate %v: %w", *r.Global, err)
-		}
-	}
-	if r.MaxRunning != nil && badCap(*r.MaxRunning) {
-		return fmt.Errorf("limits: max_running %d: give a number of attempts from 0 (unlimited) to %d", *r.MaxRunning, MaxRunningBound)
-	}
-	groups := map[string]bool{}
-	var names []string
-	for _, t := range d.tasks {
-		if !groups[t.def.Group] {
-			groups[t.def.Group] = true
-			names = append(names, t.def.Group)
-		}
-	}
-	for _, g := range slices.Sorted(maps.Keys(r.Groups)) {
-		if !groups[g] {
-			return fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
-		}
-		if err := checkRate(r.Groups[g]); err != nil {
-			return fmt.Errorf("limits: group %s rate %v: %w", g, r.Groups[g], err)
-		}
-	}
-	for _, g := range slices.Sorted(maps.Keys(r.GroupMaxRunning)) {
-		if !groups[g] {
-			return fmt.Errorf("limits: no group %q%s", g, defs.DidYouMean(g, names))
-		}
-		if n := r.GroupMaxRunning[g]; badCap(n) {
-			return fmt.Errorf("limits: group %s max_running %d: give a number of attempts from 0 (unlimited) to %d", g, n, MaxRunningBound)
-		}
-	}
-	return nil
-}
-
-// setLimits changes the token bucket's rates (R13) and the concurrency caps
-// (R45), without a restart, and stores them. Bad values and unknown groups
-// are refused and change nothing.
-func (d *dispatcher) setLimits(ctx context.Context, r SetLimits, now time.Time) (string, error) {
-	if err := d.checkLimits(r); err != nil {
-		return "", err
-	}
-	if r.Global != nil {
-		d.bucket.SetGlobal(*r.Global, now)
-	}
-	for g, r := range r.Groups {
-		d.bucket.SetGroup(g, r, now)
-	}
-	d.pool.set(r.MaxRunning, r.GroupMaxRunning)
-	l := d.limits()
-	b, _ := json.Marshal(storedForm(l))
-	if err := d.host.w().SetSetting(ctx, limitsSetting, string(b), now); err != nil {
-		return "", fmt.Errorf("limits: applied but not stored (a restart would lose them): %w", err)
-	}
-	d.host.publishLimits(l)
-	d.soon() // a raised cap lets waiting work out at once
-	return "limits now " + describeLimits(l), nil
-}
-
-// limits returns the limits in force.
-func (d *dispatcher) limits() Limits {
-	return Limits{Limits: d.bucket.Limits(), Pools: d.pool.limits()}
-}
-
-// ErrBadStoredLimits is StoredLimits's error for a stored value it cannot
-// read: the configured limits apply.
-var ErrBadStoredLimits = errors.New("engine: stored limits unreadable")
-
-// storedLimits is how the limits in force after an operator's change are
-// stored: every field written, so that a lifted cap (0) or a lifted group
-// (absent from a present map) reads back as lifted, not as "not stored".
-// A field missing from a stored value (one written before caps existed)
-// leaves the configured limit alone.
-type storedLimits struct {
-	Global          *float64           `json:"global"`
-	Groups          map[string]float64 `json:"groups"`
-	MaxRunning      *int               `json:"max_running"`
-	GroupMaxRunning map[string]int     `json:"group_max_running"`
-}
-
-func storedForm(l Limits) storedLimits {
-	s := storedLimits{Global: &l.Global, Groups: l.Groups, MaxRunning: &l.MaxRunning, GroupMaxRunning: l.GroupMaxRunning}
-	if s.Groups == nil {
-		s.Groups = map[string]float64{}
-	}
-	if s.GroupMaxRunning == nil {
-		s.GroupMaxRunning = map[string]int{}
-	}
-	return s
-}
-
-// over returns the limits in force when s is applied over configured ones.
-func (s storedLimits) over(configured Limits) Limits {
-	l := configured
-	if s.Global != nil {
-		l.Global = *s.Global
-	}
-	if s.Groups != nil {
-		l.Groups = s.Groups
-	}
-	if s.MaxRunning != nil {
-		l.MaxRunning = *s.MaxRunning
-	}
-	if s.GroupMaxRunning != nil {
-		l.GroupMaxRunning = s.GroupMaxRunning
-	}
-	return l
-}
-
-// settingsReader reads the store's settings.
-type settingsReader interface {
-	Settings(ctx context.Context) (map[string]string, error)
-}
-
-func readStoredLimits(ctx context.Context, st settingsReader) (s storedLimits, ok bool, err error) {
-	set, err := st.Settings(ctx)
-	if err != nil {
-		return storedLimits{}, false, fmt.Errorf("engine: read stored limits: %w", err)
-	}
-	raw, ok := set[limitsSetting]
-	if !ok {
-		return storedLimits{}, false, nil
-	}
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		return storedLimits{}, false, fmt.Errorf("%w: %q: %v", ErrBadStoredLimits, raw, err)
-	}
-	return s, true, nil
-}
-
-// StoredLimits returns the limits an operator set at run time, which the
-// primary applies over its configured ones; ok is false when none was set.
-// A limit the stored value does not name (one stored before caps existed)
-// is zero here and the configured one applies.
-func StoredLimits(ctx context.Context, st *store.Store) (l Limits, ok bool, err error) {
-	s, ok, err := readStoredLimits(ctx, st)
-	if err != nil || !ok {
-		return Limits{}, ok, err
-	}
-	return s.over(Limits{}), true, nil
-}
-
-// loadLimits applies the limits stored by an earlier setLimits, if any:
-// they win over the configured ones, a lifted one included. Unreadable ones
-// are logged and ignored.
-func (d *dispatcher) loadLimits(ctx context.Context, now time.Time) error {
-	s, ok, err := readStoredLimits(ctx, d.settings)
-	switch {
-	case errors.Is(err, ErrBadStoredLimits):
-		d.log.Warn("stored_limits_ignored", "err", err.Error())
-	case err != nil:
-		return err
-	case ok:
-		d.applyLimits(s.over(d.limits()), now)
-		d.log.Info("limits_from_store", "limits", describeLimits(d.limits()))
-	}
-	d.host.publishLimits(d.limits())
-	return nil
-}
-
-// applyLimits puts l in force as a whole: a group rate or cap in force now
-// but not in l is lifted.
-func (d *dispatcher) applyLimits(l Limits, now time.Time) {
-	cur := d.limits()
-	d.bucket.SetGlobal(l.Global, now)
-	for g := range cur.Groups {
-		if _, ok := l.Groups[g]; !ok {
-			d.bucket.SetGroup(g, 0, now)
-		}
-	}
-	for g, r := range l.Groups {
-		d.bucket.SetGroup(g, r, now)
-	}
-	caps := maps.Clone(l.GroupMaxRunning)
-	for g := range cur.GroupMaxRunning {
-		if _, ok := caps[g]; !ok {
-			if caps == nil {
-				caps = map[string]int{}
-			}
-			caps[g] = 0
-		}
-	}
-	d.pool.set(&l.MaxRunning, caps)
-}
-
-// publishLimits puts the limits in force in Stats.
-func (e *Engine) publishLimits(l Limits) {
-	e.statsMu.Lock()
-	e.stats.Limits = l
-	e.statsMu.Unlock()
-}
-
-func describeLimits(l Limits) string {
-	rate := func(r float64) string {
-		if r <= 0 {
-			return "unlimited"
-		}
-		return strconv.FormatFloat(r, 'g', -1, 64) + "/s"
-	}
-	parts := []string{"global " + rate(l.Global)}
-	gs := make([]string, 0, len(l.Groups))
-	for g := range l.Groups {
-		gs = append(gs, g)
-	}
-	slices.Sort(gs)
-	for _, g := range gs {
-		parts = append(parts, "group "+g+" "+rate(l.Groups[g]))
-	}
-	running := func(n int) string {
-		if n <= 0 {
-			return "unlimited"
-		}
-		return strconv.Itoa(n)
-	}
-	parts = append(parts, "max running "+running(l.MaxRunning)+" local")
-	for _, g := range slices.Sorted(maps.Keys(l.GroupMaxRunning)) {
-		parts = append(parts, "group "+g+" max running "+running(l.GroupMaxRunning[g]))
-	}
-	return strings.Join(parts, ", ")
-}

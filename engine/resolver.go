@@ -24,10 +24,12 @@ import (
 // completer, the dispatcher and the operator requests record what it
 // returns, in their own transactions.
 type resolver struct {
-	host   resolverHost
+	// epoch is the term's, which the transitions it returns carry: the
+	// loop sets it at the start of every term (setEpoch).
+	epoch  int64
 	st     resolverReader
 	paused pauseCover            // the pauses in force (the operator requests')
-	tasks  map[string]*taskInfo  // the tasks of the graph in force (setGraph)
+	sched  *inForce              // the schedule in force (snapshot.go)
 	runs   runCache              // the runs read from the store (runcache.go)
 	nodes  map[string]settleNode // the graph as the readiness rule sees it
 	// limited are the tasks whose waits can fail by time: an upstream in
@@ -35,12 +37,6 @@ type resolver struct {
 	limited      []string
 	nextDeadline time.Time    // the earliest wait deadline seen: the limited waits are swept then
 	order        []*defs.Task // every task, upstreams first
-}
-
-// resolverHost is what the resolver asks of the other components: the
-// epoch of the term, which the transitions it returns carry.
-type resolverHost interface {
-	termEpoch() int64
 }
 
 // resolverReader is what the resolver reads from the store, beyond the run
@@ -55,14 +51,16 @@ type pauseCover interface {
 	by(t *taskInfo) (why string, paused bool)
 }
 
-func newResolver(host resolverHost, st *store.Store, paused pauseCover) resolver {
-	return resolver{host: host, st: st, paused: paused, runs: newRunCache(st)}
+func newResolver(st *store.Store, paused pauseCover) resolver {
+	return resolver{st: st, paused: paused, runs: newRunCache(st)}
 }
+
+// setEpoch gives the resolver the epoch of the term that begins.
+func (r *resolver) setEpoch(epoch int64) { r.epoch = epoch }
 
 // setGraph gives settle the shape of every pipeline of g (its tasks
 // resolved), and finds the tasks whose waits can fail by time.
 func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
-	r.tasks = tasks
 	r.nodes = make(map[string]settleNode, len(tasks))
 	for id, ti := range tasks {
 		n := settleNode{manual: ti.def.Manual, limit: ti.def.WaitTimeout, hasCross: len(ti.cross) > 0}
@@ -85,7 +83,7 @@ func (r *resolver) setGraph(g *dag.Graph, tasks map[string]*taskInfo) {
 // isManual reports whether a task is a manual gate.
 func (r *resolver) isManual(task string) bool { return r.nodes[task].manual }
 
-// runFinished reports whether a run is over (every instance ended: R40,
+// runFinished reports whether a run is over (every instance ended:
 // StatusOf's rule) and names the tasks that failed or were killed when they
 // ran, upstreams first. A run stopped at a manual gate nobody approved is
 // not over: it is not done.
@@ -156,7 +154,7 @@ func (r *resolver) verdicts(ctx context.Context, rs *runState, candidates []*tas
 		ids[i] = c.id
 	}
 	out, err := settle(run, r.nodes, ids, rs.since, now, defs.DefaultCrossWait, func(task string) ([]upstreamView, error) {
-		return r.crossViews(ctx, r.tasks[task], rs)
+		return r.crossViews(ctx, r.sched.tasks[task], rs)
 	})
 	if err != nil {
 		return nil, err
@@ -172,7 +170,7 @@ func (r *resolver) verdicts(ctx context.Context, rs *runState, candidates []*tas
 // releasable returns the transitions that the candidates of run rs take
 // now: WAITING → SCHEDULED (or PAUSED, under a pause) for those that are
 // ready, WAITING → FAILED for those that can no longer run, and transitively
-// for the downstream of those (R14, R40).
+// for the downstream of those.
 func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*taskInfo, now time.Time) ([]release, error) {
 	vs, err := r.verdicts(ctx, rs, candidates, now)
 	if err != nil {
@@ -180,19 +178,19 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 	}
 	var out []release
 	for _, v := range vs {
-		ref, d := rs.inst[v.task], r.tasks[v.task]
+		ref, d := rs.inst[v.task], r.sched.tasks[v.task]
 		// Its last attempt's number: a released instance that ran before (a
 		// rerun brought it back) numbers its next attempt past it.
 		in := axtype.Instance{ID: ref.id, RunID: rs.id, TaskID: d.id, LogicalTime: rs.logical, Attempt: ref.attempt}
 		switch v.verdict {
 		case verdictFail:
-			out = append(out, release{failWaiting(ref, d, v.reason, r.host.termEpoch(), now, Actor), in})
+			out = append(out, release{failWaiting(ref, d, v.reason, r.epoch, now, Actor), in})
 		case verdictReady:
 			at := releaseAt(r.runs.fireOf(ctx, rs), now, d.def.Delay)
 			in.NextFireAt = at
 			if why, paused := r.paused.by(d); paused { // the pause rule: whatever run it belongs to
 				out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Paused,
-					Set: store.Changes{NextFireAt: &at}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
+					Set: store.Changes{NextFireAt: &at}, Epoch: r.epoch, Now: now, Actor: Actor, Reason: "upstreams succeeded while " + why}, in})
 				continue
 			}
 			why := "upstreams succeeded"
@@ -203,7 +201,7 @@ func (r *resolver) releasable(ctx context.Context, rs *runState, candidates []*t
 				why += "; " + v.reason // the runs matched in other pipelines
 			}
 			out = append(out, release{store.TransitionParams{InstanceID: ref.id, Version: ref.version, From: axtype.Waiting, To: axtype.Scheduled,
-				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: r.host.termEpoch(), Now: now, Actor: Actor, Reason: why}, in})
+				Set: store.Changes{NextFireAt: &at, Reason: ptr("")}, Epoch: r.epoch, Now: now, Actor: Actor, Reason: why}, in})
 		}
 	}
 	return out, nil
@@ -282,7 +280,7 @@ func (r *resolver) settleAfter(ctx context.Context, params []store.TransitionPar
 			if err != nil {
 				return nil, err
 			}
-			ti := r.tasks[in.TaskID]
+			ti := r.sched.tasks[in.TaskID]
 			if ti == nil || len(ti.down) == 0 {
 				continue
 			}
@@ -329,7 +327,7 @@ func releaseParams(rel []release) []store.TransitionParams {
 }
 
 // neverRan reports whether a FAILED instance failed without running because
-// of its upstreams (R40): a rerun brings it back to WAITING instead of
+// of its upstreams: a rerun brings it back to WAITING instead of
 // running it.
 func neverRan(in axtype.Instance) bool {
 	return in.State == axtype.Failed && in.Counted == 0 && strings.HasPrefix(in.Error, "upstream ")

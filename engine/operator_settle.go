@@ -15,7 +15,7 @@ import (
 	"github.com/ax-sched/ax/store"
 )
 
-// The operator verbs that settle any run (R40): mark an instance's outcome,
+// The operator verbs that settle any run: mark an instance's outcome,
 // cancel a run.
 
 // ErrBadOp is wrapped by the refusals of mark and cancel that name a wrong
@@ -88,7 +88,7 @@ func (op *operator) markTarget(ctx context.Context, r Mark) (axtype.Instance, er
 
 // mark sets the outcome of a waiting, failed or killed instance: success
 // releases its downstream (and brings back what failed without running
-// behind it), failed fails its waiting downstream (R40).
+// behind it), failed fails its waiting downstream.
 func (op *operator) mark(ctx context.Context, r Mark, by By, now time.Time) (string, error) {
 	in, err := op.markTarget(ctx, r)
 	if err != nil {
@@ -98,7 +98,7 @@ func (op *operator) mark(ctx context.Context, r Mark, by By, now time.Time) (str
 	if err := markable(in, to); err != nil {
 		return "", err
 	}
-	if op.tasks[in.TaskID] == nil {
+	if op.sched.tasks[in.TaskID] == nil {
 		return "", fmt.Errorf("task %s of instance %d is no longer defined", in.TaskID, in.ID)
 	}
 	why := fmt.Sprintf("marked %s by %s", strings.ToLower(string(to)), by.Actor)
@@ -147,10 +147,10 @@ func (op *operator) recordSettled(ctx context.Context, params []store.Transition
 			}
 			continue
 		}
-		delete(op.pl.pending, params[i].InstanceID)
+		op.disp.forget(params[i].InstanceID)
 		op.res.runs.dropRunOf(params[i].InstanceID)
-		if in, err := op.st.Instance(ctx, params[i].InstanceID); err == nil && op.tasks[in.TaskID] != nil {
-			ended = append(ended, op.tasks[in.TaskID])
+		if in, err := op.st.Instance(ctx, params[i].InstanceID); err == nil && op.sched.tasks[in.TaskID] != nil {
+			ended = append(ended, op.sched.tasks[in.TaskID])
 		}
 	}
 	if len(settled) > 0 {
@@ -236,7 +236,7 @@ func (op *operator) killAttempt(id int64, by string) {
 	switch {
 	case a == nil:
 	case a.held:
-		delete(op.disp.held, id)
+		op.disp.unhold(id)
 		a.held = false
 		a.cancel(runner.ErrKilled)
 		op.done.gather(outcome{instance: id, res: runner.Result{Ticket: a.ticket, Status: runner.StatusKilled,
@@ -293,7 +293,7 @@ func (op *operator) bringBack(ctx context.Context, from []axtype.Instance, actor
 	for len(work) > 0 {
 		in := work[0]
 		work = work[1:]
-		ti := op.tasks[in.TaskID]
+		ti := op.sched.tasks[in.TaskID]
 		if ti == nil {
 			continue
 		}
@@ -336,7 +336,7 @@ func (op *operator) bringBack(ctx context.Context, from []axtype.Instance, actor
 func (op *operator) settleBack(ctx context.Context, ins []axtype.Instance, now time.Time) error {
 	byRun := map[int64][]*taskInfo{}
 	for _, x := range ins {
-		if ti := op.tasks[x.TaskID]; ti != nil {
+		if ti := op.sched.tasks[x.TaskID]; ti != nil {
 			byRun[x.RunID] = append(byRun[x.RunID], ti)
 		}
 	}
