@@ -114,7 +114,7 @@ func (c *completer) takeRecorded() bool {
 // way in for what the other components end (a kill, a timeout, a give-back,
 // a result from the inbox or an inherited attempt).
 func (c *completer) gather(o outcome) {
-	if o.logs == nil { // a result no goroutine here waited for: its outputs need a record
+	if o.logs == nil && len(o.res.Outputs) > 0 { // a result no goroutine here waited for: its outputs need a record
 		o.logs = c.inheritedRecord(o.instance, o.res, c.cfg.Now())
 	}
 	c.unapplied = append(c.unapplied, o)
