@@ -56,18 +56,7 @@ func opRoute(req engine.Request, at, reason string) (string, []any, map[string]a
 	case engine.Resume:
 		return pause(r.Scope, r.Target, r.Verb())
 	case engine.Trigger:
-		if at != "" {
-			body["at"] = at
-		}
-		if len(r.Params) > 0 {
-			body["params"] = r.Params
-		}
-		if r.In > 0 {
-			body["in"] = r.In.String()
-		}
-		if r.Hold {
-			body["hold"] = true
-		}
+		addTrigger(body, r, at)
 		if !strings.Contains(r.Target, ".") {
 			return "/api/v1/pipelines/{pipeline}/trigger", []any{r.Target}, body, nil
 		}
@@ -110,4 +99,21 @@ func opRoute(req engine.Request, at, reason string) (string, []any, map[string]a
 		return byID("/api/v1/backfills/{id}/approve", r.Backfill)
 	}
 	return "", nil, nil, fmt.Errorf("ax: %s has no API route here", req.Verb())
+}
+
+// addTrigger adds what a trigger says, beyond its target, to body: its
+// logical time, params, delay and hold.
+func addTrigger(body map[string]any, r engine.Trigger, at string) {
+	if at != "" {
+		body["at"] = at
+	}
+	if len(r.Params) > 0 {
+		body["params"] = r.Params
+	}
+	if r.In > 0 {
+		body["in"] = r.In.String()
+	}
+	if r.Hold {
+		body["hold"] = true
+	}
 }

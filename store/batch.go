@@ -25,25 +25,48 @@ const (
 // checked (state and version, under the read's lock) and fails alone.
 // The epoch was checked by the caller in this transaction.
 func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult) error {
-	type cur struct {
-		state          axtype.State
-		version, runID int64
-		task, ticket   string
+	rows, err := s.readBatch(ctx, tx, ps, out)
+	if err != nil {
+		return err
 	}
+	order, groups := checkBatch(ps, out, rows)
+	for _, k := range order {
+		idx := groups[k]
+		// CASE id WHEN … is evaluated linearly per row: keep its chunks short.
+		for start := 0; start < len(idx); start += updateRows {
+			if err := s.updateGroup(ctx, tx, ps, idx[start:min(start+updateRows, len(idx))]); err != nil {
+				return err
+			}
+		}
+	}
+	return s.recordBatch(ctx, tx, ps, out, rows)
+}
+
+// batchRow is an instance as a batch of transitions reads it, and then
+// sees it after each of its moves in the batch.
+type batchRow struct {
+	state          axtype.State
+	version, runID int64
+	task, ticket   string
+}
+
+// readBatch reads, locked for update, the instances the transitions of ps
+// that have not failed yet move.
+func (s *Store) readBatch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult) (map[int64]batchRow, error) {
 	ids := make([]int64, 0, len(ps))
 	for i, p := range ps {
 		if out[i].Err == nil {
 			ids = append(ids, p.InstanceID)
 		}
 	}
-	rows := map[int64]cur{}
+	rows := map[int64]batchRow{}
 	for start := 0; start < len(ids); start += batchRows {
 		chunk := ids[start:min(start+batchRows, len(ids))]
 		q := s.sb.Select("id", "state", "version", "run_id", "task_id", "ticket").From("instances").Where(sq.Eq{"id": chunk}).Suffix(strings.TrimSpace(s.d.forUpdate()))
 		err := s.query(ctx, tx, "read batch", q, func(r *sql.Rows) error {
 			var (
 				id     int64
-				c      cur
+				c      batchRow
 				state  string
 				ticket sql.NullString
 			)
@@ -55,14 +78,20 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 			return nil
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// Check each transition; group the eligible ones by the shape of their
-	// change and by how many transitions of the same instance come before
-	// them in the batch (its nth): every group of the nth goes before any
-	// of the (n+1)th, so that an instance moved twice is written in batch
-	// order, each move by its own statement.
+	return rows, nil
+}
+
+// checkBatch checks each transition against rows, failing those that no
+// longer apply in out, and groups the eligible ones by the shape of their
+// change and by how many transitions of the same instance come before
+// them in the batch (its nth): every group of the nth goes before any of
+// the (n+1)th, so that an instance moved twice is written in batch order,
+// each move by its own statement. It returns the groups' keys in the
+// order to write them.
+func checkBatch(ps []TransitionParams, out []BatchResult, rows map[int64]batchRow) ([]string, map[string][]int) {
 	groups := map[string][]int{}
 	var order []string
 	nth := map[int64]int{}
@@ -96,17 +125,13 @@ func (s *Store) transitionMany(ctx context.Context, tx *sql.Tx, ps []TransitionP
 		groups[k] = append(groups[k], i)
 	}
 	slices.SortStableFunc(order, func(a, b string) int { return strings.Compare(a[:8], b[:8]) })
-	for _, k := range order {
-		idx := groups[k]
-		// CASE id WHEN … is evaluated linearly per row: keep its chunks short.
-		for start := 0; start < len(idx); start += updateRows {
-			if err := s.updateGroup(ctx, tx, ps, idx[start:min(start+updateRows, len(idx))]); err != nil {
-				return err
-			}
-		}
-	}
-	// History and actions, many rows per statement, in the order of the
-	// batch; the outcome counts by task.
+	return order, groups
+}
+
+// recordBatch writes the history and action rows of the transitions that
+// applied, many rows per statement, in the order of the batch, and the
+// outcome counts by task.
+func (s *Store) recordBatch(ctx context.Context, tx *sql.Tx, ps []TransitionParams, out []BatchResult, rows map[int64]batchRow) error {
 	var hist, acts [][]any
 	deltas := map[string][2]int64{}
 	for i, p := range ps {

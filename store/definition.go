@@ -135,28 +135,11 @@ func (s *Store) SyncDefinitions(ctx context.Context, p SyncParams) (SyncResult, 
 // pipeline; the removals last), with what an unfinished sync changed and
 // its time.
 func (s *Store) planSync(ctx context.Context, tx *sql.Tx, p SyncParams) ([]syncWrite, map[string]int, int64, error) {
-	load := func(table, key string) (map[string]storedDef, error) {
-		out := map[string]storedDef{}
-		err := s.query(ctx, tx, "read "+table, s.sb.Select(key, "hash", "removed", "version", "updated_at").From(table), func(rows *sql.Rows) error {
-			var (
-				k string
-				d storedDef
-				r int
-			)
-			if err := rows.Scan(&k, &d.hash, &r, &d.version, &d.updatedAt); err != nil {
-				return err
-			}
-			d.removed = r != 0
-			out[k] = d
-			return nil
-		})
-		return out, err
-	}
-	pipes, err := load("pipelines", "name")
+	pipes, err := s.loadDefs(ctx, tx, "pipelines", "name")
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	tasks, err := load("tasks", "id")
+	tasks, err := s.loadDefs(ctx, tx, "tasks", "id")
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -172,22 +155,54 @@ func (s *Store) planSync(ctx context.Context, tx *sql.Tx, p SyncParams) ([]syncW
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	return syncWrites(p, pipes, tasks), earlierSync(mark, pipes, tasks), mark, nil
+}
+
+// loadDefs reads the stored definitions of table, by key.
+func (s *Store) loadDefs(ctx context.Context, tx *sql.Tx, table, key string) (map[string]storedDef, error) {
+	out := map[string]storedDef{}
+	err := s.query(ctx, tx, "read "+table, s.sb.Select(key, "hash", "removed", "version", "updated_at").From(table), func(rows *sql.Rows) error {
+		var (
+			k string
+			d storedDef
+			r int
+		)
+		if err := rows.Scan(&k, &d.hash, &r, &d.version, &d.updatedAt); err != nil {
+			return err
+		}
+		d.removed = r != 0
+		out[k] = d
+		return nil
+	})
+	return out, err
+}
+
+// earlierSync is what a sync that stopped part-way (begun at mark, 0 for
+// none) wrote already, by id: what it added, changed or removed.
+func earlierSync(mark int64, defs ...map[string]storedDef) map[string]int {
 	earlier := map[string]int{}
-	if mark != 0 {
-		for _, m := range []map[string]storedDef{pipes, tasks} {
-			for id, d := range m {
-				switch {
-				case d.updatedAt < mark:
-				case d.removed:
-					earlier[id] = syncRemove
-				case d.version == 1:
-					earlier[id] = syncAdd
-				default:
-					earlier[id] = syncChange
-				}
+	if mark == 0 {
+		return earlier
+	}
+	for _, m := range defs {
+		for id, d := range m {
+			switch {
+			case d.updatedAt < mark:
+			case d.removed:
+				earlier[id] = syncRemove
+			case d.version == 1:
+				earlier[id] = syncAdd
+			default:
+				earlier[id] = syncChange
 			}
 		}
 	}
+	return earlier
+}
+
+// syncWrites compares the definitions of p with the stored ones: what to
+// add, change and remove, tasks before their pipeline.
+func syncWrites(p SyncParams, pipes, tasks map[string]storedDef) []syncWrite {
 	judge := func(stored map[string]storedDef, id, hash string) (int, bool) {
 		d, ok := stored[id]
 		switch {
@@ -224,7 +239,7 @@ func (s *Store) planSync(ctx context.Context, tx *sql.Tx, p SyncParams) ([]syncW
 			writes = append(writes, syncWrite{id: name, table: "pipelines", kind: syncRemove})
 		}
 	}
-	return writes, earlier, mark, nil
+	return writes
 }
 
 // applySync writes part of a sync's writes in tx; the tasks it adds many

@@ -178,8 +178,9 @@ func (f *Fence) PruneBatch(ctx context.Context, p PruneParams) (PruneResult, err
 	return res, err
 }
 
-func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (PruneResult, error) {
-	var res PruneResult
+// pruneInbox deletes a batch of the results inbox's applied entries
+// older than p allows.
+func (s *Store) pruneInbox(ctx context.Context, tx *sql.Tx, p PruneParams, res *PruneResult) error {
 	var tickets []any
 	q := s.sb.Select("ticket").From("inbox").Where(inboxPrunable(p)).OrderBy("applied_at").Limit(inboxBatch)
 	if err := s.query(ctx, tx, "find inbox entries to prune", q, func(r *sql.Rows) error {
@@ -188,14 +189,22 @@ func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (Prun
 		tickets = append(tickets, t)
 		return err
 	}); err != nil {
-		return res, err
+		return err
 	}
 	if len(tickets) > 0 {
 		n, err := s.exec(ctx, tx, "prune inbox", s.sb.Delete("inbox").Where("ticket IN ("+placeholders(len(tickets))+")", tickets...))
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.Inbox, res.More = n, len(tickets) == inboxBatch
+	}
+	return nil
+}
+
+func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (PruneResult, error) {
+	var res PruneResult
+	if err := s.pruneInbox(ctx, tx, p, &res); err != nil {
+		return res, err
 	}
 	res.LastRun = p.AfterRun // no run found: the next batch continues from here
 	ids, err := s.pruneCandidates(ctx, tx, p)
@@ -207,7 +216,7 @@ func (s *Store) pruneBatch(ctx context.Context, tx *sql.Tx, p PruneParams) (Prun
 	}
 	res.Runs, res.LastRun, res.More = int64(len(ids)), ids[len(ids)-1], res.More || len(ids) == p.Runs
 	var ins []prunedInstance
-	q = s.sb.Select("id", "task_id", "state", "executor", "logical_time", "started_at", "ended_at").From("instances").
+	q := s.sb.Select("id", "task_id", "state", "executor", "logical_time", "started_at", "ended_at").From("instances").
 		Where(sq.Eq{"run_id": ids}).OrderBy("id")
 	if err := s.query(ctx, tx, "read instances to prune", q, func(r *sql.Rows) error {
 		var (
