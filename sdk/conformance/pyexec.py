@@ -38,6 +38,8 @@ def main():
             return
         if ctx.params.get("fail"):
             raise RuntimeError(ctx.params["fail"])
+        for k in sorted(ctx.params.get("outputs") or {}):
+            ctx.output(k, ctx.params["outputs"][k])
         note(a.record, "end", ctx)
 
     for name in a.tasks.split(","):

@@ -52,6 +52,7 @@ import json
 import logging
 import os
 import random
+import re
 import select
 import signal
 import socket
@@ -67,7 +68,7 @@ from collections import deque
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["Executor", "Context", "Permanent", "PROTOCOL_VERSION"]
+__all__ = ["Executor", "Context", "Permanent", "OutputRefused", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 MAX_DISPATCH = 1 << 20  # bytes of a request body
@@ -77,10 +78,8 @@ DEFAULT_TICKET_TTL = 30 * 60.0  # seconds
 STREAM_LOG = 3  # the stream of a function's logger in ax's log records
 MASKED = "***"
 
-# Results carry ctx.output values under "outputs" once the scheduler's
-# protocol takes them; until then each value is written to the task's log
-# as a line "output KEY=VALUE" (JSON), so nothing is lost.
-OUTPUTS_IN_REPORT = False
+MAX_OUTPUTS = 64 << 10  # bytes of an attempt's outputs, keys and values together
+_OUTPUT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 INTERRUPTED = ("interrupted: the executor process ended while this work ran "
                "(it restarted on its state dir); the work may have taken effect in part")
@@ -88,6 +87,30 @@ INTERRUPTED = ("interrupted: the executor process ended while this work ran "
 
 class Permanent(Exception):
     """A failure that retrying cannot fix: the scheduler does not retry it."""
+
+
+class OutputRefused(ValueError):
+    """An output the protocol refuses (ctx.output raises it): the attempt
+    fails with its message, even when the handler catches it."""
+
+
+def _check_output(key, value):
+    """The protocol's rules for one output (runner.CheckOutputs): the
+    refusal's message, or None."""
+    if not isinstance(key, str) or not _OUTPUT_KEY.match(key):
+        return ("outputs: key %s is not a name: use letters, digits and _ (not starting with a digit), as {{ .Upstream.TASK.KEY }} reads it"
+                % json.dumps(str(key), ensure_ascii=False))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = "\0"
+    if "\0" in value:
+        return ("outputs: the value of %s is not text (it holds a NUL byte or bytes that are not UTF-8): give text, e.g. base64 of binary data" % key)
+    return None
+
+
+def _outputs_too_large(size):
+    return "outputs: %d bytes, over the cap of %d bytes (64 KiB): give the downstream a path or a key to the data, not the data" % (size, MAX_OUTPUTS)
 
 
 class _Refusal(Exception):
@@ -317,7 +340,9 @@ class Context:
         self.params = dict(d.get("params") or {})
         self.env = dict(d.get("env") or {})
         self.secret_env = list(d.get("secret_env") or [])
-        self.outputs = {}
+        self.outputs = {}  # what ctx.output recorded: strings by key
+        self._outputs_size = 0
+        self._outputs_refused = None  # the first refusal: the attempt fails with it
         self._job = job
         self._out = out
         log = logging.Logger("ax_executor.task.%s" % self.task)  # its own, never in logging's registry
@@ -339,11 +364,26 @@ class Context:
         return self._job.wait(seconds)
 
     def output(self, key, value):
-        """Records an output of the attempt (a JSON value)."""
-        json.dumps(value)  # refuse what cannot travel, in the handler's own frame
-        self.outputs[str(key)] = value
-        if not OUTPUTS_IN_REPORT:
-            self._out.write_line("output %s=%s" % (key, json.dumps(value)))
+        """Gives the attempt's downstream an output, read by its templates as
+        {{ .Upstream.TASK.KEY }}: a string as it is, any other value as its
+        JSON. A key given twice keeps the last value. A key that is not a
+        name, a value that is not text, or outputs over 64 KiB in all raise
+        OutputRefused here, and the attempt fails with that message."""
+        if not isinstance(value, str):
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        msg = _check_output(key, value)
+        if msg is None:
+            size = self._outputs_size + len(key.encode()) + len(value.encode())
+            if key in self.outputs:
+                size -= len(key.encode()) + len(self.outputs[key].encode())
+            if size > MAX_OUTPUTS:
+                msg = _outputs_too_large(size)
+            else:
+                self.outputs[key], self._outputs_size = value, size
+        if msg is not None:
+            if self._outputs_refused is None:
+                self._outputs_refused = msg
+            raise OutputRefused(msg)
 
 
 # --- jobs ----------------------------------------------------------------------
@@ -845,6 +885,8 @@ class Executor:
                 self.funcs[d["task"]](ctx)
             except Permanent as e:
                 err, permanent = str(e) or "permanent failure", True
+            except OutputRefused as e:
+                err = str(e)
             except Exception as e:
                 err = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
                 ctx_log = ctx.log if ctx is not None else None
@@ -859,6 +901,8 @@ class Executor:
             status, error, permanent = "failed", "deadline exceeded", False
         elif err is not None:
             status, error = "failed", err
+        elif ctx is not None and ctx._outputs_refused is not None:
+            status, error = "failed", ctx._outputs_refused
         if not started:
             error += " before the work started: it never ran"
         rep = _report(d, status, out.mask(error), int((time.monotonic() - start) * 1000))
@@ -869,8 +913,8 @@ class Executor:
             rep["log"] = base64.b64encode(data).decode()
         if dropped:
             rep["log_dropped"] = dropped
-        if OUTPUTS_IN_REPORT and ctx is not None and ctx.outputs:
-            rep["outputs"] = ctx.outputs
+        if status == "success" and ctx is not None and ctx.outputs:
+            rep["outputs"] = {k: out.mask(v) for k, v in ctx.outputs.items()}  # a secret's value never leaves
         if ctx is not None:
             ctx.log.handlers[:] = []
         j.cancel(None)
@@ -1061,6 +1105,9 @@ def _host_only(hp):
     return hp
 
 
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")  # no body to check: the door lets them by without a JSON type
+
+
 class _Handler(BaseHTTPRequestHandler):
     """POST /dispatch, /kill, /status; GET /healthz, /metrics. It keeps the
     rules of ax's door: on a loopback listener only loopback or the listen
@@ -1077,17 +1124,20 @@ class _Handler(BaseHTTPRequestHandler):
     def x(self):
         return self.server.executor
 
-    def _send(self, code, obj, ctype="application/json"):
-        if self.command == "POST" and self.close_connection:
+    def _send(self, code, obj, ctype="application/json", headers=()):
+        if self.close_connection:
             self._drain()
         body = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
         self.send_response(code)
         if self.close_connection:
             self.send_header("Connection", "close")
+        for k, v in headers:
+            self.send_header(k, v)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _refuse(self, code, reason):
         self._send(code, {"accepted": False, "reason": reason})
@@ -1118,39 +1168,44 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
         return True
 
-    def do_GET(self):
-        if not self._door(False):
+    # The routes and their methods, as the Go SDK's mux has them: another
+    # method on a route is answered 405 with Allow; HEAD is GET's.
+    _ROUTES = {"/dispatch": ("POST",), "/kill": ("POST",), "/status": ("POST",),
+               "/healthz": ("GET", "HEAD"), "/metrics": ("GET", "HEAD")}
+
+    def _serve(self):
+        # A request refused before its body is read leaves the body on the
+        # connection: it is closed after the answer rather than read as the
+        # next request (unless it is drained first).
+        self.close_connection = True
+        if not self._door(self.command not in _SAFE_METHODS):
             return
-        if self.path == "/healthz":
+        allowed = self._ROUTES.get(self.path)
+        if allowed is None:
+            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
+        elif self.command not in allowed:
+            self._send(405, b"Method Not Allowed\n", "text/plain; charset=utf-8", [("Allow", ", ".join(allowed))])
+        elif self.path == "/healthz":
             self._send(200, b"ok\n", "text/plain; charset=utf-8")
         elif self.path == "/metrics":
             self._send(200, self.x.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8")
-        else:
-            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
+        elif self._authorized():
+            {"/dispatch": self._dispatch, "/kill": self._kill, "/status": self._status}[self.path]()
 
-    def do_POST(self):
-        # A request refused before its body is read leaves the body on the
-        # connection: it is closed after the answer rather than read as the
-        # next request.
-        self.close_connection = True
-        routes = {"/dispatch": self._dispatch, "/kill": self._kill, "/status": self._status}
-        fn = routes.get(self.path)
-        if fn is None:
-            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
-            return
-        if not self._door(True):
-            return
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve
+
+    def _authorized(self):
         try:
             tok = self.x.token()
         except Exception as e:
             self._refuse(503, "this executor cannot authenticate its scheduler yet (%s): try later" % e)
-            return
+            return False
         if tok:
             got = self.headers.get("Authorization", "")
             if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), tok.encode())):
                 self._refuse(401, "missing or wrong bearer token: the scheduler sends its AX_EXECUTOR_TOKEN")
-                return
-        fn()
+                return False
+        return True
 
     def _drain(self):
         """Reads and drops the body of a request refused before reading it
