@@ -242,6 +242,8 @@ func TestSDKConformance(t *testing.T) {
 		{"bad_input", conformBadInput},
 		{"methods", conformMethods},
 		{"outputs", conformOutputs},
+		{"downstream_traced", conformDownstreamTraced},
+		{"traceparent_malformed", conformTraceparentMalformed},
 		{"env_secrets", conformEnvSecrets},
 		{"synchronous", conformSynchronous},
 		{"journal_restart", conformJournalRestart},

@@ -36,6 +36,11 @@ The rules it keeps, as the Go SDK does:
 - with a token, dispatch, kill and status need it; without, status is
   answered only to the configured schedulers' addresses (loopback when none).
 
+With OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) in its
+environment, it exports a span of each attempt under the dispatch's
+traceparent (ctx.traceparent), and those a handler opens with
+`with ctx.span("load"):`, as OTLP/HTTP JSON from a thread of its own.
+
 A handler raises to fail; raising Permanent fails without retries. It reads
 ctx.cancelled (or calls ctx.wait) to stop when killed or past its deadline:
 Python cannot stop a thread from outside, so work that ignores it runs on,
@@ -68,7 +73,7 @@ from collections import deque
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["Executor", "Context", "Permanent", "OutputRefused", "PROTOCOL_VERSION"]
+__all__ = ["Executor", "Context", "Permanent", "OutputRefused", "Span", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 MAX_DISPATCH = 1 << 20  # bytes of a request body
@@ -174,7 +179,7 @@ def _json_kind(v):
 _DISPATCH_FIELDS = {
     "version": "int", "pipeline": "str", "task": "str", "instance_id": "int", "ticket": "str",
     "logical_time": "time", "deadline": "time", "params": "obj", "env": "strmap",
-    "secret_env": "strlist", "callback": "str", "ticket_ttl_ms": "int",
+    "secret_env": "strlist", "callback": "str", "ticket_ttl_ms": "int", "traceparent": "str",
 }
 
 
@@ -323,6 +328,193 @@ def _default_logger():
     return log
 
 
+# --- traces: OTLP/HTTP JSON -----------------------------------------------------------
+
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?\Z", re.S)
+TRACE_QUEUE = 2048  # spans waiting for the sender; past it new spans are dropped (and counted)
+TRACE_BATCH = 512   # spans in one export request
+
+
+def _parse_traceparent(tp):
+    """The W3C traceparent's (trace id, parent span id, sampled), or None
+    when it is malformed: version ff, version 00 with more after the flags,
+    an all-zero id, or anything not lowercase hex in its place."""
+    m = _TRACEPARENT.match(tp) if isinstance(tp, str) else None
+    if m is None:
+        return None
+    version, tid, sid, flags, rest = m.groups()
+    if version == "ff" or (version == "00" and rest) or tid == "0" * 32 or sid == "0" * 16:
+        return None
+    return tid, sid, bool(int(flags, 16) & 1)
+
+
+def _new_id(n):
+    while True:
+        b = os.urandom(n)
+        if any(b):
+            return b.hex()
+
+
+def _otlp_value(v):
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    return {"stringValue": str(v)}
+
+
+def _otlp_attrs(attrs):
+    return [{"key": k, "value": _otlp_value(v)} for k, v in attrs.items()]
+
+
+def _otel_pairs(s):
+    """OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS: k=v,k=v (URL-encoded)."""
+    out = {}
+    for part in (s or "").split(","):
+        k, eq, v = part.partition("=")
+        if eq and k.strip():
+            out[urllib.parse.unquote(k.strip())] = urllib.parse.unquote(v.strip())
+    return out
+
+
+class Span:
+    """A span of an attempt's trace. ctx.span(name) opens one (a context
+    manager); set_attribute adds to it. Spans export only when the
+    executor's environment names an OTLP endpoint."""
+
+    def __init__(self, tracer, name, trace_id, parent_id, kind=1, attrs=None, sampled=True):
+        self._tracer, self.name = tracer, name
+        self.trace_id, self.span_id, self.parent_id = trace_id, _new_id(8), parent_id
+        self.kind, self.attrs, self.sampled = kind, dict(attrs or {}), sampled
+        self.start_ns, self.error = time.time_ns(), None
+
+    @property
+    def traceparent(self):
+        """This span as a W3C traceparent, to hand on to work it calls."""
+        return "00-%s-%s-%s" % (self.trace_id, self.span_id, "01" if self.sampled else "00")
+
+    def set_attribute(self, key, value):
+        self.attrs[key] = value
+
+    def end(self, error=None):
+        if error is not None:
+            self.error = error
+        if self._tracer is not None and self.sampled:
+            self._tracer.export(self, time.time_ns())
+
+    def _otlp(self, end_ns):
+        d = {"traceId": self.trace_id, "spanId": self.span_id, "name": self.name, "kind": self.kind,
+             "startTimeUnixNano": str(self.start_ns), "endTimeUnixNano": str(end_ns), "attributes": _otlp_attrs(self.attrs)}
+        if self.parent_id:
+            d["parentSpanId"] = self.parent_id
+        if self.error is not None:
+            d["status"] = {"code": 2, "message": self.error}  # STATUS_CODE_ERROR
+        return d
+
+
+class _Tracer:
+    """Sends spans to an OTLP/HTTP collector as JSON (POST …/v1/traces) from
+    a thread of its own: the work never waits for it. The queue is bounded;
+    spans past it, and batches the collector refuses, are dropped and
+    logged."""
+
+    def __init__(self, endpoint, headers, resource, log, delay=1.0, timeout=10.0):
+        self.endpoint, self.headers, self.resource, self.log = endpoint, headers, resource, log
+        self.delay, self.timeout = delay, timeout
+        self.cv = threading.Condition()
+        self.queue = deque()
+        self.dropped = 0
+        self.closed = False
+        self.thread = threading.Thread(target=self._send_loop, name="ax-trace-sender", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def from_env(cls, log, getenv=os.environ.get):
+        """The tracer the environment asks for, as ax server reads it: an
+        endpoint turns tracing on, OTEL_SDK_DISABLED=true or
+        OTEL_TRACES_EXPORTER=none off; None when off."""
+        traces, base = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "", getenv("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
+        if (not traces and not base) or (getenv("OTEL_SDK_DISABLED") or "").strip().lower() == "true" \
+                or (getenv("OTEL_TRACES_EXPORTER") or "").strip().lower() == "none":
+            return None
+        endpoint = traces or base.rstrip("/") + "/v1/traces"
+        headers = _otel_pairs(getenv("OTEL_EXPORTER_OTLP_HEADERS"))
+        headers.update(_otel_pairs(getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")))
+        resource = {"service.name": "ax-executor", "telemetry.sdk.language": "python", "telemetry.sdk.name": "ax_executor"}
+        resource.update(_otel_pairs(getenv("OTEL_RESOURCE_ATTRIBUTES")))
+        if getenv("OTEL_SERVICE_NAME"):
+            resource["service.name"] = getenv("OTEL_SERVICE_NAME")
+        try:
+            delay = max(0.0, float(getenv("OTEL_BSP_SCHEDULE_DELAY") or 1000) / 1000)
+        except ValueError:
+            delay = 1.0
+        return cls(endpoint, headers, resource, log, delay)
+
+    def export(self, span, end_ns):
+        with self.cv:
+            if len(self.queue) >= TRACE_QUEUE:
+                self.dropped += 1
+                return
+            self.queue.append(span._otlp(end_ns))
+            if len(self.queue) >= TRACE_BATCH:
+                self.cv.notify()
+
+    def close(self, wait=5.0):
+        """Sends what is queued, waiting at most wait seconds."""
+        with self.cv:
+            self.closed = True
+            self.cv.notify()
+        self.thread.join(wait)
+
+    def _send_loop(self):
+        while True:
+            with self.cv:
+                if not self.closed and len(self.queue) < TRACE_BATCH:
+                    self.cv.wait(self.delay)
+                batch = [self.queue.popleft() for _ in range(min(TRACE_BATCH, len(self.queue)))]
+                dropped, self.dropped = self.dropped, 0
+                closed = self.closed and not self.queue
+            if dropped:
+                self.log.warning("trace_spans_dropped", extra={"spans": dropped, "reason": "the export queue of %d spans was full" % TRACE_QUEUE})
+            if batch:
+                self._post(batch)
+            if closed:
+                return
+
+    def _post(self, spans):
+        body = {"resourceSpans": [{"resource": {"attributes": _otlp_attrs(self.resource)},
+                                   "scopeSpans": [{"scope": {"name": "ax_executor", "version": str(PROTOCOL_VERSION)}, "spans": spans}]}]}
+        headers = dict(self.headers)
+        headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.endpoint, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                resp.read(1 << 16)
+        except urllib.error.HTTPError as e:
+            self.log.warning("trace_export_failed", extra={"endpoint": self.endpoint, "spans": len(spans),
+                                                           "err": "HTTP %d: %s" % (e.code, e.read(512).decode("utf-8", "replace"))})
+        except Exception as e:
+            self.log.warning("trace_export_failed", extra={"endpoint": self.endpoint, "spans": len(spans), "err": str(e)})
+
+
+class _SpanScope:
+    def __init__(self, ctx, name, attrs):
+        self.ctx, self.name, self.attrs = ctx, name, attrs
+
+    def __enter__(self):
+        parent = self.ctx._current_span()
+        self.span = Span(self.ctx._tracer, self.name, parent.trace_id, parent.span_id, attrs=self.attrs, sampled=parent.sampled)
+        self.ctx._spans.stack = self.ctx._stack() + [self.span]
+        return self.span
+
+    def __exit__(self, etype, e, tb):
+        self.ctx._spans.stack = self.ctx._stack()[:-1]
+        self.span.end(None if etype is None else ("%s: %s" % (etype.__name__, e) if str(e) else etype.__name__))
+        return False
+
+
 # --- a handler's view of its attempt ----------------------------------------------
 
 class Context:
@@ -340,6 +532,10 @@ class Context:
         self.params = dict(d.get("params") or {})
         self.env = dict(d.get("env") or {})
         self.secret_env = list(d.get("secret_env") or [])
+        tp = d.get("traceparent")
+        self.traceparent = tp if _parse_traceparent(tp) else None  # the dispatch's W3C traceparent, when valid
+        self._tracer = job.tracer
+        self._spans = threading.local()
         self.outputs = {}  # what ctx.output recorded: strings by key
         self._outputs_size = 0
         self._outputs_refused = None  # the first refusal: the attempt fails with it
@@ -362,6 +558,19 @@ class Context:
         """Sleeps up to seconds; returns True (at once) when the work is
         cancelled meanwhile, False when the time passed."""
         return self._job.wait(seconds)
+
+    def span(self, name, **attrs):
+        """A child span of the attempt's (or of the span open around it in
+        this thread): `with ctx.span("load") as s: …`. An exception that
+        leaves it marks it failed. Exported only when tracing is on."""
+        return _SpanScope(self, name, attrs)
+
+    def _stack(self):
+        return getattr(self._spans, "stack", [])
+
+    def _current_span(self):
+        stack = self._stack()
+        return stack[-1] if stack else self._job.span
 
     def output(self, key, value):
         """Gives the attempt's downstream an output, read by its templates as
@@ -397,6 +606,8 @@ class _Job:
         self.jstate = ""
         self._stop = threading.Event()
         self.cause = None  # "killed" or "hung up"
+        self.tracer = None
+        self.span = None  # the attempt's span, while it runs
 
     def cancel(self, cause):
         if self.cause is None:
@@ -643,6 +854,7 @@ class Executor:
         self.heartbeat = heartbeat
         self.timeout = timeout
         self.log = logger or _default_logger()
+        self.tracer = _Tracer.from_env(self.log)  # spans of attempts, when the environment names a collector
         self._token, self._token_file = token, token_file
         self._state_dir = state_dir
         self.funcs = {}
@@ -750,6 +962,8 @@ class Executor:
     def close(self):
         if self.jr is not None:
             self.jr.close()
+        if self.tracer is not None:
+            self.tracer.close()
 
     def run(self):
         """Registers, sends heartbeats and delivers results until stop()."""
@@ -877,6 +1091,7 @@ class Executor:
         started = not j.stopped()
         err, permanent = None, False
         ctx = None
+        j.tracer, j.span = self.tracer, self._attempt_span(d)
         if started:
             try:
                 if self.jr is not None:  # durable before the work can have any effect
@@ -917,6 +1132,8 @@ class Executor:
             rep["outputs"] = {k: out.mask(v) for k, v in ctx.outputs.items()}  # a secret's value never leaves
         if ctx is not None:
             ctx.log.handlers[:] = []
+        j.span.set_attribute("ax.status", status)
+        j.span.end(out.mask(error) if status != "success" else None)
         j.cancel(None)
         with self.mu:
             j.report = rep
@@ -931,6 +1148,17 @@ class Executor:
         self.log.info("task_done", extra={"task": d["task"], "ticket": d["ticket"], "status": status})
         if d.get("callback"):
             self._post_later(j)
+
+    def _attempt_span(self, d):
+        """The attempt's span: a child of the dispatch's traceparent (a root
+        of a trace of its own without one), exported when it ends."""
+        parsed = _parse_traceparent(d.get("traceparent"))
+        tid, parent, sampled = parsed if parsed else (_new_id(16), "", True)
+        task = "%s.%s" % (d["pipeline"], d["task"]) if d.get("pipeline") else d["task"]  # as the server's spans name it
+        attrs = {"ax.pipeline": d.get("pipeline", ""), "ax.task": task, "ax.ticket": d["ticket"]}
+        if d.get("instance_id"):
+            attrs["ax.instance_id"] = d["instance_id"]
+        return Span(self.tracer, "execute " + d["task"], tid, parent, kind=2, attrs=attrs, sampled=sampled)  # SPAN_KIND_SERVER
 
     # -- results
 
