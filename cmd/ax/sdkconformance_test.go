@@ -240,6 +240,10 @@ func TestSDKConformance(t *testing.T) {
 		{"status", conformStatus},
 		{"full", conformFull},
 		{"bad_input", conformBadInput},
+		{"methods", conformMethods},
+		{"outputs", conformOutputs},
+		{"downstream_traced", conformDownstreamTraced},
+		{"traceparent_malformed", conformTraceparentMalformed},
 		{"env_secrets", conformEnvSecrets},
 		{"synchronous", conformSynchronous},
 		{"journal_restart", conformJournalRestart},
@@ -427,6 +431,79 @@ func conformBadInput(t *testing.T, s sdkUnderTest) {
 	}
 	if n := recorded(t, record); len(n) != 0 {
 		t.Errorf("record %v: a refused dispatch ran", n)
+	}
+}
+
+// conformMethods: another method on a route is answered 405 with the
+// methods it takes (HEAD is GET's), behind the same door; nothing runs.
+func conformMethods(t *testing.T, s sdkUnderTest) {
+	addr, record := directSDK(t, s)
+	good, _ := json.Marshal(dispatchOf("a", "M1", "", nil))
+	for _, c := range []struct {
+		method, path, ctype string
+		code                int
+		allow, body         string
+	}{
+		{"PUT", "/dispatch", "application/json", 405, "POST", "Method Not Allowed\n"},
+		{"HEAD", "/dispatch", "", 405, "POST", ""},
+		{"GET", "/dispatch", "", 405, "POST", "Method Not Allowed\n"},
+		{"DELETE", "/kill", "application/json", 405, "POST", "Method Not Allowed\n"},
+		{"PATCH", "/status", "application/json", 405, "POST", "Method Not Allowed\n"},
+		{"PUT", "/healthz", "application/json", 405, "GET, HEAD", "Method Not Allowed\n"},
+		{"HEAD", "/healthz", "", 200, "", ""},
+		{"HEAD", "/metrics", "", 200, "", ""},
+		{"PUT", "/dispatch", "text/plain", 415, "", `{"error":`},
+		{"PUT", "/nope", "application/json", 404, "", "404 page not found\n"},
+	} {
+		req, _ := http.NewRequest(c.method, "http://"+addr+c.path, bytes.NewReader(good))
+		req.Header.Set("Authorization", "Bearer "+conformanceToken)
+		if c.ctype != "" {
+			req.Header.Set("Content-Type", c.ctype)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.method, c.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || resp.Header.Get("Allow") != c.allow || !strings.HasPrefix(string(body), c.body) {
+			t.Errorf("%s %s: %d Allow %q %q, want %d Allow %q %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), body, c.code, c.allow, c.body)
+		}
+	}
+	if _, ans := sdkPost(t, addr, "/status", map[string]any{"tickets": []string{"M1"}}); fmt.Sprint(ans["tickets"]) != "map[M1:map[state:unknown]]" {
+		t.Errorf("after the refusals the executor knows M1: %v", ans)
+	}
+	if n := recorded(t, record); len(n) != 0 {
+		t.Errorf("record %v: a refused request ran", n)
+	}
+}
+
+// conformOutputs: the outputs a handler gives go back with its result as
+// strings (other values as their JSON), a secret's value masked; an output
+// the protocol refuses fails the attempt with the rule's words and gives
+// nothing.
+func conformOutputs(t *testing.T, s sdkUnderTest) {
+	addr, record := directSDK(t, s)
+	sink := newResultSink(t)
+	d := dispatchOf("a", "O1", sink.url, map[string]any{"outputs": map[string]any{
+		"rows": 42, "day": "2026-01-02", "meta": map[string]any{"ok": true}, "dsn": "db://u:s3cr3t@h"}})
+	d["env"], d["secret_env"] = map[string]string{"PW": "s3cr3t"}, []string{"PW"}
+	sdkPost(t, addr, "/dispatch", d)
+	rep := sink.wait(t, "O1")
+	if want := "map[day:2026-01-02 dsn:db://u:***@h meta:{\"ok\":true} rows:42]"; rep["status"] != "success" || fmt.Sprint(rep["outputs"]) != want {
+		t.Errorf("result %v: want success with outputs %s", rep, want)
+	}
+	sdkPost(t, addr, "/dispatch", dispatchOf("b", "O2", sink.url, map[string]any{"outputs": map[string]any{"1rows": "x", "ok": "y"}}))
+	rep = sink.wait(t, "O2")
+	want := `outputs: key "1rows" is not a name: use letters, digits and _ (not starting with a digit), as {{ .Upstream.TASK.KEY }} reads it`
+	if rep["status"] != "failed" || rep["error"] != want || rep["outputs"] != nil {
+		t.Errorf("result %v: want failed with %q and no outputs", rep, want)
+	}
+	if err := runner.CheckOutputs(map[string]string{"1rows": "x"}); err == nil || err.Error() != want {
+		t.Errorf("runner.CheckOutputs says %v, the SDKs %q: one rule, the same words", err, want)
+	}
+	if n := recorded(t, record); n["end b O2"] != 0 || n["end a O1"] != 1 {
+		t.Errorf("record %v: want O1 ended, O2 failed at its outputs", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 """The Python side of the SDK conformance suite (cmd/ax's
 TestSDKConformance): the executor of sdk/conformance/goexec, with the same
-flags and tasks, on the Python SDK (sdk/python/ax_executor.py)."""
+flags and tasks, on the Python SDK (sdk/python/ax_executor.py); params.span also opens a span of that name
+(ctx.span) with the ctx.traceparent it saw as an attribute."""
 
 import argparse
 import os
@@ -34,10 +35,15 @@ def main():
         ctx.log.info("working", extra={"ticket": ctx.ticket})
         if ctx.params.get("echo_env"):
             ctx.log.info("env", extra={ctx.params["echo_env"]: ctx.env.get(ctx.params["echo_env"], "")})
+        if ctx.params.get("span"):
+            with ctx.span(ctx.params["span"], traceparent_seen=ctx.traceparent or "none"):
+                pass
         if ctx.wait(float(ctx.params.get("sleep_ms", 0)) / 1000):
             return
         if ctx.params.get("fail"):
             raise RuntimeError(ctx.params["fail"])
+        for k in sorted(ctx.params.get("outputs") or {}):
+            ctx.output(k, ctx.params["outputs"][k])
         note(a.record, "end", ctx)
 
     for name in a.tasks.split(","):

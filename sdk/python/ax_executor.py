@@ -36,6 +36,11 @@ The rules it keeps, as the Go SDK does:
 - with a token, dispatch, kill and status need it; without, status is
   answered only to the configured schedulers' addresses (loopback when none).
 
+With OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) in its
+environment, it exports a span of each attempt under the dispatch's
+traceparent (ctx.traceparent), and those a handler opens with
+`with ctx.span("load"):`, as OTLP/HTTP JSON from a thread of its own.
+
 A handler raises to fail; raising Permanent fails without retries. It reads
 ctx.cancelled (or calls ctx.wait) to stop when killed or past its deadline:
 Python cannot stop a thread from outside, so work that ignores it runs on,
@@ -52,6 +57,7 @@ import json
 import logging
 import os
 import random
+import re
 import select
 import signal
 import socket
@@ -67,7 +73,7 @@ from collections import deque
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["Executor", "Context", "Permanent", "PROTOCOL_VERSION"]
+__all__ = ["Executor", "Context", "Permanent", "OutputRefused", "Span", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION = 1
 MAX_DISPATCH = 1 << 20  # bytes of a request body
@@ -77,10 +83,8 @@ DEFAULT_TICKET_TTL = 30 * 60.0  # seconds
 STREAM_LOG = 3  # the stream of a function's logger in ax's log records
 MASKED = "***"
 
-# Results carry ctx.output values under "outputs" once the scheduler's
-# protocol takes them; until then each value is written to the task's log
-# as a line "output KEY=VALUE" (JSON), so nothing is lost.
-OUTPUTS_IN_REPORT = False
+MAX_OUTPUTS = 64 << 10  # bytes of an attempt's outputs, keys and values together
+_OUTPUT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 INTERRUPTED = ("interrupted: the executor process ended while this work ran "
                "(it restarted on its state dir); the work may have taken effect in part")
@@ -88,6 +92,30 @@ INTERRUPTED = ("interrupted: the executor process ended while this work ran "
 
 class Permanent(Exception):
     """A failure that retrying cannot fix: the scheduler does not retry it."""
+
+
+class OutputRefused(ValueError):
+    """An output the protocol refuses (ctx.output raises it): the attempt
+    fails with its message, even when the handler catches it."""
+
+
+def _check_output(key, value):
+    """The protocol's rules for one output (runner.CheckOutputs): the
+    refusal's message, or None."""
+    if not isinstance(key, str) or not _OUTPUT_KEY.match(key):
+        return ("outputs: key %s is not a name: use letters, digits and _ (not starting with a digit), as {{ .Upstream.TASK.KEY }} reads it"
+                % json.dumps(str(key), ensure_ascii=False))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = "\0"
+    if "\0" in value:
+        return ("outputs: the value of %s is not text (it holds a NUL byte or bytes that are not UTF-8): give text, e.g. base64 of binary data" % key)
+    return None
+
+
+def _outputs_too_large(size):
+    return "outputs: %d bytes, over the cap of %d bytes (64 KiB): give the downstream a path or a key to the data, not the data" % (size, MAX_OUTPUTS)
 
 
 class _Refusal(Exception):
@@ -151,7 +179,7 @@ def _json_kind(v):
 _DISPATCH_FIELDS = {
     "version": "int", "pipeline": "str", "task": "str", "instance_id": "int", "ticket": "str",
     "logical_time": "time", "deadline": "time", "params": "obj", "env": "strmap",
-    "secret_env": "strlist", "callback": "str", "ticket_ttl_ms": "int",
+    "secret_env": "strlist", "callback": "str", "ticket_ttl_ms": "int", "traceparent": "str",
 }
 
 
@@ -300,6 +328,193 @@ def _default_logger():
     return log
 
 
+# --- traces: OTLP/HTTP JSON -----------------------------------------------------------
+
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?\Z", re.S)
+TRACE_QUEUE = 2048  # spans waiting for the sender; past it new spans are dropped (and counted)
+TRACE_BATCH = 512   # spans in one export request
+
+
+def _parse_traceparent(tp):
+    """The W3C traceparent's (trace id, parent span id, sampled), or None
+    when it is malformed: version ff, version 00 with more after the flags,
+    an all-zero id, or anything not lowercase hex in its place."""
+    m = _TRACEPARENT.match(tp) if isinstance(tp, str) else None
+    if m is None:
+        return None
+    version, tid, sid, flags, rest = m.groups()
+    if version == "ff" or (version == "00" and rest) or tid == "0" * 32 or sid == "0" * 16:
+        return None
+    return tid, sid, bool(int(flags, 16) & 1)
+
+
+def _new_id(n):
+    while True:
+        b = os.urandom(n)
+        if any(b):
+            return b.hex()
+
+
+def _otlp_value(v):
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    return {"stringValue": str(v)}
+
+
+def _otlp_attrs(attrs):
+    return [{"key": k, "value": _otlp_value(v)} for k, v in attrs.items()]
+
+
+def _otel_pairs(s):
+    """OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS: k=v,k=v (URL-encoded)."""
+    out = {}
+    for part in (s or "").split(","):
+        k, eq, v = part.partition("=")
+        if eq and k.strip():
+            out[urllib.parse.unquote(k.strip())] = urllib.parse.unquote(v.strip())
+    return out
+
+
+class Span:
+    """A span of an attempt's trace. ctx.span(name) opens one (a context
+    manager); set_attribute adds to it. Spans export only when the
+    executor's environment names an OTLP endpoint."""
+
+    def __init__(self, tracer, name, trace_id, parent_id, kind=1, attrs=None, sampled=True):
+        self._tracer, self.name = tracer, name
+        self.trace_id, self.span_id, self.parent_id = trace_id, _new_id(8), parent_id
+        self.kind, self.attrs, self.sampled = kind, dict(attrs or {}), sampled
+        self.start_ns, self.error = time.time_ns(), None
+
+    @property
+    def traceparent(self):
+        """This span as a W3C traceparent, to hand on to work it calls."""
+        return "00-%s-%s-%s" % (self.trace_id, self.span_id, "01" if self.sampled else "00")
+
+    def set_attribute(self, key, value):
+        self.attrs[key] = value
+
+    def end(self, error=None):
+        if error is not None:
+            self.error = error
+        if self._tracer is not None and self.sampled:
+            self._tracer.export(self, time.time_ns())
+
+    def _otlp(self, end_ns):
+        d = {"traceId": self.trace_id, "spanId": self.span_id, "name": self.name, "kind": self.kind,
+             "startTimeUnixNano": str(self.start_ns), "endTimeUnixNano": str(end_ns), "attributes": _otlp_attrs(self.attrs)}
+        if self.parent_id:
+            d["parentSpanId"] = self.parent_id
+        if self.error is not None:
+            d["status"] = {"code": 2, "message": self.error}  # STATUS_CODE_ERROR
+        return d
+
+
+class _Tracer:
+    """Sends spans to an OTLP/HTTP collector as JSON (POST …/v1/traces) from
+    a thread of its own: the work never waits for it. The queue is bounded;
+    spans past it, and batches the collector refuses, are dropped and
+    logged."""
+
+    def __init__(self, endpoint, headers, resource, log, delay=1.0, timeout=10.0):
+        self.endpoint, self.headers, self.resource, self.log = endpoint, headers, resource, log
+        self.delay, self.timeout = delay, timeout
+        self.cv = threading.Condition()
+        self.queue = deque()
+        self.dropped = 0
+        self.closed = False
+        self.thread = threading.Thread(target=self._send_loop, name="ax-trace-sender", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def from_env(cls, log, getenv=os.environ.get):
+        """The tracer the environment asks for, as ax server reads it: an
+        endpoint turns tracing on, OTEL_SDK_DISABLED=true or
+        OTEL_TRACES_EXPORTER=none off; None when off."""
+        traces, base = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "", getenv("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
+        if (not traces and not base) or (getenv("OTEL_SDK_DISABLED") or "").strip().lower() == "true" \
+                or (getenv("OTEL_TRACES_EXPORTER") or "").strip().lower() == "none":
+            return None
+        endpoint = traces or base.rstrip("/") + "/v1/traces"
+        headers = _otel_pairs(getenv("OTEL_EXPORTER_OTLP_HEADERS"))
+        headers.update(_otel_pairs(getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")))
+        resource = {"service.name": "ax-executor", "telemetry.sdk.language": "python", "telemetry.sdk.name": "ax_executor"}
+        resource.update(_otel_pairs(getenv("OTEL_RESOURCE_ATTRIBUTES")))
+        if getenv("OTEL_SERVICE_NAME"):
+            resource["service.name"] = getenv("OTEL_SERVICE_NAME")
+        try:
+            delay = max(0.0, float(getenv("OTEL_BSP_SCHEDULE_DELAY") or 1000) / 1000)
+        except ValueError:
+            delay = 1.0
+        return cls(endpoint, headers, resource, log, delay)
+
+    def export(self, span, end_ns):
+        with self.cv:
+            if len(self.queue) >= TRACE_QUEUE:
+                self.dropped += 1
+                return
+            self.queue.append(span._otlp(end_ns))
+            if len(self.queue) >= TRACE_BATCH:
+                self.cv.notify()
+
+    def close(self, wait=5.0):
+        """Sends what is queued, waiting at most wait seconds."""
+        with self.cv:
+            self.closed = True
+            self.cv.notify()
+        self.thread.join(wait)
+
+    def _send_loop(self):
+        while True:
+            with self.cv:
+                if not self.closed and len(self.queue) < TRACE_BATCH:
+                    self.cv.wait(self.delay)
+                batch = [self.queue.popleft() for _ in range(min(TRACE_BATCH, len(self.queue)))]
+                dropped, self.dropped = self.dropped, 0
+                closed = self.closed and not self.queue
+            if dropped:
+                self.log.warning("trace_spans_dropped", extra={"spans": dropped, "reason": "the export queue of %d spans was full" % TRACE_QUEUE})
+            if batch:
+                self._post(batch)
+            if closed:
+                return
+
+    def _post(self, spans):
+        body = {"resourceSpans": [{"resource": {"attributes": _otlp_attrs(self.resource)},
+                                   "scopeSpans": [{"scope": {"name": "ax_executor", "version": str(PROTOCOL_VERSION)}, "spans": spans}]}]}
+        headers = dict(self.headers)
+        headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.endpoint, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                resp.read(1 << 16)
+        except urllib.error.HTTPError as e:
+            self.log.warning("trace_export_failed", extra={"endpoint": self.endpoint, "spans": len(spans),
+                                                           "err": "HTTP %d: %s" % (e.code, e.read(512).decode("utf-8", "replace"))})
+        except Exception as e:
+            self.log.warning("trace_export_failed", extra={"endpoint": self.endpoint, "spans": len(spans), "err": str(e)})
+
+
+class _SpanScope:
+    def __init__(self, ctx, name, attrs):
+        self.ctx, self.name, self.attrs = ctx, name, attrs
+
+    def __enter__(self):
+        parent = self.ctx._current_span()
+        self.span = Span(self.ctx._tracer, self.name, parent.trace_id, parent.span_id, attrs=self.attrs, sampled=parent.sampled)
+        self.ctx._spans.stack = self.ctx._stack() + [self.span]
+        return self.span
+
+    def __exit__(self, etype, e, tb):
+        self.ctx._spans.stack = self.ctx._stack()[:-1]
+        self.span.end(None if etype is None else ("%s: %s" % (etype.__name__, e) if str(e) else etype.__name__))
+        return False
+
+
 # --- a handler's view of its attempt ----------------------------------------------
 
 class Context:
@@ -317,7 +532,13 @@ class Context:
         self.params = dict(d.get("params") or {})
         self.env = dict(d.get("env") or {})
         self.secret_env = list(d.get("secret_env") or [])
-        self.outputs = {}
+        tp = d.get("traceparent")
+        self.traceparent = tp if _parse_traceparent(tp) else None  # the dispatch's W3C traceparent, when valid
+        self._tracer = job.tracer
+        self._spans = threading.local()
+        self.outputs = {}  # what ctx.output recorded: strings by key
+        self._outputs_size = 0
+        self._outputs_refused = None  # the first refusal: the attempt fails with it
         self._job = job
         self._out = out
         log = logging.Logger("ax_executor.task.%s" % self.task)  # its own, never in logging's registry
@@ -338,12 +559,40 @@ class Context:
         cancelled meanwhile, False when the time passed."""
         return self._job.wait(seconds)
 
+    def span(self, name, **attrs):
+        """A child span of the attempt's (or of the span open around it in
+        this thread): `with ctx.span("load") as s: …`. An exception that
+        leaves it marks it failed. Exported only when tracing is on."""
+        return _SpanScope(self, name, attrs)
+
+    def _stack(self):
+        return getattr(self._spans, "stack", [])
+
+    def _current_span(self):
+        stack = self._stack()
+        return stack[-1] if stack else self._job.span
+
     def output(self, key, value):
-        """Records an output of the attempt (a JSON value)."""
-        json.dumps(value)  # refuse what cannot travel, in the handler's own frame
-        self.outputs[str(key)] = value
-        if not OUTPUTS_IN_REPORT:
-            self._out.write_line("output %s=%s" % (key, json.dumps(value)))
+        """Gives the attempt's downstream an output, read by its templates as
+        {{ .Upstream.TASK.KEY }}: a string as it is, any other value as its
+        JSON. A key given twice keeps the last value. A key that is not a
+        name, a value that is not text, or outputs over 64 KiB in all raise
+        OutputRefused here, and the attempt fails with that message."""
+        if not isinstance(value, str):
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        msg = _check_output(key, value)
+        if msg is None:
+            size = self._outputs_size + len(key.encode()) + len(value.encode())
+            if key in self.outputs:
+                size -= len(key.encode()) + len(self.outputs[key].encode())
+            if size > MAX_OUTPUTS:
+                msg = _outputs_too_large(size)
+            else:
+                self.outputs[key], self._outputs_size = value, size
+        if msg is not None:
+            if self._outputs_refused is None:
+                self._outputs_refused = msg
+            raise OutputRefused(msg)
 
 
 # --- jobs ----------------------------------------------------------------------
@@ -357,6 +606,8 @@ class _Job:
         self.jstate = ""
         self._stop = threading.Event()
         self.cause = None  # "killed" or "hung up"
+        self.tracer = None
+        self.span = None  # the attempt's span, while it runs
 
     def cancel(self, cause):
         if self.cause is None:
@@ -603,6 +854,7 @@ class Executor:
         self.heartbeat = heartbeat
         self.timeout = timeout
         self.log = logger or _default_logger()
+        self.tracer = _Tracer.from_env(self.log)  # spans of attempts, when the environment names a collector
         self._token, self._token_file = token, token_file
         self._state_dir = state_dir
         self.funcs = {}
@@ -710,6 +962,8 @@ class Executor:
     def close(self):
         if self.jr is not None:
             self.jr.close()
+        if self.tracer is not None:
+            self.tracer.close()
 
     def run(self):
         """Registers, sends heartbeats and delivers results until stop()."""
@@ -837,6 +1091,7 @@ class Executor:
         started = not j.stopped()
         err, permanent = None, False
         ctx = None
+        j.tracer, j.span = self.tracer, self._attempt_span(d)
         if started:
             try:
                 if self.jr is not None:  # durable before the work can have any effect
@@ -845,6 +1100,8 @@ class Executor:
                 self.funcs[d["task"]](ctx)
             except Permanent as e:
                 err, permanent = str(e) or "permanent failure", True
+            except OutputRefused as e:
+                err = str(e)
             except Exception as e:
                 err = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
                 ctx_log = ctx.log if ctx is not None else None
@@ -859,6 +1116,8 @@ class Executor:
             status, error, permanent = "failed", "deadline exceeded", False
         elif err is not None:
             status, error = "failed", err
+        elif ctx is not None and ctx._outputs_refused is not None:
+            status, error = "failed", ctx._outputs_refused
         if not started:
             error += " before the work started: it never ran"
         rep = _report(d, status, out.mask(error), int((time.monotonic() - start) * 1000))
@@ -869,10 +1128,12 @@ class Executor:
             rep["log"] = base64.b64encode(data).decode()
         if dropped:
             rep["log_dropped"] = dropped
-        if OUTPUTS_IN_REPORT and ctx is not None and ctx.outputs:
-            rep["outputs"] = ctx.outputs
+        if status == "success" and ctx is not None and ctx.outputs:
+            rep["outputs"] = {k: out.mask(v) for k, v in ctx.outputs.items()}  # a secret's value never leaves
         if ctx is not None:
             ctx.log.handlers[:] = []
+        j.span.set_attribute("ax.status", status)
+        j.span.end(out.mask(error) if status != "success" else None)
         j.cancel(None)
         with self.mu:
             j.report = rep
@@ -887,6 +1148,17 @@ class Executor:
         self.log.info("task_done", extra={"task": d["task"], "ticket": d["ticket"], "status": status})
         if d.get("callback"):
             self._post_later(j)
+
+    def _attempt_span(self, d):
+        """The attempt's span: a child of the dispatch's traceparent (a root
+        of a trace of its own without one), exported when it ends."""
+        parsed = _parse_traceparent(d.get("traceparent"))
+        tid, parent, sampled = parsed if parsed else (_new_id(16), "", True)
+        task = "%s.%s" % (d["pipeline"], d["task"]) if d.get("pipeline") else d["task"]  # as the server's spans name it
+        attrs = {"ax.pipeline": d.get("pipeline", ""), "ax.task": task, "ax.ticket": d["ticket"]}
+        if d.get("instance_id"):
+            attrs["ax.instance_id"] = d["instance_id"]
+        return Span(self.tracer, "execute " + d["task"], tid, parent, kind=2, attrs=attrs, sampled=sampled)  # SPAN_KIND_SERVER
 
     # -- results
 
@@ -1061,6 +1333,9 @@ def _host_only(hp):
     return hp
 
 
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")  # no body to check: the door lets them by without a JSON type
+
+
 class _Handler(BaseHTTPRequestHandler):
     """POST /dispatch, /kill, /status; GET /healthz, /metrics. It keeps the
     rules of ax's door: on a loopback listener only loopback or the listen
@@ -1077,17 +1352,20 @@ class _Handler(BaseHTTPRequestHandler):
     def x(self):
         return self.server.executor
 
-    def _send(self, code, obj, ctype="application/json"):
-        if self.command == "POST" and self.close_connection:
+    def _send(self, code, obj, ctype="application/json", headers=()):
+        if self.close_connection:
             self._drain()
         body = obj if isinstance(obj, bytes) else (json.dumps(obj) + "\n").encode()
         self.send_response(code)
         if self.close_connection:
             self.send_header("Connection", "close")
+        for k, v in headers:
+            self.send_header(k, v)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _refuse(self, code, reason):
         self._send(code, {"accepted": False, "reason": reason})
@@ -1118,39 +1396,44 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
         return True
 
-    def do_GET(self):
-        if not self._door(False):
+    # The routes and their methods, as the Go SDK's mux has them: another
+    # method on a route is answered 405 with Allow; HEAD is GET's.
+    _ROUTES = {"/dispatch": ("POST",), "/kill": ("POST",), "/status": ("POST",),
+               "/healthz": ("GET", "HEAD"), "/metrics": ("GET", "HEAD")}
+
+    def _serve(self):
+        # A request refused before its body is read leaves the body on the
+        # connection: it is closed after the answer rather than read as the
+        # next request (unless it is drained first).
+        self.close_connection = True
+        if not self._door(self.command not in _SAFE_METHODS):
             return
-        if self.path == "/healthz":
+        allowed = self._ROUTES.get(self.path)
+        if allowed is None:
+            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
+        elif self.command not in allowed:
+            self._send(405, b"Method Not Allowed\n", "text/plain; charset=utf-8", [("Allow", ", ".join(allowed))])
+        elif self.path == "/healthz":
             self._send(200, b"ok\n", "text/plain; charset=utf-8")
         elif self.path == "/metrics":
             self._send(200, self.x.metrics().encode(), "text/plain; version=0.0.4; charset=utf-8")
-        else:
-            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
+        elif self._authorized():
+            {"/dispatch": self._dispatch, "/kill": self._kill, "/status": self._status}[self.path]()
 
-    def do_POST(self):
-        # A request refused before its body is read leaves the body on the
-        # connection: it is closed after the answer rather than read as the
-        # next request.
-        self.close_connection = True
-        routes = {"/dispatch": self._dispatch, "/kill": self._kill, "/status": self._status}
-        fn = routes.get(self.path)
-        if fn is None:
-            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
-            return
-        if not self._door(True):
-            return
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve
+
+    def _authorized(self):
         try:
             tok = self.x.token()
         except Exception as e:
             self._refuse(503, "this executor cannot authenticate its scheduler yet (%s): try later" % e)
-            return
+            return False
         if tok:
             got = self.headers.get("Authorization", "")
             if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), tok.encode())):
                 self._refuse(401, "missing or wrong bearer token: the scheduler sends its AX_EXECUTOR_TOKEN")
-                return
-        fn()
+                return False
+        return True
 
     def _drain(self):
         """Reads and drops the body of a request refused before reading it

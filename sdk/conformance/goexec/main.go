@@ -3,20 +3,23 @@
 // tasks of -tasks, each of which records its start and end in -record,
 // logs a line (and the variable of env that params.echo_env names), and
 // waits params.sleep_ms unless killed; params.fail makes it fail with that
-// text. sdk/conformance/pyexec.py is the same executor on the
+// text; params.outputs are given as its outputs. sdk/conformance/pyexec.py is the same executor on the
 // Python SDK, with the same flags.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -94,7 +97,30 @@ func work(ctx context.Context, a runner.Attempt, record string) error {
 	if msg, _ := a.Params["fail"].(string); msg != "" {
 		return errors.New(msg)
 	}
+	if err := giveOutputs(a); err != nil {
+		return err
+	}
 	return note(record, "end", a)
+}
+
+// giveOutputs gives each output of params.outputs, in key order: a string
+// as it is, any other value as its JSON.
+func giveOutputs(a runner.Attempt) error {
+	outs, _ := a.Params["outputs"].(map[string]any)
+	for _, k := range slices.Sorted(maps.Keys(outs)) {
+		v, ok := outs[k].(string)
+		if !ok {
+			b, err := json.Marshal(outs[k])
+			if err != nil {
+				return err
+			}
+			v = string(b)
+		}
+		if err := a.Output(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func note(record, what string, a runner.Attempt) error {
