@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/access"
@@ -148,15 +149,18 @@ func (a *admin) authorize(rt route, r *http.Request) (*http.Request, error) {
 		}
 		return nil, errf(http.StatusUnauthorized, "sign in first: send a bearer token (Authorization: Bearer TOKEN, a users file token or AX_ADMIN_TOKEN), or sign in to the console")
 	}
-	what := verbOf(rt)
-	t, err := a.targetOf(rt, r)
+	need, what := rt.role, verbOf(rt)
+	t, approves, err := a.targetOf(rt, r)
 	if err != nil {
 		return nil, err
 	}
-	if err := access.Allow(who.user, rt.role, what, t); err != nil {
+	if approves { // the approval part needs what approving the gates later would
+		need, what = max(need, approveRole()), "start a backfill approving its manual gates (approve_manual)"
+	}
+	if err := access.Allow(who.user, need, what, t); err != nil {
 		return nil, errf(http.StatusForbidden, "%v", err)
 	}
-	actor, err := a.actFor(who.user, r.Header.Get("X-Ax-Actor"), rt.role, what, t)
+	actor, err := a.actFor(who.user, r.Header.Get("X-Ax-Actor"), need, what, t)
 	if err != nil {
 		return nil, err
 	}
@@ -203,12 +207,33 @@ func verbOf(rt route) string {
 	return last
 }
 
-// targetOf is what a write acts on, for the scope rule, from its path (and
-// a new backfill's body). Reads act on nothing in particular.
-func (a *admin) targetOf(rt route, r *http.Request) (access.Target, error) {
-	if !rt.write {
-		return access.Target{}, nil
+// approveRole is the role of approving a backfill's gates: the approve
+// route's, which a new backfill with approve_manual needs too.
+var approveRole = sync.OnceValue(func() access.Role {
+	for _, rt := range adminRoutes() {
+		if rt.method == "POST" && rt.path == "/api/v1/backfills/{id}/approve" {
+			return rt.role
+		}
 	}
+	panic("api: no approve route in the route table")
+})
+
+// targetOf is what a write acts on, for the scope rule, from its path (and
+// a new backfill's body, which says too whether it approves manual gates).
+// Reads act on nothing in particular.
+func (a *admin) targetOf(rt route, r *http.Request) (t access.Target, approves bool, err error) {
+	if !rt.write {
+		return access.Target{}, false, nil
+	}
+	if rt.path == "/api/v1/backfills" {
+		return a.backfillTarget(r)
+	}
+	t, err = a.pathTarget(rt, r)
+	return t, false, err
+}
+
+// pathTarget is what a write acts on, from its path.
+func (a *admin) pathTarget(rt route, r *http.Request) (access.Target, error) {
 	switch {
 	case r.PathValue("task") != "":
 		t, err := a.taskOf(r)
@@ -246,8 +271,6 @@ func (a *admin) targetOf(rt route, r *http.Request) (access.Target, error) {
 			return access.Target{}, err
 		}
 		return a.pipelineTarget(b.Pipeline), nil
-	case rt.path == "/api/v1/backfills":
-		return a.backfillTarget(r)
 	}
 	return access.Target{}, nil
 }
@@ -266,16 +289,14 @@ func (a *admin) pipelineTarget(name string) access.Target {
 }
 
 // backfillTarget reads the pipeline of a new backfill from its body, and
-// puts the body back for the handler.
-func (a *admin) backfillTarget(r *http.Request) (access.Target, error) {
+// whether it approves manual gates, and puts the body back for the handler.
+func (a *admin) backfillTarget(r *http.Request) (access.Target, bool, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
-		return access.Target{}, errf(http.StatusBadRequest, "malformed request body: %v", err)
+		return access.Target{}, false, errf(http.StatusBadRequest, "malformed request body: %v", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	var b struct {
-		Pipeline string `json:"pipeline"`
-	}
+	var b BackfillRequest
 	_ = json.Unmarshal(body, &b) // a bad body is the handler's 400
-	return a.pipelineTarget(b.Pipeline), nil
+	return a.pipelineTarget(b.Pipeline), b.ApproveManual, nil
 }

@@ -335,3 +335,47 @@ func TestTrustedProxy(t *testing.T) {
 		t.Errorf("the header from outside --auth-proxy-from: %d %s", code, body)
 	}
 }
+
+// TestBackfillApprovingGatesNeedsAdmin: a backfill started with
+// approve_manual approves manual gates, which is the approve route's to
+// do: an operator is refused with the role that is missing and nothing is
+// created; an admin starts it.
+func TestBackfillApprovingGatesNeedsAdmin(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{}, nil)
+	approve := route{}
+	for _, rt := range adminRoutes() {
+		if rt.method == "POST" && rt.path == "/api/v1/backfills/{id}/approve" {
+			approve = rt
+		}
+	}
+	if approve.role != access.Admin {
+		t.Fatalf("the approve route needs %s; this test assumes admin", approve.role)
+	}
+	body := `{"pipeline": "shop", "from": "2025-01-01", "to": "2025-01-01", "approve_manual": true}`
+	before := ae.State()
+	for _, c := range []struct{ user, want string }{
+		{"otto", "otto (operator) may not start a backfill approving its manual gates (approve_manual): that needs the admin role"},
+		{"ella", "ella (operator of group etl) may not start a backfill approving its manual gates (approve_manual): that needs the admin role"},
+		{"vera", "vera (viewer) may not start a backfill approving its manual gates (approve_manual): that needs the admin role"},
+	} {
+		if code, got := ae.as(c.user, "", "POST", "/api/v1/backfills", body); code != 403 || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %d %s; want 403 %q", c.user, code, strings.TrimSpace(got), c.want)
+		}
+	}
+	if code, got := ae.as("ci", "otto", "POST", "/api/v1/backfills", strings.ReplaceAll(body, "2025-01-01", "2024-01-01")); code != 403 || !strings.Contains(got, "that needs the admin role") {
+		t.Errorf("ci for otto: %d %s; want 403 naming the admin role", code, got)
+	}
+	if after := ae.State(); after != before {
+		t.Fatalf("refused backfills changed the store:\n%s\n→\n%s", before, after)
+	}
+	if bs, err := ae.St.Backfills(t.Context(), 0); err != nil || len(bs) != 0 {
+		t.Fatalf("backfills after the refusals: %+v %v; want none", bs, err)
+	}
+	if code, got := ae.as("otto", "", "POST", "/api/v1/backfills", strings.Replace(body, "true", "false", 1)); code != 201 {
+		t.Errorf("otto's backfill without approve_manual: %d %s", code, got)
+	}
+	if code, got := ae.as("ada", "", "POST", "/api/v1/backfills", strings.ReplaceAll(body, "2025-01-01", "2023-01-01")); code != 201 {
+		t.Errorf("ada's backfill with approve_manual: %d %s", code, got)
+	}
+}
