@@ -172,21 +172,22 @@ func TestAllow(t *testing.T) {
 	}
 }
 
-// TestSessionRefusals: a cookie of another server, an expired one
+// TestSessionRefusals: a cookie of another installation, an expired one
 // replayed, one signed out, and one of a removed or changed user are each
-// refused with the reason.
+// refused with the reason; a user removed and restored signs in again.
 func TestSessionRefusals(t *testing.T) {
 	t.Parallel()
+	ctx := t.Context()
 	now := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
 	alice := &User{Name: "alice", Role: Operator, Hash: aliceHash}
 	users := map[string]*User{"alice": alice}
 	lookup := func(n string) *User { return users[n] }
 	s := NewSessions([]byte("key-one"), time.Hour)
-	val, exp := s.Issue(alice, now)
-	if !exp.Equal(now.Add(time.Hour)) {
-		t.Errorf("expires %v", exp)
+	val, exp, err := s.Issue(ctx, alice, now)
+	if err != nil || !exp.Equal(now.Add(time.Hour)) {
+		t.Errorf("expires %v, %v", exp, err)
 	}
-	if u, err := s.Check(val, lookup, now.Add(59*time.Minute)); err != nil || u != alice {
+	if u, err := s.Check(ctx, val, lookup, now.Add(59*time.Minute)); err != nil || u != alice {
 		t.Fatalf("a fresh cookie: %v %v", u, err)
 	}
 	other := NewSessions([]byte("key-two"), time.Hour)
@@ -197,29 +198,39 @@ func TestSessionRefusals(t *testing.T) {
 		at   time.Time
 		want string
 	}{
-		{"another server", other, val, now, "not signed by this server"},
-		{"altered", s, "x" + val, now, "not signed by this server"},
+		{"another installation", other, val, now, "not signed by this installation"},
+		{"altered", s, "x" + val, now, "not signed by this installation"},
 		{"expired", s, val, now.Add(time.Hour), "the session of alice expired at 2026-12-08T11:00:00Z: sign in again"},
-		{"garbage", s, "garbage", now, "not signed by this server"},
+		{"garbage", s, "garbage", now, "not signed by this installation"},
 	} {
-		if u, err := c.s.Check(c.val, lookup, c.at); err == nil || !strings.Contains(err.Error(), c.want) {
+		if u, err := c.s.Check(ctx, c.val, lookup, c.at); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v %v; want %q", c.name, u, err, c.want)
 		}
 	}
 	users["alice"] = &User{Name: "alice", Role: Admin, Hash: aliceHash}
-	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "role or scope of alice changed") {
+	if _, err := s.Check(ctx, val, lookup, now); err == nil || !strings.Contains(err.Error(), "role or scope of alice changed") {
 		t.Errorf("after a role change: %v", err)
 	}
 	delete(users, "alice")
-	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "user alice is no longer in the users file") {
+	if _, err := s.Check(ctx, val, lookup, now.Add(time.Minute)); err == nil || !strings.Contains(err.Error(), "user alice is no longer in the users file") {
 		t.Errorf("after removal: %v", err)
 	}
 	users["alice"] = alice
-	s.Revoke(val, now)
-	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "ended by signing out") {
+	if _, err := s.Check(ctx, val, lookup, now.Add(2*time.Minute)); err == nil ||
+		!strings.Contains(err.Error(), "user alice left the users file at 2026-12-08T10:01:00Z, after signing in: their session stays revoked") {
+		t.Errorf("removed, then restored: %v; want the old session still revoked", err)
+	}
+	val2, _, _ := s.Issue(ctx, alice, now.Add(3*time.Minute))
+	if u, err := s.Check(ctx, val2, lookup, now.Add(3*time.Minute)); err != nil || u != alice {
+		t.Fatalf("a session of the restored user: %v %v", u, err)
+	}
+	if err := s.Revoke(ctx, val2, now.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(ctx, val2, lookup, now.Add(3*time.Minute)); err == nil || !strings.Contains(err.Error(), "ended by signing out") {
 		t.Errorf("after sign-out: %v", err)
 	}
-	if v2, _ := s.Issue(alice, now); v2 == val {
+	if v3, _, _ := s.Issue(ctx, alice, now); v3 == val {
 		t.Error("two sessions share a cookie")
 	}
 }

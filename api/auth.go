@@ -95,7 +95,7 @@ func (a *admin) authenticate(r *http.Request) (caller, error) {
 		return caller{}, errf(http.StatusUnauthorized, "wrong bearer token: send Authorization: Bearer TOKEN with a token of the users file (ax users add) or AX_ADMIN_TOKEN")
 	}
 	if ck, err := r.Cookie(access.CookieName); err == nil && c.sessions != nil {
-		u, err := c.sessions.Check(ck.Value, c.lookup, a.now())
+		u, err := c.sessions.Check(r.Context(), ck.Value, c.lookup, a.now())
 		if err != nil {
 			return caller{}, errf(http.StatusUnauthorized, "%v", err)
 		}

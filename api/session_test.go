@@ -3,6 +3,7 @@ package api
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -71,7 +72,7 @@ func TestSessionCookie(t *testing.T) {
 			}
 		}
 	}
-	refused(other, ck, "the session cookie was not signed by this server")
+	refused(other, ck, "the session cookie was not signed by this installation")
 	skew.Store(int64(time.Hour))
 	refused(ae, ck, "the session of otto expired at")
 	skew.Store(0)
@@ -92,5 +93,72 @@ func TestSessionCookie(t *testing.T) {
 	refused(ae, ck, "the session of otto was ended by signing out")
 	if ae.State() != before || other.State() != otherBefore {
 		t.Error("a refused cookie changed a store")
+	}
+}
+
+// TestSessionsSharedByTheStore: the key that signs sessions is kept in
+// the store, so a second server on it (a standby taking over, a restart,
+// two servers behind one address) accepts the cookies the first signed,
+// and the other way round, and a sign-out at one ends the session at
+// both; a server on another store refuses them. No answer shows the key.
+func TestSessionsSharedByTheStore(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{}, nil)
+	standby := httptest.NewServer(Handler(Config{Store: ae.St, Graph: ae.Graph, Users: ae.users.Load}))
+	t.Cleanup(standby.Close)
+	other := setupUsers(t, apitest.Opts{}, nil)
+	call := func(url string, c *http.Cookie, method, path, body string) (int, string, *http.Response) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if c != nil {
+			req.AddCookie(c)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp
+	}
+	signIn := func(url, name string) *http.Cookie {
+		t.Helper()
+		code, body, resp := call(url, nil, "POST", "/api/v1/session", `{"name": "`+name+`", "token": "`+name+`-token"}`)
+		if code != 200 || len(resp.Cookies()) != 1 {
+			t.Fatalf("sign-in of %s at %s: %d %s", name, url, code, body)
+		}
+		return resp.Cookies()[0]
+	}
+	atPrimary, atStandby := signIn(ae.Srv.URL, "otto"), signIn(standby.URL, "ada")
+	if code, body, _ := call(standby.URL, atPrimary, "GET", "/api/v1/session", ""); code != 200 || !strings.Contains(body, `"user": "otto"`) {
+		t.Errorf("the primary's cookie at the standby: %d %s", code, body)
+	}
+	if code, body, _ := call(ae.Srv.URL, atStandby, "POST", "/api/v1/pipelines/shop/tasks/sync/pause", ""); code != 200 {
+		t.Errorf("the standby's cookie at the primary: %d %s", code, body)
+	}
+	before := other.State()
+	for _, ck := range []*http.Cookie{atPrimary, atStandby} {
+		if code, body, _ := call(other.Srv.URL, ck, "POST", "/api/v1/pipelines/shop/tasks/clean/pause", ""); code != 401 || !strings.Contains(body, "not signed by this installation") {
+			t.Errorf("a cookie at a server of another store: %d %s", code, body)
+		}
+	}
+	if other.State() != before {
+		t.Error("a foreign cookie changed the other store")
+	}
+	if code, body, _ := call(standby.URL, atPrimary, "DELETE", "/api/v1/session", ""); code != 200 {
+		t.Fatalf("sign-out at the standby: %d %s", code, body)
+	}
+	if code, body, _ := call(ae.Srv.URL, atPrimary, "GET", "/api/v1/session", ""); code != 401 || !strings.Contains(body, "ended by signing out") {
+		t.Errorf("a cookie signed out at the standby, at the primary: %d %s", code, body)
+	}
+	key, ok, err := ae.St.Setting(t.Context(), sessionKeySetting)
+	if err != nil || !ok || len(key) != 64 {
+		t.Fatalf("the stored key: %q %v %v; want 32 bytes in hex", key, ok, err)
+	}
+	for _, path := range []string{"/api/v1/status", "/api/v1/actions", "/api/v1/limits", "/api/v1/reload", "/api/v1/session"} {
+		if _, body, _ := call(ae.Srv.URL, atStandby, "GET", path, ""); strings.Contains(body, key) {
+			t.Errorf("GET %s shows the session key", path)
+		}
 	}
 }

@@ -236,3 +236,30 @@ func (s *PauseSet) Covering(task, group, pipeline string) (Pause, bool) {
 	}
 	return Pause{}, false
 }
+
+// SettingOnce returns the setting name, storing value first when there is
+// none: every process that asks gets the value stored by the first.
+func (s *Store) SettingOnce(ctx context.Context, name, value string, now time.Time) (string, error) {
+	err := s.inTx(ctx, "set setting "+name+" once", func(tx *sql.Tx) error {
+		b := s.sb.Insert("settings").Options(s.d.insertIgnore()[len("INSERT "):]).Columns("name", "value", "updated_at").Values(name, value, now.UnixMilli())
+		_, err := s.exec(ctx, tx, "set setting "+name+" once", b)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	v, ok, err := s.Setting(ctx, name)
+	if err == nil && !ok {
+		err = notFound("setting", name)
+	}
+	return v, err
+}
+
+// Setting returns one stored setting; ok is false when there is none.
+func (s *Store) Setting(ctx context.Context, name string) (value string, ok bool, err error) {
+	err = s.query(ctx, s.read, "read setting "+name, s.sb.Select("value").From("settings").Where(sq.Eq{"name": name}), func(rows *sql.Rows) error {
+		ok = true
+		return rows.Scan(&value)
+	})
+	return value, ok, err
+}

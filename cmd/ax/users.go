@@ -43,7 +43,6 @@ func addAuthFlags(fl *pflag.FlagSet, f *authFlags) {
 type serverAuth struct {
 	file      *access.File // nil: no users file
 	proxyFrom []netip.Prefix
-	sessions  *access.Sessions
 }
 
 // openAuth checks the auth flags and loads the users file, whose scopes
@@ -53,7 +52,6 @@ func openAuth(f authFlags, graph func() *dag.Graph, log *slog.Logger) (serverAut
 	if f.sessionTTL <= 0 {
 		return sa, cli.Usage("--session-ttl %s: give a positive duration, such as 12h", f.sessionTTL)
 	}
-	sa.sessions = access.NewSessions(nil, f.sessionTTL)
 	if (f.proxyHeader == "") != (len(f.proxyFrom) == 0) {
 		return sa, cli.Usage("--auth-proxy-header and --auth-proxy-from go together: give the header the proxy names the user in and the proxy's addresses")
 	}
@@ -100,7 +98,7 @@ func knownIn(graph func() *dag.Graph) access.Known {
 
 // config fills the API's authentication settings.
 func (sa serverAuth) config(c *api.Config, f authFlags) {
-	c.Sessions, c.ProxyHeader, c.ProxyFrom = sa.sessions, f.proxyHeader, sa.proxyFrom
+	c.SessionTTL, c.ProxyHeader, c.ProxyFrom = f.sessionTTL, f.proxyHeader, sa.proxyFrom
 	if sa.file != nil {
 		c.Users = sa.file.Users
 	}
