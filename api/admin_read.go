@@ -238,7 +238,7 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 		if name != "" && p.Name != name {
 			continue
 		}
-		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks)}
+		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks), TaskGroups: taskGroups(p)}
 		it.Paused = pausedByPipeline(paused, p.Name)
 		if summary {
 			out = append(out, it)
@@ -399,7 +399,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	}
 	return Pipeline{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec,
 		Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
-		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), NextPage: next}, nil
+		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), TaskGroups: taskGroups(p), NextPage: next}, nil
 }
 
 func pausedByPipeline(paused store.PauseSet, name string) *store.Pause {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/access"
+	"github.com/ax-sched/ax/defs"
 )
 
 // Who may call the admin API. With no admin token, no users file and no
@@ -277,15 +278,22 @@ func (a *admin) pathTarget(rt route, r *http.Request) (access.Target, error) {
 
 // pipelineTarget is a pipeline with the groups of its tasks.
 func (a *admin) pipelineTarget(name string) access.Target {
-	t := access.Target{Pipeline: name}
-	if p := a.graph().Pipeline(name); p != nil {
-		for _, task := range p.Tasks {
-			if !slices.Contains(t.Groups, task.Group) {
-				t.Groups = append(t.Groups, task.Group)
-			}
+	return access.Target{Pipeline: name, Groups: taskGroups(a.graph().Pipeline(name))}
+}
+
+// taskGroups are the groups of p's tasks, in file order: a scope naming
+// them all covers the pipeline (the console disables by them too).
+func taskGroups(p *defs.Pipeline) []string {
+	var gs []string
+	if p == nil {
+		return gs
+	}
+	for _, task := range p.Tasks {
+		if !slices.Contains(gs, task.Group) {
+			gs = append(gs, task.Group)
 		}
 	}
-	return t
+	return gs
 }
 
 // backfillTarget reads the pipeline of a new backfill from its body, and

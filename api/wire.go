@@ -47,14 +47,16 @@ type Ready struct {
 
 // PipelineItem is one pipeline of GET /api/v1/pipelines.
 type PipelineItem struct {
-	Name     string       `json:"name"`
-	Group    string       `json:"group"`
-	File     string       `json:"file"`
-	Timezone string       `json:"timezone"`
-	Schedule string       `json:"schedule,omitempty"`
-	Tasks    int          `json:"tasks"`
-	Paused   *store.Pause `json:"paused,omitempty"`
-	Latest   *RunView     `json:"latest_run,omitempty"`
+	Name     string `json:"name"`
+	Group    string `json:"group"`
+	File     string `json:"file"`
+	Timezone string `json:"timezone"`
+	Schedule string `json:"schedule,omitempty"`
+	Tasks    int    `json:"tasks"`
+	// TaskGroups are the groups of its tasks: the scope that covers it.
+	TaskGroups []string     `json:"task_groups"`
+	Paused     *store.Pause `json:"paused,omitempty"`
+	Latest     *RunView     `json:"latest_run,omitempty"`
 	// RecentFailure is the newest of its last few runs that ended failed
 	// (RecentFailureRuns), with the failures that ended it.
 	RecentFailure *RunView `json:"recent_failure,omitempty"`
@@ -77,9 +79,11 @@ type Pipeline struct {
 	Paused   *store.Pause `json:"paused"`
 	Schedule string       `json:"schedule"`
 	// TaskCount is how many tasks the pipeline has, all pages together.
-	TaskCount int        `json:"task_count"`
-	Tasks     []TaskView `json:"tasks"`
-	Timezone  string     `json:"timezone"`
+	TaskCount int `json:"task_count"`
+	// TaskGroups are the groups of all its tasks: the scope that covers it.
+	TaskGroups []string   `json:"task_groups"`
+	Tasks      []TaskView `json:"tasks"`
+	Timezone   string     `json:"timezone"`
 }
 
 // Edge is a dependency of a pipeline's graph: To depends on From.
