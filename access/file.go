@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -98,8 +99,27 @@ func (f *File) Watch(ctx context.Context, ticks <-chan time.Time, hup <-chan os.
 // Add writes a new user to the users file at path (created when missing)
 // with a fresh token, kept hashed; it returns the token, which is shown
 // once and kept nowhere. A name already in the file is refused, and the
-// file is left as it was.
+// file is left as it was. Adds at once take turns (a lock file beside the
+// file, path.lock), each reading the file its predecessor wrote. A path
+// that is a symbolic link is written through to its target, whose mode
+// is kept (a new file is 0600).
 func Add(path string, u User) (string, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("users file: lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("users file: lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
+	mode := fs.FileMode(0o600)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("users file: %w", err)
@@ -132,7 +152,7 @@ func Add(path string, u User) (string, error) {
 		tmp.Close()
 		return "", fmt.Errorf("users file: %w", err)
 	}
-	if err := tmp.Chmod(0o600); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return "", fmt.Errorf("users file: %w", err)
 	}

@@ -2,6 +2,7 @@ package access
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -263,5 +264,59 @@ func TestFileWatchReloadsOnChange(t *testing.T) {
 	ticks <- time.Now()
 	if f.Users().Lookup("carol") == nil {
 		t.Errorf("after a change and a signal: %v", f.Users().Names())
+	}
+}
+
+// TestAddConcurrently: adds running at once each land (or are refused
+// when the name is there): none is lost by another's rewrite.
+func TestAddConcurrently(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "users.yaml")
+	const n = 24
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := Add(path, User{Name: fmt.Sprintf("u%02d", i), Role: Viewer})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	f, err := Open(path, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.Users().Names()); got != n {
+		t.Errorf("%d users in the file after %d adds at once: %v", got, n, f.Users().Names())
+	}
+}
+
+// TestAddThroughALink: a users file that is a symbolic link is written
+// through to its target, whose mode is kept.
+func TestAddThroughALink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "real.yaml"), filepath.Join(dir, "link.yaml")
+	if err := os.WriteFile(target, []byte("users:\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Add(link, User{Name: "alice", Role: Viewer}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link after an add: %v %v; want it still a link", fi.Mode(), err)
+	}
+	fi, err := os.Stat(target)
+	if err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("the target's mode after an add: %v %v; want 0640 kept", fi.Mode(), err)
+	}
+	if data, _ := os.ReadFile(target); !strings.Contains(string(data), "alice") {
+		t.Errorf("the target does not hold the new user:\n%s", data)
 	}
 }
