@@ -68,6 +68,13 @@ func TestParseRefusesBadFiles(t *testing.T) {
 		{"no token", "users:\n  - {name: alice, role: viewer}\n", `user "alice": token is a malformed hash`},
 		{"reserved name", "users:\n  - {name: scheduler, role: viewer, token: " + aliceHash + "}\n", `user name "scheduler" is the scheduler's own`},
 		{"bad name", "users:\n  - {name: 'a b', role: viewer, token: " + aliceHash + "}\n", `user name "a b": use 1 to 64 letters`},
+		{"repeated token", "users:\n  - {name: alice, role: viewer, token: " + aliceHash + "}\n  - {name: bob, role: admin, token: " + aliceHash + "}\n",
+			`users.yaml:3:5: user "bob" has the token of user "alice" (line 2): give each user a token of its own (ax users add makes one)`},
+		{"names differing by case", "users:\n  - {name: alice, role: viewer, token: " + aliceHash + "}\n  - {name: Alice, role: admin, token: " + bobHash + "}\n",
+			`users.yaml:3:5: user "Alice" differs from user "alice" (line 2) only in case: give each person one entry, or names that differ in letters`},
+		{"the admin token's name", "users:\n  - {name: admin, role: viewer, token: " + aliceHash + "}\n", `user name "admin" is the user of AX_ADMIN_TOKEN: choose another`},
+		{"another hash", "users:\n  - {name: alice, role: viewer, token: 'sha512:abc'}\n", `token is a hash of another form: only sha256: and 64 lowercase hex digits is accepted`},
+		{"upper-case scheme", "users:\n  - {name: alice, role: viewer, token: 'SHA256:abc'}\n", `token is a hash of another form: only sha256: and 64 lowercase hex digits is accepted`},
 		{"other key", "people: []\n", `users.yaml:1:1: unknown key "people": the file has one key, users`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
