@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/access"
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/defs"
 )
 
@@ -241,6 +242,9 @@ func (a *admin) pathTarget(rt route, r *http.Request) (access.Target, error) {
 		if err != nil {
 			return access.Target{}, err
 		}
+		if strings.HasSuffix(rt.path, "/trigger") {
+			return a.triggerTarget(r, t)
+		}
 		return access.Target{Pipeline: t.Pipeline, Group: t.Group}, nil
 	case r.PathValue("pipeline") != "":
 		return a.pipelineTarget(r.PathValue("pipeline")), nil
@@ -271,7 +275,11 @@ func (a *admin) pathTarget(rt route, r *http.Request) (access.Target, error) {
 		if err != nil {
 			return access.Target{}, err
 		}
-		return a.pipelineTarget(b.Pipeline), nil
+		var spec axtype.BackfillSpec
+		if json.Unmarshal([]byte(b.Spec), &spec) != nil || len(spec.Tasks) == 0 {
+			return a.pipelineTarget(b.Pipeline), nil
+		}
+		return a.selectionTarget(b.Pipeline, strings.Join(spec.Tasks, ",")), nil
 	}
 	return access.Target{}, nil
 }
@@ -296,15 +304,63 @@ func taskGroups(p *defs.Pipeline) []string {
 	return gs
 }
 
-// backfillTarget reads the pipeline of a new backfill from its body, and
-// whether it approves manual gates, and puts the body back for the handler.
-func (a *admin) backfillTarget(r *http.Request) (access.Target, bool, error) {
+// selectionTarget is the tasks of pipeline that expr selects (dag's
+// selection: every task when empty); the whole pipeline when expr is bad
+// (the handler refuses it).
+func (a *admin) selectionTarget(pipeline, expr string) access.Target {
+	sel, err := a.graph().Select(pipeline, expr)
+	if err != nil || len(sel) == 0 {
+		return a.pipelineTarget(pipeline)
+	}
+	return tasksTarget(pipeline, sel)
+}
+
+// tasksTarget is tasks of pipeline that one request runs.
+func tasksTarget(pipeline string, tasks []*defs.Task) access.Target {
+	t := access.Target{Pipeline: pipeline, Tasks: map[string]string{}}
+	for _, task := range tasks {
+		t.Tasks[task.ID()] = task.Group
+		if !slices.Contains(t.Groups, task.Group) {
+			t.Groups = append(t.Groups, task.Group)
+		}
+	}
+	return t
+}
+
+// triggerTarget is the task a trigger runs or, with downstream, the task
+// and everything below it in its pipeline.
+func (a *admin) triggerTarget(r *http.Request, t *defs.Task) (access.Target, error) {
+	var b opBody
+	if err := peekBody(r, &b); err != nil {
+		return access.Target{}, err
+	}
+	if !b.Downstream {
+		return access.Target{Pipeline: t.Pipeline, Group: t.Group}, nil
+	}
+	return a.selectionTarget(t.Pipeline, t.Name+"+"), nil
+}
+
+// peekBody decodes what it can of r's body into v (a bad body is the
+// handler's 400) and puts the body back for the handler.
+func peekBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return nil
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
-		return access.Target{}, false, errf(http.StatusBadRequest, "malformed request body: %v", err)
+		return errf(http.StatusBadRequest, "malformed request body: %v", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	_ = json.Unmarshal(body, v)
+	return nil
+}
+
+// backfillTarget reads the tasks a new backfill selects from its body,
+// and whether it approves manual gates.
+func (a *admin) backfillTarget(r *http.Request) (access.Target, bool, error) {
 	var b BackfillRequest
-	_ = json.Unmarshal(body, &b) // a bad body is the handler's 400
-	return a.pipelineTarget(b.Pipeline), b.ApproveManual, nil
+	if err := peekBody(r, &b); err != nil {
+		return access.Target{}, false, err
+	}
+	return a.selectionTarget(b.Pipeline, b.Select), b.ApproveManual, nil
 }

@@ -379,3 +379,48 @@ func TestBackfillApprovingGatesNeedsAdmin(t *testing.T) {
 		t.Errorf("ada's backfill with approve_manual: %d %s", code, got)
 	}
 }
+
+// mixedPipeline has tasks of two groups: compact (etl) and its downstream
+// verify (ops).
+const mixedPipeline = `pipeline: mixed
+group: etl
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: compact, function: noop}
+  - {name: verify, depends_on: [compact], group: ops, function: noop}
+`
+
+// TestScopeCoversEveryTaskARequestRuns: a scoped operator may run only
+// tasks in scope: a trigger with its downstream or a backfill whose
+// selection reaches a task of another group is refused naming that task,
+// nothing created; a backfill selecting only tasks in scope starts.
+func TestScopeCoversEveryTaskARequestRuns(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{Others: []string{crmPipeline, mixedPipeline}}, nil)
+	before := ae.State()
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/api/v1/pipelines/mixed/tasks/compact/trigger", `{"downstream": true}`,
+			"ella (operator of group etl) may not trigger on pipeline mixed: it runs task mixed.verify (group ops): that needs a scope naming pipeline mixed or group ops"},
+		{"POST", "/api/v1/backfills", `{"pipeline": "mixed", "from": "2025-01-01", "to": "2025-01-01", "select": "compact+"}`,
+			"ella (operator of group etl) may not start a backfill on pipeline mixed: it runs task mixed.verify (group ops): that needs a scope naming pipeline mixed or group ops"},
+		{"POST", "/api/v1/backfills", `{"pipeline": "mixed", "from": "2025-01-01", "to": "2025-01-01"}`,
+			"it runs task mixed.verify (group ops)"},
+	} {
+		if code, body := ae.as("ella", "", c.method, c.path, c.body); code != 403 || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s; want 403 %q", c.path, c.body, code, strings.TrimSpace(body), c.want)
+		}
+	}
+	if after := ae.State(); after != before {
+		t.Fatalf("refused requests changed the store:\n%s\n→\n%s", before, after)
+	}
+	if code, body := ae.as("ella", "", "POST", "/api/v1/pipelines/mixed/tasks/compact/trigger", ""); code != 200 {
+		t.Errorf("ella's trigger of mixed.compact alone: %d %s", code, body)
+	}
+	for _, sel := range []string{"compact", "group:etl"} {
+		code, body := ae.as("ella", "", "POST", "/api/v1/backfills", `{"pipeline": "mixed", "from": "2025-01-01", "to": "2025-01-01", "select": "`+sel+`", "dry_run": true}`)
+		if code != 200 {
+			t.Errorf("ella's backfill of mixed selecting %s (her group's tasks only): %d %s", sel, code, body)
+		}
+	}
+}
