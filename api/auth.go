@@ -85,13 +85,18 @@ type caller struct {
 func (a *admin) authenticate(r *http.Request) (caller, error) {
 	c := &a.auth
 	if c.proxyHeader != "" {
+		if names := r.Header.Values(c.proxyHeader); len(names) > 1 {
+			return caller{}, errf(http.StatusUnauthorized, "%s came %d times (%s): a proxy names one user; have the proxy set the header, over any a client sent",
+				c.proxyHeader, len(names), strings.Join(names, ", "))
+		}
 		if name := r.Header.Get(c.proxyHeader); name != "" {
 			return c.fromProxy(r, name)
 		}
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if u := c.byToken(tok); ok && u != nil {
+		scheme, tok, _ := strings.Cut(h, " ")
+		ok := strings.EqualFold(scheme, "Bearer") // the scheme is case-insensitive (RFC 9110)
+		if u := c.byToken(strings.TrimSpace(tok)); ok && u != nil {
 			return caller{user: u, how: "token"}, nil
 		}
 		return caller{}, errf(http.StatusUnauthorized, "wrong bearer token: send Authorization: Bearer TOKEN with a token of the users file (ax users add) or AX_ADMIN_TOKEN")

@@ -424,3 +424,29 @@ func TestScopeCoversEveryTaskARequestRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthHeaderForms: the bearer scheme is read in any case; a trusted
+// proxy's header sent more than once is refused, not the first one taken.
+func TestAuthHeaderForms(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{}, func(c *Config) {
+		c.ProxyHeader, c.ProxyFrom = "X-Forwarded-User", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		req, _ := http.NewRequest("GET", ae.Srv.URL+"/api/v1/session", nil)
+		req.Header.Set("Authorization", scheme+" vera-token")
+		if code, body := send(t, ae.Srv.Client(), req); code != 200 || !strings.Contains(body, `"user": "vera"`) {
+			t.Errorf("Authorization: %s TOKEN: %d %s", scheme, code, body)
+		}
+	}
+	before := ae.State()
+	req, _ := http.NewRequest("POST", ae.Srv.URL+"/api/v1/pipelines/shop/tasks/sync/pause", nil)
+	req.Header.Add("X-Forwarded-User", "ada")
+	req.Header.Add("X-Forwarded-User", "vera")
+	if code, body := send(t, ae.Srv.Client(), req); code != 401 || !strings.Contains(body, "X-Forwarded-User came 2 times (ada, vera): a proxy names one user") {
+		t.Errorf("two X-Forwarded-User headers: %d %s", code, body)
+	}
+	if ae.State() != before {
+		t.Error("a refused request changed the store")
+	}
+}
