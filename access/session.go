@@ -190,6 +190,16 @@ func (s *Sessions) Check(ctx context.Context, value string, lookup func(name str
 	return u, nil
 }
 
+// Expires is when the session of a cookie Check accepted expires (zero
+// for a cookie not signed here).
+func (s *Sessions) Expires(ctx context.Context, value string) time.Time {
+	ss, err := s.open(ctx, value)
+	if err != nil {
+		return time.Time{}
+	}
+	return ss.exp
+}
+
 // ended reports whether the session of nonce was signed out.
 func (s *Sessions) ended(ctx context.Context, nonce string) (bool, error) {
 	s.mu.Lock()

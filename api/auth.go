@@ -106,8 +106,7 @@ func (a *admin) authenticate(r *http.Request) (caller, error) {
 		if err != nil {
 			return caller{}, errf(http.StatusUnauthorized, "%v", err)
 		}
-		ss := caller{user: u, how: "session"}
-		return ss, nil
+		return caller{user: u, how: "session", exp: c.sessions.Expires(r.Context(), ck.Value).UTC()}, nil
 	}
 	return caller{}, nil
 }

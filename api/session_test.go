@@ -53,7 +53,8 @@ func TestSessionCookie(t *testing.T) {
 	if ck.Name != "ax_session" || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.MaxAge != 3600 || ck.Expires.IsZero() {
 		t.Errorf("the cookie: %+v", ck)
 	}
-	if code, body, _ := call(ae, ck, "GET", "/api/v1/session", ""); code != 200 || !strings.Contains(body, `"user": "otto"`) || !strings.Contains(body, `"role": "operator"`) {
+	if code, body, _ := call(ae, ck, "GET", "/api/v1/session", ""); code != 200 || !strings.Contains(body, `"user": "otto"`) || !strings.Contains(body, `"role": "operator"`) ||
+		!strings.Contains(body, `"expires_at": "`+ck.Expires.UTC().Format(time.RFC3339)) {
 		t.Errorf("session: %d %s", code, body)
 	}
 	if code, body, _ := call(ae, ck, "POST", "/api/v1/pipelines/shop/tasks/sync/pause", ""); code != 200 {
