@@ -297,9 +297,15 @@ func parseEntry(file string, item *yaml.Node, known Known) (*User, error) {
 		kind  string
 		names []string
 	}{{"group", e.Groups}, {"pipeline", e.Pipelines}} {
-		for _, n := range s.names {
+		for i, n := range s.names {
 			if n == "" {
 				return nil, fmt.Errorf("%s: %s: an empty %s name", at(field(s.kind+"s")), who, s.kind)
+			}
+			if !defs.ValidName(n) {
+				return nil, fmt.Errorf("%s: %s: %s %q: write a name of letters, digits, _ and -, starting with a letter or _ (as the pipelines name them)", at(field(s.kind+"s")), who, s.kind, n)
+			}
+			if slices.Contains(s.names[:i], n) {
+				return nil, fmt.Errorf("%s: %s: %s %q is named twice: name it once", at(field(s.kind+"s")), who, s.kind, n)
 			}
 			if known == nil {
 				continue

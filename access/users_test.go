@@ -75,6 +75,12 @@ func TestParseRefusesBadFiles(t *testing.T) {
 		{"the admin token's name", "users:\n  - {name: admin, role: viewer, token: " + aliceHash + "}\n", `user name "admin" is the user of AX_ADMIN_TOKEN: choose another`},
 		{"another hash", "users:\n  - {name: alice, role: viewer, token: 'sha512:abc'}\n", `token is a hash of another form: only sha256: and 64 lowercase hex digits is accepted`},
 		{"upper-case scheme", "users:\n  - {name: alice, role: viewer, token: 'SHA256:abc'}\n", `token is a hash of another form: only sha256: and 64 lowercase hex digits is accepted`},
+		{"malformed group", "users:\n  - {name: alice, role: operator, groups: ['x y'], token: " + aliceHash + "}\n",
+			`users.yaml:2:43: user "alice": group "x y": write a name of letters, digits, _ and -, starting with a letter or _ (as the pipelines name them)`},
+		{"malformed pipeline", "users:\n  - {name: alice, role: operator, pipelines: [a.b], token: " + aliceHash + "}\n",
+			`user "alice": pipeline "a.b": write a name of letters, digits, _ and -`},
+		{"group twice", "users:\n  - {name: alice, role: operator, groups: [etl, etl], token: " + aliceHash + "}\n",
+			`user "alice": group "etl" is named twice: name it once`},
 		{"other key", "people: []\n", `users.yaml:1:1: unknown key "people": the file has one key, users`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
