@@ -44,7 +44,22 @@ func Open(path string, known Known, log *slog.Logger) (*File, error) {
 		return nil, err
 	}
 	f.users, f.sum = us, sha256.Sum256(data)
+	f.warnEmpty(us)
 	return f, nil
+}
+
+// warnEmpty logs that a file names no user: nobody signs in with it.
+func (f *File) warnEmpty(us *Users) {
+	if len(us.order) == 0 {
+		f.log.Warn("users_file_empty", "file", f.path, "hint", "nobody can sign in but with AX_ADMIN_TOKEN: add users with ax users add NAME --role ROLE --file "+f.path)
+	}
+}
+
+// Refused is why the last reload kept the users in force (nil: it loaded).
+func (f *File) Refused() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 // Users returns the users in force.
@@ -73,6 +88,7 @@ func (f *File) Reload() error {
 	}
 	f.users = us
 	f.log.Info("users_reload", "file", f.path, "users", len(us.order))
+	f.warnEmpty(us)
 	return nil
 }
 

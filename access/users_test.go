@@ -118,12 +118,26 @@ func TestFileReloadKeepsUsersOnBadContent(t *testing.T) {
 	if !strings.Contains(logs.String(), "users_reload_refused") {
 		t.Errorf("the refusal is not logged: %s", logs.String())
 	}
+	if err := f.Refused(); err == nil || !strings.Contains(err.Error(), "clear text") {
+		t.Errorf("Refused after a refused reload: %v", err)
+	}
 	write("users:\n  - {name: bob, role: viewer, token: " + bobHash + "}\n")
 	if err := f.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	if f.Users().Lookup("alice") != nil || f.Users().Lookup("bob") == nil {
 		t.Errorf("after a good reload: %v", f.Users().Names())
+	}
+	if err := f.Refused(); err != nil {
+		t.Errorf("Refused after a good reload: %v", err)
+	}
+	// A file without users loads, with a warning: nobody can sign in with it.
+	write("users: []\n")
+	if err := f.Reload(); err != nil || len(f.Users().Names()) != 0 {
+		t.Fatalf("an empty file: %v %v", err, f.Users().Names())
+	}
+	if !strings.Contains(logs.String(), "users_file_empty") {
+		t.Errorf("an empty users file is not warned of: %s", logs.String())
 	}
 }
 

@@ -44,6 +44,9 @@ type Config struct {
 	// Sessions signs the console's session cookies; nil: StoredSessions
 	// of the Store (the key every server on it shares), lasting 12 hours.
 	Sessions *access.Sessions
+	// UsersRefused is why the users file's last reload was refused (nil
+	// error: it loaded); GET /api/v1/reload says when it was.
+	UsersRefused func() error
 	// SessionTTL is how long a session of StoredSessions lasts (zero: 12 hours).
 	SessionTTL time.Duration
 	// ProxyHeader, when set, names the header in which a trusted proxy
@@ -90,7 +93,7 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Sessions == nil {
 		cfg.Sessions = StoredSessions(cfg.Store, cfg.SessionTTL, cfg.Now)
 	}
-	auth := authConfig{token: cfg.Token, users: cfg.Users, sessions: cfg.Sessions, proxyHeader: cfg.ProxyHeader, proxyFrom: cfg.ProxyFrom}
+	auth := authConfig{token: cfg.Token, users: cfg.Users, usersRefused: cfg.UsersRefused, sessions: cfg.Sessions, proxyHeader: cfg.ProxyHeader, proxyFrom: cfg.ProxyFrom}
 	if auth.on() { // read (or make) the key now, so that signing in writes nothing; failing, the first sign-in retries
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = cfg.Sessions.Ready(ctx)

@@ -27,11 +27,14 @@ import (
 
 // authConfig is how requests are authenticated.
 type authConfig struct {
-	token       string               // AX_ADMIN_TOKEN: the user "admin" with the admin role
-	users       func() *access.Users // the users file in force; nil: none
-	sessions    *access.Sessions
-	proxyHeader string // the header a trusted proxy names the user in
-	proxyFrom   []netip.Prefix
+	token string               // AX_ADMIN_TOKEN: the user "admin" with the admin role
+	users func() *access.Users // the users file in force; nil: none
+	// usersRefused is why the users file's last reload was refused (nil
+	// error: it loaded); nil: no users file.
+	usersRefused func() error
+	sessions     *access.Sessions
+	proxyHeader  string // the header a trusted proxy names the user in
+	proxyFrom    []netip.Prefix
 }
 
 // AdminName is the user AX_ADMIN_TOKEN signs in as.

@@ -450,3 +450,27 @@ func TestAuthHeaderForms(t *testing.T) {
 		t.Error("a refused request changed the store")
 	}
 }
+
+// TestReloadSaysTheUsersFileWasRefused: GET /api/v1/reload says when the
+// users file changed but was not loaded, without quoting its errors.
+func TestReloadSaysTheUsersFileWasRefused(t *testing.T) {
+	t.Parallel()
+	var refused atomic.Pointer[error]
+	ae := setupUsers(t, apitest.Opts{}, func(c *Config) {
+		c.UsersRefused = func() error {
+			if e := refused.Load(); e != nil {
+				return *e
+			}
+			return nil
+		}
+	})
+	if code, body := ae.as("vera", "", "GET", "/api/v1/reload", ""); code != 200 || strings.Contains(body, "users_refused") {
+		t.Errorf("reload with the users file loaded: %d %s", code, body)
+	}
+	e := fmt.Errorf("users.yaml:3:40: token is a token in clear text")
+	refused.Store(&e)
+	code, body := ae.as("vera", "", "GET", "/api/v1/reload", "")
+	if code != 200 || !strings.Contains(body, `"users_refused": "the users file changed but was not loaded`) || strings.Contains(body, "users.yaml:3:40") {
+		t.Errorf("reload with the users file refused: %d %s", code, body)
+	}
+}

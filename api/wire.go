@@ -163,6 +163,9 @@ type ReloadView struct {
 	// Definitions are the definitions in force of the tasks the request
 	// named (`task`), for ax diff's field-level changes.
 	Definitions map[string]*defs.Task `json:"definitions,omitempty"`
+	// UsersRefused says that the users file changed but was not loaded
+	// (its errors are in the server's log, not here: they may quote it).
+	UsersRefused string `json:"users_refused,omitempty"`
 }
 
 // Registered is the answer of POST /api/v1/executors/register.

@@ -100,7 +100,7 @@ func knownIn(graph func() *dag.Graph) access.Known {
 func (sa serverAuth) config(c *api.Config, f authFlags) {
 	c.SessionTTL, c.ProxyHeader, c.ProxyFrom = f.sessionTTL, f.proxyHeader, sa.proxyFrom
 	if sa.file != nil {
-		c.Users = sa.file.Users
+		c.Users, c.UsersRefused = sa.file.Users, sa.file.Refused
 	}
 }
 
