@@ -39,6 +39,10 @@ func addAuthFlags(fl *pflag.FlagSet, f *authFlags) {
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 12*time.Hour, "how long a console sign-in lasts")
 }
 
+// signInRequired reports whether the server asks who calls it: with
+// AX_ADMIN_TOKEN (token) or a users file (which the proxy mode needs).
+func (f authFlags) signInRequired(token string) bool { return token != "" || f.users != "" }
+
 // serverAuth is what the server's API authenticates with.
 type serverAuth struct {
 	file      *access.File // nil: no users file
