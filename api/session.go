@@ -115,6 +115,7 @@ const (
 // cookies any of them signed.
 type storedSessions struct {
 	st  *store.Store
+	ttl time.Duration // a sign-out older than it ended a cookie expired since
 	now func() time.Time
 }
 
@@ -124,7 +125,10 @@ func StoredSessions(st *store.Store, ttl time.Duration, now func() time.Time) *a
 	if now == nil {
 		now = time.Now
 	}
-	return access.NewSharedSessions(storedSessions{st, now}, ttl)
+	if ttl <= 0 {
+		ttl = 12 * time.Hour
+	}
+	return access.NewSharedSessions(storedSessions{st, ttl, now}, ttl)
 }
 
 func (s storedSessions) Key(ctx context.Context, key []byte) ([]byte, error) {
@@ -139,8 +143,15 @@ func (s storedSessions) Key(ctx context.Context, key []byte) ([]byte, error) {
 	return b, nil
 }
 
+// End records a sign-out, and forgets those older than a session lasts:
+// the cookies they ended have expired.
 func (s storedSessions) End(ctx context.Context, nonce string, exp time.Time) error {
-	return s.st.SetSetting(ctx, sessionEndedSetting+nonce, exp.UTC().Format(time.RFC3339), s.now())
+	now := s.now()
+	if err := s.st.SetSetting(ctx, sessionEndedSetting+nonce, exp.UTC().Format(time.RFC3339), now); err != nil {
+		return err
+	}
+	_, err := s.st.DeleteSettingsBefore(ctx, sessionEndedSetting, now.Add(-s.ttl))
+	return err
 }
 
 func (s storedSessions) Ended(ctx context.Context, nonce string) (bool, error) {

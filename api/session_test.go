@@ -163,3 +163,34 @@ func TestSessionsSharedByTheStore(t *testing.T) {
 		}
 	}
 }
+
+// TestSignOutsAreForgottenOnceExpired: a sign-out kept in the store is
+// deleted once a session signed before it has expired anyway.
+func TestSignOutsAreForgottenOnceExpired(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{}, nil)
+	t0 := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	var at atomic.Int64
+	at.Store(t0.UnixMilli())
+	ss := storedSessions{st: ae.St, ttl: time.Hour, now: func() time.Time { return time.UnixMilli(at.Load()) }}
+	ctx := t.Context()
+	if err := ss.End(ctx, "first", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	at.Store(t0.Add(59 * time.Minute).UnixMilli())
+	if err := ss.End(ctx, "second", t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := ss.Ended(ctx, "first"); err != nil || !ended {
+		t.Fatalf("a sign-out younger than a session: ended %v (%v); want kept", ended, err)
+	}
+	at.Store(t0.Add(61 * time.Minute).UnixMilli())
+	if err := ss.End(ctx, "third", t0.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for nonce, want := range map[string]bool{"first": false, "second": true, "third": true} {
+		if ended, err := ss.Ended(ctx, nonce); err != nil || ended != want {
+			t.Errorf("sign-out %s: kept %v (%v); want %v", nonce, ended, err, want)
+		}
+	}
+}

@@ -263,3 +263,15 @@ func (s *Store) Setting(ctx context.Context, name string) (value string, ok bool
 	})
 	return value, ok, err
 }
+
+// DeleteSettingsBefore deletes the settings whose names start with prefix
+// written before before; it returns how many. The prefix is a LIKE
+// pattern: an _ in it matches any one character.
+func (s *Store) DeleteSettingsBefore(ctx context.Context, prefix string, before time.Time) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, "delete settings "+prefix, func(tx *sql.Tx) (err error) {
+		n, err = s.exec(ctx, tx, "delete settings "+prefix, s.sb.Delete("settings").Where(sq.And{sq.Like{"name": prefix + "%"}, sq.Lt{"updated_at": before.UnixMilli()}}))
+		return err
+	})
+	return n, err
+}
