@@ -147,7 +147,7 @@ func (s storedSessions) Key(ctx context.Context, key []byte) ([]byte, error) {
 // the cookies they ended have expired.
 func (s storedSessions) End(ctx context.Context, nonce string, exp time.Time) error {
 	now := s.now()
-	if err := s.st.SetSetting(ctx, sessionEndedSetting+nonce, exp.UTC().Format(time.RFC3339), now); err != nil {
+	if _, err := s.st.SettingOnce(ctx, sessionEndedSetting+nonce, exp.UTC().Format(time.RFC3339), now); err != nil {
 		return err
 	}
 	_, err := s.st.DeleteSettingsBefore(ctx, sessionEndedSetting, now.Add(-s.ttl))
