@@ -134,7 +134,7 @@ func errf(code int, format string, args ...any) error {
 // routes lists every admin endpoint, in the order the docs show them.
 func adminRoutes() []route {
 	return []route{
-		{"GET", "/api/v1/session", false, access.None, "who is signed in: `user`, `role`, `groups` and `pipelines` (the scope of their actions), `how` (token, session, proxy), `expires_at`; `needed` (false: the server asks nobody to sign in); 401 naming why a session cookie or token sent is refused (expired, signed by another server, signed out, user removed)", (*admin).session},
+		{"GET", "/api/v1/session", false, access.None, "who is signed in: `user`, `role`, `groups` and `pipelines` (the scope of their actions), `how` (token, session, proxy), `expires_at`; `needed` (false: the server asks nobody to sign in); 401 naming why a session cookie or token sent is refused (expired, signed by a server on another store, signed out, user removed)", (*admin).session},
 		{"POST", "/api/v1/session", false, access.None, "sign in: `{\"name\", \"token\"}` (a users file entry, or `admin` with AX_ADMIN_TOKEN); sets the session cookie `ax_session` (HttpOnly, SameSite=Strict, expiring); 401 for a wrong name or token, nothing set", (*admin).signIn},
 		{"DELETE", "/api/v1/session", false, access.None, "sign out: the session of the cookie sent is ended (refused from now on) and the cookie cleared", (*admin).signOut},
 		{"GET", "/api/v1/status", false, access.Viewer, "the lease holder, this process's role, loop counters and limits", (*admin).status},
