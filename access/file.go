@@ -29,7 +29,16 @@ type File struct {
 	mu    sync.Mutex
 	users *Users
 	sum   [32]byte
-	err   error // the last reload's refusal, nil when it loaded
+	err   error                           // the last reload's refusal, nil when it loaded
+	leave func(name string, at time.Time) // told of each user a reload removed
+}
+
+// OnLeave has leave told of each user a reload removes, when it does (so
+// that their sessions stay refused if they come back: Sessions.Left).
+func (f *File) OnLeave(leave func(name string, at time.Time)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leave = leave
 }
 
 // Open loads the users file at path; the error says what is wrong in it.
@@ -85,6 +94,14 @@ func (f *File) Reload() error {
 	if err != nil {
 		f.log.Error("users_reload_refused", "file", f.path, "error", err.Error())
 		return err
+	}
+	if f.leave != nil {
+		now := time.Now()
+		for _, name := range f.users.order {
+			if us.Lookup(name) == nil {
+				f.leave(name, now)
+			}
+		}
 	}
 	f.users = us
 	f.log.Info("users_reload", "file", f.path, "users", len(us.order))

@@ -176,9 +176,7 @@ func (s *Sessions) Check(ctx context.Context, value string, lookup func(name str
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u == nil {
-		if _, seen := s.left[ss.name]; !seen {
-			s.left[ss.name] = now
-		}
+		s.leftAt(ss.name, now)
 		return nil, fmt.Errorf("user %s is no longer in the users file: their session is revoked", ss.name)
 	}
 	if at, gone := s.left[ss.name]; gone && !ss.iat.After(at) {
@@ -198,6 +196,20 @@ func (s *Sessions) Expires(ctx context.Context, value string) time.Time {
 		return time.Time{}
 	}
 	return ss.exp
+}
+
+// Left records that user name left the users file at at: the sessions
+// issued before stay refused when the user comes back.
+func (s *Sessions) Left(name string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leftAt(name, at)
+}
+
+func (s *Sessions) leftAt(name string, at time.Time) {
+	if at.After(s.left[name]) {
+		s.left[name] = at
+	}
 }
 
 // ended reports whether the session of nonce was signed out.

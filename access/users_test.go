@@ -121,12 +121,17 @@ func TestFileReloadKeepsUsersOnBadContent(t *testing.T) {
 	if err := f.Refused(); err == nil || !strings.Contains(err.Error(), "clear text") {
 		t.Errorf("Refused after a refused reload: %v", err)
 	}
+	var left []string
+	f.OnLeave(func(name string, _ time.Time) { left = append(left, name) })
 	write("users:\n  - {name: bob, role: viewer, token: " + bobHash + "}\n")
 	if err := f.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	if f.Users().Lookup("alice") != nil || f.Users().Lookup("bob") == nil {
 		t.Errorf("after a good reload: %v", f.Users().Names())
+	}
+	if !slices.Equal(left, []string{"alice"}) {
+		t.Errorf("the reload told of %v leaving; want alice", left)
 	}
 	if err := f.Refused(); err != nil {
 		t.Errorf("Refused after a good reload: %v", err)
@@ -247,6 +252,12 @@ func TestSessionRefusals(t *testing.T) {
 	if _, err := s.Check(ctx, val, lookup, now.Add(2*time.Minute)); err == nil ||
 		!strings.Contains(err.Error(), "user alice left the users file at 2026-12-08T10:01:00Z, after signing in: their session stays revoked") {
 		t.Errorf("removed, then restored: %v; want the old session still revoked", err)
+	}
+	// Told of a removal (by the users file's reload) with no check between: the restore revives nothing either.
+	val1b, _, _ := s.Issue(ctx, alice, now.Add(150*time.Second))
+	s.Left("alice", now.Add(160*time.Second))
+	if _, err := s.Check(ctx, val1b, lookup, now.Add(170*time.Second)); err == nil || !strings.Contains(err.Error(), "their session stays revoked") {
+		t.Errorf("a session of a user who left and came back, unchecked between: %v", err)
 	}
 	val2, _, _ := s.Issue(ctx, alice, now.Add(3*time.Minute))
 	if u, err := s.Check(ctx, val2, lookup, now.Add(3*time.Minute)); err != nil || u != alice {

@@ -100,11 +100,13 @@ func knownIn(graph func() *dag.Graph) access.Known {
 	}
 }
 
-// config fills the API's authentication settings.
+// config fills the API's authentication settings; c.Store is set.
 func (sa serverAuth) config(c *api.Config, f authFlags) {
-	c.SessionTTL, c.ProxyHeader, c.ProxyFrom = f.sessionTTL, f.proxyHeader, sa.proxyFrom
+	c.Sessions = api.StoredSessions(c.Store, f.sessionTTL, c.Now)
+	c.ProxyHeader, c.ProxyFrom = f.proxyHeader, sa.proxyFrom
 	if sa.file != nil {
 		c.Users, c.UsersRefused = sa.file.Users, sa.file.Refused
+		sa.file.OnLeave(c.Sessions.Left) // a user removed and restored signs in again
 	}
 }
 
