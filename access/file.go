@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -28,7 +29,16 @@ type File struct {
 	mu    sync.Mutex
 	users *Users
 	sum   [32]byte
-	err   error // the last reload's refusal, nil when it loaded
+	err   error                           // the last reload's refusal, nil when it loaded
+	leave func(name string, at time.Time) // told of each user a reload removed
+}
+
+// OnLeave has leave told of each user a reload removes, when it does (so
+// that their sessions stay refused if they come back: Sessions.Left).
+func (f *File) OnLeave(leave func(name string, at time.Time)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leave = leave
 }
 
 // Open loads the users file at path; the error says what is wrong in it.
@@ -43,7 +53,22 @@ func Open(path string, known Known, log *slog.Logger) (*File, error) {
 		return nil, err
 	}
 	f.users, f.sum = us, sha256.Sum256(data)
+	f.warnEmpty(us)
 	return f, nil
+}
+
+// warnEmpty logs that a file names no user: nobody signs in with it.
+func (f *File) warnEmpty(us *Users) {
+	if len(us.order) == 0 {
+		f.log.Warn("users_file_empty", "file", f.path, "hint", "nobody can sign in but with AX_ADMIN_TOKEN: add users with ax users add NAME --role ROLE --file "+f.path)
+	}
+}
+
+// Refused is why the last reload kept the users in force (nil: it loaded).
+func (f *File) Refused() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 // Users returns the users in force.
@@ -70,8 +95,17 @@ func (f *File) Reload() error {
 		f.log.Error("users_reload_refused", "file", f.path, "error", err.Error())
 		return err
 	}
+	if f.leave != nil {
+		now := time.Now()
+		for _, name := range f.users.order {
+			if us.Lookup(name) == nil {
+				f.leave(name, now)
+			}
+		}
+	}
 	f.users = us
 	f.log.Info("users_reload", "file", f.path, "users", len(us.order))
+	f.warnEmpty(us)
 	return nil
 }
 
@@ -98,8 +132,27 @@ func (f *File) Watch(ctx context.Context, ticks <-chan time.Time, hup <-chan os.
 // Add writes a new user to the users file at path (created when missing)
 // with a fresh token, kept hashed; it returns the token, which is shown
 // once and kept nowhere. A name already in the file is refused, and the
-// file is left as it was.
+// file is left as it was. Adds at once take turns (a lock file beside the
+// file, path.lock), each reading the file its predecessor wrote. A path
+// that is a symbolic link is written through to its target, whose mode
+// is kept (a new file is 0600).
 func Add(path string, u User) (string, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("users file: lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("users file: lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
+	mode := fs.FileMode(0o600)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("users file: %w", err)
@@ -132,7 +185,7 @@ func Add(path string, u User) (string, error) {
 		tmp.Close()
 		return "", fmt.Errorf("users file: %w", err)
 	}
-	if err := tmp.Chmod(0o600); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return "", fmt.Errorf("users file: %w", err)
 	}

@@ -2,6 +2,7 @@ package access
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -12,7 +13,11 @@ import (
 type Target struct {
 	Pipeline string
 	Group    string   // a task's group, or the group of a group's pause
-	Groups   []string // a pipeline target: the groups of every task in it
+	Groups   []string // a pipeline target: the groups of every task it runs
+	// Tasks, when set, are the tasks of Pipeline the request runs (a
+	// trigger with its downstream, a backfill's selection), id → group:
+	// Groups are theirs, and a refusal names those out of scope.
+	Tasks map[string]string
 }
 
 func (t Target) String() string {
@@ -45,6 +50,18 @@ func Allow(u *User, need Role, what string, t Target) error {
 	}
 	want := "an unscoped " + need.String()
 	switch {
+	case t.Pipeline != "" && len(t.Tasks) > 0:
+		var out, groups []string
+		for _, id := range slices.Sorted(maps.Keys(t.Tasks)) {
+			if g := t.Tasks[id]; !slices.Contains(u.Groups, g) {
+				out = append(out, fmt.Sprintf("task %s (group %s)", id, g))
+				if !slices.Contains(groups, g) {
+					groups = append(groups, g)
+				}
+			}
+		}
+		return &Refusal{fmt.Sprintf("%s may not %s on %s: it runs %s: that needs a scope naming pipeline %s or group %s",
+			u.Describe(), what, t, strings.Join(out, ", "), t.Pipeline, strings.Join(groups, " and group "))}
 	case t.Pipeline != "" && t.Group != "":
 		want = fmt.Sprintf("a scope naming pipeline %s or group %s", t.Pipeline, t.Group)
 	case t.Pipeline != "":

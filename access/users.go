@@ -110,10 +110,13 @@ const HashPrefix = "sha256:"
 var (
 	hashRe = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$`)
+	// schemeRe starts a hash of another form (sha512:, md5:, SHA256:).
+	schemeRe = regexp.MustCompile(`^[A-Za-z0-9-]+:`)
 )
 
-// Reserved are names no user may take: the scheduler's own actor.
-var Reserved = []string{"scheduler"}
+// Reserved are names no user may take: the scheduler's own actor, and the
+// user AX_ADMIN_TOKEN signs in as.
+var Reserved = map[string]string{"scheduler": "the scheduler's own", "admin": "the user of AX_ADMIN_TOKEN"}
 
 // HashToken is the hash the users file keeps of token.
 func HashToken(token string) string {
@@ -206,15 +209,24 @@ func Parse(file string, data []byte, known Known) (*Users, error) {
 		return us, err
 	}
 	lines := map[string]int{}
+	folded := map[string]string{} // a name in lower case → the name
+	hashes := map[string]string{} // a token's hash → its user
 	for _, item := range list.Content {
 		u, err := parseEntry(file, item, known)
 		if err != nil {
 			return nil, err
 		}
+		at := fmt.Sprintf("%s:%d:%d", file, item.Line, item.Column)
 		if l, dup := lines[u.Name]; dup {
-			return nil, fmt.Errorf("%s:%d:%d: user %q is named twice (first at line %d): give each user one entry", file, item.Line, item.Column, u.Name, l)
+			return nil, fmt.Errorf("%s: user %q is named twice (first at line %d): give each user one entry", at, u.Name, l)
 		}
-		lines[u.Name] = item.Line
+		if other, dup := folded[strings.ToLower(u.Name)]; dup {
+			return nil, fmt.Errorf("%s: user %q differs from user %q (line %d) only in case: give each person one entry, or names that differ in letters", at, u.Name, other, lines[other])
+		}
+		if other, dup := hashes[u.Hash]; dup { // a token must name one user
+			return nil, fmt.Errorf("%s: user %q has the token of user %q (line %d): give each user a token of its own (ax users add makes one)", at, u.Name, other, lines[other])
+		}
+		lines[u.Name], folded[strings.ToLower(u.Name)], hashes[u.Hash] = item.Line, u.Name, u.Name
 		us.byName[u.Name] = u
 		us.order = append(us.order, u.Name)
 	}
@@ -263,8 +275,8 @@ func parseEntry(file string, item *yaml.Node, known Known) (*User, error) {
 	if !nameRe.MatchString(e.Name) {
 		return nil, fmt.Errorf("%s: user name %q: use 1 to 64 letters, digits, _ . @ -, starting with a letter or digit", at(field("name")), e.Name)
 	}
-	if slices.Contains(Reserved, e.Name) {
-		return nil, fmt.Errorf("%s: user name %q is the scheduler's own: choose another", at(field("name")), e.Name)
+	if whose, ok := Reserved[e.Name]; ok {
+		return nil, fmt.Errorf("%s: user name %q is %s: choose another", at(field("name")), e.Name, whose)
 	}
 	role, err := ParseRole(e.Role)
 	if err != nil {
@@ -272,8 +284,11 @@ func parseEntry(file string, item *yaml.Node, known Known) (*User, error) {
 	}
 	if !hashRe.MatchString(e.Token) {
 		what := "a token in clear text"
-		if strings.HasPrefix(e.Token, HashPrefix) || e.Token == "" {
+		switch {
+		case strings.HasPrefix(e.Token, HashPrefix) || e.Token == "":
 			what = "a malformed hash"
+		case schemeRe.MatchString(e.Token):
+			what = "a hash of another form: only " + HashPrefix + " and 64 lowercase hex digits is accepted"
 		}
 		return nil, fmt.Errorf("%s: %s: token is %s: write its hash, %s and 64 lowercase hex digits (ax users add writes one; a clear-text token is never kept)",
 			at(field("token")), who, what, HashPrefix)
@@ -282,9 +297,15 @@ func parseEntry(file string, item *yaml.Node, known Known) (*User, error) {
 		kind  string
 		names []string
 	}{{"group", e.Groups}, {"pipeline", e.Pipelines}} {
-		for _, n := range s.names {
+		for i, n := range s.names {
 			if n == "" {
 				return nil, fmt.Errorf("%s: %s: an empty %s name", at(field(s.kind+"s")), who, s.kind)
+			}
+			if !defs.ValidName(n) {
+				return nil, fmt.Errorf("%s: %s: %s %q: write a name of letters, digits, _ and -, starting with a letter or _ (as the pipelines name them)", at(field(s.kind+"s")), who, s.kind, n)
+			}
+			if slices.Contains(s.names[:i], n) {
+				return nil, fmt.Errorf("%s: %s: %s %q is named twice: name it once", at(field(s.kind+"s")), who, s.kind, n)
 			}
 			if known == nil {
 				continue

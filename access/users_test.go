@@ -2,6 +2,7 @@ package access
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -67,6 +68,19 @@ func TestParseRefusesBadFiles(t *testing.T) {
 		{"no token", "users:\n  - {name: alice, role: viewer}\n", `user "alice": token is a malformed hash`},
 		{"reserved name", "users:\n  - {name: scheduler, role: viewer, token: " + aliceHash + "}\n", `user name "scheduler" is the scheduler's own`},
 		{"bad name", "users:\n  - {name: 'a b', role: viewer, token: " + aliceHash + "}\n", `user name "a b": use 1 to 64 letters`},
+		{"repeated token", "users:\n  - {name: alice, role: viewer, token: " + aliceHash + "}\n  - {name: bob, role: admin, token: " + aliceHash + "}\n",
+			`users.yaml:3:5: user "bob" has the token of user "alice" (line 2): give each user a token of its own (ax users add makes one)`},
+		{"names differing by case", "users:\n  - {name: alice, role: viewer, token: " + aliceHash + "}\n  - {name: Alice, role: admin, token: " + bobHash + "}\n",
+			`users.yaml:3:5: user "Alice" differs from user "alice" (line 2) only in case: give each person one entry, or names that differ in letters`},
+		{"the admin token's name", "users:\n  - {name: admin, role: viewer, token: " + aliceHash + "}\n", `user name "admin" is the user of AX_ADMIN_TOKEN: choose another`},
+		{"another hash", "users:\n  - {name: alice, role: viewer, token: 'sha512:abc'}\n", `token is a hash of another form: only sha256: and 64 lowercase hex digits is accepted`},
+		{"upper-case scheme", "users:\n  - {name: alice, role: viewer, token: 'SHA256:abc'}\n", `token is a hash of another form: only sha256: and 64 lowercase hex digits is accepted`},
+		{"malformed group", "users:\n  - {name: alice, role: operator, groups: ['x y'], token: " + aliceHash + "}\n",
+			`users.yaml:2:43: user "alice": group "x y": write a name of letters, digits, _ and -, starting with a letter or _ (as the pipelines name them)`},
+		{"malformed pipeline", "users:\n  - {name: alice, role: operator, pipelines: [a.b], token: " + aliceHash + "}\n",
+			`user "alice": pipeline "a.b": write a name of letters, digits, _ and -`},
+		{"group twice", "users:\n  - {name: alice, role: operator, groups: [etl, etl], token: " + aliceHash + "}\n",
+			`user "alice": group "etl" is named twice: name it once`},
 		{"other key", "people: []\n", `users.yaml:1:1: unknown key "people": the file has one key, users`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,12 +118,31 @@ func TestFileReloadKeepsUsersOnBadContent(t *testing.T) {
 	if !strings.Contains(logs.String(), "users_reload_refused") {
 		t.Errorf("the refusal is not logged: %s", logs.String())
 	}
+	if err := f.Refused(); err == nil || !strings.Contains(err.Error(), "clear text") {
+		t.Errorf("Refused after a refused reload: %v", err)
+	}
+	var left []string
+	f.OnLeave(func(name string, _ time.Time) { left = append(left, name) })
 	write("users:\n  - {name: bob, role: viewer, token: " + bobHash + "}\n")
 	if err := f.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	if f.Users().Lookup("alice") != nil || f.Users().Lookup("bob") == nil {
 		t.Errorf("after a good reload: %v", f.Users().Names())
+	}
+	if !slices.Equal(left, []string{"alice"}) {
+		t.Errorf("the reload told of %v leaving; want alice", left)
+	}
+	if err := f.Refused(); err != nil {
+		t.Errorf("Refused after a good reload: %v", err)
+	}
+	// A file without users loads, with a warning: nobody can sign in with it.
+	write("users: []\n")
+	if err := f.Reload(); err != nil || len(f.Users().Names()) != 0 {
+		t.Fatalf("an empty file: %v %v", err, f.Users().Names())
+	}
+	if !strings.Contains(logs.String(), "users_file_empty") {
+		t.Errorf("an empty users file is not warned of: %s", logs.String())
 	}
 }
 
@@ -172,21 +205,22 @@ func TestAllow(t *testing.T) {
 	}
 }
 
-// TestSessionRefusals: a cookie of another server, an expired one
+// TestSessionRefusals: a cookie of another installation, an expired one
 // replayed, one signed out, and one of a removed or changed user are each
-// refused with the reason.
+// refused with the reason; a user removed and restored signs in again.
 func TestSessionRefusals(t *testing.T) {
 	t.Parallel()
+	ctx := t.Context()
 	now := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
 	alice := &User{Name: "alice", Role: Operator, Hash: aliceHash}
 	users := map[string]*User{"alice": alice}
 	lookup := func(n string) *User { return users[n] }
 	s := NewSessions([]byte("key-one"), time.Hour)
-	val, exp := s.Issue(alice, now)
-	if !exp.Equal(now.Add(time.Hour)) {
-		t.Errorf("expires %v", exp)
+	val, exp, err := s.Issue(ctx, alice, now)
+	if err != nil || !exp.Equal(now.Add(time.Hour)) {
+		t.Errorf("expires %v, %v", exp, err)
 	}
-	if u, err := s.Check(val, lookup, now.Add(59*time.Minute)); err != nil || u != alice {
+	if u, err := s.Check(ctx, val, lookup, now.Add(59*time.Minute)); err != nil || u != alice {
 		t.Fatalf("a fresh cookie: %v %v", u, err)
 	}
 	other := NewSessions([]byte("key-two"), time.Hour)
@@ -197,29 +231,45 @@ func TestSessionRefusals(t *testing.T) {
 		at   time.Time
 		want string
 	}{
-		{"another server", other, val, now, "not signed by this server"},
-		{"altered", s, "x" + val, now, "not signed by this server"},
+		{"another installation", other, val, now, "not signed by this installation"},
+		{"altered", s, "x" + val, now, "not signed by this installation"},
 		{"expired", s, val, now.Add(time.Hour), "the session of alice expired at 2026-12-08T11:00:00Z: sign in again"},
-		{"garbage", s, "garbage", now, "not signed by this server"},
+		{"garbage", s, "garbage", now, "not signed by this installation"},
 	} {
-		if u, err := c.s.Check(c.val, lookup, c.at); err == nil || !strings.Contains(err.Error(), c.want) {
+		if u, err := c.s.Check(ctx, c.val, lookup, c.at); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v %v; want %q", c.name, u, err, c.want)
 		}
 	}
 	users["alice"] = &User{Name: "alice", Role: Admin, Hash: aliceHash}
-	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "role or scope of alice changed") {
+	if _, err := s.Check(ctx, val, lookup, now); err == nil || !strings.Contains(err.Error(), "role or scope of alice changed") {
 		t.Errorf("after a role change: %v", err)
 	}
 	delete(users, "alice")
-	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "user alice is no longer in the users file") {
+	if _, err := s.Check(ctx, val, lookup, now.Add(time.Minute)); err == nil || !strings.Contains(err.Error(), "user alice is no longer in the users file") {
 		t.Errorf("after removal: %v", err)
 	}
 	users["alice"] = alice
-	s.Revoke(val, now)
-	if _, err := s.Check(val, lookup, now); err == nil || !strings.Contains(err.Error(), "ended by signing out") {
+	if _, err := s.Check(ctx, val, lookup, now.Add(2*time.Minute)); err == nil ||
+		!strings.Contains(err.Error(), "user alice left the users file at 2026-12-08T10:01:00Z, after signing in: their session stays revoked") {
+		t.Errorf("removed, then restored: %v; want the old session still revoked", err)
+	}
+	// Told of a removal (by the users file's reload) with no check between: the restore revives nothing either.
+	val1b, _, _ := s.Issue(ctx, alice, now.Add(150*time.Second))
+	s.Left("alice", now.Add(160*time.Second))
+	if _, err := s.Check(ctx, val1b, lookup, now.Add(170*time.Second)); err == nil || !strings.Contains(err.Error(), "their session stays revoked") {
+		t.Errorf("a session of a user who left and came back, unchecked between: %v", err)
+	}
+	val2, _, _ := s.Issue(ctx, alice, now.Add(3*time.Minute))
+	if u, err := s.Check(ctx, val2, lookup, now.Add(3*time.Minute)); err != nil || u != alice {
+		t.Fatalf("a session of the restored user: %v %v", u, err)
+	}
+	if err := s.Revoke(ctx, val2, now.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Check(ctx, val2, lookup, now.Add(3*time.Minute)); err == nil || !strings.Contains(err.Error(), "ended by signing out") {
 		t.Errorf("after sign-out: %v", err)
 	}
-	if v2, _ := s.Issue(alice, now); v2 == val {
+	if v3, _, _ := s.Issue(ctx, alice, now); v3 == val {
 		t.Error("two sessions share a cookie")
 	}
 }
@@ -252,5 +302,59 @@ func TestFileWatchReloadsOnChange(t *testing.T) {
 	ticks <- time.Now()
 	if f.Users().Lookup("carol") == nil {
 		t.Errorf("after a change and a signal: %v", f.Users().Names())
+	}
+}
+
+// TestAddConcurrently: adds running at once each land (or are refused
+// when the name is there): none is lost by another's rewrite.
+func TestAddConcurrently(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "users.yaml")
+	const n = 24
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := Add(path, User{Name: fmt.Sprintf("u%02d", i), Role: Viewer})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	f, err := Open(path, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.Users().Names()); got != n {
+		t.Errorf("%d users in the file after %d adds at once: %v", got, n, f.Users().Names())
+	}
+}
+
+// TestAddThroughALink: a users file that is a symbolic link is written
+// through to its target, whose mode is kept.
+func TestAddThroughALink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "real.yaml"), filepath.Join(dir, "link.yaml")
+	if err := os.WriteFile(target, []byte("users:\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Add(link, User{Name: "alice", Role: Viewer}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link after an add: %v %v; want it still a link", fi.Mode(), err)
+	}
+	fi, err := os.Stat(target)
+	if err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("the target's mode after an add: %v %v; want 0640 kept", fi.Mode(), err)
+	}
+	if data, _ := os.ReadFile(target); !strings.Contains(string(data), "alice") {
+		t.Errorf("the target does not hold the new user:\n%s", data)
 	}
 }

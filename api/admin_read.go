@@ -239,7 +239,7 @@ func (a *admin) pipelines(r *http.Request) (any, error) {
 			continue
 		}
 		it := PipelineItem{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec, Tasks: len(p.Tasks),
-			Disabled: defs.DisabledSummary(p)}
+			Disabled: defs.DisabledSummary(p), TaskGroups: taskGroups(p)}
 		it.Paused = pausedByPipeline(paused, p.Name)
 		if summary {
 			out = append(out, it)
@@ -334,7 +334,7 @@ func (a *admin) pipeline(r *http.Request) (any, error) {
 	edges, layers := a.pageGraph(p, page)
 	return Pipeline{Name: p.Name, Group: p.Group, File: p.File, Timezone: p.Timezone, Schedule: p.ScheduleSpec,
 		Disabled: defs.DisabledSummary(p), Params: p.Params, Misfire: p.Misfire, Overlap: p.Overlap, Paused: pausedByPipeline(paused, p.Name), Tasks: tasks, Edges: edges,
-		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), NextPage: next}, nil
+		Layers: layers, Latest: latest, TaskCount: len(p.Tasks), TaskGroups: taskGroups(p), NextPage: next}, nil
 }
 
 // pipelinePage is a page of p's tasks: those named with prefix, in file

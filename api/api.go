@@ -41,9 +41,14 @@ type Config struct {
 	OpenReads        bool
 	// Users returns the users file in force (it is reloaded); nil: none.
 	Users func() *access.Users
-	// Sessions signs the console's session cookies; nil: a key of its own,
-	// made at start, and sessions of 12 hours.
+	// Sessions signs the console's session cookies; nil: StoredSessions
+	// of the Store (the key every server on it shares), lasting 12 hours.
 	Sessions *access.Sessions
+	// UsersRefused is why the users file's last reload was refused (nil
+	// error: it loaded); GET /api/v1/reload says when it was.
+	UsersRefused func() error
+	// SessionTTL is how long a session of StoredSessions lasts (zero: 12 hours).
+	SessionTTL time.Duration
 	// ProxyHeader, when set, names the header in which a trusted proxy
 	// (one at an address of ProxyFrom) names the user; from anywhere else
 	// the header is refused.
@@ -86,9 +91,14 @@ func Handler(cfg Config) http.Handler {
 		ex.graphOf = cfg.Engine.Graph
 	}
 	if cfg.Sessions == nil {
-		cfg.Sessions = access.NewSessions(nil, 0)
+		cfg.Sessions = StoredSessions(cfg.Store, cfg.SessionTTL, cfg.Now)
 	}
-	auth := authConfig{token: cfg.Token, users: cfg.Users, sessions: cfg.Sessions, proxyHeader: cfg.ProxyHeader, proxyFrom: cfg.ProxyFrom}
+	auth := authConfig{token: cfg.Token, users: cfg.Users, usersRefused: cfg.UsersRefused, sessions: cfg.Sessions, proxyHeader: cfg.ProxyHeader, proxyFrom: cfg.ProxyFrom}
+	if auth.on() { // read (or make) the key now, so that signing in writes nothing; failing, the first sign-in retries
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = cfg.Sessions.Ready(ctx)
+		cancel()
+	}
 	adm := &admin{st: cfg.Store, g: cfg.Graph, eng: cfg.Engine, reload: cfg.Reload, gather: cfg.Gather, auth: auth,
 		openReads: cfg.OpenReads, now: cfg.Now, opWait: cfg.OpWait, retain: cfg.Retain, pruneBudget: cfg.PruneBudget, pools: ex.pools}
 	return adm.handler(ex)

@@ -11,9 +11,12 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/access"
+	"github.com/ax-sched/ax/axtype"
+	"github.com/ax-sched/ax/defs"
 )
 
 // Who may call the admin API. With no admin token, no users file and no
@@ -24,11 +27,14 @@ import (
 
 // authConfig is how requests are authenticated.
 type authConfig struct {
-	token       string               // AX_ADMIN_TOKEN: the user "admin" with the admin role
-	users       func() *access.Users // the users file in force; nil: none
-	sessions    *access.Sessions
-	proxyHeader string // the header a trusted proxy names the user in
-	proxyFrom   []netip.Prefix
+	token string               // AX_ADMIN_TOKEN: the user "admin" with the admin role
+	users func() *access.Users // the users file in force; nil: none
+	// usersRefused is why the users file's last reload was refused (nil
+	// error: it loaded); nil: no users file.
+	usersRefused func() error
+	sessions     *access.Sessions
+	proxyHeader  string // the header a trusted proxy names the user in
+	proxyFrom    []netip.Prefix
 }
 
 // AdminName is the user AX_ADMIN_TOKEN signs in as.
@@ -82,24 +88,28 @@ type caller struct {
 func (a *admin) authenticate(r *http.Request) (caller, error) {
 	c := &a.auth
 	if c.proxyHeader != "" {
+		if names := r.Header.Values(c.proxyHeader); len(names) > 1 {
+			return caller{}, errf(http.StatusUnauthorized, "%s came %d times (%s): a proxy names one user; have the proxy set the header, over any a client sent",
+				c.proxyHeader, len(names), strings.Join(names, ", "))
+		}
 		if name := r.Header.Get(c.proxyHeader); name != "" {
 			return c.fromProxy(r, name)
 		}
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if u := c.byToken(tok); ok && u != nil {
+		scheme, tok, _ := strings.Cut(h, " ")
+		ok := strings.EqualFold(scheme, "Bearer") // the scheme is case-insensitive (RFC 9110)
+		if u := c.byToken(strings.TrimSpace(tok)); ok && u != nil {
 			return caller{user: u, how: "token"}, nil
 		}
 		return caller{}, errf(http.StatusUnauthorized, "wrong bearer token: send Authorization: Bearer TOKEN with a token of the users file (ax users add) or AX_ADMIN_TOKEN")
 	}
 	if ck, err := r.Cookie(access.CookieName); err == nil && c.sessions != nil {
-		u, err := c.sessions.Check(ck.Value, c.lookup, a.now())
+		u, err := c.sessions.Check(r.Context(), ck.Value, c.lookup, a.now())
 		if err != nil {
 			return caller{}, errf(http.StatusUnauthorized, "%v", err)
 		}
-		ss := caller{user: u, how: "session"}
-		return ss, nil
+		return caller{user: u, how: "session", exp: c.sessions.Expires(r.Context(), ck.Value).UTC()}, nil
 	}
 	return caller{}, nil
 }
@@ -148,15 +158,18 @@ func (a *admin) authorize(rt route, r *http.Request) (*http.Request, error) {
 		}
 		return nil, errf(http.StatusUnauthorized, "sign in first: send a bearer token (Authorization: Bearer TOKEN, a users file token or AX_ADMIN_TOKEN), or sign in to the console")
 	}
-	what := verbOf(rt)
-	t, err := a.targetOf(rt, r)
+	need, what := rt.role, verbOf(rt)
+	t, approves, err := a.targetOf(rt, r)
 	if err != nil {
 		return nil, err
 	}
-	if err := access.Allow(who.user, rt.role, what, t); err != nil {
+	if approves { // the approval part needs what approving the gates later would
+		need, what = max(need, approveRole()), "start a backfill approving its manual gates (approve_manual)"
+	}
+	if err := access.Allow(who.user, need, what, t); err != nil {
 		return nil, errf(http.StatusForbidden, "%v", err)
 	}
-	actor, err := a.actFor(who.user, r.Header.Get("X-Ax-Actor"), rt.role, what, t)
+	actor, err := a.actFor(who.user, r.Header.Get("X-Ax-Actor"), need, what, t)
 	if err != nil {
 		return nil, err
 	}
@@ -203,17 +216,41 @@ func verbOf(rt route) string {
 	return last
 }
 
-// targetOf is what a write acts on, for the scope rule, from its path (and
-// a new backfill's body). Reads act on nothing in particular.
-func (a *admin) targetOf(rt route, r *http.Request) (access.Target, error) {
-	if !rt.write {
-		return access.Target{}, nil
+// approveRole is the role of approving a backfill's gates: the approve
+// route's, which a new backfill with approve_manual needs too.
+var approveRole = sync.OnceValue(func() access.Role {
+	for _, rt := range adminRoutes() {
+		if rt.method == "POST" && rt.path == "/api/v1/backfills/{id}/approve" {
+			return rt.role
+		}
 	}
+	panic("api: no approve route in the route table")
+})
+
+// targetOf is what a write acts on, for the scope rule, from its path (and
+// a new backfill's body, which says too whether it approves manual gates).
+// Reads act on nothing in particular.
+func (a *admin) targetOf(rt route, r *http.Request) (t access.Target, approves bool, err error) {
+	if !rt.write {
+		return access.Target{}, false, nil
+	}
+	if rt.path == "/api/v1/backfills" {
+		return a.backfillTarget(r)
+	}
+	t, err = a.pathTarget(rt, r)
+	return t, false, err
+}
+
+// pathTarget is what a write acts on, from its path.
+func (a *admin) pathTarget(rt route, r *http.Request) (access.Target, error) {
 	switch {
 	case r.PathValue("task") != "":
 		t, err := a.taskOf(r)
 		if err != nil {
 			return access.Target{}, err
+		}
+		if strings.HasSuffix(rt.path, "/trigger") {
+			return a.triggerTarget(r, t)
 		}
 		return access.Target{Pipeline: t.Pipeline, Group: t.Group}, nil
 	case r.PathValue("pipeline") != "":
@@ -245,37 +282,92 @@ func (a *admin) targetOf(rt route, r *http.Request) (access.Target, error) {
 		if err != nil {
 			return access.Target{}, err
 		}
-		return a.pipelineTarget(b.Pipeline), nil
-	case rt.path == "/api/v1/backfills":
-		return a.backfillTarget(r)
+		var spec axtype.BackfillSpec
+		if json.Unmarshal([]byte(b.Spec), &spec) != nil || len(spec.Tasks) == 0 {
+			return a.pipelineTarget(b.Pipeline), nil
+		}
+		return a.selectionTarget(b.Pipeline, strings.Join(spec.Tasks, ",")), nil
 	}
 	return access.Target{}, nil
 }
 
 // pipelineTarget is a pipeline with the groups of its tasks.
 func (a *admin) pipelineTarget(name string) access.Target {
-	t := access.Target{Pipeline: name}
-	if p := a.graph().Pipeline(name); p != nil {
-		for _, task := range p.Tasks {
-			if !slices.Contains(t.Groups, task.Group) {
-				t.Groups = append(t.Groups, task.Group)
-			}
+	return access.Target{Pipeline: name, Groups: taskGroups(a.graph().Pipeline(name))}
+}
+
+// taskGroups are the groups of p's tasks, in file order: a scope naming
+// them all covers the pipeline (the console disables by them too).
+func taskGroups(p *defs.Pipeline) []string {
+	var gs []string
+	if p == nil {
+		return gs
+	}
+	for _, task := range p.Tasks {
+		if !slices.Contains(gs, task.Group) {
+			gs = append(gs, task.Group)
+		}
+	}
+	return gs
+}
+
+// selectionTarget is the tasks of pipeline that expr selects (dag's
+// selection: every task when empty); the whole pipeline when expr is bad
+// (the handler refuses it).
+func (a *admin) selectionTarget(pipeline, expr string) access.Target {
+	sel, err := a.graph().Select(pipeline, expr)
+	if err != nil || len(sel) == 0 {
+		return a.pipelineTarget(pipeline)
+	}
+	return tasksTarget(pipeline, sel)
+}
+
+// tasksTarget is tasks of pipeline that one request runs.
+func tasksTarget(pipeline string, tasks []*defs.Task) access.Target {
+	t := access.Target{Pipeline: pipeline, Tasks: map[string]string{}}
+	for _, task := range tasks {
+		t.Tasks[task.ID()] = task.Group
+		if !slices.Contains(t.Groups, task.Group) {
+			t.Groups = append(t.Groups, task.Group)
 		}
 	}
 	return t
 }
 
-// backfillTarget reads the pipeline of a new backfill from its body, and
-// puts the body back for the handler.
-func (a *admin) backfillTarget(r *http.Request) (access.Target, error) {
+// triggerTarget is the task a trigger runs or, with downstream, the task
+// and everything below it in its pipeline.
+func (a *admin) triggerTarget(r *http.Request, t *defs.Task) (access.Target, error) {
+	var b opBody
+	if err := peekBody(r, &b); err != nil {
+		return access.Target{}, err
+	}
+	if !b.Downstream {
+		return access.Target{Pipeline: t.Pipeline, Group: t.Group}, nil
+	}
+	return a.selectionTarget(t.Pipeline, t.Name+"+"), nil
+}
+
+// peekBody decodes what it can of r's body into v (a bad body is the
+// handler's 400) and puts the body back for the handler.
+func peekBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return nil
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
-		return access.Target{}, errf(http.StatusBadRequest, "malformed request body: %v", err)
+		return errf(http.StatusBadRequest, "malformed request body: %v", err)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	var b struct {
-		Pipeline string `json:"pipeline"`
+	_ = json.Unmarshal(body, v)
+	return nil
+}
+
+// backfillTarget reads the tasks a new backfill selects from its body,
+// and whether it approves manual gates.
+func (a *admin) backfillTarget(r *http.Request) (access.Target, bool, error) {
+	var b BackfillRequest
+	if err := peekBody(r, &b); err != nil {
+		return access.Target{}, false, err
 	}
-	_ = json.Unmarshal(body, &b) // a bad body is the handler's 400
-	return a.pipelineTarget(b.Pipeline), nil
+	return a.selectionTarget(b.Pipeline, b.Select), b.ApproveManual, nil
 }

@@ -74,6 +74,19 @@ func TestConsoleSignInInBrowser(t *testing.T) {
 	if who != "vera (viewer)" || why != "needs the operator role: vera is viewer" || explainOff {
 		t.Errorf("vera's console: who %q, the pause button's reason %q, Why? disabled %v", who, why, explainOff)
 	}
+	// The Executors view is an admin's: its link says so, and so does the view, with no error banner.
+	navWhy, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(a => a.getAttribute("aria-disabled") + " " + a.title)(document.querySelector('header a[data-nav="executors"]'))`))
+	fail("the executors link", err)
+	if navWhy != "true needs the admin role: vera is viewer" {
+		t.Errorf("vera's Executors link: %q; want it disabled with the reason", navWhy)
+	}
+	err = chromedp.Do(ctx, chromedp.Navigate(ae.Srv.URL+"/#/executors"), chromedp.WaitVisible(css(`#needsrole`)))
+	fail("vera's executors view", err)
+	needs, _ := chromedp.Run(ctx, textNow(css(`#needsrole`)))
+	shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(b => b.style.display === "block" ? b.textContent : "")(document.getElementById("banner"))`))
+	if needs != "This view needs the admin role: vera is viewer." || strings.Contains(shown, "executors") {
+		t.Errorf("vera's Executors view says %q, the banner %q; want the role needed and no error", needs, shown)
+	}
 	cs := cookies()
 	if len(cs) != 1 || cs[0].Name != access.CookieName || !cs[0].HTTPOnly || cs[0].SameSite != network.CookieSameSiteStrict || cs[0].Expires <= 0 {
 		t.Errorf("the session cookie: %+v", cs)
@@ -96,9 +109,26 @@ func TestConsoleSignInInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`tr[data-task="sync"] button[data-op="pause"]:not([disabled])`)),
 		click(css(`tr[data-task="sync"] button[data-op="pause"]`)), chromedp.WaitVisible(css(`tr[data-task="sync"] td.state .pill.PAUSED`)))
 	fail("ella pauses shop.sync", err)
-	err = chromedp.Do(ctx, chromedp.Navigate(ae.Srv.URL+"/#/p/crm"), chromedp.WaitVisible(css(`tr[data-task="load"] button[data-op="pause"]`)),
-		click(css(`tr[data-task="load"] button[data-op="pause"]`)))
-	fail("ella pauses crm.load", err)
+	// Out of her scope the buttons are disabled, saying which scope they need.
+	err = chromedp.Do(ctx, chromedp.Navigate(ae.Srv.URL+"/#/"), chromedp.WaitVisible(css(`tr[data-pipeline="crm"] button[data-op="pause"][disabled]`)),
+		chromedp.Navigate(ae.Srv.URL+"/#/p/crm"), chromedp.WaitVisible(css(`tr[data-task="load"] button[data-op="pause"][disabled]`)))
+	fail("ella's buttons on crm", err)
+	for sel, want := range map[string]string{
+		`tr[data-task="load"] button[data-op="pause"]`:   "needs a scope naming pipeline crm or group sales: ella is operator of group etl",
+		`tr[data-task="load"] button[data-op="trigger"]`: "needs a scope naming pipeline crm or group sales: ella is operator of group etl",
+	} {
+		title, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('`+sel+`').title`))
+		if err != nil || title != want {
+			t.Errorf("%s: title %q (%v); want %q", sel, title, err, want)
+		}
+	}
+	on, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.querySelector('tr[data-task="load"] button[data-op="explain"]').disabled`))
+	if err != nil || !on {
+		t.Errorf("Why? on crm.load is disabled (%v): reads are never scoped", err)
+	}
+	// The server still decides: the button forced on is refused with the scope missing.
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(b => { b.disabled = false; setTimeout(() => b.click(), 0); return true; })(document.querySelector('tr[data-task="load"] button[data-op="pause"]'))`))
+	fail("ella pauses crm.load by the button forced on", err)
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("banner").textContent.includes("may not pause on pipeline crm")`))
 	fail("the refusal in the banner", err)
 	fail("screenshot", chromedp.Do(ctx, shot.take("operator-refused")))

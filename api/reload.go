@@ -37,5 +37,8 @@ func (a *admin) reloadStatus(r *http.Request) (any, error) {
 	if a.reload != nil {
 		out.Last = a.reload.Last()
 	}
+	if a.auth.usersRefused != nil && a.auth.usersRefused() != nil {
+		out.UsersRefused = "the users file changed but was not loaded: the users in force stay; its errors are in the server's log (users_reload_refused)"
+	}
 	return out, nil
 }

@@ -335,3 +335,142 @@ func TestTrustedProxy(t *testing.T) {
 		t.Errorf("the header from outside --auth-proxy-from: %d %s", code, body)
 	}
 }
+
+// TestBackfillApprovingGatesNeedsAdmin: a backfill started with
+// approve_manual approves manual gates, which is the approve route's to
+// do: an operator is refused with the role that is missing and nothing is
+// created; an admin starts it.
+func TestBackfillApprovingGatesNeedsAdmin(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{}, nil)
+	approve := route{}
+	for _, rt := range adminRoutes() {
+		if rt.method == "POST" && rt.path == "/api/v1/backfills/{id}/approve" {
+			approve = rt
+		}
+	}
+	if approve.role != access.Admin {
+		t.Fatalf("the approve route needs %s; this test assumes admin", approve.role)
+	}
+	body := `{"pipeline": "shop", "from": "2025-01-01", "to": "2025-01-01", "approve_manual": true}`
+	before := ae.State()
+	for _, c := range []struct{ user, want string }{
+		{"otto", "otto (operator) may not start a backfill approving its manual gates (approve_manual): that needs the admin role"},
+		{"ella", "ella (operator of group etl) may not start a backfill approving its manual gates (approve_manual): that needs the admin role"},
+		{"vera", "vera (viewer) may not start a backfill approving its manual gates (approve_manual): that needs the admin role"},
+	} {
+		if code, got := ae.as(c.user, "", "POST", "/api/v1/backfills", body); code != 403 || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %d %s; want 403 %q", c.user, code, strings.TrimSpace(got), c.want)
+		}
+	}
+	if code, got := ae.as("ci", "otto", "POST", "/api/v1/backfills", strings.ReplaceAll(body, "2025-01-01", "2024-01-01")); code != 403 || !strings.Contains(got, "that needs the admin role") {
+		t.Errorf("ci for otto: %d %s; want 403 naming the admin role", code, got)
+	}
+	if after := ae.State(); after != before {
+		t.Fatalf("refused backfills changed the store:\n%s\n→\n%s", before, after)
+	}
+	if bs, err := ae.St.Backfills(t.Context(), 0); err != nil || len(bs) != 0 {
+		t.Fatalf("backfills after the refusals: %+v %v; want none", bs, err)
+	}
+	if code, got := ae.as("otto", "", "POST", "/api/v1/backfills", strings.Replace(body, "true", "false", 1)); code != 201 {
+		t.Errorf("otto's backfill without approve_manual: %d %s", code, got)
+	}
+	if code, got := ae.as("ada", "", "POST", "/api/v1/backfills", strings.ReplaceAll(body, "2025-01-01", "2023-01-01")); code != 201 {
+		t.Errorf("ada's backfill with approve_manual: %d %s", code, got)
+	}
+}
+
+// mixedPipeline has tasks of two groups: compact (etl) and its downstream
+// verify (ops).
+const mixedPipeline = `pipeline: mixed
+group: etl
+timezone: UTC
+schedule: "0 0 1 1 *"
+tasks:
+  - {name: compact, function: noop}
+  - {name: verify, depends_on: [compact], group: ops, function: noop}
+`
+
+// TestScopeCoversEveryTaskARequestRuns: a scoped operator may run only
+// tasks in scope: a trigger with its downstream or a backfill whose
+// selection reaches a task of another group is refused naming that task,
+// nothing created; a backfill selecting only tasks in scope starts.
+func TestScopeCoversEveryTaskARequestRuns(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{Others: []string{crmPipeline, mixedPipeline}}, nil)
+	before := ae.State()
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/api/v1/pipelines/mixed/tasks/compact/trigger", `{"downstream": true}`,
+			"ella (operator of group etl) may not trigger on pipeline mixed: it runs task mixed.verify (group ops): that needs a scope naming pipeline mixed or group ops"},
+		{"POST", "/api/v1/backfills", `{"pipeline": "mixed", "from": "2025-01-01", "to": "2025-01-01", "select": "compact+"}`,
+			"ella (operator of group etl) may not start a backfill on pipeline mixed: it runs task mixed.verify (group ops): that needs a scope naming pipeline mixed or group ops"},
+		{"POST", "/api/v1/backfills", `{"pipeline": "mixed", "from": "2025-01-01", "to": "2025-01-01"}`,
+			"it runs task mixed.verify (group ops)"},
+	} {
+		if code, body := ae.as("ella", "", c.method, c.path, c.body); code != 403 || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s; want 403 %q", c.path, c.body, code, strings.TrimSpace(body), c.want)
+		}
+	}
+	if after := ae.State(); after != before {
+		t.Fatalf("refused requests changed the store:\n%s\n→\n%s", before, after)
+	}
+	if code, body := ae.as("ella", "", "POST", "/api/v1/pipelines/mixed/tasks/compact/trigger", ""); code != 200 {
+		t.Errorf("ella's trigger of mixed.compact alone: %d %s", code, body)
+	}
+	for _, sel := range []string{"compact", "group:etl"} {
+		code, body := ae.as("ella", "", "POST", "/api/v1/backfills", `{"pipeline": "mixed", "from": "2025-01-01", "to": "2025-01-01", "select": "`+sel+`", "dry_run": true}`)
+		if code != 200 {
+			t.Errorf("ella's backfill of mixed selecting %s (her group's tasks only): %d %s", sel, code, body)
+		}
+	}
+}
+
+// TestAuthHeaderForms: the bearer scheme is read in any case; a trusted
+// proxy's header sent more than once is refused, not the first one taken.
+func TestAuthHeaderForms(t *testing.T) {
+	t.Parallel()
+	ae := setupUsers(t, apitest.Opts{}, func(c *Config) {
+		c.ProxyHeader, c.ProxyFrom = "X-Forwarded-User", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		req, _ := http.NewRequest("GET", ae.Srv.URL+"/api/v1/session", nil)
+		req.Header.Set("Authorization", scheme+" vera-token")
+		if code, body := send(t, ae.Srv.Client(), req); code != 200 || !strings.Contains(body, `"user": "vera"`) {
+			t.Errorf("Authorization: %s TOKEN: %d %s", scheme, code, body)
+		}
+	}
+	before := ae.State()
+	req, _ := http.NewRequest("POST", ae.Srv.URL+"/api/v1/pipelines/shop/tasks/sync/pause", nil)
+	req.Header.Add("X-Forwarded-User", "ada")
+	req.Header.Add("X-Forwarded-User", "vera")
+	if code, body := send(t, ae.Srv.Client(), req); code != 401 || !strings.Contains(body, "X-Forwarded-User came 2 times (ada, vera): a proxy names one user") {
+		t.Errorf("two X-Forwarded-User headers: %d %s", code, body)
+	}
+	if ae.State() != before {
+		t.Error("a refused request changed the store")
+	}
+}
+
+// TestReloadSaysTheUsersFileWasRefused: GET /api/v1/reload says when the
+// users file changed but was not loaded, without quoting its errors.
+func TestReloadSaysTheUsersFileWasRefused(t *testing.T) {
+	t.Parallel()
+	var refused atomic.Pointer[error]
+	ae := setupUsers(t, apitest.Opts{}, func(c *Config) {
+		c.UsersRefused = func() error {
+			if e := refused.Load(); e != nil {
+				return *e
+			}
+			return nil
+		}
+	})
+	if code, body := ae.as("vera", "", "GET", "/api/v1/reload", ""); code != 200 || strings.Contains(body, "users_refused") {
+		t.Errorf("reload with the users file loaded: %d %s", code, body)
+	}
+	e := fmt.Errorf("users.yaml:3:40: token is a token in clear text")
+	refused.Store(&e)
+	code, body := ae.as("vera", "", "GET", "/api/v1/reload", "")
+	if code != 200 || !strings.Contains(body, `"users_refused": "the users file changed but was not loaded`) || strings.Contains(body, "users.yaml:3:40") {
+		t.Errorf("reload with the users file refused: %d %s", code, body)
+	}
+}

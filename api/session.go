@@ -1,10 +1,14 @@
 package api
 
 import (
+	"context"
+	"encoding/hex"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/ax-sched/ax/access"
+	"github.com/ax-sched/ax/store"
 )
 
 // Session is who the console is signed in as: GET, POST and DELETE
@@ -75,7 +79,10 @@ func (a *admin) signIn(r *http.Request) (any, error) {
 	if u == nil || u.Name != b.Name {
 		return nil, errf(http.StatusUnauthorized, "no user %q with this token: check the name and the token (ax users add prints the token once)", b.Name)
 	}
-	val, exp := a.auth.sessions.Issue(u, a.now())
+	val, exp, err := a.auth.sessions.Issue(r.Context(), u, a.now())
+	if err != nil {
+		return nil, errf(http.StatusServiceUnavailable, "%v", err)
+	}
 	ck := &http.Cookie{Name: access.CookieName, Value: val, Path: "/", Expires: exp, MaxAge: int(a.auth.sessions.TTL() / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
 	return withCookie{ck, a.sessionOf(caller{user: u, how: "session", exp: exp})}, nil
@@ -84,7 +91,9 @@ func (a *admin) signIn(r *http.Request) (any, error) {
 // signOut ends the session of the cookie sent and clears it.
 func (a *admin) signOut(r *http.Request) (any, error) {
 	if ck, err := r.Cookie(access.CookieName); err == nil && a.auth.sessions != nil {
-		a.auth.sessions.Revoke(ck.Value, a.now())
+		if err := a.auth.sessions.Revoke(r.Context(), ck.Value, a.now()); err != nil {
+			return nil, errf(http.StatusServiceUnavailable, "%v", err)
+		}
 	}
 	return withCookie{clearedCookie(r), a.sessionOf(caller{})}, nil
 }
@@ -92,4 +101,60 @@ func (a *admin) signOut(r *http.Request) (any, error) {
 // clearedCookie tells the browser to forget its session cookie.
 func clearedCookie(r *http.Request) *http.Cookie {
 	return &http.Cookie{Name: access.CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+}
+
+// The settings that keep the sessions of every server on one store: the
+// signing key (never shown by any route) and the sessions signed out.
+const (
+	sessionKeySetting   = "session_key"
+	sessionEndedSetting = "session_ended/"
+)
+
+// storedSessions keeps the sessions' key and sign-outs in the store, so a
+// standby taking over and every server behind one address accept the
+// cookies any of them signed.
+type storedSessions struct {
+	st  *store.Store
+	ttl time.Duration // a sign-out older than it ended a cookie expired since
+	now func() time.Time
+}
+
+// StoredSessions returns sessions lasting ttl (zero: 12 hours) signed with
+// the key kept in st, made by the first server that needs it.
+func StoredSessions(st *store.Store, ttl time.Duration, now func() time.Time) *access.Sessions {
+	if now == nil {
+		now = time.Now
+	}
+	if ttl <= 0 {
+		ttl = 12 * time.Hour
+	}
+	return access.NewSharedSessions(storedSessions{st, ttl, now}, ttl)
+}
+
+func (s storedSessions) Key(ctx context.Context, key []byte) ([]byte, error) {
+	v, err := s.st.SettingOnce(ctx, sessionKeySetting, hex.EncodeToString(key), s.now())
+	if err != nil {
+		return nil, err
+	}
+	b, err := hex.DecodeString(v)
+	if err != nil || len(b) < 16 {
+		return nil, fmt.Errorf("the stored %s is not a key of 32 bytes in hex: delete that setting and every server makes a new one (everyone signs in again)", sessionKeySetting)
+	}
+	return b, nil
+}
+
+// End records a sign-out, and forgets those older than a session lasts:
+// the cookies they ended have expired.
+func (s storedSessions) End(ctx context.Context, nonce string, exp time.Time) error {
+	now := s.now()
+	if _, err := s.st.SettingOnce(ctx, sessionEndedSetting+nonce, exp.UTC().Format(time.RFC3339), now); err != nil {
+		return err
+	}
+	_, err := s.st.DeleteSettingsBefore(ctx, sessionEndedSetting, now.Add(-s.ttl))
+	return err
+}
+
+func (s storedSessions) Ended(ctx context.Context, nonce string) (bool, error) {
+	_, ok, err := s.st.Setting(ctx, sessionEndedSetting+nonce)
+	return ok, err
 }

@@ -48,13 +48,15 @@ type Ready struct {
 
 // PipelineItem is one pipeline of GET /api/v1/pipelines.
 type PipelineItem struct {
-	Name     string       `json:"name"`
-	Group    string       `json:"group"`
-	File     string       `json:"file"`
-	Timezone string       `json:"timezone"`
-	Schedule string       `json:"schedule,omitempty"`
-	Tasks    int          `json:"tasks"`
-	Paused   *store.Pause `json:"paused,omitempty"`
+	Name     string `json:"name"`
+	Group    string `json:"group"`
+	File     string `json:"file"`
+	Timezone string `json:"timezone"`
+	Schedule string `json:"schedule,omitempty"`
+	Tasks    int    `json:"tasks"`
+	// TaskGroups are the groups of its tasks: the scope that covers it.
+	TaskGroups []string     `json:"task_groups"`
+	Paused     *store.Pause `json:"paused,omitempty"`
 	// Disabled says what of the pipeline never fires (disabled: true):
 	// "pipeline", or its tasks whose own cron is disabled.
 	Disabled string   `json:"disabled,omitempty"`
@@ -85,9 +87,11 @@ type Pipeline struct {
 	// Params are the pipeline's typed params, for a run form.
 	Params []defs.ParamSpec `json:"params,omitempty"`
 	// TaskCount is how many tasks the pipeline has, all pages together.
-	TaskCount int        `json:"task_count"`
-	Tasks     []TaskView `json:"tasks"`
-	Timezone  string     `json:"timezone"`
+	TaskCount int `json:"task_count"`
+	// TaskGroups are the groups of all its tasks: the scope that covers it.
+	TaskGroups []string   `json:"task_groups"`
+	Tasks      []TaskView `json:"tasks"`
+	Timezone   string     `json:"timezone"`
 }
 
 // Edge is a dependency of a pipeline's graph: To depends on From.
@@ -170,6 +174,9 @@ type ReloadView struct {
 	// Definitions are the definitions in force of the tasks the request
 	// named (`task`), for ax diff's field-level changes.
 	Definitions map[string]*defs.Task `json:"definitions,omitempty"`
+	// UsersRefused says that the users file changed but was not loaded
+	// (its errors are in the server's log, not here: they may quote it).
+	UsersRefused string `json:"users_refused,omitempty"`
 }
 
 // Registered is the answer of POST /api/v1/executors/register.

@@ -35,6 +35,10 @@ type Options struct {
 // dot separates pipeline and task in `other_pipeline.task`.
 var nameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
+// ValidName reports whether s has the shape of a pipeline, task or group
+// name.
+func ValidName(s string) bool { return nameRe.MatchString(s) }
+
 // functionRe is the shape of a registered function name.
 var functionRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
 

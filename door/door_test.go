@@ -303,3 +303,30 @@ func TestSlowBodyCut(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestBodilessDeleteNeedsNoType: a DELETE without a body (curl -X DELETE)
+// passes without Content-Type; one with a body, or any POST, still needs
+// application/json.
+func TestBodilessDeleteNeedsNoType(t *testing.T) {
+	t.Parallel()
+	h := Guard(Config{Listen: "127.0.0.1:8080"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, c := range []struct {
+		method, body, ctype string
+		code                int
+	}{
+		{"DELETE", "", "", 200},
+		{"DELETE", "{}", "", 415},
+		{"DELETE", "", "text/plain", 415},
+		{"POST", "", "", 415},
+	} {
+		r := httptest.NewRequest(c.method, "http://127.0.0.1:8080/api/v1/session", strings.NewReader(c.body))
+		if c.ctype != "" {
+			r.Header.Set("Content-Type", c.ctype)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code {
+			t.Errorf("%s with body %q and type %q: %d, want %d: %s", c.method, c.body, c.ctype, w.Code, c.code, w.Body)
+		}
+	}
+}

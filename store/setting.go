@@ -232,3 +232,42 @@ func (s *PauseSet) Covering(task, group, pipeline string) (Pause, bool) {
 	}
 	return Pause{}, false
 }
+
+// SettingOnce returns the setting name, storing value first when there is
+// none: every process that asks gets the value stored by the first.
+func (s *Store) SettingOnce(ctx context.Context, name, value string, now time.Time) (string, error) {
+	err := s.inTx(ctx, "set setting "+name+" once", func(tx *sql.Tx) error {
+		b := s.sb.Insert("settings").Options(s.d.insertIgnore()[len("INSERT "):]).Columns("name", "value", "updated_at").Values(name, value, now.UnixMilli())
+		_, err := s.exec(ctx, tx, "set setting "+name+" once", b)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	v, ok, err := s.Setting(ctx, name)
+	if err == nil && !ok {
+		err = notFound("setting", name)
+	}
+	return v, err
+}
+
+// Setting returns one stored setting; ok is false when there is none.
+func (s *Store) Setting(ctx context.Context, name string) (value string, ok bool, err error) {
+	err = s.query(ctx, s.read, "read setting "+name, s.sb.Select("value").From("settings").Where(sq.Eq{"name": name}), func(rows *sql.Rows) error {
+		ok = true
+		return rows.Scan(&value)
+	})
+	return value, ok, err
+}
+
+// DeleteSettingsBefore deletes the settings whose names start with prefix
+// written before before; it returns how many. The prefix is a LIKE
+// pattern: an _ in it matches any one character.
+func (s *Store) DeleteSettingsBefore(ctx context.Context, prefix string, before time.Time) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, "delete settings "+prefix, func(tx *sql.Tx) (err error) {
+		n, err = s.exec(ctx, tx, "delete settings "+prefix, s.sb.Delete("settings").Where(sq.And{sq.Like{"name": prefix + "%"}, sq.Lt{"updated_at": before.UnixMilli()}}))
+		return err
+	})
+	return n, err
+}

@@ -407,7 +407,7 @@ func serveAPI(ctx context.Context, s apiServer) (stop func()) {
 	}
 	go func() { apiErr <- api.Serve(apiCtx, s.ln, mux, s.f.listen, hosts...) }()
 	go announcePrimary(apiCtx, s.st, s.eng, s.self, s.log)
-	s.log.Info("api_listening", "addr", s.f.listen, "console", "http://"+s.f.listen+"/", "token_required", s.token != "")
+	s.log.Info("api_listening", "addr", s.f.listen, "console", "http://"+s.f.listen+"/", "sign_in_required", s.f.auth.signInRequired(s.token))
 	return stopAPI
 }
 

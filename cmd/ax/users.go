@@ -39,11 +39,14 @@ func addAuthFlags(fl *pflag.FlagSet, f *authFlags) {
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 12*time.Hour, "how long a console sign-in lasts")
 }
 
+// signInRequired reports whether the server asks who calls it: with
+// AX_ADMIN_TOKEN (token) or a users file (which the proxy mode needs).
+func (f authFlags) signInRequired(token string) bool { return token != "" || f.users != "" }
+
 // serverAuth is what the server's API authenticates with.
 type serverAuth struct {
 	file      *access.File // nil: no users file
 	proxyFrom []netip.Prefix
-	sessions  *access.Sessions
 }
 
 // openAuth checks the auth flags and loads the users file, whose scopes
@@ -53,7 +56,6 @@ func openAuth(f authFlags, graph func() *dag.Graph, log *slog.Logger) (serverAut
 	if f.sessionTTL <= 0 {
 		return sa, cli.Usage("--session-ttl %s: give a positive duration, such as 12h", f.sessionTTL)
 	}
-	sa.sessions = access.NewSessions(nil, f.sessionTTL)
 	if (f.proxyHeader == "") != (len(f.proxyFrom) == 0) {
 		return sa, cli.Usage("--auth-proxy-header and --auth-proxy-from go together: give the header the proxy names the user in and the proxy's addresses")
 	}
@@ -98,11 +100,13 @@ func knownIn(graph func() *dag.Graph) access.Known {
 	}
 }
 
-// config fills the API's authentication settings.
+// config fills the API's authentication settings; c.Store is set.
 func (sa serverAuth) config(c *api.Config, f authFlags) {
-	c.Sessions, c.ProxyHeader, c.ProxyFrom = sa.sessions, f.proxyHeader, sa.proxyFrom
+	c.Sessions = api.StoredSessions(c.Store, f.sessionTTL, c.Now)
+	c.ProxyHeader, c.ProxyFrom = f.proxyHeader, sa.proxyFrom
 	if sa.file != nil {
-		c.Users = sa.file.Users
+		c.Users, c.UsersRefused = sa.file.Users, sa.file.Refused
+		sa.file.OnLeave(c.Sessions.Left) // a user removed and restored signs in again
 	}
 }
 

@@ -71,3 +71,17 @@ func TestServerRefusesBadUsersFile(t *testing.T) {
 		t.Errorf("a refused start touched the store: %v", err)
 	}
 }
+
+// TestSignInRequired: a users file asks who calls as AX_ADMIN_TOKEN does
+// (the start log's sign_in_required said false with --users alone).
+func TestSignInRequired(t *testing.T) {
+	for _, c := range []struct {
+		f     authFlags
+		token string
+		want  bool
+	}{{authFlags{}, "", false}, {authFlags{}, "s3cret", true}, {authFlags{users: "users.yaml"}, "", true}} {
+		if got := c.f.signInRequired(c.token); got != c.want {
+			t.Errorf("users %q, token %q: %v; want %v", c.f.users, c.token, got, c.want)
+		}
+	}
+}

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 		{"CommandProcesses", testProcs},
 		{"RedispatchedTickets", testRedispatched},
 		{"GatesAndFailuresOfARun", testGatesAndFailures},
+		{"SettingOnceAndDeletedByAge", testSettingOnce},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -1351,6 +1352,30 @@ func testGatesAndFailures(t *testing.T, s *store.Store) {
 		}
 		if err != nil || fmt.Sprint(names, " ", n) != c.want {
 			t.Errorf("RootFailures(limit %d) = %v %d, %v; want %s", c.limit, names, n, err, c.want)
+		}
+	}
+}
+
+// testSettingOnce: SettingOnce stores the first value and hands it to
+// every later caller; DeleteSettingsBefore deletes by prefix and age.
+func testSettingOnce(t *testing.T, s *store.Store) {
+	if v, err := s.SettingOnce(ctx(), "once", "first", T0); err != nil || v != "first" {
+		t.Fatalf("the first SettingOnce: %q %v", v, err)
+	}
+	if v, err := s.SettingOnce(ctx(), "once", "second", T0.Add(time.Minute)); err != nil || v != "first" {
+		t.Fatalf("a later SettingOnce: %q %v; want the first value", v, err)
+	}
+	for i, name := range []string{"old/a", "old/b", "other/c"} {
+		if err := s.SetSetting(ctx(), name, "v", T0.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.DeleteSettingsBefore(ctx(), "old/", T0.Add(90*time.Minute)); err != nil || n != 2 {
+		t.Fatalf("DeleteSettingsBefore: %d %v; want old/a and old/b", n, err)
+	}
+	for name, want := range map[string]bool{"old/a": false, "old/b": false, "other/c": true, "once": true} {
+		if _, ok, err := s.Setting(ctx(), name); err != nil || ok != want {
+			t.Errorf("setting %s: kept %v (%v); want %v", name, ok, err, want)
 		}
 	}
 }
