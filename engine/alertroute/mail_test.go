@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -430,5 +432,74 @@ func TestMailServerCheck(t *testing.T) {
 		if err := c.srv.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.srv, err, c.want)
 		}
+	}
+}
+
+// hostile serves each connection with talk until the test ends.
+func hostile(t *testing.T, talk func(c net.Conn)) string {
+	t.Helper()
+	ln := listen(t)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				talk(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A server that streams an endless reply is cut off after maxReply
+// bytes: the delivery fails at once, saying so, instead of reading on.
+func TestEndlessReplyCutOff(t *testing.T) {
+	t.Parallel()
+	for name, chunk := range map[string]string{
+		"continuation lines": "220-" + strings.Repeat("A", 1000) + "\r\n",
+		"one endless line":   strings.Repeat("A", 1000),
+	} {
+		addr := hostile(t, func(c net.Conn) {
+			if name == "one endless line" {
+				_, _ = c.Write([]byte("220 "))
+			}
+			for {
+				if _, err := c.Write([]byte(chunk)); err != nil {
+					return
+				}
+			}
+		})
+		srv := &MailServer{Addr: addr, From: "ax@example.com", Timeout: 20 * time.Second}
+		began := time.Now()
+		err := srv.send(context.Background(), []string{"oncall@example.com"}, []byte("x"))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the server's reply exceeded %d bytes", maxReply)) {
+			t.Errorf("%s: error %v, want the reply's size named", name, err)
+		}
+		if d := time.Since(began); d > 10*time.Second {
+			t.Errorf("%s: took %s: want it cut off, not timed out", name, d)
+		}
+	}
+}
+
+// A server that drips its greeting a byte at a time fails the delivery
+// as a timeout, not as a peer that does not speak SMTP.
+func TestDrippingServerTimesOut(t *testing.T) {
+	t.Parallel()
+	addr := hostile(t, func(c net.Conn) {
+		for {
+			if _, err := c.Write([]byte("2")); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // the server's pace, not a wait for the code under test
+		}
+	})
+	srv := &MailServer{Addr: addr, From: "ax@example.com", Timeout: 20 * time.Second, CommandTimeout: 300 * time.Millisecond}
+	err := srv.send(context.Background(), []string{"oncall@example.com"}, []byte("x"))
+	if err == nil || !strings.Contains(err.Error(), "timed out: the server did not finish a reply within 300ms") || errors.Is(err, errNotSMTP) {
+		t.Errorf("error %v: want a timeout", err)
 	}
 }
