@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -235,4 +238,34 @@ func (s *PauseSet) Covering(task, group, pipeline string) (Pause, bool) {
 		}
 	}
 	return Pause{}, false
+}
+
+// InstallationSetting holds the store's installation id: random, created
+// by the first server that asks, the same for every server of the store.
+const InstallationSetting = "installation_id"
+
+// InstallationID returns the store's installation id, creating it when
+// the store has none yet (of servers creating it at once, the first one
+// stored wins and the others read it).
+func (s *Store) InstallationID(ctx context.Context, now time.Time) (string, error) {
+	for {
+		set, err := s.Settings(ctx)
+		if err != nil {
+			return "", err
+		}
+		if id := set[InstallationSetting]; id != "" {
+			return id, nil
+		}
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		id := hex.EncodeToString(b)
+		err = s.inTx(ctx, "create the installation id", func(tx *sql.Tx) error {
+			ins := s.sb.Insert("settings").Columns("name", "value", "updated_at").Values(InstallationSetting, id, now.UnixMilli())
+			_, err := s.exec(ctx, tx, "create the installation id", ins)
+			return err
+		})
+		if !errors.Is(err, ErrDuplicate) {
+			return id, err
+		}
+	}
 }

@@ -185,7 +185,7 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return err
 	}
 	cfg := engineConfig(f, lim, log, reg, onAlert)
-	cfg.Observer, err = startTracing(ctx, log, &eng)
+	cfg.Observer, err = startTracing(ctx, log, st, &eng)
 	if err != nil {
 		return err
 	}
@@ -448,15 +448,19 @@ func advertiseURL(listen, advertise string) (string, error) {
 
 // startTracing starts the OpenTelemetry tracer when the OTEL_* variables
 // name an OTLP endpoint (nil, the default: runs are not traced). It links
-// instances to their upstreams' runs through *eng, and is flushed when ctx
-// ends.
-func startTracing(ctx context.Context, log *slog.Logger, eng **engine.Engine) (engine.Observer, error) {
+// instances to their upstreams' runs through *eng, mixes st's installation
+// id into its trace ids, and is flushed when ctx ends.
+func startTracing(ctx context.Context, log *slog.Logger, st *store.Store, eng **engine.Engine) (engine.Observer, error) {
 	if !tracing.Enabled(os.Getenv) {
 		return nil, nil
 	}
+	inst, err := st.InstallationID(ctx, time.Now())
+	if err != nil {
+		return nil, cli.Fail(fmt.Errorf("tracing: %w", err))
+	}
 	tr, err := tracing.New(ctx, log, func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error) {
 		return (*eng).UpstreamRuns(ctx, task, logical)
-	})
+	}, tracing.WithInstallation(inst))
 	if err != nil {
 		return nil, cli.Usage("%v", err)
 	}
