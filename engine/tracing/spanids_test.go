@@ -95,4 +95,6 @@ func TestTraceIDsOfInstallations(t *testing.T) {
 	}
 }
 
-func sdktraceSyncer(exp *tracetest.InMemoryExporter) sdktrace.TracerProviderOption { return sdktrace.WithSyncer(exp) }
+func sdktraceSyncer(exp *tracetest.InMemoryExporter) sdktrace.TracerProviderOption {
+	return sdktrace.WithSyncer(exp)
+}

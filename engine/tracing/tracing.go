@@ -18,10 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -65,6 +67,8 @@ type Tracer struct {
 	firstDue  map[int64]time.Time // instance → its first attempt's fire time, as this process saw it (run's goroutine)
 	// installation is mixed into every trace id (WithInstallation).
 	installation string
+	drops        limited            // the events dropped, for trace_spans_dropped
+	droppedTotal prometheus.Counter // nil: not counted
 }
 
 // Option is a setting of New.
@@ -81,15 +85,20 @@ func WithInstallation(id string) Option { return func(t *Tracer) { t.installatio
 // OTEL_SERVICE_NAME ("ax" by default) and OTEL_RESOURCE_ATTRIBUTES. Call
 // Shutdown to flush it.
 func New(ctx context.Context, log *slog.Logger, upstreams Upstreams, opts ...Option) (*Tracer, error) {
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: the OTLP/HTTP exporter: %w (check the OTEL_EXPORTER_OTLP_* variables)", err)
+	if err := CheckEnv(os.Getenv); err != nil {
+		return nil, err
 	}
+	bopts, _ := batchOptions(os.Getenv) // checked above
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "ax")), resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: the resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES): %w", err)
 	}
-	return newTracer(log, upstreams, opts, sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: the OTLP/HTTP exporter: %w (check the OTEL_EXPORTER_OTLP_* variables)", err)
+	}
+	routeSDKLogs(log)
+	return newTracer(log, upstreams, opts, sdktrace.WithBatcher(exp, bopts...), sdktrace.WithResource(res)), nil
 }
 
 // newTracer starts a tracer whose provider has the options popts besides
@@ -108,7 +117,9 @@ func newTracer(log *slog.Logger, upstreams Upstreams, opts []Option, popts ...sd
 }
 
 // Observe queues ev for its spans; it never blocks: when the queue is
-// full, or the tracer was shut down, the event is dropped (logged).
+// full (the batch processor's queue is full in turn, the collector slow
+// or down), or the tracer was shut down, the event is dropped (counted,
+// logged as trace_spans_dropped at most every logEvery).
 func (t *Tracer) Observe(ev engine.Event) {
 	select {
 	case <-t.stop:
@@ -118,7 +129,7 @@ func (t *Tracer) Observe(ev engine.Event) {
 	select {
 	case t.events <- ev:
 	default:
-		t.log.Warn("trace_event_dropped", "kind", ev.Kind, "task", ev.Task, "run", ev.Run, "why", "the tracer's queue is full")
+		t.dropped()
 	}
 }
 
@@ -138,7 +149,11 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	case <-t.done:
 	case <-ctx.Done():
 	}
-	return t.tp.Shutdown(ctx)
+	err := t.tp.Shutdown(ctx)
+	if n := t.drops.rest(); n > 0 {
+		t.log.Warn("trace_spans_dropped", "events", n, "why", "the tracer's queue is full: the collector is slow or down")
+	}
+	return err
 }
 
 func (t *Tracer) run() {
