@@ -181,12 +181,15 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(err)
 	}
 	reg := metricsRegistry(st)
-	hookCtx, stopHook := context.WithCancel(ctx)
+	// The alert routes outlive ctx: they take the alerts of the engine's
+	// shutdown, then send their last mails once it returned.
+	hookCtx, stopHook := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHook()
-	onAlert, err := alertSinks(hookCtx, routes, secrets, self, log, reg)
+	onAlert, waitAlerts, err := alertSinks(hookCtx, routes, secrets, self, log, reg)
 	if err != nil {
 		return err
 	}
+	defer func() { stopHook(); waitAlerts() }() // the last mails go, or are logged as lost
 	cfg := engineConfig(f, lim, log, reg, onAlert)
 	cfg.Observer, err = startTracing(ctx, log, st, reg, &eng)
 	if err != nil {

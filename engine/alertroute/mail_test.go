@@ -42,6 +42,9 @@ type received struct {
 type backend struct {
 	mu    sync.Mutex
 	mails []received
+	// inData, when set, is called when a mail's data has come, before the
+	// server answers it.
+	inData func()
 }
 
 func (b *backend) NewSession(c *smtp.Conn) (smtp.Session, error) { return &session{b: b, c: c}, nil }
@@ -76,6 +79,9 @@ func (s *session) Data(r io.Reader) error {
 		return err
 	}
 	s.cur.data = data
+	if s.b.inData != nil {
+		s.b.inData()
+	}
 	_, s.cur.tls = s.c.TLSConnectionState()
 	s.b.mu.Lock()
 	s.b.mails = append(s.b.mails, s.cur)
@@ -140,8 +146,8 @@ var failure = engine.Alert{Kind: engine.AlertTaskFailed, At: time.Date(2026, 1, 
 	Message: `exit status 3: "orders <db>" unreachable`, Scheduler: "ax-1"}
 
 // start starts mail routes through srv, with a registry and logs of
-// their own.
-func start(t *testing.T, specs []string, srv *MailServer) (func(engine.Alert), *prometheus.Registry, *logs, context.CancelFunc) {
+// their own; stop stops them and returns the wait for their last mails.
+func start(t *testing.T, specs []string, srv *MailServer) (send func(engine.Alert), reg *prometheus.Registry, lg *logs, stop func() (wait func())) {
 	t.Helper()
 	var routes []MailRoute
 	for _, spec := range specs {
@@ -151,14 +157,14 @@ func start(t *testing.T, specs []string, srv *MailServer) (func(engine.Alert), *
 		}
 		routes = append(routes, r)
 	}
-	reg, lg := prometheus.NewRegistry(), &logs{}
+	reg, lg = prometheus.NewRegistry(), &logs{}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	send, err := StartMail(ctx, routes, srv, slog.New(slog.NewTextHandler(lg, nil)), reg)
+	send, wait, err := StartMail(ctx, routes, srv, slog.New(slog.NewTextHandler(lg, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return send, reg, lg, cancel
+	return send, reg, lg, func() func() { cancel(); return wait }
 }
 
 func failedCount(t *testing.T, reg *prometheus.Registry) float64 {
@@ -501,5 +507,49 @@ func TestDrippingServerTimesOut(t *testing.T) {
 	err := srv.send(context.Background(), []string{"oncall@example.com"}, []byte("x"))
 	if err == nil || !strings.Contains(err.Error(), "timed out: the server did not finish a reply within 300ms") || errors.Is(err, errNotSMTP) {
 		t.Errorf("error %v: want a timeout", err)
+	}
+}
+
+// A mail in flight when the routes stop is completed within the grace
+// (the session's timeout); one the server does not finish in it is
+// counted and logged, before wait returns.
+func TestShutdownCompletesOrLogsTheMailInFlight(t *testing.T) {
+	t.Parallel()
+	for _, finish := range []bool{true, false} {
+		ln := listen(t)
+		be := serveSMTP(t, ln, nil)
+		arrived, release := make(chan struct{}), make(chan struct{})
+		be.inData = func() {
+			close(arrived)
+			if finish {
+				<-release
+			} else {
+				<-t.Context().Done()
+			}
+		}
+		timeout := 10 * time.Second
+		if !finish {
+			timeout = 300 * time.Millisecond
+		}
+		send, reg, lg, stop := start(t, []string{"to=oncall@example.com"}, &MailServer{Addr: ln.Addr().String(), From: "ax@example.com", Timeout: timeout})
+		send(failure)
+		<-arrived
+		wait := stop()
+		if finish {
+			close(release) // the server answers the data after the routes stopped
+		}
+		stopped := make(chan struct{})
+		go func() { wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("finish %v: stop did not return", finish)
+		}
+		switch got, l := len(be.got()), lg.String(); {
+		case finish && (got != 1 || failedCount(t, reg) != 0 || strings.Contains(l, "alert_delivery_failed")):
+			t.Errorf("finish: %d mails, log %s: want the mail in flight delivered", got, l)
+		case !finish && (failedCount(t, reg) != 1 || !strings.Contains(l, "alert_delivery_failed") || !strings.Contains(l, "alerts=1")):
+			t.Errorf("no finish: log %s: want the mail in flight counted and logged", l)
+		}
 	}
 }

@@ -156,21 +156,23 @@ func (s *MailServer) send(ctx context.Context, rcpts []string, msg []byte) error
 	host, _, _ := net.SplitHostPort(s.Addr)
 	c, err := smtp.NewClient(g, host)
 	if err != nil {
-		return s.cutOff(g, s.fail("greeting", err))
+		return s.cutOff(ctx, g, s.fail("greeting", err))
 	}
 	defer c.Close()
 	if err := s.session(ctx, c, host, rcpts, msg); err != nil {
-		return s.cutOff(g, err)
+		return s.cutOff(ctx, g, err)
 	}
-	return s.cutOff(g, c.Quit())
+	return s.cutOff(ctx, g, c.Quit())
 }
 
-// cutOff says why err happened when g cut the server off: a reply too
-// long, or no reply in time.
-func (s *MailServer) cutOff(g *guardConn, err error) error {
+// cutOff says why err happened when the session was cut off: ctx ended
+// (with its cause), a reply too long, or no reply in time.
+func (s *MailServer) cutOff(ctx context.Context, g *guardConn, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("smtp %s: cut off: %w", s.Addr, context.Cause(ctx))
 	case g.overflow:
 		return fmt.Errorf("smtp %s: %w (is --smtp-server an SMTP server?)", s.Addr, errReplyTooLong)
 	case g.timedOut:
