@@ -30,13 +30,17 @@ type MailRoute struct {
 // once, those that follow within it in one digest.
 const DefaultMailEvery = 5 * time.Minute
 
+// maxMailEvery bounds a route's every: an alert waits at most a week for
+// its digest.
+const maxMailEvery = 7 * 24 * time.Hour
+
 // ParseMail reads one --alert-mail value, comma-separated key=value
 // settings:
 //
 //	kind=task_failed|sla_missed,group=etl,to=oncall@example.com|data@example.com,every=10m
 //
 // kind, group and to take |-separated lists; to is required; every is
-// how often at most the route mails (default 5m).
+// how often at most the route mails (default 5m, at most a week).
 func ParseMail(spec string) (MailRoute, error) {
 	r := MailRoute{every: DefaultMailEvery}
 	given := map[string]bool{}
@@ -67,8 +71,8 @@ func ParseMail(spec string) (MailRoute, error) {
 			}
 		case "every":
 			d, err := time.ParseDuration(strings.TrimSpace(v))
-			if err != nil || d < time.Second {
-				return r, fmt.Errorf("%q: every %q: give a duration of a second or more, such as 5m", spec, v)
+			if err != nil || d < time.Second || d > maxMailEvery {
+				return r, fmt.Errorf("%q: every %q: give a duration from 1s to %s, such as 5m", spec, v, maxMailEvery)
 			}
 			r.every = d
 		}

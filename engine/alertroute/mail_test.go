@@ -17,6 +17,8 @@ import (
 	"mime/multipart"
 	"net"
 	"net/mail"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -408,7 +410,9 @@ func TestParseMailRefusesBadRoutes(t *testing.T) {
 		"to=Ops <ops@example.com>":               `is not a mail address: write name@domain`,
 		"to=a@example.com,kind=task_faild":       `kind "task_faild" is not an alert kind`,
 		"to=a@example.com,to=b@example.com":      `to= is given twice`,
-		"to=a@example.com,every=10ms":            `every "10ms": give a duration of a second or more`,
+		"to=a@example.com,every=10ms":            `every "10ms": give a duration from 1s to 168h0m0s, such as 5m`,
+		"to=a@example.com,every=2562048h":        `every "2562048h": give a duration from 1s to 168h0m0s`,
+		"to=a@example.com,every=169h":            `every "169h": give a duration from 1s to 168h0m0s`,
 		"to=a@example.com,url=https://x.example": `"url=https://x.example" is not a setting`,
 		"https://hooks.example/x":                `is not a setting: write kind=…, group=…, to=…, every=…`,
 	} {
@@ -551,5 +555,27 @@ func TestShutdownCompletesOrLogsTheMailInFlight(t *testing.T) {
 		case !finish && (failedCount(t, reg) != 1 || !strings.Contains(l, "alert_delivery_failed") || !strings.Contains(l, "alerts=1")):
 			t.Errorf("no finish: log %s: want the mail in flight counted and logged", l)
 		}
+	}
+}
+
+// The routes docs/operating.md shows are accepted as written.
+func TestDocumentedRoutesParse(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`--alert-(mail|webhook) '([^']+)'`).FindAllStringSubmatch(string(doc), -1) {
+		n++
+		parse := func(spec string) error { _, err := ParseMail(spec); return err }
+		if m[1] == "webhook" {
+			parse = func(spec string) error { _, err := Parse(spec); return err }
+		}
+		if err := parse(m[2]); err != nil {
+			t.Errorf("docs/operating.md: --alert-%s '%s': %v", m[1], m[2], err)
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d routes found in docs/operating.md, want the mail and webhook examples", n)
 	}
 }

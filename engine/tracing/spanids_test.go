@@ -98,3 +98,17 @@ func TestTraceIDsOfInstallations(t *testing.T) {
 func sdktraceSyncer(exp *tracetest.InMemoryExporter) sdktrace.TracerProviderOption {
 	return sdktrace.WithSyncer(exp)
 }
+
+// A failed span's status names the state, and the error when there is one.
+func TestFailedStatusMessage(t *testing.T) {
+	failedRun := runEnded
+	failedRun.State = axtype.Failed
+	failedAttempt := succeeded
+	failedAttempt.State, failedAttempt.Error = axtype.Failed, "exit status 3"
+	want := map[string]string{"run p": "FAILED", "attempt 2": "FAILED: exit status 3", "p.a": "FAILED: exit status 3"}
+	for _, s := range traceOf(t, "", failedAttempt, failedRun) {
+		if w, ok := want[s.Name]; ok && s.Status.Description != w {
+			t.Errorf("span %q: status %q, want %q", s.Name, s.Status.Description, w)
+		}
+	}
+}

@@ -343,7 +343,11 @@ func failed(span trace.Span, ev engine.Event) {
 		span.SetStatus(codes.Ok, "")
 		return
 	}
-	span.SetStatus(codes.Error, string(ev.State)+": "+ev.Error)
+	msg := string(ev.State)
+	if ev.Error != "" {
+		msg += ": " + ev.Error
+	}
+	span.SetStatus(codes.Error, msg)
 }
 
 // earliest is the earliest of ts that is set.
