@@ -6,9 +6,10 @@
 // standard OTEL_* variables.
 //
 // Every id is derived from the run's identity (pipeline, run id, logical
-// time): a new primary continues the traces of the runs it inherits, and
-// the span of an attempt started by one process is ended by another under
-// the same id.
+// time) and the store's installation id: a new primary continues the
+// traces of the runs it inherits, the span of an attempt started by one
+// process is ended by another under the same id, and two stores never
+// share a trace.
 package tracing
 
 import (
