@@ -21,7 +21,7 @@ const (
 // AlertKinds lists every kind of alert, for routes and docs.
 func AlertKinds() []string {
 	return []string{AlertBreakerOpen, AlertBreakerClosed, AlertExecutorLost, AlertNoExecutor, AlertTaskFailed, AlertMisfire,
-		AlertLeaderChange, AlertSLAMissed}
+		AlertLeaderChange, AlertSLAMissed, AlertStoreGone}
 }
 
 // Alert is one alert, as recorded in the action log and sent to sinks

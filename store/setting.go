@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -237,7 +239,7 @@ func (s *PauseSet) Covering(task, group, pipeline string) (Pause, bool) {
 // none: every process that asks gets the value stored by the first.
 func (s *Store) SettingOnce(ctx context.Context, name, value string, now time.Time) (string, error) {
 	err := s.inTx(ctx, "set setting "+name+" once", func(tx *sql.Tx) error {
-		b := s.sb.Insert("settings").Options(s.d.insertIgnore()[len("INSERT "):]).Columns("name", "value", "updated_at").Values(name, value, now.UnixMilli())
+		b := s.d.insertIgnoreInto(s.sb, "settings").Columns("name", "value", "updated_at").Values(name, value, now.UnixMilli())
 		_, err := s.exec(ctx, tx, "set setting "+name+" once", b)
 		return err
 	})
@@ -270,4 +272,17 @@ func (s *Store) DeleteSettingsBefore(ctx context.Context, prefix string, before 
 		return err
 	})
 	return n, err
+}
+
+// InstallationSetting holds the store's installation id: random, created
+// by the first server that asks, the same for every server of the store.
+const InstallationSetting = "installation_id"
+
+// InstallationID returns the store's installation id, creating it when
+// the store has none yet (of servers creating it at once, the first one
+// stored wins and the others read it).
+func (s *Store) InstallationID(ctx context.Context, now time.Time) (string, error) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return s.SettingOnce(ctx, InstallationSetting, hex.EncodeToString(b), now)
 }

@@ -77,15 +77,17 @@ func alertRoutes(f serverFlags) (alertSetup, error) {
 }
 
 // alertSinks starts the alert routes, which run until ctx ends, and
-// returns what hands each alert to every one of them. The SMTP password
-// is read from secrets when a mail goes; the mails link to the console at
-// self.
-func alertSinks(ctx context.Context, a alertSetup, secrets runner.Secrets, self string, log *slog.Logger, reg prometheus.Registerer) (func(engine.Alert), error) {
+// returns what hands each alert to every one of them, and wait, which
+// returns once the mails in flight when ctx ended and the last mails are
+// sent or given up (logged). The SMTP password is read from secrets when a
+// mail goes; the mails link to the console at self.
+func alertSinks(ctx context.Context, a alertSetup, secrets runner.Secrets, self string, log *slog.Logger, reg prometheus.Registerer) (func(engine.Alert), func(), error) {
 	var sinks []func(engine.Alert)
+	wait := func() {}
 	if len(a.hooks) > 0 {
 		send, err := alertroute.Start(ctx, a.hooks, log)
 		if err != nil {
-			return nil, cli.Usage("--alert-webhook: %v", err)
+			return nil, nil, cli.Usage("--alert-webhook: %v", err)
 		}
 		sinks = append(sinks, send)
 	}
@@ -98,15 +100,16 @@ func alertSinks(ctx context.Context, a alertSetup, secrets runner.Secrets, self 
 				log.Warn("secret_unresolved", "flag", "--smtp-password", "err", err) // mails fail until it resolves
 			}
 		}
-		send, err := alertroute.StartMail(ctx, a.mails, &srv, log, reg)
+		send, waitMail, err := alertroute.StartMail(ctx, a.mails, &srv, log, reg)
 		if err != nil {
-			return nil, cli.Usage("--alert-mail: %v", err)
+			return nil, nil, cli.Usage("--alert-mail: %v", err)
 		}
 		sinks = append(sinks, send)
+		wait = waitMail
 	}
 	return func(a engine.Alert) {
 		for _, s := range sinks {
 			s(a)
 		}
-	}, nil
+	}, wait, nil
 }

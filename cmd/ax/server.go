@@ -132,6 +132,9 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := tracing.CheckEnv(os.Getenv); err != nil {
+		return cli.Usage("%v", err)
+	}
 	filesAtStart := reload.FilesSum(f.pipelines) // before reading them: a change from here on is reloaded
 	g, err := loadPipelines(f, stderr, log)
 	if err != nil {
@@ -167,14 +170,17 @@ func runServer(ctx context.Context, f serverFlags, stderr io.Writer) error {
 		return cli.Fail(err)
 	}
 	reg := metricsRegistry(st)
-	hookCtx, stopHook := context.WithCancel(ctx)
+	// The alert routes outlive ctx: they take the alerts of the engine's
+	// shutdown, then send their last mails once it returned.
+	hookCtx, stopHook := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHook()
-	onAlert, err := alertSinks(hookCtx, routes, secrets, self, log, reg)
+	onAlert, waitAlerts, err := alertSinks(hookCtx, routes, secrets, self, log, reg)
 	if err != nil {
 		return err
 	}
+	defer func() { stopHook(); waitAlerts() }() // the last mails go, or are logged as lost
 	cfg := engineConfig(f, lim, log, reg, onAlert)
-	cfg.Observer, err = startTracing(ctx, log, &eng)
+	cfg.Observer, err = startTracing(ctx, log, st, reg, &eng)
 	if err != nil {
 		return err
 	}
@@ -468,19 +474,23 @@ func advertiseURL(listen, advertise string) (string, error) {
 
 // startTracing starts the OpenTelemetry tracer when the OTEL_* variables
 // name an OTLP endpoint (nil, the default: runs are not traced). It links
-// instances to their upstreams' runs through *eng, and is flushed when ctx
-// ends.
-func startTracing(ctx context.Context, log *slog.Logger, eng **engine.Engine) (engine.Observer, error) {
+// instances to their upstreams' runs through *eng, mixes st's installation
+// id into its trace ids, and is flushed when ctx ends.
+func startTracing(ctx context.Context, log *slog.Logger, st *store.Store, reg prometheus.Registerer, eng **engine.Engine) (engine.Observer, error) {
 	if !tracing.Enabled(os.Getenv) {
 		return nil, nil
 	}
+	inst, err := st.InstallationID(ctx, time.Now())
+	if err != nil {
+		return nil, cli.Fail(fmt.Errorf("tracing: %w", err))
+	}
 	tr, err := tracing.New(ctx, log, func(ctx context.Context, task string, logical time.Time) ([]engine.RunRef, error) {
 		return (*eng).UpstreamRuns(ctx, task, logical)
-	})
+	}, tracing.WithInstallation(inst), tracing.WithRegisterer(reg))
 	if err != nil {
 		return nil, cli.Usage("%v", err)
 	}
-	log.Info("tracing", "to", cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")))
+	log.Info("tracing", "to", tracing.Redact(cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))))
 	context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

@@ -30,13 +30,17 @@ type MailRoute struct {
 // once, those that follow within it in one digest.
 const DefaultMailEvery = 5 * time.Minute
 
+// maxMailEvery bounds a route's every: an alert waits at most a week for
+// its digest.
+const maxMailEvery = 7 * 24 * time.Hour
+
 // ParseMail reads one --alert-mail value, comma-separated key=value
 // settings:
 //
 //	kind=task_failed|sla_missed,group=etl,to=oncall@example.com|data@example.com,every=10m
 //
 // kind, group and to take |-separated lists; to is required; every is
-// how often at most the route mails (default 5m).
+// how often at most the route mails (default 5m, at most a week).
 func ParseMail(spec string) (MailRoute, error) {
 	r := MailRoute{every: DefaultMailEvery}
 	given := map[string]bool{}
@@ -67,8 +71,8 @@ func ParseMail(spec string) (MailRoute, error) {
 			}
 		case "every":
 			d, err := time.ParseDuration(strings.TrimSpace(v))
-			if err != nil || d < time.Second {
-				return r, fmt.Errorf("%q: every %q: give a duration of a second or more, such as 5m", spec, v)
+			if err != nil || d < time.Second || d > maxMailEvery {
+				return r, fmt.Errorf("%q: every %q: give a duration from 1s to %s, such as 5m", spec, v, maxMailEvery)
 			}
 			r.every = d
 		}
@@ -103,13 +107,19 @@ type mailer struct {
 	failed  prometheus.Counter
 	mu      sync.Mutex
 	pending []engine.Alert
-	more    int // alerts beyond maxPending since the last mail
+	more    int  // alerts beyond maxPending since the last mail
+	closed  bool // run returned: nothing more is mailed
 	wake    chan struct{}
 }
 
 // Send queues a for the route's next mail; it never blocks.
 func (m *mailer) Send(a engine.Alert) {
 	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.lost(1, 0, errors.New("the server is stopping: its last mail went already"))
+		return
+	}
 	if len(m.pending) < maxPending {
 		m.pending = append(m.pending, a)
 	} else {
@@ -133,16 +143,20 @@ func (m *mailer) take() ([]engine.Alert, int) {
 
 // run mails the queued alerts until ctx ends: the first at once, then at
 // most one mail per every (a digest of what came in between). When ctx
-// ends, what is still queued goes in a last mail, tried once.
-func (m *mailer) run(ctx context.Context) {
+// ends, the mail in flight goes on and what is still queued goes in a
+// last mail, tried once, both through send: a context that ends a grace
+// (the session's timeout) after ctx. An alert queued after run returned
+// is counted and logged as not delivered.
+func (m *mailer) run(ctx, send context.Context) {
 	var next time.Time // the earliest the next mail may go
 	for {
 		select {
 		case <-ctx.Done():
+			m.mu.Lock()
+			m.closed = true
+			m.mu.Unlock()
 			if as, more := m.take(); len(as) > 0 {
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.srv.timeout())
-				m.deliver(fctx, as, more, 1)
-				cancel()
+				m.deliver(ctx, send, as, more, 1)
 			}
 			return
 		case <-m.wake:
@@ -160,26 +174,24 @@ func (m *mailer) run(ctx context.Context) {
 		if len(as) == 0 {
 			continue
 		}
-		m.deliver(ctx, as, more, m.srv.attempts())
+		m.deliver(ctx, send, as, more, m.srv.attempts())
 		next = time.Now().Add(m.route.every)
 	}
 }
 
-// deliver sends the mail of as, trying up to attempts times with a
-// doubling wait; when every attempt failed it counts and logs the alerts
-// lost.
-func (m *mailer) deliver(ctx context.Context, as []engine.Alert, more, attempts int) {
+// deliver sends the mail of as through send, trying up to attempts times
+// with a doubling wait, no more tries once ctx ended; when it was not
+// delivered it counts and logs the alerts lost.
+func (m *mailer) deliver(ctx, send context.Context, as []engine.Alert, more, attempts int) {
 	msg := compose(m.srv, m.route.to, as, more)
 	wait := m.srv.backoff()
 	for attempt := 1; ; attempt++ {
-		err := m.srv.send(ctx, m.route.to, msg)
+		err := m.srv.send(send, m.route.to, msg)
 		if err == nil {
 			return
 		}
 		if attempt >= attempts || ctx.Err() != nil {
-			m.failed.Add(float64(len(as) + more))
-			m.log.Error("alert_delivery_failed", "target", "mail", "to", strings.Join(m.route.to, ","), "alerts", len(as)+more,
-				"attempts", attempt, "err", err.Error())
+			m.lost(len(as)+more, attempt, err)
 			return
 		}
 		m.log.Warn("alert_mail_retry", "to", strings.Join(m.route.to, ","), "attempt", attempt, "retry_in", wait.String(), "err", err.Error())
@@ -193,17 +205,26 @@ func (m *mailer) deliver(ctx context.Context, as []engine.Alert, more, attempts 
 	}
 }
 
+// lost counts and logs n alerts not delivered.
+func (m *mailer) lost(n, attempts int, err error) {
+	m.failed.Add(float64(n))
+	m.log.Error("alert_delivery_failed", "target", "mail", "to", strings.Join(m.route.to, ","), "alerts", n,
+		"attempts", attempts, "err", err.Error())
+}
+
 // StartMail starts a mailer per route, sending through srv until ctx
 // ends, and returns the sink that hands each alert to every route that
-// takes it. Mails that cannot be delivered count in
+// takes it, and wait, which returns when every mailer has finished: its
+// mail in flight and its last mail sent, or given up a session timeout
+// after ctx ended. Mails that cannot be delivered count in
 // ax_alert_delivery_failed_total{target="mail"} (registered with reg, nil:
 // none) and are logged as alert_delivery_failed.
-func StartMail(ctx context.Context, routes []MailRoute, srv *MailServer, log *slog.Logger, reg prometheus.Registerer) (func(engine.Alert), error) {
+func StartMail(ctx context.Context, routes []MailRoute, srv *MailServer, log *slog.Logger, reg prometheus.Registerer) (send func(engine.Alert), wait func(), err error) {
 	if len(routes) == 0 {
-		return func(engine.Alert) {}, nil
+		return func(engine.Alert) {}, func() {}, nil
 	}
 	if err := srv.Check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	failed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_alert_delivery_failed_total",
 		Help: "Alerts that could not be delivered to a route, by the route's target."}, []string{"target"})
@@ -211,15 +232,22 @@ func StartMail(ctx context.Context, routes []MailRoute, srv *MailServer, log *sl
 		if err := reg.Register(failed); err != nil {
 			are := prometheus.AlreadyRegisteredError{}
 			if !errors.As(err, &are) {
-				return nil, err
+				return nil, nil, err
 			}
 			failed = are.ExistingCollector.(*prometheus.CounterVec)
 		}
 	}
+	sendCtx, stopSending := context.WithCancelCause(context.WithoutCancel(ctx))
+	context.AfterFunc(ctx, func() {
+		time.AfterFunc(srv.timeout(), func() {
+			stopSending(fmt.Errorf("ax is stopping and the mail was not through %s after (the session's timeout)", srv.timeout()))
+		})
+	})
+	var wg sync.WaitGroup
 	ms := make([]*mailer, len(routes))
 	for i, r := range routes {
 		ms[i] = &mailer{route: r, srv: srv, log: log, failed: failed.WithLabelValues("mail"), wake: make(chan struct{}, 1)}
-		go ms[i].run(ctx)
+		wg.Go(func() { ms[i].run(ctx, sendCtx) })
 	}
 	return func(a engine.Alert) {
 		for _, m := range ms {
@@ -227,5 +255,5 @@ func StartMail(ctx context.Context, routes []MailRoute, srv *MailServer, log *sl
 				m.Send(a)
 			}
 		}
-	}, nil
+	}, wg.Wait, nil
 }

@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -15,6 +17,8 @@ import (
 	"mime/multipart"
 	"net"
 	"net/mail"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +44,9 @@ type received struct {
 type backend struct {
 	mu    sync.Mutex
 	mails []received
+	// inData, when set, is called when a mail's data has come, before the
+	// server answers it.
+	inData func()
 }
 
 func (b *backend) NewSession(c *smtp.Conn) (smtp.Session, error) { return &session{b: b, c: c}, nil }
@@ -74,6 +81,9 @@ func (s *session) Data(r io.Reader) error {
 		return err
 	}
 	s.cur.data = data
+	if s.b.inData != nil {
+		s.b.inData()
+	}
 	_, s.cur.tls = s.c.TLSConnectionState()
 	s.b.mu.Lock()
 	s.b.mails = append(s.b.mails, s.cur)
@@ -138,8 +148,8 @@ var failure = engine.Alert{Kind: engine.AlertTaskFailed, At: time.Date(2026, 1, 
 	Message: `exit status 3: "orders <db>" unreachable`, Scheduler: "ax-1"}
 
 // start starts mail routes through srv, with a registry and logs of
-// their own.
-func start(t *testing.T, specs []string, srv *MailServer) (func(engine.Alert), *prometheus.Registry, *logs, context.CancelFunc) {
+// their own; stop stops them and returns the wait for their last mails.
+func start(t *testing.T, specs []string, srv *MailServer) (send func(engine.Alert), reg *prometheus.Registry, lg *logs, stop func() (wait func())) {
 	t.Helper()
 	var routes []MailRoute
 	for _, spec := range specs {
@@ -149,14 +159,14 @@ func start(t *testing.T, specs []string, srv *MailServer) (func(engine.Alert), *
 		}
 		routes = append(routes, r)
 	}
-	reg, lg := prometheus.NewRegistry(), &logs{}
+	reg, lg = prometheus.NewRegistry(), &logs{}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	send, err := StartMail(ctx, routes, srv, slog.New(slog.NewTextHandler(lg, nil)), reg)
+	send, wait, err := StartMail(ctx, routes, srv, slog.New(slog.NewTextHandler(lg, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return send, reg, lg, cancel
+	return send, reg, lg, func() func() { cancel(); return wait }
 }
 
 func failedCount(t *testing.T, reg *prometheus.Registry) float64 {
@@ -400,7 +410,9 @@ func TestParseMailRefusesBadRoutes(t *testing.T) {
 		"to=Ops <ops@example.com>":               `is not a mail address: write name@domain`,
 		"to=a@example.com,kind=task_faild":       `kind "task_faild" is not an alert kind`,
 		"to=a@example.com,to=b@example.com":      `to= is given twice`,
-		"to=a@example.com,every=10ms":            `every "10ms": give a duration of a second or more`,
+		"to=a@example.com,every=10ms":            `every "10ms": give a duration from 1s to 168h0m0s, such as 5m`,
+		"to=a@example.com,every=2562048h":        `every "2562048h": give a duration from 1s to 168h0m0s`,
+		"to=a@example.com,every=169h":            `every "169h": give a duration from 1s to 168h0m0s`,
 		"to=a@example.com,url=https://x.example": `"url=https://x.example" is not a setting`,
 		"https://hooks.example/x":                `is not a setting: write kind=…, group=…, to=…, every=…`,
 	} {
@@ -430,5 +442,140 @@ func TestMailServerCheck(t *testing.T) {
 		if err := c.srv.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.srv, err, c.want)
 		}
+	}
+}
+
+// hostile serves each connection with talk until the test ends.
+func hostile(t *testing.T, talk func(c net.Conn)) string {
+	t.Helper()
+	ln := listen(t)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				talk(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A server that streams an endless reply is cut off after maxReply
+// bytes: the delivery fails at once, saying so, instead of reading on.
+func TestEndlessReplyCutOff(t *testing.T) {
+	t.Parallel()
+	for name, chunk := range map[string]string{
+		"continuation lines": "220-" + strings.Repeat("A", 1000) + "\r\n",
+		"one endless line":   strings.Repeat("A", 1000),
+	} {
+		addr := hostile(t, func(c net.Conn) {
+			if name == "one endless line" {
+				_, _ = c.Write([]byte("220 "))
+			}
+			for {
+				if _, err := c.Write([]byte(chunk)); err != nil {
+					return
+				}
+			}
+		})
+		srv := &MailServer{Addr: addr, From: "ax@example.com", Timeout: 20 * time.Second}
+		began := time.Now()
+		err := srv.send(context.Background(), []string{"oncall@example.com"}, []byte("x"))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the server's reply exceeded %d bytes", maxReply)) {
+			t.Errorf("%s: error %v, want the reply's size named", name, err)
+		}
+		if d := time.Since(began); d > 10*time.Second {
+			t.Errorf("%s: took %s: want it cut off, not timed out", name, d)
+		}
+	}
+}
+
+// A server that drips its greeting a byte at a time fails the delivery
+// as a timeout, not as a peer that does not speak SMTP.
+func TestDrippingServerTimesOut(t *testing.T) {
+	t.Parallel()
+	addr := hostile(t, func(c net.Conn) {
+		for {
+			if _, err := c.Write([]byte("2")); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // the server's pace, not a wait for the code under test
+		}
+	})
+	srv := &MailServer{Addr: addr, From: "ax@example.com", Timeout: 20 * time.Second, CommandTimeout: 300 * time.Millisecond}
+	err := srv.send(context.Background(), []string{"oncall@example.com"}, []byte("x"))
+	if err == nil || !strings.Contains(err.Error(), "timed out: the server did not finish a reply within 300ms") || errors.Is(err, errNotSMTP) {
+		t.Errorf("error %v: want a timeout", err)
+	}
+}
+
+// A mail in flight when the routes stop is completed within the grace
+// (the session's timeout); one the server does not finish in it is
+// counted and logged, before wait returns.
+func TestShutdownCompletesOrLogsTheMailInFlight(t *testing.T) {
+	t.Parallel()
+	for _, finish := range []bool{true, false} {
+		ln := listen(t)
+		be := serveSMTP(t, ln, nil)
+		arrived, release := make(chan struct{}), make(chan struct{})
+		be.inData = func() {
+			close(arrived)
+			if finish {
+				<-release
+			} else {
+				<-t.Context().Done()
+			}
+		}
+		timeout := 10 * time.Second
+		if !finish {
+			timeout = 300 * time.Millisecond
+		}
+		send, reg, lg, stop := start(t, []string{"to=oncall@example.com"}, &MailServer{Addr: ln.Addr().String(), From: "ax@example.com", Timeout: timeout})
+		send(failure)
+		<-arrived
+		wait := stop()
+		if finish {
+			close(release) // the server answers the data after the routes stopped
+		}
+		stopped := make(chan struct{})
+		go func() { wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("finish %v: stop did not return", finish)
+		}
+		switch got, l := len(be.got()), lg.String(); {
+		case finish && (got != 1 || failedCount(t, reg) != 0 || strings.Contains(l, "alert_delivery_failed")):
+			t.Errorf("finish: %d mails, log %s: want the mail in flight delivered", got, l)
+		case !finish && (failedCount(t, reg) != 1 || !strings.Contains(l, "alert_delivery_failed") || !strings.Contains(l, "alerts=1")):
+			t.Errorf("no finish: log %s: want the mail in flight counted and logged", l)
+		}
+	}
+}
+
+// The routes docs/operating.md shows are accepted as written.
+func TestDocumentedRoutesParse(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`--alert-(mail|webhook) '([^']+)'`).FindAllStringSubmatch(string(doc), -1) {
+		n++
+		parse := func(spec string) error { _, err := ParseMail(spec); return err }
+		if m[1] == "webhook" {
+			parse = func(spec string) error { _, err := Parse(spec); return err }
+		}
+		if err := parse(m[2]); err != nil {
+			t.Errorf("docs/operating.md: --alert-%s '%s': %v", m[1], m[2], err)
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d routes found in docs/operating.md, want the mail and webhook examples", n)
 	}
 }

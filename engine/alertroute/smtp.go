@@ -45,11 +45,66 @@ type MailServer struct {
 	Timeout  time.Duration
 	Attempts int
 	Backoff  time.Duration
+	// CommandTimeout bounds the wait for the server's reply to one
+	// command (and for its greeting); default 10s.
+	CommandTimeout time.Duration
 }
+
+// maxReply bounds the bytes of one reply of the server (a TLS handshake
+// included): a server that
+// sends more (endless continuation lines, a line without end) fails the
+// delivery instead of filling the memory.
+const maxReply = 64 << 10
 
 func (s *MailServer) timeout() time.Duration { return cmpDefault(s.Timeout, 30*time.Second) }
 func (s *MailServer) attempts() int          { return cmpDefault(s.Attempts, 5) }
 func (s *MailServer) backoff() time.Duration { return cmpDefault(s.Backoff, 2*time.Second) }
+func (s *MailServer) commandTimeout() time.Duration {
+	return cmpDefault(s.CommandTimeout, 10*time.Second)
+}
+
+// guardConn bounds what is read from the server: each command (a write)
+// allows maxReply bytes of reply, read within the command timeout (and
+// within the session's deadline). It keeps why a read was cut off.
+type guardConn struct {
+	net.Conn
+	limit    int
+	wait     time.Duration
+	session  time.Time // the session's deadline; zero: none
+	read     int       // bytes read since the last command
+	overflow bool
+	timedOut bool
+}
+
+func (g *guardConn) arm() {
+	g.read = 0
+	dl := time.Now().Add(g.wait)
+	if !g.session.IsZero() && g.session.Before(dl) {
+		dl = g.session
+	}
+	_ = g.Conn.SetReadDeadline(dl)
+}
+
+func (g *guardConn) Write(p []byte) (int, error) {
+	g.arm()
+	return g.Conn.Write(p)
+}
+
+func (g *guardConn) Read(p []byte) (int, error) {
+	if g.read >= g.limit {
+		g.overflow = true
+		return 0, errReplyTooLong
+	}
+	n, err := g.Conn.Read(p[:min(len(p), g.limit-g.read)])
+	g.read += n
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		g.timedOut = true
+	}
+	return n, err
+}
+
+var errReplyTooLong = fmt.Errorf("the server's reply exceeded %d bytes", maxReply)
 
 func cmpDefault[T comparable](v, def T) T {
 	var zero T
@@ -90,21 +145,41 @@ func (s *MailServer) send(ctx context.Context, rcpts []string, msg []byte) error
 		return fmt.Errorf("smtp %s: %w (is the server up? check --smtp-server)", s.Addr, err)
 	}
 	defer conn.Close()
+	g := &guardConn{Conn: conn, limit: maxReply, wait: s.commandTimeout()}
 	if dl, ok := ctx.Deadline(); ok {
+		g.session = dl
 		_ = conn.SetDeadline(dl) // a server that stops answering ends the session
 	}
+	g.arm()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	host, _, _ := net.SplitHostPort(s.Addr)
-	c, err := smtp.NewClient(conn, host)
+	c, err := smtp.NewClient(g, host)
 	if err != nil {
-		return s.fail("greeting", err)
+		return s.cutOff(ctx, g, s.fail("greeting", err))
 	}
 	defer c.Close()
 	if err := s.session(ctx, c, host, rcpts, msg); err != nil {
-		return err
+		return s.cutOff(ctx, g, err)
 	}
-	return c.Quit()
+	return s.cutOff(ctx, g, c.Quit())
+}
+
+// cutOff says why err happened when the session was cut off: ctx ended
+// (with its cause), a reply too long, or no reply in time.
+func (s *MailServer) cutOff(ctx context.Context, g *guardConn, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("smtp %s: cut off: %w", s.Addr, context.Cause(ctx))
+	case g.overflow:
+		return fmt.Errorf("smtp %s: %w (is --smtp-server an SMTP server?)", s.Addr, errReplyTooLong)
+	case g.timedOut:
+		return fmt.Errorf("smtp %s: timed out: the server did not finish a reply within %s (is it overloaded? check --smtp-server)", s.Addr,
+			min(s.commandTimeout(), s.timeout()))
+	}
+	return err
 }
 
 // session runs an SMTP session on c: STARTTLS when offered,

@@ -6,9 +6,10 @@
 // standard OTEL_* variables.
 //
 // Every id is derived from the run's identity (pipeline, run id, logical
-// time): a new primary continues the traces of the runs it inherits, and
-// the span of an attempt started by one process is ended by another under
-// the same id.
+// time) and the store's installation id: a new primary continues the
+// traces of the runs it inherits, the span of an attempt started by one
+// process is ended by another under the same id, and two stores never
+// share a trace.
 package tracing
 
 import (
@@ -18,10 +19,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -63,33 +66,61 @@ type Tracer struct {
 	stop      chan struct{}       // closed by Shutdown: the queue is drained and run returns
 	done      chan struct{}       // closed when run returned
 	firstDue  map[int64]time.Time // instance → its first attempt's fire time, as this process saw it (run's goroutine)
+	// installation is mixed into every trace id (WithInstallation).
+	installation string
+	drops        limited            // the events dropped, for trace_spans_dropped
+	droppedTotal prometheus.Counter // nil: not counted
 }
+
+// Option is a setting of New.
+type Option func(*Tracer)
+
+// WithInstallation mixes id, a value unique to the store (every server
+// of one store reads the same), into every trace id: the runs of two
+// installations never share a trace even when their pipelines, run ids
+// and logical times agree.
+func WithInstallation(id string) Option { return func(t *Tracer) { t.installation = id } }
 
 // New returns a tracer that exports with the OTLP/HTTP exporter configured
 // by the OTEL_EXPORTER_OTLP_* variables, the service named by
 // OTEL_SERVICE_NAME ("ax" by default) and OTEL_RESOURCE_ATTRIBUTES. Call
 // Shutdown to flush it.
-func New(ctx context.Context, log *slog.Logger, upstreams Upstreams) (*Tracer, error) {
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: the OTLP/HTTP exporter: %w (check the OTEL_EXPORTER_OTLP_* variables)", err)
+func New(ctx context.Context, log *slog.Logger, upstreams Upstreams, opts ...Option) (*Tracer, error) {
+	if err := CheckEnv(os.Getenv); err != nil {
+		return nil, err
 	}
+	bopts, _ := batchOptions(os.Getenv) // checked above
 	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", "ax")), resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: the resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES): %w", err)
 	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: the OTLP/HTTP exporter: %w (check the OTEL_EXPORTER_OTLP_* variables)", err)
+	}
+	routeSDKLogs(log)
+	return newTracer(log, upstreams, opts, sdktrace.WithBatcher(exp, bopts...), sdktrace.WithResource(res)), nil
+}
+
+// newTracer starts a tracer whose provider has the options popts besides
+// ax's ids and sampler.
+func newTracer(log *slog.Logger, upstreams Upstreams, opts []Option, popts ...sdktrace.TracerProviderOption) *Tracer {
 	// Every run is traced whole: a sampler deciding span by span would
 	// leave holes in a run that several processes trace.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}),
-		sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	tp := sdktrace.NewTracerProvider(append(popts, sdktrace.WithIDGenerator(ids{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))...)
 	t := &Tracer{tp: tp, tr: tp.Tracer("github.com/ax-sched/ax/engine"), log: log, upstreams: upstreams,
 		events: make(chan engine.Event, 4096), stop: make(chan struct{}), done: make(chan struct{}), firstDue: map[int64]time.Time{}}
+	for _, o := range opts {
+		o(t)
+	}
 	go t.run()
-	return t, nil
+	return t
 }
 
 // Observe queues ev for its spans; it never blocks: when the queue is
-// full, or the tracer was shut down, the event is dropped (logged).
+// full (the batch processor's queue is full in turn, the collector slow
+// or down), or the tracer was shut down, the event is dropped (counted,
+// logged as trace_spans_dropped at most every logEvery).
 func (t *Tracer) Observe(ev engine.Event) {
 	select {
 	case <-t.stop:
@@ -99,14 +130,14 @@ func (t *Tracer) Observe(ev engine.Event) {
 	select {
 	case t.events <- ev:
 	default:
-		t.log.Warn("trace_event_dropped", "kind", ev.Kind, "task", ev.Task, "run", ev.Run, "why", "the tracer's queue is full")
+		t.dropped()
 	}
 }
 
 // TraceParent is the W3C traceparent of the span of the attempt ev
 // starts.
 func (t *Tracer) TraceParent(ev engine.Event) string {
-	tid := TraceID(ev.Pipeline, ev.Run, ev.Logical)
+	tid := t.traceID(ev)
 	return Format(trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: attemptSpan(tid, ev.Instance, ev.Attempt),
 		TraceFlags: trace.FlagsSampled}))
 }
@@ -119,7 +150,11 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	case <-t.done:
 	case <-ctx.Done():
 	}
-	return t.tp.Shutdown(ctx)
+	err := t.tp.Shutdown(ctx)
+	if n := t.drops.rest(); n > 0 {
+		t.log.Warn("trace_spans_dropped", "events", n, "why", "the tracer's queue is full: the collector is slow or down")
+	}
+	return err
 }
 
 func (t *Tracer) run() {
@@ -161,10 +196,21 @@ func (t *Tracer) take(ev engine.Event) {
 	}
 }
 
-// TraceID is the trace id of a run: derived from its identity, the same
-// in every process.
+// TraceID is the trace id of a run of a tracer without an installation
+// id (TraceIDIn).
 func TraceID(pipeline string, run int64, logical time.Time) trace.TraceID {
-	h := sha256.Sum256([]byte("ax run\x00" + pipeline + "\x00" + strconv.FormatInt(run, 10) + "\x00" + logical.UTC().Format(time.RFC3339Nano)))
+	return TraceIDIn("", pipeline, run, logical)
+}
+
+// TraceIDIn is the trace id of a run of installation: derived from its
+// identity, the same in every process of the installation, other in
+// another installation.
+func TraceIDIn(installation, pipeline string, run int64, logical time.Time) trace.TraceID {
+	key := "ax run\x00" + pipeline + "\x00" + strconv.FormatInt(run, 10) + "\x00" + logical.UTC().Format(time.RFC3339Nano)
+	if installation != "" {
+		key += "\x00" + installation
+	}
+	h := sha256.Sum256([]byte(key))
 	var id trace.TraceID
 	copy(id[:], h[:16])
 	return id
@@ -182,6 +228,11 @@ func spanID(tid trace.TraceID, what string, n ...int64) trace.SpanID {
 	return id
 }
 
+// traceID is the trace id of the run of ev.
+func (t *Tracer) traceID(ev engine.Event) trace.TraceID {
+	return TraceIDIn(t.installation, ev.Pipeline, ev.Run, ev.Logical)
+}
+
 // RunSpan, InstanceSpan and attemptSpan are the span ids of a run, of
 // one of its instances and of one of its attempts.
 func RunSpan(tid trace.TraceID) trace.SpanID { return spanID(tid, "run") }
@@ -194,6 +245,12 @@ func attemptSpan(tid trace.TraceID, instance int64, attempt int) trace.SpanID {
 	return spanID(tid, "attempt", instance, int64(attempt))
 }
 
+// phaseSpan is the span id of a phase of an attempt ("queue wait",
+// "execution", "result").
+func phaseSpan(tid trace.TraceID, phase string, instance int64, attempt int) trace.SpanID {
+	return spanID(tid, "phase "+phase, instance, int64(attempt))
+}
+
 // parent is a context whose span is the remote span (tid, sid).
 func parent(tid trace.TraceID, sid trace.SpanID) context.Context {
 	return trace.ContextWithRemoteSpanContext(context.Background(),
@@ -202,7 +259,7 @@ func parent(tid trace.TraceID, sid trace.SpanID) context.Context {
 
 // attempt sends the span of the attempt ev ended, with its phases.
 func (t *Tracer) attempt(ev engine.Event) {
-	tid := TraceID(ev.Pipeline, ev.Run, ev.Logical)
+	tid := t.traceID(ev)
 	ctx := withIDs(parent(tid, instanceSpan(tid, ev.Instance)), tid, attemptSpan(tid, ev.Instance, ev.Attempt))
 	start := earliest(ev.Due, ev.Started, ev.At)
 	ctx, span := t.tr.Start(ctx, "attempt "+strconv.Itoa(ev.Attempt), trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
@@ -212,10 +269,13 @@ func (t *Tracer) attempt(ev engine.Event) {
 	if started.IsZero() || started.After(ev.At) {
 		started = ev.At
 	}
-	t.phase(ctx, "queue wait", start, started)
+	phase := func(name string) context.Context {
+		return withIDs(ctx, tid, phaseSpan(tid, name, ev.Instance, ev.Attempt))
+	}
+	t.phase(phase("queue wait"), "queue wait", start, started)
 	span.AddEvent("dispatch", trace.WithTimestamp(started))
-	t.phase(ctx, "execution", started, ev.At)
-	_, res := t.tr.Start(ctx, "result", trace.WithTimestamp(ev.At), trace.WithAttributes(attribute.String("ax.state", string(ev.State))))
+	t.phase(phase("execution"), "execution", started, ev.At)
+	_, res := t.tr.Start(phase("result"), "result", trace.WithTimestamp(ev.At), trace.WithAttributes(attribute.String("ax.state", string(ev.State))))
 	if ev.Error != "" {
 		res.SetAttributes(attribute.String("ax.error", ev.Error))
 	}
@@ -232,7 +292,7 @@ func (t *Tracer) phase(ctx context.Context, name string, from, to time.Time) {
 // instance sends the span of the instance whose last attempt ev ended,
 // linked to the runs of other pipelines it waited for.
 func (t *Tracer) instance(ev engine.Event) {
-	tid := TraceID(ev.Pipeline, ev.Run, ev.Logical)
+	tid := t.traceID(ev)
 	start, ok := t.firstDue[ev.Instance]
 	delete(t.firstDue, ev.Instance)
 	if !ok || start.IsZero() {
@@ -247,7 +307,7 @@ func (t *Tracer) instance(ev engine.Event) {
 			t.log.Warn("trace_links_not_read", "task", ev.Task, "run", ev.Run, "err", err)
 		}
 		for _, u := range ups {
-			utid := TraceID(u.Pipeline, u.Run, u.Logical)
+			utid := TraceIDIn(t.installation, u.Pipeline, u.Run, u.Logical)
 			links = append(links, trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: utid, SpanID: RunSpan(utid),
 				TraceFlags: trace.FlagsSampled, Remote: true}),
 				Attributes: []attribute.KeyValue{attribute.String("ax.pipeline", u.Pipeline), attribute.Int64("ax.run_id", u.Run)}})
@@ -262,7 +322,7 @@ func (t *Tracer) instance(ev engine.Event) {
 
 // runSpan sends the root span of the run ev ended.
 func (t *Tracer) runSpan(ev engine.Event) {
-	tid := TraceID(ev.Pipeline, ev.Run, ev.Logical)
+	tid := t.traceID(ev)
 	ctx := withIDs(context.Background(), tid, RunSpan(tid))
 	_, span := t.tr.Start(ctx, "run "+ev.Pipeline, trace.WithNewRoot(), trace.WithTimestamp(earliest(ev.Started, ev.At)),
 		trace.WithAttributes(attrs(ev)...), trace.WithAttributes(attribute.String("ax.state", string(ev.State))))
@@ -284,7 +344,11 @@ func failed(span trace.Span, ev engine.Event) {
 		span.SetStatus(codes.Ok, "")
 		return
 	}
-	span.SetStatus(codes.Error, string(ev.State)+": "+ev.Error)
+	msg := string(ev.State)
+	if ev.Error != "" {
+		msg += ": " + ev.Error
+	}
+	span.SetStatus(codes.Error, msg)
 }
 
 // earliest is the earliest of ts that is set.
