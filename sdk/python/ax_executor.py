@@ -37,16 +37,20 @@ The rules it keeps, as the Go SDK does:
   answered only to the configured schedulers' addresses (loopback when none).
 
 A handler raises to fail; raising Permanent fails without retries. It reads
-ctx.cancelled (or calls ctx.wait) to stop when killed or past its deadline:
-Python cannot stop a thread from outside, so work that ignores it runs on,
-and its result is reported as killed or past its deadline all the same.
+ctx.cancelled (or calls ctx.wait) to stop when killed or past its deadline.
+The attempt is reported then at once and its task freed: Python cannot stop
+a thread from outside, so a handler that ignores it is abandoned, running
+on unseen, its late return ignored. An async def handler runs under
+asyncio.run.
 """
 
+import asyncio
 import base64
 import binascii
 import errno
 import fcntl
 import hmac
+import inspect
 import ipaddress
 import json
 import logging
@@ -837,20 +841,18 @@ class Executor:
         started = not j.stopped()
         err, permanent = None, False
         ctx = None
+        abandoned = False
         if started:
             try:
                 if self.jr is not None:  # durable before the work can have any effect
                     self.jr.append({"t": d["ticket"], "s": "started"}, True, j)
                 ctx = Context(j, out, self.log)
-                self.funcs[d["task"]](ctx)
-            except Permanent as e:
-                err, permanent = str(e) or "permanent failure", True
-            except Exception as e:
+                err, permanent, abandoned = self._call(j, self.funcs[d["task"]], ctx)
+            except Exception as e:  # the journal failed: the work never ran
                 err = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
-                ctx_log = ctx.log if ctx is not None else None
-                if ctx_log is not None:
-                    ctx_log.error("task_raised", exc_info=True)
         status, error = "success", ""
+        if abandoned:
+            self.log.error("task_abandoned", extra={"task": d["task"], "ticket": d["ticket"], "cause": j.cause or "deadline exceeded"})
         if j.cause == "killed":
             status, error, permanent = "failed", "killed", False
         elif j.cause == "hung up":
@@ -888,6 +890,46 @@ class Executor:
         if d.get("callback"):
             self._post_later(j)
 
+    def _call(self, j, fn, ctx):
+        """Runs fn(ctx) in a thread of its own (a coroutine function under
+        asyncio.run) and waits for it, or for a kill, a hang-up or the
+        deadline: then the attempt ends at once, and a handler that has not
+        returned is abandoned (Python cannot stop a thread), its late return
+        ignored. It returns (error or None, permanent, abandoned); any
+        exception of the handler, SystemExit and KeyboardInterrupt too,
+        fails the attempt with the exception's name."""
+        box = {}
+        finished = threading.Event()
+
+        def call():
+            try:
+                r = fn(ctx)
+                if inspect.isawaitable(r):
+                    r = asyncio.run(_awaited(r))
+            except Permanent as e:
+                box["err"], box["permanent"] = str(e) or "permanent failure", True
+            except BaseException as e:
+                box["err"] = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
+                try:
+                    ctx.log.error("task_raised", exc_info=True)
+                except Exception:
+                    pass
+            finally:
+                finished.set()
+
+        threading.Thread(target=call, name="ax-task-%s" % j.d["task"], daemon=True).start()
+        while not finished.is_set():
+            if j.stopped():
+                if not finished.wait(0.05):  # a handler that stops on its own has a moment to return
+                    return None, False, True
+                break
+            left = 0.1
+            dl = j.d.get("deadline")
+            if dl is not None:
+                left = min(left, max(0.0, (dl - datetime.now(timezone.utc)).total_seconds()) + 0.001)
+            finished.wait(left)
+        return box.get("err"), box.get("permanent", False), False
+
     # -- results
 
     def _post_later(self, j):
@@ -905,23 +947,38 @@ class Executor:
                 if self._stopped.is_set():
                     return
                 j = self.outbox.popleft()
-            wait = 0.1
-            while True:
-                code, err, _ = self._post(j.d["callback"], j.report)
-                if (err is not None or code // 100 == 5) and self.scheds:
-                    # The server that dispatched it is gone or cannot store
-                    # it: any other server stores it for the primary.
-                    code, err = self._to_scheduler("/api/v1/results", j.report)
-                if err is None and code // 100 in (2, 4):
-                    if code // 100 == 4:
-                        self.log.error("result_rejected", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code})
-                    self._acked(j)
-                    break
-                self.log.warning("result_not_delivered", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code,
-                                                                "err": str(err), "retry_in": "%.1fs" % wait})
-                if self._stopped.wait(wait):
+            try:
+                if self._deliver_one(j):
                     return
-                wait = min(2 * wait, 30.0)
+            except Exception as e:  # one result that cannot be sent never stops the others
+                self.log.error("result_undeliverable", extra={"task": j.d.get("task", ""), "ticket": j.d.get("ticket", ""),
+                                                              "callback": j.d.get("callback", ""), "err": "%s: %s" % (type(e).__name__, e)})
+
+    def _deliver_one(self, j):
+        """Posts one result until acknowledged or rejected; True when the
+        executor stopped meanwhile."""
+        if not _is_http_url(j.d["callback"]):  # only an old journal holds one: it can never be sent
+            self.log.error("result_undeliverable", extra={"task": j.d["task"], "ticket": j.d["ticket"], "callback": j.d["callback"],
+                                                          "err": "the callback is not an http(s) URL"})
+            self._acked(j)
+            return False
+        wait = 0.1
+        while True:
+            code, err, _ = self._post(j.d["callback"], j.report)
+            if (err is not None or code // 100 == 5) and self.scheds:
+                # The server that dispatched it is gone or cannot store
+                # it: any other server stores it for the primary.
+                code, err = self._to_scheduler("/api/v1/results", j.report)
+            if err is None and code // 100 in (2, 4):
+                if code // 100 == 4:
+                    self.log.error("result_rejected", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code})
+                self._acked(j)
+                return False
+            self.log.warning("result_not_delivered", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code,
+                                                            "err": str(err), "retry_in": "%.1fs" % wait})
+            if self._stopped.wait(wait):
+                return True
+            wait = min(2 * wait, 30.0)
 
     def _acked(self, j):
         if self.jr is not None:
@@ -970,6 +1027,8 @@ class Executor:
     def _post(self, url, body):
         """POSTs body as JSON; returns (code, error, answer). The token goes
         only to scheduler URLs."""
+        if not _is_http_url(url):
+            return 0, ValueError("%r is not an http(s) URL" % url), b""
         headers = {"Content-Type": "application/json", "X-Ax-Protocol": str(PROTOCOL_VERSION)}
         if self._is_scheduler(url):
             try:
@@ -1022,6 +1081,10 @@ class Executor:
         return "\n".join(lines) + "\n"
 
 
+async def _awaited(aw):
+    return await aw
+
+
 def _report(d, status, error, duration_ms):
     rep = {"ticket": d["ticket"], "status": status, "duration_ms": duration_ms}
     if error:
@@ -1041,6 +1104,14 @@ class _Server(ThreadingHTTPServer):
         fam = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         self.address_family = fam
         super().__init__(addr, handler)
+
+
+def _is_http_url(u):
+    try:
+        p = urllib.parse.urlsplit(u)
+    except ValueError:
+        return False
+    return p.scheme in ("http", "https") and bool(p.netloc)
 
 
 def _is_loopback_host(h):
@@ -1219,6 +1290,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not d.get("ticket") or not d.get("task"):
             self._refuse(400, "malformed dispatch: ticket and task are required")
+            return
+        if d.get("callback") and not _is_http_url(d["callback"]):
+            self._refuse(400, "malformed dispatch: callback %s is not an http:// or https:// URL: give the scheduler's result URL"
+                         % json.dumps(d["callback"]))
             return
         if d["task"] not in x.funcs:
             self._refuse(404, "task %s is not served here (serving %s)" % (json.dumps(d["task"]), "[" + " ".join(x.tasks()) + "]"))
