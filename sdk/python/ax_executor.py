@@ -159,10 +159,45 @@ _DISPATCH_FIELDS = {
 }
 
 
+def _big_number(s):
+    """A number as Go decodes one into an untyped value (a float64): one
+    beyond its range is an error, in Go's words."""
+    f = float(s)
+    if f in (float("inf"), float("-inf")):
+        raise ValueError("json: cannot unmarshal number %s into Go value of type float64"
+                         % (s if len(s) <= 24 else s[:20] + "…"))
+    return f
+
+
+def _parse_int(s):
+    return int(s) if len(s) <= 19 else _big_number(s)
+
+
+def _loads(raw):
+    """Parses a JSON request body; its errors are ValueErrors worded as Go's
+    encoding/json words them (so an SDK's reasons do not depend on its
+    language), never Python's."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")  # Go reads invalid UTF-8 as U+FFFD
+    try:
+        return json.loads(raw, parse_int=_parse_int, parse_float=_big_number,
+                          parse_constant=lambda c: _bad_char(raw, raw.find(c)))
+    except RecursionError:
+        raise ValueError("exceeded max depth") from None
+    except json.JSONDecodeError as e:
+        if e.pos >= len(raw.rstrip()):
+            raise ValueError("unexpected end of JSON input") from None
+        _bad_char(raw, e.pos)
+
+
+def _bad_char(raw, pos):
+    raise ValueError("invalid character %s at offset %d" % (json.dumps(raw[pos], ensure_ascii=False)[1:-1].join("''"), pos + 1))
+
+
 def _decode_dispatch(raw):
     """Checks a dispatch as strictly as the Go SDK: unknown fields and wrong
     types are malformed. It returns the dispatch as a dict, times parsed."""
-    d = json.loads(raw)
+    d = _loads(raw)
     if not isinstance(d, dict):
         raise ValueError("json: cannot unmarshal %s into Go value of type runner.Dispatch" % _json_kind(d))
     for k, v in d.items():
@@ -395,28 +430,44 @@ class _Journal:
     (tickets.jsonl, boot, lock): accepted (with the dispatch), started, done
     (with the report), acked."""
 
-    def __init__(self, path, now):
+    def __init__(self, path, now, log=None):
         os.makedirs(path, mode=0o700, exist_ok=True)
         self.dir = path
         self.mu = threading.Lock()
         self.appends = 0
         self.f = None
-        self.lock = open(os.path.join(path, "lock"), "a+")
-        os.chmod(self.lock.name, 0o600)
+        self.log = log or _default_logger()
+        # Both the directory and its lock file are locked, each on a
+        # descriptor held open while the executor lives: the file is what a
+        # Go executor locks, and the directory cannot be deleted and made
+        # anew under a running executor as its lock file can.
+        self.dirfd = os.open(path, os.O_RDONLY)
+        self.lock = None
         try:
+            fcntl.flock(self.dirfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.lock = open(os.path.join(path, "lock"), "a+")
+            os.chmod(self.lock.name, 0o600)
             fcntl.flock(self.lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            self.lock.close()
+            self._unlock()
             raise RuntimeError("executor: state dir %s is in use by another executor process (%s): give each executor its own" % (path, e))
         try:
             self.boot = self._read_boot()
-            tickets = self._read()
+            tickets = self._read(now)
             live = [t for t in tickets if not (t["state"] in ("done", "acked") and now > t["expires"])]
             self._rewrite(_jentries(live))
         except Exception:
-            self.lock.close()
+            self._unlock()
             raise
         self.restored = live
+
+    def _unlock(self):
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+        if self.dirfd is not None:
+            os.close(self.dirfd)
+            self.dirfd = None
 
     def _read_boot(self):
         p = os.path.join(self.dir, "boot")
@@ -431,35 +482,49 @@ class _Journal:
         _write_synced(self.dir, "boot", (b + "\n").encode())
         return b
 
-    def _read(self):
+    def _read(self, now):
+        """The tickets of the journal, in the order they were accepted. A
+        line that cannot be read (a torn last line is what a kill inside a
+        write leaves) is logged with its number and skipped; a ticket whose
+        accepted line was lost but that has a later line is known all the
+        same, as started: it is reported interrupted and never runs again."""
         by, order = {}, []
+        name = os.path.join(self.dir, "tickets.jsonl")
         try:
-            f = open(os.path.join(self.dir, "tickets.jsonl"), "rb")
+            f = open(name, "rb")
         except FileNotFoundError:
             return []
         with f:
-            for line in f:
+            for n, line in enumerate(f, 1):
                 try:
                     e = json.loads(line)
                     tk, st = e["t"], e["s"]
-                except (ValueError, KeyError, TypeError):
-                    continue  # a torn last line is what a kill inside a write leaves
+                    if not isinstance(tk, str) or not isinstance(st, str):
+                        raise TypeError("ticket and state are not strings")
+                    d = exp = None
+                    if st == "accepted" and e.get("d") is not None:
+                        d = _dispatch_from_json(e["d"])
+                        exp = _parse_time(e.get("x", "0001-01-01T00:00:00Z"), "x")
+                except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+                    self.log.warning("journal_line_unreadable", extra={
+                        "line": "%s:%d" % (name, n), "err": "%s: %s" % (type(err).__name__, err),
+                        "rule": "skipped; a ticket with another line is reported interrupted, never run again"})
+                    continue
                 if not tk:
                     continue
                 t = by.get(tk)
-                if st == "accepted" and e.get("d") is not None:
-                    try:
-                        d = _dispatch_from_json(e["d"])
-                        exp = _parse_time(e.get("x", "0001-01-01T00:00:00Z"), "x")
-                    except (ValueError, TypeError):
-                        continue
+                if d is not None:
                     if t is None:
                         t = by[tk] = {}
                         order.append(t)
                     t.update(d=d, expires=exp.timestamp() if exp else 0.0, state="accepted", report=None)
-                elif t is None:
                     continue
-                elif st == "started" and t["state"] == "accepted":
+                if t is None:
+                    self.log.warning("journal_ticket_without_dispatch", extra={"line": "%s:%d" % (name, n), "ticket": tk})
+                    t = by[tk] = {"d": {"version": PROTOCOL_VERSION, "ticket": tk, "task": "", "logical_time": None, "deadline": None},
+                                  "expires": now + DEFAULT_TICKET_TTL, "state": "started", "report": None}
+                    order.append(t)
+                if st == "started" and t["state"] == "accepted":
                     t["state"] = "started"
                 elif st == "done" and e.get("r") is not None:
                     t["state"], t["report"] = "done", e["r"]
@@ -505,9 +570,7 @@ class _Journal:
             if self.f is not None:
                 self.f.close()
                 self.f = None
-            if self.lock is not None:
-                self.lock.close()
-                self.lock = None
+            self._unlock()
 
 
 def _jentries(ts):
@@ -652,7 +715,7 @@ class Executor:
         self._started = True
         restored = []
         if self._state_dir:
-            self.jr = _Journal(self._state_dir, time.time())
+            self.jr = _Journal(self._state_dir, time.time(), self.log)
             self.boot = self.jr.boot
             restored = self.jr.restored
         self._restore(restored)
@@ -1099,6 +1162,9 @@ def _report(d, status, error, duration_ms):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # A burst of dispatches waits to be accepted and is answered (503 when
+    # the pool is full) rather than reset; the kernel caps it at somaxconn.
+    request_queue_size = 1024
 
     def __init__(self, addr, handler):
         fam = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
@@ -1179,7 +1245,7 @@ class _Handler(BaseHTTPRequestHandler):
         if origin:
             u = urllib.parse.urlsplit(origin)
             if not u.netloc or u.scheme != "http" or (u.netloc.lower() != host.lower() and u.netloc.lower() != listen.lower()):
-                self._door_refuse(403, "Origin %s is foreign: a page of another site cannot call this server; open the console at http://%s/" % (json.dumps(origin), host))
+                self._door_refuse(403, "Origin %s is foreign: a web page of another site cannot call this executor; its scheduler calls it with no Origin header" % json.dumps(origin))
                 return False
         if mutating:
             ct = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
@@ -1267,13 +1333,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json_body(self):
         raw = self._body()
-        try:
-            v = json.loads(raw)
-        except ValueError as e:
-            if not raw.strip():
-                raise ValueError("EOF")
-            raise ValueError(str(e))
-        return v
+        if not raw.strip():
+            raise ValueError("EOF")
+        return _loads(raw)
 
     def _dispatch(self):
         x = self.x

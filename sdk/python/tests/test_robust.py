@@ -31,6 +31,11 @@ def wait_for(cond, what, timeout=10.0):
     raise AssertionError("timed out waiting for " + what)
 
 
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 class _Records(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
@@ -234,3 +239,90 @@ class TestHandlers(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestServer(unittest.TestCase):
+    def test_a_burst_of_connections_waits_to_be_accepted(self):
+        srv = ax_executor._Server(("127.0.0.1", 0), ax_executor._Handler)
+        self.addCleanup(srv.server_close)
+        conns = []
+        self.addCleanup(lambda: [c.close() for c in conns])
+        for i in range(200):  # nothing accepts: all wait in the listen backlog
+            try:
+                conns.append(socket.create_connection(srv.server_address, timeout=2))
+            except OSError as e:
+                self.fail("connection %d of a burst: %s (the listen backlog is too short)" % (i + 1, e))
+
+
+class TestBodies(unittest.TestCase):
+    def setUp(self):
+        self.h = Harness({"t": lambda ctx: None})
+
+    def tearDown(self):
+        self.h.close()
+
+    def test_bad_bodies_get_go_shaped_reasons(self):
+        cases = [
+            (b"[" * 100000, "malformed dispatch: exceeded max depth"),
+            (b'{"version":1,"task":"t","ticket":"a","params":{"n":' + b"9" * 5000 + b"}}",
+             "malformed dispatch: json: cannot unmarshal number 99999999999999999999… into Go value of type float64"),
+            (b'{"version":1,"task":"t","ticket":"a","instance_id":' + b"9" * 5000 + b"}",
+             "malformed dispatch: json: cannot unmarshal number 99999999999999999999… into Go value of type float64"),
+            (b'{"version":1,"task":"t","ticket":"a","params":{"n":NaN}}', "malformed dispatch: invalid character 'N' at offset 52"),
+            (b'{"version":1', "malformed dispatch: unexpected end of JSON input"),
+            (b"hello", "malformed dispatch: invalid character 'h' at offset 1"),
+        ]
+        for body, want in cases:
+            code, ans = self.h.post("/dispatch", body)
+            self.assertEqual((code, ans["reason"]), (400, want), body[:60])
+        code, ans = self.h.post("/kill", b"[" * 100000)
+        self.assertEqual((code, ans["reason"]), (400, 'malformed kill: want {"ticket": "…"}'))
+        self.assertEqual(self.h.x.tickets, {})
+
+    def test_foreign_origin_refused_without_a_console(self):
+        code, ans = self.h.post("/dispatch", {"version": 1, "task": "t", "ticket": "o"}, {"Origin": "http://evil.example"})
+        self.assertEqual(code, 403)
+        self.assertEqual(ans["error"], 'Origin "http://evil.example" is foreign: a web page of another site cannot call this executor; '
+                                       "its scheduler calls it with no Origin header")
+        self.assertEqual(self.h.x.tickets, {})
+
+
+class TestStateDir(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_a_deleted_lock_file_lets_no_second_process_in(self):
+        first = ax_executor._Journal(self.dir, time.time())
+        self.addCleanup(first.close)
+        os.unlink(os.path.join(self.dir, "lock"))
+        before = read(os.path.join(self.dir, "tickets.jsonl"))
+        with self.assertRaises(RuntimeError) as cm:
+            ax_executor._Journal(self.dir, time.time())
+        self.assertIn("state dir %s is in use by another executor process" % self.dir, str(cm.exception))
+        self.assertIn("give each executor its own", str(cm.exception))
+        self.assertEqual(read(os.path.join(self.dir, "tickets.jsonl")), before)
+        first.close()
+        ax_executor._Journal(self.dir, time.time()).close()  # free once the first is gone
+
+    def test_a_garbled_line_is_reported_and_its_ticket_never_runs_again(self):
+        ran = []
+        x = in_(600)
+        good = {"t": "ok", "s": "accepted", "d": {"version": 1, "task": "t", "ticket": "ok"}, "x": x}
+        with open(os.path.join(self.dir, "tickets.jsonl"), "w") as f:
+            f.write(json.dumps(good) + "\n")
+            f.write('{"t":"g1","s":"accepted","d":{"version":1,"ta\n')  # garbled accepted line
+            f.write('{"t":"g1","s":"started"}\n')
+        h = Harness({"t": lambda ctx: ran.append(ctx.ticket)}, state_dir=self.dir)
+        self.addCleanup(h.close)
+        msgs = h.rec.messages()
+        bad = [f for m, f in msgs if m == "journal_line_unreadable"]
+        self.assertEqual([f["line"] for f in bad], [os.path.join(self.dir, "tickets.jsonl") + ":2"])
+        code, ans = h.post("/status", {"tickets": ["g1"]})
+        self.assertEqual(code, 200, ans)
+        st = ans["tickets"]["g1"]
+        self.assertEqual((st["state"], st["result"]["status"], st["result"]["error"]), ("done", "failed", ax_executor.INTERRUPTED))
+        code, rep = h.dispatch("t", "g1")
+        self.assertEqual((code, rep["error"]), (200, ax_executor.INTERRUPTED))
+        wait_for(lambda: "ok" in ran, "the accepted ticket to run")
+        self.assertNotIn("g1", ran)
