@@ -644,10 +644,13 @@ class Executor:
                 dispatches waiting (defaults 2 × CPUs, 2 × core, 300)
     heartbeat   seconds between heartbeats (10)
     logger      a logging.Logger for the executor's own events
+    grace       seconds a stop (SIGTERM) waits for accepted work to end and
+                its results to be delivered before the process exits (30);
+                what is left then is reported interrupted at the next start
     """
 
     def __init__(self, address="", schedulers=(), token="", token_file="", state_dir="",
-                 core=0, max=0, queue=0, heartbeat=10.0, logger=None, timeout=10.0):
+                 core=0, max=0, queue=0, heartbeat=10.0, logger=None, timeout=10.0, grace=30.0):
         self.core = core or 2 * (os.cpu_count() or 1)
         self.max = max or 2 * self.core
         self.queue_cap = queue or 300
@@ -669,6 +672,7 @@ class Executor:
         self.address = address.rstrip("/")
         self.heartbeat = heartbeat
         self.timeout = timeout
+        self.grace = grace
         self.log = logger or _default_logger()
         self._token, self._token_file = token, token_file
         self._state_dir = state_dir
@@ -686,7 +690,9 @@ class Executor:
         self.prefer = ""
         self.boot = binascii.hexlify(os.urandom(8)).decode()
         self.jr = None
-        self._stopped = threading.Event()
+        self._stopped = threading.Event()  # new work is refused
+        self._closing = threading.Event()  # the drain is over: deliveries end
+        self._delivering = 0
         self._started = False
 
     # -- registration of functions
@@ -748,8 +754,9 @@ class Executor:
 
     def serve(self, listen, install_signals=True):
         """Serves listen (host:port) and registers with the schedulers until
-        SIGINT or SIGTERM (or stop()); then refuses new work, lets the running
-        work end and closes the state dir."""
+        SIGINT or SIGTERM (or stop()); then refuses new work (503), lets the
+        accepted work end and its results be delivered, for up to grace
+        seconds, and closes the state dir."""
         self.start()
         host, port = listen.rsplit(":", 1)
         srv = _Server((host.strip("[]"), int(port)), _Handler)
@@ -779,7 +786,8 @@ class Executor:
             self.jr.close()
 
     def run(self):
-        """Registers, sends heartbeats and delivers results until stop()."""
+        """Registers, sends heartbeats and delivers results until stop();
+        then drains (see serve)."""
         self.start()
         d = threading.Thread(target=self._deliver, daemon=True)
         d.start()
@@ -787,7 +795,28 @@ class Executor:
             self._register_loop()
         finally:
             self.stop()
+            self._drain(time.monotonic() + self.grace)
+            self._closing.set()
+            with self.outbox_cv:
+                self.outbox_cv.notify_all()
             d.join()
+
+    def _drain(self, end):
+        """Waits until end for the accepted work to end, then for its results
+        to be delivered."""
+        with self.mu:
+            if self.running:
+                self.log.info("executor_draining", extra={"work": len(self.running), "grace": "%gs" % self.grace})
+            while (self.running or self.active) and time.monotonic() < end:  # active: a result not yet handed on
+                self.work_cv.wait(end - time.monotonic())
+            left = max(len(self.running), self.active)
+        with self.outbox_cv:
+            while (self.outbox or self._delivering) and time.monotonic() < end:
+                self.outbox_cv.wait(end - time.monotonic())
+            undelivered = len(self.outbox) + self._delivering
+        if left or undelivered:
+            self.log.warning("executor_drain_cut", extra={"grace": "%gs" % self.grace, "work_left": left, "results_left": undelivered,
+                                                          "rule": "work left is reported interrupted, results left are delivered at the next start"})
 
     def _register_loop(self):
         if not self.scheds:
@@ -894,6 +923,7 @@ class Executor:
             finally:
                 with self.mu:
                     self.active -= 1
+                    self.work_cv.notify_all()  # a drain waits for the running work
 
     def _run(self, j):
         d = j.d
@@ -1005,17 +1035,23 @@ class Executor:
         rejected as malformed (4xx), retrying with backoff: at least once."""
         while True:
             with self.outbox_cv:
-                while not self.outbox and not self._stopped.is_set():
+                while not self.outbox and not self._closing.is_set():
                     self.outbox_cv.wait()
-                if self._stopped.is_set():
+                if self._closing.is_set():
                     return
                 j = self.outbox.popleft()
+                self._delivering += 1
             try:
-                if self._deliver_one(j):
-                    return
+                stopped = self._deliver_one(j)
             except Exception as e:  # one result that cannot be sent never stops the others
+                stopped = False
                 self.log.error("result_undeliverable", extra={"task": j.d.get("task", ""), "ticket": j.d.get("ticket", ""),
                                                               "callback": j.d.get("callback", ""), "err": "%s: %s" % (type(e).__name__, e)})
+            with self.outbox_cv:
+                self._delivering -= 1
+                self.outbox_cv.notify_all()
+            if stopped:
+                return
 
     def _deliver_one(self, j):
         """Posts one result until acknowledged or rejected; True when the
@@ -1039,7 +1075,7 @@ class Executor:
                 return False
             self.log.warning("result_not_delivered", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code,
                                                             "err": str(err), "retry_in": "%.1fs" % wait})
-            if self._stopped.wait(wait):
+            if self._closing.wait(wait):
                 return True
             wait = min(2 * wait, 30.0)
 

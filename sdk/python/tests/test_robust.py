@@ -6,7 +6,9 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -235,6 +237,77 @@ class TestHandlers(unittest.TestCase):
         self.release.set()  # the abandoned k1 returns late: its return is ignored
         self.assertEqual(self.cb.result("k2")["status"], "success")
         self.assertEqual([r["status"] for r in self.cb.got if r["ticket"] == "k1"], ["failed"])
+
+
+_DRAIN_SCRIPT = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import ax_executor
+release = sys.argv[3]
+x = ax_executor.Executor(address="http://127.0.0.1:" + sys.argv[2], state_dir=sys.argv[4], core=1, max=2)
+
+@x.task("slow")
+def slow(ctx):
+    while not os.path.exists(release):
+        time.sleep(0.01)
+
+@x.task("other")
+def other(ctx):
+    pass
+
+x.serve("127.0.0.1:" + sys.argv[2])
+"""
+
+
+class TestDrain(unittest.TestCase):
+    def test_sigterm_lets_running_work_end_and_delivers_its_result(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        cb = Callbacks()
+        self.addCleanup(cb.close)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        release = os.path.join(d, "release")
+        state = os.path.join(d, "state")
+        sdk = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        p = subprocess.Popen([sys.executable, "-c", _DRAIN_SCRIPT, sdk, str(port), release, state],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        base = "http://127.0.0.1:%d" % port
+
+        def post(path, body):
+            req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return r.status, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+            except OSError:
+                return 0, None
+
+        def dispatch(task, ticket):
+            return post("/dispatch", {"version": 1, "task": task, "ticket": ticket, "callback": cb.url})
+
+        self.assertEqual(wait_for(lambda: dispatch("slow", "s1")[0], "the executor to listen"), 202)
+        wait_for(lambda: post("/status", {"tickets": ["s1"]})[1]["tickets"]["s1"]["state"] == "running", "s1 to run")
+        p.send_signal(signal.SIGTERM)
+        n = [0]
+
+        def refused():
+            n[0] += 1
+            return dispatch("other", "o%d" % n[0])
+
+        code, ans = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(refused()), "dispatches to be refused")
+        self.assertEqual(ans["reason"], "this executor is shutting down")
+        self.assertIsNone(p.poll(), "the executor exited with its work running")
+        with open(release, "w"):
+            pass
+        out, _ = p.communicate(timeout=20)
+        self.assertEqual(cb.result("s1")["status"], "success", out)
+        self.assertEqual(p.returncode, 0, out)
+        with open(os.path.join(state, "tickets.jsonl")) as f:
+            self.assertNotIn("interrupted", f.read())
 
 
 if __name__ == "__main__":
