@@ -200,6 +200,9 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 		if x.jr, restored, x.boot, err = openJournal(cfg.StateDir, cfg.Now()); err != nil {
 			return nil, err
 		}
+		for _, p := range x.jr.problems {
+			x.log.Warn("journal_line_unreadable", "problem", p)
+		}
 	}
 	x.outbox = make(chan *job, cfg.Queue+cfg.Max+len(restored))
 	if err := x.restore(restored); err != nil {
