@@ -818,12 +818,25 @@ class Executor:
             self.log.warning("executor_drain_cut", extra={"grace": "%gs" % self.grace, "work_left": left, "results_left": undelivered,
                                                           "rule": "work left is reported interrupted, results left are delivered at the next start"})
 
+    def _until_stopped(self, seconds):
+        """Waits up to seconds for stop(); True once stopped. It wakes at
+        least every half second: a signal the kernel hands to another
+        thread runs its handler only when the main thread wakes."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if self._stopped.wait(min(max(left, 0.0), 0.5)):
+                return True
+            if left <= 0.5:
+                return False
+
     def _register_loop(self):
         if not self.scheds:
-            self._stopped.wait()
+            while not self._until_stopped(3600):
+                pass
             return
         registered, retry, wait = False, 1.0, 0.0
-        while not self._stopped.wait(wait):
+        while not self._until_stopped(wait):
             if registered:
                 path, body = "/api/v1/executors/heartbeat", {"address": self.address, "pool": self.pool()}
             else:
