@@ -400,6 +400,9 @@ func conformBadInput(t *testing.T, s sdkUnderTest) {
 		{"dispatch no ticket", "/dispatch", conformanceToken, "application/json", `{"version":1,"task":"a"}`, 400, refusal, "malformed dispatch: ticket and task are required"},
 		{"dispatch version 2", "/dispatch", conformanceToken, "application/json", `{"version":2,"task":"a","ticket":"B4"}`, 400, refusal, "protocol version 2: this executor speaks 1"},
 		{"dispatch unknown task", "/dispatch", conformanceToken, "application/json", `{"version":1,"task":"zz","ticket":"B5"}`, 404, refusal, `task "zz" is not served here (serving [`},
+		{"dispatch file callback", "/dispatch", conformanceToken, "application/json", `{"version":1,"task":"a","ticket":"B6","callback":"file:///etc/passwd"}`, 400, refusal, `malformed dispatch: callback "file:///etc/passwd" is not an http:// or https:// URL`},
+		{"dispatch data callback", "/dispatch", conformanceToken, "application/json", `{"version":1,"task":"a","ticket":"B7","callback":"data:,hello"}`, 400, refusal, `malformed dispatch: callback "data:,hello" is not an http:// or https:// URL`},
+		{"dispatch nested deep", "/dispatch", conformanceToken, "application/json", strings.Repeat("[", 100000), 400, refusal, "malformed dispatch: "},
 		{"dispatch oversized", "/dispatch", conformanceToken, "application/json", string(big), 400, refusal, "malformed dispatch: http: request body too large"},
 		{"dispatch without token", "/dispatch", "", "application/json", string(good), 401, refusal, "missing or wrong bearer token"},
 		{"dispatch wrong token", "/dispatch", "not-it", "application/json", string(good), 401, refusal, "missing or wrong bearer token"},
@@ -425,8 +428,8 @@ func conformBadInput(t *testing.T, s sdkUnderTest) {
 			t.Errorf("%s: %d %v, want %d with keys %v and a reason starting %q", c.name, code, ans, c.code, c.keys, c.reason)
 		}
 	}
-	if _, ans := sdkPost(t, addr, "/status", map[string]any{"tickets": []string{"B1", "B2", "B3", "B4", "B5"}}); fmt.Sprint(ans["tickets"]) !=
-		"map[B1:map[state:unknown] B2:map[state:unknown] B3:map[state:unknown] B4:map[state:unknown] B5:map[state:unknown]]" {
+	if _, ans := sdkPost(t, addr, "/status", map[string]any{"tickets": []string{"B1", "B2", "B3", "B4", "B5", "B6", "B7"}}); fmt.Sprint(ans["tickets"]) !=
+		"map[B1:map[state:unknown] B2:map[state:unknown] B3:map[state:unknown] B4:map[state:unknown] B5:map[state:unknown] B6:map[state:unknown] B7:map[state:unknown]]" {
 		t.Errorf("after the refusals the executor knows tickets: %v", ans)
 	}
 	if n := recorded(t, record); len(n) != 0 {

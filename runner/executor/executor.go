@@ -200,6 +200,9 @@ func New(cfg Config, funcs map[string]runner.Func) (*Executor, error) {
 		if x.jr, restored, x.boot, err = openJournal(cfg.StateDir, cfg.Now()); err != nil {
 			return nil, err
 		}
+		for _, p := range x.jr.problems {
+			x.log.Warn("journal_line_unreadable", "problem", p)
+		}
 	}
 	x.outbox = make(chan *job, cfg.Queue+cfg.Max+len(restored))
 	if err := x.restore(restored); err != nil {
@@ -422,6 +425,13 @@ func (x *Executor) fromSchedulerAddr(ctx context.Context, ip net.IP) bool {
 	return false
 }
 
+// isHTTPURL reports whether s is an absolute http or https URL: the only
+// kind a result can be posted to.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 func refuse(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, Answer{Reason: fmt.Sprintf(format, args...)})
 }
@@ -438,6 +448,9 @@ func (x *Executor) serveDispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	case d.Ticket == "" || d.Task == "":
 		refuse(w, http.StatusBadRequest, "malformed dispatch: ticket and task are required")
+		return
+	case d.Callback != "" && !isHTTPURL(d.Callback):
+		refuse(w, http.StatusBadRequest, "malformed dispatch: callback %q is not an http:// or https:// URL: give the scheduler's result URL", d.Callback)
 		return
 	case x.funcs[d.Task] == nil:
 		refuse(w, http.StatusNotFound, "task %q is not served here (serving %v)", d.Task, x.Tasks())

@@ -63,7 +63,11 @@ type journal struct {
 	dir     string
 	f       *os.File
 	lock    *os.File
-	appends int // lines since the last rewrite
+	dirLock *os.File // the state dir itself, locked too: its lock file can be deleted under us
+	appends int      // lines since the last rewrite
+	// problems are the lines read at open that could not be taken
+	// ("tickets.jsonl:3: …"), for the executor to log.
+	problems []string
 }
 
 // jticket is a ticket as the journal left it.
@@ -81,16 +85,27 @@ func openJournal(dir string, now time.Time) (*journal, []*jticket, string, error
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, "", fmt.Errorf("executor: state dir: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	// Both the directory and its lock file are locked, each on a descriptor
+	// held open while the executor lives: a lock file deleted and made anew
+	// lets a second process lock the new one, a directory cannot be.
+	dirLock, err := os.Open(dir)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("executor: state dir: %w", err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, nil, "", fmt.Errorf("executor: state dir %s is in use by another executor process (%v): give each executor its own", dir, err)
+	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		dirLock.Close()
+		return nil, nil, "", fmt.Errorf("executor: state dir: %w", err)
+	}
+	unlock := func() { lock.Close(); dirLock.Close() }
+	for _, f := range []*os.File{dirLock, lock} {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			unlock()
+			return nil, nil, "", fmt.Errorf("executor: state dir %s is in use by another executor process (%v): give each executor its own", dir, err)
+		}
 	}
 	fail := func(err error) (*journal, []*jticket, string, error) {
-		lock.Close()
+		unlock()
 		return nil, nil, "", fmt.Errorf("executor: state dir %s: %w", dir, err)
 	}
 	boot := ""
@@ -105,7 +120,7 @@ func openJournal(dir string, now time.Time) (*journal, []*jticket, string, error
 	default:
 		return fail(err)
 	}
-	tickets, err := readJournal(filepath.Join(dir, journalFile))
+	tickets, problems, err := readJournal(filepath.Join(dir, journalFile), now)
 	if err != nil {
 		return fail(err)
 	}
@@ -118,7 +133,7 @@ func openJournal(dir string, now time.Time) (*journal, []*jticket, string, error
 		}
 		live = append(live, t)
 	}
-	j := &journal{dir: dir, lock: lock}
+	j := &journal{dir: dir, lock: lock, dirLock: dirLock, problems: problems}
 	if err := j.rewrite(jentries(live)); err != nil {
 		return fail(err)
 	}
@@ -126,24 +141,30 @@ func openJournal(dir string, now time.Time) (*journal, []*jticket, string, error
 }
 
 // readJournal reads the tickets of a journal file, in the order they were
-// accepted. A line that does not parse is skipped: a torn last line is what
-// a process killed inside a write leaves.
-func readJournal(path string) ([]*jticket, error) {
+// accepted. A line that does not parse is skipped and named in problems (a
+// torn last line is what a process killed inside a write leaves). A ticket
+// whose accepted line was lost but that has a later line is known all the
+// same, as started: it is reported interrupted and never runs again.
+func readJournal(path string, now time.Time) (tickets []*jticket, problems []string, err error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	byTicket := map[string]*jticket{}
 	var order []*jticket
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 4*maxDispatch)
-	for sc.Scan() {
+	for n := 1; sc.Scan(); n++ {
 		var e jentry
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Ticket == "" {
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			problems = append(problems, fmt.Sprintf("%s:%d: %v: skipped", path, n, err))
+			continue
+		}
+		if e.Ticket == "" {
 			continue
 		}
 		t := byTicket[e.Ticket]
@@ -155,7 +176,14 @@ func readJournal(path string) ([]*jticket, error) {
 				order = append(order, t)
 			}
 			t.d, t.expires, t.state = *e.Dispatch, e.Expires, jAccepted
+			continue
 		case t == nil:
+			problems = append(problems, fmt.Sprintf("%s:%d: ticket %s has no readable accepted line: known as started (reported interrupted, never run again)", path, n, e.Ticket))
+			t = &jticket{d: Dispatch{Version: runner.ProtocolVersion, Ticket: e.Ticket}, expires: now.Add(DefaultTicketTTL), state: jStarted}
+			byTicket[e.Ticket] = t
+			order = append(order, t)
+		}
+		switch {
 		case e.State == jStarted && t.state == jAccepted:
 			t.state = jStarted
 		case e.State == jDone && e.Report != nil:
@@ -164,7 +192,7 @@ func readJournal(path string) ([]*jticket, error) {
 			t.state = jAcked
 		}
 	}
-	return order, sc.Err()
+	return order, problems, sc.Err()
 }
 
 // jentries are the lines that record tickets as they are.
@@ -295,8 +323,8 @@ func (j *journal) close() error {
 		j.f = nil
 	}
 	if j.lock != nil {
-		err = errors.Join(err, j.lock.Close())
-		j.lock = nil
+		err = errors.Join(err, j.lock.Close(), j.dirLock.Close())
+		j.lock, j.dirLock = nil, nil
 	}
 	return err
 }

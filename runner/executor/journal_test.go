@@ -367,3 +367,79 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A journal line that cannot be read is logged with its file and line; a
+// ticket whose accepted line was lost but that has a later line is
+// reported interrupted and never runs again. A lock file deleted under a
+// running executor lets no second process in: the directory is locked too.
+func TestJournalGarbledLineAndDeletedLock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	name := filepath.Join(dir, journalFile)
+	garbled := `{"t":"ok","s":"accepted","d":{"version":1,"task":"sync","ticket":"ok"},"x":"2999-01-01T00:00:00Z"}` + "\n" +
+		`{"t":"g1","s":"accepted","d":{"version":1,"ta` + "\n" +
+		`{"t":"g1","s":"started"}` + "\n"
+	if err := os.WriteFile(name, []byte(garbled), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	ran := map[string]int{}
+	funcs := map[string]runner.Func{"sync": func(_ context.Context, a runner.Attempt) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ran[a.Ticket]++
+		return nil
+	}}
+	x, err := New(Config{StateDir: dir, Client: &http.Client{}, Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logged, mu: &mu}, nil))}, funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(x.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.Run(ctx); close(done) }()
+	t.Cleanup(func() { srv.Close(); cancel(); <-done; x.Close() })
+
+	mu.Lock()
+	log := logged.String()
+	mu.Unlock()
+	if !strings.Contains(log, name+":2: ") || !strings.Contains(log, name+":3: ticket g1 has no readable accepted line") {
+		t.Errorf("log %q: want the unreadable line 2 and ticket g1 of line 3 named", log)
+	}
+	st := status(t, srv.URL, "g1")
+	if g := st.Tickets["g1"]; g.State != runner.TicketDone || g.Result == nil || g.Result.Error != interrupted {
+		t.Errorf("status of g1: %+v, want done, failed as interrupted", g)
+	}
+	if code, body := dispatch(t, srv.URL, disp("sync", "g1")); code != 200 || !strings.Contains(string(body), "interrupted") {
+		t.Errorf("redispatch of g1: %d %s, want its interrupted result", code, body)
+	}
+	waitUntil(t, func() bool { mu.Lock(); defer mu.Unlock(); return ran["ok"] == 1 })
+	mu.Lock()
+	if ran["g1"] != 0 {
+		t.Errorf("g1 ran %d times, want never", ran["g1"])
+	}
+	mu.Unlock()
+
+	if err := os.Remove(filepath.Join(dir, lockFile)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(name)
+	if _, err := New(Config{StateDir: dir, Client: &http.Client{}}, funcs); err == nil || !strings.Contains(err.Error(), "is in use by another executor process") {
+		t.Errorf("a second executor after the lock file was deleted: %v, want refused as in use", err)
+	}
+	if after, _ := os.ReadFile(name); !bytes.Equal(before, after) {
+		t.Errorf("the refused executor rewrote the journal:\n%s\nwant\n%s", after, before)
+	}
+}
+
+type syncWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}

@@ -42,16 +42,20 @@ traceparent (ctx.traceparent), and those a handler opens with
 `with ctx.span("load"):`, as OTLP/HTTP JSON from a thread of its own.
 
 A handler raises to fail; raising Permanent fails without retries. It reads
-ctx.cancelled (or calls ctx.wait) to stop when killed or past its deadline:
-Python cannot stop a thread from outside, so work that ignores it runs on,
-and its result is reported as killed or past its deadline all the same.
+ctx.cancelled (or calls ctx.wait) to stop when killed or past its deadline.
+The attempt is reported then at once and its task freed: Python cannot stop
+a thread from outside, so a handler that ignores it is abandoned, running
+on unseen, its late return ignored. An async def handler runs under
+asyncio.run.
 """
 
+import asyncio
 import base64
 import binascii
 import errno
 import fcntl
 import hmac
+import inspect
 import ipaddress
 import json
 import logging
@@ -183,10 +187,45 @@ _DISPATCH_FIELDS = {
 }
 
 
+def _big_number(s):
+    """A number as Go decodes one into an untyped value (a float64): one
+    beyond its range is an error, in Go's words."""
+    f = float(s)
+    if f in (float("inf"), float("-inf")):
+        raise ValueError("json: cannot unmarshal number %s into Go value of type float64"
+                         % (s if len(s) <= 24 else s[:20] + "…"))
+    return f
+
+
+def _parse_int(s):
+    return int(s) if len(s) <= 19 else _big_number(s)
+
+
+def _loads(raw):
+    """Parses a JSON request body; its errors are ValueErrors worded as Go's
+    encoding/json words them (so an SDK's reasons do not depend on its
+    language), never Python's."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")  # Go reads invalid UTF-8 as U+FFFD
+    try:
+        return json.loads(raw, parse_int=_parse_int, parse_float=_big_number,
+                          parse_constant=lambda c: _bad_char(raw, raw.find(c)))
+    except RecursionError:
+        raise ValueError("exceeded max depth") from None
+    except json.JSONDecodeError as e:
+        if e.pos >= len(raw.rstrip()):
+            raise ValueError("unexpected end of JSON input") from None
+        _bad_char(raw, e.pos)
+
+
+def _bad_char(raw, pos):
+    raise ValueError("invalid character %s at offset %d" % (json.dumps(raw[pos], ensure_ascii=False)[1:-1].join("''"), pos + 1))
+
+
 def _decode_dispatch(raw):
     """Checks a dispatch as strictly as the Go SDK: unknown fields and wrong
     types are malformed. It returns the dispatch as a dict, times parsed."""
-    d = json.loads(raw)
+    d = _loads(raw)
     if not isinstance(d, dict):
         raise ValueError("json: cannot unmarshal %s into Go value of type runner.Dispatch" % _json_kind(d))
     for k, v in d.items():
@@ -642,28 +681,44 @@ class _Journal:
     (tickets.jsonl, boot, lock): accepted (with the dispatch), started, done
     (with the report), acked."""
 
-    def __init__(self, path, now):
+    def __init__(self, path, now, log=None):
         os.makedirs(path, mode=0o700, exist_ok=True)
         self.dir = path
         self.mu = threading.Lock()
         self.appends = 0
         self.f = None
-        self.lock = open(os.path.join(path, "lock"), "a+")
-        os.chmod(self.lock.name, 0o600)
+        self.log = log or _default_logger()
+        # Both the directory and its lock file are locked, each on a
+        # descriptor held open while the executor lives: the file is what a
+        # Go executor locks, and the directory cannot be deleted and made
+        # anew under a running executor as its lock file can.
+        self.dirfd = os.open(path, os.O_RDONLY)
+        self.lock = None
         try:
+            fcntl.flock(self.dirfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.lock = open(os.path.join(path, "lock"), "a+")
+            os.chmod(self.lock.name, 0o600)
             fcntl.flock(self.lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            self.lock.close()
+            self._unlock()
             raise RuntimeError("executor: state dir %s is in use by another executor process (%s): give each executor its own" % (path, e))
         try:
             self.boot = self._read_boot()
-            tickets = self._read()
+            tickets = self._read(now)
             live = [t for t in tickets if not (t["state"] in ("done", "acked") and now > t["expires"])]
             self._rewrite(_jentries(live))
         except Exception:
-            self.lock.close()
+            self._unlock()
             raise
         self.restored = live
+
+    def _unlock(self):
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+        if self.dirfd is not None:
+            os.close(self.dirfd)
+            self.dirfd = None
 
     def _read_boot(self):
         p = os.path.join(self.dir, "boot")
@@ -678,35 +733,49 @@ class _Journal:
         _write_synced(self.dir, "boot", (b + "\n").encode())
         return b
 
-    def _read(self):
+    def _read(self, now):
+        """The tickets of the journal, in the order they were accepted. A
+        line that cannot be read (a torn last line is what a kill inside a
+        write leaves) is logged with its number and skipped; a ticket whose
+        accepted line was lost but that has a later line is known all the
+        same, as started: it is reported interrupted and never runs again."""
         by, order = {}, []
+        name = os.path.join(self.dir, "tickets.jsonl")
         try:
-            f = open(os.path.join(self.dir, "tickets.jsonl"), "rb")
+            f = open(name, "rb")
         except FileNotFoundError:
             return []
         with f:
-            for line in f:
+            for n, line in enumerate(f, 1):
                 try:
                     e = json.loads(line)
                     tk, st = e["t"], e["s"]
-                except (ValueError, KeyError, TypeError):
-                    continue  # a torn last line is what a kill inside a write leaves
+                    if not isinstance(tk, str) or not isinstance(st, str):
+                        raise TypeError("ticket and state are not strings")
+                    d = exp = None
+                    if st == "accepted" and e.get("d") is not None:
+                        d = _dispatch_from_json(e["d"])
+                        exp = _parse_time(e.get("x", "0001-01-01T00:00:00Z"), "x")
+                except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+                    self.log.warning("journal_line_unreadable", extra={
+                        "line": "%s:%d" % (name, n), "err": "%s: %s" % (type(err).__name__, err),
+                        "rule": "skipped; a ticket with another line is reported interrupted, never run again"})
+                    continue
                 if not tk:
                     continue
                 t = by.get(tk)
-                if st == "accepted" and e.get("d") is not None:
-                    try:
-                        d = _dispatch_from_json(e["d"])
-                        exp = _parse_time(e.get("x", "0001-01-01T00:00:00Z"), "x")
-                    except (ValueError, TypeError):
-                        continue
+                if d is not None:
                     if t is None:
                         t = by[tk] = {}
                         order.append(t)
                     t.update(d=d, expires=exp.timestamp() if exp else 0.0, state="accepted", report=None)
-                elif t is None:
                     continue
-                elif st == "started" and t["state"] == "accepted":
+                if t is None:
+                    self.log.warning("journal_ticket_without_dispatch", extra={"line": "%s:%d" % (name, n), "ticket": tk})
+                    t = by[tk] = {"d": {"version": PROTOCOL_VERSION, "ticket": tk, "task": "", "logical_time": None, "deadline": None},
+                                  "expires": now + DEFAULT_TICKET_TTL, "state": "started", "report": None}
+                    order.append(t)
+                if st == "started" and t["state"] == "accepted":
                     t["state"] = "started"
                 elif st == "done" and e.get("r") is not None:
                     t["state"], t["report"] = "done", e["r"]
@@ -752,9 +821,7 @@ class _Journal:
             if self.f is not None:
                 self.f.close()
                 self.f = None
-            if self.lock is not None:
-                self.lock.close()
-                self.lock = None
+            self._unlock()
 
 
 def _jentries(ts):
@@ -828,10 +895,13 @@ class Executor:
                 dispatches waiting (defaults 2 × CPUs, 2 × core, 300)
     heartbeat   seconds between heartbeats (10)
     logger      a logging.Logger for the executor's own events
+    grace       seconds a stop (SIGTERM) waits for accepted work to end and
+                its results to be delivered before the process exits (30);
+                what is left then is reported interrupted at the next start
     """
 
     def __init__(self, address="", schedulers=(), token="", token_file="", state_dir="",
-                 core=0, max=0, queue=0, heartbeat=10.0, logger=None, timeout=10.0):
+                 core=0, max=0, queue=0, heartbeat=10.0, logger=None, timeout=10.0, grace=30.0):
         self.core = core or 2 * (os.cpu_count() or 1)
         self.max = max or 2 * self.core
         self.queue_cap = queue or 300
@@ -853,6 +923,7 @@ class Executor:
         self.address = address.rstrip("/")
         self.heartbeat = heartbeat
         self.timeout = timeout
+        self.grace = grace
         self.log = logger or _default_logger()
         self.tracer = _Tracer.from_env(self.log)  # spans of attempts, when the environment names a collector
         self._token, self._token_file = token, token_file
@@ -871,7 +942,9 @@ class Executor:
         self.prefer = ""
         self.boot = binascii.hexlify(os.urandom(8)).decode()
         self.jr = None
-        self._stopped = threading.Event()
+        self._stopped = threading.Event()  # new work is refused
+        self._closing = threading.Event()  # the drain is over: deliveries end
+        self._delivering = 0
         self._started = False
 
     # -- registration of functions
@@ -900,7 +973,7 @@ class Executor:
         self._started = True
         restored = []
         if self._state_dir:
-            self.jr = _Journal(self._state_dir, time.time())
+            self.jr = _Journal(self._state_dir, time.time(), self.log)
             self.boot = self.jr.boot
             restored = self.jr.restored
         self._restore(restored)
@@ -933,8 +1006,9 @@ class Executor:
 
     def serve(self, listen, install_signals=True):
         """Serves listen (host:port) and registers with the schedulers until
-        SIGINT or SIGTERM (or stop()); then refuses new work, lets the running
-        work end and closes the state dir."""
+        SIGINT or SIGTERM (or stop()); then refuses new work (503), lets the
+        accepted work end and its results be delivered, for up to grace
+        seconds, and closes the state dir."""
         self.start()
         host, port = listen.rsplit(":", 1)
         srv = _Server((host.strip("[]"), int(port)), _Handler)
@@ -966,7 +1040,8 @@ class Executor:
             self.tracer.close()
 
     def run(self):
-        """Registers, sends heartbeats and delivers results until stop()."""
+        """Registers, sends heartbeats and delivers results until stop();
+        then drains (see serve)."""
         self.start()
         d = threading.Thread(target=self._deliver, daemon=True)
         d.start()
@@ -974,14 +1049,48 @@ class Executor:
             self._register_loop()
         finally:
             self.stop()
+            self._drain(time.monotonic() + self.grace)
+            self._closing.set()
+            with self.outbox_cv:
+                self.outbox_cv.notify_all()
             d.join()
+
+    def _drain(self, end):
+        """Waits until end for the accepted work to end, then for its results
+        to be delivered."""
+        with self.mu:
+            if self.running:
+                self.log.info("executor_draining", extra={"work": len(self.running), "grace": "%gs" % self.grace})
+            while (self.running or self.active) and time.monotonic() < end:  # active: a result not yet handed on
+                self.work_cv.wait(end - time.monotonic())
+            left = max(len(self.running), self.active)
+        with self.outbox_cv:
+            while (self.outbox or self._delivering) and time.monotonic() < end:
+                self.outbox_cv.wait(end - time.monotonic())
+            undelivered = len(self.outbox) + self._delivering
+        if left or undelivered:
+            self.log.warning("executor_drain_cut", extra={"grace": "%gs" % self.grace, "work_left": left, "results_left": undelivered,
+                                                          "rule": "work left is reported interrupted, results left are delivered at the next start"})
+
+    def _until_stopped(self, seconds):
+        """Waits up to seconds for stop(); True once stopped. It wakes at
+        least every half second: a signal the kernel hands to another
+        thread runs its handler only when the main thread wakes."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if self._stopped.wait(min(max(left, 0.0), 0.5)):
+                return True
+            if left <= 0.5:
+                return False
 
     def _register_loop(self):
         if not self.scheds:
-            self._stopped.wait()
+            while not self._until_stopped(3600):
+                pass
             return
         registered, retry, wait = False, 1.0, 0.0
-        while not self._stopped.wait(wait):
+        while not self._until_stopped(wait):
             if registered:
                 path, body = "/api/v1/executors/heartbeat", {"address": self.address, "pool": self.pool()}
             else:
@@ -1081,6 +1190,7 @@ class Executor:
             finally:
                 with self.mu:
                     self.active -= 1
+                    self.work_cv.notify_all()  # a drain waits for the running work
 
     def _run(self, j):
         d = j.d
@@ -1092,22 +1202,18 @@ class Executor:
         err, permanent = None, False
         ctx = None
         j.tracer, j.span = self.tracer, self._attempt_span(d)
+        abandoned = False
         if started:
             try:
                 if self.jr is not None:  # durable before the work can have any effect
                     self.jr.append({"t": d["ticket"], "s": "started"}, True, j)
                 ctx = Context(j, out, self.log)
-                self.funcs[d["task"]](ctx)
-            except Permanent as e:
-                err, permanent = str(e) or "permanent failure", True
-            except OutputRefused as e:
-                err = str(e)
-            except Exception as e:
+                err, permanent, abandoned = self._call(j, self.funcs[d["task"]], ctx)
+            except Exception as e:  # the journal failed: the work never ran
                 err = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
-                ctx_log = ctx.log if ctx is not None else None
-                if ctx_log is not None:
-                    ctx_log.error("task_raised", exc_info=True)
         status, error = "success", ""
+        if abandoned:
+            self.log.error("task_abandoned", extra={"task": d["task"], "ticket": d["ticket"], "cause": j.cause or "deadline exceeded"})
         if j.cause == "killed":
             status, error, permanent = "failed", "killed", False
         elif j.cause == "hung up":
@@ -1160,6 +1266,48 @@ class Executor:
             attrs["ax.instance_id"] = d["instance_id"]
         return Span(self.tracer, "execute " + d["task"], tid, parent, kind=2, attrs=attrs, sampled=sampled)  # SPAN_KIND_SERVER
 
+    def _call(self, j, fn, ctx):
+        """Runs fn(ctx) in a thread of its own (a coroutine function under
+        asyncio.run) and waits for it, or for a kill, a hang-up or the
+        deadline: then the attempt ends at once, and a handler that has not
+        returned is abandoned (Python cannot stop a thread), its late return
+        ignored. It returns (error or None, permanent, abandoned); any
+        exception of the handler, SystemExit and KeyboardInterrupt too,
+        fails the attempt with the exception's name."""
+        box = {}
+        finished = threading.Event()
+
+        def call():
+            try:
+                r = fn(ctx)
+                if inspect.isawaitable(r):
+                    r = asyncio.run(_awaited(r))
+            except Permanent as e:
+                box["err"], box["permanent"] = str(e) or "permanent failure", True
+            except OutputRefused as e:  # the rule's own words, as the Go SDK's
+                box["err"] = str(e)
+            except BaseException as e:
+                box["err"] = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
+                try:
+                    ctx.log.error("task_raised", exc_info=True)
+                except Exception:
+                    pass
+            finally:
+                finished.set()
+
+        threading.Thread(target=call, name="ax-task-%s" % j.d["task"], daemon=True).start()
+        while not finished.is_set():
+            if j.stopped():
+                if not finished.wait(0.05):  # a handler that stops on its own has a moment to return
+                    return None, False, True
+                break
+            left = 0.1
+            dl = j.d.get("deadline")
+            if dl is not None:
+                left = min(left, max(0.0, (dl - datetime.now(timezone.utc)).total_seconds()) + 0.001)
+            finished.wait(left)
+        return box.get("err"), box.get("permanent", False), False
+
     # -- results
 
     def _post_later(self, j):
@@ -1172,28 +1320,49 @@ class Executor:
         rejected as malformed (4xx), retrying with backoff: at least once."""
         while True:
             with self.outbox_cv:
-                while not self.outbox and not self._stopped.is_set():
+                while not self.outbox and not self._closing.is_set():
                     self.outbox_cv.wait()
-                if self._stopped.is_set():
+                if self._closing.is_set():
                     return
                 j = self.outbox.popleft()
-            wait = 0.1
-            while True:
-                code, err, _ = self._post(j.d["callback"], j.report)
-                if (err is not None or code // 100 == 5) and self.scheds:
-                    # The server that dispatched it is gone or cannot store
-                    # it: any other server stores it for the primary.
-                    code, err = self._to_scheduler("/api/v1/results", j.report)
-                if err is None and code // 100 in (2, 4):
-                    if code // 100 == 4:
-                        self.log.error("result_rejected", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code})
-                    self._acked(j)
-                    break
-                self.log.warning("result_not_delivered", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code,
-                                                                "err": str(err), "retry_in": "%.1fs" % wait})
-                if self._stopped.wait(wait):
-                    return
-                wait = min(2 * wait, 30.0)
+                self._delivering += 1
+            try:
+                stopped = self._deliver_one(j)
+            except Exception as e:  # one result that cannot be sent never stops the others
+                stopped = False
+                self.log.error("result_undeliverable", extra={"task": j.d.get("task", ""), "ticket": j.d.get("ticket", ""),
+                                                              "callback": j.d.get("callback", ""), "err": "%s: %s" % (type(e).__name__, e)})
+            with self.outbox_cv:
+                self._delivering -= 1
+                self.outbox_cv.notify_all()
+            if stopped:
+                return
+
+    def _deliver_one(self, j):
+        """Posts one result until acknowledged or rejected; True when the
+        executor stopped meanwhile."""
+        if not _is_http_url(j.d["callback"]):  # only an old journal holds one: it can never be sent
+            self.log.error("result_undeliverable", extra={"task": j.d["task"], "ticket": j.d["ticket"], "callback": j.d["callback"],
+                                                          "err": "the callback is not an http(s) URL"})
+            self._acked(j)
+            return False
+        wait = 0.1
+        while True:
+            code, err, _ = self._post(j.d["callback"], j.report)
+            if (err is not None or code // 100 == 5) and self.scheds:
+                # The server that dispatched it is gone or cannot store
+                # it: any other server stores it for the primary.
+                code, err = self._to_scheduler("/api/v1/results", j.report)
+            if err is None and code // 100 in (2, 4):
+                if code // 100 == 4:
+                    self.log.error("result_rejected", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code})
+                self._acked(j)
+                return False
+            self.log.warning("result_not_delivered", extra={"task": j.d["task"], "ticket": j.d["ticket"], "code": code,
+                                                            "err": str(err), "retry_in": "%.1fs" % wait})
+            if self._closing.wait(wait):
+                return True
+            wait = min(2 * wait, 30.0)
 
     def _acked(self, j):
         if self.jr is not None:
@@ -1242,6 +1411,8 @@ class Executor:
     def _post(self, url, body):
         """POSTs body as JSON; returns (code, error, answer). The token goes
         only to scheduler URLs."""
+        if not _is_http_url(url):
+            return 0, ValueError("%r is not an http(s) URL" % url), b""
         headers = {"Content-Type": "application/json", "X-Ax-Protocol": str(PROTOCOL_VERSION)}
         if self._is_scheduler(url):
             try:
@@ -1294,6 +1465,10 @@ class Executor:
         return "\n".join(lines) + "\n"
 
 
+async def _awaited(aw):
+    return await aw
+
+
 def _report(d, status, error, duration_ms):
     rep = {"ticket": d["ticket"], "status": status, "duration_ms": duration_ms}
     if error:
@@ -1308,11 +1483,22 @@ def _report(d, status, error, duration_ms):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # A burst of dispatches waits to be accepted and is answered (503 when
+    # the pool is full) rather than reset; the kernel caps it at somaxconn.
+    request_queue_size = 1024
 
     def __init__(self, addr, handler):
         fam = socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         self.address_family = fam
         super().__init__(addr, handler)
+
+
+def _is_http_url(u):
+    try:
+        p = urllib.parse.urlsplit(u)
+    except ValueError:
+        return False
+    return p.scheme in ("http", "https") and bool(p.netloc)
 
 
 def _is_loopback_host(h):
@@ -1386,7 +1572,7 @@ class _Handler(BaseHTTPRequestHandler):
         if origin:
             u = urllib.parse.urlsplit(origin)
             if not u.netloc or u.scheme != "http" or (u.netloc.lower() != host.lower() and u.netloc.lower() != listen.lower()):
-                self._door_refuse(403, "Origin %s is foreign: a page of another site cannot call this server; open the console at http://%s/" % (json.dumps(origin), host))
+                self._door_refuse(403, "Origin %s is foreign: a web page of another site cannot call this executor; its scheduler calls it with no Origin header" % json.dumps(origin))
                 return False
         if mutating:
             ct = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
@@ -1479,13 +1665,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json_body(self):
         raw = self._body()
-        try:
-            v = json.loads(raw)
-        except ValueError as e:
-            if not raw.strip():
-                raise ValueError("EOF")
-            raise ValueError(str(e))
-        return v
+        if not raw.strip():
+            raise ValueError("EOF")
+        return _loads(raw)
 
     def _dispatch(self):
         x = self.x
@@ -1502,6 +1684,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not d.get("ticket") or not d.get("task"):
             self._refuse(400, "malformed dispatch: ticket and task are required")
+            return
+        if d.get("callback") and not _is_http_url(d["callback"]):
+            self._refuse(400, "malformed dispatch: callback %s is not an http:// or https:// URL: give the scheduler's result URL"
+                         % json.dumps(d["callback"]))
             return
         if d["task"] not in x.funcs:
             self._refuse(404, "task %s is not served here (serving %s)" % (json.dumps(d["task"]), "[" + " ".join(x.tasks()) + "]"))
