@@ -65,25 +65,37 @@ func shellInSingle(v any) string {
 // shells are the programs whose `-c` argument is a script.
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ash": true, "mksh": true}
 
-// ScriptArg returns the index in argv of the script a shell runs
-// (`sh -c SCRIPT`, `bash -euo pipefail -c SCRIPT`), or -1 when argv is
-// not a shell given a script.
+// ScriptArg returns the index in argv of the script a shell runs, or -1
+// when argv gives no shell a script. A shell is recognised wherever it
+// stands in argv, whatever starts it (`env X=1 sh -c`, `timeout 5 bash -c`,
+// `xargs -0 sh -c`, `busybox sh -c`): the first word named like a shell
+// that is followed, after its options, by -c (alone or in a cluster such
+// as -ec) has its script in the next word that is not an option.
 func ScriptArg(argv []string) int {
-	if len(argv) < 3 || !shells[path.Base(argv[0])] {
-		return -1
+	for j, a := range argv {
+		if !shells[path.Base(a)] {
+			continue
+		}
+		if i := shellScriptAt(argv, j+1); i >= 0 {
+			return i
+		}
 	}
+	return -1
+}
+
+// shellScriptAt reads the options of a shell from argv[i] on and returns
+// the index of its script, or -1 when there is no -c.
+func shellScriptAt(argv []string, i int) int {
 	sawC := false
-	for i := 1; i < len(argv); i++ {
+	for ; i < len(argv); i++ {
 		a := argv[i]
 		switch {
-		case a == "--":
-			continue
-		case strings.HasPrefix(a, "--"):
-			continue // a long option (--norc, --login)
-		case strings.HasPrefix(a, "-") || strings.HasPrefix(a, "+"):
+		case a == "--" || strings.HasPrefix(a, "--"):
+			continue // end of options, or a long option (--norc, --login)
+		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
 			sawC = sawC || strings.Contains(a[1:], "c")
-			if strings.HasSuffix(a, "o") {
-				i++ // -o's operand: -o pipefail, -euo pipefail
+			if last := a[len(a)-1]; last == 'o' || last == 'O' {
+				i++ // the operand of -o or -O: -o pipefail, -O extglob
 			}
 		default:
 			if sawC {

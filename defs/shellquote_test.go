@@ -21,6 +21,19 @@ func TestScriptArg(t *testing.T) {
 		{[]string{"bash", "script.sh", "-c"}, -1},
 		{[]string{"python3", "-c", "x"}, -1},
 		{[]string{"sh", "-c"}, -1},
+		{[]string{"env", "sh", "-c", "x"}, 3},
+		{[]string{"/usr/bin/env", "bash", "-c", "x"}, 3},
+		{[]string{"env", "X=1", "bash", "-c", "x"}, 4},
+		{[]string{"nohup", "sh", "-c", "x"}, 3},
+		{[]string{"timeout", "5", "sh", "-c", "x"}, 4},
+		{[]string{"setsid", "sh", "-c", "x"}, 3},
+		{[]string{"nice", "-n", "5", "sh", "-c", "x"}, 5},
+		{[]string{"stdbuf", "-oL", "sh", "-c", "x"}, 4},
+		{[]string{"xargs", "-0", "sh", "-c", "x"}, 4},
+		{[]string{"bash", "-O", "extglob", "-c", "x"}, 4},
+		{[]string{"busybox", "sh", "-euxc", "x"}, 3},
+		{[]string{"sudo", "-u", "ax", "/bin/dash", "-ec", "x"}, 5},
+		{[]string{"env", "sh", "script.sh"}, -1},
 	} {
 		if got := ScriptArg(c.argv); got != c.want {
 			t.Errorf("ScriptArg(%q) = %d, want %d", c.argv, got, c.want)
