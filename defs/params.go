@@ -283,6 +283,10 @@ func (p *parser) paramSizes(n *yaml.Node, task string) bool {
 	ok := p.paramEnvClashes(n, task)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], deref(n.Content[i+1])
+		if !nameRe.MatchString(k.Value) {
+			p.errorf(k, task, "param name %q: use letters, digits, _ and -, starting with a letter or _", k.Value)
+			ok = false
+		}
 		if v.Kind == yaml.ScalarNode && len("AX_PARAM_")+len(k.Value)+1+len(v.Value) > MaxEnvEntry {
 			p.errorf(v, task, "param %q is %d bytes: a command's environment takes at most %d per variable (%s); read large values from a file instead",
 				k.Value, len(v.Value), MaxEnvEntry, ParamEnvName(k.Value))

@@ -151,3 +151,13 @@ func TestParamEnvNameClashes(t *testing.T) {
 		t.Errorf("ParamEnvName(region-id) = %q", got)
 	}
 }
+
+// A task's own param names follow the same shape as the pipeline's.
+func TestTaskParamNameShape(t *testing.T) {
+	t.Parallel()
+	_, errs := parseString(t, "pipeline: q\ntimezone: UTC\ntasks:\n  - name: t\n    params: {ö: 1}\n    command: [\"true\"]\n")
+	want := `p.yaml:5:14: task "t": param name "ö": use letters, digits, _ and -, starting with a letter or _`
+	if !strings.Contains(errs.Error(), want) {
+		t.Fatalf("errors = %v\nwant %s", errs, want)
+	}
+}
