@@ -143,11 +143,15 @@ type scanState struct {
 	word    string // the unquoted word being read
 	eval    bool   // the current command has an eval
 	nested  int    // 1: the current command names a shell; 2: and gave it -c
+	// outer holds, innermost last, what each open $( ( or backtick returns
+	// to: u after $( outside quotes, d after $( inside "…", p after (,
+	// B and D after a backtick outside and inside "…".
+	outer string
 }
 
 // key is what two branches of an {{if}} must agree on.
 func (s scanState) key() scanState {
-	return scanState{q: s.q, comment: s.comment, heredoc: s.heredoc, pending: s.pending, arith: s.arith, eval: s.eval, nested: s.nested}
+	return scanState{q: s.q, comment: s.comment, heredoc: s.heredoc, pending: s.pending, arith: s.arith, eval: s.eval, nested: s.nested, outer: s.outer}
 }
 
 // scan returns the state after text.
@@ -181,6 +185,10 @@ func (s scanState) scan(text string) scanState {
 				s.q = unquoted
 			case strings.HasPrefix(text[i:], "$(("):
 				s.arith, i = 2, i+2
+			case strings.HasPrefix(text[i:], "$("):
+				s.q, s.outer, i = unquoted, s.outer+"d", i+1
+			case c == '`':
+				s.q, s.outer = unquoted, s.outer+"D"
 			}
 		default:
 			i = s.unquotedByte(text, i)
@@ -208,9 +216,13 @@ func (s *scanState) unquotedByte(text string, i int) int {
 		return i + strings.Index(text[i:], "((") + 1
 	case strings.HasPrefix(text[i:], "<<") && !strings.HasPrefix(text[i:], "<<<"):
 		return s.heredocStart(text, i+2)
+	case c == '(' || c == ')' || c == '`' || strings.HasPrefix(text[i:], "$("):
+		s.endWord()
+		s.eval, s.nested = false, 0
+		return s.substitution(text, i)
 	case c == ' ' || c == '\t':
 		s.endWord()
-	case c == '\n' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')':
+	case c == '\n' || c == ';' || c == '&' || c == '|':
 		s.endWord()
 		s.eval, s.nested = false, 0
 		if c == '\n' {
@@ -218,6 +230,31 @@ func (s *scanState) unquotedByte(text string, i int) int {
 		}
 	default:
 		s.word += string(c)
+	}
+	return i
+}
+
+// substitution reads, outside quotes, what opens or closes a command
+// substitution or a subshell: $( ( ) or a backtick. It returns the index
+// of the last byte it read.
+func (s *scanState) substitution(text string, i int) int {
+	top := byte(0)
+	if n := len(s.outer); n > 0 {
+		top = s.outer[n-1]
+	}
+	switch c := text[i]; {
+	case c == '$':
+		s.outer += "u"
+		return i + 1
+	case c == '(':
+		s.outer += "p"
+	case c == '`' && (top == 'B' || top == 'D'), c == ')' && top != 0:
+		s.outer = s.outer[:len(s.outer)-1]
+		if top == 'd' || top == 'D' {
+			s.q = inDouble
+		}
+	case c == '`':
+		s.outer += "B"
 	}
 	return i
 }
@@ -360,6 +397,8 @@ func (s scanState) unquotable() string {
 		return "among the words of eval, which runs them again as a script"
 	case s.nested == 2:
 		return "inside the script of a shell this script starts (sh -c …), which runs it again"
+	case strings.ContainsAny(s.outer, "BD"):
+		return "inside `…`, where a backtick in it ends the command early (write $(…) instead)"
 	}
 	return ""
 }

@@ -74,6 +74,9 @@ func TestScriptQuotesChosenValues(t *testing.T) {
 		`printf %s {{ printf "%s" .Params.region }}`,
 		`{{ $r := .Params.region }}printf %s {{ $r }}`,
 		`{{ with .Params.region }}printf %s {{ . }}{{ end }}`,
+		`printf %s "$(printf %s {{ .Params.region }})"`,
+		`printf %s "$( (printf %s "{{ .Params.region }}") )"`,
+		`printf %s "$(printf %s "$(printf %s '{{ .Params.region }}')")"`,
 	} {
 		argv := `["sh", "-c", '` + strings.ReplaceAll(script, "'", "''") + `']`
 		rendered := renderArg(t, argv, 2, map[string]any{"region": hostile})
@@ -137,6 +140,8 @@ func TestScriptRefusesUnquotablePlaces(t *testing.T) {
 		{"env sh -ec \"echo {{ .Params.region | shq }}\"", "inside the script of a shell"},
 		{"echo $(( 1 + {{ .Params.region }} ))", "declare the param type int"},
 		{"echo \"$(( 1 + {{ .Params.region | shq }} ))\"", "inside $(( … )) arithmetic"},
+		{"echo `echo {{ .Params.region }}`", "inside `…`"},
+		{"echo \"`echo {{ .Params.region }}`\"", "inside `…`"},
 	} {
 		src := "pipeline: q\ntimezone: UTC\nparams:\n  region: {type: string, default: x}\ntasks:\n  - name: a\n    command:\n      - sh\n      - -c\n      - " + yamlQuoted(c.script) + "\n"
 		_, errs := parseString(t, src)
