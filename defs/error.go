@@ -108,11 +108,16 @@ func (es Errors) Err() error {
 }
 
 // Suggest returns the candidate closest to word when it is close enough to be
-// a likely typo, and "" otherwise.
+// a likely typo, and "" otherwise. One that differs only in case wins.
 // Of candidates equally close, the one whose length is nearest the word's
 // wins (a swap of two letters keeps the length: "prinft" is "printf", not
 // "print"), then the first by name.
 func Suggest(word string, candidates []string) string {
+	for _, c := range candidates { // a change of case alone is the likeliest slip
+		if c != word && strings.EqualFold(c, word) {
+			return c
+		}
+	}
 	best, bestD := "", -1
 	limit := max(1, len(word)/3)
 	lenGap := func(c string) int { return abs(utf8.RuneCountInString(c) - utf8.RuneCountInString(word)) }

@@ -52,6 +52,8 @@ func TestSuggestPrefersTheClosestThenTheFirstByName(t *testing.T) {
 	}{
 		{"sync", []string{"sync", "synk"}, "sync"}, // exact beats one edit, in either order
 		{"sync", []string{"synk", "sync"}, "sync"},
+		{"R", []string{"b", "r"}, "r"},             // a change of case beats a one-letter name at the same distance
+		{"Ab", []string{"Aa", "ab"}, "ab"},         // case alone beats one edit ahead of it by name
 		{"sinc", []string{"sync", "sine"}, "sine"}, // one edit each: the first by name
 		{"sinc", []string{"sine", "sync"}, "sine"},
 		{"abcdef", []string{"abcxyz"}, ""},                // 3 edits, limit 2 (6/3)

@@ -145,6 +145,7 @@ func (p *parser) pipelineParams(n *yaml.Node) []ParamSpec {
 		return nil
 	}
 	var out []ParamSpec
+	p.paramEnvClashes(n, "")
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], deref(n.Content[i+1])
 		if !nameRe.MatchString(k.Value) {
@@ -279,14 +280,44 @@ func (p *parser) mergeParams(pl *Pipeline, t *Task, rt *rawTask) {
 // environment can carry (each scalar param is exported as AX_PARAM_NAME):
 // such a task could never start, so it is an error now.
 func (p *parser) paramSizes(n *yaml.Node, task string) bool {
-	ok := true
+	ok := p.paramEnvClashes(n, task)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], deref(n.Content[i+1])
-		if v.Kind == yaml.ScalarNode && len("AX_PARAM_")+len(k.Value)+1+len(v.Value) > MaxEnvEntry {
-			p.errorf(v, task, "param %q is %d bytes: a command's environment takes at most %d per variable (AX_PARAM_%s); read large values from a file instead",
-				k.Value, len(v.Value), MaxEnvEntry, strings.ToUpper(k.Value))
+		if !nameRe.MatchString(k.Value) {
+			p.errorf(k, task, "param name %q: use letters, digits, _ and -, starting with a letter or _", k.Value)
 			ok = false
 		}
+		if v.Kind == yaml.ScalarNode && len("AX_PARAM_")+len(k.Value)+1+len(v.Value) > MaxEnvEntry {
+			p.errorf(v, task, "param %q is %d bytes: a command's environment takes at most %d per variable (%s); read large values from a file instead",
+				k.Value, len(v.Value), MaxEnvEntry, ParamEnvName(k.Value))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// ParamEnvName is the environment variable that carries param name to a
+// command: AX_PARAM_ and the name upper-cased, each '-' made '_'
+// (region-id is AX_PARAM_REGION_ID).
+func ParamEnvName(name string) string {
+	return "AX_PARAM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// paramEnvClashes reports two params of the mapping n that would share
+// one environment variable (r and R, a-b and a_b): the command could see
+// only one of them.
+func (p *parser) paramEnvClashes(n *yaml.Node, task string) bool {
+	ok := true
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		env := ParamEnvName(k.Value)
+		if first, dup := seen[env]; dup && first.Value != k.Value {
+			p.errorf(k, task, "param %q and param %q (line %d) both reach a command as %s: rename one", k.Value, first.Value, first.Line, env)
+			ok = false
+			continue
+		}
+		seen[env] = k
 	}
 	return ok
 }

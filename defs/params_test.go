@@ -125,3 +125,39 @@ func TestDisabled(t *testing.T) {
 		t.Errorf("disabled default: %v", errs)
 	}
 }
+
+// Two params that would reach a command as one environment variable are
+// refused, at the second one, naming both.
+func TestParamEnvNameClashes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ params, want string }{
+		{"params:\n  r: {type: string, default: x}\n  R: {type: string, default: y}\n",
+			`p.yaml:5:3: param "R" and param "r" (line 4) both reach a command as AX_PARAM_R: rename one`},
+		{"params:\n  a-b: {type: string, default: x}\n  a_b: {type: string, default: y}\n",
+			`p.yaml:5:3: param "a_b" and param "a-b" (line 4) both reach a command as AX_PARAM_A_B: rename one`},
+		{"tasks:\n  - name: t\n    params: {Region: x, region: y}\n    command: [\"true\"]\n",
+			`p.yaml:5:25: task "t": param "region" and param "Region" (line 5) both reach a command as AX_PARAM_REGION: rename one`},
+	} {
+		src := "pipeline: q\ntimezone: UTC\n" + c.params
+		if !strings.HasPrefix(c.params, "tasks:") {
+			src += "tasks:\n  - name: t\n    command: [\"true\"]\n"
+		}
+		_, errs := parseString(t, src)
+		if !strings.Contains(errs.Error(), c.want) {
+			t.Errorf("%s: errors = %v\nwant %s", c.params, errs, c.want)
+		}
+	}
+	if got := ParamEnvName("region-id"); got != "AX_PARAM_REGION_ID" {
+		t.Errorf("ParamEnvName(region-id) = %q", got)
+	}
+}
+
+// A task's own param names follow the same shape as the pipeline's.
+func TestTaskParamNameShape(t *testing.T) {
+	t.Parallel()
+	_, errs := parseString(t, "pipeline: q\ntimezone: UTC\ntasks:\n  - name: t\n    params: {ö: 1}\n    command: [\"true\"]\n")
+	want := `p.yaml:5:14: task "t": param name "ö": use letters, digits, _ and -, starting with a letter or _`
+	if !strings.Contains(errs.Error(), want) {
+		t.Fatalf("errors = %v\nwant %s", errs, want)
+	}
+}

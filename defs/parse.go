@@ -107,8 +107,9 @@ type parser struct {
 	now   time.Time
 	funcs []string // registered functions; nil: not checked
 	errs  Errors
-	pl    string    // pipeline name, once known
-	reads []readRef // what templates read of upstreams' outputs, checked by checkReads
+	pl    string     // pipeline name, once known
+	reads []readRef  // what templates read of upstreams' outputs, checked by checkReads
+	arith []arithRef // params scripts print inside $(( … )), checked by checkArith
 }
 
 func (p *parser) pos(n *yaml.Node) Pos {
@@ -585,6 +586,7 @@ func (p *parser) tasks(pl *Pipeline, n, root *yaml.Node, defaults *rawTask) {
 		pl.byName[t.Name] = t
 	}
 	p.checkReads(pl)
+	p.checkArith(pl)
 	// Their fields are checked like the others', so that one run reports
 	// every problem of the file.
 	for i := range rejected {
@@ -1148,8 +1150,41 @@ func (p *parser) quoteScript(e Executor, n *yaml.Node, task string) {
 	if i < 0 || i >= len(e.Templates) || e.Templates[i] == nil {
 		return
 	}
-	for _, why := range quoteScript(e.Templates[i]) {
+	problems, ints := quoteScript(e.Templates[i])
+	for _, why := range problems {
 		p.errorf(deref(n.Content[i]), task, "command argument %d, a shell script, cannot quote the values it prints: %s", i, why)
+	}
+	for _, name := range ints {
+		p.arith = append(p.arith, arithRef{task: task, node: deref(n.Content[i]), param: name})
+	}
+}
+
+// arithRef is a param a task's script prints inside $(( … )).
+type arithRef struct {
+	task  string
+	node  *yaml.Node
+	param string
+}
+
+// checkArith refuses a param printed inside a script's arithmetic unless
+// it is an int: any other value, quoted or not, breaks or runs the script.
+func (p *parser) checkArith(pl *Pipeline) {
+	refs := p.arith
+	p.arith = nil
+	for _, r := range refs {
+		t := pl.byName[r.task]
+		if t == nil {
+			continue
+		}
+		isInt := false
+		if i := slices.IndexFunc(pl.Params, func(s ParamSpec) bool { return s.Name == r.param }); i >= 0 {
+			isInt = pl.Params[i].Type == ParamInt
+		} else {
+			_, isInt = t.Params[r.param].(int)
+		}
+		if !isInt {
+			p.errorf(r.node, r.task, "command argument, a shell script, prints {{ .Params.%s }} inside $(( … )) arithmetic: declare the param type int (it is then checked and printed as a number), or pass it through env: and use \"$NAME\"", r.param)
+		}
 	}
 }
 

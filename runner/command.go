@@ -330,8 +330,8 @@ func inherited(environ []string) []string {
 }
 
 // env returns the attempt as environment variables: AX_TASK, AX_PIPELINE,
-// AX_TICKET, AX_INSTANCE, AX_LOGICAL_TIME, AX_DEADLINE, AX_PARAM_<NAME>
-// (upper case) for each scalar param, and TRACEPARENT when traced.
+// AX_TICKET, AX_INSTANCE, AX_LOGICAL_TIME, AX_DEADLINE, defs.ParamEnvName of each
+// scalar param, and TRACEPARENT when traced.
 func env(a Attempt) []string {
 	out := []string{
 		"AX_TASK=" + a.Task, "AX_PIPELINE=" + a.Pipeline, "AX_TICKET=" + a.Ticket,
@@ -351,7 +351,7 @@ func env(a Attempt) []string {
 	for _, k := range keys {
 		switch v := a.Params[k].(type) {
 		case string, int, int64, float64, bool:
-			out = append(out, fmt.Sprintf("AX_PARAM_%s=%v", strings.ToUpper(k), v))
+			out = append(out, fmt.Sprintf("%s=%v", defs.ParamEnvName(k), v))
 		}
 	}
 	return out

@@ -59,3 +59,15 @@ func TestCommandEnvironmentIsAllowlisted(t *testing.T) {
 		}
 	}
 }
+
+// A param's name reaches the command as defs.ParamEnvName says: a '-'
+// becomes '_', so a shell can read it.
+func TestEnvParamNameWithDash(t *testing.T) {
+	t.Parallel()
+	got := env(Attempt{Params: map[string]any{"region-id": "cn", "n": 3}})
+	for _, want := range []string{"AX_PARAM_REGION_ID=cn", "AX_PARAM_N=3"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("env = %q, want %s in it", got, want)
+		}
+	}
+}

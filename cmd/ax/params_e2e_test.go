@@ -16,8 +16,8 @@ import (
 )
 
 // paramsPipelines writes the pipelines of TestParamsEndToEnd: load runs a
-// shell script with a param in it and writes what it ran to record;
-// typed declares typed params; off is disabled.
+// shell script (started through env) with a param in it and writes what
+// it ran to record; typed declares typed params; off is disabled.
 func paramsPipelines(t *testing.T) (dir, record string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -29,7 +29,7 @@ schedule: none
 tasks:
   - name: load
     params: {region: cn}
-    command: ["sh", "-c", "echo load --region {{ .Params.region }} > %s"]
+    command: ["env", "AX_X=1", "sh", "-c", "echo load --region {{ .Params.region }} > %s"]
 `, record),
 		"typed.yaml": `pipeline: typed
 timezone: UTC
