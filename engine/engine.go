@@ -803,6 +803,11 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 				if err != nil {
 					e.log.Warn("results_not_recorded", "err", err, "count", len(e.completer.unapplied))
 				}
+				if errors.Is(err, store.ErrNotLeader) {
+					// Another process took the lease: it gets each result as
+					// the attempt ends, not once all have (see goneJudged).
+					e.completer.leaveResults(ctx, e.cfg.Now())
+				}
 			}
 		case <-dl:
 			dl = nil
