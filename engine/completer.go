@@ -68,8 +68,10 @@ type completer struct {
 	// recorded: results were recorded since the loop last asked
 	// (takeRecorded).
 	recorded bool
-	// inboxPolled is when the results inbox was last read.
+	// inboxPolled is when the results inbox was last due to be read;
+	// inboxRead, when a read last succeeded (see goneJudged).
 	inboxPolled time.Time
+	inboxRead   time.Time
 }
 
 // completerHost is what the completer asks of the other components.

@@ -797,12 +797,20 @@ func (e *Engine) collect(deadline func() <-chan time.Time, expire ...func()) {
 		case o := <-e.completer.results:
 			e.completer.gather(o)
 			e.completer.drainResults()
-			if e.leadership.leader(e.cfg.Now()) || e.leadership.lease.Load().released.Load() {
-				err := e.completer.applyAll(ctx)
+			var err error
+			recordable := e.leadership.leader(e.cfg.Now()) || e.leadership.lease.Load().released.Load()
+			if recordable {
+				err = e.completer.applyAll(ctx)
 				e.noteRecorded()
 				if err != nil {
 					e.log.Warn("results_not_recorded", "err", err, "count", len(e.completer.unapplied))
 				}
+			}
+			if !recordable || errors.Is(err, store.ErrNotLeader) {
+				// The term is over (leaveTerm), or another process took the
+				// released lease: it gets each result as its attempt ends,
+				// not once all have (see goneJudged).
+				e.completer.leaveResults(ctx, e.cfg.Now())
 			}
 		case <-dl:
 			dl = nil

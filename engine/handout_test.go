@@ -235,7 +235,8 @@ func deadServer(t *testing.T) runner.Process {
 
 // TestInheritedLocalAttemptsOfADeadServer: a previous primary on this host
 // handed out a function attempt and a command attempt (killed before its
-// group was recorded) and died. The new primary fails both at once, saying
+// group was recorded) and died. The new primary fails both once the inbox
+// had its chance to bring their results, saying
 // that the scheduler process that ran them is gone, rather than after
 // their 10-minute timeout; an attempt of a scheduler process still alive
 // (this one) stays RUNNING to its timeout, and one recorded on another
@@ -291,11 +292,11 @@ tasks:
 			t.Fatal(err)
 		}
 		_, stop := e.takeOver(Config{})
-		sleep(2 * time.Second)
+		sleep(goneGrace + 2*time.Second) // the inbox had its chance: nothing came
 		want := "unknown outcome: the scheduler process that ran it (pid " + itoa(dead.Pgid) + " on " + dead.Host + ") is gone"
 		for _, n := range []string{"fn", "cmd"} {
 			if in, _ := e.st.Instance(ctx, ids[n]); in.State != axtype.Failed || in.Error != want || in.Attempt != 1 {
-				t.Errorf("%s: %s attempt %d %q, want FAILED at once (no retries) with %q", n, in.State, in.Attempt, in.Error, want)
+				t.Errorf("%s: %s attempt %d %q, want FAILED once the inbox had its chance (no retries) with %q", n, in.State, in.Attempt, in.Error, want)
 			}
 		}
 		for _, n := range []string{"alive", "away"} {

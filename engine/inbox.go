@@ -42,6 +42,7 @@ func (c *completer) pollInbox(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("engine: read the results inbox: %w", err)
 	}
+	c.inboxRead = now
 	c.m.inboxDepth.Set(float64(len(entries)))
 	var byTicket map[string]int64
 	for _, en := range entries {

@@ -298,13 +298,15 @@ func (c *completer) inheritProcs(procs map[string]store.ProcRecord, now time.Tim
 	c.checkGroups(now)
 }
 
-// checkGroups fails, at once, each inherited command attempt whose process
-// group is gone: its processes died with the
-// previous primary (Pdeathsig kills the command, and a group can lose its
-// last process later), so no result will ever come; and each inherited
-// function attempt (or command whose group was not recorded yet) whose
-// scheduler process is gone: it ran in that process, or was killed with
-// it. The attempt counts, and runs again only if its retry policy allows.
+// checkGroups fails each inherited command attempt whose process group is
+// gone, and each inherited function attempt (or command whose group was
+// not recorded yet) whose scheduler process is gone, as an unknown
+// outcome once the results inbox has had its chance to deliver the
+// previous primary's result (goneJudged): its processes died with the
+// previous primary (Pdeathsig kills the command), or it ended while that
+// primary, fenced, was leaving its result in the inbox. A result that
+// comes meanwhile is its outcome. The attempt counts, and runs again only
+// if its retry policy allows.
 // A group (or scheduler process) still alive
 // keeps the attempt to its timeout (checkTimeouts), which kills the group;
 // one recorded on another host, boot or PID namespace cannot be judged from
@@ -321,6 +323,7 @@ func (c *completer) checkGroups(now time.Time) {
 	for _, id := range sortedIDs(c.watch.groups) {
 		if a := c.disp.running.get(id); a == nil || a != c.watch.groups[id] || a.proc == nil {
 			delete(c.watch.groups, id) // ended, or timed out
+			delete(c.watch.goneAt, id)
 			continue
 		}
 		ids, procs = append(ids, id), append(procs, *c.watch.groups[id].proc)
@@ -333,6 +336,12 @@ func (c *completer) checkGroups(now time.Time) {
 			continue
 		}
 		a := c.disp.running.get(ids[i])
+		if _, seen := c.watch.goneAt[ids[i]]; !seen {
+			c.watch.goneAt[ids[i]] = now
+		}
+		if c.resultQueued(ids[i], a.ticket) || !goneJudged(c.watch.goneAt[ids[i]], c.inboxRead, now) {
+			continue // its result is in, or the inbox may still deliver it
+		}
 		msg := fmt.Sprintf("unknown outcome: its process group %d is gone (the primary that ran it died)", a.proc.Pgid)
 		if a.proc.Server {
 			msg = fmt.Sprintf("unknown outcome: the scheduler process that ran it (%s) is gone", a.proc)
@@ -341,5 +350,6 @@ func (c *completer) checkGroups(now time.Time) {
 		c.gather(outcome{instance: ids[i], res: runner.Result{Ticket: a.ticket, Status: runner.StatusFailed, Error: msg}})
 		a.proc, a.deadline = nil, now.Add(time.Hour) // not queued twice while the result waits to be recorded
 		delete(c.watch.groups, ids[i])
+		delete(c.watch.goneAt, ids[i])
 	}
 }

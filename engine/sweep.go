@@ -102,7 +102,8 @@ type watch struct {
 	// groupsAt is when the process groups of inherited command attempts
 	// were last checked (see checkGroups).
 	groupsAt time.Time
-	groups   map[int64]*attempt // inherited command attempts whose groups run on this host, by instance
+	groups   map[int64]*attempt  // inherited command attempts whose groups run on this host, by instance
+	goneAt   map[int64]time.Time // when the group (or scheduler process) of one of groups was first seen gone
 }
 
 // refusal is an instance that no executor took: its attempt's deadline,
@@ -114,7 +115,7 @@ type refusal struct {
 }
 
 func newWatch() *watch {
-	return &watch{lost: map[string]bool{}, silent: map[string]string{}, kept: map[string]*keptTally{}, noExec: map[string]bool{}, refused: map[int64]refusal{}, asking: map[int64]bool{}, groups: map[int64]*attempt{}}
+	return &watch{lost: map[string]bool{}, silent: map[string]string{}, kept: map[string]*keptTally{}, noExec: map[string]bool{}, refused: map[int64]refusal{}, asking: map[int64]bool{}, groups: map[int64]*attempt{}, goneAt: map[int64]time.Time{}}
 }
 
 // sweep excludes executors silent for longer than runner.Silence: it alerts

@@ -219,3 +219,20 @@ func neverStarted(in axtype.Instance, ti *taskInfo, rec store.ProcRecord, found 
 	}
 	return ""
 }
+
+// goneGrace is how long after an inherited local attempt's process group
+// (or scheduler process) was first seen gone the results inbox still has
+// to deliver the previous primary's result for it.
+const goneGrace = 5 * time.Second
+
+// goneJudged says whether an inherited local attempt whose process group
+// (or scheduler process) was first seen gone at goneAt is now an unknown
+// outcome: only once goneGrace has passed since and the results inbox has
+// been read (inboxRead) after that. A group ends before its result is
+// recorded: the previous primary, fenced, leaves that result in the inbox
+// by ticket, and until the inbox has had that chance the attempt may have
+// succeeded; a result read meanwhile is its outcome.
+func goneJudged(goneAt, inboxRead, now time.Time) bool {
+	due := goneAt.Add(goneGrace)
+	return !now.Before(due) && !inboxRead.Before(due)
+}

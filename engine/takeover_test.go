@@ -68,3 +68,26 @@ func TestTakeoverJudgeAlone(t *testing.T) {
 		}
 	}
 }
+
+// An attempt whose group is gone is an unknown outcome only once goneGrace
+// has passed since it was seen gone and the inbox was read after that.
+func TestGoneJudged(t *testing.T) {
+	gone := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	due := gone.Add(goneGrace)
+	for _, tc := range []struct {
+		name           string
+		inboxRead, now time.Time
+		want           bool
+	}{
+		{"seen gone, inbox read at once", gone, gone, false},
+		{"within the grace", due.Add(-time.Millisecond), due.Add(-time.Millisecond), false},
+		{"grace passed, inbox last read before it", due.Add(-time.Millisecond), due.Add(time.Second), false},
+		{"never read", time.Time{}, due.Add(time.Hour), false},
+		{"grace passed, inbox read since", due, due, true},
+		{"grace passed long ago, inbox read since", due.Add(time.Minute), due.Add(time.Minute), true},
+	} {
+		if got := goneJudged(gone, tc.inboxRead, tc.now); got != tc.want {
+			t.Errorf("%s: goneJudged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
