@@ -37,6 +37,7 @@ var storeMethods = map[string]string{
 	"CreateBackfill":       "unfenced: an operator request, queued at any server for the primary; fenced on *store.Fence for a process that runs it under the lease it holds",
 	"WithdrawOp":           "unfenced: its author fails its own request still pending; one the primary claimed is left to it",
 	"SettingOnce":          "unfenced: a value any server may be first to need (the session key, a sign-out), stored once, never overwritten",
+	"InstallationID":       "unfenced: any server may be first to need the installation id; created once (SettingOnce), never overwritten",
 	"DeleteSettingsBefore": "unfenced: any server forgets the sign-outs of sessions expired since",
 	"Setting":              "read",
 	// The primary's writes: unfenced here for operator tools and tests, fenced on *store.Fence.
