@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ax-sched/ax/defs"
 )
 
 // A command's outputs are what it wrote to $AX_OUTPUT: key=value lines or
@@ -192,5 +194,36 @@ func TestTemplatesReadUpstream(t *testing.T) {
 	r, _ = c.Execute(context.Background(), a)
 	if r.Status != StatusFailed || !strings.Contains(r.Error, `map has no entry for key "rows"`) {
 		t.Errorf("missing key: %+v", r)
+	}
+}
+
+// An output whose key holds a secret's value fails the attempt: keys are
+// stored and shown in clear. The error names the rule with the key masked,
+// and no output is kept; from a command, a function, or a posted report.
+func TestOutputKeyHoldingASecretIsRefused(t *testing.T) {
+	t.Parallel()
+	const secret = "Sup3rS3cretValue42"
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "s"), []byte(secret), 0o600))
+	spec := EnvSpec{Vars: []defs.EnvVar{{Name: "S", Secret: &defs.SecretRef{Provider: defs.SecretFile, Name: "s"}}}}
+	specOf := func(Attempt) (EnvSpec, error) { return spec, nil }
+	f := NewFunctions(func(a Attempt) string { return a.Task })
+	must(t, f.Register("fn", func(_ context.Context, a Attempt) error { return a.Output("k_"+a.Env["S"], "2") }))
+	const want = `outputs: key "***" holds the value of a secret`
+	for name, x := range map[string]Executor{
+		"command":  NewEnvExecutor(script(`echo "$S=2" >> "$AX_OUTPUT"`, "", ""), specOf, NewSecrets(dir)),
+		"function": NewEnvExecutor(f, specOf, NewSecrets(dir)),
+	} {
+		a := attempt("tk-" + name)
+		a.Task = "fn"
+		r, err := x.Execute(context.Background(), a)
+		if err != nil || r.Status != StatusFailed || r.Outputs != nil || !strings.Contains(r.Error, `outputs: key "`) ||
+			!strings.Contains(r.Error, "holds the value of a secret") || strings.Contains(r.Error, secret) {
+			t.Errorf("%s: %+v %v, want failed with %q and no outputs", name, r, err, want)
+		}
+	}
+	rep := MaskReport(Report{Status: StatusSuccess, Outputs: map[string]string{secret: "2"}}, secret)
+	if rep.Status != StatusFailed || rep.Outputs != nil || !strings.HasPrefix(rep.Error, want) {
+		t.Errorf("a posted report: %+v, want failed with %q", rep, want)
 	}
 }
