@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/defs"
 )
@@ -225,5 +226,43 @@ func TestOutputKeyHoldingASecretIsRefused(t *testing.T) {
 	rep := MaskReport(Report{Status: StatusSuccess, Outputs: map[string]string{secret: "2"}}, secret)
 	if rep.Status != StatusFailed || rep.Outputs != nil || !strings.HasPrefix(rep.Error, want) {
 		t.Errorf("a posted report: %+v, want failed with %q", rep, want)
+	}
+}
+
+// A task that replaces its $AX_OUTPUT with something other than a regular
+// file fails with an error that says so, at once (a named pipe is not
+// waited on, a link not followed), and what it left there is removed.
+func TestCommandOutputFileMustStayRegular(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, src, want string }{
+		{"fifo", `rm "$AX_OUTPUT"; mkfifo "$AX_OUTPUT"`, "outputs: $AX_OUTPUT was replaced by a named pipe (FIFO): write key=value lines into the file it names"},
+		{"symlink", `rm "$AX_OUTPUT"; echo rows=1 > ../target; ln -s "$PWD/../target" "$AX_OUTPUT"`, "outputs: $AX_OUTPUT was replaced by a symbolic link"},
+		{"directory", `rm "$AX_OUTPUT"; mkdir "$AX_OUTPUT"`, "outputs: $AX_OUTPUT was replaced by a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := mkdirs(t, "w")
+			done := make(chan Result, 1)
+			go func() {
+				r, _ := script(tc.src+`; echo "$AX_OUTPUT" > ../name`, "w", base).Execute(context.Background(), attempt("tk-"+tc.name))
+				done <- r
+			}()
+			var r Result
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the attempt is still running 20 s after its command exited")
+			}
+			if r.Status != StatusFailed || r.Outputs != nil || !strings.HasPrefix(r.Error, tc.want) {
+				t.Errorf("status %s, outputs %v, error %q; want failed, none kept, %q", r.Status, r.Outputs, r.Error, tc.want)
+			}
+			name, err := os.ReadFile(filepath.Join(base, "name"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(strings.TrimSpace(string(name))); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s is left behind: %v", name, err)
+			}
+		})
 	}
 }
