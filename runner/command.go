@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,10 +205,20 @@ func stopOnEnd(ctx context.Context, pgid int, grace time.Duration, done <-chan s
 	}
 }
 
+// outputFilePrefix starts the name of every $AX_OUTPUT file, followed by
+// the pid of the process that made it and a dash.
+const outputFilePrefix = "ax-output-"
+
+// sweepOnce removes, the first time a process makes a $AX_OUTPUT file,
+// those left behind by processes that ended without removing theirs.
+var sweepOnce sync.Once
+
 // newOutputFile creates the empty file a command's $AX_OUTPUT names, for
-// it alone to read and write.
+// it alone to read and write. Its name holds this process's pid, so that
+// a later process can tell it was abandoned (see sweepOutputFiles).
 func newOutputFile() (string, error) {
-	f, err := os.CreateTemp("", "ax-output-*")
+	sweepOnce.Do(func() { sweepOutputFiles(os.TempDir(), pidAlive) })
+	f, err := os.CreateTemp("", fmt.Sprintf("%s%d-*", outputFilePrefix, os.Getpid()))
 	if err != nil {
 		return "", fmt.Errorf("outputs: cannot create the file of $AX_OUTPUT in %s: %v", os.TempDir(), pathless(err))
 	}
@@ -217,6 +228,26 @@ func newOutputFile() (string, error) {
 		return "", fmt.Errorf("outputs: cannot create the file of $AX_OUTPUT: %v", pathless(err))
 	}
 	return name, nil
+}
+
+// sweepOutputFiles removes the $AX_OUTPUT files of dir whose process is
+// no longer alive: those of attempts abandoned when their scheduler was
+// killed. A file of a live process, or not named by newOutputFile, is left.
+func sweepOutputFiles(dir string, alive func(pid int) bool) {
+	names, _ := filepath.Glob(filepath.Join(dir, outputFilePrefix+"*-*"))
+	for _, name := range names {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(name), outputFilePrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 || n == os.Getpid() || alive(n) {
+			continue
+		}
+		_ = os.Remove(name)
+	}
+}
+
+// pidAlive reports whether process pid may still exist.
+func pidAlive(pid int) bool {
+	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
 func ptrInt(v int) *int { return &v }

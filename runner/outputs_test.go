@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -264,5 +265,28 @@ func TestCommandOutputFileMustStayRegular(t *testing.T) {
 				t.Errorf("%s is left behind: %v", name, err)
 			}
 		})
+	}
+}
+
+// The $AX_OUTPUT files of a process that is gone (a scheduler killed with
+// attempts running) are removed; those of live processes, and files not
+// named so, are left.
+func TestSweepOutputFilesOfEndedProcesses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	files := map[string]bool{ // name: removed
+		"ax-output-4242-123": true, "ax-output-4343-9": false, "ax-output-77": false, "ax-output-x-1": false, "other-4242-1": false,
+	}
+	for name := range files {
+		must(t, os.WriteFile(filepath.Join(dir, name), nil, 0o600))
+	}
+	must(t, syscall.Mkfifo(filepath.Join(dir, "ax-output-4242-fifo"), 0o600))
+	files["ax-output-4242-fifo"] = true
+	sweepOutputFiles(dir, func(pid int) bool { return pid == 4343 })
+	for name, removed := range files {
+		_, err := os.Lstat(filepath.Join(dir, name))
+		if gone := errors.Is(err, os.ErrNotExist); gone != removed {
+			t.Errorf("%s: removed %v, want %v (%v)", name, gone, removed, err)
+		}
 	}
 }
