@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,9 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	dir, err := workingDir(spec, a)
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Executor: Local()}, nil
+	}
+	if err := envTooLong(a); err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Permanent: true, Executor: Local()}, nil
 	}
 	outFile, err := newOutputFile()
 	if err != nil {
@@ -331,6 +335,21 @@ func workingDir(spec CommandSpec, a Attempt) (string, error) {
 }
 
 // taskEnv is the attempt's own env (Attempt.Env) as variables, sorted.
+// maxEnvString is the most bytes one NAME=value of a command's
+// environment may hold, its NUL included (Linux's MAX_ARG_STRLEN).
+const maxEnvString = 32 * 4096
+
+// envTooLong refuses an env variable of a too long for a command's
+// environment, naming it (the system's own error names none).
+func envTooLong(a Attempt) error {
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		if n := len(k) + 1 + len(a.Env[k]); n >= maxEnvString {
+			return fmt.Errorf("env %s: %d bytes with its name, over the %d bytes a variable of a command's environment may hold: give the task the path of a file instead", k, n, maxEnvString-1)
+		}
+	}
+	return nil
+}
+
 func taskEnv(a Attempt) []string {
 	out := make([]string, 0, len(a.Env))
 	for k, v := range a.Env {
