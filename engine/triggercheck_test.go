@@ -132,3 +132,32 @@ func TestBackfillParams(t *testing.T) {
 		}
 	})
 }
+
+// A reload that only flips `disabled:` of a pipeline without a schedule
+// is a change: triggers are refused, then accepted, by the new value.
+func TestReloadFlipsDisabledWithoutSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const manual = "pipeline: man\ntimezone: UTC\ntasks:\n  - {name: a, function: record}\n"
+		off := strings.Replace(manual, "timezone: UTC\n", "timezone: UTC\ndisabled: true\n", 1)
+		e := setup(t, Config{}, nil, manual)
+		d, err := e.eng.Reload(compile(t, off))
+		if err != nil || d.String() != "pipeline settings changed man" {
+			t.Fatalf("diff %q %v, want the pipeline's settings changed", d.String(), err)
+		}
+		sleep(time.Second)
+		if _, err := e.do(Trigger{Target: "man"}); err == nil || !strings.Contains(err.Error(), "pipeline man is disabled") {
+			t.Errorf("trigger after disabling: %v, want refused", err)
+		}
+		if got := e.instances(store.InstanceFilter{TaskID: "man.a"}); len(got) != 0 {
+			t.Errorf("a refused trigger created %d instances", len(got))
+		}
+		if d, err = e.eng.Reload(compile(t, manual)); err != nil || len(d.Settings) != 1 {
+			t.Fatalf("diff %+v %v", d, err)
+		}
+		sleep(time.Second)
+		if _, err := e.do(Trigger{Target: "man"}); err != nil {
+			t.Errorf("trigger after enabling again: %v", err)
+		}
+		e.stop()
+	})
+}
