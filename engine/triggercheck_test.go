@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -159,5 +160,35 @@ func TestReloadFlipsDisabledWithoutSchedule(t *testing.T) {
 			t.Errorf("trigger after enabling again: %v", err)
 		}
 		e.stop()
+	})
+}
+
+// An operator's run deferred (--in) before its pipeline was disabled is
+// not started when it comes due: it ends FAILED with the reason, and an
+// action records it.
+func TestDeferredRunOfADisabledPipelineIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const manual = "pipeline: man\ntimezone: UTC\ntasks:\n  - {name: a, function: record}\n"
+		off := strings.Replace(manual, "timezone: UTC\n", "timezone: UTC\ndisabled: true\n", 1)
+		e := setup(t, Config{}, nil, manual)
+		if _, err := e.do(Trigger{Target: "man", In: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.eng.Reload(compile(t, off)); err != nil {
+			t.Fatal(err)
+		}
+		sleep(2 * time.Minute)
+		e.stop()
+		if got := fires(e.rec.snapshot(), "man.a", time.Time{}); len(got) != 0 {
+			t.Errorf("man.a ran %d times after its pipeline was disabled", len(got))
+		}
+		insts := e.instances(store.InstanceFilter{TaskID: "man.a"})
+		const want = "not run: pipeline man is disabled (disabled: true in p0.yaml)"
+		if len(insts) != 1 || insts[0].State != axtype.Failed || !strings.HasPrefix(insts[0].Error, want) {
+			t.Fatalf("instances %+v, want one FAILED with %q", insts, want)
+		}
+		if acts := e.actions("disabled_skip"); len(acts) != 1 || !strings.HasPrefix(acts[0].Reason, want) {
+			t.Errorf("actions %+v", acts)
+		}
 	})
 }
