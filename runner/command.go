@@ -295,7 +295,7 @@ func render(spec CommandSpec, a Attempt) ([]string, error) {
 		}
 		var b strings.Builder
 		if err := spec.Templates[i].Execute(&b, data); err != nil {
-			return nil, fmt.Errorf("runner: command argument %d %q: %v", i, arg, err)
+			return nil, fmt.Errorf("runner: command argument %d %q: %v", i, arg, upstreamMissing(err))
 		}
 		argv[i] = b.String()
 	}
@@ -309,7 +309,7 @@ func workingDir(spec CommandSpec, a Attempt) (string, error) {
 	if spec.DirTemplate != nil {
 		var b strings.Builder
 		if err := spec.DirTemplate.Execute(&b, templateData(a, spec.Schedule)); err != nil {
-			return "", fmt.Errorf("working_dir %q: %v", spec.Dir, err)
+			return "", fmt.Errorf("working_dir %q: %v", spec.Dir, upstreamMissing(err))
 		}
 		dir = b.String()
 	}

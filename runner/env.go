@@ -106,7 +106,7 @@ func ResolveEnv(ctx context.Context, spec EnvSpec, a Attempt, secrets Secrets) (
 		case v.Template != nil:
 			var b strings.Builder
 			if err := v.Template.Execute(&b, data); err != nil {
-				return nil, secretValues, fmt.Errorf("env %s %q: %v", v.Name, v.Value, err)
+				return nil, secretValues, fmt.Errorf("env %s %q: %v", v.Name, v.Value, upstreamMissing(err))
 			}
 			env[v.Name] = b.String()
 		default:
@@ -132,6 +132,24 @@ func maskOutputs(o *Output, outs map[string]string) (map[string]string, error) {
 		masked[k] = o.MaskString(outs[k])
 	}
 	return masked, nil
+}
+
+// upstreamMissing adds to err, a template's failure, which upstream and
+// key it read when that output was not given: the upstream succeeded
+// without writing it, or was marked success by hand (ax mark), which gives
+// no outputs. Any other error is returned as it is.
+func upstreamMissing(err error) error {
+	msg := err.Error()
+	_, ref, ok := strings.Cut(msg, "<.Upstream.")
+	if !ok || !strings.Contains(msg, "map has no entry for key") {
+		return err
+	}
+	ref, _, _ = strings.Cut(ref, ">")
+	task, key, ok := strings.Cut(ref, ".")
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("%w: upstream %s gave no output %q in this run (it succeeded without writing it, or was marked success by hand with ax mark, which gives no outputs): rerun %s, or have it write %s", err, task, key, task, key)
 }
 
 // templateData is what the templates of attempt a see (a command's

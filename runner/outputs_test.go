@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"text/template"
 	"time"
 
 	"github.com/ax-sched/ax/defs"
@@ -194,7 +195,8 @@ func TestTemplatesReadUpstream(t *testing.T) {
 	}
 	a.Upstream = map[string]map[string]string{"extract": {}}
 	r, _ = c.Execute(context.Background(), a)
-	if r.Status != StatusFailed || !strings.Contains(r.Error, `map has no entry for key "rows"`) {
+	const want = `map has no entry for key "rows": upstream extract gave no output "rows" in this run (it succeeded without writing it, or was marked success by hand with ax mark, which gives no outputs): rerun extract, or have it write rows`
+	if r.Status != StatusFailed || !strings.HasSuffix(r.Error, want) {
 		t.Errorf("missing key: %+v", r)
 	}
 }
@@ -288,5 +290,20 @@ func TestSweepOutputFilesOfEndedProcesses(t *testing.T) {
 		if gone := errors.Is(err, os.ErrNotExist); gone != removed {
 			t.Errorf("%s: removed %v, want %v (%v)", name, gone, removed, err)
 		}
+	}
+}
+
+// An env value reading an output its upstream did not give names the
+// upstream and the key, as a command argument does.
+func TestEnvTemplateNamesAMissingUpstreamOutput(t *testing.T) {
+	t.Parallel()
+	const v = "{{ .Upstream.extract.rows }}"
+	spec := EnvSpec{Vars: []defs.EnvVar{{Name: "ROWS", Value: v, Template: template.Must(template.New("").Option("missingkey=error").Parse(v))}}}
+	a := attempt("tk-ue")
+	a.Upstream = map[string]map[string]string{"extract": {}}
+	_, _, err := ResolveEnv(context.Background(), spec, a, nil)
+	const want = `upstream extract gave no output "rows" in this run (it succeeded without writing it, or was marked success by hand with ax mark`
+	if err == nil || !strings.HasPrefix(err.Error(), `env ROWS "{{ .Upstream.extract.rows }}": template:`) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want the variable, then %q", err, want)
 	}
 }
