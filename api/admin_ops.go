@@ -262,7 +262,7 @@ type BackfillRequest struct {
 	Hold          bool   `json:"hold"`       // under a pause: start it, what the pause covers held PAUSED (else 409)
 	DryRun        bool   `json:"dry_run"`
 	// Params are every run's params, checked as a trigger's.
-	Params map[string]string `json:"params,omitempty"`
+	Params ParamValues `json:"params,omitempty"`
 }
 
 func (a *admin) startBackfill(r *http.Request) (any, error) {

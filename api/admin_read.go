@@ -463,7 +463,7 @@ func (a *admin) runs(r *http.Request) (any, error) {
 	}
 	var runs []axtype.Run
 	if recent {
-		runs, err = RecentRuns(r.Context(), a.st, p.Name, a.now(), f.Limit)
+		runs, err = ListedRuns(r.Context(), a.st, p.Name, a.now(), f.Limit)
 	} else {
 		runs, err = a.st.RunsPage(r.Context(), f)
 	}
@@ -511,6 +511,7 @@ func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.
 	if err != nil {
 		return nil, err
 	}
+
 	byLogical, err := st.RunsPage(ctx, store.RunFilter{Pipeline: pipeline, To: now, Limit: limit})
 	if err != nil {
 		return nil, err
@@ -538,6 +539,24 @@ func RecentRuns(ctx context.Context, st *store.Store, pipeline string, now time.
 	})
 	all := append(ahead, past...)
 	return all[:min(len(all), limit)], nil
+}
+
+// ListedRuns are the runs ax status (and the first page of a pipeline's
+// runs) lists: the operator's runs deferred to a time to come (up to
+// limit, the soonest first), then RecentRuns.
+func ListedRuns(ctx context.Context, st *store.Store, pipeline string, now time.Time, limit int) ([]axtype.Run, error) {
+	deferred, err := st.RunsDeferred(ctx, pipeline, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	recent, err := RecentRuns(ctx, st, pipeline, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.DeleteFunc(deferred, func(d axtype.Run) bool {
+		return slices.ContainsFunc(recent, func(r axtype.Run) bool { return r.ID == d.ID })
+	})
+	return append(out, recent...), nil
 }
 
 // Happened is when a run happened: its logical time, or when it was created

@@ -19,12 +19,12 @@ import (
 
 // triggerBody is the body of a trigger.
 type triggerBody struct {
-	Reason     string            `json:"reason"`
-	Downstream bool              `json:"downstream"`
-	At         string            `json:"at"`     // logical time, in the pipeline's zone unless it has an offset
-	Params     map[string]string `json:"params"` // merged over the tasks' params
-	Hold       bool              `json:"hold"`   // under a pause: create it held PAUSED until the resume (else refused, 409)
-	In         string            `json:"in"`     // a delay ("10m"): the run's logical time, when it fires, is that long after now
+	Reason     string      `json:"reason"`
+	Downstream bool        `json:"downstream"`
+	At         string      `json:"at"`     // logical time, in the pipeline's zone unless it has an offset
+	Params     ParamValues `json:"params"` // merged over the tasks' params; numbers and booleans as written
+	Hold       bool        `json:"hold"`   // under a pause: create it held PAUSED until the resume (else refused, 409)
+	In         string      `json:"in"`     // a delay ("10m"): the run's logical time, when it fires, is that long after now
 }
 
 // markBody is the body of a mark.

@@ -224,3 +224,17 @@ func TestConsoleHomeShowsRecentFailureInBrowser(t *testing.T) {
 		t.Errorf("the page showed script errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// An operator's run deferred to a time to come is on the first page of
+// runs (ax status lists it), though its logical time has not come.
+func TestRecentRunsListDeferredRuns(t *testing.T) {
+	e := setupAPI(t, apitest.Opts{Standby: true, Pipeline: reasonsPipeline})
+	now := time.Now().UTC()
+	deferred := makeRun(t, e.St, now.Add(time.Hour), now)
+	past := makeRun(t, e.St, now.Add(-time.Hour), now.Add(-time.Hour))
+	_, body := e.Call("GET", "/api/v1/pipelines/rp/runs?recent=true&limit=5", "")
+	rs := decodeJSON[[]RunView](t, body)
+	if len(rs) != 2 || rs[0].ID != deferred["rp.report"].RunID || rs[1].ID != past["rp.report"].RunID {
+		t.Errorf("recent runs: %+v; want the deferred run %d, then run %d", rs, deferred["rp.report"].RunID, past["rp.report"].RunID)
+	}
+}

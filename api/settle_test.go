@@ -134,3 +134,34 @@ func TestAPIWallTimeOneRule(t *testing.T) {
 }
 
 // The CLI refuses malformed verbs before it calls anything (exit 2).
+
+// A trigger's typed params may be sent typed: a number or a boolean is
+// taken as written and checked as the CLI's --param; a list is refused,
+// naming the param, and nothing is created.
+func TestAPITriggerTypedParams(t *testing.T) {
+	t.Parallel()
+	const src = "pipeline: tp\ntimezone: UTC\nparams:\n  n: {type: int, default: 1}\n  full: {type: bool, default: false}\ntasks:\n  - {name: a, function: noop}\n"
+	e := setupAPI(t, apitest.Opts{Pipeline: src})
+	code, body := e.Call("POST", "/api/v1/pipelines/tp/trigger", `{"params": {"n": 5, "full": true}}`)
+	if code != 200 {
+		t.Fatalf("typed params: %d %s", code, body)
+	}
+	e.WaitState("tp.a", axtype.Success)
+	runs, _ := e.St.Runs(context.Background(), "tp", 10)
+	if len(runs) != 1 || runs[0].Params != `{"full":"true","n":"5"}` {
+		t.Errorf("runs %+v, want one with n=5 and full=true", runs)
+	}
+	for body, want := range map[string]string{
+		`{"params": {"n": [1]}}`:  `params: the value of "n" is not a string, a number or a boolean`,
+		`{"params": {"n": 1.5}}`:  `param "n" is an int: "1.5" is not a whole number`,
+		`{"params": {"n": null}}`: `params: the value of "n" is not a string`,
+	} {
+		code, got := e.Call("POST", "/api/v1/pipelines/tp/trigger", body)
+		if msg := decodeJSON[map[string]string](t, got)["error"]; code != 400 || !strings.Contains(msg, want) {
+			t.Errorf("%s: %d %s, want 400 with %q", body, code, got, want)
+		}
+	}
+	if runs, _ := e.St.Runs(context.Background(), "tp", 10); len(runs) != 1 {
+		t.Errorf("refused triggers created runs: %d", len(runs))
+	}
+}

@@ -40,7 +40,7 @@ const (
 	MaxActorLen = 128
 	// MaxParams is the most params a trigger gives.
 	MaxParams = 64
-	// MaxParamLen is the longest value of one param.
+	// MaxParamLen is the longest value of one param, in bytes.
 	MaxParamLen = 4096
 	// MaxParamsBytes is the largest set of a run's params, as JSON.
 	MaxParamsBytes = 32 << 10

@@ -715,7 +715,7 @@ func NewRunCmd() *cobra.Command {
 		at, sel, target string
 		secretsDir      string
 		pipelines       []string
-		approve         bool
+		approve, force  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE|PIPELINE",
@@ -726,10 +726,12 @@ pipeline author runs to try a pipeline, and what CI can run as a smoke
 test. Upstreams outside the selection, and in other pipelines, count as
 done. The exit status is 0 only when every selected task succeeded, 1 when
 one failed, and 3 when the run stopped at manual gates nobody approved
-(--approve-manual approves them up front); Ctrl-C kills the running tasks.`,
+(--approve-manual approves them up front); Ctrl-C kills the running tasks.
+A pipeline with disabled: true is refused with the reason (exit 1) unless
+--ignore-disabled is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve, secretsDir)
+			return RunOnce(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], at, sel, pipelines, target, approve, force, secretsDir)
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "logical time: a date-time in the pipeline's zone, or a date: its schedule's fire that day (default now)")
@@ -737,6 +739,7 @@ one failed, and 3 when the run stopped at manual gates nobody approved
 	cmd.Flags().StringSliceVar(&pipelines, "pipelines", []string{"examples"}, "pipeline directories, when PIPELINE is a name")
 	cmd.Flags().StringVar(&target, "store", "", "store to record the run in (default: a temporary file, removed after)")
 	cmd.Flags().BoolVar(&approve, "approve-manual", false, "approve the manual gates up front (otherwise the run stops at them and exits 3)")
+	cmd.Flags().BoolVar(&force, "ignore-disabled", false, "run a pipeline with disabled: true all the same (otherwise refused)")
 	AddSecretsFlag(cmd.Flags(), &secretsDir)
 	return cmd
 }

@@ -113,6 +113,14 @@ func onlyPipelines(fp engine.Fingerprints, g *dag.Graph) engine.Fingerprints {
 			out.Triggers[n] = h
 		}
 	}
+	for p, h := range fp.Pipelines {
+		if in(p) {
+			if out.Pipelines == nil {
+				out.Pipelines = map[string]string{}
+			}
+			out.Pipelines[p] = h
+		}
+	}
 	return out
 }
 
@@ -120,7 +128,7 @@ func onlyPipelines(fp engine.Fingerprints, g *dag.Graph) engine.Fingerprints {
 // d changes, in batches, and lists the fields that differ from g's, then
 // those of the schedules d plans again that both sides have.
 func fieldChanges(ctx context.Context, c *api.Client, g *dag.Graph, d engine.Diff, schedules map[string]engine.ScheduleDef) ([]engine.Change, error) {
-	var out []engine.Change
+	out := slices.Clone(d.Changes) // the pipelines' own settings, from the fingerprints
 	for ids := range slices.Chunk(d.Changed, api.MaxDefinitions) {
 		v, err := c.Reload(ctx, ids)
 		if err != nil {
@@ -153,20 +161,25 @@ func WriteDiff(w io.Writer, d engine.Diff) error {
 	for _, l := range []struct {
 		mark, what string
 		ids        []string
-	}{{"+", "added", d.Added}, {"-", "removed", d.Removed}, {"~", "changed", d.Changed}, {"@", "schedule planned again from the reload", d.Replanned}} {
+	}{{"+", "added", d.Added}, {"-", "removed", d.Removed}, {"~", "changed", d.Changed}, {"@", "schedule planned again from the reload", d.Replanned},
+		{"*", "pipeline settings changed", d.Settings}} {
 		for _, id := range l.ids {
 			fmt.Fprintf(w, "%s %-40s %s\n", l.mark, id, l.what)
-			if l.mark != "~" && l.mark != "@" {
+			if l.mark != "~" && l.mark != "@" && l.mark != "*" {
 				continue
 			}
 			for _, ch := range d.Changes {
-				if ch.ID == id && ch.Schedule == (l.mark == "@") {
+				if ch.ID == id && ch.Schedule == (l.mark == "@") && (ch.Field == "settings") == (l.mark == "*") {
 					fmt.Fprintf(w, "    %s: %s -> %s\n", ch.Field, ch.Old, ch.New)
 				}
 			}
 		}
 	}
-	_, err := fmt.Fprintf(w, "%d added, %d removed, %d changed; %d schedule(s) planned again\n", len(d.Added), len(d.Removed), len(d.Changed), len(d.Replanned))
+	settings := ""
+	if len(d.Settings) > 0 {
+		settings = fmt.Sprintf("; %d pipeline(s) with settings changed", len(d.Settings))
+	}
+	_, err := fmt.Fprintf(w, "%d added, %d removed, %d changed; %d schedule(s) planned again%s\n", len(d.Added), len(d.Removed), len(d.Changed), len(d.Replanned), settings)
 	return err
 }
 

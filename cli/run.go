@@ -23,7 +23,8 @@ import (
 // RunOnce runs a pipeline (what: its name under pipelines, or a file), or
 // the tasks sel selects, once now (or at at) on an engine of its own, on
 // the store at target (default a temporary one), and reports how it ended.
-func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve bool, secretsDir string) error {
+// A pipeline with disabled: true is refused unless ignoreDisabled.
+func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, pipelines []string, target string, approve, ignoreDisabled bool, secretsDir string) error {
 	secrets, err := OpenSecrets(secretsDir) // before anything is created
 	if err != nil {
 		return err
@@ -32,7 +33,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 	if err != nil {
 		return err
 	}
-	spec, loc, err := runSpec(g, name, at, sel, approve)
+	spec, loc, err := runSpec(g, name, at, sel, approve, ignoreDisabled)
 	if err != nil {
 		return err
 	}
@@ -105,8 +106,9 @@ func runGraph(what string, paths []string, errOut io.Writer) (*dag.Graph, string
 }
 
 // runSpec is the one-run backfill ax run makes of pipeline name (the
-// tasks sel selects) at at (default now), and the pipeline's zone.
-func runSpec(g *dag.Graph, name, at, sel string, approve bool) (axtype.BackfillSpec, *time.Location, error) {
+// tasks sel selects) at at (default now), and the pipeline's zone; a
+// disabled pipeline is refused with the reason unless ignoreDisabled.
+func runSpec(g *dag.Graph, name, at, sel string, approve, ignoreDisabled bool) (axtype.BackfillSpec, *time.Location, error) {
 	p := g.Pipeline(name)
 	if p == nil {
 		var names []string
@@ -114,6 +116,9 @@ func runSpec(g *dag.Graph, name, at, sel string, approve bool) (axtype.BackfillS
 			names = append(names, q.Name)
 		}
 		return axtype.BackfillSpec{}, nil, Fail(fmt.Errorf("no pipeline %q%s", name, defs.DidYouMean(name, names)))
+	}
+	if why := defs.DisabledReason(p, nil); why != "" && !ignoreDisabled {
+		return axtype.BackfillSpec{}, nil, Fail(fmt.Errorf("%s; or give --ignore-disabled to run it once anyway", why))
 	}
 	tasks, err := g.Select(name, sel)
 	if err != nil {

@@ -16,15 +16,23 @@ import (
 )
 
 // WriteRuns prints up to limit runs (newest first by when they happened:
-// api.RecentRuns) with their instance counts, leaving out those created
-// ahead (inside the window) that nothing happened in yet; then failure, a
-// recent run that ended failed (api.RecentFailure), unless it was shown.
+// api.RecentRuns) with their instance counts, leaving out the schedule's
+// runs created ahead (inside the window) that nothing happened in yet, but
+// not an operator's run deferred to a time to come (trigger --in, --at),
+// marked so; then failure, a recent run that ended failed
+// (api.RecentFailure), unless it was shown.
 func WriteRuns(b *strings.Builder, runs []api.RunView, failure *api.RunView, limit int, loc *time.Location) {
-	shown := 0
+	shown, anyDeferred := 0, false
 	failureShown := false
 	for _, r := range runs {
-		if r.LogicalTime.After(time.Now()) && r.State == "waiting" {
+		deferred := r.LogicalTime.After(time.Now()) && r.State == "waiting"
+		if deferred && r.Kind != axtype.RunManual {
 			continue // created ahead, inside the window: not news
+		}
+		if deferred { // listed besides the limit of the runs that happened
+			fmt.Fprintf(b, "  run %-6d %-8s %s  deferred: fires then%s\n", r.ID, r.Kind, api.Stamp(r.LogicalTime, loc), triggered(r.Run, loc))
+			anyDeferred = true
+			continue
 		}
 		var parts []string
 		for _, s := range axtype.States {
@@ -40,7 +48,7 @@ func WriteRuns(b *strings.Builder, runs []api.RunView, failure *api.RunView, lim
 			break
 		}
 	}
-	if shown == 0 {
+	if shown == 0 && !anyDeferred {
 		b.WriteString("  no runs yet\n")
 	}
 	if failure != nil && !failureShown {

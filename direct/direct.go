@@ -178,7 +178,7 @@ func (s *Store) RecentRuns(ctx context.Context, pipeline string, limit int) ([]a
 	if err != nil {
 		return nil, err
 	}
-	runs, err := api.RecentRuns(ctx, s.st, pipeline, time.Now(), limit)
+	runs, err := api.ListedRuns(ctx, s.st, pipeline, time.Now(), limit)
 	if err != nil {
 		return nil, err
 	}

@@ -355,6 +355,9 @@ func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop 
 		b.picked = append(b.picked, id)
 		return false
 	}
+	if d.disabledSkip(b, id, p, now) {
+		return false
+	}
 	// Backfill: overlap is a policy of the live schedule; neither held back nor counted.
 	if !p.manual && p.kind == axtype.RunSchedule && d.overlapHolds(b, id, p, now) {
 		return false
@@ -396,6 +399,23 @@ func (d *dispatcher) plan(b *batchPlan, id int64, p *pend, now time.Time) (stop 
 		b.claimed[p.task.id]++
 	}
 	return false
+}
+
+// disabledSkip ends, not started, the first attempt of an operator's run
+// of a pipeline disabled since it was triggered (a run deferred with --in
+// or a time to come): a disabled pipeline starts nothing new, and the
+// reason is recorded on the instance and in the action log.
+func (d *dispatcher) disabledSkip(b *batchPlan, id int64, p *pend, now time.Time) bool {
+	if p.kind != axtype.RunManual || p.attempt > 0 || p.state != axtype.Scheduled || p.task.disabled == "" {
+		return false
+	}
+	why := "not run: " + p.task.disabled
+	b.params = append(b.params, store.TransitionParams{InstanceID: id, Version: p.version, From: p.state, To: axtype.Failed,
+		Set:   store.Changes{NextFireAt: &time.Time{}, Error: ptr(why)},
+		Epoch: d.host.termEpoch(), Now: now, Actor: Actor, Reason: why,
+		Action: &store.Action{Actor: Actor, Action: "disabled_skip", Pipeline: p.task.def.Pipeline, TaskID: p.task.id, Reason: why}})
+	b.picked = append(b.picked, id)
+	return true
 }
 
 // overlapHolds applies the overlap policy (overlapDecide) to schedule

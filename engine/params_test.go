@@ -33,3 +33,16 @@ func TestCheckParamsRefusesWhatCannotReachACommand(t *testing.T) {
 		}
 	}
 }
+
+// A param's value is bounded in bytes, as documented: 4,096 bytes of
+// two-byte characters are 2,048 characters.
+func TestCheckParamsCountsBytes(t *testing.T) {
+	if err := CheckParams(map[string]string{"k": strings.Repeat("é", 2048)}); err != nil {
+		t.Errorf("4096 bytes: %v, want accepted", err)
+	}
+	err := CheckParams(map[string]string{"k": strings.Repeat("é", 2049)})
+	const want = `param "k" is 4098 bytes long; give at most 4096 bytes`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("4098 bytes (2049 characters): %v, want %q", err, want)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
+	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -23,6 +24,15 @@ import (
 type Fingerprints struct {
 	Tasks    map[string]string `json:"tasks"`    // task id → hash of its definition
 	Triggers map[string]string `json:"triggers"` // trigger name → hash of its schedule, zone, misfire policy and run set
+	// Pipelines are the settings of each pipeline that belong to none of
+	// its tasks and schedules (whether it is disabled, which decides
+	// whether it may be triggered at all), by pipeline name.
+	Pipelines map[string]string `json:"pipelines,omitempty"`
+}
+
+// pipelineSettings is the fingerprint of pl's own settings.
+func pipelineSettings(pl *defs.Pipeline) string {
+	return fmt.Sprintf("disabled: %t", pl.Disabled)
 }
 
 // Fingerprint computes the fingerprints of g.
@@ -34,6 +44,10 @@ func Fingerprint(g *dag.Graph) Fingerprints {
 	for _, tr := range g.Triggers() {
 		t := newTrigger(tr, g)
 		fp.Triggers[t.name] = triggerHash(t)
+	}
+	fp.Pipelines = map[string]string{}
+	for _, pl := range g.Pipelines() {
+		fp.Pipelines[pl.Name] = pipelineSettings(pl)
 	}
 	return fp
 }
@@ -84,6 +98,9 @@ type Diff struct {
 	Removed   []string `json:"removed,omitempty"`
 	Changed   []string `json:"changed,omitempty"`
 	Replanned []string `json:"replanned,omitempty"`
+	// Settings are the pipelines, in both sets, whose own settings
+	// (Fingerprints.Pipelines) changed.
+	Settings []string `json:"settings,omitempty"`
 	// Changes are the fields that changed, of the tasks of Changed and the
 	// schedules of Replanned, when their old definitions are known.
 	Changes []Change `json:"changes,omitempty"`
@@ -118,12 +135,19 @@ func DiffOf(old, cur Fingerprints) Diff {
 			d.Replanned = append(d.Replanned, n)
 		}
 	}
+	for _, p := range slices.Sorted(maps.Keys(cur.Pipelines)) {
+		// A set without them (from a server before they were kept) compares none.
+		if h, ok := old.Pipelines[p]; ok && h != cur.Pipelines[p] {
+			d.Settings = append(d.Settings, p)
+			d.Changes = append(d.Changes, Change{ID: p, Field: "settings", Old: h, New: cur.Pipelines[p]})
+		}
+	}
 	return d
 }
 
 // Empty reports whether the diff changes nothing.
 func (d Diff) Empty() bool {
-	return len(d.Added)+len(d.Removed)+len(d.Changed)+len(d.Replanned) == 0
+	return len(d.Added)+len(d.Removed)+len(d.Changed)+len(d.Replanned)+len(d.Settings) == 0
 }
 
 // String is the diff for a log line and the action log:
@@ -136,7 +160,7 @@ func (d Diff) String() string {
 	for _, p := range []struct {
 		what string
 		ids  []string
-	}{{"added", d.Added}, {"removed", d.Removed}, {"changed", d.Changed}, {"schedules re-planned", d.Replanned}} {
+	}{{"added", d.Added}, {"removed", d.Removed}, {"changed", d.Changed}, {"schedules re-planned", d.Replanned}, {"pipeline settings changed", d.Settings}} {
 		if len(p.ids) > 0 {
 			parts = append(parts, p.what+" "+strings.Join(p.ids, ", "))
 		}

@@ -297,8 +297,8 @@ func CheckParams(p map[string]string) error {
 		if err := axtype.CheckLen("param name", k, axtype.MaxNameLen); err != nil {
 			return err
 		}
-		if err := axtype.CheckLen(fmt.Sprintf("param %q", k), p[k], axtype.MaxParamLen); err != nil {
-			return err
+		if n := len(p[k]); n > axtype.MaxParamLen {
+			return fmt.Errorf("param %q is %d bytes long; give at most %d bytes (a character beyond ASCII takes 2 to 4)", k, n, axtype.MaxParamLen)
 		}
 	}
 	if b, _ := json.Marshal(p); len(b) > axtype.MaxParamsBytes {

@@ -41,6 +41,10 @@ type taskInfo struct {
 	// it chose to run is a catch-up, which the overlap rule queues, never
 	// skips.
 	backlog time.Time
+	// disabled says why its pipeline is disabled ("" when it is not): an
+	// operator's run of it that comes due is not started (a run triggered
+	// to fire later, before the pipeline was disabled).
+	disabled string
 	// removed: no longer in the pipeline files; a stand-in, from the stored
 	// definition, for an instance that was running when it was removed.
 	removed bool
@@ -67,6 +71,7 @@ func buildTasks(g *dag.Graph) (map[string]*taskInfo, []*trigger) {
 			}
 		}
 		ti.loc = g.Pipeline(ti.def.Pipeline).Location
+		ti.disabled = defs.DisabledReason(g.Pipeline(ti.def.Pipeline), nil)
 	}
 	var trigs []*trigger
 	for _, tr := range g.Triggers() {

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -129,6 +130,65 @@ func TestBackfillParams(t *testing.T) {
 		e.stop()
 		if fmt.Sprint(seen) != "[7 us 7 us]" {
 			t.Errorf("the backfill's runs saw %v", seen)
+		}
+	})
+}
+
+// A reload that only flips `disabled:` of a pipeline without a schedule
+// is a change: triggers are refused, then accepted, by the new value.
+func TestReloadFlipsDisabledWithoutSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const manual = "pipeline: man\ntimezone: UTC\ntasks:\n  - {name: a, function: record}\n"
+		off := strings.Replace(manual, "timezone: UTC\n", "timezone: UTC\ndisabled: true\n", 1)
+		e := setup(t, Config{}, nil, manual)
+		d, err := e.eng.Reload(compile(t, off))
+		if err != nil || d.String() != "pipeline settings changed man" {
+			t.Fatalf("diff %q %v, want the pipeline's settings changed", d.String(), err)
+		}
+		sleep(time.Second)
+		if _, err := e.do(Trigger{Target: "man"}); err == nil || !strings.Contains(err.Error(), "pipeline man is disabled") {
+			t.Errorf("trigger after disabling: %v, want refused", err)
+		}
+		if got := e.instances(store.InstanceFilter{TaskID: "man.a"}); len(got) != 0 {
+			t.Errorf("a refused trigger created %d instances", len(got))
+		}
+		if d, err = e.eng.Reload(compile(t, manual)); err != nil || len(d.Settings) != 1 {
+			t.Fatalf("diff %+v %v", d, err)
+		}
+		sleep(time.Second)
+		if _, err := e.do(Trigger{Target: "man"}); err != nil {
+			t.Errorf("trigger after enabling again: %v", err)
+		}
+		e.stop()
+	})
+}
+
+// An operator's run deferred (--in) before its pipeline was disabled is
+// not started when it comes due: it ends FAILED with the reason, and an
+// action records it.
+func TestDeferredRunOfADisabledPipelineIsNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const manual = "pipeline: man\ntimezone: UTC\ntasks:\n  - {name: a, function: record}\n"
+		off := strings.Replace(manual, "timezone: UTC\n", "timezone: UTC\ndisabled: true\n", 1)
+		e := setup(t, Config{}, nil, manual)
+		if _, err := e.do(Trigger{Target: "man", In: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.eng.Reload(compile(t, off)); err != nil {
+			t.Fatal(err)
+		}
+		sleep(2 * time.Minute)
+		e.stop()
+		if got := fires(e.rec.snapshot(), "man.a", time.Time{}); len(got) != 0 {
+			t.Errorf("man.a ran %d times after its pipeline was disabled", len(got))
+		}
+		insts := e.instances(store.InstanceFilter{TaskID: "man.a"})
+		const want = "not run: pipeline man is disabled (disabled: true in p0.yaml)"
+		if len(insts) != 1 || insts[0].State != axtype.Failed || !strings.HasPrefix(insts[0].Error, want) {
+			t.Fatalf("instances %+v, want one FAILED with %q", insts, want)
+		}
+		if acts := e.actions("disabled_skip"); len(acts) != 1 || !strings.HasPrefix(acts[0].Reason, want) {
+			t.Errorf("actions %+v", acts)
 		}
 	})
 }

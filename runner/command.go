@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,6 +93,9 @@ func (c *Commands) Execute(ctx context.Context, a Attempt) (Result, error) {
 	dir, err := workingDir(spec, a)
 	if err != nil {
 		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Executor: Local()}, nil
+	}
+	if err := envTooLong(a); err != nil {
+		return Result{Ticket: a.Ticket, Status: StatusFailed, Error: err.Error(), Permanent: true, Executor: Local()}, nil
 	}
 	outFile, err := newOutputFile()
 	if err != nil {
@@ -204,10 +209,20 @@ func stopOnEnd(ctx context.Context, pgid int, grace time.Duration, done <-chan s
 	}
 }
 
+// outputFilePrefix starts the name of every $AX_OUTPUT file, followed by
+// the pid of the process that made it and a dash.
+const outputFilePrefix = "ax-output-"
+
+// sweepOnce removes, the first time a process makes a $AX_OUTPUT file,
+// those left behind by processes that ended without removing theirs.
+var sweepOnce sync.Once
+
 // newOutputFile creates the empty file a command's $AX_OUTPUT names, for
-// it alone to read and write.
+// it alone to read and write. Its name holds this process's pid, so that
+// a later process can tell it was abandoned (see sweepOutputFiles).
 func newOutputFile() (string, error) {
-	f, err := os.CreateTemp("", "ax-output-*")
+	sweepOnce.Do(func() { sweepOutputFiles(os.TempDir(), pidAlive) })
+	f, err := os.CreateTemp("", fmt.Sprintf("%s%d-*", outputFilePrefix, os.Getpid()))
 	if err != nil {
 		return "", fmt.Errorf("outputs: cannot create the file of $AX_OUTPUT in %s: %v", os.TempDir(), pathless(err))
 	}
@@ -217,6 +232,26 @@ func newOutputFile() (string, error) {
 		return "", fmt.Errorf("outputs: cannot create the file of $AX_OUTPUT: %v", pathless(err))
 	}
 	return name, nil
+}
+
+// sweepOutputFiles removes the $AX_OUTPUT files of dir whose process is
+// no longer alive: those of attempts abandoned when their scheduler was
+// killed. A file of a live process, or not named by newOutputFile, is left.
+func sweepOutputFiles(dir string, alive func(pid int) bool) {
+	names, _ := filepath.Glob(filepath.Join(dir, outputFilePrefix+"*-*"))
+	for _, name := range names {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(name), outputFilePrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 || n == os.Getpid() || alive(n) {
+			continue
+		}
+		_ = os.Remove(name)
+	}
+}
+
+// pidAlive reports whether process pid may still exist.
+func pidAlive(pid int) bool {
+	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
 func ptrInt(v int) *int { return &v }
@@ -260,7 +295,7 @@ func render(spec CommandSpec, a Attempt) ([]string, error) {
 		}
 		var b strings.Builder
 		if err := spec.Templates[i].Execute(&b, data); err != nil {
-			return nil, fmt.Errorf("runner: command argument %d %q: %v", i, arg, err)
+			return nil, fmt.Errorf("runner: command argument %d %q: %v", i, arg, upstreamMissing(err))
 		}
 		argv[i] = b.String()
 	}
@@ -274,7 +309,7 @@ func workingDir(spec CommandSpec, a Attempt) (string, error) {
 	if spec.DirTemplate != nil {
 		var b strings.Builder
 		if err := spec.DirTemplate.Execute(&b, templateData(a, spec.Schedule)); err != nil {
-			return "", fmt.Errorf("working_dir %q: %v", spec.Dir, err)
+			return "", fmt.Errorf("working_dir %q: %v", spec.Dir, upstreamMissing(err))
 		}
 		dir = b.String()
 	}
@@ -300,6 +335,21 @@ func workingDir(spec CommandSpec, a Attempt) (string, error) {
 }
 
 // taskEnv is the attempt's own env (Attempt.Env) as variables, sorted.
+// maxEnvString is the most bytes one NAME=value of a command's
+// environment may hold, its NUL included (Linux's MAX_ARG_STRLEN).
+const maxEnvString = 32 * 4096
+
+// envTooLong refuses an env variable of a too long for a command's
+// environment, naming it (the system's own error names none).
+func envTooLong(a Attempt) error {
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		if n := len(k) + 1 + len(a.Env[k]); n >= maxEnvString {
+			return fmt.Errorf("env %s: %d bytes with its name, over the %d bytes a variable of a command's environment may hold: give the task the path of a file instead", k, n, maxEnvString-1)
+		}
+	}
+	return nil
+}
+
 func taskEnv(a Attempt) []string {
 	out := make([]string, 0, len(a.Env))
 	for k, v := range a.Env {

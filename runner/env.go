@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/ax-sched/ax/defs"
@@ -79,8 +81,9 @@ func (s envSource) run(ctx context.Context, a Attempt, next func(context.Context
 		return res, errors.New(out.MaskString(err.Error()))
 	}
 	res.Error = out.MaskString(res.Error)
-	res.Outputs = maskOutputs(out, res.Outputs)
-	return res, nil
+	outs, err := maskOutputs(out, res.Outputs)
+	res.Outputs = nil
+	return withOutputs(res, outs, err), nil
 }
 
 // ResolveEnv renders the env of spec for a and resolves its secrets: the
@@ -103,7 +106,7 @@ func ResolveEnv(ctx context.Context, spec EnvSpec, a Attempt, secrets Secrets) (
 		case v.Template != nil:
 			var b strings.Builder
 			if err := v.Template.Execute(&b, data); err != nil {
-				return nil, secretValues, fmt.Errorf("env %s %q: %v", v.Name, v.Value, err)
+				return nil, secretValues, fmt.Errorf("env %s %q: %v", v.Name, v.Value, upstreamMissing(err))
 			}
 			env[v.Name] = b.String()
 		default:
@@ -114,15 +117,39 @@ func ResolveEnv(ctx context.Context, spec EnvSpec, a Attempt, secrets Secrets) (
 }
 
 // maskOutputs returns outs with the secrets of o masked in every value.
-func maskOutputs(o *Output, outs map[string]string) map[string]string {
+// A key that holds a secret is refused (the error shows it masked): keys
+// are stored and shown as they are, so a secret has no place in one.
+func maskOutputs(o *Output, outs map[string]string) (map[string]string, error) {
 	if len(outs) == 0 {
-		return outs
+		return outs, nil
 	}
+	keys := slices.Sorted(maps.Keys(outs))
 	masked := make(map[string]string, len(outs))
-	for k, v := range outs {
-		masked[k] = o.MaskString(v)
+	for _, k := range keys {
+		if mk := o.MaskString(k); mk != k {
+			return nil, fmt.Errorf("outputs: key %q holds the value of a secret: an output's key is stored and shown in clear, so a secret may be a value (masked) but never part of a key", mk)
+		}
+		masked[k] = o.MaskString(outs[k])
 	}
-	return masked
+	return masked, nil
+}
+
+// upstreamMissing adds to err, a template's failure, which upstream and
+// key it read when that output was not given: the upstream succeeded
+// without writing it, or was marked success by hand (ax mark), which gives
+// no outputs. Any other error is returned as it is.
+func upstreamMissing(err error) error {
+	msg := err.Error()
+	_, ref, ok := strings.Cut(msg, "<.Upstream.")
+	if !ok || !strings.Contains(msg, "map has no entry for key") {
+		return err
+	}
+	ref, _, _ = strings.Cut(ref, ">")
+	task, key, ok := strings.Cut(ref, ".")
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("%w: upstream %s gave no output %q in this run (it succeeded without writing it, or was marked success by hand with ax mark, which gives no outputs): rerun %s, or have it write %s", err, task, key, task, key)
 }
 
 // templateData is what the templates of attempt a see (a command's
@@ -146,15 +173,20 @@ func (a Attempt) SecretValues() []string {
 }
 
 // MaskReport returns rep with each of values replaced by *** in its error,
-// its plain output and every line of its log, as an attempt's Output masks
-// them: for a report whose attempt's Output is not at hand (one posted to
+// its plain output, its outputs' values and every line of its log, as an
+// attempt's Output masks them (outputs with a key that holds one of values
+// are dropped and fail the report, see maskOutputs): for a report whose attempt's Output is not at hand (one posted to
 // a server's results inbox), before it is stored.
 func MaskReport(rep Report, values ...string) Report {
 	o := NewOutput(4 * MaxReportOutput) // never drops: masking shortens, or lengthens a secret of one or two bytes
 	o.Mask(values...)
 	rep.Error = o.MaskString(rep.Error)
 	rep.Output = o.MaskString(rep.Output)
-	rep.Outputs = maskOutputs(o, rep.Outputs)
+	outs, err := maskOutputs(o, rep.Outputs)
+	if err != nil {
+		rep.Status, rep.Error, rep.Permanent = StatusFailed, err.Error(), false
+	}
+	rep.Outputs = outs
 	if len(rep.Log) == 0 {
 		return rep
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/ax-sched/ax/defs"
@@ -128,27 +129,77 @@ func jsonKind(v any) string {
 }
 
 // readOutputFile reads and removes the file of $AX_OUTPUT; a missing or
-// empty one gives no outputs.
+// empty one gives no outputs. Only a regular file is read: the task may
+// have replaced it with a symbolic link, a named pipe or a device, which
+// are refused without being followed or waited on (opened non-blocking,
+// never through a link), and the read stops at the cap.
 func readOutputFile(path string) (map[string]string, error) {
 	defer os.Remove(path)
-	f, err := os.Open(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("outputs: read $AX_OUTPUT: %v", pathless(err))
 	}
+	if err := regularOutputFile(fi.Mode()); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, regularOutputFile(os.ModeSymlink)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outputs: read $AX_OUTPUT: %v", pathless(err))
+	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > MaxOutputs {
+	if fi, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("outputs: read $AX_OUTPUT: %v", pathless(err))
+	}
+	if err := regularOutputFile(fi.Mode()); err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxOutputs {
 		return nil, outputsTooLarge(int(fi.Size()))
 	}
-	data := make([]byte, MaxOutputs+1)
-	n, _ := io.ReadFull(f, data)
-	outs, err := ParseOutputFile(data[:n])
+	data, err := io.ReadAll(io.LimitReader(f, MaxOutputs+1))
+	if err != nil {
+		return nil, fmt.Errorf("outputs: read $AX_OUTPUT: %v", pathless(err))
+	}
+	outs, err := ParseOutputFile(data)
 	if len(outs) == 0 {
 		outs = nil
 	}
 	return outs, err
+}
+
+// regularOutputFile refuses a $AX_OUTPUT of mode m that is not a regular file.
+func regularOutputFile(m os.FileMode) error {
+	if m.IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("outputs: $AX_OUTPUT was replaced by %s: write key=value lines into the file it names, never remove or replace it", fileKind(m))
+}
+
+// fileKind says what a file of mode m that is not a regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	default:
+		return "a file that is not a regular file (" + m.Type().String() + ")"
+	}
 }
 
 // outputSet collects the outputs a function gives through Attempt.Output.

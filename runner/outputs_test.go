@@ -6,7 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"text/template"
+	"time"
+
+	"github.com/ax-sched/ax/defs"
 )
 
 // A command's outputs are what it wrote to $AX_OUTPUT: key=value lines or
@@ -190,7 +195,115 @@ func TestTemplatesReadUpstream(t *testing.T) {
 	}
 	a.Upstream = map[string]map[string]string{"extract": {}}
 	r, _ = c.Execute(context.Background(), a)
-	if r.Status != StatusFailed || !strings.Contains(r.Error, `map has no entry for key "rows"`) {
+	const want = `map has no entry for key "rows": upstream extract gave no output "rows" in this run (it succeeded without writing it, or was marked success by hand with ax mark, which gives no outputs): rerun extract, or have it write rows`
+	if r.Status != StatusFailed || !strings.HasSuffix(r.Error, want) {
 		t.Errorf("missing key: %+v", r)
+	}
+}
+
+// An output whose key holds a secret's value fails the attempt: keys are
+// stored and shown in clear. The error names the rule with the key masked,
+// and no output is kept; from a command, a function, or a posted report.
+func TestOutputKeyHoldingASecretIsRefused(t *testing.T) {
+	t.Parallel()
+	const secret = "Sup3rS3cretValue42"
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "s"), []byte(secret), 0o600))
+	spec := EnvSpec{Vars: []defs.EnvVar{{Name: "S", Secret: &defs.SecretRef{Provider: defs.SecretFile, Name: "s"}}}}
+	specOf := func(Attempt) (EnvSpec, error) { return spec, nil }
+	f := NewFunctions(func(a Attempt) string { return a.Task })
+	must(t, f.Register("fn", func(_ context.Context, a Attempt) error { return a.Output("k_"+a.Env["S"], "2") }))
+	const want = `outputs: key "***" holds the value of a secret`
+	for name, x := range map[string]Executor{
+		"command":  NewEnvExecutor(script(`echo "$S=2" >> "$AX_OUTPUT"`, "", ""), specOf, NewSecrets(dir)),
+		"function": NewEnvExecutor(f, specOf, NewSecrets(dir)),
+	} {
+		a := attempt("tk-" + name)
+		a.Task = "fn"
+		r, err := x.Execute(context.Background(), a)
+		if err != nil || r.Status != StatusFailed || r.Outputs != nil || !strings.Contains(r.Error, `outputs: key "`) ||
+			!strings.Contains(r.Error, "holds the value of a secret") || strings.Contains(r.Error, secret) {
+			t.Errorf("%s: %+v %v, want failed with %q and no outputs", name, r, err, want)
+		}
+	}
+	rep := MaskReport(Report{Status: StatusSuccess, Outputs: map[string]string{secret: "2"}}, secret)
+	if rep.Status != StatusFailed || rep.Outputs != nil || !strings.HasPrefix(rep.Error, want) {
+		t.Errorf("a posted report: %+v, want failed with %q", rep, want)
+	}
+}
+
+// A task that replaces its $AX_OUTPUT with something other than a regular
+// file fails with an error that says so, at once (a named pipe is not
+// waited on, a link not followed), and what it left there is removed.
+func TestCommandOutputFileMustStayRegular(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, src, want string }{
+		{"fifo", `rm "$AX_OUTPUT"; mkfifo "$AX_OUTPUT"`, "outputs: $AX_OUTPUT was replaced by a named pipe (FIFO): write key=value lines into the file it names"},
+		{"symlink", `rm "$AX_OUTPUT"; echo rows=1 > ../target; ln -s "$PWD/../target" "$AX_OUTPUT"`, "outputs: $AX_OUTPUT was replaced by a symbolic link"},
+		{"directory", `rm "$AX_OUTPUT"; mkdir "$AX_OUTPUT"`, "outputs: $AX_OUTPUT was replaced by a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := mkdirs(t, "w")
+			done := make(chan Result, 1)
+			go func() {
+				r, _ := script(tc.src+`; echo "$AX_OUTPUT" > ../name`, "w", base).Execute(context.Background(), attempt("tk-"+tc.name))
+				done <- r
+			}()
+			var r Result
+			select {
+			case r = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the attempt is still running 20 s after its command exited")
+			}
+			if r.Status != StatusFailed || r.Outputs != nil || !strings.HasPrefix(r.Error, tc.want) {
+				t.Errorf("status %s, outputs %v, error %q; want failed, none kept, %q", r.Status, r.Outputs, r.Error, tc.want)
+			}
+			name, err := os.ReadFile(filepath.Join(base, "name"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(strings.TrimSpace(string(name))); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s is left behind: %v", name, err)
+			}
+		})
+	}
+}
+
+// The $AX_OUTPUT files of a process that is gone (a scheduler killed with
+// attempts running) are removed; those of live processes, and files not
+// named so, are left.
+func TestSweepOutputFilesOfEndedProcesses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	files := map[string]bool{ // name: removed
+		"ax-output-4242-123": true, "ax-output-4343-9": false, "ax-output-77": false, "ax-output-x-1": false, "other-4242-1": false,
+	}
+	for name := range files {
+		must(t, os.WriteFile(filepath.Join(dir, name), nil, 0o600))
+	}
+	must(t, syscall.Mkfifo(filepath.Join(dir, "ax-output-4242-fifo"), 0o600))
+	files["ax-output-4242-fifo"] = true
+	sweepOutputFiles(dir, func(pid int) bool { return pid == 4343 })
+	for name, removed := range files {
+		_, err := os.Lstat(filepath.Join(dir, name))
+		if gone := errors.Is(err, os.ErrNotExist); gone != removed {
+			t.Errorf("%s: removed %v, want %v (%v)", name, gone, removed, err)
+		}
+	}
+}
+
+// An env value reading an output its upstream did not give names the
+// upstream and the key, as a command argument does.
+func TestEnvTemplateNamesAMissingUpstreamOutput(t *testing.T) {
+	t.Parallel()
+	const v = "{{ .Upstream.extract.rows }}"
+	spec := EnvSpec{Vars: []defs.EnvVar{{Name: "ROWS", Value: v, Template: template.Must(template.New("").Option("missingkey=error").Parse(v))}}}
+	a := attempt("tk-ue")
+	a.Upstream = map[string]map[string]string{"extract": {}}
+	_, _, err := ResolveEnv(context.Background(), spec, a, nil)
+	const want = `upstream extract gave no output "rows" in this run (it succeeded without writing it, or was marked success by hand with ax mark`
+	if err == nil || !strings.HasPrefix(err.Error(), `env ROWS "{{ .Upstream.extract.rows }}": template:`) || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want the variable, then %q", err, want)
 	}
 }

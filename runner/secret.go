@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/ax-sched/ax/defs"
 )
@@ -84,22 +86,67 @@ func (s Secrets) Unresolved(ctx context.Context, refs []defs.SecretRef) []error 
 
 // SecretDir is a directory of secrets, one file each, named after the
 // secret: the value is the file's content without its trailing newline.
+// A secret's file is a regular file (or a link to one, as mounted
+// Kubernetes secrets are) of at most MaxSecret bytes, and not empty.
 type SecretDir string
 
-// Secret reads the file of the secret called name.
+// MaxSecret caps the size of a secret's file: a value is given to a
+// command in its environment, where the system allows little more.
+const MaxSecret = 1 << 20
+
+// Secret reads the file of the secret called name. A file that is not a
+// regular one (a named pipe, a device) is refused without being opened
+// for a blocking read, so that it never holds an attempt or a reload.
 func (d SecretDir) Secret(_ context.Context, name string) (string, error) {
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return "", missingf("%q is not a file name", name)
 	}
 	path := filepath.Join(string(d), name)
-	data, err := os.ReadFile(path)
+	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", missingf("no file %s: create it (one file per secret) or fix the reference", path)
 	}
 	if err != nil {
 		return "", missingf("%s cannot be read: %v", path, pathless(err))
 	}
-	return strings.TrimRight(string(data), "\r\n"), nil
+	if err := secretFile(path, fi); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", missingf("%s cannot be read: %v", path, pathless(err))
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return "", missingf("%s cannot be read: %v", path, pathless(err))
+	}
+	if err := secretFile(path, fi); err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSecret+1))
+	if err != nil {
+		return "", missingf("%s cannot be read: %v", path, pathless(err))
+	}
+	if len(data) > MaxSecret {
+		return "", missingf("%s is over %d bytes (1 MiB), more than a command's environment takes: give the task the path of a file instead", path, MaxSecret)
+	}
+	v := strings.TrimRight(string(data), "\r\n")
+	if v == "" {
+		return "", missingf("%s is empty: write the secret's value into it", path)
+	}
+	return v, nil
+}
+
+// secretFile refuses the file path of fi as a secret's unless it is a
+// regular file within MaxSecret.
+func secretFile(path string, fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return missingf("%s is %s, not a regular file: write the secret's value into a plain file", path, fileKind(fi.Mode()))
+	}
+	if fi.Size() > MaxSecret {
+		return missingf("%s is %d bytes, over %d (1 MiB), more than a command's environment takes: give the task the path of a file instead", path, fi.Size(), MaxSecret)
+	}
+	return nil
 }
 
 // pathless is the reason of a file error without the path it repeats.

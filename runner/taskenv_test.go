@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"text/template"
 
@@ -93,6 +94,13 @@ func TestEnvFailuresRunNothing(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(string(secrets[defs.SecretFile].(SecretDir)), "adir"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	sdir := string(secrets[defs.SecretFile].(SecretDir))
+	must(t, syscall.Mkfifo(filepath.Join(sdir, "afifo"), 0o600))
+	must(t, os.WriteFile(filepath.Join(sdir, "empty"), []byte("\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(sdir, "big"), bytes.Repeat([]byte("x"), MaxSecret+1), 0o600))
+	secretVar := func(name string) EnvSpec {
+		return EnvSpec{Vars: []defs.EnvVar{{Name: "K", Secret: &defs.SecretRef{Provider: defs.SecretFile, Name: name}}}}
+	}
 	missingSecret := spec
 	missingSecret.Vars = append([]defs.EnvVar{{Name: "API_KEY", Secret: &defs.SecretRef{Provider: defs.SecretFile, Name: "api_key"}}}, spec.Vars...)
 	for _, tc := range []struct {
@@ -109,7 +117,10 @@ func TestEnvFailuresRunNothing(t *testing.T) {
 		{"missing working dir", spec, secrets, "nowhere/{{ .Task }}", "working directory " + filepath.Join(base, "nowhere/clean") + " does not exist"},
 		{"working dir is a file", spec, secrets, "afile", "working directory " + filepath.Join(base, "afile") + " is not a directory"},
 		{"secret is a directory", EnvSpec{Vars: []defs.EnvVar{{Name: "K", Secret: &defs.SecretRef{Provider: defs.SecretFile, Name: "adir"}}}}, secrets, "",
-			"env K: secret adir: " + filepath.Join(string(secrets[defs.SecretFile].(SecretDir)), "adir") + " cannot be read: is a directory"},
+			"env K: secret adir: " + filepath.Join(sdir, "adir") + " is a directory, not a regular file: write the secret's value into a plain file"},
+		{"secret is a named pipe", secretVar("afifo"), secrets, "", "env K: secret afifo: " + filepath.Join(sdir, "afifo") + " is a named pipe (FIFO), not a regular file"},
+		{"secret is empty", secretVar("empty"), secrets, "", "env K: secret empty: " + filepath.Join(sdir, "empty") + " is empty: write the secret's value into it"},
+		{"secret is too big", secretVar("big"), secrets, "", "env K: secret big: " + filepath.Join(sdir, "big") + " is 1048577 bytes, over 1048576 (1 MiB)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dirTmpl := template.Must(template.New("").Parse(tc.dir))
@@ -234,4 +245,30 @@ func takenLines(t *testing.T, o *Output) []string {
 		got = append(got, string(l.Text))
 	}
 	return got
+}
+
+// A secret's file may be a link to a regular file, as mounted Kubernetes
+// secrets are.
+func TestSecretDirFollowsALinkToAFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "..data"), []byte(testSecret+"\n"), 0o600))
+	must(t, os.Symlink("..data", filepath.Join(dir, "token")))
+	v, err := SecretDir(dir).Secret(context.Background(), "token")
+	if err != nil || v != testSecret {
+		t.Errorf("got %q, %v; want the value of the linked file", v, err)
+	}
+}
+
+// A variable too long for a command's environment fails the attempt
+// naming it, without running the command.
+func TestCommandEnvTooLongIsNamed(t *testing.T) {
+	t.Parallel()
+	a := attempt("tk-long")
+	a.Env = map[string]string{"SHORT": "x", "BIG_TOKEN": strings.Repeat("y", 200<<10)}
+	r, err := script(`exit 0`, "", "").Execute(context.Background(), a)
+	const want = "env BIG_TOKEN: 204810 bytes with its name, over the 131071 bytes a variable of a command's environment may hold"
+	if err != nil || r.Status != StatusFailed || !strings.HasPrefix(r.Error, want) {
+		t.Errorf("%s %q %v, want failed with %q", r.Status, r.Error, err, want)
+	}
 }

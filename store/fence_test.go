@@ -44,7 +44,7 @@ var storeMethods = map[string]string{
 	"Transition": "fenced", "TransitionBatch": "fenced", "TransitionBatchThen": "fenced", "CreateRun": "fenced", "CreateRuns": "fenced", "DropUnfinishedRun": "fenced", "UnfinishedRuns": "read",
 	"SyncDefinitions": "fenced", "ClaimOp": "fenced", "FinishOp": "fenced", "SetPause": "fenced", "ClearPause": "fenced", "SetSetting": "fenced",
 	"UpdateBackfill": "fenced", "AppendAction": "fenced", "WriteLogs": "fenced", "Approve": "fenced",
-	"LogChunks": "read", "Attempts": "read", "LatestAttempt": "read", "RunOutputs": "read", "Redispatched": "read", "Procs": "read", "HandOuts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read", "RunsCreated": "read", "BackfillsPage": "read", "LatestInstances": "read", "NextFires": "read", "Outcomes": "read", "InstancesOfRuns": "read", "RunStates": "read", "RunStateCounts": "read", "RunStatesOf": "read", "AwaitingGates": "read", "RootFailures": "read", "RowsRead": "read",
+	"LogChunks": "read", "Attempts": "read", "LatestAttempt": "read", "RunOutputs": "read", "Redispatched": "read", "Procs": "read", "HandOuts": "read", "LogAttempts": "read", "PruneDryRun": "read", "PrunedSummary": "read", "RunsPage": "read", "RunsMovedAhead": "read", "RunsDeferred": "read", "RunsCreated": "read", "BackfillsPage": "read", "LatestInstances": "read", "NextFires": "read", "Outcomes": "read", "InstancesOfRuns": "read", "RunStates": "read", "RunStateCounts": "read", "RunStatesOf": "read", "AwaitingGates": "read", "RootFailures": "read", "RowsRead": "read",
 }
 
 func TestEveryWriteIsFenced(t *testing.T) {

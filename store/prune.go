@@ -420,6 +420,14 @@ func (s *Store) RunsCreated(ctx context.Context, pipeline string, after, to time
 		OrderBy("id DESC").Limit(uint64(limit)))
 }
 
+// RunsDeferred returns up to limit operator's runs of a pipeline whose
+// logical time is after now (triggered to fire later: --in, or --at a
+// time to come), the soonest first.
+func (s *Store) RunsDeferred(ctx context.Context, pipeline string, now time.Time, limit int) ([]axtype.Run, error) {
+	return s.runs(ctx, s.sb.Select(runCols...).From("runs").Where(sq.Eq{"pipeline": pipeline, "kind": string(axtype.RunManual)}).
+		Where(sq.Gt{"logical_time": now.UnixMilli()}).OrderBy("logical_time ASC", "id ASC").Limit(uint64(max(limit, 1))))
+}
+
 // RunsMovedAhead returns the runs of a pipeline whose logical time is after
 // now (created ahead, inside the window) in which an instance has moved past
 // waiting (one ran, ended or was triggered early), newest logical time first:

@@ -85,7 +85,7 @@ func TestParamsEndToEnd(t *testing.T) {
 		{[]string{"trigger", "typed", "--param", "batch=many"}, `param "batch" is an int: "many" is not a whole number`},
 		{[]string{"trigger", "typed", "--param", "region=jp"}, `param "region" is one of cn, us: "jp" is not`},
 		{[]string{"trigger", "typed", "--param", "regoin=cn"}, `param "regoin": no task run declares it (did you mean "region"?)`},
-		{[]string{"trigger", "typed", "--param", "region=" + strings.Repeat("x", 5000)}, `param "region" is 5000 characters long; give at most 4096`},
+		{[]string{"trigger", "typed", "--param", "region=" + strings.Repeat("x", 5000)}, `param "region" is 5000 bytes long; give at most 4096 bytes`},
 		{[]string{"trigger", "off"}, "pipeline off is disabled (disabled: true in " + filepath.Join(dir, "off.yaml")},
 		{[]string{"trigger", "typed", "--in", "-5m"}, `--in "-5m": the delay is not ahead`},
 		{[]string{"trigger", "typed", "--in", "9000h"}, `in 9000h0m0s: give at most`},

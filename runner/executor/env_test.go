@@ -45,3 +45,23 @@ func TestSDKGetsEnvAndMasksSecrets(t *testing.T) {
 		t.Errorf("log line %q, want the token masked and the region kept", log)
 	}
 }
+
+// A function served by the SDK that gives an output whose key holds a
+// secret fails: the report carries no outputs and names the rule masked.
+func TestSDKRefusesAnOutputKeyHoldingASecret(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3t_token_43"
+	s := newSetup(t, Config{}, map[string]runner.Func{"load": func(_ context.Context, a runner.Attempt) error {
+		return a.Output("k"+a.Env["API_TOKEN"], "1")
+	}})
+	h := runner.NewHTTP(http.DefaultClient, func(runner.Attempt) (string, error) { return s.url + "/dispatch", nil })
+	r, err := h.Execute(context.Background(), runner.Attempt{Pipeline: "p", Task: "load", Ticket: "tk-key", InstanceID: 3,
+		LogicalTime: time.Now(), Deadline: time.Now().Add(time.Minute),
+		Env: map[string]string{"API_TOKEN": secret}, SecretEnv: []string{"API_TOKEN"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != runner.StatusFailed || r.Outputs != nil || !strings.HasPrefix(r.Error, `outputs: key "k***" holds the value of a secret`) {
+		t.Errorf("result %s %q %v, want failed naming the rule, the key masked, no outputs", r.Status, r.Error, r.Outputs)
+	}
+}

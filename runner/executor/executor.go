@@ -656,7 +656,11 @@ func (x *Executor) run(j *job) {
 	if outs, err := takeOutputs(); rep.Status == runner.StatusSuccess && err != nil {
 		rep.Status, rep.Error = runner.StatusFailed, err.Error()
 	} else if rep.Status == runner.StatusSuccess {
-		rep.Outputs = runner.MaskReport(runner.Report{Outputs: outs}, a.SecretValues()...).Outputs
+		m := runner.MaskReport(runner.Report{Status: rep.Status, Outputs: outs}, a.SecretValues()...)
+		rep.Status, rep.Outputs = m.Status, m.Outputs
+		if m.Error != "" {
+			rep.Error = m.Error
+		}
 	}
 	rep.Error = out.MaskString(rep.Error)
 	j.cancel(nil)
