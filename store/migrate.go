@@ -371,7 +371,15 @@ func schemaVersion(ctx context.Context, conn *sql.Conn) (int, error) {
 // checkForeignSQLite refuses a SQLite file that holds another application's
 // tables: ax must not write into a database that is not its own.
 func (s *Store) checkForeignSQLite(ctx context.Context, conn *sql.Conn) error {
-	rows, err := conn.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+	return s.checkForeign(ctx, conn, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+		"the SQLite file belongs to another application", "give ax a file of its own")
+}
+
+// checkForeign refuses a database whose tables, listed by query, are
+// another program's (there are tables, and ax_schema is not one of them):
+// the error says what the database is (what) and what to do (hint).
+func (s *Store) checkForeign(ctx context.Context, conn *sql.Conn, query, what, hint string) error {
+	rows, err := conn.QueryContext(ctx, query)
 	if err != nil {
 		return s.d.translate(err)
 	}
@@ -392,7 +400,7 @@ func (s *Store) checkForeignSQLite(ctx context.Context, conn *sql.Conn) error {
 		if len(names) > 5 {
 			names = append(names[:5], "…")
 		}
-		return fmt.Errorf("%w: the SQLite file belongs to another application (tables: %s): give ax a file of its own", ErrSchema, strings.Join(names, ", "))
+		return fmt.Errorf("%w: %s (tables: %s): %s", ErrSchema, what, strings.Join(names, ", "), hint)
 	}
 	return nil
 }

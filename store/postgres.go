@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -110,30 +109,8 @@ func migrateLockPostgres(ctx context.Context, conn *sql.Conn) (func(), error) {
 // checkForeignPostgres refuses a database whose schema holds another
 // program's tables: ax must not write into a database that is not its own.
 func (s *Store) checkForeignPostgres(ctx context.Context, conn *sql.Conn) error {
-	rows, err := conn.QueryContext(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
-	if err != nil {
-		return s.d.translate(err)
-	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return s.d.translate(err)
-		}
-		names = append(names, n)
-	}
-	if err := rows.Err(); err != nil {
-		return s.d.translate(err)
-	}
-	if len(names) > 0 && !slices.Contains(names, "ax_schema") {
-		slices.Sort(names)
-		if len(names) > 5 {
-			names = append(names[:5], "…")
-		}
-		return fmt.Errorf("%w: the database belongs to another program (tables: %s): give ax a database of its own (CREATE DATABASE ax)", ErrSchema, strings.Join(names, ", "))
-	}
-	return nil
+	return s.checkForeign(ctx, conn, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
+		"the database belongs to another program", "give ax a database of its own (CREATE DATABASE ax)")
 }
 
 // translatePostgres maps a PostgreSQL server error to the store's
