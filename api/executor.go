@@ -18,7 +18,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
-	"github.com/ax-sched/ax/door"
+	"github.com/ax-sched/ax/httpguard"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
 )
@@ -351,10 +351,10 @@ func clientKind(r *http.Request) string {
 
 // Serve serves h on ln until ctx ends, behind the door: JSON mutations,
 // no foreign Origin, no foreign Host on a loopback listener, timeouts and
-// connection caps (see package door). hosts are the further names the
+// connection caps (see package httpguard). hosts are the further names the
 // server is reached by (the host of its advertised URL).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, listen string, hosts ...string) error {
-	srv := door.NewServer(door.Config{Listen: listen, Hosts: hosts, KindOf: clientKind, KindCaps: kindCaps()}, h)
+	srv := httpguard.NewServer(httpguard.Config{Listen: listen, Hosts: hosts, KindOf: clientKind, KindCaps: kindCaps()}, h)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -18,8 +18,8 @@ import (
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/direct"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/taskexec"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -181,7 +181,7 @@ func StartStandalone(ctx context.Context, st *store.Store, g *dag.Graph, id int6
 		return nil, err
 	}
 	var eng *engine.Engine
-	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), secrets)
+	execs, err := taskexec.Executors(g, st, taskexec.AlertVia(&eng), secrets)
 	if err != nil {
 		stop()
 		return nil, Fail(err)

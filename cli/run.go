@@ -16,8 +16,8 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
-	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/taskexec"
 )
 
 // RunOnce runs a pipeline (what: its name under pipelines, or a file), or
@@ -64,7 +64,7 @@ func RunOnce(ctx context.Context, out, errOut io.Writer, what, at, sel string, p
 		return Fail(err)
 	}
 	var eng *engine.Engine
-	execs, err := stock.Executors(g, st, stock.AlertVia(&eng), secrets)
+	execs, err := taskexec.Executors(g, st, taskexec.AlertVia(&eng), secrets)
 	if err != nil {
 		return Fail(err)
 	}

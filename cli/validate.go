@@ -11,7 +11,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
-	"github.com/ax-sched/ax/stock"
+	"github.com/ax-sched/ax/taskexec"
 	"github.com/spf13/cobra"
 )
 
@@ -154,7 +154,7 @@ Exit status: 0 when all files are valid, 1 when any is invalid (or, with
 // parseOptions are the options pipeline files are read with by the commands
 // that judge them as ax server would: the functions this binary registers.
 func parseOptions() (defs.Options, error) {
-	names, err := stock.FunctionNames()
+	names, err := taskexec.FunctionNames()
 	if err != nil {
 		return defs.Options{}, err
 	}

@@ -24,9 +24,9 @@ import (
 	"github.com/ax-sched/ax/axtype"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/defs"
-	"github.com/ax-sched/ax/door"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/examples/functions"
+	"github.com/ax-sched/ax/httpguard"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/store"
@@ -98,7 +98,7 @@ func Setup(t testing.TB, o Opts, serve func(*Env) http.Handler) *Env {
 	if !o.Standby {
 		e.Eng = StartEngine(t, engine.Config{Holder: "api-test", Registerer: e.Reg, Grace: time.Millisecond, Retain: o.Retain}, e.St, g, o.Executors)
 	}
-	e.Srv = httptest.NewServer(door.Guard(door.Config{Listen: "127.0.0.1:0"}, serve(e)))
+	e.Srv = httptest.NewServer(httpguard.Guard(httpguard.Config{Listen: "127.0.0.1:0"}, serve(e)))
 	t.Cleanup(e.Srv.Close)
 	return e
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/runner"
-	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/taskexec"
 )
 
 // setupAPI serves the API of a primary engine running the stock binary's
@@ -19,7 +19,7 @@ import (
 func setupAPI(t testing.TB, o apitest.Opts) *apitest.Env {
 	t.Helper()
 	o.Executors = func(g *dag.Graph, st *store.Store, alert func(engine.Alert)) (engine.Executors, error) {
-		return stock.Executors(g, st, alert, runner.NewSecrets(""))
+		return taskexec.Executors(g, st, alert, runner.NewSecrets(""))
 	}
 	return apitest.Setup(t, o, func(e *apitest.Env) http.Handler {
 		e.Reg.MustRegister(api.NewExecutorCollector(e.St))

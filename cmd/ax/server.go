@@ -22,8 +22,8 @@ import (
 	"github.com/ax-sched/ax/engine/tracing"
 	"github.com/ax-sched/ax/reload"
 	"github.com/ax-sched/ax/runner"
-	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/taskexec"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -93,7 +93,7 @@ the store's lease.`,
 	fl.BoolVar(&f.taskLabels, "metrics-task-labels", true, "label the per-task metrics (ax_task_*) by task as well as pipeline; false keeps the pipeline only, for very many tasks")
 	fl.DurationVar(&f.watch, "watch", 2*time.Second, "how often to look for changed pipeline files and reload them (0: only on SIGHUP)")
 	fl.IntVar(&f.maxRun, "max-running", engine.DefaultMaxRunning(), "local attempts (functions and commands) running at once; the rest wait in the queue in priority order (0: unlimited; ax limits changes it at run time)")
-	fl.IntVar(&f.nice, "command-nice", stock.DefaultCommandNice, "raise the nice value of command tasks by this much (0 to 19) above the server's, so that under contention they yield the CPU to the scheduler (and to every other process of the host: a command's timeout is wall time); 0 runs them at the server's own")
+	fl.IntVar(&f.nice, "command-nice", taskexec.DefaultCommandNice, "raise the nice value of command tasks by this much (0 to 19) above the server's, so that under contention they yield the CPU to the scheduler (and to every other process of the host: a command's timeout is wall time); 0 runs them at the server's own")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "on SIGTERM: how long running attempts may finish before they are stopped and given back to run again (not counted as attempts)")
 	fl.StringVar(&f.retain, "retain", "30d", "keep finished runs this long (30d, 12h; 0 keeps everything): older ones are pruned with their history, actions and output, in small batches; waiting, running and paused work never")
 	fl.StringVar(&f.logMax, "log-max", "1MiB", "task output kept per attempt: the last this many bytes (such as 1MiB, 256KiB); what is dropped is counted and shown")
@@ -245,7 +245,7 @@ func serverExecutors(eng **engine.Engine, g *dag.Graph, st *store.Store, f serve
 		}
 		return g
 	}
-	return stock.ExecutorsOf(graph, st, stock.AlertVia(eng), f.nice, secrets)
+	return taskexec.ExecutorsOf(graph, st, taskexec.AlertVia(eng), f.nice, secrets)
 }
 
 // metricsRegistry is /metrics' registry: the Go runtime's and the
@@ -265,7 +265,7 @@ func serverSecrets(ctx context.Context, f serverFlags, log *slog.Logger) (runner
 		return nil, nil, err
 	}
 	warn := func(g *dag.Graph) {
-		for _, u := range stock.Unresolved(ctx, g, secrets) {
+		for _, u := range taskexec.Unresolved(ctx, g, secrets) {
 			log.Warn("secret_unresolved", "task", u.Task, "err", u.Err)
 		}
 	}

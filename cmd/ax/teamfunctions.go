@@ -9,7 +9,7 @@ package main
 
 import (
 	"github.com/ax-sched/ax/examples/teamfunctions"
-	"github.com/ax-sched/ax/stock"
+	"github.com/ax-sched/ax/taskexec"
 )
 
-func init() { stock.AddFunctions(teamfunctions.Register) }
+func init() { taskexec.AddFunctions(teamfunctions.Register) }

@@ -32,8 +32,8 @@ import (
 	"github.com/ax-sched/ax/engine/tracing"
 	"github.com/ax-sched/ax/runner"
 	"github.com/ax-sched/ax/runner/executor"
-	"github.com/ax-sched/ax/stock"
 	"github.com/ax-sched/ax/store"
+	"github.com/ax-sched/ax/taskexec"
 )
 
 // receiver is an OTLP/HTTP traces endpoint: it decodes what the exporter
@@ -141,7 +141,7 @@ func startTraced(t *testing.T, dir string) *traced {
 	}
 	t.Cleanup(func() { st.Close() })
 	x := &traced{rc: rc, st: st}
-	execs, err := stock.Executors(g, st, stock.AlertVia(&x.eng), runner.NewSecrets(""))
+	execs, err := taskexec.Executors(g, st, taskexec.AlertVia(&x.eng), runner.NewSecrets(""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package teamfunctions is an example of a team's own Go functions, built
 // into its own ax binary (docs/functions.md): a file in the binary's main
-// package hands Register to stock.AddFunctions, and from then on the
+// package hands Register to taskexec.AddFunctions, and from then on the
 // binary's pipelines may name them (`function: count_rows`), `ax validate`
 // knows them, and ax server and ax run run them. cmd/ax/teamfunctions.go
 // does so when ax is built with -tags teamfunctions.

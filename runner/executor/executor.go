@@ -42,7 +42,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/ax-sched/ax/door"
+	"github.com/ax-sched/ax/httpguard"
 	"github.com/ax-sched/ax/runner"
 )
 
@@ -277,11 +277,11 @@ const maxDispatch = 1 << 20
 // Handler serves POST /dispatch, POST /kill, POST /status and GET /healthz. With
 // Config.Token set, dispatches and kills must carry it (the scheduler sends
 // its AX_EXECUTOR_TOKEN): nobody else can make this executor run a task.
-// It stands behind the same door as ax server (package door): dispatches
+// It stands behind the same door as ax server (package httpguard): dispatches
 // and kills need Content-Type: application/json, a foreign Origin is
 // refused, and on a loopback address a foreign Host too (DNS rebinding).
 func (x *Executor) Handler() http.Handler {
-	return door.Guard(x.doorConfig(), x.mux())
+	return httpguard.Guard(x.doorConfig(), x.mux())
 }
 
 func (x *Executor) mux() http.Handler {
@@ -294,8 +294,8 @@ func (x *Executor) mux() http.Handler {
 	return mux
 }
 
-func (x *Executor) doorConfig() door.Config {
-	c := door.Config{}
+func (x *Executor) doorConfig() httpguard.Config {
+	c := httpguard.Config{}
 	if u, err := url.Parse(x.cfg.Address); err == nil {
 		c.Listen = u.Host
 	}
@@ -307,7 +307,7 @@ func (x *Executor) doorConfig() door.Config {
 // the executor's descriptors); then it shuts down, letting requests in
 // flight finish for up to 10 s.
 func (x *Executor) Serve(ctx context.Context, ln net.Listener) error {
-	srv := door.NewServer(x.doorConfig(), x.mux())
+	srv := httpguard.NewServer(x.doorConfig(), x.mux())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

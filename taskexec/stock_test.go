@@ -1,4 +1,4 @@
-package stock_test
+package taskexec_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/ax-sched/ax/defs"
 	"github.com/ax-sched/ax/engine"
 	"github.com/ax-sched/ax/runner"
-	"github.com/ax-sched/ax/stock"
+	"github.com/ax-sched/ax/taskexec"
 )
 
 // The HTTP executor gives attempts their env and is still the routing
@@ -16,7 +16,7 @@ import (
 // hid them, and a result a standby received never reached its attempt).
 func TestHTTPExecutorKeepsItsCapabilities(t *testing.T) {
 	t.Parallel()
-	execs, err := stock.ExecutorsOf(func() *dag.Graph { return nil }, nil, nil, 0, runner.NewSecrets(""))
+	execs, err := taskexec.ExecutorsOf(func() *dag.Graph { return nil }, nil, nil, 0, runner.NewSecrets(""))
 	if err != nil {
 		t.Fatal(err)
 	}

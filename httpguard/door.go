@@ -1,4 +1,4 @@
-// Package door is what every HTTP server of ax puts between the network and
+// Package httpguard is what every HTTP server of ax puts between the network and
 // its handlers: the admin API and console of ax server, its executor
 // endpoints, the executor SDK's server and the example executor.
 //
@@ -19,7 +19,7 @@
 //
 // It must not know anything about scheduling; it imports only the standard
 // library.
-package door
+package httpguard
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-// Package stock builds the executors the stock ax binary runs tasks with:
+// Package taskexec builds the executors the stock ax binary runs tasks with:
 // the example functions, commands, and HTTP tasks routed among the
 // executors registered in the store. ax server, ax run and ax backfill
 // --standalone all run their engines with them.
-package stock
+package taskexec
 
 import (
 	"context"

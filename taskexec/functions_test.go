@@ -1,4 +1,4 @@
-package stock
+package taskexec
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package door
+package httpguard
 
 import (
 	"bufio"
