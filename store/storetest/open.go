@@ -54,7 +54,17 @@ func MySQLDSN(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("%s: %v", DSNEnv, err)
 	}
-	admin, err := sql.Open("mysql", base)
+	name := scratchDatabase(t, "mysql", base, cfg.Addr, "MariaDB", "")
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// scratchDatabase creates a database of a random name on the server of
+// base (at host, a server of kind), dropped (with dropSuffix) when the test
+// ends, and returns its name.
+func scratchDatabase(t testing.TB, driver, base, host, kind, dropSuffix string) string {
+	t.Helper()
+	admin, err := sql.Open(driver, base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,17 +73,16 @@ func MySQLDSN(t testing.TB) string {
 	_, _ = rand.Read(buf)
 	name := "ax_test_" + hex.EncodeToString(buf)
 	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create test database on %s: %v (is MariaDB running? .ci/run starts it)", cfg.Addr, err)
+		t.Fatalf("create test database on %s: %v (is %s running? .ci/run starts it)", host, err, kind)
 	}
 	t.Cleanup(func() {
-		db, err := sql.Open("mysql", base)
+		db, err := sql.Open(driver, base)
 		if err == nil {
-			db.Exec("DROP DATABASE IF EXISTS " + name) //nolint:errcheck // best effort
+			db.Exec("DROP DATABASE IF EXISTS " + name + dropSuffix) //nolint:errcheck // best effort
 			db.Close()
 		}
 	})
-	cfg.DBName = name
-	return cfg.FormatDSN()
+	return name
 }
 
 // ddlMu serializes the creation and migration of test databases: MariaDB
@@ -164,24 +173,7 @@ func PostgresDSN(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("%s: %v", PGDSNEnv, err)
 	}
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	buf := make([]byte, 6)
-	_, _ = rand.Read(buf)
-	name := "ax_test_" + hex.EncodeToString(buf)
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create test database on %s: %v (is PostgreSQL running? .ci/run starts it)", u.Host, err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", base)
-		if err == nil {
-			db.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") //nolint:errcheck // best effort
-			db.Close()
-		}
-	})
+	name := scratchDatabase(t, "pgx", base, u.Host, "PostgreSQL", " WITH (FORCE)")
 	u.Path = "/" + name
 	return u.String()
 }
